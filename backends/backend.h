@@ -1,0 +1,158 @@
+// The backend interface: everything kiln's core knows about a target. A
+// backend lives in backends/<name>/, includes only this header (and
+// include/kiln), and registers itself through registry.h.
+//
+// Flow: the core renders a kir::Kernel with the backend's LanguageTable,
+// asks supports() before code generation, compiles the source with the
+// backend's KernelCompiler (results cached by the core), loads the binary on
+// a Device and records dispatches into a CommandList.
+#pragma once
+
+#include "backends/language.h"
+
+#include <kiln/error.h>
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::backend {
+
+// A typed capability record read from the device (or, for an offline
+// compile target, from its architecture).
+struct TargetDesc {
+  std::string backend;        // "vulkan", "cuda", "hip", "null"
+  std::string device_name;    // "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string device_type;    // "cpu", "discrete-gpu", "integrated-gpu", "virtual-gpu", "offline", "other"
+  std::string driver;         // driver name and version
+  std::string api_version;    // "Vulkan 1.3.230", "CUDA 13.0", "gfx90a"
+  std::string arch;           // compile target: "spirv1.3", "sm_90", "gfx90a"
+  std::uint32_t subgroup_size = 0;
+  std::array<std::uint32_t, 3> max_workgroup_size{};
+  std::uint32_t max_workgroup_invocations = 0;
+  std::array<std::uint32_t, 3> max_workgroup_count{};
+  std::uint64_t max_shared_memory_bytes = 0;
+  std::uint64_t max_buffer_bytes = 0;
+  std::uint64_t device_memory_bytes = 0;
+  std::uint64_t min_buffer_offset_alignment = 256;  // for bindings into an arena
+  bool fp16 = false;
+  bool int64 = false;
+  bool timestamps = false;
+
+  // A stable string identifying everything that changes generated binaries
+  // (backend, device, driver, arch); part of every cache key.
+  std::string fingerprint() const;
+};
+
+// What a kernel needs of a target, summarised before code generation.
+struct KernelRequirements {
+  std::string kernel_name;
+  std::uint32_t workgroup_size = 64;
+  std::uint64_t shared_memory_bytes = 0;
+  std::uint32_t num_buffers = 0;
+  bool fp16 = false;
+};
+
+struct KernelSource {
+  std::string name;       // entry point / kernel function name
+  std::string language;   // LanguageTable::name
+  std::string text;
+  std::uint32_t workgroup_size = 64;
+  std::uint32_t num_buffers = 0;
+};
+
+struct KernelBinary {
+  std::string format;             // "spirv", "ptx", "cubin", "hsaco"
+  std::vector<std::byte> data;
+  std::string log;                // compiler warnings, if any
+};
+
+// Source -> binary. compile() throws Error(Internal) with the compiler log and
+// the numbered source if the generated code does not compile (a kiln bug).
+class KernelCompiler {
+ public:
+  virtual ~KernelCompiler() = default;
+  // Compiler name and version, part of every cache key ("shaderc 2023.2, spirv-tools ...").
+  virtual std::string version() const = 0;
+  virtual KernelBinary compile(const KernelSource& source, const TargetDesc& target) const = 0;
+};
+
+// Device memory. Contents are undefined after allocation.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual std::uint64_t size() const = 0;
+};
+
+// A compiled kernel loaded on a device, ready to dispatch.
+class LoadedKernel {
+ public:
+  virtual ~LoadedKernel() = default;
+  virtual const std::string& name() const = 0;
+};
+
+struct BufferBinding {
+  Buffer* buffer = nullptr;
+  std::uint64_t offset = 0;  // a multiple of TargetDesc::min_buffer_offset_alignment
+  std::uint64_t size = 0;    // bytes visible to the kernel
+};
+
+// A recorded sequence of dispatches. Record, finish(), then submit() as many
+// times as wanted (replay). Dispatches run in order: each one sees every
+// write of the dispatches recorded before it.
+class CommandList {
+ public:
+  virtual ~CommandList() = default;
+  virtual void dispatch(LoadedKernel& kernel, std::array<std::uint32_t, 3> groups,
+                        std::span<const BufferBinding> bindings) = 0;
+  virtual void finish() = 0;
+  // Runs the recorded work and waits for it to complete.
+  virtual void submit() = 0;
+  // Device time of the last submit in milliseconds, if the device has timestamps. (optional)
+  virtual std::optional<double> last_device_ms() const { return std::nullopt; }
+};
+
+struct DeviceInfo {
+  int index = 0;
+  TargetDesc target;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const TargetDesc& target() const = 0;
+  // Throws Error(OutOfMemory) naming the size when the device cannot allocate.
+  virtual std::shared_ptr<Buffer> allocate(std::uint64_t bytes) = 0;
+  // Synchronous copies between host memory and a buffer region.
+  virtual void upload(Buffer& buffer, std::uint64_t offset, std::span<const std::byte> data) = 0;
+  virtual void download(const Buffer& buffer, std::uint64_t offset, std::span<std::byte> data) = 0;
+  virtual std::shared_ptr<LoadedKernel> load_kernel(const KernelSource& source, const KernelBinary& binary) = 0;
+  virtual std::unique_ptr<CommandList> create_command_list() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Why this backend cannot run kernels here ("no NVIDIA driver: ..."), or
+  // nullopt when it can. Code generation works either way.
+  virtual std::optional<std::string> unavailable_reason() const = 0;
+  // Empty when unavailable.
+  virtual std::vector<DeviceInfo> enumerate_devices() const = 0;
+  // Throws NotFound (bad index) or DeviceUnavailable.
+  virtual std::shared_ptr<Device> create_device(int index) const = 0;
+  virtual const LanguageTable& language() const = 0;
+  virtual const KernelCompiler& compiler() const = 0;
+  // Targets code is generated for even without a device (NVRTC's sm_90,
+  // hiprtc's gfx90a, ...); the compile tests build every kernel for each.
+  virtual std::vector<TargetDesc> offline_targets() const = 0;
+  // nullopt if the target can run the kernel, else the reason it cannot.
+  virtual std::optional<std::string> supports(const KernelRequirements& kernel, const TargetDesc& target) const;
+};
+
+}  // namespace kiln::backend

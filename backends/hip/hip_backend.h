@@ -1,0 +1,6 @@
+#pragma once
+#include "backends/backend.h"
+#include <memory>
+namespace kiln::backend {
+std::unique_ptr<Backend> create_hip_backend();
+}  // namespace kiln::backend

@@ -1,0 +1,39 @@
+// A C-style language described as data: the spellings that differ between
+// GLSL, CUDA C++ and HIP C++. The renderer core (src/render/) walks the kernel
+// IR once and looks every difference up here; there is no per-language branch.
+//
+// Format strings use {placeholders}; the renderer documents which ones each
+// field receives.
+#pragma once
+
+#include <string>
+
+namespace kiln::backend {
+
+struct LanguageTable {
+  std::string name;     // "glsl", "cuda", "hip"
+  std::string prelude;  // text emitted before every kernel (helpers such as erf for GLSL)
+
+  // Scalar type spellings.
+  std::string type_f32, type_i32, type_u32, type_bool;
+  // Float literal suffix ("" for GLSL, "f" for CUDA/HIP).
+  std::string float_suffix;
+
+  // Buffers. GLSL declares them at global scope; CUDA/HIP pass them as
+  // parameters. Placeholders: {binding} {name} {type} {readonly}.
+  std::string buffer_global_decl;   // empty for CUDA/HIP
+  std::string buffer_param_decl;    // empty for GLSL
+  std::string readonly_qualifier;   // GLSL "readonly ", CUDA "const "
+  std::string buffer_access;        // "{name}[{index}]" (GLSL: "{name}.data[{index}]")
+
+  // Entry point. Placeholders: {name} {params} {wg}.
+  std::string kernel_header;        // GLSL "layout(local_size_x = {wg}) in;\nvoid main()"
+  // Expression for the linear invocation index over a 2-D grid, as i32.
+  std::string global_index_expr;
+
+  // Math spellings. Placeholders: {a} {b}.
+  std::string exp, log, sqrt, rsqrt, tanh, erf, abs, floor, ceil, pow, fmin, fmax, imin, imax;
+  std::string cast;                 // "{type}({a})" or "(({type})({a}))"
+};
+
+}  // namespace kiln::backend

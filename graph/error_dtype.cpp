@@ -1,0 +1,52 @@
+// Error and DType basics of the public API (include/kiln/error.h, dtype.h).
+#include <kiln/dtype.h>
+#include <kiln/error.h>
+
+#include <string>
+
+namespace kiln {
+
+std::string_view error_kind_name(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::InvalidArgument: return "invalid argument";
+    case ErrorKind::ShapeMismatch: return "shape mismatch";
+    case ErrorKind::Unsupported: return "unsupported";
+    case ErrorKind::NotFound: return "not found";
+    case ErrorKind::DeviceUnavailable: return "device unavailable";
+    case ErrorKind::OutOfMemory: return "out of memory";
+    case ErrorKind::Io: return "i/o error";
+    case ErrorKind::Corrupt: return "corrupt input";
+    case ErrorKind::Internal: return "internal error";
+  }
+  return "error";
+}
+
+Error::Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+
+void throw_error(ErrorKind kind, const std::string& message) { throw Error(kind, message); }
+
+std::size_t dtype_size(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 4;
+    case DType::f16: return 2;
+    case DType::i32: return 4;
+    case DType::i64: return 8;
+    case DType::u8: return 1;
+    case DType::boolean: return 1;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "f32";
+    case DType::f16: return "f16";
+    case DType::i32: return "i32";
+    case DType::i64: return "i64";
+    case DType::u8: return "u8";
+    case DType::boolean: return "bool";
+  }
+  return "?";
+}
+
+}  // namespace kiln

@@ -1,0 +1,101 @@
+// The vendor-neutral graph IR: values with static types, nodes with ONNX-style
+// op names and attributes, and the Graph that owns them.
+//
+// Nodes are kept in topological order (a node only uses values defined before
+// it). Passes build a new Graph rather than editing one in place.
+#pragma once
+
+#include <kiln/dtype.h>
+#include <kiln/error.h>
+#include <kiln/tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace kiln::graph {
+
+struct TensorType {
+  DType dtype = DType::f32;
+  Shape shape;
+  bool operator==(const TensorType&) const = default;
+};
+std::string type_str(const TensorType& type);  // "f32[1, 3, 224, 224]"
+
+using ValueId = std::int32_t;
+using NodeId = std::int32_t;
+inline constexpr NodeId kNoNode = -1;
+
+struct Value {
+  ValueId id = -1;
+  std::string name;
+  TensorType type;
+  NodeId producer = kNoNode;        // kNoNode for graph inputs and constants
+  std::optional<Tensor> constant;   // set for constants (weights, folded values)
+};
+
+using Attribute = std::variant<std::int64_t, double, std::string, std::vector<std::int64_t>, std::vector<double>>;
+
+class Attributes {
+ public:
+  void set(const std::string& name, Attribute value) { map_[name] = std::move(value); }
+  bool has(const std::string& name) const { return map_.count(name) != 0; }
+  // Getters throw InvalidArgument naming the attribute if it has another type.
+  std::int64_t get_int(const std::string& name, std::int64_t fallback) const;
+  double get_float(const std::string& name, double fallback) const;
+  std::string get_string(const std::string& name, const std::string& fallback) const;
+  std::vector<std::int64_t> get_ints(const std::string& name, std::vector<std::int64_t> fallback) const;
+  const std::map<std::string, Attribute>& all() const { return map_; }
+  bool operator==(const Attributes&) const = default;
+
+ private:
+  std::map<std::string, Attribute> map_;
+};
+
+struct Node {
+  NodeId id = kNoNode;
+  std::string op;     // registry name, e.g. "Conv"
+  std::string name;   // unique, human-readable ("layer1.0.conv1")
+  std::vector<ValueId> inputs;   // -1 marks an omitted optional input
+  std::vector<ValueId> outputs;
+  Attributes attrs;
+};
+
+class Graph {
+ public:
+  ValueId add_input(const std::string& name, TensorType type);
+  ValueId add_constant(const std::string& name, Tensor value);
+  // Adds a node; output types come from the op registry's shape inference,
+  // which throws a user error naming the node if the inputs do not fit.
+  std::vector<ValueId> add_node(const std::string& op, std::vector<ValueId> inputs,
+                                Attributes attrs = {}, const std::string& name = "");
+  void set_outputs(std::vector<ValueId> outputs);
+
+  const Value& value(ValueId id) const;
+  Value& value(ValueId id);
+  const Node& node(NodeId id) const;
+  const std::vector<Value>& values() const { return values_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  const std::vector<ValueId>& inputs() const { return inputs_; }
+  const std::vector<ValueId>& outputs() const { return outputs_; }
+
+  // Number of node inputs (plus graph outputs) that read each value.
+  std::vector<int> use_counts() const;
+
+  // Checks structure (ids, topological order, every value defined once) and
+  // re-runs shape inference on every node; throws Error naming the node.
+  void verify() const;
+  // Human-readable text: one line per input, constant (shape only) and node.
+  std::string to_string() const;
+
+ private:
+  std::vector<Value> values_;
+  std::vector<Node> nodes_;
+  std::vector<ValueId> inputs_;
+  std::vector<ValueId> outputs_;
+};
+
+}  // namespace kiln::graph

@@ -1,0 +1,44 @@
+// The op registry: for every op its schema, its shape/dtype inference and its
+// plain reference CPU implementation (the oracle every backend is tested
+// against). Op names and attributes follow ONNX so that import is direct.
+#pragma once
+
+#include "graph/ir.h"
+
+#include <functional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::graph {
+
+struct OpSchema {
+  std::string name;
+  int min_inputs = 1;
+  int max_inputs = 1;
+  int num_outputs = 1;
+  // Output types from input types (a -1 input is passed as an empty shape with
+  // dtype f32 and must be treated as absent). Throws ShapeMismatch or
+  // InvalidArgument with a message that names the op and both shapes.
+  std::function<std::vector<TensorType>(const Node&, std::span<const TensorType>)> infer;
+  // The oracle: obviously-correct, loop-by-loop, double-precision accumulation
+  // where it matters. Inputs are host tensors (an absent optional input is an
+  // empty Tensor with shape [0]).
+  std::function<std::vector<Tensor>(const Node&, std::span<const Tensor>)> reference;
+  std::string summary;  // one line for `kiln explain` and docs
+};
+
+// Registers the built-in ops once (idempotent, thread-safe).
+const OpSchema* find_op(std::string_view name);
+// Throws Unsupported "unknown op 'X'" if absent.
+const OpSchema& get_op(std::string_view name);
+std::vector<std::string> registered_ops();
+
+// Runs shape inference for a node whose inputs have the given types; wraps any
+// error with the node's name and op.
+std::vector<TensorType> infer_node(const Node& node, std::span<const TensorType> input_types);
+// Runs the whole graph on the reference implementation.
+std::vector<Tensor> run_reference(const Graph& graph, std::span<const Tensor> inputs);
+
+}  // namespace kiln::graph

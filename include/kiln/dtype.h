@@ -1,0 +1,23 @@
+// Element types and shapes shared by every layer of kiln.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln {
+
+enum class DType : std::uint8_t { f32, f16, i32, i64, u8, boolean };
+
+std::size_t dtype_size(DType dtype);
+std::string_view dtype_name(DType dtype);  // "f32", "i64", ...
+
+// A static shape: one extent per dimension, outermost first; {} is a scalar.
+using Shape = std::vector<std::int64_t>;
+
+std::int64_t num_elements(const Shape& shape);
+std::string shape_str(const Shape& shape);  // "[1, 3, 224, 224]"
+
+}  // namespace kiln

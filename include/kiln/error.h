@@ -1,0 +1,55 @@
+// kiln's one error type. Every fallible public call throws kiln::Error.
+//
+// The kind tells a user error (a bad model, a bad option, a wrong shape, a
+// missing device) from an internal one (a bug in kiln): user errors say what to
+// change; internal errors ask for a bug report.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace kiln {
+
+enum class ErrorKind {
+  InvalidArgument,    // a bad option, attribute or argument value
+  ShapeMismatch,      // tensor shapes or dtypes that do not fit together
+  Unsupported,        // an op, dtype or feature that kiln (or a backend) lacks
+  NotFound,           // unknown backend, device index/name, model, file
+  DeviceUnavailable,  // the backend exists but cannot run here (no driver/GPU)
+  OutOfMemory,        // a device allocation failed
+  Io,                 // reading or writing a file failed
+  Corrupt,            // a file's content is malformed
+  Internal,           // a bug in kiln
+};
+
+std::string_view error_kind_name(ErrorKind kind);
+
+class Error : public std::runtime_error {
+ public:
+  Error(ErrorKind kind, const std::string& message);
+  ErrorKind kind() const { return kind_; }
+  bool is_user_error() const { return kind_ != ErrorKind::Internal; }
+
+ private:
+  ErrorKind kind_;
+};
+
+[[noreturn]] void throw_error(ErrorKind kind, const std::string& message);
+
+}  // namespace kiln
+
+// Checks a condition that depends on user input; throws a user error if false.
+#define KILN_CHECK(cond, kind, message)                   \
+  do {                                                    \
+    if (!(cond)) ::kiln::throw_error((kind), (message));  \
+  } while (0)
+
+// Checks an invariant of kiln itself; a failure is a bug (ErrorKind::Internal).
+#define KILN_ASSERT(cond)                                                          \
+  do {                                                                             \
+    if (!(cond))                                                                   \
+      ::kiln::throw_error(::kiln::ErrorKind::Internal,                             \
+                          std::string("internal error: assertion '") + #cond +     \
+                              "' failed at " + __FILE__ + ":" + std::to_string(__LINE__)); \
+  } while (0)

@@ -1,0 +1,120 @@
+// kiln's public API: run a model eagerly, or compile it for a backend.
+//
+//   kiln::Model model = kiln::models::resnet18();
+//   kiln::CompiledModel fast = kiln::compile(model, {.backend = "vulkan",
+//                                                    .mode = kiln::Mode::reduce_overhead});
+//   std::vector<kiln::Tensor> out = fast({input});  // first call compiles
+#pragma once
+
+#include <kiln/builder.h>
+#include <kiln/dtype.h>
+#include <kiln/error.h>
+#include <kiln/model.h>
+#include <kiln/models.h>
+#include <kiln/tensor.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+enum class Mode {
+  default_,         // fused kernels, recorded on every call
+  reduce_overhead,  // the whole model recorded once into static buffers and replayed
+  max_autotune,     // kernel variants timed on the device (not available yet)
+};
+std::string_view mode_name(Mode mode);  // "default", "reduce-overhead", "max-autotune"
+// Parses "default", "reduce-overhead", "max-autotune"; throws InvalidArgument.
+Mode parse_mode(std::string_view text);
+
+struct DeviceOptions {
+  std::string backend = "vulkan";
+  // Device index ("0") or a case-insensitive substring of its name; "" picks
+  // the first device.
+  std::string device;
+};
+
+struct CompileOptions {
+  std::string backend = "vulkan";
+  std::string device;
+  Mode mode = Mode::default_;
+  // true: compile one graph or fail listing every graph break.
+  bool fullgraph = false;
+  // Where compiled kernels persist; "" uses $KILN_CACHE_DIR, else
+  // $XDG_CACHE_HOME/kiln, else ~/.cache/kiln. "off" disables the disk cache.
+  std::string cache_dir;
+};
+
+// What a run cost; filled after every call.
+struct RunStats {
+  double compile_ms = 0;          // first call only (0 for eager)
+  double last_run_ms = 0;         // host wall time of the last call
+  std::optional<double> last_device_ms;  // device time of the last call, if measured
+  int kernels = 0;                // distinct kernels loaded
+  int dispatches_per_run = 0;
+  std::uint64_t peak_device_bytes = 0;  // activations and weights on the device
+  int kernel_cache_hits = 0;      // binaries read from the disk cache
+  int kernel_cache_misses = 0;    // binaries compiled
+};
+
+class Executor;  // src/runtime: the shared engine behind both callables
+
+// Op by op: one kernel per op on the chosen device, no graph passes, no
+// fusion. The honest baseline that compiled code is measured against.
+class EagerModel {
+ public:
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
+  const RunStats& stats() const;
+  const Model& model() const;
+
+ private:
+  friend EagerModel eager(const Model&, const DeviceOptions&);
+  std::shared_ptr<Executor> impl_;
+};
+
+class CompiledModel {
+ public:
+  // The first call compiles; later calls reuse everything. Throws
+  // ShapeMismatch naming the input and both shapes if inputs do not match.
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
+  // Compiles now, without running (ahead of time).
+  void prepare();
+  const RunStats& stats() const;
+  const Model& model() const;
+  const CompileOptions& options() const;
+  // What the compiler did, as text: passes, kernels, memory plan.
+  std::string explain() const;
+
+ private:
+  friend CompiledModel compile(const Model&, const CompileOptions&);
+  std::shared_ptr<Executor> impl_;
+};
+
+EagerModel eager(const Model& model, const DeviceOptions& options = {});
+CompiledModel compile(const Model& model, const CompileOptions& options = {});
+
+// ---- devices ---------------------------------------------------------------
+struct DeviceDescription {
+  int index = 0;
+  std::string name;
+  std::string type;
+  std::string driver;
+  std::string api_version;
+  std::vector<std::pair<std::string, std::string>> limits;  // key limits, as text
+};
+
+struct BackendDescription {
+  std::string name;
+  bool available = false;
+  std::string unavailable_reason;
+  std::string compiler;  // compiler name and version
+  std::vector<DeviceDescription> devices;
+  std::vector<std::string> offline_targets;  // archs code is generated for without a device
+};
+
+std::vector<BackendDescription> list_backends();
+
+}  // namespace kiln

@@ -1,0 +1,29 @@
+// Built-in models written with kiln::Builder, weights from a fixed seed so
+// that tests and benchmarks need no downloads.
+#pragma once
+
+#include <kiln/model.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::models {
+
+struct ModelOptions {
+  std::int64_t batch = 1;
+  std::int64_t image_size = 224;   // square input, NCHW f32
+  std::int64_t num_classes = 1000;
+  std::uint64_t seed = 0;
+};
+
+// torchvision's ResNet-18 architecture (BasicBlock, [2, 2, 2, 2]); input
+// "input" [batch, 3, image_size, image_size], output "logits" [batch, num_classes].
+Model resnet18(const ModelOptions& options = {});
+
+// Names accepted by build(): "resnet18", ...
+std::vector<std::string> names();
+// Throws Error(NotFound) listing the known names.
+Model build(const std::string& name, const ModelOptions& options = {});
+
+}  // namespace kiln::models

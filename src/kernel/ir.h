@@ -1,0 +1,168 @@
+// The kernel IR: small, typed and target-neutral. Every kernel kiln runs is
+// built in this IR once, then rendered to GLSL, CUDA C++ or HIP C++, and
+// interpret() (interpreter.h) is its executable definition.
+//
+// A Kernel is a body executed once per invocation for a linear global index
+// in [0, global_size). Invocations are independent (no shared memory or
+// barriers yet): each reads any buffer element and writes its own outputs.
+// Renderers map the linear index onto a 2-D dispatch and guard the tail.
+//
+// Expressions are immutable trees shared by value; the helpers below make
+// lowering code read like the arithmetic it does:
+//
+//   Kernel k("relu");
+//   Buf x = k.add_buffer("x", ScalarType::f32, Access::read);
+//   Buf y = k.add_buffer("y", ScalarType::f32, Access::write);
+//   k.global_size = n;
+//   Expr i = global_index();
+//   k.body.push_back(store(y, i, max(load(x, i), f32(0.0f))));
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::kir {
+
+enum class ScalarType : std::uint8_t { f32, i32, u32, boolean };
+const char* scalar_type_name(ScalarType type);  // "f32", "i32", "u32", "bool"
+
+enum class UnaryOp : std::uint8_t { neg, exp, log, sqrt, rsqrt, tanh, erf, abs, floor, ceil, logical_not };
+enum class BinaryOp : std::uint8_t {
+  add, sub, mul, div, mod,  // mod: integer remainder (operands >= 0)
+  min, max, pow,
+  lt, le, gt, ge, eq, ne,   // result boolean
+  logical_and, logical_or,
+};
+const char* unary_op_name(UnaryOp op);
+const char* binary_op_name(BinaryOp op);
+
+enum class ExprKind : std::uint8_t { constant, var, global_index, load, unary, binary, select, cast };
+
+struct ExprNode;
+
+// A value-semantics handle on an immutable expression tree.
+class Expr {
+ public:
+  Expr() = default;
+  explicit Expr(std::shared_ptr<const ExprNode> node) : node_(std::move(node)) {}
+  const ExprNode& operator*() const { return *node_; }
+  const ExprNode* operator->() const { return node_.get(); }
+  explicit operator bool() const { return node_ != nullptr; }
+  ScalarType type() const;
+
+ private:
+  std::shared_ptr<const ExprNode> node_;
+};
+
+struct ExprNode {
+  ExprKind kind;
+  ScalarType type;
+  double fvalue = 0;        // constant (f32)
+  std::int64_t ivalue = 0;  // constant (i32/u32/bool)
+  std::string name;         // var
+  int buffer = -1;          // load
+  UnaryOp unary = UnaryOp::neg;
+  BinaryOp binary = BinaryOp::add;
+  std::vector<Expr> args;   // operands: load {index}; unary {a}; binary {a, b}; select {cond, a, b}; cast {a}
+};
+
+// A buffer parameter's handle (its index in Kernel::buffers).
+struct Buf {
+  int index = -1;
+};
+
+enum class Access : std::uint8_t { read, write, read_write };
+
+struct BufferParam {
+  std::string name;
+  ScalarType type;
+  Access access;
+};
+
+enum class StmtKind : std::uint8_t {
+  declare,  // declare `var` of `type` initialised to `value`
+  assign,   // var = value
+  store,    // buffer[index] = value
+  loop,     // for (i32 var = begin; var < end; var += step) body
+  branch,   // if (value) body else else_body
+};
+
+struct Stmt {
+  StmtKind kind;
+  std::string var;
+  ScalarType type = ScalarType::f32;
+  Expr value;
+  int buffer = -1;
+  Expr index;
+  Expr begin, end;
+  std::int64_t step = 1;
+  std::vector<Stmt> body;
+  std::vector<Stmt> else_body;
+};
+
+struct Kernel {
+  explicit Kernel(std::string kernel_name) : name(std::move(kernel_name)) {}
+  std::string name;                  // a C identifier
+  std::vector<BufferParam> buffers;  // binding order = index
+  std::int64_t global_size = 0;      // invocations (< 2^31)
+  std::uint32_t workgroup_size = 64;
+  std::vector<Stmt> body;
+
+  Buf add_buffer(const std::string& buffer_name, ScalarType type, Access access);
+};
+
+// ---- expression helpers -------------------------------------------------
+Expr f32(double value);
+Expr i32(std::int64_t value);
+Expr u32(std::int64_t value);
+Expr boolean(bool value);
+Expr var(const std::string& name, ScalarType type);
+Expr global_index();  // i32
+Expr load(Buf buffer, Expr index, ScalarType type);  // type must match the buffer
+Expr unary(UnaryOp op, Expr a);
+Expr binary(BinaryOp op, Expr a, Expr b);  // operand types must match
+Expr select(Expr cond, Expr if_true, Expr if_false);
+Expr cast(ScalarType type, Expr a);
+
+Expr operator+(Expr a, Expr b);
+Expr operator-(Expr a, Expr b);
+Expr operator*(Expr a, Expr b);
+Expr operator/(Expr a, Expr b);
+Expr operator%(Expr a, Expr b);
+Expr operator-(Expr a);
+Expr operator<(Expr a, Expr b);
+Expr operator<=(Expr a, Expr b);
+Expr operator>(Expr a, Expr b);
+Expr operator>=(Expr a, Expr b);
+Expr operator&&(Expr a, Expr b);
+Expr operator||(Expr a, Expr b);
+Expr eq(Expr a, Expr b);
+Expr ne(Expr a, Expr b);
+Expr min(Expr a, Expr b);
+Expr max(Expr a, Expr b);
+Expr pow(Expr a, Expr b);
+Expr exp(Expr a);
+Expr log(Expr a);
+Expr sqrt(Expr a);
+Expr rsqrt(Expr a);
+Expr tanh(Expr a);
+Expr erf(Expr a);
+Expr abs(Expr a);
+Expr floor(Expr a);
+
+// ---- statement helpers --------------------------------------------------
+Stmt declare(const std::string& name, ScalarType type, Expr init);
+Stmt assign(const std::string& name, Expr value);
+Stmt store(Buf buffer, Expr index, Expr value);
+Stmt loop(const std::string& var_name, Expr begin, Expr end, std::vector<Stmt> body, std::int64_t step = 1);
+Stmt branch(Expr cond, std::vector<Stmt> body, std::vector<Stmt> else_body = {});
+
+// Checks types, variable scoping, buffer indices and access (no store to a
+// read buffer); throws kiln::Error(Internal) naming the kernel and problem.
+void verify(const Kernel& kernel);
+// Target-neutral text form, stable enough to hash and diff.
+std::string print(const Kernel& kernel);
+
+}  // namespace kiln::kir

@@ -1,0 +1,37 @@
+// Lowering: one graph node -> one kernel (or a view, when the op moves no
+// data). Eager mode runs exactly these kernels, one per node; compiled mode
+// runs them on the graph its passes produced.
+//
+// Buffer convention: a lowered kernel's buffers are the node's present inputs
+// (omitted optional inputs skipped), in order, then its outputs, in order.
+#pragma once
+
+#include "graph/ir.h"
+#include "src/kernel/ir.h"
+
+#include <optional>
+#include <span>
+#include <string>
+
+namespace kiln::lower {
+
+struct LoweredNode {
+  enum class Kind { kernel, alias };
+  Kind kind = Kind::kernel;
+  // Set when kind == kernel. For alias (Reshape, Flatten, Identity) output 0
+  // is input 0's memory viewed with another shape.
+  std::optional<kir::Kernel> kernel;
+};
+
+// nullopt if the node can be lowered, else why not ("dtype i64 is not
+// supported by kernels yet", "op 'Foo' has no lowering").
+std::optional<std::string> unsupported_reason(const graph::Node& node,
+                                              std::span<const graph::TensorType> inputs,
+                                              std::span<const graph::TensorType> outputs);
+
+// Throws Error(Unsupported) naming the node, op and reason.
+LoweredNode lower_node(const graph::Node& node,
+                       std::span<const graph::TensorType> inputs,
+                       std::span<const graph::TensorType> outputs);
+
+}  // namespace kiln::lower

@@ -1,0 +1,24 @@
+// The op cases: each written once here, then crossed with every backend
+// (test_conformance) and every offline code-generation target
+// (test_codegen_compile). A case is a small model, usually one op, with inputs
+// from a fixed seed; the oracle is graph::run_reference.
+#pragma once
+
+#include <kiln/model.h>
+#include <kiln/tensor.h>
+
+#include <string>
+#include <vector>
+
+namespace kiln::testing {
+
+struct OpCase {
+  std::string name;  // "Conv/stride2_pad1_groups2"
+  Model model;
+  std::vector<Tensor> inputs;
+  float tolerance = 1e-4f;  // max |backend - reference|, relative to max(1, |reference|max)
+};
+
+std::vector<OpCase> make_op_cases();
+
+}  // namespace kiln::testing
