@@ -18,6 +18,7 @@
 //   k.body.push_back(store(y, i, max(load(x, i), f32(0.0f))));
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -158,6 +159,11 @@ Stmt assign(const std::string& name, Expr value);
 Stmt store(Buf buffer, Expr index, Expr value);
 Stmt loop(const std::string& var_name, Expr begin, Expr end, std::vector<Stmt> body, std::int64_t step = 1);
 Stmt branch(Expr cond, std::vector<Stmt> body, std::vector<Stmt> else_body = {});
+
+// The dispatch grid for a kernel: ceil(global_size / workgroup_size) groups as
+// {gx, gy, 1} with gx <= max_groups_x. Renderers compute the linear index as
+// gid.x + gid.y * (num_groups.x * workgroup_size), so this and they agree.
+std::array<std::uint32_t, 3> dispatch_grid(const Kernel& kernel, std::uint32_t max_groups_x);
 
 // Checks types, variable scoping, buffer indices and access (no store to a
 // read buffer); throws kiln::Error(Internal) naming the kernel and problem.
