@@ -1,0 +1,40 @@
+// The small shared part of the backend interface: target fingerprints and the
+// default capability check.
+#include "backends/backend.h"
+
+#include <string>
+
+namespace kiln::backend {
+namespace {
+
+std::string target_label(const TargetDesc& target) {
+  return target.backend + " target '" + target.device_name + "' (" + target.arch + ")";
+}
+
+}  // namespace
+
+std::string TargetDesc::fingerprint() const {
+  // Fields joined with a separator no device or driver name uses.
+  return backend + "|" + device_name + "|" + driver + "|" + api_version + "|" + arch;
+}
+
+std::optional<std::string> Backend::supports(const KernelRequirements& kernel, const TargetDesc& target) const {
+  const std::string who = "kernel '" + kernel.kernel_name + "'";
+  if (kernel.workgroup_size == 0) return who + " has a workgroup size of 0";
+  if (kernel.workgroup_size > target.max_workgroup_invocations)
+    return who + " needs " + std::to_string(kernel.workgroup_size) + " invocations per workgroup; " +
+           target_label(target) + " allows at most " + std::to_string(target.max_workgroup_invocations);
+  if (kernel.workgroup_size > target.max_workgroup_size[0])
+    return who + " needs a workgroup size of " + std::to_string(kernel.workgroup_size) + " in x; " +
+           target_label(target) + " allows at most " + std::to_string(target.max_workgroup_size[0]);
+  if (kernel.shared_memory_bytes > target.max_shared_memory_bytes)
+    return who + " needs " + std::to_string(kernel.shared_memory_bytes) + " bytes of shared memory; " +
+           target_label(target) + " has " + std::to_string(target.max_shared_memory_bytes);
+  if (target.max_kernel_buffers != 0 && kernel.num_buffers > target.max_kernel_buffers)
+    return who + " binds " + std::to_string(kernel.num_buffers) + " buffers; " + target_label(target) +
+           " allows at most " + std::to_string(target.max_kernel_buffers);
+  if (kernel.fp16 && !target.fp16) return who + " needs fp16 arithmetic, which " + target_label(target) + " lacks";
+  return std::nullopt;
+}
+
+}  // namespace kiln::backend

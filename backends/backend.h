@@ -40,6 +40,7 @@ struct TargetDesc {
   std::uint64_t max_buffer_bytes = 0;
   std::uint64_t device_memory_bytes = 0;
   std::uint64_t min_buffer_offset_alignment = 256;  // for bindings into an arena
+  std::uint32_t max_kernel_buffers = 0;  // buffers one kernel may bind; 0: no stated limit
   bool fp16 = false;
   bool int64 = false;
   bool timestamps = false;

@@ -11,13 +11,15 @@
 namespace kiln::backend {
 
 struct LanguageTable {
-  std::string name;     // "glsl", "cuda", "hip"
+  std::string name;     // "glsl", "cuda", "hip", "c99" (null backend)
   std::string prelude;  // text emitted before every kernel (helpers such as erf for GLSL)
 
   // Scalar type spellings.
   std::string type_f32, type_i32, type_u32, type_bool;
   // Float literal suffix ("" for GLSL, "f" for CUDA/HIP).
   std::string float_suffix;
+  // Expressions for +infinity and a quiet NaN (no language has a literal).
+  std::string float_inf, float_nan;
 
   // Buffers. GLSL declares them at global scope; CUDA/HIP pass them as
   // parameters. Placeholders: {binding} {name} {type} {readonly}.
@@ -26,14 +28,20 @@ struct LanguageTable {
   std::string readonly_qualifier;   // GLSL "readonly ", CUDA "const "
   std::string buffer_access;        // "{name}[{index}]" (GLSL: "{name}.data[{index}]")
 
+  // Parameters after the buffer parameters (the C99 template's invocation
+  // ids); empty for GLSL/CUDA/HIP.
+  std::string extra_params;
+
   // Entry point. Placeholders: {name} {params} {wg}.
   std::string kernel_header;        // GLSL "layout(local_size_x = {wg}) in;\nvoid main()"
-  // Expression for the linear invocation index over a 2-D grid, as i32.
+  // Expression for the linear invocation index over a 2-D grid, as u32 (so
+  // a tail past 2^31 cannot wrap negative before the guard). Placeholder: {wg}.
   std::string global_index_expr;
 
   // Math spellings. Placeholders: {a} {b}.
   std::string exp, log, sqrt, rsqrt, tanh, erf, abs, floor, ceil, pow, fmin, fmax, imin, imax;
-  std::string cast;                 // "{type}({a})" or "(({type})({a}))"
+  std::string iabs, umin, umax;     // abs for i32, min/max for u32
+  std::string cast;                 // "{type}({a})" or "(({type})({a}))"; placeholders {type} {a}
 };
 
 }  // namespace kiln::backend

@@ -2,6 +2,7 @@
 #include <kiln/dtype.h>
 #include <kiln/error.h>
 
+#include <ostream>
 #include <string>
 
 namespace kiln {
@@ -20,6 +21,8 @@ std::string_view error_kind_name(ErrorKind kind) {
   }
   return "error";
 }
+
+std::ostream& operator<<(std::ostream& out, ErrorKind kind) { return out << error_kind_name(kind); }
 
 Error::Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
 

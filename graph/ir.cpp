@@ -1,0 +1,328 @@
+// The graph IR (graph/ir.h): attributes, graph construction, verification and
+// the text printer.
+#include "graph/ir.h"
+
+#include <cstdio>
+#include <sstream>
+#include <unordered_set>
+
+#include "graph/op_registry.h"
+
+namespace kiln::graph {
+
+std::string type_str(const TensorType& type) { return std::string(dtype_name(type.dtype)) + shape_str(type.shape); }
+
+// ---- Attributes ---------------------------------------------------------------
+
+namespace {
+
+std::string_view attribute_type_name(const Attribute& value) {
+  switch (value.index()) {
+    case 0:
+      return "int";
+    case 1:
+      return "float";
+    case 2:
+      return "string";
+    case 3:
+      return "ints";
+    case 4:
+      return "floats";
+  }
+  return "?";
+}
+
+[[noreturn]] void throw_wrong_type(const std::string& name, const Attribute& value, std::string_view wanted) {
+  throw_error(ErrorKind::InvalidArgument, "attribute '" + name + "' is " + std::string(attribute_type_name(value)) +
+                                              ", expected " + std::string(wanted));
+}
+
+}  // namespace
+
+std::int64_t Attributes::get_int(const std::string& name, std::int64_t fallback) const {
+  auto it = map_.find(name);
+  if (it == map_.end()) return fallback;
+  if (const auto* v = std::get_if<std::int64_t>(&it->second)) return *v;
+  throw_wrong_type(name, it->second, "int");
+}
+
+double Attributes::get_float(const std::string& name, double fallback) const {
+  auto it = map_.find(name);
+  if (it == map_.end()) return fallback;
+  if (const auto* v = std::get_if<double>(&it->second)) return *v;
+  // An int literal (alpha=1) is a float attribute written carelessly, not an error.
+  if (const auto* v = std::get_if<std::int64_t>(&it->second)) return static_cast<double>(*v);
+  throw_wrong_type(name, it->second, "float");
+}
+
+std::string Attributes::get_string(const std::string& name, const std::string& fallback) const {
+  auto it = map_.find(name);
+  if (it == map_.end()) return fallback;
+  if (const auto* v = std::get_if<std::string>(&it->second)) return *v;
+  throw_wrong_type(name, it->second, "string");
+}
+
+std::vector<std::int64_t> Attributes::get_ints(const std::string& name, std::vector<std::int64_t> fallback) const {
+  auto it = map_.find(name);
+  if (it == map_.end()) return fallback;
+  if (const auto* v = std::get_if<std::vector<std::int64_t>>(&it->second)) return *v;
+  throw_wrong_type(name, it->second, "ints");
+}
+
+// ---- construction ---------------------------------------------------------------
+
+ValueId Graph::add_input(const std::string& name, TensorType type) {
+  KILN_CHECK(!name.empty(), ErrorKind::InvalidArgument, "graph input needs a name");
+  Value v;
+  v.id = static_cast<ValueId>(values_.size());
+  v.name = name;
+  v.type = std::move(type);
+  values_.push_back(std::move(v));
+  inputs_.push_back(values_.back().id);
+  return values_.back().id;
+}
+
+ValueId Graph::add_constant(const std::string& name, Tensor value) {
+  KILN_CHECK(!name.empty(), ErrorKind::InvalidArgument, "constant needs a name");
+  Value v;
+  v.id = static_cast<ValueId>(values_.size());
+  v.name = name;
+  v.type = TensorType{value.dtype(), value.shape()};
+  v.constant = std::move(value);
+  values_.push_back(std::move(v));
+  return values_.back().id;
+}
+
+namespace {
+
+bool name_taken(const std::vector<Node>& nodes, const std::vector<Value>& values, const std::string& name) {
+  for (const Node& n : nodes)
+    if (n.name == name) return true;
+  for (const Value& v : values)
+    if (v.name == name) return true;
+  return false;
+}
+
+}  // namespace
+
+std::vector<ValueId> Graph::add_node(const std::string& op, std::vector<ValueId> inputs, Attributes attrs,
+                                     const std::string& name) {
+  Node node;
+  node.id = static_cast<NodeId>(nodes_.size());
+  node.op = op;
+  node.name = name;
+  if (node.name.empty()) {
+    // "<op>_<n>", skipping names already used by a node or value.
+    for (std::size_t n = nodes_.size();; ++n) {
+      node.name = op + "_" + std::to_string(n);
+      if (!name_taken(nodes_, values_, node.name)) break;
+    }
+  }
+  node.inputs = std::move(inputs);
+  node.attrs = std::move(attrs);
+
+  std::vector<TensorType> input_types;
+  input_types.reserve(node.inputs.size());
+  for (std::size_t i = 0; i < node.inputs.size(); ++i) {
+    const ValueId id = node.inputs[i];
+    KILN_CHECK(id == -1 || (id >= 0 && id < static_cast<ValueId>(values_.size())), ErrorKind::InvalidArgument,
+               "node '" + node.name + "' (" + op + "): input " + std::to_string(i) + " refers to value " +
+                   std::to_string(id) + ", which is not in the graph");
+    input_types.push_back(id == -1 ? TensorType{} : values_[id].type);
+  }
+  std::vector<TensorType> output_types = infer_node(node, input_types);
+
+  for (std::size_t i = 0; i < output_types.size(); ++i) {
+    Value v;
+    v.id = static_cast<ValueId>(values_.size());
+    v.name = output_types.size() == 1 ? node.name : node.name + ":" + std::to_string(i);
+    v.type = std::move(output_types[i]);
+    v.producer = node.id;
+    node.outputs.push_back(v.id);
+    values_.push_back(std::move(v));
+  }
+  nodes_.push_back(std::move(node));
+  return nodes_.back().outputs;
+}
+
+void Graph::set_outputs(std::vector<ValueId> outputs) {
+  for (ValueId id : outputs)
+    KILN_CHECK(id >= 0 && id < static_cast<ValueId>(values_.size()), ErrorKind::InvalidArgument,
+               "graph output refers to value " + std::to_string(id) + ", which is not in the graph");
+  outputs_ = std::move(outputs);
+}
+
+const Value& Graph::value(ValueId id) const {
+  KILN_CHECK(id >= 0 && id < static_cast<ValueId>(values_.size()), ErrorKind::InvalidArgument,
+             "no value with id " + std::to_string(id) + " (the graph has " + std::to_string(values_.size()) + ")");
+  return values_[id];
+}
+
+Value& Graph::value(ValueId id) { return const_cast<Value&>(static_cast<const Graph&>(*this).value(id)); }
+
+const Node& Graph::node(NodeId id) const {
+  KILN_CHECK(id >= 0 && id < static_cast<NodeId>(nodes_.size()), ErrorKind::InvalidArgument,
+             "no node with id " + std::to_string(id) + " (the graph has " + std::to_string(nodes_.size()) + ")");
+  return nodes_[id];
+}
+
+std::vector<int> Graph::use_counts() const {
+  std::vector<int> counts(values_.size(), 0);
+  for (const Node& n : nodes_)
+    for (ValueId id : n.inputs)
+      if (id >= 0 && id < static_cast<ValueId>(counts.size())) ++counts[id];
+  for (ValueId id : outputs_)
+    if (id >= 0 && id < static_cast<ValueId>(counts.size())) ++counts[id];
+  return counts;
+}
+
+// ---- verification ---------------------------------------------------------------
+
+void Graph::verify() const {
+  const auto num_values = static_cast<ValueId>(values_.size());
+  auto fail = [](const std::string& message) { throw_error(ErrorKind::InvalidArgument, "invalid graph: " + message); };
+
+  std::unordered_set<std::string> value_names;
+  for (ValueId id = 0; id < num_values; ++id) {
+    const Value& v = values_[id];
+    if (v.id != id) fail("value at index " + std::to_string(id) + " has id " + std::to_string(v.id));
+    if (v.name.empty()) fail("value %" + std::to_string(id) + " has no name");
+    if (!value_names.insert(v.name).second) fail("two values are named '" + v.name + "'");
+    if (v.constant) {
+      if (v.producer != kNoNode) fail("constant '" + v.name + "' also has a producer node");
+      const TensorType actual{v.constant->dtype(), v.constant->shape()};
+      if (actual != v.type)
+        throw_error(ErrorKind::ShapeMismatch, "invalid graph: constant '" + v.name + "' is typed " + type_str(v.type) +
+                                                  " but holds " + type_str(actual));
+    }
+    if (v.producer != kNoNode && (v.producer < 0 || v.producer >= static_cast<NodeId>(nodes_.size())))
+      fail("value '" + v.name + "' names producer node " + std::to_string(v.producer) + ", which does not exist");
+  }
+
+  // A value is defined by exactly one of: a graph input, a constant, a node.
+  std::vector<bool> defined(values_.size(), false);
+  for (ValueId id : inputs_) {
+    if (id < 0 || id >= num_values) fail("graph input refers to missing value " + std::to_string(id));
+    const Value& v = values_[id];
+    if (v.constant || v.producer != kNoNode) fail("graph input '" + v.name + "' is also a constant or node output");
+    if (defined[id]) fail("graph input '" + v.name + "' is listed twice");
+    defined[id] = true;
+  }
+  for (const Value& v : values_)
+    if (v.constant) defined[v.id] = true;
+
+  std::unordered_set<std::string> node_names;
+  for (NodeId nid = 0; nid < static_cast<NodeId>(nodes_.size()); ++nid) {
+    const Node& n = nodes_[nid];
+    const std::string where = "node '" + n.name + "' (" + n.op + ")";
+    if (n.id != nid) fail("node at index " + std::to_string(nid) + " has id " + std::to_string(n.id));
+    if (n.name.empty()) fail("node " + std::to_string(nid) + " (" + n.op + ") has no name");
+    if (!node_names.insert(n.name).second) fail("two nodes are named '" + n.name + "'");
+    std::vector<TensorType> input_types;
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) {
+      const ValueId id = n.inputs[i];
+      if (id == -1) {
+        input_types.emplace_back();
+        continue;
+      }
+      if (id < 0 || id >= num_values)
+        fail(where + ": input " + std::to_string(i) + " refers to missing value " + std::to_string(id));
+      // Defined already means: a graph input, a constant or an earlier node's output.
+      if (!defined[id])
+        fail(where + ": input " + std::to_string(i) + " '" + values_[id].name +
+             "' is used before it is defined (nodes must be in topological order)");
+      input_types.push_back(values_[id].type);
+    }
+    for (ValueId id : n.outputs) {
+      if (id < 0 || id >= num_values) fail(where + ": output refers to missing value " + std::to_string(id));
+      const Value& v = values_[id];
+      if (v.producer != nid) fail(where + ": output '" + v.name + "' names another producer");
+      if (defined[id]) fail(where + ": output '" + v.name + "' is defined more than once");
+      defined[id] = true;
+    }
+    const std::vector<TensorType> inferred = infer_node(n, input_types);
+    if (inferred.size() != n.outputs.size())
+      fail(where + ": has " + std::to_string(n.outputs.size()) + " outputs, the op produces " +
+           std::to_string(inferred.size()));
+    for (std::size_t i = 0; i < inferred.size(); ++i) {
+      const Value& v = values_[n.outputs[i]];
+      if (v.type != inferred[i])
+        throw_error(ErrorKind::ShapeMismatch, "invalid graph: " + where + ": output '" + v.name + "' is typed " +
+                                                  type_str(v.type) + " but shape inference gives " +
+                                                  type_str(inferred[i]));
+    }
+  }
+  for (ValueId id = 0; id < num_values; ++id)
+    if (!defined[id]) fail("value '" + values_[id].name + "' is neither an input, a constant nor a node output");
+
+  if (outputs_.empty()) fail("the graph has no outputs");
+  for (ValueId id : outputs_)
+    if (id < 0 || id >= num_values) fail("graph output refers to missing value " + std::to_string(id));
+}
+
+// ---- printer --------------------------------------------------------------------
+
+namespace {
+
+std::string float_str(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof buffer, "%g", value);
+  return buffer;
+}
+
+std::string attribute_str(const Attribute& value) {
+  struct Printer {
+    std::string operator()(std::int64_t v) const { return std::to_string(v); }
+    std::string operator()(double v) const { return float_str(v); }
+    std::string operator()(const std::string& v) const { return "\"" + v + "\""; }
+    std::string operator()(const std::vector<std::int64_t>& v) const { return shape_str(v); }
+    std::string operator()(const std::vector<double>& v) const {
+      std::string s = "[";
+      for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + float_str(v[i]);
+      return s + "]";
+    }
+  };
+  return std::visit(Printer{}, value);
+}
+
+std::string ref(ValueId id) { return id < 0 ? std::string("_") : "%" + std::to_string(id); }
+
+}  // namespace
+
+std::string Graph::to_string() const {
+  std::ostringstream out;
+  for (ValueId id : inputs_) {
+    const Value& v = value(id);
+    out << ref(id) << " = input : " << type_str(v.type) << "  # " << v.name << "\n";
+  }
+  for (const Value& v : values_)
+    if (v.constant) out << ref(v.id) << " = constant : " << type_str(v.type) << "  # " << v.name << "\n";
+  for (const Node& n : nodes_) {
+    for (std::size_t i = 0; i < n.outputs.size(); ++i) out << (i ? ", " : "") << ref(n.outputs[i]);
+    out << " = " << n.op << "(";
+    for (std::size_t i = 0; i < n.inputs.size(); ++i) out << (i ? ", " : "") << ref(n.inputs[i]);
+    out << ")";
+    if (!n.attrs.all().empty()) {
+      out << " {";
+      bool first = true;
+      for (const auto& [name, value] : n.attrs.all()) {
+        out << (first ? "" : ", ") << name << "=" << attribute_str(value);
+        first = false;
+      }
+      out << "}";
+    }
+    out << " : ";
+    for (std::size_t i = 0; i < n.outputs.size(); ++i) {
+      const ValueId id = n.outputs[i];
+      out << (i ? ", " : "")
+          << (id >= 0 && id < static_cast<ValueId>(values_.size()) ? type_str(values_[id].type) : "?");
+    }
+    out << "  # " << n.name << "\n";
+  }
+  out << "return";
+  for (std::size_t i = 0; i < outputs_.size(); ++i) out << (i ? ", " : " ") << ref(outputs_[i]);
+  out << "\n";
+  return out.str();
+}
+
+}  // namespace kiln::graph

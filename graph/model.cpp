@@ -1,0 +1,36 @@
+// kiln::Model (include/kiln/model.h): a verified, immutable graph with a name.
+#include <kiln/model.h>
+
+#include "graph/ir.h"
+
+namespace kiln {
+
+namespace {
+
+std::vector<TensorSpec> specs(const graph::Graph& g, const std::vector<graph::ValueId>& ids) {
+  std::vector<TensorSpec> result;
+  result.reserve(ids.size());
+  for (graph::ValueId id : ids) {
+    const graph::Value& v = g.value(id);
+    result.push_back({v.name, v.type.dtype, v.type.shape});
+  }
+  return result;
+}
+
+}  // namespace
+
+Model::Model(std::shared_ptr<const graph::Graph> graph, std::string name)
+    : graph_(std::move(graph)), name_(std::move(name)) {
+  KILN_CHECK(graph_ != nullptr, ErrorKind::InvalidArgument, "model '" + name_ + "' has no graph");
+  try {
+    graph_->verify();
+  } catch (const Error& e) {
+    throw Error(e.kind(), "model '" + name_ + "': " + e.what());
+  }
+}
+
+std::vector<TensorSpec> Model::inputs() const { return specs(*graph_, graph_->inputs()); }
+
+std::vector<TensorSpec> Model::outputs() const { return specs(*graph_, graph_->outputs()); }
+
+}  // namespace kiln

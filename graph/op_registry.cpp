@@ -1,0 +1,160 @@
+// The op registry (graph/op_registry.h): registration of the built-in ops,
+// node-level shape inference and the whole-graph reference interpreter.
+#include "graph/op_registry.h"
+
+#include <mutex>
+
+#include "graph/ops/ops.h"
+
+namespace kiln::graph {
+
+namespace {
+
+using Reference = decltype(OpSchema::reference);
+
+// Checks what every op shares (input count, required inputs present), then
+// runs the op's own inference. Errors are not yet prefixed with the node.
+std::vector<TensorType> infer_unwrapped(const OpSchema& schema, const Node& node,
+                                        std::span<const TensorType> input_types) {
+  KILN_ASSERT(input_types.size() == node.inputs.size());
+  const auto count = static_cast<std::int64_t>(node.inputs.size());
+  const std::string expected = schema.max_inputs == ops::kUnboundedInputs
+                                   ? "at least " + std::to_string(schema.min_inputs)
+                               : schema.min_inputs == schema.max_inputs
+                                   ? std::to_string(schema.min_inputs)
+                                   : std::to_string(schema.min_inputs) + " to " + std::to_string(schema.max_inputs);
+  KILN_CHECK(count >= schema.min_inputs && count <= schema.max_inputs, ErrorKind::InvalidArgument,
+             "expects " + expected + " inputs, got " + std::to_string(count));
+  for (int i = 0; i < schema.min_inputs; ++i)
+    KILN_CHECK(node.inputs[i] != -1, ErrorKind::InvalidArgument,
+               "input " + std::to_string(i) + " is required but omitted");
+  std::vector<TensorType> outputs = schema.infer(node, input_types);
+  KILN_ASSERT(static_cast<int>(outputs.size()) == schema.num_outputs);
+  return outputs;
+}
+
+// Runs `body`, prefixing any error with the node so that a message deep in a
+// model says where it comes from. The error kind is kept.
+template <class F>
+auto with_node_context(const Node& node, F&& body) -> decltype(body()) {
+  const auto prefix = [&] { return "node '" + node.name + "' (" + node.op + "): "; };
+  try {
+    return body();
+  } catch (const Error& e) {
+    throw Error(e.kind(), prefix() + e.what());
+  } catch (const std::exception& e) {
+    throw Error(ErrorKind::Internal, prefix() + "internal error: " + e.what());
+  }
+}
+
+// The reference as registered: validates the input tensors by shape
+// inference first (so a direct call with bad tensors is a clear user error,
+// not a crash) and checks that the op produced what inference promised.
+Reference checked_reference(const OpSchema* schema, Reference raw) {
+  return [schema, raw = std::move(raw)](const Node& node, std::span<const Tensor> inputs) {
+    return with_node_context(node, [&] {
+      KILN_CHECK(inputs.size() == node.inputs.size(), ErrorKind::InvalidArgument,
+                 "reference called with " + std::to_string(inputs.size()) + " tensors for " +
+                     std::to_string(node.inputs.size()) + " inputs");
+      std::vector<TensorType> types;
+      types.reserve(inputs.size());
+      for (const Tensor& t : inputs) types.push_back({t.dtype(), t.shape()});
+      const std::vector<TensorType> expected = infer_unwrapped(*schema, node, types);
+      std::vector<Tensor> outputs = raw(node, inputs);
+      KILN_ASSERT(outputs.size() == expected.size());
+      for (std::size_t i = 0; i < outputs.size(); ++i)
+        KILN_ASSERT((TensorType{outputs[i].dtype(), outputs[i].shape()} == expected[i]));
+      return outputs;
+    });
+  };
+}
+
+const ops::OpTable& table() {
+  static std::once_flag once;
+  static ops::OpTable ops_table;
+  std::call_once(once, [] {
+    ops::register_elementwise_ops(ops_table);
+    ops::register_activation_ops(ops_table);
+    ops::register_conv_ops(ops_table);
+    ops::register_matmul_ops(ops_table);
+    ops::register_normalization_ops(ops_table);
+    ops::register_pooling_ops(ops_table);
+    ops::register_softmax_ops(ops_table);
+    ops::register_shape_ops(ops_table);
+    // Map nodes are stable, so each wrapper may keep a pointer to its schema.
+    for (auto& [name, schema] : ops_table) schema.reference = checked_reference(&schema, schema.reference);
+  });
+  return ops_table;
+}
+
+}  // namespace
+
+const OpSchema* find_op(std::string_view name) {
+  const ops::OpTable& ops_table = table();
+  auto it = ops_table.find(name);
+  return it == ops_table.end() ? nullptr : &it->second;
+}
+
+const OpSchema& get_op(std::string_view name) {
+  const OpSchema* schema = find_op(name);
+  KILN_CHECK(schema != nullptr, ErrorKind::Unsupported, "unknown op '" + std::string(name) + "'");
+  return *schema;
+}
+
+std::vector<std::string> registered_ops() {
+  std::vector<std::string> names;
+  for (const auto& [name, schema] : table()) names.push_back(name);
+  return names;
+}
+
+std::vector<TensorType> infer_node(const Node& node, std::span<const TensorType> input_types) {
+  return with_node_context(node, [&] { return infer_unwrapped(get_op(node.op), node, input_types); });
+}
+
+std::vector<Tensor> run_reference(const Graph& graph, std::span<const Tensor> inputs) {
+  const std::vector<ValueId>& graph_inputs = graph.inputs();
+  KILN_CHECK(
+      inputs.size() == graph_inputs.size(), ErrorKind::InvalidArgument,
+      "the graph takes " + std::to_string(graph_inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
+
+  std::vector<std::optional<Tensor>> env(graph.values().size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Value& v = graph.value(graph_inputs[i]);
+    const TensorType actual{inputs[i].dtype(), inputs[i].shape()};
+    KILN_CHECK(actual == v.type, ErrorKind::ShapeMismatch,
+               "input '" + v.name + "' expects " + type_str(v.type) + ", got " + type_str(actual));
+    env[v.id] = inputs[i];
+  }
+  for (const Value& v : graph.values())
+    if (v.constant) env[v.id] = *v.constant;
+
+  // Intermediate tensors are dropped after their last use to bound memory.
+  std::vector<int> remaining_uses = graph.use_counts();
+  for (const Node& node : graph.nodes()) {
+    std::vector<Tensor> args;
+    args.reserve(node.inputs.size());
+    for (ValueId id : node.inputs) {
+      if (id == -1) {
+        args.emplace_back();
+        continue;
+      }
+      KILN_ASSERT(env[id].has_value());
+      args.push_back(*env[id]);
+    }
+    std::vector<Tensor> results = get_op(node.op).reference(node, args);
+    KILN_ASSERT(results.size() == node.outputs.size());
+    for (std::size_t i = 0; i < results.size(); ++i) env[node.outputs[i]] = std::move(results[i]);
+    for (ValueId id : node.inputs)
+      if (id >= 0 && --remaining_uses[id] == 0 && graph.value(id).producer != kNoNode) env[id].reset();
+  }
+
+  std::vector<Tensor> outputs;
+  for (ValueId id : graph.outputs()) {
+    KILN_ASSERT(env[id].has_value());
+    // A graph input or constant returned as an output must not alias the caller's or the graph's storage.
+    outputs.push_back(graph.value(id).producer == kNoNode ? env[id]->clone() : *env[id]);
+  }
+  return outputs;
+}
+
+}  // namespace kiln::graph

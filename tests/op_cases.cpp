@@ -1,0 +1,207 @@
+#include "op_cases.h"
+
+#include <kiln/builder.h>
+
+#include "graph/ir.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+namespace kiln::testing {
+namespace {
+
+// Deterministic values in [lo, hi): the same on every platform.
+class Values {
+ public:
+  explicit Values(std::uint64_t seed) : state_(seed * 6364136223846793005ull + 1442695040888963407ull) {}
+  Tensor tensor(Shape shape, float lo = -1.0f, float hi = 1.0f) {
+    Tensor t(DType::f32, std::move(shape));
+    for (float& v : t.values<float>()) v = lo + (hi - lo) * next();
+    return t;
+  }
+
+ private:
+  float next() {
+    state_ = state_ * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<float>(state_ >> 40) / static_cast<float>(1ull << 24);
+  }
+  std::uint64_t state_;
+};
+
+struct CaseBuilder {
+  std::vector<OpCase>& cases;
+  std::uint64_t seed = 1;
+
+  // `body` gets a builder and the model inputs; returns the outputs.
+  void add(const std::string& name, std::vector<Shape> input_shapes,
+           const std::function<std::vector<Builder::Value>(Builder&, Values&, std::vector<Builder::Value>&)>& body,
+           float tolerance = 1e-4f, float lo = -1.0f, float hi = 1.0f) {
+    Values values(seed++);
+    Builder b(name);
+    std::vector<Builder::Value> xs;
+    std::vector<Tensor> inputs;
+    for (std::size_t i = 0; i < input_shapes.size(); ++i) {
+      xs.push_back(b.input("x" + std::to_string(i), DType::f32, input_shapes[i]));
+      inputs.push_back(values.tensor(input_shapes[i], lo, hi));
+    }
+    std::vector<Builder::Value> outs = body(b, values, xs);
+    cases.push_back({name, b.build(outs), std::move(inputs), tolerance});
+  }
+};
+
+using V = Builder::Value;
+using Vs = std::vector<V>;
+
+void conv_cases(CaseBuilder& c) {
+  struct ConvCase {
+    const char* name;
+    Shape x, w;
+    Conv2dOptions o;
+    bool bias;
+    const char* activation;
+  };
+  const ConvCase convs[] = {
+      {"Conv/3x3_pad1", {1, 3, 9, 9}, {4, 3, 3, 3}, {}, true, ""},
+      {"Conv/stride2_asym_pads", {2, 4, 10, 7}, {6, 4, 3, 3}, {{2, 2}, {1, 0, 2, 1}, {1, 1}, 1}, true, ""},
+      {"Conv/dilation2", {1, 2, 11, 11}, {3, 2, 3, 3}, {{1, 1}, {2, 2, 2, 2}, {2, 2}, 1}, false, ""},
+      {"Conv/groups2", {1, 4, 8, 8}, {6, 2, 3, 3}, {{1, 1}, {1, 1, 1, 1}, {1, 1}, 2}, true, ""},
+      {"Conv/depthwise", {1, 8, 7, 7}, {8, 1, 3, 3}, {{2, 2}, {1, 1, 1, 1}, {1, 1}, 8}, true, ""},
+      {"Conv/1x1", {1, 16, 5, 5}, {8, 16, 1, 1}, {}, false, ""},
+      {"Conv/7x7_stride2_relu", {1, 3, 16, 16}, {8, 3, 7, 7}, {{2, 2}, {3, 3, 3, 3}, {1, 1}, 1}, true, "Relu"},
+  };
+  for (const ConvCase& cc : convs) {
+    c.add(cc.name, {cc.x}, [&](Builder& b, Values& v, Vs& xs) {
+      V w = b.constant("w", v.tensor(cc.w));
+      std::optional<V> bias;
+      if (cc.bias) bias = b.constant("b", v.tensor({cc.w[0]}));
+      if (std::string(cc.activation).empty()) return Vs{b.conv2d(xs[0], w, bias, cc.o)};
+      graph::Attributes a;
+      a.set("strides", cc.o.stride);
+      a.set("pads", cc.o.padding);
+      a.set("dilations", cc.o.dilation);
+      a.set("group", cc.o.groups);
+      a.set("activation", std::string(cc.activation));
+      std::vector<std::optional<V>> ins = {xs[0], w};
+      if (bias) ins.push_back(*bias);
+      return b.op("Conv", ins, a);
+    });
+  }
+}
+
+void matmul_cases(CaseBuilder& c) {
+  c.add("MatMul/2d", {{5, 7}, {7, 3}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.matmul(xs[0], xs[1])}; });
+  c.add("MatMul/batched_broadcast", {{2, 1, 4, 6}, {3, 6, 5}},
+        [](Builder& b, Values&, Vs& xs) { return Vs{b.matmul(xs[0], xs[1])}; });
+  c.add("MatMul/vector", {{6}, {2, 6, 3}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.matmul(xs[0], xs[1])}; });
+  c.add("Gemm/bias", {{4, 8}}, [](Builder& b, Values& v, Vs& xs) {
+    return Vs{b.gemm(xs[0], b.constant("w", v.tensor({8, 5})), b.constant("c", v.tensor({5})))};
+  });
+  c.add("Gemm/transB_alpha_beta", {{3, 6}}, [](Builder& b, Values& v, Vs& xs) {
+    return Vs{b.gemm(xs[0], b.constant("w", v.tensor({4, 6})), b.constant("c", v.tensor({3, 4})),
+                     {.trans_a = false, .trans_b = true, .alpha = 0.5f, .beta = 2.0f})};
+  });
+  c.add("Gemm/transA_no_bias", {{6, 3}}, [](Builder& b, Values& v, Vs& xs) {
+    return Vs{b.gemm(xs[0], b.constant("w", v.tensor({6, 2})), std::nullopt, {.trans_a = true})};
+  });
+  c.add("Gemm/relu", {{2, 10}}, [](Builder& b, Values& v, Vs& xs) {
+    graph::Attributes a;
+    a.set("transB", std::int64_t{1});
+    a.set("activation", std::string("Relu"));
+    return b.op("Gemm", {xs[0], b.constant("w", v.tensor({7, 10})), b.constant("c", v.tensor({7}))}, a);
+  });
+}
+
+void elementwise_cases(CaseBuilder& c) {
+  c.add("Add/same_shape", {{2, 3, 4}, {2, 3, 4}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.add(xs[0], xs[1])}; });
+  c.add("Add/broadcast_channel", {{2, 5, 3, 3}, {5, 1, 1}},
+        [](Builder& b, Values&, Vs& xs) { return Vs{b.add(xs[0], xs[1])}; });
+  c.add("Sub/broadcast_both", {{2, 1, 3}, {4, 1}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.sub(xs[0], xs[1])}; });
+  c.add("Mul/scalar_constant", {{3, 4}}, [](Builder& b, Values&, Vs& xs) {
+    return Vs{b.mul(xs[0], b.constant("s", Tensor::scalar_f32(-2.5f)))};
+  });
+  c.add("Div/broadcast", {{2, 3, 4}, {4}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.div(xs[0], xs[1])}; },
+        1e-4f, 0.5f, 2.0f);
+  c.add("Relu", {{4, 17}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.relu(xs[0])}; });
+  c.add("Sigmoid", {{4, 17}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.sigmoid(xs[0])}; }, 1e-4f, -8.0f, 8.0f);
+  c.add("Tanh", {{4, 17}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.tanh(xs[0])}; }, 1e-4f, -6.0f, 6.0f);
+  c.add("Gelu/exact", {{3, 20}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.gelu(xs[0])}; }, 1e-4f, -5.0f, 5.0f);
+  c.add("Gelu/tanh", {{3, 20}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.gelu(xs[0], true)}; }, 1e-4f, -5.0f, 5.0f);
+  c.add("Clip", {{5, 9}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.clip(xs[0], -0.3f, 0.6f)}; });
+  c.add("BatchNormalization", {{2, 4, 3, 3}}, [](Builder& b, Values& v, Vs& xs) {
+    return Vs{b.batch_norm(xs[0], b.constant("g", v.tensor({4})), b.constant("beta", v.tensor({4})),
+                           b.constant("m", v.tensor({4})), b.constant("var", v.tensor({4}, 0.5f, 1.5f)))};
+  });
+}
+
+void normalization_cases(CaseBuilder& c) {
+  c.add("Softmax/last_axis", {{3, 10}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.softmax(xs[0])}; }, 1e-5f,
+        -4.0f, 4.0f);
+  c.add("Softmax/axis1_of_3d", {{2, 5, 3}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.softmax(xs[0], 1)}; },
+        1e-5f, -4.0f, 4.0f);
+  c.add("LayerNormalization/last_axis", {{2, 3, 16}}, [](Builder& b, Values& v, Vs& xs) {
+    return Vs{b.layer_norm(xs[0], b.constant("s", v.tensor({16})), b.constant("b", v.tensor({16})))};
+  });
+  c.add("LayerNormalization/axis1", {{2, 3, 4}}, [](Builder& b, Values& v, Vs& xs) {
+    return Vs{b.layer_norm(xs[0], b.constant("s", v.tensor({3, 4})), b.constant("b", v.tensor({3, 4})), 1, 1e-3f)};
+  });
+}
+
+void pooling_cases(CaseBuilder& c) {
+  c.add("MaxPool/3x3_s2_pad1", {{1, 3, 9, 9}},
+        [](Builder& b, Values&, Vs& xs) { return Vs{b.max_pool2d(xs[0], {{3, 3}, {2, 2}, {1, 1, 1, 1}})}; });
+  c.add("MaxPool/ceil_mode", {{1, 2, 8, 8}},
+        [](Builder& b, Values&, Vs& xs) { return Vs{b.max_pool2d(xs[0], {{3, 3}, {2, 2}, {0, 0, 0, 0}, true})}; });
+  c.add("AveragePool/exclude_pad", {{1, 2, 7, 7}},
+        [](Builder& b, Values&, Vs& xs) { return Vs{b.avg_pool2d(xs[0], {{3, 3}, {2, 2}, {1, 1, 1, 1}})}; });
+  c.add("AveragePool/include_pad", {{1, 2, 7, 7}}, [](Builder& b, Values&, Vs& xs) {
+    return Vs{b.avg_pool2d(xs[0], {{3, 3}, {2, 2}, {1, 1, 1, 1}, false, true})};
+  });
+  c.add("GlobalAveragePool", {{2, 5, 6, 7}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.global_avg_pool(xs[0])}; });
+}
+
+void shape_cases(CaseBuilder& c) {
+  c.add("Reshape/then_relu", {{2, 3, 4}}, [](Builder& b, Values&, Vs& xs) {
+    return Vs{b.relu(b.reshape(xs[0], {0, -1}))};
+  });
+  c.add("Flatten/then_add", {{2, 3, 2, 2}, {12}}, [](Builder& b, Values&, Vs& xs) {
+    return Vs{b.add(b.flatten(xs[0]), xs[1])};
+  });
+  c.add("Transpose/0213", {{2, 3, 4, 5}},
+        [](Builder& b, Values&, Vs& xs) { return Vs{b.transpose(xs[0], {0, 2, 1, 3})}; });
+  c.add("Transpose/default_reverse", {{3, 4, 5}}, [](Builder& b, Values&, Vs& xs) {
+    return b.op("Transpose", {xs[0]}, graph::Attributes{});
+  });
+  c.add("Concat/channels", {{1, 2, 3, 3}, {1, 5, 3, 3}, {1, 1, 3, 3}},
+        [](Builder& b, Values&, Vs& xs) { return Vs{b.concat(xs, 1)}; });
+  c.add("Concat/negative_axis", {{2, 3}, {2, 4}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.concat(xs, -1)}; });
+}
+
+void chain_cases(CaseBuilder& c) {
+  // A small residual block: the patterns graph passes rewrite.
+  c.add("Chain/conv_bn_relu_residual", {{1, 4, 6, 6}}, [](Builder& b, Values& v, Vs& xs) {
+    V w = b.constant("conv.weight", v.tensor({4, 4, 3, 3}, -0.3f, 0.3f));
+    V y = b.conv2d(xs[0], w, std::nullopt, {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1});
+    y = b.batch_norm(y, b.constant("bn.weight", v.tensor({4}, 0.5f, 1.5f)), b.constant("bn.bias", v.tensor({4})),
+                     b.constant("bn.mean", v.tensor({4})), b.constant("bn.var", v.tensor({4}, 0.5f, 1.5f)));
+    y = b.relu(y);
+    return Vs{b.relu(b.add(y, xs[0]))};
+  });
+}
+
+}  // namespace
+
+std::vector<OpCase> make_op_cases() {
+  std::vector<OpCase> cases;
+  CaseBuilder c{cases};
+  conv_cases(c);
+  matmul_cases(c);
+  elementwise_cases(c);
+  normalization_cases(c);
+  pooling_cases(c);
+  shape_cases(c);
+  chain_cases(c);
+  return cases;
+}
+
+}  // namespace kiln::testing

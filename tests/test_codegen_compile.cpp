@@ -1,0 +1,460 @@
+#define BOOST_TEST_MODULE codegen_compile
+// Our own main() below turns "no code-generation backend compiled in" into
+// Meson's skip exit code (77) before Boost.Test starts.
+#define BOOST_TEST_NO_MAIN
+#include <boost/test/unit_test.hpp>
+
+// Every kernel kiln generates must compile for every offline CUDA and HIP
+// target (NVRTC PTX/CUBIN, hiprtc code objects), with no GPU present: the op
+// cases are lowered node by node, before and after the compile passes, rendered
+// with each backend's language table, and compiled for each of its targets.
+// Also: the compilers' failure modes and the backends' device probing.
+
+#include "backends/registry.h"
+#include "graph/ir.h"
+#include "graph/passes/passes.h"
+#include "src/kernel/ir.h"
+#include "src/lower/lower.h"
+#include "src/render/cstyle.h"
+#include "op_cases.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <future>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace kiln {
+// Lets Boost.Test print error kinds in failed comparisons (found by ADL).
+std::ostream& boost_test_print_type(std::ostream& out, ErrorKind kind) { return out << error_kind_name(kind); }
+}  // namespace kiln
+
+namespace {
+
+using kiln::Error;
+using kiln::ErrorKind;
+using kiln::backend::Backend;
+using kiln::backend::KernelBinary;
+using kiln::backend::KernelSource;
+using kiln::backend::TargetDesc;
+
+// The backends that generate code offline, in registry order: cuda, hip
+// (each only where meson found its compiler).
+std::vector<const Backend*> codegen_backends() {
+  std::vector<const Backend*> backends;
+  for (const Backend* backend : kiln::backend::all_backends())
+    if (backend->name() == "cuda" || backend->name() == "hip") backends.push_back(backend);
+  return backends;
+}
+
+const Backend* find_codegen_backend(const std::string& name) {
+  for (const Backend* backend : codegen_backends())
+    if (backend->name() == name) return backend;
+  return nullptr;
+}
+
+template <typename Call>
+std::optional<Error> thrown_error(Call&& call) {
+  try {
+    call();
+  } catch (const Error& error) {
+    return error;
+  }
+  return std::nullopt;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+bool contains_bytes(const std::vector<std::byte>& data, const std::string& part) {
+  const auto* begin = reinterpret_cast<const char*>(data.data());
+  return std::search(begin, begin + data.size(), part.begin(), part.end()) != begin + data.size();
+}
+
+std::string expected_format(const TargetDesc& target) {
+  if (target.backend == "hip") return "hsaco";
+  return target.arch.starts_with("compute_") ? "ptx" : "cubin";
+}
+
+// What a correct binary looks like: the right format, ELF where it is an
+// object, and the kernel's entry point present by name.
+std::optional<std::string> binary_problem(const KernelSource& source, const TargetDesc& target,
+                                          const KernelBinary& binary) {
+  const std::string where = "kernel '" + source.name + "' for " + target.arch + ": ";
+  if (binary.format != expected_format(target))
+    return where + "format '" + binary.format + "', expected '" + expected_format(target) + "'";
+  if (binary.data.size() < 4) return where + "a binary of " + std::to_string(binary.data.size()) + " bytes";
+  const bool elf = std::memcmp(binary.data.data(), "\x7f" "ELF", 4) == 0;
+  if (binary.format != "ptx" && !elf) return where + "the " + binary.format + " binary is not an ELF object";
+  if (binary.format == "ptx" && !contains_bytes(binary.data, ".entry")) return where + "the PTX has no .entry";
+  if (!contains_bytes(binary.data, source.name)) return where + "the binary does not name the entry point";
+  return std::nullopt;
+}
+
+// One compile job: a rendered source and the target to build it for.
+struct CompileJob {
+  const Backend* backend;
+  KernelSource source;
+  TargetDesc target;
+};
+
+struct CompileOutcome {
+  int compiled = 0;
+  std::vector<std::string> failures;
+};
+
+CompileOutcome run_jobs(const std::vector<CompileJob>& jobs) {
+  CompileOutcome outcome;
+  for (const CompileJob& job : jobs) {
+    try {
+      const KernelBinary binary = job.backend->compiler().compile(job.source, job.target);
+      if (auto problem = binary_problem(job.source, job.target, binary))
+        outcome.failures.push_back(*problem);
+      else
+        ++outcome.compiled;
+    } catch (const Error& error) {
+      outcome.failures.push_back(std::string(kiln::error_kind_name(error.kind())) + ": " + error.what());
+    }
+  }
+  return outcome;
+}
+
+// Compiles every job, one thread per backend (NVRTC and hiprtc then overlap;
+// hiprtc itself compiles one program at a time), and checks the results on
+// the test thread, where Boost.Test assertions belong. Returns the count.
+int compile_all(const std::vector<CompileJob>& jobs) {
+  std::map<const Backend*, std::vector<CompileJob>> by_backend;
+  for (const CompileJob& job : jobs) by_backend[job.backend].push_back(job);
+  std::vector<std::future<CompileOutcome>> outcomes;
+  for (const auto& [backend, backend_jobs] : by_backend)
+    outcomes.push_back(std::async(std::launch::async, run_jobs, std::cref(backend_jobs)));
+  int compiled = 0;
+  for (auto& future : outcomes) {
+    const CompileOutcome outcome = future.get();
+    compiled += outcome.compiled;
+    for (const std::string& failure : outcome.failures) BOOST_ERROR(failure);
+  }
+  return compiled;
+}
+
+// Renders `kernel` for every code-generation backend and queues it for each
+// offline target, skipping sources already queued (identical text compiles
+// identically). Checks first that the backend accepts the kernel.
+class JobQueue {
+ public:
+  void add(const kiln::kir::Kernel& kernel, const std::string& origin) {
+    for (const Backend* backend : codegen_backends()) {
+      KernelSource source = kiln::render::make_kernel_source(kernel, backend->language());
+      BOOST_TEST_REQUIRE(source.language == backend->language().name);
+      if (!seen_.insert({backend->name(), source.text}).second) continue;
+      const kiln::backend::KernelRequirements requirements{
+          source.name, source.workgroup_size, 0, source.num_buffers, false};
+      for (const TargetDesc& target : backend->offline_targets()) {
+        const auto refusal = backend->supports(requirements, target);
+        BOOST_CHECK_MESSAGE(!refusal, origin << ": " << target.arch << " refuses the kernel: " << refusal.value_or(""));
+        if (!refusal) jobs_.push_back({backend, source, target});
+      }
+      ++sources_[backend->name()];
+    }
+  }
+  const std::vector<CompileJob>& jobs() const { return jobs_; }
+  // Distinct sources queued for `backend`.
+  int sources(const std::string& backend) const { return sources_.count(backend) ? sources_.at(backend) : 0; }
+
+ private:
+  std::set<std::pair<std::string, std::string>> seen_;
+  std::vector<CompileJob> jobs_;
+  std::map<std::string, int> sources_;
+};
+
+// Lowers every node of `graph` (aliases move no data and are skipped) and
+// queues its kernel. Returns the number of kernels.
+int queue_graph_kernels(const kiln::graph::Graph& graph, const std::string& origin, JobQueue& queue) {
+  int kernels = 0;
+  for (const kiln::graph::Node& node : graph.nodes()) {
+    std::vector<kiln::graph::TensorType> inputs, outputs;
+    for (kiln::graph::ValueId id : node.inputs)
+      if (id >= 0) inputs.push_back(graph.value(id).type);
+    for (kiln::graph::ValueId id : node.outputs) outputs.push_back(graph.value(id).type);
+    const std::string where = origin + ", node '" + node.name + "' (" + node.op + ")";
+    // One node failing to lower or render must not hide the others' results.
+    try {
+      const auto reason = kiln::lower::unsupported_reason(node, inputs, outputs);
+      BOOST_CHECK_MESSAGE(!reason, where << " cannot be lowered: " << reason.value_or(""));
+      if (reason) continue;
+      kiln::lower::LoweredNode lowered = kiln::lower::lower_node(node, inputs, outputs);
+      if (lowered.kind == kiln::lower::LoweredNode::Kind::alias) continue;
+      BOOST_TEST_REQUIRE(lowered.kernel.has_value());
+      queue.add(*lowered.kernel, where);
+      ++kernels;
+    } catch (const Error& error) {
+      BOOST_ERROR(where << ": " << kiln::error_kind_name(error.kind()) << ": " << error.what());
+    }
+  }
+  return kernels;
+}
+
+// A kernel using every construct of the kernel IR: every unary and binary op,
+// all scalar types, casts, select, declare/assign, a strided loop, a branch
+// with an else, and read, write and read-write buffers. The op cases may not
+// reach every spelling in the language tables; this does.
+kiln::kir::Kernel every_construct_kernel() {
+  using namespace kiln::kir;
+  using T = ScalarType;
+  Kernel kernel("every_construct");
+  const Buf x = kernel.add_buffer("x", T::f32, Access::read);
+  const Buf counts = kernel.add_buffer("counts", T::i32, Access::read);
+  const Buf flags = kernel.add_buffer("flags", T::u32, Access::read);
+  const Buf y = kernel.add_buffer("y", T::f32, Access::write);
+  const Buf total = kernel.add_buffer("total", T::f32, Access::read_write);
+  kernel.global_size = 1000;
+  kernel.workgroup_size = 128;
+
+  const Expr i = global_index();
+  const Expr a = var("a", T::f32);
+  const Expr n = var("n", T::i32);
+  const Expr j = var("j", T::i32);
+  const Expr u = var("u", T::u32);
+  const Expr sum = var("sum", T::f32);
+  const Expr positive = var("positive", T::boolean);
+
+  const Expr floats = exp(-a) + log(abs(a) + f32(1.0)) + sqrt(abs(a)) * rsqrt(abs(a) + f32(0.5)) + tanh(a) +
+                      erf(a) - floor(a) / unary(UnaryOp::ceil, a + f32(2.5)) + pow(abs(a), f32(1.5)) +
+                      min(a, f32(0.25)) + max(a, f32(-0.25));
+  const Expr ints = (n % i32(3)) + (n / i32(2)) - min(n, i32(4)) * max(n, i32(1));
+  const Expr tests = ((a < f32(1.0)) && (a <= f32(2.0))) || ((a > f32(-1.0)) && (a >= f32(-2.0)));
+  const Expr equalities = eq(n, i32(0)) || ne(u, u32(7));
+
+  kernel.body = {
+      declare("a", T::f32, load(x, i, T::f32)),
+      declare("n", T::i32, load(counts, i % i32(16), T::i32)),
+      declare("u", T::u32, load(flags, i, T::u32) + u32(1)),
+      declare("positive", T::boolean, unary(UnaryOp::logical_not, a < f32(0.0))),
+      declare("sum", T::f32, f32(0.0)),
+      loop("j", i32(0), min(n, i32(8)), {assign("sum", sum + cast(T::f32, j) * floats)}, 2),
+      branch(positive && (tests || equalities),
+             {store(y, i, select(eq(u % u32(2), u32(0)), sum, cast(T::f32, ints)))},
+             {store(y, i, cast(T::f32, cast(T::i32, cast(T::u32, abs(a)))) + cast(T::f32, positive))}),
+      store(total, i, load(total, i, T::f32) + sum),
+  };
+  return kernel;
+}
+
+int total_targets() {
+  int targets = 0;
+  for (const Backend* backend : codegen_backends()) targets += static_cast<int>(backend->offline_targets().size());
+  return targets;
+}
+
+// "184 binaries = 46 kernels x 2 cuda targets (compute_80, sm_90) + ... in 36.43 s"
+std::string summary_line(const JobQueue& queue, int compiled, double seconds) {
+  std::ostringstream line;
+  line << "codegen_compile: " << compiled << " binaries =";
+  const char* separator = " ";
+  for (const Backend* backend : codegen_backends()) {
+    const std::vector<TargetDesc> targets = backend->offline_targets();
+    line << separator << queue.sources(backend->name()) << " kernels x " << targets.size() << " " << backend->name()
+         << " targets (";
+    for (std::size_t i = 0; i < targets.size(); ++i) line << (i ? ", " : "") << targets[i].arch;
+    line << ")";
+    separator = " + ";
+  }
+  line << ", compiled in " << std::fixed << std::setprecision(2) << seconds << " s";
+  return line.str();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(codegen_compile)
+
+BOOST_AUTO_TEST_CASE(every_op_case_kernel_compiles_for_every_offline_target) {
+  const auto start = std::chrono::steady_clock::now();
+  JobQueue queue;
+  int lowered = 0;
+  const std::vector<kiln::testing::OpCase> cases = kiln::testing::make_op_cases();
+  BOOST_TEST_REQUIRE(!cases.empty());
+  for (const kiln::testing::OpCase& op_case : cases) {
+    const kiln::graph::Graph& graph = op_case.model.graph();
+    lowered += queue_graph_kernels(graph, op_case.name, queue);
+    try {
+      const kiln::graph::passes::PipelineResult compiled = kiln::graph::passes::run_compile_passes(graph);
+      lowered += queue_graph_kernels(compiled.graph, op_case.name + " (after compile passes)", queue);
+    } catch (const Error& error) {
+      BOOST_ERROR(op_case.name << ": the compile passes failed: " << error.what());
+    }
+  }
+  BOOST_TEST(lowered > static_cast<int>(cases.size()));  // most cases lower to at least one kernel
+  BOOST_TEST_REQUIRE(!queue.jobs().empty());
+
+  const int compiled = compile_all(queue.jobs());
+  BOOST_TEST(compiled == static_cast<int>(queue.jobs().size()));
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::cout << summary_line(queue, compiled, seconds) << " (" << lowered << " kernels lowered from " << cases.size()
+            << " op cases, before and after the compile passes)" << std::endl;
+}
+
+BOOST_AUTO_TEST_CASE(every_kernel_ir_construct_compiles_for_every_offline_target) {
+  const kiln::kir::Kernel kernel = every_construct_kernel();
+  kiln::kir::verify(kernel);
+  JobQueue queue;
+  queue.add(kernel, "every_construct");
+  for (const Backend* backend : codegen_backends()) BOOST_TEST(queue.sources(backend->name()) == 1);
+  BOOST_TEST(compile_all(queue.jobs()) == total_targets());
+}
+
+BOOST_AUTO_TEST_CASE(offline_targets_describe_their_architecture) {
+  std::map<std::string, std::uint32_t> expected_subgroup{
+      {"compute_80", 32}, {"sm_90", 32}, {"gfx90a", 64}, {"gfx1030", 32}};
+  for (const Backend* backend : codegen_backends()) {
+    const std::vector<TargetDesc> targets = backend->offline_targets();
+    BOOST_TEST(targets.size() == 2u);
+    const std::string version = backend->compiler().version();
+    BOOST_TEST(version.starts_with(backend->name() == "cuda" ? "NVRTC " : "hiprtc "), version);
+    for (const TargetDesc& target : targets) {
+      BOOST_TEST_CONTEXT(backend->name() << " " << target.arch) {
+        BOOST_TEST(target.backend == backend->name());
+        BOOST_TEST(target.device_type == "offline");
+        BOOST_TEST_REQUIRE(expected_subgroup.count(target.arch) == 1u);
+        BOOST_TEST(target.subgroup_size == expected_subgroup[target.arch]);
+        BOOST_TEST(target.max_workgroup_invocations == 1024u);
+        BOOST_TEST(target.max_shared_memory_bytes >= 48u * 1024u);
+        BOOST_TEST(target.fp16);
+        BOOST_TEST(target.driver == version);  // the compiler version is part of the fingerprint
+        BOOST_TEST(contains(target.fingerprint(), target.arch));
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(broken_source_gives_internal_error_with_compiler_log) {
+  for (const Backend* backend : codegen_backends()) {
+    const KernelSource broken{"broken", backend->language().name,
+                              "extern \"C\" __global__ void broken(float* x) {\n  x[0] = undeclared_name;\n}\n", 64, 1};
+    for (const TargetDesc& target : backend->offline_targets()) {
+      BOOST_TEST_CONTEXT(backend->name() << " " << target.arch) {
+        const auto error = thrown_error([&] { backend->compiler().compile(broken, target); });
+        BOOST_TEST_REQUIRE(error.has_value());
+        BOOST_TEST(error->kind() == ErrorKind::Internal);
+        const std::string message = error->what();
+        BOOST_TEST(contains(message, "'broken'"), message);
+        BOOST_TEST(contains(message, target.arch), message);
+        BOOST_TEST(contains(message, "error"), message);                      // the compiler's log
+        BOOST_TEST(contains(message, "   2 |   x[0] = undeclared_name;"), message);  // the numbered source
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_architectures_are_refused_before_compiling) {
+  const KernelSource copy{"copy", "", "extern \"C\" __global__ void copy(const float* x, float* y) { y[0] = x[0]; }",
+                          64, 2};
+  if (const Backend* hip = find_codegen_backend("hip")) {
+    TargetDesc target = hip->offline_targets().front();
+    target.arch = "gfx1100";  // hiprtc of ROCm 5.2 crashes inside comgr for it
+    KernelSource source = copy;
+    source.language = hip->language().name;
+    const auto error = thrown_error([&] { hip->compiler().compile(source, target); });
+    BOOST_TEST_REQUIRE(error.has_value());
+    BOOST_TEST(error->kind() == ErrorKind::Unsupported);
+    BOOST_TEST(contains(error->what(), "gfx1100"), error->what());
+    BOOST_TEST(contains(error->what(), "gfx90a"), error->what());  // the supported list
+  }
+  if (const Backend* cuda = find_codegen_backend("cuda")) {
+    KernelSource source = copy;
+    source.language = cuda->language().name;
+    for (const std::string arch : {"sm_20", "compute_xx", "gfx90a"}) {
+      TargetDesc target = cuda->offline_targets().front();
+      target.arch = arch;
+      const auto error = thrown_error([&] { cuda->compiler().compile(source, target); });
+      BOOST_TEST_REQUIRE(error.has_value(), arch);
+      BOOST_TEST(error->kind() == ErrorKind::Unsupported, arch);
+      BOOST_TEST(contains(error->what(), arch), error->what());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(backends_without_a_device_say_why) {
+  for (const Backend* backend : codegen_backends()) {
+    BOOST_TEST_CONTEXT(backend->name()) {
+      const auto devices = backend->enumerate_devices();
+      const auto reason = backend->unavailable_reason();
+      if (devices.empty()) {
+        BOOST_TEST_REQUIRE(reason.has_value());
+        BOOST_TEST(!reason->empty());
+        std::cout << backend->name() << " unavailable: " << *reason << std::endl;
+        const auto error = thrown_error([&] { backend->create_device(0); });
+        BOOST_TEST_REQUIRE(error.has_value());
+        BOOST_TEST(error->kind() == ErrorKind::DeviceUnavailable);
+        BOOST_TEST(contains(error->what(), *reason), error->what());
+      } else {
+        BOOST_TEST(!reason.has_value());
+        for (const auto& device : devices) BOOST_TEST(device.target.backend == backend->name());
+        // Execution on these backends is a later step; code generation is not.
+        const auto error = thrown_error([&] { backend->create_device(0); });
+        BOOST_TEST_REQUIRE(error.has_value());
+        BOOST_TEST(error->kind() == ErrorKind::Unsupported);
+        const auto out_of_range = thrown_error([&] { backend->create_device(static_cast<int>(devices.size())); });
+        BOOST_TEST_REQUIRE(out_of_range.has_value());
+        BOOST_TEST(out_of_range->kind() == ErrorKind::NotFound);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(registry_lists_backends_in_preference_order) {
+  const std::vector<std::string> order{"vulkan", "cuda", "hip", "null"};
+  std::vector<std::string> names;
+  for (const Backend* backend : kiln::backend::all_backends()) names.push_back(backend->name());
+  BOOST_TEST_REQUIRE(!names.empty());
+  BOOST_TEST(names.back() == "null");
+  BOOST_TEST(std::is_sorted(names.begin(), names.end(), [&](const std::string& a, const std::string& b) {
+    return std::find(order.begin(), order.end(), a) < std::find(order.begin(), order.end(), b);
+  }));
+  BOOST_TEST(&kiln::backend::all_backends() == &kiln::backend::all_backends());  // built once
+  BOOST_TEST(&kiln::backend::get_backend("null") == kiln::backend::all_backends().back());
+
+  const auto error = thrown_error([] { kiln::backend::get_backend("metal"); });
+  BOOST_TEST_REQUIRE(error.has_value());
+  BOOST_TEST(error->kind() == ErrorKind::NotFound);
+  BOOST_TEST(contains(error->what(), "unknown backend 'metal'"), error->what());
+  BOOST_TEST(contains(error->what(), "cuda"), error->what());
+}
+
+BOOST_AUTO_TEST_CASE(null_backend_returns_the_source_and_runs_nothing) {
+  const Backend& null = kiln::backend::get_backend("null");
+  BOOST_TEST(null.unavailable_reason().value_or("") ==
+             "the null backend runs nothing: it is the template for new backends");
+  BOOST_TEST(null.enumerate_devices().empty());
+  const auto no_device = thrown_error([&] { null.create_device(0); });
+  BOOST_TEST_REQUIRE(no_device.has_value());
+  BOOST_TEST(no_device->kind() == ErrorKind::Unsupported);
+
+  const std::vector<TargetDesc> targets = null.offline_targets();
+  BOOST_TEST_REQUIRE(targets.size() == 1u);
+  const KernelSource source{"k", null.language().name, "void k() {}\n", 64, 0};
+  const KernelBinary binary = null.compiler().compile(source, targets[0]);
+  BOOST_TEST(binary.format == "text");
+  BOOST_TEST(std::string(reinterpret_cast<const char*>(binary.data.data()), binary.data.size()) == source.text);
+
+  const auto empty = thrown_error([&] { null.compiler().compile({"k", null.language().name, "", 64, 0}, targets[0]); });
+  BOOST_TEST_REQUIRE(empty.has_value());
+  BOOST_TEST(empty->kind() == ErrorKind::Internal);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+int main(int argc, char* argv[]) {
+  if (codegen_backends().empty()) {
+    std::cout << "codegen_compile: SKIPPED: neither the cuda nor the hip backend is compiled in "
+                 "(meson found neither NVRTC nor hiprtc)"
+              << std::endl;
+    return 77;  // Meson's "skipped"
+  }
+  return boost::unit_test::unit_test_main(&init_unit_test, argc, argv);
+}

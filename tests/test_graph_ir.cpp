@@ -1,0 +1,341 @@
+#define BOOST_TEST_MODULE graph_ir
+#include <boost/test/unit_test.hpp>
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "graph/ir.h"
+#include "graph/op_registry.h"
+
+using namespace kiln;
+using namespace kiln::graph;
+
+namespace {
+
+// Runs `body` and checks that it throws kiln::Error of `kind` whose message
+// contains every one of `fragments`.
+void expect_error(const std::function<void()>& body, ErrorKind kind, const std::vector<std::string>& fragments) {
+  try {
+    body();
+  } catch (const Error& e) {
+    BOOST_TEST(error_kind_name(e.kind()) == error_kind_name(kind), "message: " << e.what());
+    for (const std::string& fragment : fragments)
+      BOOST_TEST(std::string(e.what()).find(fragment) != std::string::npos,
+                 "'" << fragment << "' not in: " << e.what());
+    return;
+  }
+  BOOST_FAIL("no kiln::Error thrown");
+}
+
+Attributes attrs_of(std::initializer_list<std::pair<std::string, Attribute>> list) {
+  Attributes attrs;
+  for (const auto& [name, value] : list) attrs.set(name, value);
+  return attrs;
+}
+
+// x[1, 3, 8, 8] -> Conv(w, b, pads 1) -> Relu: values %0 x, %1 w, %2 b, %3 conv, %4 relu.
+Graph make_conv_relu() {
+  Graph g;
+  const ValueId x = g.add_input("x", {DType::f32, {1, 3, 8, 8}});
+  const ValueId w = g.add_constant("w", Tensor(DType::f32, {8, 3, 3, 3}));
+  const ValueId b = g.add_constant("b", Tensor(DType::f32, {8}));
+  const ValueId conv =
+      g.add_node("Conv", {x, w, b}, attrs_of({{"pads", std::vector<std::int64_t>{1, 1, 1, 1}}}), "conv1")[0];
+  const ValueId relu = g.add_node("Relu", {conv})[0];
+  g.set_outputs({relu});
+  return g;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(building)
+
+BOOST_AUTO_TEST_CASE(nodes_get_types_ids_and_names) {
+  Graph g = make_conv_relu();
+  BOOST_TEST(g.values().size() == 5u);
+  BOOST_TEST(g.nodes().size() == 2u);
+  const Value& conv = g.value(3);
+  BOOST_TEST(conv.name == "conv1");
+  BOOST_TEST(conv.producer == 0);
+  BOOST_TEST(type_str(conv.type) == "f32[1, 8, 8, 8]");
+  // An unnamed node is called "<op>_<n>" and its single output takes the node's name.
+  BOOST_TEST(g.node(1).name == "Relu_1");
+  BOOST_TEST(g.value(4).name == "Relu_1");
+  BOOST_TEST(g.value(1).constant.has_value());
+  BOOST_TEST(g.value(0).producer == kNoNode);
+  g.verify();
+}
+
+BOOST_AUTO_TEST_CASE(generated_names_skip_taken_ones) {
+  Graph g;
+  const ValueId x = g.add_input("Relu_1", {DType::f32, {4}});
+  const ValueId a = g.add_node("Relu", {x})[0];
+  const ValueId b = g.add_node("Relu", {a})[0];
+  BOOST_TEST(g.node(0).name == "Relu_0");
+  BOOST_TEST(g.node(1).name == "Relu_2");
+  g.set_outputs({b});
+  g.verify();
+}
+
+BOOST_AUTO_TEST_CASE(bad_nodes_are_rejected_when_added) {
+  Graph g;
+  const ValueId x = g.add_input("x", {DType::f32, {1, 3, 8, 8}});
+  const ValueId w = g.add_constant("w", Tensor(DType::f32, {8, 4, 3, 3}));
+  expect_error(
+      [&] {
+        g.add_node("Conv", {x, w}, {}, "c");
+      },
+      ErrorKind::ShapeMismatch,
+      {"node 'c' (Conv): ", "input has 3 channels but weight expects 4 (group 1)", "input f32[1, 3, 8, 8]",
+       "weight f32[8, 4, 3, 3]"});
+  expect_error([&] { g.add_node("Frobnicate", {x}); }, ErrorKind::Unsupported, {"unknown op 'Frobnicate'"});
+  expect_error([&] { g.add_node("Relu", {7}); }, ErrorKind::InvalidArgument, {"value 7", "not in the graph"});
+  expect_error([&] { g.add_node("Relu", {x, x}); }, ErrorKind::InvalidArgument, {"expects 1 inputs, got 2"});
+  expect_error([&] { g.add_node("Conv", {x, -1}); }, ErrorKind::InvalidArgument, {"input 1 is required"});
+  expect_error(
+      [&] {
+        g.add_node("Relu", {x}, attrs_of({{"alpha", 1.0}}));
+      },
+      ErrorKind::InvalidArgument, {"unknown attribute 'alpha'"});
+  // Nothing was added by the failed calls.
+  BOOST_TEST(g.nodes().empty());
+}
+
+BOOST_AUTO_TEST_CASE(value_and_node_lookups_check_ids) {
+  Graph g = make_conv_relu();
+  expect_error([&] { g.value(99); }, ErrorKind::InvalidArgument, {"no value with id 99"});
+  expect_error([&] { g.node(-1); }, ErrorKind::InvalidArgument, {"no node with id -1"});
+  expect_error([&] { g.set_outputs({42}); }, ErrorKind::InvalidArgument, {"value 42"});
+}
+
+BOOST_AUTO_TEST_CASE(use_counts_count_node_inputs_and_graph_outputs) {
+  Graph g;
+  const ValueId x = g.add_input("x", {DType::f32, {2, 2}});
+  const ValueId y = g.add_node("Mul", {x, x})[0];
+  const ValueId z = g.add_node("Add", {y, x})[0];
+  g.set_outputs({z, y});
+  const std::vector<int> counts = g.use_counts();
+  BOOST_TEST(counts.size() == 3u);
+  BOOST_TEST(counts[x] == 3);
+  BOOST_TEST(counts[y] == 2);
+  BOOST_TEST(counts[z] == 1);
+}
+
+BOOST_AUTO_TEST_CASE(registry_lists_every_op) {
+  const std::vector<std::string> ops = registered_ops();
+  for (const char* op : {"Conv",
+                         "Gemm",
+                         "MatMul",
+                         "Add",
+                         "Sub",
+                         "Mul",
+                         "Div",
+                         "Relu",
+                         "Sigmoid",
+                         "Tanh",
+                         "Gelu",
+                         "Clip",
+                         "Softmax",
+                         "LayerNormalization",
+                         "BatchNormalization",
+                         "MaxPool",
+                         "AveragePool",
+                         "GlobalAveragePool",
+                         "Reshape",
+                         "Flatten",
+                         "Transpose",
+                         "Concat",
+                         "Identity"}) {
+    BOOST_TEST((std::find(ops.begin(), ops.end(), op) != ops.end()), op);
+    BOOST_TEST(!get_op(op).summary.empty(), op);
+  }
+  BOOST_TEST(find_op("NoSuchOp") == nullptr);
+  expect_error([] { get_op("NoSuchOp"); }, ErrorKind::Unsupported, {"unknown op 'NoSuchOp'"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(verify)
+
+BOOST_AUTO_TEST_CASE(accepts_a_good_graph) { BOOST_CHECK_NO_THROW(make_conv_relu().verify()); }
+
+BOOST_AUTO_TEST_CASE(catches_duplicate_value_names) {
+  Graph g;
+  const ValueId a = g.add_input("x", {DType::f32, {2}});
+  g.add_input("x", {DType::f32, {2}});
+  g.set_outputs({a});
+  expect_error([&] { g.verify(); }, ErrorKind::InvalidArgument, {"two values are named 'x'"});
+}
+
+BOOST_AUTO_TEST_CASE(catches_a_graph_without_outputs) {
+  Graph g;
+  g.add_input("x", {DType::f32, {2}});
+  expect_error([&] { g.verify(); }, ErrorKind::InvalidArgument, {"no outputs"});
+}
+
+BOOST_AUTO_TEST_CASE(catches_a_stale_output_type) {
+  Graph g = make_conv_relu();
+  g.value(3).type.shape = {1, 8, 4, 4};
+  expect_error([&] { g.verify(); }, ErrorKind::ShapeMismatch,
+               {"node 'conv1' (Conv)", "typed f32[1, 8, 4, 4]", "inference gives f32[1, 8, 8, 8]"});
+}
+
+BOOST_AUTO_TEST_CASE(catches_a_constant_whose_type_disagrees_with_its_tensor) {
+  Graph g = make_conv_relu();
+  g.value(2).constant = Tensor(DType::f32, {9});
+  expect_error([&] { g.verify(); }, ErrorKind::ShapeMismatch, {"constant 'b'", "f32[8]", "f32[9]"});
+}
+
+BOOST_AUTO_TEST_CASE(catches_inputs_that_no_longer_fit) {
+  Graph g = make_conv_relu();
+  // The weight now expects 4 input channels: shape inference fails on re-run.
+  g.value(1).constant = Tensor(DType::f32, {8, 4, 3, 3});
+  g.value(1).type = {DType::f32, {8, 4, 3, 3}};
+  expect_error([&] { g.verify(); }, ErrorKind::ShapeMismatch, {"node 'conv1' (Conv)", "3 channels"});
+}
+
+BOOST_AUTO_TEST_CASE(catches_a_value_with_a_wrong_producer) {
+  Graph g = make_conv_relu();
+  g.value(4).producer = 0;
+  expect_error([&] { g.verify(); }, ErrorKind::InvalidArgument, {"names another producer"});
+}
+
+BOOST_AUTO_TEST_CASE(catches_a_graph_input_that_is_also_a_constant) {
+  Graph g = make_conv_relu();
+  g.value(0).constant = Tensor(DType::f32, {1, 3, 8, 8});
+  expect_error([&] { g.verify(); }, ErrorKind::InvalidArgument, {"graph input 'x'"});
+}
+
+BOOST_AUTO_TEST_CASE(catches_a_value_without_a_definition) {
+  Graph g = make_conv_relu();
+  // Detach the bias from being a constant: nothing defines it any more.
+  g.value(2).constant.reset();
+  expect_error([&] { g.verify(); }, ErrorKind::InvalidArgument, {"'b' is used before it is defined"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(printer)
+
+BOOST_AUTO_TEST_CASE(prints_inputs_constants_nodes_and_outputs) {
+  Graph g = make_conv_relu();
+  const std::string text = g.to_string();
+  BOOST_TEST_MESSAGE(text);
+  for (const char* line :
+       {"%0 = input : f32[1, 3, 8, 8]  # x\n", "%1 = constant : f32[8, 3, 3, 3]  # w\n",
+        "%2 = constant : f32[8]  # b\n", "%3 = Conv(%0, %1, %2) {pads=[1, 1, 1, 1]} : f32[1, 8, 8, 8]  # conv1\n",
+        "%4 = Relu(%3) : f32[1, 8, 8, 8]  # Relu_1\n", "return %4\n"})
+    BOOST_TEST(text.find(line) != std::string::npos, "missing: " << line);
+  // Constants show their shape, never their values.
+  BOOST_TEST(text.find("0, 0, 0") == std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(prints_every_attribute_kind_and_omitted_inputs) {
+  Graph g;
+  const ValueId a = g.add_input("a", {DType::f32, {2, 3}});
+  const ValueId b = g.add_input("b", {DType::f32, {3, 4}});
+  Attributes attrs = attrs_of({{"alpha", 0.5}, {"transA", std::int64_t{0}}, {"activation", std::string("Relu")}});
+  g.add_node("Gemm", {a, b, -1}, attrs, "fc");
+  const ValueId y = g.add_node("Clip", {g.nodes()[0].outputs[0]}, attrs_of({{"min", 0.0}, {"max", 6.0}}), "clip")[0];
+  g.set_outputs({y});
+  const std::string text = g.to_string();
+  BOOST_TEST(text.find("%2 = Gemm(%0, %1, _) {activation=\"Relu\", alpha=0.5, transA=0} : f32[2, 4]  # fc") !=
+                 std::string::npos,
+             text);
+  BOOST_TEST(text.find("Clip(%2) {max=6, min=0}") != std::string::npos, text);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(attributes)
+
+BOOST_AUTO_TEST_CASE(getters_return_values_or_fallbacks) {
+  Attributes attrs = attrs_of({{"group", std::int64_t{2}},
+                               {"alpha", 0.25},
+                               {"mode", std::string("tanh")},
+                               {"pads", std::vector<std::int64_t>{1, 2, 3, 4}}});
+  BOOST_TEST(attrs.get_int("group", 1) == 2);
+  BOOST_TEST(attrs.get_int("missing", 7) == 7);
+  BOOST_TEST(attrs.get_float("alpha", 1.0) == 0.25);
+  BOOST_TEST(attrs.get_float("group", 1.0) == 2.0);  // an int reads as a float
+  BOOST_TEST(attrs.get_string("mode", "") == "tanh");
+  BOOST_TEST(attrs.get_ints("pads", {}) == std::vector<std::int64_t>({1, 2, 3, 4}));
+  BOOST_TEST(attrs.get_ints("strides", {1, 1}) == std::vector<std::int64_t>({1, 1}));
+  BOOST_TEST(attrs.has("mode"));
+  BOOST_TEST(!attrs.has("missing"));
+}
+
+BOOST_AUTO_TEST_CASE(getters_reject_another_type) {
+  Attributes attrs = attrs_of({{"mode", std::string("tanh")}, {"alpha", 0.5}, {"pads", std::vector<std::int64_t>{1}}});
+  expect_error([&] { attrs.get_int("mode", 0); }, ErrorKind::InvalidArgument,
+               {"attribute 'mode' is string, expected int"});
+  expect_error([&] { attrs.get_int("alpha", 0); }, ErrorKind::InvalidArgument,
+               {"attribute 'alpha' is float, expected int"});
+  expect_error([&] { attrs.get_float("mode", 0); }, ErrorKind::InvalidArgument,
+               {"attribute 'mode' is string, expected float"});
+  expect_error([&] { attrs.get_string("pads", ""); }, ErrorKind::InvalidArgument,
+               {"attribute 'pads' is ints, expected string"});
+  expect_error([&] { attrs.get_ints("alpha", {}); }, ErrorKind::InvalidArgument,
+               {"attribute 'alpha' is float, expected ints"});
+}
+
+BOOST_AUTO_TEST_CASE(node_attribute_type_errors_name_the_node) {
+  Graph g;
+  const ValueId x = g.add_input("x", {DType::f32, {1, 1, 4, 4}});
+  expect_error(
+      [&] {
+        g.add_node("MaxPool", {x}, attrs_of({{"kernel_shape", std::string("2x2")}}), "pool");
+      },
+      ErrorKind::InvalidArgument, {"node 'pool' (MaxPool)", "attribute 'kernel_shape' is string"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(run_reference_inputs)
+
+BOOST_AUTO_TEST_CASE(runs_a_small_graph) {
+  Graph g;
+  const ValueId x = g.add_input("x", {DType::f32, {2, 2}});
+  const ValueId c = g.add_constant("c", Tensor::from_f32({2}, {1.0f, -10.0f}));
+  const ValueId y = g.add_node("Relu", {g.add_node("Add", {x, c})[0]})[0];
+  g.set_outputs({y, x});
+  const Tensor input = Tensor::from_f32({2, 2}, {1, 2, 3, 4});
+  const std::vector<Tensor> out = run_reference(g, std::vector<Tensor>{input});
+  BOOST_REQUIRE(out.size() == 2u);
+  const std::vector<float> expected{2, 0, 4, 0};
+  BOOST_TEST(std::vector<float>(out[0].values<float>().begin(), out[0].values<float>().end()) == expected,
+             boost::test_tools::per_element());
+  // A graph input returned as an output is a copy, not the caller's tensor.
+  BOOST_TEST(max_abs_diff(out[1], input) == 0.0f);
+  BOOST_TEST(out[1].bytes().data() != input.bytes().data());
+}
+
+BOOST_AUTO_TEST_CASE(checks_count_dtype_and_shape) {
+  Graph g;
+  const ValueId x = g.add_input("image", {DType::f32, {1, 3}});
+  g.set_outputs({g.add_node("Relu", {x})[0]});
+  expect_error([&] { run_reference(g, std::vector<Tensor>{}); }, ErrorKind::InvalidArgument, {"takes 1 inputs, got 0"});
+  expect_error(
+      [&] {
+        run_reference(g, std::vector<Tensor>{Tensor(DType::f32, {1, 4})});
+      },
+      ErrorKind::ShapeMismatch, {"input 'image'", "f32[1, 3]", "f32[1, 4]"});
+  expect_error(
+      [&] {
+        run_reference(g, std::vector<Tensor>{Tensor(DType::i64, {1, 3})});
+      },
+      ErrorKind::ShapeMismatch, {"input 'image'", "i64[1, 3]"});
+}
+
+BOOST_AUTO_TEST_CASE(direct_reference_calls_validate_their_tensors) {
+  Node node;
+  node.op = "Add";
+  node.name = "add";
+  node.inputs = {0, 1};
+  const std::vector<Tensor> args{Tensor(DType::f32, {2, 3}), Tensor(DType::f32, {4})};
+  expect_error([&] { get_op("Add").reference(node, args); }, ErrorKind::ShapeMismatch,
+               {"node 'add' (Add)", "cannot broadcast shapes [2, 3] and [4]"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,669 @@
+#define BOOST_TEST_MODULE kernel_ir
+#include <kiln/error.h>
+
+#include <bit>
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "src/kernel/interpreter.h"
+#include "src/kernel/ir.h"
+
+using namespace kiln::kir;
+using kiln::Error;
+using kiln::ErrorKind;
+
+namespace {
+
+constexpr ScalarType F = ScalarType::f32;
+constexpr ScalarType I = ScalarType::i32;
+constexpr ScalarType U = ScalarType::u32;
+constexpr ScalarType B = ScalarType::boolean;
+
+// Runs `fn` and returns the message of the kiln::Error(Internal) it throws.
+std::string internal_error(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    BOOST_TEST(static_cast<int>(e.kind()) == static_cast<int>(ErrorKind::Internal));
+    return e.what();
+  }
+  BOOST_FAIL("expected kiln::Error(Internal)");
+  return {};
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+template <class T>
+std::span<std::byte> bytes(std::vector<T>& v) {
+  return std::as_writable_bytes(std::span<T>(v));
+}
+
+void run(const Kernel& k, std::vector<std::span<std::byte>> buffers) { interpret(k, buffers); }
+
+bool same_float(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b);
+}
+
+// y[i] = f(x[i]) over `inputs`, returned as a vector.
+template <class In, class Out>
+std::vector<Out> map_kernel(ScalarType in_type, ScalarType out_type, const std::vector<In>& inputs,
+                            const std::function<Expr(Expr)>& f) {
+  Kernel k("map");
+  Buf x = k.add_buffer("x", in_type, Access::read);
+  Buf y = k.add_buffer("y", out_type, Access::write);
+  k.global_size = static_cast<std::int64_t>(inputs.size());
+  k.body.push_back(store(y, global_index(), f(load(x, global_index(), in_type))));
+  std::vector<In> in = inputs;
+  std::vector<Out> out(inputs.size());
+  run(k, {bytes(in), bytes(out)});
+  return out;
+}
+
+// c[i] = f(a[i], b[i]).
+template <class T, class Out>
+std::vector<Out> zip_kernel(ScalarType type, ScalarType out_type, const std::vector<T>& a, const std::vector<T>& b,
+                            const std::function<Expr(Expr, Expr)>& f) {
+  Kernel k("zip");
+  Buf x = k.add_buffer("a", type, Access::read);
+  Buf y = k.add_buffer("b", type, Access::read);
+  Buf z = k.add_buffer("c", out_type, Access::write);
+  k.global_size = static_cast<std::int64_t>(a.size());
+  k.body.push_back(store(z, global_index(), f(load(x, global_index(), type), load(y, global_index(), type))));
+  std::vector<T> av = a, bv = b;
+  std::vector<Out> out(a.size());
+  run(k, {bytes(av), bytes(bv), bytes(out)});
+  return out;
+}
+
+const std::vector<float> kFloats = {0.0f,
+                                    -0.0f,
+                                    0.5f,
+                                    -0.5f,
+                                    1.0f,
+                                    -1.0f,
+                                    2.75f,
+                                    -3.25f,
+                                    10.0f,
+                                    -20.0f,
+                                    1e-3f,
+                                    88.0f,
+                                    -100.0f,
+                                    1e30f,
+                                    std::numeric_limits<float>::infinity(),
+                                    -std::numeric_limits<float>::infinity(),
+                                    std::numeric_limits<float>::quiet_NaN()};
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(helpers)
+
+BOOST_AUTO_TEST_CASE(expressions_are_typed) {
+  BOOST_TEST(static_cast<int>((f32(1) + f32(2)).type()) == static_cast<int>(F));
+  BOOST_TEST(static_cast<int>((i32(1) < i32(2)).type()) == static_cast<int>(B));
+  BOOST_TEST(static_cast<int>(eq(boolean(true), boolean(false)).type()) == static_cast<int>(B));
+  BOOST_TEST(static_cast<int>(cast(U, f32(1)).type()) == static_cast<int>(U));
+  BOOST_TEST(static_cast<int>(global_index().type()) == static_cast<int>(I));
+  BOOST_TEST(static_cast<int>(select(boolean(true), u32(1), u32(2)).type()) == static_cast<int>(U));
+  BOOST_TEST(f32(0.1)->fvalue == static_cast<double>(0.1f));  // constants are rounded to f32
+}
+
+BOOST_AUTO_TEST_CASE(type_errors_name_the_operation_and_types) {
+  std::string m = internal_error([] { (void)(f32(1) + i32(1)); });
+  BOOST_TEST(contains(m, "'add'"));
+  BOOST_TEST(contains(m, "f32 and i32"));
+  m = internal_error([] { (void)exp(i32(1)); });
+  BOOST_TEST(contains(m, "'exp'"));
+  BOOST_TEST(contains(m, "i32"));
+  BOOST_TEST(contains(internal_error([] { (void)(f32(1) % f32(2)); }), "'mod'"));
+  BOOST_TEST(contains(internal_error([] { (void)pow(i32(1), i32(2)); }), "'pow'"));
+  BOOST_TEST(contains(internal_error([] { (void)(f32(1) && f32(2)); }), "'and'"));
+  BOOST_TEST(contains(internal_error([] { (void)-u32(1); }), "'neg'"));
+  BOOST_TEST(contains(internal_error([] { (void)select(i32(1), f32(1), f32(2)); }), "condition must be bool"));
+  BOOST_TEST(contains(internal_error([] { (void)select(boolean(true), f32(1), i32(2)); }), "f32 and i32"));
+  BOOST_TEST(contains(internal_error([] { (void)load(Buf{0}, f32(0), F); }), "index must be i32 or u32"));
+  BOOST_TEST(contains(internal_error([] { (void)load(Buf{}, i32(0), F); }), "invalid buffer"));
+  BOOST_TEST(contains(internal_error([] { (void)i32(std::int64_t{1} << 31); }), "out of range"));
+  BOOST_TEST(contains(internal_error([] { (void)u32(-1); }), "out of range"));
+  BOOST_TEST(contains(internal_error([] { (void)var("2x", F); }), "'2x' is not an identifier"));
+  BOOST_TEST(contains(internal_error([] { (void)var("a__b", F); }), "not an identifier"));
+  BOOST_TEST(contains(internal_error([] { (void)(Expr() + f32(1)); }), "null expression"));
+}
+
+BOOST_AUTO_TEST_CASE(statement_errors) {
+  BOOST_TEST(contains(internal_error([] { (void)declare("x", F, i32(0)); }), "initialised with a i32"));
+  BOOST_TEST(contains(internal_error([] { (void)loop("k", i32(0), i32(4), {}, 0); }), "step"));
+  BOOST_TEST(contains(internal_error([] { (void)loop("k", f32(0), i32(4), {}); }), "bounds must be i32"));
+  BOOST_TEST(contains(internal_error([] { (void)branch(i32(1), {}); }), "condition must be bool"));
+  BOOST_TEST(contains(internal_error([] { (void)store(Buf{0}, f32(0), f32(0)); }), "index must be i32 or u32"));
+}
+
+BOOST_AUTO_TEST_CASE(add_buffer_checks_names_and_types) {
+  Kernel k("k");
+  Buf a = k.add_buffer("a", F, Access::read);
+  Buf b = k.add_buffer("b", I, Access::write);
+  BOOST_TEST(a.index == 0);
+  BOOST_TEST(b.index == 1);
+  BOOST_TEST(contains(internal_error([&] { k.add_buffer("a", F, Access::read); }), "duplicate buffer name 'a'"));
+  BOOST_TEST(contains(internal_error([&] { k.add_buffer("flag", B, Access::read); }), "bool"));
+  BOOST_TEST(contains(internal_error([&] { k.add_buffer("x.y", F, Access::read); }), "'x.y' is not an identifier"));
+  BOOST_TEST(k.buffers.size() == 2u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(verification)
+
+namespace {
+
+Kernel base_kernel() {
+  Kernel k("copy");
+  k.add_buffer("x", F, Access::read);
+  k.add_buffer("y", F, Access::write);
+  k.global_size = 16;
+  return k;
+}
+
+std::string verify_error(const Kernel& k) {
+  return internal_error([&] { verify(k); });
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(accepts_a_well_formed_kernel) {
+  Kernel k = base_kernel();
+  Buf x{0}, y{1};
+  Expr i = global_index();
+  k.body = {
+      declare("acc", F, f32(0)),
+      loop("k", i32(0), i32(4),
+           {declare("t", F, load(x, (i + var("k", I)) % i32(16), F)), assign("acc", var("acc", F) + var("t", F))}),
+      // Sibling scopes may reuse names.
+      loop("k", i32(0), i32(2), {declare("t", I, var("k", I))}),
+      branch(var("acc", F) > f32(0), {store(y, i, var("acc", F))}, {store(y, i, f32(0))}),
+  };
+  BOOST_CHECK_NO_THROW(verify(k));
+}
+
+BOOST_AUTO_TEST_CASE(kernel_level_errors) {
+  Kernel k = base_kernel();
+  k.global_size = 0;
+  BOOST_TEST(contains(verify_error(k), "global_size 0 is outside (0, 2^31)"));
+  k.global_size = std::int64_t{1} << 31;
+  BOOST_TEST(contains(verify_error(k), "outside (0, 2^31)"));
+  k.global_size = 16;
+  k.workgroup_size = 0;
+  BOOST_TEST(contains(verify_error(k), "workgroup_size is 0"));
+
+  for (const char* bad : {"conv/relu", "1st", "", "a__b", "_x"}) {
+    Kernel named = base_kernel();
+    named.name = bad;
+    BOOST_TEST(contains(verify_error(named), "is not an identifier"), bad);
+  }
+  for (const char* reserved : {"main", "float", "exp", "expf", "tanh", "max", "template"}) {
+    Kernel named = base_kernel();
+    named.name = reserved;
+    BOOST_TEST(contains(verify_error(named), "reserved"), reserved);
+  }
+  Kernel dup = base_kernel();
+  dup.buffers.push_back({"x", F, Access::read});
+  BOOST_TEST(contains(verify_error(dup), "duplicate buffer name 'x'"));
+}
+
+BOOST_AUTO_TEST_CASE(messages_name_kernel_problem_and_location) {
+  Kernel k = base_kernel();
+  k.body = {loop("k", i32(0), i32(4), {store(Buf{1}, var("j", I), f32(0))})};
+  const std::string m = verify_error(k);
+  BOOST_TEST(contains(m, "kernel 'copy'"));
+  BOOST_TEST(contains(m, "variable 'j' is used before its declaration or outside its scope"));
+  BOOST_TEST(contains(m, "body[0] > for k > body[0]"));
+}
+
+BOOST_AUTO_TEST_CASE(variable_scoping) {
+  Kernel k = base_kernel();
+  // Declared inside a branch, used after it.
+  k.body = {branch(boolean(true), {declare("t", F, f32(1))}), store(Buf{1}, global_index(), var("t", F))};
+  BOOST_TEST(contains(verify_error(k), "variable 't' is used before"));
+  // A loop variable does not outlive its loop.
+  k.body = {loop("k", i32(0), i32(2), {}), store(Buf{1}, var("k", I), f32(0))};
+  BOOST_TEST(contains(verify_error(k), "variable 'k' is used before"));
+  // Used in its own initialiser.
+  k.body = {declare("t", F, var("t", F))};
+  BOOST_TEST(contains(verify_error(k), "variable 't' is used before"));
+  // Shadowing is rejected (it would silently change meaning between languages).
+  k.body = {declare("t", F, f32(0)), loop("t", i32(0), i32(2), {})};
+  BOOST_TEST(contains(verify_error(k), "'t' is already declared"));
+  // Declared with one type, used as another.
+  k.body = {declare("t", F, f32(0)), store(Buf{1}, var("t", I), f32(0))};
+  BOOST_TEST(contains(verify_error(k), "used as i32 but declared f32"));
+  // Assignment checks.
+  k.body = {assign("t", f32(0))};
+  BOOST_TEST(contains(verify_error(k), "undeclared variable 't'"));
+  k.body = {declare("t", F, f32(0)), assign("t", i32(0))};
+  BOOST_TEST(contains(verify_error(k), "i32 value to variable 't' of type f32"));
+  k.body = {loop("k", i32(0), i32(2), {assign("k", i32(0))})};
+  BOOST_TEST(contains(verify_error(k), "loop variable 'k', which is read-only"));
+}
+
+BOOST_AUTO_TEST_CASE(buffer_errors) {
+  Kernel k = base_kernel();
+  k.body = {store(Buf{0}, global_index(), f32(0))};
+  BOOST_TEST(contains(verify_error(k), "store to buffer 0 'x', which is declared read-only"));
+  k.body = {store(Buf{1}, global_index(), load(Buf{1}, global_index(), F))};
+  BOOST_TEST(contains(verify_error(k), "load from buffer 1 'y', which is declared write-only"));
+}
+
+BOOST_AUTO_TEST_CASE(buffer_type_and_index_errors) {
+  Kernel k = base_kernel();
+  k.body = {store(Buf{1}, global_index(), cast(F, load(Buf{0}, global_index(), I)))};
+  BOOST_TEST(contains(verify_error(k), "load of type i32 from buffer 0 'x' of type f32"));
+  k.body = {store(Buf{1}, global_index(), i32(0))};
+  BOOST_TEST(contains(verify_error(k), "store of a i32 value into buffer 1 'y' of type f32"));
+  k.body = {store(Buf{5}, global_index(), f32(0))};
+  BOOST_TEST(contains(verify_error(k), "buffer index 5 is invalid (the kernel has 2 buffers)"));
+}
+
+BOOST_AUTO_TEST_CASE(hand_built_nodes_are_checked) {
+  // Nodes built without the helpers (their fields are public) are re-checked.
+  ExprNode bad{};
+  bad.kind = ExprKind::binary;
+  bad.type = F;
+  bad.binary = BinaryOp::lt;  // comparison must be typed bool
+  bad.args = {f32(1), f32(2)};
+  Kernel k = base_kernel();
+  k.body = {branch(boolean(true), {store(Buf{1}, global_index(), Expr(std::make_shared<const ExprNode>(bad)))})};
+  BOOST_TEST(contains(verify_error(k), "binary 'lt' is typed f32, expected bool"));
+  Stmt loop_stmt = loop("k", i32(0), i32(2), {});
+  loop_stmt.step = -1;
+  k.body = {loop_stmt};
+  BOOST_TEST(contains(verify_error(k), "step must be in [1, 2^31)"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(printing)
+
+BOOST_AUTO_TEST_CASE(prints_stable_text) {
+  Kernel k("scale");
+  Buf x = k.add_buffer("x", F, Access::read);
+  Buf y = k.add_buffer("y", F, Access::read_write);
+  k.global_size = 100;
+  k.workgroup_size = 32;
+  Expr i = global_index();
+  k.body = {
+      declare("acc", F, f32(0.1)),
+      loop("j", i32(0), i32(3), {assign("acc", max(var("acc", F) * f32(2), -load(x, i, F)))}, 2),
+      branch(unary(UnaryOp::logical_not, var("acc", F) < f32(-std::numeric_limits<float>::infinity())),
+             {store(y, cast(U, i), select(boolean(true), var("acc", F), erf(f32(1))))},
+             {store(y, i, load(y, i, F) + f32(1e20))}),
+  };
+  const std::string expected =
+      "kernel scale (global_size 100, workgroup_size 32)\n"
+      "buffer 0 x: f32 read\n"
+      "buffer 1 y: f32 read_write\n"
+      "f32 acc = 0.1\n"
+      "for (i32 j = 0; j < 3; j += 2) {\n"
+      "  acc = max((acc * 2.0), neg(x[global_index()]))\n"
+      "}\n"
+      "if (not((acc < -inf))) {\n"
+      "  y[u32(global_index())] = select(true, acc, erf(1.0))\n"
+      "} else {\n"
+      "  y[global_index()] = (y[global_index()] + 1e+20)\n"
+      "}\n";
+  BOOST_TEST(print(k) == expected);
+  BOOST_TEST(print(k) == print(k));
+}
+
+BOOST_AUTO_TEST_CASE(print_distinguishes_what_matters) {
+  auto kernel_with = [](Expr value) {
+    Kernel k("k");
+    Buf y = k.add_buffer("y", value.type(), Access::write);
+    k.global_size = 4;
+    k.body = {store(y, global_index(), value)};
+    return print(k);
+  };
+  BOOST_TEST(kernel_with(f32(1)) != kernel_with(i32(1)));
+  BOOST_TEST(kernel_with(i32(1)) != kernel_with(u32(1)));
+  BOOST_TEST(kernel_with(f32(0.1)) != kernel_with(f32(0.1000001)));
+  BOOST_TEST(contains(kernel_with(f32(std::nan(""))), "= nan"));
+  Kernel a("k"), b("k");
+  a.global_size = b.global_size = 4;
+  b.workgroup_size = 128;
+  BOOST_TEST(print(a) != print(b));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(dispatch)
+
+BOOST_AUTO_TEST_CASE(grid_covers_every_index_with_a_short_tail) {
+  for (std::uint32_t wg : {1u, 64u, 256u}) {
+    for (std::uint32_t max_x : {1u, 7u, 65535u, 2147483647u}) {
+      const std::int64_t edge = std::int64_t{wg} * max_x;
+      for (std::int64_t size : {std::int64_t{1}, std::int64_t{63}, std::int64_t{64}, std::int64_t{65}, edge - 1, edge,
+                                edge + 1, 3 * edge + 5, std::int64_t{2147483647}}) {
+        if (size <= 0 || size >= (std::int64_t{1} << 31)) continue;
+        Kernel k("k");
+        k.global_size = size;
+        k.workgroup_size = wg;
+        const auto grid = dispatch_grid(k, max_x);
+        const std::int64_t groups = (size + wg - 1) / wg;
+        const std::int64_t launched = std::int64_t{grid[0]} * grid[1];
+        BOOST_TEST(grid[0] >= 1u);
+        BOOST_TEST(grid[0] <= max_x);
+        BOOST_TEST(grid[2] == 1u);
+        BOOST_TEST(launched >= groups);
+        BOOST_TEST(launched - groups < std::int64_t{grid[0]});  // the tail is less than one row
+        if (groups <= max_x) BOOST_TEST(grid[1] == 1u);
+      }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(grid_rejects_bad_sizes) {
+  Kernel k("k");
+  k.global_size = 0;
+  BOOST_TEST(contains(internal_error([&] { dispatch_grid(k, 65535); }), "global_size 0"));
+  k.global_size = 10;
+  BOOST_TEST(contains(internal_error([&] { dispatch_grid(k, 0); }), "0 workgroups"));
+  k.workgroup_size = 0;
+  BOOST_TEST(contains(internal_error([&] { dispatch_grid(k, 65535); }), "workgroup_size is 0"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(interpreter)
+
+BOOST_AUTO_TEST_CASE(unary_f32_ops_match_std_math) {
+  struct Case {
+    UnaryOp op;
+    float (*reference)(float);
+  };
+  const Case cases[] = {
+      {UnaryOp::neg, [](float x) { return -x; }},
+      {UnaryOp::exp, [](float x) { return std::exp(x); }},
+      {UnaryOp::log, [](float x) { return std::log(x); }},
+      {UnaryOp::sqrt, [](float x) { return std::sqrt(x); }},
+      {UnaryOp::rsqrt, [](float x) { return 1.0f / std::sqrt(x); }},
+      {UnaryOp::tanh, [](float x) { return std::tanh(x); }},
+      {UnaryOp::erf, [](float x) { return std::erf(x); }},
+      {UnaryOp::abs, [](float x) { return std::fabs(x); }},
+      {UnaryOp::floor, [](float x) { return std::floor(x); }},
+      {UnaryOp::ceil, [](float x) { return std::ceil(x); }},
+  };
+  for (const Case& c : cases) {
+    const auto out = map_kernel<float, float>(F, F, kFloats, [&](Expr x) { return unary(c.op, x); });
+    for (std::size_t i = 0; i < kFloats.size(); ++i)
+      BOOST_TEST(same_float(out[i], c.reference(kFloats[i])), unary_op_name(c.op)
+                                                                  << "(" << kFloats[i] << ") = " << out[i]);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(results_are_computed_in_float) {
+  // 16777216 + 1 is 16777216 in f32 (but not in double).
+  const auto out = map_kernel<float, float>(F, F, {16777216.0f}, [](Expr x) { return (x + f32(1)) - x; });
+  BOOST_TEST(out[0] == 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE(binary_f32_ops) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> a = {1.5f, -2.0f, 3.0f, nan, 2.0f, 0.0f};
+  const std::vector<float> b = {0.5f, 4.0f, -3.0f, 1.0f, 10.0f, 0.0f};
+  auto check = [&](const std::function<Expr(Expr, Expr)>& f, const std::function<float(float, float)>& ref,
+                   const char* what) {
+    const auto out = zip_kernel<float, float>(F, F, a, b, f);
+    for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(same_float(out[i], ref(a[i], b[i])), what << " at " << i);
+  };
+  check([](Expr x, Expr y) { return x + y; }, [](float x, float y) { return x + y; }, "add");
+  check([](Expr x, Expr y) { return x - y; }, [](float x, float y) { return x - y; }, "sub");
+  check([](Expr x, Expr y) { return x * y; }, [](float x, float y) { return x * y; }, "mul");
+  check([](Expr x, Expr y) { return x / y; }, [](float x, float y) { return x / y; }, "div");
+  check([](Expr x, Expr y) { return pow(x, y); }, [](float x, float y) { return std::pow(x, y); }, "pow");
+  // min/max ignore a NaN operand (fminf/fmaxf).
+  check([](Expr x, Expr y) { return min(x, y); }, [](float x, float y) { return std::fmin(x, y); }, "min");
+  check([](Expr x, Expr y) { return max(x, y); }, [](float x, float y) { return std::fmax(x, y); }, "max");
+  const auto mx = zip_kernel<float, float>(F, F, {nan}, {3.0f}, [](Expr x, Expr y) { return max(x, y); });
+  BOOST_TEST(mx[0] == 3.0f);
+
+  // Comparisons are IEEE: NaN compares false except !=. Stored as u32 0/1.
+  auto compare = [&](const std::function<Expr(Expr, Expr)>& f, const std::function<bool(float, float)>& ref,
+                     const char* what) {
+    const auto out = zip_kernel<float, std::uint32_t>(F, U, a, b, [&](Expr x, Expr y) { return cast(U, f(x, y)); });
+    for (std::size_t i = 0; i < a.size(); ++i) BOOST_TEST(out[i] == (ref(a[i], b[i]) ? 1u : 0u), what << " at " << i);
+  };
+  compare([](Expr x, Expr y) { return x < y; }, [](float x, float y) { return x < y; }, "lt");
+  compare([](Expr x, Expr y) { return x <= y; }, [](float x, float y) { return x <= y; }, "le");
+  compare([](Expr x, Expr y) { return x > y; }, [](float x, float y) { return x > y; }, "gt");
+  compare([](Expr x, Expr y) { return x >= y; }, [](float x, float y) { return x >= y; }, "ge");
+  compare([](Expr x, Expr y) { return eq(x, y); }, [](float x, float y) { return x == y; }, "eq");
+  compare([](Expr x, Expr y) { return ne(x, y); }, [](float x, float y) { return x != y; }, "ne");
+}
+
+BOOST_AUTO_TEST_CASE(integer_ops_wrap_and_truncate) {
+  constexpr std::int32_t kMax = std::numeric_limits<std::int32_t>::max();
+  constexpr std::int32_t kMin = std::numeric_limits<std::int32_t>::min();
+  const std::vector<std::int32_t> a = {7, -7, kMax, kMin, 5, kMin};
+  const std::vector<std::int32_t> b = {2, 2, 1, 1, 3, -1};
+  auto i32_op = [&](const std::function<Expr(Expr, Expr)>& f) {
+    return zip_kernel<std::int32_t, std::int32_t>(I, I, a, b, f);
+  };
+  BOOST_TEST(i32_op([](Expr x, Expr y) { return x / y; }) == (std::vector<std::int32_t>{3, -3, kMax, kMin, 1, kMin}));
+  BOOST_TEST(i32_op([](Expr x, Expr y) { return x + y; }) ==
+             (std::vector<std::int32_t>{9, -5, kMin, kMin + 1, 8, kMax}));
+  BOOST_TEST(i32_op([](Expr x, Expr y) { return x - y; }) ==
+             (std::vector<std::int32_t>{5, -9, kMax - 1, kMax, 2, kMin + 1}));
+  BOOST_TEST(i32_op([](Expr x, Expr y) { return x * y; }) ==
+             (std::vector<std::int32_t>{14, -14, kMax, kMin, 15, kMin}));
+  BOOST_TEST(i32_op([](Expr x, Expr y) { return min(x, y); }) == (std::vector<std::int32_t>{2, -7, 1, kMin, 3, kMin}));
+  BOOST_TEST(i32_op([](Expr x, Expr y) { return max(x, y); }) == (std::vector<std::int32_t>{7, 2, kMax, 1, 5, -1}));
+  BOOST_TEST(i32_op([](Expr x, Expr) { return abs(x); }) == (std::vector<std::int32_t>{7, 7, kMax, kMin, 5, kMin}));
+  BOOST_TEST(i32_op([](Expr x, Expr) { return -x; }) == (std::vector<std::int32_t>{-7, 7, -kMax, kMin, -5, kMin}));
+  const auto mod =
+      zip_kernel<std::int32_t, std::int32_t>(I, I, {7, 0, kMax}, {3, 5, 10}, [](Expr x, Expr y) { return x % y; });
+  BOOST_TEST(mod == (std::vector<std::int32_t>{1, 0, 7}));
+
+  const std::vector<std::uint32_t> ua = {7, 0, 0xFFFFFFFFu}, ub = {2, 1, 2};
+  auto u32_op = [&](const std::function<Expr(Expr, Expr)>& f) {
+    return zip_kernel<std::uint32_t, std::uint32_t>(U, U, ua, ub, f);
+  };
+  BOOST_TEST(u32_op([](Expr x, Expr y) { return x - y; }) == (std::vector<std::uint32_t>{5, 0xFFFFFFFFu, 0xFFFFFFFDu}));
+  BOOST_TEST(u32_op([](Expr x, Expr y) { return x + y; }) == (std::vector<std::uint32_t>{9, 1, 1}));
+  BOOST_TEST(u32_op([](Expr x, Expr y) { return x / y; }) == (std::vector<std::uint32_t>{3, 0, 0x7FFFFFFFu}));
+  BOOST_TEST(u32_op([](Expr x, Expr y) { return x % y; }) == (std::vector<std::uint32_t>{1, 0, 1}));
+  BOOST_TEST(u32_op([](Expr x, Expr y) { return max(x, y); }) == (std::vector<std::uint32_t>{7, 1, 0xFFFFFFFFu}));
+  BOOST_TEST(u32_op([](Expr x, Expr y) { return cast(U, x > y); }) == (std::vector<std::uint32_t>{1, 0, 1}));
+}
+
+BOOST_AUTO_TEST_CASE(logical_ops_and_bool_equality) {
+  const std::vector<std::uint32_t> a = {0, 0, 1, 1}, b = {0, 1, 0, 1};
+  auto op = [&](const std::function<Expr(Expr, Expr)>& f) {
+    return zip_kernel<std::uint32_t, std::uint32_t>(
+        U, U, a, b, [&](Expr x, Expr y) { return cast(U, f(ne(x, u32(0)), ne(y, u32(0)))); });
+  };
+  BOOST_TEST(op([](Expr x, Expr y) { return x && y; }) == (std::vector<std::uint32_t>{0, 0, 0, 1}));
+  BOOST_TEST(op([](Expr x, Expr y) { return x || y; }) == (std::vector<std::uint32_t>{0, 1, 1, 1}));
+  BOOST_TEST(op([](Expr x, Expr y) { return eq(x, y); }) == (std::vector<std::uint32_t>{1, 0, 0, 1}));
+  BOOST_TEST(op([](Expr x, Expr y) { return ne(x, y); }) == (std::vector<std::uint32_t>{0, 1, 1, 0}));
+  BOOST_TEST(op([](Expr x, Expr) { return unary(UnaryOp::logical_not, x); }) ==
+             (std::vector<std::uint32_t>{1, 1, 0, 0}));
+}
+
+BOOST_AUTO_TEST_CASE(casts_follow_c) {
+  const std::vector<float> x = {2.7f, -2.7f, 0.0f, -0.5f, 1e9f};
+  BOOST_TEST((map_kernel<float, std::int32_t>(F, I, x, [](Expr e) { return cast(I, e); })) ==
+             (std::vector<std::int32_t>{2, -2, 0, 0, 1000000000}));
+  BOOST_TEST((map_kernel<float, std::uint32_t>(F, U, x, [](Expr e) { return cast(U, abs(e)); })) ==
+             (std::vector<std::uint32_t>{2, 2, 0, 0, 1000000000}));
+  BOOST_TEST((map_kernel<float, std::uint32_t>(F, U, x, [](Expr e) { return cast(U, cast(B, e)); })) ==
+             (std::vector<std::uint32_t>{1, 1, 0, 1, 1}));
+  BOOST_TEST((map_kernel<std::int32_t, std::uint32_t>(I, U, {-1, 5}, [](Expr e) { return cast(U, e); })) ==
+             (std::vector<std::uint32_t>{0xFFFFFFFFu, 5}));
+  BOOST_TEST((map_kernel<std::uint32_t, std::int32_t>(U, I, {0xFFFFFFFEu}, [](Expr e) { return cast(I, e); })) ==
+             (std::vector<std::int32_t>{-2}));
+  BOOST_TEST((map_kernel<std::uint32_t, float>(U, F, {0xFFFFFFFFu, 3}, [](Expr e) { return cast(F, e); })) ==
+             (std::vector<float>{4294967296.0f, 3.0f}));
+  BOOST_TEST((map_kernel<std::int32_t, float>(I, F, {-3, 0}, [](Expr e) {
+               return cast(F, ne(e, i32(0))) + cast(F, e);
+             })) == (std::vector<float>{-2.0f, 0.0f}));
+
+  // Casts whose result is undefined on GPUs are errors.
+  for (float bad : {std::numeric_limits<float>::quiet_NaN(), 3e9f, -3e9f}) {
+    const std::string m =
+        internal_error([&] { map_kernel<float, std::int32_t>(F, I, {bad}, [](Expr e) { return cast(I, e); }); });
+    BOOST_TEST(contains(m, "to i32 is out of range"));
+    BOOST_TEST(contains(m, "kernel 'map', invocation 0"));
+  }
+  BOOST_TEST(contains(
+      internal_error([] { map_kernel<float, std::uint32_t>(F, U, {-1.0f}, [](Expr e) { return cast(U, e); }); }),
+      "to u32 is out of range"));
+}
+
+BOOST_AUTO_TEST_CASE(select_evaluates_only_the_chosen_operand) {
+  // Zero padding: a select guards a load that would be out of bounds.
+  Kernel k("pad");
+  Buf x = k.add_buffer("x", F, Access::read);
+  Buf y = k.add_buffer("y", F, Access::write);
+  k.global_size = 6;
+  Expr src = global_index() - i32(1);
+  Expr inside = src >= i32(0) && src < i32(4);
+  k.body = {store(y, global_index(), select(inside, load(x, src, F), f32(-1)))};
+  std::vector<float> in = {1, 2, 3, 4}, out(6);
+  run(k, {bytes(in), bytes(out)});
+  BOOST_TEST(out == (std::vector<float>{-1, 1, 2, 3, 4, -1}));
+}
+
+BOOST_AUTO_TEST_CASE(nested_loops_and_branches) {
+  // C[i, j] = sum_k A[i, k] * B[k, j] for 5x3 by 3x4, with a ReLU branch.
+  constexpr int M = 5, K = 3, N = 4;
+  Kernel k("matmul_relu");
+  Buf a = k.add_buffer("a", F, Access::read);
+  Buf b = k.add_buffer("b", F, Access::read);
+  Buf c = k.add_buffer("c", F, Access::write);
+  k.global_size = M * N;
+  Expr i = global_index() / i32(N), j = global_index() % i32(N), kk = var("k", I);
+  k.body = {
+      declare("acc", F, f32(0)),
+      loop("k", i32(0), i32(K),
+           {assign("acc", var("acc", F) + load(a, i * i32(K) + kk, F) * load(b, kk * i32(N) + j, F))}),
+      branch(var("acc", F) < f32(0), {store(c, global_index(), f32(0))}, {store(c, global_index(), var("acc", F))}),
+  };
+  std::vector<float> av(M * K), bv(K * N), cv(M * N);
+  for (int t = 0; t < M * K; ++t) av[t] = static_cast<float>(t % 7) - 3.0f;
+  for (int t = 0; t < K * N; ++t) bv[t] = 0.5f * static_cast<float>(t % 5) - 1.0f;
+  run(k, {bytes(av), bytes(bv), bytes(cv)});
+  for (int r = 0; r < M; ++r) {
+    for (int col = 0; col < N; ++col) {
+      float acc = 0;
+      for (int t = 0; t < K; ++t) acc += av[r * K + t] * bv[t * N + col];
+      BOOST_TEST(cv[r * N + col] == std::max(acc, 0.0f), "c[" << r << ", " << col << "]");
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(loops_step_and_reevaluate_their_bound) {
+  Kernel k("count");
+  Buf y = k.add_buffer("y", I, Access::write);
+  k.global_size = 1;
+  // for (k = 1; k < limit; k += 3) limit = limit - 1   (limit starts at 20)
+  // iterations: k = 1 (limit 19), 4 (18), 7 (17), 10 (16), 13 (15) -> stops at 16 >= 15
+  k.body = {
+      declare("limit", I, i32(20)),
+      declare("n", I, i32(0)),
+      loop("k", i32(1), var("limit", I), {assign("limit", var("limit", I) - i32(1)), assign("n", var("n", I) + i32(1))},
+           3),
+      loop("k", i32(5), i32(5), {assign("n", i32(-100))}),  // runs zero times
+      store(y, i32(0), var("n", I) * i32(100) + var("limit", I)),
+  };
+  std::vector<std::int32_t> out(1);
+  run(k, {bytes(out)});
+  BOOST_TEST(out[0] == 515);
+}
+
+BOOST_AUTO_TEST_CASE(out_of_bounds_accesses_are_errors) {
+  Kernel k("shift");
+  Buf x = k.add_buffer("x", F, Access::read);
+  Buf y = k.add_buffer("y", F, Access::write);
+  k.global_size = 4;
+  k.body = {store(y, global_index(), load(x, global_index() + i32(1), F))};
+  std::vector<float> in(4), out(4);
+  std::string m = internal_error([&] { run(k, {bytes(in), bytes(out)}); });
+  BOOST_TEST(contains(m, "kernel 'shift', invocation 3"));
+  BOOST_TEST(contains(m, "load from buffer 0 'x' at index 4 is out of bounds (size 4 elements)"));
+
+  k.body = {store(y, global_index() - i32(1), f32(0))};
+  m = internal_error([&] { run(k, {bytes(in), bytes(out)}); });
+  BOOST_TEST(contains(m, "invocation 0: store to buffer 1 'y' at index -1 is out of bounds"));
+
+  k.body = {store(y, cast(U, global_index()) + u32(0xFFFFFFF0u), f32(0))};
+  BOOST_TEST(contains(internal_error([&] {
+                        run(k, {bytes(in), bytes(out)});
+                      }),
+                      "at index 4294967280 is out of bounds"));
+}
+
+BOOST_AUTO_TEST_CASE(buffer_arguments_are_checked) {
+  Kernel k("copy");
+  Buf x = k.add_buffer("x", F, Access::read);
+  Buf y = k.add_buffer("y", F, Access::write);
+  k.global_size = 2;
+  k.body = {store(y, global_index(), load(x, global_index(), F))};
+  std::vector<float> in(2), out(2);
+  BOOST_TEST(contains(internal_error([&] { run(k, {bytes(in)}); }), "kernel 'copy' has 2 buffers, interpret() got 1"));
+  std::vector<std::byte> odd(7);
+  BOOST_TEST(contains(internal_error([&] {
+                        run(k, {bytes(in), std::span<std::byte>(odd)});
+                      }),
+                      "buffer 1 'y' has 7 bytes, not a whole number of f32 elements"));
+  Kernel unverified("bad name");
+  BOOST_TEST(contains(internal_error([&] { run(unverified, {}); }), "not an identifier"));
+}
+
+BOOST_AUTO_TEST_CASE(undefined_integer_results_are_errors) {
+  BOOST_TEST(contains(internal_error([] {
+                        zip_kernel<std::int32_t, std::int32_t>(I, I, {5}, {0}, [](Expr x, Expr y) { return x / y; });
+                      }),
+                      "i32 division 5 / 0"));
+  BOOST_TEST(contains(internal_error([] {
+                        zip_kernel<std::int32_t, std::int32_t>(I, I, {-5}, {3}, [](Expr x, Expr y) { return x % y; });
+                      }),
+                      "needs a >= 0 and b > 0"));
+  BOOST_TEST(contains(internal_error([] {
+                        zip_kernel<std::uint32_t, std::uint32_t>(U, U, {5}, {0}, [](Expr x, Expr y) { return x % y; });
+                      }),
+                      "u32 mod 5 % 0"));
+}
+
+BOOST_AUTO_TEST_CASE(a_million_inner_iterations_run_quickly) {
+  // 1000 invocations x 1000 iterations of a multiply-add with two loads.
+  constexpr int N = 1000;
+  Kernel k("dot_rows");
+  Buf a = k.add_buffer("a", F, Access::read);
+  Buf y = k.add_buffer("y", F, Access::write);
+  k.global_size = N;
+  Expr j = var("j", I);
+  k.body = {
+      declare("acc", F, f32(0)),
+      loop("j", i32(0), i32(N),
+           {assign("acc", var("acc", F) + load(a, j, F) * load(a, (global_index() + j) % i32(N), F))}),
+      store(y, global_index(), var("acc", F)),
+  };
+  std::vector<float> av(N), out(N);
+  for (int t = 0; t < N; ++t) av[t] = static_cast<float>(t % 3);
+  const auto start = std::chrono::steady_clock::now();
+  run(k, {bytes(av), bytes(out)});
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  BOOST_TEST_MESSAGE("1e6 inner iterations took " << seconds << " s");
+  BOOST_TEST(seconds < 1.0);
+  float expected = 0;
+  for (int t = 0; t < N; ++t) expected += av[t] * av[(7 + t) % N];
+  BOOST_TEST(out[7] == expected);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

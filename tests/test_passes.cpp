@@ -1,0 +1,350 @@
+#define BOOST_TEST_MODULE passes
+#include <boost/test/unit_test.hpp>
+
+#include <kiln/builder.h>
+#include <kiln/models.h>
+
+#include "graph/ir.h"
+#include "graph/models/init.h"
+#include "graph/op_registry.h"
+#include "graph/passes/passes.h"
+#include "graph/passes/rewrite.h"
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace {
+
+using kiln::Builder;
+using kiln::DType;
+using kiln::Shape;
+using kiln::Tensor;
+using kiln::graph::Graph;
+namespace passes = kiln::graph::passes;
+
+Tensor random_tensor(Shape shape, std::uint64_t seed, double mean = 0.0, double stddev = 1.0) {
+  return kiln::models::init::normal(std::move(shape), mean, stddev, seed);
+}
+
+// Seeded inputs matching the graph's input types.
+std::vector<Tensor> inputs_for(const Graph& g, std::uint64_t seed = 11) {
+  std::vector<Tensor> inputs;
+  for (kiln::graph::ValueId id : g.inputs()) inputs.push_back(random_tensor(g.value(id).type.shape, seed++));
+  return inputs;
+}
+
+// max |a - b| / max |a| over every output of both graphs, run on the same inputs.
+double relative_difference(const Graph& original, const Graph& transformed) {
+  const std::vector<Tensor> inputs = inputs_for(original);
+  const std::vector<Tensor> expected = kiln::graph::run_reference(original, inputs);
+  const std::vector<Tensor> actual = kiln::graph::run_reference(transformed, inputs);
+  BOOST_REQUIRE(expected.size() == actual.size());
+  double worst = 0.0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    float scale = 0.0f;
+    for (float v : expected[i].values<float>()) scale = std::max(scale, std::fabs(v));
+    BOOST_REQUIRE(scale > 0.0f);
+    worst = std::max(worst, double(kiln::max_abs_diff(actual[i], expected[i])) / scale);
+  }
+  return worst;
+}
+
+// Graph inputs and outputs keep their names, types and order.
+void check_interface(const Graph& before, const Graph& after) {
+  BOOST_REQUIRE(before.inputs().size() == after.inputs().size());
+  for (std::size_t i = 0; i < before.inputs().size(); ++i) {
+    BOOST_TEST(before.value(before.inputs()[i]).name == after.value(after.inputs()[i]).name);
+    BOOST_TEST(type_str(before.value(before.inputs()[i]).type) == type_str(after.value(after.inputs()[i]).type));
+  }
+  BOOST_REQUIRE(before.outputs().size() == after.outputs().size());
+  for (std::size_t i = 0; i < before.outputs().size(); ++i) {
+    BOOST_TEST(before.value(before.outputs()[i]).name == after.value(after.outputs()[i]).name);
+    BOOST_TEST(type_str(before.value(before.outputs()[i]).type) == type_str(after.value(after.outputs()[i]).type));
+  }
+  after.verify();
+}
+
+int count_op(const Graph& g, const std::string& op) {
+  return static_cast<int>(std::count_if(g.nodes().begin(), g.nodes().end(), [&](const auto& n) { return n.op == op; }));
+}
+
+int count_constants(const Graph& g) {
+  return static_cast<int>(std::count_if(g.values().begin(), g.values().end(), [](const auto& v) { return v.constant.has_value(); }));
+}
+
+bool mentions(const passes::PassReport& report, const std::string& text) {
+  return std::any_of(report.details.begin(), report.details.end(),
+                     [&](const std::string& line) { return line.find(text) != std::string::npos; });
+}
+
+const kiln::graph::Node* find_node(const Graph& g, const std::string& name) {
+  for (const auto& n : g.nodes())
+    if (n.name == name) return &n;
+  return nullptr;
+}
+
+// Built once: weights for 11.7M parameters take a fraction of a second each time.
+const Graph& resnet18_graph() {
+  static const kiln::Model model = kiln::models::resnet18({.batch = 1, .image_size = 32, .num_classes = 10, .seed = 5});
+  return model.graph();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(rewriter)
+
+BOOST_AUTO_TEST_CASE(copy_keeps_everything) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {2, 4});
+  auto w = b.constant("w", random_tensor({4, 3}, 1));
+  b.constant("unused", random_tensor({2}, 2));
+  auto y = b.relu(b.matmul(x, w));
+  kiln::Model m = b.build({y});
+  passes::Rewriter rw(m.graph());
+  for (const auto& node : m.graph().nodes()) rw.copy_node(node);
+  Graph copy = rw.finish();
+  check_interface(m.graph(), copy);
+  BOOST_TEST(copy.to_string() == m.graph().to_string());
+}
+
+BOOST_AUTO_TEST_CASE(graph_input_returned_under_another_name_gets_an_identity) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {3});
+  auto y = b.op("Identity", {x}, {})[0];
+  b.set_name(y, "y");
+  kiln::Model m = b.build({y, x});
+  passes::Rewriter rw(m.graph());
+  rw.replace(y.id, rw.map(x.id));  // drop the Identity; the rewriter must restore the name
+  Graph g = rw.finish();
+  check_interface(m.graph(), g);
+  BOOST_TEST(count_op(g, "Identity") == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(fold_constants)
+
+BOOST_AUTO_TEST_CASE(folds_constant_subgraphs_and_removes_identity) {
+  Builder b("consts");
+  auto x = b.input("x", DType::f32, {2, 3});
+  auto c1 = b.constant("c1", random_tensor({2, 3}, 1));
+  auto c2 = b.constant("c2", random_tensor({3}, 2));
+  auto c3 = b.constant("c3", random_tensor({2, 3}, 3));
+  auto folded = b.mul(b.add(c1, c2), c3);          // two constant nodes
+  auto through = b.op("Identity", {folded}, {})[0];  // removed
+  auto y = b.add(x, through);
+  auto z = b.relu(c1);                                 // a graph output that becomes a constant
+  b.set_name(z, "z");
+  auto passthrough = b.op("Identity", {x}, {})[0];   // renames input x as output "x_copy": kept
+  b.set_name(passthrough, "x_copy");
+  kiln::Model m = b.build({y, z, passthrough});
+
+  passes::PassResult r = passes::fold_constants(m.graph());
+  check_interface(m.graph(), r.graph);
+  BOOST_TEST(r.report.pass == "fold_constants");
+  BOOST_TEST(r.report.changes == 4);
+  BOOST_TEST(r.report.details.size() == 4u);
+  BOOST_TEST(mentions(r.report, "folded Add 'add'"));
+  BOOST_TEST(mentions(r.report, "folded Mul 'mul'"));
+  BOOST_TEST(mentions(r.report, "removed Identity 'identity'"));
+  BOOST_TEST(count_op(r.graph, "Add") == 1);
+  BOOST_TEST(count_op(r.graph, "Mul") == 0);
+  BOOST_TEST(count_op(r.graph, "Relu") == 0);
+  BOOST_TEST(count_op(r.graph, "Identity") == 1);
+  BOOST_TEST(r.graph.value(r.graph.outputs()[1]).constant.has_value());
+  BOOST_TEST(relative_difference(m.graph(), r.graph) <= 1e-4);
+
+  passes::PassResult again = passes::fold_constants(r.graph);
+  BOOST_TEST(again.report.changes == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(fold_batch_norm)
+
+// x -> Conv(+bias) -> BN -> Relu is foldable; BN on x itself and a BN whose
+// Conv output has a second reader are not.
+BOOST_AUTO_TEST_CASE(folds_only_foldable_pairs) {
+  Builder b("bn");
+  auto x = b.input("x", DType::f32, {2, 3, 9, 9});
+  auto bn_params = [&](const std::string& scope, std::int64_t c, std::uint64_t seed) {
+    b.push_scope(scope);
+    auto s = b.constant("weight", random_tensor({c}, seed, 1.0, 0.2));
+    auto t = b.constant("bias", random_tensor({c}, seed + 1, 0.0, 0.2));
+    auto mu = b.constant("running_mean", random_tensor({c}, seed + 2, 0.0, 0.3));
+    auto var = b.constant("running_var", kiln::models::init::uniform({c}, 0.5, 1.5, seed + 3));
+    b.pop_scope();
+    return std::array{s, t, mu, var};
+  };
+  b.push_scope("conv");
+  auto w = b.constant("weight", random_tensor({5, 3, 3, 3}, 20, 0.0, 0.3));
+  auto wb = b.constant("bias", random_tensor({5}, 21));
+  auto conv = b.conv2d(x, w, wb, {.stride = {2, 2}, .padding = {1, 1, 1, 1}});
+  b.pop_scope();
+  auto p = bn_params("bn", 5, 30);
+  auto y = b.relu(b.batch_norm(conv, p[0], p[1], p[2], p[3], 1e-3f));
+
+  auto q = bn_params("bn_input", 3, 40);
+  auto on_input = b.batch_norm(x, q[0], q[1], q[2], q[3]);
+
+  b.push_scope("shared_conv");
+  auto w2 = b.constant("weight", random_tensor({3, 3, 1, 1}, 50));
+  auto shared = b.conv2d(on_input, w2, std::nullopt);
+  b.pop_scope();
+  auto r = bn_params("bn_shared", 3, 60);
+  auto z = b.add(b.batch_norm(shared, r[0], r[1], r[2], r[3]), shared);
+  kiln::Model m = b.build({y, z});
+
+  passes::PassResult result = passes::fold_batch_norm(m.graph());
+  check_interface(m.graph(), result.graph);
+  BOOST_TEST(result.report.changes == 1);
+  BOOST_TEST(mentions(result.report, "folded BatchNormalization 'batch_normalization' into Conv 'conv'"));
+  BOOST_TEST(count_op(result.graph, "BatchNormalization") == 2);
+  const auto* folded = find_node(result.graph, "conv");
+  BOOST_REQUIRE(folded != nullptr);
+  BOOST_REQUIRE(folded->inputs.size() == 3u);
+  BOOST_TEST(result.graph.value(folded->inputs[1]).constant.has_value());
+  BOOST_TEST(result.graph.value(folded->inputs[2]).constant.has_value());
+  BOOST_TEST(relative_difference(m.graph(), result.graph) <= 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(conv_with_activation_is_not_folded) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {1, 2, 4, 4});
+  kiln::graph::Attributes attrs;
+  attrs.set("activation", std::string("Relu"));
+  auto conv = b.op("Conv", {x, b.constant("w", random_tensor({2, 2, 1, 1}, 1)), std::nullopt}, attrs)[0];
+  auto ones = b.constant("ones", kiln::models::init::uniform({2}, 1.0, 1.0, 0));
+  auto y = b.batch_norm(conv, ones, ones, ones, ones);
+  kiln::Model m = b.build({y});
+  passes::PassResult result = passes::fold_batch_norm(m.graph());
+  BOOST_TEST(result.report.changes == 0);
+  BOOST_TEST(count_op(result.graph, "BatchNormalization") == 1);
+}
+
+BOOST_AUTO_TEST_CASE(removes_every_batch_norm_of_resnet18) {
+  const Graph& g = resnet18_graph();
+  passes::PassResult result = passes::fold_batch_norm(g);
+  check_interface(g, result.graph);
+  BOOST_TEST(result.report.changes == 20);
+  BOOST_TEST(count_op(result.graph, "BatchNormalization") == 0);
+  BOOST_TEST(count_op(result.graph, "Conv") == 20);
+  BOOST_TEST(mentions(result.report, "folded BatchNormalization 'layer2.0.downsample.1' into Conv 'layer2.0.downsample.0'"));
+  BOOST_TEST(relative_difference(g, result.graph) <= 1e-3);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(fuse_activation)
+
+BOOST_AUTO_TEST_CASE(fuses_conv_and_gemm_with_a_single_reader) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {1, 2, 5, 5});
+  b.push_scope("fused");
+  auto c1 = b.conv2d(x, b.constant("weight", random_tensor({4, 2, 3, 3}, 1)), b.constant("bias", random_tensor({4}, 2)));
+  b.pop_scope();
+  auto r1 = b.relu(c1);
+  b.push_scope("kept");
+  auto c2 = b.conv2d(r1, b.constant("weight", random_tensor({4, 4, 1, 1}, 3)), std::nullopt);
+  b.pop_scope();
+  auto both = b.add(b.relu(c2), c2);  // c2 has two readers: the Relu cannot move into it
+  auto flat = b.flatten(both);
+  b.push_scope("fc");
+  auto logits = b.relu(b.gemm(flat, b.constant("weight", random_tensor({3, 36}, 4)), b.constant("bias", random_tensor({3}, 5)),
+                              {.trans_b = true}));
+  b.pop_scope();
+  b.set_name(logits, "logits");
+  kiln::Model m = b.build({logits});
+
+  passes::PassResult result = passes::fuse_activation(m.graph());
+  check_interface(m.graph(), result.graph);
+  BOOST_TEST(result.report.changes == 2);
+  BOOST_TEST(mentions(result.report, "into Conv 'fused'"));
+  BOOST_TEST(mentions(result.report, "into Gemm 'fc'"));
+  BOOST_TEST(count_op(result.graph, "Relu") == 1);
+  BOOST_TEST(find_node(result.graph, "fused")->attrs.get_string("activation", "") == "Relu");
+  BOOST_TEST(find_node(result.graph, "fc")->attrs.get_string("activation", "") == "Relu");
+  BOOST_TEST(find_node(result.graph, "kept")->attrs.get_string("activation", "").empty());
+  BOOST_TEST(relative_difference(m.graph(), result.graph) <= 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(fuses_nine_relus_of_resnet18_after_bn_folding) {
+  const Graph& g = resnet18_graph();
+  passes::PassResult unfolded = passes::fuse_activation(g);
+  BOOST_TEST(unfolded.report.changes == 0);  // every Conv feeds a BatchNormalization
+
+  passes::PassResult folded = passes::fold_batch_norm(g);
+  passes::PassResult fused = passes::fuse_activation(folded.graph);
+  check_interface(g, fused.graph);
+  BOOST_TEST(fused.report.changes == 9);
+  BOOST_TEST(count_op(fused.graph, "Relu") == 17 - 9);
+  BOOST_TEST(mentions(fused.report, "into Conv 'conv1'"));
+  for (int layer = 1; layer <= 4; ++layer)
+    for (int block = 0; block < 2; ++block) {
+      const std::string prefix = "layer" + std::to_string(layer) + "." + std::to_string(block) + ".";
+      BOOST_TEST(find_node(fused.graph, prefix + "conv1")->attrs.get_string("activation", "") == "Relu", prefix);
+      BOOST_TEST(find_node(fused.graph, prefix + "conv2")->attrs.get_string("activation", "").empty(), prefix);
+    }
+  BOOST_TEST(relative_difference(g, fused.graph) <= 1e-3);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(eliminate_dead_code)
+
+BOOST_AUTO_TEST_CASE(removes_an_unused_branch) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {4, 4});
+  auto unused_input = b.input("mask", DType::f32, {4});
+  b.constant("orphan", random_tensor({7}, 1));
+  auto used = b.constant("used", random_tensor({4}, 2));
+  b.push_scope("dead");
+  auto dead_weight = b.constant("weight", random_tensor({4, 4}, 3));
+  b.add(b.sigmoid(b.matmul(x, dead_weight)), unused_input);
+  b.pop_scope();
+  auto y = b.relu(b.mul(x, used));
+  kiln::Model m = b.build({y});
+
+  passes::PassResult result = passes::eliminate_dead_code(m.graph());
+  check_interface(m.graph(), result.graph);
+  BOOST_TEST(result.report.changes == 5);
+  BOOST_TEST(mentions(result.report, "removed MatMul 'dead'"));
+  BOOST_TEST(mentions(result.report, "removed Sigmoid 'dead.sigmoid'"));
+  BOOST_TEST(mentions(result.report, "removed Add 'dead.add'"));
+  BOOST_TEST(mentions(result.report, "removed constant 'dead.weight'"));
+  BOOST_TEST(mentions(result.report, "removed constant 'orphan'"));
+  BOOST_TEST(result.graph.nodes().size() == 2u);
+  BOOST_TEST(count_constants(result.graph) == 1);
+  BOOST_TEST(result.graph.inputs().size() == 2u);  // "mask" stays: it is the interface
+  BOOST_TEST(relative_difference(m.graph(), result.graph) == 0.0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(pipeline)
+
+BOOST_AUTO_TEST_CASE(compile_passes_on_resnet18) {
+  const Graph& g = resnet18_graph();
+  passes::PipelineResult result = passes::run_compile_passes(g);
+  check_interface(g, result.graph);
+  BOOST_REQUIRE(result.reports.size() == 4u);
+  BOOST_TEST(result.reports[0].pass == "fold_constants");
+  BOOST_TEST(result.reports[1].pass == "fold_batch_norm");
+  BOOST_TEST(result.reports[2].pass == "fuse_activation");
+  BOOST_TEST(result.reports[3].pass == "eliminate_dead_code");
+  BOOST_TEST(result.reports[0].changes == 0);
+  BOOST_TEST(result.reports[1].changes == 20);
+  BOOST_TEST(result.reports[2].changes == 9);
+  // The BatchNormalizations' 80 statistics and the 20 unscaled weights.
+  BOOST_TEST(result.reports[3].changes == 100);
+  BOOST_TEST(count_op(result.graph, "BatchNormalization") == 0);
+  BOOST_TEST(count_op(result.graph, "Relu") == 8);
+  BOOST_TEST(count_constants(result.graph) == 20 + 20 + 2);  // folded weights and biases, fc
+  const std::string text = passes::report_str(result.reports[1]);
+  BOOST_TEST(text.find("fold_batch_norm: 20 changes\n") == 0u);
+  BOOST_TEST(text.find("  folded BatchNormalization 'bn1' into Conv 'conv1'\n") != std::string::npos);
+  BOOST_TEST(relative_difference(g, result.graph) <= 1e-3);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,262 @@
+#define BOOST_TEST_MODULE runtime
+#include <boost/test/unit_test.hpp>
+
+#include <kiln/kiln.h>
+
+#include "graph/ir.h"
+#include "graph/op_registry.h"
+#include "src/runtime/executor.h"
+#include "src/runtime/memory_plan.h"
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+namespace fs = std::filesystem;
+using kiln::ErrorKind;
+
+namespace {
+
+kiln::Model small_resnet() {
+  return kiln::models::resnet18({.batch = 1, .image_size = 32, .num_classes = 10, .seed = 7});
+}
+
+kiln::Tensor random_input(const kiln::Shape& shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  kiln::Tensor t(kiln::DType::f32, shape);
+  for (float& v : t.values<float>()) v = dist(rng);
+  return t;
+}
+
+template <class Fn> kiln::Error expect_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const kiln::Error& e) {
+    return e;
+  }
+  BOOST_FAIL("expected a kiln::Error");
+  throw std::logic_error("unreachable");
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("kiln-test-" + name + "-" + std::to_string(std::random_device{}()));
+  fs::remove_all(dir);
+  return dir;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(memory_plan)
+
+BOOST_AUTO_TEST_CASE(disjoint_lifetimes_share_and_overlapping_do_not) {
+  using kiln::runtime::Lifetime;
+  std::vector<Lifetime> t = {{1000, 0, 1}, {1000, 1, 2}, {1000, 2, 3}, {500, 3, 4}};
+  auto plan = kiln::runtime::plan_memory(t, 256);
+  kiln::runtime::check_memory_plan(t, plan, 256);
+  // A chain needs only two live buffers at a time.
+  BOOST_TEST(plan.arena_bytes <= 2048u);
+  BOOST_TEST(plan.unshared_bytes == 1024u * 3 + 512u);
+}
+
+BOOST_AUTO_TEST_CASE(random_plans_never_overlap_live_tensors) {
+  using kiln::runtime::Lifetime;
+  std::mt19937 rng(3);
+  for (int round = 0; round < 200; ++round) {
+    std::vector<Lifetime> t;
+    const int n = 1 + static_cast<int>(rng() % 40);
+    for (int i = 0; i < n; ++i) {
+      int first = static_cast<int>(rng() % 30);
+      t.push_back({1 + rng() % 5000, first, first + static_cast<int>(rng() % 6)});
+    }
+    auto plan = kiln::runtime::plan_memory(t, 64);
+    BOOST_REQUIRE_NO_THROW(kiln::runtime::check_memory_plan(t, plan, 64));
+    BOOST_TEST(plan.arena_bytes <= plan.unshared_bytes);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(checker_catches_overlap) {
+  using kiln::runtime::Lifetime;
+  std::vector<Lifetime> t = {{100, 0, 2}, {100, 1, 3}};
+  kiln::runtime::MemoryPlan bad;
+  bad.offsets = {0, 0};
+  bad.arena_bytes = 256;
+  auto e = expect_error([&] { kiln::runtime::check_memory_plan(t, bad, 64); });
+  BOOST_TEST(contains(e.what(), "share memory"));
+}
+
+BOOST_AUTO_TEST_CASE(compiled_resnet_plan_reuses_memory_safely) {
+  auto model = small_resnet();
+  auto compiled = kiln::compile(model, {.backend = "vulkan"});
+  compiled.prepare();
+  const kiln::Executor& engine = compiled.engine();
+  kiln::runtime::check_memory_plan(engine.lifetimes(), engine.memory_plan(), 16);
+  BOOST_TEST(engine.memory_plan().arena_bytes < engine.memory_plan().unshared_bytes / 2);
+  BOOST_TEST(compiled.stats().peak_device_bytes > 0u);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(modes)
+
+BOOST_AUTO_TEST_CASE(eager_default_and_reduce_overhead_agree_with_reference) {
+  auto model = small_resnet();
+  auto input = random_input({1, 3, 32, 32}, 1);
+  auto want = kiln::graph::run_reference(model.graph(), std::vector<kiln::Tensor>{input});
+  auto e = kiln::eager(model, {.backend = "vulkan"});
+  auto d = kiln::compile(model, {.backend = "vulkan", .mode = kiln::Mode::default_});
+  auto r = kiln::compile(model, {.backend = "vulkan", .mode = kiln::Mode::reduce_overhead});
+  for (int call = 0; call < 3; ++call) {
+    auto x = random_input({1, 3, 32, 32}, 10 + call);
+    auto ref = kiln::graph::run_reference(model.graph(), std::vector<kiln::Tensor>{x});
+    const float scale = 1.0f + std::fabs(ref[0].values<float>()[0]);
+    BOOST_TEST(kiln::max_abs_diff(e({x})[0], ref[0]) <= 1e-3f * scale);
+    BOOST_TEST(kiln::max_abs_diff(d({x})[0], ref[0]) <= 1e-3f * scale);
+    BOOST_TEST(kiln::max_abs_diff(r({x})[0], ref[0]) <= 1e-3f * scale);
+  }
+  // Compiling removed the batch norms and fused activations: fewer dispatches.
+  BOOST_TEST(d.stats().dispatches_per_run < e.stats().dispatches_per_run);
+  BOOST_TEST(r.stats().dispatches_per_run == d.stats().dispatches_per_run);
+}
+
+BOOST_AUTO_TEST_CASE(max_autotune_is_a_clear_error_for_now) {
+  auto e = expect_error([] { kiln::compile(small_resnet(), {.backend = "vulkan", .mode = kiln::Mode::max_autotune}); });
+  BOOST_TEST(e.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(contains(e.what(), "max-autotune"));
+}
+
+BOOST_AUTO_TEST_CASE(mode_names_round_trip) {
+  for (auto m : {kiln::Mode::default_, kiln::Mode::reduce_overhead, kiln::Mode::max_autotune})
+    BOOST_TEST((kiln::parse_mode(kiln::mode_name(m)) == m));
+  BOOST_TEST(expect_error([] { kiln::parse_mode("turbo"); }).kind() == ErrorKind::InvalidArgument);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(errors)
+
+BOOST_AUTO_TEST_CASE(wrong_input_shape_names_input_and_both_shapes) {
+  auto compiled = kiln::compile(small_resnet(), {.backend = "vulkan"});
+  auto e = expect_error([&] { compiled({random_input({1, 3, 16, 16}, 1)}); });
+  BOOST_TEST(e.kind() == ErrorKind::ShapeMismatch);
+  BOOST_TEST(contains(e.what(), "'input'"));
+  BOOST_TEST(contains(e.what(), "[1, 3, 32, 32]"));
+  BOOST_TEST(contains(e.what(), "[1, 3, 16, 16]"));
+  auto e2 = expect_error([&] { compiled({}); });
+  BOOST_TEST(contains(e2.what(), "takes 1 input"));
+}
+
+BOOST_AUTO_TEST_CASE(unknown_backend_and_device) {
+  auto e = expect_error([] { kiln::compile(small_resnet(), {.backend = "metal"}); });
+  BOOST_TEST(e.kind() == ErrorKind::NotFound);
+  BOOST_TEST(contains(e.what(), "metal"));
+  BOOST_TEST(contains(e.what(), "vulkan"));
+  auto d = expect_error([] { kiln::compile(small_resnet(), {.backend = "vulkan", .device = "7"}); });
+  BOOST_TEST(d.kind() == ErrorKind::NotFound);
+  auto n = expect_error([] { kiln::compile(small_resnet(), {.backend = "vulkan", .device = "no-such-gpu"}); });
+  BOOST_TEST(contains(n.what(), "no-such-gpu"));
+  BOOST_TEST(n.is_user_error());
+}
+
+BOOST_AUTO_TEST_CASE(device_by_name_substring) {
+  auto devices = kiln::list_backends().front().devices;
+  BOOST_REQUIRE(!devices.empty());
+  std::string part = devices[0].name.substr(0, 4);
+  auto m = kiln::compile(small_resnet(), {.backend = "vulkan", .device = part});
+  BOOST_CHECK_NO_THROW(m.prepare());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(graph_breaks)
+
+// An op on i64 tensors has no kernel: a graph break.
+kiln::Model model_with_break() {
+  kiln::Builder b("with_break");
+  auto x = b.input("x", kiln::DType::f32, {2, 3});
+  auto i = b.input("i", kiln::DType::i64, {2, 3});
+  auto y = b.relu(x);
+  auto j = b.add(i, i);
+  auto z = b.mul(y, y);
+  return b.build({z, j});
+}
+
+BOOST_AUTO_TEST_CASE(fullgraph_lists_every_break) {
+  auto m = kiln::compile(model_with_break(), {.backend = "vulkan", .fullgraph = true});
+  auto e = expect_error([&] { m.prepare(); });
+  BOOST_TEST(e.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(contains(e.what(), "graph break"));
+  BOOST_TEST(contains(e.what(), "Add"));
+}
+
+BOOST_AUTO_TEST_CASE(breaks_run_on_the_host_without_fullgraph) {
+  auto model = model_with_break();
+  auto x = random_input({2, 3}, 5);
+  auto i = kiln::Tensor::from_i64({2, 3}, {1, 2, 3, -4, 5, 600});
+  auto m = kiln::compile(model, {.backend = "vulkan"});
+  auto out = m({x, i});
+  auto want = kiln::graph::run_reference(model.graph(), std::vector<kiln::Tensor>{x, i});
+  BOOST_TEST(kiln::max_abs_diff(out[0], want[0]) <= 1e-6f);
+  auto got_i = out[1].values<std::int64_t>();
+  auto want_i = want[1].values<std::int64_t>();
+  BOOST_TEST(std::vector<std::int64_t>(got_i.begin(), got_i.end()) ==
+             std::vector<std::int64_t>(want_i.begin(), want_i.end()), boost::test_tools::per_element());
+  BOOST_TEST(contains(m.explain(), "[host]"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(kernel_disk_cache)
+
+BOOST_AUTO_TEST_CASE(second_process_starts_warm_and_corrupt_entries_recompile) {
+  const fs::path dir = fresh_dir("cache");
+  auto model = small_resnet();
+  auto x = random_input({1, 3, 32, 32}, 2);
+  std::vector<kiln::Tensor> first;
+  int kernels = 0;
+  {
+    auto m = kiln::compile(model, {.backend = "vulkan", .cache_dir = dir.string()});
+    first = m({x});
+    kernels = m.stats().kernels;
+    BOOST_TEST(m.stats().kernel_cache_misses == kernels);
+    BOOST_TEST(m.stats().kernel_cache_hits == 0);
+  }
+  {
+    // A new device context (the old one was released) reads every kernel from disk.
+    auto m = kiln::compile(model, {.backend = "vulkan", .cache_dir = dir.string()});
+    auto again = m({x});
+    BOOST_TEST(m.stats().kernel_cache_hits == kernels);
+    BOOST_TEST(m.stats().kernel_cache_misses == 0);
+    BOOST_TEST(kiln::max_abs_diff(again[0], first[0]) == 0.0f);
+  }
+  // Corrupt every entry: truncate some, flip bytes in others.
+  int corrupted = 0;
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    if (corrupted % 2 == 0) {
+      fs::resize_file(entry.path(), fs::file_size(entry.path()) / 2);
+    } else {
+      std::fstream f(entry.path(), std::ios::in | std::ios::out | std::ios::binary);
+      f.seekg(40);
+      const char byte = static_cast<char>(f.get());
+      f.seekp(40);
+      f.put(static_cast<char>(~byte));
+    }
+    ++corrupted;
+  }
+  BOOST_TEST(corrupted == kernels);
+  {
+    auto m = kiln::compile(model, {.backend = "vulkan", .cache_dir = dir.string()});
+    auto again = m({x});
+    BOOST_TEST(m.stats().kernel_cache_misses == kernels);
+    BOOST_TEST(kiln::max_abs_diff(again[0], first[0]) == 0.0f);
+  }
+  // No temporary files are left behind.
+  for (const auto& entry : fs::recursive_directory_iterator(dir))
+    BOOST_TEST(!contains(entry.path().filename().string(), ".tmp"));
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

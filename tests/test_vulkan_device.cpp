@@ -1,0 +1,517 @@
+#define BOOST_TEST_MODULE vulkan_device
+#include <boost/test/unit_test.hpp>
+
+// The Vulkan backend on the machine's Vulkan device (lavapipe on CI): device
+// discovery, buffers, compilation, dispatch, barriers, replay, timestamps,
+// errors, and proof that the validation layer really reports. meson test runs
+// this with KILN_VULKAN_VALIDATION=fatal, so any validation message fails it.
+
+#include "backends/vulkan/buffer.h"
+#include "backends/vulkan/device.h"
+#include "backends/vulkan/instance.h"
+#include "backends/vulkan/physical_device.h"
+#include "backends/vulkan/vulkan_backend.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <string>
+#include <vector>
+
+namespace kb = kiln::backend;
+namespace kv = kiln::backend::vulkan;
+using kiln::Error;
+using kiln::ErrorKind;
+
+namespace {
+
+const kb::Backend& vulkan_backend() {
+  static const std::unique_ptr<kb::Backend> backend = kb::create_vulkan_backend();
+  return *backend;
+}
+
+// One device for the whole suite; the tests need one (no silent skip).
+kb::Device& device() {
+  static const std::shared_ptr<kb::Device> shared = [] {
+    const auto reason = vulkan_backend().unavailable_reason();
+    BOOST_TEST_REQUIRE(!reason.has_value(), "Vulkan is unavailable: " << reason.value_or(""));
+    return vulkan_backend().create_device(0);
+  }();
+  return *shared;
+}
+
+kv::VulkanDevice& vulkan_device() { return dynamic_cast<kv::VulkanDevice&>(device()); }
+
+bool has_error(const Error& error, ErrorKind kind, const std::string& text) {
+  const std::string message = error.what();
+  if (error.kind() != kind || message.find(text) == std::string::npos) {
+    BOOST_TEST_MESSAGE("unexpected error (" << kiln::error_kind_name(error.kind()) << "): " << message);
+    return false;
+  }
+  return true;
+}
+
+// A compute shader following kiln's binding convention: buffer i at binding i
+// of set 0, a literal workgroup size, the linear index over a 2-D grid and a
+// tail guard. `body` sees `i` (uint) and buffers b0..b{n-1} as float arrays.
+kb::KernelSource glsl_kernel(const std::string& name, std::uint32_t num_buffers, std::uint32_t count,
+                             const std::string& body, std::uint32_t workgroup_size = 64) {
+  std::string text = "#version 450\nlayout(local_size_x = " + std::to_string(workgroup_size) + ") in;\n";
+  for (std::uint32_t b = 0; b < num_buffers; ++b)
+    text += "layout(std430, set = 0, binding = " + std::to_string(b) + ") buffer B" + std::to_string(b) +
+            " { float data[]; } b" + std::to_string(b) + ";\n";
+  text += "void main() {\n"
+          "  uint i = gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * " +
+          std::to_string(workgroup_size) + "u);\n  if (i >= " + std::to_string(count) + "u) return;\n  " + body +
+          "\n}\n";
+  kb::KernelSource source;
+  source.name = name;
+  source.language = "glsl";
+  source.text = text;
+  source.workgroup_size = workgroup_size;
+  source.num_buffers = num_buffers;
+  return source;
+}
+
+std::shared_ptr<kb::LoadedKernel> load(kb::Device& dev, const kb::KernelSource& source) {
+  return dev.load_kernel(source, vulkan_backend().compiler().compile(source, dev.target()));
+}
+
+std::array<std::uint32_t, 3> groups_for(std::uint32_t count, std::uint32_t workgroup_size = 64) {
+  return {(count + workgroup_size - 1) / workgroup_size, 1, 1};
+}
+
+std::span<const std::byte> bytes_of(const std::vector<float>& values) { return std::as_bytes(std::span(values)); }
+
+std::vector<float> download_floats(kb::Device& dev, const kb::Buffer& buffer, std::uint64_t offset,
+                                   std::size_t count) {
+  std::vector<float> values(count);
+  dev.download(buffer, offset, std::as_writable_bytes(std::span(values)));
+  return values;
+}
+
+std::vector<float> iota_floats(std::size_t count, float start) {
+  std::vector<float> values(count);
+  std::iota(values.begin(), values.end(), start);
+  return values;
+}
+
+kb::BufferBinding whole(const std::shared_ptr<kb::Buffer>& buffer) { return {buffer.get(), 0, buffer->size()}; }
+
+std::uint64_t aligned(std::uint64_t bytes) {
+  const std::uint64_t alignment = device().target().min_buffer_offset_alignment;
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+void check_round_trip_with_offsets(kb::Device& dev, std::size_t count) {
+  const std::vector<float> first = iota_floats(count, 1.0f);
+  auto buffer = dev.allocate(count * sizeof(float));
+  BOOST_TEST(buffer->size() == count * sizeof(float));
+  dev.upload(*buffer, 0, bytes_of(first));
+  const std::vector<float> patch = iota_floats(10, -100.0f);
+  const std::uint64_t patch_offset = 37 * sizeof(float);
+  dev.upload(*buffer, patch_offset, bytes_of(patch));
+
+  std::vector<float> expected = first;
+  std::copy(patch.begin(), patch.end(), expected.begin() + 37);
+  BOOST_TEST(download_floats(dev, *buffer, 0, count) == expected, boost::test_tools::per_element());
+  const std::vector<float> middle = download_floats(dev, *buffer, 30 * sizeof(float), 20);
+  BOOST_TEST(middle == std::vector<float>(expected.begin() + 30, expected.begin() + 50),
+             boost::test_tools::per_element());
+
+  BOOST_CHECK_EXCEPTION(dev.upload(*buffer, (count - 2) * sizeof(float), bytes_of(patch)), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "exceeds"); });
+  std::vector<std::byte> too_much(8);
+  BOOST_CHECK_EXCEPTION(dev.download(*buffer, count * sizeof(float) - 4, too_much), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "exceeds"); });
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(meson_runs_with_fatal_validation) {
+  const char* mode = std::getenv("KILN_VULKAN_VALIDATION");
+  if (mode != nullptr && std::string(mode) == "fatal")
+    BOOST_TEST((kv::Instance::shared()->validation() == kv::ValidationMode::fatal));
+  BOOST_TEST(vulkan_backend().name() == "vulkan");
+}
+
+BOOST_AUTO_TEST_CASE(enumeration_finds_lavapipe_with_sane_limits) {
+  const std::vector<kb::DeviceInfo> devices = vulkan_backend().enumerate_devices();
+  BOOST_TEST_REQUIRE(!devices.empty());
+  const kb::TargetDesc* lavapipe = nullptr;
+  for (const kb::DeviceInfo& info : devices) {
+    BOOST_TEST_MESSAGE("device " << info.index << ": " << info.target.device_name << ", " << info.target.driver);
+    if (info.target.device_name.find("llvmpipe") != std::string::npos) lavapipe = &info.target;
+  }
+  BOOST_TEST_REQUIRE(lavapipe != nullptr, "no llvmpipe (lavapipe) device among the Vulkan devices");
+  const kb::TargetDesc& t = *lavapipe;
+  BOOST_TEST(t.backend == "vulkan");
+  BOOST_TEST(t.device_type == "cpu");
+  BOOST_TEST(t.arch == "spirv1.3");
+  BOOST_TEST(t.api_version.rfind("Vulkan 1.", 0) == 0);
+  BOOST_TEST(t.driver.find("llvmpipe") != std::string::npos);
+  BOOST_TEST(t.driver.find("Mesa") != std::string::npos);
+  BOOST_TEST(t.subgroup_size >= 4u);
+  BOOST_TEST(std::has_single_bit(t.subgroup_size));
+  BOOST_TEST(t.max_workgroup_invocations >= 128u);
+  BOOST_TEST(t.max_workgroup_size[0] >= 128u);
+  BOOST_TEST(t.max_workgroup_count[0] >= 65535u);
+  BOOST_TEST(t.max_shared_memory_bytes >= 16384u);
+  BOOST_TEST(t.max_buffer_bytes >= (1u << 27));
+  BOOST_TEST(t.device_memory_bytes >= t.max_buffer_bytes);
+  BOOST_TEST(std::has_single_bit(t.min_buffer_offset_alignment));
+  BOOST_TEST(t.max_kernel_buffers >= 4u);
+  BOOST_TEST(t.int64);
+  BOOST_TEST(t.timestamps);
+
+  // The device made from index 0 reports the same target as the enumeration.
+  BOOST_TEST(device().target().fingerprint() == devices.front().target.fingerprint());
+  BOOST_TEST(t.fingerprint().find(t.device_name) != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(offline_target_and_supports) {
+  const std::vector<kb::TargetDesc> offline = vulkan_backend().offline_targets();
+  BOOST_TEST_REQUIRE(offline.size() == 1u);
+  const kb::TargetDesc& generic = offline.front();
+  BOOST_TEST(generic.arch == "spirv1.3");
+  BOOST_TEST(generic.device_type == "offline");
+  BOOST_TEST(generic.fingerprint() != device().target().fingerprint());
+
+  kb::KernelRequirements kernel;
+  kernel.kernel_name = "relu_0";
+  kernel.workgroup_size = 64;
+  kernel.num_buffers = 2;
+  BOOST_TEST(!vulkan_backend().supports(kernel, generic).has_value());
+
+  kernel.workgroup_size = 256;  // the generic target guarantees 128
+  const auto too_wide = vulkan_backend().supports(kernel, generic);
+  BOOST_TEST_REQUIRE(too_wide.has_value());
+  BOOST_TEST(too_wide->find("relu_0") != std::string::npos);
+  BOOST_TEST(too_wide->find("256") != std::string::npos);
+  BOOST_TEST(!vulkan_backend().supports(kernel, device().target()).has_value());
+
+  kernel.workgroup_size = 64;
+  kernel.shared_memory_bytes = device().target().max_shared_memory_bytes + 1;
+  BOOST_TEST(vulkan_backend().supports(kernel, device().target()).has_value());
+  kernel.shared_memory_bytes = 0;
+  kernel.num_buffers = generic.max_kernel_buffers + 1;
+  BOOST_TEST(vulkan_backend().supports(kernel, generic).has_value());
+  kernel.num_buffers = 2;
+  kernel.fp16 = true;
+  BOOST_TEST(vulkan_backend().supports(kernel, generic).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(buffer_round_trip_with_offsets) {
+  check_round_trip_with_offsets(device(), 256);
+  auto empty = device().allocate(0);
+  BOOST_TEST(empty->size() == 0u);
+  device().upload(*empty, 0, {});
+}
+
+BOOST_AUTO_TEST_CASE(buffer_round_trip_through_staging) {
+  // The discrete-GPU path: device memory is never mapped.
+  const auto instance = kv::Instance::shared();
+  kv::VulkanDevice staged(instance, kv::query_physical_devices(*instance).at(0), 0,
+                          kv::DeviceOptions{.map_device_memory = false});
+  check_round_trip_with_offsets(staged, 256);
+  auto probe = staged.allocate(64);
+  BOOST_TEST(dynamic_cast<kv::VulkanBuffer&>(*probe).mapped() == nullptr);
+
+  // Larger than one staging chunk (32 MiB).
+  const std::size_t count = (40u << 20) / sizeof(float);
+  const std::vector<float> big = iota_floats(count, 0.0f);
+  auto buffer = staged.allocate(count * sizeof(float));
+  staged.upload(*buffer, 0, bytes_of(big));
+  const std::vector<float> back = download_floats(staged, *buffer, 0, count);
+  BOOST_TEST((back == big));
+}
+
+BOOST_AUTO_TEST_CASE(hand_written_kernel_on_a_2d_grid_with_offsets) {
+  kb::Device& dev = device();
+  const std::uint32_t count = 1000;
+  auto kernel = load(dev, glsl_kernel("axpy", 3, count, "b2.data[i] = 2.0 * b0.data[i] + b1.data[i];"));
+  BOOST_TEST(kernel->name() == "axpy");
+
+  const std::vector<float> x = iota_floats(count, 0.0f);
+  const std::vector<float> y = iota_floats(count, 0.5f);
+  const std::uint64_t bytes = count * sizeof(float);
+  const std::uint64_t y_offset = aligned(bytes);
+  auto inputs = dev.allocate(y_offset + bytes);  // x and y share one buffer
+  auto output = dev.allocate(bytes);
+  dev.upload(*inputs, 0, bytes_of(x));
+  dev.upload(*inputs, y_offset, bytes_of(y));
+
+  const kb::BufferBinding bindings[] = {{inputs.get(), 0, bytes}, {inputs.get(), y_offset, bytes}, whole(output)};
+  auto list = dev.create_command_list();
+  // 4 x 4 groups of 64 = 1024 invocations: the second grid row starts at 256.
+  list->dispatch(*kernel, {4, 4, 1}, bindings);
+  list->finish();
+  list->submit();
+
+  const std::vector<float> result = download_floats(dev, *output, 0, count);
+  std::vector<float> expected(count);
+  for (std::uint32_t i = 0; i < count; ++i) expected[i] = 2.0f * x[i] + y[i];
+  BOOST_TEST(result == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(dependent_chain_of_three_dispatches) {
+  kb::Device& dev = device();
+  const std::uint32_t count = 1u << 16;
+  auto twice = load(dev, glsl_kernel("twice", 2, count, "b1.data[i] = 2.0 * b0.data[i];"));
+  auto plus_three = load(dev, glsl_kernel("plus_three", 1, count, "b0.data[i] = b0.data[i] + 3.0;"));
+  // Reads a neighbour too, so it depends on other invocations' earlier writes.
+  auto square_sum = load(dev, glsl_kernel("square_sum", 2, count,
+                                          "b1.data[i] = b0.data[i] * b0.data[(i + 1u) % " +
+                                              std::to_string(count) + "u];"));
+  const std::vector<float> x = iota_floats(count, -100.0f);
+  auto input = dev.allocate(count * sizeof(float));
+  auto temp = dev.allocate(count * sizeof(float));
+  auto output = dev.allocate(count * sizeof(float));
+  dev.upload(*input, 0, bytes_of(x));
+
+  auto list = dev.create_command_list();
+  const kb::BufferBinding first[] = {whole(input), whole(temp)};
+  const kb::BufferBinding second[] = {whole(temp)};
+  const kb::BufferBinding third[] = {whole(temp), whole(output)};
+  list->dispatch(*twice, groups_for(count), first);
+  list->dispatch(*plus_three, groups_for(count), second);
+  list->dispatch(*square_sum, groups_for(count), third);
+  list->finish();
+  list->submit();
+
+  const std::vector<float> result = download_floats(dev, *output, 0, count);
+  std::vector<float> expected(count);
+  for (std::uint32_t i = 0; i < count; ++i)
+    expected[i] = (2.0f * x[i] + 3.0f) * (2.0f * x[(i + 1) % count] + 3.0f);
+  BOOST_TEST(result == expected, boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(replay_accumulates_and_kernel_cache_is_shared) {
+  kb::Device& dev = device();
+  const std::uint32_t count = 300;
+  const kb::KernelSource source = glsl_kernel("accumulate", 2, count, "b0.data[i] += b1.data[i];");
+  const kb::KernelBinary binary = vulkan_backend().compiler().compile(source, dev.target());
+  BOOST_TEST(binary.format == "spirv");
+  const std::size_t pipelines_before = vulkan_device().pipeline_count();
+  auto kernel = dev.load_kernel(source, binary);
+  BOOST_TEST(dev.load_kernel(source, binary) == kernel);
+  kb::KernelSource renamed = source;
+  renamed.name = "accumulate_again";
+  BOOST_TEST(dev.load_kernel(renamed, binary)->name() == "accumulate_again");
+  BOOST_TEST(vulkan_device().pipeline_count() == pipelines_before + 1);
+
+  const std::vector<float> step = iota_floats(count, 1.0f);
+  auto accumulator = dev.allocate(count * sizeof(float));
+  auto increment = dev.allocate(count * sizeof(float));
+  dev.upload(*accumulator, 0, bytes_of(std::vector<float>(count, 10.0f)));
+  dev.upload(*increment, 0, bytes_of(step));
+
+  auto list = dev.create_command_list();
+  const kb::BufferBinding bindings[] = {whole(accumulator), whole(increment)};
+  list->dispatch(*kernel, groups_for(count), bindings);
+  BOOST_CHECK_EXCEPTION(list->submit(), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::Internal, "before finish"); });
+  list->finish();
+  for (int replay = 0; replay < 5; ++replay) list->submit();
+
+  std::vector<float> expected(count);
+  for (std::uint32_t i = 0; i < count; ++i) expected[i] = 10.0f + 5.0f * step[i];
+  BOOST_TEST(download_floats(dev, *accumulator, 0, count) == expected, boost::test_tools::per_element());
+
+  BOOST_CHECK_EXCEPTION(list->dispatch(*kernel, groups_for(count), bindings), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::Internal, "after finish"); });
+  BOOST_CHECK_EXCEPTION(list->finish(), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::Internal, "twice"); });
+}
+
+BOOST_AUTO_TEST_CASE(many_dispatches_grow_descriptor_pools) {
+  kb::Device& dev = device();
+  const std::uint32_t count = 64;
+  auto kernel = load(dev, glsl_kernel("increment", 1, count, "b0.data[i] += 1.0;"));
+  auto buffer = dev.allocate(count * sizeof(float));
+  dev.upload(*buffer, 0, bytes_of(std::vector<float>(count, 0.0f)));
+  auto list = dev.create_command_list();
+  const kb::BufferBinding bindings[] = {whole(buffer)};
+  const int dispatches = 300;  // more than the first descriptor pool holds
+  for (int d = 0; d < dispatches; ++d) list->dispatch(*kernel, groups_for(count), bindings);
+  list->finish();
+  list->submit();
+  BOOST_TEST(download_floats(dev, *buffer, 0, count) == std::vector<float>(count, float(dispatches)),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(timestamps_measure_positive_time) {
+  kb::Device& dev = device();
+  const std::uint32_t count = 1u << 14;
+  auto kernel = load(dev, glsl_kernel("busy", 1, count,
+                                      "float v = b0.data[i];\n"
+                                      "  for (int k = 0; k < 200; ++k) v = v * 0.999 + 1.0;\n"
+                                      "  b0.data[i] = v;"));
+  auto buffer = dev.allocate(count * sizeof(float));
+  dev.upload(*buffer, 0, bytes_of(std::vector<float>(count, 0.0f)));
+  auto list = dev.create_command_list();
+  BOOST_TEST(!list->last_device_ms().has_value());
+  const kb::BufferBinding bindings[] = {whole(buffer)};
+  list->dispatch(*kernel, groups_for(count), bindings);
+  list->finish();
+  list->submit();
+  const std::optional<double> ms = list->last_device_ms();
+  BOOST_TEST_REQUIRE(ms.has_value());
+  BOOST_TEST(*ms > 0.0);
+  BOOST_TEST(*ms < 10000.0);
+}
+
+BOOST_AUTO_TEST_CASE(dispatch_argument_errors) {
+  kb::Device& dev = device();
+  auto kernel = load(dev, glsl_kernel("copy", 2, 16, "b1.data[i] = b0.data[i];"));
+  auto buffer = dev.allocate(4096);
+  auto list = dev.create_command_list();
+  const kb::BufferBinding one[] = {whole(buffer)};
+  BOOST_CHECK_EXCEPTION(list->dispatch(*kernel, {1, 1, 1}, one), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "takes 2 buffers"); });
+  const kb::BufferBinding past_end[] = {whole(buffer), {buffer.get(), 0, 8192}};
+  BOOST_CHECK_EXCEPTION(list->dispatch(*kernel, {1, 1, 1}, past_end), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "exceed"); });
+  if (dev.target().min_buffer_offset_alignment > 4) {
+    const kb::BufferBinding misaligned[] = {whole(buffer), {buffer.get(), 4, 64}};
+    BOOST_CHECK_EXCEPTION(list->dispatch(*kernel, {1, 1, 1}, misaligned), Error,
+                          [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "multiple of"); });
+  }
+  const kb::BufferBinding two[] = {whole(buffer), whole(buffer)};
+  const std::uint32_t too_many = dev.target().max_workgroup_count[1] + 1;
+  BOOST_CHECK_EXCEPTION(list->dispatch(*kernel, {1, too_many, 1}, two), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "workgroups exceed"); });
+  list->finish();
+  list->submit();  // nothing was recorded: an empty list runs fine
+
+  kb::KernelSource too_wide = glsl_kernel("too_wide", 1, 16, "b0.data[i] = 1.0;");
+  const kb::KernelBinary binary = vulkan_backend().compiler().compile(too_wide, dev.target());
+  too_wide.workgroup_size = dev.target().max_workgroup_invocations + 1;
+  BOOST_CHECK_EXCEPTION(dev.load_kernel(too_wide, binary), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::Unsupported, "too_wide"); });
+}
+
+BOOST_AUTO_TEST_CASE(compiler_errors_carry_the_log) {
+  const kb::KernelCompiler& compiler = vulkan_backend().compiler();
+  const std::string version = compiler.version();
+  BOOST_TEST(version.find("shaderc") != std::string::npos);
+  BOOST_TEST(version.find("SPIRV-Tools") != std::string::npos);
+
+  const kb::KernelSource bad = glsl_kernel("broken_kernel", 1, 16, "b0.data[i] = not_declared_anywhere;");
+  BOOST_CHECK_EXCEPTION(compiler.compile(bad, device().target()), Error, [](const Error& e) {
+    const std::string message = e.what();
+    return has_error(e, ErrorKind::Internal, "not_declared_anywhere") &&
+           message.find("undeclared identifier") != std::string::npos &&
+           message.find("broken_kernel") != std::string::npos && message.find("   1| #version 450") != std::string::npos;
+  });
+
+  kb::KernelSource cuda = glsl_kernel("ok", 1, 16, "b0.data[i] = 1.0;");
+  cuda.language = "cuda";
+  BOOST_CHECK_EXCEPTION(compiler.compile(cuda, device().target()), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "GLSL"); });
+  kb::TargetDesc sm90 = device().target();
+  sm90.arch = "sm_90";
+  BOOST_CHECK_EXCEPTION(compiler.compile(glsl_kernel("ok", 1, 16, "b0.data[i] = 1.0;"), sm90), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "sm_90"); });
+}
+
+BOOST_AUTO_TEST_CASE(allocation_limits_are_out_of_memory) {
+  BOOST_CHECK_EXCEPTION(device().allocate(1ull << 50), Error, [](const Error& e) {
+    return has_error(e, ErrorKind::OutOfMemory, "Vulkan device 0") && has_error(e, ErrorKind::OutOfMemory, "1125899906842624 bytes");
+  });
+  BOOST_CHECK_EXCEPTION(device().allocate(device().target().max_buffer_bytes + 1), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::OutOfMemory, "maxStorageBufferRange"); });
+}
+
+BOOST_AUTO_TEST_CASE(create_device_with_a_bad_index_is_not_found) {
+  BOOST_CHECK_EXCEPTION(vulkan_backend().create_device(99), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::NotFound, "99"); });
+  BOOST_CHECK_EXCEPTION(vulkan_backend().create_device(-1), Error,
+                        [](const Error& e) { return has_error(e, ErrorKind::NotFound, "-1"); });
+}
+
+namespace {
+
+// A deliberately invalid call: a buffer with no usage flags.
+void create_buffer_without_usage(const kv::DeviceContext& context) {
+  VkBufferCreateInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO;
+  info.size = 64;
+  info.usage = 0;
+  VkBuffer buffer = VK_NULL_HANDLE;
+  if (context.vk().vkCreateBuffer(context.handle(), &info, nullptr, &buffer) == VK_SUCCESS)
+    context.vk().vkDestroyBuffer(context.handle(), buffer, nullptr);
+}
+
+bool any_contains(const std::vector<std::string>& messages, const std::string& text) {
+  for (const std::string& message : messages)
+    if (message.find(text) != std::string::npos) return true;
+  return false;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(validation_layer_reports_invalid_usage_and_hazards) {
+  const auto instance = std::make_shared<kv::Instance>(kv::ValidationMode::collect);
+  kv::VulkanDevice dev(instance, kv::query_physical_devices(*instance).at(0), 0);
+  const kv::DeviceContext& context = dev.context();
+  BOOST_TEST(instance->take_validation_messages().empty());
+
+  // More than the layer's default limit of 10 reports per message: every one arrives.
+  const int repeats = 12;
+  for (int r = 0; r < repeats; ++r) create_buffer_without_usage(context);
+  const std::vector<std::string> usage_messages = instance->take_validation_messages();
+  const auto usage_reports = std::count_if(usage_messages.begin(), usage_messages.end(), [](const std::string& m) {
+    return m.find("VUID-VkBufferCreateInfo-usage") != std::string::npos;
+  });
+  BOOST_TEST(usage_reports == repeats);
+
+  // Two copies into one buffer with no barrier between them: a write-after-write
+  // hazard that only synchronisation validation sees.
+  auto source = dev.allocate(256);
+  auto target = dev.allocate(256);
+  const kv::DeviceFunctions& vk = context.vk();
+  VkCommandPoolCreateInfo pool_info{};
+  pool_info.sType = VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO;
+  pool_info.queueFamilyIndex = context.physical().compute_queue_family;
+  VkCommandPool pool = VK_NULL_HANDLE;
+  BOOST_TEST_REQUIRE(vk.vkCreateCommandPool(context.handle(), &pool_info, nullptr, &pool) == VK_SUCCESS);
+  VkCommandBufferAllocateInfo allocate_info{};
+  allocate_info.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO;
+  allocate_info.commandPool = pool;
+  allocate_info.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+  allocate_info.commandBufferCount = 1;
+  VkCommandBuffer commands = VK_NULL_HANDLE;
+  BOOST_TEST_REQUIRE(vk.vkAllocateCommandBuffers(context.handle(), &allocate_info, &commands) == VK_SUCCESS);
+  VkCommandBufferBeginInfo begin{};
+  begin.sType = VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO;
+  vk.vkBeginCommandBuffer(commands, &begin);
+  const VkBufferCopy region{0, 0, 256};
+  const VkBuffer from = dynamic_cast<kv::VulkanBuffer&>(*source).handle();
+  const VkBuffer to = dynamic_cast<kv::VulkanBuffer&>(*target).handle();
+  vk.vkCmdCopyBuffer(commands, from, to, 1, &region);
+  vk.vkCmdCopyBuffer(commands, from, to, 1, &region);
+  vk.vkEndCommandBuffer(commands);
+  vk.vkDestroyCommandPool(context.handle(), pool, nullptr);
+  const std::vector<std::string> hazard_messages = instance->take_validation_messages();
+  BOOST_TEST(any_contains(hazard_messages, "SYNC-HAZARD-WRITE-AFTER-WRITE"));
+  for (const std::string& message : hazard_messages) BOOST_TEST_MESSAGE("collected: " << message.substr(0, 160));
+}
+
+BOOST_AUTO_TEST_CASE(fatal_mode_throws_on_the_next_call) {
+  const auto instance = std::make_shared<kv::Instance>(kv::ValidationMode::fatal);
+  kv::VulkanDevice dev(instance, kv::query_physical_devices(*instance).at(0), 0);
+  auto buffer = dev.allocate(64);
+  create_buffer_without_usage(dev.context());
+  BOOST_CHECK_EXCEPTION(dev.allocate(64), Error, [](const Error& e) {
+    return has_error(e, ErrorKind::Internal, "Vulkan validation:") &&
+           has_error(e, ErrorKind::Internal, "VUID-VkBufferCreateInfo-usage");
+  });
+  // Raised messages are consumed: the device works again and closes cleanly.
+  BOOST_TEST(!instance->has_validation_messages());
+  BOOST_TEST(dev.allocate(64)->size() == 64u);
+}

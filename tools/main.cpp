@@ -1,0 +1,31 @@
+// kiln: list devices, run a model on an image, explain what the compiler did.
+#include "commands.h"
+
+#include <kiln/error.h>
+
+#include <iostream>
+
+int main(int argc, char** argv) {
+  CLI::App app{"kiln: compile neural networks into fast kernels for any GPU (Vulkan, CUDA, HIP)", "kiln"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "kiln 0.1.0");
+  kiln::tools::add_devices_command(app);
+  kiln::tools::add_run_command(app);
+  kiln::tools::add_explain_command(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const kiln::Error& e) {
+    if (e.is_user_error()) {
+      std::cerr << "kiln: error: " << e.what() << "\n";
+      return 2;
+    }
+    std::cerr << "kiln: internal error (a bug in kiln; please report it with the command line): " << e.what() << "\n";
+    return 3;
+  } catch (const std::exception& e) {
+    std::cerr << "kiln: internal error (a bug in kiln; please report it): " << e.what() << "\n";
+    return 3;
+  }
+  return 0;
+}

@@ -1,0 +1,211 @@
+#include "backends/cuda/compiler.h"
+
+#include <nvrtc.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+
+// Set by backends/cuda/meson.build to the toolkit meson found.
+#ifndef KILN_CUDA_INCLUDE_DIR
+#define KILN_CUDA_INCLUDE_DIR ""
+#endif
+
+namespace kiln::backend::cuda {
+namespace {
+
+// The renderer's language name for CUDA C++ (backends/cuda/language.cpp).
+constexpr std::string_view kLanguage = "cuda";
+
+std::string nvrtc_error(nvrtcResult result) {
+  return std::string(nvrtcGetErrorString(result)) + " (" + std::to_string(static_cast<int>(result)) + ")";
+}
+
+// NVRTC failing outside compilation proper (out of memory, bad option) is a
+// kiln bug or a broken toolkit, never a user error.
+void check_nvrtc(nvrtcResult result, const char* call, const std::string& kernel) {
+  if (result != NVRTC_SUCCESS)
+    throw_error(ErrorKind::Internal, std::string(call) + " failed for kernel '" + kernel + "': " + nvrtc_error(result));
+}
+
+std::string numbered_source(const std::string& text) {
+  std::ostringstream out;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    std::string label = std::to_string(number);
+    out << std::string(label.size() < 4 ? 4 - label.size() : 0, ' ') << label << " | " << line << '\n';
+  }
+  return out.str();
+}
+
+// NVRTC logs end with a NUL and a newline; keep only the text.
+std::string trim_log(std::string log) {
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n' || log.back() == ' ')) log.pop_back();
+  return log;
+}
+
+// The compute capabilities this NVRTC accepts (75, 80, 86, ...), read once.
+const std::vector<int>& supported_archs() {
+  static const std::vector<int> archs = [] {
+    int count = 0;
+    check_nvrtc(nvrtcGetNumSupportedArchs(&count), "nvrtcGetNumSupportedArchs", "-");
+    std::vector<int> result(static_cast<std::size_t>(count));
+    if (count > 0) check_nvrtc(nvrtcGetSupportedArchs(result.data()), "nvrtcGetSupportedArchs", "-");
+    return result;
+  }();
+  return archs;
+}
+
+std::string supported_arch_list() {
+  std::string list;
+  for (int arch : supported_archs()) list += (list.empty() ? "" : ", ") + std::to_string(arch);
+  return list;
+}
+
+struct ArchSpec {
+  bool ptx = false;  // compute_<cc>: virtual arch, PTX; sm_<cc>: real arch, CUBIN
+  int capability = 0;
+};
+
+ArchSpec parse_arch(const std::string& arch) {
+  ArchSpec spec;
+  std::string_view digits;
+  if (arch.starts_with("compute_")) {
+    spec.ptx = true;
+    digits = std::string_view(arch).substr(8);
+  } else if (arch.starts_with("sm_")) {
+    digits = std::string_view(arch).substr(3);
+  }
+  auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), spec.capability);
+  KILN_CHECK(!digits.empty() && error == std::errc() && end == digits.data() + digits.size(), ErrorKind::Unsupported,
+             "CUDA target arch '" + arch + "' is neither compute_<cc> (PTX) nor sm_<cc> (CUBIN)");
+  const auto& archs = supported_archs();
+  KILN_CHECK(std::find(archs.begin(), archs.end(), spec.capability) != archs.end(), ErrorKind::Unsupported,
+             "NVRTC cannot compile for " + arch + ": it supports compute capabilities " + supported_arch_list());
+  return spec;
+}
+
+// The toolkit's include folder (cuda_fp16.h and friends). The one meson found
+// matches the linked NVRTC; $CUDA_HOME / $CUDA_PATH serve where the binary
+// moved to a machine with the toolkit elsewhere.
+std::string toolkit_include_dir() {
+  static const std::string dir = [] {
+    std::vector<std::string> candidates{KILN_CUDA_INCLUDE_DIR};
+    for (const char* variable : {"CUDA_HOME", "CUDA_PATH"})
+      if (const char* root = std::getenv(variable); root && *root) candidates.push_back(std::string(root) + "/include");
+    for (const auto& candidate : candidates) {
+      std::error_code error;
+      if (std::filesystem::exists(std::filesystem::path(candidate) / "cuda_fp16.h", error)) return candidate;
+    }
+    return std::string();
+  }();
+  return dir;
+}
+
+struct ProgramDeleter {
+  void operator()(nvrtcProgram program) const { nvrtcDestroyProgram(&program); }
+};
+using Program = std::unique_ptr<std::remove_pointer_t<nvrtcProgram>, ProgramDeleter>;
+
+std::string program_log(nvrtcProgram program, const std::string& kernel) {
+  std::size_t size = 0;
+  check_nvrtc(nvrtcGetProgramLogSize(program, &size), "nvrtcGetProgramLogSize", kernel);
+  std::string log(size, '\0');
+  if (size > 0) check_nvrtc(nvrtcGetProgramLog(program, log.data()), "nvrtcGetProgramLog", kernel);
+  return trim_log(std::move(log));
+}
+
+std::vector<std::byte> program_code(nvrtcProgram program, bool ptx, const std::string& kernel) {
+  std::size_t size = 0;
+  std::vector<std::byte> code;
+  if (ptx) {
+    check_nvrtc(nvrtcGetPTXSize(program, &size), "nvrtcGetPTXSize", kernel);
+    code.resize(size);
+    check_nvrtc(nvrtcGetPTX(program, reinterpret_cast<char*>(code.data())), "nvrtcGetPTX", kernel);
+  } else {
+    check_nvrtc(nvrtcGetCUBINSize(program, &size), "nvrtcGetCUBINSize", kernel);
+    code.resize(size);
+    check_nvrtc(nvrtcGetCUBIN(program, reinterpret_cast<char*>(code.data())), "nvrtcGetCUBIN", kernel);
+  }
+  KILN_CHECK(!code.empty(), ErrorKind::Internal, "NVRTC returned no code for kernel '" + kernel + "'");
+  return code;
+}
+
+TargetDesc offline_target(const std::string& arch, const std::string& description, std::uint64_t memory_bytes,
+                          const std::string& compiler_version) {
+  TargetDesc target;
+  target.backend = "cuda";
+  target.device_name = description;
+  target.device_type = "offline";
+  target.driver = compiler_version;
+  target.api_version = "CUDA " + compiler_version.substr(compiler_version.find(' ') + 1);
+  target.arch = arch;
+  target.subgroup_size = 32;
+  target.max_workgroup_size = {1024, 1024, 64};
+  target.max_workgroup_invocations = 1024;
+  target.max_workgroup_count = {2147483647u, 65535, 65535};
+  target.max_shared_memory_bytes = 48 * 1024;  // static __shared__ limit on every arch
+  target.max_buffer_bytes = memory_bytes;
+  target.device_memory_bytes = memory_bytes;
+  target.min_buffer_offset_alignment = 256;  // cudaMalloc's alignment
+  target.fp16 = true;
+  target.int64 = true;
+  target.timestamps = true;
+  return target;
+}
+
+}  // namespace
+
+std::string NvrtcCompiler::version() const {
+  int major = 0, minor = 0;
+  check_nvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion", "-");
+  return "NVRTC " + std::to_string(major) + "." + std::to_string(minor);
+}
+
+KernelBinary NvrtcCompiler::compile(const KernelSource& source, const TargetDesc& target) const {
+  KILN_CHECK(source.language == kLanguage, ErrorKind::Internal,
+             "the CUDA compiler got kernel '" + source.name + "' in language '" + source.language + "'");
+  KILN_CHECK(target.backend == "cuda", ErrorKind::Internal,
+             "the CUDA compiler got a target of backend '" + target.backend + "' (" + target.arch + ")");
+  const ArchSpec arch = parse_arch(target.arch);
+
+  nvrtcProgram raw = nullptr;
+  const std::string file_name = source.name + ".cu";
+  check_nvrtc(nvrtcCreateProgram(&raw, source.text.c_str(), file_name.c_str(), 0, nullptr, nullptr),
+              "nvrtcCreateProgram", source.name);
+  Program program(raw);
+
+  std::vector<std::string> options{"--gpu-architecture=" + target.arch, "-std=c++17", "-default-device"};
+  if (std::string include = toolkit_include_dir(); !include.empty()) options.push_back("-I" + include);
+  std::vector<const char*> option_pointers;
+  for (const auto& option : options) option_pointers.push_back(option.c_str());
+
+  const nvrtcResult result =
+      nvrtcCompileProgram(program.get(), static_cast<int>(option_pointers.size()), option_pointers.data());
+  KernelBinary binary;
+  binary.log = program_log(program.get(), source.name);
+  if (result != NVRTC_SUCCESS) {
+    throw_error(ErrorKind::Internal, "NVRTC could not compile kernel '" + source.name + "' for " + target.arch +
+                                         " (" + nvrtc_error(result) + "); this is a kiln bug.\n" + binary.log +
+                                         "\n--- source ---\n" + numbered_source(source.text));
+  }
+  binary.format = arch.ptx ? "ptx" : "cubin";
+  binary.data = program_code(program.get(), arch.ptx, source.name);
+  return binary;
+}
+
+std::vector<TargetDesc> offline_targets() {
+  const std::string compiler_version = NvrtcCompiler().version();
+  constexpr std::uint64_t GiB = 1ull << 30;
+  // Memory is that of the arch's smallest data-centre part (A100 40 GB, H100 80 GB).
+  return {
+      offline_target("compute_80", "PTX for compute capability 8.0+ (offline)", 40 * GiB, compiler_version),
+      offline_target("sm_90", "CUBIN for sm_90, Hopper (offline)", 80 * GiB, compiler_version),
+  };
+}
+
+}  // namespace kiln::backend::cuda

@@ -1,0 +1,216 @@
+#include "backends/hip/compiler.h"
+
+#include "backends/hip/runtime.h"
+
+#include <amd_comgr.h>
+#include <hip/hip_runtime_api.h>
+#include <hip/hiprtc.h>
+
+#include <dlfcn.h>
+
+#include <algorithm>
+#include <memory>
+#include <mutex>
+#include <sstream>
+
+namespace kiln::backend::hip {
+namespace {
+
+// The renderer's language name for HIP C++ (backends/hip/language.cpp).
+constexpr std::string_view kLanguage = "hip";
+// hiprtc compiles through comgr, which it loads under this name.
+constexpr const char* kComgrLibrary = "libamd_comgr.so.2";
+
+std::string hiprtc_error(hiprtcResult result) {
+  return std::string(hiprtcGetErrorString(result)) + " (" + std::to_string(static_cast<int>(result)) + ")";
+}
+
+// hiprtc failing outside compilation proper is a kiln bug or a broken ROCm.
+void check_hiprtc(hiprtcResult result, const char* call, const std::string& kernel) {
+  if (result != HIPRTC_SUCCESS)
+    throw_error(ErrorKind::Internal, std::string(call) + " failed for kernel '" + kernel + "': " + hiprtc_error(result));
+}
+
+std::string numbered_source(const std::string& text) {
+  std::ostringstream out;
+  std::istringstream lines(text);
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    std::string label = std::to_string(number);
+    out << std::string(label.size() < 4 ? 4 - label.size() : 0, ' ') << label << " | " << line << '\n';
+  }
+  return out.str();
+}
+
+std::string trim_log(std::string log) {
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n' || log.back() == ' ')) log.pop_back();
+  return log;
+}
+
+// What the installed comgr reports: its version and the processors it knows.
+struct ComgrInfo {
+  std::string version;
+  std::vector<std::string> processors;  // "gfx600" ... "gfx1036"
+  std::string load_error;               // set when comgr could not be queried
+};
+
+ComgrInfo query_comgr() {
+  ComgrInfo info;
+  // Already loaded by hiprtc, or about to be: opening it again is cheap and
+  // keeps kiln from linking a library ROCm treats as private.
+  void* library = dlopen(kComgrLibrary, RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* reason = dlerror();
+    info.load_error = reason ? reason : kComgrLibrary;
+    return info;
+  }
+  auto get_version = reinterpret_cast<decltype(&amd_comgr_get_version)>(dlsym(library, "amd_comgr_get_version"));
+  auto get_isa_count = reinterpret_cast<decltype(&amd_comgr_get_isa_count)>(dlsym(library, "amd_comgr_get_isa_count"));
+  auto get_isa_name = reinterpret_cast<decltype(&amd_comgr_get_isa_name)>(dlsym(library, "amd_comgr_get_isa_name"));
+  if (!get_version || !get_isa_count || !get_isa_name) {
+    info.load_error = std::string(kComgrLibrary) + " lacks the ISA query functions";
+    return info;
+  }
+  std::size_t major = 0, minor = 0, count = 0;
+  get_version(&major, &minor);
+  info.version = std::to_string(major) + "." + std::to_string(minor);
+  if (get_isa_count(&count) != AMD_COMGR_STATUS_SUCCESS) {
+    info.load_error = "amd_comgr_get_isa_count failed";
+    return info;
+  }
+  for (std::size_t index = 0; index < count; ++index) {
+    const char* isa = nullptr;  // "amdgcn-amd-amdhsa--gfx90a"
+    if (get_isa_name(index, &isa) != AMD_COMGR_STATUS_SUCCESS || isa == nullptr) continue;
+    std::string name(isa);
+    const std::size_t processor = name.rfind("--");
+    info.processors.push_back(processor == std::string::npos ? name : name.substr(processor + 2));
+  }
+  return info;
+}
+
+const ComgrInfo& comgr_info() {
+  static const ComgrInfo info = query_comgr();
+  return info;
+}
+
+std::string join(const std::vector<std::string>& names) {
+  std::string list;
+  for (const auto& name : names) list += (list.empty() ? "" : ", ") + name;
+  return list;
+}
+
+void check_processor(const std::string& arch) {
+  const ComgrInfo& comgr = comgr_info();
+  KILN_CHECK(comgr.load_error.empty(), ErrorKind::Unsupported,
+             "hiprtc cannot compile for " + arch + ": comgr is unusable (" + comgr.load_error + ")");
+  const std::string processor = arch.substr(0, arch.find(':'));  // "gfx90a:xnack-" -> "gfx90a"
+  KILN_CHECK(std::find(comgr.processors.begin(), comgr.processors.end(), processor) != comgr.processors.end(),
+             ErrorKind::Unsupported,
+             "hiprtc cannot compile for " + arch + ": the installed comgr " + comgr.version + " supports " +
+                 join(comgr.processors));
+}
+
+struct ProgramDeleter {
+  void operator()(hiprtcProgram program) const { hiprtcDestroyProgram(&program); }
+};
+using Program = std::unique_ptr<std::remove_pointer_t<hiprtcProgram>, ProgramDeleter>;
+
+std::string program_log(hiprtcProgram program, const std::string& kernel) {
+  std::size_t size = 0;
+  check_hiprtc(hiprtcGetProgramLogSize(program, &size), "hiprtcGetProgramLogSize", kernel);
+  std::string log(size, '\0');
+  if (size > 0) check_hiprtc(hiprtcGetProgramLog(program, log.data()), "hiprtcGetProgramLog", kernel);
+  return trim_log(std::move(log));
+}
+
+// ROCm 5.2 does not document hiprtc as thread-safe (newer releases serialise
+// inside it), and a crash in comgr takes the process down: one at a time.
+std::mutex& hiprtc_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+TargetDesc offline_target(const std::string& arch, const std::string& description, std::uint32_t wave_size,
+                          std::uint64_t memory_bytes, const std::string& compiler_version) {
+  TargetDesc target;
+  target.backend = "hip";
+  target.device_name = description;
+  target.device_type = "offline";
+  target.driver = compiler_version;
+  target.api_version = arch;
+  target.arch = arch;
+  target.subgroup_size = wave_size;
+  target.max_workgroup_size = {1024, 1024, 1024};
+  target.max_workgroup_invocations = 1024;
+  target.max_workgroup_count = {2147483647u, 65535, 65535};
+  target.max_shared_memory_bytes = 64 * 1024;  // LDS per workgroup
+  target.max_buffer_bytes = memory_bytes;
+  target.device_memory_bytes = memory_bytes;
+  target.min_buffer_offset_alignment = 256;
+  target.fp16 = true;
+  target.int64 = true;
+  target.timestamps = true;
+  return target;
+}
+
+}  // namespace
+
+const std::vector<std::string>& supported_processors() { return comgr_info().processors; }
+
+std::string HiprtcCompiler::version() const {
+  // hiprtc ships inside the HIP runtime library and has no version of its own
+  // (hiprtcVersion reports an internal 9.0); the runtime's and comgr's
+  // versions are what change the generated code.
+  int runtime_version = 0;
+  const hipError_t result = hipRuntimeGetVersion(&runtime_version);
+  KILN_CHECK(result == hipSuccess, ErrorKind::Internal,
+             std::string("hipRuntimeGetVersion failed: ") + hipGetErrorName(result));
+  std::string version = "hiprtc " + version_text(runtime_version);
+  if (!comgr_info().version.empty()) version += " (comgr " + comgr_info().version + ")";
+  return version;
+}
+
+KernelBinary HiprtcCompiler::compile(const KernelSource& source, const TargetDesc& target) const {
+  KILN_CHECK(source.language == kLanguage, ErrorKind::Internal,
+             "the HIP compiler got kernel '" + source.name + "' in language '" + source.language + "'");
+  KILN_CHECK(target.backend == "hip", ErrorKind::Internal,
+             "the HIP compiler got a target of backend '" + target.backend + "' (" + target.arch + ")");
+  check_processor(target.arch);
+
+  std::lock_guard lock(hiprtc_mutex());
+  hiprtcProgram raw = nullptr;
+  const std::string file_name = source.name + ".hip";
+  check_hiprtc(hiprtcCreateProgram(&raw, source.text.c_str(), file_name.c_str(), 0, nullptr, nullptr),
+               "hiprtcCreateProgram", source.name);
+  Program program(raw);
+
+  const std::string arch_option = "--offload-arch=" + target.arch;
+  const char* options[] = {arch_option.c_str(), "-std=c++17", "-O3"};
+  const hiprtcResult result = hiprtcCompileProgram(program.get(), static_cast<int>(std::size(options)), options);
+  KernelBinary binary;
+  binary.log = program_log(program.get(), source.name);
+  if (result != HIPRTC_SUCCESS) {
+    throw_error(ErrorKind::Internal, "hiprtc could not compile kernel '" + source.name + "' for " + target.arch +
+                                         " (" + hiprtc_error(result) + "); this is a kiln bug.\n" + binary.log +
+                                         "\n--- source ---\n" + numbered_source(source.text));
+  }
+  std::size_t size = 0;
+  check_hiprtc(hiprtcGetCodeSize(program.get(), &size), "hiprtcGetCodeSize", source.name);
+  KILN_CHECK(size > 0, ErrorKind::Internal, "hiprtc returned no code for kernel '" + source.name + "'");
+  binary.data.resize(size);
+  check_hiprtc(hiprtcGetCode(program.get(), reinterpret_cast<char*>(binary.data.data())), "hiprtcGetCode",
+               source.name);
+  binary.format = "hsaco";
+  return binary;
+}
+
+std::vector<TargetDesc> offline_targets() {
+  const std::string compiler_version = HiprtcCompiler().version();
+  constexpr std::uint64_t GiB = 1ull << 30;
+  return {
+      offline_target("gfx90a", "AMD CDNA2 gfx90a, MI200 (offline)", 64, 64 * GiB, compiler_version),
+      offline_target("gfx1030", "AMD RDNA2 gfx1030, RX 6800/6900 (offline)", 32, 16 * GiB, compiler_version),
+  };
+}
+
+}  // namespace kiln::backend::hip

@@ -1,0 +1,49 @@
+// The HIP backend: hiprtc code generation for AMD GPUs (works without a GPU)
+// and runtime probing. Running kernels on HIP devices is not implemented yet.
+#include "backends/hip/hip_backend.h"
+
+#include "backends/hip/compiler.h"
+#include "backends/hip/language.h"
+#include "backends/hip/runtime.h"
+
+namespace kiln::backend {
+namespace {
+
+class HipBackend final : public Backend {
+ public:
+  std::string name() const override { return "hip"; }
+
+  std::optional<std::string> unavailable_reason() const override { return hip::probe_runtime().unavailable_reason; }
+
+  std::vector<DeviceInfo> enumerate_devices() const override {
+    std::vector<DeviceInfo> devices;
+    const auto& targets = hip::probe_runtime().devices;
+    for (std::size_t index = 0; index < targets.size(); ++index)
+      devices.push_back(DeviceInfo{static_cast<int>(index), targets[index]});
+    return devices;
+  }
+
+  std::shared_ptr<Device> create_device(int index) const override {
+    const hip::RuntimeProbe& probe = hip::probe_runtime();
+    if (probe.unavailable_reason) throw_error(ErrorKind::DeviceUnavailable, "hip: " + *probe.unavailable_reason);
+    KILN_CHECK(index >= 0 && static_cast<std::size_t>(index) < probe.devices.size(), ErrorKind::NotFound,
+               "hip: no device " + std::to_string(index) + " (" + std::to_string(probe.devices.size()) +
+                   " found)");
+    throw_error(ErrorKind::Unsupported, "hip: running kernels on " + probe.devices[index].device_name +
+                                            " is not implemented yet; code generation (" + compiler_.version() +
+                                            ") is, see offline_targets()");
+  }
+
+  const LanguageTable& language() const override { return hip_language(); }
+  const KernelCompiler& compiler() const override { return compiler_; }
+  std::vector<TargetDesc> offline_targets() const override { return hip::offline_targets(); }
+
+ private:
+  hip::HiprtcCompiler compiler_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> create_hip_backend() { return std::make_unique<HipBackend>(); }
+
+}  // namespace kiln::backend

@@ -1,0 +1,52 @@
+// Plain C99 for the null backend, the template for new backends: one call of
+// the generated function runs one invocation, given its global id and the
+// number of workgroups (what a GPU's built-ins would provide).
+#include "backends/null/language.h"
+
+#include "shaders/preludes.h"
+
+namespace kiln::backend {
+
+const LanguageTable& null_language() {
+  static const LanguageTable table = [] {
+    LanguageTable t;
+    t.name = "c99";
+    t.prelude = shaders::c99_prelude();
+    t.type_f32 = "float";
+    t.type_i32 = "int32_t";
+    t.type_u32 = "uint32_t";
+    t.type_bool = "bool";
+    t.float_suffix = "f";
+    t.float_inf = "INFINITY";
+    t.float_nan = "NAN";
+    t.buffer_global_decl = "";
+    t.buffer_param_decl = "{readonly}{type}* restrict {name}";
+    t.readonly_qualifier = "const ";
+    t.buffer_access = "{name}[{index}]";
+    t.extra_params = "kiln_uvec3 kiln_global_id, kiln_uvec3 kiln_num_groups";
+    t.kernel_header = "void {name}({params})";
+    t.global_index_expr = "(kiln_global_id.x + kiln_global_id.y * (kiln_num_groups.x * {wg}u))";
+    t.exp = "expf({a})";
+    t.log = "logf({a})";
+    t.sqrt = "sqrtf({a})";
+    t.rsqrt = "(1.0f / sqrtf({a}))";
+    t.tanh = "tanhf({a})";
+    t.erf = "erff({a})";
+    t.abs = "fabsf({a})";
+    t.iabs = "abs({a})";
+    t.floor = "floorf({a})";
+    t.ceil = "ceilf({a})";
+    t.pow = "powf({a}, {b})";
+    t.fmin = "fminf({a}, {b})";
+    t.fmax = "fmaxf({a}, {b})";
+    t.imin = "kiln_imin({a}, {b})";
+    t.imax = "kiln_imax({a}, {b})";
+    t.umin = "kiln_umin({a}, {b})";
+    t.umax = "kiln_umax({a}, {b})";
+    t.cast = "(({type})({a}))";
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace kiln::backend

@@ -1,0 +1,54 @@
+// GLSL 4.50 for Vulkan: storage buffers in descriptor set 0 (binding = buffer
+// index), a literal local_size_x, compiled for a Vulkan 1.1 environment.
+#include "backends/vulkan/language.h"
+
+#include "shaders/preludes.h"
+
+namespace kiln::backend {
+
+const LanguageTable& glsl_language() {
+  static const LanguageTable table = [] {
+    LanguageTable t;
+    t.name = "glsl";
+    t.prelude = shaders::glsl_prelude();
+    t.type_f32 = "float";
+    t.type_i32 = "int";
+    t.type_u32 = "uint";
+    t.type_bool = "bool";
+    t.float_suffix = "";
+    t.float_inf = "uintBitsToFloat(0x7F800000u)";
+    t.float_nan = "uintBitsToFloat(0x7FC00000u)";
+    t.buffer_global_decl =
+        "layout(std430, set = 0, binding = {binding}) {readonly}buffer KilnBuffer{binding} {{ {type} data[]; }} "
+        "{name};";
+    t.buffer_param_decl = "";
+    t.readonly_qualifier = "readonly ";
+    t.buffer_access = "{name}.data[{index}]";
+    t.extra_params = "";
+    t.kernel_header = "layout(local_size_x = {wg}) in;\nvoid main()";
+    t.global_index_expr =
+        "(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x))";
+    t.exp = "exp({a})";
+    t.log = "log({a})";
+    t.sqrt = "sqrt({a})";
+    t.rsqrt = "inversesqrt({a})";
+    t.tanh = "kiln_tanh({a})";  // prelude: the built-in may overflow to NaN
+    t.erf = "kiln_erf({a})";    // prelude: GLSL has no erf
+    t.abs = "abs({a})";
+    t.iabs = "abs({a})";
+    t.floor = "floor({a})";
+    t.ceil = "ceil({a})";
+    t.pow = "pow({a}, {b})";
+    t.fmin = "min({a}, {b})";
+    t.fmax = "max({a}, {b})";
+    t.imin = "min({a}, {b})";
+    t.imax = "max({a}, {b})";
+    t.umin = "min({a}, {b})";
+    t.umax = "max({a}, {b})";
+    t.cast = "{type}({a})";
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace kiln::backend

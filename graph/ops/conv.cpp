@@ -1,0 +1,125 @@
+// Conv: 2-D convolution (NCHW), groups, dilation, asymmetric pads, optional
+// bias and kiln's fused `activation` extension.
+#include "graph/ops/ops.h"
+
+namespace kiln::graph::ops {
+
+namespace {
+
+struct ConvParams {
+  std::int64_t group = 1;
+  std::vector<std::int64_t> strides, dilations, pads;  // pads: top, left, bottom, right
+  Activation activation = Activation::none;
+};
+
+ConvParams read_params(const Node& node) {
+  check_known_attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad", "activation"});
+  const std::string auto_pad = node.attrs.get_string("auto_pad", "NOTSET");
+  KILN_CHECK(auto_pad == "NOTSET", ErrorKind::Unsupported,
+             "auto_pad '" + auto_pad + "' is not supported; give explicit 'pads'");
+  ConvParams p;
+  p.group = node.attrs.get_int("group", 1);
+  KILN_CHECK(p.group >= 1, ErrorKind::InvalidArgument,
+             "attribute 'group' must be positive, got " + std::to_string(p.group));
+  p.strides = get_ints_of_length(node, "strides", {1, 1}, 2);
+  check_positive("strides", p.strides);
+  p.dilations = get_ints_of_length(node, "dilations", {1, 1}, 2);
+  check_positive("dilations", p.dilations);
+  p.pads = get_ints_of_length(node, "pads", {0, 0, 0, 0}, 4);
+  check_non_negative("pads", p.pads);
+  p.activation = get_activation(node);
+  return p;
+}
+
+std::vector<TensorType> infer_conv(const Node& node, std::span<const TensorType> in) {
+  const ConvParams p = read_params(node);
+  const TensorType& x = in[0];
+  const TensorType& w = in[1];
+  require_f32("input", x);
+  require_f32("weight", w);
+  require_rank("input", x, 4);
+  require_rank("weight", w, 4);
+  const std::string both = ": " + describe("input", x) + ", " + describe("weight", w);
+  const std::int64_t channels = x.shape[1];
+  const std::int64_t out_channels = w.shape[0];
+  KILN_CHECK(channels == w.shape[1] * p.group, ErrorKind::ShapeMismatch,
+             "input has " + std::to_string(channels) + " channels but weight expects " +
+                 std::to_string(w.shape[1] * p.group) + " (group " + std::to_string(p.group) + ")" + both);
+  KILN_CHECK(out_channels % p.group == 0, ErrorKind::ShapeMismatch,
+             "weight has " + std::to_string(out_channels) + " output channels, which group " + std::to_string(p.group) +
+                 " does not divide" + both);
+  if (node.attrs.has("kernel_shape")) {
+    const std::vector<std::int64_t> kernel = get_ints_of_length(node, "kernel_shape", {}, 2);
+    KILN_CHECK(kernel[0] == w.shape[2] && kernel[1] == w.shape[3], ErrorKind::ShapeMismatch,
+               "attribute 'kernel_shape' " + shape_str(kernel) + " does not match the weight" + both);
+  }
+  if (has_input(node, 2)) {
+    require_f32("bias", in[2]);
+    KILN_CHECK(
+        in[2].shape == Shape{out_channels}, ErrorKind::ShapeMismatch,
+        "bias must be [" + std::to_string(out_channels) + "] (one per output channel), got " + describe("bias", in[2]));
+  }
+  Shape out{x.shape[0], out_channels, 0, 0};
+  for (int d = 0; d < 2; ++d) {
+    const std::int64_t padded = x.shape[2 + d] + p.pads[d] + p.pads[d + 2];
+    const std::int64_t extent = p.dilations[d] * (w.shape[2 + d] - 1) + 1;
+    KILN_CHECK(w.shape[2 + d] >= 1 && padded >= extent, ErrorKind::ShapeMismatch,
+               std::string(d == 0 ? "height" : "width") + ": the kernel (extent " + std::to_string(extent) +
+                   " with dilation) is larger than the padded input (" + std::to_string(padded) + ")" + both);
+    out[2 + d] = (padded - extent) / p.strides[d] + 1;
+  }
+  return {{DType::f32, out}};
+}
+
+std::vector<Tensor> reference_conv(const Node& node, std::span<const Tensor> in) {
+  const ConvParams p = read_params(node);
+  const Tensor& x = in[0];
+  const Tensor& w = in[1];
+  const bool has_bias = has_input(node, 2);
+  const std::int64_t batch = x.shape()[0], channels = x.shape()[1], height = x.shape()[2], width = x.shape()[3];
+  const std::int64_t out_channels = w.shape()[0], kernel_h = w.shape()[2], kernel_w = w.shape()[3];
+  const std::int64_t group_in = channels / p.group, group_out = out_channels / p.group;
+  const Shape out_shape = infer_conv(node, types_of(in))[0].shape;
+  Tensor y(DType::f32, out_shape);
+  auto xv = x.values<float>();
+  auto wv = w.values<float>();
+  auto yv = y.values<float>();
+  const std::span<const float> bias = has_bias ? in[2].values<float>() : std::span<const float>();
+  const std::int64_t out_h = out_shape[2], out_w = out_shape[3];
+  for (std::int64_t n = 0; n < batch; ++n)
+    for (std::int64_t m = 0; m < out_channels; ++m) {
+      const std::int64_t g = m / group_out;
+      for (std::int64_t oh = 0; oh < out_h; ++oh)
+        for (std::int64_t ow = 0; ow < out_w; ++ow) {
+          double acc = has_bias ? bias[m] : 0.0;
+          for (std::int64_t c = 0; c < group_in; ++c)
+            for (std::int64_t kh = 0; kh < kernel_h; ++kh)
+              for (std::int64_t kw = 0; kw < kernel_w; ++kw) {
+                const std::int64_t ih = oh * p.strides[0] - p.pads[0] + kh * p.dilations[0];
+                const std::int64_t iw = ow * p.strides[1] - p.pads[1] + kw * p.dilations[1];
+                if (ih < 0 || ih >= height || iw < 0 || iw >= width) continue;  // zero padding
+                const std::int64_t ic = g * group_in + c;
+                acc += static_cast<double>(xv[((n * channels + ic) * height + ih) * width + iw]) *
+                       static_cast<double>(wv[((m * group_in + c) * kernel_h + kh) * kernel_w + kw]);
+              }
+          yv[((n * out_channels + m) * out_h + oh) * out_w + ow] =
+              static_cast<float>(apply_activation(p.activation, acc));
+        }
+    }
+  return {y};
+}
+
+}  // namespace
+
+void register_conv_ops(OpTable& table) {
+  OpSchema s;
+  s.name = "Conv";
+  s.min_inputs = 2;
+  s.max_inputs = 3;
+  s.infer = infer_conv;
+  s.reference = reference_conv;
+  s.summary = "2-D convolution (NCHW): X, W[M, C/group, kH, kW], optional B[M]; activation=\"Relu\" fuses a Relu";
+  add_op(table, s);
+}
+
+}  // namespace kiln::graph::ops

@@ -1,0 +1,103 @@
+// fold_batch_norm: y = (conv(x, W) + b - mean) * scale / sqrt(var + eps) + B
+// is conv(x, W') + b' with W'[o] = W[o] * k[o], b' = (b - mean) * k + B,
+// k = scale / sqrt(var + eps): one kernel and one pass over memory fewer.
+#include "graph/passes/passes.h"
+#include "graph/passes/rewrite.h"
+
+#include <cmath>
+#include <map>
+#include <set>
+
+namespace kiln::graph::passes {
+
+namespace {
+
+bool is_f32_constant(const Graph& graph, ValueId id) {
+  if (id < 0) return false;
+  const Value& v = graph.value(id);
+  return v.constant.has_value() && v.type.dtype == DType::f32;
+}
+
+// The Conv feeding `bn` if the pair can be folded, else kNoNode.
+NodeId foldable_conv(const Graph& graph, const Node& bn, const std::vector<int>& uses) {
+  const ValueId x = bn.inputs[0];
+  const NodeId producer = graph.value(x).producer;
+  if (producer == kNoNode || uses[static_cast<std::size_t>(x)] != 1) return kNoNode;
+  const Node& conv = graph.node(producer);
+  if (conv.op != "Conv" || !conv.attrs.get_string("activation", "").empty()) return kNoNode;
+  if (!is_f32_constant(graph, conv.inputs[1])) return kNoNode;
+  if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !is_f32_constant(graph, conv.inputs[2])) return kNoNode;
+  for (std::size_t i = 1; i < 5; ++i)
+    if (i >= bn.inputs.size() || !is_f32_constant(graph, bn.inputs[i])) return kNoNode;
+  return producer;
+}
+
+struct FoldedParameters {
+  Tensor weight;
+  Tensor bias;
+};
+
+FoldedParameters fold(const Graph& graph, const Node& conv, const Node& bn) {
+  const Tensor& weight = *graph.value(conv.inputs[1]).constant;
+  const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
+  auto param = [&](std::size_t i) { return graph.value(bn.inputs[i]).constant->values<float>(); };
+  const auto scale = param(1), shift = param(2), mean = param(3), var = param(4);
+  const double epsilon = bn.attrs.get_float("epsilon", 1e-5);
+
+  const std::int64_t channels = weight.shape()[0];
+  KILN_ASSERT(static_cast<std::int64_t>(scale.size()) == channels && scale.size() == var.size() &&
+              scale.size() == mean.size() && scale.size() == shift.size());
+  const std::int64_t per_channel = weight.numel() / channels;
+
+  FoldedParameters folded{Tensor(DType::f32, weight.shape()), Tensor(DType::f32, {channels})};
+  const auto w = weight.values<float>();
+  auto w_out = folded.weight.values<float>();
+  auto b_out = folded.bias.values<float>();
+  for (std::int64_t o = 0; o < channels; ++o) {
+    const double k = static_cast<double>(scale[o]) / std::sqrt(static_cast<double>(var[o]) + epsilon);
+    for (std::int64_t j = 0; j < per_channel; ++j) {
+      const std::int64_t at = o * per_channel + j;
+      w_out[at] = static_cast<float>(static_cast<double>(w[at]) * k);
+    }
+    const double b = has_bias ? static_cast<double>(graph.value(conv.inputs[2]).constant->values<float>()[o]) : 0.0;
+    b_out[o] = static_cast<float>((b - static_cast<double>(mean[o])) * k + static_cast<double>(shift[o]));
+  }
+  return folded;
+}
+
+}  // namespace
+
+PassResult fold_batch_norm(const Graph& graph) {
+  const std::vector<int> uses = graph.use_counts();
+  std::map<NodeId, NodeId> bn_of_conv;
+  std::set<NodeId> folded_bns;
+  for (const Node& node : graph.nodes()) {
+    if (node.op != "BatchNormalization") continue;
+    const NodeId conv = foldable_conv(graph, node, uses);
+    if (conv == kNoNode) continue;
+    bn_of_conv[conv] = node.id;
+    folded_bns.insert(node.id);
+  }
+
+  Rewriter rw(graph);
+  PassReport report{"fold_batch_norm", 0, {}};
+  for (const Node& node : graph.nodes()) {
+    auto pair = bn_of_conv.find(node.id);
+    if (pair != bn_of_conv.end()) {
+      const Node& bn = graph.node(pair->second);
+      FoldedParameters folded = fold(graph, node, bn);
+      ValueId weight = rw.add_constant(node.name + ".folded_weight", std::move(folded.weight));
+      ValueId bias = rw.add_constant(node.name + ".folded_bias", std::move(folded.bias));
+      std::vector<ValueId> out = rw.copy_node(node, {rw.map(node.inputs[0]), weight, bias}, node.attrs);
+      rw.replace(bn.outputs[0], out[0]);
+      report.details.push_back("folded BatchNormalization '" + bn.name + "' into Conv '" + node.name + "'");
+      continue;
+    }
+    if (folded_bns.count(node.id) != 0) continue;  // folded into its Conv above
+    rw.copy_node(node);
+  }
+  report.changes = static_cast<int>(report.details.size());
+  return {rw.finish(), std::move(report)};
+}
+
+}  // namespace kiln::graph::passes

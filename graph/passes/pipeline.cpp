@@ -1,0 +1,32 @@
+// The default pass pipeline of compile(), and report formatting.
+#include "graph/passes/passes.h"
+
+namespace kiln::graph::passes {
+
+PipelineResult run_compile_passes(const Graph& graph) {
+  using Pass = PassResult (*)(const Graph&);
+  static constexpr Pass kPipeline[] = {&fold_constants, &fold_batch_norm, &fuse_activation, &eliminate_dead_code};
+
+  PipelineResult result{graph, {}};
+  for (Pass pass : kPipeline) {
+    PassResult step = pass(result.graph);
+    try {
+      step.graph.verify();
+    } catch (const Error& e) {
+      // The input was valid, so an invalid result is a bug in the pass.
+      throw_error(ErrorKind::Internal, "graph pass " + step.report.pass + " produced an invalid graph: " + e.what());
+    }
+    result.graph = std::move(step.graph);
+    result.reports.push_back(std::move(step.report));
+  }
+  return result;
+}
+
+std::string report_str(const PassReport& report) {
+  std::string text = report.pass + ": " + std::to_string(report.changes) +
+                     (report.changes == 1 ? " change" : " changes") + "\n";
+  for (const std::string& line : report.details) text += "  " + line + "\n";
+  return text;
+}
+
+}  // namespace kiln::graph::passes

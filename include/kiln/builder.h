@@ -58,7 +58,9 @@ class Builder {
   Builder(Builder&&) noexcept;
   Builder& operator=(Builder&&) noexcept;
 
+  // A graph input, named exactly `name` (scopes do not apply to inputs).
   Value input(const std::string& name, DType dtype, Shape shape);
+  // A constant (a weight), named "<scope path>.<name>" ("layer1.0.conv1.weight").
   Value constant(const std::string& name, Tensor value);
 
   // Prefixes node and constant names made inside ("layer1" then "0" -> "layer1.0.conv1").
@@ -93,12 +95,17 @@ class Builder {
 
   Shape shape(Value v) const;
   DType dtype(Value v) const;
+  // Renames a value, e.g. a model output ("logits"); throws InvalidArgument if the name is taken.
+  void set_name(Value v, const std::string& name);
 
   // Finishes the model (verifies it); the builder is empty afterwards.
   Model build(const std::vector<Value>& outputs);
 
  private:
   std::string next_name(const std::string& op_name);
+  graph::Graph& live_graph() const;  // throws InvalidArgument once build() has run
+  void check_value(Value v) const;
+  std::string scope_path() const;
   Value single(const std::string& op_name, const std::vector<std::optional<Value>>& inputs,
                const graph::Attributes& attrs);
 

@@ -5,6 +5,7 @@
 // change; internal errors ask for a bug report.
 #pragma once
 
+#include <iosfwd>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -24,6 +25,7 @@ enum class ErrorKind {
 };
 
 std::string_view error_kind_name(ErrorKind kind);
+std::ostream& operator<<(std::ostream& out, ErrorKind kind);
 
 class Error : public std::runtime_error {
  public:

@@ -34,25 +34,25 @@ struct DeviceOptions {
   std::string backend = "vulkan";
   // Device index ("0") or a case-insensitive substring of its name; "" picks
   // the first device.
-  std::string device;
+  std::string device{};
 };
 
 struct CompileOptions {
   std::string backend = "vulkan";
-  std::string device;
+  std::string device{};
   Mode mode = Mode::default_;
   // true: compile one graph or fail listing every graph break.
   bool fullgraph = false;
   // Where compiled kernels persist; "" uses $KILN_CACHE_DIR, else
   // $XDG_CACHE_HOME/kiln, else ~/.cache/kiln. "off" disables the disk cache.
-  std::string cache_dir;
+  std::string cache_dir{};
 };
 
 // What a run cost; filled after every call.
 struct RunStats {
   double compile_ms = 0;          // first call only (0 for eager)
   double last_run_ms = 0;         // host wall time of the last call
-  std::optional<double> last_device_ms;  // device time of the last call, if measured
+  std::optional<double> last_device_ms{};  // device time of the last call, if measured
   int kernels = 0;                // distinct kernels loaded
   int dispatches_per_run = 0;
   std::uint64_t peak_device_bytes = 0;  // activations and weights on the device
@@ -69,6 +69,8 @@ class EagerModel {
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
   const RunStats& stats() const;
   const Model& model() const;
+  // The engine (src/runtime/executor.h), for tests and tools that inspect plans.
+  const Executor& engine() const { return *impl_; }
 
  private:
   friend EagerModel eager(const Model&, const DeviceOptions&);
@@ -87,6 +89,8 @@ class CompiledModel {
   const CompileOptions& options() const;
   // What the compiler did, as text: passes, kernels, memory plan.
   std::string explain() const;
+  // The engine (src/runtime/executor.h), for tests and tools that inspect plans.
+  const Executor& engine() const { return *impl_; }
 
  private:
   friend CompiledModel compile(const Model&, const CompileOptions&);

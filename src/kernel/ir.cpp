@@ -1,0 +1,851 @@
+// Kernel IR: typed construction helpers, verify() and print().
+//
+// Type rules (shared by the helpers and verify()):
+//   neg, abs                          f32 | i32          -> same
+//   exp log sqrt rsqrt tanh erf
+//   floor ceil                        f32                -> f32
+//   logical_not                       bool               -> bool
+//   add sub mul div min max           f32 | i32 | u32    -> same
+//   mod                               i32 | u32          -> same
+//   pow                               f32                -> f32
+//   lt le gt ge                       f32 | i32 | u32    -> bool
+//   eq ne                             any (same type)    -> bool
+//   logical_and logical_or            bool               -> bool
+//   select(cond, a, b)                cond bool, a and b of one type
+//   load / store index                i32 | u32
+#include "src/kernel/ir.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <string_view>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace kiln::kir {
+
+// ---- names ----------------------------------------------------------------
+
+const char* scalar_type_name(ScalarType type) {
+  switch (type) {
+    case ScalarType::f32: return "f32";
+    case ScalarType::i32: return "i32";
+    case ScalarType::u32: return "u32";
+    case ScalarType::boolean: return "bool";
+  }
+  return "?";
+}
+
+const char* unary_op_name(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::neg: return "neg";
+    case UnaryOp::exp: return "exp";
+    case UnaryOp::log: return "log";
+    case UnaryOp::sqrt: return "sqrt";
+    case UnaryOp::rsqrt: return "rsqrt";
+    case UnaryOp::tanh: return "tanh";
+    case UnaryOp::erf: return "erf";
+    case UnaryOp::abs: return "abs";
+    case UnaryOp::floor: return "floor";
+    case UnaryOp::ceil: return "ceil";
+    case UnaryOp::logical_not: return "not";
+  }
+  return "?";
+}
+
+const char* binary_op_name(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return "add";
+    case BinaryOp::sub: return "sub";
+    case BinaryOp::mul: return "mul";
+    case BinaryOp::div: return "div";
+    case BinaryOp::mod: return "mod";
+    case BinaryOp::min: return "min";
+    case BinaryOp::max: return "max";
+    case BinaryOp::pow: return "pow";
+    case BinaryOp::lt: return "lt";
+    case BinaryOp::le: return "le";
+    case BinaryOp::gt: return "gt";
+    case BinaryOp::ge: return "ge";
+    case BinaryOp::eq: return "eq";
+    case BinaryOp::ne: return "ne";
+    case BinaryOp::logical_and: return "and";
+    case BinaryOp::logical_or: return "or";
+  }
+  return "?";
+}
+
+namespace {
+
+[[noreturn]] void fail(const std::string& message) { throw_error(ErrorKind::Internal, message); }
+
+bool is_numeric(ScalarType t) { return t != ScalarType::boolean; }
+bool is_integer(ScalarType t) { return t == ScalarType::i32 || t == ScalarType::u32; }
+
+std::optional<ScalarType> unary_result_type(UnaryOp op, ScalarType a) {
+  switch (op) {
+    case UnaryOp::neg:
+    case UnaryOp::abs:
+      if (a == ScalarType::f32 || a == ScalarType::i32) return a;
+      return std::nullopt;
+    case UnaryOp::logical_not:
+      if (a == ScalarType::boolean) return a;
+      return std::nullopt;
+    default:  // transcendental and rounding functions
+      if (a == ScalarType::f32) return a;
+      return std::nullopt;
+  }
+}
+
+std::optional<ScalarType> binary_result_type(BinaryOp op, ScalarType a, ScalarType b) {
+  if (a != b) return std::nullopt;
+  switch (op) {
+    case BinaryOp::add:
+    case BinaryOp::sub:
+    case BinaryOp::mul:
+    case BinaryOp::div:
+    case BinaryOp::min:
+    case BinaryOp::max:
+      if (is_numeric(a)) return a;
+      return std::nullopt;
+    case BinaryOp::mod:
+      if (is_integer(a)) return a;
+      return std::nullopt;
+    case BinaryOp::pow:
+      if (a == ScalarType::f32) return a;
+      return std::nullopt;
+    case BinaryOp::lt:
+    case BinaryOp::le:
+    case BinaryOp::gt:
+    case BinaryOp::ge:
+      if (is_numeric(a)) return ScalarType::boolean;
+      return std::nullopt;
+    case BinaryOp::eq:
+    case BinaryOp::ne: return ScalarType::boolean;
+    case BinaryOp::logical_and:
+    case BinaryOp::logical_or:
+      if (a == ScalarType::boolean) return a;
+      return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+std::string unary_type_error(UnaryOp op, ScalarType a) {
+  return std::string("unary '") + unary_op_name(op) + "' does not accept an operand of type " + scalar_type_name(a);
+}
+
+std::string binary_type_error(BinaryOp op, ScalarType a, ScalarType b) {
+  std::string msg = std::string("binary '") + binary_op_name(op) + "' ";
+  if (a != b) return msg + "needs operands of one type, got " + scalar_type_name(a) + " and " + scalar_type_name(b);
+  return msg + "does not accept operands of type " + scalar_type_name(a);
+}
+
+bool is_index_type(ScalarType t) { return is_integer(t); }
+
+// Names must be identifiers in GLSL, C99 and C++ once the renderer prefixes
+// them, so: a letter first, then letters, digits and single underscores
+// (identifiers with "__" are reserved in GLSL and C++).
+bool is_identifier(std::string_view name) {
+  if (name.empty()) return false;
+  auto alpha = [](char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); };
+  auto digit = [](char c) { return c >= '0' && c <= '9'; };
+  if (!alpha(name[0])) return false;
+  for (char c : name)
+    if (!alpha(c) && !digit(c) && c != '_') return false;
+  return name.find("__") == std::string_view::npos;
+}
+
+// Kernel names appear unprefixed as CUDA/HIP/C99 function names, so they must
+// not collide with a keyword or a function those languages declare.
+bool is_reserved_kernel_name(const std::string& name) {
+  static const std::unordered_set<std::string> reserved = [] {
+    std::unordered_set<std::string> words = {
+        // C++20 and C99 keywords
+        "alignas", "alignof", "and", "and_eq", "asm", "auto", "bitand", "bitor", "bool", "break", "case", "catch",
+        "char", "char8_t", "char16_t", "char32_t", "class", "compl", "concept", "const", "consteval", "constexpr",
+        "constinit", "const_cast", "continue", "co_await", "co_return", "co_yield", "decltype", "default", "delete",
+        "do", "double", "dynamic_cast", "else", "enum", "explicit", "export", "extern", "false", "float", "for",
+        "friend", "goto", "if", "inline", "int", "long", "mutable", "namespace", "new", "noexcept", "not", "not_eq",
+        "nullptr", "operator", "or", "or_eq", "private", "protected", "public", "register", "reinterpret_cast",
+        "requires", "restrict", "return", "short", "signed", "sizeof", "static", "static_assert", "static_cast",
+        "struct", "switch", "template", "this", "thread_local", "throw", "true", "try", "typedef", "typeid", "typename",
+        "union", "unsigned", "using", "virtual", "void", "volatile", "wchar_t", "while", "xor", "xor_eq",
+        // entry points and common runtime functions
+        "main", "printf", "malloc", "free", "memcpy", "memset", "assert", "min", "max", "umin", "umax", "abs", "labs",
+        "llabs"};
+    // C math functions, each also with its float ("f") variant.
+    for (const char* f :
+         {"fabs",  "exp",   "exp2",  "expm1", "log",       "log2", "log10",     "log1p",  "sqrt",   "cbrt",
+          "rsqrt", "pow",   "sin",   "cos",   "tan",       "asin", "acos",      "atan",   "atan2",  "sinh",
+          "cosh",  "tanh",  "asinh", "acosh", "atanh",     "erf",  "erfc",      "tgamma", "lgamma", "floor",
+          "ceil",  "trunc", "round", "rint",  "nearbyint", "fmod", "remainder", "fmin",   "fmax",   "fma",
+          "hypot", "ldexp", "frexp", "modf",  "copysign",  "nan"}) {
+      words.insert(f);
+      words.insert(std::string(f) + "f");
+    }
+    return words;
+  }();
+  return reserved.count(name) != 0;
+}
+
+void check_expr(const Expr& e, const std::string& what) {
+  if (!e) fail("kir: " + what + " is a null expression");
+}
+
+ExprNode node_of(ExprKind kind, ScalarType type) {
+  ExprNode n{};
+  n.kind = kind;
+  n.type = type;
+  return n;
+}
+
+Stmt stmt_of(StmtKind kind) {
+  Stmt s{};
+  s.kind = kind;
+  return s;
+}
+
+Expr make(ExprNode node) { return Expr(std::make_shared<const ExprNode>(std::move(node))); }
+
+}  // namespace
+
+ScalarType Expr::type() const {
+  KILN_ASSERT(node_ != nullptr);
+  return node_->type;
+}
+
+Buf Kernel::add_buffer(const std::string& buffer_name, ScalarType type, Access access) {
+  if (!is_identifier(buffer_name))
+    fail("kernel '" + name + "': buffer name '" + buffer_name +
+         "' is not an identifier (a letter, then letters, digits and single underscores)");
+  for (const BufferParam& b : buffers)
+    if (b.name == buffer_name) fail("kernel '" + name + "': duplicate buffer name '" + buffer_name + "'");
+  if (type == ScalarType::boolean)
+    fail("kernel '" + name + "': buffer '" + buffer_name + "' has element type bool, which has no portable " +
+         "storage layout; store booleans as i32 or u32");
+  buffers.push_back({buffer_name, type, access});
+  return Buf{static_cast<int>(buffers.size()) - 1};
+}
+
+// ---- expression helpers ---------------------------------------------------
+
+Expr f32(double value) {
+  ExprNode n = node_of(ExprKind::constant, ScalarType::f32);
+  n.fvalue = static_cast<double>(static_cast<float>(value));  // the constant is an f32
+  return make(std::move(n));
+}
+
+Expr i32(std::int64_t value) {
+  if (value < std::numeric_limits<std::int32_t>::min() || value > std::numeric_limits<std::int32_t>::max())
+    fail("kir: i32 constant " + std::to_string(value) + " is out of range");
+  ExprNode n = node_of(ExprKind::constant, ScalarType::i32);
+  n.ivalue = value;
+  return make(std::move(n));
+}
+
+Expr u32(std::int64_t value) {
+  if (value < 0 || value > std::numeric_limits<std::uint32_t>::max())
+    fail("kir: u32 constant " + std::to_string(value) + " is out of range");
+  ExprNode n = node_of(ExprKind::constant, ScalarType::u32);
+  n.ivalue = value;
+  return make(std::move(n));
+}
+
+Expr boolean(bool value) {
+  ExprNode n = node_of(ExprKind::constant, ScalarType::boolean);
+  n.ivalue = value ? 1 : 0;
+  return make(std::move(n));
+}
+
+Expr var(const std::string& name, ScalarType type) {
+  if (!is_identifier(name)) fail("kir: variable name '" + name + "' is not an identifier");
+  ExprNode n = node_of(ExprKind::var, type);
+  n.name = name;
+  return make(std::move(n));
+}
+
+Expr global_index() { return make(node_of(ExprKind::global_index, ScalarType::i32)); }
+
+Expr load(Buf buffer, Expr index, ScalarType type) {
+  check_expr(index, "load index");
+  if (buffer.index < 0) fail("kir: load from an invalid buffer handle");
+  if (!is_index_type(index.type()))
+    fail(std::string("kir: load index must be i32 or u32, got ") + scalar_type_name(index.type()));
+  ExprNode n = node_of(ExprKind::load, type);
+  n.buffer = buffer.index;
+  n.args = {std::move(index)};
+  return make(std::move(n));
+}
+
+Expr unary(UnaryOp op, Expr a) {
+  check_expr(a, "unary operand");
+  std::optional<ScalarType> t = unary_result_type(op, a.type());
+  if (!t) fail("kir: " + unary_type_error(op, a.type()));
+  ExprNode n = node_of(ExprKind::unary, *t);
+  n.unary = op;
+  n.args = {std::move(a)};
+  return make(std::move(n));
+}
+
+Expr binary(BinaryOp op, Expr a, Expr b) {
+  check_expr(a, "binary operand");
+  check_expr(b, "binary operand");
+  std::optional<ScalarType> t = binary_result_type(op, a.type(), b.type());
+  if (!t) fail("kir: " + binary_type_error(op, a.type(), b.type()));
+  ExprNode n = node_of(ExprKind::binary, *t);
+  n.binary = op;
+  n.args = {std::move(a), std::move(b)};
+  return make(std::move(n));
+}
+
+Expr select(Expr cond, Expr if_true, Expr if_false) {
+  check_expr(cond, "select condition");
+  check_expr(if_true, "select operand");
+  check_expr(if_false, "select operand");
+  if (cond.type() != ScalarType::boolean)
+    fail(std::string("kir: select condition must be bool, got ") + scalar_type_name(cond.type()));
+  if (if_true.type() != if_false.type())
+    fail(std::string("kir: select needs operands of one type, got ") + scalar_type_name(if_true.type()) + " and " +
+         scalar_type_name(if_false.type()));
+  ExprNode n = node_of(ExprKind::select, if_true.type());
+  n.args = {std::move(cond), std::move(if_true), std::move(if_false)};
+  return make(std::move(n));
+}
+
+Expr cast(ScalarType type, Expr a) {
+  check_expr(a, "cast operand");
+  ExprNode n = node_of(ExprKind::cast, type);
+  n.args = {std::move(a)};
+  return make(std::move(n));
+}
+
+Expr operator+(Expr a, Expr b) { return binary(BinaryOp::add, std::move(a), std::move(b)); }
+Expr operator-(Expr a, Expr b) { return binary(BinaryOp::sub, std::move(a), std::move(b)); }
+Expr operator*(Expr a, Expr b) { return binary(BinaryOp::mul, std::move(a), std::move(b)); }
+Expr operator/(Expr a, Expr b) { return binary(BinaryOp::div, std::move(a), std::move(b)); }
+Expr operator%(Expr a, Expr b) { return binary(BinaryOp::mod, std::move(a), std::move(b)); }
+Expr operator-(Expr a) { return unary(UnaryOp::neg, std::move(a)); }
+Expr operator<(Expr a, Expr b) { return binary(BinaryOp::lt, std::move(a), std::move(b)); }
+Expr operator<=(Expr a, Expr b) { return binary(BinaryOp::le, std::move(a), std::move(b)); }
+Expr operator>(Expr a, Expr b) { return binary(BinaryOp::gt, std::move(a), std::move(b)); }
+Expr operator>=(Expr a, Expr b) { return binary(BinaryOp::ge, std::move(a), std::move(b)); }
+Expr operator&&(Expr a, Expr b) { return binary(BinaryOp::logical_and, std::move(a), std::move(b)); }
+Expr operator||(Expr a, Expr b) { return binary(BinaryOp::logical_or, std::move(a), std::move(b)); }
+Expr eq(Expr a, Expr b) { return binary(BinaryOp::eq, std::move(a), std::move(b)); }
+Expr ne(Expr a, Expr b) { return binary(BinaryOp::ne, std::move(a), std::move(b)); }
+Expr min(Expr a, Expr b) { return binary(BinaryOp::min, std::move(a), std::move(b)); }
+Expr max(Expr a, Expr b) { return binary(BinaryOp::max, std::move(a), std::move(b)); }
+Expr pow(Expr a, Expr b) { return binary(BinaryOp::pow, std::move(a), std::move(b)); }
+Expr exp(Expr a) { return unary(UnaryOp::exp, std::move(a)); }
+Expr log(Expr a) { return unary(UnaryOp::log, std::move(a)); }
+Expr sqrt(Expr a) { return unary(UnaryOp::sqrt, std::move(a)); }
+Expr rsqrt(Expr a) { return unary(UnaryOp::rsqrt, std::move(a)); }
+Expr tanh(Expr a) { return unary(UnaryOp::tanh, std::move(a)); }
+Expr erf(Expr a) { return unary(UnaryOp::erf, std::move(a)); }
+Expr abs(Expr a) { return unary(UnaryOp::abs, std::move(a)); }
+Expr floor(Expr a) { return unary(UnaryOp::floor, std::move(a)); }
+Expr ceil(Expr a) { return unary(UnaryOp::ceil, std::move(a)); }
+
+// ---- statement helpers ----------------------------------------------------
+
+Stmt declare(const std::string& name, ScalarType type, Expr init) {
+  if (!is_identifier(name)) fail("kir: variable name '" + name + "' is not an identifier");
+  check_expr(init, "initial value of '" + name + "'");
+  if (init.type() != type)
+    fail("kir: variable '" + name + "' of type " + scalar_type_name(type) + " initialised with a " +
+         scalar_type_name(init.type()) + " value");
+  Stmt s = stmt_of(StmtKind::declare);
+  s.var = name;
+  s.type = type;
+  s.value = std::move(init);
+  return s;
+}
+
+Stmt assign(const std::string& name, Expr value) {
+  if (!is_identifier(name)) fail("kir: variable name '" + name + "' is not an identifier");
+  check_expr(value, "assigned value");
+  Stmt s = stmt_of(StmtKind::assign);
+  s.var = name;
+  s.type = value.type();
+  s.value = std::move(value);
+  return s;
+}
+
+Stmt store(Buf buffer, Expr index, Expr value) {
+  if (buffer.index < 0) fail("kir: store to an invalid buffer handle");
+  check_expr(index, "store index");
+  check_expr(value, "stored value");
+  if (!is_index_type(index.type()))
+    fail(std::string("kir: store index must be i32 or u32, got ") + scalar_type_name(index.type()));
+  Stmt s = stmt_of(StmtKind::store);
+  s.buffer = buffer.index;
+  s.type = value.type();
+  s.index = std::move(index);
+  s.value = std::move(value);
+  return s;
+}
+
+Stmt loop(const std::string& var_name, Expr begin, Expr end, std::vector<Stmt> body, std::int64_t step) {
+  if (!is_identifier(var_name)) fail("kir: loop variable name '" + var_name + "' is not an identifier");
+  check_expr(begin, "loop begin");
+  check_expr(end, "loop end");
+  if (begin.type() != ScalarType::i32 || end.type() != ScalarType::i32)
+    fail("kir: loop '" + var_name + "' bounds must be i32, got " + scalar_type_name(begin.type()) + " and " +
+         scalar_type_name(end.type()));
+  if (step < 1 || step > std::numeric_limits<std::int32_t>::max())
+    fail("kir: loop '" + var_name + "' step must be in [1, 2^31), got " + std::to_string(step));
+  Stmt s = stmt_of(StmtKind::loop);
+  s.var = var_name;
+  s.type = ScalarType::i32;
+  s.begin = std::move(begin);
+  s.end = std::move(end);
+  s.step = step;
+  s.body = std::move(body);
+  return s;
+}
+
+Stmt branch(Expr cond, std::vector<Stmt> body, std::vector<Stmt> else_body) {
+  check_expr(cond, "branch condition");
+  if (cond.type() != ScalarType::boolean)
+    fail(std::string("kir: branch condition must be bool, got ") + scalar_type_name(cond.type()));
+  Stmt s = stmt_of(StmtKind::branch);
+  s.value = std::move(cond);
+  s.body = std::move(body);
+  s.else_body = std::move(else_body);
+  return s;
+}
+
+// ---- dispatch -------------------------------------------------------------
+
+std::array<std::uint32_t, 3> dispatch_grid(const Kernel& kernel, std::uint32_t max_groups_x) {
+  constexpr std::int64_t kMaxGlobalSize = std::int64_t{1} << 31;
+  if (kernel.global_size <= 0 || kernel.global_size >= kMaxGlobalSize)
+    fail("kernel '" + kernel.name + "': global_size " + std::to_string(kernel.global_size) + " is outside (0, 2^31)");
+  if (kernel.workgroup_size == 0) fail("kernel '" + kernel.name + "': workgroup_size is 0");
+  if (max_groups_x == 0) fail("kernel '" + kernel.name + "': the device allows 0 workgroups in x");
+  const std::int64_t wg = kernel.workgroup_size;
+  const std::int64_t groups = (kernel.global_size + wg - 1) / wg;
+  if (groups <= max_groups_x) return {static_cast<std::uint32_t>(groups), 1, 1};
+  // Fewest rows, then the narrowest rows that still cover every group, so the
+  // guarded tail stays below one row.
+  const std::int64_t gy = (groups + max_groups_x - 1) / max_groups_x;
+  const std::int64_t gx = (groups + gy - 1) / gy;
+  return {static_cast<std::uint32_t>(gx), static_cast<std::uint32_t>(gy), 1};
+}
+
+// ---- verify ---------------------------------------------------------------
+
+namespace {
+
+class Verifier {
+ public:
+  explicit Verifier(const Kernel& kernel) : kernel_(kernel) {}
+
+  void run() {
+    if (!is_identifier(kernel_.name))
+      fail("kernel '" + kernel_.name +
+           "': name is not an identifier (a letter, then letters, digits and single underscores)");
+    if (is_reserved_kernel_name(kernel_.name))
+      fail("kernel '" + kernel_.name + "': name is reserved in a target language (keyword or library function)");
+    if (kernel_.global_size <= 0 || kernel_.global_size >= (std::int64_t{1} << 31))
+      error("global_size " + std::to_string(kernel_.global_size) + " is outside (0, 2^31)");
+    if (kernel_.workgroup_size == 0) error("workgroup_size is 0");
+    std::unordered_set<std::string> names;
+    for (std::size_t i = 0; i < kernel_.buffers.size(); ++i) {
+      const BufferParam& b = kernel_.buffers[i];
+      if (!is_identifier(b.name)) error("buffer " + std::to_string(i) + " name '" + b.name + "' is not an identifier");
+      if (!names.insert(b.name).second) error("duplicate buffer name '" + b.name + "'");
+      if (b.type == ScalarType::boolean) error("buffer '" + b.name + "' has element type bool; use i32 or u32");
+    }
+    block(kernel_.body, "body");
+  }
+
+ private:
+  struct VarInfo {
+    ScalarType type;
+    bool read_only;  // loop variables
+  };
+
+  [[noreturn]] void error(const std::string& problem) const {
+    std::string msg = "kernel '" + kernel_.name + "': " + problem;
+    if (!path_.empty()) {
+      msg += " (at ";
+      for (std::size_t i = 0; i < path_.size(); ++i) msg += (i ? " > " : "") + path_[i];
+      msg += ")";
+    }
+    fail(msg);
+  }
+
+  std::string buffer_label(int index) const {
+    return "buffer " + std::to_string(index) + " '" + kernel_.buffers[static_cast<std::size_t>(index)].name + "'";
+  }
+
+  void check_buffer_index(int index) const {
+    if (index < 0 || static_cast<std::size_t>(index) >= kernel_.buffers.size())
+      error("buffer index " + std::to_string(index) + " is invalid (the kernel has " +
+            std::to_string(kernel_.buffers.size()) + " buffers)");
+  }
+
+  void declare_var(const std::string& name, ScalarType type, bool read_only) {
+    if (!is_identifier(name)) error("variable name '" + name + "' is not an identifier");
+    if (vars_.count(name)) error("variable '" + name + "' is already declared in an enclosing scope");
+    vars_.emplace(name, VarInfo{type, read_only});
+    scopes_.back().push_back(name);
+  }
+
+  void block(const std::vector<Stmt>& stmts, const std::string& label) {
+    scopes_.emplace_back();
+    for (std::size_t i = 0; i < stmts.size(); ++i) {
+      path_.push_back(label + "[" + std::to_string(i) + "]");
+      statement(stmts[i]);
+      path_.pop_back();
+    }
+    for (const std::string& name : scopes_.back()) vars_.erase(name);
+    scopes_.pop_back();
+  }
+
+  void statement(const Stmt& s) {
+    switch (s.kind) {
+      case StmtKind::declare: {
+        ScalarType t = expr(s.value, "declaration of '" + s.var + "'");
+        if (t != s.type)
+          error("variable '" + s.var + "' of type " + scalar_type_name(s.type) + " initialised with a " +
+                scalar_type_name(t) + " value");
+        declare_var(s.var, s.type, false);
+        return;
+      }
+      case StmtKind::assign: {
+        auto it = vars_.find(s.var);
+        if (it == vars_.end()) error("assignment to undeclared variable '" + s.var + "'");
+        if (it->second.read_only) error("assignment to loop variable '" + s.var + "', which is read-only");
+        ScalarType t = expr(s.value, "assignment to '" + s.var + "'");
+        if (t != it->second.type)
+          error("assignment of a " + std::string(scalar_type_name(t)) + " value to variable '" + s.var + "' of type " +
+                scalar_type_name(it->second.type));
+        return;
+      }
+      case StmtKind::store: {
+        check_buffer_index(s.buffer);
+        const BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
+        if (b.access == Access::read) error("store to " + buffer_label(s.buffer) + ", which is declared read-only");
+        ScalarType it = expr(s.index, "store index");
+        if (!is_index_type(it))
+          error("store index into " + buffer_label(s.buffer) + " must be i32 or u32, got " + scalar_type_name(it));
+        ScalarType vt = expr(s.value, "stored value");
+        if (vt != b.type)
+          error("store of a " + std::string(scalar_type_name(vt)) + " value into " + buffer_label(s.buffer) +
+                " of type " + scalar_type_name(b.type));
+        return;
+      }
+      case StmtKind::loop: {
+        if (expr(s.begin, "loop begin") != ScalarType::i32) error("loop '" + s.var + "' begin must be i32");
+        if (s.step < 1 || s.step > std::numeric_limits<std::int32_t>::max())
+          error("loop '" + s.var + "' step must be in [1, 2^31), got " + std::to_string(s.step));
+        // The loop variable is in scope for the bound (re-evaluated each
+        // iteration, as in C) and the body; both live in one scope.
+        scopes_.emplace_back();
+        declare_var(s.var, ScalarType::i32, true);
+        path_.push_back("for " + s.var);
+        if (expr(s.end, "loop end") != ScalarType::i32) error("loop '" + s.var + "' end must be i32");
+        block(s.body, "body");
+        path_.pop_back();
+        for (const std::string& name : scopes_.back()) vars_.erase(name);
+        scopes_.pop_back();
+        return;
+      }
+      case StmtKind::branch: {
+        if (expr(s.value, "branch condition") != ScalarType::boolean) error("branch condition must be bool");
+        path_.push_back("if");
+        block(s.body, "then");
+        block(s.else_body, "else");
+        path_.pop_back();
+        return;
+      }
+    }
+    error("unknown statement kind " + std::to_string(static_cast<int>(s.kind)));
+  }
+
+  // Checks an expression tree and returns its type.
+  ScalarType expr(const Expr& e, const std::string& where) {
+    if (!e) error("missing expression in " + where);
+    const ExprNode& n = *e;
+    auto arity = [&](std::size_t count) {
+      if (n.args.size() != count)
+        error(std::string("expression of kind ") + std::to_string(static_cast<int>(n.kind)) + " has " +
+              std::to_string(n.args.size()) + " operands, expected " + std::to_string(count) + " (in " + where + ")");
+    };
+    switch (n.kind) {
+      case ExprKind::constant:
+        if (n.type == ScalarType::i32 && (n.ivalue < std::numeric_limits<std::int32_t>::min() ||
+                                          n.ivalue > std::numeric_limits<std::int32_t>::max()))
+          error("i32 constant " + std::to_string(n.ivalue) + " is out of range");
+        if (n.type == ScalarType::u32 && (n.ivalue < 0 || n.ivalue > std::numeric_limits<std::uint32_t>::max()))
+          error("u32 constant " + std::to_string(n.ivalue) + " is out of range");
+        if (n.type == ScalarType::boolean && n.ivalue != 0 && n.ivalue != 1)
+          error("bool constant with value " + std::to_string(n.ivalue));
+        return n.type;
+      case ExprKind::var: {
+        auto it = vars_.find(n.name);
+        if (it == vars_.end()) error("variable '" + n.name + "' is used before its declaration or outside its scope");
+        if (it->second.type != n.type)
+          error("variable '" + n.name + "' is used as " + scalar_type_name(n.type) + " but declared " +
+                scalar_type_name(it->second.type));
+        return n.type;
+      }
+      case ExprKind::global_index:
+        if (n.type != ScalarType::i32) error("global_index must be i32");
+        return n.type;
+      case ExprKind::load: {
+        arity(1);
+        check_buffer_index(n.buffer);
+        const BufferParam& b = kernel_.buffers[static_cast<std::size_t>(n.buffer)];
+        if (b.access == Access::write)
+          error("load from " + buffer_label(n.buffer) + ", which is declared write-only (use read_write)");
+        if (n.type != b.type)
+          error("load of type " + std::string(scalar_type_name(n.type)) + " from " + buffer_label(n.buffer) +
+                " of type " + scalar_type_name(b.type));
+        ScalarType it = expr(n.args[0], where);
+        if (!is_index_type(it))
+          error("load index into " + buffer_label(n.buffer) + " must be i32 or u32, got " + scalar_type_name(it));
+        return n.type;
+      }
+      case ExprKind::unary: {
+        arity(1);
+        ScalarType a = expr(n.args[0], where);
+        std::optional<ScalarType> t = unary_result_type(n.unary, a);
+        if (!t) error(unary_type_error(n.unary, a));
+        if (*t != n.type)
+          error(std::string("unary '") + unary_op_name(n.unary) + "' is typed " + scalar_type_name(n.type) +
+                ", expected " + scalar_type_name(*t));
+        return n.type;
+      }
+      case ExprKind::binary: {
+        arity(2);
+        ScalarType a = expr(n.args[0], where);
+        ScalarType b = expr(n.args[1], where);
+        std::optional<ScalarType> t = binary_result_type(n.binary, a, b);
+        if (!t) error(binary_type_error(n.binary, a, b));
+        if (*t != n.type)
+          error(std::string("binary '") + binary_op_name(n.binary) + "' is typed " + scalar_type_name(n.type) +
+                ", expected " + scalar_type_name(*t));
+        return n.type;
+      }
+      case ExprKind::select: {
+        arity(3);
+        if (expr(n.args[0], where) != ScalarType::boolean) error("select condition must be bool");
+        ScalarType a = expr(n.args[1], where);
+        ScalarType b = expr(n.args[2], where);
+        if (a != b || a != n.type)
+          error(std::string("select of type ") + scalar_type_name(n.type) + " has operands of type " +
+                scalar_type_name(a) + " and " + scalar_type_name(b));
+        return n.type;
+      }
+      case ExprKind::cast:
+        arity(1);
+        expr(n.args[0], where);
+        return n.type;
+    }
+    error("unknown expression kind " + std::to_string(static_cast<int>(n.kind)) + " in " + where);
+  }
+
+  const Kernel& kernel_;
+  std::unordered_map<std::string, VarInfo> vars_;
+  std::vector<std::vector<std::string>> scopes_;
+  std::vector<std::string> path_;
+};
+
+}  // namespace
+
+void verify(const Kernel& kernel) { Verifier(kernel).run(); }
+
+// ---- print ----------------------------------------------------------------
+
+namespace {
+
+// Shortest text that reads back as the same f32, always with a '.' or an
+// exponent so it cannot be mistaken for an integer.
+std::string float_text(double value) {
+  const float f = static_cast<float>(value);
+  if (std::isnan(f)) return "nan";
+  if (std::isinf(f)) return f < 0 ? "-inf" : "inf";
+  char buf[64];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, f);
+  KILN_ASSERT(ec == std::errc());
+  std::string text(buf, end);
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return text;
+}
+
+const char* infix_symbol(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return "+";
+    case BinaryOp::sub: return "-";
+    case BinaryOp::mul: return "*";
+    case BinaryOp::div: return "/";
+    case BinaryOp::mod: return "%";
+    case BinaryOp::lt: return "<";
+    case BinaryOp::le: return "<=";
+    case BinaryOp::gt: return ">";
+    case BinaryOp::ge: return ">=";
+    case BinaryOp::eq: return "==";
+    case BinaryOp::ne: return "!=";
+    case BinaryOp::logical_and: return "&&";
+    case BinaryOp::logical_or: return "||";
+    default: return nullptr;  // min, max, pow print as calls
+  }
+}
+
+const char* access_name(Access access) {
+  switch (access) {
+    case Access::read: return "read";
+    case Access::write: return "write";
+    case Access::read_write: return "read_write";
+  }
+  return "?";
+}
+
+class Printer {
+ public:
+  explicit Printer(const Kernel& kernel) : kernel_(kernel) {}
+
+  std::string run() {
+    out_ += "kernel " + kernel_.name + " (global_size " + std::to_string(kernel_.global_size) + ", workgroup_size " +
+            std::to_string(kernel_.workgroup_size) + ")\n";
+    for (std::size_t i = 0; i < kernel_.buffers.size(); ++i) {
+      const BufferParam& b = kernel_.buffers[i];
+      out_ += "buffer " + std::to_string(i) + " " + b.name + ": " + scalar_type_name(b.type) + " " +
+              access_name(b.access) + "\n";
+    }
+    block(kernel_.body, 0);
+    return std::move(out_);
+  }
+
+ private:
+  std::string buffer_name(int index) const {
+    if (index >= 0 && static_cast<std::size_t>(index) < kernel_.buffers.size())
+      return kernel_.buffers[static_cast<std::size_t>(index)].name;
+    return "buffer#" + std::to_string(index);  // print() also serves to debug malformed kernels
+  }
+
+  void block(const std::vector<Stmt>& stmts, int depth) {
+    for (const Stmt& s : stmts) statement(s, depth);
+  }
+
+  void statement(const Stmt& s, int depth) {
+    const std::string indent(static_cast<std::size_t>(depth) * 2, ' ');
+    out_ += indent;
+    switch (s.kind) {
+      case StmtKind::declare:
+        out_ += std::string(scalar_type_name(s.type)) + " " + s.var + " = ";
+        expr(s.value);
+        break;
+      case StmtKind::assign:
+        out_ += s.var + " = ";
+        expr(s.value);
+        break;
+      case StmtKind::store:
+        out_ += buffer_name(s.buffer) + "[";
+        expr(s.index);
+        out_ += "] = ";
+        expr(s.value);
+        break;
+      case StmtKind::loop:
+        out_ += "for (i32 " + s.var + " = ";
+        expr(s.begin);
+        out_ += "; " + s.var + " < ";
+        expr(s.end);
+        out_ += "; " + s.var + " += " + std::to_string(s.step) + ") {\n";
+        block(s.body, depth + 1);
+        out_ += indent + "}";
+        break;
+      case StmtKind::branch:
+        out_ += "if (";
+        expr(s.value);
+        out_ += ") {\n";
+        block(s.body, depth + 1);
+        if (!s.else_body.empty()) {
+          out_ += indent + "} else {\n";
+          block(s.else_body, depth + 1);
+        }
+        out_ += indent + "}";
+        break;
+    }
+    out_ += "\n";
+  }
+
+  void expr(const Expr& e) {
+    if (!e) {
+      out_ += "<null>";
+      return;
+    }
+    const ExprNode& n = *e;
+    auto arg = [&](std::size_t i) { expr(i < n.args.size() ? n.args[i] : Expr()); };
+    switch (n.kind) {
+      case ExprKind::constant:
+        switch (n.type) {
+          case ScalarType::f32: out_ += float_text(n.fvalue); break;
+          case ScalarType::i32: out_ += std::to_string(n.ivalue); break;
+          case ScalarType::u32: out_ += std::to_string(n.ivalue) + "u"; break;
+          case ScalarType::boolean: out_ += n.ivalue ? "true" : "false"; break;
+        }
+        return;
+      case ExprKind::var: out_ += n.name; return;
+      case ExprKind::global_index: out_ += "global_index()"; return;
+      case ExprKind::load:
+        out_ += buffer_name(n.buffer) + "[";
+        arg(0);
+        out_ += "]";
+        return;
+      case ExprKind::unary:
+        out_ += std::string(unary_op_name(n.unary)) + "(";
+        arg(0);
+        out_ += ")";
+        return;
+      case ExprKind::binary:
+        if (const char* symbol = infix_symbol(n.binary)) {
+          out_ += "(";
+          arg(0);
+          out_ += std::string(" ") + symbol + " ";
+          arg(1);
+          out_ += ")";
+        } else {
+          out_ += std::string(binary_op_name(n.binary)) + "(";
+          arg(0);
+          out_ += ", ";
+          arg(1);
+          out_ += ")";
+        }
+        return;
+      case ExprKind::select:
+        out_ += "select(";
+        arg(0);
+        out_ += ", ";
+        arg(1);
+        out_ += ", ";
+        arg(2);
+        out_ += ")";
+        return;
+      case ExprKind::cast:
+        out_ += std::string(scalar_type_name(n.type)) + "(";
+        arg(0);
+        out_ += ")";
+        return;
+    }
+    out_ += "<unknown expression kind " + std::to_string(static_cast<int>(n.kind)) + ">";
+  }
+
+  const Kernel& kernel_;
+  std::string out_;
+};
+
+}  // namespace
+
+std::string print(const Kernel& kernel) { return Printer(kernel).run(); }
+
+}  // namespace kiln::kir

@@ -152,6 +152,7 @@ Expr tanh(Expr a);
 Expr erf(Expr a);
 Expr abs(Expr a);
 Expr floor(Expr a);
+Expr ceil(Expr a);
 
 // ---- statement helpers --------------------------------------------------
 Stmt declare(const std::string& name, ScalarType type, Expr init);

@@ -1,0 +1,204 @@
+// Dispatch from op name to lowering, and the checks every lowering shares.
+#include "src/lower/lower.h"
+
+#include "src/lower/lowerings.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <limits>
+
+namespace kiln::lower {
+
+namespace {
+
+using Reason = std::optional<std::string> (*)(const OpContext&);
+using Lower = kir::Kernel (*)(const OpContext&);
+
+struct OpLowering {
+  std::string_view op;
+  std::size_t min_inputs;
+  std::size_t max_inputs;  // input slots, present or omitted
+  Reason unsupported;      // nullptr: nothing op-specific to check
+  Lower lower;             // nullptr: an alias (the output views input 0)
+};
+
+constexpr std::size_t kAnyCount = std::numeric_limits<std::size_t>::max();
+
+constexpr OpLowering kLowerings[] = {
+    {"Add", 2, 2, elementwise_unsupported, lower_elementwise},
+    {"Sub", 2, 2, elementwise_unsupported, lower_elementwise},
+    {"Mul", 2, 2, elementwise_unsupported, lower_elementwise},
+    {"Div", 2, 2, elementwise_unsupported, lower_elementwise},
+    {"Relu", 1, 1, elementwise_unsupported, lower_elementwise},
+    {"Sigmoid", 1, 1, elementwise_unsupported, lower_elementwise},
+    {"Tanh", 1, 1, elementwise_unsupported, lower_elementwise},
+    {"Gelu", 1, 1, elementwise_unsupported, lower_elementwise},
+    {"Clip", 1, 1, elementwise_unsupported, lower_elementwise},
+    {"BatchNormalization", 5, 5, batch_norm_unsupported, lower_batch_norm},
+    {"Conv", 2, 3, conv_unsupported, lower_conv},
+    {"Gemm", 2, 3, gemm_unsupported, lower_gemm},
+    {"MatMul", 2, 2, matmul_unsupported, lower_matmul},
+    {"Softmax", 1, 1, softmax_unsupported, lower_softmax},
+    {"LayerNormalization", 2, 3, layer_norm_unsupported, lower_layer_norm},
+    {"MaxPool", 1, 1, pool_unsupported, lower_pool},
+    {"AveragePool", 1, 1, pool_unsupported, lower_pool},
+    {"GlobalAveragePool", 1, 1, global_pool_unsupported, lower_global_average_pool},
+    {"Transpose", 1, 1, transpose_unsupported, lower_transpose},
+    {"Concat", 1, kAnyCount, concat_unsupported, lower_concat},
+    {"Reshape", 1, 1, nullptr, nullptr},
+    {"Flatten", 1, 1, nullptr, nullptr},
+    {"Identity", 1, 1, nullptr, nullptr},
+};
+
+const OpLowering* find_lowering(std::string_view op) {
+  auto it = std::find_if(std::begin(kLowerings), std::end(kLowerings),
+                         [&](const OpLowering& lowering) { return lowering.op == op; });
+  return it == std::end(kLowerings) ? nullptr : &*it;
+}
+
+// Maps the given input types onto the node's input slots. Callers may pass
+// one type per slot (an omitted slot's type is ignored) or only the present
+// inputs' types, in order.
+OpContext make_context(const graph::Node& node, std::span<const graph::TensorType> inputs,
+                       std::span<const graph::TensorType> outputs) {
+  OpContext ctx{node, {}, outputs};
+  const auto present = static_cast<std::size_t>(
+      std::count_if(node.inputs.begin(), node.inputs.end(), [](graph::ValueId id) { return id >= 0; }));
+  if (node.inputs.empty()) {
+    for (const graph::TensorType& type : inputs) ctx.inputs.push_back(&type);
+  } else if (inputs.size() == node.inputs.size()) {
+    for (std::size_t i = 0; i < inputs.size(); ++i) ctx.inputs.push_back(node.inputs[i] >= 0 ? &inputs[i] : nullptr);
+  } else {
+    // A caller passing types that fit neither form is a bug in kiln.
+    KILN_CHECK(inputs.size() == present, ErrorKind::Internal,
+               "node '" + node.name + "' (" + node.op + "): " + std::to_string(inputs.size()) +
+                   " input types given for " + std::to_string(node.inputs.size()) + " input slots (" +
+                   std::to_string(present) + " present)");
+    std::size_t next = 0;
+    for (graph::ValueId id : node.inputs) ctx.inputs.push_back(id >= 0 ? &inputs[next++] : nullptr);
+  }
+  return ctx;
+}
+
+constexpr std::int64_t kMaxElements = std::numeric_limits<std::int32_t>::max();
+
+std::optional<std::string> check_tensor(const graph::TensorType& type, const std::string& what, bool kernel) {
+  if (kernel && type.dtype != DType::f32)
+    return "dtype " + std::string(dtype_name(type.dtype)) + " of " + what + " is not supported by kernels yet (f32 only)";
+  if (num_elements(type.shape) > kMaxElements)
+    return what + " " + type_str(type) + " has more than 2^31 - 1 elements (kernels index with i32)";
+  return std::nullopt;
+}
+
+std::optional<std::string> generic_reason(const OpLowering& lowering, const OpContext& ctx) {
+  const bool kernel = lowering.lower != nullptr;
+  if (ctx.inputs.size() < lowering.min_inputs || ctx.inputs.size() > lowering.max_inputs) {
+    std::string expected = std::to_string(lowering.min_inputs);
+    if (lowering.max_inputs == kAnyCount) expected += " or more";
+    else if (lowering.max_inputs != lowering.min_inputs) expected += " to " + std::to_string(lowering.max_inputs);
+    return std::to_string(ctx.inputs.size()) + " inputs given, expected " + expected;
+  }
+  for (std::size_t slot = 0; slot < ctx.inputs.size(); ++slot) {
+    if (!ctx.inputs[slot]) {
+      if (slot < lowering.min_inputs) return "required input " + std::to_string(slot) + " is missing";
+      continue;
+    }
+    if (auto reason = check_tensor(*ctx.inputs[slot], "input " + std::to_string(slot), kernel)) return reason;
+  }
+  if (ctx.outputs.size() != 1)
+    return std::to_string(ctx.outputs.size()) + " outputs are not supported (only the single-output form)";
+  if (auto reason = check_tensor(ctx.outputs[0], "output 0", kernel)) return reason;
+  if (kernel && num_elements(ctx.outputs[0].shape) == 0)
+    return "output " + type_str(ctx.outputs[0]) + " is empty: there is no kernel to run";
+  if (!kernel && num_elements(ctx.outputs[0].shape) != num_elements(ctx.input_shape(0)))
+    return "output " + type_str(ctx.outputs[0]) + " does not have the element count of input " +
+           type_str(*ctx.inputs[0]);
+  return std::nullopt;
+}
+
+std::optional<std::string> reason_for(const OpLowering* lowering, const OpContext& ctx) {
+  if (!lowering) return "op '" + ctx.node.op + "' has no lowering";
+  try {
+    if (auto reason = generic_reason(*lowering, ctx)) return reason;
+    if (lowering->unsupported) return lowering->unsupported(ctx);
+  } catch (const Error& error) {
+    // A malformed attribute makes the node unlowerable: report it as the reason.
+    if (!error.is_user_error()) throw;
+    return std::string(error.what());
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+const Shape& OpContext::input_shape(std::size_t slot) const {
+  KILN_ASSERT(has_input(slot));
+  return inputs[slot]->shape;
+}
+
+const Shape& OpContext::output_shape(std::size_t slot) const {
+  KILN_ASSERT(slot < outputs.size());
+  return outputs[slot].shape;
+}
+
+kir::Kernel make_kernel(const std::string& name, std::int64_t global_size) {
+  kir::Kernel kernel(name);
+  kernel.global_size = global_size;
+  kernel.workgroup_size = kWorkgroupSize;
+  return kernel;
+}
+
+std::vector<std::int64_t> get_ints_exactly(const OpContext& ctx, const std::string& name, std::size_t count,
+                                           std::vector<std::int64_t> fallback) {
+  std::vector<std::int64_t> values = ctx.node.attrs.get_ints(name, std::move(fallback));
+  KILN_CHECK(values.size() == count, ErrorKind::InvalidArgument,
+             "attribute '" + name + "' has " +
+                 std::to_string(values.size()) + " values, expected " + std::to_string(count));
+  return values;
+}
+
+std::size_t get_axis(const OpContext& ctx, const std::string& name, std::int64_t fallback, std::size_t rank) {
+  const std::int64_t axis = ctx.node.attrs.get_int(name, fallback);
+  const auto signed_rank = static_cast<std::int64_t>(rank);
+  KILN_CHECK(axis >= -signed_rank && axis < signed_rank, ErrorKind::InvalidArgument,
+             "attribute '" + name + "' = " +
+                 std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return static_cast<std::size_t>(axis < 0 ? axis + signed_rank : axis);
+}
+
+std::optional<std::string> activation_unsupported(const OpContext& ctx) {
+  const std::string activation = ctx.node.attrs.get_string("activation", "");
+  if (activation.empty() || activation == "Relu") return std::nullopt;
+  return "activation '" + activation + "' is not supported (only \"\" or \"Relu\")";
+}
+
+kir::Expr apply_activation(const OpContext& ctx, kir::Expr value) {
+  const std::string activation = ctx.node.attrs.get_string("activation", "");
+  if (activation.empty()) return value;
+  KILN_ASSERT(activation == "Relu");
+  return kir::max(value, kir::f32(0.0));
+}
+
+std::optional<std::string> unsupported_reason(const graph::Node& node, std::span<const graph::TensorType> inputs,
+                                              std::span<const graph::TensorType> outputs) {
+  return reason_for(find_lowering(node.op), make_context(node, inputs, outputs));
+}
+
+LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorType> inputs,
+                       std::span<const graph::TensorType> outputs) {
+  const OpLowering* lowering = find_lowering(node.op);
+  const OpContext ctx = make_context(node, inputs, outputs);
+  if (auto reason = reason_for(lowering, ctx))
+    throw_error(ErrorKind::Unsupported, "node '" + node.name + "' (" + node.op + "): " + *reason);
+  LoweredNode lowered;
+  if (!lowering->lower) {
+    lowered.kind = LoweredNode::Kind::alias;
+    return lowered;
+  }
+  lowered.kind = LoweredNode::Kind::kernel;
+  lowered.kernel = lowering->lower(ctx);
+  return lowered;
+}
+
+}  // namespace kiln::lower

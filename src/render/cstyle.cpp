@@ -1,0 +1,312 @@
+// The C-style renderer core. Operators, statements and the guard are C syntax
+// shared by every target; everything else comes from the LanguageTable.
+#include "src/render/cstyle.h"
+
+#include <kiln/error.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <initializer_list>
+#include <limits>
+#include <string_view>
+#include <vector>
+
+namespace kiln::render {
+namespace {
+
+using backend::LanguageTable;
+using kir::BinaryOp;
+using kir::Expr;
+using kir::ExprKind;
+using kir::ExprNode;
+using kir::ScalarType;
+using kir::Stmt;
+using kir::StmtKind;
+using kir::UnaryOp;
+
+struct Placeholder {
+  std::string_view key;
+  std::string_view value;
+};
+
+// Names the renderer gives IR names (see cstyle.h).
+std::string buffer_identifier(const std::string& name) { return "b_" + name; }
+std::string var_identifier(const std::string& name) { return "v_" + name; }
+constexpr std::string_view kLinearIndex = "kiln_linear";
+constexpr std::string_view kGlobalIndex = "kiln_gid";
+
+bool uses_global_index(const Expr& e) {
+  if (e->kind == ExprKind::global_index) return true;
+  for (const Expr& arg : e->args)
+    if (uses_global_index(arg)) return true;
+  return false;
+}
+
+bool uses_global_index(const std::vector<Stmt>& stmts) {
+  for (const Stmt& s : stmts) {
+    for (const Expr* e : {&s.value, &s.index, &s.begin, &s.end})
+      if (*e && uses_global_index(*e)) return true;
+    if (uses_global_index(s.body) || uses_global_index(s.else_body)) return true;
+  }
+  return false;
+}
+
+const char* infix_operator(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return "+";
+    case BinaryOp::sub: return "-";
+    case BinaryOp::mul: return "*";
+    case BinaryOp::div: return "/";
+    case BinaryOp::mod: return "%";
+    case BinaryOp::lt: return "<";
+    case BinaryOp::le: return "<=";
+    case BinaryOp::gt: return ">";
+    case BinaryOp::ge: return ">=";
+    case BinaryOp::eq: return "==";
+    case BinaryOp::ne: return "!=";
+    case BinaryOp::logical_and: return "&&";
+    case BinaryOp::logical_or: return "||";
+    case BinaryOp::min:
+    case BinaryOp::max:
+    case BinaryOp::pow: return nullptr;  // functions, spelled by the table
+  }
+  return nullptr;
+}
+
+class Renderer {
+ public:
+  Renderer(const kir::Kernel& kernel, const LanguageTable& language) : kernel_(kernel), lang_(language) {}
+
+  std::string run() {
+    std::string out = lang_.prelude;
+    if (!out.empty() && out.back() != '\n') out += '\n';
+    out += "// kiln kernel " + kernel_.name + ": global_size " + std::to_string(kernel_.global_size) +
+           ", workgroup_size " + std::to_string(kernel_.workgroup_size) + "\n";
+
+    std::string params;
+    auto add_param = [&](const std::string& p) {
+      if (p.empty()) return;
+      if (!params.empty()) params += ", ";
+      params += p;
+    };
+    for (std::size_t i = 0; i < kernel_.buffers.size(); ++i) {
+      const kir::BufferParam& b = kernel_.buffers[i];
+      const std::string binding = std::to_string(i);
+      const std::string name = buffer_identifier(b.name);
+      const std::string& type = type_name(b.type);
+      const std::string readonly = b.access == kir::Access::read ? lang_.readonly_qualifier : std::string();
+      const std::initializer_list<Placeholder> fields = {
+          {"binding", binding}, {"name", name}, {"type", type}, {"readonly", readonly}};
+      if (!lang_.buffer_global_decl.empty())
+        out += format(lang_.buffer_global_decl, "buffer_global_decl", fields) + "\n";
+      if (!lang_.buffer_param_decl.empty()) add_param(format(lang_.buffer_param_decl, "buffer_param_decl", fields));
+    }
+    add_param(lang_.extra_params);
+
+    const std::string wg = std::to_string(kernel_.workgroup_size);
+    out += format(lang_.kernel_header, "kernel_header", {{"name", kernel_.name}, {"params", params}, {"wg", wg}});
+    out += " {\n";
+    out += "  " + type_name(ScalarType::u32) + " " + std::string(kLinearIndex) + " = " +
+           format(lang_.global_index_expr, "global_index_expr", {{"wg", wg}}) + ";\n";
+    out += "  if (" + std::string(kLinearIndex) + " >= " + std::to_string(kernel_.global_size) + "u) return;\n";
+    if (uses_global_index(kernel_.body)) {
+      out += "  " + type_name(ScalarType::i32) + " " + std::string(kGlobalIndex) + " = " +
+             cast_text(ScalarType::i32, std::string(kLinearIndex)) + ";\n";
+    }
+    block(kernel_.body, 1, out);
+    out += "}\n";
+    return out;
+  }
+
+ private:
+  [[noreturn]] void table_error(const std::string& problem) const {
+    throw_error(ErrorKind::Internal, "rendering kernel '" + kernel_.name + "' as " + lang_.name + ": " + problem);
+  }
+
+  // Substitutes {key} placeholders; "{{" and "}}" stand for literal braces.
+  std::string format(std::string_view pattern, const char* field, std::initializer_list<Placeholder> values) const {
+    if (pattern.empty()) table_error(std::string("the language table has no '") + field + "' spelling");
+    std::string out;
+    out.reserve(pattern.size() + 32);
+    for (std::size_t i = 0; i < pattern.size(); ++i) {
+      const char c = pattern[i];
+      if ((c == '{' || c == '}') && i + 1 < pattern.size() && pattern[i + 1] == c) {
+        out += c;
+        ++i;
+      } else if (c == '{') {
+        const std::size_t close = pattern.find('}', i);
+        if (close == std::string_view::npos) table_error(std::string("unclosed '{' in table field '") + field + "'");
+        const std::string_view key = pattern.substr(i + 1, close - i - 1);
+        const Placeholder* found = nullptr;
+        for (const Placeholder& p : values)
+          if (p.key == key) found = &p;
+        if (!found)
+          table_error(std::string("table field '") + field + "' uses unknown placeholder {" + std::string(key) + "}");
+        out += found->value;
+        i = close;
+      } else {
+        out += c;
+      }
+    }
+    return out;
+  }
+
+  const std::string& type_name(ScalarType type) const {
+    switch (type) {
+      case ScalarType::f32: return lang_.type_f32;
+      case ScalarType::i32: return lang_.type_i32;
+      case ScalarType::u32: return lang_.type_u32;
+      case ScalarType::boolean: return lang_.type_bool;
+    }
+    table_error("unknown scalar type");
+  }
+
+  std::string cast_text(ScalarType type, const std::string& a) const {
+    return format(lang_.cast, "cast", {{"type", type_name(type)}, {"a", a}});
+  }
+
+  std::string call(const std::string& pattern, const char* field, const std::string& a,
+                   const std::string& b = {}) const {
+    return format(pattern, field, {{"a", a}, {"b", b}});
+  }
+
+  // Literals round-trip exactly; negative ones are parenthesised so that
+  // "-" never meets another operator ("x - -1" or "--1").
+  std::string literal(const ExprNode& n) const {
+    switch (n.type) {
+      case ScalarType::f32: {
+        const float v = static_cast<float>(n.fvalue);
+        if (std::isnan(v)) return lang_.float_nan;
+        if (std::isinf(v)) return v > 0 ? lang_.float_inf : "(-" + lang_.float_inf + ")";
+        char buf[32];
+        auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+        KILN_ASSERT(ec == std::errc());
+        std::string text(buf, end);
+        if (text.find_first_of(".e") == std::string::npos) text += ".0";
+        text += lang_.float_suffix;
+        return std::signbit(v) ? "(" + text + ")" : text;
+      }
+      case ScalarType::i32:
+        // -2^31 has no literal: 2147483648 does not fit an int.
+        if (n.ivalue == std::numeric_limits<std::int32_t>::min()) return "(-2147483647 - 1)";
+        return n.ivalue < 0 ? "(" + std::to_string(n.ivalue) + ")" : std::to_string(n.ivalue);
+      case ScalarType::u32: return std::to_string(n.ivalue) + "u";
+      case ScalarType::boolean: return n.ivalue ? "true" : "false";
+    }
+    table_error("constant of unknown type");
+  }
+
+  std::string expr(const Expr& e) const {
+    const ExprNode& n = *e;
+    switch (n.kind) {
+      case ExprKind::constant: return literal(n);
+      case ExprKind::var: return var_identifier(n.name);
+      case ExprKind::global_index: return std::string(kGlobalIndex);
+      case ExprKind::load: return buffer_element(n.buffer, n.args[0]);
+      case ExprKind::unary: return unary(n);
+      case ExprKind::binary: return binary(n);
+      case ExprKind::select: return "(" + expr(n.args[0]) + " ? " + expr(n.args[1]) + " : " + expr(n.args[2]) + ")";
+      case ExprKind::cast: return cast_text(n.type, expr(n.args[0]));
+    }
+    table_error("unknown expression kind");
+  }
+
+  std::string buffer_element(int buffer, const Expr& index) const {
+    const std::string name = buffer_identifier(kernel_.buffers[static_cast<std::size_t>(buffer)].name);
+    return format(lang_.buffer_access, "buffer_access", {{"name", name}, {"index", expr(index)}});
+  }
+
+  std::string unary(const ExprNode& n) const {
+    const std::string a = expr(n.args[0]);
+    switch (n.unary) {
+      case UnaryOp::neg: return "(-" + a + ")";
+      case UnaryOp::logical_not: return "(!" + a + ")";
+      case UnaryOp::exp: return call(lang_.exp, "exp", a);
+      case UnaryOp::log: return call(lang_.log, "log", a);
+      case UnaryOp::sqrt: return call(lang_.sqrt, "sqrt", a);
+      case UnaryOp::rsqrt: return call(lang_.rsqrt, "rsqrt", a);
+      case UnaryOp::tanh: return call(lang_.tanh, "tanh", a);
+      case UnaryOp::erf: return call(lang_.erf, "erf", a);
+      case UnaryOp::floor: return call(lang_.floor, "floor", a);
+      case UnaryOp::ceil: return call(lang_.ceil, "ceil", a);
+      case UnaryOp::abs: return n.type == ScalarType::f32 ? call(lang_.abs, "abs", a) : call(lang_.iabs, "iabs", a);
+    }
+    table_error(std::string("unary op '") + kir::unary_op_name(n.unary) + "' has no rendering");
+  }
+
+  std::string binary(const ExprNode& n) const {
+    const std::string a = expr(n.args[0]);
+    const std::string b = expr(n.args[1]);
+    if (const char* op = infix_operator(n.binary)) return "(" + a + " " + op + " " + b + ")";
+    const ScalarType t = n.args[0].type();
+    switch (n.binary) {
+      case BinaryOp::pow: return call(lang_.pow, "pow", a, b);
+      case BinaryOp::min:
+        if (t == ScalarType::f32) return call(lang_.fmin, "fmin", a, b);
+        if (t == ScalarType::i32) return call(lang_.imin, "imin", a, b);
+        return call(lang_.umin, "umin", a, b);
+      case BinaryOp::max:
+        if (t == ScalarType::f32) return call(lang_.fmax, "fmax", a, b);
+        if (t == ScalarType::i32) return call(lang_.imax, "imax", a, b);
+        return call(lang_.umax, "umax", a, b);
+      default: break;
+    }
+    table_error(std::string("binary op '") + kir::binary_op_name(n.binary) + "' has no rendering");
+  }
+
+  void block(const std::vector<Stmt>& stmts, int depth, std::string& out) const {
+    for (const Stmt& s : stmts) statement(s, depth, out);
+  }
+
+  void statement(const Stmt& s, int depth, std::string& out) const {
+    const std::string indent(static_cast<std::size_t>(depth) * 2, ' ');
+    switch (s.kind) {
+      case StmtKind::declare:
+        out += indent + type_name(s.type) + " " + var_identifier(s.var) + " = " + expr(s.value) + ";\n";
+        return;
+      case StmtKind::assign: out += indent + var_identifier(s.var) + " = " + expr(s.value) + ";\n"; return;
+      case StmtKind::store: out += indent + buffer_element(s.buffer, s.index) + " = " + expr(s.value) + ";\n"; return;
+      case StmtKind::loop: {
+        const std::string v = var_identifier(s.var);
+        out += indent + "for (" + type_name(ScalarType::i32) + " " + v + " = " + expr(s.begin) + "; " + v + " < " +
+               expr(s.end) + "; " + v + " += " + std::to_string(s.step) + ") {\n";
+        block(s.body, depth + 1, out);
+        out += indent + "}\n";
+        return;
+      }
+      case StmtKind::branch:
+        out += indent + "if (" + expr(s.value) + ") {\n";
+        block(s.body, depth + 1, out);
+        if (!s.else_body.empty()) {
+          out += indent + "} else {\n";
+          block(s.else_body, depth + 1, out);
+        }
+        out += indent + "}\n";
+        return;
+    }
+    table_error("unknown statement kind");
+  }
+
+  const kir::Kernel& kernel_;
+  const LanguageTable& lang_;
+};
+
+}  // namespace
+
+std::string render(const kir::Kernel& kernel, const backend::LanguageTable& language) {
+  kir::verify(kernel);
+  return Renderer(kernel, language).run();
+}
+
+backend::KernelSource make_kernel_source(const kir::Kernel& kernel, const backend::LanguageTable& language) {
+  backend::KernelSource source;
+  source.name = kernel.name;
+  source.language = language.name;
+  source.text = render(kernel, language);
+  source.workgroup_size = kernel.workgroup_size;
+  source.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
+  return source;
+}
+
+}  // namespace kiln::render

@@ -1,0 +1,63 @@
+// kiln::eager, kiln::compile and the callables they return.
+#include <kiln/kiln.h>
+
+#include "backends/registry.h"
+#include "src/runtime/executor.h"
+
+namespace kiln {
+
+std::string_view mode_name(Mode mode) {
+  switch (mode) {
+    case Mode::default_: return "default";
+    case Mode::reduce_overhead: return "reduce-overhead";
+    case Mode::max_autotune: return "max-autotune";
+  }
+  return "?";
+}
+
+Mode parse_mode(std::string_view text) {
+  if (text == "default") return Mode::default_;
+  if (text == "reduce-overhead") return Mode::reduce_overhead;
+  if (text == "max-autotune") return Mode::max_autotune;
+  throw_error(ErrorKind::InvalidArgument,
+              "unknown mode '" + std::string(text) + "' (modes: default, reduce-overhead, max-autotune)");
+}
+
+EagerModel eager(const Model& model, const DeviceOptions& options) {
+  Executor::Options o;
+  o.backend = options.backend;
+  o.device = options.device;
+  o.compiled = false;
+  o.compile.backend = options.backend;
+  o.compile.device = options.device;
+  EagerModel m;
+  m.impl_ = std::make_shared<Executor>(model, o);
+  return m;
+}
+
+CompiledModel compile(const Model& model, const CompileOptions& options) {
+  KILN_CHECK(options.mode != Mode::max_autotune, ErrorKind::Unsupported,
+             "mode 'max-autotune' is not available yet: kernel autotuning and the tuning database are a later "
+             "milestone; use 'default' or 'reduce-overhead'");
+  Executor::Options o;
+  o.backend = options.backend;
+  o.device = options.device;
+  o.compiled = true;
+  o.compile = options;
+  CompiledModel m;
+  m.impl_ = std::make_shared<Executor>(model, o);
+  return m;
+}
+
+std::vector<Tensor> EagerModel::operator()(const std::vector<Tensor>& inputs) { return impl_->run(inputs); }
+const RunStats& EagerModel::stats() const { return impl_->stats(); }
+const Model& EagerModel::model() const { return impl_->model(); }
+
+std::vector<Tensor> CompiledModel::operator()(const std::vector<Tensor>& inputs) { return impl_->run(inputs); }
+void CompiledModel::prepare() { impl_->prepare(); }
+const RunStats& CompiledModel::stats() const { return impl_->stats(); }
+const Model& CompiledModel::model() const { return impl_->model(); }
+const CompileOptions& CompiledModel::options() const { return impl_->options().compile; }
+std::string CompiledModel::explain() const { return impl_->explain(); }
+
+}  // namespace kiln

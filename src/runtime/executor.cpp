@@ -1,0 +1,365 @@
+#include "src/runtime/executor.h"
+
+#include "graph/op_registry.h"
+#include "graph/passes/passes.h"
+#include "src/lower/lower.h"
+#include "src/runtime/log.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+#include <sstream>
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+std::uint64_t value_bytes(const graph::Value& v) {
+  // Vulkan bindings must not be empty, so even a zero-element tensor gets 4 bytes.
+  return std::max<std::uint64_t>(static_cast<std::uint64_t>(num_elements(v.type.shape)) * dtype_size(v.type.dtype), 4);
+}
+
+std::string mib(std::uint64_t bytes) {
+  std::ostringstream s;
+  s.precision(2);
+  s << std::fixed << static_cast<double>(bytes) / (1024.0 * 1024.0) << " MiB";
+  return s.str();
+}
+
+}  // namespace
+
+Executor::Executor(Model model, Options options) : model_(std::move(model)), options_(std::move(options)) {
+  ctx_ = runtime::acquire_device(options_.backend, options_.device, options_.compile.cache_dir);
+}
+
+Executor::~Executor() = default;
+
+void Executor::prepare() {
+  if (prepared_) return;
+  const auto start = Clock::now();
+  const int hits_before = ctx_->kernels->disk_hits();
+  const int compiled_before = ctx_->kernels->compiled();
+
+  if (options_.compiled) {
+    auto result = graph::passes::run_compile_passes(model_.graph());
+    for (const auto& report : result.reports) {
+      pass_log_.push_back(report.pass + ": " + std::to_string(report.changes) + " change(s)");
+      for (const auto& line : report.details) pass_log_.push_back("    " + line);
+    }
+    graph_ = std::make_shared<const graph::Graph>(std::move(result.graph));
+  } else {
+    graph_ = model_.graph_ptr();
+  }
+  lower_graph();
+  assign_storage();
+
+  const bool replay = options_.compiled && options_.compile.mode == Mode::reduce_overhead;
+  if (replay) {
+    for (Segment& segment : segments_) {
+      if (segment.host) continue;
+      segment.recorded = ctx_->device->create_command_list();
+      record(segment, *segment.recorded);
+      segment.recorded->finish();
+    }
+  }
+
+  std::set<const backend::LoadedKernel*> distinct;
+  int dispatches = 0;
+  for (const Segment& segment : segments_)
+    for (const Dispatch& d : segment.dispatches) {
+      distinct.insert(d.kernel.get());
+      ++dispatches;
+    }
+  stats_.kernels = static_cast<int>(distinct.size());
+  stats_.dispatches_per_run = dispatches;
+  stats_.kernel_cache_hits = ctx_->kernels->disk_hits() - hits_before;
+  stats_.kernel_cache_misses = ctx_->kernels->compiled() - compiled_before;
+  stats_.peak_device_bytes = memory_plan_.arena_bytes + constant_bytes_ + io_bytes_;
+  stats_.compile_ms = ms_since(start);
+  prepared_ = true;
+  runtime::log(runtime::LogLevel::info,
+               std::string(options_.compiled ? "compiled " : "prepared eager ") + model_.name() + ": " +
+                   std::to_string(dispatches) + " dispatches, " + std::to_string(stats_.kernels) + " kernels (" +
+                   std::to_string(stats_.kernel_cache_misses) + " compiled, " +
+                   std::to_string(stats_.kernel_cache_hits) + " from the disk cache) in " +
+                   std::to_string(static_cast<int>(stats_.compile_ms)) + " ms");
+}
+
+void Executor::lower_graph() {
+  const graph::Graph& g = *graph_;
+  root_.resize(g.values().size());
+  for (std::size_t i = 0; i < root_.size(); ++i) root_[i] = static_cast<graph::ValueId>(i);
+
+  std::vector<std::string> breaks;
+  for (const graph::Node& node : g.nodes()) {
+    std::vector<graph::TensorType> in_types, out_types;
+    for (graph::ValueId v : node.inputs)
+      if (v >= 0) in_types.push_back(g.value(v).type);
+    for (graph::ValueId v : node.outputs) out_types.push_back(g.value(v).type);
+
+    std::optional<std::string> reason = lower::unsupported_reason(node, in_types, out_types);
+    std::optional<lower::LoweredNode> lowered;
+    std::shared_ptr<backend::LoadedKernel> loaded;
+    if (!reason) {
+      lowered = lower::lower_node(node, in_types, out_types);
+      if (lowered->kind == lower::LoweredNode::Kind::kernel) {
+        try {
+          loaded = ctx_->kernels->get(*lowered->kernel);
+        } catch (const Error& e) {
+          if (e.kind() != ErrorKind::Unsupported) throw;
+          reason = e.what();
+        }
+      }
+    }
+    if (reason) {
+      breaks.push_back("node '" + node.name + "' (" + node.op + "): " + *reason);
+      Segment& host = segments_.emplace_back();
+      host.host = true;
+      host.host_node = node.id;
+      continue;
+    }
+    if (lowered->kind == lower::LoweredNode::Kind::alias) {
+      root_[node.outputs[0]] = root_[node.inputs[0]];
+      continue;
+    }
+    if (segments_.empty() || segments_.back().host) segments_.emplace_back();
+    Dispatch d;
+    d.node = node.id;
+    d.kernel = loaded;
+    d.kernel_name = lowered->kernel->name;
+    d.grid = kir::dispatch_grid(*lowered->kernel, ctx_->device->target().max_workgroup_count[0]);
+    for (graph::ValueId v : node.inputs)
+      if (v >= 0) d.values.push_back(v);
+    for (graph::ValueId v : node.outputs) d.values.push_back(v);
+    segments_.back().dispatches.push_back(std::move(d));
+  }
+
+  if (!breaks.empty()) {
+    std::string list;
+    for (const auto& b : breaks) list += "\n  " + b;
+    if (options_.compiled && options_.compile.fullgraph)
+      throw_error(ErrorKind::Unsupported, "fullgraph: model '" + model_.name() + "' has " +
+                                              std::to_string(breaks.size()) + " graph break(s) on " +
+                                              options_.backend + ":" + list);
+    runtime::log(runtime::LogLevel::warning, "model '" + model_.name() + "': " + std::to_string(breaks.size()) +
+                                                 " node(s) run on the host reference implementation:" + list);
+  }
+}
+
+void Executor::assign_storage() {
+  const graph::Graph& g = *graph_;
+  backend::Device& device = *ctx_->device;
+  const std::uint64_t alignment = std::max<std::uint64_t>(device.target().min_buffer_offset_alignment, 16);
+  const std::size_t n = g.values().size();
+  storage_.assign(n, Storage{});
+
+  // Step index of every dispatch and host node, in execution order.
+  std::vector<int> step_of_node(g.nodes().size(), -1);
+  int steps = 0;
+  for (const Segment& segment : segments_) {
+    if (segment.host) step_of_node[segment.host_node] = steps++;
+    for (const Dispatch& d : segment.dispatches) step_of_node[d.node] = steps++;
+  }
+  // Views (aliases) have no step: they take their input's, so lifetimes stay closed.
+  std::vector<int> first(n, std::numeric_limits<int>::max()), last(n, -1);
+  for (const graph::Node& node : g.nodes()) {
+    int step = step_of_node[node.id];
+    if (step < 0) continue;  // a view
+    for (graph::ValueId v : node.outputs) first[root_[v]] = std::min(first[root_[v]], step);
+  }
+  for (const graph::Node& node : g.nodes()) {
+    int step = step_of_node[node.id];
+    if (step < 0) continue;
+    for (graph::ValueId v : node.inputs)
+      if (v >= 0) last[root_[v]] = std::max(last[root_[v]], step);
+  }
+  for (graph::ValueId v : g.outputs()) last[root_[v]] = steps;  // read back after the last step
+
+  // Constants: one buffer, uploaded now.
+  std::vector<graph::ValueId> constants, inputs, intermediates;
+  for (const graph::Value& v : g.values()) {
+    if (root_[v.id] != v.id) continue;
+    if (v.constant) constants.push_back(v.id);
+    else if (v.producer == graph::kNoNode) inputs.push_back(v.id);
+    else intermediates.push_back(v.id);
+  }
+  auto place_packed = [&](const std::vector<graph::ValueId>& ids) -> std::uint64_t {
+    std::uint64_t total = 0;
+    for (graph::ValueId id : ids) {
+      storage_[id].offset = total;
+      storage_[id].bytes = value_bytes(g.value(id));
+      total = align_up(total + storage_[id].bytes, alignment);
+    }
+    if (total == 0) return 0;
+    buffers_.push_back(device.allocate(total));
+    for (graph::ValueId id : ids) storage_[id].buffer = buffers_.back().get();
+    return total;
+  };
+  constant_bytes_ = place_packed(constants);
+  for (graph::ValueId id : constants) upload(id, *g.value(id).constant);
+  io_bytes_ = place_packed(inputs);
+
+  if (options_.compiled) {
+    lifetimes_.clear();
+    for (graph::ValueId id : intermediates) {
+      KILN_ASSERT(first[id] <= steps);
+      lifetimes_.push_back({value_bytes(g.value(id)), first[id], std::max(first[id], last[id])});
+    }
+    memory_plan_ = runtime::plan_memory(lifetimes_, alignment);
+    if (memory_plan_.arena_bytes > 0) buffers_.push_back(device.allocate(memory_plan_.arena_bytes));
+    for (std::size_t i = 0; i < intermediates.size(); ++i) {
+      Storage& s = storage_[intermediates[i]];
+      s.buffer = buffers_.back().get();
+      s.offset = memory_plan_.offsets[i];
+      s.bytes = lifetimes_[i].bytes;
+    }
+  } else {
+    // Eager: a buffer per tensor, kept between calls as a caching allocator would.
+    std::uint64_t total = 0;
+    for (graph::ValueId id : intermediates) {
+      Storage& s = storage_[id];
+      s.bytes = value_bytes(g.value(id));
+      buffers_.push_back(device.allocate(s.bytes));
+      s.buffer = buffers_.back().get();
+      total += align_up(s.bytes, alignment);
+    }
+    memory_plan_ = {};
+    memory_plan_.arena_bytes = total;
+    memory_plan_.unshared_bytes = total;
+  }
+  for (std::size_t v = 0; v < n; ++v) {
+    if (root_[v] == static_cast<graph::ValueId>(v)) continue;
+    storage_[v] = storage_[root_[v]];
+    storage_[v].bytes = value_bytes(g.value(static_cast<graph::ValueId>(v)));
+  }
+}
+
+void Executor::record(Segment& segment, backend::CommandList& list) const {
+  std::vector<backend::BufferBinding> bindings;
+  for (const Dispatch& d : segment.dispatches) {
+    bindings.clear();
+    for (graph::ValueId v : d.values) {
+      const Storage& s = storage_[v];
+      bindings.push_back({s.buffer, s.offset, s.bytes});
+    }
+    list.dispatch(*d.kernel, d.grid, bindings);
+  }
+}
+
+void Executor::run_host_node(const Segment& segment) {
+  const graph::Graph& g = *graph_;
+  const graph::Node& node = g.node(segment.host_node);
+  std::vector<Tensor> inputs;
+  for (graph::ValueId v : node.inputs) inputs.push_back(v >= 0 ? download(v) : Tensor());
+  std::vector<Tensor> outputs = graph::get_op(node.op).reference(node, inputs);
+  KILN_ASSERT(outputs.size() == node.outputs.size());
+  for (std::size_t i = 0; i < outputs.size(); ++i) upload(node.outputs[i], outputs[i]);
+}
+
+void Executor::check_inputs(const std::vector<Tensor>& inputs) const {
+  const graph::Graph& g = model_.graph();
+  KILN_CHECK(inputs.size() == g.inputs().size(), ErrorKind::ShapeMismatch,
+             "model '" + model_.name() + "' takes " + std::to_string(g.inputs().size()) + " input(s) but " +
+                 std::to_string(inputs.size()) + " were given");
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const graph::Value& v = g.value(g.inputs()[i]);
+    graph::TensorType got{inputs[i].dtype(), inputs[i].shape()};
+    KILN_CHECK(got == v.type, ErrorKind::ShapeMismatch,
+               "input '" + v.name + "' of model '" + model_.name() + "' expects " + graph::type_str(v.type) +
+                   " but got " + graph::type_str(got));
+  }
+}
+
+Tensor Executor::download(graph::ValueId id) const {
+  const graph::Value& v = graph_->value(id);
+  Tensor t(v.type.dtype, v.type.shape);
+  const Storage& s = storage_[id];
+  if (t.nbytes() > 0) ctx_->device->download(*s.buffer, s.offset, t.bytes());
+  return t;
+}
+
+void Executor::upload(graph::ValueId id, const Tensor& tensor) {
+  const Storage& s = storage_[id];
+  KILN_ASSERT(s.buffer != nullptr);
+  if (tensor.nbytes() > 0) ctx_->device->upload(*s.buffer, s.offset, tensor.bytes());
+}
+
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
+  check_inputs(inputs);
+  prepare();
+  const auto start = Clock::now();
+  // The graph after passes keeps the model's inputs and outputs in order.
+  for (std::size_t i = 0; i < inputs.size(); ++i) upload(graph_->inputs()[i], inputs[i]);
+
+  std::optional<double> device_ms = 0.0;
+  for (Segment& segment : segments_) {
+    if (segment.host) {
+      run_host_node(segment);
+      continue;
+    }
+    backend::CommandList* list = segment.recorded.get();
+    std::unique_ptr<backend::CommandList> fresh;
+    if (list == nullptr) {
+      fresh = ctx_->device->create_command_list();
+      record(segment, *fresh);
+      fresh->finish();
+      list = fresh.get();
+    }
+    list->submit();
+    if (auto ms = list->last_device_ms(); ms && device_ms) *device_ms += *ms;
+    else device_ms.reset();
+  }
+
+  std::vector<Tensor> outputs;
+  for (graph::ValueId v : graph_->outputs()) outputs.push_back(download(v));
+  stats_.last_run_ms = ms_since(start);
+  stats_.last_device_ms = device_ms;
+  return outputs;
+}
+
+std::string Executor::explain() const {
+  std::ostringstream out;
+  const backend::TargetDesc& target = ctx_->device->target();
+  out << "model " << model_.name() << ": "
+      << (options_.compiled ? "compiled, mode " + std::string(mode_name(options_.compile.mode)) : std::string("eager"))
+      << ", on " << options_.backend << ":" << ctx_->index << " (" << target.device_name << ")\n";
+  if (!prepared_) {
+    out << "  (not compiled yet: call it once or prepare())\n";
+    return out.str();
+  }
+  if (options_.compiled) {
+    out << "graph passes:\n";
+    for (const auto& line : pass_log_) out << "  " << line << "\n";
+  }
+  out << "nodes: " << model_.graph().nodes().size() << " in the model, " << graph_->nodes().size()
+      << " after passes\n";
+  out << "steps: " << stats_.dispatches_per_run << " dispatches, " << stats_.kernels << " distinct kernels\n";
+  for (const Segment& segment : segments_) {
+    if (segment.host) {
+      const graph::Node& node = graph_->node(segment.host_node);
+      out << "  [host] " << node.name << " (" << node.op << "): graph break, run on the reference implementation\n";
+      continue;
+    }
+    for (const Dispatch& d : segment.dispatches) {
+      const graph::Node& node = graph_->node(d.node);
+      out << "  " << node.name << " (" << node.op << ") -> kernel " << d.kernel_name << " grid [" << d.grid[0] << ", "
+          << d.grid[1] << ", " << d.grid[2] << "] : " << graph::type_str(graph_->value(node.outputs[0]).type) << "\n";
+    }
+  }
+  out << "memory: activations " << mib(memory_plan_.arena_bytes);
+  if (options_.compiled)
+    out << " (planned; " << mib(memory_plan_.unshared_bytes) << " without buffer reuse)";
+  out << ", weights " << mib(constant_bytes_) << ", inputs " << mib(io_bytes_) << "\n";
+  return out.str();
+}
+
+}  // namespace kiln

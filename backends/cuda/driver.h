@@ -1,0 +1,25 @@
+// Probing the CUDA driver (libcuda.so.1). The driver is loaded with dlopen at
+// run time, never linked, so kiln starts on machines without one and reports
+// why CUDA cannot run instead of failing to load.
+#pragma once
+
+#include "backends/backend.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::backend::cuda {
+
+struct DriverProbe {
+  // Why no CUDA device can run kernels here; nullopt when at least one can.
+  std::optional<std::string> unavailable_reason;
+  // One entry per device the driver reports, limits read from the device.
+  std::vector<TargetDesc> devices;
+};
+
+// Loads and initialises the driver once per process and reads every device's
+// limits; never throws (every failure becomes unavailable_reason). Thread-safe.
+const DriverProbe& probe_driver();
+
+}  // namespace kiln::backend::cuda

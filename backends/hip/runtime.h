@@ -1,0 +1,28 @@
+// Probing the HIP runtime (libamdhip64.so.5) for AMD GPUs. The runtime is
+// loaded with dlopen so that probing reads the same on every machine and a
+// missing GPU becomes a reason, not a failure to start.
+#pragma once
+
+#include "backends/backend.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::backend::hip {
+
+struct RuntimeProbe {
+  // Why no AMD GPU can run kernels here; nullopt when at least one can.
+  std::optional<std::string> unavailable_reason;
+  // One entry per device the runtime reports, limits read from the device.
+  std::vector<TargetDesc> devices;
+};
+
+// Loads and initialises the runtime once per process and reads every device's
+// limits; never throws (every failure becomes unavailable_reason). Thread-safe.
+const RuntimeProbe& probe_runtime();
+
+// HIP's packed version number as text: 50221153 -> "5.2.21153".
+std::string version_text(int hip_version);
+
+}  // namespace kiln::backend::hip

@@ -1,0 +1,64 @@
+// Recorded dispatches in one VkCommandBuffer, replayable.
+//
+// Recording starts at creation. Every dispatch is preceded by a memory barrier
+// (earlier shader and transfer writes -> shader reads and writes), so each one
+// sees every write before it, including those of earlier submissions; the
+// list ends with a barrier that makes shader writes visible to the host.
+// Timestamps bracket the whole list when the device has them.
+#pragma once
+
+#include "backends/backend.h"
+#include "backends/vulkan/context.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace kiln::backend::vulkan {
+
+class VulkanCommandList final : public CommandList {
+ public:
+  explicit VulkanCommandList(std::shared_ptr<const DeviceContext> context);
+
+  // Records a dispatch of `kernel` (loaded on this list's device). A binding
+  // whose size is 0 covers the rest of its buffer. Throws InvalidArgument for
+  // bindings that do not fit the kernel, the buffer or the device's limits,
+  // and Internal after finish().
+  void dispatch(LoadedKernel& kernel, std::array<std::uint32_t, 3> groups,
+                std::span<const BufferBinding> bindings) override;
+  // Ends recording. Throws Internal when called twice.
+  void finish() override;
+  // Runs the recorded work and waits for it. Throws Internal before finish().
+  void submit() override;
+  std::optional<double> last_device_ms() const override { return last_device_ms_; }
+
+ private:
+  VkDescriptorSet allocate_descriptor_set(VkDescriptorSetLayout layout, std::uint32_t num_buffers);
+  void memory_barrier(VkPipelineStageFlags src_stages, VkAccessFlags src_access, VkPipelineStageFlags dst_stages,
+                      VkAccessFlags dst_access);
+  std::optional<double> read_device_ms() const;
+
+  std::shared_ptr<const DeviceContext> context_;
+  Owned<VkCommandPool, &DeviceFunctions::vkDestroyCommandPool> command_pool_;
+  VkCommandBuffer commands_ = VK_NULL_HANDLE;  // freed with the pool
+  Owned<VkFence, &DeviceFunctions::vkDestroyFence> fence_;
+  Owned<VkQueryPool, &DeviceFunctions::vkDestroyQueryPool> timestamps_;  // null without timestamps
+
+  // Descriptor sets come from pools owned here, each bigger than the last.
+  std::vector<Owned<VkDescriptorPool, &DeviceFunctions::vkDestroyDescriptorPool>> descriptor_pools_;
+  std::uint32_t pool_sets_left_ = 0;
+  std::uint32_t pool_descriptors_left_ = 0;
+  std::uint32_t next_pool_sets_ = 64;
+
+  // Kernels and buffers the recording refers to, kept alive while it can run.
+  std::vector<std::shared_ptr<const void>> retained_;
+  std::vector<VkDescriptorBufferInfo> buffer_infos_;  // scratch, reused per dispatch
+  std::vector<VkWriteDescriptorSet> writes_;          // scratch, reused per dispatch
+
+  bool finished_ = false;
+  std::optional<double> last_device_ms_;
+};
+
+}  // namespace kiln::backend::vulkan

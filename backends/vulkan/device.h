@@ -1,0 +1,61 @@
+// A kiln Device on one Vulkan physical device: allocation, host copies, the
+// loaded-kernel cache and command lists.
+#pragma once
+
+#include "backends/backend.h"
+#include "backends/vulkan/context.h"
+#include "backends/vulkan/pipeline.h"
+#include "backends/vulkan/staging.h"
+
+#include <array>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <tuple>
+
+namespace kiln::backend::vulkan {
+
+struct DeviceOptions {
+  // false: never map device memory; every host copy goes through a staging
+  // buffer, as on a discrete GPU (tests use it to cover that path).
+  bool map_device_memory = true;
+};
+
+class VulkanDevice final : public Device {
+ public:
+  // Creates the VkDevice. `index` is the device's place in
+  // query_physical_devices(), for messages. Throws DeviceUnavailable.
+  VulkanDevice(std::shared_ptr<Instance> instance, PhysicalDevice physical, int index, DeviceOptions options = {});
+
+  const TargetDesc& target() const override { return context_->target(); }
+  std::shared_ptr<Buffer> allocate(std::uint64_t bytes) override;
+  void upload(Buffer& buffer, std::uint64_t offset, std::span<const std::byte> data) override;
+  void download(const Buffer& buffer, std::uint64_t offset, std::span<std::byte> data) override;
+  // Returns the cached kernel when the same binary (and name) was loaded before.
+  // Throws Unsupported for a workgroup size the device cannot run.
+  std::shared_ptr<LoadedKernel> load_kernel(const KernelSource& source, const KernelBinary& binary) override;
+  std::unique_ptr<CommandList> create_command_list() override;
+
+  // How many distinct pipelines the cache holds.
+  std::size_t pipeline_count() const;
+  const DeviceContext& context() const { return *context_; }
+
+ private:
+  // A binary's 128-bit content hash and its buffer count.
+  using PipelineKey = std::tuple<std::uint64_t, std::uint64_t, std::uint32_t>;
+
+  const VulkanBuffer& own_buffer(const Buffer& buffer, std::uint64_t offset, std::uint64_t bytes,
+                                 const char* operation) const;
+
+  std::shared_ptr<const DeviceContext> context_;
+  DeviceOptions options_;
+  StagingCopier staging_;
+
+  mutable std::mutex kernels_mutex_;
+  std::map<PipelineKey, std::shared_ptr<const VulkanPipeline>> pipelines_;
+  std::map<std::pair<PipelineKey, std::string>, std::shared_ptr<VulkanKernel>> kernels_;
+};
+
+}  // namespace kiln::backend::vulkan

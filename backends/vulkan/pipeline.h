@@ -1,0 +1,53 @@
+// Loaded kernels: a SPIR-V compute pipeline with its descriptor set layout
+// (storage buffers at bindings 0..n-1 of set 0, no push constants).
+#pragma once
+
+#include "backends/backend.h"
+#include "backends/vulkan/context.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace kiln::backend::vulkan {
+
+// The Vulkan objects of one SPIR-V binary; shared by every kernel loaded from
+// the same binary.
+class VulkanPipeline {
+ public:
+  // Creates the shader module, layouts and compute pipeline (entry point
+  // "main"). Throws Error(InvalidArgument) or Error(Corrupt) for a binary that
+  // is not SPIR-V, Error(Internal) when the driver rejects it. `kernel_name`
+  // is for messages.
+  VulkanPipeline(std::shared_ptr<const DeviceContext> context, const KernelBinary& binary, std::uint32_t num_buffers,
+                 const std::string& kernel_name);
+
+  VkPipeline handle() const { return pipeline_.get(); }
+  VkPipelineLayout layout() const { return layout_.get(); }
+  VkDescriptorSetLayout set_layout() const { return set_layout_.get(); }
+  std::uint32_t num_buffers() const { return num_buffers_; }
+
+ private:
+  std::uint32_t num_buffers_ = 0;
+  Owned<VkDescriptorSetLayout, &DeviceFunctions::vkDestroyDescriptorSetLayout> set_layout_;
+  Owned<VkPipelineLayout, &DeviceFunctions::vkDestroyPipelineLayout> layout_;
+  Owned<VkPipeline, &DeviceFunctions::vkDestroyPipeline> pipeline_;
+};
+
+class VulkanKernel final : public LoadedKernel, public std::enable_shared_from_this<VulkanKernel> {
+ public:
+  VulkanKernel(std::string name, std::shared_ptr<const VulkanPipeline> pipeline,
+               std::shared_ptr<const DeviceContext> context)
+      : name_(std::move(name)), pipeline_(std::move(pipeline)), context_(std::move(context)) {}
+
+  const std::string& name() const override { return name_; }
+  const VulkanPipeline& pipeline() const { return *pipeline_; }
+  const DeviceContext& context() const { return *context_; }
+
+ private:
+  std::string name_;
+  std::shared_ptr<const VulkanPipeline> pipeline_;
+  std::shared_ptr<const DeviceContext> context_;
+};
+
+}  // namespace kiln::backend::vulkan

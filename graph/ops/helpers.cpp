@@ -1,0 +1,108 @@
+// Helpers shared by the op schemas (graph/ops/ops.h).
+#include <algorithm>
+#include <cstring>
+
+#include "graph/ops/ops.h"
+
+namespace kiln::graph::ops {
+
+namespace {
+
+std::string ints_str(const std::vector<std::int64_t>& values) { return shape_str(values); }
+
+}  // namespace
+
+void add_op(OpTable& table, OpSchema schema) {
+  KILN_ASSERT(!schema.name.empty() && schema.infer && schema.reference);
+  KILN_ASSERT(schema.min_inputs >= 0 && schema.min_inputs <= schema.max_inputs && schema.num_outputs >= 1);
+  const std::string name = schema.name;
+  const bool inserted = table.emplace(name, std::move(schema)).second;
+  KILN_ASSERT(inserted);
+}
+
+bool has_input(const Node& node, std::size_t index) { return index < node.inputs.size() && node.inputs[index] >= 0; }
+
+void check_known_attributes(const Node& node, const std::vector<std::string_view>& known) {
+  for (const auto& [name, value] : node.attrs.all()) {
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    std::string list;
+    for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+    throw_error(ErrorKind::InvalidArgument,
+                "unknown attribute '" + name + "' (" + node.op + " takes " + (list.empty() ? "none" : list) + ")");
+  }
+}
+
+std::vector<std::int64_t> get_ints_of_length(const Node& node, const std::string& name,
+                                             std::vector<std::int64_t> fallback, std::size_t length) {
+  std::vector<std::int64_t> values = node.attrs.get_ints(name, std::move(fallback));
+  KILN_CHECK(values.size() == length, ErrorKind::InvalidArgument,
+             "attribute '" + name + "' needs " + std::to_string(length) + " values, got " +
+                 std::to_string(values.size()) + " " + ints_str(values));
+  return values;
+}
+
+void check_positive(const std::string& name, const std::vector<std::int64_t>& values) {
+  for (std::int64_t v : values)
+    KILN_CHECK(v > 0, ErrorKind::InvalidArgument, "attribute '" + name + "' must be positive, got " + ints_str(values));
+}
+
+void check_non_negative(const std::string& name, const std::vector<std::int64_t>& values) {
+  for (std::int64_t v : values)
+    KILN_CHECK(v >= 0, ErrorKind::InvalidArgument,
+               "attribute '" + name + "' must not be negative, got " + ints_str(values));
+}
+
+bool get_flag(const Node& node, const std::string& name, bool fallback) {
+  const std::int64_t value = node.attrs.get_int(name, fallback ? 1 : 0);
+  KILN_CHECK(value == 0 || value == 1, ErrorKind::InvalidArgument,
+             "attribute '" + name + "' must be 0 or 1, got " + std::to_string(value));
+  return value == 1;
+}
+
+std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank, std::string_view attribute) {
+  KILN_CHECK(axis >= -rank && axis < rank, ErrorKind::InvalidArgument,
+             "attribute '" + std::string(attribute) + "' is " + std::to_string(axis) + ", out of range for rank " +
+                 std::to_string(rank) + " (allowed " + std::to_string(-rank) + ".." + std::to_string(rank - 1) + ")");
+  return axis < 0 ? axis + rank : axis;
+}
+
+Activation get_activation(const Node& node) {
+  const std::string name = node.attrs.get_string("activation", "");
+  if (name.empty()) return Activation::none;
+  if (name == "Relu") return Activation::relu;
+  throw_error(ErrorKind::InvalidArgument,
+              "attribute 'activation' is '" + name + "'; supported: \"\" (none) or \"Relu\"");
+}
+
+std::string describe(std::string_view what, const TensorType& type) { return std::string(what) + " " + type_str(type); }
+
+void require_f32(std::string_view what, const TensorType& type) {
+  KILN_CHECK(type.dtype == DType::f32, ErrorKind::Unsupported,
+             std::string(what) + " has dtype " + std::string(dtype_name(type.dtype)) + "; this op supports f32 only");
+}
+
+void require_rank(std::string_view what, const TensorType& type, std::size_t rank) {
+  KILN_CHECK(type.shape.size() == rank, ErrorKind::ShapeMismatch,
+             std::string(what) + " must have rank " + std::to_string(rank) + ", got " + describe(what, type));
+}
+
+void require_same_dtype(std::string_view what_a, const TensorType& a, std::string_view what_b, const TensorType& b) {
+  KILN_CHECK(a.dtype == b.dtype, ErrorKind::ShapeMismatch,
+             "dtypes differ: " + describe(what_a, a) + ", " + describe(what_b, b));
+}
+
+std::vector<TensorType> types_of(std::span<const Tensor> tensors) {
+  std::vector<TensorType> types;
+  types.reserve(tensors.size());
+  for (const Tensor& t : tensors) types.push_back({t.dtype(), t.shape()});
+  return types;
+}
+
+Tensor copy_tensor(const Tensor& tensor, Shape shape) {
+  Tensor out(tensor.dtype(), std::move(shape));
+  KILN_ASSERT(out.nbytes() == tensor.nbytes());
+  if (out.nbytes() != 0) std::memcpy(out.bytes().data(), tensor.bytes().data(), out.nbytes());
+  return out;
+}
+
+}  // namespace kiln::graph::ops

@@ -1,0 +1,92 @@
+// Internal to graph/: the per-family registration functions the op registry
+// calls once, and the helpers every op's schema shares (attribute validation,
+// dtype and rank checks, fused activations). Not for use outside graph/.
+#pragma once
+
+#include <cstdint>
+#include <limits>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "graph/op_registry.h"
+
+namespace kiln::graph::ops {
+
+// max_inputs of an op that takes any number of inputs (Concat).
+inline constexpr int kUnboundedInputs = std::numeric_limits<int>::max();
+
+using OpTable = std::map<std::string, OpSchema, std::less<>>;
+
+// Adds a schema; a second schema with the same name is a bug in kiln.
+void add_op(OpTable& table, OpSchema schema);
+
+void register_elementwise_ops(OpTable& table);    // Add Sub Mul Div
+void register_activation_ops(OpTable& table);     // Relu Sigmoid Tanh Gelu Clip
+void register_conv_ops(OpTable& table);           // Conv
+void register_matmul_ops(OpTable& table);         // MatMul Gemm
+void register_normalization_ops(OpTable& table);  // LayerNormalization BatchNormalization
+void register_pooling_ops(OpTable& table);        // MaxPool AveragePool GlobalAveragePool
+void register_softmax_ops(OpTable& table);        // Softmax
+void register_shape_ops(OpTable& table);          // Reshape Flatten Transpose Concat Identity
+
+// ---- node inputs and attributes --------------------------------------------
+
+// True if input `index` of the node is given (not omitted with -1).
+bool has_input(const Node& node, std::size_t index);
+
+// Throws InvalidArgument naming an attribute the op does not know (a typo
+// such as "stride" must not be silently ignored).
+void check_known_attributes(const Node& node, const std::vector<std::string_view>& known);
+
+// An ints attribute that must have exactly `length` values.
+std::vector<std::int64_t> get_ints_of_length(const Node& node, const std::string& name,
+                                             std::vector<std::int64_t> fallback, std::size_t length);
+// Throws InvalidArgument unless every value is > 0 (or >= 0).
+void check_positive(const std::string& name, const std::vector<std::int64_t>& values);
+void check_non_negative(const std::string& name, const std::vector<std::int64_t>& values);
+// An int attribute that must be 0 or 1.
+bool get_flag(const Node& node, const std::string& name, bool fallback);
+
+// Maps an axis in [-rank, rank) to [0, rank); throws InvalidArgument naming
+// the attribute and the allowed range.
+std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank, std::string_view attribute);
+
+// The `activation` extension attribute of Conv and Gemm, applied after the bias.
+enum class Activation { none, relu };
+Activation get_activation(const Node& node);
+inline double apply_activation(Activation activation, double x) {
+  return activation == Activation::relu ? (x > 0.0 ? x : 0.0) : x;
+}
+
+// ---- type checks (messages name the input and its type) ----------------------
+
+// "input f32[1, 3, 8, 8]"
+std::string describe(std::string_view what, const TensorType& type);
+// Throws Unsupported unless the dtype is f32 (kernels support f32 only).
+void require_f32(std::string_view what, const TensorType& type);
+// Throws ShapeMismatch unless the rank is exactly `rank`.
+void require_rank(std::string_view what, const TensorType& type, std::size_t rank);
+// Throws ShapeMismatch unless both dtypes are equal.
+void require_same_dtype(std::string_view what_a, const TensorType& a, std::string_view what_b, const TensorType& b);
+
+// ---- reference helpers --------------------------------------------------------
+
+// The dtype and shape of each tensor, to re-run inference inside a reference.
+std::vector<TensorType> types_of(std::span<const Tensor> tensors);
+
+// The same dtype and shape, values copied (references never alias their inputs).
+Tensor copy_tensor(const Tensor& tensor, Shape shape);
+
+// Applies f to every element of an f32 tensor, in double precision.
+template <class F>
+Tensor map_f32(const Tensor& input, F f) {
+  Tensor out(DType::f32, input.shape());
+  auto x = input.values<float>();
+  auto y = out.values<float>();
+  for (std::size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(f(static_cast<double>(x[i])));
+  return out;
+}
+
+}  // namespace kiln::graph::ops

@@ -1,0 +1,55 @@
+// Graph passes: each takes a graph and returns a new, equivalent graph plus a
+// report of what it changed. Graph inputs and outputs keep their names and
+// order, so a model's interface never changes under a pass.
+#pragma once
+
+#include "graph/ir.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln::graph::passes {
+
+// What one pass did, for logs and `kiln explain`.
+struct PassReport {
+  std::string pass;                  // "fold_batch_norm"
+  int changes = 0;                   // nodes folded, fused or removed
+  std::vector<std::string> details;  // one human-readable line per change
+};
+
+struct PassResult {
+  Graph graph;
+  PassReport report;
+};
+
+struct PipelineResult {
+  Graph graph;
+  std::vector<PassReport> reports;  // in the order the passes ran
+};
+
+// Evaluates every node whose inputs are all constants with its reference
+// implementation and turns its outputs into constants; removes Identity nodes.
+PassResult fold_constants(const Graph& graph);
+
+// Folds a BatchNormalization into the Conv (constant weight, optional constant
+// bias, no activation) whose output only it reads: the Conv gets scaled
+// weights and a bias, and the BatchNormalization disappears.
+PassResult fold_batch_norm(const Graph& graph);
+
+// Gives a Conv or Gemm whose output only a Relu reads activation="Relu" and
+// removes the Relu.
+PassResult fuse_activation(const Graph& graph);
+
+// Removes nodes and constants that no graph output depends on. Graph inputs
+// are kept even when unused: they are the model's interface.
+PassResult eliminate_dead_code(const Graph& graph);
+
+// The default pipeline of compile(): fold_constants, fold_batch_norm,
+// fuse_activation, eliminate_dead_code. Each result is verified; a pass that
+// produces an invalid graph throws Error(Internal).
+PipelineResult run_compile_passes(const Graph& graph);
+
+// "fold_batch_norm: 20 changes" followed by the detail lines, indented.
+std::string report_str(const PassReport& report);
+
+}  // namespace kiln::graph::passes

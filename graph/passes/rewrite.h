@@ -1,0 +1,67 @@
+// The copy-with-remapping helper every pass is built on: a pass walks the
+// source graph's nodes in order and, for each, copies it, replaces it, or
+// drops it and says which new value stands for its outputs.
+#pragma once
+
+#include "graph/ir.h"
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kiln::graph::passes {
+
+class Rewriter {
+ public:
+  enum class Constants {
+    keep_all,   // every source constant is copied, used or not
+    keep_used,  // a source constant is copied when map() first asks for it
+  };
+
+  // Starts the new graph with the source's inputs (same names, same order).
+  explicit Rewriter(const Graph& source, Constants constants = Constants::keep_all);
+
+  const Graph& source() const { return source_; }
+  const Graph& target() const { return target_; }
+
+  // The new value that stands for a source value (-1 stays -1, an omitted
+  // optional input). Throws Internal if the source value has no counterpart yet.
+  ValueId map(ValueId source_value);
+  std::vector<ValueId> map(const std::vector<ValueId>& source_values);
+  // From now on `source_value` is represented by `target_value`.
+  void replace(ValueId source_value, ValueId target_value);
+
+  // The constant behind a new value, or nullptr if it is not a constant.
+  const Tensor* constant(ValueId target_value) const;
+
+  // Copies a node unchanged (op, name, attributes, output names).
+  std::vector<ValueId> copy_node(const Node& node);
+  // Copies a node with new inputs (new-graph ids) and attributes.
+  std::vector<ValueId> copy_node(const Node& node, std::vector<ValueId> target_inputs, Attributes attrs);
+  // Adds a constant named `base_name`, or `base_name_1`, ... if that is taken.
+  ValueId add_constant(const std::string& base_name, Tensor value);
+
+  // Sets the graph outputs from the source's and gives each the source
+  // output's name, so that the interface survives the pass.
+  Graph finish();
+
+ private:
+  ValueId copy_constant(ValueId source_value);
+  std::string unique_value_name(const std::string& base) const;
+  void add_name(ValueId target_value);
+
+  const Graph& source_;
+  Graph target_;
+  Constants constants_;
+  std::vector<ValueId> map_;  // source value id -> target value id (-1: none yet)
+  std::set<std::string> value_names_;
+  std::set<std::string> node_names_;
+};
+
+// Source node ids that read each source value (a node appears once per use).
+std::vector<std::vector<NodeId>> consumers(const Graph& graph);
+
+// True when the value is one of the graph's outputs.
+bool is_graph_output(const Graph& graph, ValueId value);
+
+}  // namespace kiln::graph::passes

@@ -1,0 +1,32 @@
+// The kernel IR's executable definition: runs a kir::Kernel on host memory.
+//
+// Semantics every renderer must match:
+// - the body runs once per linear index in [0, global_size), in any order;
+// - f32 arithmetic and math functions are computed in float (not double):
+//   min/max follow fminf/fmaxf, rsqrt is 1/sqrt, erf/tanh/exp/... are the
+//   C library's float functions;
+// - i32 and u32 add/sub/mul/neg/abs wrap around (two's complement);
+//   integer division truncates toward zero;
+// - select, && and || evaluate only the operand they need (as in C and GLSL),
+//   so a select may guard an out-of-bounds load;
+// - casts follow C: f32 -> integer truncates toward zero, numbers -> bool
+//   are "!= 0", bool -> number is 0 or 1, i32 <-> u32 keep the bits;
+// - a loop's end bound is re-evaluated before every iteration.
+// Results that are undefined on GPUs are errors here (Error(Internal), naming
+// the kernel and the invocation): an out-of-bounds load or store, integer
+// division by zero, `mod` with a negative operand, an f32 -> integer cast of
+// NaN or of a value out of range, a loop variable overflowing i32.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "src/kernel/ir.h"
+
+namespace kiln::kir {
+
+// Runs `kernel` on `buffers` (one per Kernel::buffers entry, in order; each a
+// whole number of 4-byte elements). Verifies the kernel first. Slow by design.
+void interpret(const Kernel& kernel, std::span<const std::span<std::byte>> buffers);
+
+}  // namespace kiln::kir

@@ -1,0 +1,80 @@
+// Internal to src/lower: what every op lowering sees, and the per-op entry
+// points that lower.cpp dispatches to by op name.
+#pragma once
+
+#include "graph/ir.h"
+#include "src/kernel/ir.h"
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::lower {
+
+// Every kernel's invocations per workgroup; one constant so tuning can change it.
+inline constexpr std::uint32_t kWorkgroupSize = 64;
+
+// A node with its input types resolved per input slot (omitted optional
+// inputs are nullptr) and its output types.
+struct OpContext {
+  const graph::Node& node;
+  std::vector<const graph::TensorType*> inputs;
+  std::span<const graph::TensorType> outputs;
+
+  // Whether input `slot` is present.
+  bool has_input(std::size_t slot) const { return slot < inputs.size() && inputs[slot] != nullptr; }
+  // The shape of a present input (asserts presence).
+  const Shape& input_shape(std::size_t slot) const;
+  // The shape of output `slot`.
+  const Shape& output_shape(std::size_t slot = 0) const;
+};
+
+// A kernel named `name` with the workgroup size set; buffers are added by the
+// lowering, present inputs first, then outputs.
+kir::Kernel make_kernel(const std::string& name, std::int64_t global_size);
+
+// The attribute `name` of `ctx`'s node as exactly `count` ints, `fallback`
+// when absent; throws InvalidArgument naming the node when the count differs.
+std::vector<std::int64_t> get_ints_exactly(const OpContext& ctx, const std::string& name, std::size_t count,
+                                           std::vector<std::int64_t> fallback);
+// An axis attribute normalised into [0, rank); throws InvalidArgument if out of range.
+std::size_t get_axis(const OpContext& ctx, const std::string& name, std::int64_t fallback, std::size_t rank);
+
+// The kiln `activation` attribute of Conv and Gemm ("" or "Relu"), applied
+// after the bias: why it is unsupported, and the expression applying it.
+std::optional<std::string> activation_unsupported(const OpContext& ctx);
+kir::Expr apply_activation(const OpContext& ctx, kir::Expr value);
+
+// Per-op entry points. *_unsupported returns why the node cannot be lowered
+// (after the generic dtype and size checks passed); lower_* builds the kernel.
+std::optional<std::string> elementwise_unsupported(const OpContext& ctx);
+kir::Kernel lower_elementwise(const OpContext& ctx);  // binary and unary ops
+std::optional<std::string> batch_norm_unsupported(const OpContext& ctx);
+kir::Kernel lower_batch_norm(const OpContext& ctx);
+
+std::optional<std::string> conv_unsupported(const OpContext& ctx);
+kir::Kernel lower_conv(const OpContext& ctx);
+
+std::optional<std::string> gemm_unsupported(const OpContext& ctx);
+kir::Kernel lower_gemm(const OpContext& ctx);
+std::optional<std::string> matmul_unsupported(const OpContext& ctx);
+kir::Kernel lower_matmul(const OpContext& ctx);
+
+std::optional<std::string> softmax_unsupported(const OpContext& ctx);
+kir::Kernel lower_softmax(const OpContext& ctx);
+std::optional<std::string> layer_norm_unsupported(const OpContext& ctx);
+kir::Kernel lower_layer_norm(const OpContext& ctx);
+
+std::optional<std::string> pool_unsupported(const OpContext& ctx);
+kir::Kernel lower_pool(const OpContext& ctx);  // MaxPool, AveragePool
+std::optional<std::string> global_pool_unsupported(const OpContext& ctx);
+kir::Kernel lower_global_average_pool(const OpContext& ctx);
+
+std::optional<std::string> transpose_unsupported(const OpContext& ctx);
+kir::Kernel lower_transpose(const OpContext& ctx);
+std::optional<std::string> concat_unsupported(const OpContext& ctx);
+kir::Kernel lower_concat(const OpContext& ctx);
+
+}  // namespace kiln::lower

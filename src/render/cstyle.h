@@ -1,0 +1,33 @@
+// The one C-style renderer: kernel IR -> GLSL, CUDA C++, HIP C++ or C99
+// source, with every difference between the languages looked up in a
+// backend::LanguageTable (backends/language.h).
+//
+// Rendered shape, for every language:
+//   <prelude>
+//   <buffer declarations at global scope, if the language has them>
+//   <kernel header with the buffer parameters, if the language has them> {
+//     <u32> kiln_linear = <global index over the 2-D grid>;
+//     if (kiln_linear >= <global_size>u) return;
+//     <i32> kiln_gid = <cast to i32 of kiln_linear>;   (only if the body uses it)
+//     <body>
+//   }
+// Names are prefixed so no IR name can collide with a keyword, a built-in or
+// the renderer's own kiln_* names: buffer "x" -> "b_x", variable "k" -> "v_k".
+// The kernel function keeps the kernel's name (verify() rejects reserved ones).
+#pragma once
+
+#include <string>
+
+#include "backends/backend.h"
+#include "backends/language.h"
+#include "src/kernel/ir.h"
+
+namespace kiln::render {
+
+// Verifies `kernel` (throws Error(Internal) if malformed) and renders it.
+std::string render(const kir::Kernel& kernel, const backend::LanguageTable& language);
+
+// render() plus the metadata a compiler needs: name, language, workgroup size, buffer count.
+backend::KernelSource make_kernel_source(const kir::Kernel& kernel, const backend::LanguageTable& language);
+
+}  // namespace kiln::render

@@ -1,0 +1,42 @@
+#include "src/runtime/log.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <mutex>
+
+namespace kiln::runtime {
+namespace {
+
+LogLevel configured_level() {
+  static const LogLevel level = [] {
+    const char* env = std::getenv("KILN_LOG");
+    if (env == nullptr) return LogLevel::warning;
+    if (std::strcmp(env, "debug") == 0) return LogLevel::debug;
+    if (std::strcmp(env, "info") == 0) return LogLevel::info;
+    return LogLevel::warning;
+  }();
+  return level;
+}
+
+const char* level_name(LogLevel level) {
+  switch (level) {
+    case LogLevel::warning: return "warning";
+    case LogLevel::info: return "info";
+    case LogLevel::debug: return "debug";
+  }
+  return "?";
+}
+
+}  // namespace
+
+bool log_enabled(LogLevel level) { return static_cast<int>(level) <= static_cast<int>(configured_level()); }
+
+void log(LogLevel level, const std::string& message) {
+  if (!log_enabled(level)) return;
+  static std::mutex mutex;
+  std::lock_guard lock(mutex);
+  std::cerr << "kiln " << level_name(level) << ": " << message << '\n';
+}
+
+}  // namespace kiln::runtime

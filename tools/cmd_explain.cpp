@@ -1,0 +1,21 @@
+// `kiln explain`: compile a model and print what the compiler did.
+#include "commands.h"
+#include "model_args.h"
+
+#include <iostream>
+#include <memory>
+
+namespace kiln::tools {
+
+void add_explain_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand("explain", "compile a model and show the passes, kernels, graph breaks and memory plan");
+  auto args = std::make_shared<ModelArgs>();
+  args->add_to(*cmd);
+  cmd->callback([args] {
+    CompiledModel compiled = compile(args->load(), args->compile_options());
+    compiled.prepare();
+    std::cout << compiled.explain();
+  });
+}
+
+}  // namespace kiln::tools

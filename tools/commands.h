@@ -1,0 +1,12 @@
+// Each `kiln` subcommand registers itself on the CLI11 app.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace kiln::tools {
+
+void add_devices_command(CLI::App& app);
+void add_run_command(CLI::App& app);
+void add_explain_command(CLI::App& app);
+
+}  // namespace kiln::tools

@@ -1,0 +1,37 @@
+#include "model_args.h"
+
+namespace kiln::tools {
+
+void ModelArgs::add_to(CLI::App& command) {
+  std::string names;
+  for (const auto& n : models::names()) names += (names.empty() ? "" : ", ") + n;
+  command.add_option("--model", model, "built-in model (" + names + ")")->capture_default_str();
+  command.add_option("--image-size", image_size, "input height and width")->capture_default_str()->check(CLI::Range(32, 1024));
+  command.add_option("--batch", batch, "batch size")->capture_default_str()->check(CLI::Range(1, 256));
+  command.add_option("--seed", seed, "seed of the built-in model's weights")->capture_default_str();
+  command.add_option("--backend", backend, "vulkan, cuda, hip or null (see `kiln devices`)")->capture_default_str();
+  command.add_option("--device", device, "device index or part of its name (default: the first)");
+  command.add_option("--mode", mode, "compile mode: default, reduce-overhead, max-autotune")->capture_default_str();
+  command.add_flag("--fullgraph", fullgraph, "fail if the model has graph breaks instead of running them eagerly");
+  command.add_option("--cache-dir", cache_dir, "compiled-kernel cache directory ('off' disables; default $KILN_CACHE_DIR or ~/.cache/kiln)");
+}
+
+Model ModelArgs::load() const {
+  models::ModelOptions options;
+  options.batch = batch;
+  options.image_size = image_size;
+  options.seed = seed;
+  return models::build(model, options);
+}
+
+CompileOptions ModelArgs::compile_options() const {
+  CompileOptions options;
+  options.backend = backend;
+  options.device = device;
+  options.mode = parse_mode(mode);
+  options.fullgraph = fullgraph;
+  options.cache_dir = cache_dir;
+  return options;
+}
+
+}  // namespace kiln::tools
