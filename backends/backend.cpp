@@ -2,6 +2,7 @@
 // default capability check.
 #include "backends/backend.h"
 
+#include <sstream>
 #include <string>
 
 namespace kiln::backend {
@@ -12,6 +13,22 @@ std::string target_label(const TargetDesc& target) {
 }
 
 }  // namespace
+
+std::string numbered_source(std::string_view text) {
+  std::ostringstream out;
+  std::istringstream lines{std::string(text)};
+  std::string line;
+  for (int number = 1; std::getline(lines, line); ++number) {
+    const std::string label = std::to_string(number);
+    out << std::string(label.size() < 4 ? 4 - label.size() : 0, ' ') << label << " | " << line << '\n';
+  }
+  return out.str();
+}
+
+std::string trim_log(std::string log) {
+  while (!log.empty() && (log.back() == '\0' || log.back() == '\n' || log.back() == ' ')) log.pop_back();
+  return log;
+}
 
 std::string TargetDesc::fingerprint() const {
   // Fields joined with a separator no device or driver name uses.

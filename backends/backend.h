@@ -19,6 +19,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::backend {
@@ -135,6 +136,12 @@ class Device {
   virtual std::shared_ptr<LoadedKernel> load_kernel(const KernelSource& source, const KernelBinary& binary) = 0;
   virtual std::unique_ptr<CommandList> create_command_list() = 0;
 };
+
+// Helpers every KernelCompiler uses for its error messages.
+// The source with right-aligned line numbers ("  12 | ..."), one line each.
+std::string numbered_source(std::string_view text);
+// A compiler log without the trailing NULs, newlines and spaces compilers add.
+std::string trim_log(std::string log);
 
 class Backend {
  public:

@@ -44,4 +44,8 @@ struct LanguageTable {
   std::string cast;                 // "{type}({a})" or "(({type})({a}))"; placeholders {type} {a}
 };
 
+// The table of CUDA C++ as NVRTC and hiprtc compile it; HIP differs from CUDA
+// only in its name and prelude.
+LanguageTable cuda_style_language(std::string name, std::string prelude);
+
 }  // namespace kiln::backend

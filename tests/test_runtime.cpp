@@ -3,6 +3,7 @@
 
 #include <kiln/kiln.h>
 
+#include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/op_registry.h"
 #include "src/runtime/executor.h"
@@ -77,11 +78,47 @@ BOOST_AUTO_TEST_CASE(random_plans_never_overlap_live_tensors) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(arenas_respect_the_largest_buffer) {
+  using kiln::runtime::Lifetime;
+  std::mt19937 rng(11);
+  std::vector<Lifetime> t;
+  for (int i = 0; i < 60; ++i) {
+    int first = static_cast<int>(rng() % 20);
+    t.push_back({1 + rng() % 1000, first, first + static_cast<int>(rng() % 8)});
+  }
+  auto plan = kiln::runtime::plan_memory(t, 64, 2048);
+  kiln::runtime::check_memory_plan(t, plan, 64);
+  BOOST_TEST(plan.arena_sizes.size() > 1u);
+  for (auto size : plan.arena_sizes) BOOST_TEST(size <= 2048u);
+  auto e = expect_error([&] { kiln::runtime::plan_memory({{5000, 0, 1}}, 64, 2048); });
+  BOOST_TEST(e.kind() == ErrorKind::OutOfMemory);
+}
+
+BOOST_AUTO_TEST_CASE(large_batch_splits_activations_across_buffers) {
+  // At batch 36 and 224x224 ResNet-18's activations exceed lavapipe's 128 MiB
+  // storage-buffer limit: the plan must spread them over several buffers.
+  auto model = kiln::models::resnet18({.batch = 36, .image_size = 224});
+  auto compiled = kiln::compile(model, {.backend = "vulkan"});
+  compiled.prepare();
+  const auto& plan = compiled.engine().memory_plan();
+  kiln::runtime::check_memory_plan(compiled.engine().lifetimes(), plan, 16);
+  BOOST_TEST_MESSAGE("arenas: " << plan.arena_sizes.size() << ", total " << plan.arena_bytes);
+  const std::uint64_t max_buffer =
+      kiln::backend::get_backend("vulkan").enumerate_devices().at(0).target.max_buffer_bytes;
+  for (auto size : plan.arena_sizes) BOOST_TEST(size <= max_buffer);
+  if (max_buffer <= (128u << 20)) {  // lavapipe and many mobile GPUs
+    BOOST_TEST(plan.arena_bytes > max_buffer);
+    BOOST_TEST(plan.arena_sizes.size() > 1u);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(checker_catches_overlap) {
   using kiln::runtime::Lifetime;
   std::vector<Lifetime> t = {{100, 0, 2}, {100, 1, 3}};
   kiln::runtime::MemoryPlan bad;
   bad.offsets = {0, 0};
+  bad.arena = {0, 0};
+  bad.arena_sizes = {256};
   bad.arena_bytes = 256;
   auto e = expect_error([&] { kiln::runtime::check_memory_plan(t, bad, 64); });
   BOOST_TEST(contains(e.what(), "share memory"));

@@ -406,7 +406,7 @@ BOOST_AUTO_TEST_CASE(compiler_errors_carry_the_log) {
     const std::string message = e.what();
     return has_error(e, ErrorKind::Internal, "not_declared_anywhere") &&
            message.find("undeclared identifier") != std::string::npos &&
-           message.find("broken_kernel") != std::string::npos && message.find("   1| #version 450") != std::string::npos;
+           message.find("broken_kernel") != std::string::npos && message.find("   1 | #version 450") != std::string::npos;
   });
 
   kb::KernelSource cuda = glsl_kernel("ok", 1, 16, "b0.data[i] = 1.0;");

@@ -31,23 +31,6 @@ void check_nvrtc(nvrtcResult result, const char* call, const std::string& kernel
     throw_error(ErrorKind::Internal, std::string(call) + " failed for kernel '" + kernel + "': " + nvrtc_error(result));
 }
 
-std::string numbered_source(const std::string& text) {
-  std::ostringstream out;
-  std::istringstream lines(text);
-  std::string line;
-  for (int number = 1; std::getline(lines, line); ++number) {
-    std::string label = std::to_string(number);
-    out << std::string(label.size() < 4 ? 4 - label.size() : 0, ' ') << label << " | " << line << '\n';
-  }
-  return out.str();
-}
-
-// NVRTC logs end with a NUL and a newline; keep only the text.
-std::string trim_log(std::string log) {
-  while (!log.empty() && (log.back() == '\0' || log.back() == '\n' || log.back() == ' ')) log.pop_back();
-  return log;
-}
-
 // The compute capabilities this NVRTC accepts (75, 80, 86, ...), read once.
 const std::vector<int>& supported_archs() {
   static const std::vector<int> archs = [] {

@@ -31,22 +31,6 @@ void check_hiprtc(hiprtcResult result, const char* call, const std::string& kern
     throw_error(ErrorKind::Internal, std::string(call) + " failed for kernel '" + kernel + "': " + hiprtc_error(result));
 }
 
-std::string numbered_source(const std::string& text) {
-  std::ostringstream out;
-  std::istringstream lines(text);
-  std::string line;
-  for (int number = 1; std::getline(lines, line); ++number) {
-    std::string label = std::to_string(number);
-    out << std::string(label.size() < 4 ? 4 - label.size() : 0, ' ') << label << " | " << line << '\n';
-  }
-  return out.str();
-}
-
-std::string trim_log(std::string log) {
-  while (!log.empty() && (log.back() == '\0' || log.back() == '\n' || log.back() == ' ')) log.pop_back();
-  return log;
-}
-
 // What the installed comgr reports: its version and the processors it knows.
 struct ComgrInfo {
   std::string version;

@@ -24,18 +24,6 @@ namespace {
 constexpr const char* kTargetArch = "spirv1.3";
 constexpr spv_target_env kSpirvEnvironment = SPV_ENV_VULKAN_1_1;
 
-std::string numbered_source(const std::string& text) {
-  std::ostringstream out;
-  std::istringstream lines(text);
-  std::string line;
-  for (int number = 1; std::getline(lines, line); ++number) {
-    char prefix[16];
-    std::snprintf(prefix, sizeof prefix, "%4d| ", number);
-    out << prefix << line << '\n';
-  }
-  return out.str();
-}
-
 [[noreturn]] void throw_compile_error(const KernelSource& source, const std::string& stage, const std::string& log) {
   throw_error(ErrorKind::Internal, stage + " of kernel '" + source.name + "' failed:\n" + log +
                                        "\n--- GLSL source ---\n" + numbered_source(source.text));

@@ -81,6 +81,25 @@ const char* binary_op_name(BinaryOp op) {
   return "?";
 }
 
+const char* infix_symbol(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::add: return "+";
+    case BinaryOp::sub: return "-";
+    case BinaryOp::mul: return "*";
+    case BinaryOp::div: return "/";
+    case BinaryOp::mod: return "%";
+    case BinaryOp::lt: return "<";
+    case BinaryOp::le: return "<=";
+    case BinaryOp::gt: return ">";
+    case BinaryOp::ge: return ">=";
+    case BinaryOp::eq: return "==";
+    case BinaryOp::ne: return "!=";
+    case BinaryOp::logical_and: return "&&";
+    case BinaryOp::logical_or: return "||";
+    default: return nullptr;  // min, max, pow print as calls
+  }
+}
+
 namespace {
 
 [[noreturn]] void fail(const std::string& message) { throw_error(ErrorKind::Internal, message); }
@@ -682,24 +701,6 @@ std::string float_text(double value) {
   return text;
 }
 
-const char* infix_symbol(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::add: return "+";
-    case BinaryOp::sub: return "-";
-    case BinaryOp::mul: return "*";
-    case BinaryOp::div: return "/";
-    case BinaryOp::mod: return "%";
-    case BinaryOp::lt: return "<";
-    case BinaryOp::le: return "<=";
-    case BinaryOp::gt: return ">";
-    case BinaryOp::ge: return ">=";
-    case BinaryOp::eq: return "==";
-    case BinaryOp::ne: return "!=";
-    case BinaryOp::logical_and: return "&&";
-    case BinaryOp::logical_or: return "||";
-    default: return nullptr;  // min, max, pow print as calls
-  }
-}
 
 const char* access_name(Access access) {
   switch (access) {

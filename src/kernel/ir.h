@@ -38,6 +38,8 @@ enum class BinaryOp : std::uint8_t {
 };
 const char* unary_op_name(UnaryOp op);
 const char* binary_op_name(BinaryOp op);
+// The C-style infix operator ("+", "<=", "&&"), or nullptr for ops written as calls (min, max, pow).
+const char* infix_symbol(BinaryOp op);
 
 enum class ExprKind : std::uint8_t { constant, var, global_index, load, unary, binary, select, cast };
 

@@ -52,28 +52,6 @@ bool uses_global_index(const std::vector<Stmt>& stmts) {
   return false;
 }
 
-const char* infix_operator(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::add: return "+";
-    case BinaryOp::sub: return "-";
-    case BinaryOp::mul: return "*";
-    case BinaryOp::div: return "/";
-    case BinaryOp::mod: return "%";
-    case BinaryOp::lt: return "<";
-    case BinaryOp::le: return "<=";
-    case BinaryOp::gt: return ">";
-    case BinaryOp::ge: return ">=";
-    case BinaryOp::eq: return "==";
-    case BinaryOp::ne: return "!=";
-    case BinaryOp::logical_and: return "&&";
-    case BinaryOp::logical_or: return "||";
-    case BinaryOp::min:
-    case BinaryOp::max:
-    case BinaryOp::pow: return nullptr;  // functions, spelled by the table
-  }
-  return nullptr;
-}
-
 class Renderer {
  public:
   Renderer(const kir::Kernel& kernel, const LanguageTable& language) : kernel_(kernel), lang_(language) {}
@@ -238,7 +216,7 @@ class Renderer {
   std::string binary(const ExprNode& n) const {
     const std::string a = expr(n.args[0]);
     const std::string b = expr(n.args[1]);
-    if (const char* op = infix_operator(n.binary)) return "(" + a + " " + op + " " + b + ")";
+    if (const char* op = kir::infix_symbol(n.binary)) return "(" + a + " " + op + " " + b + ")";
     const ScalarType t = n.args[0].type();
     switch (n.binary) {
       case BinaryOp::pow: return call(lang_.pow, "pow", a, b);

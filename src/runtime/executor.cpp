@@ -192,17 +192,33 @@ void Executor::assign_storage() {
     else if (v.producer == graph::kNoNode) inputs.push_back(v.id);
     else intermediates.push_back(v.id);
   }
+  const std::uint64_t max_buffer = device.target().max_buffer_bytes ? device.target().max_buffer_bytes : UINT64_MAX;
+  // Packs values one after another into as few buffers as the device's
+  // largest buffer allows; returns the bytes allocated.
   auto place_packed = [&](const std::vector<graph::ValueId>& ids) -> std::uint64_t {
-    std::uint64_t total = 0;
-    for (graph::ValueId id : ids) {
-      storage_[id].offset = total;
-      storage_[id].bytes = value_bytes(g.value(id));
-      total = align_up(total + storage_[id].bytes, alignment);
+    std::uint64_t allocated = 0;
+    std::size_t begin = 0;
+    while (begin < ids.size()) {
+      std::uint64_t total = 0;
+      std::size_t end = begin;
+      for (; end < ids.size(); ++end) {
+        const std::uint64_t bytes = value_bytes(g.value(ids[end]));
+        KILN_CHECK(bytes <= max_buffer, ErrorKind::OutOfMemory,
+                   "'" + g.value(ids[end]).name + "' needs " + std::to_string(bytes) +
+                       " bytes, more than the largest buffer of " + device.target().device_name + " (" +
+                       std::to_string(max_buffer) + " bytes)");
+        const std::uint64_t offset = align_up(total, alignment);
+        if (end > begin && offset + bytes > max_buffer) break;
+        storage_[ids[end]].offset = offset;
+        storage_[ids[end]].bytes = bytes;
+        total = offset + bytes;
+      }
+      buffers_.push_back(device.allocate(total));
+      for (std::size_t i = begin; i < end; ++i) storage_[ids[i]].buffer = buffers_.back().get();
+      allocated += total;
+      begin = end;
     }
-    if (total == 0) return 0;
-    buffers_.push_back(device.allocate(total));
-    for (graph::ValueId id : ids) storage_[id].buffer = buffers_.back().get();
-    return total;
+    return allocated;
   };
   constant_bytes_ = place_packed(constants);
   for (graph::ValueId id : constants) upload(id, *g.value(id).constant);
@@ -214,11 +230,15 @@ void Executor::assign_storage() {
       KILN_ASSERT(first[id] <= steps);
       lifetimes_.push_back({value_bytes(g.value(id)), first[id], std::max(first[id], last[id])});
     }
-    memory_plan_ = runtime::plan_memory(lifetimes_, alignment);
-    if (memory_plan_.arena_bytes > 0) buffers_.push_back(device.allocate(memory_plan_.arena_bytes));
+    memory_plan_ = runtime::plan_memory(lifetimes_, alignment, max_buffer);
+    std::vector<backend::Buffer*> arenas;
+    for (std::uint64_t size : memory_plan_.arena_sizes) {
+      buffers_.push_back(device.allocate(size));
+      arenas.push_back(buffers_.back().get());
+    }
     for (std::size_t i = 0; i < intermediates.size(); ++i) {
       Storage& s = storage_[intermediates[i]];
-      s.buffer = buffers_.back().get();
+      s.buffer = arenas[memory_plan_.arena[i]];
       s.offset = memory_plan_.offsets[i];
       s.bytes = lifetimes_[i].bytes;
     }

@@ -1,0 +1,50 @@
+// Language tables shared by several backends.
+#include "backends/language.h"
+
+#include <utility>
+
+namespace kiln::backend {
+
+LanguageTable cuda_style_language(std::string name, std::string prelude) {
+  // CUDA C++ as NVRTC and hiprtc read it: buffers are __restrict__ pointer
+  // parameters of an extern "C" kernel (an unmangled name), launched as 1-D
+  // blocks of workgroup_size threads on a 2-D grid.
+  LanguageTable t;
+  t.name = std::move(name);
+  t.prelude = std::move(prelude);
+  t.type_f32 = "float";
+  t.type_i32 = "int";
+  t.type_u32 = "unsigned int";
+  t.type_bool = "bool";
+  t.float_suffix = "f";
+  t.float_inf = "__int_as_float(0x7f800000)";
+  t.float_nan = "__int_as_float(0x7fc00000)";
+  t.buffer_global_decl = "";
+  t.buffer_param_decl = "{readonly}{type}* __restrict__ {name}";
+  t.readonly_qualifier = "const ";
+  t.buffer_access = "{name}[{index}]";
+  t.extra_params = "";
+  t.kernel_header = "extern \"C\" __global__ void __launch_bounds__({wg}) {name}({params})";
+  t.global_index_expr = "(blockIdx.x * blockDim.x + threadIdx.x + blockIdx.y * (gridDim.x * blockDim.x))";
+  t.exp = "expf({a})";
+  t.log = "logf({a})";
+  t.sqrt = "sqrtf({a})";
+  t.rsqrt = "rsqrtf({a})";
+  t.tanh = "tanhf({a})";
+  t.erf = "erff({a})";
+  t.abs = "fabsf({a})";
+  t.iabs = "abs({a})";
+  t.floor = "floorf({a})";
+  t.ceil = "ceilf({a})";
+  t.pow = "powf({a}, {b})";
+  t.fmin = "fminf({a}, {b})";
+  t.fmax = "fmaxf({a}, {b})";
+  t.imin = "min({a}, {b})";
+  t.imax = "max({a}, {b})";
+  t.umin = "min({a}, {b})";  // CUDA and HIP overload min/max for unsigned
+  t.umax = "max({a}, {b})";
+  t.cast = "(({type})({a}))";
+  return t;
+}
+
+}  // namespace kiln::backend
