@@ -81,6 +81,11 @@ const ops::OpTable& table() {
     ops::register_pooling_ops(ops_table);
     ops::register_softmax_ops(ops_table);
     ops::register_shape_ops(ops_table);
+    ops::register_math_ops(ops_table);
+    ops::register_reduce_ops(ops_table);
+    ops::register_data_ops(ops_table);
+    ops::register_resize_pad_ops(ops_table);
+    ops::register_host_ops(ops_table);
     // Map nodes are stable, so each wrapper may keep a pointer to its schema.
     for (auto& [name, schema] : ops_table) schema.reference = checked_reference(&schema, schema.reference);
   });

@@ -201,6 +201,8 @@ std::vector<OpCase> make_op_cases() {
   pooling_cases(c);
   shape_cases(c);
   chain_cases(c);
+  add_math_cases(cases);
+  add_data_cases(cases);
   return cases;
 }
 

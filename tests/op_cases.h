@@ -21,4 +21,8 @@ struct OpCase {
 
 std::vector<OpCase> make_op_cases();
 
+// Families of cases kept in their own files, appended by make_op_cases().
+void add_math_cases(std::vector<OpCase>& cases);  // op_cases_math.cpp
+void add_data_cases(std::vector<OpCase>& cases);  // op_cases_data.cpp
+
 }  // namespace kiln::testing

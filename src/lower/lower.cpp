@@ -12,19 +12,6 @@ namespace kiln::lower {
 
 namespace {
 
-using Reason = std::optional<std::string> (*)(const OpContext&);
-using Lower = kir::Kernel (*)(const OpContext&);
-
-struct OpLowering {
-  std::string_view op;
-  std::size_t min_inputs;
-  std::size_t max_inputs;  // input slots, present or omitted
-  Reason unsupported;      // nullptr: nothing op-specific to check
-  Lower lower;             // nullptr: an alias (the output views input 0)
-};
-
-constexpr std::size_t kAnyCount = std::numeric_limits<std::size_t>::max();
-
 constexpr OpLowering kLowerings[] = {
     {"Add", 2, 2, elementwise_unsupported, lower_elementwise},
     {"Sub", 2, 2, elementwise_unsupported, lower_elementwise},
@@ -52,9 +39,11 @@ constexpr OpLowering kLowerings[] = {
 };
 
 const OpLowering* find_lowering(std::string_view op) {
-  auto it = std::find_if(std::begin(kLowerings), std::end(kLowerings),
-                         [&](const OpLowering& lowering) { return lowering.op == op; });
-  return it == std::end(kLowerings) ? nullptr : &*it;
+  for (std::span<const OpLowering> family : {std::span<const OpLowering>(kLowerings), math_lowerings(), data_lowerings()}) {
+    auto it = std::find_if(family.begin(), family.end(), [&](const OpLowering& lowering) { return lowering.op == op; });
+    if (it != family.end()) return &*it;
+  }
+  return nullptr;
 }
 
 // Maps the given input types onto the node's input slots. Callers may pass

@@ -6,12 +6,29 @@
 #include "src/kernel/ir.h"
 
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace kiln::lower {
+
+struct OpContext;
+
+// How one op lowers: its input slot counts and entry points.
+using Reason = std::optional<std::string> (*)(const OpContext&);
+using Lower = kir::Kernel (*)(const OpContext&);
+
+struct OpLowering {
+  std::string_view op;
+  std::size_t min_inputs;
+  std::size_t max_inputs;  // input slots, present or omitted
+  Reason unsupported;      // nullptr: nothing op-specific to check
+  Lower lower;             // nullptr: an alias (the output views input 0)
+};
+
+constexpr std::size_t kAnyCount = std::numeric_limits<std::size_t>::max();
 
 // Every kernel's invocations per workgroup; one constant so tuning can change it.
 inline constexpr std::uint32_t kWorkgroupSize = 64;
@@ -46,6 +63,11 @@ std::size_t get_axis(const OpContext& ctx, const std::string& name, std::int64_t
 // after the bias: why it is unsupported, and the expression applying it.
 std::optional<std::string> activation_unsupported(const OpContext& ctx);
 kir::Expr apply_activation(const OpContext& ctx, kir::Expr value);
+
+// The lowering tables of op families kept in their own files
+// (lower_math.cpp, lower_data.cpp); lower.cpp searches them after its own.
+std::span<const OpLowering> math_lowerings();
+std::span<const OpLowering> data_lowerings();
 
 // Per-op entry points. *_unsupported returns why the node cannot be lowered
 // (after the generic dtype and size checks passed); lower_* builds the kernel.

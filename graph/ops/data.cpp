@@ -1,0 +1,8 @@
+// The data op family (issue: Models); filled in by its author.
+#include "graph/ops/ops.h"
+
+namespace kiln::graph::ops {
+
+void register_data_ops(OpTable&) {}
+
+}  // namespace kiln::graph::ops

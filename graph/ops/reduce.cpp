@@ -1,0 +1,8 @@
+// The reduce op family (issue: Models); filled in by its author.
+#include "graph/ops/ops.h"
+
+namespace kiln::graph::ops {
+
+void register_reduce_ops(OpTable&) {}
+
+}  // namespace kiln::graph::ops
