@@ -33,4 +33,10 @@ std::vector<TensorSpec> Model::inputs() const { return specs(*graph_, graph_->in
 
 std::vector<TensorSpec> Model::outputs() const { return specs(*graph_, graph_->outputs()); }
 
+Model Model::with_task(std::string task) const {
+  Model copy = *this;
+  copy.task_ = std::move(task);
+  return copy;
+}
+
 }  // namespace kiln

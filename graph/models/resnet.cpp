@@ -138,7 +138,7 @@ Model resnet18(const ModelOptions& options) {
   x = w.layer("layer4", x, 256, 512, 2, 2);
   Value logits = w.head(x, options.num_classes);
   b.set_name(logits, "logits");
-  return b.build({logits});
+  return b.build({logits}).with_task("classification");
 }
 
 }  // namespace kiln::models

@@ -27,9 +27,17 @@ class Model {
   std::vector<TensorSpec> inputs() const;
   std::vector<TensorSpec> outputs() const;
 
+  // What the outputs mean, so tools can present them: "classification"
+  // (logits [N, classes]), "segmentation" (logits [N, classes, H, W]),
+  // "detection" (model-specific boxes and scores, see the model's docs), or
+  // "" (unknown, e.g. an ONNX file).
+  const std::string& task() const { return task_; }
+  Model with_task(std::string task) const;
+
  private:
   std::shared_ptr<const graph::Graph> graph_;
   std::string name_;
+  std::string task_;
 };
 
 }  // namespace kiln

@@ -1,0 +1,49 @@
+// Importing ONNX models (opsets 11 to 18) into kiln's graph IR.
+//
+//   kiln::Model m = kiln::load_onnx("resnet50.onnx");
+//
+// Shapes are static: symbolic input dimensions take sizes from the options.
+// Shape arithmetic (Shape/Gather/Concat/Unsqueeze chains, Constant,
+// ConstantOfShape, Resize sizes), Identity and Dropout are folded away at
+// import. Errors name the file and the node; unsupported ops are listed all
+// at once.
+#pragma once
+
+#include <kiln/model.h>
+#include <kiln/tensor.h>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln {
+
+struct OnnxOptions {
+  // Full shapes for inputs, by input name; they override the file's shapes.
+  std::map<std::string, Shape> input_shapes{};
+  // The size of any remaining symbolic or unknown dimension (usually batch).
+  std::int64_t default_dim = 1;
+};
+
+// Reads an ONNX model file (weights inline or in ONNX external-data files
+// beside it). Throws Error(Io) if it cannot be read, Error(Corrupt) if it is
+// malformed (naming the file and, where there is one, the node), and
+// Error(Unsupported) listing every unsupported op with its node name.
+Model load_onnx(const std::string& path, const OnnxOptions& options = {});
+
+// The same from bytes in memory; `base_dir` is where external data files are
+// looked up ("" refuses external data), `name` names the model in messages.
+Model load_onnx_bytes(std::string_view bytes, const std::string& name, const std::string& base_dir = "",
+                      const OnnxOptions& options = {});
+
+// Reads one serialized onnx.TensorProto (.pb), as ONNX's test data stores
+// inputs and expected outputs.
+Tensor load_onnx_tensor(const std::string& path);
+
+// ONNX op types load_onnx can import (some may still be graph breaks on a
+// given backend).
+std::vector<std::string> onnx_supported_ops();
+
+}  // namespace kiln
