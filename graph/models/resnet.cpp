@@ -125,7 +125,8 @@ Model resnet18(const ModelOptions& options) {
              "resnet18: batch must be >= 1, got " + std::to_string(options.batch));
   KILN_CHECK(options.image_size >= 1, ErrorKind::InvalidArgument,
              "resnet18: image_size must be >= 1, got " + std::to_string(options.image_size));
-  KILN_CHECK(options.num_classes >= 1, ErrorKind::InvalidArgument,
+  const std::int64_t num_classes = options.num_classes == 0 ? 1000 : options.num_classes;
+  KILN_CHECK(num_classes >= 1, ErrorKind::InvalidArgument,
              "resnet18: num_classes must be >= 1, got " + std::to_string(options.num_classes));
 
   Builder b("resnet18");
@@ -136,7 +137,7 @@ Model resnet18(const ModelOptions& options) {
   x = w.layer("layer2", x, 64, 128, 2, 2);
   x = w.layer("layer3", x, 128, 256, 2, 2);
   x = w.layer("layer4", x, 256, 512, 2, 2);
-  Value logits = w.head(x, options.num_classes);
+  Value logits = w.head(x, num_classes);
   b.set_name(logits, "logits");
   return b.build({logits}).with_task("classification");
 }

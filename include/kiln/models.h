@@ -13,7 +13,9 @@ namespace kiln::models {
 struct ModelOptions {
   std::int64_t batch = 1;
   std::int64_t image_size = 224;   // square input, NCHW f32
-  std::int64_t num_classes = 1000;
+  // 0: the model's usual head (1000 ImageNet classes, 21 VOC classes for
+  // segmentation, 91 COCO classes for detection).
+  std::int64_t num_classes = 0;
   std::uint64_t seed = 0;
 };
 
@@ -21,7 +23,8 @@ struct ModelOptions {
 // "input" [batch, 3, image_size, image_size], output "logits" [batch, num_classes].
 Model resnet18(const ModelOptions& options = {});
 
-// Names accepted by build(): "resnet18", ...
+// Names accepted by build(): "resnet18", ... (every family of the zoo; see
+// docs/models.md for each one's inputs, outputs and task).
 std::vector<std::string> names();
 // Throws Error(NotFound) listing the known names.
 Model build(const std::string& name, const ModelOptions& options = {});
