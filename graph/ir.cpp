@@ -10,7 +10,26 @@
 
 namespace kiln::graph {
 
-std::string type_str(const TensorType& type) { return std::string(dtype_name(type.dtype)) + shape_str(type.shape); }
+std::string type_str(const TensorType& type) {
+  if (!type.dynamic) return std::string(dtype_name(type.dtype)) + shape_str(type.shape);
+  if (type.shape.empty()) return std::string(dtype_name(type.dtype)) + "[?...]";
+  std::string text = std::string(dtype_name(type.dtype)) + "[";
+  for (std::size_t i = 0; i < type.shape.size(); ++i)
+    text += (i ? ", " : "") + (type.shape[i] == kDynamicDim ? std::string("?") : std::to_string(type.shape[i]));
+  return text + "]";
+}
+
+TensorType dynamic_type(DType dtype, Shape shape) { return TensorType{dtype, std::move(shape), true}; }
+
+bool type_accepts(const TensorType& type, const TensorType& actual) {
+  if (!type.dynamic) return type == actual;
+  if (actual.dynamic || type.dtype != actual.dtype) return false;
+  if (type.shape.empty()) return true;  // unknown rank
+  if (type.shape.size() != actual.shape.size()) return false;
+  for (std::size_t i = 0; i < type.shape.size(); ++i)
+    if (type.shape[i] != kDynamicDim && type.shape[i] != actual.shape[i]) return false;
+  return true;
+}
 
 // ---- Attributes ---------------------------------------------------------------
 
@@ -73,6 +92,8 @@ std::vector<std::int64_t> Attributes::get_ints(const std::string& name, std::vec
 
 ValueId Graph::add_input(const std::string& name, TensorType type) {
   KILN_CHECK(!name.empty(), ErrorKind::InvalidArgument, "graph input needs a name");
+  KILN_CHECK(!type.dynamic, ErrorKind::Unsupported,
+             "graph input '" + name + "' is " + type_str(type) + ": graph inputs need static shapes");
   Value v;
   v.id = static_cast<ValueId>(values_.size());
   v.name = name;
@@ -130,7 +151,7 @@ std::vector<ValueId> Graph::add_node(const std::string& op, std::vector<ValueId>
                    std::to_string(id) + ", which is not in the graph");
     input_types.push_back(id == -1 ? TensorType{} : values_[id].type);
   }
-  std::vector<TensorType> output_types = infer_node(node, input_types);
+  std::vector<TensorType> output_types = infer_node_types(node, input_types);
 
   for (std::size_t i = 0; i < output_types.size(); ++i) {
     Value v;
@@ -240,7 +261,7 @@ void Graph::verify() const {
       if (defined[id]) fail(where + ": output '" + v.name + "' is defined more than once");
       defined[id] = true;
     }
-    const std::vector<TensorType> inferred = infer_node(n, input_types);
+    const std::vector<TensorType> inferred = infer_node_types(n, input_types);
     if (inferred.size() != n.outputs.size())
       fail(where + ": has " + std::to_string(n.outputs.size()) + " outputs, the op produces " +
            std::to_string(inferred.size()));
@@ -252,8 +273,11 @@ void Graph::verify() const {
                                                   type_str(inferred[i]));
     }
   }
-  for (ValueId id = 0; id < num_values; ++id)
+  for (ValueId id = 0; id < num_values; ++id) {
     if (!defined[id]) fail("value '" + values_[id].name + "' is neither an input, a constant nor a node output");
+    if (values_[id].type.dynamic && values_[id].producer == kNoNode)
+      fail("value '" + values_[id].name + "' is dynamic but no node produces it");
+  }
 
   if (outputs_.empty()) fail("the graph has no outputs");
   for (ValueId id : outputs_)

@@ -18,12 +18,27 @@
 
 namespace kiln::graph {
 
+// Dynamic shapes: a value whose extents depend on data (NonZero's count,
+// NonMaxSuppression's selections) has dynamic = true; its shape holds the
+// extents known statically and kDynamicDim (-1) for the others. A dynamic
+// value whose rank is unknown too has an empty shape. Such values exist only
+// at run time on the host: reference implementations always see concrete
+// tensors, and the executor never gives them device storage.
+inline constexpr std::int64_t kDynamicDim = -1;
+
 struct TensorType {
   DType dtype = DType::f32;
   Shape shape;
+  bool dynamic = false;  // some extent (or the rank, if shape is empty) is known only at run time
   bool operator==(const TensorType&) const = default;
 };
-std::string type_str(const TensorType& type);  // "f32[1, 3, 224, 224]"
+// "f32[1, 3, 224, 224]"; dynamic: "i64[2, ?]", or "f32[?...]" when the rank is unknown.
+std::string type_str(const TensorType& type);
+// A dynamic type with the given static knowledge (kDynamicDim marks unknown extents).
+TensorType dynamic_type(DType dtype, Shape shape);
+// True if the concrete type `actual` is an instance of `type` (equal, or
+// dynamic with the same dtype and matching known extents).
+bool type_accepts(const TensorType& type, const TensorType& actual);
 
 using ValueId = std::int32_t;
 using NodeId = std::int32_t;
@@ -69,7 +84,8 @@ class Graph {
   ValueId add_input(const std::string& name, TensorType type);
   ValueId add_constant(const std::string& name, Tensor value);
   // Adds a node; output types come from the op registry's shape inference,
-  // which throws a user error naming the node if the inputs do not fit.
+  // which throws a user error naming the node if the inputs do not fit. A
+  // node with a dynamic input gets dynamic outputs (infer_node_types).
   std::vector<ValueId> add_node(const std::string& op, std::vector<ValueId> inputs,
                                 Attributes attrs = {}, const std::string& name = "");
   void set_outputs(std::vector<ValueId> outputs);

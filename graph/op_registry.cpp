@@ -2,7 +2,9 @@
 // node-level shape inference and the whole-graph reference interpreter.
 #include "graph/op_registry.h"
 
+#include <algorithm>
 #include <mutex>
+#include <optional>
 
 #include "graph/ops/ops.h"
 
@@ -29,7 +31,7 @@ std::vector<TensorType> infer_unwrapped(const OpSchema& schema, const Node& node
     KILN_CHECK(node.inputs[i] != -1, ErrorKind::InvalidArgument,
                "input " + std::to_string(i) + " is required but omitted");
   std::vector<TensorType> outputs = schema.infer(node, input_types);
-  KILN_ASSERT(static_cast<int>(outputs.size()) == schema.num_outputs);
+  KILN_ASSERT(schema.variadic_outputs ? !outputs.empty() : static_cast<int>(outputs.size()) == schema.num_outputs);
   return outputs;
 }
 
@@ -62,8 +64,9 @@ Reference checked_reference(const OpSchema* schema, Reference raw) {
       const std::vector<TensorType> expected = infer_unwrapped(*schema, node, types);
       std::vector<Tensor> outputs = raw(node, inputs);
       KILN_ASSERT(outputs.size() == expected.size());
+      // Data-dependent ops infer dynamic types; their tensors must be instances of them.
       for (std::size_t i = 0; i < outputs.size(); ++i)
-        KILN_ASSERT((TensorType{outputs[i].dtype(), outputs[i].shape()} == expected[i]));
+        KILN_ASSERT(type_accepts(expected[i], TensorType{outputs[i].dtype(), outputs[i].shape()}));
       return outputs;
     });
   };
@@ -114,6 +117,71 @@ std::vector<std::string> registered_ops() {
 
 std::vector<TensorType> infer_node(const Node& node, std::span<const TensorType> input_types) {
   return with_node_context(node, [&] { return infer_unwrapped(get_op(node.op), node, input_types); });
+}
+
+bool has_dynamic_input(std::span<const TensorType> input_types) {
+  return std::any_of(input_types.begin(), input_types.end(), [](const TensorType& t) { return t.dynamic; });
+}
+
+namespace {
+
+// The input types with every unknown extent set to `extent`; nullopt if a
+// rank is unknown (nothing to probe with).
+std::optional<std::vector<TensorType>> probe_types(std::span<const TensorType> input_types, std::int64_t extent) {
+  std::vector<TensorType> probe;
+  for (const TensorType& t : input_types) {
+    if (t.dynamic && t.shape.empty()) return std::nullopt;
+    TensorType concrete{t.dtype, t.shape};
+    for (std::int64_t& d : concrete.shape)
+      if (d == kDynamicDim) d = extent;
+    probe.push_back(std::move(concrete));
+  }
+  return probe;
+}
+
+// Outputs of a node with dynamic inputs: see infer_node_types.
+std::vector<TensorType> infer_dynamic(const OpSchema& schema, const Node& node,
+                                      std::span<const TensorType> input_types) {
+  // Two probe extents that no static extent in a model is likely to follow by chance.
+  constexpr std::int64_t kProbeA = 2, kProbeB = 3;
+  const auto probe_a = probe_types(input_types, kProbeA);
+  const auto probe_b = probe_types(input_types, kProbeB);
+  if (probe_a && probe_b) {
+    try {
+      std::vector<TensorType> a = infer_unwrapped(schema, node, *probe_a);
+      std::vector<TensorType> b = infer_unwrapped(schema, node, *probe_b);
+      bool consistent = a.size() == b.size();
+      for (std::size_t i = 0; consistent && i < a.size(); ++i) {
+        consistent = a[i].dtype == b[i].dtype && a[i].shape.size() == b[i].shape.size();
+        if (!consistent) break;
+        if (a[i].dynamic || b[i].dynamic) {
+          // A data-dependent op downstream: its own dynamic type wins.
+          if (a[i] != b[i]) a[i] = dynamic_type(a[i].dtype, {});
+          continue;
+        }
+        for (std::size_t d = 0; d < a[i].shape.size(); ++d)
+          if (a[i].shape[d] != b[i].shape[d]) a[i].shape[d] = kDynamicDim;
+        a[i].dynamic = true;
+      }
+      if (consistent) return a;
+    } catch (const Error&) {
+      // The op cannot be inferred from probes (e.g. a Reshape whose target
+      // needs the real extent): its outputs are fully dynamic.
+    }
+  }
+  const auto first = std::find_if(node.inputs.begin(), node.inputs.end(), [](ValueId id) { return id >= 0; });
+  const DType dtype = first == node.inputs.end() ? DType::f32 : input_types[first - node.inputs.begin()].dtype;
+  KILN_CHECK(node.inputs.size() >= static_cast<std::size_t>(schema.min_inputs), ErrorKind::InvalidArgument,
+             "expects at least " + std::to_string(schema.min_inputs) + " inputs, got " +
+                 std::to_string(node.inputs.size()));
+  return std::vector<TensorType>(static_cast<std::size_t>(schema.num_outputs), dynamic_type(dtype, {}));
+}
+
+}  // namespace
+
+std::vector<TensorType> infer_node_types(const Node& node, std::span<const TensorType> input_types) {
+  if (!has_dynamic_input(input_types)) return infer_node(node, input_types);
+  return with_node_context(node, [&] { return infer_dynamic(get_op(node.op), node, input_types); });
 }
 
 std::vector<Tensor> run_reference(const Graph& graph, std::span<const Tensor> inputs) {

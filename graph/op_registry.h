@@ -18,6 +18,9 @@ struct OpSchema {
   int min_inputs = 1;
   int max_inputs = 1;
   int num_outputs = 1;
+  // True when inference decides the output count (Split: one per size);
+  // num_outputs is then ignored. Inference must still return at least one.
+  bool variadic_outputs = false;
   // Output types from input types (a -1 input is passed as an empty shape with
   // dtype f32 and must be treated as absent). Throws ShapeMismatch or
   // InvalidArgument with a message that names the op and both shapes.
@@ -38,6 +41,15 @@ std::vector<std::string> registered_ops();
 // Runs shape inference for a node whose inputs have the given types; wraps any
 // error with the node's name and op.
 std::vector<TensorType> infer_node(const Node& node, std::span<const TensorType> input_types);
+// Output types of a node as the graph records them: infer_node for static
+// inputs; for a node with a dynamic input, dynamic outputs whose dtype, rank
+// and static extents come from probing inference with the unknown extents
+// set to two different sizes (an extent that follows them is dynamic). If a
+// probe fails, the outputs are dynamic of unknown rank, with the dtype of the
+// first present input.
+std::vector<TensorType> infer_node_types(const Node& node, std::span<const TensorType> input_types);
+// True if any present input type is dynamic.
+bool has_dynamic_input(std::span<const TensorType> input_types);
 // Runs the whole graph on the reference implementation.
 std::vector<Tensor> run_reference(const Graph& graph, std::span<const Tensor> inputs);
 

@@ -1,8 +1,165 @@
-// Op cases of the data family (issue: Models); filled in by its author.
+// Op cases of the data-movement family: Slice, Split, Gather, Squeeze,
+// Unsqueeze, Expand, Tile, Pad and Resize, over the attribute forms their
+// kernels specialise on. Every case is f32 end to end, so it must compile
+// without graph breaks on every backend. Squeeze and Unsqueeze are views, so
+// their cases add an elementwise op to give the backend a kernel to run.
 #include "op_cases.h"
 
-namespace kiln::testing {
+#include <kiln/builder.h>
 
-void add_data_cases(std::vector<OpCase>&) {}
+#include "graph/ir.h"
+
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <optional>
+
+namespace kiln::testing {
+namespace {
+
+using V = Builder::Value;
+using Vs = std::vector<V>;
+using Ints = std::vector<std::int64_t>;
+
+constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kMinInt = std::numeric_limits<std::int64_t>::min();
+
+// Uniform values in [-1, 1) from a seeded linear congruential generator, the
+// same on every platform.
+Tensor seeded_tensor(std::uint64_t seed, const Shape& shape) {
+  Tensor t(DType::f32, shape);
+  std::uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (float& v : t.values<float>()) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v = -1.0f + 2.0f * (static_cast<float>(state >> 40) / static_cast<float>(1ull << 24));
+  }
+  return t;
+}
+
+struct DataCases {
+  std::vector<OpCase>& cases;
+  std::uint64_t seed = 2000;
+
+  // A case with f32 inputs of `shapes`; `body` returns the outputs.
+  void add(const std::string& name, const std::vector<Shape>& shapes, const std::function<Vs(Builder&, Vs&)>& body) {
+    Builder b(name);
+    Vs xs;
+    std::vector<Tensor> inputs;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      xs.push_back(b.input("x" + std::to_string(i), DType::f32, shapes[i]));
+      inputs.push_back(seeded_tensor(seed++, shapes[i]));
+    }
+    const Vs outputs = body(b, xs);
+    cases.push_back({name, b.build(outputs), std::move(inputs), 1e-5f});
+  }
+
+  // A case running one op on one input.
+  void add_op(const std::string& name, const Shape& shape, const std::string& op, const graph::Attributes& attrs) {
+    add(name, {shape}, [&](Builder& b, Vs& xs) { return b.op(op, {xs[0]}, attrs); });
+  }
+};
+
+graph::Attributes attrs(std::initializer_list<std::pair<std::string, graph::Attribute>> list) {
+  graph::Attributes a;
+  for (const auto& [name, value] : list) a.set(name, value);
+  return a;
+}
+
+void slice_cases(DataCases& c) {
+  c.add_op("Slice/window_hw", {1, 3, 8, 8}, "Slice", attrs({{"starts", Ints{1, 2}}, {"ends", Ints{7, 8}}, {"axes", Ints{2, 3}}}));
+  c.add_op("Slice/reverse_step2", {2, 3, 9}, "Slice",
+           attrs({{"starts", Ints{-1}}, {"ends", Ints{kMinInt}}, {"axes", Ints{-1}}, {"steps", Ints{-2}}}));
+  c.add_op("Slice/clamped_strided", {2, 5, 7}, "Slice",
+           attrs({{"starts", Ints{1, -100}}, {"ends", Ints{kMaxInt, 100}}, {"axes", Ints{1, 2}}, {"steps", Ints{2, 3}}}));
+}
+
+void split_cases(DataCases& c) {
+  c.add_op("Split/sizes_axis1", {2, 6, 4}, "Split", attrs({{"axis", std::int64_t{1}}, {"split", Ints{1, 2, 3}}}));
+  c.add_op("Split/num_outputs_last_axis", {3, 7}, "Split",
+           attrs({{"axis", std::int64_t{-1}}, {"num_outputs", std::int64_t{3}}}));
+}
+
+void gather_cases(DataCases& c) {
+  // x[:, 0] as PyTorch exports it (a ViT's class token).
+  c.add_op("Gather/scalar_index", {2, 5, 4}, "Gather",
+           attrs({{"axis", std::int64_t{1}}, {"indices", Ints{0}}, {"indices_shape", Ints{}}}));
+  c.add_op("Gather/negative_indices_runs", {6, 3}, "Gather",
+           attrs({{"axis", std::int64_t{0}}, {"indices", Ints{5, -1, 0, 1, 2, 4, 2}}, {"indices_shape", Ints{7}}}));
+  c.add_op("Gather/matrix_indices_last_axis", {2, 3, 5}, "Gather",
+           attrs({{"axis", std::int64_t{-1}}, {"indices", Ints{4, 0, 1, 3}}, {"indices_shape", Ints{2, 2}}}));
+}
+
+void view_cases(DataCases& c) {
+  c.add("Unsqueeze/then_add", {{3, 4}, {3, 2, 4}}, [](Builder& b, Vs& xs) {
+    const V u = b.op("Unsqueeze", {xs[0]}, attrs({{"axes", Ints{1}}}))[0];
+    return Vs{b.add(u, xs[1])};
+  });
+  c.add("Squeeze/then_mul", {{1, 3, 1, 4}, {3, 4}}, [](Builder& b, Vs& xs) {
+    const V s = b.op("Squeeze", {xs[0]}, attrs({{"axes", Ints{0, -2}}}))[0];
+    return Vs{b.mul(s, xs[1])};
+  });
+}
+
+void expand_tile_cases(DataCases& c) {
+  c.add_op("Expand/new_leading_dims", {3, 1}, "Expand", attrs({{"shape", Ints{2, 1, 4}}}));
+  c.add_op("Expand/same_rank", {1, 4, 1}, "Expand", attrs({{"shape", Ints{3, 4, 5}}}));
+  c.add_op("Tile/2d", {2, 3}, "Tile", attrs({{"repeats", Ints{2, 3}}}));
+  c.add_op("Tile/unit_dims", {1, 2, 3}, "Tile", attrs({{"repeats", Ints{2, 1, 2}}}));
+}
+
+void pad_cases(DataCases& c) {
+  c.add_op("Pad/constant_value", {1, 2, 4, 5}, "Pad",
+           attrs({{"pads", Ints{0, 0, 1, 2, 0, 0, 2, 1}}, {"value", 0.5}}));
+  c.add_op("Pad/reflect", {1, 2, 5, 6}, "Pad", attrs({{"pads", Ints{0, 0, 2, 3, 0, 0, 4, 1}}, {"mode", std::string("reflect")}}));
+  c.add_op("Pad/edge", {2, 3, 4}, "Pad", attrs({{"pads", Ints{0, 2, 1, 1, 0, 3}}, {"mode", std::string("edge")}}));
+  c.add_op("Pad/negative_crops", {1, 1, 6, 6}, "Pad", attrs({{"pads", Ints{0, 0, -1, 2, 0, 0, 1, -2}}}));
+}
+
+graph::Attributes resize_attrs(const std::string& mode, const std::string& coordinate, const std::string& nearest,
+                               std::optional<std::vector<double>> scales, std::optional<Ints> sizes) {
+  graph::Attributes a = attrs({{"mode", mode}, {"coordinate_transformation_mode", coordinate}});
+  if (!nearest.empty()) a.set("nearest_mode", nearest);
+  if (scales) a.set("scales", *scales);
+  if (sizes) a.set("sizes", *sizes);
+  return a;
+}
+
+void resize_cases(DataCases& c) {
+  using Scales = std::vector<double>;
+  // nn.Upsample(scale_factor=2, mode="nearest") as PyTorch exports it.
+  c.add_op("Resize/nearest_upsample2_asymmetric_floor", {1, 2, 3, 4}, "Resize",
+           resize_attrs("nearest", "asymmetric", "floor", Scales{1, 1, 2, 2}, std::nullopt));
+  c.add_op("Resize/nearest_half_pixel_sizes", {1, 2, 4, 4}, "Resize",
+           resize_attrs("nearest", "half_pixel", "round_prefer_floor", std::nullopt, Ints{1, 2, 7, 5}));
+  // 7 -> 9 is a size where double coordinates round exact ties down.
+  c.add_op("Resize/nearest_floor_double_ties", {1, 2, 7, 7}, "Resize",
+           resize_attrs("nearest", "half_pixel", "floor", std::nullopt, Ints{1, 2, 9, 9}));
+  c.add_op("Resize/nearest_align_corners_prefer_ceil", {1, 1, 5, 6}, "Resize",
+           resize_attrs("nearest", "align_corners", "round_prefer_ceil", std::nullopt, Ints{1, 1, 9, 3}));
+  c.add_op("Resize/nearest_ceil_downsample", {2, 1, 8, 6}, "Resize",
+           resize_attrs("nearest", "half_pixel", "ceil", Scales{1, 1, 0.5, 0.5}, std::nullopt));
+  // F.interpolate(size=..., mode="bilinear", align_corners=False).
+  c.add_op("Resize/linear_pytorch_half_pixel", {1, 3, 4, 6}, "Resize",
+           resize_attrs("linear", "pytorch_half_pixel", "", std::nullopt, Ints{1, 3, 9, 13}));
+  c.add_op("Resize/linear_align_corners", {1, 2, 3, 5}, "Resize",
+           resize_attrs("linear", "align_corners", "", Scales{1, 1, 2, 2}, std::nullopt));
+  c.add_op("Resize/linear_half_pixel_downsample", {1, 2, 8, 8}, "Resize",
+           resize_attrs("linear", "half_pixel", "", std::nullopt, Ints{1, 2, 3, 5}));
+  c.add_op("Resize/linear_asymmetric_1d", {2, 4, 6}, "Resize",
+           resize_attrs("linear", "asymmetric", "", Scales{1, 1, 2.5}, std::nullopt));
+}
+
+}  // namespace
+
+void add_data_cases(std::vector<OpCase>& cases) {
+  DataCases c{cases};
+  slice_cases(c);
+  split_cases(c);
+  gather_cases(c);
+  view_cases(c);
+  expand_tile_cases(c);
+  pad_cases(c);
+  resize_cases(c);
+}
 
 }  // namespace kiln::testing

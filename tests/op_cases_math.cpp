@@ -1,8 +1,152 @@
-// Op cases of the math family (issue: Models); filled in by its author.
+// Op cases of the math family: unary math, HardSigmoid/HardSwish, Pow,
+// Min/Max, the Reduce* ops and CumSum. Every case is f32 end to end, so it
+// must compile without graph breaks on every backend.
 #include "op_cases.h"
 
-namespace kiln::testing {
+#include <kiln/builder.h>
 
-void add_math_cases(std::vector<OpCase>&) {}
+#include "graph/ir.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+
+namespace kiln::testing {
+namespace {
+
+using V = Builder::Value;
+using Vs = std::vector<V>;
+
+// Uniform values in [lo, hi) from a seeded linear congruential generator, the
+// same on every platform.
+Tensor seeded_tensor(std::uint64_t seed, const Shape& shape, float lo, float hi) {
+  Tensor t(DType::f32, shape);
+  std::uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (float& v : t.values<float>()) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v = lo + (hi - lo) * (static_cast<float>(state >> 40) / static_cast<float>(1ull << 24));
+  }
+  return t;
+}
+
+struct MathCases {
+  std::vector<OpCase>& cases;
+  std::uint64_t seed = 1000;
+
+  // A case whose inputs are uniform in [lo, hi); `body` returns the outputs.
+  void add(const std::string& name, const std::vector<Shape>& shapes, float lo, float hi,
+           const std::function<Vs(Builder&, Vs&)>& body, float tolerance = 1e-4f) {
+    Builder b(name);
+    Vs xs;
+    std::vector<Tensor> inputs;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      xs.push_back(b.input("x" + std::to_string(i), DType::f32, shapes[i]));
+      inputs.push_back(seeded_tensor(seed++, shapes[i], lo, hi));
+    }
+    Vs outs = body(b, xs);
+    cases.push_back({name, b.build(outs), std::move(inputs), tolerance});
+  }
+
+  // One op applied to the inputs with the given attributes.
+  void add_op(const std::string& name, const std::string& op, const std::vector<Shape>& shapes, float lo, float hi,
+              const graph::Attributes& attrs = {}, float tolerance = 1e-4f) {
+    add(
+        name, shapes, lo, hi,
+        [&](Builder& b, Vs& xs) {
+          std::vector<std::optional<V>> ins(xs.begin(), xs.end());
+          return b.op(op, ins, attrs);
+        },
+        tolerance);
+  }
+};
+
+graph::Attributes attrs_of(std::initializer_list<std::pair<const char*, graph::Attribute>> list) {
+  graph::Attributes a;
+  for (const auto& [name, value] : list) a.set(name, value);
+  return a;
+}
+
+using Ints = std::vector<std::int64_t>;
+
+void unary_cases(MathCases& c) {
+  c.add_op("Sqrt", "Sqrt", {{3, 17}}, 0.0f, 9.0f);
+  c.add_op("Exp", "Exp", {{3, 17}}, -4.0f, 4.0f);
+  c.add_op("Log", "Log", {{3, 17}}, 0.05f, 20.0f);
+  c.add_op("Erf", "Erf", {{3, 17}}, -3.0f, 3.0f);
+  c.add_op("Sin", "Sin", {{4, 25}}, -20.0f, 20.0f);
+  c.add_op("Cos", "Cos", {{4, 25}}, -20.0f, 20.0f);
+  c.add_op("Neg", "Neg", {{2, 9}}, -2.0f, 2.0f);
+  c.add_op("Abs", "Abs", {{2, 9}}, -2.0f, 2.0f);
+  c.add_op("Reciprocal", "Reciprocal", {{2, 9}}, 0.25f, 4.0f);
+  c.add_op("Floor", "Floor", {{2, 9}}, -3.0f, 3.0f);
+  c.add_op("Ceil", "Ceil", {{2, 9}}, -3.0f, 3.0f);
+  c.add_op("Sign", "Sign", {{2, 9}}, -2.0f, 2.0f);
+  c.add_op("HardSigmoid/default", "HardSigmoid", {{2, 3, 5}}, -5.0f, 5.0f);
+  c.add_op("HardSigmoid/alpha_beta", "HardSigmoid", {{2, 3, 5}}, -5.0f, 5.0f,
+           attrs_of({{"alpha", 1.0 / 6.0}, {"beta", 0.25}}));
+  c.add_op("HardSwish", "HardSwish", {{2, 3, 5}}, -5.0f, 5.0f);
+}
+
+void broadcast_cases(MathCases& c) {
+  // The decomposed LayerNorm's Pow(x - mean, 2): a negative base with an even exponent.
+  c.add("Pow/square_negative_base", {{2, 3, 8}}, -2.0f, 2.0f, [](Builder& b, Vs& xs) {
+    return b.op("Pow", {xs[0], b.constant("two", Tensor::scalar_f32(2.0f))}, {});
+  });
+  c.add("Pow/integer_exponents_negative_base", {{4, 6}}, -2.0f, 2.0f, [](Builder& b, Vs& xs) {
+    return b.op("Pow", {xs[0], b.constant("e", Tensor::from_f32({6}, {0, 1, 2, 3, -1, -2}))}, {});
+  });
+  c.add_op("Pow/broadcast_both", "Pow", {{3, 1, 4}, {2, 1}}, 0.25f, 2.0f);
+  c.add_op("Max/three_inputs_broadcast", "Max", {{2, 3, 4}, {3, 1}, {4}}, -1.0f, 1.0f);
+  c.add_op("Min/two_inputs", "Min", {{5, 6}, {5, 6}}, -1.0f, 1.0f);
+  c.add_op("Max/single_input", "Max", {{7}}, -1.0f, 1.0f);
+}
+
+void reduce_cases(MathCases& c) {
+  c.add_op("ReduceMean/last_axis", "ReduceMean", {{2, 3, 16}}, -1.0f, 1.0f, attrs_of({{"axes", Ints{-1}}}));
+  c.add_op("ReduceMean/spatial_keepdims", "ReduceMean", {{2, 4, 5, 6}}, -1.0f, 1.0f,
+           attrs_of({{"axes", Ints{2, 3}}, {"keepdims", std::int64_t{1}}}));
+  c.add_op("ReduceSum/axis1_no_keepdims", "ReduceSum", {{3, 7, 4}}, -1.0f, 1.0f,
+           attrs_of({{"axes", Ints{1}}, {"keepdims", std::int64_t{0}}}));
+  c.add_op("ReduceSum/outer_and_inner_axes", "ReduceSum", {{3, 4, 5}}, -1.0f, 1.0f, attrs_of({{"axes", Ints{0, 2}}}));
+  c.add_op("ReduceMax/all_axes", "ReduceMax", {{3, 5, 4}}, -1.0f, 1.0f, attrs_of({{"keepdims", std::int64_t{0}}}));
+  c.add_op("ReduceMax/axis0", "ReduceMax", {{6, 5}}, -1.0f, 1.0f, attrs_of({{"axes", Ints{0}}}));
+  c.add_op("ReduceMin/axes_1_2", "ReduceMin", {{2, 3, 4, 5}}, -1.0f, 1.0f, attrs_of({{"axes", Ints{1, 2}}}));
+  c.add_op("ReduceProd/axis1", "ReduceProd", {{3, 6}}, 0.5f, 1.5f, attrs_of({{"axes", Ints{1}}}));
+  c.add_op("ReduceSum/noop_with_empty_axes", "ReduceSum", {{2, 5}}, -1.0f, 1.0f,
+           attrs_of({{"noop_with_empty_axes", std::int64_t{1}}}));
+}
+
+void cumsum_cases(MathCases& c) {
+  c.add_op("CumSum/axis1", "CumSum", {{2, 6, 3}}, -1.0f, 1.0f, attrs_of({{"axis", std::int64_t{1}}}));
+  c.add_op("CumSum/exclusive_last_axis", "CumSum", {{3, 7}}, -1.0f, 1.0f,
+           attrs_of({{"axis", std::int64_t{-1}}, {"exclusive", std::int64_t{1}}}));
+  c.add_op("CumSum/reverse_axis0", "CumSum", {{5, 4}}, -1.0f, 1.0f,
+           attrs_of({{"axis", std::int64_t{0}}, {"reverse", std::int64_t{1}}}));
+  c.add_op("CumSum/reverse_exclusive", "CumSum", {{2, 8}}, -1.0f, 1.0f,
+           attrs_of({{"axis", std::int64_t{1}}, {"reverse", std::int64_t{1}}, {"exclusive", std::int64_t{1}}}));
+}
+
+void chain_cases(MathCases& c) {
+  // LayerNorm as PyTorch exports decompose it: ReduceMean, Sub, Pow, Sqrt, Div.
+  c.add("Chain/decomposed_layer_norm", {{2, 4, 12}}, -2.0f, 2.0f, [](Builder& b, Vs& xs) {
+    const graph::Attributes last = attrs_of({{"axes", Ints{-1}}});
+    V centered = b.sub(xs[0], b.op("ReduceMean", {xs[0]}, last)[0]);
+    V variance = b.op("ReduceMean", {b.op("Pow", {centered, b.constant("two", Tensor::scalar_f32(2.0f))}, {})[0]},
+                      last)[0];
+    V std_dev = b.op("Sqrt", {b.add(variance, b.constant("eps", Tensor::scalar_f32(1e-5f)))}, {})[0];
+    return Vs{b.div(centered, std_dev)};
+  });
+}
+
+}  // namespace
+
+void add_math_cases(std::vector<OpCase>& cases) {
+  MathCases c{cases};
+  unary_cases(c);
+  broadcast_cases(c);
+  reduce_cases(c);
+  cumsum_cases(c);
+  chain_cases(c);
+}
 
 }  // namespace kiln::testing

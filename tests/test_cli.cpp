@@ -10,6 +10,16 @@
 #include <cstdlib>
 #include <string>
 
+#if KILN_HAVE_ONNX
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+#endif
+
 namespace {
 
 struct Result {
@@ -131,3 +141,154 @@ BOOST_AUTO_TEST_CASE(explain_shows_kernels_and_memory_plan) {
   BOOST_TEST(has(r, "memory:"));
   BOOST_TEST(has(r, "fc"));
 }
+
+// ---- ONNX models with .npy inputs and outputs ------------------------------------------
+
+#if KILN_HAVE_ONNX
+namespace {
+
+// A format 1.0 .npy file of little-endian float32 values.
+std::string npy_f32(const std::vector<std::int64_t>& shape, const std::vector<float>& values) {
+  std::string dims;
+  for (auto d : shape) dims += std::to_string(d) + ",";
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (" + dims + "), }";
+  header.append(63 - (10 + header.size()) % 64, ' ');
+  header += '\n';
+  std::string out = "\x93NUMPY";
+  out += '\x01';
+  out += '\x00';
+  out += static_cast<char>(header.size() & 0xff);
+  out += static_cast<char>(header.size() >> 8);
+  out += header;
+  out.append(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+  return out;
+}
+
+// The float32 values of a .npy file kiln wrote (after its header).
+std::vector<float> npy_values(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_REQUIRE(bytes.size() > 10 && bytes.compare(0, 6, "\x93NUMPY") == 0);
+  const std::size_t header = static_cast<unsigned char>(bytes[8]) | static_cast<std::size_t>(static_cast<unsigned char>(bytes[9])) << 8;
+  BOOST_TEST(bytes.find("'descr': '<f4'") != std::string::npos);
+  std::vector<float> values((bytes.size() - 10 - header) / sizeof(float));
+  std::memcpy(values.data(), bytes.data() + 10 + header, values.size() * sizeof(float));
+  return values;
+}
+
+// y = Relu(x) + bias, x f32[1, 4], written as an ONNX file.
+void write_relu_bias_model(const std::filesystem::path& path) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  auto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(13);
+  auto* g = model.mutable_graph();
+  g->set_name("relu_bias");
+  auto* in = g->add_input();
+  in->set_name("x");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto_DataType_FLOAT);
+  in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(1);
+  in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(4);
+  auto* bias = g->add_initializer();
+  bias->set_name("bias");
+  bias->set_data_type(onnx::TensorProto_DataType_FLOAT);
+  bias->add_dims(4);
+  for (float v : {0.5f, 1.0f, 1.5f, 2.0f}) bias->add_float_data(v);
+  auto* relu = g->add_node();
+  relu->set_op_type("Relu");
+  relu->set_name("relu");
+  relu->add_input("x");
+  relu->add_output("r");
+  auto* add = g->add_node();
+  add->set_op_type("Add");
+  add->set_name("add");
+  add->add_input("r");
+  add->add_input("bias");
+  add->add_output("out/y");
+  g->add_output()->set_name("out/y");
+  std::ofstream(path, std::ios::binary) << model.SerializeAsString();
+}
+
+// GlobalAveragePool of an f32[1, 3, 32, 32] image input, written as an ONNX file.
+void write_image_pool_model(const std::filesystem::path& path) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  auto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(17);
+  auto* g = model.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("image");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto_DataType_FLOAT);
+  for (std::int64_t d : {std::int64_t{-1}, std::int64_t{3}, std::int64_t{32}, std::int64_t{32}}) {
+    auto* dim = in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim();
+    if (d < 0) dim->set_dim_param("batch");
+    else dim->set_dim_value(d);
+  }
+  auto* pool = g->add_node();
+  pool->set_op_type("GlobalAveragePool");
+  pool->set_name("pool");
+  pool->add_input("image");
+  pool->add_output("mean");
+  g->add_output()->set_name("mean");
+  std::ofstream(path, std::ios::binary) << model.SerializeAsString();
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(run_onnx_model_on_an_image_sized_from_its_input) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_cli_image_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_image_pool_model(dir / "pool.onnx");
+  // The symbolic batch dim takes --batch.
+  auto r = kiln("run '" + (dir / "pool.onnx").string() + "' --image data/images/chelsea.png --batch 2 --iters 0");
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(has(r, "batch 2"));
+  BOOST_TEST(has(r, "resized to 32x32"));
+  BOOST_TEST(has(r, "mean: f32[2, 3, 1, 1]"));
+  BOOST_TEST(!has(r, "top-5"));  // not a classification model
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(run_onnx_model_with_npy_input_and_output_dir) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_cli_onnx_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_relu_bias_model(dir / "model.onnx");
+  std::ofstream(dir / "x.npy", std::ios::binary) << npy_f32({1, 4}, {-1.0f, 2.0f, -3.0f, 4.0f});
+
+  auto r = kiln("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "x.npy").string() +
+                "' --output-dir '" + (dir / "out").string() + "' --iters 0");
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(has(r, "out/y"));
+  BOOST_TEST(has(r, "max |eager - compiled|"));
+  // '/' in the output name becomes '_' in the file name.
+  const auto written = dir / "out" / "out_y.npy";
+  BOOST_REQUIRE(std::filesystem::exists(written));
+  BOOST_TEST(npy_values(written.string()) == (std::vector<float>{0.5f, 3.0f, 1.5f, 6.0f}), boost::test_tools::per_element());
+
+  // A .npy whose shape does not fit the input is a user error naming both shapes.
+  std::ofstream(dir / "bad.npy", std::ios::binary) << npy_f32({2, 2}, {1, 2, 3, 4});
+  auto bad = kiln("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "bad.npy").string() + "' --iters 0");
+  BOOST_TEST(bad.exit_code == 2);
+  BOOST_TEST(has(bad, "f32[1, 4]"));
+  BOOST_TEST(has(bad, "f32[2, 2]"));
+  auto unknown = kiln("run '" + (dir / "model.onnx").string() + "' --input z='" + (dir / "x.npy").string() + "' --iters 0");
+  BOOST_TEST(unknown.exit_code == 2);
+  BOOST_TEST(has(unknown, "its inputs: x"));
+  // float64 (NumPy's default) is refused with the fix in the message.
+  std::string f8 = npy_f32({1, 4}, {1, 2, 3, 4});
+  f8.replace(f8.find("<f4"), 3, "<f8");
+  std::ofstream(dir / "f8.npy", std::ios::binary) << f8;
+  auto wrong_dtype = kiln("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "f8.npy").string() + "' --iters 0");
+  BOOST_TEST(wrong_dtype.exit_code == 2);
+  BOOST_TEST(has(wrong_dtype, "astype(np.float32)"));
+  // A truncated file names itself and the sizes.
+  const std::string full = npy_f32({1, 4}, {1, 2, 3, 4});
+  std::ofstream(dir / "short.npy", std::ios::binary) << full.substr(0, full.size() - 4);
+  auto truncated = kiln("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "short.npy").string() + "' --iters 0");
+  BOOST_TEST(truncated.exit_code == 2);
+  BOOST_TEST(has(truncated, "short.npy"));
+  std::filesystem::remove_all(dir);
+}
+#endif

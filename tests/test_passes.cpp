@@ -328,7 +328,9 @@ BOOST_AUTO_TEST_CASE(compile_passes_on_resnet18) {
   const Graph& g = resnet18_graph();
   passes::PipelineResult result = passes::run_compile_passes(g);
   check_interface(g, result.graph);
-  BOOST_REQUIRE(result.reports.size() == 4u);
+  BOOST_REQUIRE(result.reports.size() == 6u);
+  BOOST_TEST(result.reports[4].pass == "recognise_layer_norm");
+  BOOST_TEST(result.reports[5].pass == "recognise_gelu");
   BOOST_TEST(result.reports[0].pass == "fold_constants");
   BOOST_TEST(result.reports[1].pass == "fold_batch_norm");
   BOOST_TEST(result.reports[2].pass == "fuse_activation");

@@ -1,18 +1,30 @@
-// `kiln run`: a model on a photograph, eager and compiled, side by side.
+// `kiln run`: a model (built-in or ONNX) on a photograph or .npy inputs, eager
+// and compiled, side by side; outputs optionally written as .npy files.
 #include "commands.h"
 #include "image.h"
 #include "labels.h"
 #include "model_args.h"
+#include "npy.h"
+#if __has_include("task_output.h")
+#include "task_output.h"
+#define KILN_HAVE_TASK_OUTPUT 1
+#else
+#define KILN_HAVE_TASK_OUTPUT 0
+#endif
 
 #include <kiln/kiln.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <filesystem>
 #include <numeric>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace kiln::tools {
@@ -63,49 +75,179 @@ void print_top(const Tensor& logits, int k) {
   }
 }
 
+
+// Spreads of the values of every output, for models without a task-specific report.
+void print_output_summary(const std::vector<TensorSpec>& specs, const std::vector<Tensor>& outputs) {
+  for (std::size_t i = 0; i < outputs.size() && i < specs.size(); ++i) {
+    const Tensor& t = outputs[i];
+    std::printf("  %s: %s%s", specs[i].name.c_str(), std::string(dtype_name(t.dtype())).c_str(), shape_str(t.shape()).c_str());
+    if (t.dtype() == DType::f32 && t.numel() > 0) {
+      const auto v = t.values<float>();
+      const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+      double sum = 0;
+      for (float x : v) sum += static_cast<double>(x);
+      std::printf("  min %.4g  max %.4g  mean %.4g", static_cast<double>(*lo), static_cast<double>(*hi),
+                  sum / static_cast<double>(v.size()));
+    }
+    std::printf("\n");
+  }
+}
+
+// The input image's place: the single [N, 3, H, W] f32 input no --input names.
+struct ImageSlot {
+  std::size_t index = 0;
+  std::int64_t batch = 1, size = 224;
+};
+
+// Builds the model's inputs from --input name=file.npy and, for the input they
+// leave open, the image. Each .npy must match its input's dtype and shape.
+std::vector<Tensor> gather_inputs(const Model& model, const std::vector<std::string>& specs,
+                                  std::optional<ImageSlot>& image_slot, const ModelArgs& args) {
+  const std::vector<TensorSpec> wanted = model.inputs();
+  std::vector<std::optional<Tensor>> given(wanted.size());
+  std::string names;
+  for (const TensorSpec& w : wanted) names += (names.empty() ? "" : ", ") + w.name;
+  for (const std::string& spec : specs) {
+    const std::size_t eq = spec.find('=');
+    KILN_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < spec.size(), ErrorKind::InvalidArgument,
+               "--input '" + spec + "' must look like name=file.npy");
+    const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
+    auto it = std::find_if(wanted.begin(), wanted.end(), [&](const TensorSpec& w) { return w.name == name; });
+    KILN_CHECK(it != wanted.end(), ErrorKind::InvalidArgument,
+               "--input '" + name + "': the model has no input of that name (its inputs: " + names + ")");
+    const auto i = static_cast<std::size_t>(it - wanted.begin());
+    KILN_CHECK(!given[i], ErrorKind::InvalidArgument, "--input '" + name + "' is given twice");
+    Tensor t = read_npy(path);
+    KILN_CHECK(t.dtype() == it->dtype && t.shape() == it->shape, ErrorKind::ShapeMismatch,
+               "--input '" + name + "': the model expects " + std::string(dtype_name(it->dtype)) + shape_str(it->shape) +
+                   ", " + path + " holds " + std::string(dtype_name(t.dtype())) + shape_str(t.shape()));
+    given[i] = std::move(t);
+  }
+
+  std::vector<std::size_t> open;
+  for (std::size_t i = 0; i < wanted.size(); ++i)
+    if (!given[i]) open.push_back(i);
+  if (open.size() == 1) {
+    const TensorSpec& w = wanted[open[0]];
+    ImageSlot slot{open[0], args.batch, args.image_size};
+    if (args.from_file()) {
+      // An ONNX model fixes the image size and batch itself.
+      KILN_CHECK(w.dtype == DType::f32 && w.shape.size() == 4 && w.shape[1] == 3 && w.shape[2] == w.shape[3],
+                 ErrorKind::InvalidArgument,
+                 "input '" + w.name + "' (" + std::string(dtype_name(w.dtype)) + shape_str(w.shape) +
+                     ") cannot take an image (that needs f32[N, 3, S, S]); give it with --input " + w.name + "=file.npy");
+      slot.batch = w.shape[0];
+      slot.size = w.shape[2];
+    }
+    image_slot = slot;
+  } else if (!open.empty()) {
+    std::string missing;
+    for (std::size_t i : open) missing += (missing.empty() ? "" : ", ") + wanted[i].name;
+    throw_error(ErrorKind::InvalidArgument, "the model has several inputs without --input name=file.npy: " + missing);
+  }
+  std::vector<Tensor> inputs;
+  for (auto& t : given) inputs.push_back(t ? std::move(*t) : Tensor());
+  return inputs;
+}
+
+// Output names may hold '/' or ':' (ONNX value names); file names keep only
+// letters, digits, '.', '-' and '_'.
+std::string file_name_for(const std::string& output_name) {
+  std::string name = output_name;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
+  if (name.empty() || name[0] == '.') name = "_" + name;
+  return name;
+}
+
+void write_outputs(const std::string& dir, const std::vector<TensorSpec>& specs, const std::vector<Tensor>& outputs) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  KILN_CHECK(!ec, ErrorKind::Io, "cannot create the output folder '" + dir + "': " + ec.message());
+  for (std::size_t i = 0; i < outputs.size() && i < specs.size(); ++i) {
+    const std::string path = (std::filesystem::path(dir) / (file_name_for(specs[i].name) + ".npy")).string();
+    write_npy(path, outputs[i]);
+    std::printf("wrote %s (%s%s)\n", path.c_str(), std::string(dtype_name(outputs[i].dtype())).c_str(),
+                shape_str(outputs[i].shape()).c_str());
+  }
+}
+
 }  // namespace
 
 void add_run_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("run", "run a model on an image, eagerly and compiled; print the top classes, "
-                                        "the eager/compiled difference and both timings");
+  auto* cmd = app.add_subcommand("run", "run a model (built-in, or an ONNX file) on an image or on .npy inputs, eagerly "
+                                        "and compiled; print the results, the eager/compiled difference and both timings");
   auto args = std::make_shared<ModelArgs>();
   auto image = std::make_shared<std::string>("data/images/chelsea.png");
   auto iters = std::make_shared<int>(3);
   auto top = std::make_shared<int>(5);
+  auto input_specs = std::make_shared<std::vector<std::string>>();
+  auto output_dir = std::make_shared<std::string>();
   args->add_to(*cmd);
-  cmd->add_option("--image", *image, "an image file (PNG, JPEG, BMP, ...)")->capture_default_str();
+  cmd->add_option("--image", *image, "an image file (PNG, JPEG, BMP, ...) for the model's image input")->capture_default_str();
+  cmd->add_option("--input", *input_specs, "name=file.npy: a model input from a NumPy file (repeatable; dtype and shape "
+                                           "must match the model's input)");
+  cmd->add_option("--output-dir", *output_dir, "write every output as DIR/<output name>.npy (characters other than "
+                                               "letters, digits, '.', '-', '_' become '_')");
   cmd->add_option("--iters", *iters, "timed calls after the first one (median reported)")
       ->capture_default_str()->check(CLI::Range(0, 100000));
   cmd->add_option("--top", *top, "how many classes to print")->capture_default_str()->check(CLI::Range(1, 1000));
-  cmd->callback([args, image, iters, top] {
+  cmd->callback([args, image, iters, top, input_specs, output_dir] {
     Model model = args->load();
+    std::optional<ImageSlot> slot;
+    std::vector<Tensor> inputs = gather_inputs(model, *input_specs, slot, *args);
     ImageInfo info;
-    Tensor input = load_image_tensor(*image, args->image_size, args->batch, &info);
+    if (slot) inputs[slot->index] = load_image_tensor(*image, slot->size, slot->batch, &info);
     const CompileOptions options = args->compile_options();
 
     EagerModel eager_model = eager(model, {.backend = options.backend, .device = options.device});
     CompiledModel compiled = compile(model, options);
 
-    std::printf("kiln run: %s, batch %lld, on %s (%dx%d, %d channels) resized to %lldx%lld\n", model.name().c_str(),
-                static_cast<long long>(args->batch), image->c_str(), info.width, info.height, info.channels,
-                static_cast<long long>(args->image_size), static_cast<long long>(args->image_size));
+    if (slot) {
+      std::printf("kiln run: %s, batch %lld, on %s (%dx%d, %d channels) resized to %lldx%lld\n", model.name().c_str(),
+                  static_cast<long long>(slot->batch), image->c_str(), info.width, info.height, info.channels,
+                  static_cast<long long>(slot->size), static_cast<long long>(slot->size));
+    } else {
+      std::printf("kiln run: %s on %zu input file(s)\n", model.name().c_str(), input_specs->size());
+    }
     std::vector<Tensor> eager_out, compiled_out;
-    Timing te = time_calls([&] { return eager_model({input}); }, *iters, eager_out);
-    Timing tc = time_calls([&] { return compiled({input}); }, *iters, compiled_out);
+    Timing te = time_calls([&] { return eager_model(inputs); }, *iters, eager_out);
+    Timing tc = time_calls([&] { return compiled(inputs); }, *iters, compiled_out);
 
-    std::printf("backend %s, mode %s; weights are seeded (seed %llu), not trained, so the classes show the pipeline "
-                "working, not a real prediction\n",
-                options.backend.c_str(), std::string(mode_name(options.mode)).c_str(),
-                static_cast<unsigned long long>(args->seed));
-    std::printf("top-%d (compiled):\n", *top);
-    print_top(compiled_out.at(0), *top);
+    if (args->from_file()) {
+      std::printf("backend %s, mode %s; model from %s\n", options.backend.c_str(),
+                  std::string(mode_name(options.mode)).c_str(), args->model_file.c_str());
+    } else {
+      std::printf("backend %s, mode %s; weights are seeded (seed %llu), not trained, so the classes show the pipeline "
+                  "working, not a real prediction\n",
+                  options.backend.c_str(), std::string(mode_name(options.mode)).c_str(),
+                  static_cast<unsigned long long>(args->seed));
+    }
+    const std::vector<TensorSpec> output_specs = model.outputs();
+    if (model.task() == "classification") {
+      std::printf("top-%d (compiled):\n", *top);
+      print_top(compiled_out.at(0), *top);
+    } else if (model.task() == "segmentation" || model.task() == "detection") {
+#if KILN_HAVE_TASK_OUTPUT
+      report_task_outputs(model, compiled_out, *image, *output_dir);
+#else
+      print_output_summary(output_specs, compiled_out);
+#endif
+    } else {
+      std::printf("outputs (compiled):\n");
+      print_output_summary(output_specs, compiled_out);
+    }
 
-    float scale = 0;
-    for (float v : eager_out.at(0).values<float>()) scale = std::max(scale, std::fabs(v));
-    const float diff = max_abs_diff(eager_out.at(0), compiled_out.at(0));
+    // The largest difference over every f32 output.
+    float scale = 0, diff = 0;
+    for (std::size_t i = 0; i < eager_out.size() && i < compiled_out.size(); ++i) {
+      if (eager_out[i].dtype() != DType::f32) continue;
+      for (float v : eager_out[i].values<float>()) scale = std::max(scale, std::fabs(v));
+      diff = std::max(diff, max_abs_diff(eager_out[i], compiled_out[i]));
+    }
     std::printf("max |eager - compiled| = %.3g (largest |output| %.3g)\n", static_cast<double>(diff),
                 static_cast<double>(scale));
-
+    if (!output_dir->empty()) write_outputs(*output_dir, output_specs, compiled_out);
     const auto& es = eager_model.stats();
     const auto& cs = compiled.stats();
     std::printf("timings (first call includes compiling; then the median of %d calls):\n", *iters);

@@ -1,10 +1,13 @@
 #include "model_args.h"
 
+#include <kiln/onnx.h>
+
 namespace kiln::tools {
 
 void ModelArgs::add_to(CLI::App& command) {
   std::string names;
   for (const auto& n : models::names()) names += (names.empty() ? "" : ", ") + n;
+  command.add_option("model_file", model_file, "an ONNX model file (.onnx); replaces --model");
   command.add_option("--model", model, "built-in model (" + names + ")")->capture_default_str();
   command.add_option("--image-size", image_size, "input height and width")->capture_default_str()->check(CLI::Range(32, 1024));
   command.add_option("--batch", batch, "batch size")->capture_default_str()->check(CLI::Range(1, 256));
@@ -17,6 +20,11 @@ void ModelArgs::add_to(CLI::App& command) {
 }
 
 Model ModelArgs::load() const {
+  if (from_file()) {
+    OnnxOptions onnx;
+    onnx.default_dim = batch;
+    return load_onnx(model_file, onnx);
+  }
   models::ModelOptions options;
   options.batch = batch;
   options.image_size = image_size;

@@ -11,6 +11,7 @@
 namespace kiln::tools {
 
 struct ModelArgs {
+  std::string model_file;  // an ONNX file; when given it replaces --model
   std::string model = "resnet18";
   std::int64_t image_size = 224;
   std::int64_t batch = 1;
@@ -22,7 +23,9 @@ struct ModelArgs {
   std::string cache_dir;
 
   void add_to(CLI::App& command);
+  // The ONNX file if one was given (symbolic dims take --batch), else the built-in model.
   Model load() const;
+  bool from_file() const { return !model_file.empty(); }
   CompileOptions compile_options() const;
 };
 

@@ -44,8 +44,18 @@ PassResult fuse_activation(const Graph& graph);
 // are kept even when unused: they are the model's interface.
 PassResult eliminate_dead_code(const Graph& graph);
 
+// Replaces the LayerNorm that torch.onnx.export spells out (ReduceMean, Sub,
+// Pow 2, ReduceMean, Add eps, Sqrt, Div, optional Mul scale and Add bias, every
+// intermediate read once) with one LayerNormalization.
+PassResult recognise_layer_norm(const Graph& graph);
+
+// Replaces the exact GELU that torch.onnx.export spells out (Div sqrt(2), Erf,
+// Add 1, Mul x, Mul 0.5, every intermediate read once) with one Gelu.
+PassResult recognise_gelu(const Graph& graph);
+
 // The default pipeline of compile(): fold_constants, fold_batch_norm,
-// fuse_activation, eliminate_dead_code. Each result is verified; a pass that
+// fuse_activation, eliminate_dead_code, recognise_layer_norm, recognise_gelu
+// (the recognisers drop the constants only their patterns read). Each result is verified; a pass that
 // produces an invalid graph throws Error(Internal).
 PipelineResult run_compile_passes(const Graph& graph);
 

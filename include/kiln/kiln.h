@@ -55,6 +55,7 @@ struct RunStats {
   std::optional<double> last_device_ms{};  // device time of the last call, if measured
   int kernels = 0;                // distinct kernels loaded
   int dispatches_per_run = 0;
+  int host_steps_per_run = 0;     // graph breaks run on the host reference implementation
   std::uint64_t peak_device_bytes = 0;  // activations and weights on the device
   int kernel_cache_hits = 0;      // binaries read from the disk cache
   int kernel_cache_misses = 0;    // binaries compiled

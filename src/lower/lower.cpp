@@ -95,11 +95,18 @@ std::optional<std::string> generic_reason(const OpLowering& lowering, const OpCo
     }
     if (auto reason = check_tensor(*ctx.inputs[slot], "input " + std::to_string(slot), kernel)) return reason;
   }
-  if (ctx.outputs.size() != 1)
-    return std::to_string(ctx.outputs.size()) + " outputs are not supported (only the single-output form)";
-  if (auto reason = check_tensor(ctx.outputs[0], "output 0", kernel)) return reason;
-  if (kernel && num_elements(ctx.outputs[0].shape) == 0)
-    return "output " + type_str(ctx.outputs[0]) + " is empty: there is no kernel to run";
+  // Only lowerings that declare it write several outputs (Split); a view is one.
+  const std::size_t max_outputs = kernel ? lowering.max_outputs : 1;
+  if (ctx.outputs.empty() || ctx.outputs.size() > max_outputs)
+    return std::to_string(ctx.outputs.size()) + " outputs are not supported (the " +
+           (kernel ? "kernel" : "view") + " of " + ctx.node.op + " has " +
+           (max_outputs == kAnyCount ? "any number" : std::to_string(max_outputs)) + ")";
+  for (std::size_t slot = 0; slot < ctx.outputs.size(); ++slot) {
+    const std::string what = "output " + std::to_string(slot);
+    if (auto reason = check_tensor(ctx.outputs[slot], what, kernel)) return reason;
+    if (kernel && num_elements(ctx.outputs[slot].shape) == 0)
+      return what + " " + type_str(ctx.outputs[slot]) + " is empty: there is no kernel to run";
+  }
   if (!kernel && num_elements(ctx.outputs[0].shape) != num_elements(ctx.input_shape(0)))
     return "output " + type_str(ctx.outputs[0]) + " does not have the element count of input " +
            type_str(*ctx.inputs[0]);

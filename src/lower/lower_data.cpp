@@ -1,8 +1,462 @@
-// Lowerings of the data op family (issue: Models); filled in by its author.
+// Lowerings of the data-movement ops. Each output element is a load (or, for
+// linear Resize, a weighted sum of loads) from an input position computed
+// from the output coordinates; the attribute rules come from the same plans
+// the reference uses (graph/ops/data_plans.h). Squeeze and Unsqueeze move no
+// data: they are views. Gather with a runtime indices tensor (i64), Shape and
+// ConstantOfShape have no kernel: they fold at compile time or run on the host.
+#include "graph/broadcast.h"
+#include "graph/ops/data_plans.h"
+#include "src/lower/index.h"
 #include "src/lower/lowerings.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <limits>
 
 namespace kiln::lower {
 
-std::span<const OpLowering> data_lowerings() { return {}; }
+using graph::ops::CoordinateMode;
+using graph::ops::NearestMode;
+using graph::ops::PadMode;
+using graph::ops::ResizeAxis;
+using graph::ops::ResizeMode;
+using kir::Access;
+using kir::Expr;
+using kir::ScalarType;
+using kir::Stmt;
+
+namespace {
+
+// A kernel over the output elements with buffers x (input 0) and y (output 0).
+struct CopyKernel {
+  kir::Kernel kernel;
+  kir::Buf x, y;
+  Expr index;
+};
+
+CopyKernel make_copy_kernel(const std::string& name, const OpContext& ctx) {
+  CopyKernel k{make_kernel(name, num_elements(ctx.output_shape())), {}, {}, kir::global_index()};
+  k.x = k.kernel.add_buffer("x", ScalarType::f32, Access::read);
+  k.y = k.kernel.add_buffer("y", ScalarType::f32, Access::write);
+  return k;
+}
+
+// ---- Slice ------------------------------------------------------------------------
+
+kir::Kernel lower_slice(const OpContext& ctx) {
+  const graph::ops::SlicePlan plan = graph::ops::slice_plan(ctx.node, ctx.input_shape(0));
+  const graph::Strides strides = graph::row_major_strides(ctx.input_shape(0));
+  CopyKernel k = make_copy_kernel("slice", ctx);
+  const std::vector<Expr> coords = unravel(k.kernel.body, k.index, ctx.output_shape(), "out");
+  IndexSum source;
+  for (std::size_t d = 0; d < coords.size(); ++d) {
+    source.add(plan.starts[d] * strides[d]);
+    source.add(coords[d], plan.steps[d] * strides[d]);
+  }
+  k.kernel.body.push_back(kir::store(k.y, k.index, kir::load(k.x, source.expr(), ScalarType::f32)));
+  return std::move(k.kernel);
+}
+
+// ---- Split: one invocation per input element, stored into the output that owns it --
+
+kir::Kernel lower_split(const OpContext& ctx) {
+  const Shape& in_shape = ctx.input_shape(0);
+  const graph::ops::SplitPlan plan = graph::ops::split_plan(ctx.node, in_shape);
+  const auto axis = static_cast<std::size_t>(plan.axis);
+  const std::int64_t outer = extent_product(in_shape, 0, axis);
+  const std::int64_t inner = extent_product(in_shape, axis + 1, in_shape.size());
+
+  kir::Kernel kernel = make_kernel("split", num_elements(in_shape));
+  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
+  std::vector<kir::Buf> outputs;
+  for (std::size_t k = 0; k < plan.sizes.size(); ++k)
+    outputs.push_back(kernel.add_buffer("y" + std::to_string(k), ScalarType::f32, Access::write));
+
+  const Expr index = kir::global_index();
+  const std::vector<Expr> c = unravel(kernel.body, index, {outer, in_shape[axis], inner}, "in");
+  const Expr value = kir::load(x, index, ScalarType::f32);
+  // if (a < end0) store0 else if (a < end1) store1 ... else store_last
+  std::vector<std::vector<Stmt>> stores;
+  std::vector<std::int64_t> ends;
+  std::int64_t start = 0;
+  for (std::size_t k = 0; k < plan.sizes.size(); ++k) {
+    const std::int64_t length = plan.sizes[k];
+    const Expr target = IndexSum(-start * inner).add(c[0], length * inner).add(c[1], inner).add(c[2]).expr();
+    stores.push_back({kir::store(outputs[k], target, value)});
+    start += length;
+    ends.push_back(start);
+  }
+  std::vector<Stmt> chain = std::move(stores.back());
+  for (std::size_t k = stores.size() - 1; k-- > 0;)
+    chain = {kir::branch(c[1] < kir::i32(ends[k]), std::move(stores[k]), std::move(chain))};
+  for (Stmt& stmt : chain) kernel.body.push_back(std::move(stmt));
+  return kernel;
+}
+
+// ---- Gather (constant indices baked into the kernel) ---------------------------------
+
+// A run of the index list: positions [begin, end) hold first + (p - begin) * step.
+struct IndexRun {
+  std::int64_t begin, end, first, step;
+};
+
+// At most this many runs become a select chain; longer irregular lists would
+// make a kernel as large as the list.
+constexpr std::size_t kMaxIndexRuns = 16;
+
+std::vector<IndexRun> index_runs(const std::vector<std::int64_t>& indices) {
+  std::vector<IndexRun> runs;
+  for (std::size_t p = 0; p < indices.size();) {
+    IndexRun run{static_cast<std::int64_t>(p), static_cast<std::int64_t>(p) + 1, indices[p], 0};
+    if (p + 1 < indices.size()) run.step = indices[p + 1] - indices[p];
+    while (static_cast<std::size_t>(run.end) < indices.size() &&
+           indices[static_cast<std::size_t>(run.end)] == run.first + (run.end - run.begin) * run.step)
+      ++run.end;
+    runs.push_back(run);
+    p = static_cast<std::size_t>(run.end);
+  }
+  return runs;
+}
+
+std::optional<std::string> gather_unsupported(const OpContext& ctx) {
+  if (ctx.has_input(1))
+    return "the indices are a runtime tensor; only constant indices (the one-input form) lower to a kernel";
+  std::vector<graph::TensorType> types{*ctx.inputs[0]};
+  const graph::ops::GatherPlan plan = graph::ops::gather_plan(ctx.node, types);
+  if (const std::size_t runs = index_runs(plan.indices).size(); runs > kMaxIndexRuns)
+    return "the indices form " + std::to_string(runs) + " arithmetic runs; kernels take at most " +
+           std::to_string(kMaxIndexRuns);
+  return std::nullopt;
+}
+
+kir::Kernel lower_gather(const OpContext& ctx) {
+  std::vector<graph::TensorType> types{*ctx.inputs[0]};
+  const graph::ops::GatherPlan plan = graph::ops::gather_plan(ctx.node, types);
+  const auto count = static_cast<std::int64_t>(plan.indices.size());
+  CopyKernel k = make_copy_kernel("gather", ctx);
+  const std::vector<Expr> c = unravel(k.kernel.body, k.index, {plan.outer, count, plan.inner}, "out");
+  // The index at position c[1]: a select over the runs, last run as the default.
+  const std::vector<IndexRun> runs = index_runs(plan.indices);
+  auto run_value = [&](const IndexRun& run) {
+    return IndexSum(run.first - run.begin * run.step).add(c[1], run.step).expr();
+  };
+  Expr picked = run_value(runs.back());
+  for (std::size_t r = runs.size() - 1; r-- > 0;) picked = kir::select(c[1] < kir::i32(runs[r].end), run_value(runs[r]), picked);
+  const Expr row = runs.size() == 1 ? picked : declare_index(k.kernel.body, "row", picked);
+  const Expr source = IndexSum().add(c[0], plan.extent * plan.inner).add(row, plan.inner).add(c[2]).expr();
+  k.kernel.body.push_back(kir::store(k.y, k.index, kir::load(k.x, source, ScalarType::f32)));
+  return std::move(k.kernel);
+}
+
+// ---- Expand, Tile ---------------------------------------------------------------------
+
+kir::Kernel lower_expand(const OpContext& ctx) {
+  CopyKernel k = make_copy_kernel("expand", ctx);
+  const Shape in_shapes[] = {ctx.input_shape(0)};
+  const std::vector<Expr> offsets = broadcast_offsets(k.kernel.body, k.index, ctx.output_shape(), in_shapes, "out");
+  k.kernel.body.push_back(kir::store(k.y, k.index, kir::load(k.x, offsets[0], ScalarType::f32)));
+  return std::move(k.kernel);
+}
+
+kir::Kernel lower_tile(const OpContext& ctx) {
+  const Shape& in_shape = ctx.input_shape(0);
+  const graph::Strides strides = graph::row_major_strides(in_shape);
+  CopyKernel k = make_copy_kernel("tile", ctx);
+  const std::vector<Expr> coords = unravel(k.kernel.body, k.index, ctx.output_shape(), "out");
+  IndexSum source;
+  for (std::size_t d = 0; d < coords.size(); ++d) {
+    if (in_shape[d] == 1) continue;  // every repeat reads position 0
+    const bool repeated = ctx.output_shape()[d] != in_shape[d];
+    source.add(repeated ? coords[d] % kir::i32(in_shape[d]) : coords[d], strides[d]);
+  }
+  k.kernel.body.push_back(kir::store(k.y, k.index, kir::load(k.x, source.expr(), ScalarType::f32)));
+  return std::move(k.kernel);
+}
+
+// ---- Pad ---------------------------------------------------------------------------
+
+kir::Kernel lower_pad(const OpContext& ctx) {
+  const Shape& in_shape = ctx.input_shape(0);
+  const graph::ops::PadPlan plan = graph::ops::pad_plan(ctx.node, in_shape);
+  const graph::Strides strides = graph::row_major_strides(in_shape);
+  CopyKernel k = make_copy_kernel("pad", ctx);
+  std::vector<Stmt>& body = k.kernel.body;
+  const std::vector<Expr> coords = unravel(body, k.index, ctx.output_shape(), "out");
+  IndexSum source;
+  Expr inside;  // constant mode: the conjunction of the bounds checks that can fail
+  auto require = [&inside](Expr condition) { inside = inside ? (inside && condition) : condition; };
+  for (std::size_t d = 0; d < coords.size(); ++d) {
+    const std::int64_t extent = in_shape[d];
+    const bool below = plan.begins[d] > 0, above = plan.ends[d] > 0;
+    Expr position = IndexSum(-plan.begins[d]).add(coords[d]).expr();
+    if (below || above) {
+      position = declare_index(body, "in" + std::to_string(d), position);
+      switch (plan.mode) {
+        case PadMode::constant:
+          if (below) require(position >= kir::i32(0));
+          if (above) require(position < kir::i32(extent));
+          break;
+        case PadMode::edge:
+          if (below) position = kir::max(position, kir::i32(0));
+          if (above) position = kir::min(position, kir::i32(extent - 1));
+          break;
+        case PadMode::reflect:
+          // One reflection suffices: pads are smaller than the extent.
+          if (below) position = kir::abs(position);
+          if (above)
+            position = kir::select(position >= kir::i32(extent), kir::i32(2 * (extent - 1)) - position, position);
+          break;
+      }
+    }
+    source.add(position, strides[d]);
+  }
+  Expr value = kir::load(k.x, source.expr(), ScalarType::f32);
+  // select evaluates only the chosen operand, so padding never loads out of bounds.
+  if (inside) value = kir::select(inside, value, kir::f32(plan.value));
+  body.push_back(kir::store(k.y, k.index, value));
+  return std::move(k.kernel);
+}
+
+// ---- Resize ----------------------------------------------------------------------
+
+// The f32 input coordinate of output position `x` on `axis`: the operations of
+// graph::ops::resize_coordinate<float>, in the same order.
+Expr coordinate_expr(const ResizeAxis& axis, Expr x) {
+  const auto scale = static_cast<float>(axis.scale);
+  const auto resized = static_cast<float>(axis.scale * static_cast<double>(axis.input_extent));
+  const auto in = static_cast<float>(axis.input_extent);
+  const Expr pos = kir::cast(ScalarType::f32, x);
+  const Expr half_pixel = (pos + kir::f32(0.5)) / kir::f32(scale) - kir::f32(0.5);
+  switch (axis.coordinate) {
+    case CoordinateMode::half_pixel: return half_pixel;
+    case CoordinateMode::half_pixel_symmetric: {
+      const float adjustment = static_cast<float>(axis.output_extent) / resized;
+      const float offset = in / 2.0f * (1.0f - adjustment);
+      return kir::f32(offset) + half_pixel;
+    }
+    case CoordinateMode::pytorch_half_pixel: return resized == 1.0f ? kir::f32(0.0) : half_pixel;
+    case CoordinateMode::align_corners:
+      return resized == 1.0f ? kir::f32(0.0) : pos * kir::f32(in - 1.0f) / kir::f32(resized - 1.0f);
+    case CoordinateMode::asymmetric: return pos / kir::f32(scale);
+    case CoordinateMode::tf_half_pixel_for_nn: return (pos + kir::f32(0.5)) / kir::f32(scale);
+  }
+  KILN_ASSERT(false);
+}
+
+Expr clamp_index(Expr index, std::int64_t extent) {
+  return kir::min(kir::max(index, kir::i32(0)), kir::i32(extent - 1));
+}
+
+// How a kernel finds one axis's nearest input position. The reference maps
+// coordinates in double; f32 (or even exact) arithmetic rounds differently at
+// a few positions, so each formula is checked against the reference on every
+// output position of the axis, and the few positions where it differs are
+// patched with their reference value.
+struct NearestAxis {
+  // integer: clamp((x * step + base) / divisor) in exact i32 arithmetic (the
+  // coordinate is a ratio of integers when the scale is output / input);
+  // otherwise the f32 formula of graph::ops::resize_coordinate<float>.
+  bool integer = false;
+  std::int64_t step = 0, base = 0, divisor = 1;
+  std::vector<std::pair<std::int64_t, std::int64_t>> patches;  // (output position, input position)
+};
+
+// At most this many patched positions per axis; more make the kernel too large.
+constexpr std::size_t kMaxNearestPatches = 8;
+
+// floor(c) for the coordinate c = (x * a + b) / d, as floor((x * step + base) / divisor)
+// with the rounding of `mode` folded in; nullopt unless the scale is exactly
+// output / input (then every coordinate mode is a ratio of integers).
+std::optional<NearestAxis> integer_nearest(const ResizeAxis& axis, NearestMode mode) {
+  const std::int64_t in = axis.input_extent, out = axis.output_extent;
+  if (axis.scale != static_cast<double>(out) / static_cast<double>(in)) return std::nullopt;
+  std::int64_t a = 0, b = 0, d = 1;
+  switch (axis.coordinate) {
+    case CoordinateMode::half_pixel:
+    case CoordinateMode::half_pixel_symmetric:  // its offset is 0 when the scale is output / input
+      a = 2 * in, b = in - out, d = 2 * out;
+      break;
+    case CoordinateMode::pytorch_half_pixel:
+      if (out > 1) a = 2 * in, b = in - out, d = 2 * out;
+      break;
+    case CoordinateMode::align_corners:
+      if (out > 1) a = in - 1, d = out - 1;
+      break;
+    case CoordinateMode::asymmetric: a = in, d = out; break;
+    case CoordinateMode::tf_half_pixel_for_nn: a = 2 * in, b = in, d = 2 * out; break;
+  }
+  NearestAxis code;
+  code.integer = true;
+  switch (mode) {
+    case NearestMode::floor: code.step = a, code.base = b, code.divisor = d; break;
+    case NearestMode::ceil: code.step = a, code.base = b + d - 1, code.divisor = d; break;
+    case NearestMode::round_prefer_floor: code.step = 2 * a, code.base = 2 * b + d - 1, code.divisor = 2 * d; break;
+    case NearestMode::round_prefer_ceil: code.step = 2 * a, code.base = 2 * b + d, code.divisor = 2 * d; break;
+  }
+  // Every numerator must fit i32.
+  const std::int64_t limit = std::numeric_limits<std::int32_t>::max();
+  const std::int64_t last = (out - 1) * code.step + code.base;
+  if (std::abs(code.base) > limit || std::abs(last) > limit || code.divisor > limit) return std::nullopt;
+  return code;
+}
+
+// The input position `code` computes for output position x (before patches),
+// clamped into [0, extent) as the kernel does; truncating division equals
+// floor division after the clamp at 0.
+std::int64_t nearest_by_code(const NearestAxis& code, const ResizeAxis& axis, NearestMode mode, std::int64_t x) {
+  if (!code.integer)
+    return graph::ops::resize_nearest_index(mode, graph::ops::resize_coordinate<float>(axis, x), axis.input_extent);
+  const std::int64_t index = (x * code.step + code.base) / code.divisor;
+  return std::clamp<std::int64_t>(index, 0, axis.input_extent - 1);
+}
+
+// The cheapest formula for the axis with its patches; nullopt if every
+// formula needs more than kMaxNearestPatches.
+std::optional<NearestAxis> plan_nearest_axis(const ResizeAxis& axis, NearestMode mode) {
+  std::vector<NearestAxis> candidates;
+  if (auto integer = integer_nearest(axis, mode)) candidates.push_back(*integer);
+  candidates.push_back(NearestAxis{});
+  std::optional<NearestAxis> best;
+  for (NearestAxis& code : candidates) {
+    for (std::int64_t x = 0; x < axis.output_extent && code.patches.size() <= kMaxNearestPatches; ++x) {
+      const std::int64_t want = graph::ops::resize_nearest_index(
+          mode, graph::ops::resize_coordinate<double>(axis, x), axis.input_extent);
+      if (nearest_by_code(code, axis, mode, x) != want) code.patches.emplace_back(x, want);
+    }
+    if (code.patches.size() <= kMaxNearestPatches && (!best || code.patches.size() < best->patches.size()))
+      best = code;
+  }
+  return best;
+}
+
+// The nearest input position of output position `x` by `code`, as a declared i32.
+Expr nearest_expr(std::vector<Stmt>& body, const NearestAxis& code, const ResizeAxis& axis, NearestMode mode, Expr x,
+                  const std::string& name) {
+  Expr chosen;
+  if (code.integer) {
+    chosen = IndexSum(code.base).add(x, code.step).expr() / kir::i32(code.divisor);
+  } else {
+    body.push_back(kir::declare(name + "c", ScalarType::f32, coordinate_expr(axis, x)));
+    const Expr c = kir::var(name + "c", ScalarType::f32);
+    const Expr below = kir::floor(c);
+    Expr rounded = below;
+    switch (mode) {
+      case NearestMode::round_prefer_floor: rounded = kir::select(c - below > kir::f32(0.5), below + kir::f32(1.0), below); break;
+      case NearestMode::round_prefer_ceil: rounded = kir::select(c - below >= kir::f32(0.5), below + kir::f32(1.0), below); break;
+      case NearestMode::floor: break;
+      case NearestMode::ceil: rounded = kir::ceil(c); break;
+    }
+    chosen = kir::cast(ScalarType::i32, rounded);
+  }
+  Expr index = clamp_index(chosen, axis.input_extent);
+  for (const auto& [position, value] : code.patches) index = kir::select(eq(x, kir::i32(position)), kir::i32(value), index);
+  return declare_index(body, name, index);
+}
+
+// At most this many interpolated axes: a kernel sums 2^n loads per element.
+constexpr std::size_t kMaxLinearAxes = 4;
+
+std::optional<std::string> resize_unsupported(const OpContext& ctx) {
+  const graph::ops::ResizePlan plan = graph::ops::resize_plan(ctx.node, ctx.input_shape(0));
+  std::size_t interpolated = 0;
+  for (std::size_t d = 0; d < plan.axes.size(); ++d) {
+    if (plan.axes[d].identity()) continue;
+    ++interpolated;
+    if (plan.mode == ResizeMode::nearest && !plan_nearest_axis(plan.axes[d], plan.nearest))
+      return "axis " + std::to_string(d) + ": more than " + std::to_string(kMaxNearestPatches) +
+             " output positions where i32 and f32 coordinates round differently from the reference's double";
+  }
+  if (plan.mode == ResizeMode::linear && interpolated > kMaxLinearAxes)
+    return "linear resize over " + std::to_string(interpolated) + " axes; kernels interpolate at most " +
+           std::to_string(kMaxLinearAxes);
+  return std::nullopt;
+}
+
+kir::Kernel lower_resize(const OpContext& ctx) {
+  const Shape& in_shape = ctx.input_shape(0);
+  const graph::ops::ResizePlan plan = graph::ops::resize_plan(ctx.node, in_shape);
+  const graph::Strides strides = graph::row_major_strides(in_shape);
+  CopyKernel k = make_copy_kernel(plan.mode == ResizeMode::nearest ? "resize_nearest" : "resize_linear", ctx);
+  std::vector<Stmt>& body = k.kernel.body;
+  const std::vector<Expr> coords = unravel(body, k.index, ctx.output_shape(), "out");
+
+  if (plan.mode == ResizeMode::nearest) {
+    IndexSum source;
+    for (std::size_t d = 0; d < coords.size(); ++d) {
+      const ResizeAxis& axis = plan.axes[d];
+      if (axis.identity()) {
+        source.add(coords[d], strides[d]);
+        continue;
+      }
+      const std::optional<NearestAxis> code = plan_nearest_axis(axis, plan.nearest);
+      KILN_ASSERT(code.has_value());  // resize_unsupported checked it
+      source.add(nearest_expr(body, *code, axis, plan.nearest, coords[d], "in" + std::to_string(d)), strides[d]);
+    }
+    body.push_back(kir::store(k.y, k.index, kir::load(k.x, source.expr(), ScalarType::f32)));
+    return std::move(k.kernel);
+  }
+
+  // Linear: per interpolated axis two clamped neighbours and a ratio; the
+  // value sums every corner of the cell weighted by the product of ratios.
+  IndexSum fixed;
+  struct Interpolated {
+    std::int64_t stride;
+    Expr low, high, ratio;
+  };
+  std::vector<Interpolated> axes;
+  for (std::size_t d = 0; d < coords.size(); ++d) {
+    const ResizeAxis& axis = plan.axes[d];
+    if (axis.identity()) {
+      fixed.add(coords[d], strides[d]);
+      continue;
+    }
+    const std::string name = "in" + std::to_string(d);
+    body.push_back(kir::declare(name + "c", ScalarType::f32, coordinate_expr(axis, coords[d])));
+    const Expr c = kir::var(name + "c", ScalarType::f32);
+    body.push_back(kir::declare(name + "f", ScalarType::f32, kir::floor(c)));
+    const Expr below = kir::var(name + "f", ScalarType::f32);
+    body.push_back(kir::declare(name + "r", ScalarType::f32, c - below));
+    const Expr low = declare_index(body, name + "lo", kir::cast(ScalarType::i32, below));
+    axes.push_back({strides[d], declare_index(body, name + "a", clamp_index(low, axis.input_extent)),
+                    declare_index(body, name + "b", clamp_index(low + kir::i32(1), axis.input_extent)),
+                    kir::var(name + "r", ScalarType::f32)});
+  }
+  const Expr base = declare_index(body, "base", fixed.expr());
+  Expr sum;
+  for (std::size_t corner = 0; corner < (std::size_t{1} << axes.size()); ++corner) {
+    IndexSum offset;
+    offset.add(base);
+    Expr weight;
+    for (std::size_t a = 0; a < axes.size(); ++a) {
+      const bool high = (corner >> a) & 1u;
+      offset.add(high ? axes[a].high : axes[a].low, axes[a].stride);
+      const Expr w = high ? axes[a].ratio : kir::f32(1.0) - axes[a].ratio;
+      weight = weight ? weight * w : w;
+    }
+    const Expr term = kir::load(k.x, offset.expr(), ScalarType::f32);
+    const Expr weighted = weight ? weight * term : term;
+    sum = sum ? sum + weighted : weighted;
+  }
+  body.push_back(kir::store(k.y, k.index, sum));
+  return std::move(k.kernel);
+}
+
+constexpr OpLowering kDataLowerings[] = {
+    {"Slice", 1, 1, nullptr, lower_slice},
+    {"Split", 1, 1, nullptr, lower_split, kAnyCount},
+    {"Gather", 1, 2, gather_unsupported, lower_gather},
+    {"Squeeze", 1, 1, nullptr, nullptr},
+    {"Unsqueeze", 1, 1, nullptr, nullptr},
+    {"Expand", 1, 1, nullptr, lower_expand},
+    {"Tile", 1, 1, nullptr, lower_tile},
+    {"Pad", 1, 1, nullptr, lower_pad},
+    {"Resize", 1, 1, resize_unsupported, lower_resize},
+};
+
+}  // namespace
+
+std::span<const OpLowering> data_lowerings() { return kDataLowerings; }
 
 }  // namespace kiln::lower

@@ -1,8 +1,365 @@
-// Lowerings of the math op family (issue: Models); filled in by its author.
+// Lowerings of the math op family: f32 unary math, HardSigmoid/HardSwish,
+// Pow, variadic Min/Max, the Reduce* ops and CumSum, one kernel each.
+// Comparisons, logic, Where and non-trivial Casts produce or consume bool or
+// integer tensors, which device buffers (f32 only) cannot hold: they are
+// reported unsupported, so they are constant-folded or run on the host.
+#include "graph/broadcast.h"
+#include "src/lower/index.h"
 #include "src/lower/lowerings.h"
+
+#include <kiln/error.h>
+
+#include <cctype>
+#include <cmath>
+#include <numbers>
 
 namespace kiln::lower {
 
-std::span<const OpLowering> math_lowerings() { return {}; }
+using kir::Access;
+using kir::Expr;
+using kir::ScalarType;
+
+namespace {
+
+Expr load_f32(kir::Buf buffer, Expr at) { return kir::load(buffer, std::move(at), ScalarType::f32); }
+
+// "elementwise_hardswish", "reduce_reducemean": prefixed so that no kernel is
+// named like a C math function in CUDA/HIP.
+std::string kernel_name(const std::string& prefix, const std::string& op) {
+  std::string name = prefix;
+  for (char c : op) name += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return name;
+}
+
+// ---- unary ops ----------------------------------------------------------------------
+
+// sin(s) for s in [-pi/2, pi/2] by its Taylor polynomial to s^11 (truncation
+// error below 6e-8, under f32 rounding): kir has no sin/cos.
+Expr sin_polynomial(std::vector<kir::Stmt>& body, Expr s) {
+  body.push_back(kir::declare("s2", ScalarType::f32, s * s));
+  const Expr s2 = kir::var("s2", ScalarType::f32);
+  Expr p = kir::f32(-1.0 / 39916800.0);
+  for (double c : {1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0}) p = kir::f32(c) + s2 * p;
+  return s + s * s2 * p;
+}
+
+// `value` rounded toward zero to `bits` significant bits, so that its product
+// with an integer below 2^(24 - bits) is exact in f32.
+double leading_bits(double value, int bits) {
+  int exponent = 0;
+  const double mantissa = std::frexp(value, &exponent);
+  return std::ldexp(std::trunc(std::ldexp(mantissa, bits)), exponent - bits);
+}
+
+// Sin or Cos of x: reduce x to r = x - turns * 2pi in [-pi, pi], with 2pi split
+// in three parts (Cody-Waite) so that the reduction stays accurate for |x| up
+// to about 2^12 turns; then fold r into [-pi/2, pi/2].
+Expr sin_or_cos(std::vector<kir::Stmt>& body, Expr x, bool cosine) {
+  constexpr double two_pi = 2.0 * std::numbers::pi;
+  const double two_pi_1 = leading_bits(two_pi, 12);
+  const double two_pi_2 = leading_bits(two_pi - two_pi_1, 12);
+  const double two_pi_3 = two_pi - two_pi_1 - two_pi_2;
+  constexpr double half_pi = std::numbers::pi / 2.0;
+  body.push_back(kir::declare("turns", ScalarType::f32, kir::floor(x * kir::f32(1.0 / two_pi) + kir::f32(0.5))));
+  const Expr turns = kir::var("turns", ScalarType::f32);
+  body.push_back(kir::declare(
+      "r", ScalarType::f32,
+      ((x - turns * kir::f32(two_pi_1)) - turns * kir::f32(two_pi_2)) - turns * kir::f32(two_pi_3)));
+  const Expr r = kir::var("r", ScalarType::f32);
+  Expr folded;
+  if (cosine) {
+    folded = kir::f32(half_pi) - kir::abs(r);  // cos(r) = sin(pi/2 - |r|)
+  } else {
+    // sin(r) = sin(pi - r) = sin(-pi - r)
+    folded = kir::select(r > kir::f32(half_pi), kir::f32(std::numbers::pi) - r,
+                         kir::select(r < kir::f32(-half_pi), kir::f32(-std::numbers::pi) - r, r));
+  }
+  body.push_back(kir::declare("folded", ScalarType::f32, folded));
+  return sin_polynomial(body, kir::var("folded", ScalarType::f32));
+}
+
+// The value of a unary op at x (a variable, read once); may declare helpers in body.
+Expr apply_unary(const graph::Node& node, std::vector<kir::Stmt>& body, Expr x) {
+  const std::string& op = node.op;
+  if (op == "Sqrt") return kir::sqrt(x);
+  if (op == "Exp") return kir::exp(x);
+  if (op == "Log") return kir::log(x);
+  if (op == "Erf") return kir::erf(x);
+  if (op == "Neg") return -x;
+  if (op == "Abs") return kir::abs(x);
+  if (op == "Reciprocal") return kir::f32(1.0) / x;
+  if (op == "Floor") return kir::floor(x);
+  if (op == "Ceil") return kir::ceil(x);
+  // Zero and NaN are their own sign.
+  if (op == "Sign") return kir::select(x > kir::f32(0.0), kir::f32(1.0), kir::select(x < kir::f32(0.0), kir::f32(-1.0), x));
+  if (op == "Sin" || op == "Cos") return sin_or_cos(body, x, op == "Cos");
+  if (op == "HardSigmoid") {
+    const double alpha = node.attrs.get_float("alpha", 0.2);
+    const double beta = node.attrs.get_float("beta", 0.5);
+    return kir::max(kir::f32(0.0), kir::min(kir::f32(1.0), kir::f32(alpha) * x + kir::f32(beta)));
+  }
+  KILN_ASSERT(op == "HardSwish");
+  return x * kir::max(kir::f32(0.0), kir::min(kir::f32(1.0), x * kir::f32(1.0 / 6.0) + kir::f32(0.5)));
+}
+
+std::optional<std::string> unary_unsupported(const OpContext& ctx) {
+  if (ctx.input_shape(0) != ctx.output_shape())
+    return "output shape " + shape_str(ctx.output_shape()) + " differs from input shape " + shape_str(ctx.input_shape(0));
+  return std::nullopt;
+}
+
+kir::Kernel lower_unary(const OpContext& ctx) {
+  kir::Kernel kernel = make_kernel(kernel_name("elementwise_", ctx.node.op), num_elements(ctx.output_shape()));
+  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  const Expr index = kir::global_index();
+  kernel.body.push_back(kir::declare("xv", ScalarType::f32, load_f32(x, index)));
+  const Expr value = apply_unary(ctx.node, kernel.body, kir::var("xv", ScalarType::f32));
+  kernel.body.push_back(kir::store(y, index, value));
+  return kernel;
+}
+
+// ---- Pow, Min, Max: numpy broadcasting over every input --------------------------
+
+std::optional<std::string> broadcast_unsupported(const OpContext& ctx) {
+  for (std::size_t slot = 0; slot < ctx.inputs.size(); ++slot)
+    if (!graph::is_broadcastable_to(ctx.input_shape(slot), ctx.output_shape()))
+      return "input " + std::to_string(slot) + " " + shape_str(ctx.input_shape(slot)) +
+             " does not broadcast to output " + shape_str(ctx.output_shape());
+  return std::nullopt;
+}
+
+// x ^ y as ONNX (C's pow) defines it: GLSL's pow is undefined for a negative
+// base, so that case takes |x| ^ y and restores the sign for integer y
+// (odd y: negative). A negative base with a fractional y stays with the
+// target's pow (NaN on every target kiln has).
+Expr signed_pow(std::vector<kir::Stmt>& body, Expr x, Expr y) {
+  body.push_back(kir::declare("magnitude", ScalarType::f32, kir::pow(kir::abs(x), y)));
+  const Expr magnitude = kir::var("magnitude", ScalarType::f32);
+  const Expr integer_exponent = kir::eq(kir::floor(y), y);
+  const Expr odd_exponent = kir::eq(y - kir::f32(2.0) * kir::floor(y * kir::f32(0.5)), kir::f32(1.0));
+  const Expr negative_base = kir::select(odd_exponent, -magnitude, magnitude);
+  return kir::select(x < kir::f32(0.0),
+                     kir::select(integer_exponent, negative_base, kir::pow(x, y)), magnitude);
+}
+
+kir::Kernel lower_broadcast(const OpContext& ctx) {
+  const std::string& op = ctx.node.op;
+  const Shape& out_shape = ctx.output_shape();
+  kir::Kernel kernel = make_kernel(kernel_name("elementwise_", op), num_elements(out_shape));
+  std::vector<kir::Buf> inputs;
+  std::vector<Shape> shapes;
+  for (std::size_t slot = 0; slot < ctx.inputs.size(); ++slot) {
+    inputs.push_back(kernel.add_buffer("x" + std::to_string(slot), ScalarType::f32, Access::read));
+    shapes.push_back(ctx.input_shape(slot));
+  }
+  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  const Expr index = kir::global_index();
+  const std::vector<Expr> offsets = broadcast_offsets(kernel.body, index, out_shape, shapes, "bc");
+
+  std::vector<Expr> values;
+  for (std::size_t slot = 0; slot < inputs.size(); ++slot) {
+    const std::string name = "v" + std::to_string(slot);
+    kernel.body.push_back(kir::declare(name, ScalarType::f32, load_f32(inputs[slot], offsets[slot])));
+    values.push_back(kir::var(name, ScalarType::f32));
+  }
+  Expr result;
+  if (op == "Pow") {
+    result = signed_pow(kernel.body, values[0], values[1]);
+  } else {
+    KILN_ASSERT(op == "Max" || op == "Min");
+    result = values[0];
+    for (std::size_t slot = 1; slot < values.size(); ++slot)
+      result = op == "Max" ? kir::max(result, values[slot]) : kir::min(result, values[slot]);
+  }
+  kernel.body.push_back(kir::store(y, index, result));
+  return kernel;
+}
+
+// ---- reductions ---------------------------------------------------------------------
+
+// The reduced axes of a Reduce* node (see graph/ops/reduce.cpp): absent or
+// empty `axes` reduce everything unless noop_with_empty_axes=1.
+std::vector<bool> reduced_axes(const OpContext& ctx) {
+  const std::size_t rank = ctx.input_shape(0).size();
+  const std::vector<std::int64_t> axes = ctx.node.attrs.get_ints("axes", {});
+  if (axes.empty()) return std::vector<bool>(rank, ctx.node.attrs.get_int("noop_with_empty_axes", 0) == 0);
+  std::vector<bool> reduced(rank, false);
+  const auto signed_rank = static_cast<std::int64_t>(rank);
+  for (std::int64_t axis : axes) {
+    KILN_CHECK(axis >= -signed_rank && axis < signed_rank, ErrorKind::InvalidArgument,
+               "attribute 'axes' " + shape_str(axes) + " is out of range for rank " + std::to_string(rank));
+    reduced[static_cast<std::size_t>(axis < 0 ? axis + signed_rank : axis)] = true;
+  }
+  return reduced;
+}
+
+std::optional<std::string> reduce_unsupported(const OpContext& ctx) {
+  const Shape& shape = ctx.input_shape(0);
+  const std::vector<bool> reduced = reduced_axes(ctx);
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    if (reduced[d] && shape[d] == 0) return "reduces axis " + std::to_string(d) + " of extent 0";
+  return std::nullopt;
+}
+
+// One invocation per output element: the kept coordinates give a base offset
+// into the input and one loop per run of adjacent reduced axes walks the rest.
+kir::Kernel lower_reduce(const OpContext& ctx) {
+  const std::string& op = ctx.node.op;
+  const Shape& shape = ctx.input_shape(0);
+  const std::vector<bool> reduced = reduced_axes(ctx);
+  Shape kept_shape = shape;
+  for (std::size_t d = 0; d < shape.size(); ++d)
+    if (reduced[d]) kept_shape[d] = 1;
+  KILN_ASSERT(num_elements(kept_shape) == num_elements(ctx.output_shape()));
+
+  kir::Kernel kernel = make_kernel(kernel_name("reduce_", op.substr(6)), num_elements(kept_shape));
+  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  const Expr index = kir::global_index();
+  const std::vector<Expr> coords = unravel(kernel.body, index, kept_shape, "o");
+  const graph::Strides strides = graph::row_major_strides(shape);
+  IndexSum base_sum;
+  for (std::size_t d = 0; d < shape.size(); ++d) base_sum.add(coords[d], strides[d]);
+  const Expr base = declare_index(kernel.body, "base", base_sum.expr());
+
+  // Runs of adjacent reduced axes are contiguous in a row-major input: one loop each.
+  struct ReducedRun {
+    std::int64_t extent;
+    std::int64_t stride;
+  };
+  std::vector<ReducedRun> runs;
+  std::int64_t count = 1;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    if (!reduced[d] || shape[d] == 1) continue;
+    count *= shape[d];
+    if (!runs.empty() && d > 0 && reduced[d - 1] && runs.back().stride == strides[d - 1])
+      runs.back() = {runs.back().extent * shape[d], strides[d]};
+    else
+      runs.push_back({shape[d], strides[d]});
+  }
+
+  const bool is_extremum = op == "ReduceMax" || op == "ReduceMin";
+  const Expr initial = is_extremum ? load_f32(x, base) : kir::f32(op == "ReduceProd" ? 1.0 : 0.0);
+  kernel.body.push_back(kir::declare("acc", ScalarType::f32, initial));
+  const Expr acc = kir::var("acc", ScalarType::f32);
+
+  IndexSum offset;
+  offset.add(base);
+  for (std::size_t k = 0; k < runs.size(); ++k) offset.add(kir::var("r" + std::to_string(k), ScalarType::i32), runs[k].stride);
+  const Expr value = load_f32(x, offset.expr());
+  Expr combined;
+  if (op == "ReduceMax") combined = kir::max(acc, value);
+  else if (op == "ReduceMin") combined = kir::min(acc, value);
+  else if (op == "ReduceProd") combined = acc * value;
+  else combined = acc + value;
+  std::vector<kir::Stmt> loop_body = {kir::assign("acc", combined)};
+  for (std::size_t k = runs.size(); k-- > 0;)
+    loop_body = {kir::loop("r" + std::to_string(k), kir::i32(0), kir::i32(runs[k].extent), std::move(loop_body))};
+  for (kir::Stmt& stmt : loop_body) kernel.body.push_back(std::move(stmt));
+
+  const Expr result = op == "ReduceMean" ? acc / kir::f32(static_cast<double>(count)) : acc;
+  kernel.body.push_back(kir::store(y, index, result));
+  return kernel;
+}
+
+// ---- CumSum ---------------------------------------------------------------------------
+
+std::optional<std::string> cumsum_unsupported(const OpContext& ctx) {
+  if (!ctx.node.attrs.has("axis")) return "attribute 'axis' is missing";
+  get_axis(ctx, "axis", 0, ctx.input_shape(0).size());
+  return std::nullopt;
+}
+
+// One invocation per output element, summing the elements of its line that
+// precede it (or follow it, when reverse).
+kir::Kernel lower_cumsum(const OpContext& ctx) {
+  const Shape& shape = ctx.input_shape(0);
+  const std::size_t axis = get_axis(ctx, "axis", 0, shape.size());
+  const bool exclusive = ctx.node.attrs.get_int("exclusive", 0) != 0;
+  const bool reverse = ctx.node.attrs.get_int("reverse", 0) != 0;
+  const std::int64_t length = shape[axis];
+  const std::int64_t inner = extent_product(shape, axis + 1, shape.size());
+  const Shape lines = {extent_product(shape, 0, axis), length, inner};
+
+  kir::Kernel kernel = make_kernel("cumsum", num_elements(shape));
+  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  const Expr index = kir::global_index();
+  const Expr position = unravel(kernel.body, index, lines, "c")[1];
+  const Expr line_start = declare_index(kernel.body, "line_start", IndexSum().add(index).add(position, -inner).expr());
+
+  Expr begin = kir::i32(0), end = kir::i32(length);
+  if (reverse) begin = exclusive ? IndexSum().add(position).add(1).expr() : position;
+  else end = exclusive ? position : IndexSum().add(position).add(1).expr();
+
+  kernel.body.push_back(kir::declare("sum", ScalarType::f32, kir::f32(0.0)));
+  const Expr sum = kir::var("sum", ScalarType::f32);
+  const Expr at = IndexSum().add(line_start).add(kir::var("k", ScalarType::i32), inner).expr();
+  kernel.body.push_back(kir::loop("k", begin, end, {kir::assign("sum", sum + load_f32(x, at))}));
+  kernel.body.push_back(kir::store(y, index, sum));
+  return kernel;
+}
+
+// ---- ops that stay on the host ----------------------------------------------------
+
+// Cast between f32 and f32 is a view; any other Cast changes the element type.
+std::optional<std::string> cast_unsupported(const OpContext& ctx) {
+  const std::int64_t to = ctx.node.attrs.get_int("to", 0);
+  if (ctx.inputs[0]->dtype == DType::f32 && to == 1) return std::nullopt;
+  return "Cast from " + std::string(dtype_name(ctx.inputs[0]->dtype)) + " to " +
+         std::string(dtype_name(ctx.outputs[0].dtype)) +
+         " changes the element type; device buffers hold f32 only (it runs on the host reference)";
+}
+
+std::optional<std::string> bool_op_unsupported(const OpContext& ctx) {
+  return ctx.node.op + " reads or produces bool tensors; device buffers hold f32 only (it runs on the host reference)";
+}
+
+// Never reached: bool_op_unsupported always gives a reason.
+kir::Kernel lower_bool_op(const OpContext& ctx) {
+  throw_error(ErrorKind::Internal, "internal error: no kernel exists for " + ctx.node.op);
+}
+
+constexpr OpLowering kMathLowerings[] = {
+    {"Sqrt", 1, 1, unary_unsupported, lower_unary},
+    {"Exp", 1, 1, unary_unsupported, lower_unary},
+    {"Log", 1, 1, unary_unsupported, lower_unary},
+    {"Erf", 1, 1, unary_unsupported, lower_unary},
+    {"Sin", 1, 1, unary_unsupported, lower_unary},
+    {"Cos", 1, 1, unary_unsupported, lower_unary},
+    {"Neg", 1, 1, unary_unsupported, lower_unary},
+    {"Abs", 1, 1, unary_unsupported, lower_unary},
+    {"Reciprocal", 1, 1, unary_unsupported, lower_unary},
+    {"Floor", 1, 1, unary_unsupported, lower_unary},
+    {"Ceil", 1, 1, unary_unsupported, lower_unary},
+    {"Sign", 1, 1, unary_unsupported, lower_unary},
+    {"HardSigmoid", 1, 1, unary_unsupported, lower_unary},
+    {"HardSwish", 1, 1, unary_unsupported, lower_unary},
+    {"Pow", 2, 2, broadcast_unsupported, lower_broadcast},
+    {"Max", 1, kAnyCount, broadcast_unsupported, lower_broadcast},
+    {"Min", 1, kAnyCount, broadcast_unsupported, lower_broadcast},
+    {"ReduceMean", 1, 1, reduce_unsupported, lower_reduce},
+    {"ReduceSum", 1, 1, reduce_unsupported, lower_reduce},
+    {"ReduceMax", 1, 1, reduce_unsupported, lower_reduce},
+    {"ReduceMin", 1, 1, reduce_unsupported, lower_reduce},
+    {"ReduceProd", 1, 1, reduce_unsupported, lower_reduce},
+    {"CumSum", 1, 1, cumsum_unsupported, lower_cumsum},
+    {"Cast", 1, 1, cast_unsupported, nullptr},
+    {"Equal", 2, 2, bool_op_unsupported, lower_bool_op},
+    {"Less", 2, 2, bool_op_unsupported, lower_bool_op},
+    {"Greater", 2, 2, bool_op_unsupported, lower_bool_op},
+    {"LessOrEqual", 2, 2, bool_op_unsupported, lower_bool_op},
+    {"GreaterOrEqual", 2, 2, bool_op_unsupported, lower_bool_op},
+    {"Not", 1, 1, bool_op_unsupported, lower_bool_op},
+    {"And", 2, 2, bool_op_unsupported, lower_bool_op},
+    {"Or", 2, 2, bool_op_unsupported, lower_bool_op},
+    {"Xor", 2, 2, bool_op_unsupported, lower_bool_op},
+    {"Where", 3, 3, bool_op_unsupported, lower_bool_op},
+};
+
+}  // namespace
+
+std::span<const OpLowering> math_lowerings() { return kMathLowerings; }
 
 }  // namespace kiln::lower

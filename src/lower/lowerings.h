@@ -26,6 +26,7 @@ struct OpLowering {
   std::size_t max_inputs;  // input slots, present or omitted
   Reason unsupported;      // nullptr: nothing op-specific to check
   Lower lower;             // nullptr: an alias (the output views input 0)
+  std::size_t max_outputs = 1;  // outputs the kernel writes (Split: kAnyCount)
 };
 
 constexpr std::size_t kAnyCount = std::numeric_limits<std::size_t>::max();

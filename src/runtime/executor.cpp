@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -35,7 +36,29 @@ std::string mib(std::uint64_t bytes) {
   return s.str();
 }
 
+constexpr const char* kDynamicInput = "input shape depends on data";
+constexpr const char* kDynamicOutput = "output shape depends on data";
+
+// Why a node touching data-dependent values must run on the host, or nullopt.
+std::optional<std::string> dynamic_reason(const graph::Graph& g, const graph::Node& node) {
+  for (graph::ValueId v : node.inputs)
+    if (v >= 0 && g.value(v).type.dynamic)
+      return std::string(kDynamicInput) + " (input '" + g.value(v).name + "')";
+  for (graph::ValueId v : node.outputs)
+    if (g.value(v).type.dynamic) return std::string(kDynamicOutput);
+  return std::nullopt;
+}
+
+// The reason without value names, so that breaks of one op group together.
+std::string reason_kind(const std::string& reason) {
+  return reason.starts_with(kDynamicInput) ? std::string(kDynamicInput) : reason;
+}
+
 }  // namespace
+
+std::string graph_break_line(const Executor::GraphBreak& b) {
+  return "graph break: " + b.op + " '" + b.node_name + "': " + b.reason;
+}
 
 Executor::Executor(Model model, Options options) : model_(std::move(model)), options_(std::move(options)) {
   ctx_ = runtime::acquire_device(options_.backend, options_.device, options_.compile.cache_dir);
@@ -81,6 +104,7 @@ void Executor::prepare() {
     }
   stats_.kernels = static_cast<int>(distinct.size());
   stats_.dispatches_per_run = dispatches;
+  stats_.host_steps_per_run = static_cast<int>(breaks_.size());
   stats_.kernel_cache_hits = ctx_->kernels->disk_hits() - hits_before;
   stats_.kernel_cache_misses = ctx_->kernels->compiled() - compiled_before;
   stats_.peak_device_bytes = memory_plan_.arena_bytes + constant_bytes_ + io_bytes_;
@@ -99,14 +123,15 @@ void Executor::lower_graph() {
   root_.resize(g.values().size());
   for (std::size_t i = 0; i < root_.size(); ++i) root_[i] = static_cast<graph::ValueId>(i);
 
-  std::vector<std::string> breaks;
+  breaks_.clear();
   for (const graph::Node& node : g.nodes()) {
     std::vector<graph::TensorType> in_types, out_types;
     for (graph::ValueId v : node.inputs)
       if (v >= 0) in_types.push_back(g.value(v).type);
     for (graph::ValueId v : node.outputs) out_types.push_back(g.value(v).type);
 
-    std::optional<std::string> reason = lower::unsupported_reason(node, in_types, out_types);
+    std::optional<std::string> reason = dynamic_reason(g, node);
+    if (!reason) reason = lower::unsupported_reason(node, in_types, out_types);
     std::optional<lower::LoweredNode> lowered;
     std::shared_ptr<backend::LoadedKernel> loaded;
     if (!reason) {
@@ -121,7 +146,7 @@ void Executor::lower_graph() {
       }
     }
     if (reason) {
-      breaks.push_back("node '" + node.name + "' (" + node.op + "): " + *reason);
+      breaks_.push_back({node.id, node.op, node.name, *reason, reason_kind(*reason)});
       Segment& host = segments_.emplace_back();
       host.host = true;
       host.host_node = node.id;
@@ -143,14 +168,19 @@ void Executor::lower_graph() {
     segments_.back().dispatches.push_back(std::move(d));
   }
 
-  if (!breaks.empty()) {
+  read_by_kernel_.assign(g.values().size(), false);
+  for (const Segment& segment : segments_)
+    for (const Dispatch& d : segment.dispatches)
+      for (graph::ValueId v : d.values) read_by_kernel_[root_[v]] = true;
+
+  if (!breaks_.empty()) {
     std::string list;
-    for (const auto& b : breaks) list += "\n  " + b;
+    for (const GraphBreak& b : breaks_) list += "\n  " + graph_break_line(b);
     if (options_.compiled && options_.compile.fullgraph)
       throw_error(ErrorKind::Unsupported, "fullgraph: model '" + model_.name() + "' has " +
-                                              std::to_string(breaks.size()) + " graph break(s) on " +
+                                              std::to_string(breaks_.size()) + " graph break(s) on " +
                                               options_.backend + ":" + list);
-    runtime::log(runtime::LogLevel::warning, "model '" + model_.name() + "': " + std::to_string(breaks.size()) +
+    runtime::log(runtime::LogLevel::warning, "model '" + model_.name() + "': " + std::to_string(breaks_.size()) +
                                                  " node(s) run on the host reference implementation:" + list);
   }
 }
@@ -187,7 +217,7 @@ void Executor::assign_storage() {
   // Constants: one buffer, uploaded now.
   std::vector<graph::ValueId> constants, inputs, intermediates;
   for (const graph::Value& v : g.values()) {
-    if (root_[v.id] != v.id) continue;
+    if (root_[v.id] != v.id || v.type.dynamic) continue;  // dynamic values live on the host only
     if (v.constant) constants.push_back(v.id);
     else if (v.producer == graph::kNoNode) inputs.push_back(v.id);
     else intermediates.push_back(v.id);
@@ -257,7 +287,7 @@ void Executor::assign_storage() {
     memory_plan_.unshared_bytes = total;
   }
   for (std::size_t v = 0; v < n; ++v) {
-    if (root_[v] == static_cast<graph::ValueId>(v)) continue;
+    if (root_[v] == static_cast<graph::ValueId>(v) || g.values()[v].type.dynamic) continue;
     storage_[v] = storage_[root_[v]];
     storage_[v].bytes = value_bytes(g.value(static_cast<graph::ValueId>(v)));
   }
@@ -279,10 +309,23 @@ void Executor::run_host_node(const Segment& segment) {
   const graph::Graph& g = *graph_;
   const graph::Node& node = g.node(segment.host_node);
   std::vector<Tensor> inputs;
-  for (graph::ValueId v : node.inputs) inputs.push_back(v >= 0 ? download(v) : Tensor());
+  for (graph::ValueId v : node.inputs) inputs.push_back(v >= 0 ? read_value(v) : Tensor());
   std::vector<Tensor> outputs = graph::get_op(node.op).reference(node, inputs);
   KILN_ASSERT(outputs.size() == node.outputs.size());
-  for (std::size_t i = 0; i < outputs.size(); ++i) upload(node.outputs[i], outputs[i]);
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const graph::ValueId v = node.outputs[i];
+    // Only what a kernel reads goes to the device; the rest stays on the host.
+    if (!g.value(v).type.dynamic && read_by_kernel_[v]) upload(v, outputs[i]);
+    host_values_[v] = std::move(outputs[i]);
+  }
+}
+
+Tensor Executor::read_value(graph::ValueId id) const {
+  const graph::Value& v = graph_->value(id);
+  if (v.constant) return *v.constant;
+  if (const auto& host = host_values_[root_[id]]) return root_[id] == id ? *host : host->reshaped(v.type.shape);
+  KILN_ASSERT(!v.type.dynamic);
+  return download(id);
 }
 
 void Executor::check_inputs(const std::vector<Tensor>& inputs) const {
@@ -318,7 +361,11 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   prepare();
   const auto start = Clock::now();
   // The graph after passes keeps the model's inputs and outputs in order.
-  for (std::size_t i = 0; i < inputs.size(); ++i) upload(graph_->inputs()[i], inputs[i]);
+  host_values_.assign(graph_->values().size(), std::nullopt);
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    upload(graph_->inputs()[i], inputs[i]);
+    host_values_[graph_->inputs()[i]] = inputs[i];  // host steps read inputs without a download
+  }
 
   std::optional<double> device_ms = 0.0;
   for (Segment& segment : segments_) {
@@ -340,10 +387,45 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   }
 
   std::vector<Tensor> outputs;
-  for (graph::ValueId v : graph_->outputs()) outputs.push_back(download(v));
+  for (graph::ValueId v : graph_->outputs()) {
+    // Never hand out the caller's input or a constant's storage.
+    const bool borrowed = graph_->value(root_[v]).producer == graph::kNoNode;
+    Tensor t = read_value(v);
+    outputs.push_back(borrowed ? t.clone() : t);
+  }
+  host_values_.clear();
   stats_.last_run_ms = ms_since(start);
   stats_.last_device_ms = device_ms;
   return outputs;
+}
+
+std::string Executor::ops_per_backend() const {
+  // op -> (nodes as kernels or views, nodes on the host, the host reasons)
+  struct Count {
+    int device = 0;
+    int host = 0;
+    std::set<std::string> reasons;
+  };
+  std::map<std::string, Count> counts;
+  std::vector<bool> on_host(graph_->nodes().size(), false);
+  for (const GraphBreak& b : breaks_) {
+    on_host[b.node] = true;
+    Count& c = counts[b.op];
+    ++c.host;
+    c.reasons.insert(b.kind);
+  }
+  for (const graph::Node& node : graph_->nodes())
+    if (!on_host[node.id]) ++counts[node.op].device;
+  std::ostringstream out;
+  out << "ops per backend (" << options_.backend << " | host):\n";
+  for (const auto& [op, c] : counts) {
+    out << "  " << op << ": " << c.device << " on " << options_.backend << ", " << c.host << " on host";
+    std::string why;
+    for (const auto& r : c.reasons) why += (why.empty() ? "" : "; ") + r;
+    if (!why.empty()) out << " (" << why << ")";
+    out << "\n";
+  }
+  return out.str();
 }
 
 std::string Executor::explain() const {
@@ -356,17 +438,23 @@ std::string Executor::explain() const {
     out << "  (not compiled yet: call it once or prepare())\n";
     return out.str();
   }
+  out << "graph breaks: " << breaks_.size() << "\n";
+  for (const GraphBreak& b : breaks_) out << "  " << graph_break_line(b) << "\n";
+  out << ops_per_backend();
   if (options_.compiled) {
     out << "graph passes:\n";
     for (const auto& line : pass_log_) out << "  " << line << "\n";
   }
   out << "nodes: " << model_.graph().nodes().size() << " in the model, " << graph_->nodes().size()
       << " after passes\n";
-  out << "steps: " << stats_.dispatches_per_run << " dispatches, " << stats_.kernels << " distinct kernels\n";
+  out << "steps: " << stats_.dispatches_per_run << " dispatches, " << stats_.kernels << " distinct kernels, "
+      << stats_.host_steps_per_run << " host steps\n";
+  std::size_t next_break = 0;
   for (const Segment& segment : segments_) {
     if (segment.host) {
-      const graph::Node& node = graph_->node(segment.host_node);
-      out << "  [host] " << node.name << " (" << node.op << "): graph break, run on the reference implementation\n";
+      const GraphBreak& b = breaks_[next_break++];
+      out << "  [host] " << b.node_name << " (" << b.op << "): graph break, run on the reference implementation ("
+          << b.reason << ")\n";
       continue;
     }
     for (const Dispatch& d : segment.dispatches) {

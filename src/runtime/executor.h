@@ -7,6 +7,11 @@
 // laid out by the static memory plan); weights uploaded once. run() uploads
 // the inputs, executes the segments (recorded each call, or recorded once and
 // replayed in reduce-overhead mode), and downloads the outputs.
+//
+// Graph breaks: a node that cannot be lowered, or that touches a dynamic
+// (data-dependent) value, is a host step run on the reference implementation
+// between device segments. Dynamic values live on the host only; a static
+// value a host step produces is uploaded only if a kernel reads it.
 #pragma once
 
 #include <kiln/kiln.h>
@@ -18,6 +23,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +38,15 @@ class Executor {
     CompileOptions compile;  // when compiled
   };
 
+  // A node run on the host instead of as a kernel, and why.
+  struct GraphBreak {
+    graph::NodeId node = graph::kNoNode;
+    std::string op;
+    std::string node_name;
+    std::string reason;  // "output shape depends on data"
+    std::string kind;    // the reason without value names, to group breaks by ("input shape depends on data")
+  };
+
   Executor(Model model, Options options);
   ~Executor();
 
@@ -43,6 +58,10 @@ class Executor {
   const Model& model() const { return model_; }
   const Options& options() const { return options_; }
   std::string explain() const;
+  // How many nodes of each op run on the backend vs on the host, and why.
+  std::string ops_per_backend() const;
+  // The graph breaks of the prepared plan, in execution order.
+  const std::vector<GraphBreak>& graph_breaks() const { return breaks_; }
 
   // The memory plan's inputs and result, for tests ("no two live tensors
   // share memory").
@@ -74,6 +93,8 @@ class Executor {
   void record(Segment& segment, backend::CommandList& list) const;
   void run_host_node(const Segment& segment);
   void check_inputs(const std::vector<Tensor>& inputs) const;
+  // The value's tensor: from the host if a host step made it, else from the device.
+  Tensor read_value(graph::ValueId id) const;
   Tensor download(graph::ValueId id) const;
   void upload(graph::ValueId id, const Tensor& tensor);
 
@@ -85,6 +106,9 @@ class Executor {
   std::vector<Segment> segments_;
   std::vector<graph::ValueId> root_;  // storage owner of each value (views share it)
   std::vector<Storage> storage_;      // by value id
+  std::vector<GraphBreak> breaks_;
+  std::vector<bool> read_by_kernel_;  // by root value id: some dispatch binds it
+  std::vector<std::optional<Tensor>> host_values_;  // by value id: made by host steps this run
   std::vector<std::shared_ptr<backend::Buffer>> buffers_;
   std::vector<runtime::Lifetime> lifetimes_;
   runtime::MemoryPlan memory_plan_;
@@ -93,5 +117,8 @@ class Executor {
   bool prepared_ = false;
   RunStats stats_;
 };
+
+// "graph break: NonZero 'postprocess.nonzero': output shape depends on data"
+std::string graph_break_line(const Executor::GraphBreak& b);
 
 }  // namespace kiln

@@ -1,0 +1,519 @@
+// One conversion rule per ONNX op type. Inputs that ONNX passes as tensors but
+// that kiln needs at compile time become attributes (see the op conventions in
+// graph/README.md); when such an input is not a constant, static compilation is
+// impossible and the rule says so, naming the node.
+#include "graph/onnx/convert_ops.h"
+
+#include "graph/onnx/attributes.h"
+#include "graph/onnx/limits.h"
+#include "graph/onnx/tensor_proto.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace kiln::onnx_import {
+
+using graph::Attributes;
+using graph::ValueId;
+
+namespace {
+
+bool present(const OnnxNode& n, std::size_t index) { return index < n.inputs.size() && n.inputs[index] >= 0; }
+
+// The constant at input `index`; `role` names it in the error ("the shape input").
+const Tensor& require_constant(const OnnxNode& n, ImportContext& ctx, std::size_t index, const std::string& role) {
+  KILN_CHECK(present(n, index), ErrorKind::Corrupt, n.where + role + " is missing");
+  const Tensor* value = ctx.constant(n.inputs[index]);
+  KILN_CHECK(value != nullptr, ErrorKind::Unsupported,
+             n.where + role + " must be a constant for static compilation (it is computed from the model's inputs)");
+  return *value;
+}
+
+std::vector<std::int64_t> to_ints(const OnnxNode& n, const Tensor& t, const std::string& role) {
+  if (t.dtype() == DType::i64) {
+    auto v = t.values<std::int64_t>();
+    return {v.begin(), v.end()};
+  }
+  if (t.dtype() == DType::i32) {
+    auto v = t.values<std::int32_t>();
+    return {v.begin(), v.end()};
+  }
+  throw_error(ErrorKind::Corrupt, n.where + role + " must be int64 or int32, got " + std::string(dtype_name(t.dtype())));
+}
+
+std::vector<double> to_floats(const OnnxNode& n, const Tensor& t, const std::string& role) {
+  if (t.dtype() == DType::f32) {
+    auto v = t.values<float>();
+    return {v.begin(), v.end()};
+  }
+  if (t.dtype() == DType::i64 || t.dtype() == DType::i32) {
+    std::vector<double> out;
+    for (std::int64_t x : to_ints(n, t, role)) out.push_back(static_cast<double>(x));
+    return out;
+  }
+  throw_error(ErrorKind::Unsupported, n.where + role + " of dtype " + std::string(dtype_name(t.dtype())) +
+                                          " is not supported (f32, i64 or i32)");
+}
+
+std::int64_t to_scalar_int(const OnnxNode& n, const Tensor& t, const std::string& role) {
+  const auto values = to_ints(n, t, role);
+  KILN_CHECK(values.size() == 1, ErrorKind::Corrupt,
+             n.where + role + " must hold one value, it has shape " + shape_str(t.shape()));
+  return values[0];
+}
+
+std::vector<ValueId> inputs_upto(const OnnxNode& n, std::size_t count) {
+  std::vector<ValueId> in(n.inputs.begin(), n.inputs.begin() + static_cast<std::ptrdiff_t>(std::min(count, n.inputs.size())));
+  while (!in.empty() && in.back() < 0) in.pop_back();
+  return in;
+}
+
+// Ops whose ONNX inputs and attributes are kiln's as they are.
+OpRule direct(const std::string& op) {
+  return {op, [op](const OnnxNode& n, ImportContext& ctx) {
+            return ctx.emit(n, op, inputs_upto(n, n.inputs.size()), n.attrs);
+          }};
+}
+
+// ---- convolution and pooling: auto_pad -> explicit pads ------------------------
+
+Attributes without(const Attributes& attrs, const std::string& name) {
+  Attributes copy;
+  for (const auto& [k, v] : attrs.all())
+    if (k != name) copy.set(k, v);
+  return copy;
+}
+
+// ONNX's auto_pad rules for the spatial dims: SAME_* pad so that out = ceil(in / stride).
+void resolve_auto_pad(const OnnxNode& n, Attributes& attrs, const Shape& input, const Shape& kernel) {
+  const std::string mode = attrs.get_string("auto_pad", "NOTSET");
+  if (mode == "NOTSET") {
+    attrs = without(attrs, "auto_pad");
+    return;
+  }
+  const std::size_t spatial = kernel.size();
+  KILN_CHECK(input.size() == spatial + 2, ErrorKind::ShapeMismatch,
+             n.where + "input " + shape_str(input) + " does not fit a kernel of " + std::to_string(spatial) + " dims");
+  const auto strides = attrs.get_ints("strides", std::vector<std::int64_t>(spatial, 1));
+  const auto dilations = attrs.get_ints("dilations", std::vector<std::int64_t>(spatial, 1));
+  KILN_CHECK(strides.size() == spatial && dilations.size() == spatial, ErrorKind::Corrupt,
+             n.where + "strides and dilations need " + std::to_string(spatial) + " values each");
+  std::vector<std::int64_t> pads(2 * spatial, 0);
+  if (mode == "SAME_UPPER" || mode == "SAME_LOWER") {
+    for (std::size_t i = 0; i < spatial; ++i) {
+      KILN_CHECK(strides[i] > 0 && dilations[i] > 0, ErrorKind::Corrupt, n.where + "strides and dilations must be positive");
+      const std::int64_t in = input[i + 2];
+      const std::int64_t out = (in + strides[i] - 1) / strides[i];
+      const std::int64_t extent = (kernel[i] - 1) * dilations[i] + 1;
+      const std::int64_t total = std::max<std::int64_t>(0, (out - 1) * strides[i] + extent - in);
+      const std::int64_t small = total / 2;
+      pads[i] = mode == "SAME_UPPER" ? small : total - small;
+      pads[i + spatial] = total - pads[i];
+    }
+  } else {
+    KILN_CHECK(mode == "VALID", ErrorKind::Corrupt, n.where + "unknown auto_pad '" + mode + "'");
+  }
+  attrs = without(attrs, "auto_pad");
+  attrs.set("pads", pads);
+}
+
+std::vector<ValueId> convert_conv(const OnnxNode& n, ImportContext& ctx) {
+  Attributes attrs = n.attrs;
+  KILN_CHECK(present(n, 0) && present(n, 1), ErrorKind::Corrupt, n.where + "Conv needs inputs X and W");
+  const Shape& w = ctx.type(n.inputs[1]).shape;
+  const Shape kernel = attrs.get_ints("kernel_shape", w.size() > 2 ? Shape(w.begin() + 2, w.end()) : Shape{});
+  resolve_auto_pad(n, attrs, ctx.type(n.inputs[0]).shape, kernel);
+  return ctx.emit(n, "Conv", inputs_upto(n, 3), std::move(attrs));
+}
+
+OpRule pool(const std::string& op) {
+  return {op, [op](const OnnxNode& n, ImportContext& ctx) {
+            Attributes attrs = n.attrs;
+            KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input X is missing");
+            resolve_auto_pad(n, attrs, ctx.type(n.inputs[0]).shape, attrs.get_ints("kernel_shape", {}));
+            return ctx.emit(n, op, inputs_upto(n, 1), std::move(attrs));
+          }};
+}
+
+// ---- ops whose tensor inputs become attributes ----------------------------------
+
+std::vector<ValueId> convert_clip(const OnnxNode& n, ImportContext& ctx) {
+  Attributes attrs = n.attrs;
+  if (present(n, 1)) attrs.set("min", to_floats(n, require_constant(n, ctx, 1, "the min input"), "min").at(0));
+  if (present(n, 2)) attrs.set("max", to_floats(n, require_constant(n, ctx, 2, "the max input"), "max").at(0));
+  return ctx.emit(n, "Clip", inputs_upto(n, 1), std::move(attrs));
+}
+
+std::vector<ValueId> convert_reshape(const OnnxNode& n, ImportContext& ctx) {
+  Attributes attrs = n.attrs;
+  attrs.set("shape", to_ints(n, require_constant(n, ctx, 1, "the shape input"), "shape"));
+  return ctx.emit(n, "Reshape", inputs_upto(n, 1), std::move(attrs));
+}
+
+// An op whose ints input (index 1) becomes the attribute `attr`; `optional`
+// inputs may be omitted, leaving the attribute out.
+OpRule ints_input_to_attr(const std::string& op, const std::string& attr, bool optional) {
+  return {op, [op, attr, optional](const OnnxNode& n, ImportContext& ctx) {
+            Attributes attrs = n.attrs;
+            if (present(n, 1)) {
+              attrs.set(attr, to_ints(n, require_constant(n, ctx, 1, "the " + attr + " input"), attr));
+            } else {
+              KILN_CHECK(optional || attrs.has(attr), ErrorKind::Corrupt, n.where + "the " + attr + " input is missing");
+            }
+            return ctx.emit(n, op, inputs_upto(n, 1), std::move(attrs));
+          }};
+}
+
+// ReduceX: `axes` is an input from opset 18 (ReduceSum: 13); an empty one is absent.
+OpRule reduce(const std::string& op) {
+  return {op, [op](const OnnxNode& n, ImportContext& ctx) {
+            Attributes attrs = n.attrs;
+            if (present(n, 1)) {
+              auto axes = to_ints(n, require_constant(n, ctx, 1, "the axes input"), "axes");
+              if (!axes.empty()) attrs.set("axes", std::move(axes));
+            }
+            return ctx.emit(n, op, inputs_upto(n, 1), std::move(attrs));
+          }};
+}
+
+std::vector<ValueId> convert_slice(const OnnxNode& n, ImportContext& ctx) {
+  Attributes attrs = n.attrs;
+  attrs.set("starts", to_ints(n, require_constant(n, ctx, 1, "the starts input"), "starts"));
+  attrs.set("ends", to_ints(n, require_constant(n, ctx, 2, "the ends input"), "ends"));
+  if (present(n, 3)) attrs.set("axes", to_ints(n, require_constant(n, ctx, 3, "the axes input"), "axes"));
+  if (present(n, 4)) attrs.set("steps", to_ints(n, require_constant(n, ctx, 4, "the steps input"), "steps"));
+  return ctx.emit(n, "Slice", inputs_upto(n, 1), std::move(attrs));
+}
+
+// Split: sizes from the `split` input (13+), the `split` attribute (11/12),
+// or equal parts for num_outputs (18) / the declared outputs.
+std::vector<ValueId> convert_split(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
+  Attributes attrs = without(n.attrs, "num_outputs");
+  const Shape& shape = ctx.type(n.inputs[0]).shape;
+  const std::int64_t rank = static_cast<std::int64_t>(shape.size());
+  std::int64_t axis = attrs.get_int("axis", 0);
+  KILN_CHECK(axis >= -rank && axis < rank, ErrorKind::Corrupt,
+             n.where + "axis " + std::to_string(axis) + " is out of range for input " + shape_str(shape));
+  if (axis < 0) axis += rank;
+  attrs.set("axis", axis);
+  if (present(n, 1)) {
+    attrs.set("split", to_ints(n, require_constant(n, ctx, 1, "the split input"), "split"));
+  } else if (!attrs.has("split")) {
+    const std::int64_t parts = n.attrs.get_int("num_outputs", n.num_outputs);
+    KILN_CHECK(parts > 0, ErrorKind::Corrupt, n.where + "Split needs at least one output");
+    // ONNX: ceil(dim / parts) each, the last part smaller when it does not divide.
+    const std::int64_t dim = shape[static_cast<std::size_t>(axis)];
+    const std::int64_t chunk = (dim + parts - 1) / parts;
+    std::vector<std::int64_t> sizes;
+    for (std::int64_t left = dim; left > 0 && static_cast<std::int64_t>(sizes.size()) < parts; left -= chunk)
+      sizes.push_back(std::min(chunk, left));
+    KILN_CHECK(static_cast<std::int64_t>(sizes.size()) == parts, ErrorKind::Corrupt,
+               n.where + "cannot split " + std::to_string(dim) + " into " + std::to_string(parts) + " parts");
+    attrs.set("split", sizes);
+  }
+  return ctx.emit(n, "Split", {n.inputs[0]}, std::move(attrs));
+}
+
+// Pad: pads (11+), constant_value and axes (18) inputs -> attributes over all axes.
+std::vector<ValueId> convert_pad(const OnnxNode& n, ImportContext& ctx) {
+  Attributes attrs = n.attrs;
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
+  const std::int64_t rank = static_cast<std::int64_t>(ctx.type(n.inputs[0]).shape.size());
+  std::vector<std::int64_t> pads = present(n, 1) ? to_ints(n, require_constant(n, ctx, 1, "the pads input"), "pads")
+                                                 : attrs.get_ints("pads", {});
+  if (present(n, 3)) {
+    const auto axes = to_ints(n, require_constant(n, ctx, 3, "the axes input"), "axes");
+    KILN_CHECK(pads.size() == 2 * axes.size(), ErrorKind::Corrupt,
+               n.where + "pads has " + std::to_string(pads.size()) + " values for " + std::to_string(axes.size()) + " axes");
+    std::vector<std::int64_t> full(static_cast<std::size_t>(2 * rank), 0);
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+      const std::int64_t a = axes[i] < 0 ? axes[i] + rank : axes[i];
+      KILN_CHECK(a >= 0 && a < rank, ErrorKind::Corrupt, n.where + "axis " + std::to_string(axes[i]) + " is out of range");
+      full[static_cast<std::size_t>(a)] = pads[i];
+      full[static_cast<std::size_t>(a + rank)] = pads[i + axes.size()];
+    }
+    pads = std::move(full);
+  }
+  attrs.set("pads", pads);
+  if (present(n, 2)) {
+    const auto value = to_floats(n, require_constant(n, ctx, 2, "the constant_value input"), "constant_value");
+    KILN_CHECK(value.size() == 1, ErrorKind::Corrupt, n.where + "constant_value must hold one value");
+    attrs.set("value", value[0]);
+  }
+  return ctx.emit(n, "Pad", inputs_upto(n, 1), std::move(attrs));
+}
+
+// Resize: roi/scales/sizes inputs -> `sizes` (the full output shape) and, when
+// scales were given, `scales` (coordinates map with the scale, not the ratio).
+std::vector<ValueId> convert_resize(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input X is missing");
+  const Shape& in = ctx.type(n.inputs[0]).shape;
+  const std::size_t rank = in.size();
+  Attributes attrs = without(without(n.attrs, "axes"), "keep_aspect_ratio_policy");
+  std::vector<std::int64_t> axes = n.attrs.get_ints("axes", {});
+  if (axes.empty())
+    for (std::size_t i = 0; i < rank; ++i) axes.push_back(static_cast<std::int64_t>(i));
+  for (auto& a : axes) {
+    KILN_CHECK(a >= -static_cast<std::int64_t>(rank) && a < static_cast<std::int64_t>(rank), ErrorKind::Corrupt,
+               n.where + "axis " + std::to_string(a) + " is out of range for input " + shape_str(in));
+    if (a < 0) a += static_cast<std::int64_t>(rank);
+  }
+  const std::size_t scales_index = n.opset >= 11 ? 2 : 1;
+  std::vector<double> scales;
+  if (present(n, scales_index)) scales = to_floats(n, require_constant(n, ctx, scales_index, "the scales input"), "scales");
+  std::vector<std::int64_t> sizes_given;
+  if (n.opset >= 11 && present(n, 3)) sizes_given = to_ints(n, require_constant(n, ctx, 3, "the sizes input"), "sizes");
+  KILN_CHECK(scales.empty() != sizes_given.empty(), ErrorKind::Corrupt,
+             n.where + "exactly one of the scales and sizes inputs must be given");
+
+  Shape sizes = in;
+  std::vector<double> full_scales(rank, 1.0);
+  if (!scales.empty()) {
+    KILN_CHECK(scales.size() == axes.size(), ErrorKind::Corrupt,
+               n.where + "scales has " + std::to_string(scales.size()) + " values for " + std::to_string(axes.size()) + " axes");
+    for (std::size_t i = 0; i < axes.size(); ++i) {
+      const auto a = static_cast<std::size_t>(axes[i]);
+      KILN_CHECK(scales[i] > 0 && std::isfinite(scales[i]), ErrorKind::Corrupt, n.where + "scales must be positive");
+      full_scales[a] = scales[i];
+      sizes[a] = static_cast<std::int64_t>(std::floor(static_cast<double>(in[a]) * scales[i]));
+    }
+    attrs.set("scales", full_scales);
+  } else {
+    KILN_CHECK(sizes_given.size() == axes.size(), ErrorKind::Corrupt,
+               n.where + "sizes has " + std::to_string(sizes_given.size()) + " values for " + std::to_string(axes.size()) + " axes");
+    const std::string policy = n.attrs.get_string("keep_aspect_ratio_policy", "stretch");
+    if (policy == "stretch") {
+      for (std::size_t i = 0; i < axes.size(); ++i) sizes[static_cast<std::size_t>(axes[i])] = sizes_given[i];
+    } else {
+      KILN_CHECK(policy == "not_larger" || policy == "not_smaller", ErrorKind::Corrupt,
+                 n.where + "unknown keep_aspect_ratio_policy '" + policy + "'");
+      // One scale for all the axes, then out = round(scale * in) (ONNX 18).
+      double scale = policy == "not_larger" ? INFINITY : 0.0;
+      for (std::size_t i = 0; i < axes.size(); ++i) {
+        const double r = static_cast<double>(sizes_given[i]) / static_cast<double>(in[static_cast<std::size_t>(axes[i])]);
+        scale = policy == "not_larger" ? std::min(scale, r) : std::max(scale, r);
+      }
+      for (std::int64_t a : axes) {
+        sizes[static_cast<std::size_t>(a)] = static_cast<std::int64_t>(std::round(scale * static_cast<double>(in[static_cast<std::size_t>(a)])));
+        full_scales[static_cast<std::size_t>(a)] = scale;
+      }
+      attrs.set("scales", full_scales);
+    }
+  }
+  attrs.set("sizes", checked_shape(sizes, n.where + "output size: "));
+  // roi only matters for tf_crop_and_resize, which kiln's Resize does not implement.
+  KILN_CHECK(attrs.get_string("coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize", ErrorKind::Unsupported,
+             n.where + "coordinate_transformation_mode 'tf_crop_and_resize' is not supported");
+  return ctx.emit(n, "Resize", {n.inputs[0]}, std::move(attrs));
+}
+
+// Softmax before opset 13 normalises over the dims from `axis` on, flattened.
+std::vector<ValueId> convert_softmax(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
+  if (n.opset >= 13) return ctx.emit(n, n.op, {n.inputs[0]}, n.attrs);
+  const Shape shape = ctx.type(n.inputs[0]).shape;
+  const auto rank = static_cast<std::int64_t>(shape.size());
+  std::int64_t axis = n.attrs.get_int("axis", 1);
+  KILN_CHECK(axis >= -rank && axis < std::max<std::int64_t>(rank, 1), ErrorKind::Corrupt,
+             n.where + "axis " + std::to_string(axis) + " is out of range for input " + shape_str(shape));
+  if (axis < 0) axis += rank;
+  Attributes last;
+  last.set("axis", std::int64_t{-1});
+  if (axis == rank - 1) return ctx.emit(n, n.op, {n.inputs[0]}, last);
+  Attributes flatten;
+  flatten.set("axis", axis);
+  const ValueId flat = ctx.emit(n, "Flatten", {n.inputs[0]}, flatten, "flatten").at(0);
+  const ValueId soft = ctx.emit(n, n.op, {flat}, last, "softmax").at(0);
+  Attributes reshape;
+  reshape.set("shape", std::vector<std::int64_t>(shape.begin(), shape.end()));
+  return ctx.emit(n, "Reshape", {soft}, reshape);
+}
+
+// Gather with constant indices takes kiln's constant form (one input).
+std::vector<ValueId> convert_gather(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0) && present(n, 1), ErrorKind::Corrupt, n.where + "Gather needs data and indices");
+  const Tensor* indices = ctx.constant(n.inputs[1]);
+  if (indices == nullptr) return ctx.emit(n, "Gather", {n.inputs[0], n.inputs[1]}, n.attrs);
+  Attributes attrs = n.attrs;
+  attrs.set("indices", to_ints(n, *indices, "the indices input"));
+  attrs.set("indices_shape", std::vector<std::int64_t>(indices->shape().begin(), indices->shape().end()));
+  return ctx.emit(n, "Gather", {n.inputs[0]}, std::move(attrs));
+}
+
+std::vector<ValueId> convert_cumsum(const OnnxNode& n, ImportContext& ctx) {
+  Attributes attrs = n.attrs;
+  attrs.set("axis", to_scalar_int(n, require_constant(n, ctx, 1, "the axis input"), "axis"));
+  return ctx.emit(n, "CumSum", inputs_upto(n, 1), std::move(attrs));
+}
+
+std::vector<ValueId> convert_topk(const OnnxNode& n, ImportContext& ctx) {
+  Attributes attrs = n.attrs;
+  attrs.set("k", to_scalar_int(n, require_constant(n, ctx, 1, "the K input"), "K"));
+  return ctx.emit(n, "TopK", inputs_upto(n, 1), std::move(attrs));
+}
+
+// ---- ops that only produce constants or aliases -----------------------------------
+
+std::vector<ValueId> convert_constant(const OnnxNode& n, ImportContext& ctx) {
+  if (const onnx::TensorProto* t = tensor_attribute(*n.proto, "value"))
+    return {ctx.add_constant(n, tensor_from_proto(*t, ctx.base_dir(), n.where))};
+  const auto& a = n.attrs;
+  if (a.has("value_float")) return {ctx.add_constant(n, Tensor::scalar_f32(static_cast<float>(a.get_float("value_float", 0))))};
+  if (a.has("value_int")) return {ctx.add_constant(n, Tensor::from_i64({}, {a.get_int("value_int", 0)}))};
+  if (a.has("value_ints")) {
+    auto v = a.get_ints("value_ints", {});
+    const auto size = static_cast<std::int64_t>(v.size());
+    return {ctx.add_constant(n, Tensor::from_i64({size}, std::move(v)))};
+  }
+  if (a.has("value_floats")) {
+    const auto& v = std::get<std::vector<double>>(a.all().at("value_floats"));
+    std::vector<float> f(v.begin(), v.end());
+    return {ctx.add_constant(n, Tensor::from_f32({static_cast<std::int64_t>(f.size())}, std::move(f)))};
+  }
+  throw_error(ErrorKind::Unsupported, n.where + "Constant needs a value, value_float(s) or value_int(s) attribute "
+                                               "(sparse and string values are not supported)");
+}
+
+// Fills `out` with `value` converted to its dtype.
+void fill(Tensor& out, double value) {
+  std::byte* dst = out.bytes().data();
+  const auto n = static_cast<std::size_t>(out.numel());
+  for (std::size_t i = 0; i < n; ++i) switch (out.dtype()) {
+      case DType::f32: { const auto v = static_cast<float>(value); std::memcpy(dst + 4 * i, &v, 4); break; }
+      case DType::i32: { const auto v = static_cast<std::int32_t>(value); std::memcpy(dst + 4 * i, &v, 4); break; }
+      case DType::i64: { const auto v = static_cast<std::int64_t>(value); std::memcpy(dst + 8 * i, &v, 8); break; }
+      case DType::u8: dst[i] = static_cast<std::byte>(static_cast<std::uint8_t>(value)); break;
+      case DType::boolean: dst[i] = static_cast<std::byte>(value != 0.0); break;
+      case DType::f16: throw_error(ErrorKind::Unsupported, "ConstantOfShape with f16 values is not supported");
+    }
+}
+
+std::vector<ValueId> convert_constant_of_shape(const OnnxNode& n, ImportContext& ctx) {
+  const Shape shape = checked_shape(to_ints(n, require_constant(n, ctx, 0, "the shape input"), "shape"), n.where);
+  KILN_CHECK(num_elements(shape) <= kMaxFoldElements, ErrorKind::Corrupt,
+             n.where + "a constant of shape " + shape_str(shape) + " is larger than kiln's import limit");
+  double value = 0;
+  DType dtype = DType::f32;
+  if (const onnx::TensorProto* t = tensor_attribute(*n.proto, "value")) {
+    const Tensor v = tensor_from_proto(*t, "", n.where + "attribute 'value': ");
+    KILN_CHECK(v.numel() == 1, ErrorKind::Corrupt, n.where + "attribute 'value' must hold one element");
+    dtype = v.dtype();
+    if (dtype == DType::f32) value = v.values<float>()[0];
+    else if (dtype == DType::i64) value = static_cast<double>(v.values<std::int64_t>()[0]);
+    else if (dtype == DType::i32) value = v.values<std::int32_t>()[0];
+    else if (dtype == DType::u8 || dtype == DType::boolean) value = static_cast<double>(static_cast<std::uint8_t>(v.bytes()[0]));
+  }
+  Tensor out(dtype, shape);
+  fill(out, value);
+  return {ctx.add_constant(n, std::move(out))};
+}
+
+// Shapes are static, so Shape is always a constant.
+std::vector<ValueId> convert_shape(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
+  const Shape& shape = ctx.type(n.inputs[0]).shape;
+  const auto rank = static_cast<std::int64_t>(shape.size());
+  auto clamp = [rank](std::int64_t i) { return std::clamp<std::int64_t>(i < 0 ? i + rank : i, 0, rank); };
+  const std::int64_t start = clamp(n.attrs.get_int("start", 0));
+  const std::int64_t end = std::max(start, clamp(n.attrs.get_int("end", rank)));
+  std::vector<std::int64_t> dims(shape.begin() + start, shape.begin() + end);
+  const auto count = static_cast<std::int64_t>(dims.size());
+  return {ctx.add_constant(n, Tensor::from_i64({count}, std::move(dims)))};
+}
+
+std::vector<ValueId> convert_size(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
+  return {ctx.add_constant(n, Tensor::from_i64({}, {num_elements(ctx.type(n.inputs[0]).shape)}))};
+}
+
+std::vector<ValueId> convert_range(const OnnxNode& n, ImportContext& ctx) {
+  const Tensor& start = require_constant(n, ctx, 0, "the start input");
+  const Tensor& limit = require_constant(n, ctx, 1, "the limit input");
+  const Tensor& delta = require_constant(n, ctx, 2, "the delta input");
+  KILN_CHECK(start.numel() == 1 && limit.numel() == 1 && delta.numel() == 1, ErrorKind::Corrupt,
+             n.where + "start, limit and delta must be scalars");
+  const double s = to_floats(n, start, "start")[0], l = to_floats(n, limit, "limit")[0], d = to_floats(n, delta, "delta")[0];
+  KILN_CHECK(d != 0 && std::isfinite(s) && std::isfinite(l) && std::isfinite(d), ErrorKind::Corrupt,
+             n.where + "delta must be non-zero and every input finite");
+  const double count = std::max(0.0, std::ceil((l - s) / d));
+  KILN_CHECK(count <= static_cast<double>(kMaxFoldElements), ErrorKind::Corrupt,
+             n.where + "a range of " + std::to_string(count) + " values is larger than kiln's import limit");
+  Tensor out(start.dtype(), {static_cast<std::int64_t>(count)});
+  for (std::int64_t i = 0; i < out.numel(); ++i) {
+    Tensor one(start.dtype(), {1});
+    fill(one, s + static_cast<double>(i) * d);
+    std::memcpy(out.bytes().data() + i * static_cast<std::int64_t>(dtype_size(out.dtype())), one.bytes().data(),
+                dtype_size(out.dtype()));
+  }
+  return {ctx.add_constant(n, std::move(out))};
+}
+
+// Identity: the output is the input.
+std::vector<ValueId> alias_input(const OnnxNode& n, ImportContext&) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
+  return {n.inputs[0]};
+}
+
+// Dropout at inference is the identity, with an all-true mask if one is asked for.
+std::vector<ValueId> convert_dropout(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
+  if (present(n, 2)) {
+    const Tensor& training = require_constant(n, ctx, 2, "the training_mode input");
+    KILN_CHECK(training.numel() == 1 && training.dtype() == DType::boolean, ErrorKind::Corrupt,
+               n.where + "training_mode must be one bool");
+    KILN_CHECK(training.bytes()[0] == std::byte{0}, ErrorKind::Unsupported,
+               n.where + "training_mode=true is not supported (kiln runs inference only)");
+  }
+  std::vector<ValueId> out{n.inputs[0]};
+  if (n.num_outputs > 1) {
+    Tensor mask(DType::boolean, ctx.type(n.inputs[0]).shape);
+    for (std::byte& b : mask.bytes()) b = std::byte{1};
+    out.push_back(ctx.add_constant(n, std::move(mask)));
+  }
+  return out;
+}
+
+}  // namespace
+
+const std::map<std::string, OpRule>& op_rules() {
+  static const std::map<std::string, OpRule> rules = [] {
+    std::map<std::string, OpRule> r;
+    for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Erf", "Exp", "Sin", "Cos", "Neg", "Abs", "Log",
+                           "Reciprocal", "Floor", "Ceil", "Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Gelu",
+                           "LeakyRelu", "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Cast", "Transpose",
+                           "Flatten", "Concat", "GlobalAveragePool", "LayerNormalization", "BatchNormalization",
+                           "MatMul", "Gemm", "NonZero", "NonMaxSuppression", "Min", "Max"})
+      r.emplace(op, direct(op));
+    r.emplace("Conv", OpRule{"Conv", convert_conv});
+    r.emplace("MaxPool", pool("MaxPool"));
+    r.emplace("AveragePool", pool("AveragePool"));
+    r.emplace("Clip", OpRule{"Clip", convert_clip});
+    r.emplace("Softmax", OpRule{"Softmax", convert_softmax});
+    r.emplace("Reshape", OpRule{"Reshape", convert_reshape});
+    r.emplace("Slice", OpRule{"Slice", convert_slice});
+    r.emplace("Split", OpRule{"Split", convert_split});
+    r.emplace("Squeeze", ints_input_to_attr("Squeeze", "axes", true));
+    r.emplace("Unsqueeze", ints_input_to_attr("Unsqueeze", "axes", false));
+    r.emplace("Expand", ints_input_to_attr("Expand", "shape", false));
+    r.emplace("Tile", ints_input_to_attr("Tile", "repeats", false));
+    r.emplace("Pad", OpRule{"Pad", convert_pad});
+    r.emplace("Resize", OpRule{"Resize", convert_resize});
+    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"}) r.emplace(op, reduce(op));
+    r.emplace("Gather", OpRule{"Gather", convert_gather});
+    r.emplace("CumSum", OpRule{"CumSum", convert_cumsum});
+    r.emplace("TopK", OpRule{"TopK", convert_topk});
+    r.emplace("Constant", OpRule{"", convert_constant});
+    r.emplace("ConstantOfShape", OpRule{"", convert_constant_of_shape});
+    r.emplace("Shape", OpRule{"", convert_shape});
+    r.emplace("Size", OpRule{"", convert_size});
+    r.emplace("Range", OpRule{"", convert_range});
+    r.emplace("Identity", OpRule{"", alias_input});
+    r.emplace("Dropout", OpRule{"", convert_dropout});
+    return r;
+  }();
+  return rules;
+}
+
+}  // namespace kiln::onnx_import

@@ -1,0 +1,61 @@
+// The per-op conversion table of the ONNX importer: one rule per ONNX op type
+// maps its inputs and attributes to kiln's (constant tensor inputs become
+// attributes, ONNX defaults become explicit) and emits kiln nodes through the
+// ImportContext, which folds them when all their inputs are constants.
+#pragma once
+
+#include "graph/ir.h"
+
+#include <onnx/onnx_pb.h>  // ONNX_ML=1: the onnx-ml.pb.h classes
+
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kiln::onnx_import {
+
+// One ONNX node, ready for its conversion rule.
+struct OnnxNode {
+  const onnx::NodeProto* proto = nullptr;
+  std::string op;       // ONNX op type
+  std::string name;     // unique kiln node name
+  std::string where;    // "<file>: node '<name>' (<op>): ", for messages
+  std::vector<graph::ValueId> inputs;  // -1 for an omitted optional input
+  graph::Attributes attrs;             // INT/FLOAT/STRING/INTS/FLOATS attributes
+  int num_outputs = 0;                 // outputs the ONNX node declares
+  int opset = 0;                       // of the default domain
+};
+
+// What conversion rules may do to the graph being built.
+class ImportContext {
+ public:
+  virtual ~ImportContext() = default;
+  // The constant behind a value, or nullptr.
+  virtual const Tensor* constant(graph::ValueId value) const = 0;
+  virtual const graph::TensorType& type(graph::ValueId value) const = 0;
+  // Adds a kiln node (name "" derives one from the ONNX node's name), or
+  // evaluates it right away when every input is a constant.
+  virtual std::vector<graph::ValueId> emit(const OnnxNode& source, const std::string& op,
+                                           std::vector<graph::ValueId> inputs, graph::Attributes attrs,
+                                           const std::string& suffix = "") = 0;
+  virtual graph::ValueId add_constant(const OnnxNode& source, Tensor value) = 0;
+  // Where external data files are looked up.
+  virtual const std::string& base_dir() const = 0;
+};
+
+// Returns one value per ONNX output it produces (fewer when the node declares
+// optional outputs kiln does not produce; the importer reports those).
+using ConvertFn = std::function<std::vector<graph::ValueId>(const OnnxNode&, ImportContext&)>;
+
+struct OpRule {
+  // The kiln op the rule emits ("" for rules that only fold or alias values:
+  // Constant, Shape, Identity, ...); used to check the op is registered.
+  std::string kiln_op;
+  ConvertFn convert;
+};
+
+// Every ONNX op type of the default domain that kiln imports.
+const std::map<std::string, OpRule>& op_rules();
+
+}  // namespace kiln::onnx_import

@@ -1,0 +1,359 @@
+// load_onnx: parses a ModelProto (with hard limits), turns initializers into
+// constants and graph inputs into static-shaped inputs, then converts node by
+// node through the op rules, folding every node whose inputs are constants.
+#include <kiln/onnx.h>
+
+#include "graph/ir.h"
+#include "graph/onnx/attributes.h"
+#include "graph/onnx/convert_ops.h"
+#include "graph/onnx/limits.h"
+#include "graph/onnx/tensor_proto.h"
+#include "graph/op_registry.h"
+#include "graph/passes/passes.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <set>
+#include <unordered_map>
+
+namespace kiln {
+
+using graph::Attributes;
+using graph::TensorType;
+using graph::ValueId;
+using onnx_import::where;
+
+namespace onnx_import {
+namespace {
+
+constexpr int kMinOpset = 11;
+constexpr int kMaxOpset = 18;
+
+std::string read_file(const std::string& path, std::int64_t limit) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  KILN_CHECK(!ec, ErrorKind::Io, "cannot read '" + path + "': " + ec.message());
+  KILN_CHECK(static_cast<std::int64_t>(size) <= limit, ErrorKind::Corrupt,
+             path + ": the file is " + std::to_string(size) + " bytes, more than kiln's limit of " + std::to_string(limit));
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), ErrorKind::Io, "cannot open '" + path + "'");
+  std::string bytes(size, '\0');
+  in.read(bytes.data(), static_cast<std::streamsize>(size));
+  KILN_CHECK(in.good() || size == 0, ErrorKind::Io, "reading '" + path + "' failed");
+  return bytes;
+}
+
+template <class Message> void parse(Message& message, std::string_view bytes, const std::string& name, const char* kind) {
+  KILN_CHECK(static_cast<std::int64_t>(bytes.size()) <= kMaxModelBytes, ErrorKind::Corrupt,
+             name + ": more than kiln's limit of " + std::to_string(kMaxModelBytes) + " bytes");
+  KILN_CHECK(message.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())), ErrorKind::Corrupt,
+             name + ": not a valid ONNX " + kind + " (the protobuf data is malformed or truncated)");
+}
+
+class Importer final : public ImportContext {
+ public:
+  Importer(std::string file, std::string base_dir, const OnnxOptions& options)
+      : file_(std::move(file)), base_dir_(std::move(base_dir)), options_(options) {}
+
+  Model import(const onnx::ModelProto& model) {
+    check_header(model);
+    const onnx::GraphProto& g = model.graph();
+    KILN_CHECK(g.node_size() <= kMaxNodes, ErrorKind::Corrupt, where(file_) + "more than " + std::to_string(kMaxNodes) + " nodes");
+    collect_names(g);
+    check_ops(g);
+    add_initializers(g);
+    add_inputs(g);
+    for (int i = 0; i < g.node_size(); ++i) convert_node(g.node(i), i);
+    set_outputs(g);
+    // Folding leaves the constants it consumed behind; drop what nothing reads.
+    graph::Graph clean = graph::passes::eliminate_dead_code(graph_).graph;
+    std::string name = g.name().empty() ? std::filesystem::path(file_).stem().string() : g.name();
+    return Model(std::make_shared<const graph::Graph>(std::move(clean)), name);
+  }
+
+  // ---- ImportContext -------------------------------------------------------------
+  const Tensor* constant(ValueId value) const override {
+    const auto& v = graph_.value(value);
+    return v.constant ? &*v.constant : nullptr;
+  }
+  const TensorType& type(ValueId value) const override { return graph_.value(value).type; }
+  const std::string& base_dir() const override { return base_dir_; }
+
+  ValueId add_constant(const OnnxNode& source, Tensor value) override {
+    return graph_.add_constant(unique_value_name(source.name + "/constant"), std::move(value));
+  }
+
+  std::vector<ValueId> emit(const OnnxNode& source, const std::string& op, std::vector<ValueId> inputs, Attributes attrs,
+                            const std::string& suffix) override {
+    graph::Node node;
+    node.op = op;
+    // The rule's main node takes the ONNX node's (already unique) name.
+    node.name = suffix.empty() ? source.name : unique_node_name(source.name + "/" + suffix);
+    node.inputs = std::move(inputs);
+    node.attrs = std::move(attrs);
+    std::vector<TensorType> types;
+    bool all_constant = !node.inputs.empty();
+    for (ValueId id : node.inputs) {
+      types.push_back(id < 0 ? TensorType{} : type(id));
+      if (id >= 0 && constant(id) == nullptr) all_constant = false;
+    }
+    std::vector<TensorType> out_types;
+    try {
+      out_types = graph::infer_node(node, types);
+    } catch (const Error& e) {
+      throw_error(e.kind(), where(file_) + e.what());
+    }
+    std::int64_t out_elements = 0;
+    for (const TensorType& t : out_types) {
+      // -1 marks a data-dependent extent (NonZero, NonMaxSuppression); the
+      // known extents must still fit.
+      Shape known = t.shape;
+      for (std::int64_t& d : known) d = d == -1 ? 0 : d;
+      checked_shape(known, source.where + "output " + type_str(t) + ": ");
+      out_elements += num_elements(known);
+    }
+    if (!all_constant || out_elements > kMaxFoldElements) {
+      return graph_.add_node(op, node.inputs, node.attrs, node.name);
+    }
+    // Every input is known: evaluate now (shape arithmetic, weight transforms).
+    std::vector<Tensor> args;
+    for (ValueId id : node.inputs) args.push_back(id < 0 ? Tensor() : *constant(id));
+    std::vector<Tensor> results = graph::get_op(op).reference(node, args);
+    KILN_ASSERT(results.size() == out_types.size());
+    std::vector<ValueId> outputs;
+    for (Tensor& r : results) outputs.push_back(graph_.add_constant(unique_value_name(node.name), std::move(r)));
+    return outputs;
+  }
+
+ private:
+  void check_header(const onnx::ModelProto& model) {
+    KILN_CHECK(model.ir_version() > 0 && model.has_graph(), ErrorKind::Corrupt,
+               where(file_) + "not an ONNX model (no IR version or no graph)");
+    bool found = false;
+    for (const auto& entry : model.opset_import()) {
+      if (entry.domain() != "" && entry.domain() != "ai.onnx") continue;
+      found = true;
+      opset_ = static_cast<int>(std::clamp<std::int64_t>(entry.version(), -1, 1 << 20));
+    }
+    // Without a default-domain opset only other domains' ops can appear; those
+    // are reported as unsupported ops.
+    bool uses_default_domain = false;
+    for (const auto& n : model.graph().node())
+      if (n.domain().empty() || n.domain() == "ai.onnx") uses_default_domain = true;
+    if (!found && !uses_default_domain) return;
+    KILN_CHECK(found, ErrorKind::Corrupt, where(file_) + "the model declares no opset for the default ONNX domain");
+    KILN_CHECK(opset_ >= kMinOpset && opset_ <= kMaxOpset, ErrorKind::Unsupported,
+               where(file_) + "opset " + std::to_string(opset_) + " of the default domain is not supported (kiln reads opsets " +
+                   std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + "; re-export with one of those)");
+  }
+
+  // ONNX value names are unique; names kiln makes up must not collide with them.
+  void collect_names(const onnx::GraphProto& g) {
+    auto add = [&](const std::string& name) {
+      check_string(name, where(file_));
+      onnx_names_.insert(name);
+    };
+    for (const auto& t : g.initializer()) add(t.name());
+    for (const auto& v : g.input()) add(v.name());
+    for (const auto& n : g.node()) {
+      check_string(n.name(), where(file_));
+      for (const auto& o : n.output()) add(o);
+    }
+  }
+
+  // Every unsupported op, with its node names, in one error.
+  void check_ops(const onnx::GraphProto& g) {
+    std::map<std::string, std::vector<std::string>> unsupported;
+    for (int i = 0; i < g.node_size(); ++i) {
+      const onnx::NodeProto& n = g.node(i);
+      const std::string label = n.name().empty() ? "#" + std::to_string(i) : "'" + n.name() + "'";
+      const bool default_domain = n.domain().empty() || n.domain() == "ai.onnx";
+      const std::string op = default_domain ? n.op_type() : n.domain() + "." + n.op_type();
+      auto rule = op_rules().find(n.op_type());
+      const bool ok = default_domain && rule != op_rules().end() &&
+                      (rule->second.kiln_op.empty() || graph::find_op(rule->second.kiln_op) != nullptr);
+      if (!ok) unsupported[op].push_back(label);
+    }
+    if (unsupported.empty()) return;
+    std::string list;
+    for (const auto& [op, nodes] : unsupported) {
+      list += "\n  " + op + ": ";
+      for (std::size_t i = 0; i < nodes.size(); ++i) list += (i ? ", " : "") + nodes[i];
+    }
+    throw_error(ErrorKind::Unsupported, where(file_) + std::to_string(unsupported.size()) +
+                                            " unsupported op type(s), with the nodes that use them:" + list);
+  }
+
+  void add_initializers(const onnx::GraphProto& g) {
+    for (const onnx::TensorProto& t : g.initializer()) {
+      const std::string what = where(file_) + "initializer '" + t.name() + "': ";
+      KILN_CHECK(!t.name().empty(), ErrorKind::Corrupt, what + "has no name");
+      KILN_CHECK(values_.count(t.name()) == 0, ErrorKind::Corrupt, what + "is defined twice");
+      values_[t.name()] = graph_.add_constant(t.name(), tensor_from_proto(t, base_dir_, what));
+      value_names_.insert(t.name());
+    }
+  }
+
+  Shape input_shape(const onnx::ValueInfoProto& v, const std::string& what) const {
+    auto given = options_.input_shapes.find(v.name());
+    if (given != options_.input_shapes.end()) return checked_shape(given->second, what);
+    const auto& tt = v.type().tensor_type();
+    KILN_CHECK(tt.has_shape(), ErrorKind::Unsupported,
+               what + "the input has no shape in the file; give one in OnnxOptions::input_shapes");
+    Shape dims;
+    for (const auto& d : tt.shape().dim()) {
+      // Symbolic ("batch") or unknown dims take the default size.
+      dims.push_back(d.has_dim_value() ? d.dim_value() : options_.default_dim);
+    }
+    return checked_shape(dims, what);
+  }
+
+  void add_inputs(const onnx::GraphProto& g) {
+    for (const onnx::ValueInfoProto& v : g.input()) {
+      if (values_.count(v.name())) continue;  // an initializer listed as an input: a constant
+      const std::string what = where(file_) + "input '" + v.name() + "': ";
+      KILN_CHECK(!v.name().empty(), ErrorKind::Corrupt, where(file_) + "a graph input has no name");
+      KILN_CHECK(v.type().has_tensor_type(), ErrorKind::Unsupported, what + "only tensor inputs are supported");
+      const int elem = v.type().tensor_type().elem_type();
+      const std::optional<DType> dtype = dtype_from_onnx(elem);
+      KILN_CHECK(dtype.has_value(), ErrorKind::Unsupported, what + "element type " + onnx_type_name(elem) + " is not supported");
+      values_[v.name()] = graph_.add_input(v.name(), TensorType{*dtype, input_shape(v, what)});
+      value_names_.insert(v.name());
+    }
+  }
+
+  void convert_node(const onnx::NodeProto& proto, int index) {
+    OnnxNode n;
+    n.proto = &proto;
+    n.op = proto.op_type();
+    n.name = unique_node_name(proto.name().empty() ? proto.op_type() + "_" + std::to_string(index) : proto.name());
+    n.where = where(file_, proto.name().empty() ? n.name : proto.name(), n.op);
+    n.opset = opset_;
+    n.num_outputs = proto.output_size();
+    for (const std::string& input : proto.input()) {
+      if (input.empty()) {
+        n.inputs.push_back(-1);
+        continue;
+      }
+      auto it = values_.find(input);
+      KILN_CHECK(it != values_.end(), ErrorKind::Corrupt,
+                 n.where + "input '" + input + "' is not defined (no initializer, graph input or earlier node output)");
+      n.inputs.push_back(it->second);
+    }
+    n.attrs = convert_attributes(proto, n.where);
+    std::vector<ValueId> outputs;
+    try {
+      outputs = op_rules().at(n.op).convert(n, *this);
+    } catch (const Error& e) {
+      const std::string message = e.what();
+      // Messages from shape inference name the node but not the file.
+      throw_error(e.kind(), message.rfind(file_ + ": ", 0) == 0 ? message : n.where + message);
+    }
+    for (int k = 0; k < proto.output_size(); ++k) {
+      const std::string& name = proto.output(k);
+      if (name.empty()) continue;
+      KILN_CHECK(k < static_cast<int>(outputs.size()), ErrorKind::Unsupported,
+                 n.where + "output " + std::to_string(k) + " ('" + name + "') is not supported by kiln");
+      KILN_CHECK(values_.count(name) == 0, ErrorKind::Corrupt, n.where + "output '" + name + "' is defined twice");
+      values_[name] = outputs[static_cast<std::size_t>(k)];
+      name_value(outputs[static_cast<std::size_t>(k)], name);
+    }
+  }
+
+  // Gives a value its ONNX name unless it already has one (aliases keep theirs).
+  void name_value(ValueId id, const std::string& name) {
+    graph::Value& v = graph_.value(id);
+    if (value_names_.count(v.name)) return;
+    v.name = name;
+    value_names_.insert(name);
+  }
+
+  void set_outputs(const onnx::GraphProto& g) {
+    std::vector<ValueId> outputs;
+    std::set<ValueId> exported;
+    std::set<std::string> names;
+    for (const onnx::ValueInfoProto& o : g.output()) {
+      KILN_CHECK(names.insert(o.name()).second, ErrorKind::Corrupt,
+                 where(file_) + "graph output '" + o.name() + "' is listed twice");
+      auto it = values_.find(o.name());
+      KILN_CHECK(it != values_.end(), ErrorKind::Corrupt,
+                 where(file_) + "graph output '" + o.name() + "' is not produced by any node, input or initializer");
+      ValueId id = it->second;
+      // An alias (Identity of an input, a repeated output) gets its own value
+      // so that every output keeps its ONNX name.
+      const bool repeated = !exported.insert(id).second;
+      if (graph_.value(id).name != o.name() || repeated) {
+        id = graph_.add_node("Identity", {id}, {}, unique_node_name(o.name() + "/identity")).at(0);
+        graph_.value(id).name = o.name();
+        exported.insert(id);
+      }
+      outputs.push_back(id);
+    }
+    KILN_CHECK(!outputs.empty(), ErrorKind::Corrupt, where(file_) + "the graph has no outputs");
+    graph_.set_outputs(std::move(outputs));
+  }
+
+  // "<base>", else "<base>_<k>" with k counted per base, so that a file
+  // repeating one name a million times cannot make naming quadratic.
+  std::string unique_node_name(const std::string& base) {
+    std::string name = base;
+    for (int& k = next_suffix_[base]; node_names_.count(name);) name = base + "_" + std::to_string(++k);
+    node_names_.insert(name);
+    return name;
+  }
+
+  std::string unique_value_name(const std::string& base) {
+    std::string name = base;
+    for (int& k = next_suffix_[base]; onnx_names_.count(name) || value_names_.count(name);)
+      name = base + "_" + std::to_string(++k);
+    value_names_.insert(name);
+    return name;
+  }
+
+  std::string file_;
+  std::string base_dir_;
+  OnnxOptions options_;
+  int opset_ = 0;
+  graph::Graph graph_;
+  std::unordered_map<std::string, ValueId> values_;  // ONNX value name -> kiln value
+  std::set<std::string> onnx_names_;                 // every name the file uses
+  std::set<std::string> value_names_;                // names given to kiln values
+  std::set<std::string> node_names_;
+  std::unordered_map<std::string, int> next_suffix_;  // last suffix handed out per base name
+};
+
+}  // namespace
+}  // namespace onnx_import
+
+Model load_onnx_bytes(std::string_view bytes, const std::string& name, const std::string& base_dir,
+                      const OnnxOptions& options) {
+  onnx::ModelProto model;
+  onnx_import::parse(model, bytes, name, "model");
+  return onnx_import::Importer(name, base_dir, options).import(model);
+}
+
+Model load_onnx(const std::string& path, const OnnxOptions& options) {
+  const std::string bytes = onnx_import::read_file(path, onnx_import::kMaxModelBytes);
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  return load_onnx_bytes(bytes, path, folder.empty() ? "." : folder, options);
+}
+
+Tensor load_onnx_tensor(const std::string& path) {
+  const std::string bytes = onnx_import::read_file(path, onnx_import::kMaxModelBytes);
+  onnx::TensorProto proto;
+  onnx_import::parse(proto, bytes, path, "tensor");
+  const std::string folder = std::filesystem::path(path).parent_path().string();
+  return onnx_import::tensor_from_proto(proto, folder.empty() ? "." : folder, where(path));
+}
+
+std::vector<std::string> onnx_supported_ops() {
+  std::vector<std::string> ops;
+  for (const auto& [op, rule] : onnx_import::op_rules())
+    if (rule.kiln_op.empty() || graph::find_op(rule.kiln_op) != nullptr) ops.push_back(op);
+  return ops;
+}
+
+}  // namespace kiln

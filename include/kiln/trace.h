@@ -1,0 +1,112 @@
+// Functions on kiln::Tensor that run eagerly (on the host reference
+// implementation) and, inside kiln::compile(fn, ...), are traced into a graph.
+//
+//   auto fn = [](const std::vector<kiln::Tensor>& in) {
+//     kiln::Tensor h = kiln::relu(kiln::matmul(in[0], in[1]));
+//     if (kiln::item(kiln::op("ReduceMax", {h}, {})[0]) > 1.0)  // graph break
+//       h = h * h;
+//     return std::vector<kiln::Tensor>{h};
+//   };
+//   kiln::TracedFunction f = kiln::compile(fn, {a, b});
+//   auto out = f({a, b});
+//
+// Reading a tensor's values on the host (item(), to_host()) inside traced
+// code is a graph break, recorded with its std::source_location. With
+// fullgraph = true compile() fails listing every break; otherwise the traced
+// prefix up to the first break is compiled and, on each call, fn runs again
+// with the prefix's results replayed from the compiled graph and the rest run
+// eagerly. Replay is guarded: if fn calls other ops (or uses a prefix value
+// the compiled graph did not keep), it is re-traced and the reason logged.
+//
+// Tracing follows tensors by their storage: use these functions (not
+// Tensor::reshaped() or writes through values()) on traced tensors, and keep
+// fn free of side effects, since it runs again on every call.
+#pragma once
+
+#include <kiln/builder.h>
+#include <kiln/kiln.h>
+#include <kiln/tensor.h>
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <source_location>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+namespace graph { class Attributes; class Graph; }
+
+// ---- ops (eager on the host; recorded while tracing) ---------------------------
+Tensor relu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+Tensor add(const Tensor& a, const Tensor& b);  // numpy broadcasting
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor matmul(const Tensor& a, const Tensor& b);
+Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+              const Conv2dOptions& options = {});
+Tensor softmax(const Tensor& x, std::int64_t axis = -1);
+Tensor layer_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, std::int64_t axis = -1,
+                  float epsilon = 1e-5f);
+Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape);  // 0 copies a dim, one -1 is inferred
+Tensor transpose(const Tensor& x, std::vector<std::int64_t> perm);
+Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis);
+// Any registered op with ONNX-style attributes; returns all its outputs.
+std::vector<Tensor> op(const std::string& name, const std::vector<Tensor>& inputs, const graph::Attributes& attrs);
+
+// ---- host reads (graph breaks while tracing) -----------------------------------
+// The value of a one-element f32, i32, i64, u8 or bool tensor.
+double item(const Tensor& x, std::source_location where = std::source_location::current());
+// A host copy of the tensor, whose values the caller may read.
+Tensor to_host(const Tensor& x, std::source_location where = std::source_location::current());
+
+// ---- compiling a function -------------------------------------------------------
+using TensorFunction = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
+
+// A host read found while tracing.
+struct TraceBreak {
+  std::string file;
+  std::uint32_t line = 0;
+  std::string function;
+  std::string what;  // "item()" or "to_host()"
+};
+// "graph break: item() at tests/test_tracing.cpp:42 (in f): reads a tensor's value on the host"
+std::string trace_break_str(const TraceBreak& b);
+
+class TracedFunction {
+ public:
+  // Runs fn: the compiled graph, or the compiled prefix and the rest replayed
+  // eagerly; re-traces (logged) when the inputs' types or fn's ops change.
+  std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
+  // The breaks of the current trace, in the order fn met them.
+  const std::vector<TraceBreak>& graph_breaks() const;
+  // The traced graph that is compiled (the prefix up to the first break).
+  const graph::Graph& graph() const;
+  // How often fn was traced (1 after compile()).
+  int traces() const;
+  // The compiled graph's explanation (see CompiledModel::explain), plus the breaks.
+  std::string explain() const;
+
+  struct State;  // src/trace/traced_function.cpp
+
+ private:
+  friend TracedFunction compile(TensorFunction, const std::vector<Tensor>&, const CompileOptions&);
+  std::shared_ptr<State> state_;
+};
+
+// Traces fn with the example inputs and compiles the result. Throws
+// Unsupported listing every graph break (with its file:line) when
+// options.fullgraph is set and fn reads tensor values on the host.
+TracedFunction compile(TensorFunction fn, const std::vector<Tensor>& example_inputs,
+                       const CompileOptions& options = {});
+
+}  // namespace kiln

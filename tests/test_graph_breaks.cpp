@@ -1,0 +1,337 @@
+#define BOOST_TEST_MODULE graph_breaks
+#include <boost/test/unit_test.hpp>
+
+#include <kiln/kiln.h>
+
+#include "graph/ir.h"
+#include "graph/op_registry.h"
+#include "src/runtime/executor.h"
+
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace kiln;
+using namespace kiln::graph;
+
+namespace {
+
+void expect_error(const std::function<void()>& body, ErrorKind kind, const std::vector<std::string>& fragments) {
+  try {
+    body();
+  } catch (const Error& e) {
+    BOOST_TEST(error_kind_name(e.kind()) == error_kind_name(kind), "message: " << e.what());
+    for (const std::string& fragment : fragments)
+      BOOST_TEST(std::string(e.what()).find(fragment) != std::string::npos,
+                 "'" << fragment << "' not in: " << e.what());
+    return;
+  }
+  BOOST_FAIL("no kiln::Error thrown");
+}
+
+Attributes attrs_of(std::initializer_list<std::pair<std::string, Attribute>> list) {
+  Attributes attrs;
+  for (const auto& [name, value] : list) attrs.set(name, value);
+  return attrs;
+}
+
+Node node_of(const std::string& op, std::size_t inputs, Attributes attrs = {}) {
+  Node n;
+  n.op = op;
+  n.name = "test_" + op;
+  for (std::size_t i = 0; i < inputs; ++i) n.inputs.push_back(static_cast<ValueId>(i));
+  n.attrs = std::move(attrs);
+  return n;
+}
+
+std::vector<std::int64_t> ints(const Tensor& t) {
+  auto v = t.values<std::int64_t>();
+  return {v.begin(), v.end()};
+}
+
+std::vector<float> floats(const Tensor& t) {
+  auto v = t.values<float>();
+  return {v.begin(), v.end()};
+}
+
+Tensor random_f32(const Shape& shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Tensor t(DType::f32, shape);
+  for (float& v : t.values<float>()) v = dist(rng);
+  return t;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// ONNX's suppress_by_IOU example: six boxes in [y1, x1, y2, x2].
+Tensor nms_boxes() {
+  return Tensor::from_f32({1, 6, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, -0.1f, 1, 0.9f,
+                                      0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100, 1, 101});
+}
+
+// x[2, 16] -> Relu (kernel) -> TopK k=4 (host: no lowering, static outputs)
+// -> Sigmoid (kernel, reads a host-made value); NonZero(Relu(x)) (host,
+// dynamic); NonMaxSuppression(boxes, Sigmoid(logits)) (host, dynamic) ->
+// Transpose (host: its input is dynamic).
+Model break_model() {
+  Builder b("breaks");
+  auto x = b.input("x", DType::f32, {2, 16});
+  auto boxes = b.input("boxes", DType::f32, {1, 6, 4});
+  auto logits = b.input("logits", DType::f32, {1, 1, 6});
+  auto relu = b.relu(x);
+  auto topk = b.op("TopK", {relu}, attrs_of({{"k", std::int64_t{4}}, {"axis", std::int64_t{1}}}));
+  auto top_sigmoid = b.sigmoid(topk[0]);
+  auto nonzero = b.op("NonZero", {relu}, {});
+  auto nms = b.op("NonMaxSuppression", {boxes, b.sigmoid(logits)},
+                  attrs_of({{"max_output_boxes_per_class", std::int64_t{3}}, {"iou_threshold", 0.5}}));
+  auto selected = b.transpose(nms[0], {1, 0});
+  return b.build({top_sigmoid, topk[1], nonzero[0], selected});
+}
+
+std::vector<Tensor> break_inputs(unsigned seed) {
+  return {random_f32({2, 16}, seed), nms_boxes(), random_f32({1, 1, 6}, seed + 1)};
+}
+
+void check_same(const std::vector<Tensor>& got, const std::vector<Tensor>& want) {
+  BOOST_TEST_REQUIRE(got.size() == want.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    BOOST_TEST_REQUIRE((got[i].dtype() == want[i].dtype()));
+    BOOST_TEST_REQUIRE(got[i].shape() == want[i].shape(), "output " << i);
+    if (got[i].dtype() == DType::f32) BOOST_TEST(max_abs_diff(got[i], want[i]) < 1e-5f, "output " << i);
+    else BOOST_TEST(ints(got[i]) == ints(want[i]), "output " << i);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(reference)
+
+BOOST_AUTO_TEST_CASE(nonzero_lists_coordinates_in_row_major_order) {
+  const OpSchema& op = get_op("NonZero");
+  Tensor x = Tensor::from_f32({2, 3}, {1, 0, 2, 0, 0, -3});
+  auto out = op.reference(node_of("NonZero", 1), std::vector<Tensor>{x});
+  BOOST_TEST(out[0].shape() == (Shape{2, 3}));
+  BOOST_TEST(ints(out[0]) == (std::vector<std::int64_t>{0, 0, 1, 0, 2, 2}));
+
+  Tensor flags(DType::boolean, {4});
+  flags.values<std::uint8_t>()[2] = 1;
+  out = op.reference(node_of("NonZero", 1), std::vector<Tensor>{flags});
+  BOOST_TEST(out[0].shape() == (Shape{1, 1}));
+  BOOST_TEST(ints(out[0]) == (std::vector<std::int64_t>{2}));
+
+  out = op.reference(node_of("NonZero", 1), std::vector<Tensor>{Tensor(DType::i64, {3})});
+  BOOST_TEST(out[0].shape() == (Shape{1, 0}));
+}
+
+BOOST_AUTO_TEST_CASE(topk_largest_smallest_and_ties) {
+  const OpSchema& op = get_op("TopK");
+  Tensor x = Tensor::from_f32({2, 4}, {1, 5, 3, 5, 0, -1, 2, 7});
+  auto out = op.reference(node_of("TopK", 1, attrs_of({{"k", std::int64_t{2}}})), std::vector<Tensor>{x});
+  BOOST_TEST(floats(out[0]) == (std::vector<float>{5, 5, 7, 2}));
+  BOOST_TEST(ints(out[1]) == (std::vector<std::int64_t>{1, 3, 3, 2}));  // ties: lower index first
+
+  out = op.reference(node_of("TopK", 1, attrs_of({{"k", std::int64_t{1}}, {"largest", std::int64_t{0}},
+                                                  {"axis", std::int64_t{0}}})),
+                     std::vector<Tensor>{x});
+  BOOST_TEST(out[0].shape() == (Shape{1, 4}));
+  BOOST_TEST(floats(out[0]) == (std::vector<float>{0, -1, 2, 5}));
+  BOOST_TEST(ints(out[1]) == (std::vector<std::int64_t>{1, 1, 1, 0}));
+
+  // k read from a tensor: the output extent is dynamic in the type, concrete in the tensor.
+  Tensor k = Tensor::from_i64({1}, {3});
+  out = op.reference(node_of("TopK", 2), std::vector<Tensor>{x, k});
+  BOOST_TEST(out[0].shape() == (Shape{2, 3}));
+  BOOST_TEST(floats(out[0]) == (std::vector<float>{5, 5, 3, 7, 2, 0}));
+  // k beyond the axis takes the whole axis (torchvision's min(k, n)).
+  out = op.reference(node_of("TopK", 1, attrs_of({{"k", std::int64_t{300}}})), std::vector<Tensor>{x});
+  BOOST_TEST(out[0].shape() == (Shape{2, 4}));
+
+  expect_error([&] { op.reference(node_of("TopK", 1), std::vector<Tensor>{x}); }, ErrorKind::InvalidArgument,
+               {"TopK", "needs k"});
+}
+
+BOOST_AUTO_TEST_CASE(nms_matches_onnx_examples) {
+  const OpSchema& op = get_op("NonMaxSuppression");
+  Tensor scores = Tensor::from_f32({1, 1, 6}, {0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f});
+  Tensor max_out = Tensor::from_i64({1}, {3});
+  Tensor iou = Tensor::from_f32({1}, {0.5f});
+  Tensor score_threshold = Tensor::from_f32({1}, {0.0f});
+  auto out = op.reference(node_of("NonMaxSuppression", 5),
+                          std::vector<Tensor>{nms_boxes(), scores, max_out, iou, score_threshold});
+  BOOST_TEST(out[0].shape() == (Shape{3, 3}));
+  BOOST_TEST(ints(out[0]) == (std::vector<std::int64_t>{0, 0, 3, 0, 0, 0, 0, 0, 5}));
+
+  // Score threshold 0.4 drops box 5; the attribute form gives the same as inputs.
+  out = op.reference(node_of("NonMaxSuppression", 2,
+                             attrs_of({{"max_output_boxes_per_class", std::int64_t{10}},
+                                       {"iou_threshold", 0.5},
+                                       {"score_threshold", 0.4}})),
+                     std::vector<Tensor>{nms_boxes(), scores});
+  BOOST_TEST(ints(out[0]) == (std::vector<std::int64_t>{0, 0, 3, 0, 0, 0}));
+
+  // center_point_box: [x_center, y_center, width, height]; two overlapping boxes keep one.
+  Tensor centers = Tensor::from_f32({1, 2, 4}, {0.5f, 0.5f, 1, 1, 0.55f, 0.5f, 1, 1});
+  out = op.reference(node_of("NonMaxSuppression", 2,
+                             attrs_of({{"center_point_box", std::int64_t{1}},
+                                       {"max_output_boxes_per_class", std::int64_t{5}},
+                                       {"iou_threshold", 0.5}})),
+                     std::vector<Tensor>{centers, Tensor::from_f32({1, 1, 2}, {0.1f, 0.2f})});
+  BOOST_TEST(ints(out[0]) == (std::vector<std::int64_t>{0, 0, 1}));
+
+  expect_error([&] {
+    op.reference(node_of("NonMaxSuppression", 2), std::vector<Tensor>{nms_boxes(), Tensor(DType::f32, {1, 1, 5})});
+  }, ErrorKind::ShapeMismatch, {"NonMaxSuppression", "scores must be [batch, classes, boxes]"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(dynamic_shapes)
+
+BOOST_AUTO_TEST_CASE(dynamic_types_propagate_through_the_graph) {
+  Graph g;
+  const ValueId x = g.add_input("x", {DType::f32, {2, 3}});
+  const ValueId relu = g.add_node("Relu", {x}, {}, "relu")[0];
+  const ValueId nz = g.add_node("NonZero", {relu}, {}, "nonzero")[0];
+  BOOST_TEST(g.value(nz).type.dynamic);
+  BOOST_TEST(type_str(g.value(nz).type) == "i64[2, ?]");
+  // Static inference of Transpose, probed: the known extent stays known.
+  const ValueId t = g.add_node("Transpose", {nz}, attrs_of({{"perm", std::vector<std::int64_t>{1, 0}}}), "t")[0];
+  BOOST_TEST(type_str(g.value(t).type) == "i64[?, 2]");
+  // A Reshape that needs the real extent: dynamic of unknown rank.
+  const ValueId r = g.add_node("Reshape", {t}, attrs_of({{"shape", std::vector<std::int64_t>{4, -1}}}), "r")[0];
+  BOOST_TEST(g.value(r).type.dynamic);
+  BOOST_TEST(type_str(g.value(r).type) == "i64[?...]");
+  g.set_outputs({relu, t, r});
+  g.verify();
+
+  BOOST_TEST(type_accepts(g.value(t).type, TensorType{DType::i64, {7, 2}}));
+  BOOST_TEST(!type_accepts(g.value(t).type, TensorType{DType::i64, {7, 3}}));
+  BOOST_TEST(!type_accepts(g.value(t).type, TensorType{DType::f32, {7, 2}}));
+
+  auto out = run_reference(g, std::vector<Tensor>{Tensor::from_f32({2, 3}, {1, 0, 0, 0, 2, 0})});
+  BOOST_TEST(out[1].shape() == (Shape{2, 2}));
+  BOOST_TEST(ints(out[1]) == (std::vector<std::int64_t>{0, 0, 1, 1}));
+  BOOST_TEST(out[2].shape() == (Shape{4, 1}));
+
+  expect_error([&] { g.add_input("bad", dynamic_type(DType::f32, {kDynamicDim})); }, ErrorKind::Unsupported,
+               {"bad", "static shapes"});
+}
+
+BOOST_AUTO_TEST_CASE(topk_with_a_k_tensor_is_dynamic_and_with_an_attribute_static) {
+  Graph g;
+  const ValueId x = g.add_input("x", {DType::f32, {2, 5}});
+  const ValueId k = g.add_input("k", {DType::i64, {1}});
+  const auto dyn = g.add_node("TopK", {x, k}, {}, "topk_dynamic");
+  BOOST_TEST(type_str(g.value(dyn[0]).type) == "f32[2, ?]");
+  BOOST_TEST(type_str(g.value(dyn[1]).type) == "i64[2, ?]");
+  const auto fixed = g.add_node("TopK", {x}, attrs_of({{"k", std::int64_t{3}}}), "topk_static");
+  BOOST_TEST(!g.value(fixed[0]).type.dynamic);
+  BOOST_TEST(g.value(fixed[0]).type.shape == (Shape{2, 3}));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(executor)
+
+BOOST_AUTO_TEST_CASE(breaks_run_on_the_host_in_every_mode) {
+  const Model model = break_model();
+  auto eager_model = eager(model);
+  auto compiled = compile(model);
+  auto replayed = compile(model, {.mode = Mode::reduce_overhead});
+  for (unsigned seed : {1u, 2u}) {
+    const auto inputs = break_inputs(seed);
+    const auto want = run_reference(model.graph(), inputs);
+    BOOST_TEST_CONTEXT("seed " << seed) {
+      check_same(eager_model(inputs), want);
+      check_same(compiled(inputs), want);
+      check_same(replayed(inputs), want);
+    }
+  }
+  // TopK, NonZero, NonMaxSuppression and the Transpose of a dynamic value.
+  BOOST_TEST(compiled.stats().host_steps_per_run == 4);
+  BOOST_TEST(replayed.stats().host_steps_per_run == 4);
+  BOOST_TEST(compiled.stats().dispatches_per_run >= 2);
+  const auto& breaks = compiled.engine().graph_breaks();
+  BOOST_TEST_REQUIRE(breaks.size() == 4u);
+  BOOST_TEST(breaks[1].op == "NonZero");
+  BOOST_TEST(breaks[1].reason == "output shape depends on data");
+  BOOST_TEST(breaks[3].reason == "input shape depends on data (input 'non_max_suppression')");
+}
+
+BOOST_AUTO_TEST_CASE(fullgraph_lists_every_break) {
+  auto compiled = compile(break_model(), {.fullgraph = true});
+  expect_error([&] { compiled.prepare(); }, ErrorKind::Unsupported,
+               {"fullgraph", "4 graph break(s)", "graph break: TopK 'top_k': op 'TopK' has no lowering",
+                "graph break: NonZero 'non_zero': output shape depends on data",
+                "graph break: NonMaxSuppression 'non_max_suppression': output shape depends on data",
+                "graph break: Transpose 'transpose': input shape depends on data (input 'non_max_suppression')"});
+}
+
+BOOST_AUTO_TEST_CASE(explain_shows_breaks_and_ops_per_backend) {
+  auto compiled = compile(break_model());
+  compiled.prepare();
+  const std::string text = compiled.explain();
+  BOOST_TEST(contains(text, "graph breaks: 4"), text);
+  BOOST_TEST(contains(text, "NonZero: 0 on vulkan, 1 on host (output shape depends on data)"), text);
+  BOOST_TEST(contains(text, "Relu: 1 on vulkan, 0 on host"), text);
+  BOOST_TEST(contains(text, "4 host steps"), text);
+  BOOST_TEST(contains(text, "[host] "), text);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(ssdlite)
+
+// Small enough for CI: 64x64 input, 4 classes (background + 3).
+Model small_ssdlite() {
+  return models::build("ssdlite320_mobilenet_v3_large", {.batch = 1, .image_size = 64, .num_classes = 4, .seed = 3});
+}
+
+BOOST_AUTO_TEST_CASE(outputs_are_dynamic_detections) {
+  const Model model = small_ssdlite();
+  BOOST_TEST(model.task() == "detection");
+  const Graph& g = model.graph();
+  BOOST_TEST_REQUIRE(g.outputs().size() == 3u);
+  BOOST_TEST(type_str(g.value(g.outputs()[0]).type) == "f32[?, 4]");
+  BOOST_TEST(type_str(g.value(g.outputs()[1]).type) == "f32[?]");
+  BOOST_TEST(type_str(g.value(g.outputs()[2]).type) == "i64[?]");
+}
+
+BOOST_AUTO_TEST_CASE(compiled_with_breaks_matches_the_reference) {
+  const Model model = small_ssdlite();
+  const Tensor image = random_f32({1, 3, 64, 64}, 21);
+  const auto want = run_reference(model.graph(), std::vector<Tensor>{image});
+  BOOST_TEST(want[0].shape()[0] > 0);
+  BOOST_TEST(want[0].shape()[0] <= 300);
+  auto compiled = compile(model);
+  const auto got = compiled({image});
+  BOOST_TEST_REQUIRE(got.size() == 3u);
+  BOOST_TEST_REQUIRE(got[0].shape() == want[0].shape());
+  BOOST_TEST(max_abs_diff(got[0], want[0]) < 1e-2f);
+  BOOST_TEST(max_abs_diff(got[1], want[1]) < 1e-4f);
+  BOOST_TEST(ints(got[2]) == ints(want[2]));
+  // Scores come out best first, as torchvision's batched_nms orders them.
+  const auto scores = floats(got[1]);
+  BOOST_TEST(std::is_sorted(scores.rbegin(), scores.rend()));
+  BOOST_TEST(compiled.stats().host_steps_per_run > 0);
+  BOOST_TEST(compiled.stats().dispatches_per_run > 50);
+
+  const std::string text = compiled.explain();
+  BOOST_TEST(contains(text, "NonMaxSuppression: 0 on vulkan, 1 on host (input shape depends on data)"), text);
+  BOOST_TEST(contains(text, "TopK: 0 on vulkan, 3 on host (input shape depends on data)"), text);
+  BOOST_TEST(contains(text, "Conv: "), text);
+  BOOST_TEST(contains(text, "NonZero: 0 on vulkan, 3 on host (output shape depends on data)"), text);
+}
+
+BOOST_AUTO_TEST_CASE(fullgraph_fails_listing_the_post_processing_breaks) {
+  auto compiled = compile(small_ssdlite(), {.fullgraph = true});
+  expect_error([&] { compiled.prepare(); }, ErrorKind::Unsupported,
+               {"fullgraph", "graph break: NonZero 'postprocess.class1.", "output shape depends on data",
+                "graph break: NonMaxSuppression 'postprocess.nms.", "graph break: TopK 'postprocess.class3."});
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,676 @@
+#define BOOST_TEST_MODULE onnx_import
+#include <boost/test/unit_test.hpp>
+
+// ONNX import: models are built here with ONNX's own protobuf classes,
+// serialized, imported and checked against the reference implementation;
+// hostile files must give the right error kind, naming the file and node.
+
+#include <kiln/onnx.h>
+
+#include "graph/ir.h"
+#include "graph/op_registry.h"
+#include "graph/passes/passes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#if KILN_HAVE_ONNX
+#include <onnx/onnx_pb.h>
+#include <unistd.h>
+
+namespace {
+
+using kiln::DType;
+using kiln::ErrorKind;
+using kiln::Tensor;
+using kiln::graph::Graph;
+
+// A small ONNX model under construction.
+class OnnxModel {
+ public:
+  explicit OnnxModel(int opset = 13) {
+    model_.set_ir_version(8);
+    auto* op = model_.add_opset_import();
+    op->set_domain("");
+    op->set_version(opset);
+    model_.mutable_graph()->set_name("test");
+  }
+
+  onnx::ModelProto& proto() { return model_; }
+  onnx::GraphProto& graph() { return *model_.mutable_graph(); }
+
+  // dims < 0 become the symbolic dim "batch".
+  void input(const std::string& name, std::vector<std::int64_t> dims, int elem = onnx::TensorProto_DataType_FLOAT) {
+    auto* v = graph().add_input();
+    v->set_name(name);
+    auto* t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(elem);
+    auto* shape = t->mutable_shape();
+    for (auto d : dims) {
+      if (d < 0) shape->add_dim()->set_dim_param("batch");
+      else shape->add_dim()->set_dim_value(d);
+    }
+  }
+  void output(const std::string& name) { graph().add_output()->set_name(name); }
+
+  onnx::TensorProto* initializer(const std::string& name, const Tensor& t) {
+    auto* p = graph().add_initializer();
+    fill_tensor(*p, name, t);
+    return p;
+  }
+  static void fill_tensor(onnx::TensorProto& p, const std::string& name, const Tensor& t) {
+    p.set_name(name);
+    p.set_data_type(t.dtype() == DType::f32 ? onnx::TensorProto_DataType_FLOAT : onnx::TensorProto_DataType_INT64);
+    for (auto d : t.shape()) p.add_dims(d);
+    p.set_raw_data(std::string(reinterpret_cast<const char*>(t.bytes().data()), t.nbytes()));
+  }
+  void ints(const std::string& name, std::vector<std::int64_t> values) {
+    const auto n = static_cast<std::int64_t>(values.size());
+    initializer(name, Tensor::from_i64({n}, std::move(values)));
+  }
+  void scalar(const std::string& name, float value) { initializer(name, Tensor::scalar_f32(value)); }
+
+  onnx::NodeProto* node(const std::string& op, std::vector<std::string> inputs, std::vector<std::string> outputs,
+                        const std::string& name = "") {
+    auto* n = graph().add_node();
+    n->set_op_type(op);
+    n->set_name(name.empty() ? outputs.at(0) + "_node" : name);
+    for (auto& i : inputs) n->add_input(i);
+    for (auto& o : outputs) n->add_output(o);
+    return n;
+  }
+
+  std::string bytes() const { return model_.SerializeAsString(); }
+  kiln::Model load(const kiln::OnnxOptions& options = {}) const { return kiln::load_onnx_bytes(bytes(), "test.onnx", "", options); }
+
+ private:
+  onnx::ModelProto model_;
+};
+
+void attr(onnx::NodeProto* n, const std::string& name, std::int64_t v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto_AttributeType_INT);
+  a->set_i(v);
+}
+void attr(onnx::NodeProto* n, const std::string& name, std::vector<std::int64_t> v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto_AttributeType_INTS);
+  for (auto x : v) a->add_ints(x);
+}
+void attr(onnx::NodeProto* n, const std::string& name, const std::string& v) {
+  auto* a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto_AttributeType_STRING);
+  a->set_s(v);
+}
+
+Tensor random_f32(kiln::Shape shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> values(static_cast<std::size_t>(kiln::num_elements(shape)));
+  for (float& v : values) v = dist(rng);
+  return Tensor::from_f32(std::move(shape), std::move(values));
+}
+
+std::vector<std::string> ops_of(const Graph& g) {
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes()) ops.push_back(n.op);
+  return ops;
+}
+bool has_op(const Graph& g, const std::string& op) {
+  const auto ops = ops_of(g);
+  return std::find(ops.begin(), ops.end(), op) != ops.end();
+}
+const kiln::graph::Node& only_node(const Graph& g, const std::string& op) {
+  for (const auto& n : g.nodes())
+    if (n.op == op) return n;
+  BOOST_FAIL("no " + op + " node in\n" + g.to_string());
+  return g.nodes().front();
+}
+
+std::vector<Tensor> run(const kiln::Model& m, std::vector<Tensor> inputs) {
+  return kiln::graph::run_reference(m.graph(), inputs);
+}
+
+// The error thrown by `fn`, which must throw kiln::Error.
+template <class Fn> kiln::Error error_of(Fn&& fn) {
+  try {
+    fn();
+  } catch (const kiln::Error& e) {
+    BOOST_TEST_MESSAGE("error: " << e.what());
+    return e;
+  }
+  BOOST_FAIL("expected a kiln::Error");
+  return kiln::Error(ErrorKind::Internal, "unreachable");
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+}  // namespace
+
+// ---- conversion rules --------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(conv_same_upper_becomes_explicit_pads_and_matches_reference) {
+  OnnxModel m;
+  m.input("x", {1, 2, 5, 5});
+  m.initializer("w", random_f32({3, 2, 3, 3}, 1));
+  m.initializer("b", random_f32({3}, 2));
+  auto* conv = m.node("Conv", {"x", "w", "b"}, {"y"}, "conv");
+  attr(conv, "auto_pad", std::string("SAME_UPPER"));
+  attr(conv, "strides", std::vector<std::int64_t>{2, 2});
+  m.output("y");
+  const kiln::Model model = m.load();
+  const auto& node = only_node(model.graph(), "Conv");
+  BOOST_TEST(!node.attrs.has("auto_pad"));
+  // in 5, stride 2 -> out 3; total padding (3-1)*2+3-5 = 2, split 1/1.
+  BOOST_TEST(node.attrs.get_ints("pads", {}) == (std::vector<std::int64_t>{1, 1, 1, 1}), boost::test_tools::per_element());
+  BOOST_TEST(model.outputs().at(0).shape == (kiln::Shape{1, 3, 3, 3}), boost::test_tools::per_element());
+  BOOST_TEST(model.outputs().at(0).name == "y");
+
+  // Same numbers as a graph built with explicit pads.
+  Graph g;
+  auto x = g.add_input("x", {DType::f32, {1, 2, 5, 5}});
+  auto w = g.add_constant("w", random_f32({3, 2, 3, 3}, 1));
+  auto b = g.add_constant("b", random_f32({3}, 2));
+  kiln::graph::Attributes a;
+  a.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  a.set("strides", std::vector<std::int64_t>{2, 2});
+  g.set_outputs(g.add_node("Conv", {x, w, b}, a, "conv"));
+  const Tensor input = random_f32({1, 2, 5, 5}, 3);
+  const Tensor expected = kiln::graph::run_reference(g, std::vector<Tensor>{input}).at(0);
+  BOOST_TEST(kiln::max_abs_diff(run(model, {input}).at(0), expected) == 0.0f);
+}
+
+BOOST_AUTO_TEST_CASE(torch_shape_chain_folds_away) {
+  // x.reshape(x.shape[0], -1) as torch.onnx.export writes it.
+  OnnxModel m;
+  m.input("x", {2, 3, 4});
+  m.node("Shape", {"x"}, {"shape"});
+  m.initializer("zero", Tensor::from_i64({}, {0}));
+  m.node("Gather", {"shape", "zero"}, {"batch"});
+  m.ints("axes0", {0});
+  m.node("Unsqueeze", {"batch", "axes0"}, {"batch1"});
+  m.ints("minus1", {-1});
+  auto* cat = m.node("Concat", {"batch1", "minus1"}, {"target"});
+  attr(cat, "axis", std::int64_t{0});
+  m.node("Reshape", {"x", "target"}, {"y"});
+  m.output("y");
+  const kiln::Model model = m.load();
+  BOOST_TEST(ops_of(model.graph()) == (std::vector<std::string>{"Reshape"}), boost::test_tools::per_element());
+  const auto& reshape = only_node(model.graph(), "Reshape");
+  BOOST_TEST(reshape.attrs.get_ints("shape", {}) == (std::vector<std::int64_t>{2, -1}), boost::test_tools::per_element());
+  BOOST_TEST(model.outputs().at(0).shape == (kiln::Shape{2, 12}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(constants_identity_and_dropout_disappear) {
+  OnnxModel m;
+  m.input("x", {2, 3});
+  auto* c = m.node("Constant", {}, {"c"});
+  auto* a = c->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
+  OnnxModel::fill_tensor(*a->mutable_t(), "c", Tensor::from_f32({3}, {1, 2, 3}));
+  m.ints("shape", {2, 3});
+  auto* cos = m.node("ConstantOfShape", {"shape"}, {"twos"});
+  auto* v = cos->add_attribute();
+  v->set_name("value");
+  v->set_type(onnx::AttributeProto_AttributeType_TENSOR);
+  OnnxModel::fill_tensor(*v->mutable_t(), "v", Tensor::from_f32({1}, {2}));
+  m.node("Add", {"c", "twos"}, {"bias"});  // folds: both constants
+  m.node("Identity", {"x"}, {"xi"});
+  m.node("Dropout", {"xi"}, {"xd"});
+  m.node("Mul", {"xd", "bias"}, {"y"});
+  m.output("y");
+  const kiln::Model model = m.load();
+  BOOST_TEST(ops_of(model.graph()) == (std::vector<std::string>{"Mul"}), boost::test_tools::per_element());
+  const auto y = run(model, {Tensor::from_f32({2, 3}, {1, 1, 1, 2, 2, 2})}).at(0);
+  BOOST_TEST(std::vector<float>(y.values<float>().begin(), y.values<float>().end()) ==
+                 (std::vector<float>{3, 4, 5, 6, 8, 10}),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(clip_inputs_become_attributes) {
+  OnnxModel m;
+  m.input("x", {4});
+  m.scalar("lo", 0.0f);
+  m.scalar("hi", 6.0f);
+  m.node("Clip", {"x", "lo", "hi"}, {"y"});
+  m.output("y");
+  const kiln::Model model = m.load();
+  const auto& clip = only_node(model.graph(), "Clip");
+  BOOST_TEST(clip.inputs.size() == 1u);
+  BOOST_TEST(clip.attrs.get_float("min", -1) == 0.0);
+  BOOST_TEST(clip.attrs.get_float("max", -1) == 6.0);
+  const auto y = run(model, {Tensor::from_f32({4}, {-1, 3, 7, 6})}).at(0);
+  BOOST_TEST(std::vector<float>(y.values<float>().begin(), y.values<float>().end()) == (std::vector<float>{0, 3, 6, 6}),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(softmax_opset_11_uses_flatten_semantics) {
+  OnnxModel m(11);
+  m.input("x", {2, 2, 3});
+  auto* s = m.node("Softmax", {"x"}, {"y"});
+  attr(s, "axis", std::int64_t{1});
+  m.output("y");
+  const kiln::Model model = m.load();
+  const Tensor x = random_f32({2, 2, 3}, 4);
+  const auto y = run(model, {x}).at(0);
+  BOOST_TEST(y.shape() == (kiln::Shape{2, 2, 3}), boost::test_tools::per_element());
+  // Each batch row's 6 values (axes 1 and 2 together) sum to 1.
+  for (int b = 0; b < 2; ++b) {
+    double sum = 0, expected0 = 0;
+    for (int i = 0; i < 6; ++i) sum += std::exp(static_cast<double>(x.values<float>()[b * 6 + i]));
+    expected0 = std::exp(static_cast<double>(x.values<float>()[b * 6])) / sum;
+    BOOST_TEST(std::fabs(static_cast<double>(y.values<float>()[b * 6]) - expected0) < 1e-6);
+  }
+  // axis == rank-1 maps to one Softmax.
+  OnnxModel last(12);
+  last.input("x", {2, 3});
+  auto* s2 = last.node("Softmax", {"x"}, {"y"});
+  attr(s2, "axis", std::int64_t{1});
+  last.output("y");
+  BOOST_TEST(ops_of(last.load().graph()) == (std::vector<std::string>{"Softmax"}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(split_sizes_from_input_and_num_outputs) {
+  OnnxModel m(13);
+  m.input("x", {2, 5});
+  m.ints("sizes", {2, 3});
+  auto* s = m.node("Split", {"x", "sizes"}, {"a", "b"});
+  attr(s, "axis", std::int64_t{1});
+  m.output("a");
+  m.output("b");
+  const kiln::Model model = m.load();
+  BOOST_TEST(only_node(model.graph(), "Split").attrs.get_ints("split", {}) == (std::vector<std::int64_t>{2, 3}),
+             boost::test_tools::per_element());
+  BOOST_TEST(model.outputs().at(1).shape == (kiln::Shape{2, 3}), boost::test_tools::per_element());
+
+  OnnxModel m18(18);
+  m18.input("x", {7});
+  auto* s18 = m18.node("Split", {"x"}, {"a", "b", "c"});
+  attr(s18, "num_outputs", std::int64_t{3});
+  m18.output("a");
+  m18.output("b");
+  m18.output("c");
+  BOOST_TEST(only_node(m18.load().graph(), "Split").attrs.get_ints("split", {}) == (std::vector<std::int64_t>{3, 3, 1}),
+             boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(squeeze_slice_reduce_and_pad_inputs_become_attributes) {
+  OnnxModel m(18);
+  m.input("x", {1, 4, 6});
+  m.ints("axes0", {0});
+  m.node("Squeeze", {"x", "axes0"}, {"s"});
+  m.ints("starts", {1});
+  m.ints("ends", {INT64_MAX});
+  m.ints("axes1", {-1});
+  m.node("Slice", {"s", "starts", "ends", "axes1"}, {"sl"});
+  m.ints("raxes", {1});
+  m.node("ReduceMean", {"sl", "raxes"}, {"r"});
+  m.ints("pads", {1, 0, 2, 0});
+  m.node("Pad", {"r", "pads"}, {"y"});
+  m.output("y");
+  const kiln::Model model = m.load();
+  const Graph& g = model.graph();
+  BOOST_TEST(only_node(g, "Squeeze").attrs.get_ints("axes", {}) == (std::vector<std::int64_t>{0}), boost::test_tools::per_element());
+  BOOST_TEST(only_node(g, "Slice").attrs.get_ints("starts", {}) == (std::vector<std::int64_t>{1}), boost::test_tools::per_element());
+  BOOST_TEST(only_node(g, "ReduceMean").attrs.get_ints("axes", {}) == (std::vector<std::int64_t>{1}), boost::test_tools::per_element());
+  BOOST_TEST(only_node(g, "Pad").attrs.get_ints("pads", {}) == (std::vector<std::int64_t>{1, 0, 2, 0}), boost::test_tools::per_element());
+  for (const auto& n : g.nodes()) BOOST_TEST(n.inputs.size() == 1u, n.op << " keeps only its data input");
+  // [1, 4, 6] -> squeeze [4, 6] -> slice [4, 5] -> mean (keepdims) [4, 1] -> pad [7, 1]
+  BOOST_TEST(model.outputs().at(0).shape == (kiln::Shape{7, 1}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(resize_scales_become_sizes_with_the_floor_rule) {
+  OnnxModel m(13);
+  m.input("x", {1, 1, 3, 5});
+  auto* scales = m.initializer("scales", Tensor::from_f32({4}, {1, 1, 2, 1.5f}));
+  (void)scales;
+  auto* r = m.node("Resize", {"x", "", "scales"}, {"y"});
+  attr(r, "mode", std::string("nearest"));
+  m.output("y");
+  const kiln::Model model = m.load();
+  const auto& resize = only_node(model.graph(), "Resize");
+  BOOST_TEST(resize.inputs.size() == 1u);
+  BOOST_TEST(resize.attrs.get_ints("sizes", {}) == (std::vector<std::int64_t>{1, 1, 6, 7}), boost::test_tools::per_element());
+  BOOST_TEST(model.outputs().at(0).shape == (kiln::Shape{1, 1, 6, 7}), boost::test_tools::per_element());
+}
+
+BOOST_AUTO_TEST_CASE(gather_with_constant_indices_takes_the_constant_form) {
+  OnnxModel m;
+  m.input("x", {3, 4});
+  m.initializer("idx", Tensor::from_i64({2}, {2, 0}));
+  m.node("Gather", {"x", "idx"}, {"y"});
+  m.output("y");
+  const kiln::Model model = m.load();
+  const auto& gather = only_node(model.graph(), "Gather");
+  BOOST_TEST(gather.inputs.size() == 1u);
+  BOOST_TEST(gather.attrs.get_ints("indices", {}) == (std::vector<std::int64_t>{2, 0}), boost::test_tools::per_element());
+  const Tensor x = random_f32({3, 4}, 5);
+  const auto y = run(model, {x}).at(0);
+  BOOST_TEST(y.values<float>()[0] == x.values<float>()[8]);
+  BOOST_TEST(y.values<float>()[4] == x.values<float>()[0]);
+}
+
+BOOST_AUTO_TEST_CASE(typed_fields_initializer_inputs_and_symbolic_dims) {
+  OnnxModel m;
+  m.input("x", {-1, 3});
+  auto* w = m.graph().add_initializer();
+  w->set_name("w");
+  w->set_data_type(onnx::TensorProto_DataType_FLOAT);
+  w->add_dims(3);
+  for (float f : {1.0f, 2.0f, 3.0f}) w->add_float_data(f);
+  m.input("w", {3});  // an initializer also listed as an input is a constant
+  m.node("Mul", {"x", "w"}, {"y"});
+  m.output("y");
+  const kiln::Model model = m.load({.input_shapes = {}, .default_dim = 4});
+  BOOST_TEST(model.inputs().size() == 1u);
+  BOOST_TEST(model.inputs().at(0).shape == (kiln::Shape{4, 3}), boost::test_tools::per_element());
+  const kiln::Model two = m.load({.input_shapes = {{"x", {2, 3}}}, .default_dim = 1});
+  BOOST_TEST(two.inputs().at(0).shape == (kiln::Shape{2, 3}), boost::test_tools::per_element());
+  const auto y = run(two, {Tensor::from_f32({2, 3}, {1, 1, 1, 2, 2, 2})}).at(0);
+  BOOST_TEST(y.values<float>()[5] == 6.0f);
+}
+
+BOOST_AUTO_TEST_CASE(external_data_is_read_from_the_models_folder) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_onnx_ext_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const Tensor weights = random_f32({2, 3}, 6);
+  {
+    std::ofstream out(dir / "weights.bin", std::ios::binary);
+    const std::string pad(16, '\0');
+    out.write(pad.data(), 16);
+    out.write(reinterpret_cast<const char*>(weights.bytes().data()), static_cast<std::streamsize>(weights.nbytes()));
+  }
+  auto make = [&](const std::string& location) {
+    OnnxModel m;
+    m.input("x", {2, 3});
+    auto* w = m.graph().add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto_DataType_FLOAT);
+    w->add_dims(2);
+    w->add_dims(3);
+    w->set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
+    auto entry = [&](const std::string& k, const std::string& v) {
+      auto* e = w->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    };
+    entry("location", location);
+    entry("offset", "16");
+    entry("length", std::to_string(weights.nbytes()));
+    m.node("Add", {"x", "w"}, {"y"});
+    m.output("y");
+    return m;
+  };
+  const std::string path = (dir / "model.onnx").string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << make("weights.bin").bytes();
+  }
+  const kiln::Model model = kiln::load_onnx(path);
+  const auto y = run(model, {Tensor(DType::f32, {2, 3})}).at(0);
+  BOOST_TEST(kiln::max_abs_diff(y, weights) == 0.0f);
+
+  const auto escape = error_of([&] { kiln::load_onnx_bytes(make("../weights.bin").bytes(), "evil.onnx", dir.string()); });
+  BOOST_TEST(escape.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(escape.what(), "evil.onnx"));
+  BOOST_TEST(contains(escape.what(), "leaves the model's folder"));
+  const auto absolute = error_of([&] { kiln::load_onnx_bytes(make("/etc/passwd").bytes(), "evil.onnx", dir.string()); });
+  BOOST_TEST(absolute.kind() == ErrorKind::Corrupt);
+  const auto in_memory = error_of([&] { kiln::load_onnx_bytes(make("weights.bin").bytes(), "mem.onnx", ""); });
+  BOOST_TEST(in_memory.kind() == ErrorKind::Unsupported);
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(onnx_tensor_files_load) {
+  const auto path = std::filesystem::temp_directory_path() / ("kiln_tensor_" + std::to_string(::getpid()) + ".pb");
+  onnx::TensorProto p;
+  OnnxModel::fill_tensor(p, "t", Tensor::from_i64({2}, {7, -3}));
+  {
+    std::ofstream out(path, std::ios::binary);
+    out << p.SerializeAsString();
+  }
+  const Tensor t = kiln::load_onnx_tensor(path.string());
+  BOOST_TEST((t.dtype() == DType::i64));
+  BOOST_TEST(t.values<std::int64_t>()[1] == -3);
+  std::filesystem::remove(path);
+  BOOST_TEST(!kiln::onnx_supported_ops().empty());
+}
+
+// ---- decomposed patterns, as torch.onnx.export (opset 13) writes them -------------
+
+BOOST_AUTO_TEST_CASE(torch_layer_norm_is_recognised) {
+  for (bool scale_first : {false, true}) {
+    OnnxModel m;
+    m.input("x", {2, 3, 8});
+    auto* mean = m.node("ReduceMean", {"x"}, {"mean"});
+    attr(mean, "axes", std::vector<std::int64_t>{-1});
+    m.node("Sub", {"x", "mean"}, {"d"});
+    m.scalar("two", 2.0f);
+    m.node("Pow", {"d", "two"}, {"p"});
+    auto* var = m.node("ReduceMean", {"p"}, {"var"});
+    attr(var, "axes", std::vector<std::int64_t>{-1});
+    m.scalar("eps", 1e-5f);
+    m.node("Add", scale_first ? std::vector<std::string>{"eps", "var"} : std::vector<std::string>{"var", "eps"}, {"ve"});
+    m.node("Sqrt", {"ve"}, {"s"});
+    m.node("Div", {"d", "s"}, {"n"});
+    m.initializer("gamma", random_f32({8}, 7));
+    m.initializer("beta", random_f32({8}, 8));
+    m.node("Mul", scale_first ? std::vector<std::string>{"gamma", "n"} : std::vector<std::string>{"n", "gamma"}, {"ns"});
+    m.node("Add", {"ns", "beta"}, {"y"});
+    m.output("y");
+    const kiln::Model model = m.load();
+    const auto compiled = kiln::graph::passes::run_compile_passes(model.graph());
+    BOOST_TEST(ops_of(compiled.graph) == (std::vector<std::string>{"LayerNormalization"}), boost::test_tools::per_element());
+    const Tensor x = random_f32({2, 3, 8}, 9);
+    const auto before = kiln::graph::run_reference(model.graph(), std::vector<Tensor>{x}).at(0);
+    const auto after = kiln::graph::run_reference(compiled.graph, std::vector<Tensor>{x}).at(0);
+    BOOST_TEST(kiln::max_abs_diff(before, after) < 1e-5f);
+    BOOST_TEST(compiled.graph.value(compiled.graph.outputs()[0]).name == "y");
+  }
+}
+
+BOOST_AUTO_TEST_CASE(layer_norm_with_a_shared_intermediate_is_left_alone) {
+  OnnxModel m;
+  m.input("x", {2, 8});
+  auto* mean = m.node("ReduceMean", {"x"}, {"mean"});
+  attr(mean, "axes", std::vector<std::int64_t>{-1});
+  m.node("Sub", {"x", "mean"}, {"d"});
+  m.scalar("two", 2.0f);
+  m.node("Pow", {"d", "two"}, {"p"});
+  auto* var = m.node("ReduceMean", {"p"}, {"var"});
+  attr(var, "axes", std::vector<std::int64_t>{-1});
+  m.scalar("eps", 1e-5f);
+  m.node("Add", {"var", "eps"}, {"ve"});
+  m.node("Sqrt", {"ve"}, {"s"});
+  m.node("Div", {"d", "s"}, {"y"});
+  m.output("y");
+  m.output("var");  // the variance is also an output: the pattern must stay
+  const auto compiled = kiln::graph::passes::run_compile_passes(m.load().graph());
+  BOOST_TEST(!has_op(compiled.graph, "LayerNormalization"));
+}
+
+BOOST_AUTO_TEST_CASE(torch_gelu_is_recognised) {
+  for (int variant = 0; variant < 2; ++variant) {
+    OnnxModel m;
+    m.input("x", {2, 5});
+    m.scalar("sqrt2", 1.4142135f);
+    m.node("Div", {"x", "sqrt2"}, {"a"});
+    m.node("Erf", {"a"}, {"e"});
+    m.scalar("one", 1.0f);
+    m.node("Add", variant ? std::vector<std::string>{"one", "e"} : std::vector<std::string>{"e", "one"}, {"c"});
+    m.scalar("half", 0.5f);
+    if (variant == 0) {
+      m.node("Mul", {"x", "c"}, {"xc"});
+      m.node("Mul", {"xc", "half"}, {"y"});
+    } else {
+      m.node("Mul", {"half", "x"}, {"hx"});
+      m.node("Mul", {"c", "hx"}, {"y"});
+    }
+    m.output("y");
+    const kiln::Model model = m.load();
+    const auto compiled = kiln::graph::passes::run_compile_passes(model.graph());
+    BOOST_TEST(ops_of(compiled.graph) == (std::vector<std::string>{"Gelu"}), boost::test_tools::per_element());
+    const Tensor x = random_f32({2, 5}, 10);
+    const auto before = kiln::graph::run_reference(model.graph(), std::vector<Tensor>{x}).at(0);
+    const auto after = kiln::graph::run_reference(compiled.graph, std::vector<Tensor>{x}).at(0);
+    BOOST_TEST(kiln::max_abs_diff(before, after) < 1e-6f);
+  }
+}
+
+// ---- malformed and hostile files -------------------------------------------------------
+
+OnnxModel relu_model() {
+  OnnxModel m;
+  m.input("x", {2, 2});
+  m.node("Relu", {"x"}, {"y"}, "the_relu");
+  m.output("y");
+  return m;
+}
+
+BOOST_AUTO_TEST_CASE(random_bytes_and_truncated_files_are_corrupt) {
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    std::string bytes(static_cast<std::size_t>(1 + trial * 37), '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    const auto e = error_of([&] { kiln::load_onnx_bytes(bytes, "noise.onnx"); });
+    BOOST_TEST((e.kind() == ErrorKind::Corrupt || e.kind() == ErrorKind::Unsupported));
+    BOOST_TEST(contains(e.what(), "noise.onnx"));
+  }
+  OnnxModel m = relu_model();
+  m.initializer("w", random_f32({64}, 12));
+  const std::string full = m.bytes();
+  for (std::size_t cut : {full.size() / 2, full.size() - 3, std::size_t{5}}) {
+    const auto e = error_of([&] { kiln::load_onnx_bytes(full.substr(0, cut), "cut.onnx"); });
+    BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+    BOOST_TEST(contains(e.what(), "cut.onnx"));
+  }
+  const auto missing = error_of([] { kiln::load_onnx("/no/such/model.onnx"); });
+  BOOST_TEST(missing.kind() == ErrorKind::Io);
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_initializer_names_the_node) {
+  OnnxModel m;
+  m.input("x", {2, 2});
+  m.node("Add", {"x", "w"}, {"y"}, "add_w");
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(e.what(), "test.onnx"));
+  BOOST_TEST(contains(e.what(), "add_w"));
+  BOOST_TEST(contains(e.what(), "'w'"));
+}
+
+BOOST_AUTO_TEST_CASE(raw_data_of_the_wrong_size_is_corrupt) {
+  OnnxModel m = relu_model();
+  auto* w = m.initializer("w", random_f32({4}, 13));
+  w->set_raw_data(w->raw_data().substr(0, 12));
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(e.what(), "'w'"));
+  BOOST_TEST(contains(e.what(), "12 bytes"));
+}
+
+BOOST_AUTO_TEST_CASE(absurd_and_negative_dims_are_rejected_without_allocating) {
+  {
+    OnnxModel m = relu_model();
+    auto* w = m.graph().add_initializer();
+    w->set_name("huge");
+    w->set_data_type(onnx::TensorProto_DataType_FLOAT);
+    w->add_dims(std::int64_t{1} << 40);
+    const auto e = error_of([&] { m.load(); });
+    BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+    BOOST_TEST(contains(e.what(), "huge"));
+  }
+  {
+    OnnxModel m = relu_model();
+    auto* w = m.graph().add_initializer();
+    w->set_name("big_but_empty");  // within limits, but no data behind it
+    w->set_data_type(onnx::TensorProto_DataType_INT64);
+    w->add_dims(std::int64_t{1} << 31);
+    const auto e = error_of([&] { m.load(); });
+    BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+  }
+  {
+    OnnxModel m;
+    m.input("x", {2, -1});
+    m.graph().mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(-5);
+    m.node("Relu", {"x"}, {"y"});
+    m.output("y");
+    const auto e = error_of([&] { m.load(); });
+    BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+    BOOST_TEST(contains(e.what(), "negative"));
+    BOOST_TEST(contains(e.what(), "'x'"));
+  }
+  {
+    OnnxModel m;  // ConstantOfShape asked for 2^40 elements
+    m.input("x", {2});
+    m.ints("shape", {std::int64_t{1} << 20, std::int64_t{1} << 20});
+    m.node("ConstantOfShape", {"shape"}, {"big"}, "make_big");
+    m.node("Add", {"x", "big"}, {"y"});
+    m.output("y");
+    const auto e = error_of([&] { m.load(); });
+    BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+    BOOST_TEST(contains(e.what(), "make_big"));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_unknown_opset_is_unsupported_and_named) {
+  OnnxModel m(7);
+  m.input("x", {2});
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(contains(e.what(), "opset 7"));
+}
+
+BOOST_AUTO_TEST_CASE(unsupported_ops_are_listed_at_once_with_node_names) {
+  OnnxModel m;
+  m.input("x", {2});
+  m.node("Relu", {"x"}, {"a"});
+  m.node("FancyOp", {"a"}, {"b"}, "fancy1");
+  m.node("OtherOp", {"b"}, {"c"}, "other");
+  m.node("FancyOp", {"c"}, {"y"}, "fancy2");
+  m.graph().mutable_node(3)->set_domain("");
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Unsupported);
+  for (const char* part : {"FancyOp", "OtherOp", "'fancy1'", "'fancy2'", "'other'", "test.onnx"})
+    BOOST_TEST(contains(e.what(), part), "message names " << part);
+}
+
+BOOST_AUTO_TEST_CASE(a_non_constant_shape_input_is_unsupported) {
+  OnnxModel m;
+  m.input("x", {2, 3});
+  m.input("s", {2}, onnx::TensorProto_DataType_INT64);
+  m.node("Reshape", {"x", "s"}, {"y"}, "dyn_reshape");
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(contains(e.what(), "dyn_reshape"));
+  BOOST_TEST(contains(e.what(), "shape input must be a constant"));
+}
+
+#else  // built without ONNX
+
+BOOST_AUTO_TEST_CASE(load_onnx_says_onnx_support_is_missing) {
+  try {
+    kiln::load_onnx("model.onnx");
+    BOOST_FAIL("expected an error");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(e.kind() == kiln::ErrorKind::Unsupported);
+    BOOST_TEST(std::string(e.what()).find("without ONNX support") != std::string::npos);
+  }
+}
+
+#endif
