@@ -159,6 +159,19 @@ BOOST_AUTO_TEST_CASE(folds_constant_subgraphs_and_removes_identity) {
   BOOST_TEST(again.report.changes == 0);
 }
 
+BOOST_AUTO_TEST_CASE(keeps_data_dependent_ops_on_constant_inputs) {
+  // NonZero's output extent depends on the data, so everything after it is
+  // typed dynamic; folding it would leave those types inconsistent.
+  Graph g;
+  auto c = g.add_constant("mask", Tensor::from_f32({4}, {0.0f, 1.0f, 0.0f, 2.0f}));
+  auto nz = g.add_node("NonZero", {c}, {}, "nz");
+  g.set_outputs({nz[0]});
+  auto result = passes::fold_constants(g);
+  BOOST_TEST(result.report.changes == 0);
+  BOOST_TEST(result.graph.nodes().size() == 1u);
+  BOOST_CHECK_NO_THROW(result.graph.verify());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(fold_batch_norm)

@@ -30,7 +30,12 @@ LayerWriter::Scope::Scope(LayerWriter& w, const std::string& name) : w_(w) {
 }
 
 LayerWriter::Scope::~Scope() {
-  w_.b_.pop_scope();
+  // A destructor must not throw: pop_scope only fails when the builder was
+  // already finished, a misuse that build() itself has reported by then.
+  try {
+    w_.b_.pop_scope();
+  } catch (const Error&) {
+  }
   w_.path_.pop_back();
 }
 

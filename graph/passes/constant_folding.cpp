@@ -34,7 +34,11 @@ PassResult fold_constants(const Graph& graph) {
     const bool has_input = std::any_of(inputs.begin(), inputs.end(), [](ValueId id) { return id >= 0; });
     const bool all_constant =
         std::all_of(inputs.begin(), inputs.end(), [&](ValueId id) { return id < 0 || rw.constant(id) != nullptr; });
-    if (!has_input || !all_constant) {
+    // A data-dependent op (NonZero, ...) stays a node even on constant inputs:
+    // the values downstream were typed as dynamic and must stay so.
+    const bool dynamic_output = std::any_of(node.outputs.begin(), node.outputs.end(),
+                                            [&](ValueId id) { return graph.value(id).type.dynamic; });
+    if (!has_input || !all_constant || dynamic_output) {
       rw.copy_node(node, std::move(inputs), node.attrs);
       continue;
     }
