@@ -11,30 +11,6 @@ namespace kiln::graph::ops {
 
 namespace {
 
-// The element function of a unary op, configured by the node's attributes
-// (which it validates).
-using ElementFn = std::function<double(double)>;
-using MakeElementFn = std::function<ElementFn(const Node&)>;
-
-OpSchema unary_schema(const std::string& name, std::vector<std::string_view> known, MakeElementFn make_fn,
-                      const std::string& summary) {
-  OpSchema s;
-  s.name = name;
-  s.min_inputs = 1;
-  s.max_inputs = 1;
-  s.infer = [known, make_fn](const Node& node, std::span<const TensorType> in) -> std::vector<TensorType> {
-    check_known_attributes(node, known);
-    require_f32("input", in[0]);
-    make_fn(node);  // validates the attributes
-    return {in[0]};
-  };
-  s.reference = [make_fn](const Node& node, std::span<const Tensor> in) -> std::vector<Tensor> {
-    return {map_f32(in[0], make_fn(node))};
-  };
-  s.summary = summary;
-  return s;
-}
-
 double gelu_exact(double x) { return 0.5 * x * (1.0 + std::erf(x / std::numbers::sqrt2)); }
 
 double gelu_tanh(double x) {
@@ -66,20 +42,20 @@ ElementFn make_clip(const Node& node) {
 
 void register_activation_ops(OpTable& table) {
   add_op(table,
-         unary_schema(
+         f32_unary_schema(
              "Relu", {},
              [](const Node&) -> ElementFn { return [](double x) { return std::isnan(x) ? x : std::max(x, 0.0); }; },
              "max(x, 0)"));
-  add_op(table, unary_schema(
+  add_op(table, f32_unary_schema(
                     "Sigmoid", {},
                     [](const Node&) -> ElementFn { return [](double x) { return 1.0 / (1.0 + std::exp(-x)); }; },
                     "1 / (1 + exp(-x))"));
   add_op(table,
-         unary_schema(
+         f32_unary_schema(
              "Tanh", {}, [](const Node&) -> ElementFn { return [](double x) { return std::tanh(x); }; }, "tanh(x)"));
   add_op(table,
-         unary_schema("Gelu", {"approximate"}, make_gelu, "x * Phi(x); approximate=\"tanh\" uses the tanh formula"));
-  add_op(table, unary_schema("Clip", {"min", "max"}, make_clip, "min(max(x, min), max)"));
+         f32_unary_schema("Gelu", {"approximate"}, make_gelu, "x * Phi(x); approximate=\"tanh\" uses the tanh formula"));
+  add_op(table, f32_unary_schema("Clip", {"min", "max"}, make_clip, "min(max(x, min), max)"));
 }
 
 }  // namespace kiln::graph::ops

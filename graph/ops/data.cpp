@@ -499,38 +499,26 @@ std::vector<Tensor> reference_constant_of_shape(const Node& node, std::span<cons
   return {y};
 }
 
-OpSchema schema(const std::string& name, int min_inputs, int max_inputs, decltype(OpSchema::infer) infer,
-                decltype(OpSchema::reference) reference, const std::string& summary) {
-  OpSchema s;
-  s.name = name;
-  s.min_inputs = min_inputs;
-  s.max_inputs = max_inputs;
-  s.infer = std::move(infer);
-  s.reference = std::move(reference);
-  s.summary = summary;
-  return s;
-}
-
 }  // namespace
 
 void register_data_ops(OpTable& table) {
-  add_op(table, schema("Slice", 1, 1, infer_slice, reference_slice,
+  add_op(table, make_schema("Slice", 1, 1, infer_slice, reference_slice,
                        "strided window: `starts`, `ends`, `axes`, `steps` with ONNX clamping"));
-  OpSchema split = schema("Split", 1, 1, infer_split, reference_split,
+  OpSchema split = make_schema("Split", 1, 1, infer_split, reference_split,
                           "pieces along `axis`: sizes `split`, or `num_outputs` equal pieces");
   split.variadic_outputs = true;
   add_op(table, std::move(split));
-  add_op(table, schema("Gather", 1, 2, infer_gather, reference_gather,
+  add_op(table, make_schema("Gather", 1, 2, infer_gather, reference_gather,
                        "rows of `axis` picked by indices: an input, or constant `indices` + `indices_shape`"));
-  add_op(table, schema("Squeeze", 1, 1, infer_squeeze, reference_squeeze,
+  add_op(table, make_schema("Squeeze", 1, 1, infer_squeeze, reference_squeeze,
                        "drop unit dims `axes` (default: every unit dim)"));
-  add_op(table, schema("Unsqueeze", 1, 1, infer_unsqueeze, reference_unsqueeze,
+  add_op(table, make_schema("Unsqueeze", 1, 1, infer_unsqueeze, reference_unsqueeze,
                        "insert unit dims at output `axes`"));
-  add_op(table, schema("Expand", 1, 1, infer_expand, reference_expand,
+  add_op(table, make_schema("Expand", 1, 1, infer_expand, reference_expand,
                        "broadcast to `shape` (numpy rules, both ways)"));
-  add_op(table, schema("Tile", 1, 1, infer_tile, reference_tile, "repeat the input `repeats` times per dim"));
-  add_op(table, schema("Shape", 1, 1, infer_shape, reference_shape, "the input's dims [start, end) as i64"));
-  add_op(table, schema("ConstantOfShape", 0, 0, infer_constant_of_shape, reference_constant_of_shape,
+  add_op(table, make_schema("Tile", 1, 1, infer_tile, reference_tile, "repeat the input `repeats` times per dim"));
+  add_op(table, make_schema("Shape", 1, 1, infer_shape, reference_shape, "the input's dims [start, end) as i64"));
+  add_op(table, make_schema("ConstantOfShape", 0, 0, infer_constant_of_shape, reference_constant_of_shape,
                        "a tensor of `shape` filled with `value` of ONNX `dtype`"));
 }
 

@@ -105,4 +105,30 @@ Tensor copy_tensor(const Tensor& tensor, Shape shape) {
   return out;
 }
 
+OpSchema make_schema(const std::string& name, int min_inputs, int max_inputs, decltype(OpSchema::infer) infer,
+                     decltype(OpSchema::reference) reference, const std::string& summary) {
+  OpSchema s;
+  s.name = name;
+  s.min_inputs = min_inputs;
+  s.max_inputs = max_inputs;
+  s.infer = std::move(infer);
+  s.reference = std::move(reference);
+  s.summary = summary;
+  return s;
+}
+
+OpSchema f32_unary_schema(const std::string& name, std::vector<std::string_view> known, MakeElementFn make_fn,
+                          const std::string& summary) {
+  auto infer = [known, make_fn](const Node& node, std::span<const TensorType> in) -> std::vector<TensorType> {
+    check_known_attributes(node, known);
+    require_f32("input", in[0]);
+    make_fn(node);  // validates the attributes
+    return {in[0]};
+  };
+  auto reference = [make_fn](const Node& node, std::span<const Tensor> in) -> std::vector<Tensor> {
+    return {map_f32(in[0], make_fn(node))};
+  };
+  return make_schema(name, 1, 1, std::move(infer), std::move(reference), summary);
+}
+
 }  // namespace kiln::graph::ops

@@ -84,29 +84,9 @@ void for_each_broadcast(const Shape& out_shape, std::span<const Tensor> inputs, 
 
 // ---- unary ops ----------------------------------------------------------------------
 
-using ElementFn = std::function<double(double)>;
-using MakeElementFn = std::function<ElementFn(const Node&)>;
-
-// An f32 -> f32 op computed in double precision.
-OpSchema float_unary_schema(const std::string& name, std::vector<std::string_view> known, MakeElementFn make_fn,
-                            const std::string& summary) {
-  OpSchema s;
-  s.name = name;
-  s.infer = [known, make_fn](const Node& node, std::span<const TensorType> in) -> std::vector<TensorType> {
-    check_known_attributes(node, known);
-    require_f32("input X", in[0]);
-    make_fn(node);  // validates the attributes
-    return {in[0]};
-  };
-  s.reference = [make_fn](const Node& node, std::span<const Tensor> in) -> std::vector<Tensor> {
-    return {map_f32(in[0], make_fn(node))};
-  };
-  s.summary = summary;
-  return s;
-}
 
 OpSchema simple_float_unary(const std::string& name, double (*fn)(double), const std::string& summary) {
-  return float_unary_schema(
+  return f32_unary_schema(
       name, {}, [fn](const Node&) -> ElementFn { return fn; }, summary);
 }
 
@@ -547,7 +527,7 @@ void register_math_ops(OpTable& table) {
   add_op(table, simple_float_unary("Reciprocal", [](double x) { return 1.0 / x; }, "1 / x"));
   add_op(table, simple_float_unary("Floor", [](double x) { return std::floor(x); }, "round toward -infinity"));
   add_op(table, simple_float_unary("Ceil", [](double x) { return std::ceil(x); }, "round toward +infinity"));
-  add_op(table, float_unary_schema("HardSigmoid", {"alpha", "beta"}, make_hard_sigmoid,
+  add_op(table, f32_unary_schema("HardSigmoid", {"alpha", "beta"}, make_hard_sigmoid,
                                    "max(0, min(1, alpha * x + beta)); alpha 0.2, beta 0.5"));
   add_op(table, simple_float_unary("HardSwish", hard_swish, "x * max(0, min(1, x / 6 + 1/2))"));
   add_op(table, signed_unary_schema("Neg", SignedUnary::neg, "-x"));

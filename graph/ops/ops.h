@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <map>
 #include <string>
@@ -93,5 +94,17 @@ Tensor map_f32(const Tensor& input, F f) {
   for (std::size_t i = 0; i < x.size(); ++i) y[i] = static_cast<float>(f(static_cast<double>(x[i])));
   return out;
 }
+
+// A schema from its parts (the fields most ops set).
+OpSchema make_schema(const std::string& name, int min_inputs, int max_inputs, decltype(OpSchema::infer) infer,
+                     decltype(OpSchema::reference) reference, const std::string& summary);
+
+// The element function of an f32 -> f32 unary op, configured by the node's
+// attributes (which it validates), computed in double precision.
+using ElementFn = std::function<double(double)>;
+using MakeElementFn = std::function<ElementFn(const Node&)>;
+// The schema of such an op: `known` lists its attributes.
+OpSchema f32_unary_schema(const std::string& name, std::vector<std::string_view> known, MakeElementFn make_fn,
+                          const std::string& summary);
 
 }  // namespace kiln::graph::ops

@@ -190,29 +190,17 @@ std::vector<Tensor> reference_identity(const Node&, std::span<const Tensor> in) 
   return {copy_tensor(in[0], in[0].shape())};
 }
 
-OpSchema schema(const std::string& name, int min_inputs, int max_inputs, decltype(OpSchema::infer) infer,
-                decltype(OpSchema::reference) reference, const std::string& summary) {
-  OpSchema s;
-  s.name = name;
-  s.min_inputs = min_inputs;
-  s.max_inputs = max_inputs;
-  s.infer = std::move(infer);
-  s.reference = std::move(reference);
-  s.summary = summary;
-  return s;
-}
-
 }  // namespace
 
 void register_shape_ops(OpTable& table) {
-  add_op(table, schema("Reshape", 1, 1, infer_reshape, reference_reshape,
+  add_op(table, make_schema("Reshape", 1, 1, infer_reshape, reference_reshape,
                        "new shape, same elements; `shape` 0 copies a dim, one -1 is inferred"));
-  add_op(table, schema("Flatten", 1, 1, infer_flatten, reference_flatten,
+  add_op(table, make_schema("Flatten", 1, 1, infer_flatten, reference_flatten,
                        "2-D view [prod(dims before axis), prod(dims from axis)]"));
   add_op(table,
-         schema("Transpose", 1, 1, infer_transpose, reference_transpose, "permute dims by `perm` (default: reversed)"));
-  add_op(table, schema("Concat", 1, kUnboundedInputs, infer_concat, reference_concat, "join inputs along `axis`"));
-  add_op(table, schema("Identity", 1, 1, infer_identity, reference_identity, "a copy of the input"));
+         make_schema("Transpose", 1, 1, infer_transpose, reference_transpose, "permute dims by `perm` (default: reversed)"));
+  add_op(table, make_schema("Concat", 1, kUnboundedInputs, infer_concat, reference_concat, "join inputs along `axis`"));
+  add_op(table, make_schema("Identity", 1, 1, infer_identity, reference_identity, "a copy of the input"));
 }
 
 }  // namespace kiln::graph::ops
