@@ -242,7 +242,7 @@ Expr coordinate_expr(const ResizeAxis& axis, Expr x) {
     case CoordinateMode::asymmetric: return pos / kir::f32(scale);
     case CoordinateMode::tf_half_pixel_for_nn: return (pos + kir::f32(0.5)) / kir::f32(scale);
   }
-  KILN_ASSERT(false);
+  throw_error(ErrorKind::Internal, "resize: unknown coordinate transformation mode");
 }
 
 Expr clamp_index(Expr index, std::int64_t extent) {
