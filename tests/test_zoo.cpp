@@ -24,6 +24,18 @@
 
 namespace {
 
+// The message of the InvalidArgument error building `name` with `options`
+// throws, or "no error".
+std::string message_of(const std::string& name, const kiln::models::ModelOptions& options) {
+  try {
+    kiln::models::build(name, options);
+  } catch (const kiln::Error& e) {
+    BOOST_TEST((e.kind() == kiln::ErrorKind::InvalidArgument));
+    return std::string(e.what());
+  }
+  return std::string("no error");
+}
+
 kiln::Tensor ramp_input(const kiln::Shape& shape) {
   kiln::Tensor t(kiln::DType::f32, shape);
   auto v = t.values<float>();
@@ -150,15 +162,6 @@ BOOST_AUTO_TEST_CASE(every_family_is_listed) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_options_name_the_model) {
-  const auto message_of = [](const std::string& name, const kiln::models::ModelOptions& options) {
-    try {
-      kiln::models::build(name, options);
-    } catch (const kiln::Error& e) {
-      BOOST_TEST((e.kind() == kiln::ErrorKind::InvalidArgument));
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   BOOST_TEST(message_of("vit_b_16", {.image_size = 40}).find("vit_b_16: image_size must be a multiple of 16") !=
              std::string::npos);
   BOOST_TEST(message_of("convnext_tiny", {.image_size = 16}).find("convnext_tiny: image_size") != std::string::npos);
@@ -458,15 +461,6 @@ BOOST_AUTO_TEST_CASE(every_family_is_listed) {
 }
 
 BOOST_AUTO_TEST_CASE(bad_options_name_the_model) {
-  const auto message_of = [](const std::string& name, const kiln::models::ModelOptions& options) {
-    try {
-      kiln::models::build(name, options);
-    } catch (const kiln::Error& e) {
-      BOOST_TEST((e.kind() == kiln::ErrorKind::InvalidArgument));
-      return std::string(e.what());
-    }
-    return std::string("no error");
-  };
   BOOST_TEST(message_of("segformer_b0", {.image_size = 16}).find("segformer_b0: image_size must be >= 32") !=
              std::string::npos);
   BOOST_TEST(message_of("fcn_resnet50", {.batch = 0}).find("fcn_resnet50: batch") != std::string::npos);
