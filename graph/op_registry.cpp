@@ -87,6 +87,7 @@ const ops::OpTable& table() {
     ops::register_math_ops(ops_table);
     ops::register_reduce_ops(ops_table);
     ops::register_data_ops(ops_table);
+    ops::register_indexing_ops(ops_table);
     ops::register_resize_pad_ops(ops_table);
     ops::register_host_ops(ops_table);
     // Map nodes are stable, so each wrapper may keep a pointer to its schema.

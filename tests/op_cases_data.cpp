@@ -1,5 +1,5 @@
 // Op cases of the data-movement family: Slice, Split, Gather, Squeeze,
-// Unsqueeze, Expand, Tile, Pad and Resize, over the attribute forms their
+// Unsqueeze, Expand, Tile, Pad, Resize and Trilu, over the attribute forms their
 // kernels specialise on. Every case is f32 end to end, so it must compile
 // without graph breaks on every backend. Squeeze and Unsqueeze are views, so
 // their cases add an elementwise op to give the backend a kernel to run.
@@ -149,6 +149,14 @@ void resize_cases(DataCases& c) {
            resize_attrs("linear", "asymmetric", "", Scales{1, 1, 2.5}, std::nullopt));
 }
 
+void trilu_cases(DataCases& c) {
+  c.add_op("Trilu/upper_default", {3, 5}, "Trilu", {});
+  c.add_op("Trilu/lower_negative_k_batched", {2, 3, 4, 4}, "Trilu",
+           attrs({{"upper", std::int64_t{0}}, {"k", std::int64_t{-1}}}));
+  c.add_op("Trilu/upper_k_past_the_matrix", {2, 4, 3}, "Trilu", attrs({{"k", std::int64_t{7}}}));
+  c.add_op("Trilu/lower_huge_k_keeps_all", {5, 2}, "Trilu", attrs({{"upper", std::int64_t{0}}, {"k", kMaxInt}}));
+}
+
 }  // namespace
 
 void add_data_cases(std::vector<OpCase>& cases) {
@@ -160,6 +168,7 @@ void add_data_cases(std::vector<OpCase>& cases) {
   expand_tile_cases(c);
   pad_cases(c);
   resize_cases(c);
+  trilu_cases(c);
 }
 
 }  // namespace kiln::testing

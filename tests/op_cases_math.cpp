@@ -1,6 +1,6 @@
 // Op cases of the math family: unary math, HardSigmoid/HardSwish, Pow,
-// Min/Max, the Reduce* ops and CumSum. Every case is f32 end to end, so it
-// must compile without graph breaks on every backend.
+// Min/Max, the Reduce* ops, CumSum and LogSoftmax. Every case is f32 end to
+// end, so it must compile without graph breaks on every backend.
 #include "op_cases.h"
 
 #include <kiln/builder.h>
@@ -126,6 +126,14 @@ void cumsum_cases(MathCases& c) {
            attrs_of({{"axis", std::int64_t{1}}, {"reverse", std::int64_t{1}}, {"exclusive", std::int64_t{1}}}));
 }
 
+void log_softmax_cases(MathCases& c) {
+  c.add_op("LogSoftmax/last_axis", "LogSoftmax", {{3, 4, 10}}, -3.0f, 3.0f);
+  c.add_op("LogSoftmax/axis0", "LogSoftmax", {{5, 6}}, -3.0f, 3.0f, attrs_of({{"axis", std::int64_t{0}}}));
+  // Rows far from zero, where a naive log(softmax) would lose its tiny probabilities.
+  c.add_op("LogSoftmax/large_logits_middle_axis", "LogSoftmax", {{2, 7, 3}}, -60.0f, 60.0f,
+           attrs_of({{"axis", std::int64_t{1}}}));
+}
+
 void chain_cases(MathCases& c) {
   // LayerNorm as PyTorch exports decompose it: ReduceMean, Sub, Pow, Sqrt, Div.
   c.add("Chain/decomposed_layer_norm", {{2, 4, 12}}, -2.0f, 2.0f, [](Builder& b, Vs& xs) {
@@ -146,6 +154,7 @@ void add_math_cases(std::vector<OpCase>& cases) {
   broadcast_cases(c);
   reduce_cases(c);
   cumsum_cases(c);
+  log_softmax_cases(c);
   chain_cases(c);
 }
 

@@ -2,7 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 // The data-movement ops (Slice, Split, Gather, Squeeze, Unsqueeze, Expand,
-// Tile, Shape, ConstantOfShape, Pad, Resize): shape-inference errors,
+// Tile, Shape, ConstantOfShape, Pad, Resize) and the indexing ops
+// (GatherElements, Trilu): shape-inference errors,
 // reference values computed by hand (several from ONNX's operator docs), and
 // every lowered kernel run on the kernel IR interpreter against the reference.
 
@@ -255,6 +256,80 @@ BOOST_AUTO_TEST_CASE(gather_both_forms) {
   BOOST_CHECK_THROW(reference("Gather", {x, Tensor::from_i64({1}, {3})}, attrs({})), kiln::Error);
 }
 
+BOOST_AUTO_TEST_CASE(gather_elements_picks_along_one_axis) {
+  // ONNX docs examples: data [[1, 2], [3, 4]], indices [[0, 0], [1, 0]] along axis 1.
+  const Tensor data = Tensor::from_f32({2, 2}, {1, 2, 3, 4});
+  check_values(reference1("GatherElements", {data, Tensor::from_i64({2, 2}, {0, 0, 1, 0})},
+                          attrs({{"axis", std::int64_t{1}}})),
+               {2, 2}, {1, 1, 4, 3});
+  // Along axis 0 with i32 indices of another shape (the output takes it), one negative.
+  const Tensor x = iota({3, 3});
+  Tensor indices(DType::i32, {2, 3});
+  const std::vector<std::int32_t> raw = {1, 2, 0, 2, 0, -3};
+  std::copy(raw.begin(), raw.end(), indices.values<std::int32_t>().begin());
+  check_values(reference1("GatherElements", {x, indices}, attrs({})), {2, 3}, {3, 7, 2, 6, 1, 2});
+  // Any dtype moves: i64 data along the last axis.
+  const Tensor y = reference1("GatherElements", {Tensor::from_i64({1, 3}, {10, 20, 30}), Tensor::from_i64({1, 2}, {2, 2})},
+                              attrs({{"axis", std::int64_t{-1}}}));
+  BOOST_TEST((y.dtype() == DType::i64));
+  BOOST_TEST((std::vector<std::int64_t>(y.values<std::int64_t>().begin(), y.values<std::int64_t>().end()) ==
+              std::vector<std::int64_t>{30, 30}));
+  // An index out of range is a user error naming it.
+  try {
+    reference("GatherElements", {x, Tensor::from_i64({1, 1}, {3})}, attrs({}));
+    BOOST_ERROR("expected an error");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("index 3 is out of range") != std::string::npos, e.what());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(gather_elements_inference_errors) {
+  const TensorType data{DType::f32, {2, 3}};
+  check_error("GatherElements", {data, {DType::i64, {2}}}, attrs({}), ErrorKind::ShapeMismatch,
+              "indices must have the rank of the data");
+  check_error("GatherElements", {data, {DType::f32, {2, 3}}}, attrs({}), ErrorKind::ShapeMismatch,
+              "indices must be i64 or i32");
+  check_error("GatherElements", {data, {DType::i64, {2, 4}}}, attrs({}), ErrorKind::ShapeMismatch,
+              "indices extent 4 exceeds the data's 3 on axis 1");
+  check_error("GatherElements", {data, {DType::i64, {2, 3}}}, attrs({{"axis", std::int64_t{2}}}),
+              ErrorKind::InvalidArgument, "out of range for rank 2");
+  // Along the gathered axis the indices may be longer than the data.
+  kiln::graph::Graph g;
+  const auto out = g.add_node("GatherElements", {g.add_input("d", data), g.add_input("i", {DType::i64, {2, 7}})},
+                              attrs({{"axis", std::int64_t{1}}}), "long");
+  BOOST_TEST((g.value(out[0]).type == TensorType{DType::f32, {2, 7}}));
+}
+
+BOOST_AUTO_TEST_CASE(trilu_keeps_one_side_of_a_diagonal) {
+  const Tensor x = Tensor::from_f32({3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  check_values(reference1("Trilu", {x}, attrs({})), {3, 4}, {1, 2, 3, 4, 0, 6, 7, 8, 0, 0, 11, 12});
+  check_values(reference1("Trilu", {x}, attrs({{"upper", std::int64_t{0}}})), {3, 4},
+               {1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0});
+  check_values(reference1("Trilu", {x}, attrs({{"k", std::int64_t{2}}})), {3, 4}, {0, 0, 3, 4, 0, 0, 0, 8, 0, 0, 0, 0});
+  check_values(reference1("Trilu", {x}, attrs({{"upper", std::int64_t{0}}, {"k", std::int64_t{-1}}})), {3, 4},
+               {0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0});
+  // k far outside the matrix: everything or nothing.
+  check_values(reference1("Trilu", {x}, attrs({{"k", kMinInt}})), {3, 4}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  check_values(reference1("Trilu", {x}, attrs({{"k", kMaxInt}})), {3, 4}, {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  // k as a runtime i64 input, on a batch of i64 matrices.
+  const Tensor batch = Tensor::from_i64({2, 2, 2}, {1, 2, 3, 4, 5, 6, 7, 8});
+  const Tensor y = reference1("Trilu", {batch, Tensor::from_i64({}, {1})}, attrs({{"upper", std::int64_t{0}}}));
+  BOOST_TEST((std::vector<std::int64_t>(y.values<std::int64_t>().begin(), y.values<std::int64_t>().end()) ==
+              std::vector<std::int64_t>{1, 2, 3, 4, 5, 6, 7, 8}));
+  const Tensor z = reference1("Trilu", {batch, Tensor::from_i64({}, {0})}, attrs({}));
+  BOOST_TEST((std::vector<std::int64_t>(z.values<std::int64_t>().begin(), z.values<std::int64_t>().end()) ==
+              std::vector<std::int64_t>{1, 2, 0, 4, 5, 6, 0, 8}));
+
+  const TensorType vector{DType::f32, {5}};
+  check_error("Trilu", {vector}, attrs({}), ErrorKind::ShapeMismatch, "rank >= 2");
+  check_error("Trilu", {{DType::f32, {2, 2}}, {DType::i64, {2}}}, attrs({}), ErrorKind::ShapeMismatch,
+              "k must be one i64 value");
+  check_error("Trilu", {{DType::f32, {2, 2}}, {DType::i64, {}}}, attrs({{"k", std::int64_t{1}}}),
+              ErrorKind::InvalidArgument, "both given");
+  check_error("Trilu", {{DType::f32, {2, 2}}}, attrs({{"upper", std::int64_t{2}}}), ErrorKind::InvalidArgument,
+              "'upper'");
+}
+
 BOOST_AUTO_TEST_CASE(views_and_broadcasts) {
   const Tensor x = iota({1, 3, 1});
   BOOST_TEST(reference1("Squeeze", {x}, attrs({})).shape() == (Shape{3}));
@@ -360,6 +435,16 @@ BOOST_AUTO_TEST_CASE(expand_tile_pad_kernels) {
   check_kernel("Pad", {x}, attrs({{"pads", Ints{0, -1, 2, 0, 1, -3}}}));
 }
 
+BOOST_AUTO_TEST_CASE(trilu_kernels) {
+  const Tensor x = seeded({2, 3, 5, 4}, 11);
+  for (std::int64_t upper : {0, 1})
+    for (std::int64_t k : {kMinInt, std::int64_t{-4}, std::int64_t{-1}, std::int64_t{0}, std::int64_t{2},
+                           std::int64_t{3}, std::int64_t{9}, kMaxInt})
+      BOOST_TEST_CONTEXT("upper " << upper << " k " << k)
+      check_kernel("Trilu", {x}, attrs({{"upper", upper}, {"k", k}}), 0.0f);
+  check_kernel("Trilu", {seeded({1, 6}, 12)}, attrs({}), 0.0f);
+}
+
 BOOST_AUTO_TEST_CASE(resize_kernels_every_mode) {
   const Tensor x = seeded({1, 2, 5, 7}, 5);
   const char* coordinates[] = {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
@@ -415,4 +500,11 @@ BOOST_AUTO_TEST_CASE(what_stays_off_the_device) {
   const auto wide_reason = kiln::lower::unsupported_reason(*wide.node, wide.input_types, wide.output_types);
   BOOST_REQUIRE(wide_reason.has_value());
   BOOST_TEST(wide_reason->find("arithmetic runs") != std::string::npos, *wide_reason);
+  // GatherElements always reads a runtime index tensor; Trilu lowers only with a constant k.
+  OneNode elements = one_node("GatherElements", {seeded({4, 3}, 13), Tensor::from_i64({4, 3}, Ints(12, 1))}, attrs({}));
+  const auto elements_reason = kiln::lower::unsupported_reason(*elements.node, elements.input_types, elements.output_types);
+  BOOST_REQUIRE(elements_reason.has_value());
+  BOOST_TEST(elements_reason->find("i64") != std::string::npos, *elements_reason);
+  OneNode trilu = one_node("Trilu", {seeded({3, 3}, 14), Tensor::from_i64({}, {1})}, attrs({}));
+  BOOST_TEST(kiln::lower::unsupported_reason(*trilu.node, trilu.input_types, trilu.output_types).has_value());
 }

@@ -2,7 +2,8 @@
 #include <boost/test/unit_test.hpp>
 
 // The math op family (unary math, HardSigmoid/HardSwish, Pow, Min/Max,
-// comparisons, logic, Where, Cast, Reduce*, CumSum): shape inference and its
+// comparisons, logic, Where, Cast, Reduce*, CumSum, ArgMax/ArgMin,
+// LogSoftmax): shape inference and its
 // errors, reference values computed by hand, and every f32 lowering run on
 // the kernel IR interpreter against the reference.
 #include <cmath>
@@ -371,6 +372,62 @@ BOOST_AUTO_TEST_CASE(cumsum_reference_values) {
                              DType::i64, {3}, {5, 4, 11});
 }
 
+BOOST_AUTO_TEST_CASE(log_softmax_reference_values) {
+  // log(softmax([1, 2, 3])) = x - log(e + e^2 + e^3).
+  const float log_sum = static_cast<float>(std::log(std::exp(1.0) + std::exp(2.0) + std::exp(3.0)));
+  expect_f32(run("LogSoftmax", {f32({1, 3}, {1, 2, 3})}), {1, 3}, {1 - log_sum, 2 - log_sum, 3 - log_sum});
+  // A tiny probability keeps its logarithm: log(softmax) would give -inf.
+  expect_f32(run("LogSoftmax", {f32({2}, {1000, 0})}), {2}, {0, -1000});
+  // Along axis 0 of a [2, 2]: each column normalised on its own.
+  const float log_2 = static_cast<float>(std::log(2.0));
+  expect_f32(run("LogSoftmax", {f32({2, 2}, {5, 1, 5, 1})}, attrs_of({{"axis", std::int64_t{0}}})), {2, 2},
+             {-log_2, -log_2, -log_2, -log_2});
+  BOOST_TEST((infer("LogSoftmax", {kF32x23}, attrs_of({{"axis", std::int64_t{-2}}})) == kF32x23));
+  expect_infer_error("LogSoftmax", {kF32x23}, attrs_of({{"axis", std::int64_t{2}}}), ErrorKind::InvalidArgument,
+                     {"node0", "'axis'", "rank 2"});
+  expect_infer_error("LogSoftmax", {{DType::i64, {3}}}, {}, ErrorKind::Unsupported, {"i64", "f32"});
+  expect_infer_error("LogSoftmax", {{DType::f32, {}}}, {}, ErrorKind::ShapeMismatch, {"rank >= 1"});
+}
+
+BOOST_AUTO_TEST_CASE(argmax_argmin_reference_values) {
+  auto with = [](std::int64_t axis, std::int64_t keepdims, std::int64_t select_last) {
+    return attrs_of({{"axis", axis}, {"keepdims", keepdims}, {"select_last_index", select_last}});
+  };
+  // ONNX's examples.
+  const Tensor x = f32({2, 2}, {2, 1, 3, 10});
+  expect_exact<std::int64_t>(run("ArgMax", {x}), DType::i64, {1, 2}, {1, 1});
+  expect_exact<std::int64_t>(run("ArgMax", {x}, with(1, 1, 0)), DType::i64, {2, 1}, {0, 1});
+  expect_exact<std::int64_t>(run("ArgMin", {x}, with(-1, 0, 0)), DType::i64, {2}, {1, 0});
+  expect_exact<std::int64_t>(run("ArgMin", {x}, with(0, 0, 0)), DType::i64, {2}, {0, 0});
+  // Ties: the first position, or the last with select_last_index.
+  const Tensor ties = f32({2, 2}, {2, 2, 3, 10});
+  expect_exact<std::int64_t>(run("ArgMax", {ties}, with(1, 1, 0)), DType::i64, {2, 1}, {0, 1});
+  expect_exact<std::int64_t>(run("ArgMax", {ties}, with(1, 1, 1)), DType::i64, {2, 1}, {1, 1});
+  expect_exact<std::int64_t>(run("ArgMin", {f32({4}, {1, 0, 4, 0})}, with(0, 0, 1)), DType::i64, {}, {3});
+  // NaN wins both ways, as in numpy: the first NaN, or the last one.
+  const Tensor nans = f32({4}, {1, kNaN, 3, kNaN});
+  expect_exact<std::int64_t>(run("ArgMax", {nans}, with(0, 0, 0)), DType::i64, {}, {1});
+  expect_exact<std::int64_t>(run("ArgMin", {nans}, with(0, 0, 0)), DType::i64, {}, {1});
+  expect_exact<std::int64_t>(run("ArgMax", {nans}, with(0, 0, 1)), DType::i64, {}, {3});
+  // Integers compare exactly (these two differ only beyond 2^53).
+  const std::int64_t big = std::int64_t{1} << 60;
+  expect_exact<std::int64_t>(run("ArgMax", {i64({3}, {big, big + 1, -5})}), DType::i64, {1}, {1});
+  // A middle axis of a 3-D tensor.
+  expect_exact<std::int64_t>(run("ArgMax", {f32({2, 3, 2}, {0, 9, 5, 1, 2, 3, 7, 0, 1, 8, 6, 2})}, with(1, 0, 0)),
+                             DType::i64, {2, 2}, {1, 0, 0, 1});
+
+  BOOST_TEST((infer("ArgMax", {{DType::f32, {2, 3, 4}}}, with(-2, 0, 0)) == (TensorType{DType::i64, {2, 4}})));
+  BOOST_TEST((infer("ArgMin", {{DType::i32, {2, 3}}}) == (TensorType{DType::i64, {1, 3}})));
+  expect_infer_error("ArgMax", {kF32x23}, attrs_of({{"axis", std::int64_t{3}}}), ErrorKind::InvalidArgument,
+                     {"'axis'", "rank 2"});
+  expect_infer_error("ArgMin", {{DType::f32, {}}}, {}, ErrorKind::ShapeMismatch, {"scalar"});
+  expect_infer_error("ArgMax", {{DType::f32, {2, 0}}}, attrs_of({{"axis", std::int64_t{1}}}), ErrorKind::ShapeMismatch,
+                     {"extent 0"});
+  expect_infer_error("ArgMax", {{DType::boolean, {2}}}, {}, ErrorKind::Unsupported, {"bool"});
+  expect_infer_error("ArgMax", {kF32x23}, attrs_of({{"select_last_index", std::int64_t{2}}}),
+                     ErrorKind::InvalidArgument, {"'select_last_index'"});
+}
+
 // ---- lowering, run on the kernel IR interpreter -------------------------------------
 
 BOOST_AUTO_TEST_CASE(unary_kernels_match_the_reference) {
@@ -422,6 +479,13 @@ BOOST_AUTO_TEST_CASE(cumsum_kernels_match_the_reference) {
         check_lowered("CumSum", {x}, attrs_of({{"axis", axis}, {"exclusive", exclusive}, {"reverse", reverse}}));
 }
 
+BOOST_AUTO_TEST_CASE(log_softmax_kernels_match_the_reference) {
+  const Tensor x = uniform({3, 4, 5}, -4.0f, 4.0f);
+  for (std::int64_t axis : {0, 1, 2, -1}) check_lowered("LogSoftmax", {x}, attrs_of({{"axis", axis}}));
+  check_lowered("LogSoftmax", {uniform({2, 9}, -80.0f, 80.0f)});
+  check_lowered("LogSoftmax", {uniform({7}, -1.0f, 1.0f)});
+}
+
 BOOST_AUTO_TEST_CASE(bool_and_integer_ops_are_reported_unsupported_with_a_reason) {
   const TensorType b{DType::boolean, {2, 3}};
   const std::optional<std::string> equal = lowering_reason("Equal", {kF32x23, kF32x23});
@@ -438,6 +502,11 @@ BOOST_AUTO_TEST_CASE(bool_and_integer_ops_are_reported_unsupported_with_a_reason
   BOOST_TEST(cast->find("i64") != std::string::npos, *cast);
   BOOST_TEST(lowering_reason("Cast", {{DType::i64, {2}}}, attrs_of({{"to", std::int64_t{1}}})).has_value());
   BOOST_TEST(!lowering_reason("Sqrt", {kF32x23}).has_value());
+  for (const char* op : {"ArgMax", "ArgMin"}) {
+    const std::optional<std::string> arg = lowering_reason(op, {kF32x23});
+    BOOST_TEST_REQUIRE(arg.has_value());
+    BOOST_TEST(arg->find("i64") != std::string::npos, *arg);
+  }
 
   // A reduction over an empty axis has no kernel.
   const std::optional<std::string> empty =

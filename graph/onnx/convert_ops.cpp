@@ -309,7 +309,8 @@ std::vector<ValueId> convert_resize(const OnnxNode& n, ImportContext& ctx) {
   return ctx.emit(n, "Resize", {n.inputs[0]}, std::move(attrs));
 }
 
-// Softmax before opset 13 normalises over the dims from `axis` on, flattened.
+// Softmax and LogSoftmax before opset 13 normalise over the dims from `axis`
+// on, flattened: Flatten, the op over the last axis, Reshape back.
 std::vector<ValueId> convert_softmax(const OnnxNode& n, ImportContext& ctx) {
   KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
   if (n.opset >= 13) return ctx.emit(n, n.op, {n.inputs[0]}, n.attrs);
@@ -340,6 +341,17 @@ std::vector<ValueId> convert_gather(const OnnxNode& n, ImportContext& ctx) {
   attrs.set("indices", to_ints(n, *indices, "the indices input"));
   attrs.set("indices_shape", std::vector<std::int64_t>(indices->shape().begin(), indices->shape().end()));
   return ctx.emit(n, "Gather", {n.inputs[0]}, std::move(attrs));
+}
+
+// Trilu: a constant k becomes the `k` attribute; a computed one stays an input.
+std::vector<ValueId> convert_trilu(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
+  if (!present(n, 1)) return ctx.emit(n, "Trilu", {n.inputs[0]}, n.attrs);
+  const Tensor* k = ctx.constant(n.inputs[1]);
+  if (k == nullptr) return ctx.emit(n, "Trilu", {n.inputs[0], n.inputs[1]}, n.attrs);
+  Attributes attrs = n.attrs;
+  attrs.set("k", to_scalar_int(n, *k, "the k input"));
+  return ctx.emit(n, "Trilu", {n.inputs[0]}, std::move(attrs));
 }
 
 std::vector<ValueId> convert_cumsum(const OnnxNode& n, ImportContext& ctx) {
@@ -484,13 +496,15 @@ const std::map<std::string, OpRule>& op_rules() {
                            "Reciprocal", "Floor", "Ceil", "Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Gelu",
                            "LeakyRelu", "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Cast", "Transpose",
                            "Flatten", "Concat", "GlobalAveragePool", "LayerNormalization", "BatchNormalization",
-                           "MatMul", "Gemm", "NonZero", "NonMaxSuppression", "Min", "Max"})
+                           "MatMul", "Gemm", "NonZero", "NonMaxSuppression", "Min", "Max", "ArgMax", "ArgMin",
+                           "GatherElements"})
       r.emplace(op, direct(op));
     r.emplace("Conv", OpRule{"Conv", convert_conv});
     r.emplace("MaxPool", pool("MaxPool"));
     r.emplace("AveragePool", pool("AveragePool"));
     r.emplace("Clip", OpRule{"Clip", convert_clip});
     r.emplace("Softmax", OpRule{"Softmax", convert_softmax});
+    r.emplace("LogSoftmax", OpRule{"LogSoftmax", convert_softmax});
     r.emplace("Reshape", OpRule{"Reshape", convert_reshape});
     r.emplace("Slice", OpRule{"Slice", convert_slice});
     r.emplace("Split", OpRule{"Split", convert_split});
@@ -503,6 +517,7 @@ const std::map<std::string, OpRule>& op_rules() {
     for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"}) r.emplace(op, reduce(op));
     r.emplace("Gather", OpRule{"Gather", convert_gather});
     r.emplace("CumSum", OpRule{"CumSum", convert_cumsum});
+    r.emplace("Trilu", OpRule{"Trilu", convert_trilu});
     r.emplace("TopK", OpRule{"TopK", convert_topk});
     r.emplace("Constant", OpRule{"", convert_constant});
     r.emplace("ConstantOfShape", OpRule{"", convert_constant_of_shape});

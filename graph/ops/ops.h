@@ -29,13 +29,14 @@ void register_conv_ops(OpTable& table);           // Conv
 void register_matmul_ops(OpTable& table);         // MatMul Gemm
 void register_normalization_ops(OpTable& table);  // LayerNormalization BatchNormalization
 void register_pooling_ops(OpTable& table);        // MaxPool AveragePool GlobalAveragePool
-void register_softmax_ops(OpTable& table);        // Softmax
-void register_shape_ops(OpTable& table);
+void register_softmax_ops(OpTable& table);        // Softmax LogSoftmax
+void register_shape_ops(OpTable& table);          // Reshape Flatten Transpose Concat Identity
 void register_math_ops(OpTable& table);          // unary math, HardSigmoid/HardSwish, Pow, Equal, Where, Cast
-void register_reduce_ops(OpTable& table);        // ReduceMean ReduceSum ReduceMax CumSum
+void register_reduce_ops(OpTable& table);        // ReduceMean ReduceSum ReduceMax ReduceMin ReduceProd CumSum ArgMax ArgMin
 void register_data_ops(OpTable& table);          // Slice Split Gather Squeeze Unsqueeze Expand Tile Shape ConstantOfShape
+void register_indexing_ops(OpTable& table);      // GatherElements Trilu
 void register_resize_pad_ops(OpTable& table);    // Resize Pad
-void register_host_ops(OpTable& table);          // NonZero TopK NonMaxSuppression (data-dependent shapes)          // Reshape Flatten Transpose Concat Identity
+void register_host_ops(OpTable& table);          // NonZero TopK NonMaxSuppression (data-dependent shapes)
 
 // ---- node inputs and attributes --------------------------------------------
 

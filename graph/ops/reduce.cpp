@@ -1,5 +1,5 @@
-// Reductions (ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd) and
-// CumSum, on f32, i32 and i64.
+// Reductions (ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd),
+// CumSum, and ArgMax/ArgMin (i64 positions), on f32, i32 and i64.
 //
 // The axes are attributes in kiln's IR (ONNX opset 13+ passes them as an
 // input; the importer folds it). Absent or empty axes reduce every axis,
@@ -237,6 +237,82 @@ OpSchema cumsum_schema() {
   return s;
 }
 
+// ---- ArgMax, ArgMin ---------------------------------------------------------------
+
+struct ArgPlan {
+  std::size_t axis = 0;
+  bool keepdims = true;
+  bool select_last_index = false;
+  Shape output_shape;
+};
+
+ArgPlan arg_plan(const Node& node, const TensorType& x) {
+  check_known_attributes(node, {"axis", "keepdims", "select_last_index"});
+  require_arithmetic_dtype(x);
+  KILN_CHECK(!x.shape.empty(), ErrorKind::ShapeMismatch,
+             describe("input", x) + " is a scalar; " + node.op + " needs at least one axis");
+  ArgPlan plan;
+  plan.axis = static_cast<std::size_t>(
+      normalize_axis(node.attrs.get_int("axis", 0), static_cast<std::int64_t>(x.shape.size()), "axis"));
+  plan.keepdims = get_flag(node, "keepdims", true);
+  plan.select_last_index = get_flag(node, "select_last_index", false);
+  std::vector<bool> reduced(x.shape.size(), false);
+  reduced[plan.axis] = true;
+  plan.output_shape = reduced_shape(x.shape, reduced, plan.keepdims);
+  // Positions in an empty axis do not exist; an empty output needs none.
+  KILN_CHECK(x.shape[plan.axis] > 0 || num_elements(plan.output_shape) == 0, ErrorKind::ShapeMismatch,
+             node.op + " along axis " + std::to_string(plan.axis) + " of extent 0 in " + describe("input", x) +
+                 " has no position to return");
+  return plan;
+}
+
+// Whether `v` takes the place of the best value so far: NaN beats every
+// number (numpy's argmax/argmin return the first NaN); ties go to the later
+// element only with select_last_index.
+template <class T>
+bool replaces_best(T v, T best, bool is_max, bool select_last) {
+  if constexpr (std::is_floating_point_v<T>) {
+    if (std::isnan(best)) return select_last && std::isnan(v);
+    if (std::isnan(v)) return true;
+  }
+  if (v == best) return select_last;
+  return is_max ? v > best : v < best;
+}
+
+template <class T>
+Tensor arg_extremum(const Tensor& x, const ArgPlan& plan, bool is_max) {
+  const Shape& shape = x.shape();
+  const std::int64_t extent = shape[plan.axis];
+  const auto axis = static_cast<std::ptrdiff_t>(plan.axis);
+  const std::int64_t inner = num_elements(Shape(shape.begin() + axis + 1, shape.end()));
+  const std::int64_t outer = num_elements(Shape(shape.begin(), shape.begin() + axis));
+  auto in = x.values<T>();
+  Tensor out(DType::i64, plan.output_shape);
+  auto y = out.values<std::int64_t>();
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      auto at = [&](std::int64_t e) { return static_cast<std::size_t>((o * extent + e) * inner + i); };
+      std::int64_t best = 0;
+      for (std::int64_t e = 1; e < extent; ++e)
+        if (replaces_best<T>(in[at(e)], in[at(best)], is_max, plan.select_last_index)) best = e;
+      y[static_cast<std::size_t>(o * inner + i)] = best;
+    }
+  return out;
+}
+
+OpSchema arg_schema(const std::string& name, bool is_max, const std::string& summary) {
+  auto infer = [](const Node& node, std::span<const TensorType> in) -> std::vector<TensorType> {
+    return {{DType::i64, arg_plan(node, in[0]).output_shape}};
+  };
+  auto reference = [is_max](const Node& node, std::span<const Tensor> in) -> std::vector<Tensor> {
+    const ArgPlan plan = arg_plan(node, {in[0].dtype(), in[0].shape()});
+    Tensor out;
+    visit_arithmetic(in[0].dtype(), [&]<class T>(T) { out = arg_extremum<T>(in[0], plan, is_max); });
+    return {out};
+  };
+  return make_schema(name, 1, 1, std::move(infer), std::move(reference), summary);
+}
+
 }  // namespace
 
 void register_reduce_ops(OpTable& table) {
@@ -246,6 +322,10 @@ void register_reduce_ops(OpTable& table) {
   add_op(table, reduce_schema("ReduceMin", Reduction::min, "minimum over `axes` (all when absent)"));
   add_op(table, reduce_schema("ReduceProd", Reduction::prod, "product over `axes` (all when absent)"));
   add_op(table, cumsum_schema());
+  add_op(table, arg_schema("ArgMax", true,
+                           "i64 position of the maximum along `axis` (first, or last with `select_last_index`)"));
+  add_op(table, arg_schema("ArgMin", false,
+                           "i64 position of the minimum along `axis` (first, or last with `select_last_index`)"));
 }
 
 }  // namespace kiln::graph::ops

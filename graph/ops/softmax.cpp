@@ -1,4 +1,5 @@
-// Softmax over one axis (ONNX opset 13 semantics), f32.
+// Softmax and LogSoftmax over one axis (ONNX opset 13 semantics), f32. The
+// importer rewrites opset < 13's flattened-2-D form into this one.
 #include <cmath>
 
 #include "graph/ops/ops.h"
@@ -19,8 +20,8 @@ std::vector<TensorType> infer_softmax(const Node& node, std::span<const TensorTy
   return {in[0]};
 }
 
-std::vector<Tensor> reference_softmax(const Node& node, std::span<const Tensor> in) {
-  const Tensor& x = in[0];
+// Softmax (or, when `log`, its logarithm) along the node's axis.
+Tensor softmax_along_axis(const Node& node, const Tensor& x, bool log) {
   const Shape& shape = x.shape();
   const auto axis = static_cast<std::size_t>(softmax_axis(node, {x.dtype(), shape}));
   // The tensor as [outer, extent, inner], softmax along the middle.
@@ -38,22 +39,28 @@ std::vector<Tensor> reference_softmax(const Node& node, std::span<const Tensor> 
       for (std::int64_t e = 0; e < extent; ++e) max = std::fmax(max, xv[at(e)]);
       double sum = 0.0;
       for (std::int64_t e = 0; e < extent; ++e) sum += std::exp(xv[at(e)] - max);
-      for (std::int64_t e = 0; e < extent; ++e) yv[at(e)] = static_cast<float>(std::exp(xv[at(e)] - max) / sum);
+      // log(exp(x - max) / sum) = x - max - log(sum): no exp, so no underflow to log(0).
+      const double log_sum = std::log(sum);
+      for (std::int64_t e = 0; e < extent; ++e) {
+        const double shifted = xv[at(e)] - max;
+        yv[at(e)] = static_cast<float>(log ? shifted - log_sum : std::exp(shifted) / sum);
+      }
     }
-  return {y};
+  return y;
+}
+
+OpSchema softmax_schema(const std::string& name, bool log, const std::string& summary) {
+  auto reference = [log](const Node& node, std::span<const Tensor> in) -> std::vector<Tensor> {
+    return {softmax_along_axis(node, in[0], log)};
+  };
+  return make_schema(name, 1, 1, infer_softmax, std::move(reference), summary);
 }
 
 }  // namespace
 
 void register_softmax_ops(OpTable& table) {
-  OpSchema s;
-  s.name = "Softmax";
-  s.min_inputs = 1;
-  s.max_inputs = 1;
-  s.infer = infer_softmax;
-  s.reference = reference_softmax;
-  s.summary = "exp(x) / sum(exp(x)) along `axis` (default -1)";
-  add_op(table, s);
+  add_op(table, softmax_schema("Softmax", false, "exp(x) / sum(exp(x)) along `axis` (default -1)"));
+  add_op(table, softmax_schema("LogSoftmax", true, "x - log(sum(exp(x))) along `axis` (default -1)"));
 }
 
 }  // namespace kiln::graph::ops

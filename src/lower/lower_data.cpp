@@ -2,8 +2,10 @@
 // linear Resize, a weighted sum of loads) from an input position computed
 // from the output coordinates; the attribute rules come from the same plans
 // the reference uses (graph/ops/data_plans.h). Squeeze and Unsqueeze move no
-// data: they are views. Gather with a runtime indices tensor (i64), Shape and
-// ConstantOfShape have no kernel: they fold at compile time or run on the host.
+// data: they are views. Gather with a runtime indices tensor (i64),
+// GatherElements (its indices are always a runtime i64/i32 tensor), Trilu with
+// a runtime k, Shape and ConstantOfShape have no kernel: they fold at compile
+// time or run on the host.
 #include "graph/broadcast.h"
 #include "graph/ops/data_plans.h"
 #include "src/lower/index.h"
@@ -443,6 +445,44 @@ kir::Kernel lower_resize(const OpContext& ctx) {
   return std::move(k.kernel);
 }
 
+// ---- Trilu: each element kept or zeroed by its side of the diagonal ----------------
+
+std::optional<std::string> trilu_unsupported(const OpContext& ctx) {
+  if (ctx.has_input(1)) return "k is a runtime tensor; only a constant k (the `k` attribute) lowers to a kernel";
+  if (ctx.input_shape(0).size() < 2) return "the input is not a stack of matrices (rank < 2)";
+  return std::nullopt;
+}
+
+kir::Kernel lower_trilu(const OpContext& ctx) {
+  const Shape& shape = ctx.input_shape(0);
+  const std::int64_t rows = shape[shape.size() - 2];
+  const std::int64_t columns = shape.back();
+  const bool upper = ctx.node.attrs.get_int("upper", 1) != 0;
+  // column - row lies in [1 - rows, columns - 1]: a k outside [-rows, columns]
+  // selects what the nearest bound does, and the bound fits an i32.
+  const std::int64_t k = std::clamp<std::int64_t>(ctx.node.attrs.get_int("k", 0), -rows, columns);
+  const std::int64_t matrices = extent_product(shape, 0, shape.size() - 2);
+  CopyKernel t = make_copy_kernel("trilu", ctx);
+  std::vector<Stmt>& body = t.kernel.body;
+  const std::vector<Expr> c = unravel(body, t.index, {matrices, rows, columns}, "m");
+  const Expr diagonal = declare_index(body, "diagonal", IndexSum().add(c[2]).add(c[1], -1).expr());
+  const Expr keep = upper ? diagonal >= kir::i32(k) : diagonal <= kir::i32(k);
+  const Expr value = kir::load(t.x, t.index, ScalarType::f32);
+  body.push_back(kir::store(t.y, t.index, kir::select(keep, value, kir::f32(0.0))));
+  return std::move(t.kernel);
+}
+
+// ---- ops that stay on the host ----------------------------------------------------
+
+std::optional<std::string> gather_elements_unsupported(const OpContext&) {
+  return "the indices are a runtime i64/i32 tensor; device buffers hold f32 only (it runs on the host reference)";
+}
+
+// Never reached: gather_elements_unsupported always gives a reason.
+kir::Kernel lower_host_only(const OpContext& ctx) {
+  throw_error(ErrorKind::Internal, "internal error: no kernel exists for " + ctx.node.op);
+}
+
 constexpr OpLowering kDataLowerings[] = {
     {"Slice", 1, 1, nullptr, lower_slice},
     {"Split", 1, 1, nullptr, lower_split, kAnyCount},
@@ -453,6 +493,8 @@ constexpr OpLowering kDataLowerings[] = {
     {"Tile", 1, 1, nullptr, lower_tile},
     {"Pad", 1, 1, nullptr, lower_pad},
     {"Resize", 1, 1, resize_unsupported, lower_resize},
+    {"Trilu", 1, 2, trilu_unsupported, lower_trilu},
+    {"GatherElements", 2, 2, gather_elements_unsupported, lower_host_only},
 };
 
 }  // namespace

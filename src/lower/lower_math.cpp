@@ -1,8 +1,9 @@
 // Lowerings of the math op family: f32 unary math, HardSigmoid/HardSwish,
-// Pow, variadic Min/Max, the Reduce* ops and CumSum, one kernel each.
-// Comparisons, logic, Where and non-trivial Casts produce or consume bool or
-// integer tensors, which device buffers (f32 only) cannot hold: they are
-// reported unsupported, so they are constant-folded or run on the host.
+// Pow, variadic Min/Max, the Reduce* ops, CumSum and LogSoftmax, one kernel
+// each. Comparisons, logic, Where, non-trivial Casts and ArgMax/ArgMin
+// produce or consume bool or integer tensors, which device buffers (f32 only)
+// cannot hold: they are reported unsupported, so they are constant-folded or
+// run on the host.
 #include "graph/broadcast.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
@@ -301,6 +302,54 @@ kir::Kernel lower_cumsum(const OpContext& ctx) {
   return kernel;
 }
 
+// ---- LogSoftmax ---------------------------------------------------------------------
+
+std::optional<std::string> log_softmax_unsupported(const OpContext& ctx) {
+  const Shape& shape = ctx.input_shape(0);
+  if (shape.empty()) return "a scalar input has no axis to normalise";
+  get_axis(ctx, "axis", -1, shape.size());
+  if (ctx.output_shape() != shape)
+    return "output shape " + shape_str(ctx.output_shape()) + " differs from input shape " + shape_str(shape);
+  return std::nullopt;
+}
+
+// One invocation per row along the axis: the row's max, then the log of the
+// sum of exp(x - max), then x - max - log_sum (no exp of the output, so a
+// tiny probability keeps its logarithm instead of underflowing to -inf).
+kir::Kernel lower_log_softmax(const OpContext& ctx) {
+  const Shape& shape = ctx.input_shape(0);
+  const std::size_t axis = get_axis(ctx, "axis", -1, shape.size());
+  const std::int64_t outer = extent_product(shape, 0, axis);
+  const std::int64_t length = shape[axis];
+  const std::int64_t inner = extent_product(shape, axis + 1, shape.size());
+
+  kir::Kernel kernel = make_kernel("log_softmax", outer * inner);
+  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  std::vector<kir::Stmt>& body = kernel.body;
+
+  // Row (o, i) holds elements o * length * inner + i + j * inner.
+  const std::vector<Expr> row = unravel(body, kir::global_index(), {outer, inner}, "row");
+  const Expr base = declare_index(body, "base", IndexSum().add(row[0], length * inner).add(row[1]).expr());
+  auto element = [&](const std::string& j) {
+    return IndexSum().add(base).add(kir::var(j, ScalarType::i32), inner).expr();
+  };
+  auto x_at = [&](const std::string& j) { return load_f32(x, element(j)); };
+  const Expr row_max = kir::var("row_max", ScalarType::f32);
+  const Expr row_sum = kir::var("row_sum", ScalarType::f32);
+
+  body.push_back(kir::declare("row_max", ScalarType::f32, load_f32(x, base)));
+  body.push_back(kir::loop("j_max", kir::i32(1), kir::i32(length),
+                           {kir::assign("row_max", kir::max(row_max, x_at("j_max")))}));
+  body.push_back(kir::declare("row_sum", ScalarType::f32, kir::f32(0.0)));
+  body.push_back(kir::loop("j_sum", kir::i32(0), kir::i32(length),
+                           {kir::assign("row_sum", row_sum + kir::exp(x_at("j_sum") - row_max))}));
+  body.push_back(kir::declare("shift", ScalarType::f32, row_max + kir::log(row_sum)));
+  body.push_back(kir::loop("j_out", kir::i32(0), kir::i32(length),
+                           {kir::store(y, element("j_out"), x_at("j_out") - kir::var("shift", ScalarType::f32))}));
+  return kernel;
+}
+
 // ---- ops that stay on the host ----------------------------------------------------
 
 // Cast between f32 and f32 is a view; any other Cast changes the element type.
@@ -316,8 +365,12 @@ std::optional<std::string> bool_op_unsupported(const OpContext& ctx) {
   return ctx.node.op + " reads or produces bool tensors; device buffers hold f32 only (it runs on the host reference)";
 }
 
-// Never reached: bool_op_unsupported always gives a reason.
-kir::Kernel lower_bool_op(const OpContext& ctx) {
+std::optional<std::string> index_op_unsupported(const OpContext& ctx) {
+  return ctx.node.op + " produces i64 positions; device buffers hold f32 only (it runs on the host reference)";
+}
+
+// Never reached: bool_op_unsupported and index_op_unsupported always give a reason.
+kir::Kernel lower_host_only(const OpContext& ctx) {
   throw_error(ErrorKind::Internal, "internal error: no kernel exists for " + ctx.node.op);
 }
 
@@ -345,17 +398,20 @@ constexpr OpLowering kMathLowerings[] = {
     {"ReduceMin", 1, 1, reduce_unsupported, lower_reduce},
     {"ReduceProd", 1, 1, reduce_unsupported, lower_reduce},
     {"CumSum", 1, 1, cumsum_unsupported, lower_cumsum},
+    {"LogSoftmax", 1, 1, log_softmax_unsupported, lower_log_softmax},
+    {"ArgMax", 1, 1, index_op_unsupported, lower_host_only},
+    {"ArgMin", 1, 1, index_op_unsupported, lower_host_only},
     {"Cast", 1, 1, cast_unsupported, nullptr},
-    {"Equal", 2, 2, bool_op_unsupported, lower_bool_op},
-    {"Less", 2, 2, bool_op_unsupported, lower_bool_op},
-    {"Greater", 2, 2, bool_op_unsupported, lower_bool_op},
-    {"LessOrEqual", 2, 2, bool_op_unsupported, lower_bool_op},
-    {"GreaterOrEqual", 2, 2, bool_op_unsupported, lower_bool_op},
-    {"Not", 1, 1, bool_op_unsupported, lower_bool_op},
-    {"And", 2, 2, bool_op_unsupported, lower_bool_op},
-    {"Or", 2, 2, bool_op_unsupported, lower_bool_op},
-    {"Xor", 2, 2, bool_op_unsupported, lower_bool_op},
-    {"Where", 3, 3, bool_op_unsupported, lower_bool_op},
+    {"Equal", 2, 2, bool_op_unsupported, lower_host_only},
+    {"Less", 2, 2, bool_op_unsupported, lower_host_only},
+    {"Greater", 2, 2, bool_op_unsupported, lower_host_only},
+    {"LessOrEqual", 2, 2, bool_op_unsupported, lower_host_only},
+    {"GreaterOrEqual", 2, 2, bool_op_unsupported, lower_host_only},
+    {"Not", 1, 1, bool_op_unsupported, lower_host_only},
+    {"And", 2, 2, bool_op_unsupported, lower_host_only},
+    {"Or", 2, 2, bool_op_unsupported, lower_host_only},
+    {"Xor", 2, 2, bool_op_unsupported, lower_host_only},
+    {"Where", 3, 3, bool_op_unsupported, lower_host_only},
 };
 
 }  // namespace
