@@ -659,7 +659,7 @@ BOOST_AUTO_TEST_CASE(architecture_matches_detr) {
   check_op_counts(model, {{"Conv", 54}, {"MatMul", 18 * 6 + 12 * 2 + 4}, {"Softmax", 18}, {"Mul", 18},
                           {"LayerNormalization", 6 * 2 + 6 * 3 + 1}, {"Sigmoid", 1},
                           {"Add", 16 + 12 * (4 + 1 + 1) + 6 * (4 + 2 + 1) + 12 * 3 + 4}});
-  for (const char* key : {"model.backbone.layer4.2.conv3.weight", "model.input_projection.weight",
+  for (const char* key : {"model.backbone.conv_encoder.model.layer4.2.conv3.weight", "model.input_projection.weight",
                           "model.encoder.layers.5.self_attn.q_proj.weight",
                           "model.decoder.layers.0.encoder_attn.v_proj.bias",
                           "model.decoder.layernorm.weight", "model.query_position_embeddings.weight",
@@ -707,6 +707,107 @@ BOOST_AUTO_TEST_CASE(reference_eager_compiled_agree) {
   // Boxes come out of a sigmoid: normalised coordinates.
   const auto boxes = want[1].values<float>();
   BOOST_TEST(std::all_of(boxes.begin(), boxes.end(), [](float v) { return v > 0.0f && v < 1.0f; }));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(ssdlite320_mobilenet_v3_large)
+
+// torchvision's mobilenet_v3_large(reduced_tail=True).features: 1,620,512 parameters.
+constexpr std::int64_t kReducedTailFeatureParameters = 1'620'512;
+
+const kiln::Shape* constant_shape(const kiln::Model& model, const std::string& name) {
+  for (const auto& v : model.graph().values())
+    if (v.constant && v.name == name) return &v.type.shape;
+  return nullptr;
+}
+
+BOOST_AUTO_TEST_CASE(backbone_splits_at_the_c4_expansion) {
+  kiln::Builder b("features");
+  kiln::models::LayerWriter w(b, 0);
+  auto x = b.input("input", kiln::DType::f32, {1, 3, 64, 64});
+  const auto parts = kiln::models::mobilenet_v3_large_split_features(w, x, 13, /*reduced_tail=*/true);
+  // Stride 16: features.13's expansion runs before its strided depthwise conv.
+  BOOST_TEST(b.shape(parts.expansion) == (kiln::Shape{1, 672, 4, 4}));
+  BOOST_TEST(b.shape(parts.last) == (kiln::Shape{1, 480, 2, 2}));
+  const auto model = b.build({parts.expansion, parts.last});
+  // Splitting moves layers, it adds or drops none: MobileNetV3's op counts.
+  BOOST_TEST(parameter_count(model) == kReducedTailFeatureParameters);
+  check_op_counts(model, kMobileNetV3Ops);
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, kiln::Shape>>{
+           {"0.12.block.3.0.weight", {112, 672, 1, 1}},
+           {"0.13.0.weight", {672, 112, 1, 1}},
+           {"0.13.1.running_var", {672}},
+           {"1.0.1.0.weight", {672, 1, 5, 5}},
+           {"1.0.2.fc1.weight", {168, 672, 1, 1}},
+           {"1.0.3.0.weight", {80, 672, 1, 1}},
+           {"1.2.block.0.0.weight", {480, 80, 1, 1}},
+           {"1.3.0.weight", {480, 80, 1, 1}}})
+    BOOST_TEST_CONTEXT(name) {
+      const kiln::Shape* got = constant_shape(model, name);
+      BOOST_TEST_REQUIRE(got != nullptr);
+      BOOST_TEST(*got == shape);
+    }
+  BOOST_TEST(!has_value_named(model, "0.13.block.0.0.weight"));
+  BOOST_TEST(!has_value_named(model, "1.0.block.1.0.weight"));
+}
+
+BOOST_AUTO_TEST_CASE(backbone_split_needs_an_expansion_and_no_residual) {
+  for (const auto& [split, reason] : std::vector<std::pair<int, std::string>>{
+           {1, "features.1 has no expansion conv to split at"},
+           {14, "features.14 has a residual connection across the split"},
+           {16, "split must name an inverted residual (1..15), got 16"}}) {
+    kiln::Builder b("features");
+    kiln::models::LayerWriter w(b, 0);
+    auto x = b.input("input", kiln::DType::f32, {1, 3, 64, 64});
+    try {
+      kiln::models::mobilenet_v3_large_split_features(w, x, split, true);
+      BOOST_ERROR("expected an error for split " << split);
+    } catch (const kiln::Error& e) {
+      BOOST_TEST((e.kind() == kiln::ErrorKind::InvalidArgument));
+      BOOST_TEST(std::string(e.what()).find(reason) != std::string::npos, e.what());
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(architecture_matches_torchvision) {
+  const auto model = kiln::models::build("ssdlite320_mobilenet_v3_large", {.image_size = 320});
+  BOOST_TEST(model.task() == "detection");
+  // torchvision's ssdlite320_mobilenet_v3_large(weights_backbone=None), 91
+  // classes: 3,440,060 (backbone features 1,620,512, extra blocks 452,160,
+  // head 1,367,388).
+  BOOST_TEST(parameter_count(model) == 3'440'060);
+  // Conv: MobileNetV3's 62, 4 extra blocks of 3, and per feature map a
+  // depthwise + 1x1 pair in each of the two heads. Clip (ReLU6): extra
+  // blocks and heads, then the box decoding's 2 scale clamps and 4 clips to
+  // the image. Box decoding: 6 Add and 8 Mul. Per foreground class (90): a
+  // NonZero, a TopK, and a Mul + Add making its label column; batched NMS
+  // offsets boxes by class with one more Mul and Add.
+  check_op_counts(model, plus(kMobileNetV3Ops, {{"Conv", 12 + 6 * 2 * 2},
+                                                {"BatchNormalization", 12 + 6 * 2},
+                                                {"Clip", 12 + 6 * 2 + 2 + 4},
+                                                {"Add", 6 + 90 + 1},
+                                                {"Mul", 8 + 90 + 1},
+                                                {"Softmax", 1},
+                                                {"NonZero", 90},
+                                                {"TopK", 90},
+                                                {"NonMaxSuppression", 1}}));
+  for (const auto& [name, shape] : std::vector<std::pair<std::string, kiln::Shape>>{
+           {"backbone.features.0.13.0.weight", {672, 112, 1, 1}},
+           {"backbone.features.1.0.3.0.weight", {80, 672, 1, 1}},
+           {"backbone.features.1.3.0.weight", {480, 80, 1, 1}},
+           {"backbone.extra.0.0.0.weight", {256, 480, 1, 1}},
+           {"head.classification_head.module_list.0.0.0.weight", {672, 1, 3, 3}},
+           {"head.classification_head.module_list.0.1.weight", {6 * 91, 672, 1, 1}},
+           {"head.regression_head.module_list.1.1.weight", {6 * 4, 480, 1, 1}},
+           {"head.regression_head.module_list.5.1.bias", {6 * 4}},
+           // DefaultBoxGenerator at 320: 6 anchors on 20x20, 10x10, 5x5, 3x3, 2x2 and 1x1 maps.
+           {"postprocess.anchors", {6 * (400 + 100 + 25 + 9 + 4 + 1), 4}}})
+    BOOST_TEST_CONTEXT(name) {
+      const kiln::Shape* got = constant_shape(model, name);
+      BOOST_TEST_REQUIRE(got != nullptr);
+      BOOST_TEST(*got == shape);
+    }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -32,4 +32,24 @@ class LayerWriter;  // graph/models/layers.h
 Builder::Value mobilenet_v3_large_features(LayerWriter& w, Builder::Value x, bool dilated,
                                            std::vector<Builder::Value>* feature_outputs = nullptr);
 
+// The two parts of MobileNetV3-Large's features that torchvision's
+// SSDLiteFeatureExtractorMobileNet makes by cutting layer `split` (its
+// c4_pos) after its expansion conv:
+//   "0": features.0 .. features.<split-1>, then layer split's expansion
+//        (Conv2dNormActivation) named "0.<split>.0" / "0.<split>.1";
+//   "1": the rest of layer split (depthwise, squeeze-excitation, projection)
+//        named "1.0.1", "1.0.2", "1.0.3" (block[1:] keeps its indices), then
+//        features.<split+1> .. features.16 named "1.1", "1.2", ...
+// Both are written below the writer's current scope. With `reduced_tail`
+// (torchvision's mobilenet_v3_large(reduced_tail=True), which SSDLite uses
+// when it does not start from an ImageNet backbone), features.13..16 are half
+// as wide: 80 output channels instead of 160, expansions 480 instead of 960,
+// and a 480-channel last conv.
+struct MobileNetV3LargeSplit {
+  Builder::Value expansion;  // part "0"'s output: layer split's expanded map (SSDLite's first feature map)
+  Builder::Value last;       // part "1"'s output: the last conv's
+};
+MobileNetV3LargeSplit mobilenet_v3_large_split_features(LayerWriter& w, Builder::Value x, int split,
+                                                        bool reduced_tail);
+
 }  // namespace kiln::models

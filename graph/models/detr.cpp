@@ -144,11 +144,11 @@ Model detr_resnet50(const ModelOptions& options) {
   const std::int64_t classes = check_dense_options("detr_resnet50", options, 32, kCocoClasses);
   Builder b("detr_resnet50");
   Value image = b.input("input", DType::f32, {options.batch, 3, options.image_size, options.image_size});
-  b.push_scope("model");
-  b.push_scope("backbone");
+  // HF keeps the timm ResNet-50 at DetrModel.backbone (DetrConvModel)
+  // .conv_encoder (DetrConvEncoder).model: "model.backbone.conv_encoder.model.conv1.weight".
+  for (const char* scope : {"model", "backbone", "conv_encoder", "model"}) b.push_scope(scope);
   Value features = resnet50_trunk(b, options.seed, image, false, false);
-  b.pop_scope();
-  b.pop_scope();
+  for (int i = 0; i < 4; ++i) b.pop_scope();
   LayerWriter w(b, options.seed);
   Value decoded = detr_transformer(w, features);
   Value logits = w.linear("class_labels_classifier", decoded, kModelDim, classes + 1, kLinearInit);

@@ -1,5 +1,6 @@
 // torchvision's MobileNetV3-Large feature extractor (model.features), with the
-// dilated last stage its segmentation models use.
+// dilated last stage its segmentation models use, and the split at a layer's
+// expansion (with the reduced tail) that SSDLite's feature extractor makes.
 #include <kiln/builder.h>
 #include <kiln/error.h>
 
@@ -57,6 +58,23 @@ constexpr std::array<BlockConfig, 15> kLargeBlocks{{
     {160, 5, 960, 160, true, HS, 1, true},
 }};
 
+// mobilenet_v3_large(reduced_tail=True): the last stage with 160 // 2 and 960 // 2.
+constexpr std::array<BlockConfig, 3> kReducedTail{{
+    {112, 5, 672, 80, true, HS, 2, true},
+    {80, 5, 480, 80, true, HS, 1, true},
+    {80, 5, 480, 80, true, HS, 1, true},
+}};
+
+constexpr int kBlockCount = static_cast<int>(kLargeBlocks.size());  // features.1 .. features.15
+
+// The configuration of the inverted residual features.<layer> (1..15).
+const BlockConfig& block_config(int layer, bool reduced_tail) {
+  KILN_ASSERT(layer >= 1 && layer <= kBlockCount);
+  const int tail_start = kBlockCount - static_cast<int>(kReducedTail.size()) + 1;
+  if (reduced_tail && layer >= tail_start) return kReducedTail[static_cast<std::size_t>(layer - tail_start)];
+  return kLargeBlocks[static_cast<std::size_t>(layer - 1)];
+}
+
 // torchvision's _make_divisible(v, 8): round to the nearest multiple of 8,
 // never going below 90% of v.
 std::int64_t make_divisible(std::int64_t v) {
@@ -101,46 +119,102 @@ Value squeeze_excitation(LayerWriter& w, const std::string& name, Value x, std::
   return b.mul(s, x);
 }
 
+// Dilation of a block's depthwise conv: the last stage dilates by 2 in a dilated backbone.
+std::int64_t dilation_of(const BlockConfig& c, bool dilated) { return dilated && c.last_stage ? 2 : 1; }
+std::int64_t stride_of(const BlockConfig& c, bool dilated) { return dilation_of(c, dilated) > 1 ? 1 : c.stride; }
+bool has_expansion(const BlockConfig& c) { return c.expanded != c.in_channels; }
+bool has_residual(const BlockConfig& c, bool dilated) {
+  return stride_of(c, dilated) == 1 && c.in_channels == c.out_channels;
+}
+
+// An inverted residual's expansion: 1x1 conv to c.expanded, BatchNorm, activation.
+Value expansion(LayerWriter& w, const std::string& name, Value x, const BlockConfig& c) {
+  return conv_bn(w, name, x, {.in_channels = c.in_channels, .out_channels = c.expanded}, c.activation);
+}
+
+// The rest of an inverted residual after its expansion: depthwise kxk, [SE],
+// project 1x1; layers named from `first_index` in the current scope.
+Value depthwise_to_projection(LayerWriter& w, Value y, const BlockConfig& c, bool dilated, int first_index) {
+  const std::int64_t dilation = dilation_of(c, dilated);
+  int layer = first_index;
+  y = conv_bn(w, std::to_string(layer++), y,
+              {.in_channels = c.expanded, .out_channels = c.expanded, .kernel = c.kernel,
+               .stride = stride_of(c, dilated), .padding = (c.kernel - 1) / 2 * dilation, .dilation = dilation,
+               .groups = c.expanded},
+              c.activation);
+  if (c.squeeze_excite) y = squeeze_excitation(w, std::to_string(layer++), y, c.expanded);
+  return conv_bn(w, std::to_string(layer), y, {.in_channels = c.expanded, .out_channels = c.out_channels},
+                 std::nullopt);
+}
+
 // InvertedResidual: [expand 1x1] -> depthwise kxk -> [SE] -> project 1x1 (+ x).
 Value inverted_residual(LayerWriter& w, const std::string& name, Value x, const BlockConfig& c, bool dilated) {
   LayerWriter::Scope scope(w, name);
   LayerWriter::Scope block(w, "block");
-  const std::int64_t dilation = dilated && c.last_stage ? 2 : 1;
-  const std::int64_t stride = dilation > 1 ? 1 : c.stride;
-  int layer = 0;
-  Value y = x;
-  if (c.expanded != c.in_channels)
-    y = conv_bn(w, std::to_string(layer++), y, {.in_channels = c.in_channels, .out_channels = c.expanded},
-                c.activation);
-  y = conv_bn(w, std::to_string(layer++), y,
-              {.in_channels = c.expanded, .out_channels = c.expanded, .kernel = c.kernel, .stride = stride,
-               .padding = (c.kernel - 1) / 2 * dilation, .dilation = dilation, .groups = c.expanded},
-              c.activation);
-  if (c.squeeze_excite) y = squeeze_excitation(w, std::to_string(layer++), y, c.expanded);
-  y = conv_bn(w, std::to_string(layer++), y, {.in_channels = c.expanded, .out_channels = c.out_channels},
-              std::nullopt);
-  const bool residual = stride == 1 && c.in_channels == c.out_channels;
-  return residual ? w.builder().add(y, x) : y;
+  Value y = has_expansion(c) ? expansion(w, "0", x, c) : x;
+  y = depthwise_to_projection(w, y, c, dilated, has_expansion(c) ? 1 : 0);
+  return has_residual(c, dilated) ? w.builder().add(y, x) : y;
+}
+
+// features.0: 3x3 stride-2 conv to 16 channels, BatchNorm, HardSwish.
+Value stem(LayerWriter& w, const std::string& name, Value x) {
+  return conv_bn(w, name, x, {.in_channels = 3, .out_channels = 16, .kernel = 3, .stride = 2, .padding = 1},
+                 Activation::HardSwish);
+}
+
+// features.16: 1x1 conv widening 6x, BatchNorm, HardSwish.
+Value last_conv(LayerWriter& w, const std::string& name, Value x, std::int64_t in_channels) {
+  return conv_bn(w, name, x, {.in_channels = in_channels, .out_channels = 6 * in_channels}, Activation::HardSwish);
+}
+
+void check_image_input(Builder& b, Value x, const char* function) {
+  KILN_CHECK(b.shape(x).size() == 4 && b.shape(x)[1] == 3, ErrorKind::ShapeMismatch,
+             std::string(function) + ": expected an input [N, 3, H, W], got " + shape_str(b.shape(x)));
 }
 
 }  // namespace
 
 Value mobilenet_v3_large_features(LayerWriter& w, Value x, bool dilated, std::vector<Value>* feature_outputs) {
-  KILN_CHECK(w.builder().shape(x).size() == 4 && w.builder().shape(x)[1] == 3, ErrorKind::ShapeMismatch,
-             "mobilenet_v3_large_features: expected an input [N, 3, H, W], got " + shape_str(w.builder().shape(x)));
+  check_image_input(w.builder(), x, "mobilenet_v3_large_features");
   auto record = [&](Value v) {
     if (feature_outputs) feature_outputs->push_back(v);
     return v;
   };
-  int index = 0;
-  x = record(conv_bn(w, std::to_string(index++), x,
-                     {.in_channels = 3, .out_channels = 16, .kernel = 3, .stride = 2, .padding = 1},
-                     Activation::HardSwish));
-  for (const BlockConfig& config : kLargeBlocks)
-    x = record(inverted_residual(w, std::to_string(index++), x, config, dilated));
-  constexpr std::int64_t last_in = kLargeBlocks.back().out_channels;
-  return record(conv_bn(w, std::to_string(index), x, {.in_channels = last_in, .out_channels = 6 * last_in},
-                        Activation::HardSwish));
+  x = record(stem(w, "0", x));
+  for (int layer = 1; layer <= kBlockCount; ++layer)
+    x = record(inverted_residual(w, std::to_string(layer), x, block_config(layer, false), dilated));
+  return record(last_conv(w, std::to_string(kBlockCount + 1), x, block_config(kBlockCount, false).out_channels));
+}
+
+MobileNetV3LargeSplit mobilenet_v3_large_split_features(LayerWriter& w, Value x, int split, bool reduced_tail) {
+  check_image_input(w.builder(), x, "mobilenet_v3_large_split_features");
+  KILN_CHECK(split >= 1 && split <= kBlockCount, ErrorKind::InvalidArgument,
+             "mobilenet_v3_large_split_features: split must name an inverted residual (1.." +
+                 std::to_string(kBlockCount) + "), got " + std::to_string(split));
+  const BlockConfig& cut = block_config(split, reduced_tail);
+  // torchvision refuses these too: the expansion must exist, and no residual may cross the cut.
+  KILN_CHECK(has_expansion(cut) && !has_residual(cut, false), ErrorKind::InvalidArgument,
+             "mobilenet_v3_large_split_features: features." + std::to_string(split) +
+                 (has_expansion(cut) ? " has a residual connection across the split"
+                                     : " has no expansion conv to split at"));
+  MobileNetV3LargeSplit parts{};
+  {
+    LayerWriter::Scope first(w, "0");
+    x = stem(w, "0", x);
+    for (int layer = 1; layer < split; ++layer)
+      x = inverted_residual(w, std::to_string(layer), x, block_config(layer, reduced_tail), false);
+    parts.expansion = expansion(w, std::to_string(split), x, cut);
+  }
+  LayerWriter::Scope second(w, "1");
+  {
+    LayerWriter::Scope rest_of_cut(w, "0");
+    x = depthwise_to_projection(w, parts.expansion, cut, false, 1);
+  }
+  int name = 1;
+  for (int layer = split + 1; layer <= kBlockCount; ++layer)
+    x = inverted_residual(w, std::to_string(name++), x, block_config(layer, reduced_tail), false);
+  parts.last = last_conv(w, std::to_string(name), x, block_config(kBlockCount, reduced_tail).out_channels);
+  return parts;
 }
 
 }  // namespace kiln::models

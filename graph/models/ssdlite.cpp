@@ -21,6 +21,7 @@ namespace {
 using Value = Builder::Value;
 
 constexpr std::int64_t kCocoClasses = 91;  // with background (label 0)
+constexpr int kC4Layer = 13;  // torchvision's c4_pos: the last stage's first (strided) block
 constexpr std::int64_t kAnchorsPerLocation = 6;  // DefaultBoxGenerator([[2, 3]] * 6): 2 + 2 * 2
 constexpr float kBatchNormEpsilon = 1e-3f;
 constexpr double kScoreThreshold = 0.001;
@@ -219,23 +220,17 @@ Model ssdlite320_mobilenet_v3_large(const ModelOptions& options) {
   std::vector<Value> maps;
   std::vector<std::int64_t> channels;
   {
+    // SSDLiteFeatureExtractorMobileNet: MobileNetV3-Large with the reduced
+    // tail (torchvision builds it so when no ImageNet backbone is loaded, as
+    // for its COCO weights), cut at features.13's expansion (C4): the first
+    // feature map is that 672-channel expansion, the second the last conv's.
     LayerWriter::Scope backbone(w, "backbone");
-    std::vector<Value> stages;
-    Value last = [&] {
+    const MobileNetV3LargeSplit parts = [&] {
       LayerWriter::Scope features(w, "features");
-      return mobilenet_v3_large_features(w, image, /*dilated=*/false, &stages);
+      return mobilenet_v3_large_split_features(w, image, kC4Layer, /*reduced_tail=*/true);
     }();
-    // C4 is features.13's expansion layer (1x1 conv 112 -> 672, BatchNorm,
-    // HardSwish), which the shared backbone does not expose: written here.
-    Value c4;
-    {
-      LayerWriter::Scope tap(w, "c4_expansion");
-      c4 = w.conv("0", stages.at(12), {.in_channels = 112, .out_channels = 672});
-      c4 = w.batch_norm("1", c4, 672, kBatchNormEpsilon);
-      c4 = b.op("HardSwish", {c4}, {}).at(0);
-    }
-    maps = {c4, last};
-    channels = {672, 960};
+    maps = {parts.expansion, parts.last};
+    for (Value map : maps) channels.push_back(b.shape(map)[1]);
     LayerWriter::Scope extra(w, "extra");
     const std::array<std::int64_t, 4> depths = {512, 256, 256, 128};
     for (std::size_t i = 0; i < depths.size(); ++i) {
