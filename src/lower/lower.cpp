@@ -50,8 +50,8 @@ const OpLowering* find_lowering(std::string_view op) {
 // one type per slot (an omitted slot's type is ignored) or only the present
 // inputs' types, in order.
 OpContext make_context(const graph::Node& node, std::span<const graph::TensorType> inputs,
-                       std::span<const graph::TensorType> outputs) {
-  OpContext ctx{node, {}, outputs};
+                       std::span<const graph::TensorType> outputs, const LowerTarget& target) {
+  OpContext ctx{node, {}, outputs, target};
   const auto present = static_cast<std::size_t>(
       std::count_if(node.inputs.begin(), node.inputs.end(), [](graph::ValueId id) { return id >= 0; }));
   if (node.inputs.empty()) {
@@ -177,14 +177,15 @@ kir::Expr apply_activation(const OpContext& ctx, kir::Expr value) {
 }
 
 std::optional<std::string> unsupported_reason(const graph::Node& node, std::span<const graph::TensorType> inputs,
-                                              std::span<const graph::TensorType> outputs) {
-  return reason_for(find_lowering(node.op), make_context(node, inputs, outputs));
+                                              std::span<const graph::TensorType> outputs,
+                                              const LowerTarget& target) {
+  return reason_for(find_lowering(node.op), make_context(node, inputs, outputs, target));
 }
 
 LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorType> inputs,
-                       std::span<const graph::TensorType> outputs) {
+                       std::span<const graph::TensorType> outputs, const LowerTarget& target) {
   const OpLowering* lowering = find_lowering(node.op);
-  const OpContext ctx = make_context(node, inputs, outputs);
+  const OpContext ctx = make_context(node, inputs, outputs, target);
   if (auto reason = reason_for(lowering, ctx))
     throw_error(ErrorKind::Unsupported, "node '" + node.name + "' (" + node.op + "): " + *reason);
   LoweredNode lowered;

@@ -8,6 +8,7 @@
 
 #include "graph/ir.h"
 #include "src/kernel/ir.h"
+#include "src/lower/target.h"
 
 #include <optional>
 #include <span>
@@ -24,14 +25,17 @@ struct LoweredNode {
 };
 
 // nullopt if the node can be lowered, else why not ("dtype i64 is not
-// supported by kernels yet", "op 'Foo' has no lowering").
+// supported by kernels yet", "op 'Foo' has no lowering"). `target` is the
+// device the kernel is for (kernel templates pick their knobs from it).
 std::optional<std::string> unsupported_reason(const graph::Node& node,
                                               std::span<const graph::TensorType> inputs,
-                                              std::span<const graph::TensorType> outputs);
+                                              std::span<const graph::TensorType> outputs,
+                                              const LowerTarget& target = {});
 
 // Throws Error(Unsupported) naming the node, op and reason.
 LoweredNode lower_node(const graph::Node& node,
                        std::span<const graph::TensorType> inputs,
-                       std::span<const graph::TensorType> outputs);
+                       std::span<const graph::TensorType> outputs,
+                       const LowerTarget& target = {});
 
 }  // namespace kiln::lower

@@ -1,7 +1,10 @@
-// Conv (2-D, NCHW): one invocation per output element, looping over the input
-// channels of its group and the kernel window. Grouped and depthwise
-// convolution, dilation, asymmetric pads, optional bias and the fused
-// activation are all baked in as constants.
+// Conv (2-D, NCHW): the node's geometry checked and handed to the kernel
+// templates (shaders/conv_template.h: 1x1 as GEMM, register-blocked direct,
+// depthwise), with the algorithm and knobs the heuristic picks for the
+// target. Grouped convolution, dilation, asymmetric pads, optional bias and
+// the fused activation are all baked in as constants.
+#include "shaders/conv_template.h"
+#include "shaders/heuristic.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
 
@@ -10,7 +13,6 @@ namespace kiln::lower {
 using kir::Access;
 using kir::Expr;
 using kir::ScalarType;
-using kir::Stmt;
 
 namespace {
 
@@ -75,64 +77,35 @@ std::optional<std::string> conv_unsupported(const OpContext& ctx) {
 
 kir::Kernel lower_conv(const OpContext& ctx) {
   const ConvGeometry g = conv_geometry(ctx);
-  const Shape& out_shape = ctx.output_shape();
-  kir::Kernel kernel = make_kernel("conv2d", num_elements(out_shape));
-  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
-  const kir::Buf w = kernel.add_buffer("w", ScalarType::f32, Access::read);
-  const bool has_bias = ctx.has_input(2);
-  const kir::Buf bias = has_bias ? kernel.add_buffer("bias", ScalarType::f32, Access::read) : kir::Buf{};
-  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  kir::Kernel kernel("conv2d");
+  shaders::ConvProblem problem;
+  problem.batch = g.batch;
+  problem.in_channels = g.in_channels;
+  problem.out_channels = g.out_channels;
+  problem.groups = g.groups;
+  problem.in_h = g.rows.input_extent;
+  problem.in_w = g.cols.input_extent;
+  problem.out_h = g.rows.output_extent;
+  problem.out_w = g.cols.output_extent;
+  problem.kernel_h = g.rows.kernel;
+  problem.kernel_w = g.cols.kernel;
+  problem.stride_h = g.rows.stride;
+  problem.stride_w = g.cols.stride;
+  problem.dilation_h = g.rows.dilation;
+  problem.dilation_w = g.cols.dilation;
+  problem.pad_top = g.rows.pad_begin;
+  problem.pad_left = g.cols.pad_begin;
+  problem.x = kernel.add_buffer("x", ScalarType::f32, Access::read);
+  problem.w = kernel.add_buffer("w", ScalarType::f32, Access::read);
+  if (ctx.has_input(2)) problem.bias = kernel.add_buffer("bias", ScalarType::f32, Access::read);
+  problem.y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  problem.activation = [&ctx](Expr value) { return apply_activation(ctx, value); };
 
-  // Per-invocation coordinates, computed once.
-  std::vector<Stmt>& body = kernel.body;
-  const Expr index = kir::global_index();
-  const std::vector<Expr> c = unravel(body, index, out_shape, "out");
-  const Expr n = c[0], m = c[1], oh = c[2], ow = c[3];
-  const std::int64_t plane = g.rows.input_extent * g.cols.input_extent;
-  const std::int64_t window = g.rows.kernel * g.cols.kernel;
-  const Expr group = g.groups == 1 ? kir::i32(0)
-                     : g.out_channels_per_group == 1
-                         ? m
-                         : declare_index(body, "grp", m / kir::i32(g.out_channels_per_group));
-  const Expr x_base = declare_index(
-      body, "x_base",
-      IndexSum().add(n, g.in_channels * plane).add(group, g.in_channels_per_group * plane).expr());
-  const Expr w_base = declare_index(body, "w_base", IndexSum().add(m, g.in_channels_per_group * window).expr());
-  const Expr ih0 = declare_index(body, "ih0", IndexSum(-g.rows.pad_begin).add(oh, g.rows.stride).expr());
-  const Expr iw0 = declare_index(body, "iw0", IndexSum(-g.cols.pad_begin).add(ow, g.cols.stride).expr());
-  body.push_back(kir::declare("acc", ScalarType::f32,
-                              has_bias ? kir::load(bias, m, ScalarType::f32) : kir::f32(0.0)));
-  const Expr acc = kir::var("acc", ScalarType::f32);
-
-  // for ci: for kh: [if row in bounds] for kw: [if col in bounds] acc += x * w
-  const Expr ci = kir::var("ci", ScalarType::i32);
-  const Expr kh = kir::var("kh", ScalarType::i32);
-  const Expr kw = kir::var("kw", ScalarType::i32);
-  const Expr ih = kir::var("ih", ScalarType::i32);
-  const Expr iw = kir::var("iw", ScalarType::i32);
-  const Expr x_row = kir::var("x_row", ScalarType::i32);
-  const Expr w_row = kir::var("w_row", ScalarType::i32);
-
-  std::vector<Stmt> col_body;
-  col_body.push_back(kir::declare("iw", ScalarType::i32, IndexSum().add(iw0).add(kw, g.cols.dilation).expr()));
-  append_guarded(col_body, g.cols.in_bounds(iw),
-                 {kir::assign("acc", acc + kir::load(x, x_row + iw, ScalarType::f32) *
-                                               kir::load(w, w_row + kw, ScalarType::f32))});
-
-  std::vector<Stmt> row_inner;
-  row_inner.push_back(kir::declare("x_row", ScalarType::i32,
-                                   IndexSum().add(x_base).add(ci, plane).add(ih, g.cols.input_extent).expr()));
-  row_inner.push_back(kir::declare("w_row", ScalarType::i32,
-                                   IndexSum().add(w_base).add(ci, window).add(kh, g.cols.kernel).expr()));
-  row_inner.push_back(kir::loop("kw", kir::i32(0), kir::i32(g.cols.kernel), std::move(col_body)));
-
-  std::vector<Stmt> row_body;
-  row_body.push_back(kir::declare("ih", ScalarType::i32, IndexSum().add(ih0).add(kh, g.rows.dilation).expr()));
-  append_guarded(row_body, g.rows.in_bounds(ih), std::move(row_inner));
-
-  body.push_back(kir::loop("ci", kir::i32(0), kir::i32(g.in_channels_per_group),
-                           {kir::loop("kh", kir::i32(0), kir::i32(g.rows.kernel), std::move(row_body))}));
-  body.push_back(kir::store(y, index, apply_activation(ctx, acc)));
+  const shaders::ConvPlan plan = shaders::choose_conv_plan(problem, ctx.target);
+  kernel.name = std::string("conv2d_") + shaders::conv_algorithm_name(plan.algorithm) + "_" +
+                (plan.algorithm == shaders::ConvAlgorithm::gemm_1x1 ? shaders::to_string(plan.gemm)
+                                                                     : shaders::to_string(plan.conv));
+  shaders::build_conv(kernel, problem, plan);
   return kernel;
 }
 

@@ -1,5 +1,9 @@
-// Gemm and MatMul: one invocation per output element, looping over K.
+// Gemm and MatMul: the shapes checked and handed to the register-blocked
+// GEMM template (shaders/gemm_template.h) with the knobs the heuristic picks
+// for the target.
 #include "graph/broadcast.h"
+#include "shaders/gemm_template.h"
+#include "shaders/heuristic.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
 
@@ -13,17 +17,6 @@ using kir::ScalarType;
 using kir::Stmt;
 
 namespace {
-
-// The loop acc += a[a_base + k * a_step] * b[b_base + k * b_step], k in [0, K).
-Stmt dot_loop(kir::Buf a, Expr a_base, std::int64_t a_step, kir::Buf b, Expr b_base, std::int64_t b_step,
-              std::int64_t depth) {
-  const Expr k = kir::var("k", ScalarType::i32);
-  const Expr acc = kir::var("acc", ScalarType::f32);
-  const Expr a_at = IndexSum().add(a_base).add(k, a_step).expr();
-  const Expr b_at = IndexSum().add(b_base).add(k, b_step).expr();
-  return kir::loop("k", kir::i32(0), kir::i32(depth),
-                   {kir::assign("acc", acc + kir::load(a, a_at, ScalarType::f32) * kir::load(b, b_at, ScalarType::f32))});
-}
 
 struct GemmShape {
   std::int64_t m, k, n;
@@ -92,31 +85,37 @@ kir::Kernel lower_gemm(const OpContext& ctx) {
   const GemmShape s = gemm_shape(ctx);
   const double alpha = ctx.node.attrs.get_float("alpha", 1.0);
   const double beta = ctx.node.attrs.get_float("beta", 1.0);
-  kir::Kernel kernel = make_kernel("gemm", s.m * s.n);
-  const kir::Buf a = kernel.add_buffer("a", ScalarType::f32, Access::read);
-  const kir::Buf b = kernel.add_buffer("b", ScalarType::f32, Access::read);
+  kir::Kernel kernel("gemm");
+  shaders::GemmProblem problem;
+  problem.m = s.m;
+  problem.n = s.n;
+  problem.k = s.k;
+  // Element (row, k) of op(A) and (k, col) of op(B).
+  problem.a_row_stride = s.trans_a ? 1 : s.k;
+  problem.a_k_stride = s.trans_a ? s.m : 1;
+  problem.b_k_stride = s.trans_b ? 1 : s.n;
+  problem.b_col_stride = s.trans_b ? s.k : 1;
+  problem.y_row_stride = s.n;
+  problem.a = kernel.add_buffer("a", ScalarType::f32, Access::read);
+  problem.b = kernel.add_buffer("b", ScalarType::f32, Access::read);
+  // beta == 0 drops C, as the ONNX spec's "beta * C" term then vanishes.
   const bool has_c = ctx.has_input(2);
   const kir::Buf c = has_c ? kernel.add_buffer("c", ScalarType::f32, Access::read) : kir::Buf{};
-  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
-
-  const Expr index = kir::global_index();
+  problem.y = kernel.add_buffer("y", ScalarType::f32, Access::write);
   const Shape out_shape = {s.m, s.n};
-  const std::vector<Expr> coords = unravel(kernel.body, index, out_shape, "out");
-  const Expr row = coords[0], col = coords[1];
-  // Element (row, k) of op(A) and (k, col) of op(B).
-  const Expr a_base = IndexSum().add(row, s.trans_a ? 1 : s.k).expr();
-  const Expr b_base = IndexSum().add(col, s.trans_b ? s.k : 1).expr();
-  kernel.body.push_back(kir::declare("acc", ScalarType::f32, kir::f32(0.0)));
-  kernel.body.push_back(dot_loop(a, a_base, s.trans_a ? s.m : 1, b, b_base, s.trans_b ? 1 : s.n, s.k));
-
-  Expr result = kir::var("acc", ScalarType::f32);
-  if (alpha != 1.0) result = kir::f32(alpha) * result;
-  // beta == 0 drops C, as the ONNX spec's "beta * C" term then vanishes.
-  if (has_c && beta != 0.0) {
-    const Expr c_value = kir::load(c, broadcast_offset(coords, out_shape, ctx.input_shape(2)), ScalarType::f32);
-    result = result + (beta == 1.0 ? c_value : kir::f32(beta) * c_value);
-  }
-  kernel.body.push_back(kir::store(y, index, apply_activation(ctx, result)));
+  const Shape c_shape = has_c ? ctx.input_shape(2) : Shape{};
+  problem.epilogue = [&](Expr acc, Expr row, Expr col, Expr) {
+    Expr result = alpha != 1.0 ? kir::f32(alpha) * acc : acc;
+    if (has_c && beta != 0.0) {
+      const Expr coords[] = {row, col};
+      const Expr c_value = kir::load(c, broadcast_offset(coords, out_shape, c_shape), ScalarType::f32);
+      result = result + (beta == 1.0 ? c_value : kir::f32(beta) * c_value);
+    }
+    return apply_activation(ctx, result);
+  };
+  const shaders::GemmKnobs knobs = shaders::choose_gemm_knobs(1, s.m, s.n, s.k, ctx.target);
+  kernel.name = "gemm_" + shaders::to_string(knobs);
+  shaders::build_gemm(kernel, problem, knobs);
   return kernel;
 }
 
@@ -131,25 +130,36 @@ std::optional<std::string> matmul_unsupported(const OpContext& ctx) {
 
 kir::Kernel lower_matmul(const OpContext& ctx) {
   const MatMulShape s = matmul_shape(ctx.input_shape(0), ctx.input_shape(1));
-  const std::int64_t batch = num_elements(s.batch);
-  kir::Kernel kernel = make_kernel("matmul", batch * s.m * s.n);
-  const kir::Buf a = kernel.add_buffer("a", ScalarType::f32, Access::read);
-  const kir::Buf b = kernel.add_buffer("b", ScalarType::f32, Access::read);
-  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
-
-  // The output as [batch, M, N]; the batch index is then broadcast into A's
-  // and B's own batch shapes.
-  const Expr index = kir::global_index();
-  const std::vector<Expr> coords = unravel(kernel.body, index, {batch, s.m, s.n}, "out");
-  const Shape batch_shapes[] = {s.batch_a, s.batch_b};
-  const std::vector<Expr> batch_offsets = broadcast_offsets(kernel.body, coords[0], s.batch, batch_shapes, "bc");
-  const Expr a_base = declare_index(
-      kernel.body, "a_base", IndexSum().add(batch_offsets[0], s.m * s.k).add(coords[1], s.k).expr());
-  const Expr b_base = declare_index(
-      kernel.body, "b_base", IndexSum().add(batch_offsets[1], s.k * s.n).add(coords[2]).expr());
-  kernel.body.push_back(kir::declare("acc", ScalarType::f32, kir::f32(0.0)));
-  kernel.body.push_back(dot_loop(a, a_base, 1, b, b_base, s.n, s.k));
-  kernel.body.push_back(kir::store(y, index, kir::var("acc", ScalarType::f32)));
+  kir::Kernel kernel("matmul");
+  shaders::GemmProblem problem;
+  problem.batch = num_elements(s.batch);
+  problem.m = s.m;
+  problem.n = s.n;
+  problem.k = s.k;
+  problem.a_row_stride = s.k;
+  problem.a_k_stride = 1;
+  problem.b_k_stride = s.n;
+  problem.b_col_stride = 1;
+  problem.y_row_stride = s.n;
+  problem.a = kernel.add_buffer("a", ScalarType::f32, Access::read);
+  problem.b = kernel.add_buffer("b", ScalarType::f32, Access::read);
+  problem.y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  // The output as [batch, M, N]; the batch index is broadcast into A's and
+  // B's own batch shapes.
+  if (problem.batch > 1) {
+    problem.bases = [&s](std::vector<Stmt>& body, Expr batch) {
+      const Shape batch_shapes[] = {s.batch_a, s.batch_b};
+      const std::vector<Expr> offsets = broadcast_offsets(body, batch, s.batch, batch_shapes, "bc");
+      shaders::GemmBases bases;
+      bases.a = declare_index(body, "a_base", IndexSum().add(offsets[0], s.m * s.k).expr());
+      bases.b = declare_index(body, "b_base", IndexSum().add(offsets[1], s.k * s.n).expr());
+      bases.y = declare_index(body, "y_base", IndexSum().add(batch, s.m * s.n).expr());
+      return bases;
+    };
+  }
+  const shaders::GemmKnobs knobs = shaders::choose_gemm_knobs(problem.batch, s.m, s.n, s.k, ctx.target);
+  kernel.name = "matmul_" + shaders::to_string(knobs);
+  shaders::build_gemm(kernel, problem, knobs);
   return kernel;
 }
 

@@ -4,6 +4,7 @@
 
 #include "graph/ir.h"
 #include "src/kernel/ir.h"
+#include "src/lower/target.h"
 
 #include <cstdint>
 #include <limits>
@@ -35,11 +36,12 @@ constexpr std::size_t kAnyCount = std::numeric_limits<std::size_t>::max();
 inline constexpr std::uint32_t kWorkgroupSize = 64;
 
 // A node with its input types resolved per input slot (omitted optional
-// inputs are nullptr) and its output types.
+// inputs are nullptr), its output types and the device it is lowered for.
 struct OpContext {
   const graph::Node& node;
   std::vector<const graph::TensorType*> inputs;
   std::span<const graph::TensorType> outputs;
+  const LowerTarget& target;
 
   // Whether input `slot` is present.
   bool has_input(std::size_t slot) const { return slot < inputs.size() && inputs[slot] != nullptr; }

@@ -1,0 +1,251 @@
+#include "shaders/conv_template.h"
+
+#include "shaders/gemm_template.h"
+#include "shaders/template_util.h"
+
+#include <kiln/error.h>
+
+#include <set>
+#include <string>
+#include <vector>
+
+namespace kiln::shaders {
+
+using detail::add_constant;
+using detail::add_scaled;
+using detail::ceil_div;
+using detail::declare_i32;
+using kir::Expr;
+using kir::ScalarType;
+using kir::Stmt;
+
+namespace {
+
+std::string indexed(const std::string& prefix, std::int64_t i) { return prefix + std::to_string(i); }
+std::string indexed(const std::string& prefix, std::int64_t i, std::int64_t j) {
+  return prefix + std::to_string(i) + "_" + std::to_string(j);
+}
+
+Expr finish(const ConvProblem& p, Expr acc, Expr channel) {
+  if (p.bias) acc = acc + kir::load(*p.bias, channel, ScalarType::f32);
+  return p.activation ? p.activation(acc) : acc;
+}
+
+// W [Co, Ci/g, 1, 1] x X [N, Ci, H*W] per (image, group).
+void build_conv_1x1(kir::Kernel& kernel, const ConvProblem& p, const GemmKnobs& knobs) {
+  const std::int64_t plane = p.in_h * p.in_w;
+  const std::int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+  GemmProblem g;
+  g.batch = p.batch * p.groups;
+  g.m = cog;
+  g.n = plane;
+  g.k = cig;
+  g.a_row_stride = cig;
+  g.a_k_stride = 1;
+  g.b_k_stride = plane;
+  g.b_col_stride = 1;
+  g.y_row_stride = plane;
+  g.y_col_stride = 1;
+  g.a = p.w;
+  g.b = p.x;
+  g.y = p.y;
+  const std::int64_t groups = p.groups;
+  auto group_of = [groups](Expr batch) { return groups == 1 ? kir::i32(0) : batch % kir::i32(groups); };
+  g.bases = [&p, plane, cig, cog, groups, group_of](std::vector<Stmt>& body, Expr batch) {
+    const Expr image = declare_i32(body, "image", groups == 1 ? batch : batch / kir::i32(groups));
+    const Expr group = declare_i32(body, "group", group_of(batch));
+    GemmBases bases;
+    bases.a = declare_i32(body, "w_base", add_scaled({}, group, cog * cig));
+    bases.b = declare_i32(body, "x_base",
+                          add_scaled(add_scaled({}, image, p.in_channels * plane), group, cig * plane));
+    bases.y = declare_i32(body, "y_base",
+                          add_scaled(add_scaled({}, image, p.out_channels * plane), group, cog * plane));
+    return bases;
+  };
+  g.epilogue = [&p, cog, group_of](Expr acc, Expr row, Expr, Expr batch) {
+    return finish(p, acc, add_scaled(row, group_of(batch), cog));
+  };
+  build_gemm(kernel, g, knobs);
+}
+
+// The positions of the input row segment an invocation reads, relative to
+// its first column: column j and kernel column kw read j * stride + kw * dilation.
+std::set<std::int64_t> segment_positions(const ConvProblem& p, const ConvKnobs& knobs) {
+  std::set<std::int64_t> positions;
+  for (std::int64_t j = 0; j < knobs.tile_width; ++j)
+    for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) positions.insert(j * p.stride_w + kw * p.dilation_w);
+  return positions;
+}
+
+void build_conv_direct(kir::Kernel& kernel, const ConvProblem& p, const ConvKnobs& knobs) {
+  const std::int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+  const std::int64_t tc = knobs.tile_channels, tw = knobs.tile_width;
+  const std::int64_t c_blocks = ceil_div(cog, tc), w_blocks = ceil_div(p.out_w, tw);
+  const std::int64_t plane = p.in_h * p.in_w, window = p.kernel_h * p.kernel_w;
+  kernel.global_size = p.batch * p.groups * c_blocks * p.out_h * w_blocks;
+  kernel.workgroup_size = knobs.workgroup_size;
+  std::vector<Stmt>& body = kernel.body;
+
+  // Column blocks vary fastest: neighbouring invocations read the same
+  // weights and neighbouring input columns.
+  const std::vector<Expr> at = detail::split_index(
+      body, kir::global_index(),
+      {{"image", p.batch}, {"group", p.groups}, {"cb", c_blocks}, {"oh", p.out_h}, {"wb", w_blocks}});
+  const Expr image = at[0], group = at[1], oh = at[3];
+  const Expr c0 = declare_i32(body, "c0", add_scaled({}, at[2], tc));  // first channel within the group
+  const Expr ow0 = declare_i32(body, "ow0", add_scaled({}, at[4], tw));
+
+  // Channels past the group's last read its weights (never stored).
+  const bool channel_tail = cog % tc != 0;
+  std::vector<Expr> channels, w_rows;
+  for (std::int64_t i = 0; i < tc; ++i) {
+    const Expr in_group = add_constant(c0, i);
+    const Expr safe = channel_tail && i > 0 ? kir::min(in_group, kir::i32(cog - 1)) : in_group;
+    channels.push_back(declare_i32(body, indexed("co", i), add_scaled(add_scaled({}, group, cog), in_group, 1)));
+    w_rows.push_back(declare_i32(body, indexed("w_row", i),
+                                 add_scaled(add_scaled({}, group, cog * cig * window), safe, cig * window)));
+  }
+  const Expr x_base = declare_i32(
+      body, "x_base", add_scaled(add_scaled({}, image, p.in_channels * plane), group, cig * plane));
+  const Expr ih0 = declare_i32(body, "ih0", add_constant(add_scaled({}, oh, p.stride_h), -p.pad_top));
+  const Expr iw0 = declare_i32(body, "iw0", add_constant(add_scaled({}, ow0, p.stride_w), -p.pad_left));
+
+  // Per segment position: the clamped column and, when it can leave the
+  // row, whether it is inside.
+  const std::set<std::int64_t> positions = segment_positions(p, knobs);
+  const std::int64_t max_iw0 = (w_blocks - 1) * tw * p.stride_w - p.pad_left;
+  std::vector<Expr> columns(static_cast<std::size_t>(*positions.rbegin() + 1));
+  std::vector<Expr> column_ok(columns.size());
+  for (std::int64_t t : positions) {
+    const bool under = t - p.pad_left < 0, over = max_iw0 + t >= p.in_w;
+    Expr column = add_constant(iw0, t), safe = column, ok;
+    if (under) {
+      safe = kir::max(safe, kir::i32(0));
+      ok = column >= kir::i32(0);
+    }
+    if (over) {
+      safe = kir::min(safe, kir::i32(p.in_w - 1));
+      ok = ok ? (ok && column < kir::i32(p.in_w)) : column < kir::i32(p.in_w);
+    }
+    const auto u = static_cast<std::size_t>(t);
+    columns[u] = declare_i32(body, indexed("seg_col", t), safe);
+    if (ok) {
+      body.push_back(kir::declare(indexed("seg_ok", t), ScalarType::boolean, ok));
+      column_ok[u] = kir::var(indexed("seg_ok", t), ScalarType::boolean);
+    }
+  }
+
+  for (std::int64_t i = 0; i < tc; ++i)
+    for (std::int64_t j = 0; j < tw; ++j) body.push_back(kir::declare(indexed("acc", i, j), ScalarType::f32, kir::f32(0.0)));
+
+  // Per (kernel row, input channel): the segment, then every tap from registers.
+  const Expr kh = kir::var("kh", ScalarType::i32);
+  const Expr ci = cig == 1 ? kir::i32(0) : kir::var("ci", ScalarType::i32);
+  const Expr ih = kir::var("ih", ScalarType::i32);
+  std::vector<Stmt> taps;
+  const Expr x_row = add_scaled(kir::var("x_row", ScalarType::i32), ci, plane);
+  for (std::int64_t t : positions) {
+    const auto u = static_cast<std::size_t>(t);
+    Expr value = kir::load(p.x, x_row + columns[u], ScalarType::f32);
+    if (column_ok[u]) value = kir::select(column_ok[u], value, kir::f32(0.0));
+    taps.push_back(kir::declare(indexed("xv", t), ScalarType::f32, value));
+  }
+  const Expr w_tap0 = add_scaled(add_scaled({}, ci, window), kh, p.kernel_w);
+  for (std::int64_t i = 0; i < tc; ++i)
+    for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) {
+      const std::string wv = indexed("wv", i, kw);
+      taps.push_back(kir::declare(wv, ScalarType::f32,
+                                  kir::load(p.w, add_constant(w_rows[static_cast<std::size_t>(i)] + w_tap0, kw),
+                                            ScalarType::f32)));
+      for (std::int64_t j = 0; j < tw; ++j) {
+        const std::string acc = indexed("acc", i, j);
+        const Expr x_value = kir::var(indexed("xv", j * p.stride_w + kw * p.dilation_w), ScalarType::f32);
+        taps.push_back(kir::assign(acc, kir::var(acc, ScalarType::f32) + kir::var(wv, ScalarType::f32) * x_value));
+      }
+    }
+
+  std::vector<Stmt> row;
+  row.push_back(kir::declare("x_row", ScalarType::i32, add_scaled(x_base, ih, p.in_w)));
+  if (cig == 1) {
+    for (Stmt& s : taps) row.push_back(std::move(s));
+  } else {
+    row.push_back(kir::loop("ci", kir::i32(0), kir::i32(cig), std::move(taps)));
+  }
+  // Rows above or below the input contribute nothing: skip them.
+  const bool row_under = p.pad_top > 0;
+  const bool row_over = (p.out_h - 1) * p.stride_h - p.pad_top + (p.kernel_h - 1) * p.dilation_h >= p.in_h;
+  Expr row_ok;
+  if (row_under) row_ok = ih >= kir::i32(0);
+  if (row_over) row_ok = row_ok ? (row_ok && ih < kir::i32(p.in_h)) : ih < kir::i32(p.in_h);
+  std::vector<Stmt> kh_body;
+  kh_body.push_back(kir::declare("ih", ScalarType::i32, add_scaled(ih0, kh, p.dilation_h)));
+  if (row_ok) {
+    kh_body.push_back(kir::branch(row_ok, std::move(row)));
+  } else {
+    for (Stmt& s : row) kh_body.push_back(std::move(s));
+  }
+  body.push_back(kir::loop("kh", kir::i32(0), kir::i32(p.kernel_h), std::move(kh_body)));
+
+  // One plain store of the final value per output element.
+  const std::int64_t out_plane = p.out_h * p.out_w;
+  const Expr y_base = declare_i32(
+      body, "y_base", add_scaled(add_scaled(add_scaled({}, image, p.out_channels * out_plane), oh, p.out_w), ow0, 1));
+  const bool column_tail = p.out_w % tw != 0;
+  for (std::int64_t i = 0; i < tc; ++i) {
+    for (std::int64_t j = 0; j < tw; ++j) {
+      const auto ui = static_cast<std::size_t>(i);
+      const Expr value = finish(p, kir::var(indexed("acc", i, j), ScalarType::f32), channels[ui]);
+      const Expr y_at = add_constant(add_scaled(y_base, channels[ui], out_plane), j);
+      Expr in_bounds;
+      if (channel_tail && i > 0) in_bounds = add_constant(c0, i) < kir::i32(cog);
+      if (column_tail && j > 0) {
+        const Expr column_in = add_constant(ow0, j) < kir::i32(p.out_w);
+        in_bounds = in_bounds ? (in_bounds && column_in) : column_in;
+      }
+      Stmt store = kir::store(p.y, y_at, value);
+      body.push_back(in_bounds ? kir::branch(in_bounds, {std::move(store)}) : std::move(store));
+    }
+  }
+}
+
+}  // namespace
+
+bool conv_algorithm_applies(const ConvProblem& p, ConvAlgorithm algorithm) {
+  switch (algorithm) {
+    case ConvAlgorithm::gemm_1x1:
+      return p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 &&
+             p.pad_left == 0 && p.out_h == p.in_h && p.out_w == p.in_w;
+    case ConvAlgorithm::direct: return true;
+    case ConvAlgorithm::depthwise: return p.in_channels_per_group() == 1;
+  }
+  return false;
+}
+
+std::int64_t conv_invocations(const ConvProblem& p, const ConvPlan& plan) {
+  if (plan.algorithm == ConvAlgorithm::gemm_1x1) {
+    GemmProblem g;
+    g.batch = p.batch * p.groups;
+    g.m = p.out_channels_per_group();
+    g.n = p.in_h * p.in_w;
+    return gemm_invocations(g, plan.gemm);
+  }
+  return p.batch * p.groups * ceil_div(p.out_channels_per_group(), plan.conv.tile_channels) * p.out_h *
+         ceil_div(p.out_w, plan.conv.tile_width);
+}
+
+void build_conv(kir::Kernel& kernel, const ConvProblem& p, const ConvPlan& plan) {
+  KILN_CHECK(p.batch >= 1 && p.groups >= 1 && p.out_channels >= 1 && p.in_channels % p.groups == 0 &&
+                 p.out_channels % p.groups == 0 && p.out_h >= 1 && p.out_w >= 1,
+             ErrorKind::Internal, "convolution template for '" + kernel.name + "': invalid problem");
+  KILN_CHECK(conv_algorithm_applies(p, plan.algorithm), ErrorKind::Internal,
+             "convolution template for '" + kernel.name + "': algorithm " + conv_algorithm_name(plan.algorithm) +
+                 " does not apply to this convolution");
+  if (plan.algorithm == ConvAlgorithm::gemm_1x1) {
+    build_conv_1x1(kernel, p, plan.gemm);
+    return;
+  }
+  check_knobs(plan.conv);
+  build_conv_direct(kernel, p, plan.conv);
+}
+
+}  // namespace kiln::shaders

@@ -1,0 +1,138 @@
+#include "shaders/gemm_template.h"
+
+#include "shaders/template_util.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+
+namespace kiln::shaders {
+
+using detail::add_constant;
+using detail::add_scaled;
+using detail::ceil_div;
+using detail::declare_i32;
+using kir::Expr;
+using kir::ScalarType;
+using kir::Stmt;
+
+namespace {
+
+std::string indexed(const std::string& prefix, std::uint32_t i) { return prefix + std::to_string(i); }
+std::string indexed(const std::string& prefix, std::uint32_t i, std::uint32_t j) {
+  return prefix + std::to_string(i) + "_" + std::to_string(j);
+}
+
+// One K step at k = kk + offset: load tile_m elements of A and tile_n of B,
+// then tile_m * tile_n multiply-adds into the accumulators.
+void append_k_step(std::vector<Stmt>& out, const GemmProblem& p, const GemmKnobs& knobs,
+                   const std::vector<Expr>& a_rows, const std::vector<Expr>& b_cols, Expr kk, std::int64_t offset,
+                   const std::string& suffix) {
+  const Expr a_k = add_constant(add_scaled({}, kk, p.a_k_stride), offset * p.a_k_stride);
+  const Expr b_k = add_constant(add_scaled({}, kk, p.b_k_stride), offset * p.b_k_stride);
+  std::vector<Expr> a_values, b_values;
+  for (std::uint32_t i = 0; i < knobs.tile_m; ++i) {
+    const std::string name = indexed("a" + suffix + "_", i);
+    out.push_back(kir::declare(name, ScalarType::f32, kir::load(p.a, a_rows[i] + a_k, ScalarType::f32)));
+    a_values.push_back(kir::var(name, ScalarType::f32));
+  }
+  for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
+    const std::string name = indexed("b" + suffix + "_", j);
+    out.push_back(kir::declare(name, ScalarType::f32, kir::load(p.b, b_cols[j] + b_k, ScalarType::f32)));
+    b_values.push_back(kir::var(name, ScalarType::f32));
+  }
+  for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
+    for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
+      const std::string acc = indexed("acc", i, j);
+      out.push_back(kir::assign(acc, kir::var(acc, ScalarType::f32) + a_values[i] * b_values[j]));
+    }
+}
+
+}  // namespace
+
+std::int64_t gemm_invocations(const GemmProblem& p, const GemmKnobs& knobs) {
+  const std::int64_t n_blocks = ceil_div(p.n, knobs.tile_n);
+  const std::int64_t panel = std::min<std::int64_t>(knobs.panel_width, n_blocks);
+  return p.batch * ceil_div(p.m, knobs.tile_m) * ceil_div(n_blocks, panel) * panel;
+}
+
+void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knobs) {
+  check_knobs(knobs);
+  KILN_CHECK(p.batch >= 1 && p.m >= 1 && p.n >= 1 && p.k >= 0, ErrorKind::Internal,
+             "GEMM template for '" + kernel.name + "': empty problem (batch " + std::to_string(p.batch) + ", M " +
+                 std::to_string(p.m) + ", N " + std::to_string(p.n) + ", K " + std::to_string(p.k) + ")");
+  KILN_CHECK(p.bases || p.batch == 1, ErrorKind::Internal,
+             "GEMM template for '" + kernel.name + "': a batch of " + std::to_string(p.batch) + " needs operand bases");
+  const std::int64_t m_blocks = ceil_div(p.m, knobs.tile_m);
+  const std::int64_t n_blocks = ceil_div(p.n, knobs.tile_n);
+  kernel.global_size = gemm_invocations(p, knobs);
+  kernel.workgroup_size = knobs.workgroup_size;
+  std::vector<Stmt>& body = kernel.body;
+
+  // Invocations walk panels of panel_width column blocks: within a panel
+  // column blocks vary fastest (neighbours share A's rows and read
+  // neighbouring columns of B), then row blocks, so the panel of B stays in
+  // cache. A last partial panel repeats its last column block (not stored).
+  const std::int64_t panel = std::min<std::int64_t>(knobs.panel_width, n_blocks);
+  const std::int64_t panels = ceil_div(n_blocks, panel);
+  const std::vector<Expr> block = detail::split_index(
+      body, kir::global_index(), {{"bt", p.batch}, {"panel", panels}, {"mb", m_blocks}, {"pc", panel}});
+  const Expr batch = block[0];
+  const bool partial_panel = n_blocks % panel != 0;
+  const Expr nb = declare_i32(body, "nb", add_scaled(block[3], block[1], panel));
+  const Expr row0 = declare_i32(body, "row0", add_scaled({}, block[2], knobs.tile_m));
+  const Expr col0 = declare_i32(
+      body, "col0", add_scaled({}, partial_panel ? kir::min(nb, kir::i32(n_blocks - 1)) : nb, knobs.tile_n));
+  const GemmBases bases = p.bases ? p.bases(body, batch) : GemmBases{kir::i32(0), kir::i32(0), kir::i32(0)};
+
+  // Rows and columns past the edge read the last valid one (never stored).
+  const bool row_tail = p.m % knobs.tile_m != 0;
+  const bool col_tail = p.n % knobs.tile_n != 0;
+  std::vector<Expr> rows, cols, a_rows, b_cols;
+  for (std::uint32_t i = 0; i < knobs.tile_m; ++i) {
+    rows.push_back(add_constant(row0, i));
+    const Expr safe = row_tail && i > 0 ? kir::min(rows.back(), kir::i32(p.m - 1)) : rows.back();
+    a_rows.push_back(declare_i32(body, indexed("a_row", i), add_scaled(bases.a, safe, p.a_row_stride)));
+  }
+  for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
+    cols.push_back(add_constant(col0, j));
+    const Expr safe = col_tail && j > 0 ? kir::min(cols.back(), kir::i32(p.n - 1)) : cols.back();
+    b_cols.push_back(declare_i32(body, indexed("b_col", j), add_scaled(bases.b, safe, p.b_col_stride)));
+  }
+  for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
+    for (std::uint32_t j = 0; j < knobs.tile_n; ++j)
+      body.push_back(kir::declare(indexed("acc", i, j), ScalarType::f32, kir::f32(0.0)));
+
+  // Main loop, unrolled k_unroll times, then the remainder one step at a time.
+  const std::int64_t unroll = knobs.k_unroll;
+  const std::int64_t k_main = p.k / unroll * unroll;
+  const Expr kk = kir::var("kk", ScalarType::i32);
+  if (k_main > 0) {
+    std::vector<Stmt> step;
+    for (std::int64_t u = 0; u < unroll; ++u)
+      append_k_step(step, p, knobs, a_rows, b_cols, kk, u, std::to_string(u));
+    body.push_back(kir::loop("kk", kir::i32(0), kir::i32(k_main), std::move(step), unroll));
+  }
+  if (k_main < p.k) {
+    std::vector<Stmt> step;
+    append_k_step(step, p, knobs, a_rows, b_cols, kk, 0, "r");
+    body.push_back(kir::loop("kk", kir::i32(k_main), kir::i32(p.k), std::move(step)));
+  }
+
+  // One plain store of the final value per output element.
+  for (std::uint32_t i = 0; i < knobs.tile_m; ++i) {
+    for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
+      Expr value = kir::var(indexed("acc", i, j), ScalarType::f32);
+      if (p.epilogue) value = p.epilogue(value, rows[i], cols[j], batch);
+      const Expr at = add_scaled(add_scaled(bases.y, rows[i], p.y_row_stride), cols[j], p.y_col_stride);
+      Expr in_bounds;
+      if (partial_panel) in_bounds = nb < kir::i32(n_blocks);
+      if (row_tail && i > 0) in_bounds = in_bounds ? (in_bounds && rows[i] < kir::i32(p.m)) : rows[i] < kir::i32(p.m);
+      if (col_tail && j > 0) in_bounds = in_bounds ? (in_bounds && cols[j] < kir::i32(p.n)) : cols[j] < kir::i32(p.n);
+      Stmt store = kir::store(p.y, at, value);
+      body.push_back(in_bounds ? kir::branch(in_bounds, {std::move(store)}) : std::move(store));
+    }
+  }
+}
+
+}  // namespace kiln::shaders

@@ -1,0 +1,54 @@
+// The GEMM template, written once in the kernel IR: Y = epilogue(op(A) op(B))
+// over a batch of independent products, each invocation computing a
+// tile_m x tile_n block of Y in registers (the accumulators are unrolled at
+// IR-build time), with the K loop unrolled k_unroll times. Operands are
+// described by strides, so transposed operands, batched MatMul and 1x1
+// convolutions (W [Co, Ci] times X [Ci, H*W]) are all this one kernel.
+//
+// Edges: rows and columns past M or N load a clamped (valid) element and
+// are not stored, so no shape needs to be a multiple of the tiles. Every
+// output element is written once, by a plain store of its final value.
+#pragma once
+
+#include "shaders/knobs.h"
+#include "src/kernel/ir.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace kiln::shaders {
+
+// Base offsets of one batch entry's operands (i32 expressions).
+struct GemmBases {
+  kir::Expr a, b, y;
+};
+
+struct GemmProblem {
+  std::int64_t batch = 1;  // independent products
+  std::int64_t m = 0, n = 0, k = 0;
+  // Element (row, k) of op(A) is a[a_base + row * a_row_stride + k * a_k_stride];
+  // (k, col) of op(B) is b[b_base + k * b_k_stride + col * b_col_stride];
+  // (row, col) of Y is y[y_base + row * y_row_stride + col * y_col_stride].
+  std::int64_t a_row_stride = 0, a_k_stride = 0;
+  std::int64_t b_k_stride = 0, b_col_stride = 0;
+  std::int64_t y_row_stride = 0, y_col_stride = 1;
+  kir::Buf a, b, y;
+  // Declares what it needs into `body` and returns the bases of batch entry
+  // `batch` (an i32 in [0, batch)). Unset: every base is 0 (batch must be 1).
+  std::function<GemmBases(std::vector<kir::Stmt>& body, kir::Expr batch)> bases;
+  // The value stored for element (row, col) of batch entry `batch`, given the
+  // dot product `acc` (bias, alpha/beta, activation). Unset: acc itself.
+  std::function<kir::Expr(kir::Expr acc, kir::Expr row, kir::Expr col, kir::Expr batch)> epilogue;
+};
+
+// Appends the GEMM to `kernel` (whose buffers the caller added) and sets its
+// global and workgroup sizes. Throws Error(Internal) for invalid knobs or an
+// empty problem.
+void build_gemm(kir::Kernel& kernel, const GemmProblem& problem, const GemmKnobs& knobs);
+
+// Invocations build_gemm launches for `problem` with `knobs`.
+std::int64_t gemm_invocations(const GemmProblem& problem, const GemmKnobs& knobs);
+
+}  // namespace kiln::shaders

@@ -1,0 +1,141 @@
+#include "shaders/heuristic.h"
+
+#include "shaders/template_util.h"
+
+#include <algorithm>
+#include <array>
+
+namespace kiln::shaders {
+
+using detail::ceil_div;
+
+namespace {
+
+// Register blocks the heuristic uses, largest first. GEMM blocks go to 8 x 8:
+// on lavapipe, which scalarises buffer loads, loads per multiply-add decide
+// the speed (8x8: 2.0x the GFLOP/s of 4x4 on 1024^3, spills included), and
+// 64 accumulators fit a GPU's register file. Convolutions keep 4 x 4: their
+// row segments already reuse each load across the kernel's columns.
+constexpr std::array<std::uint32_t, 4> kGemmTiles = {8, 4, 2, 1};
+constexpr std::array<std::uint32_t, 3> kTiles = {4, 2, 1};
+constexpr std::array<std::uint32_t, 4> kDepthwiseWidths = {8, 4, 2, 1};
+constexpr std::uint32_t kKUnroll = 4;
+constexpr std::uint32_t kWorkgroupSize = 64;
+
+// Enough invocations to fill the device: a few dozen subgroups. Below this,
+// smaller register blocks (more invocations) win over reuse.
+std::int64_t min_invocations(const lower::LowerTarget& target) {
+  return std::int64_t{std::max<std::uint32_t>(target.subgroup_size, 1)} * 32;
+}
+
+// The widest panel: a subgroup's invocations span one panel of B (a power
+// of two up to 64).
+std::uint32_t max_panel_width(const lower::LowerTarget& target) {
+  std::uint32_t panel = 1;
+  while (panel * 2 <= std::min<std::uint32_t>(target.subgroup_size, 64)) panel *= 2;
+  return panel;
+}
+
+// The panel of B that consecutive invocations keep in cache (K x panel
+// columns) stays within this many bytes: about a CPU core's L2, and well
+// within a GPU's.
+constexpr std::int64_t kPanelBytes = 512 * 1024;
+
+std::uint32_t workgroup_size(const lower::LowerTarget& target) {
+  return std::clamp<std::uint32_t>(target.max_workgroup_invocations, 1, kWorkgroupSize);
+}
+
+// The largest candidate tile not longer than `extent` whose padding past
+// the edge wastes at most an eighth of the work; else the one wasting least.
+template <std::size_t N>
+std::uint32_t fit_tile(std::int64_t extent, const std::array<std::uint32_t, N>& candidates) {
+  std::uint32_t best = candidates.back();
+  std::int64_t best_waste = extent;
+  for (std::uint32_t tile : candidates) {
+    if (tile > extent) continue;
+    const std::int64_t waste = ceil_div(extent, tile) * tile - extent;
+    if (waste * 8 <= extent) return tile;
+    if (waste < best_waste) {
+      best = tile;
+      best_waste = waste;
+    }
+  }
+  return best;
+}
+
+// Halves the larger of two tiles.
+void shrink(std::uint32_t& a, std::uint32_t& b) {
+  if (a >= b && a > 1) a /= 2;
+  else if (b > 1) b /= 2;
+}
+
+}  // namespace
+
+GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                            const lower::LowerTarget& target) {
+  GemmKnobs knobs;
+  knobs.tile_m = fit_tile(m, kGemmTiles);
+  knobs.tile_n = fit_tile(n, kGemmTiles);
+  while ((knobs.tile_m > 1 || knobs.tile_n > 1) &&
+         batch * ceil_div(m, knobs.tile_m) * ceil_div(n, knobs.tile_n) < min_invocations(target))
+    shrink(knobs.tile_m, knobs.tile_n);
+  knobs.k_unroll = k >= 2 * kKUnroll ? kKUnroll : 1;
+  knobs.workgroup_size = workgroup_size(target);
+  // Panels no wider than the product and small enough to stay in cache.
+  knobs.panel_width = max_panel_width(target);
+  const std::int64_t n_blocks = ceil_div(n, knobs.tile_n);
+  while (knobs.panel_width > 1 && (knobs.panel_width > n_blocks ||
+                                   k * knobs.tile_n * knobs.panel_width * std::int64_t{sizeof(float)} > kPanelBytes))
+    knobs.panel_width /= 2;
+  return knobs;
+}
+
+ConvPlan choose_conv_plan(const ConvProblem& p, const lower::LowerTarget& target) {
+  ConvPlan plan;
+  if (conv_algorithm_applies(p, ConvAlgorithm::gemm_1x1)) {
+    plan.algorithm = ConvAlgorithm::gemm_1x1;
+    plan.gemm = choose_gemm_knobs(p.batch * p.groups, p.out_channels_per_group(), p.in_h * p.in_w,
+                                  p.in_channels_per_group(), target);
+    return plan;
+  }
+  plan.conv.workgroup_size = workgroup_size(target);
+  if (conv_algorithm_applies(p, ConvAlgorithm::depthwise)) {
+    plan.algorithm = ConvAlgorithm::depthwise;
+    plan.conv.tile_channels = 1;
+    plan.conv.tile_width = fit_tile(p.out_w, kDepthwiseWidths);
+    while (plan.conv.tile_width > 1 && conv_invocations(p, plan) < min_invocations(target)) plan.conv.tile_width /= 2;
+    return plan;
+  }
+  plan.algorithm = ConvAlgorithm::direct;
+  plan.conv.tile_channels = fit_tile(p.out_channels_per_group(), kTiles);
+  plan.conv.tile_width = fit_tile(p.out_w, kTiles);
+  while ((plan.conv.tile_channels > 1 || plan.conv.tile_width > 1) &&
+         conv_invocations(p, plan) < min_invocations(target))
+    shrink(plan.conv.tile_channels, plan.conv.tile_width);
+  return plan;
+}
+
+std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target) {
+  std::vector<std::uint32_t> panels;
+  for (std::uint32_t panel = max_panel_width(target); panel >= 1; panel /= 2) panels.push_back(panel);
+  std::vector<GemmKnobs> space;
+  for (std::uint32_t tile_m : kGemmTiles)
+    for (std::uint32_t tile_n : kGemmTiles)
+      for (std::uint32_t k_unroll : {kKUnroll, 1u})
+        for (std::uint32_t panel : panels)
+          space.push_back({tile_m, tile_n, k_unroll, workgroup_size(target), panel});
+  return space;
+}
+
+std::vector<ConvPlan> conv_plan_space(const lower::LowerTarget& target) {
+  std::vector<ConvPlan> space;
+  for (const GemmKnobs& gemm : gemm_knob_space(target)) space.push_back({ConvAlgorithm::gemm_1x1, gemm, {}});
+  for (std::uint32_t channels : kTiles)
+    for (std::uint32_t width : kTiles)
+      space.push_back({ConvAlgorithm::direct, {}, {channels, width, workgroup_size(target)}});
+  for (std::uint32_t width : kDepthwiseWidths)
+    space.push_back({ConvAlgorithm::depthwise, {}, {1, width, workgroup_size(target)}});
+  return space;
+}
+
+}  // namespace kiln::shaders

@@ -1,0 +1,57 @@
+// The knobs of the GEMM and convolution templates, as data: the heuristic
+// (heuristic.h) picks them from the shape and the device, tests enumerate
+// every configuration it can emit, and a later autotuner can search them.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace kiln::shaders {
+
+// One invocation computes a tile_m x tile_n block of C in registers.
+struct GemmKnobs {
+  std::uint32_t tile_m = 4;            // rows of C per invocation (register block)
+  std::uint32_t tile_n = 4;            // columns of C per invocation
+  std::uint32_t k_unroll = 4;          // K steps per loop iteration (a remainder loop takes the rest)
+  std::uint32_t workgroup_size = 64;   // invocations per workgroup
+  // Column blocks that neighbouring invocations span before moving to the
+  // next row block: a raster order in panels of B, so invocations that run
+  // one after another (lavapipe runs a workgroup's subgroups in turn) reuse
+  // the same columns of B from cache instead of streaming all of B per row
+  // block. 1: row blocks vary fastest.
+  std::uint32_t panel_width = 8;
+
+  friend bool operator==(const GemmKnobs&, const GemmKnobs&) = default;
+};
+
+// How a convolution is computed.
+enum class ConvAlgorithm : std::uint8_t {
+  gemm_1x1,   // 1x1, stride 1, no padding: a GEMM of W [Co, Ci] and X [Ci, H*W] (GemmKnobs)
+  direct,     // register-blocked direct convolution: output channels x output columns per invocation
+  depthwise,  // one input channel per group: output columns per invocation, no channel loop
+};
+const char* conv_algorithm_name(ConvAlgorithm algorithm);
+
+// Knobs of the direct and depthwise convolutions. An invocation computes
+// tile_channels output channels (of one group) x tile_width adjacent output
+// columns of one output row; for each input channel and kernel row it loads
+// the input row segment those columns need once and reuses it for every tap.
+struct ConvKnobs {
+  std::uint32_t tile_channels = 4;
+  std::uint32_t tile_width = 4;
+  std::uint32_t workgroup_size = 64;
+
+  friend bool operator==(const ConvKnobs&, const ConvKnobs&) = default;
+};
+
+// "4x4_k4_p8_wg64", "c4_w4_wg64": part of kernel names and logs.
+std::string to_string(const GemmKnobs& knobs);
+std::string to_string(const ConvKnobs& knobs);
+
+// Throws Error(Internal) naming the knob when a value is out of the range the
+// templates support (tiles 1..8, k_unroll 1..8, panel 1..64, workgroup 1..1024).
+void check_knobs(const GemmKnobs& knobs);
+void check_knobs(const ConvKnobs& knobs);
+
+}  // namespace kiln::shaders

@@ -1,0 +1,21 @@
+// What lowering knows of the device a kernel will run on: the few capability
+// fields kernel templates choose their knobs from (tile sizes, workgroup
+// shape). A plain record, filled by the runtime from backend::TargetDesc; the
+// default describes a generic GPU and gives good kernels on lavapipe too.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace kiln::lower {
+
+struct LowerTarget {
+  std::string backend = "vulkan";                  // "vulkan", "cuda", "hip", "null"
+  std::uint32_t subgroup_size = 32;                // SIMD width (lavapipe 8, NVIDIA 32, AMD 32/64)
+  std::uint32_t max_workgroup_invocations = 1024;  // per workgroup
+  std::uint64_t max_shared_memory_bytes = 32768;   // per workgroup
+
+  friend bool operator==(const LowerTarget&, const LowerTarget&) = default;
+};
+
+}  // namespace kiln::lower

@@ -1,0 +1,581 @@
+#define BOOST_TEST_MODULE templates
+#include <boost/test/unit_test.hpp>
+
+// The GEMM and convolution kernel templates (shaders/): every knob
+// configuration the heuristic can emit runs on Vulkan (lavapipe here) against
+// a plain host reference, on shapes with edges (sizes that are not multiples
+// of the tiles, padding, stride, dilation, groups, depthwise, batch > 1, bias
+// and activation); every configuration also compiles for the offline CUDA and
+// HIP targets; the heuristic's choices are checked; and a GEMM measures the
+// template's throughput (KILN_GEMM_BENCH_SIZE=2048 for the 2048^3 figure).
+
+#include "backends/registry.h"
+#include "graph/ir.h"
+#include "shaders/conv_template.h"
+#include "shaders/gemm_template.h"
+#include "shaders/heuristic.h"
+#include "src/kernel/interpreter.h"
+#include "src/kernel/ir.h"
+#include "src/lower/lower.h"
+#include "src/render/cstyle.h"
+
+#include <kiln/builder.h>
+#include <kiln/error.h>
+#include <kiln/kiln.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <functional>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::shaders {
+// Lets Boost.Test print algorithms in failed comparisons (found by ADL).
+std::ostream& boost_test_print_type(std::ostream& out, ConvAlgorithm algorithm) {
+  return out << conv_algorithm_name(algorithm);
+}
+}  // namespace kiln::shaders
+
+namespace kb = kiln::backend;
+namespace kir = kiln::kir;
+namespace sh = kiln::shaders;
+using kiln::lower::LowerTarget;
+
+namespace {
+
+// Fixed-seed values in [-1, 1).
+std::vector<float> random_values(std::size_t count, std::uint64_t seed) {
+  std::vector<float> values(count);
+  std::uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (float& v : values) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    v = static_cast<float>(static_cast<double>(state >> 40) / double(1ull << 24) * 2.0 - 1.0);
+  }
+  return values;
+}
+
+// The Vulkan device every kernel here runs on (the suite needs one).
+struct VulkanRunner {
+  const kb::Backend& backend = kb::get_backend("vulkan");
+  std::shared_ptr<kb::Device> device;
+
+  VulkanRunner() {
+    const auto reason = backend.unavailable_reason();
+    BOOST_TEST_REQUIRE(!reason.has_value(), "Vulkan is unavailable: " << reason.value_or(""));
+    device = backend.create_device(0);
+  }
+
+  // Runs `kernel` with `buffers` (one per kernel buffer, in order); returns
+  // them after the run. With `repeats` > 1 the dispatch is submitted that
+  // many times and `best_ms` receives the fastest (device time where measured).
+  std::vector<std::vector<float>> run(const kir::Kernel& kernel, std::vector<std::vector<float>> buffers,
+                                      int repeats = 1, double* best_ms = nullptr) {
+    const kb::KernelSource source = kiln::render::make_kernel_source(kernel, backend.language());
+    auto loaded = device->load_kernel(source, backend.compiler().compile(source, device->target()));
+    std::vector<std::shared_ptr<kb::Buffer>> storage;
+    std::vector<kb::BufferBinding> bindings;
+    for (const std::vector<float>& values : buffers) {
+      const std::uint64_t bytes = std::max<std::size_t>(values.size(), 1) * sizeof(float);
+      storage.push_back(device->allocate(bytes));
+      if (!values.empty()) device->upload(*storage.back(), 0, std::as_bytes(std::span(values)));
+      bindings.push_back({storage.back().get(), 0, bytes});
+    }
+    auto list = device->create_command_list();
+    list->dispatch(*loaded, kir::dispatch_grid(kernel, device->target().max_workgroup_count[0]), bindings);
+    list->finish();
+    for (int r = 0; r < repeats; ++r) {
+      const auto start = std::chrono::steady_clock::now();
+      list->submit();
+      const double host_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+      const double ms = list->last_device_ms().value_or(host_ms);
+      if (best_ms && (r == 0 || ms < *best_ms)) *best_ms = ms;
+    }
+    for (std::size_t i = 0; i < buffers.size(); ++i)
+      if (!buffers[i].empty()) device->download(*storage[i], 0, std::as_writable_bytes(std::span(buffers[i])));
+    return buffers;
+  }
+};
+
+VulkanRunner& vulkan() {
+  static VulkanRunner runner;
+  return runner;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
+  BOOST_TEST_REQUIRE(got.size() == want.size());
+  double worst = 0;
+  std::size_t worst_at = 0;
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const double error = std::fabs(got[i] - want[i]) / std::max(1.0, std::fabs(want[i]));
+    if (!(error <= worst)) {
+      worst = error;
+      worst_at = i;
+    }
+  }
+  BOOST_TEST(worst <= 1e-5, what << ": element " << worst_at << " is " << got[worst_at] << ", expected "
+                                  << want[worst_at] << " (relative error " << worst << ")");
+}
+
+// ---- GEMM ----------------------------------------------------------------
+
+// A batch of products with A [batch, M, K] (or transposed), B [K, N] shared
+// by every batch entry (or transposed), Y [batch, M, N] = relu(A B + bias[row]).
+struct GemmCase {
+  std::int64_t batch, m, n, k;
+  bool trans_a, trans_b, bias_and_relu;
+};
+
+std::string describe(const GemmCase& c) {
+  return "batch " + std::to_string(c.batch) + " M " + std::to_string(c.m) + " N " + std::to_string(c.n) + " K " +
+         std::to_string(c.k) + (c.trans_a ? " transA" : "") + (c.trans_b ? " transB" : "") +
+         (c.bias_and_relu ? " bias+relu" : "");
+}
+
+void check_gemm(const GemmCase& c, const sh::GemmKnobs& knobs) {
+  kir::Kernel kernel("gemm_test");
+  sh::GemmProblem p;
+  p.batch = c.batch;
+  p.m = c.m;
+  p.n = c.n;
+  p.k = c.k;
+  p.a_row_stride = c.trans_a ? 1 : c.k;
+  p.a_k_stride = c.trans_a ? c.m : 1;
+  p.b_k_stride = c.trans_b ? 1 : c.n;
+  p.b_col_stride = c.trans_b ? c.k : 1;
+  p.y_row_stride = c.n;
+  p.a = kernel.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
+  p.b = kernel.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
+  const kir::Buf bias = kernel.add_buffer("bias", kir::ScalarType::f32, kir::Access::read);
+  p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  const std::int64_t a_size = c.m * c.k, y_size = c.m * c.n;
+  if (c.batch > 1)
+    p.bases = [&](std::vector<kir::Stmt>&, kir::Expr batch) {
+      return sh::GemmBases{batch * kir::i32(a_size), kir::i32(0), batch * kir::i32(y_size)};
+    };
+  if (c.bias_and_relu)
+    p.epilogue = [&](kir::Expr acc, kir::Expr row, kir::Expr, kir::Expr) {
+      return kir::max(acc + kir::load(bias, row, kir::ScalarType::f32), kir::f32(0.0));
+    };
+  sh::build_gemm(kernel, p, knobs);
+  BOOST_TEST(kernel.global_size == sh::gemm_invocations(p, knobs));
+
+  const std::vector<float> a = random_values(static_cast<std::size_t>(c.batch * a_size), 1);
+  const std::vector<float> b = random_values(static_cast<std::size_t>(c.k * c.n), 2);
+  const std::vector<float> bias_values = random_values(static_cast<std::size_t>(c.m), 3);
+  std::vector<double> want(static_cast<std::size_t>(c.batch * y_size));
+  for (std::int64_t t = 0; t < c.batch; ++t)
+    for (std::int64_t i = 0; i < c.m; ++i)
+      for (std::int64_t j = 0; j < c.n; ++j) {
+        double sum = 0;
+        for (std::int64_t q = 0; q < c.k; ++q)
+          sum += double(a[t * a_size + (c.trans_a ? q * c.m + i : i * c.k + q)]) *
+                 b[c.trans_b ? j * c.k + q : q * c.n + j];
+        if (c.bias_and_relu) sum = std::max(sum + bias_values[i], 0.0);
+        want[t * y_size + i * c.n + j] = sum;
+      }
+  const auto out = vulkan().run(kernel, {a, b, bias_values, std::vector<float>(want.size(), NAN)});
+  check_close(out[3], want, "gemm " + sh::to_string(knobs) + " " + describe(c));
+}
+
+const GemmCase kGemmCases[] = {
+    {1, 9, 11, 13, false, false, false},  // nothing a multiple of any tile
+    {2, 13, 70, 9, false, false, true},   // batched, a partial last panel
+    {1, 8, 8, 16, true, false, true},     // exact tiles, transposed A
+    {3, 5, 6, 7, false, true, true},      // batched, transposed B
+    {1, 1, 17, 3, false, false, false},   // a row vector, K below the unroll
+};
+
+LowerTarget lavapipe() { return {"vulkan", 8, 1024, 32768}; }
+LowerTarget small_device() { return {"vulkan", 16, 32, 16384}; }
+
+// Every configuration the heuristic can emit for a generic GPU or lavapipe.
+template <typename T>
+std::vector<T> union_of(std::vector<T> a, const std::vector<T>& b) {
+  for (const T& value : b)
+    if (std::find(a.begin(), a.end(), value) == a.end()) a.push_back(value);
+  return a;
+}
+
+BOOST_AUTO_TEST_CASE(every_gemm_configuration_matches_the_reference) {
+  for (const sh::GemmKnobs& knobs : union_of(sh::gemm_knob_space(LowerTarget{}), sh::gemm_knob_space(lavapipe())))
+    for (const GemmCase& c : kGemmCases) check_gemm(c, knobs);
+}
+
+// ---- Convolution ---------------------------------------------------------
+
+struct ConvCase {
+  std::int64_t batch, in_channels, out_channels, groups, in_h, in_w, kernel_h, kernel_w, stride, dilation;
+  std::int64_t pad_top, pad_left, pad_bottom, pad_right;
+  bool bias_and_relu;
+};
+
+std::string describe(const ConvCase& c) {
+  return "N" + std::to_string(c.batch) + " C" + std::to_string(c.in_channels) + "->" +
+         std::to_string(c.out_channels) + " g" + std::to_string(c.groups) + " " + std::to_string(c.in_h) + "x" +
+         std::to_string(c.in_w) + " k" + std::to_string(c.kernel_h) + "x" + std::to_string(c.kernel_w) + " s" +
+         std::to_string(c.stride) + " d" + std::to_string(c.dilation) + " pads " + std::to_string(c.pad_top) +
+         "," + std::to_string(c.pad_left) + "," + std::to_string(c.pad_bottom) + "," + std::to_string(c.pad_right) +
+         (c.bias_and_relu ? " bias+relu" : "");
+}
+
+sh::ConvProblem conv_problem(const ConvCase& c) {
+  sh::ConvProblem p;
+  p.batch = c.batch;
+  p.in_channels = c.in_channels;
+  p.out_channels = c.out_channels;
+  p.groups = c.groups;
+  p.in_h = c.in_h;
+  p.in_w = c.in_w;
+  p.kernel_h = c.kernel_h;
+  p.kernel_w = c.kernel_w;
+  p.stride_h = p.stride_w = c.stride;
+  p.dilation_h = p.dilation_w = c.dilation;
+  p.pad_top = c.pad_top;
+  p.pad_left = c.pad_left;
+  p.out_h = (c.in_h + c.pad_top + c.pad_bottom - c.dilation * (c.kernel_h - 1) - 1) / c.stride + 1;
+  p.out_w = (c.in_w + c.pad_left + c.pad_right - c.dilation * (c.kernel_w - 1) - 1) / c.stride + 1;
+  return p;
+}
+
+std::vector<double> reference_conv(const sh::ConvProblem& p, const std::vector<float>& x, const std::vector<float>& w,
+                                   const std::vector<float>* bias) {
+  const std::int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+  std::vector<double> y(static_cast<std::size_t>(p.batch * p.out_channels * p.out_h * p.out_w));
+  std::size_t at = 0;
+  for (std::int64_t n = 0; n < p.batch; ++n)
+    for (std::int64_t co = 0; co < p.out_channels; ++co)
+      for (std::int64_t oh = 0; oh < p.out_h; ++oh)
+        for (std::int64_t ow = 0; ow < p.out_w; ++ow) {
+          double sum = 0;
+          const std::int64_t g = co / cog;
+          for (std::int64_t ci = 0; ci < cig; ++ci)
+            for (std::int64_t kh = 0; kh < p.kernel_h; ++kh)
+              for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) {
+                const std::int64_t ih = oh * p.stride_h - p.pad_top + kh * p.dilation_h;
+                const std::int64_t iw = ow * p.stride_w - p.pad_left + kw * p.dilation_w;
+                if (ih < 0 || ih >= p.in_h || iw < 0 || iw >= p.in_w) continue;
+                sum += double(x[((n * p.in_channels + g * cig + ci) * p.in_h + ih) * p.in_w + iw]) *
+                       w[((co * cig + ci) * p.kernel_h + kh) * p.kernel_w + kw];
+              }
+          if (bias) sum = std::max(sum + (*bias)[co], 0.0);
+          y[at++] = sum;
+        }
+  return y;
+}
+
+void check_conv(const ConvCase& c, const sh::ConvPlan& plan) {
+  kir::Kernel kernel("conv_test");
+  sh::ConvProblem p = conv_problem(c);
+  p.x = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
+  p.w = kernel.add_buffer("w", kir::ScalarType::f32, kir::Access::read);
+  if (c.bias_and_relu) {
+    p.bias = kernel.add_buffer("bias", kir::ScalarType::f32, kir::Access::read);
+    p.activation = [](kir::Expr v) { return kir::max(v, kir::f32(0.0)); };
+  }
+  p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  sh::build_conv(kernel, p, plan);
+  BOOST_TEST(kernel.global_size == sh::conv_invocations(p, plan));
+
+  const auto x = random_values(static_cast<std::size_t>(c.batch * c.in_channels * c.in_h * c.in_w), 4);
+  const auto w = random_values(
+      static_cast<std::size_t>(c.out_channels * p.in_channels_per_group() * c.kernel_h * c.kernel_w), 5);
+  const auto bias = random_values(static_cast<std::size_t>(c.out_channels), 6);
+  const std::vector<double> want = reference_conv(p, x, w, c.bias_and_relu ? &bias : nullptr);
+  std::vector<std::vector<float>> buffers = {x, w};
+  if (c.bias_and_relu) buffers.push_back(bias);
+  buffers.emplace_back(want.size(), NAN);
+  const auto out = vulkan().run(kernel, buffers);
+  const std::string plan_text = std::string(sh::conv_algorithm_name(plan.algorithm)) + " " +
+                                (plan.algorithm == sh::ConvAlgorithm::gemm_1x1 ? sh::to_string(plan.gemm)
+                                                                                : sh::to_string(plan.conv));
+  check_close(out.back(), want, "conv " + plan_text + " " + describe(c));
+}
+
+// Cases per algorithm; each runs with every configuration of that algorithm.
+const ConvCase kConv1x1Cases[] = {
+    {2, 6, 10, 1, 5, 7, 1, 1, 1, 1, 0, 0, 0, 0, true},   // batch 2, 35 pixels
+    {1, 8, 6, 2, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, false},   // grouped
+};
+const ConvCase kDirectCases[] = {
+    {1, 3, 10, 1, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, true},  // 3x3 pad 1, channel and column tails
+    {2, 4, 8, 1, 13, 12, 7, 7, 2, 1, 3, 3, 3, 3, false}, // ResNet stem shape, batch 2
+    {1, 6, 6, 2, 10, 10, 3, 3, 2, 2, 2, 1, 0, 2, true},  // grouped, dilated, strided, asymmetric pads
+    {1, 5, 7, 1, 6, 9, 1, 1, 2, 1, 0, 0, 0, 0, true},    // 1x1 stride 2 (a downsample)
+    {1, 2, 3, 1, 5, 5, 2, 4, 1, 1, 0, 2, 1, 1, false},   // rectangular kernel
+};
+const ConvCase kDepthwiseCases[] = {
+    {1, 5, 5, 5, 9, 13, 3, 3, 1, 1, 1, 1, 1, 1, true},   // 3x3 stride 1
+    {2, 4, 4, 4, 11, 10, 5, 5, 2, 1, 2, 2, 2, 2, false}, // 5x5 stride 2, batch 2
+    {1, 3, 6, 3, 7, 7, 3, 3, 2, 1, 1, 1, 1, 1, true},    // channel multiplier 2
+    {1, 4, 4, 4, 8, 8, 3, 3, 1, 2, 2, 2, 2, 2, false},   // dilated
+};
+
+BOOST_AUTO_TEST_CASE(every_conv_configuration_matches_the_reference) {
+  int runs = 0;
+  for (const sh::ConvPlan& plan : union_of(sh::conv_plan_space(LowerTarget{}), sh::conv_plan_space(lavapipe()))) {
+    std::span<const ConvCase> cases = kDirectCases;
+    if (plan.algorithm == sh::ConvAlgorithm::gemm_1x1) cases = kConv1x1Cases;
+    if (plan.algorithm == sh::ConvAlgorithm::depthwise) cases = kDepthwiseCases;
+    for (const ConvCase& c : cases) {
+      BOOST_TEST_REQUIRE(sh::conv_algorithm_applies(conv_problem(c), plan.algorithm), describe(c));
+      check_conv(c, plan);
+      ++runs;
+    }
+  }
+  BOOST_TEST(runs >= 40);
+}
+
+BOOST_AUTO_TEST_CASE(direct_convolution_computes_depthwise_and_1x1_too) {
+  // The direct kernel applies to every convolution, including those the
+  // heuristic sends elsewhere.
+  const sh::ConvPlan direct{sh::ConvAlgorithm::direct, {}, {2, 4, 64}};
+  check_conv(kConv1x1Cases[0], direct);
+  check_conv(kDepthwiseCases[2], direct);
+}
+
+BOOST_AUTO_TEST_CASE(templates_agree_with_the_interpreter) {
+  // The interpreter is the kernel IR's definition: a tail-heavy case of each
+  // algorithm must give the Vulkan result there too.
+  const ConvCase& c = kDirectCases[2];
+  const sh::ConvPlan plan{sh::ConvAlgorithm::direct, {}, {4, 4, 64}};
+  kir::Kernel kernel("conv_interpreted");
+  sh::ConvProblem p = conv_problem(c);
+  p.x = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
+  p.w = kernel.add_buffer("w", kir::ScalarType::f32, kir::Access::read);
+  p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  sh::build_conv(kernel, p, plan);
+  auto x = random_values(static_cast<std::size_t>(c.in_channels * c.in_h * c.in_w), 7);
+  auto w = random_values(static_cast<std::size_t>(c.out_channels * p.in_channels_per_group() * 9), 8);
+  const std::vector<double> want = reference_conv(p, x, w, nullptr);
+  std::vector<float> y(want.size(), NAN);
+  std::vector<std::span<std::byte>> buffers = {std::as_writable_bytes(std::span(x)), std::as_writable_bytes(std::span(w)),
+                                               std::as_writable_bytes(std::span(y))};
+  kir::interpret(kernel, buffers);
+  check_close(y, want, "interpreted direct conv");
+}
+
+BOOST_AUTO_TEST_CASE(template_errors_name_the_problem) {
+  kir::Kernel kernel("bad");
+  sh::ConvProblem p = conv_problem(kDirectCases[0]);
+  p.x = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
+  p.w = kernel.add_buffer("w", kir::ScalarType::f32, kir::Access::read);
+  p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  auto names = [](const std::string& text) {
+    return [text](const kiln::Error& e) {
+      return e.kind() == kiln::ErrorKind::Internal && std::string(e.what()).find(text) != std::string::npos;
+    };
+  };
+  BOOST_CHECK_EXCEPTION(sh::build_conv(kernel, p, {sh::ConvAlgorithm::gemm_1x1, {}, {}}), kiln::Error,
+                        names("gemm_1x1 does not apply"));
+  BOOST_CHECK_EXCEPTION(sh::build_conv(kernel, p, {sh::ConvAlgorithm::direct, {}, {9, 4, 64}}), kiln::Error,
+                        names("tile_channels = 9"));
+  BOOST_CHECK_EXCEPTION(sh::check_knobs(sh::GemmKnobs{4, 4, 0, 64, 8}), kiln::Error, names("k_unroll = 0"));
+}
+
+// ---- The heuristic -------------------------------------------------------
+
+template <typename T>
+bool contains(const std::vector<T>& space, const T& value) {
+  return std::find(space.begin(), space.end(), value) != space.end();
+}
+
+BOOST_AUTO_TEST_CASE(gemm_knobs_follow_the_shape) {
+  const sh::GemmKnobs big = sh::choose_gemm_knobs(1, 2048, 2048, 2048, lavapipe());
+  BOOST_TEST(big.tile_m == 8u);
+  BOOST_TEST(big.tile_n == 8u);
+  BOOST_TEST(big.k_unroll == 4u);
+  // A matrix-vector product blocks only along N.
+  const sh::GemmKnobs row = sh::choose_gemm_knobs(1, 1, 4096, 512, lavapipe());
+  BOOST_TEST(row.tile_m == 1u);
+  BOOST_TEST(row.tile_n == 8u);
+  // Short K is not unrolled; a tail of more than an eighth picks a smaller tile.
+  BOOST_TEST(sh::choose_gemm_knobs(1, 64, 64, 3, lavapipe()).k_unroll == 1u);
+  BOOST_TEST(sh::choose_gemm_knobs(1, 6, 1024, 64, lavapipe()).tile_m == 2u);
+  // Too few invocations to fill the device: smaller blocks.
+  const sh::GemmKnobs tiny = sh::choose_gemm_knobs(1, 16, 16, 64, LowerTarget{});
+  BOOST_TEST(tiny.tile_m * tiny.tile_n < 64u);
+  BOOST_TEST(tiny.panel_width <= 16u / tiny.tile_n);  // no wider than the product
+  // The panel of B stays within the cache budget: 2048 x 8 columns x 8 blocks is 512 KiB.
+  BOOST_TEST(big.panel_width == 8u);
+  BOOST_TEST(sh::choose_gemm_knobs(1, 2048, 2048, 2048, LowerTarget{}).panel_width == 8u);
+  BOOST_TEST(sh::choose_gemm_knobs(1, 2048, 2048, 256, LowerTarget{}).panel_width == 32u);
+  // The device's workgroup limit is respected.
+  BOOST_TEST(sh::choose_gemm_knobs(1, 512, 512, 512, small_device()).workgroup_size == 32u);
+}
+
+BOOST_AUTO_TEST_CASE(conv_plans_follow_the_shape) {
+  auto problem = [](std::int64_t c, std::int64_t co, std::int64_t groups, std::int64_t size, std::int64_t kernel,
+                    std::int64_t stride) {
+    const std::int64_t pad = kernel / 2;
+    return conv_problem({1, c, co, groups, size, size, kernel, kernel, stride, 1, pad, pad, pad, pad, false});
+  };
+  const sh::ConvPlan pointwise = sh::choose_conv_plan(problem(64, 256, 1, 56, 1, 1), lavapipe());
+  BOOST_TEST(pointwise.algorithm == sh::ConvAlgorithm::gemm_1x1);
+  BOOST_TEST(pointwise.gemm.tile_m * pointwise.gemm.tile_n == 64u);
+  BOOST_TEST(pointwise.gemm.panel_width == 8u);
+  BOOST_TEST(sh::choose_conv_plan(problem(64, 128, 1, 56, 1, 2), lavapipe()).algorithm == sh::ConvAlgorithm::direct);
+  const sh::ConvPlan depthwise = sh::choose_conv_plan(problem(96, 96, 96, 112, 3, 2), lavapipe());
+  BOOST_TEST(depthwise.algorithm == sh::ConvAlgorithm::depthwise);
+  BOOST_TEST(depthwise.conv.tile_channels == 1u);
+  BOOST_TEST(depthwise.conv.tile_width == 8u);
+  const sh::ConvPlan stem = sh::choose_conv_plan(problem(3, 64, 1, 224, 7, 2), lavapipe());
+  BOOST_TEST(stem.algorithm == sh::ConvAlgorithm::direct);
+  BOOST_TEST(stem.conv.tile_channels == 4u);
+  BOOST_TEST(stem.conv.tile_width == 4u);
+  // 7 columns: 4- and 2-wide blocks would waste more than an eighth; 1 wastes nothing.
+  BOOST_TEST(sh::choose_conv_plan(problem(512, 512, 1, 7, 3, 1), lavapipe()).conv.tile_width == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(every_choice_is_in_the_enumerated_space) {
+  for (const LowerTarget& target : {LowerTarget{}, lavapipe(), small_device()}) {
+    const auto gemm_space = sh::gemm_knob_space(target);
+    const auto conv_space = sh::conv_plan_space(target);
+    for (std::int64_t m : {1, 2, 3, 5, 8, 64, 1000})
+      for (std::int64_t n : {1, 3, 4, 7, 49, 3136})
+        for (std::int64_t k : {1, 7, 8, 576})
+          for (std::int64_t batch : {1, 4}) {
+            const sh::GemmKnobs knobs = sh::choose_gemm_knobs(batch, m, n, k, target);
+            BOOST_TEST_REQUIRE(contains(gemm_space, knobs), "gemm " << sh::to_string(knobs));
+          }
+    for (std::int64_t c : {1, 3, 8, 32})
+      for (std::int64_t groups : {std::int64_t{1}, c})
+        for (std::int64_t size : {1, 7, 14, 56})
+          for (std::int64_t kernel : {1, 3, 5})
+            for (std::int64_t stride : {1, 2}) {
+              const std::int64_t pad = kernel / 2;
+              const sh::ConvProblem p =
+                  conv_problem({1, c, c * 2, groups, size, size, kernel, kernel, stride, 1, pad, pad, pad, pad, false});
+              const sh::ConvPlan plan = sh::choose_conv_plan(p, target);
+              BOOST_TEST_REQUIRE(contains(conv_space, plan), describe({1, c, c * 2, groups, size, size, kernel,
+                                                                        kernel, stride, 1, pad, pad, pad, pad, false}));
+              BOOST_TEST_REQUIRE(sh::conv_algorithm_applies(p, plan.algorithm));
+            }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(lower_node_takes_its_knobs_from_the_target) {
+  kiln::Builder b("conv");
+  auto x = b.input("x", kiln::DType::f32, {1, 8, 16, 16});
+  auto w = b.constant("w", kiln::Tensor(kiln::DType::f32, {8, 8, 3, 3}));
+  const kiln::Model model = b.build({b.conv2d(x, w, std::nullopt, {.padding = {1, 1, 1, 1}})});
+  const kiln::graph::Graph& g = model.graph();
+  const kiln::graph::Node& node = g.nodes().back();
+  std::vector<kiln::graph::TensorType> inputs, outputs;
+  for (auto id : node.inputs)
+    if (id >= 0) inputs.push_back(g.value(id).type);
+  for (auto id : node.outputs) outputs.push_back(g.value(id).type);
+  const auto lowered_default = kiln::lower::lower_node(node, inputs, outputs);
+  const auto lowered_small = kiln::lower::lower_node(node, inputs, outputs, small_device());
+  BOOST_TEST_REQUIRE(lowered_default.kernel.has_value());
+  BOOST_TEST_REQUIRE(lowered_small.kernel.has_value());
+  BOOST_TEST(lowered_default.kernel->workgroup_size == 64u);
+  BOOST_TEST(lowered_small.kernel->workgroup_size == 32u);
+  BOOST_TEST(lowered_default.kernel->name.find("conv2d_direct_") == 0u);
+  BOOST_TEST(!kiln::lower::unsupported_reason(node, inputs, outputs, small_device()).has_value());
+}
+
+// ---- Code generation for CUDA and HIP ------------------------------------
+
+BOOST_AUTO_TEST_CASE(every_configuration_compiles_for_cuda_and_hip) {
+  // One kernel per register block and per convolution plan (the other GEMM
+  // knobs change only constants), rendered and compiled for each offline target.
+  std::vector<kir::Kernel> kernels;
+  const LowerTarget gpu{"cuda", 32, 1024, 49152};
+  for (const sh::GemmKnobs& knobs : sh::gemm_knob_space(gpu)) {
+    if (knobs.k_unroll != 4 || knobs.panel_width != 8) continue;
+    kir::Kernel kernel("gemm_" + sh::to_string(knobs));
+    sh::GemmProblem p;
+    p.batch = 2;
+    p.m = 9, p.n = 11, p.k = 13;
+    p.a_row_stride = 13, p.a_k_stride = 1, p.b_k_stride = 11, p.b_col_stride = 1, p.y_row_stride = 11;
+    p.a = kernel.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
+    p.b = kernel.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
+    p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+    p.bases = [](std::vector<kir::Stmt>&, kir::Expr batch) {
+      return sh::GemmBases{batch * kir::i32(117), kir::i32(0), batch * kir::i32(99)};
+    };
+    sh::build_gemm(kernel, p, knobs);
+    kernels.push_back(std::move(kernel));
+  }
+  for (const sh::ConvPlan& plan : sh::conv_plan_space(gpu)) {
+    if (plan.algorithm == sh::ConvAlgorithm::gemm_1x1 && (plan.gemm.k_unroll != 4 || plan.gemm.panel_width != 8))
+      continue;
+    const ConvCase& c = plan.algorithm == sh::ConvAlgorithm::gemm_1x1    ? kConv1x1Cases[1]
+                        : plan.algorithm == sh::ConvAlgorithm::depthwise ? kDepthwiseCases[0]
+                                                                         : kDirectCases[2];
+    kir::Kernel kernel(std::string("conv_") + sh::conv_algorithm_name(plan.algorithm));
+    sh::ConvProblem p = conv_problem(c);
+    p.x = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
+    p.w = kernel.add_buffer("w", kir::ScalarType::f32, kir::Access::read);
+    p.bias = kernel.add_buffer("bias", kir::ScalarType::f32, kir::Access::read);
+    p.activation = [](kir::Expr v) { return kir::max(v, kir::f32(0.0)); };
+    p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+    sh::build_conv(kernel, p, plan);
+    kernels.push_back(std::move(kernel));
+  }
+  int compiled = 0;
+  for (const kb::Backend* backend : kb::all_backends()) {
+    if (backend->name() != "cuda" && backend->name() != "hip") continue;
+    for (const kb::TargetDesc& target : backend->offline_targets()) {
+      for (const kir::Kernel& kernel : kernels) {
+        const kb::KernelSource source = kiln::render::make_kernel_source(kernel, backend->language());
+        BOOST_TEST(!backend->compiler().compile(source, target).data.empty(),
+                   kernel.name << " for " << target.arch);
+        ++compiled;
+      }
+    }
+  }
+  std::cout << "templates: " << kernels.size() << " configurations compiled " << compiled
+            << " times for the offline CUDA/HIP targets\n";
+}
+
+// ---- Throughput ----------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(gemm_throughput) {
+  // KILN_GEMM_BENCH_SIZE=2048 gives the 2048^3 figure (the default keeps CI
+  // fast); KILN_GEMM_BENCH_KNOBS=tile_m,tile_n,k_unroll,panel overrides the
+  // heuristic's lavapipe knobs, for tuning.
+  const char* size_text = std::getenv("KILN_GEMM_BENCH_SIZE");
+  const std::int64_t size = size_text ? std::atoll(size_text) : 256;
+  BOOST_TEST_REQUIRE(size >= 8);
+  sh::GemmKnobs knobs = sh::choose_gemm_knobs(1, size, size, size, lavapipe());
+  if (const char* text = std::getenv("KILN_GEMM_BENCH_KNOBS")) {
+    BOOST_TEST_REQUIRE(std::sscanf(text, "%u,%u,%u,%u", &knobs.tile_m, &knobs.tile_n, &knobs.k_unroll,
+                                   &knobs.panel_width) == 4);
+  }
+  kir::Kernel kernel("gemm_bench");
+  sh::GemmProblem p;
+  p.m = p.n = p.k = size;
+  p.a_row_stride = size, p.a_k_stride = 1, p.b_k_stride = size, p.b_col_stride = 1, p.y_row_stride = size;
+  p.a = kernel.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
+  p.b = kernel.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
+  p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  sh::build_gemm(kernel, p, knobs);
+
+  const auto count = static_cast<std::size_t>(size * size);
+  const auto a = random_values(count, 11), b = random_values(count, 12);
+  std::vector<float> y(count, NAN);
+  double best_ms = 0;
+  vulkan().run(kernel, {a, b, y}, 3, &best_ms);
+  y = vulkan().run(kernel, {a, b, y})[2];
+  // Spot-check elements spread over the result against double sums.
+  for (std::int64_t i = 0; i < size; i += size / 7 + 1)
+    for (std::int64_t j = 0; j < size; j += size / 5 + 1) {
+      double sum = 0;
+      for (std::int64_t q = 0; q < size; ++q) sum += double(a[i * size + q]) * b[q * size + j];
+      BOOST_TEST(std::fabs(y[i * size + j] - sum) <= 1e-4 * std::max(1.0, std::fabs(sum)));
+    }
+  const double gflops = 2.0 * double(size) * double(size) * double(size) / (best_ms * 1e6);
+  std::cout << "templates: " << size << "^3 fp32 GEMM, knobs " << sh::to_string(knobs) << ": " << best_ms
+            << " ms, " << gflops << " GFLOP/s\n";
+  BOOST_TEST(gflops > 0.0);
+}
+
+}  // namespace
