@@ -8,7 +8,7 @@
 namespace kiln::tools {
 
 void add_explain_command(CLI::App& app) {
-  auto* cmd = app.add_subcommand("explain", "compile a model and show its graph breaks, the ops per backend, the passes, kernels and memory plan");
+  auto* cmd = app.add_subcommand("explain", "compile a model and show its graph breaks, the ops per backend, the passes, the fusion groups (each kernel and the nodes fused into it) and the memory plan");
   auto args = std::make_shared<ModelArgs>();
   args->add_to(*cmd);
   cmd->callback([args] {

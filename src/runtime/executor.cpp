@@ -37,17 +37,6 @@ std::string mib(std::uint64_t bytes) {
 }
 
 constexpr const char* kDynamicInput = "input shape depends on data";
-constexpr const char* kDynamicOutput = "output shape depends on data";
-
-// Why a node touching data-dependent values must run on the host, or nullopt.
-std::optional<std::string> dynamic_reason(const graph::Graph& g, const graph::Node& node) {
-  for (graph::ValueId v : node.inputs)
-    if (v >= 0 && g.value(v).type.dynamic)
-      return std::string(kDynamicInput) + " (input '" + g.value(v).name + "')";
-  for (graph::ValueId v : node.outputs)
-    if (g.value(v).type.dynamic) return std::string(kDynamicOutput);
-  return std::nullopt;
-}
 
 // The reason without value names, so that breaks of one op group together.
 std::string reason_kind(const std::string& reason) {
@@ -120,51 +109,42 @@ void Executor::prepare() {
 
 void Executor::lower_graph() {
   const graph::Graph& g = *graph_;
-  root_.resize(g.values().size());
-  for (std::size_t i = 0; i < root_.size(); ++i) root_[i] = static_cast<graph::ValueId>(i);
+  const backend::TargetDesc& target = ctx_->device->target();
+  fuse::PlanOptions plan_options;
+  plan_options.fuse = options_.compiled;
+  plan_options.max_kernel_buffers = target.max_kernel_buffers;
+  plan_options.target = fuse::lower_target(target);
+  plan_options.kernel_unsupported = [&](const kir::Kernel& kernel) -> std::optional<std::string> {
+    backend::KernelRequirements needs;
+    needs.kernel_name = kernel.name;
+    needs.workgroup_size = kernel.workgroup_size;
+    needs.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
+    if (auto why = ctx_->backend->supports(needs, target))
+      return "kernel '" + kernel.name + "' cannot run on " + target.device_name + ": " + *why;
+    return std::nullopt;
+  };
+  fuse::KernelPlan plan = fuse::plan_kernels(g, plan_options);
+  root_ = std::move(plan.root);
+  fused_away_ = std::move(plan.fused_away);
+  kernel_nodes_ = plan.kernel_nodes;
 
   breaks_.clear();
-  for (const graph::Node& node : g.nodes()) {
-    std::vector<graph::TensorType> in_types, out_types;
-    for (graph::ValueId v : node.inputs)
-      if (v >= 0) in_types.push_back(g.value(v).type);
-    for (graph::ValueId v : node.outputs) out_types.push_back(g.value(v).type);
-
-    std::optional<std::string> reason = dynamic_reason(g, node);
-    if (!reason) reason = lower::unsupported_reason(node, in_types, out_types);
-    std::optional<lower::LoweredNode> lowered;
-    std::shared_ptr<backend::LoadedKernel> loaded;
-    if (!reason) {
-      lowered = lower::lower_node(node, in_types, out_types);
-      if (lowered->kind == lower::LoweredNode::Kind::kernel) {
-        try {
-          loaded = ctx_->kernels->get(*lowered->kernel);
-        } catch (const Error& e) {
-          if (e.kind() != ErrorKind::Unsupported) throw;
-          reason = e.what();
-        }
-      }
-    }
-    if (reason) {
-      breaks_.push_back({node.id, node.op, node.name, *reason, reason_kind(*reason)});
+  for (fuse::PlanStep& step : plan.steps) {
+    if (step.host) {
+      const graph::Node& node = g.node(step.nodes[0]);
+      breaks_.push_back({node.id, node.op, node.name, step.host_reason, reason_kind(step.host_reason)});
       Segment& host = segments_.emplace_back();
       host.host = true;
       host.host_node = node.id;
       continue;
     }
-    if (lowered->kind == lower::LoweredNode::Kind::alias) {
-      root_[node.outputs[0]] = root_[node.inputs[0]];
-      continue;
-    }
     if (segments_.empty() || segments_.back().host) segments_.emplace_back();
     Dispatch d;
-    d.node = node.id;
-    d.kernel = loaded;
-    d.kernel_name = lowered->kernel->name;
-    d.grid = kir::dispatch_grid(*lowered->kernel, ctx_->device->target().max_workgroup_count[0]);
-    for (graph::ValueId v : node.inputs)
-      if (v >= 0) d.values.push_back(v);
-    for (graph::ValueId v : node.outputs) d.values.push_back(v);
+    d.nodes = std::move(step.nodes);
+    d.kernel = ctx_->kernels->get(step.kernel->kernel);
+    d.kernel_name = step.kernel->kernel.name;
+    d.grid = kir::dispatch_grid(step.kernel->kernel, target.max_workgroup_count[0]);
+    d.values = std::move(step.kernel->values);
     segments_.back().dispatches.push_back(std::move(d));
   }
 
@@ -197,7 +177,10 @@ void Executor::assign_storage() {
   int steps = 0;
   for (const Segment& segment : segments_) {
     if (segment.host) step_of_node[segment.host_node] = steps++;
-    for (const Dispatch& d : segment.dispatches) step_of_node[d.node] = steps++;
+    for (const Dispatch& d : segment.dispatches) {
+      for (graph::NodeId node : d.nodes) step_of_node[node] = steps;  // a fusion group is one step
+      ++steps;
+    }
   }
   // Views (aliases) have no step: they take their input's, so lifetimes stay closed.
   std::vector<int> first(n, std::numeric_limits<int>::max()), last(n, -1);
@@ -217,7 +200,8 @@ void Executor::assign_storage() {
   // Constants: one buffer, uploaded now.
   std::vector<graph::ValueId> constants, inputs, intermediates;
   for (const graph::Value& v : g.values()) {
-    if (root_[v.id] != v.id || v.type.dynamic) continue;  // dynamic values live on the host only
+    // Dynamic values live on the host only; fused values only in registers.
+    if (root_[v.id] != v.id || v.type.dynamic || fused_away_[v.id]) continue;
     if (v.constant) constants.push_back(v.id);
     else if (v.producer == graph::kNoNode) inputs.push_back(v.id);
     else intermediates.push_back(v.id);
@@ -447,9 +431,23 @@ std::string Executor::explain() const {
   }
   out << "nodes: " << model_.graph().nodes().size() << " in the model, " << graph_->nodes().size()
       << " after passes\n";
-  out << "steps: " << stats_.dispatches_per_run << " dispatches, " << stats_.kernels << " distinct kernels, "
+  out << fusion_groups();
+  out << "memory: activations " << mib(memory_plan_.arena_bytes);
+  if (options_.compiled)
+    out << " (planned; " << mib(memory_plan_.unshared_bytes) << " without buffer reuse)";
+  out << ", weights " << mib(constant_bytes_) << ", inputs " << mib(io_bytes_) << "\n";
+  return out.str();
+}
+
+std::string Executor::fusion_groups() const {
+  std::ostringstream out;
+  int fused_values = 0;
+  for (bool fused : fused_away_) fused_values += fused ? 1 : 0;
+  out << "fusion: " << kernel_nodes_ << " kernel nodes -> " << stats_.dispatches_per_run << " dispatches ("
+      << fused_values << " intermediate values fused away), " << stats_.kernels << " distinct kernels, "
       << stats_.host_steps_per_run << " host steps\n";
   std::size_t next_break = 0;
+  int index = 0;
   for (const Segment& segment : segments_) {
     if (segment.host) {
       const GraphBreak& b = breaks_[next_break++];
@@ -458,16 +456,30 @@ std::string Executor::explain() const {
       continue;
     }
     for (const Dispatch& d : segment.dispatches) {
-      const graph::Node& node = graph_->node(d.node);
-      out << "  " << node.name << " (" << node.op << ") -> kernel " << d.kernel_name << " grid [" << d.grid[0] << ", "
-          << d.grid[1] << ", " << d.grid[2] << "] : " << graph::type_str(graph_->value(node.outputs[0]).type) << "\n";
+      const graph::Node& last = graph_->node(d.nodes.back());
+      out << "  #" << index++ << " kernel " << d.kernel_name << " grid [" << d.grid[0] << ", " << d.grid[1] << ", "
+          << d.grid[2] << "] -> " << graph::type_str(graph_->value(last.outputs[0]).type) << "\n";
+      for (graph::NodeId id : d.nodes) {
+        const graph::Node& node = graph_->node(id);
+        out << "      " << node.name << " (" << node.op << ")\n";
+      }
     }
   }
-  out << "memory: activations " << mib(memory_plan_.arena_bytes);
-  if (options_.compiled)
-    out << " (planned; " << mib(memory_plan_.unshared_bytes) << " without buffer reuse)";
-  out << ", weights " << mib(constant_bytes_) << ", inputs " << mib(io_bytes_) << "\n";
   return out.str();
+}
+
+std::optional<Executor::Placement> Executor::placement(graph::ValueId value) const {
+  KILN_ASSERT(value >= 0 && static_cast<std::size_t>(value) < storage_.size());
+  const Storage& s = storage_[static_cast<std::size_t>(value)];
+  if (s.buffer == nullptr) return std::nullopt;
+  return Placement{s.buffer, s.offset, s.bytes};
+}
+
+std::vector<Executor::DispatchInfo> Executor::dispatches() const {
+  std::vector<DispatchInfo> out;
+  for (const Segment& segment : segments_)
+    for (const Dispatch& d : segment.dispatches) out.push_back({d.nodes, d.kernel_name, d.values});
+  return out;
 }
 
 }  // namespace kiln

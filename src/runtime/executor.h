@@ -1,10 +1,13 @@
 // The engine behind kiln::EagerModel and kiln::CompiledModel.
 //
-// prepare() turns a graph into a Plan: (compiled only) graph passes; one
-// lowered kernel per node (or a view for ops that move no data, or a host
-// step for a graph break); storage for every value (eager: one buffer per
-// tensor, kept between calls like a caching allocator; compiled: one arena
-// laid out by the static memory plan); weights uploaded once. run() uploads
+// prepare() turns a graph into a plan: (compiled only) graph passes; the
+// kernel plan of src/fuse/schedule.h (eager: one kernel per node; compiled:
+// pointwise epilogues fused into their producers, so one dispatch runs a
+// fusion group of nodes), views for ops that move no data, and host steps for
+// graph breaks; storage for every value that reaches memory (eager: one buffer
+// per tensor, kept between calls like a caching allocator; compiled: one arena
+// laid out by the static memory plan; values fused away get none); weights
+// uploaded once. run() uploads
 // the inputs, executes the segments (recorded each call, or recorded once and
 // replayed in reduce-overhead mode), and downloads the outputs.
 //
@@ -17,6 +20,7 @@
 #include <kiln/kiln.h>
 
 #include "graph/ir.h"
+#include "src/fuse/schedule.h"
 #include "src/kernel/ir.h"
 #include "src/runtime/device_pool.h"
 #include "src/runtime/memory_plan.h"
@@ -60,6 +64,9 @@ class Executor {
   std::string explain() const;
   // How many nodes of each op run on the backend vs on the host, and why.
   std::string ops_per_backend() const;
+  // The fusion groups as text: each kernel and the nodes fused into it, in
+  // execution order, and a summary (nodes -> kernels).
+  std::string fusion_groups() const;
   // The graph breaks of the prepared plan, in execution order.
   const std::vector<GraphBreak>& graph_breaks() const { return breaks_; }
 
@@ -68,14 +75,35 @@ class Executor {
   const std::vector<runtime::Lifetime>& lifetimes() const { return lifetimes_; }
   const runtime::MemoryPlan& memory_plan() const { return memory_plan_; }
 
+  // Where a value lives on the device: its buffer (identity only), offset and
+  // size; nullopt when it has no device storage (fused away, dynamic).
+  struct Placement {
+    const void* buffer = nullptr;
+    std::uint64_t offset = 0;
+    std::uint64_t bytes = 0;
+  };
+  std::optional<Placement> placement(graph::ValueId value) const;
+  // The value whose memory `value` views (itself unless it is a view).
+  graph::ValueId storage_root(graph::ValueId value) const { return root_.at(static_cast<std::size_t>(value)); }
+  // The graph the plan runs (after passes in compiled mode).
+  const graph::Graph& planned_graph() const { return *graph_; }
+  // Each dispatch's nodes and bound values, in execution order.
+  struct DispatchInfo {
+    std::vector<graph::NodeId> nodes;
+    std::string kernel_name;
+    std::vector<graph::ValueId> values;
+  };
+  std::vector<DispatchInfo> dispatches() const;
+
  private:
   struct Storage {
     backend::Buffer* buffer = nullptr;
     std::uint64_t offset = 0;
     std::uint64_t bytes = 0;
   };
+  // One kernel launch: a fusion group of nodes (one node in eager mode).
   struct Dispatch {
-    graph::NodeId node;
+    std::vector<graph::NodeId> nodes;  // in execution order; the first is the producer
     std::shared_ptr<backend::LoadedKernel> kernel;
     std::string kernel_name;
     std::array<std::uint32_t, 3> grid{};
@@ -107,6 +135,8 @@ class Executor {
   std::vector<graph::ValueId> root_;  // storage owner of each value (views share it)
   std::vector<Storage> storage_;      // by value id
   std::vector<GraphBreak> breaks_;
+  std::vector<bool> fused_away_;      // by value id: never reaches memory
+  int kernel_nodes_ = 0;              // nodes lowered to kernels, before fusion
   std::vector<bool> read_by_kernel_;  // by root value id: some dispatch binds it
   std::vector<std::optional<Tensor>> host_values_;  // by value id: made by host steps this run
   std::vector<std::shared_ptr<backend::Buffer>> buffers_;

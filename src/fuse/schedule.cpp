@@ -1,0 +1,213 @@
+#include "src/fuse/schedule.h"
+
+#include "src/lower/lower.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <set>
+
+namespace kiln::fuse {
+namespace {
+
+constexpr const char* kDynamicInput = "input shape depends on data";
+constexpr const char* kDynamicOutput = "output shape depends on data";
+
+// The lowered form of every node, before any fusion.
+struct LoweredNodes {
+  std::vector<std::optional<BoundKernel>> kernels;  // by node id: set for kernel nodes
+  std::vector<std::optional<std::string>> host;     // by node id: set for graph breaks
+};
+
+LoweredNodes lower_all(const graph::Graph& g, const PlanOptions& options, KernelPlan& plan) {
+  LoweredNodes out;
+  out.kernels.resize(g.nodes().size());
+  out.host.resize(g.nodes().size());
+  for (const graph::Node& node : g.nodes()) {
+    std::vector<graph::TensorType> in_types, out_types;
+    for (graph::ValueId v : node.inputs)
+      if (v >= 0) in_types.push_back(g.value(v).type);
+    for (graph::ValueId v : node.outputs) out_types.push_back(g.value(v).type);
+
+    std::optional<std::string> reason = dynamic_reason(g, node);
+    if (!reason) reason = lower::unsupported_reason(node, in_types, out_types, options.target);
+    std::optional<lower::LoweredNode> lowered;
+    if (!reason) {
+      lowered = lower::lower_node(node, in_types, out_types, options.target);
+      if (lowered->kind == lower::LoweredNode::Kind::kernel && options.kernel_unsupported)
+        reason = options.kernel_unsupported(*lowered->kernel);
+    }
+    if (reason) {
+      out.host[static_cast<std::size_t>(node.id)] = std::move(reason);
+      continue;
+    }
+    if (lowered->kind == lower::LoweredNode::Kind::alias) {
+      plan.root[static_cast<std::size_t>(node.outputs[0])] = plan.root[static_cast<std::size_t>(node.inputs[0])];
+      continue;
+    }
+    BoundKernel bound{std::move(*lowered->kernel), {}};
+    for (graph::ValueId v : node.inputs)
+      if (v >= 0) bound.values.push_back(v);
+    for (graph::ValueId v : node.outputs) bound.values.push_back(v);
+    KILN_CHECK(bound.values.size() == bound.kernel.buffers.size(), ErrorKind::Internal,
+               "node '" + node.name + "' (" + node.op + "): its kernel '" + bound.kernel.name + "' has " +
+                   std::to_string(bound.kernel.buffers.size()) + " buffers for " +
+                   std::to_string(bound.values.size()) + " inputs and outputs");
+    out.kernels[static_cast<std::size_t>(node.id)] = std::move(bound);
+    ++plan.kernel_nodes;
+  }
+  return out;
+}
+
+// Fuses pointwise consumers into their producers' steps, in graph order.
+class Fuser {
+ public:
+  Fuser(const graph::Graph& g, const PlanOptions& options, KernelPlan& plan)
+      : g_(g), options_(options), plan_(plan), consumers_(g.values().size()), is_output_(g.values().size(), false) {
+    for (const graph::Node& node : g.nodes())
+      for (graph::ValueId v : node.inputs)
+        if (v >= 0) consumers_[static_cast<std::size_t>(v)].insert(node.id);
+    for (graph::ValueId v : g.outputs()) is_output_[static_cast<std::size_t>(v)] = true;
+  }
+
+  void run() {
+    index_steps();
+    for (std::size_t i = 0; i < plan_.steps.size(); ++i) {
+      if (plan_.steps[i].host || plan_.steps[i].nodes.size() != 1) continue;
+      if (fuse_into_producer(i)) --i;  // the producer's step left a gap before i
+    }
+  }
+
+ private:
+  void index_steps() {
+    step_of_node_.assign(g_.nodes().size(), -1);
+    for (std::size_t s = 0; s < plan_.steps.size(); ++s)
+      for (graph::NodeId n : plan_.steps[s].nodes) step_of_node_[static_cast<std::size_t>(n)] = static_cast<int>(s);
+  }
+
+  graph::ValueId root(graph::ValueId v) const { return plan_.root[static_cast<std::size_t>(v)]; }
+
+  // Values (by root) that a step reads.
+  std::set<graph::ValueId> reads(const PlanStep& step) const {
+    std::set<graph::ValueId> out;
+    if (step.host) {
+      for (graph::ValueId v : g_.node(step.nodes[0]).inputs)
+        if (v >= 0) out.insert(root(v));
+      return out;
+    }
+    for (std::size_t b = 0; b < step.kernel->values.size(); ++b)
+      if (step.kernel->kernel.buffers[b].access != kir::Access::write) out.insert(root(step.kernel->values[b]));
+    return out;
+  }
+
+  // Whether the producer step `from` may move to `to` (where its consumer
+  // is): no step in between may read what the producer writes.
+  bool can_move(std::size_t from, std::size_t to) const {
+    const BoundKernel& producer = *plan_.steps[from].kernel;
+    std::set<graph::ValueId> written;
+    for (std::size_t b = 0; b < producer.values.size(); ++b)
+      if (producer.kernel.buffers[b].access != kir::Access::read) written.insert(root(producer.values[b]));
+    for (std::size_t s = from + 1; s < to; ++s)
+      for (graph::ValueId v : reads(plan_.steps[s]))
+        if (written.count(v)) return false;
+    return true;
+  }
+
+  // The step indices of producers whose output `node` may take as an
+  // epilogue input, latest first.
+  std::vector<std::pair<std::size_t, graph::ValueId>> candidates(const graph::Node& node, std::size_t at) const {
+    std::vector<std::pair<std::size_t, graph::ValueId>> out;
+    if (node.outputs.size() != 1) return out;
+    const graph::TensorType& result = g_.value(node.outputs[0]).type;
+    for (graph::ValueId v : node.inputs) {
+      if (v < 0 || plan_.fused_away[static_cast<std::size_t>(v)]) continue;
+      const graph::Value& value = g_.value(v);
+      if (value.producer == graph::kNoNode || is_output_[static_cast<std::size_t>(v)] || value.type.dynamic) continue;
+      if (consumers_[static_cast<std::size_t>(v)] != std::set<graph::NodeId>{node.id}) continue;
+      if (value.type.shape != result.shape || value.type.dtype != result.dtype) continue;
+      const int step = step_of_node_[static_cast<std::size_t>(value.producer)];
+      if (step < 0 || static_cast<std::size_t>(step) >= at || plan_.steps[static_cast<std::size_t>(step)].host) continue;
+      if (std::any_of(out.begin(), out.end(), [&](const auto& c) { return c.second == v; })) continue;
+      out.emplace_back(static_cast<std::size_t>(step), v);
+    }
+    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    return out;
+  }
+
+  bool fuse_into_producer(std::size_t at) {
+    PlanStep& consumer = plan_.steps[at];
+    const graph::Node& node = g_.node(consumer.nodes[0]);
+    for (const auto& [from, value] : candidates(node, at)) {
+      PlanStep& producer = plan_.steps[from];
+      const std::int64_t elements = num_elements(g_.value(value).type.shape);
+      if (epilogue_unfusable_reason(*producer.kernel, *consumer.kernel, value, elements)) continue;
+      if (!can_move(from, at)) continue;
+      BoundKernel fused = fuse_epilogue(*producer.kernel, *consumer.kernel, value, elements);
+      if (options_.max_kernel_buffers != 0 && fused.kernel.buffers.size() > options_.max_kernel_buffers) continue;
+      if (options_.kernel_unsupported && options_.kernel_unsupported(fused.kernel)) continue;
+
+      PlanStep merged;
+      merged.nodes = producer.nodes;
+      merged.nodes.push_back(node.id);
+      merged.kernel = std::move(fused);
+      consumer = std::move(merged);
+      plan_.steps.erase(plan_.steps.begin() + static_cast<std::ptrdiff_t>(from));
+      plan_.fused_away[static_cast<std::size_t>(value)] = true;
+      index_steps();
+      return true;
+    }
+    return false;
+  }
+
+  const graph::Graph& g_;
+  const PlanOptions& options_;
+  KernelPlan& plan_;
+  std::vector<std::set<graph::NodeId>> consumers_;  // by value id
+  std::vector<bool> is_output_;                      // by value id
+  std::vector<int> step_of_node_;                    // by node id; -1 for views
+};
+
+}  // namespace
+
+std::optional<std::string> dynamic_reason(const graph::Graph& g, const graph::Node& node) {
+  for (graph::ValueId v : node.inputs)
+    if (v >= 0 && g.value(v).type.dynamic) return std::string(kDynamicInput) + " (input '" + g.value(v).name + "')";
+  for (graph::ValueId v : node.outputs)
+    if (g.value(v).type.dynamic) return std::string(kDynamicOutput);
+  return std::nullopt;
+}
+
+lower::LowerTarget lower_target(const backend::TargetDesc& target) {
+  lower::LowerTarget out;
+  out.backend = target.backend;
+  if (target.subgroup_size != 0) out.subgroup_size = target.subgroup_size;
+  if (target.max_workgroup_invocations != 0) out.max_workgroup_invocations = target.max_workgroup_invocations;
+  if (target.max_shared_memory_bytes != 0) out.max_shared_memory_bytes = target.max_shared_memory_bytes;
+  return out;
+}
+
+KernelPlan plan_kernels(const graph::Graph& g, const PlanOptions& options) {
+  KernelPlan plan;
+  plan.root.resize(g.values().size());
+  for (std::size_t i = 0; i < plan.root.size(); ++i) plan.root[i] = static_cast<graph::ValueId>(i);
+  plan.fused_away.assign(g.values().size(), false);
+
+  LoweredNodes lowered = lower_all(g, options, plan);
+  for (const graph::Node& node : g.nodes()) {
+    const auto id = static_cast<std::size_t>(node.id);
+    if (lowered.host[id]) {
+      PlanStep& step = plan.steps.emplace_back();
+      step.host = true;
+      step.nodes = {node.id};
+      step.host_reason = *lowered.host[id];
+    } else if (lowered.kernels[id]) {
+      PlanStep& step = plan.steps.emplace_back();
+      step.nodes = {node.id};
+      step.kernel = std::move(lowered.kernels[id]);
+    }
+  }
+  if (options.fuse) Fuser(g, options, plan).run();
+  return plan;
+}
+
+}  // namespace kiln::fuse

@@ -1,0 +1,65 @@
+// The kernel plan of a graph: which nodes run as which kernels, in which
+// order, and which run on the host. Needs no device, so `kiln dump` and the
+// executor build the same kernels.
+//
+// Every node is lowered on its own first (lower::lower_node). In compiled
+// mode the scheduler then fuses pointwise consumers into the kernel that
+// produces their input (epilogue.h), so chains of pointwise ops collapse into
+// their producer: into a convolution, GEMM or reduction where there is one,
+// else into the first pointwise op of the chain. A value is fused away only
+// if it is read by exactly one node, is not a graph output, and both nodes
+// run as kernels; the fused kernel must fit the target's buffer limit and be
+// one the target supports. Eager mode plans one kernel per node.
+#pragma once
+
+#include "backends/backend.h"
+#include "graph/ir.h"
+#include "src/fuse/epilogue.h"
+#include "src/lower/target.h"
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::fuse {
+
+struct PlanOptions {
+  bool fuse = false;                    // compiled mode: fuse pointwise epilogues
+  lower::LowerTarget target;            // what lowering knows of the device
+  std::uint32_t max_kernel_buffers = 0;  // TargetDesc::max_kernel_buffers (0: no limit)
+  // Why the target cannot run a kernel, or nullopt (e.g. Backend::supports).
+  // Empty: every kernel is accepted.
+  std::function<std::optional<std::string>(const kir::Kernel&)> kernel_unsupported;
+};
+
+// One step of the plan, in execution order.
+struct PlanStep {
+  bool host = false;                 // a graph break run on the host reference implementation
+  std::vector<graph::NodeId> nodes;  // in graph order; a host step has one
+  std::string host_reason;           // why the node runs on the host
+  std::optional<BoundKernel> kernel;  // a device step's (possibly fused) kernel and its bindings
+};
+
+struct KernelPlan {
+  std::vector<PlanStep> steps;
+  std::vector<graph::ValueId> root;  // by value id: the value whose memory it views (itself unless a view)
+  std::vector<bool> fused_away;      // by value id: lives only in registers inside a fused kernel
+  int kernel_nodes = 0;              // nodes lowered to kernels (before fusion)
+};
+
+// What lowering needs to know of `target` (fields the target leaves 0 keep
+// LowerTarget's defaults).
+lower::LowerTarget lower_target(const backend::TargetDesc& target);
+
+// Throws what lowering throws for a malformed node (reasons a node cannot
+// run as a kernel become host steps instead).
+KernelPlan plan_kernels(const graph::Graph& graph, const PlanOptions& options);
+
+// Why a node must run on the host because it touches a data-dependent value,
+// or nullopt. The text before any " (" is the same for every node ("input
+// shape depends on data").
+std::optional<std::string> dynamic_reason(const graph::Graph& graph, const graph::Node& node);
+
+}  // namespace kiln::fuse

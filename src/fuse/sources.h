@@ -1,0 +1,37 @@
+// The kernels compiled mode builds for a model, rendered for one backend's
+// language without a device: what `kiln dump` writes. The plan is the one
+// the executor makes (graph passes, then plan_kernels with fusion), sized
+// for the backend's first device when it has one, else its first offline
+// target.
+#pragma once
+
+#include <kiln/model.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::fuse {
+
+struct KernelSourceFile {
+  std::string file_name;    // "007_conv2d_add_relu.glsl": execution order, kernel name, extension
+  std::string kernel_name;  // "conv2d_add_relu"
+  std::vector<std::pair<std::string, std::string>> nodes;  // (node name, op), fused into this kernel, in order
+  std::string source;
+};
+
+struct BackendSources {
+  std::string backend;   // "vulkan"
+  std::string language;  // "glsl"
+  std::string target;    // the device or offline target the plan was sized for
+  std::vector<KernelSourceFile> kernels;  // in execution order
+  std::vector<std::string> host_steps;   // "node (op): reason" for each graph break
+};
+
+// Throws NotFound for a backend that is not built in.
+BackendSources generate_sources(const Model& model, const std::string& backend);
+
+// Every built-in backend's name, in preference order.
+std::vector<std::string> source_backends();
+
+}  // namespace kiln::fuse

@@ -1,0 +1,440 @@
+#define BOOST_TEST_MODULE fusion
+#include <boost/test/unit_test.hpp>
+
+// The fusion scheduler (src/fuse/): fused kernels against the unfused graph's
+// reference results on the kernel IR interpreter, the rules for what may be
+// fused, and compiled (fused) execution on Vulkan against eager.
+
+#include <kiln/builder.h>
+#include <kiln/kiln.h>
+#include <kiln/models.h>
+
+#include "graph/ir.h"
+#include "graph/op_registry.h"
+#include "src/fuse/epilogue.h"
+#include "src/fuse/schedule.h"
+#include "src/fuse/sources.h"
+#include "src/kernel/interpreter.h"
+#include "src/runtime/executor.h"
+#include "src/runtime/memory_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kiln::DType;
+using kiln::Shape;
+using kiln::Tensor;
+using kiln::graph::ValueId;
+
+Tensor random_tensor(const Shape& shape, unsigned seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Tensor t(DType::f32, shape);
+  for (float& v : t.values<float>()) v = dist(rng);
+  return t;
+}
+
+float max_difference(const Tensor& a, const Tensor& b) {
+  BOOST_REQUIRE(a.shape() == b.shape());
+  float m = 0;
+  auto va = a.values<float>();
+  auto vb = b.values<float>();
+  for (std::size_t i = 0; i < va.size(); ++i) m = std::max(m, std::fabs(va[i] - vb[i]));
+  return m;
+}
+
+// Every value of `g` computed node by node with the reference implementation.
+std::vector<Tensor> reference_values(const kiln::graph::Graph& g, const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> values(g.values().size());
+  for (const auto& v : g.values())
+    if (v.constant) values[static_cast<std::size_t>(v.id)] = *v.constant;
+  for (std::size_t i = 0; i < inputs.size(); ++i) values[static_cast<std::size_t>(g.inputs()[i])] = inputs[i];
+  for (const auto& node : g.nodes()) {
+    std::vector<Tensor> in;
+    for (ValueId v : node.inputs) in.push_back(v >= 0 ? values[static_cast<std::size_t>(v)] : Tensor());
+    std::vector<Tensor> out = kiln::graph::get_op(node.op).reference(node, in);
+    for (std::size_t i = 0; i < out.size(); ++i) values[static_cast<std::size_t>(node.outputs[i])] = out[i];
+  }
+  return values;
+}
+
+// The graph's outputs computed by running the plan's kernels on the
+// interpreter (views share their root's memory; host steps use the reference).
+std::vector<Tensor> interpret_plan(const kiln::graph::Graph& g, const kiln::fuse::KernelPlan& plan,
+                                   const std::vector<Tensor>& inputs) {
+  std::vector<Tensor> memory(g.values().size());  // by root value id
+  auto root = [&](ValueId v) { return plan.root[static_cast<std::size_t>(v)]; };
+  auto tensor_of = [&](ValueId v) -> Tensor& {
+    Tensor& t = memory[static_cast<std::size_t>(root(v))];
+    if (t.numel() == 0 && kiln::num_elements(g.value(root(v)).type.shape) > 0)
+      t = Tensor(DType::f32, g.value(root(v)).type.shape);
+    return t;
+  };
+  for (const auto& v : g.values())
+    if (v.constant) memory[static_cast<std::size_t>(v.id)] = v.constant->clone();
+  for (std::size_t i = 0; i < inputs.size(); ++i) memory[static_cast<std::size_t>(g.inputs()[i])] = inputs[i].clone();
+  for (const auto& step : plan.steps) {
+    if (step.host) {
+      const auto& node = g.node(step.nodes[0]);
+      std::vector<Tensor> in;
+      for (ValueId v : node.inputs)
+        in.push_back(v >= 0 ? tensor_of(v).reshaped(g.value(v).type.shape) : Tensor());
+      std::vector<Tensor> out = kiln::graph::get_op(node.op).reference(node, in);
+      for (std::size_t i = 0; i < out.size(); ++i) memory[static_cast<std::size_t>(node.outputs[i])] = out[i];
+      continue;
+    }
+    for (ValueId v : step.kernel->values)
+      BOOST_REQUIRE_MESSAGE(!plan.fused_away[static_cast<std::size_t>(v)], "a fused-away value is bound");
+    std::vector<std::span<std::byte>> buffers;
+    for (ValueId v : step.kernel->values) buffers.push_back(tensor_of(v).bytes());
+    kiln::kir::interpret(step.kernel->kernel, buffers);
+  }
+  std::vector<Tensor> outputs;
+  for (ValueId v : g.outputs()) outputs.push_back(tensor_of(v).reshaped(g.value(v).type.shape));
+  return outputs;
+}
+
+kiln::fuse::PlanOptions plan_options(bool fuse, std::uint32_t max_kernel_buffers = 0) {
+  kiln::fuse::PlanOptions options;
+  options.fuse = fuse;
+  options.max_kernel_buffers = max_kernel_buffers;
+  return options;
+}
+
+// Runs `model`'s graph as planned (with fusion unless told otherwise) on the
+// interpreter and checks every output against the reference; returns the plan.
+kiln::fuse::KernelPlan check_on_interpreter(const kiln::Model& model, const std::vector<Tensor>& inputs,
+                                            kiln::fuse::PlanOptions options = plan_options(true)) {
+  const kiln::graph::Graph& g = model.graph();
+  kiln::fuse::KernelPlan plan = kiln::fuse::plan_kernels(g, options);
+  const std::vector<Tensor> expected = reference_values(g, inputs);
+  const std::vector<Tensor> got = interpret_plan(g, plan, inputs);
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const float diff = max_difference(got[i], expected[static_cast<std::size_t>(g.outputs()[i])]);
+    BOOST_TEST_MESSAGE(model.name() << " output " << i << ": max |fused - reference| = " << diff);
+    BOOST_TEST(diff < 1e-4f);
+  }
+  return plan;
+}
+
+// Compiled (fused) and eager on Vulkan; returns the compiled model after
+// checking it matches eager.
+kiln::CompiledModel check_on_vulkan(const kiln::Model& model, const std::vector<Tensor>& inputs,
+                                    float tolerance = 1e-4f) {
+  kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
+  kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
+  const std::vector<Tensor> expected = eager(inputs);
+  const std::vector<Tensor> got = compiled(inputs);
+  BOOST_REQUIRE(got.size() == expected.size());
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    const float diff = max_difference(got[i], expected[i]);
+    BOOST_TEST_MESSAGE(model.name() << " output " << i << ": max |compiled - eager| = " << diff);
+    BOOST_TEST(diff < tolerance);
+  }
+  BOOST_TEST(compiled.stats().dispatches_per_run <= eager.stats().dispatches_per_run);
+  return compiled;
+}
+
+std::vector<std::string> ops_of(const kiln::graph::Graph& g, const std::vector<kiln::graph::NodeId>& nodes) {
+  std::vector<std::string> ops;
+  for (auto id : nodes) ops.push_back(g.node(id).op);
+  return ops;
+}
+
+int kernel_steps(const kiln::fuse::KernelPlan& plan) {
+  return static_cast<int>(std::count_if(plan.steps.begin(), plan.steps.end(), [](const auto& s) { return !s.host; }));
+}
+
+kiln::Builder::Value constant(kiln::Builder& b, const std::string& name, const Shape& shape, unsigned seed) {
+  return b.constant(name, random_tensor(shape, seed));
+}
+
+// conv (with bias) -> + residual -> relu: ResNet's block tail.
+kiln::Model conv_residual_relu() {
+  kiln::Builder b("conv_residual_relu");
+  auto x = b.input("x", DType::f32, {1, 4, 8, 8});
+  auto w = constant(b, "w", {4, 4, 3, 3}, 1);
+  auto bias = constant(b, "bias", {4}, 2);
+  auto y = b.conv2d(x, w, bias, {.padding = {1, 1, 1, 1}});
+  return b.build({b.relu(b.add(y, x))});
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(epilogue)
+
+BOOST_AUTO_TEST_CASE(conv_bias_residual_add_relu_is_one_kernel) {
+  const kiln::Model model = conv_residual_relu();
+  const std::vector<Tensor> inputs = {random_tensor({1, 4, 8, 8}, 3)};
+  auto plan = check_on_interpreter(model, inputs);
+  BOOST_REQUIRE(plan.steps.size() == 1u);
+  BOOST_TEST((ops_of(model.graph(), plan.steps[0].nodes) == std::vector<std::string>{"Conv", "Add", "Relu"}));
+  // x is read by the convolution and by the residual add: one binding serves both.
+  BOOST_TEST(plan.steps[0].kernel->kernel.buffers.size() == 4u);
+
+  auto compiled = check_on_vulkan(model, inputs);
+  BOOST_TEST(compiled.stats().dispatches_per_run == 1);
+}
+
+BOOST_AUTO_TEST_CASE(unfused_plan_is_one_kernel_per_node) {
+  const kiln::Model model = conv_residual_relu();
+  auto plan = check_on_interpreter(model, {random_tensor({1, 4, 8, 8}, 3)}, plan_options(false));
+  BOOST_TEST(plan.steps.size() == 3u);
+  BOOST_TEST(std::none_of(plan.fused_away.begin(), plan.fused_away.end(), [](bool f) { return f; }));
+}
+
+BOOST_AUTO_TEST_CASE(pointwise_chain_with_broadcasting_collapses_into_its_first_op) {
+  kiln::Builder b("chain");
+  auto x = b.input("x", DType::f32, {2, 3, 4, 5});
+  auto other = b.input("other", DType::f32, {2, 1, 4, 1});
+  auto per_channel = constant(b, "per_channel", {3, 1, 1}, 4);
+  auto per_column = constant(b, "per_column", {5}, 5);
+  auto y = b.sub(b.sigmoid(b.add(b.mul(x, per_channel), per_column)), other);
+  y = b.op("Clip", {y}, [] {
+    kiln::graph::Attributes a;
+    a.set("min", -0.25);
+    a.set("max", 0.5);
+    return a;
+  }())[0];
+  const kiln::Model model = b.build({y});
+  const std::vector<Tensor> inputs = {random_tensor({2, 3, 4, 5}, 6, -3, 3), random_tensor({2, 1, 4, 1}, 7)};
+  auto plan = check_on_interpreter(model, inputs);
+  BOOST_REQUIRE(plan.steps.size() == 1u);
+  BOOST_TEST((ops_of(model.graph(), plan.steps[0].nodes) ==
+              std::vector<std::string>{"Mul", "Add", "Sigmoid", "Sub", "Clip"}));
+  auto compiled = check_on_vulkan(model, inputs);
+  BOOST_TEST(compiled.stats().dispatches_per_run == 1);
+}
+
+BOOST_AUTO_TEST_CASE(hard_swish_and_gelu_fuse_into_conv) {
+  kiln::Builder b("conv_hardswish");
+  auto x = b.input("x", DType::f32, {1, 3, 6, 6});
+  auto w = constant(b, "w", {8, 3, 1, 1}, 8);
+  auto y = b.op("HardSwish", {b.conv2d(x, w, std::nullopt)}, {})[0];
+  const kiln::Model model = b.build({b.gelu(y)});
+  const std::vector<Tensor> inputs = {random_tensor({1, 3, 6, 6}, 9, -4, 4)};
+  auto plan = check_on_interpreter(model, inputs);
+  BOOST_REQUIRE(plan.steps.size() == 1u);
+  BOOST_TEST((ops_of(model.graph(), plan.steps[0].nodes) == std::vector<std::string>{"Conv", "HardSwish", "Gelu"}));
+  check_on_vulkan(model, inputs);
+}
+
+BOOST_AUTO_TEST_CASE(batch_norm_after_conv_fuses_without_folding) {
+  // The plan of the graph as written (no fold_batch_norm pass): BN's kernel
+  // itself is inlined, with its per-channel operands as extra buffers.
+  kiln::Builder b("conv_bn");
+  auto x = b.input("x", DType::f32, {2, 3, 5, 5});
+  auto w = constant(b, "w", {6, 3, 3, 3}, 10);
+  auto y = b.conv2d(x, w, std::nullopt, {.padding = {1, 1, 1, 1}});
+  auto var = b.constant("var", random_tensor({6}, 11, 0.5f, 2.0f));
+  y = b.batch_norm(y, constant(b, "scale", {6}, 12), constant(b, "shift", {6}, 13), constant(b, "mean", {6}, 14), var);
+  const kiln::Model model = b.build({b.relu(y)});
+  const std::vector<Tensor> inputs = {random_tensor({2, 3, 5, 5}, 15)};
+  auto plan = check_on_interpreter(model, inputs);
+  BOOST_REQUIRE(plan.steps.size() == 1u);
+  BOOST_TEST((ops_of(model.graph(), plan.steps[0].nodes) ==
+              std::vector<std::string>{"Conv", "BatchNormalization", "Relu"}));
+  BOOST_TEST(plan.steps[0].kernel->kernel.buffers.size() == 7u);  // x, w, y + BN's four
+  check_on_vulkan(model, inputs);
+}
+
+BOOST_AUTO_TEST_CASE(epilogue_inlined_at_every_store_of_a_reduction) {
+  // Softmax stores inside a loop; the consumer is inlined there, once per
+  // store, with its variables renamed apart from the producer's.
+  kiln::Builder b("softmax_mul");
+  auto x = b.input("x", DType::f32, {3, 7});
+  auto gain = constant(b, "gain", {7}, 16);
+  const kiln::Model model = b.build({b.tanh(b.mul(b.softmax(x), gain))});
+  auto plan = check_on_interpreter(model, {random_tensor({3, 7}, 17, -5, 5)});
+  BOOST_REQUIRE(plan.steps.size() == 1u);
+  BOOST_TEST(plan.steps[0].kernel->kernel.name == "softmax_mul_tanh");
+}
+
+BOOST_AUTO_TEST_CASE(group_is_limited_by_max_kernel_buffers) {
+  // conv (x, w, bias, y) then four adds of fresh operands: with at most six
+  // buffers the conv takes two adds, and the rest start a new kernel.
+  kiln::Builder b("many_operands");
+  auto x = b.input("x", DType::f32, {1, 2, 4, 4});
+  auto y = b.conv2d(x, constant(b, "w", {2, 2, 3, 3}, 18), constant(b, "bias", {2}, 19), {.padding = {1, 1, 1, 1}});
+  for (int i = 0; i < 4; ++i) y = b.add(y, b.input("p" + std::to_string(i), DType::f32, {1, 2, 4, 4}));
+  const kiln::Model model = b.build({y});
+  std::vector<Tensor> inputs = {random_tensor({1, 2, 4, 4}, 20)};
+  for (unsigned i = 0; i < 4; ++i) inputs.push_back(random_tensor({1, 2, 4, 4}, 21 + i));
+
+  auto unlimited = check_on_interpreter(model, inputs);
+  BOOST_TEST(unlimited.steps.size() == 1u);
+  auto limited = check_on_interpreter(model, inputs, plan_options(true, 6));
+  BOOST_REQUIRE(limited.steps.size() == 2u);
+  for (const auto& step : limited.steps) BOOST_TEST(step.kernel->kernel.buffers.size() <= 6u);
+  BOOST_TEST((ops_of(model.graph(), limited.steps[0].nodes) == std::vector<std::string>{"Conv", "Add", "Add"}));
+}
+
+BOOST_AUTO_TEST_CASE(value_with_two_consumers_is_not_fused) {
+  kiln::Builder b("two_consumers");
+  auto x = b.input("x", DType::f32, {2, 8});
+  auto shared = b.sigmoid(b.add(x, constant(b, "c", {8}, 22)));
+  const kiln::Model model = b.build({b.mul(b.tanh(shared), b.relu(shared))});
+  auto plan = check_on_interpreter(model, {random_tensor({2, 8}, 23)});
+  const kiln::graph::Graph& g = model.graph();
+  ValueId shared_id = -1;
+  for (const auto& node : g.nodes())
+    if (node.op == "Sigmoid") shared_id = node.outputs[0];
+  BOOST_REQUIRE(shared_id >= 0);
+  BOOST_TEST(!plan.fused_away[static_cast<std::size_t>(shared_id)]);
+  // Add+Sigmoid, then Tanh and Relu (each the first op of its chain), with
+  // Mul fused into one of them.
+  BOOST_TEST(kernel_steps(plan) == 3);
+  check_on_vulkan(model, {random_tensor({2, 8}, 23)});
+}
+
+BOOST_AUTO_TEST_CASE(graph_output_in_the_middle_is_not_fused) {
+  kiln::Builder b("middle_output");
+  auto x = b.input("x", DType::f32, {4, 6});
+  auto middle = b.add(x, constant(b, "c", {6}, 24));
+  const kiln::Model model = b.build({middle, b.sigmoid(middle)});
+  const std::vector<Tensor> inputs = {random_tensor({4, 6}, 25)};
+  auto plan = check_on_interpreter(model, inputs);
+  BOOST_TEST(plan.steps.size() == 2u);
+  BOOST_TEST(std::none_of(plan.fused_away.begin(), plan.fused_away.end(), [](bool f) { return f; }));
+  auto compiled = check_on_vulkan(model, inputs);
+  BOOST_TEST(compiled.stats().dispatches_per_run == 2);
+}
+
+BOOST_AUTO_TEST_CASE(consumer_reading_a_later_value_moves_the_group_after_it) {
+  // Add(conv_a(x), conv_b(x)): conv_a's group must run after conv_b, which
+  // computes Add's other operand.
+  kiln::Builder b("two_branches");
+  auto x = b.input("x", DType::f32, {1, 2, 5, 5});
+  auto a = b.conv2d(x, constant(b, "wa", {3, 2, 3, 3}, 26), std::nullopt, {.padding = {1, 1, 1, 1}});
+  auto c = b.conv2d(x, constant(b, "wb", {3, 2, 1, 1}, 27), std::nullopt);
+  const kiln::Model model = b.build({b.relu(b.add(a, c))});
+  const std::vector<Tensor> inputs = {random_tensor({1, 2, 5, 5}, 28)};
+  auto plan = check_on_interpreter(model, inputs);
+  BOOST_REQUIRE(plan.steps.size() == 2u);
+  BOOST_TEST(ops_of(model.graph(), plan.steps[1].nodes).size() == 3u);
+  check_on_vulkan(model, inputs);
+}
+
+BOOST_AUTO_TEST_CASE(unfusable_pairs_say_why) {
+  kiln::kir::Kernel producer("producer");
+  auto in = producer.add_buffer("x", kiln::kir::ScalarType::f32, kiln::kir::Access::read);
+  auto out = producer.add_buffer("y", kiln::kir::ScalarType::f32, kiln::kir::Access::write);
+  producer.global_size = 8;
+  producer.body.push_back(kiln::kir::store(out, kiln::kir::global_index(),
+                                           kiln::kir::load(in, kiln::kir::global_index(), kiln::kir::ScalarType::f32)));
+  // A consumer reading its input at a neighbour's index is not pointwise.
+  kiln::kir::Kernel shift("shift");
+  auto a = shift.add_buffer("a", kiln::kir::ScalarType::f32, kiln::kir::Access::read);
+  auto z = shift.add_buffer("z", kiln::kir::ScalarType::f32, kiln::kir::Access::write);
+  shift.global_size = 8;
+  const auto i = kiln::kir::global_index();
+  shift.body.push_back(kiln::kir::store(z, i, kiln::kir::load(a, (i + kiln::kir::i32(1)) % kiln::kir::i32(8),
+                                                             kiln::kir::ScalarType::f32)));
+  const kiln::fuse::BoundKernel p{producer, {0, 1}};
+  const kiln::fuse::BoundKernel c{shift, {1, 2}};
+  auto why = kiln::fuse::epilogue_unfusable_reason(p, c, 1, 8);
+  BOOST_REQUIRE(why.has_value());
+  BOOST_TEST(why->find("other than its global index") != std::string::npos);
+  BOOST_CHECK_THROW(kiln::fuse::fuse_epilogue(p, c, 1, 8), kiln::Error);
+  // One invocation per element is required too.
+  BOOST_TEST(kiln::fuse::epilogue_unfusable_reason(p, c, 1, 16).has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(models)
+
+// Compiled (fused) dispatches of a zoo model against eager, equal results,
+// and a memory plan where no two live tensors share memory.
+void check_zoo_model(const std::string& name, std::int64_t image_size, int max_compiled_dispatches) {
+  const kiln::Model model = kiln::models::build(name, {.image_size = image_size, .num_classes = 10, .seed = 3});
+  const Tensor input = random_tensor(model.graph().value(model.graph().inputs()[0]).type.shape, 29);
+  kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
+  kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
+  const Tensor expected = eager({input})[0];
+  const Tensor got = compiled({input})[0];
+  const float diff = max_difference(got, expected);
+  float scale = 0;
+  for (float v : expected.values<float>()) scale = std::max(scale, std::fabs(v));
+  BOOST_TEST_MESSAGE(name << ": dispatches eager " << eager.stats().dispatches_per_run << ", compiled "
+                          << compiled.stats().dispatches_per_run << "; max |compiled - eager| = " << diff
+                          << " (max |eager| " << scale << ")");
+  BOOST_TEST(diff <= 1e-4f * std::max(1.0f, scale));
+  BOOST_TEST(compiled.stats().dispatches_per_run <= max_compiled_dispatches);
+  BOOST_TEST(compiled.stats().dispatches_per_run < eager.stats().dispatches_per_run);
+
+  // No two live tensors share memory: replay the dispatches and check every
+  // value a dispatch binds against every value still live at that step.
+  const kiln::Executor& engine = compiled.engine();
+  kiln::runtime::check_memory_plan(engine.lifetimes(), engine.memory_plan(), 16);
+  const kiln::graph::Graph& g = engine.planned_graph();
+  const auto dispatches = engine.dispatches();
+  std::map<ValueId, std::pair<int, int>> live;  // value -> [first, last] dispatch
+  for (int step = 0; step < static_cast<int>(dispatches.size()); ++step)
+    for (ValueId v : dispatches[static_cast<std::size_t>(step)].values) {
+      if (g.value(v).constant || g.value(v).producer == kiln::graph::kNoNode) continue;
+      auto [it, fresh] = live.try_emplace(v, step, step);
+      if (!fresh) it->second.second = step;
+    }
+  for (ValueId v : g.outputs()) live[v].second = static_cast<int>(dispatches.size());
+  int fused_away = 0;
+  for (const auto& node : g.nodes())
+    for (ValueId v : node.outputs)
+      if (!engine.placement(v)) ++fused_away;
+  BOOST_TEST(fused_away > 0);
+  int checked = 0;
+  for (const auto& [a, la] : live)
+    for (const auto& [b, lb] : live) {
+      if (a >= b || la.second < lb.first || lb.second < la.first) continue;
+      if (engine.storage_root(a) == engine.storage_root(b)) continue;  // a view shares its tensor's memory
+      const auto pa = engine.placement(a), pb = engine.placement(b);
+      BOOST_REQUIRE((pa && pb));
+      if (pa->buffer != pb->buffer) continue;
+      ++checked;
+      const bool disjoint = pa->offset + pa->bytes <= pb->offset || pb->offset + pb->bytes <= pa->offset;
+      BOOST_TEST(disjoint, "'" << g.value(a).name << "' and '" << g.value(b).name
+                               << "' are live together and share memory");
+    }
+  BOOST_TEST(checked > 0);
+}
+
+BOOST_AUTO_TEST_CASE(resnet18_dispatches_drop) {
+  // 20 convolutions (+ maxpool, pool, flatten view, gemm) with every BN,
+  // residual add and relu fused: exactly one dispatch per conv or pool or gemm.
+  check_zoo_model("resnet18", 32, 23);
+}
+
+BOOST_AUTO_TEST_CASE(mobilenet_v2_dispatches_drop) { check_zoo_model("mobilenet_v2", 32, 55); }
+
+BOOST_AUTO_TEST_CASE(dumped_sources_are_the_compiled_kernels) {
+  // `kiln dump`'s sources: one per dispatch compiled mode runs, in order,
+  // for every built-in language, each naming its fused nodes.
+  const kiln::Model model = kiln::models::build("resnet18", {.image_size = 32, .num_classes = 10, .seed = 3});
+  kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
+  compiled.prepare();
+  const auto dispatches = compiled.engine().dispatches();
+  for (const std::string& backend : kiln::fuse::source_backends()) {
+    const kiln::fuse::BackendSources sources = kiln::fuse::generate_sources(model, backend);
+    BOOST_TEST_MESSAGE(backend << " (" << sources.language << "): " << sources.kernels.size() << " kernels");
+    BOOST_REQUIRE(sources.kernels.size() == dispatches.size());
+    std::set<std::string> files;
+    for (std::size_t i = 0; i < dispatches.size(); ++i) {
+      const auto& kernel = sources.kernels[i];
+      BOOST_TEST(kernel.nodes.size() == dispatches[i].nodes.size());
+      BOOST_TEST(kernel.source.find(kernel.kernel_name) != std::string::npos);
+      BOOST_TEST(kernel.file_name.find(kernel.kernel_name) != std::string::npos);
+      files.insert(kernel.file_name);
+    }
+    BOOST_TEST(files.size() == sources.kernels.size());  // one file per kernel
+  }
+  BOOST_CHECK_THROW(kiln::fuse::generate_sources(model, "no_such_backend"), kiln::Error);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -1,0 +1,96 @@
+// `kiln dump`: write the source of every kernel compiled mode builds for a
+// model (after fusion), for each target language, plus an index of which
+// nodes went into which kernel. Needs no device.
+#include "commands.h"
+#include "model_args.h"
+
+// The one internal header the CLI uses: code generation without a device
+// has no public API (CompiledModel needs a device).
+#include "src/fuse/sources.h"
+
+#include <kiln/error.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <memory>
+
+namespace kiln::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+// --target names -> backend names.
+const std::map<std::string, std::string>& target_backends() {
+  static const std::map<std::string, std::string> table = {
+      {"vulkan", "vulkan"}, {"cuda", "cuda"}, {"hip", "hip"}, {"c", "null"}};
+  return table;
+}
+
+void write_file(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+  out.close();
+  KILN_CHECK(out.good(), ErrorKind::Io, "cannot write '" + path.string() + "'");
+}
+
+struct DumpArgs {
+  std::string output_dir;
+  std::string target = "all";
+};
+
+void dump(const ModelArgs& model_args, const DumpArgs& args) {
+  std::vector<std::string> backends;
+  if (args.target == "all") {
+    for (const auto& [name, backend] : target_backends())
+      for (const std::string& built_in : fuse::source_backends())
+        if (built_in == backend) backends.push_back(backend);
+  } else {
+    backends.push_back(target_backends().at(args.target));
+  }
+  const Model model = model_args.load();
+  const fs::path root(args.output_dir);
+  std::error_code ec;
+  fs::create_directories(root, ec);
+  KILN_CHECK(!ec, ErrorKind::Io, "cannot create '" + root.string() + "': " + ec.message());
+
+  std::string index = "# kiln dump of model '" + model.name() + "': the kernels compiled mode builds, after fusion\n";
+  for (const std::string& backend : backends) {
+    const fuse::BackendSources sources = fuse::generate_sources(model, backend);
+    const fs::path dir = root / sources.language;
+    fs::create_directories(dir, ec);
+    KILN_CHECK(!ec, ErrorKind::Io, "cannot create '" + dir.string() + "': " + ec.message());
+    index += "\n## " + sources.backend + " (" + sources.language + ", planned for " + sources.target + "): " +
+             std::to_string(sources.kernels.size()) + " kernels, " + std::to_string(sources.host_steps.size()) +
+             " host steps\n";
+    for (const fuse::KernelSourceFile& kernel : sources.kernels) {
+      write_file(dir / kernel.file_name, kernel.source);
+      index += sources.language + "/" + kernel.file_name + ":";
+      for (const auto& [node, op] : kernel.nodes) index += " " + node + " (" + op + ")";
+      index += "\n";
+    }
+    for (const std::string& host : sources.host_steps) index += "host step: " + host + "\n";
+    std::cout << sources.backend << ": " << sources.kernels.size() << " kernels -> " << dir.string() << "\n";
+  }
+  write_file(root / "index.txt", index);
+  std::cout << "index: " << (root / "index.txt").string() << "\n";
+}
+
+}  // namespace
+
+void add_dump_command(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
+      "dump", "write the source of every kernel compiled mode builds for a model (after fusion), per target language");
+  auto model_args = std::make_shared<ModelArgs>();
+  auto args = std::make_shared<DumpArgs>();
+  model_args->add_to(*cmd);
+  cmd->add_option("--output-dir", args->output_dir, "folder for the sources (one subfolder per language) and index.txt")
+      ->required();
+  cmd->add_option("--target", args->target, "vulkan (GLSL), cuda, hip, c (C99) or all")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"vulkan", "cuda", "hip", "c", "all"}));
+  cmd->callback([model_args, args] { dump(*model_args, *args); });
+}
+
+}  // namespace kiln::tools
