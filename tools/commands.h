@@ -8,5 +8,7 @@ namespace kiln::tools {
 void add_devices_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_explain_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+void add_dump_command(CLI::App& app);
 
 }  // namespace kiln::tools

@@ -1,4 +1,5 @@
-// kiln: list devices, run a model on an image, explain what the compiler did.
+// kiln: list devices, run a model on an image, explain what the compiler did,
+// dump the generated kernels, benchmark eager against compiled.
 #include "commands.h"
 
 #include <kiln/error.h>
@@ -12,6 +13,8 @@ int main(int argc, char** argv) {
   kiln::tools::add_devices_command(app);
   kiln::tools::add_run_command(app);
   kiln::tools::add_explain_command(app);
+  kiln::tools::add_bench_command(app);
+  kiln::tools::add_dump_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

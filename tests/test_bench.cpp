@@ -1,0 +1,325 @@
+#define BOOST_TEST_MODULE bench
+#include <boost/test/unit_test.hpp>
+
+// `kiln bench`: its statistics and output check (compiled in from tools/bench),
+// and the built binary run as a user would (KILN_BINARY, set by meson).
+
+#include "../tools/bench/agreement.h"
+#include "../tools/bench/stats.h"
+
+#include <kiln/error.h>
+#include <kiln/tensor.h>
+
+#include <nlohmann/json.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace bench = kiln::tools::bench;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Result {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr together
+};
+
+std::string source_root() {
+  const char* root = std::getenv("KILN_SOURCE_ROOT");
+  BOOST_REQUIRE_MESSAGE(root != nullptr, "KILN_SOURCE_ROOT is not set (run through meson test)");
+  return root;
+}
+
+Result run_kiln(const std::string& args) {
+  const char* binary = std::getenv("KILN_BINARY");
+  BOOST_REQUIRE_MESSAGE(binary != nullptr, "KILN_BINARY is not set (run through meson test)");
+  const std::string command = "cd '" + source_root() + "' && '" + binary + "' " + args + " 2>&1";
+  Result r;
+  FILE* pipe = popen(command.c_str(), "r");
+  BOOST_REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buf{};
+  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  BOOST_TEST_MESSAGE("$ kiln " << args << "\n" << r.output);
+  return r;
+}
+
+bool has(const Result& r, const std::string& text) { return r.output.find(text) != std::string::npos; }
+
+std::string read_text(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  BOOST_REQUIRE_MESSAGE(in.good(), "cannot read " << path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+// A fresh folder per test, removed afterwards.
+struct ScratchDir {
+  fs::path path = fs::temp_directory_path() / ("kiln-test-bench-" + std::to_string(::getpid()));
+  ScratchDir() {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
+// The CSV as one map per row, by column name (kiln bench quotes no field of these runs).
+std::vector<std::map<std::string, std::string>> read_csv(const fs::path& path) {
+  std::istringstream in(read_text(path));
+  auto split = [](const std::string& line) {
+    std::vector<std::string> fields;
+    std::string field;
+    std::istringstream s(line);
+    while (std::getline(s, field, ',')) fields.push_back(field);
+    if (!line.empty() && line.back() == ',') fields.emplace_back();
+    return fields;
+  };
+  std::string line;
+  std::getline(in, line);
+  const std::vector<std::string> header = split(line);
+  std::vector<std::map<std::string, std::string>> rows;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> fields = split(line);
+    BOOST_REQUIRE_EQUAL(fields.size(), header.size());
+    std::map<std::string, std::string> row;
+    for (std::size_t i = 0; i < header.size(); ++i) row[header[i]] = fields[i];
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::size_t count_of(const std::string& text, const std::string& what) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
+}  // namespace
+
+// ---- statistics --------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(summary_of_an_odd_count_takes_the_middle_value) {
+  const std::vector<double> samples{5, 1, 4, 2, 3};
+  const bench::Summary s = bench::summarize(samples);
+  BOOST_TEST(s.count == 5u);
+  BOOST_TEST(s.median == 3.0);
+  BOOST_TEST(s.mean == 3.0);
+  BOOST_TEST(s.min == 1.0);
+  BOOST_TEST(s.max == 5.0);
+}
+
+BOOST_AUTO_TEST_CASE(summary_of_an_even_count_averages_the_two_middle_values) {
+  const std::vector<double> samples{10, 1, 7, 2};
+  const bench::Summary s = bench::summarize(samples);
+  BOOST_TEST(s.median == 4.5);
+  BOOST_TEST(s.mean == 5.0);
+  BOOST_TEST(s.min == 1.0);
+  BOOST_TEST(s.max == 10.0);
+  const std::vector<double> one{2.5};
+  BOOST_TEST(bench::summarize(one).median == 2.5);
+}
+
+BOOST_AUTO_TEST_CASE(summary_of_nothing_is_an_error) {
+  BOOST_CHECK_THROW(bench::summarize(std::vector<double>{}), kiln::Error);
+}
+
+BOOST_AUTO_TEST_CASE(geometric_mean_of_ratios) {
+  BOOST_TEST(bench::geometric_mean(std::vector<double>{2, 8}) == 4.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(bench::geometric_mean(std::vector<double>{0.5, 2}) == 1.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(bench::geometric_mean(std::vector<double>{1.5}) == 1.5, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(bench::geometric_mean(std::vector<double>{1, 10, 100}) == 10.0, boost::test_tools::tolerance(1e-12));
+  BOOST_CHECK_THROW(bench::geometric_mean(std::vector<double>{}), kiln::Error);
+  BOOST_CHECK_THROW(bench::geometric_mean(std::vector<double>{1, 0}), kiln::Error);
+  BOOST_CHECK_THROW(bench::geometric_mean(std::vector<double>{-2, 2}), kiln::Error);
+}
+
+// ---- the output check ----------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(outputs_agree_within_a_tolerance_relative_to_their_magnitude) {
+  const auto eager = kiln::Tensor::from_f32({4}, {100, -50, 0, 1});
+  const auto close = kiln::Tensor::from_f32({4}, {100.05f, -50, 0, 1});
+  const bench::Agreement ok = bench::compare_outputs({eager}, {close}, 1e-3);
+  BOOST_TEST(ok.matches);
+  BOOST_TEST(ok.scale == 100.0);
+  BOOST_TEST(ok.max_abs_diff == 0.05, boost::test_tools::tolerance(1e-3));
+
+  const auto far = kiln::Tensor::from_f32({4}, {100, -50, 0.5f, 1});
+  const bench::Agreement bad = bench::compare_outputs({eager}, {far}, 1e-3);
+  BOOST_TEST(!bad.matches);
+  BOOST_TEST(bad.problem.find("exceeds") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(outputs_disagree_on_shape_count_nan_and_integer_values) {
+  const auto a = kiln::Tensor::from_f32({2}, {1, 2});
+  BOOST_TEST(!bench::compare_outputs({a}, {kiln::Tensor::from_f32({1, 2}, {1, 2})}, 1e-3).matches);
+  BOOST_TEST(!bench::compare_outputs({a}, {a, a}, 1e-3).matches);
+  const bench::Agreement nan = bench::compare_outputs(
+      {a}, {kiln::Tensor::from_f32({2}, {1, std::numeric_limits<float>::quiet_NaN()})}, 1e-3);
+  BOOST_TEST(!nan.matches);
+  BOOST_TEST(std::isinf(nan.max_abs_diff));
+  const auto labels = kiln::Tensor::from_i64({3}, {1, 2, 3});
+  BOOST_TEST(bench::compare_outputs({labels}, {kiln::Tensor::from_i64({3}, {1, 2, 3})}, 1e-3).matches);
+  BOOST_TEST(!bench::compare_outputs({labels}, {kiln::Tensor::from_i64({3}, {1, 2, 4})}, 1e-3).matches);
+  // All-zero outputs still allow float rounding (the absolute floor).
+  const auto zeros = kiln::Tensor::from_f32({2}, {0, 0});
+  BOOST_TEST(bench::compare_outputs({zeros}, {kiln::Tensor::from_f32({2}, {1e-7f, 0})}, 1e-3).matches);
+}
+
+// ---- the command -----------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(quick_run_writes_every_format_with_consistent_figures) {
+  ScratchDir out;
+  const Result r = run_kiln("bench --quick --output-dir '" + out.path.string() + "'");
+  BOOST_REQUIRE_EQUAL(r.exit_code, 0);
+  // Not a terminal: one progress line per finished cell.
+  BOOST_TEST(has(r, "kiln bench: [12/12] mobilenet_v2, batch 2, reduce-overhead"));
+  BOOST_TEST(has(r, "| resnet18 | classification | 1 | 64 |"));
+  BOOST_TEST(has(r, "| mobilenet_v2 | classification | 2 | 64 |"));
+  BOOST_TEST(has(r, "Geometric mean of the speed-up over eager"));
+  BOOST_TEST(has(r, "device: llvmpipe"));
+
+  // CSV: 2 models x 2 batches x 3 modes, all measured and matching eager.
+  const auto rows = read_csv(out.path / "bench.csv");
+  BOOST_REQUIRE_EQUAL(rows.size(), 12u);
+  std::map<std::string, double> eager_mean;  // by "model/batch"
+  for (const auto& row : rows)
+    if (row.at("mode") == "eager") eager_mean[row.at("model") + "/" + row.at("batch")] = std::stod(row.at("mean_ms"));
+  BOOST_TEST(eager_mean.size() == 4u);
+  for (const auto& row : rows) {
+    BOOST_TEST_CONTEXT(row.at("model") << " batch " << row.at("batch") << " " << row.at("mode")) {
+      BOOST_TEST(row.at("status") == "ok");
+      BOOST_TEST(row.at("image_size") == "64");
+      BOOST_TEST(row.at("iters") == "3");
+      const double mean = std::stod(row.at("mean_ms"));
+      BOOST_TEST(std::stod(row.at("first_call_ms")) > 0);
+      BOOST_TEST(mean > 0);
+      BOOST_TEST(std::stod(row.at("min_ms")) <= std::stod(row.at("median_ms")));
+      BOOST_TEST(std::stod(row.at("median_ms")) <= std::stod(row.at("max_ms")));
+      BOOST_TEST(std::stod(row.at("min_ms")) <= mean);
+      BOOST_TEST(std::stod(row.at("peak_device_bytes")) > 0);
+      BOOST_TEST(std::stoi(row.at("dispatches_per_run")) > 0);
+      if (row.at("mode") == "eager") {
+        BOOST_TEST(row.at("speedup").empty());
+        BOOST_TEST(row.at("cold_compile_ms").empty());
+        continue;
+      }
+      const double expected = eager_mean.at(row.at("model") + "/" + row.at("batch")) / mean;
+      BOOST_TEST(std::stod(row.at("speedup")) == expected, boost::test_tools::tolerance(1e-4));
+      BOOST_TEST(std::stod(row.at("cold_compile_ms")) > 0);
+      BOOST_TEST(std::stod(row.at("warm_compile_ms")) > 0);
+      // Cold compiles everything; warm reads all of it back from the disk cache.
+      const int compiled_cold = std::stoi(row.at("kernels_compiled_cold"));
+      BOOST_TEST(compiled_cold > 0);
+      BOOST_TEST(std::stoi(row.at("kernels_from_disk_warm")) == compiled_cold);
+      BOOST_TEST(std::stoi(row.at("kernels_compiled_warm")) == 0);
+      BOOST_TEST(std::stod(row.at("max_abs_diff")) <= 1e-3 * std::stod(row.at("output_scale")) + 1e-6);
+    }
+  }
+
+  // JSON: the same cells, a metadata block, geometric means per mode and batch.
+  const nlohmann::json doc = nlohmann::json::parse(read_text(out.path / "bench.json"));
+  BOOST_TEST(doc.at("metadata").at("backend") == "vulkan");
+  BOOST_TEST(doc.at("metadata").at("iters") == 3);
+  BOOST_TEST(doc.at("metadata").at("image") == "data/images/chelsea.png");
+  BOOST_TEST(doc.at("metadata").at("command").get<std::string>().find("kiln bench --models resnet18,mobilenet_v2") == 0u);
+  BOOST_REQUIRE_EQUAL(doc.at("cells").size(), 12u);
+  for (const auto& cell : doc.at("cells")) {
+    BOOST_TEST(cell.at("host_ms").at("count") == 3);
+    BOOST_TEST(cell.at("host_ms").at("mean").get<double>() > 0);
+    BOOST_TEST(cell.at("status") == "ok");
+  }
+  // 2 compiled modes x (batch 1, batch 2, all batches).
+  BOOST_REQUIRE_EQUAL(doc.at("geomean_speedups").size(), 6u);
+  for (const auto& g : doc.at("geomean_speedups")) {
+    BOOST_TEST(g.at("geomean").get<double>() > 0);
+    BOOST_TEST(g.at("cells") == (g.at("batch").is_null() ? 4 : 2));
+  }
+
+  // SVG: a document with one bar (with its tooltip) per compiled cell.
+  const std::string svg = read_text(out.path / "bench.svg");
+  BOOST_TEST(svg.rfind("<?xml", 0) == 0u);
+  BOOST_TEST(has({0, svg}, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
+  BOOST_TEST(svg.ends_with("</svg>\n"));
+  BOOST_TEST(count_of(svg, "<title>") == 8u);
+  BOOST_TEST(count_of(svg, "<text") == count_of(svg, "</text>"));
+  BOOST_TEST(has({0, svg}, "eager = 1x"));
+
+  // The markdown file is the table printed on stdout.
+  const std::string md = read_text(out.path / "bench.md");
+  BOOST_TEST(has(r, md.substr(0, md.find("| resnet18"))));
+  BOOST_TEST(count_of(md, "| classification |") == 4u);
+  // Nothing left behind: outputs were written atomically.
+  std::size_t files = 0;
+  for ([[maybe_unused]] const auto& entry : fs::directory_iterator(out.path)) ++files;
+  BOOST_TEST(files == 4u);
+}
+
+BOOST_AUTO_TEST_CASE(a_model_that_takes_one_image_at_a_time_is_skipped_at_larger_batches) {
+  const Result r = run_kiln("bench --models ssdlite320_mobilenet_v3_large --batch 2 --image-size 64 --iters 1");
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(has(r, "ssdlite320_mobilenet_v3_large, batch 2, every mode: skipped: "));
+  BOOST_TEST(has(r, "| ssdlite320_mobilenet_v3_large | detection | 2 | 64 | skipped |"));
+}
+
+BOOST_AUTO_TEST_CASE(a_compiled_output_that_differs_from_eager_fails_the_run_loudly) {
+  // A tolerance far below float rounding: folding batch norm changes the
+  // last bits, so the compiled logits differ from eager's beyond it.
+  ScratchDir out;
+  const Result r = run_kiln("bench --models resnet18 --image-size 32 --batch 1 --iters 1 --warmup 0 --modes eager,default "
+                        "--tolerance 1e-12 --output-dir '" + out.path.string() + "'");
+  BOOST_TEST(r.exit_code == 1);
+  BOOST_TEST(has(r, "**WRONG OUTPUT**"));
+  BOOST_TEST(has(r, "FAILED: 1 cell(s) gave outputs that differ from eager"));
+  const auto rows = read_csv(out.path / "bench.csv");
+  BOOST_REQUIRE_EQUAL(rows.size(), 2u);
+  BOOST_TEST(rows[1].at("status") == "mismatch");
+  BOOST_TEST(std::stod(rows[1].at("max_abs_diff")) > 1e-6);
+}
+
+BOOST_AUTO_TEST_CASE(bad_arguments_exit_2_with_a_message) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"bench --models resnet18,no_such_model", "unknown model 'no_such_model'"},
+      {"bench --models resnet18 --modes eager,fastest", "unknown mode 'fastest'"},
+      {"bench --models resnet18 --batch 1,0", "batch sizes must be > 0, got 0"},
+      {"bench --models resnet18 --batch=-4", "batch sizes must be > 0, got -4"},
+      {"bench --models resnet18 --iters 0", "--iters must be > 0"},
+      {"bench --models resnet18 --warmup=-1", "--warmup must be >= 0"},
+      {"bench --models resnet18 --image no/such/image.png", "cannot read image 'no/such/image.png'"},
+      {"bench --models resnet18 --backend no_such_backend", "unknown backend 'no_such_backend'"},
+      {"bench --models resnet18 --device 99", "no vulkan device with index 99"},
+  };
+  for (const auto& [args, message] : cases) {
+    BOOST_TEST_CONTEXT(args) {
+      const Result r = run_kiln(args);
+      BOOST_TEST(r.exit_code == 2);
+      BOOST_TEST(has(r, "kiln: error: "));
+      BOOST_TEST(has(r, message));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(help_lists_the_options) {
+  const Result r = run_kiln("bench --help");
+  BOOST_TEST(r.exit_code == 0);
+  for (const char* option : {"--models", "--task", "--batch", "--modes", "--iters", "--warmup", "--image",
+                             "--image-size", "--backend", "--device", "--output-dir", "--quick"})
+    BOOST_TEST(has(r, option), option);
+}

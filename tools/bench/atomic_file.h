@@ -1,0 +1,13 @@
+// Writing an output file so that readers never see half of it.
+#pragma once
+
+#include <filesystem>
+#include <string_view>
+
+namespace kiln::tools::bench {
+
+// Writes `content` to a temporary file next to `path`, then renames it over
+// `path`. Throws Error(Io) naming the file on failure.
+void write_file_atomically(const std::filesystem::path& path, std::string_view content);
+
+}  // namespace kiln::tools::bench

@@ -1,0 +1,38 @@
+// Measuring: every model x batch x mode of a Config on one backend and device.
+#pragma once
+
+#include "results.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace kiln::tools::bench {
+
+// Called as the run goes, for a progress display. Any may be empty.
+struct Observer {
+  std::function<void(const Cell&)> cell_started;      // identity fields (model, batch, mode) filled
+  std::function<void(int done, int total)> call_done;  // warm-up and timed calls within the current cell
+  std::function<void(const Cell&)> cell_finished;
+};
+
+// The input size `kiln bench` uses for a model unless --image-size is given:
+// the one its architecture is known for (320 for SSDLite320, 224 otherwise).
+std::int64_t usual_image_size(const std::string& model);
+
+// Throws Error(InvalidArgument) naming the first bad value: an unknown model
+// or mode, a repeated one, batch <= 0, iters <= 0, warmup < 0, an image
+// size out of range, tolerance <= 0. Throws Error(Io) if the image is missing.
+void validate(const Config& config);
+
+// Which device `config` runs on, with the run's settings. Throws
+// Error(NotFound) for an unknown backend or device and
+// Error(DeviceUnavailable) with the backend's reason when it cannot run here.
+Metadata describe_run(const Config& config);
+
+// Runs every cell (models in order; per model and batch, eager first, then
+// the compiled modes). A cell that fails is recorded with its message and the
+// run goes on; speed-ups are filled in at the end.
+Results run_benchmark(const Config& config, const Observer& observer = {});
+
+}  // namespace kiln::tools::bench
