@@ -23,6 +23,13 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
   t.buffer_param_decl = "{readonly}{type}* __restrict__ {name}";
   t.readonly_qualifier = "const ";
   t.buffer_access = "{name}[{index}]";
+  // float4 loads need 16-byte aligned addresses: buffers are bound at
+  // offsets aligned to 16 and vector indices count whole vectors.
+  t.vector_f32 = "float{width}";
+  t.vector_i32 = "int{width}";
+  t.vector_u32 = "uint{width}";
+  t.buffer_vector_global_decl = "";
+  t.buffer_vector_access = "reinterpret_cast<{readonly}{vector_type}*>({name})[{index}]";
   t.extra_params = "";
   t.kernel_header = "extern \"C\" __global__ void __launch_bounds__({wg}) {name}({params})";
   t.global_index_expr = "(blockIdx.x * blockDim.x + threadIdx.x + blockIdx.y * (gridDim.x * blockDim.x))";

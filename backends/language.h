@@ -28,6 +28,18 @@ struct LanguageTable {
   std::string readonly_qualifier;   // GLSL "readonly ", CUDA "const "
   std::string buffer_access;        // "{name}[{index}]" (GLSL: "{name}.data[{index}]")
 
+  // Vector loads (kir load_vector). Vector type spellings, placeholder
+  // {width}: GLSL "vec{width}", CUDA "float{width}". Empty vector_f32: the
+  // language has no vector types and vector loads render as scalar loads.
+  std::string vector_f32, vector_i32, vector_u32;
+  // A buffer's vector view, declared at global scope (GLSL: a second block
+  // aliasing the buffer's binding); empty for CUDA/HIP. Placeholders:
+  // {binding} {view} {vector_type} {readonly} {width}.
+  std::string buffer_vector_global_decl;
+  // Vector `index` of a buffer. Placeholders: {name} (the buffer), {view}
+  // (its vector view), {vector_type}, {readonly}, {index}.
+  std::string buffer_vector_access;
+
   // Parameters after the buffer parameters (the C99 template's invocation
   // ids); empty for GLSL/CUDA/HIP.
   std::string extra_params;

@@ -49,6 +49,8 @@ void build_conv_1x1(kir::Kernel& kernel, const ConvProblem& p, const GemmKnobs& 
   g.a = p.w;
   g.b = p.x;
   g.y = p.y;
+  g.a_base_multiple = cog * cig;  // the bases below: group * cog * cig and
+  g.b_base_multiple = cig * plane;  // image * Ci * plane + group * cig * plane
   const std::int64_t groups = p.groups;
   auto group_of = [groups](Expr batch) { return groups == 1 ? kir::i32(0) : batch % kir::i32(groups); };
   g.bases = [&p, plane, cig, cog, groups, group_of](std::vector<Stmt>& body, Expr batch) {

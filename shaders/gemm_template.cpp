@@ -23,29 +23,77 @@ std::string indexed(const std::string& prefix, std::uint32_t i, std::uint32_t j)
   return prefix + std::to_string(i) + "_" + std::to_string(j);
 }
 
+constexpr std::int64_t kVector = 4;
+
+// Vector index bases, set for each operand loaded as vec4: A's row r starts
+// at vec4 a_vrows[r]; columns 4q..4q+3 of B's block start at b_vcols[q].
+struct VectorBases {
+  std::vector<Expr> a_vrows, b_vcols;
+};
+
+// Declares `names` from one vec4 at vector index `at` of `buffer`.
+void append_vector_load(std::vector<Stmt>& out, kir::Buf buffer, Expr at, std::vector<std::string> names) {
+  out.push_back(kir::load_vector(std::move(names), buffer, std::move(at), ScalarType::f32));
+}
+
 // One K step at k = kk + offset: load tile_m elements of A and tile_n of B,
-// then tile_m * tile_n multiply-adds into the accumulators.
+// then tile_m * tile_n multiply-adds into the accumulators. With vector
+// bases, B's elements come as vec4 along N; A's were loaded as vec4 along K
+// by the caller (a_loaded).
 void append_k_step(std::vector<Stmt>& out, const GemmProblem& p, const GemmKnobs& knobs,
-                   const std::vector<Expr>& a_rows, const std::vector<Expr>& b_cols, Expr kk, std::int64_t offset,
-                   const std::string& suffix) {
+                   const std::vector<Expr>& a_rows, const std::vector<Expr>& b_cols, const VectorBases& vec, Expr kk,
+                   std::int64_t offset, const std::string& suffix, bool a_loaded) {
   const Expr a_k = add_constant(add_scaled({}, kk, p.a_k_stride), offset * p.a_k_stride);
   const Expr b_k = add_constant(add_scaled({}, kk, p.b_k_stride), offset * p.b_k_stride);
   std::vector<Expr> a_values, b_values;
   for (std::uint32_t i = 0; i < knobs.tile_m; ++i) {
     const std::string name = indexed("a" + suffix + "_", i);
-    out.push_back(kir::declare(name, ScalarType::f32, kir::load(p.a, a_rows[i] + a_k, ScalarType::f32)));
+    if (!a_loaded) out.push_back(kir::declare(name, ScalarType::f32, kir::load(p.a, a_rows[i] + a_k, ScalarType::f32)));
     a_values.push_back(kir::var(name, ScalarType::f32));
   }
-  for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
-    const std::string name = indexed("b" + suffix + "_", j);
-    out.push_back(kir::declare(name, ScalarType::f32, kir::load(p.b, b_cols[j] + b_k, ScalarType::f32)));
-    b_values.push_back(kir::var(name, ScalarType::f32));
+  if (!vec.b_vcols.empty()) {
+    const std::int64_t vk_stride = p.b_k_stride / kVector;
+    for (std::size_t q = 0; q < vec.b_vcols.size(); ++q) {
+      std::vector<std::string> names;
+      for (std::int64_t c = 0; c < kVector; ++c)
+        names.push_back(indexed("b" + suffix + "_", static_cast<std::uint32_t>(q * kVector + c)));
+      append_vector_load(out, p.b, add_constant(add_scaled(vec.b_vcols[q], kk, vk_stride), offset * vk_stride),
+                         std::move(names));
+    }
+    for (std::uint32_t j = 0; j < knobs.tile_n; ++j) b_values.push_back(kir::var(indexed("b" + suffix + "_", j), ScalarType::f32));
+  } else {
+    for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
+      const std::string name = indexed("b" + suffix + "_", j);
+      out.push_back(kir::declare(name, ScalarType::f32, kir::load(p.b, b_cols[j] + b_k, ScalarType::f32)));
+      b_values.push_back(kir::var(name, ScalarType::f32));
+    }
   }
   for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
     for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
       const std::string acc = indexed("acc", i, j);
       out.push_back(kir::assign(acc, kir::var(acc, ScalarType::f32) + a_values[i] * b_values[j]));
     }
+}
+
+// One unrolled iteration of the main loop: A's k_unroll elements per row as
+// vec4s (k = kk .. kk + k_unroll - 1, kk a multiple of 4), then each K step.
+std::vector<Stmt> unrolled_step(const GemmProblem& p, const GemmKnobs& knobs, const std::vector<Expr>& a_rows,
+                                const std::vector<Expr>& b_cols, const VectorBases& vec, Expr kk) {
+  std::vector<Stmt> step;
+  const bool a_vector = !vec.a_vrows.empty();
+  if (a_vector) {
+    const Expr kq = declare_i32(step, "kq", kk / kir::i32(kVector));
+    for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
+      for (std::int64_t g = 0; g < knobs.k_unroll / kVector; ++g) {
+        std::vector<std::string> names;
+        for (std::int64_t c = 0; c < kVector; ++c)
+          names.push_back(indexed("a" + std::to_string(g * kVector + c) + "_", i));
+        append_vector_load(step, p.a, add_constant(vec.a_vrows[i] + kq, g), std::move(names));
+      }
+  }
+  for (std::int64_t u = 0; u < knobs.k_unroll; ++u)
+    append_k_step(step, p, knobs, a_rows, b_cols, vec, kk, u, std::to_string(u), a_vector);
+  return step;
 }
 
 }  // namespace
@@ -99,23 +147,42 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knob
     const Expr safe = col_tail && j > 0 ? kir::min(cols.back(), kir::i32(p.n - 1)) : cols.back();
     b_cols.push_back(declare_i32(body, indexed("b_col", j), add_scaled(bases.b, safe, p.b_col_stride)));
   }
+  const std::int64_t unroll = knobs.k_unroll;
+  const std::int64_t k_main = p.k / unroll * unroll;
+
+  // Vector bases (see gemm_template.h for when each operand qualifies).
+  // B's column groups past N start at N - 4 instead (read, never stored).
+  VectorBases vec;
+  const bool vectors = knobs.vector_width == kVector;
+  const bool a_vector = vectors && k_main > 0 && unroll % kVector == 0 && p.a_k_stride == 1 &&
+                        p.a_row_stride % kVector == 0 && (!p.bases || p.a_base_multiple % kVector == 0);
+  const bool b_vector = vectors && k_main > 0 && knobs.tile_n % kVector == 0 && p.n % kVector == 0 &&
+                        p.b_col_stride == 1 && p.b_k_stride % kVector == 0 &&
+                        (!p.bases || p.b_base_multiple % kVector == 0);
+  if (a_vector)
+    for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
+      vec.a_vrows.push_back(declare_i32(body, indexed("a_vrow", i), a_rows[i] / kir::i32(kVector)));
+  if (b_vector)
+    for (std::uint32_t q = 0; q < knobs.tile_n / kVector; ++q) {
+      const Expr first = add_constant(col0, q * kVector);
+      const Expr safe = col_tail && q > 0 ? kir::min(first, kir::i32(p.n - kVector)) : first;
+      vec.b_vcols.push_back(
+          declare_i32(body, indexed("b_vcol", q), add_scaled(bases.b, safe, 1) / kir::i32(kVector)));
+    }
+
   for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
     for (std::uint32_t j = 0; j < knobs.tile_n; ++j)
       body.push_back(kir::declare(indexed("acc", i, j), ScalarType::f32, kir::f32(0.0)));
 
-  // Main loop, unrolled k_unroll times, then the remainder one step at a time.
-  const std::int64_t unroll = knobs.k_unroll;
-  const std::int64_t k_main = p.k / unroll * unroll;
+  // Main loop, unrolled k_unroll times, then the remainder one step at a time
+  // (scalar loads).
   const Expr kk = kir::var("kk", ScalarType::i32);
-  if (k_main > 0) {
-    std::vector<Stmt> step;
-    for (std::int64_t u = 0; u < unroll; ++u)
-      append_k_step(step, p, knobs, a_rows, b_cols, kk, u, std::to_string(u));
-    body.push_back(kir::loop("kk", kir::i32(0), kir::i32(k_main), std::move(step), unroll));
-  }
+  if (k_main > 0)
+    body.push_back(kir::loop("kk", kir::i32(0), kir::i32(k_main), unrolled_step(p, knobs, a_rows, b_cols, vec, kk),
+                             unroll));
   if (k_main < p.k) {
     std::vector<Stmt> step;
-    append_k_step(step, p, knobs, a_rows, b_cols, kk, 0, "r");
+    append_k_step(step, p, knobs, a_rows, b_cols, VectorBases{}, kk, 0, "r", false);
     body.push_back(kir::loop("kk", kir::i32(k_main), kir::i32(p.k), std::move(step)));
   }
 

@@ -5,6 +5,12 @@
 // described by strides, so transposed operands, batched MatMul and 1x1
 // convolutions (W [Co, Ci] times X [Ci, H*W]) are all this one kernel.
 //
+// Vector loads (knobs.vector_width 4): A is read as vec4 along K when
+// a_k_stride is 1, a_row_stride and a's bases are multiples of 4 and k_unroll
+// is a multiple of 4; B as vec4 along N when b_col_stride is 1, b_k_stride, N,
+// tile_n and b's bases are multiples of 4. Otherwise that operand falls back to
+// scalar loads. Buffers must be bound at 16-byte aligned offsets.
+//
 // Edges: rows and columns past M or N load a clamped (valid) element and
 // are not stored, so no shape needs to be a multiple of the tiles. Every
 // output element is written once, by a plain store of its final value.
@@ -35,6 +41,9 @@ struct GemmProblem {
   std::int64_t b_k_stride = 0, b_col_stride = 0;
   std::int64_t y_row_stride = 0, y_col_stride = 1;
   kir::Buf a, b, y;
+  // Every base of A (B) that `bases` returns is a multiple of this many
+  // elements; vector loads need multiples of 4. Ignored when bases is unset.
+  std::int64_t a_base_multiple = 1, b_base_multiple = 1;
   // Declares what it needs into `body` and returns the bases of batch entry
   // `batch` (an i32 in [0, batch)). Unset: every base is 0 (batch must be 1).
   std::function<GemmBases(std::vector<kir::Stmt>& body, kir::Expr batch)> bases;

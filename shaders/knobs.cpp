@@ -30,7 +30,8 @@ const char* conv_algorithm_name(ConvAlgorithm algorithm) {
 
 std::string to_string(const GemmKnobs& knobs) {
   return std::to_string(knobs.tile_m) + "x" + std::to_string(knobs.tile_n) + "_k" + std::to_string(knobs.k_unroll) +
-         "_p" + std::to_string(knobs.panel_width) + "_wg" + std::to_string(knobs.workgroup_size);
+         "_p" + std::to_string(knobs.panel_width) + "_wg" + std::to_string(knobs.workgroup_size) + "_v" +
+         std::to_string(knobs.vector_width);
 }
 
 std::string to_string(const ConvKnobs& knobs) {
@@ -45,6 +46,9 @@ void check_knobs(const GemmKnobs& knobs) {
   check_range("k_unroll", knobs.k_unroll, kMaxUnroll, text);
   check_range("workgroup_size", knobs.workgroup_size, kMaxWorkgroup, text);
   check_range("panel_width", knobs.panel_width, kMaxPanel, text);
+  KILN_CHECK(knobs.vector_width == 1 || knobs.vector_width == 4, ErrorKind::Internal,
+             "template knob vector_width = " + std::to_string(knobs.vector_width) + " is not 1 or 4 (knobs " + text +
+                 ")");
 }
 
 void check_knobs(const ConvKnobs& knobs) {

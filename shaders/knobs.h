@@ -21,6 +21,11 @@ struct GemmKnobs {
   // the same columns of B from cache instead of streaming all of B per row
   // block. 1: row blocks vary fastest.
   std::uint32_t panel_width = 8;
+  // 4: load A along K and B along N as vec4 where the problem's strides and
+  // alignment allow (build_gemm falls back to scalar loads per operand);
+  // 1: scalar loads only. Devices that scalarise buffer loads (lavapipe) pay
+  // per load instruction, so vec4 loads cut a GEMM's loads per FMA by 4.
+  std::uint32_t vector_width = 4;
 
   friend bool operator==(const GemmKnobs&, const GemmKnobs&) = default;
 };
@@ -45,12 +50,13 @@ struct ConvKnobs {
   friend bool operator==(const ConvKnobs&, const ConvKnobs&) = default;
 };
 
-// "4x4_k4_p8_wg64", "c4_w4_wg64": part of kernel names and logs.
+// "4x4_k4_p8_wg64_v4", "c4_w4_wg64": part of kernel names and logs.
 std::string to_string(const GemmKnobs& knobs);
 std::string to_string(const ConvKnobs& knobs);
 
 // Throws Error(Internal) naming the knob when a value is out of the range the
-// templates support (tiles 1..8, k_unroll 1..8, panel 1..64, workgroup 1..1024).
+// templates support (tiles 1..8, k_unroll 1..8, panel 1..64, workgroup 1..1024,
+// vector width 1 or 4).
 void check_knobs(const GemmKnobs& knobs);
 void check_knobs(const ConvKnobs& knobs);
 

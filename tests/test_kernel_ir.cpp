@@ -260,6 +260,39 @@ BOOST_AUTO_TEST_CASE(buffer_errors) {
   BOOST_TEST(contains(verify_error(k), "load from buffer 1 'y', which is declared write-only"));
 }
 
+BOOST_AUTO_TEST_CASE(vector_load_errors) {
+  Kernel k("vec");
+  Buf x = k.add_buffer("x", F, Access::read);
+  Buf n = k.add_buffer("n", I, Access::read);
+  Buf y = k.add_buffer("y", F, Access::write);
+  k.global_size = 4;
+  const Expr i = global_index();
+  // The helper rejects widths other than 2 and 4, bad names and index types.
+  BOOST_TEST(contains(internal_error([&] { load_vector({"a", "b", "c"}, x, i, F); }),
+                      "a vector load declares 2 or 4 variables, got 3"));
+  BOOST_TEST(contains(internal_error([&] { load_vector({"a", "b c"}, x, i, F); }), "'b c' is not an identifier"));
+  BOOST_TEST(contains(internal_error([&] { load_vector({"a", "b"}, x, f32(0), F); }),
+                      "vector load index must be i32 or u32, got f32"));
+  // verify() checks the buffer's type and access and the declared names.
+  k.body = {load_vector({"a", "b"}, n, i, F)};
+  BOOST_TEST(contains(verify_error(k), "vector load of type f32 from buffer 1 'n' of type i32"));
+  k.body = {load_vector({"a", "b"}, y, i, F)};
+  BOOST_TEST(contains(verify_error(k), "vector load from buffer 2 'y', which is declared write-only"));
+  k.body = {declare("b", F, f32(0)), load_vector({"a", "b"}, x, i, F)};
+  BOOST_TEST(contains(verify_error(k), "variable 'b' is already declared"));
+  k.body = {load_vector({"a", "a"}, x, i, F)};
+  BOOST_TEST(contains(verify_error(k), "variable 'a' is already declared"));
+  Stmt wide = load_vector({"a", "b"}, x, i, F);
+  wide.vars.push_back("c");
+  k.body = {wide};
+  BOOST_TEST(contains(verify_error(k), "declares 3 variables; the width must be 2 or 4"));
+  // The declared variables are in scope after the load, with the buffer's type.
+  k.body = {load_vector({"a", "b"}, x, i, F), store(y, i, var("a", F) + var("b", F))};
+  BOOST_CHECK_NO_THROW(verify(k));
+  k.body = {branch(boolean(true), {load_vector({"a", "b"}, x, i, F)}), store(y, i, var("a", F))};
+  BOOST_TEST(contains(verify_error(k), "variable 'a' is used before its declaration or outside its scope"));
+}
+
 BOOST_AUTO_TEST_CASE(buffer_type_and_index_errors) {
   Kernel k = base_kernel();
   k.body = {store(Buf{1}, global_index(), cast(F, load(Buf{0}, global_index(), I)))};
@@ -319,6 +352,15 @@ BOOST_AUTO_TEST_CASE(prints_stable_text) {
       "}\n";
   BOOST_TEST(print(k) == expected);
   BOOST_TEST(print(k) == print(k));
+}
+
+BOOST_AUTO_TEST_CASE(prints_vector_loads) {
+  Kernel k("vec");
+  Buf x = k.add_buffer("x", F, Access::read);
+  Buf y = k.add_buffer("y", F, Access::write);
+  k.global_size = 2;
+  k.body = {load_vector({"a", "b", "c", "d"}, x, global_index(), F), store(y, global_index(), var("d", F))};
+  BOOST_TEST(contains(print(k), "\nf32 a, b, c, d = x.vec4[global_index()]\n"));
 }
 
 BOOST_AUTO_TEST_CASE(print_distinguishes_what_matters) {
@@ -606,6 +648,36 @@ BOOST_AUTO_TEST_CASE(out_of_bounds_accesses_are_errors) {
                         run(k, {bytes(in), bytes(out)});
                       }),
                       "at index 4294967280 is out of bounds"));
+}
+
+BOOST_AUTO_TEST_CASE(vector_loads_read_aligned_consecutive_elements) {
+  // Invocation i reads vector i of x (elements 4i .. 4i+3) and of n (2i, 2i+1).
+  Kernel k("gather");
+  Buf x = k.add_buffer("x", F, Access::read);
+  Buf n = k.add_buffer("n", I, Access::read_write);
+  Buf y = k.add_buffer("y", F, Access::write);
+  k.global_size = 3;
+  const Expr i = global_index();
+  k.body = {load_vector({"a", "b", "c", "d"}, x, i, F), load_vector({"p", "q"}, n, cast(U, i), I),
+            store(y, i,
+                  var("a", F) + var("b", F) * f32(10) + var("c", F) * f32(100) + var("d", F) * f32(1000) +
+                      cast(F, var("p", I) - var("q", I)))};
+  std::vector<float> in(12), out(3);
+  for (int e = 0; e < 12; ++e) in[e] = static_cast<float>(e % 4 + e / 4);
+  std::vector<std::int32_t> ints = {7, 2, 30, 10, 500, 100};
+  run(k, {bytes(in), bytes(ints), bytes(out)});
+  BOOST_TEST(out[0] == 0 + 10 + 200 + 3000 + 5);
+  BOOST_TEST(out[1] == 1 + 20 + 300 + 4000 + 20);
+  BOOST_TEST(out[2] == 2 + 30 + 400 + 5000 + 400);
+
+  // The whole vector must be in the buffer: 11 elements hold 2 whole vec4s.
+  std::vector<float> short_in(11);
+  const std::string m = internal_error([&] { run(k, {bytes(short_in), bytes(ints), bytes(out)}); });
+  BOOST_TEST(contains(m, "kernel 'gather', invocation 2: vector load of width 4 from buffer 0 'x' at vector index 2 "
+                         "(elements 8..11) is out of bounds (size 11 elements)"));
+  k.body = {load_vector({"a", "b"}, x, i - i32(1), F), store(y, i, var("a", F))};
+  BOOST_TEST(contains(internal_error([&] { run(k, {bytes(in), bytes(ints), bytes(out)}); }),
+                      "invocation 0: vector load of width 2 from buffer 0 'x' at vector index -1"));
 }
 
 BOOST_AUTO_TEST_CASE(buffer_arguments_are_checked) {

@@ -78,6 +78,10 @@ Kernel kitchen_sink() {
   k.body = {
       declare("v", F, load(x, i, F)),
       declare("acc", F, f32(0.1)),
+      // vector loads: f32 x4 at an i32 index, i32 x2 at a u32 index
+      load_vector({"x0", "x1", "x2", "x3"}, x, i / i32(4), F),
+      load_vector({"n0", "n1"}, n, cast(U, i) / u32(2), I),
+      assign("acc", acc + var("x0", F) * f32(2) + var("x3", F) - var("x1", F) * var("x2", F)),
       loop("k", i32(0), i32(3),
            {
                loop("j", kk, i32(3), {assign("acc", acc + cast(F, j) * f32(0.5))}, 2),
@@ -90,7 +94,7 @@ Kernel kitchen_sink() {
       store(flags, i,
             select(ne(v, v) || v >= f32(-inf), min(load(n, i, I), i32(-2147483647 - 1 + 5)),
                    max(abs(load(n, i, I)), i32(-3))) +
-                cast(I, v > f32(0)) * i32(1000) + (i / i32(7)) % i32(3) - i32(-4)),
+                cast(I, v > f32(0)) * i32(1000) + (i / i32(7)) % i32(3) - i32(-4) + (var("n1", I) - var("n0", I))),
       store(u, cast(U, i),
             max(load(u, cast(U, i), U), u32(7)) + min(u32(4000000000u), load(u, cast(U, i), U)) / u32(3) % u32(5) -
                 cast(U, i32(2)) * u32(1) + cast(U, cast(ScalarType::boolean, v))),
@@ -206,6 +210,44 @@ BOOST_AUTO_TEST_CASE(statements_and_names) {
       // IR names never appear unprefixed as declarations.
       BOOST_TEST(!contains(text, " acc ="));
       BOOST_TEST(!contains(text, " v ="));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(vector_loads_are_one_load_of_a_vector_view) {
+  const Kernel k = kitchen_sink();
+  for (const kb::LanguageTable* lang : languages()) {
+    BOOST_TEST_CONTEXT("language " << lang->name) {
+      const std::string text = kiln::render::render(k, *lang);
+      if (lang->vector_f32.empty()) {
+        // No vector types: one scalar load per component.
+        BOOST_TEST(contains(
+            text, "v_x3 = " + spell(lang->buffer_access, {{"name", "b_x"}, {"index", "(((kiln_gid / 4) * 4) + 3)"}}) + ";"));
+        continue;
+      }
+      const std::string vec4 = spell(lang->vector_f32, {{"width", "4"}});
+      const std::string ivec2 = spell(lang->vector_i32, {{"width", "2"}});
+      const std::string x_load = spell(lang->buffer_vector_access, {{"name", "b_x"},
+                                                                    {"view", "kiln_v4_x"},
+                                                                    {"vector_type", vec4},
+                                                                    {"readonly", lang->readonly_qualifier},
+                                                                    {"index", "(kiln_gid / 4)"}});
+      BOOST_TEST(contains(text, "\n  " + vec4 + " kiln_vec0 = " + x_load + ";\n"));
+      BOOST_TEST(contains(text, "\n  " + lang->type_f32 + " v_x0 = kiln_vec0.x;\n"));
+      BOOST_TEST(contains(text, "\n  " + lang->type_f32 + " v_x3 = kiln_vec0.w;\n"));
+      BOOST_TEST(contains(text, "\n  " + ivec2 + " kiln_vec1 = "));
+      BOOST_TEST(contains(text, "\n  " + lang->type_i32 + " v_n1 = kiln_vec1.y;\n"));
+      if (!lang->buffer_vector_global_decl.empty()) {
+        // One view per (buffer, width), on the buffer's own binding.
+        BOOST_TEST(contains(text, spell(lang->buffer_vector_global_decl, {{"binding", "0"},
+                                                                          {"view", "kiln_v4_x"},
+                                                                          {"vector_type", vec4},
+                                                                          {"readonly", lang->readonly_qualifier},
+                                                                          {"width", "4"}})));
+        BOOST_TEST(contains(text, "kiln_v2_n"));
+        BOOST_TEST(!contains(text, "kiln_v4_n"));
+        BOOST_TEST(!contains(text, "kiln_v4_y"));
+      }
     }
   }
 }

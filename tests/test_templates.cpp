@@ -190,6 +190,11 @@ const GemmCase kGemmCases[] = {
     {1, 8, 8, 16, true, false, true},     // exact tiles, transposed A
     {3, 5, 6, 7, false, true, true},      // batched, transposed B
     {1, 1, 17, 3, false, false, false},   // a row vector, K below the unroll
+    // vec4 loads of A and B (K and N multiples of 4) with a row tail, a
+    // column tail (N = 20 with 8-wide tiles) and batched bases; vec4 loads
+    // of B only, with a K remainder past the unrolled loop
+    {2, 13, 20, 24, false, false, true},
+    {1, 5, 16, 22, false, false, false},
 };
 
 LowerTarget lavapipe() { return {"vulkan", 8, 1024, 32768}; }
@@ -206,6 +211,33 @@ std::vector<T> union_of(std::vector<T> a, const std::vector<T>& b) {
 BOOST_AUTO_TEST_CASE(every_gemm_configuration_matches_the_reference) {
   for (const sh::GemmKnobs& knobs : union_of(sh::gemm_knob_space(LowerTarget{}), sh::gemm_knob_space(lavapipe())))
     for (const GemmCase& c : kGemmCases) check_gemm(c, knobs);
+}
+
+BOOST_AUTO_TEST_CASE(gemm_uses_vector_loads_only_where_they_fit) {
+  auto vector_loads = [](const GemmCase& c, std::uint32_t vector_width) {
+    kir::Kernel kernel("gemm_vec");
+    sh::GemmProblem p;
+    p.m = c.m, p.n = c.n, p.k = c.k;
+    p.a_row_stride = c.trans_a ? 1 : c.k;
+    p.a_k_stride = c.trans_a ? c.m : 1;
+    p.b_k_stride = c.trans_b ? 1 : c.n;
+    p.b_col_stride = c.trans_b ? c.k : 1;
+    p.y_row_stride = c.n;
+    p.a = kernel.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
+    p.b = kernel.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
+    p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+    sh::build_gemm(kernel, p, sh::GemmKnobs{8, 8, 4, 64, 8, vector_width});
+    const std::string text = kir::print(kernel);
+    return std::make_pair(text.find("a.vec4[") != std::string::npos, text.find("b.vec4[") != std::string::npos);
+  };
+  BOOST_TEST((vector_loads({1, 16, 16, 32, false, false, false}, 4) == std::make_pair(true, true)));
+  BOOST_TEST((vector_loads({1, 16, 16, 32, false, false, false}, 1) == std::make_pair(false, false)));
+  BOOST_TEST((vector_loads({1, 16, 16, 32, true, false, false}, 4) == std::make_pair(false, true)));   // A along M
+  BOOST_TEST((vector_loads({1, 16, 16, 32, false, true, false}, 4) == std::make_pair(true, false)));   // B along K
+  BOOST_TEST((vector_loads({1, 16, 18, 32, false, false, false}, 4) == std::make_pair(true, false)));  // N % 4 != 0
+  BOOST_TEST((vector_loads({1, 16, 16, 30, false, false, false}, 4) == std::make_pair(false, true)));  // K % 4 != 0
+  // Scalar loads still give the right answer on shapes vec4 would fit.
+  for (const GemmCase& c : kGemmCases) check_gemm(c, sh::GemmKnobs{8, 8, 4, 64, 8, 1});
 }
 
 // ---- Convolution ---------------------------------------------------------
@@ -390,6 +422,7 @@ BOOST_AUTO_TEST_CASE(gemm_knobs_follow_the_shape) {
   const sh::GemmKnobs big = sh::choose_gemm_knobs(1, 2048, 2048, 2048, lavapipe());
   BOOST_TEST(big.tile_m == 8u);
   BOOST_TEST(big.tile_n == 8u);
+  BOOST_TEST(big.vector_width == 4u);  // vec4 loads: 1.5x less CPU time than scalar on lavapipe
   BOOST_TEST(big.k_unroll == 4u);
   // A matrix-vector product blocks only along N.
   const sh::GemmKnobs row = sh::choose_gemm_knobs(1, 1, 4096, 512, lavapipe());
@@ -488,21 +521,25 @@ BOOST_AUTO_TEST_CASE(every_configuration_compiles_for_cuda_and_hip) {
   // knobs change only constants), rendered and compiled for each offline target.
   std::vector<kir::Kernel> kernels;
   const LowerTarget gpu{"cuda", 32, 1024, 49152};
+  // Two shapes: one with no vec4 loads, one with vec4 loads of A and B.
   for (const sh::GemmKnobs& knobs : sh::gemm_knob_space(gpu)) {
     if (knobs.k_unroll != 4 || knobs.panel_width != 8) continue;
-    kir::Kernel kernel("gemm_" + sh::to_string(knobs));
-    sh::GemmProblem p;
-    p.batch = 2;
-    p.m = 9, p.n = 11, p.k = 13;
-    p.a_row_stride = 13, p.a_k_stride = 1, p.b_k_stride = 11, p.b_col_stride = 1, p.y_row_stride = 11;
-    p.a = kernel.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
-    p.b = kernel.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
-    p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
-    p.bases = [](std::vector<kir::Stmt>&, kir::Expr batch) {
-      return sh::GemmBases{batch * kir::i32(117), kir::i32(0), batch * kir::i32(99)};
-    };
-    sh::build_gemm(kernel, p, knobs);
-    kernels.push_back(std::move(kernel));
+    for (const std::int64_t n : {11, 12}) {
+      kir::Kernel kernel("gemm_" + sh::to_string(knobs) + "_n" + std::to_string(n));
+      sh::GemmProblem p;
+      p.batch = 2;
+      p.m = 9, p.n = n, p.k = n + 4;
+      p.a_row_stride = n + 4, p.a_k_stride = 1, p.b_k_stride = n, p.b_col_stride = 1, p.y_row_stride = n;
+      p.a_base_multiple = 9 * (n + 4), p.b_base_multiple = (n + 4) * n;
+      p.a = kernel.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
+      p.b = kernel.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
+      p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+      p.bases = [n](std::vector<kir::Stmt>&, kir::Expr batch) {
+        return sh::GemmBases{batch * kir::i32(9 * (n + 4)), batch * kir::i32((n + 4) * n), batch * kir::i32(9 * n)};
+      };
+      sh::build_gemm(kernel, p, knobs);
+      kernels.push_back(std::move(kernel));
+    }
   }
   for (const sh::ConvPlan& plan : sh::conv_plan_space(gpu)) {
     if (plan.algorithm == sh::ConvAlgorithm::gemm_1x1 && (plan.gemm.k_unroll != 4 || plan.gemm.panel_width != 8))
@@ -540,15 +577,15 @@ BOOST_AUTO_TEST_CASE(every_configuration_compiles_for_cuda_and_hip) {
 
 BOOST_AUTO_TEST_CASE(gemm_throughput) {
   // KILN_GEMM_BENCH_SIZE=2048 gives the 2048^3 figure (the default keeps CI
-  // fast); KILN_GEMM_BENCH_KNOBS=tile_m,tile_n,k_unroll,panel overrides the
-  // heuristic's lavapipe knobs, for tuning.
+  // fast); KILN_GEMM_BENCH_KNOBS=tile_m,tile_n,k_unroll,panel[,vector_width]
+  // overrides the heuristic's lavapipe knobs, for tuning.
   const char* size_text = std::getenv("KILN_GEMM_BENCH_SIZE");
   const std::int64_t size = size_text ? std::atoll(size_text) : 256;
   BOOST_TEST_REQUIRE(size >= 8);
   sh::GemmKnobs knobs = sh::choose_gemm_knobs(1, size, size, size, lavapipe());
   if (const char* text = std::getenv("KILN_GEMM_BENCH_KNOBS")) {
-    BOOST_TEST_REQUIRE(std::sscanf(text, "%u,%u,%u,%u", &knobs.tile_m, &knobs.tile_n, &knobs.k_unroll,
-                                   &knobs.panel_width) == 4);
+    BOOST_TEST_REQUIRE(std::sscanf(text, "%u,%u,%u,%u,%u", &knobs.tile_m, &knobs.tile_n, &knobs.k_unroll,
+                                   &knobs.panel_width, &knobs.vector_width) >= 4);
   }
   kir::Kernel kernel("gemm_bench");
   sh::GemmProblem p;

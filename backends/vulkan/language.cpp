@@ -24,6 +24,15 @@ const LanguageTable& glsl_language() {
     t.buffer_param_decl = "";
     t.readonly_qualifier = "readonly ";
     t.buffer_access = "{name}.data[{index}]";
+    // A vector view is a second block on the same binding (SPIR-V allows
+    // aliased bindings); std430 gives vecN arrays an N-element stride.
+    t.vector_f32 = "vec{width}";
+    t.vector_i32 = "ivec{width}";
+    t.vector_u32 = "uvec{width}";
+    t.buffer_vector_global_decl =
+        "layout(std430, set = 0, binding = {binding}) {readonly}buffer KilnBuffer{binding}x{width} {{ {vector_type} "
+        "data[]; }} {view};";
+    t.buffer_vector_access = "{view}.data[{index}]";
     t.extra_params = "";
     t.kernel_header = "layout(local_size_x = {wg}) in;\nvoid main()";
     t.global_index_expr =

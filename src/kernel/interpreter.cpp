@@ -50,6 +50,7 @@ struct Node {
 struct Op {
   StmtKind kind = StmtKind::declare;
   int slot = -1;  // declare, assign, loop variable
+  std::vector<int> slots;  // load_vector: one per declared variable
   int buffer = -1;
   int value = -1, index = -1, begin = -1, end = -1;
   std::int32_t step = 1;
@@ -98,6 +99,14 @@ class Compiler {
           op.step = static_cast<std::int32_t>(s.step);
           op.body = block(s.body);
           slots_.erase(s.var);
+          break;
+        case StmtKind::load_vector:
+          op.buffer = s.buffer;
+          op.index = expr(s.index);
+          for (const std::string& name : s.vars) {
+            op.slots.push_back(bind(name));
+            declared.push_back(name);
+          }
           break;
         case StmtKind::branch:
           op.value = expr(s.value);
@@ -190,6 +199,20 @@ class Machine {
     return static_cast<std::size_t>(i) * kElementBytes;
   }
 
+  // Byte offset of vector `index` (width = op.slots.size()) of op.buffer:
+  // the whole vector must lie in the buffer.
+  std::size_t vector_offset(const Op& op, Value index) const {
+    const ScalarType type = nodes_[static_cast<std::size_t>(op.index)].type;
+    const std::int64_t i = type == ScalarType::u32 ? std::int64_t{index.u} : std::int64_t{index.i};
+    const auto width = static_cast<std::int64_t>(op.slots.size());
+    const std::int64_t count = buffers_[static_cast<std::size_t>(op.buffer)].count;
+    if (i < 0 || (i + 1) * width > count)
+      error("vector load of width " + std::to_string(width) + " from " + buffer_label(op.buffer) + " at vector index " +
+            std::to_string(i) + " (elements " + std::to_string(i * width) + ".." + std::to_string(i * width + width - 1) +
+            ") is out of bounds (size " + std::to_string(count) + " elements)");
+    return static_cast<std::size_t>(i * width) * kElementBytes;
+  }
+
   void exec(const std::vector<Op>& ops) {
     for (const Op& op : ops) {
       switch (op.kind) {
@@ -212,6 +235,13 @@ class Machine {
               error("loop variable '" + op.var + "' overflows i32 after " + std::to_string(k.i));
             k.i += op.step;
           }
+          break;
+        }
+        case StmtKind::load_vector: {
+          const std::size_t offset = vector_offset(op, eval(op.index));
+          const std::byte* data = buffers_[static_cast<std::size_t>(op.buffer)].data + offset;
+          for (std::size_t c = 0; c < op.slots.size(); ++c)
+            std::memcpy(&slots_[static_cast<std::size_t>(op.slots[c])], data + c * kElementBytes, kElementBytes);
           break;
         }
         case StmtKind::branch: exec(eval(op.value).u ? op.body : op.else_body); break;

@@ -11,11 +11,15 @@
 //   so a select may guard an out-of-bounds load;
 // - casts follow C: f32 -> integer truncates toward zero, numbers -> bool
 //   are "!= 0", bool -> number is 0 or 1, i32 <-> u32 keep the bits;
-// - a loop's end bound is re-evaluated before every iteration.
+// - a loop's end bound is re-evaluated before every iteration;
+// - load_vector reads `width` consecutive elements starting at a multiple of
+//   the width, as one aligned vector (so buffers must be bound at offsets
+//   aligned to 16 bytes; the executor aligns every binding to >= 16).
 // Results that are undefined on GPUs are errors here (Error(Internal), naming
-// the kernel and the invocation): an out-of-bounds load or store, integer
-// division by zero, `mod` with a negative operand, an f32 -> integer cast of
-// NaN or of a value out of range, a loop variable overflowing i32.
+// the kernel and the invocation): an out-of-bounds load or store, a vector
+// load not wholly inside its buffer, integer division by zero, `mod` with a
+// negative operand, an f32 -> integer cast of NaN or of a value out of range,
+// a loop variable overflowing i32.
 #pragma once
 
 #include <cstddef>

@@ -13,6 +13,7 @@
 //   logical_and logical_or            bool               -> bool
 //   select(cond, a, b)                cond bool, a and b of one type
 //   load / store index                i32 | u32
+//   load_vector                       index i32 | u32; vars of the buffer's type
 #include "src/kernel/ir.h"
 
 #include <kiln/error.h>
@@ -440,6 +441,25 @@ Stmt branch(Expr cond, std::vector<Stmt> body, std::vector<Stmt> else_body) {
   return s;
 }
 
+bool is_vector_width(std::size_t width) { return width == 2 || width == 4; }
+
+Stmt load_vector(std::vector<std::string> names, Buf buffer, Expr vector_index, ScalarType type) {
+  if (buffer.index < 0) fail("kir: vector load from an invalid buffer handle");
+  if (!is_vector_width(names.size()))
+    fail("kir: a vector load declares 2 or 4 variables, got " + std::to_string(names.size()));
+  for (const std::string& name : names)
+    if (!is_identifier(name)) fail("kir: variable name '" + name + "' is not an identifier");
+  check_expr(vector_index, "vector load index");
+  if (!is_index_type(vector_index.type()))
+    fail(std::string("kir: vector load index must be i32 or u32, got ") + scalar_type_name(vector_index.type()));
+  Stmt s = stmt_of(StmtKind::load_vector);
+  s.vars = std::move(names);
+  s.buffer = buffer.index;
+  s.type = type;
+  s.index = std::move(vector_index);
+  return s;
+}
+
 // ---- dispatch -------------------------------------------------------------
 
 std::array<std::uint32_t, 3> dispatch_grid(const Kernel& kernel, std::uint32_t max_groups_x) {
@@ -576,6 +596,24 @@ class Verifier {
         path_.pop_back();
         for (const std::string& name : scopes_.back()) vars_.erase(name);
         scopes_.pop_back();
+        return;
+      }
+      case StmtKind::load_vector: {
+        check_buffer_index(s.buffer);
+        const BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
+        if (b.access == Access::write)
+          error("vector load from " + buffer_label(s.buffer) + ", which is declared write-only (use read_write)");
+        if (s.type != b.type)
+          error("vector load of type " + std::string(scalar_type_name(s.type)) + " from " + buffer_label(s.buffer) +
+                " of type " + scalar_type_name(b.type));
+        if (!is_vector_width(s.vars.size()))
+          error("vector load from " + buffer_label(s.buffer) + " declares " + std::to_string(s.vars.size()) +
+                " variables; the width must be 2 or 4");
+        ScalarType it = expr(s.index, "vector load index");
+        if (!is_index_type(it))
+          error("vector load index into " + buffer_label(s.buffer) + " must be i32 or u32, got " +
+                scalar_type_name(it));
+        for (const std::string& name : s.vars) declare_var(name, s.type, false);
         return;
       }
       case StmtKind::branch: {
@@ -764,6 +802,13 @@ class Printer {
         out_ += "; " + s.var + " += " + std::to_string(s.step) + ") {\n";
         block(s.body, depth + 1);
         out_ += indent + "}";
+        break;
+      case StmtKind::load_vector:
+        out_ += std::string(scalar_type_name(s.type)) + " ";
+        for (std::size_t c = 0; c < s.vars.size(); ++c) out_ += (c ? ", " : "") + s.vars[c];
+        out_ += " = " + buffer_name(s.buffer) + ".vec" + std::to_string(s.vars.size()) + "[";
+        expr(s.index);
+        out_ += "]";
         break;
       case StmtKind::branch:
         out_ += "if (";

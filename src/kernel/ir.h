@@ -5,6 +5,10 @@
 // A Kernel is a body executed once per invocation for a linear global index
 // in [0, global_size). Invocations are independent (no shared memory or
 // barriers yet): each reads any buffer element and writes its own outputs.
+//
+// Vector loads: load_vector declares 2 or 4 scalars from one aligned vector
+// load (GLSL vec4, CUDA float4). Devices that scalarise buffer loads (lavapipe)
+// pay per load instruction, so one vec4 load costs about what one scalar does.
 // Renderers map the linear index onto a 2-D dispatch and guard the tail.
 //
 // Expressions are immutable trees shared by value; the helpers below make
@@ -90,11 +94,15 @@ enum class StmtKind : std::uint8_t {
   store,    // buffer[index] = value
   loop,     // for (i32 var = begin; var < end; var += step) body
   branch,   // if (value) body else else_body
+  // declare vars[c] of `type` = buffer[index * width + c] for c < width
+  // (width = vars.size(), 2 or 4): one vector load, aligned to width elements.
+  load_vector,
 };
 
 struct Stmt {
   StmtKind kind;
   std::string var;
+  std::vector<std::string> vars;  // load_vector
   ScalarType type = ScalarType::f32;
   Expr value;
   int buffer = -1;
@@ -162,6 +170,11 @@ Stmt assign(const std::string& name, Expr value);
 Stmt store(Buf buffer, Expr index, Expr value);
 Stmt loop(const std::string& var_name, Expr begin, Expr end, std::vector<Stmt> body, std::int64_t step = 1);
 Stmt branch(Expr cond, std::vector<Stmt> body, std::vector<Stmt> else_body = {});
+// Declares `names` (2 or 4) from elements [vector_index * n, vector_index * n + n)
+// of `buffer`, whose element type is `type`.
+Stmt load_vector(std::vector<std::string> names, Buf buffer, Expr vector_index, ScalarType type);
+// Vector widths load_vector accepts.
+bool is_vector_width(std::size_t width);
 
 // The dispatch grid for a kernel: ceil(global_size / workgroup_size) groups as
 // {gx, gy, 1} with gx <= max_groups_x. Renderers compute the linear index as

@@ -147,6 +147,8 @@ kir::Kernel lower_matmul(const OpContext& ctx) {
   // The output as [batch, M, N]; the batch index is broadcast into A's and
   // B's own batch shapes.
   if (problem.batch > 1) {
+    problem.a_base_multiple = s.m * s.k;
+    problem.b_base_multiple = s.k * s.n;
     problem.bases = [&s](std::vector<Stmt>& body, Expr batch) {
       const Shape batch_shapes[] = {s.batch_a, s.batch_b};
       const std::vector<Expr> offsets = broadcast_offsets(body, batch, s.batch, batch_shapes, "bc");

@@ -9,7 +9,9 @@
 #include <cstdint>
 #include <initializer_list>
 #include <limits>
+#include <set>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kiln::render {
@@ -33,6 +35,12 @@ struct Placeholder {
 // Names the renderer gives IR names (see cstyle.h).
 std::string buffer_identifier(const std::string& name) { return "b_" + name; }
 std::string var_identifier(const std::string& name) { return "v_" + name; }
+// A buffer's vector view of width w (GLSL declares it as a second block).
+std::string vector_view_identifier(const std::string& name, std::size_t width) {
+  return "kiln_v" + std::to_string(width) + "_" + name;
+}
+// Component names of GLSL and CUDA/HIP vector types alike.
+constexpr const char* kVectorComponents[] = {".x", ".y", ".z", ".w"};
 constexpr std::string_view kLinearIndex = "kiln_linear";
 constexpr std::string_view kGlobalIndex = "kiln_gid";
 
@@ -52,6 +60,15 @@ bool uses_global_index(const std::vector<Stmt>& stmts) {
   return false;
 }
 
+// (buffer, width) of every vector load in `stmts`.
+void collect_vector_views(const std::vector<Stmt>& stmts, std::set<std::pair<int, std::size_t>>& views) {
+  for (const Stmt& s : stmts) {
+    if (s.kind == StmtKind::load_vector) views.insert({s.buffer, s.vars.size()});
+    collect_vector_views(s.body, views);
+    collect_vector_views(s.else_body, views);
+  }
+}
+
 class Renderer {
  public:
   Renderer(const kir::Kernel& kernel, const LanguageTable& language) : kernel_(kernel), lang_(language) {}
@@ -68,17 +85,31 @@ class Renderer {
       if (!params.empty()) params += ", ";
       params += p;
     };
+    std::set<std::pair<int, std::size_t>> vector_views;
+    collect_vector_views(kernel_.body, vector_views);
     for (std::size_t i = 0; i < kernel_.buffers.size(); ++i) {
       const kir::BufferParam& b = kernel_.buffers[i];
       const std::string binding = std::to_string(i);
       const std::string name = buffer_identifier(b.name);
       const std::string& type = type_name(b.type);
-      const std::string readonly = b.access == kir::Access::read ? lang_.readonly_qualifier : std::string();
+      const std::string readonly = readonly_text(static_cast<int>(i));
       const std::initializer_list<Placeholder> fields = {
           {"binding", binding}, {"name", name}, {"type", type}, {"readonly", readonly}};
       if (!lang_.buffer_global_decl.empty())
         out += format(lang_.buffer_global_decl, "buffer_global_decl", fields) + "\n";
       if (!lang_.buffer_param_decl.empty()) add_param(format(lang_.buffer_param_decl, "buffer_param_decl", fields));
+      if (lang_.buffer_vector_global_decl.empty() || lang_.vector_f32.empty()) continue;
+      for (const auto& [buffer, width] : vector_views) {
+        if (buffer != static_cast<int>(i)) continue;
+        const std::string w = std::to_string(width);
+        out += format(lang_.buffer_vector_global_decl, "buffer_vector_global_decl",
+                      {{"binding", binding},
+                       {"view", vector_view_identifier(b.name, width)},
+                       {"vector_type", vector_type_name(b.type, width)},
+                       {"readonly", readonly},
+                       {"width", w}}) +
+               "\n";
+      }
     }
     add_param(lang_.extra_params);
 
@@ -138,6 +169,50 @@ class Renderer {
       case ScalarType::boolean: return lang_.type_bool;
     }
     table_error("unknown scalar type");
+  }
+
+  std::string readonly_text(int buffer) const {
+    return kernel_.buffers[static_cast<std::size_t>(buffer)].access == kir::Access::read ? lang_.readonly_qualifier
+                                                                                          : std::string();
+  }
+
+  std::string vector_type_name(ScalarType type, std::size_t width) const {
+    const std::string w = std::to_string(width);
+    switch (type) {
+      case ScalarType::f32: return format(lang_.vector_f32, "vector_f32", {{"width", w}});
+      case ScalarType::i32: return format(lang_.vector_i32, "vector_i32", {{"width", w}});
+      case ScalarType::u32: return format(lang_.vector_u32, "vector_u32", {{"width", w}});
+      case ScalarType::boolean: break;
+    }
+    table_error("vector of unsupported type " + std::string(kir::scalar_type_name(type)));
+  }
+
+  // One vector load into a temporary, then a scalar per component; or, in a
+  // language without vector types, one scalar load per component.
+  void load_vector(const Stmt& s, const std::string& indent, std::string& out) const {
+    const std::size_t width = s.vars.size();
+    const kir::BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
+    if (lang_.vector_f32.empty()) {
+      const ScalarType it = s.index.type();
+      auto constant = [&](std::int64_t v) { return it == ScalarType::u32 ? kir::u32(v) : kir::i32(v); };
+      for (std::size_t c = 0; c < width; ++c) {
+        const Expr element = s.index * constant(static_cast<std::int64_t>(width)) + constant(static_cast<std::int64_t>(c));
+        out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " + buffer_element(s.buffer, element) +
+               ";\n";
+      }
+      return;
+    }
+    const std::string vector_type = vector_type_name(s.type, width);
+    const std::string temp = "kiln_vec" + std::to_string(next_temporary_++);
+    const std::string access = format(lang_.buffer_vector_access, "buffer_vector_access",
+                                      {{"name", buffer_identifier(b.name)},
+                                       {"view", vector_view_identifier(b.name, width)},
+                                       {"vector_type", vector_type},
+                                       {"readonly", readonly_text(s.buffer)},
+                                       {"index", expr(s.index)}});
+    out += indent + vector_type + " " + temp + " = " + access + ";\n";
+    for (std::size_t c = 0; c < width; ++c)
+      out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " + temp + kVectorComponents[c] + ";\n";
   }
 
   std::string cast_text(ScalarType type, const std::string& a) const {
@@ -253,6 +328,7 @@ class Renderer {
         out += indent + "}\n";
         return;
       }
+      case StmtKind::load_vector: load_vector(s, indent, out); return;
       case StmtKind::branch:
         out += indent + "if (" + expr(s.value) + ") {\n";
         block(s.body, depth + 1, out);
@@ -268,6 +344,7 @@ class Renderer {
 
   const kir::Kernel& kernel_;
   const LanguageTable& lang_;
+  mutable int next_temporary_ = 0;  // names kiln_vec<n> uniquely
 };
 
 }  // namespace
