@@ -12,6 +12,7 @@
 #include "graph/ir.h"
 #include "graph/op_registry.h"
 #include "src/fuse/epilogue.h"
+#include "src/fuse/prologue.h"
 #include "src/fuse/schedule.h"
 #include "src/fuse/sources.h"
 #include "src/kernel/interpreter.h"
@@ -345,6 +346,158 @@ BOOST_AUTO_TEST_CASE(unfusable_pairs_say_why) {
   BOOST_CHECK_THROW(kiln::fuse::fuse_epilogue(p, c, 1, 8), kiln::Error);
   // One invocation per element is required too.
   BOOST_TEST(kiln::fuse::epilogue_unfusable_reason(p, c, 1, 16).has_value());
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(prologue)
+
+// The ops of the plan's kernel steps, in order.
+std::vector<std::vector<std::string>> kernel_ops(const kiln::graph::Graph& g, const kiln::fuse::KernelPlan& plan) {
+  std::vector<std::vector<std::string>> out;
+  for (const auto& step : plan.steps)
+    if (!step.host) out.push_back(ops_of(g, step.nodes));
+  return out;
+}
+
+BOOST_AUTO_TEST_CASE(residual_add_fuses_into_layer_norm_loads) {
+  // (x + y) -> LayerNormalization: the Add is computed at each of the
+  // normalisation's loads, so the sum never reaches memory.
+  kiln::Builder b("add_layer_norm");
+  auto x = b.input("x", DType::f32, {3, 10});
+  auto y = b.input("y", DType::f32, {3, 10});
+  auto ln = b.layer_norm(b.add(x, y), constant(b, "scale", {10}, 40), constant(b, "bias", {10}, 41));
+  const kiln::Model model = b.build({ln});
+  const std::vector<Tensor> inputs = {random_tensor({3, 10}, 42), random_tensor({3, 10}, 43)};
+  auto plan = check_on_interpreter(model, inputs);
+  BOOST_TEST((kernel_ops(model.graph(), plan) == std::vector<std::vector<std::string>>{{"Add", "LayerNormalization"}}));
+  auto compiled = check_on_vulkan(model, inputs);
+  BOOST_TEST(compiled.stats().dispatches_per_run == 1);
+}
+
+BOOST_AUTO_TEST_CASE(scale_and_mask_fuse_into_softmax_then_its_epilogue) {
+  // softmax(s * 0.125 + mask) * gain: the scale and mask are a prologue of
+  // the softmax, the gain an epilogue: one kernel.
+  kiln::Builder b("scaled_softmax");
+  auto s = b.input("s", DType::f32, {2, 5, 7});
+  auto mask = b.input("mask", DType::f32, {1, 1, 7});
+  auto scale = b.constant("scale", Tensor::scalar_f32(0.125f));
+  auto probs = b.softmax(b.add(b.mul(s, scale), mask));
+  const kiln::Model model = b.build({b.mul(probs, constant(b, "gain", {7}, 44))});
+  const std::vector<Tensor> inputs = {random_tensor({2, 5, 7}, 45, -8, 8), random_tensor({1, 1, 7}, 46, -3, 0)};
+  auto plan = check_on_interpreter(model, inputs);
+  BOOST_TEST((kernel_ops(model.graph(), plan) ==
+              std::vector<std::vector<std::string>>{{"Mul", "Add", "Softmax", "Mul"}}));
+  check_on_vulkan(model, inputs);
+}
+
+BOOST_AUTO_TEST_CASE(transposed_matmul_operand_is_a_prologue) {
+  // (q * 0.125) @ transpose(k): as attention computes its scores, k^T never
+  // reaches memory. (The GEMM template loads its A operand with guards or
+  // vector loads, so the scaled q stays a kernel of its own.)
+  kiln::Builder b("scores");
+  auto q = b.input("q", DType::f32, {2, 16, 8});
+  auto k = b.input("k", DType::f32, {2, 16, 8});
+  auto scaled = b.mul(q, b.constant("scale", Tensor::scalar_f32(0.125f)));
+  const kiln::Model model = b.build({b.matmul(scaled, b.transpose(k, {0, 2, 1}))});
+  const std::vector<Tensor> inputs = {random_tensor({2, 16, 8}, 56), random_tensor({2, 16, 8}, 57)};
+  auto plan = check_on_interpreter(model, inputs);
+  BOOST_REQUIRE(kernel_steps(plan) == 2);
+  BOOST_TEST((ops_of(model.graph(), plan.steps[1].nodes) == std::vector<std::string>{"Transpose", "MatMul"}));
+  check_on_vulkan(model, inputs);
+}
+
+BOOST_AUTO_TEST_CASE(prologue_and_epilogue_fuse_through_views) {
+  // add -> Reshape -> Softmax -> Flatten -> Relu: the views move no data, so
+  // the Add is the softmax's prologue and the Relu its epilogue.
+  kiln::Builder b("through_views");
+  auto x = b.input("x", DType::f32, {2, 12});
+  auto sum = b.add(x, constant(b, "c", {12}, 47));
+  auto probs = b.softmax(b.reshape(sum, {2, 3, 4}));
+  const kiln::Model model = b.build({b.relu(b.flatten(probs, 1))});
+  const std::vector<Tensor> inputs = {random_tensor({2, 12}, 48, -4, 4)};
+  auto plan = check_on_interpreter(model, inputs);
+  BOOST_TEST((kernel_ops(model.graph(), plan) == std::vector<std::vector<std::string>>{{"Add", "Softmax", "Relu"}}));
+  check_on_vulkan(model, inputs);
+}
+
+BOOST_AUTO_TEST_CASE(shared_producer_and_padded_loads_are_not_inlined) {
+  // The Add feeds two consumers: it must reach memory once.
+  kiln::Builder b("shared_sum");
+  auto x = b.input("x", DType::f32, {1, 2, 5, 5});
+  auto sum = b.add(x, constant(b, "c", {1, 2, 1, 1}, 49));
+  auto conv = b.conv2d(sum, constant(b, "w", {2, 2, 3, 3}, 50), std::nullopt, {.padding = {1, 1, 1, 1}});
+  const kiln::Model shared = b.build({b.softmax(sum), conv});
+  const std::vector<Tensor> inputs = {random_tensor({1, 2, 5, 5}, 51)};
+  auto plan = check_on_interpreter(shared, inputs);
+  BOOST_TEST(kernel_steps(plan) == 3);
+  // A padded convolution loads under a select (only inside the image): an
+  // inlined producer would read out of bounds, so it stays its own kernel.
+  kiln::Builder c("padded_conv");
+  auto y = c.input("x", DType::f32, {1, 2, 5, 5});
+  auto s = c.add(y, constant(c, "c", {1, 2, 1, 1}, 52));
+  const kiln::Model padded =
+      c.build({c.conv2d(s, constant(c, "w", {2, 2, 3, 3}, 53), std::nullopt, {.padding = {1, 1, 1, 1}})});
+  auto padded_plan = check_on_interpreter(padded, inputs);
+  BOOST_TEST(kernel_steps(padded_plan) == 2);
+}
+
+BOOST_AUTO_TEST_CASE(inlined_at_every_load_index_and_unfusable_producers_say_why) {
+  using namespace kiln::kir;
+  // producer: y[i] = 2 * x[i]; consumer: z[i] = a[(i + 1) % 8] + a[i].
+  Kernel producer("double");
+  auto in = producer.add_buffer("x", ScalarType::f32, Access::read);
+  auto out = producer.add_buffer("y", ScalarType::f32, Access::write);
+  producer.global_size = 8;
+  producer.body.push_back(declare("t", ScalarType::f32, load(in, global_index(), ScalarType::f32) * f32(2.0)));
+  producer.body.push_back(store(out, global_index(), var("t", ScalarType::f32)));
+  Kernel shift("shift");
+  auto a = shift.add_buffer("a", ScalarType::f32, Access::read);
+  auto z = shift.add_buffer("z", ScalarType::f32, Access::write);
+  shift.global_size = 8;
+  const Expr i = global_index();
+  shift.body.push_back(store(z, i, load(a, (i + i32(1)) % i32(8), ScalarType::f32) + load(a, i, ScalarType::f32)));
+  const kiln::fuse::BoundKernel p{producer, {0, 1}};
+  const kiln::fuse::BoundKernel c{shift, {1, 2}};
+  BOOST_TEST(!kiln::fuse::prologue_unfusable_reason(p, c, 1, 1, 8).has_value());
+  const kiln::fuse::BoundKernel fused = kiln::fuse::fuse_prologue(p, c, 1, 1, 8);
+  BOOST_TEST((fused.values == std::vector<ValueId>{2, 0}));
+  Tensor x = random_tensor({8}, 54);
+  Tensor result(DType::f32, {8});
+  const std::vector<std::span<std::byte>> buffers = {result.bytes(), x.bytes()};
+  interpret(fused.kernel, buffers);
+  auto xv = x.values<float>();
+  auto rv = result.values<float>();
+  for (std::size_t k = 0; k < 8; ++k) BOOST_TEST(rv[k] == 2 * xv[(k + 1) % 8] + 2 * xv[k], boost::test_tools::tolerance(1e-6f));
+
+  // A producer that is not one invocation per element, or that loops, is not inlined.
+  BOOST_TEST(kiln::fuse::prologue_unfusable_reason(p, c, 1, 1, 16).has_value());
+  Kernel looping("looping");
+  looping.add_buffer("x", ScalarType::f32, Access::read);
+  auto ly = looping.add_buffer("y", ScalarType::f32, Access::write);
+  looping.global_size = 8;
+  looping.body.push_back(declare("acc", ScalarType::f32, f32(0.0)));
+  looping.body.push_back(loop("k", i32(0), i32(2), {assign("acc", var("acc", ScalarType::f32) + f32(1.0))}));
+  looping.body.push_back(store(ly, global_index(), var("acc", ScalarType::f32)));
+  auto why = kiln::fuse::prologue_unfusable_reason({looping, {0, 1}}, c, 1, 1, 8);
+  BOOST_REQUIRE(why.has_value());
+  BOOST_TEST(why->find("straight-line") != std::string::npos);
+  BOOST_CHECK_THROW(kiln::fuse::fuse_prologue({looping, {0, 1}}, c, 1, 1, 8), kiln::Error);
+}
+
+BOOST_AUTO_TEST_CASE(prepared_model_runs_like_an_unprepared_one) {
+  // prepare() dispatches every kernel once to warm the device up; the
+  // intermediates it writes must not leak into the first call's results.
+  const kiln::Model model = conv_residual_relu();
+  const std::vector<Tensor> inputs = {random_tensor({1, 4, 8, 8}, 55)};
+  kiln::CompiledModel cold = kiln::compile(model, {.backend = "vulkan"});
+  kiln::CompiledModel prepared = kiln::compile(model, {.backend = "vulkan"});
+  prepared.prepare();
+  prepared.prepare();  // the second call does nothing
+  const std::vector<Tensor> a = cold(inputs);
+  const std::vector<Tensor> b = prepared(inputs);
+  BOOST_TEST(max_difference(a[0], b[0]) == 0.0f);
+  BOOST_TEST(prepared.stats().dispatches_per_run == cold.stats().dispatches_per_run);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

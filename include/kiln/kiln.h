@@ -83,7 +83,9 @@ class CompiledModel {
   // The first call compiles; later calls reuse everything. Throws
   // ShapeMismatch naming the input and both shapes if inputs do not match.
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
-  // Compiles now, without running (ahead of time).
+  // Compiles now, ahead of the first call: passes, kernels, memory plan, and
+  // one warm-up submission of every kernel (drivers such as lavapipe compile a
+  // pipeline on its first dispatch), so the first call costs what later ones do.
   void prepare();
   const RunStats& stats() const;
   const Model& model() const;

@@ -1,5 +1,7 @@
 #include "src/fuse/epilogue.h"
 
+#include "src/fuse/ir_walk.h"
+
 #include <kiln/error.h>
 
 #include <functional>
@@ -19,24 +21,6 @@ namespace {
 // Fused kernel names stop growing here; the cache keys on source, not names.
 constexpr std::size_t kMaxKernelName = 80;
 
-void for_each_expr(const Expr& e, const std::function<void(const kir::ExprNode&)>& fn) {
-  if (!e) return;
-  fn(*e);
-  for (const Expr& arg : e->args) for_each_expr(arg, fn);
-}
-
-// Calls `on_stmt` for every statement (nested ones too) and `on_expr` for
-// every expression node they contain.
-void walk(const std::vector<Stmt>& body, const std::function<void(const Stmt&)>& on_stmt,
-          const std::function<void(const kir::ExprNode&)>& on_expr) {
-  for (const Stmt& s : body) {
-    on_stmt(s);
-    for (const Expr* e : {&s.value, &s.index, &s.begin, &s.end}) for_each_expr(*e, on_expr);
-    walk(s.body, on_stmt, on_expr);
-    walk(s.else_body, on_stmt, on_expr);
-  }
-}
-
 std::vector<int> slots_of(const BoundKernel& k, graph::ValueId value) {
   std::vector<int> slots;
   for (std::size_t i = 0; i < k.values.size(); ++i)
@@ -55,14 +39,14 @@ struct Analysis {
   std::vector<int> consumer_value_slots;  // the consumer's buffers of the shared value
 };
 
-std::optional<std::string> analyze(const BoundKernel& p, const BoundKernel& c, graph::ValueId value,
-                                   std::int64_t elements, Analysis& a) {
+std::optional<std::string> analyze(const BoundKernel& p, const BoundKernel& c, graph::ValueId produced,
+                                   graph::ValueId consumed, std::int64_t elements, Analysis& a) {
   KILN_ASSERT(p.values.size() == p.kernel.buffers.size() && c.values.size() == c.kernel.buffers.size());
   const std::string pair = "'" + c.kernel.name + "' into '" + p.kernel.name + "': ";
-  const std::vector<int> produced = slots_of(p, value);
-  if (produced.size() != 1)
-    return pair + "the producer binds the value " + std::to_string(produced.size()) + " times (expected once)";
-  a.producer_slot = produced[0];
+  const std::vector<int> produced_slots = slots_of(p, produced);
+  if (produced_slots.size() != 1)
+    return pair + "the producer binds the value " + std::to_string(produced_slots.size()) + " times (expected once)";
+  a.producer_slot = produced_slots[0];
   if (p.kernel.buffers[static_cast<std::size_t>(a.producer_slot)].access != Access::write)
     return pair + "the producer does not only write the value (it reads it back)";
 
@@ -76,7 +60,7 @@ std::optional<std::string> analyze(const BoundKernel& p, const BoundKernel& c, g
     a.consumer_output = static_cast<int>(i);
   }
   if (a.consumer_output < 0) return pair + "the consumer writes no buffer";
-  a.consumer_value_slots = slots_of(c, value);
+  a.consumer_value_slots = slots_of(c, consumed);
   if (a.consumer_value_slots.empty()) return pair + "the consumer does not read the value";
   if (is_slot(a.consumer_value_slots, a.consumer_output)) return pair + "the consumer writes the value";
   if (p.kernel.buffers[static_cast<std::size_t>(a.producer_slot)].type !=
@@ -239,14 +223,25 @@ class Inliner {
 
 std::optional<std::string> epilogue_unfusable_reason(const BoundKernel& producer, const BoundKernel& consumer,
                                                      graph::ValueId value, std::int64_t elements) {
+  return epilogue_unfusable_reason(producer, consumer, value, value, elements);
+}
+
+std::optional<std::string> epilogue_unfusable_reason(const BoundKernel& producer, const BoundKernel& consumer,
+                                                     graph::ValueId produced, graph::ValueId consumed,
+                                                     std::int64_t elements) {
   Analysis a;
-  return analyze(producer, consumer, value, elements, a);
+  return analyze(producer, consumer, produced, consumed, elements, a);
 }
 
 BoundKernel fuse_epilogue(const BoundKernel& producer, const BoundKernel& consumer, graph::ValueId value,
                           std::int64_t elements) {
+  return fuse_epilogue(producer, consumer, value, value, elements);
+}
+
+BoundKernel fuse_epilogue(const BoundKernel& producer, const BoundKernel& consumer, graph::ValueId produced,
+                          graph::ValueId consumed, std::int64_t elements) {
   Analysis a;
-  if (auto reason = analyze(producer, consumer, value, elements, a))
+  if (auto reason = analyze(producer, consumer, produced, consumed, elements, a))
     throw_error(ErrorKind::Internal, "epilogue fusion of " + *reason);
 
   BoundKernel fused = producer;

@@ -41,4 +41,13 @@ std::optional<std::string> epilogue_unfusable_reason(const BoundKernel& producer
 BoundKernel fuse_epilogue(const BoundKernel& producer, const BoundKernel& consumer, graph::ValueId value,
                           std::int64_t elements);
 
+// The same through views: the producer writes `produced`, the consumer reads
+// `consumed`, a view of it (Reshape, Flatten: the same elements in the same
+// order), so the linear index is the same in both.
+std::optional<std::string> epilogue_unfusable_reason(const BoundKernel& producer, const BoundKernel& consumer,
+                                                     graph::ValueId produced, graph::ValueId consumed,
+                                                     std::int64_t elements);
+BoundKernel fuse_epilogue(const BoundKernel& producer, const BoundKernel& consumer, graph::ValueId produced,
+                          graph::ValueId consumed, std::int64_t elements);
+
 }  // namespace kiln::fuse

@@ -1,5 +1,6 @@
 #include "src/fuse/schedule.h"
 
+#include "src/fuse/prologue.h"
 #include "src/lower/lower.h"
 
 #include <kiln/error.h>
@@ -12,6 +13,8 @@ namespace {
 
 constexpr const char* kDynamicInput = "input shape depends on data";
 constexpr const char* kDynamicOutput = "output shape depends on data";
+// A prologue is recomputed at every load of its value: only short ones are inlined.
+constexpr std::size_t kMaxPrologueStatements = 24;
 
 // The lowered form of every node, before any fusion.
 struct LoweredNodes {
@@ -74,7 +77,7 @@ class Fuser {
     index_steps();
     for (std::size_t i = 0; i < plan_.steps.size(); ++i) {
       if (plan_.steps[i].host || plan_.steps[i].nodes.size() != 1) continue;
-      if (fuse_into_producer(i)) --i;  // the producer's step left a gap before i
+      i -= fuse_into_producers(i);  // each producer's step left a gap before i
     }
   }
 
@@ -113,47 +116,100 @@ class Fuser {
     return true;
   }
 
-  // The step indices of producers whose output `node` may take as an
-  // epilogue input, latest first.
-  std::vector<std::pair<std::size_t, graph::ValueId>> candidates(const graph::Node& node, std::size_t at) const {
-    std::vector<std::pair<std::size_t, graph::ValueId>> out;
-    if (node.outputs.size() != 1) return out;
-    const graph::TensorType& result = g_.value(node.outputs[0]).type;
+  // A value the consumer reads, the value the producer writes (the same, or
+  // the root of a chain of views), and every value of that chain.
+  struct Link {
+    std::size_t producer_step = 0;
+    graph::ValueId consumed = -1;
+    graph::ValueId produced = -1;
+    std::vector<graph::ValueId> chain;  // consumed ... produced
+  };
+
+  // Whether `v` may live only in registers: read only by `reader`, not a graph output, static.
+  bool private_to(graph::ValueId v, graph::NodeId reader) const {
+    const auto i = static_cast<std::size_t>(v);
+    return !plan_.fused_away[i] && !is_output_[i] && !g_.value(v).type.dynamic &&
+           consumers_[i] == std::set<graph::NodeId>{reader};
+  }
+
+  // The kernel steps before `at` whose output `node` reads (directly or
+  // through views only it reads), latest first.
+  std::vector<Link> links(const graph::Node& node, std::size_t at) const {
+    std::vector<Link> out;
     for (graph::ValueId v : node.inputs) {
-      if (v < 0 || plan_.fused_away[static_cast<std::size_t>(v)]) continue;
-      const graph::Value& value = g_.value(v);
-      if (value.producer == graph::kNoNode || is_output_[static_cast<std::size_t>(v)] || value.type.dynamic) continue;
-      if (consumers_[static_cast<std::size_t>(v)] != std::set<graph::NodeId>{node.id}) continue;
-      if (value.type.shape != result.shape || value.type.dtype != result.dtype) continue;
-      const int step = step_of_node_[static_cast<std::size_t>(value.producer)];
+      if (v < 0 || !private_to(v, node.id)) continue;
+      if (std::any_of(out.begin(), out.end(), [&](const Link& l) { return l.consumed == v; })) continue;
+      Link link;
+      link.consumed = v;
+      link.chain = {v};
+      graph::ValueId cur = v;
+      bool ok = true;
+      while (ok && cur != root(cur)) {  // up through views, each read only by the next
+        const graph::Node& view = g_.node(g_.value(cur).producer);
+        ok = !view.inputs.empty() && view.inputs[0] >= 0 && private_to(view.inputs[0], view.id);
+        if (ok) link.chain.push_back(cur = view.inputs[0]);
+      }
+      if (!ok || g_.value(cur).producer == graph::kNoNode) continue;
+      const int step = step_of_node_[static_cast<std::size_t>(g_.value(cur).producer)];
       if (step < 0 || static_cast<std::size_t>(step) >= at || plan_.steps[static_cast<std::size_t>(step)].host) continue;
-      if (std::any_of(out.begin(), out.end(), [&](const auto& c) { return c.second == v; })) continue;
-      out.emplace_back(static_cast<std::size_t>(step), v);
+      link.producer_step = static_cast<std::size_t>(step);
+      link.produced = cur;
+      out.push_back(std::move(link));
     }
-    std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::sort(out.begin(), out.end(), [](const Link& a, const Link& b) { return a.producer_step > b.producer_step; });
     return out;
   }
 
-  bool fuse_into_producer(std::size_t at) {
-    PlanStep& consumer = plan_.steps[at];
-    const graph::Node& node = g_.node(consumer.nodes[0]);
-    for (const auto& [from, value] : candidates(node, at)) {
-      PlanStep& producer = plan_.steps[from];
-      const std::int64_t elements = num_elements(g_.value(value).type.shape);
-      if (epilogue_unfusable_reason(*producer.kernel, *consumer.kernel, value, elements)) continue;
-      if (!can_move(from, at)) continue;
-      BoundKernel fused = fuse_epilogue(*producer.kernel, *consumer.kernel, value, elements);
-      if (options_.max_kernel_buffers != 0 && fused.kernel.buffers.size() > options_.max_kernel_buffers) continue;
-      if (options_.kernel_unsupported && options_.kernel_unsupported(fused.kernel)) continue;
+  bool fits(const BoundKernel& fused) const {
+    if (options_.max_kernel_buffers != 0 && fused.kernel.buffers.size() > options_.max_kernel_buffers) return false;
+    return !(options_.kernel_unsupported && options_.kernel_unsupported(fused.kernel));
+  }
 
-      PlanStep merged;
-      merged.nodes = producer.nodes;
-      merged.nodes.push_back(node.id);
-      merged.kernel = std::move(fused);
-      consumer = std::move(merged);
-      plan_.steps.erase(plan_.steps.begin() + static_cast<std::ptrdiff_t>(from));
-      plan_.fused_away[static_cast<std::size_t>(value)] = true;
-      index_steps();
+  // Replaces the producer's and the consumer's steps with one at the consumer's place.
+  void merge(const Link& link, std::size_t at, BoundKernel fused) {
+    PlanStep merged;
+    merged.nodes = plan_.steps[link.producer_step].nodes;
+    const std::vector<graph::NodeId>& consumer_nodes = plan_.steps[at].nodes;
+    merged.nodes.insert(merged.nodes.end(), consumer_nodes.begin(), consumer_nodes.end());
+    merged.kernel = std::move(fused);
+    plan_.steps[at] = std::move(merged);
+    plan_.steps.erase(plan_.steps.begin() + static_cast<std::ptrdiff_t>(link.producer_step));
+    for (graph::ValueId v : link.chain) plan_.fused_away[static_cast<std::size_t>(v)] = true;
+    index_steps();
+  }
+
+  // Epilogue first (the consumer is pointwise: inlined at the producer's
+  // stores), else prologues (a pointwise producer inlined at the consumer's
+  // loads; a consumer may take one per input, e.g. both operands of a MatMul).
+  // Returns how many steps were merged into the consumer's.
+  std::size_t fuse_into_producers(std::size_t at) {
+    const graph::Node& node = g_.node(plan_.steps[at].nodes[0]);
+    if (fuse_once(node, at, true)) return 1;
+    std::size_t merged = 0;
+    while (fuse_once(node, at - merged, false)) ++merged;  // each merge removes a step before the consumer
+    return merged;
+  }
+
+  bool fuse_once(const graph::Node& node, std::size_t at, bool epilogue) {
+    for (const Link& link : links(node, at)) {
+      const BoundKernel& producer = *plan_.steps[link.producer_step].kernel;
+      const BoundKernel& consumer = *plan_.steps[at].kernel;
+      const std::int64_t elements = num_elements(g_.value(link.produced).type.shape);
+      if (epilogue) {
+        if (node.outputs.size() != 1) continue;
+        const graph::TensorType& result = g_.value(node.outputs[0]).type;
+        const graph::TensorType& read = g_.value(link.consumed).type;
+        if (read.shape != result.shape || read.dtype != result.dtype) continue;
+        if (epilogue_unfusable_reason(producer, consumer, link.produced, link.consumed, elements)) continue;
+      } else if (producer.kernel.body.size() > kMaxPrologueStatements ||
+                 prologue_unfusable_reason(producer, consumer, link.produced, link.consumed, elements)) {
+        continue;
+      }
+      if (!can_move(link.producer_step, at)) continue;
+      BoundKernel fused = epilogue ? fuse_epilogue(producer, consumer, link.produced, link.consumed, elements)
+                                   : fuse_prologue(producer, consumer, link.produced, link.consumed, elements);
+      if (!fits(fused)) continue;
+      merge(link, at, std::move(fused));
       return true;
     }
     return false;

@@ -6,7 +6,10 @@
 // mode the scheduler then fuses pointwise consumers into the kernel that
 // produces their input (epilogue.h), so chains of pointwise ops collapse into
 // their producer: into a convolution, GEMM or reduction where there is one,
-// else into the first pointwise op of the chain. A value is fused away only
+// else into the first pointwise op of the chain. A consumer that is not
+// pointwise (softmax, layer norm, a GEMM) takes pointwise producers as
+// prologues instead (prologue.h), inlined at its loads. Both fuse through
+// views (Reshape, Flatten) read only by the next node. A value is fused away only
 // if it is read by exactly one node, is not a graph output, and both nodes
 // run as kernels; the fused kernel must fit the target's buffer limit and be
 // one the target supports. Eager mode plans one kernel per node.
@@ -26,7 +29,7 @@
 namespace kiln::fuse {
 
 struct PlanOptions {
-  bool fuse = false;                    // compiled mode: fuse pointwise epilogues
+  bool fuse = false;                    // compiled mode: fuse pointwise epilogues and prologues
   lower::LowerTarget target;            // what lowering knows of the device
   std::uint32_t max_kernel_buffers = 0;  // TargetDesc::max_kernel_buffers (0: no limit)
   // Why the target cannot run a kernel, or nullopt (e.g. Backend::supports).

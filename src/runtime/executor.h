@@ -7,7 +7,12 @@
 // graph breaks; storage for every value that reaches memory (eager: one buffer
 // per tensor, kept between calls like a caching allocator; compiled: one arena
 // laid out by the static memory plan; values fused away get none); weights
-// uploaded once. run() uploads
+// uploaded once; then (compiled only) one warm-up submission that dispatches
+// every kernel once, because drivers finish work they defer to a pipeline's
+// first use there (lavapipe JIT-compiles each kernel at its first dispatch:
+// seconds for a model), so the first call after prepare() costs what later
+// ones do. A first call without prepare() plans without the warm-up: it is the
+// warm-up itself. run() uploads
 // the inputs, executes the segments (recorded each call, or recorded once and
 // replayed in reduce-overhead mode), and downloads the outputs.
 //
@@ -54,7 +59,8 @@ class Executor {
   Executor(Model model, Options options);
   ~Executor();
 
-  // Compiles (first call only). Thread-compatible, not thread-safe.
+  // Plans, compiles and (compiled mode) warms the device up (see above); only
+  // the first call does anything. Thread-compatible, not thread-safe.
   void prepare();
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
 
@@ -116,6 +122,12 @@ class Executor {
     std::unique_ptr<backend::CommandList> recorded;  // reduce-overhead: recorded once
   };
 
+  // Everything prepare() does but the warm-up.
+  void plan();
+  // One submission dispatching each distinct kernel once (a single workgroup,
+  // on its planned bindings): it writes only intermediates and outputs, which
+  // every run rewrites before reading them.
+  void warm_up();
   void lower_graph();
   void assign_storage();
   void record(Segment& segment, backend::CommandList& list) const;
