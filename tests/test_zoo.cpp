@@ -161,6 +161,20 @@ BOOST_AUTO_TEST_CASE(every_family_is_listed) {
     BOOST_TEST_CONTEXT(name) { BOOST_TEST(std::count(names.begin(), names.end(), name) == 1); }
 }
 
+BOOST_AUTO_TEST_CASE(short_aliases_build_the_large_variants) {
+  const kiln::Model alias = kiln::models::build("deeplabv3_mobilenet_v3", {.image_size = 32});
+  const kiln::Model canonical = kiln::models::build("deeplabv3_mobilenet_v3_large", {.image_size = 32});
+  BOOST_TEST(alias.name() == "deeplabv3_mobilenet_v3_large");
+  BOOST_TEST(alias.graph().nodes().size() == canonical.graph().nodes().size());
+  BOOST_TEST(kiln::models::build("lraspp_mobilenet_v3", {.image_size = 32}).name() == "lraspp_mobilenet_v3_large");
+  const auto names = kiln::models::names();
+  BOOST_TEST(std::count(names.begin(), names.end(), "deeplabv3_mobilenet_v3") == 0);  // listed once, canonically
+  BOOST_CHECK_EXCEPTION(kiln::models::build("deeplabv3_mobilenet"), kiln::Error, [](const kiln::Error& e) {
+    return e.kind() == kiln::ErrorKind::NotFound &&
+           std::string(e.what()).find("deeplabv3_mobilenet_v3_large") != std::string::npos;
+  });
+}
+
 BOOST_AUTO_TEST_CASE(bad_options_name_the_model) {
   BOOST_TEST(message_of("vit_b_16", {.image_size = 40}).find("vit_b_16: image_size must be a multiple of 16") !=
              std::string::npos);

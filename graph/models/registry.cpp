@@ -16,6 +16,24 @@ constexpr std::array kCoreModels{
     ModelEntry{"resnet18", &resnet18},
 };
 
+// Shorter names people use for a family (the issue tracker's and torch hub's
+// habit), mapped to the canonical one that names() lists.
+struct Alias {
+  std::string_view alias;
+  std::string_view name;
+};
+constexpr std::array kAliases{
+    Alias{"deeplabv3_mobilenet_v3", "deeplabv3_mobilenet_v3_large"},
+    Alias{"lraspp_mobilenet_v3", "lraspp_mobilenet_v3_large"},
+    Alias{"ssdlite320_mobilenet_v3", "ssdlite320_mobilenet_v3_large"},
+};
+
+std::string_view canonical_name(std::string_view name) {
+  for (const Alias& a : kAliases)
+    if (a.alias == name) return a.name;
+  return name;
+}
+
 std::vector<ModelEntry> all_entries() {
   std::vector<ModelEntry> all(kCoreModels.begin(), kCoreModels.end());
   for (std::span<const ModelEntry> family : {classification_models(), segmentation_models(), detection_models()})
@@ -33,8 +51,9 @@ std::vector<std::string> names() {
 
 Model build(const std::string& name, const ModelOptions& options) {
   const auto entries = all_entries();
+  const std::string_view wanted = canonical_name(name);
   for (const ModelEntry& e : entries)
-    if (e.name == name) return e.factory(options);
+    if (e.name == wanted) return e.factory(options);
   std::string known;
   for (const ModelEntry& e : entries) known += (known.empty() ? "" : ", ") + std::string(e.name);
   throw_error(ErrorKind::NotFound, "unknown model '" + name + "'; built-in models: " + known);
