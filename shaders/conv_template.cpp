@@ -70,6 +70,48 @@ void build_conv_1x1(kir::Kernel& kernel, const ConvProblem& p, const GemmKnobs& 
   build_gemm(kernel, g, knobs);
 }
 
+// OIhw4o (see ConvProblem::packed_weights): output channels per block.
+constexpr std::int64_t kPackedBlock = 4;
+
+// Where an invocation's channels start in a packed weight: with a tile of 4
+// or 8 channels, the vec4 index of each block's tap 0 (vector_rows);
+// otherwise the element index of each channel's tap 0 (scalar_rows, taps 4
+// elements apart).
+struct PackedWeightRows {
+  std::vector<Expr> vector_rows, scalar_rows;
+};
+
+PackedWeightRows packed_weight_rows(std::vector<Stmt>& body, const ConvProblem& p, const ConvKnobs& knobs,
+                                    Expr channel_block, Expr group, Expr c0) {
+  const std::int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+  const std::int64_t block_taps = cig * p.kernel_h * p.kernel_w;
+  const std::int64_t blocks = ceil_div(cog, kPackedBlock);
+  const std::int64_t tc = knobs.tile_channels;
+  PackedWeightRows rows;
+  if (tc % kPackedBlock == 0) {
+    // Blocks past the group's last (a tile of 8 over an odd block count)
+    // read the last one instead: never stored.
+    for (std::int64_t q = 0; q < tc / kPackedBlock; ++q) {
+      const Expr block = add_constant(add_scaled({}, channel_block, tc / kPackedBlock), q);
+      const bool past_end = q > 0 && blocks % (tc / kPackedBlock) != 0;
+      const Expr safe = past_end ? kir::min(block, kir::i32(blocks - 1)) : block;
+      rows.vector_rows.push_back(declare_i32(body, indexed("w_vrow", q),
+                                             add_scaled(add_scaled({}, group, blocks * block_taps), safe, block_taps)));
+    }
+    return rows;
+  }
+  // Channels past the group's last stay inside its last block (its zero
+  // padding) or are clamped to its last channel: read, never stored.
+  for (std::int64_t i = 0; i < tc; ++i) {
+    Expr channel = add_constant(c0, i);
+    if (cog % tc != 0 && i > 0) channel = kir::min(channel, kir::i32(cog - 1));
+    const Expr block = channel / kir::i32(kPackedBlock), lane = channel % kir::i32(kPackedBlock);
+    const Expr row = add_scaled(add_scaled({}, group, blocks * block_taps), block, block_taps);
+    rows.scalar_rows.push_back(declare_i32(body, indexed("w_row", i), add_scaled(lane, row, kPackedBlock)));
+  }
+  return rows;
+}
+
 // The positions of the input row segment an invocation reads, relative to
 // its first column: column j and kernel column kw read j * stride + kw * dilation.
 std::set<std::int64_t> segment_positions(const ConvProblem& p, const ConvKnobs& knobs) {
@@ -104,9 +146,11 @@ void build_conv_direct(kir::Kernel& kernel, const ConvProblem& p, const ConvKnob
     const Expr in_group = add_constant(c0, i);
     const Expr safe = channel_tail && i > 0 ? kir::min(in_group, kir::i32(cog - 1)) : in_group;
     channels.push_back(declare_i32(body, indexed("co", i), add_scaled(add_scaled({}, group, cog), in_group, 1)));
-    w_rows.push_back(declare_i32(body, indexed("w_row", i),
-                                 add_scaled(add_scaled({}, group, cog * cig * window), safe, cig * window)));
+    if (!p.packed_weights)
+      w_rows.push_back(declare_i32(body, indexed("w_row", i),
+                                   add_scaled(add_scaled({}, group, cog * cig * window), safe, cig * window)));
   }
+  const PackedWeightRows packed = p.packed_weights ? packed_weight_rows(body, p, knobs, at[2], group, c0) : PackedWeightRows{};
   const Expr x_base = declare_i32(
       body, "x_base", add_scaled(add_scaled({}, image, p.in_channels * plane), group, cig * plane));
   const Expr ih0 = declare_i32(body, "ih0", add_constant(add_scaled({}, oh, p.stride_h), -p.pad_top));
@@ -153,18 +197,44 @@ void build_conv_direct(kir::Kernel& kernel, const ConvProblem& p, const ConvKnob
     taps.push_back(kir::declare(indexed("xv", t), ScalarType::f32, value));
   }
   const Expr w_tap0 = add_scaled(add_scaled({}, ci, window), kh, p.kernel_w);
-  for (std::int64_t i = 0; i < tc; ++i)
-    for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) {
-      const std::string wv = indexed("wv", i, kw);
-      taps.push_back(kir::declare(wv, ScalarType::f32,
-                                  kir::load(p.w, add_constant(w_rows[static_cast<std::size_t>(i)] + w_tap0, kw),
-                                            ScalarType::f32)));
-      for (std::int64_t j = 0; j < tw; ++j) {
-        const std::string acc = indexed("acc", i, j);
-        const Expr x_value = kir::var(indexed("xv", j * p.stride_w + kw * p.dilation_w), ScalarType::f32);
-        taps.push_back(kir::assign(acc, kir::var(acc, ScalarType::f32) + kir::var(wv, ScalarType::f32) * x_value));
-      }
+  auto append_fmas = [&](std::int64_t i, std::int64_t kw) {
+    const Expr wv = kir::var(indexed("wv", i, kw), ScalarType::f32);
+    for (std::int64_t j = 0; j < tw; ++j) {
+      const std::string acc = indexed("acc", i, j);
+      const Expr x_value = kir::var(indexed("xv", j * p.stride_w + kw * p.dilation_w), ScalarType::f32);
+      taps.push_back(kir::assign(acc, kir::var(acc, ScalarType::f32) + wv * x_value));
     }
+  };
+  if (p.packed_weights) {
+    // Per kernel column: every channel's weight (tc / 4 vec4 loads, or tc
+    // scalar ones), then the multiply-adds.
+    for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) {
+      const Expr tap = add_constant(w_tap0, kw);
+      if (!packed.vector_rows.empty()) {
+        for (std::size_t q = 0; q < packed.vector_rows.size(); ++q) {
+          std::vector<std::string> names;
+          for (std::int64_t r = 0; r < kPackedBlock; ++r)
+            names.push_back(indexed("wv", static_cast<std::int64_t>(q) * kPackedBlock + r, kw));
+          taps.push_back(kir::load_vector(std::move(names), p.w, packed.vector_rows[q] + tap, ScalarType::f32));
+        }
+      } else {
+        for (std::int64_t i = 0; i < tc; ++i)
+          taps.push_back(kir::declare(
+              indexed("wv", i, kw), ScalarType::f32,
+              kir::load(p.w, add_scaled(packed.scalar_rows[static_cast<std::size_t>(i)], tap, kPackedBlock),
+                        ScalarType::f32)));
+      }
+      for (std::int64_t i = 0; i < tc; ++i) append_fmas(i, kw);
+    }
+  } else {
+    for (std::int64_t i = 0; i < tc; ++i)
+      for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) {
+        taps.push_back(kir::declare(indexed("wv", i, kw), ScalarType::f32,
+                                    kir::load(p.w, add_constant(w_rows[static_cast<std::size_t>(i)] + w_tap0, kw),
+                                              ScalarType::f32)));
+        append_fmas(i, kw);
+      }
+  }
 
   std::vector<Stmt> row;
   row.push_back(kir::declare("x_row", ScalarType::i32, add_scaled(x_base, ih, p.in_w)));
@@ -215,10 +285,10 @@ void build_conv_direct(kir::Kernel& kernel, const ConvProblem& p, const ConvKnob
 bool conv_algorithm_applies(const ConvProblem& p, ConvAlgorithm algorithm) {
   switch (algorithm) {
     case ConvAlgorithm::gemm_1x1:
-      return p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 &&
+      return !p.packed_weights && p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 &&
              p.pad_left == 0 && p.out_h == p.in_h && p.out_w == p.in_w;
     case ConvAlgorithm::direct: return true;
-    case ConvAlgorithm::depthwise: return p.in_channels_per_group() == 1;
+    case ConvAlgorithm::depthwise: return !p.packed_weights && p.in_channels_per_group() == 1;
   }
   return false;
 }

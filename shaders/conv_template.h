@@ -10,6 +10,9 @@
 // - depthwise (one input channel per group): the direct kernel without the
 //   input-channel loop, blocked along the output width.
 //
+// The direct kernel also reads weights pre-packed by the compiler
+// (ConvProblem::packed_weights), 4 output channels per vector load.
+//
 // Padding, stride, dilation, groups, bias and the fused activation are all
 // baked in as constants. Out-of-bounds input reads become zeros via clamped
 // indices, and every output element is written once by a plain store.
@@ -31,6 +34,12 @@ struct ConvProblem {
   std::int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   std::int64_t pad_top = 0, pad_left = 0;  // the bottom/right pads only shape out_h/out_w
   kir::Buf x, w, y;
+  // w is OIhw4o (graph/ops/conv.cpp, set by the pack_weights pass): per
+  // group, blocks of 4 output channels, [ceil(cog/4)][C/g][kH][kW][4], zero
+  // padded. The direct kernel then loads a tap of 4 channels as one vec4
+  // (tile_channels 4 or 8; smaller tiles read it with scalar loads). Only
+  // the direct algorithm reads it.
+  bool packed_weights = false;
   std::optional<kir::Buf> bias;  // [out_channels], added before the activation
   // Applied to every output value after the bias. Unset: none.
   std::function<kir::Expr(kir::Expr)> activation;
@@ -49,7 +58,8 @@ struct ConvPlan {
 };
 
 // Whether `algorithm` can compute `problem` (gemm_1x1 needs a 1x1 stride-1
-// unpadded kernel; depthwise needs one input channel per group).
+// unpadded kernel; depthwise needs one input channel per group; packed
+// weights need direct).
 bool conv_algorithm_applies(const ConvProblem& problem, ConvAlgorithm algorithm);
 
 // Appends the convolution to `kernel` (whose buffers the caller added) and

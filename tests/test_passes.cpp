@@ -335,31 +335,210 @@ BOOST_AUTO_TEST_CASE(removes_an_unused_branch) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_SUITE(pack_weights)
+
+BOOST_AUTO_TEST_CASE(packs_direct_convs_only) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {1, 4, 9, 11});
+  b.push_scope("tail");  // 6 output channels: the second block is half padding
+  auto tail = b.conv2d(x, b.constant("weight", random_tensor({6, 4, 3, 3}, 1)), b.constant("bias", random_tensor({6}, 2)),
+                       {.padding = {1, 1, 1, 1}});
+  b.pop_scope();
+  b.push_scope("grouped");  // 2 groups of 5 output channels, stride 2, dilation 2
+  auto grouped = b.conv2d(tail, b.constant("weight", random_tensor({10, 3, 3, 3}, 3)), std::nullopt,
+                          {.stride = {2, 2}, .padding = {2, 1, 0, 2}, .dilation = {2, 2}, .groups = 2});
+  b.pop_scope();
+  b.push_scope("pointwise");  // 1x1 stride 1: the GEMM template's
+  auto pointwise = b.conv2d(grouped, b.constant("weight", random_tensor({8, 10, 1, 1}, 4)), std::nullopt);
+  b.pop_scope();
+  b.push_scope("depthwise");  // one input channel per group: the depthwise template's
+  auto depthwise = b.conv2d(pointwise, b.constant("weight", random_tensor({8, 1, 3, 3}, 5)), std::nullopt,
+                            {.padding = {1, 1, 1, 1}, .groups = 8});
+  b.pop_scope();
+  b.push_scope("narrow");  // 2 output channels: a block would be half padding
+  auto narrow = b.conv2d(depthwise, b.constant("weight", random_tensor({2, 8, 3, 3}, 6)), std::nullopt);
+  b.pop_scope();
+  kiln::Model m = b.build({narrow});
+
+  passes::PassResult result = passes::pack_weights(m.graph());
+  check_interface(m.graph(), result.graph);
+  BOOST_TEST(result.report.changes == 2);
+  BOOST_TEST(mentions(result.report, "packed the weight of Conv 'tail' as OIhw4o [2, 4, 3, 3, 4]"));
+  BOOST_TEST(mentions(result.report, "packed the weight of Conv 'grouped' as OIhw4o [4, 3, 3, 3, 4]"));
+  for (const char* name : {"tail", "grouped"}) {
+    const kiln::graph::Node* node = find_node(result.graph, name);
+    BOOST_REQUIRE(node != nullptr);
+    BOOST_TEST(node->attrs.get_string("weight_layout", "") == "OIhw4o", name);
+    BOOST_TEST(node->attrs.get_int("out_channels", 0) == (std::string(name) == "tail" ? 6 : 10), name);
+  }
+  for (const char* name : {"pointwise", "depthwise", "narrow"})
+    BOOST_TEST(!find_node(result.graph, name)->attrs.has("weight_layout"), name);
+
+  // Channel m's taps sit at lane m % 4 of its group's block m / 4; the
+  // padding lanes are zero.
+  const Tensor& plain = *m.graph().value(find_node(m.graph(), "grouped")->inputs[1]).constant;
+  const Tensor& packed = *result.graph.value(find_node(result.graph, "grouped")->inputs[1]).constant;
+  const auto from = plain.values<float>();
+  const auto to = packed.values<float>();
+  const std::int64_t taps = 3 * 3 * 3;
+  for (std::int64_t t = 0; t < taps; ++t) {
+    BOOST_TEST(to[(0 * taps + t) * 4 + 1] == from[1 * taps + t]);  // group 0, channel 1
+    BOOST_TEST(to[(1 * taps + t) * 4 + 0] == from[4 * taps + t]);  // group 0, channel 4
+    BOOST_TEST(to[(1 * taps + t) * 4 + 1] == 0.0f);                // group 0 padding
+    BOOST_TEST(to[(2 * taps + t) * 4 + 0] == from[5 * taps + t]);  // group 1, channel 0
+    BOOST_TEST(to[(3 * taps + t) * 4 + 3] == 0.0f);                // group 1 padding
+  }
+  // The reference reads either layout: same outputs, bit for bit.
+  BOOST_TEST(relative_difference(m.graph(), result.graph) == 0.0);
+  // Packing twice changes nothing.
+  BOOST_TEST(passes::pack_weights(result.graph).report.changes == 0);
+}
+
+BOOST_AUTO_TEST_CASE(keeps_fused_activations_and_runtime_weights) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {1, 3, 6, 6});
+  auto runtime_weight = b.input("w", DType::f32, {4, 3, 3, 3});
+  b.push_scope("fused");
+  auto fused = b.relu(b.conv2d(x, b.constant("weight", random_tensor({5, 3, 3, 3}, 1)), std::nullopt));
+  b.pop_scope();
+  b.push_scope("dynamic");
+  auto dynamic = b.conv2d(x, runtime_weight, std::nullopt);
+  b.pop_scope();
+  kiln::Model m = b.build({fused, dynamic});
+  passes::PassResult activated = passes::fuse_activation(m.graph());
+  passes::PassResult result = passes::pack_weights(activated.graph);
+  check_interface(m.graph(), result.graph);
+  BOOST_TEST(result.report.changes == 1);
+  const kiln::graph::Node* conv = find_node(result.graph, "fused");
+  BOOST_TEST(conv->attrs.get_string("activation", "") == "Relu");
+  BOOST_TEST(conv->attrs.get_string("weight_layout", "") == "OIhw4o");
+  BOOST_TEST(!find_node(result.graph, "dynamic")->attrs.has("weight_layout"));
+  BOOST_TEST(relative_difference(m.graph(), result.graph) == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(conv_checks_the_packed_layout) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {1, 4, 5, 5});
+  kiln::graph::Attributes packed;
+  packed.set("weight_layout", std::string("OIhw4o"));
+  packed.set("out_channels", std::int64_t{6});
+  auto expect = [](auto build, const std::string& text) {
+    BOOST_CHECK_EXCEPTION(build(), kiln::Error, [&](const kiln::Error& e) {
+      return std::string(e.what()).find(text) != std::string::npos;
+    });
+  };
+  // [2, 4, 3, 3, 4] holds 6 output channels; [1, ...] does not.
+  auto ok = b.op("Conv", {x, b.constant("ok", random_tensor({2, 4, 3, 3, 4}, 1)), std::nullopt}, packed)[0];
+  BOOST_TEST(b.shape(ok) == Shape({1, 6, 3, 3}));
+  expect([&] { b.op("Conv", {x, b.constant("short", random_tensor({1, 4, 3, 3, 4}, 2)), std::nullopt}, packed); },
+         "must be [2, 4, 3, 3, 4]");
+  kiln::graph::Attributes unknown;
+  unknown.set("weight_layout", std::string("OhwI"));
+  expect([&] { b.op("Conv", {x, b.constant("w1", random_tensor({6, 4, 3, 3}, 3)), std::nullopt}, unknown); },
+         "weight_layout");
+  kiln::graph::Attributes orphan;
+  orphan.set("out_channels", std::int64_t{6});
+  expect([&] { b.op("Conv", {x, b.constant("w2", random_tensor({6, 4, 3, 3}, 4)), std::nullopt}, orphan); },
+         "'out_channels' goes with weight_layout");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(pipeline)
 
 BOOST_AUTO_TEST_CASE(compile_passes_on_resnet18) {
   const Graph& g = resnet18_graph();
   passes::PipelineResult result = passes::run_compile_passes(g);
   check_interface(g, result.graph);
-  BOOST_REQUIRE(result.reports.size() == 6u);
-  BOOST_TEST(result.reports[4].pass == "recognise_layer_norm");
-  BOOST_TEST(result.reports[5].pass == "recognise_gelu");
-  BOOST_TEST(result.reports[0].pass == "fold_constants");
-  BOOST_TEST(result.reports[1].pass == "fold_batch_norm");
-  BOOST_TEST(result.reports[2].pass == "fuse_activation");
-  BOOST_TEST(result.reports[3].pass == "eliminate_dead_code");
-  BOOST_TEST(result.reports[0].changes == 0);
-  BOOST_TEST(result.reports[1].changes == 20);
-  BOOST_TEST(result.reports[2].changes == 9);
-  // The BatchNormalizations' 80 statistics and the 20 unscaled weights.
-  BOOST_TEST(result.reports[3].changes == 100);
+  // The order that matters: BN folding before weight packing (it scales OIHW
+  // weights), packing before dead-code removal (which drops the OIHW copies).
+  auto position = [&](const std::string& pass) {
+    const auto at = std::find_if(result.reports.begin(), result.reports.end(),
+                                 [&](const passes::PassReport& r) { return r.pass == pass; });
+    BOOST_TEST_REQUIRE((at != result.reports.end()), pass << " did not run");
+    return static_cast<std::size_t>(at - result.reports.begin());
+  };
+  const std::size_t constants = position("fold_constants"), batch_norm = position("fold_batch_norm");
+  const std::size_t activation = position("fuse_activation"), packing = position("pack_weights");
+  const std::size_t dead_code = position("eliminate_dead_code");
+  BOOST_TEST(constants < batch_norm);
+  BOOST_TEST(batch_norm < activation);
+  BOOST_TEST(activation < packing);
+  BOOST_TEST(packing < dead_code);
+  BOOST_TEST(dead_code < position("recognise_layer_norm"));
+  BOOST_TEST(position("recognise_layer_norm") < position("recognise_gelu"));
+  BOOST_TEST(result.reports[constants].changes == 0);
+  BOOST_TEST(result.reports[batch_norm].changes == 20);
+  BOOST_TEST(result.reports[activation].changes == 9);
+  // Every ResNet-18 conv goes to the direct template: the 7x7 stem, the 3x3s
+  // and the 1x1 stride-2 downsamples.
+  BOOST_TEST(result.reports[packing].changes == 20);
+  // The BatchNormalizations' 80 statistics, the 20 unscaled weights and the
+  // 20 folded OIHW weights.
+  BOOST_TEST(result.reports[dead_code].changes == 120);
   BOOST_TEST(count_op(result.graph, "BatchNormalization") == 0);
   BOOST_TEST(count_op(result.graph, "Relu") == 8);
-  BOOST_TEST(count_constants(result.graph) == 20 + 20 + 2);  // folded weights and biases, fc
-  const std::string text = passes::report_str(result.reports[1]);
+  BOOST_TEST(count_constants(result.graph) == 20 + 20 + 2);  // packed weights, folded biases, fc
+  const std::string text = passes::report_str(result.reports[batch_norm]);
   BOOST_TEST(text.find("fold_batch_norm: 20 changes\n") == 0u);
   BOOST_TEST(text.find("  folded BatchNormalization 'bn1' into Conv 'conv1'\n") != std::string::npos);
+  BOOST_TEST(mentions(result.reports[packing], "packed the weight of Conv 'conv1' as OIhw4o [16, 3, 7, 7, 4]"));
   BOOST_TEST(relative_difference(g, result.graph) <= 1e-3);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(attention)
+
+// softmax(Q K^T / sqrt(D) + mask) V as torch's SegFormer writes it (Div on
+// the scores) or with the scale split onto Q and K^T as torch's exported
+// scaled_dot_product_attention does; K^T from a Transpose of [B, H, Lk, D].
+Graph attention_graph(bool split_scale, bool with_mask, bool scores_read_twice = false) {
+  Builder b("attention");
+  auto q = b.input("q", DType::f32, {1, 2, 5, 8});
+  auto k = b.input("k", DType::f32, {1, 2, 7, 8});
+  auto v = b.input("v", DType::f32, {1, 2, 7, 4});
+  auto kt = b.transpose(k, {0, 1, 3, 2});
+  Builder::Value scores;
+  if (split_scale) {
+    auto root = b.constant("root_scale", Tensor::scalar_f32(static_cast<float>(std::pow(8.0, -0.25))));
+    scores = b.matmul(b.mul(q, root), b.mul(kt, root));
+  } else {
+    scores = b.div(b.matmul(q, kt), b.constant("sqrt_d", Tensor::scalar_f32(static_cast<float>(std::sqrt(8.0)))));
+  }
+  if (with_mask) scores = b.add(scores, b.constant("mask", random_tensor({1, 1, 1, 7}, 3)));
+  auto context = b.matmul(b.softmax(scores, -1), v);
+  std::vector<Builder::Value> outputs = {context};
+  if (scores_read_twice) outputs.push_back(scores);
+  return b.build(outputs).graph();
+}
+
+BOOST_AUTO_TEST_CASE(recognises_scaled_masked_attention) {
+  for (const bool split_scale : {false, true})
+    for (const bool with_mask : {false, true}) {
+      const Graph g = attention_graph(split_scale, with_mask);
+      passes::PassResult result = passes::recognise_attention(g);
+      check_interface(g, result.graph);
+      BOOST_TEST(result.report.changes == 1);
+      BOOST_TEST(count_op(result.graph, "Attention") == 1);
+      BOOST_TEST(count_op(result.graph, "Softmax") == 0);
+      BOOST_TEST(count_op(result.graph, "MatMul") == 0);
+      // The Transpose of K is absorbed: the kernel reads K's rows.
+      BOOST_TEST(count_op(result.graph, "Transpose") == 0);
+      const kiln::graph::Node* attention = &result.graph.nodes().back();
+      BOOST_REQUIRE(attention->op == "Attention");
+      BOOST_TEST(attention->attrs.get_float("scale", 0.0) == 1.0 / std::sqrt(8.0), boost::test_tools::tolerance(1e-6));
+      BOOST_TEST(attention->attrs.get_int("k_transposed", -1) == 0);
+      BOOST_TEST(relative_difference(g, result.graph) <= 1e-5);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(keeps_attention_whose_scores_are_read_elsewhere) {
+  const Graph g = attention_graph(false, true, true);
+  passes::PassResult result = passes::recognise_attention(g);
+  BOOST_TEST(result.report.changes == 0);
+  BOOST_TEST(count_op(result.graph, "Softmax") == 1);
+  BOOST_TEST(count_op(result.graph, "Attention") == 0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

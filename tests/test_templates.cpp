@@ -302,9 +302,24 @@ std::vector<double> reference_conv(const sh::ConvProblem& p, const std::vector<f
   return y;
 }
 
-void check_conv(const ConvCase& c, const sh::ConvPlan& plan) {
+// OIHW -> OIhw4o (per group, blocks of 4 output channels, channel
+// innermost, zero padded), written independently of the pack_weights pass.
+std::vector<float> pack_oihw4o(const sh::ConvProblem& p, const std::vector<float>& w) {
+  const std::int64_t cog = p.out_channels_per_group(), blocks = (cog + 3) / 4;
+  const std::int64_t taps = p.in_channels_per_group() * p.kernel_h * p.kernel_w;
+  std::vector<float> packed(static_cast<std::size_t>(p.groups * blocks * taps * 4), 0.0f);
+  for (std::int64_t co = 0; co < p.out_channels; ++co)
+    for (std::int64_t t = 0; t < taps; ++t) {
+      const std::int64_t block = co / cog * blocks + co % cog / 4;
+      packed[static_cast<std::size_t>((block * taps + t) * 4 + co % cog % 4)] = w[static_cast<std::size_t>(co * taps + t)];
+    }
+  return packed;
+}
+
+void check_conv(const ConvCase& c, const sh::ConvPlan& plan, bool packed_weights = false) {
   kir::Kernel kernel("conv_test");
   sh::ConvProblem p = conv_problem(c);
+  p.packed_weights = packed_weights;
   p.x = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
   p.w = kernel.add_buffer("w", kir::ScalarType::f32, kir::Access::read);
   if (c.bias_and_relu) {
@@ -320,14 +335,14 @@ void check_conv(const ConvCase& c, const sh::ConvPlan& plan) {
       static_cast<std::size_t>(c.out_channels * p.in_channels_per_group() * c.kernel_h * c.kernel_w), 5);
   const auto bias = random_values(static_cast<std::size_t>(c.out_channels), 6);
   const std::vector<double> want = reference_conv(p, x, w, c.bias_and_relu ? &bias : nullptr);
-  std::vector<std::vector<float>> buffers = {x, w};
+  std::vector<std::vector<float>> buffers = {x, packed_weights ? pack_oihw4o(p, w) : w};
   if (c.bias_and_relu) buffers.push_back(bias);
   buffers.emplace_back(want.size(), NAN);
   const auto out = vulkan().run(kernel, buffers);
   const std::string plan_text = std::string(sh::conv_algorithm_name(plan.algorithm)) + " " +
                                 (plan.algorithm == sh::ConvAlgorithm::gemm_1x1 ? sh::to_string(plan.gemm)
                                                                                 : sh::to_string(plan.conv));
-  check_close(out.back(), want, "conv " + plan_text + " " + describe(c));
+  check_close(out.back(), want, "conv " + plan_text + (packed_weights ? " packed " : " ") + describe(c));
 }
 
 // Cases per algorithm; each runs with every configuration of that algorithm.
@@ -362,6 +377,49 @@ BOOST_AUTO_TEST_CASE(every_conv_configuration_matches_the_reference) {
     }
   }
   BOOST_TEST(runs >= 40);
+}
+
+BOOST_AUTO_TEST_CASE(every_direct_configuration_reads_packed_weights) {
+  // Channel tails inside a block (10, 6 per group), groups, stride 2,
+  // dilation, bias and activation, with tiles that load the weights as vec4
+  // (4, 8 channels) and as scalars (1, 2).
+  const ConvCase grouped_tail = {1, 8, 12, 2, 9, 10, 3, 3, 2, 1, 1, 1, 1, 1, true};
+  const ConvCase dilated_wide = {1, 3, 20, 1, 8, 9, 3, 3, 1, 2, 2, 2, 2, 2, true};
+  int runs = 0;
+  for (std::uint32_t channels : {8u, 4u, 2u, 1u})
+    for (std::uint32_t width : {4u, 1u}) {
+      const sh::ConvPlan plan{sh::ConvAlgorithm::direct, {}, {channels, width, 64}};
+      for (const ConvCase& c : kDirectCases) check_conv(c, plan, true);
+      check_conv(grouped_tail, plan, true);
+      check_conv(dilated_wide, plan, true);
+      runs += 7;
+    }
+  BOOST_TEST(runs == 56);
+}
+
+BOOST_AUTO_TEST_CASE(packed_weights_load_as_vec4_with_four_channel_blocks) {
+  auto weight_vectors = [](std::uint32_t channels, bool packed) {
+    kir::Kernel kernel("conv_vec");
+    sh::ConvProblem p = conv_problem(kDirectCases[0]);
+    p.packed_weights = packed;
+    p.x = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
+    p.w = kernel.add_buffer("w", kir::ScalarType::f32, kir::Access::read);
+    p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+    sh::build_conv(kernel, p, {sh::ConvAlgorithm::direct, {}, {channels, 4, 64}});
+    return kir::print(kernel).find("w.vec4[") != std::string::npos;
+  };
+  BOOST_TEST(weight_vectors(4, true));
+  BOOST_TEST(weight_vectors(8, true));
+  BOOST_TEST(!weight_vectors(2, true));
+  BOOST_TEST(!weight_vectors(4, false));  // OIHW (eager): scalar loads, as before
+  // Packed weights exist only for the direct template.
+  sh::ConvProblem pointwise = conv_problem(kConv1x1Cases[0]);
+  pointwise.packed_weights = true;
+  BOOST_TEST(!sh::conv_algorithm_applies(pointwise, sh::ConvAlgorithm::gemm_1x1));
+  BOOST_TEST(sh::choose_conv_plan(pointwise, lavapipe()).algorithm == sh::ConvAlgorithm::direct);
+  sh::ConvProblem depthwise = conv_problem(kDepthwiseCases[0]);
+  depthwise.packed_weights = true;
+  BOOST_TEST(!sh::conv_algorithm_applies(depthwise, sh::ConvAlgorithm::depthwise));
 }
 
 BOOST_AUTO_TEST_CASE(direct_convolution_computes_depthwise_and_1x1_too) {

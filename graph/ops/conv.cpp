@@ -1,19 +1,45 @@
 // Conv: 2-D convolution (NCHW), groups, dilation, asymmetric pads, optional
 // bias and kiln's fused `activation` extension.
+//
+// kiln extension, set only by the pack_weights compile pass (ONNX import
+// never produces it): weight_layout="OIhw4o" with out_channels=M means W is
+// [group * ceil((M/group)/4), C/group, kH, kW, 4]: per group, blocks of 4
+// output channels with the channel innermost, zero-padded past the group's
+// last channel, so a kernel loads one tap of 4 channels as one vector.
 #include "graph/ops/ops.h"
 
 namespace kiln::graph::ops {
 
 namespace {
 
+constexpr std::int64_t kPackedBlock = 4;
+
 struct ConvParams {
   std::int64_t group = 1;
   std::vector<std::int64_t> strides, dilations, pads;  // pads: top, left, bottom, right
   Activation activation = Activation::none;
+  bool packed = false;            // weight_layout = "OIhw4o"
+  std::int64_t out_channels = 0;  // packed only: M, which the padded weight shape hides
+};
+
+// Where W[m][c][kh][kw] (the plain OIHW coordinates) lives in either layout.
+struct WeightIndexer {
+  bool packed;
+  std::int64_t group_out, group_in, kernel_h, kernel_w;
+
+  std::int64_t operator()(std::int64_t m, std::int64_t c, std::int64_t kh, std::int64_t kw) const {
+    const std::int64_t tap = (c * kernel_h + kh) * kernel_w + kw;
+    if (!packed) return m * group_in * kernel_h * kernel_w + tap;
+    const std::int64_t blocks_per_group = (group_out + kPackedBlock - 1) / kPackedBlock;
+    const std::int64_t g = m / group_out, in_group = m % group_out;
+    const std::int64_t block = g * blocks_per_group + in_group / kPackedBlock;
+    return (block * group_in * kernel_h * kernel_w + tap) * kPackedBlock + in_group % kPackedBlock;
+  }
 };
 
 ConvParams read_params(const Node& node) {
-  check_known_attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad", "activation"});
+  check_known_attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad", "activation",
+                                "weight_layout", "out_channels"});
   const std::string auto_pad = node.attrs.get_string("auto_pad", "NOTSET");
   KILN_CHECK(auto_pad == "NOTSET", ErrorKind::Unsupported,
              "auto_pad '" + auto_pad + "' is not supported; give explicit 'pads'");
@@ -28,7 +54,24 @@ ConvParams read_params(const Node& node) {
   p.pads = get_ints_of_length(node, "pads", {0, 0, 0, 0}, 4);
   check_non_negative("pads", p.pads);
   p.activation = get_activation(node);
+  const std::string layout = node.attrs.get_string("weight_layout", "OIhw");
+  KILN_CHECK(layout == "OIhw" || layout == "OIhw4o", ErrorKind::InvalidArgument,
+             "attribute 'weight_layout' must be \"OIhw\" or \"OIhw4o\", got \"" + layout + "\"");
+  p.packed = layout == "OIhw4o";
+  KILN_CHECK(p.packed == node.attrs.has("out_channels"), ErrorKind::InvalidArgument,
+             "attribute 'out_channels' goes with weight_layout \"OIhw4o\" and only with it");
+  if (p.packed) {
+    p.out_channels = node.attrs.get_int("out_channels", 0);
+    KILN_CHECK(p.out_channels >= 1, ErrorKind::InvalidArgument,
+               "attribute 'out_channels' must be positive, got " + std::to_string(p.out_channels));
+  }
   return p;
+}
+
+// The packed weight's shape for M output channels: see the file comment.
+Shape packed_weight_shape(std::int64_t out_channels, std::int64_t group, const Shape& plain_tail) {
+  const std::int64_t blocks = (out_channels / group + kPackedBlock - 1) / kPackedBlock;
+  return {group * blocks, plain_tail[0], plain_tail[1], plain_tail[2], kPackedBlock};
 }
 
 std::vector<TensorType> infer_conv(const Node& node, std::span<const TensorType> in) {
@@ -38,16 +81,22 @@ std::vector<TensorType> infer_conv(const Node& node, std::span<const TensorType>
   require_f32("input", x);
   require_f32("weight", w);
   require_rank("input", x, 4);
-  require_rank("weight", w, 4);
+  require_rank("weight", w, p.packed ? 5 : 4);
   const std::string both = ": " + describe("input", x) + ", " + describe("weight", w);
   const std::int64_t channels = x.shape[1];
-  const std::int64_t out_channels = w.shape[0];
+  const std::int64_t out_channels = p.packed ? p.out_channels : w.shape[0];
   KILN_CHECK(channels == w.shape[1] * p.group, ErrorKind::ShapeMismatch,
              "input has " + std::to_string(channels) + " channels but weight expects " +
                  std::to_string(w.shape[1] * p.group) + " (group " + std::to_string(p.group) + ")" + both);
   KILN_CHECK(out_channels % p.group == 0, ErrorKind::ShapeMismatch,
              "weight has " + std::to_string(out_channels) + " output channels, which group " + std::to_string(p.group) +
                  " does not divide" + both);
+  if (p.packed) {
+    const Shape expected = packed_weight_shape(out_channels, p.group, {w.shape[1], w.shape[2], w.shape[3]});
+    KILN_CHECK(w.shape == expected, ErrorKind::ShapeMismatch,
+               "a packed (OIhw4o) weight for " + std::to_string(out_channels) + " output channels must be " +
+                   shape_str(expected) + both);
+  }
   if (node.attrs.has("kernel_shape")) {
     const std::vector<std::int64_t> kernel = get_ints_of_length(node, "kernel_shape", {}, 2);
     KILN_CHECK(kernel[0] == w.shape[2] && kernel[1] == w.shape[3], ErrorKind::ShapeMismatch,
@@ -77,8 +126,10 @@ std::vector<Tensor> reference_conv(const Node& node, std::span<const Tensor> in)
   const Tensor& w = in[1];
   const bool has_bias = has_input(node, 2);
   const std::int64_t batch = x.shape()[0], channels = x.shape()[1], height = x.shape()[2], width = x.shape()[3];
-  const std::int64_t out_channels = w.shape()[0], kernel_h = w.shape()[2], kernel_w = w.shape()[3];
+  const std::int64_t out_channels = p.packed ? p.out_channels : w.shape()[0];
+  const std::int64_t kernel_h = w.shape()[2], kernel_w = w.shape()[3];
   const std::int64_t group_in = channels / p.group, group_out = out_channels / p.group;
+  const WeightIndexer weight_at{p.packed, group_out, group_in, kernel_h, kernel_w};
   const Shape out_shape = infer_conv(node, types_of(in))[0].shape;
   Tensor y(DType::f32, out_shape);
   auto xv = x.values<float>();
@@ -100,7 +151,7 @@ std::vector<Tensor> reference_conv(const Node& node, std::span<const Tensor> in)
                 if (ih < 0 || ih >= height || iw < 0 || iw >= width) continue;  // zero padding
                 const std::int64_t ic = g * group_in + c;
                 acc += static_cast<double>(xv[((n * channels + ic) * height + ih) * width + iw]) *
-                       static_cast<double>(wv[((m * group_in + c) * kernel_h + kh) * kernel_w + kw]);
+                       static_cast<double>(wv[weight_at(m, c, kh, kw)]);
               }
           yv[((n * out_channels + m) * out_h + oh) * out_w + ow] =
               static_cast<float>(apply_activation(p.activation, acc));
@@ -118,7 +169,8 @@ void register_conv_ops(OpTable& table) {
   s.max_inputs = 3;
   s.infer = infer_conv;
   s.reference = reference_conv;
-  s.summary = "2-D convolution (NCHW): X, W[M, C/group, kH, kW], optional B[M]; activation=\"Relu\" fuses a Relu";
+  s.summary = "2-D convolution (NCHW): X, W[M, C/group, kH, kW], optional B[M]; activation=\"Relu\" fuses a Relu; "
+              "weight_layout=\"OIhw4o\" + out_channels=M: W pre-packed by the compiler";
   add_op(table, s);
 }
 

@@ -40,6 +40,12 @@ PassResult fold_batch_norm(const Graph& graph);
 // removes the Relu.
 PassResult fuse_activation(const Graph& graph);
 
+// Gives a Conv with a constant weight that the direct convolution template
+// computes (not 1x1 stride-1 unpadded, not depthwise, >= 4 output channels
+// per group) the weight packed as OIhw4o, with weight_layout="OIhw4o" and
+// out_channels=M (graph/ops/conv.cpp). KILN_NO_PACK_WEIGHTS=1 turns it off.
+PassResult pack_weights(const Graph& graph);
+
 // Removes nodes and constants that no graph output depends on. Graph inputs
 // are kept even when unused: they are the model's interface.
 PassResult eliminate_dead_code(const Graph& graph);
@@ -53,8 +59,15 @@ PassResult recognise_layer_norm(const Graph& graph);
 // Add 1, Mul x, Mul 0.5, every intermediate read once) with one Gelu.
 PassResult recognise_gelu(const Graph& graph);
 
+// Replaces scaled dot-product attention, MatMul(Softmax(MatMul(Q, K^T) *
+// scale [+ mask]), V) with the scale as a scalar Mul or Div on the scores, Q
+// or K^T and every intermediate read once, with one Attention.
+// KILN_NO_ATTENTION=1 turns it off.
+PassResult recognise_attention(const Graph& graph);
+
 // The default pipeline of compile(): fold_constants, fold_batch_norm,
-// fuse_activation, eliminate_dead_code, recognise_layer_norm, recognise_gelu
+// fuse_activation, pack_weights, eliminate_dead_code, recognise_layer_norm, recognise_gelu,
+// recognise_attention
 // (the recognisers drop the constants only their patterns read). Each result is verified; a pass that
 // produces an invalid graph throws Error(Internal).
 PipelineResult run_compile_passes(const Graph& graph);

@@ -5,8 +5,10 @@ namespace kiln::graph::passes {
 
 PipelineResult run_compile_passes(const Graph& graph) {
   using Pass = PassResult (*)(const Graph&);
-  static constexpr Pass kPipeline[] = {&fold_constants, &fold_batch_norm, &fuse_activation, &eliminate_dead_code,
-                                      &recognise_layer_norm, &recognise_gelu};
+  static constexpr Pass kPipeline[] = {&fold_constants, &fold_batch_norm, &fuse_activation, &pack_weights,
+                                      &eliminate_dead_code,
+                                      &recognise_layer_norm, &recognise_gelu,
+                                      &recognise_attention};
 
   PipelineResult result{graph, {}};
   for (Pass pass : kPipeline) {

@@ -2,7 +2,9 @@
 // templates (shaders/conv_template.h: 1x1 as GEMM, register-blocked direct,
 // depthwise), with the algorithm and knobs the heuristic picks for the
 // target. Grouped convolution, dilation, asymmetric pads, optional bias and
-// the fused activation are all baked in as constants.
+// the fused activation are all baked in as constants. A weight the
+// pack_weights pass laid out as OIhw4o (weight_layout attribute, with
+// out_channels) goes to the direct template's packed variant.
 #include "shaders/conv_template.h"
 #include "shaders/heuristic.h"
 #include "src/lower/index.h"
@@ -17,6 +19,7 @@ using kir::ScalarType;
 namespace {
 
 struct ConvGeometry {
+  bool packed_weights;  // W is OIhw4o: [groups * ceil(cog / 4), C/g, kH, kW, 4]
   std::int64_t batch, in_channels, out_channels, groups;
   std::int64_t in_channels_per_group, out_channels_per_group;
   WindowAxis rows, cols;  // H and W
@@ -30,9 +33,10 @@ ConvGeometry conv_geometry(const OpContext& ctx) {
   const std::vector<std::int64_t> strides = get_ints_exactly(ctx, "strides", 2, {1, 1});
   const std::vector<std::int64_t> dilations = get_ints_exactly(ctx, "dilations", 2, {1, 1});
   ConvGeometry g{};
+  g.packed_weights = ctx.node.attrs.get_string("weight_layout", "OIhw") == "OIhw4o";
   g.batch = x[0];
   g.in_channels = x[1];
-  g.out_channels = w[0];
+  g.out_channels = g.packed_weights ? ctx.node.attrs.get_int("out_channels", 0) : w[0];
   g.groups = ctx.node.attrs.get_int("group", 1);
   g.in_channels_per_group = w[1];
   g.out_channels_per_group = g.groups > 0 ? g.out_channels / g.groups : 0;
@@ -51,8 +55,12 @@ std::int64_t expected_extent(const WindowAxis& axis, std::int64_t pad_end) {
 std::optional<std::string> conv_unsupported(const OpContext& ctx) {
   const Shape& x = ctx.input_shape(0);
   const Shape& w = ctx.input_shape(1);
-  if (x.size() != 4 || w.size() != 4)
-    return "only 2-D convolution is supported (X " + shape_str(x) + ", W " + shape_str(w) + ")";
+  const std::string layout = ctx.node.attrs.get_string("weight_layout", "OIhw");
+  if (layout != "OIhw" && layout != "OIhw4o") return "weight_layout '" + layout + "' is not supported";
+  const std::size_t weight_rank = layout == "OIhw4o" ? 5 : 4;
+  if (x.size() != 4 || w.size() != weight_rank)
+    return "only 2-D convolution is supported (X " + shape_str(x) + ", W " + shape_str(w) + " in layout " + layout +
+           ")";
   const std::string auto_pad = ctx.node.attrs.get_string("auto_pad", "NOTSET");
   if (auto_pad != "NOTSET") return "auto_pad='" + auto_pad + "' is not supported (give explicit pads)";
   if (auto reason = activation_unsupported(ctx)) return reason;
@@ -67,6 +75,12 @@ std::optional<std::string> conv_unsupported(const OpContext& ctx) {
     if (axis->stride < 1 || axis->dilation < 1 || axis->pad_begin < 0)
       return "strides and dilations must be >= 1 and pads >= 0";
   if (pads[2] < 0 || pads[3] < 0) return "pads must be >= 0";
+  if (g.packed_weights) {
+    const std::int64_t blocks = (g.out_channels_per_group + 3) / 4;
+    if (g.out_channels < 1 || w[0] != g.groups * blocks || w[4] != 4)
+      return "packed weight " + shape_str(w) + " does not hold " + std::to_string(g.out_channels) +
+             " output channels in blocks of 4";
+  }
   if (ctx.has_input(2) && ctx.input_shape(2) != Shape{g.out_channels})
     return "bias " + shape_str(ctx.input_shape(2)) + " is not [" + std::to_string(g.out_channels) + "]";
   const Shape expected = {g.batch, g.out_channels, expected_extent(g.rows, pads[2]), expected_extent(g.cols, pads[3])};
@@ -95,6 +109,7 @@ kir::Kernel lower_conv(const OpContext& ctx) {
   problem.dilation_w = g.cols.dilation;
   problem.pad_top = g.rows.pad_begin;
   problem.pad_left = g.cols.pad_begin;
+  problem.packed_weights = g.packed_weights;
   problem.x = kernel.add_buffer("x", ScalarType::f32, Access::read);
   problem.w = kernel.add_buffer("w", ScalarType::f32, Access::read);
   if (ctx.has_input(2)) problem.bias = kernel.add_buffer("bias", ScalarType::f32, Access::read);
@@ -104,7 +119,8 @@ kir::Kernel lower_conv(const OpContext& ctx) {
   const shaders::ConvPlan plan = shaders::choose_conv_plan(problem, ctx.target);
   kernel.name = std::string("conv2d_") + shaders::conv_algorithm_name(plan.algorithm) + "_" +
                 (plan.algorithm == shaders::ConvAlgorithm::gemm_1x1 ? shaders::to_string(plan.gemm)
-                                                                     : shaders::to_string(plan.conv));
+                                                                     : shaders::to_string(plan.conv)) +
+                (problem.packed_weights ? "_oihw4o" : "");
   shaders::build_conv(kernel, problem, plan);
   return kernel;
 }

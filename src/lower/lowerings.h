@@ -91,6 +91,8 @@ std::optional<std::string> softmax_unsupported(const OpContext& ctx);
 kir::Kernel lower_softmax(const OpContext& ctx);
 std::optional<std::string> layer_norm_unsupported(const OpContext& ctx);
 kir::Kernel lower_layer_norm(const OpContext& ctx);
+std::optional<std::string> attention_unsupported(const OpContext& ctx);
+kir::Kernel lower_attention(const OpContext& ctx);  // softmax(scale Q K^T + mask) V, one kernel
 
 std::optional<std::string> pool_unsupported(const OpContext& ctx);
 kir::Kernel lower_pool(const OpContext& ctx);  // MaxPool, AveragePool

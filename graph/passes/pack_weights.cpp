@@ -1,0 +1,88 @@
+// pack_weights: lays a Conv's constant weight out once, at compile time, the
+// way the direct convolution template reads it. OIHW keeps one output
+// channel's taps together, so a kernel computing a block of 4 output channels
+// issues 4 scalar loads per tap; OIhw4o (graph/ops/conv.cpp) puts those 4
+// weights side by side, one aligned vector load. Eager never runs this pass,
+// so its kernels keep reading OIHW.
+#include "graph/passes/passes.h"
+#include "graph/passes/rewrite.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+namespace kiln::graph::passes {
+
+namespace {
+
+constexpr std::int64_t kBlock = 4;  // output channels per packed block (one vec4)
+constexpr const char* kPackedLayout = "OIhw4o";
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+// Whether the lowering sends this Conv to the direct template, the one that
+// reads packed weights: not a 1x1 stride-1 unpadded one (the GEMM template),
+// not a depthwise one (one input channel per group), and with at least one
+// full block of output channels per group, so padding wastes little.
+bool suits_direct_template(const Graph& graph, const Node& conv) {
+  if (conv.op != "Conv" || conv.attrs.has("weight_layout")) return false;
+  if (conv.inputs.size() < 2 || conv.inputs[1] < 0) return false;
+  const Value& weight = graph.value(conv.inputs[1]);
+  if (!weight.constant || weight.type.dtype != DType::f32 || weight.type.shape.size() != 4) return false;
+  const Shape& w = weight.type.shape;
+  const std::int64_t groups = conv.attrs.get_int("group", 1);
+  if (groups < 1 || w[0] % groups != 0 || w[1] == 1 || w[0] / groups < kBlock) return false;
+  const bool pointwise = w[2] == 1 && w[3] == 1 &&
+                         conv.attrs.get_ints("strides", {1, 1}) == std::vector<std::int64_t>{1, 1} &&
+                         conv.attrs.get_ints("pads", {0, 0, 0, 0}) == std::vector<std::int64_t>{0, 0, 0, 0};
+  return !pointwise;
+}
+
+// OIHW [M, C/g, kH, kW] -> OIhw4o [g * ceil(M/g / 4), C/g, kH, kW, 4].
+Tensor pack(const Tensor& weight, std::int64_t groups) {
+  const Shape& s = weight.shape();
+  const std::int64_t group_out = s[0] / groups, taps = s[1] * s[2] * s[3];
+  const std::int64_t blocks = ceil_div(group_out, kBlock);
+  Tensor packed(DType::f32, {groups * blocks, s[1], s[2], s[3], kBlock});
+  const auto from = weight.values<float>();
+  auto to = packed.values<float>();
+  std::fill(to.begin(), to.end(), 0.0f);
+  for (std::int64_t m = 0; m < s[0]; ++m) {
+    const std::int64_t g = m / group_out, in_group = m % group_out;
+    const std::int64_t block = g * blocks + in_group / kBlock, lane = in_group % kBlock;
+    for (std::int64_t t = 0; t < taps; ++t) to[(block * taps + t) * kBlock + lane] = from[m * taps + t];
+  }
+  return packed;
+}
+
+}  // namespace
+
+PassResult pack_weights(const Graph& graph) {
+  PassReport report{"pack_weights", 0, {}};
+  // For A/B measurements of the packed kernels against the plain ones.
+  if (const char* off = std::getenv("KILN_NO_PACK_WEIGHTS"); off && *off && std::string(off) != "0") {
+    report.details.push_back("disabled by KILN_NO_PACK_WEIGHTS");
+    return {graph, std::move(report)};
+  }
+  Rewriter rw(graph);
+  for (const Node& node : graph.nodes()) {
+    if (!suits_direct_template(graph, node)) {
+      rw.copy_node(node);
+      continue;
+    }
+    const Tensor& weight = *graph.value(node.inputs[1]).constant;
+    const std::int64_t groups = node.attrs.get_int("group", 1);
+    Tensor packed = pack(weight, groups);
+    const std::string shape_text = shape_str(packed.shape());
+    std::vector<ValueId> inputs = rw.map(node.inputs);
+    inputs[1] = rw.add_constant(node.name + ".packed_weight", std::move(packed));
+    Attributes attrs = node.attrs;
+    attrs.set("weight_layout", std::string(kPackedLayout));
+    attrs.set("out_channels", weight.shape()[0]);
+    rw.copy_node(node, std::move(inputs), std::move(attrs));
+    report.details.push_back("packed the weight of Conv '" + node.name + "' as " + kPackedLayout + " " + shape_text);
+  }
+  report.changes = static_cast<int>(report.details.size());
+  return {rw.finish(), std::move(report)};
+}
+
+}  // namespace kiln::graph::passes
