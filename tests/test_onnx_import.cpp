@@ -570,6 +570,23 @@ BOOST_AUTO_TEST_CASE(a_missing_initializer_names_the_node) {
   BOOST_TEST(contains(e.what(), "'w'"));
 }
 
+BOOST_AUTO_TEST_CASE(kiln_internal_conv_attributes_in_a_file_are_corrupt) {
+  // weight_layout / activation are set by kiln's compile passes; from a file
+  // they would make kiln misread the weights or apply an activation twice.
+  for (const char* internal : {"weight_layout", "activation"}) {
+    OnnxModel m;
+    m.input("x", {1, 2, 5, 5});
+    m.initializer("w", random_f32({4, 2, 3, 3}, 1));
+    auto* conv = m.node("Conv", {"x", "w"}, {"y"}, "conv");
+    attr(conv, internal, std::string(std::string(internal) == "activation" ? "Relu" : "OIhw4o"));
+    m.output("y");
+    const auto e = error_of([&] { m.load(); });
+    BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+    BOOST_TEST(contains(e.what(), "'conv'"));
+    BOOST_TEST(contains(e.what(), internal));
+  }
+}
+
 BOOST_AUTO_TEST_CASE(raw_data_of_the_wrong_size_is_corrupt) {
   OnnxModel m = relu_model();
   auto* w = m.initializer("w", random_f32({4}, 13));

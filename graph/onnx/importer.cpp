@@ -244,6 +244,12 @@ class Importer final : public ImportContext {
       n.inputs.push_back(it->second);
     }
     n.attrs = convert_attributes(proto, n.where);
+    // kiln's own attributes, which compile passes set (a fused activation, a
+    // pre-packed weight layout), are not ONNX's: a file carrying them would
+    // make kiln misread its weights.
+    for (const char* internal : {"activation", "weight_layout", "out_channels"})
+      KILN_CHECK(!n.attrs.has(internal) || (n.op != "Conv" && n.op != "Gemm"), ErrorKind::Corrupt,
+                 n.where + "attribute '" + internal + "' is not an ONNX " + n.op + " attribute");
     std::vector<ValueId> outputs;
     try {
       outputs = op_rules().at(n.op).convert(n, *this);
