@@ -6,7 +6,8 @@ namespace kiln::shaders {
 
 namespace {
 
-constexpr std::uint32_t kMaxTile = 8;
+constexpr std::uint32_t kMaxGemmTile = 16;  // GEMM register blocks: 16 columns on CPU devices
+constexpr std::uint32_t kMaxConvTile = 8;
 constexpr std::uint32_t kMaxUnroll = 8;
 constexpr std::uint32_t kMaxWorkgroup = 1024;
 constexpr std::uint32_t kMaxPanel = 64;
@@ -41,8 +42,8 @@ std::string to_string(const ConvKnobs& knobs) {
 
 void check_knobs(const GemmKnobs& knobs) {
   const std::string text = to_string(knobs);
-  check_range("tile_m", knobs.tile_m, kMaxTile, text);
-  check_range("tile_n", knobs.tile_n, kMaxTile, text);
+  check_range("tile_m", knobs.tile_m, kMaxGemmTile, text);
+  check_range("tile_n", knobs.tile_n, kMaxGemmTile, text);
   check_range("k_unroll", knobs.k_unroll, kMaxUnroll, text);
   check_range("workgroup_size", knobs.workgroup_size, kMaxWorkgroup, text);
   check_range("panel_width", knobs.panel_width, kMaxPanel, text);
@@ -53,8 +54,8 @@ void check_knobs(const GemmKnobs& knobs) {
 
 void check_knobs(const ConvKnobs& knobs) {
   const std::string text = to_string(knobs);
-  check_range("tile_channels", knobs.tile_channels, kMaxTile, text);
-  check_range("tile_width", knobs.tile_width, kMaxTile, text);
+  check_range("tile_channels", knobs.tile_channels, kMaxConvTile, text);
+  check_range("tile_width", knobs.tile_width, kMaxConvTile, text);
   check_range("workgroup_size", knobs.workgroup_size, kMaxWorkgroup, text);
 }
 

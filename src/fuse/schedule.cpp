@@ -239,6 +239,7 @@ lower::LowerTarget lower_target(const backend::TargetDesc& target) {
   if (target.subgroup_size != 0) out.subgroup_size = target.subgroup_size;
   if (target.max_workgroup_invocations != 0) out.max_workgroup_invocations = target.max_workgroup_invocations;
   if (target.max_shared_memory_bytes != 0) out.max_shared_memory_bytes = target.max_shared_memory_bytes;
+  out.cpu_device = target.device_type == "cpu";
   return out;
 }
 

@@ -14,6 +14,10 @@ struct LowerTarget {
   std::uint32_t subgroup_size = 32;                // SIMD width (lavapipe 8, NVIDIA 32, AMD 32/64)
   std::uint32_t max_workgroup_invocations = 1024;  // per workgroup
   std::uint64_t max_shared_memory_bytes = 32768;   // per workgroup
+  // A CPU implementation (lavapipe, SwiftShader): each lane's buffer load is
+  // a separate instruction and registers spill cheaply to L1, so larger
+  // register blocks (fewer loads per multiply-add) win there.
+  bool cpu_device = false;
 
   friend bool operator==(const LowerTarget&, const LowerTarget&) = default;
 };
