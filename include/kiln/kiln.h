@@ -23,8 +23,7 @@ namespace kiln {
 
 enum class Mode {
   default_,         // fused kernels, recorded on every call
-  reduce_overhead,  // the whole model recorded once into static buffers and replayed (on CPU
-                    // devices such as lavapipe, where replay is slower, recorded per call)
+  reduce_overhead,  // the whole model recorded once into static buffers and replayed
   max_autotune,     // kernel variants timed on the device (not available yet)
 };
 std::string_view mode_name(Mode mode);  // "default", "reduce-overhead", "max-autotune"

@@ -6,12 +6,10 @@
 #include "src/runtime/log.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <set>
 #include <sstream>
-#include <string_view>
 
 namespace kiln {
 namespace {
@@ -56,18 +54,6 @@ Executor::Executor(Model model, Options options) : model_(std::move(model)), opt
 }
 
 Executor::~Executor() = default;
-
-// Whether reduce-overhead replays command lists recorded once. That is what
-// the mode is for on GPUs (no per-call recording and launch cost), but on a
-// CPU implementation of Vulkan (lavapipe) a replayed list ran measurably
-// slower than an identical freshly recorded one (efficientnet_b0 at 224:
-// 125 vs 100 ms per call; re-recording costs ~1 us per dispatch there), so
-// there the mode keeps its static plan and records per call.
-// KILN_REPLAY=always forces replay (the tests use it to cover that path).
-static bool replays_recorded_lists(const backend::TargetDesc& target) {
-  if (const char* forced = std::getenv("KILN_REPLAY"); forced && std::string_view(forced) == "always") return true;
-  return target.device_type != "cpu";
-}
 
 void Executor::prepare() {
   if (prepared_) return;
@@ -120,8 +106,7 @@ void Executor::plan() {
   lower_graph();
   assign_storage();
 
-  const bool replay = options_.compiled && options_.compile.mode == Mode::reduce_overhead &&
-                      replays_recorded_lists(ctx_->device->target());
+  const bool replay = options_.compiled && options_.compile.mode == Mode::reduce_overhead;
   if (replay) {
     for (Segment& segment : segments_) {
       if (segment.host) continue;
