@@ -13,18 +13,14 @@ using detail::add_constant;
 using detail::add_scaled;
 using detail::ceil_div;
 using detail::declare_i32;
+using detail::indexed;
+using detail::kVector;
 using kir::Expr;
 using kir::ScalarType;
 using kir::Stmt;
 
 namespace {
 
-constexpr std::int64_t kVector = 4;
-
-std::string indexed(const std::string& prefix, std::int64_t i) { return prefix + std::to_string(i); }
-std::string indexed(const std::string& prefix, std::int64_t i, std::int64_t j) {
-  return prefix + std::to_string(i) + "_" + std::to_string(j);
-}
 Expr f32_var(const std::string& name) { return kir::var(name, ScalarType::f32); }
 
 // Declares names[c] = buffer[first + c] for c < names.size(), as vec4 loads

@@ -15,16 +15,12 @@ using detail::add_constant;
 using detail::add_scaled;
 using detail::ceil_div;
 using detail::declare_i32;
+using detail::indexed;
 using kir::Expr;
 using kir::ScalarType;
 using kir::Stmt;
 
 namespace {
-
-std::string indexed(const std::string& prefix, std::int64_t i) { return prefix + std::to_string(i); }
-std::string indexed(const std::string& prefix, std::int64_t i, std::int64_t j) {
-  return prefix + std::to_string(i) + "_" + std::to_string(j);
-}
 
 Expr finish(const ConvProblem& p, Expr acc, Expr channel) {
   if (p.bias) acc = acc + kir::load(*p.bias, channel, ScalarType::f32);

@@ -12,18 +12,13 @@ using detail::add_constant;
 using detail::add_scaled;
 using detail::ceil_div;
 using detail::declare_i32;
+using detail::indexed;
+using detail::kVector;
 using kir::Expr;
 using kir::ScalarType;
 using kir::Stmt;
 
 namespace {
-
-std::string indexed(const std::string& prefix, std::uint32_t i) { return prefix + std::to_string(i); }
-std::string indexed(const std::string& prefix, std::uint32_t i, std::uint32_t j) {
-  return prefix + std::to_string(i) + "_" + std::to_string(j);
-}
-
-constexpr std::int64_t kVector = 4;
 
 // Vector index bases, set for each operand loaded as vec4: A's row r starts
 // at vec4 a_vrows[r]; columns 4q..4q+3 of B's block start at b_vcols[q].

@@ -30,4 +30,13 @@ std::vector<kir::Expr> split_index(std::vector<kir::Stmt>& body, kir::Expr linea
 // ceil(a / b) for positive b.
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// Elements per vector load (load_vector) in every template.
+inline constexpr std::int64_t kVector = 4;
+
+// Names of unrolled register-block variables: "acc" + i, "acc" + i + "_" + j.
+inline std::string indexed(const std::string& prefix, std::int64_t i) { return prefix + std::to_string(i); }
+inline std::string indexed(const std::string& prefix, std::int64_t i, std::int64_t j) {
+  return prefix + std::to_string(i) + "_" + std::to_string(j);
+}
+
 }  // namespace kiln::shaders::detail

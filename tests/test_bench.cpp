@@ -1,6 +1,8 @@
 #define BOOST_TEST_MODULE bench
 #include <boost/test/unit_test.hpp>
 
+#include "cli_runner.h"
+
 // `kiln bench`: its statistics and output check (compiled in from tools/bench),
 // and the built binary run as a user would (KILN_BINARY, set by meson).
 
@@ -32,33 +34,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-struct Result {
-  int exit_code = -1;
-  std::string output;  // stdout and stderr together
-};
-
-std::string source_root() {
-  const char* root = std::getenv("KILN_SOURCE_ROOT");
-  BOOST_REQUIRE_MESSAGE(root != nullptr, "KILN_SOURCE_ROOT is not set (run through meson test)");
-  return root;
-}
-
-Result run_kiln(const std::string& args) {
-  const char* binary = std::getenv("KILN_BINARY");
-  BOOST_REQUIRE_MESSAGE(binary != nullptr, "KILN_BINARY is not set (run through meson test)");
-  const std::string command = "cd '" + source_root() + "' && '" + binary + "' " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(command.c_str(), "r");
-  BOOST_REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buf{};
-  while (std::size_t n = std::fread(buf.data(), 1, buf.size(), pipe)) r.output.append(buf.data(), n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  BOOST_TEST_MESSAGE("$ kiln " << args << "\n" << r.output);
-  return r;
-}
-
-bool has(const Result& r, const std::string& text) { return r.output.find(text) != std::string::npos; }
+using cli_test::has;
+using cli_test::Result;
+using cli_test::source_root;
+using cli_test::run_kiln;
 
 std::string read_text(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -18,9 +18,6 @@ using kir::StmtKind;
 
 namespace {
 
-// Fused kernel names stop growing here; the cache keys on source, not names.
-constexpr std::size_t kMaxKernelName = 80;
-
 std::vector<int> slots_of(const BoundKernel& k, graph::ValueId value) {
   std::vector<int> slots;
   for (std::size_t i = 0; i < k.values.size(); ++i)
@@ -93,15 +90,6 @@ std::optional<std::string> analyze(const BoundKernel& p, const BoundKernel& c, g
         return pair + "the consumer reads buffer '" + c.kernel.buffers[i].name + "', which the producer writes";
   }
   return std::nullopt;
-}
-
-std::string unique_buffer_name(const kir::Kernel& k, const std::string& base) {
-  auto taken = [&](const std::string& name) {
-    return std::any_of(k.buffers.begin(), k.buffers.end(), [&](const kir::BufferParam& b) { return b.name == name; });
-  };
-  if (!taken(base)) return base;
-  for (int n = 2;; ++n)
-    if (std::string name = base + "_" + std::to_string(n); !taken(name)) return name;
 }
 
 std::string fused_name(const std::string& producer, const std::string& consumer) {
@@ -250,7 +238,7 @@ BoundKernel fuse_epilogue(const BoundKernel& producer, const BoundKernel& consum
   const auto ps = static_cast<std::size_t>(a.producer_slot);
   const kir::BufferParam& out = consumer.kernel.buffers[static_cast<std::size_t>(a.consumer_output)];
   k.buffers[ps] = {"", out.type, Access::write};
-  k.buffers[ps].name = unique_buffer_name(k, out.name);
+  k.buffers[ps].name = unique_buffer_name(k.buffers, out.name);
   fused.values[ps] = consumer.values[static_cast<std::size_t>(a.consumer_output)];
 
   std::vector<int> buffer_map(consumer.kernel.buffers.size(), -1);
@@ -265,7 +253,7 @@ BoundKernel fuse_epilogue(const BoundKernel& producer, const BoundKernel& consum
       if (fused.values[j] == consumer.values[i] && k.buffers[j].access == Access::read) buffer_map[i] = static_cast<int>(j);
     if (buffer_map[i] >= 0) continue;
     const kir::BufferParam& in = consumer.kernel.buffers[i];
-    k.buffers.push_back({unique_buffer_name(k, in.name), in.type, Access::read});
+    k.buffers.push_back({unique_buffer_name(k.buffers, in.name), in.type, Access::read});
     fused.values.push_back(consumer.values[i]);
     buffer_map[i] = static_cast<int>(k.buffers.size() - 1);
   }

@@ -1,9 +1,12 @@
-// Read-only traversals of kernel IR bodies, shared by the fusion rewrites.
+// Read-only traversals of kernel IR bodies and naming helpers, shared by the
+// fusion rewrites (epilogue.cpp, prologue.cpp).
 #pragma once
 
 #include "src/kernel/ir.h"
 
+#include <algorithm>
 #include <functional>
+#include <string>
 #include <vector>
 
 namespace kiln::fuse {
@@ -38,6 +41,19 @@ inline std::vector<std::string> declared_names(const std::vector<kir::Stmt>& bod
       },
       [](const kir::ExprNode&) {});
   return names;
+}
+
+// Fused kernel names stop growing here; the cache keys on source, not names.
+inline constexpr std::size_t kMaxKernelName = 80;
+
+// `base`, or `base_2`, `base_3`, ... : the first name no buffer in `buffers` has.
+inline std::string unique_buffer_name(const std::vector<kir::BufferParam>& buffers, const std::string& base) {
+  auto taken = [&](const std::string& name) {
+    return std::any_of(buffers.begin(), buffers.end(), [&](const kir::BufferParam& b) { return b.name == name; });
+  };
+  if (!taken(base)) return base;
+  for (int n = 2;; ++n)
+    if (std::string name = base + "_" + std::to_string(n); !taken(name)) return name;
 }
 
 }  // namespace kiln::fuse

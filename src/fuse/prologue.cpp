@@ -18,9 +18,6 @@ using kir::StmtKind;
 
 namespace {
 
-// Fused kernel names stop growing here; the cache keys on source, not names.
-constexpr std::size_t kMaxKernelName = 80;
-
 struct Analysis {
   int producer_slot = -1;           // the producer's buffer of the produced value
   std::vector<bool> consumed_slot;  // by consumer buffer: binds the consumed value
@@ -97,15 +94,6 @@ std::optional<std::string> analyze(const BoundKernel& p, const BoundKernel& c, g
           reason = pair + "the consumer reads the value under a select (evaluated only when chosen)";
       });
   return reason;
-}
-
-std::string unique_buffer_name(const std::vector<kir::BufferParam>& buffers, const std::string& base) {
-  auto taken = [&](const std::string& name) {
-    return std::any_of(buffers.begin(), buffers.end(), [&](const kir::BufferParam& b) { return b.name == name; });
-  };
-  if (!taken(base)) return base;
-  for (int n = 2;; ++n)
-    if (std::string name = base + "_" + std::to_string(n); !taken(name)) return name;
 }
 
 // Rewrites the consumer's body: before each statement, one copy of the
