@@ -7,9 +7,11 @@
 // and the built binary run as a user would (KILN_BINARY, set by meson).
 
 #include "../tools/bench/agreement.h"
+#include "../tools/bench/rotation.h"
 #include "../tools/bench/stats.h"
 
 #include <kiln/error.h>
+#include <kiln/models.h>
 #include <kiln/tensor.h>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +27,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -162,6 +165,177 @@ BOOST_AUTO_TEST_CASE(outputs_disagree_on_shape_count_nan_and_integer_values) {
   BOOST_TEST(bench::compare_outputs({zeros}, {kiln::Tensor::from_f32({2}, {1e-7f, 0})}, 1e-3).matches);
 }
 
+// ---- detection lists --------------------------------------------------------------
+
+namespace {
+
+// A detector's final list as three outputs: boxes [N, 4], scores [N], labels [N].
+struct Detections {
+  std::vector<std::array<float, 4>> boxes;
+  std::vector<float> scores;
+  std::vector<std::int64_t> labels;
+
+  void add(std::array<float, 4> box, float score, std::int64_t label) {
+    boxes.push_back(box);
+    scores.push_back(score);
+    labels.push_back(label);
+  }
+  void erase(std::size_t i) {
+    boxes.erase(boxes.begin() + static_cast<std::ptrdiff_t>(i));
+    scores.erase(scores.begin() + static_cast<std::ptrdiff_t>(i));
+    labels.erase(labels.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  // As a model would return them, with an extra element-wise output first.
+  std::vector<kiln::Tensor> outputs(const kiln::Tensor& extra) const {
+    std::vector<float> flat;
+    for (const auto& b : boxes) flat.insert(flat.end(), b.begin(), b.end());
+    const auto n = static_cast<std::int64_t>(scores.size());
+    return {extra, kiln::Tensor::from_f32({n, 4}, flat), kiln::Tensor::from_f32({n}, scores),
+            kiln::Tensor::from_i64({n}, labels)};
+  }
+};
+
+const bench::DetectionList kList{.boxes = 1, .scores = 2, .labels = 3};
+const kiln::Tensor kExtra = kiln::Tensor::from_f32({2}, {1, 2});
+
+// Five well-separated detections and a tail of five whose scores tie at
+// 0.0110 to within 1e-7: the list is cut at its 10th score, as a detector's
+// top-k is.
+Detections sample_detections() {
+  Detections d;
+  d.add({10, 10, 50, 60}, 0.9f, 1);
+  d.add({100, 20, 180, 90}, 0.7f, 3);
+  d.add({12, 11, 49, 61}, 0.5f, 3);
+  d.add({200, 200, 300, 310}, 0.3f, 1);
+  d.add({5, 150, 40, 200}, 0.1f, 7);
+  for (int i = 0; i < 5; ++i)
+    d.add({20.0f * i, 250, 20.0f * i + 15, 270}, 0.0110f + 1e-8f * static_cast<float>(i), 2);
+  return d;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_detection_list_is_found_from_the_task_and_the_outputs_description) {
+  using kiln::DType;
+  const std::vector<kiln::TensorSpec> list{{"boxes", DType::f32, {-1, 4}}, {"scores", DType::f32, {-1}},
+                                           {"labels", DType::i64, {-1}}};
+  const auto found = bench::find_detection_list("detection", list);
+  BOOST_REQUIRE(found.has_value());
+  BOOST_TEST(found->boxes == 0u);
+  BOOST_TEST(found->scores == 1u);
+  BOOST_TEST(found->labels == 2u);
+  BOOST_TEST(!bench::find_detection_list("classification", list).has_value());
+  // Fixed-size outputs (DETR's per-query boxes) are compared element by element.
+  const std::vector<kiln::TensorSpec> fixed{{"boxes", DType::f32, {100, 4}}, {"scores", DType::f32, {100}},
+                                            {"labels", DType::i64, {100}}};
+  BOOST_TEST(!bench::find_detection_list("detection", fixed).has_value());
+
+  // The built-in detectors: SSDLite returns a list, DETR per-query tensors.
+  const kiln::Model ssdlite = kiln::models::build("ssdlite320_mobilenet_v3_large", {.image_size = 64});
+  const auto ssd = bench::find_detection_list(ssdlite.task(), ssdlite.outputs());
+  BOOST_REQUIRE(ssd.has_value());
+  BOOST_TEST(ssdlite.outputs()[ssd->scores].name == "scores");
+  const kiln::Model detr = kiln::models::build("detr_resnet50", {.image_size = 64});
+  BOOST_TEST(detr.task() == "detection");
+  BOOST_TEST(!bench::find_detection_list(detr.task(), detr.outputs()).has_value());
+}
+
+BOOST_AUTO_TEST_CASE(detections_in_another_order_with_rounding_differences_match) {
+  const Detections eager = sample_detections();
+  Detections compiled;
+  for (std::size_t i : {2u, 0u, 1u, 4u, 3u, 9u, 8u, 7u, 6u, 5u})
+    compiled.add(eager.boxes[i], eager.scores[i] + 1e-7f, eager.labels[i]);
+  compiled.boxes[0][2] += 1e-4f;
+  const bench::Agreement a = bench::compare_outputs(eager.outputs(kExtra), compiled.outputs(kExtra), 1e-3, kList);
+  BOOST_TEST(a.matches, a.problem);
+  BOOST_TEST(a.tied_detections == 0);
+  BOOST_TEST(a.max_abs_diff > 0);
+  BOOST_TEST(a.max_abs_diff < 1e-3);
+}
+
+BOOST_AUTO_TEST_CASE(near_tied_detections_at_the_cut_off_may_differ) {
+  const Detections eager = sample_detections();
+  // Rounding lifted a sixth tied candidate above two of the tail: the top-k
+  // cut keeps it and drops one of the tail.
+  Detections compiled = eager;
+  compiled.erase(7);
+  compiled.add({0, 0, 7, 7}, 0.0110f + 5e-8f, 2);
+  const bench::Agreement a = bench::compare_outputs(eager.outputs(kExtra), compiled.outputs(kExtra), 1e-3, kList);
+  BOOST_TEST(a.matches, a.problem);
+  BOOST_TEST(a.tied_detections == 2);
+  // A score threshold cut: one list keeps a tied detection the other drops.
+  Detections shorter = eager;
+  shorter.erase(9);
+  const bench::Agreement t = bench::compare_outputs(eager.outputs(kExtra), shorter.outputs(kExtra), 1e-3, kList);
+  BOOST_TEST(t.matches, t.problem);
+  BOOST_TEST(t.tied_detections == 1);
+  // A tie-break swap: two overlapping candidates with tied scores, NMS keeps
+  // one in eager and the other (8 px to the right, IoU 0.64) when compiled.
+  Detections swapped = eager;
+  swapped.boxes[2] = {20, 11, 57, 61};
+  swapped.scores[2] += 1e-7f;
+  const bench::Agreement w = bench::compare_outputs(eager.outputs(kExtra), swapped.outputs(kExtra), 1e-3, kList);
+  BOOST_TEST(w.matches, w.problem);
+  BOOST_TEST(w.tied_detections == 2);
+}
+
+BOOST_AUTO_TEST_CASE(a_wrong_box_score_or_label_fails) {
+  const Detections eager = sample_detections();
+  auto check_fails = [&](const Detections& compiled, const char* what) {
+    BOOST_TEST_CONTEXT(what) {
+      const bench::Agreement a = bench::compare_outputs(eager.outputs(kExtra), compiled.outputs(kExtra), 1e-3, kList);
+      BOOST_TEST(!a.matches);
+      BOOST_TEST(a.problem.find("detections differ") != std::string::npos, a.problem);
+    }
+  };
+  Detections moved = eager;
+  moved.boxes[1][0] += 2.0f;  // 2 px off, IoU still 0.97: beyond 1e-3 x 310 px
+  check_fails(moved, "a box moved");
+  Detections rescored = eager;
+  rescored.scores[3] = 0.31f;
+  check_fails(rescored, "a score changed");
+  Detections relabelled = eager;
+  relabelled.labels[0] = 2;
+  check_fails(relabelled, "a label changed");
+  Detections missing = eager;
+  missing.erase(1);  // far above the cut-off: not a tie
+  check_fails(missing, "a confident detection missing");
+  // A tied tail entry replaced by a new detection scored well above the cut-off.
+  Detections intruder = eager;
+  intruder.erase(9);
+  intruder.add({60, 60, 90, 90}, 0.2f, 5);
+  check_fails(intruder, "a new confident detection");
+  // Detections are checked, and so is every other output, element by element.
+  const bench::Agreement extra = bench::compare_outputs(
+      eager.outputs(kExtra), eager.outputs(kiln::Tensor::from_f32({2}, {1, 2.5f})), 1e-3, kList);
+  BOOST_TEST(!extra.matches);
+  BOOST_TEST(extra.problem.find("exceeds") != std::string::npos);
+  BOOST_TEST(bench::compare_outputs(eager.outputs(kExtra), eager.outputs(kExtra), 1e-3, kList).matches);
+}
+
+// ---- the method ------------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(every_mode_takes_every_position_equally_often) {
+  for (std::size_t modes : {1u, 2u, 3u}) {
+    std::vector<std::vector<int>> seen(modes, std::vector<int>(modes, 0));  // [mode][position]
+    for (std::size_t round = 0; round < 3 * modes; ++round) {
+      const std::vector<std::size_t> order = bench::rotated_order(modes, round);
+      BOOST_REQUIRE_EQUAL(order.size(), modes);
+      BOOST_TEST(std::set<std::size_t>(order.begin(), order.end()).size() == modes);  // each once per round
+      for (std::size_t position = 0; position < modes; ++position) ++seen[order[position]][position];
+    }
+    for (const auto& positions : seen)
+      for (int count : positions) BOOST_TEST(count == 3);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(the_task_of_a_built_in_model_is_known_without_building_it) {
+  for (const std::string& name : kiln::models::names())
+    BOOST_TEST(kiln::models::task_of(name) == kiln::models::build(name, {.image_size = 64}).task(), name);
+  BOOST_TEST(kiln::models::task_of("ssdlite320_mobilenet_v3") == "detection");
+  BOOST_CHECK_THROW(kiln::models::task_of("no_such_model"), kiln::Error);
+}
+
 // ---- the command -----------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(quick_run_writes_every_format_with_consistent_figures) {
@@ -284,6 +458,7 @@ BOOST_AUTO_TEST_CASE(bad_arguments_exit_2_with_a_message) {
       {"bench --models resnet18 --image no/such/image.png", "cannot read image 'no/such/image.png'"},
       {"bench --models resnet18 --backend no_such_backend", "unknown backend 'no_such_backend'"},
       {"bench --models resnet18 --device 99", "no vulkan device with index 99"},
+      {"bench --task painting", "no model of task 'painting' (tasks: classification, segmentation, detection)"},
   };
   for (const auto& [args, message] : cases) {
     BOOST_TEST_CONTEXT(args) {

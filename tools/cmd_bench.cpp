@@ -38,13 +38,12 @@ struct BenchArgs {
   bool quick = false;
 };
 
-// The zoo's models of one task. The task is a property of the built model,
-// so each is built once, small (cheap: seeded weights, no compiling).
+// The zoo's models of one task (the registry knows each one's task without building it).
 std::vector<std::string> models_of_task(const std::string& task) {
   std::vector<std::string> chosen;
   std::vector<std::string> tasks;
   for (const std::string& name : models::names()) {
-    const std::string model_task = models::build(name, {.batch = 1, .image_size = 64}).task();
+    const std::string model_task = models::task_of(name);
     if (model_task == task) chosen.push_back(name);
     if (std::find(tasks.begin(), tasks.end(), model_task) == tasks.end()) tasks.push_back(model_task);
   }
@@ -90,6 +89,7 @@ void run(CLI::App& cmd, BenchArgs& args) {
   bench::Progress progress(total, stderr, ::isatty(::fileno(stderr)) == 1);
   bench::Observer observer{
       .cell_started = [&](const bench::Cell& c) { progress.cell_started(c); },
+      .rounds_started = [&](const std::vector<const bench::Cell*>& cells) { progress.rounds_started(cells); },
       .call_done = [&](int done, int of) { progress.call_done(done, of); },
       .cell_finished = [&](const bench::Cell& c) { progress.cell_finished(c); },
   };

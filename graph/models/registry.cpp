@@ -1,4 +1,4 @@
-// The table of built-in models behind kiln::models::names() and build().
+// The table of built-in models behind kiln::models::names(), task_of() and build().
 #include <kiln/error.h>
 #include <kiln/models.h>
 
@@ -7,6 +7,7 @@
 #include <array>
 #include <span>
 #include <string_view>
+#include <utility>
 
 namespace kiln::models {
 
@@ -34,29 +35,50 @@ std::string_view canonical_name(std::string_view name) {
   return name;
 }
 
-std::vector<ModelEntry> all_entries() {
-  std::vector<ModelEntry> all(kCoreModels.begin(), kCoreModels.end());
-  for (std::span<const ModelEntry> family : {classification_models(), segmentation_models(), detection_models()})
-    all.insert(all.end(), family.begin(), family.end());
+// A model and its task, which the family table it is listed in decides.
+struct TaskedEntry {
+  ModelEntry entry;
+  std::string_view task;
+};
+
+std::vector<TaskedEntry> all_entries() {
+  std::vector<TaskedEntry> all;
+  for (const ModelEntry& e : kCoreModels) all.push_back({e, "classification"});
+  const std::pair<std::span<const ModelEntry>, std::string_view> families[] = {
+      {classification_models(), "classification"},
+      {segmentation_models(), "segmentation"},
+      {detection_models(), "detection"},
+  };
+  for (const auto& [family, task] : families)
+    for (const ModelEntry& e : family) all.push_back({e, task});
   return all;
+}
+
+const TaskedEntry& find_entry(const std::vector<TaskedEntry>& entries, const std::string& name) {
+  const std::string_view wanted = canonical_name(name);
+  for (const TaskedEntry& e : entries)
+    if (e.entry.name == wanted) return e;
+  std::string known;
+  for (const TaskedEntry& e : entries) known += (known.empty() ? "" : ", ") + std::string(e.entry.name);
+  throw_error(ErrorKind::NotFound, "unknown model '" + name + "'; built-in models: " + known);
 }
 
 }  // namespace
 
 std::vector<std::string> names() {
   std::vector<std::string> result;
-  for (const ModelEntry& e : all_entries()) result.emplace_back(e.name);
+  for (const TaskedEntry& e : all_entries()) result.emplace_back(e.entry.name);
   return result;
+}
+
+std::string task_of(const std::string& name) {
+  const auto entries = all_entries();
+  return std::string(find_entry(entries, name).task);
 }
 
 Model build(const std::string& name, const ModelOptions& options) {
   const auto entries = all_entries();
-  const std::string_view wanted = canonical_name(name);
-  for (const ModelEntry& e : entries)
-    if (e.name == wanted) return e.factory(options);
-  std::string known;
-  for (const ModelEntry& e : entries) known += (known.empty() ? "" : ", ") + std::string(e.name);
-  throw_error(ErrorKind::NotFound, "unknown model '" + name + "'; built-in models: " + known);
+  return find_entry(entries, name).entry.factory(options);
 }
 
 }  // namespace kiln::models

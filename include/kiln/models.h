@@ -26,6 +26,10 @@ Model resnet18(const ModelOptions& options = {});
 // Names accepted by build(): "resnet18", ... (every family of the zoo; see
 // docs/models.md for each one's inputs, outputs and task).
 std::vector<std::string> names();
+// What a built-in model's outputs mean, the same as build(name).task()
+// ("classification", "segmentation" or "detection") without building it.
+// Accepts the aliases below; throws Error(NotFound) listing the known names.
+std::string task_of(const std::string& name);
 // Also accepts the short aliases "deeplabv3_mobilenet_v3",
 // "lraspp_mobilenet_v3" and "ssdlite320_mobilenet_v3" for the MobileNetV3-Large
 // variants (the model keeps its canonical name). Throws Error(NotFound)

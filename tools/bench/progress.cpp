@@ -47,19 +47,33 @@ void Progress::redraw() {
 }
 
 void Progress::cell_started(const Cell& cell) {
-  current_ = label_of(cell);
+  current_ = label_of(cell) + ": preparing";
+  cells_in_flight_ = 0;
+  cell_fraction_ = 0;
+  if (interactive_) redraw();
+}
+
+void Progress::rounds_started(const std::vector<const Cell*>& cells) {
+  if (cells.empty()) return;
+  std::string modes;
+  for (const Cell* c : cells) modes += (modes.empty() ? "" : "/") + c->mode;
+  current_ = cells.front()->model + ", batch " + std::to_string(cells.front()->batch) + ", timing " + modes;
+  cells_in_flight_ = static_cast<int>(cells.size());
   cell_fraction_ = 0;
   if (interactive_) redraw();
 }
 
 void Progress::call_done(int done, int total) {
-  cell_fraction_ = total > 0 ? 0.99 * done / total : 0;  // compiling was before the calls; never claim the whole cell
+  // Compiling came before the calls, so the calls never claim all of their cells' share.
+  cell_fraction_ = total > 0 ? 0.99 * cells_in_flight_ * done / total : 0;
   if (interactive_ && Clock::now() - last_draw_ >= kRedrawInterval) redraw();
 }
 
 void Progress::cell_finished(const Cell& cell) {
   ++done_;
-  cell_fraction_ = 0;
+  // Cells timed together finish one after another: this one's share moves into done_.
+  if (cells_in_flight_ > 0) --cells_in_flight_;
+  cell_fraction_ = std::max(0.0, cell_fraction_ - 1.0);
   if (interactive_) {
     redraw();
     return;

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 namespace kiln::tools::bench {
 
@@ -17,8 +18,10 @@ class Progress {
   // interactive: redraw with carriage returns (stderr is a terminal).
   Progress(int total_cells, std::FILE* out, bool interactive);
 
-  void cell_started(const Cell& cell);
-  void call_done(int done, int total);  // within the current cell; redraws at most a few times a second
+  void cell_started(const Cell& cell);  // building (and compiling) its model
+  // The cells of one model and batch are timed together from here on.
+  void rounds_started(const std::vector<const Cell*>& cells);
+  void call_done(int done, int total);  // of the cells timed together; redraws at most a few times a second
   void cell_finished(const Cell& cell);
   // Ends the redrawn line, if any.
   void finish();
@@ -38,8 +41,9 @@ class Progress {
   bool interactive_;
   Clock::time_point start_ = Clock::now();
   Clock::time_point last_draw_{};
-  std::string current_;  // "resnet18, batch 4, default"
-  double cell_fraction_ = 0;
+  std::string current_;  // "resnet18, batch 4, default: preparing"
+  int cells_in_flight_ = 0;  // cells being timed together
+  double cell_fraction_ = 0;  // cells' worth of progress within those in flight
 };
 
 }  // namespace kiln::tools::bench

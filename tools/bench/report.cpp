@@ -116,8 +116,12 @@ std::string markdown_report(const Results& results) {
   out += "- device: " + m.device_name + " (" + m.device_type + "), backend " + m.backend + ", driver " + m.driver +
          ", API " + m.api_version + "\n";
   out += "- compiler: " + m.compiler + "\n";
-  out += format("- method: after compiling, one untimed first call and %d warm-up call(s), then the mean of %d timed "
-                "call(s) (host wall time per call), the same image every call\n", m.warmup, m.iters);
+  const std::string warmup = std::to_string(m.warmup), iters = std::to_string(m.iters);
+  out += "- method: per model and batch, every mode's model is built and compiled first and all stay alive; after one "
+         "untimed first call each and " + warmup + " warm-up round(s), " + iters + " timed round(s) each call every "
+         "mode once, the order rotating by one mode per round, so drift and process state weigh on every mode alike; "
+         "the mean (median, min, max) of each mode's " + iters + " calls (host wall time per call), the same image "
+         "every call\n";
   out += "- image: " + m.image + "\n";
   out += "- date: " + m.date_utc + ", kiln " + m.kiln_version + format(", %u host threads", m.host_threads) + "\n";
   if (!m.environment.empty()) {
@@ -202,6 +206,12 @@ std::string markdown_report(const Results& results) {
       notes += "- " + model + ", batch " + std::to_string(batch) + ", " + which + ": " + what + ": " + c->message + "\n";
       if (shared) break;
     }
+    for (const Cell* c : cells)
+      if (c->status == CellStatus::ok && c->tied_detections > 0)
+        notes += "- " + model + ", batch " + std::to_string(batch) + ", " + c->mode + ": matches eager; " +
+                 std::to_string(c->tied_detections) +
+                 " detection(s) in one list only were accepted as ties (tied scores of the same label missing "
+                 "from the other list too, or at the lists' lowest score)\n";
   }
   if (!notes.empty()) out += "\nNotes:\n\n" + notes;
   return out;
@@ -212,7 +222,7 @@ std::string csv_report(const Results& results) {
       "model,task,batch,image_size,mode,status,iters,warmup,first_call_ms,mean_ms,median_ms,min_ms,max_ms,device_mean_ms,"
       "device_median_ms,device_min_ms,device_max_ms,speedup,cold_compile_ms,warm_compile_ms,kernels_compiled_cold,"
       "kernels_from_disk_warm,kernels_compiled_warm,peak_device_bytes,dispatches_per_run,host_steps_per_run,kernels,"
-      "max_abs_diff,output_scale,message\n";
+      "max_abs_diff,output_scale,tied_detections,message\n";
   const Metadata& m = results.metadata;
   for (const Cell& c : results.cells) {
     const bool measured = c.measured();
@@ -229,7 +239,8 @@ std::string csv_report(const Results& results) {
         c.warm_compile_ms ? std::to_string(c.kernels_compiled_warm) : "",
         measured ? std::to_string(c.peak_device_bytes) : "", measured ? std::to_string(c.dispatches_per_run) : "",
         measured ? std::to_string(c.host_steps_per_run) : "", measured ? std::to_string(c.kernels) : "",
-        number(c.max_abs_diff), number(c.output_scale), csv_field(c.message)};
+        number(c.max_abs_diff), number(c.output_scale), c.max_abs_diff ? std::to_string(c.tied_detections) : "",
+        csv_field(c.message)};
     std::string line;
     for (const auto& f : fields) line += (line.empty() ? "" : ",") + f;
     out += line + "\n";
@@ -269,6 +280,7 @@ std::string json_report(const Results& results) {
     j["kernels"] = measured ? nlohmann::json(c.kernels) : nlohmann::json(nullptr);
     j["max_abs_diff"] = optional_json(c.max_abs_diff);
     j["output_scale"] = optional_json(c.output_scale);
+    j["tied_detections"] = c.max_abs_diff ? nlohmann::json(c.tied_detections) : nlohmann::json(nullptr);
     cells.push_back(std::move(j));
   }
   doc["cells"] = std::move(cells);

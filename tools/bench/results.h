@@ -84,6 +84,7 @@ struct Cell {
   // Compiled modes only: agreement with eager's output on the same input.
   std::optional<double> max_abs_diff;
   std::optional<double> output_scale;  // max |eager output|
+  int tied_detections = 0;             // detection lists: detections in one list only, near-tied at its cut-off
 
   bool measured() const { return status == CellStatus::ok || status == CellStatus::mismatch; }
 };

@@ -2,6 +2,7 @@
 
 #include "agreement.h"
 #include "image.h"
+#include "rotation.h"
 #include "temp_dir.h"
 
 #include <kiln/kiln.h>
@@ -13,6 +14,8 @@
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -78,80 +81,34 @@ std::string reproduce_command(const Config& c) {
   return command;
 }
 
-// Everything a timed loop gives: per-call host and device times, and the last outputs.
-struct Timings {
-  double first_call_ms = 0;
+// One mode's model, built and compiled, kept alive while every mode of its
+// model and batch is timed, with what its calls gave.
+struct Contender {
+  Cell* cell = nullptr;
+  std::unique_ptr<TempDir> cache;  // compiled modes: their own disk cache; outlives the model below
+  std::optional<EagerModel> eager_model;
+  std::optional<CompiledModel> compiled_model;
   std::vector<double> host_ms;
-  std::vector<double> device_ms;  // empty unless every call had a device time
-  std::vector<Tensor> outputs;
+  std::vector<double> device_ms;
+  bool every_call_timed_on_device = true;
+  std::vector<Tensor> outputs;  // of the last call
+
+  std::vector<Tensor> call(const std::vector<Tensor>& inputs) {
+    return eager_model ? (*eager_model)(inputs) : (*compiled_model)(inputs);
+  }
+  const RunStats& stats() const { return eager_model ? eager_model->stats() : compiled_model->stats(); }
 };
 
-template <class Callable>
-Timings time_calls(Callable& model, const std::vector<Tensor>& inputs, const Config& config, const Observer& observer) {
-  const int total = 1 + config.warmup + config.iters;
-  int done = 0;
-  auto tick = [&] {
-    ++done;
-    if (observer.call_done) observer.call_done(done, total);
-  };
-  Timings t;
-  // The first call is never timed: eager loads its kernels there, and drivers
-  // finish work they defer to a pipeline's first use (lavapipe does).
-  const auto first = Clock::now();
-  t.outputs = model(inputs);
-  t.first_call_ms = ms_since(first);
-  tick();
-  for (int i = 0; i < config.warmup; ++i) {
-    t.outputs = model(inputs);
-    tick();
-  }
-  bool every_call_timed_on_device = true;
-  t.host_ms.reserve(static_cast<std::size_t>(config.iters));
-  for (int i = 0; i < config.iters; ++i) {
-    const auto start = Clock::now();
-    t.outputs = model(inputs);
-    t.host_ms.push_back(ms_since(start));
-    if (auto device = model.stats().last_device_ms) t.device_ms.push_back(*device);
-    else every_call_timed_on_device = false;
-    tick();
-  }
-  if (!every_call_timed_on_device) t.device_ms.clear();
-  return t;
-}
-
-void record_timings(Cell& cell, const Timings& t, const RunStats& stats) {
-  cell.first_call_ms = t.first_call_ms;
-  cell.host_ms = summarize(t.host_ms);
-  if (!t.device_ms.empty()) cell.device_ms = summarize(t.device_ms);
-  cell.peak_device_bytes = stats.peak_device_bytes;
-  cell.dispatches_per_run = stats.dispatches_per_run;
-  cell.host_steps_per_run = stats.host_steps_per_run;
-  cell.kernels = stats.kernels;
-}
-
-// Eager's cell; returns its outputs, the reference for the compiled modes.
-std::vector<Tensor> run_eager(Cell& cell, const Model& model, const std::vector<Tensor>& inputs, const Config& config,
-                              const Observer& observer) {
-  EagerModel runner = eager(model, {.backend = config.backend, .device = config.device});
-  Timings t = time_calls(runner, inputs, config, observer);
-  record_timings(cell, t, runner.stats());
-  return std::move(t.outputs);
-}
-
-// Eager's outputs without timing, when eager is not among the modes.
-std::vector<Tensor> eager_outputs(const Model& model, const std::vector<Tensor>& inputs, const Config& config) {
-  EagerModel runner = eager(model, {.backend = config.backend, .device = config.device});
-  return runner(inputs);
-}
-
-void run_compiled(Cell& cell, const Model& model, const std::vector<Tensor>& inputs, const std::vector<Tensor>& reference,
-                  const Config& config, const Observer& observer) {
-  TempDir cache("kiln-bench-cache");
+// Compiles a compiled mode's model twice: cold (an empty disk cache), then
+// warm (a fresh device reading that cache), which is the one timed.
+void prepare_compiled(Contender& c, const Model& model, const Config& config) {
+  Cell& cell = *c.cell;
+  c.cache = std::make_unique<TempDir>("kiln-bench-cache");
   const CompileOptions options{.backend = config.backend, .device = config.device, .mode = parse_mode(cell.mode),
-                               .cache_dir = cache.path().string()};
+                               .cache_dir = c.cache->path().string()};
   {
-    // Cold: nothing on disk. The device context (and its in-memory kernels)
-    // goes away with this model, so the warm compile below reads the disk.
+    // The device context (and its in-memory kernels) goes away with this
+    // model, so the warm compile below reads the disk.
     CompiledModel cold = compile(model, options);
     const auto start = Clock::now();
     cold.prepare();
@@ -164,16 +121,13 @@ void run_compiled(Cell& cell, const Model& model, const std::vector<Tensor>& inp
   cell.warm_compile_ms = ms_since(start);
   cell.kernels_from_disk_warm = warm.stats().kernel_cache_hits;
   cell.kernels_compiled_warm = warm.stats().kernel_cache_misses;
+  c.compiled_model = std::move(warm);
+}
 
-  Timings t = time_calls(warm, inputs, config, observer);
-  record_timings(cell, t, warm.stats());
-  const Agreement agreement = compare_outputs(reference, t.outputs, config.tolerance);
-  cell.max_abs_diff = agreement.max_abs_diff;
-  cell.output_scale = agreement.scale;
-  if (!agreement.matches) {
-    cell.status = CellStatus::mismatch;
-    cell.message = agreement.problem;
-  }
+// Eager's outputs without timing, when eager is not among the modes.
+std::vector<Tensor> eager_outputs(const Model& model, const std::vector<Tensor>& inputs, const Config& config) {
+  EagerModel runner = eager(model, {.backend = config.backend, .device = config.device});
+  return runner(inputs);
 }
 
 // The model at a batch size, or why it cannot take that batch.
@@ -203,6 +157,11 @@ BuiltModel build_for_batch(const std::string& name, std::int64_t batch, std::int
   }
 }
 
+void fail(Cell& cell, const Error& e) {
+  cell.status = CellStatus::failed;
+  cell.message = e.what();
+}
+
 // Gives cells [from, end) a final status without measuring them.
 void settle(std::vector<Cell>& cells, std::size_t from, CellStatus status, const std::string& message,
             const Observer& observer) {
@@ -214,7 +173,92 @@ void settle(std::vector<Cell>& cells, std::size_t from, CellStatus status, const
   }
 }
 
-// One model at one batch size: its cells in order, eager (if timed) first.
+// Calls every contender once per round, in an order that rotates by one
+// each round, so that drift over the run (other processes, the device's
+// state, allocator and caches) falls on every mode alike rather than on
+// whichever mode happens to run last. A contender whose call throws fails
+// its cell and leaves the rotation.
+class Rounds {
+ public:
+  Rounds(std::vector<Contender>& contenders, const std::vector<Tensor>& inputs, int total_calls, const Observer& observer)
+      : contenders_(contenders), inputs_(inputs), total_(total_calls), observer_(observer) {}
+
+  // One untimed call each: eager loads its kernels there, and drivers finish
+  // work they defer to a pipeline's first use (lavapipe does).
+  void first_calls() {
+    for (Contender& c : contenders_)
+      run_one(c, [&](Contender& who) {
+        const auto start = Clock::now();
+        who.outputs = who.call(inputs_);
+        who.cell->first_call_ms = ms_since(start);
+      });
+  }
+
+  void untimed(int rounds) {
+    for (int r = 0; r < rounds; ++r)
+      for_each_rotated(r, [&](Contender& who) { who.outputs = who.call(inputs_); });
+  }
+
+  void timed(int rounds) {
+    for (Contender& c : contenders_) c.host_ms.reserve(static_cast<std::size_t>(rounds));
+    for (int r = 0; r < rounds; ++r)
+      for_each_rotated(r, [&](Contender& who) {
+        const auto start = Clock::now();
+        who.outputs = who.call(inputs_);
+        who.host_ms.push_back(ms_since(start));
+        if (auto device = who.stats().last_device_ms) who.device_ms.push_back(*device);
+        else who.every_call_timed_on_device = false;
+      });
+  }
+
+ private:
+  template <class Body> void for_each_rotated(int round, Body body) {
+    for (std::size_t i : rotated_order(contenders_.size(), static_cast<std::size_t>(round))) run_one(contenders_[i], body);
+  }
+
+  template <class Body> void run_one(Contender& c, Body body) {
+    if (c.cell->status == CellStatus::failed) return;
+    try {
+      body(c);
+    } catch (const Error& e) {
+      fail(*c.cell, e);
+    }
+    ++done_;
+    if (observer_.call_done) observer_.call_done(done_, total_);
+  }
+
+  std::vector<Contender>& contenders_;
+  const std::vector<Tensor>& inputs_;
+  int total_;
+  int done_ = 0;
+  const Observer& observer_;
+};
+
+void record(Contender& c, const std::vector<Tensor>& reference, const std::optional<DetectionList>& detections,
+            const Config& config) {
+  Cell& cell = *c.cell;
+  if (cell.status == CellStatus::failed) return;
+  const RunStats& stats = c.stats();
+  cell.host_ms = summarize(c.host_ms);
+  if (c.every_call_timed_on_device && !c.device_ms.empty()) cell.device_ms = summarize(c.device_ms);
+  cell.peak_device_bytes = stats.peak_device_bytes;
+  cell.dispatches_per_run = stats.dispatches_per_run;
+  cell.host_steps_per_run = stats.host_steps_per_run;
+  cell.kernels = stats.kernels;
+  if (cell.mode == kEagerMode) return;
+  const Agreement agreement = compare_outputs(reference, c.outputs, config.tolerance, detections);
+  cell.max_abs_diff = agreement.max_abs_diff;
+  cell.output_scale = agreement.scale;
+  cell.tied_detections = agreement.tied_detections;
+  if (!agreement.matches) {
+    cell.status = CellStatus::mismatch;
+    cell.message = agreement.problem;
+  }
+}
+
+// One model at one batch size: every mode's model is built and compiled
+// first and kept alive, then all of them are timed together in rotating
+// rounds (see Rounds). Eager's output is the reference.
 void measure(std::vector<Cell>& cells, const Config& config, const Observer& observer) {
   const Cell& first = cells.front();
   std::optional<Model> model;
@@ -229,19 +273,54 @@ void measure(std::vector<Cell>& cells, const Config& config, const Observer& obs
   } catch (const Error& e) {
     return settle(cells, 0, CellStatus::failed, e.what(), observer);
   }
+  const std::optional<DetectionList> detections = find_detection_list(model->task(), model->outputs());
+
+  std::vector<Contender> contenders;
+  contenders.reserve(cells.size());
   for (std::size_t i = 0; i < cells.size(); ++i) {
     Cell& cell = cells[i];
     if (observer.cell_started) observer.cell_started(cell);
+    Contender c;
+    c.cell = &cell;
     try {
-      if (cell.mode == kEagerMode) reference = run_eager(cell, *model, inputs, config, observer);
-      else run_compiled(cell, *model, inputs, reference, config, observer);
+      if (cell.mode == kEagerMode) c.eager_model = eager(*model, {.backend = config.backend, .device = config.device});
+      else prepare_compiled(c, *model, config);
+      contenders.push_back(std::move(c));
     } catch (const Error& e) {
-      cell.status = CellStatus::failed;
-      cell.message = e.what();
+      fail(cell, e);
+      if (observer.cell_finished) observer.cell_finished(cell);
+      if (cell.mode == kEagerMode)
+        return settle(cells, i + 1, CellStatus::failed, "eager failed, so there is nothing to check against", observer);
     }
-    if (observer.cell_finished) observer.cell_finished(cell);
-    if (cell.mode == kEagerMode && cell.status == CellStatus::failed)
-      return settle(cells, i + 1, CellStatus::failed, "eager failed, so there is nothing to check against", observer);
+  }
+
+  const int calls_each = 1 + config.warmup + config.iters;
+  if (observer.rounds_started) {
+    std::vector<const Cell*> timed;
+    for (const Contender& c : contenders) timed.push_back(c.cell);
+    observer.rounds_started(timed);
+  }
+  Rounds rounds(contenders, inputs, calls_each * static_cast<int>(contenders.size()), observer);
+  rounds.first_calls();
+  rounds.untimed(config.warmup);
+  rounds.timed(config.iters);
+
+  const bool eager_timed = first.mode == kEagerMode;
+  if (eager_timed) {
+    Contender& eager_contender = contenders.front();
+    if (eager_contender.cell->status == CellStatus::failed) {
+      for (std::size_t i = 1; i < contenders.size(); ++i)
+        if (contenders[i].cell->status != CellStatus::failed) {
+          contenders[i].cell->status = CellStatus::failed;
+          contenders[i].cell->message = "eager failed, so there is nothing to check against";
+        }
+    } else {
+      reference = eager_contender.outputs;
+    }
+  }
+  for (Contender& c : contenders) {
+    record(c, reference, detections, config);
+    if (observer.cell_finished) observer.cell_finished(*c.cell);
   }
 }
 
