@@ -27,42 +27,124 @@ Expr finish(const ConvProblem& p, Expr acc, Expr channel) {
   return p.activation ? p.activation(acc) : acc;
 }
 
-// W [Co, Ci/g, 1, 1] x X [N, Ci, H*W] per (image, group).
-void build_conv_1x1(kir::Kernel& kernel, const ConvProblem& p, const GemmKnobs& knobs) {
-  const std::int64_t plane = p.in_h * p.in_w;
+// The GEMM of one (image, group): W [Co/g, K] x B [K, out plane], K = Ci/g *
+// kH * kW, batched over images and groups. B is X itself for gemm_1x1;
+// implicit_gemm gathers it (conv_gather_b).
+GemmProblem conv_gemm_problem(const ConvProblem& p) {
+  const std::int64_t in_plane = p.in_h * p.in_w, out_plane = p.out_h * p.out_w;
   const std::int64_t cig = p.in_channels_per_group(), cog = p.out_channels_per_group();
+  const std::int64_t k = cig * p.kernel_h * p.kernel_w;
   GemmProblem g;
   g.batch = p.batch * p.groups;
   g.m = cog;
-  g.n = plane;
-  g.k = cig;
-  g.a_row_stride = cig;
+  g.n = out_plane;
+  g.k = k;
+  g.a_row_stride = k;
   g.a_k_stride = 1;
-  g.b_k_stride = plane;
+  g.b_k_stride = in_plane;  // gemm_1x1 (in plane = out plane)
   g.b_col_stride = 1;
-  g.y_row_stride = plane;
+  g.y_row_stride = out_plane;
   g.y_col_stride = 1;
   g.a = p.w;
   g.b = p.x;
   g.y = p.y;
-  g.a_base_multiple = cog * cig;  // the bases below: group * cog * cig and
-  g.b_base_multiple = cig * plane;  // image * Ci * plane + group * cig * plane
+  g.a_base_multiple = cog * k;       // the bases below: group * cog * k and
+  g.b_base_multiple = cig * in_plane;  // image * Ci * in plane + group * cig * in plane
   const std::int64_t groups = p.groups;
   auto group_of = [groups](Expr batch) { return groups == 1 ? kir::i32(0) : batch % kir::i32(groups); };
-  g.bases = [&p, plane, cig, cog, groups, group_of](std::vector<Stmt>& body, Expr batch) {
+  g.bases = [&p, in_plane, out_plane, cig, cog, k, groups, group_of](std::vector<Stmt>& body, Expr batch) {
     const Expr image = declare_i32(body, "image", groups == 1 ? batch : batch / kir::i32(groups));
     const Expr group = declare_i32(body, "group", group_of(batch));
     GemmBases bases;
-    bases.a = declare_i32(body, "w_base", add_scaled({}, group, cog * cig));
+    bases.a = declare_i32(body, "w_base", add_scaled({}, group, cog * k));
     bases.b = declare_i32(body, "x_base",
-                          add_scaled(add_scaled({}, image, p.in_channels * plane), group, cig * plane));
+                          add_scaled(add_scaled({}, image, p.in_channels * in_plane), group, cig * in_plane));
     bases.y = declare_i32(body, "y_base",
-                          add_scaled(add_scaled({}, image, p.out_channels * plane), group, cog * plane));
+                          add_scaled(add_scaled({}, image, p.out_channels * out_plane), group, cog * out_plane));
     return bases;
   };
   g.epilogue = [&p, cog, group_of](Expr acc, Expr row, Expr, Expr batch) {
     return finish(p, acc, add_scaled(row, group_of(batch), cog));
   };
+  return g;
+}
+
+// Whether an input coordinate origin * stride - pad + tap * dilation, over
+// every output position origin < out_extent, can fall below 0 (low) or
+// reach `in_extent` (high): only those bounds get checked.
+struct TapBounds {
+  bool low, high;
+};
+TapBounds tap_bounds(std::int64_t out_extent, std::int64_t in_extent, std::int64_t stride, std::int64_t pad,
+                     std::int64_t tap, std::int64_t dilation) {
+  const std::int64_t first = -pad + tap * dilation;
+  const std::int64_t last = (out_extent - 1) * stride - pad + tap * dilation;
+  return {first < 0, last >= in_extent};
+}
+
+// The im2col matrix B [Ci/g * kH * kW, out_h * out_w] of one (image, group),
+// read in place: k = ci * taps + (kh * kW + kw), column = oh * out_w + ow is
+// X[ci, oh * stride - pad + kh * dilation, ow * stride - pad + kw * dilation],
+// zero outside the image. Per column the input origin is computed once; the
+// K loop runs over ci with the taps unrolled, so each load is the column's
+// origin plus constants, checked against the image only where the tap can
+// leave it.
+GemmGatherB conv_gather_b(const ConvProblem& p) {
+  GemmGatherB gather;
+  gather.taps = p.kernel_h * p.kernel_w;
+  // The input row (column) of each block column is kept only when some tap
+  // must check it.
+  bool check_rows = false, check_cols = false;
+  for (std::int64_t kh = 0; kh < p.kernel_h; ++kh) {
+    const TapBounds b = tap_bounds(p.out_h, p.in_h, p.stride_h, p.pad_top, kh, p.dilation_h);
+    check_rows = check_rows || b.low || b.high;
+  }
+  for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) {
+    const TapBounds b = tap_bounds(p.out_w, p.in_w, p.stride_w, p.pad_left, kw, p.dilation_w);
+    check_cols = check_cols || b.low || b.high;
+  }
+  gather.prepare = [&p, check_rows, check_cols](std::vector<Stmt>& body, Expr col, Expr b_base,
+                                                std::uint32_t slot) {
+    const Expr oh = p.out_w == 1 ? col : col / kir::i32(p.out_w);
+    const Expr ow = p.out_w == 1 ? kir::i32(0) : col % kir::i32(p.out_w);
+    Expr ih = add_constant(add_scaled({}, oh, p.stride_h), -p.pad_top);
+    Expr iw = add_constant(add_scaled({}, ow, p.stride_w), -p.pad_left);
+    if (check_rows) ih = declare_i32(body, indexed("ih", slot), ih);
+    if (check_cols) iw = declare_i32(body, indexed("iw", slot), iw);
+    declare_i32(body, indexed("x_at", slot), add_scaled(add_scaled(b_base, ih, p.in_w), iw, 1));
+  };
+  gather.load = [&p](std::vector<Stmt>& out, const std::string& name, Expr ci, std::int64_t tap,
+                     std::uint32_t slot) {
+    const std::int64_t kh = tap / p.kernel_w, kw = tap % p.kernel_w;
+    const Expr origin = kir::var(indexed("x_at", slot), ScalarType::i32);
+    const Expr at = add_constant(add_scaled(origin, ci, p.in_h * p.in_w),
+                                 kh * p.dilation_h * p.in_w + kw * p.dilation_w);
+    const TapBounds rows = tap_bounds(p.out_h, p.in_h, p.stride_h, p.pad_top, kh, p.dilation_h);
+    const TapBounds cols = tap_bounds(p.out_w, p.in_w, p.stride_w, p.pad_left, kw, p.dilation_w);
+    const Expr ih = add_constant(kir::var(indexed("ih", slot), ScalarType::i32), kh * p.dilation_h);
+    const Expr iw = add_constant(kir::var(indexed("iw", slot), ScalarType::i32), kw * p.dilation_w);
+    Expr inside;
+    auto require = [&inside](Expr condition) { inside = inside ? (inside && condition) : condition; };
+    if (rows.low) require(ih >= kir::i32(0));
+    if (rows.high) require(ih < kir::i32(p.in_h));
+    if (cols.low) require(iw >= kir::i32(0));
+    if (cols.high) require(iw < kir::i32(p.in_w));
+    if (!inside) {
+      out.push_back(kir::declare(name, ScalarType::f32, kir::load(p.x, at, ScalarType::f32)));
+      return;
+    }
+    // Outside: read element 0 (always valid), then zero the value. The load
+    // stays unconditional so the loop body stays straight-line code.
+    out.push_back(
+        kir::declare(name, ScalarType::f32, kir::load(p.x, kir::select(inside, at, kir::i32(0)), ScalarType::f32)));
+    out.push_back(kir::assign(name, kir::select(inside, kir::var(name, ScalarType::f32), kir::f32(0.0))));
+  };
+  return gather;
+}
+
+void build_conv_gemm(kir::Kernel& kernel, const ConvProblem& p, const GemmKnobs& knobs, bool gathered) {
+  GemmProblem g = conv_gemm_problem(p);
+  if (gathered) g.gather_b = conv_gather_b(p);
   build_gemm(kernel, g, knobs);
 }
 
@@ -188,9 +270,12 @@ void build_conv_direct(kir::Kernel& kernel, const ConvProblem& p, const ConvKnob
   const Expr x_row = add_scaled(kir::var("x_row", ScalarType::i32), ci, plane);
   for (std::int64_t t : positions) {
     const auto u = static_cast<std::size_t>(t);
-    Expr value = kir::load(p.x, x_row + columns[u], ScalarType::f32);
-    if (column_ok[u]) value = kir::select(column_ok[u], value, kir::f32(0.0));
-    taps.push_back(kir::declare(indexed("xv", t), ScalarType::f32, value));
+    const std::string name = indexed("xv", t);
+    taps.push_back(kir::declare(name, ScalarType::f32, kir::load(p.x, x_row + columns[u], ScalarType::f32)));
+    // Zeroed after the load rather than loaded under a select, which a
+    // shader compiler may turn into a branch.
+    if (column_ok[u])
+      taps.push_back(kir::assign(name, kir::select(column_ok[u], kir::var(name, ScalarType::f32), kir::f32(0.0))));
   }
   const Expr w_tap0 = add_scaled(add_scaled({}, ci, window), kh, p.kernel_w);
   auto append_fmas = [&](std::int64_t i, std::int64_t kw) {
@@ -283,6 +368,7 @@ bool conv_algorithm_applies(const ConvProblem& p, ConvAlgorithm algorithm) {
     case ConvAlgorithm::gemm_1x1:
       return !p.packed_weights && p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 && p.pad_top == 0 &&
              p.pad_left == 0 && p.out_h == p.in_h && p.out_w == p.in_w;
+    case ConvAlgorithm::implicit_gemm: return !p.packed_weights;
     case ConvAlgorithm::direct: return true;
     case ConvAlgorithm::depthwise: return !p.packed_weights && p.in_channels_per_group() == 1;
   }
@@ -290,11 +376,11 @@ bool conv_algorithm_applies(const ConvProblem& p, ConvAlgorithm algorithm) {
 }
 
 std::int64_t conv_invocations(const ConvProblem& p, const ConvPlan& plan) {
-  if (plan.algorithm == ConvAlgorithm::gemm_1x1) {
+  if (plan.algorithm == ConvAlgorithm::gemm_1x1 || plan.algorithm == ConvAlgorithm::implicit_gemm) {
     GemmProblem g;
     g.batch = p.batch * p.groups;
     g.m = p.out_channels_per_group();
-    g.n = p.in_h * p.in_w;
+    g.n = p.out_h * p.out_w;
     return gemm_invocations(g, plan.gemm);
   }
   return p.batch * p.groups * ceil_div(p.out_channels_per_group(), plan.conv.tile_channels) * p.out_h *
@@ -308,8 +394,8 @@ void build_conv(kir::Kernel& kernel, const ConvProblem& p, const ConvPlan& plan)
   KILN_CHECK(conv_algorithm_applies(p, plan.algorithm), ErrorKind::Internal,
              "convolution template for '" + kernel.name + "': algorithm " + conv_algorithm_name(plan.algorithm) +
                  " does not apply to this convolution");
-  if (plan.algorithm == ConvAlgorithm::gemm_1x1) {
-    build_conv_1x1(kernel, p, plan.gemm);
+  if (plan.algorithm == ConvAlgorithm::gemm_1x1 || plan.algorithm == ConvAlgorithm::implicit_gemm) {
+    build_conv_gemm(kernel, p, plan.gemm, plan.algorithm == ConvAlgorithm::implicit_gemm);
     return;
   }
   check_knobs(plan.conv);

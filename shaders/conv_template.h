@@ -2,6 +2,12 @@
 //
 // - gemm_1x1: a 1x1, stride-1, unpadded convolution is, per image and group,
 //   the GEMM W[Co/g, Ci/g] x X[Ci/g, H*W] (gemm_template.h);
+// - implicit_gemm: any dense convolution, per image and group, as the GEMM
+//   W[Co/g, Ci/g*kH*kW] x im2col(X)[Ci/g*kH*kW, out_h*out_w] on the same
+//   register-blocked machinery, the im2col matrix gathered from X as it is
+//   read (GemmGatherB: per column the input origin once, the kernel taps
+//   unrolled inside the input-channel loop, bounds checked only for taps
+//   that can leave the image);
 // - direct: each invocation computes tile_channels output channels of one
 //   group x tile_width adjacent output columns of one output row; per input
 //   channel and kernel row it loads the input row segment those columns
@@ -51,7 +57,7 @@ struct ConvProblem {
 // Which kernel computes a convolution, with that kernel's knobs.
 struct ConvPlan {
   ConvAlgorithm algorithm = ConvAlgorithm::direct;
-  GemmKnobs gemm;  // gemm_1x1
+  GemmKnobs gemm;  // gemm_1x1, implicit_gemm
   ConvKnobs conv;  // direct, depthwise
 
   friend bool operator==(const ConvPlan&, const ConvPlan&) = default;
@@ -59,7 +65,7 @@ struct ConvPlan {
 
 // Whether `algorithm` can compute `problem` (gemm_1x1 needs a 1x1 stride-1
 // unpadded kernel; depthwise needs one input channel per group; packed
-// weights need direct).
+// weights need direct; implicit_gemm computes every other convolution).
 bool conv_algorithm_applies(const ConvProblem& problem, ConvAlgorithm algorithm);
 
 // Appends the convolution to `kernel` (whose buffers the caller added) and

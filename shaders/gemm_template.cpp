@@ -31,13 +31,21 @@ void append_vector_load(std::vector<Stmt>& out, kir::Buf buffer, Expr at, std::v
   out.push_back(kir::load_vector(std::move(names), buffer, std::move(at), ScalarType::f32));
 }
 
+// Where a gathered B (p.gather_b) is read in one K step: element
+// (outer * taps + tap, column).
+struct GatherStep {
+  Expr outer;
+  std::int64_t tap = 0;
+};
+
 // One K step at k = kk + offset: load tile_m elements of A and tile_n of B,
 // then tile_m * tile_n multiply-adds into the accumulators. With vector
 // bases, B's elements come as vec4 along N; A's were loaded as vec4 along K
-// by the caller (a_loaded).
+// by the caller (a_loaded). A gathered B is read at `gather`.
+
 void append_k_step(std::vector<Stmt>& out, const GemmProblem& p, const GemmKnobs& knobs,
                    const std::vector<Expr>& a_rows, const std::vector<Expr>& b_cols, const VectorBases& vec, Expr kk,
-                   std::int64_t offset, const std::string& suffix, bool a_loaded) {
+                   std::int64_t offset, const std::string& suffix, bool a_loaded, const GatherStep& gather = {}) {
   const Expr a_k = add_constant(add_scaled({}, kk, p.a_k_stride), offset * p.a_k_stride);
   const Expr b_k = add_constant(add_scaled({}, kk, p.b_k_stride), offset * p.b_k_stride);
   std::vector<Expr> a_values, b_values;
@@ -46,7 +54,13 @@ void append_k_step(std::vector<Stmt>& out, const GemmProblem& p, const GemmKnobs
     if (!a_loaded) out.push_back(kir::declare(name, ScalarType::f32, kir::load(p.a, a_rows[i] + a_k, ScalarType::f32)));
     a_values.push_back(kir::var(name, ScalarType::f32));
   }
-  if (!vec.b_vcols.empty()) {
+  if (p.gather_b) {
+    for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
+      const std::string name = indexed("b" + suffix + "_", j);
+      p.gather_b->load(out, name, gather.outer, gather.tap, j);
+      b_values.push_back(kir::var(name, ScalarType::f32));
+    }
+  } else if (!vec.b_vcols.empty()) {
     const std::int64_t vk_stride = p.b_k_stride / kVector;
     for (std::size_t q = 0; q < vec.b_vcols.size(); ++q) {
       std::vector<std::string> names;
@@ -87,7 +101,20 @@ std::vector<Stmt> unrolled_step(const GemmProblem& p, const GemmKnobs& knobs, co
       }
   }
   for (std::int64_t u = 0; u < knobs.k_unroll; ++u)
-    append_k_step(step, p, knobs, a_rows, b_cols, vec, kk, u, std::to_string(u), a_vector);
+    append_k_step(step, p, knobs, a_rows, b_cols, vec, kk, u, std::to_string(u), a_vector,
+                  {add_constant(kk, u), 0});
+  return step;
+}
+
+// One iteration of the K loop over a gathered B's outer index `outer` with
+// taps > 1: every tap unrolled, A's elements at k = outer * taps + tap.
+std::vector<Stmt> tap_step(const GemmProblem& p, const GemmKnobs& knobs, const std::vector<Expr>& a_rows,
+                           const std::vector<Expr>& b_cols, Expr outer) {
+  std::vector<Stmt> step;
+  const std::int64_t taps = p.gather_b->taps;
+  const Expr k0 = declare_i32(step, "k0", add_scaled({}, outer, taps));
+  for (std::int64_t t = 0; t < taps; ++t)
+    append_k_step(step, p, knobs, a_rows, b_cols, VectorBases{}, k0, t, std::to_string(t), false, {outer, t});
   return step;
 }
 
@@ -106,6 +133,11 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knob
                  std::to_string(p.m) + ", N " + std::to_string(p.n) + ", K " + std::to_string(p.k) + ")");
   KILN_CHECK(p.bases || p.batch == 1, ErrorKind::Internal,
              "GEMM template for '" + kernel.name + "': a batch of " + std::to_string(p.batch) + " needs operand bases");
+  KILN_CHECK(!p.gather_b || (p.gather_b->taps >= 1 && p.k % p.gather_b->taps == 0 && p.gather_b->load &&
+                             p.gather_b->prepare),
+             ErrorKind::Internal,
+             "GEMM template for '" + kernel.name + "': a gathered B needs prepare, load and taps dividing K " +
+                 std::to_string(p.k));
   const std::int64_t m_blocks = ceil_div(p.m, knobs.tile_m);
   const std::int64_t n_blocks = ceil_div(p.n, knobs.tile_n);
   kernel.global_size = gemm_invocations(p, knobs);
@@ -140,18 +172,25 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knob
   for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
     cols.push_back(add_constant(col0, j));
     const Expr safe = col_tail && j > 0 ? kir::min(cols.back(), kir::i32(p.n - 1)) : cols.back();
-    b_cols.push_back(declare_i32(body, indexed("b_col", j), add_scaled(bases.b, safe, p.b_col_stride)));
+    if (p.gather_b) {
+      p.gather_b->prepare(body, safe, bases.b, j);
+    } else {
+      b_cols.push_back(declare_i32(body, indexed("b_col", j), add_scaled(bases.b, safe, p.b_col_stride)));
+    }
   }
-  const std::int64_t unroll = knobs.k_unroll;
+  // With taps > 1 the K loop runs over the gather's outer index instead,
+  // with scalar loads of A (its rows advance by taps per iteration).
+  const bool tap_loop = p.gather_b && p.gather_b->taps > 1;
+  const std::int64_t unroll = tap_loop ? p.gather_b->taps : knobs.k_unroll;
   const std::int64_t k_main = p.k / unroll * unroll;
 
   // Vector bases (see gemm_template.h for when each operand qualifies).
   // B's column groups past N start at N - 4 instead (read, never stored).
   VectorBases vec;
   const bool vectors = knobs.vector_width == kVector;
-  const bool a_vector = vectors && k_main > 0 && unroll % kVector == 0 && p.a_k_stride == 1 &&
+  const bool a_vector = vectors && k_main > 0 && !tap_loop && unroll % kVector == 0 && p.a_k_stride == 1 &&
                         p.a_row_stride % kVector == 0 && (!p.bases || p.a_base_multiple % kVector == 0);
-  const bool b_vector = vectors && k_main > 0 && knobs.tile_n % kVector == 0 && p.n % kVector == 0 &&
+  const bool b_vector = vectors && k_main > 0 && !p.gather_b && knobs.tile_n % kVector == 0 && p.n % kVector == 0 &&
                         p.b_col_stride == 1 && p.b_k_stride % kVector == 0 &&
                         (!p.bases || p.b_base_multiple % kVector == 0);
   if (a_vector)
@@ -172,12 +211,16 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knob
   // Main loop, unrolled k_unroll times, then the remainder one step at a time
   // (scalar loads).
   const Expr kk = kir::var("kk", ScalarType::i32);
-  if (k_main > 0)
+  if (tap_loop) {
+    const Expr outer = kir::var("ko", ScalarType::i32);
+    body.push_back(kir::loop("ko", kir::i32(0), kir::i32(p.k / unroll), tap_step(p, knobs, a_rows, b_cols, outer)));
+  } else if (k_main > 0) {
     body.push_back(kir::loop("kk", kir::i32(0), kir::i32(k_main), unrolled_step(p, knobs, a_rows, b_cols, vec, kk),
                              unroll));
+  }
   if (k_main < p.k) {
     std::vector<Stmt> step;
-    append_k_step(step, p, knobs, a_rows, b_cols, VectorBases{}, kk, 0, "r", false);
+    append_k_step(step, p, knobs, a_rows, b_cols, VectorBases{}, kk, 0, "r", false, {kk, 0});
     body.push_back(kir::loop("kk", kir::i32(k_main), kir::i32(p.k), std::move(step)));
   }
 

@@ -3,7 +3,8 @@
 // tile_m x tile_n block of Y in registers (the accumulators are unrolled at
 // IR-build time), with the K loop unrolled k_unroll times. Operands are
 // described by strides, so transposed operands, batched MatMul and 1x1
-// convolutions (W [Co, Ci] times X [Ci, H*W]) are all this one kernel.
+// convolutions (W [Co, Ci] times X [Ci, H*W]) are all this one kernel; a
+// gathered B (GemmGatherB) makes it the implicit GEMM of any convolution.
 //
 // Vector loads (knobs.vector_width 4): A is read as vec4 along K when
 // a_k_stride is 1, a_row_stride and a's bases are multiples of 4 and k_unroll
@@ -21,6 +22,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -29,6 +31,26 @@ namespace kiln::shaders {
 // Base offsets of one batch entry's operands (i32 expressions).
 struct GemmBases {
   kir::Expr a, b, y;
+};
+
+// B gathered instead of strided (implicit GEMM: a convolution's im2col matrix,
+// never materialised). K is split as k = outer * taps + tap: the K loop runs
+// over `outer` with the `taps` steps unrolled, so `load` sees each tap as a
+// constant and needs no division in the loop. B is read with scalar loads
+// (vector_width applies to A only; A's vec4 loads need taps == 1).
+struct GemmGatherB {
+  std::int64_t taps = 1;  // must divide K
+  // Declares, once per invocation before the K loop, what column `col` (a
+  // valid column, i32) of batch entry base `b_base` needs; `slot` (0 ..
+  // tile_n - 1) tells the block's columns apart in variable names.
+  std::function<void(std::vector<kir::Stmt>& body, kir::Expr col, kir::Expr b_base, std::uint32_t slot)> prepare;
+  // Appends to `out` the statements that declare the f32 variable `name` =
+  // element (outer * taps + tap, column in `slot`) of B. Statements, not an
+  // expression, so a guarded load can read first and zero the value after
+  // (a load under a select may become a branch).
+  std::function<void(std::vector<kir::Stmt>& out, const std::string& name, kir::Expr outer, std::int64_t tap,
+                     std::uint32_t slot)>
+      load;
 };
 
 struct GemmProblem {
@@ -50,6 +72,8 @@ struct GemmProblem {
   // The value stored for element (row, col) of batch entry `batch`, given the
   // dot product `acc` (bias, alpha/beta, activation). Unset: acc itself.
   std::function<kir::Expr(kir::Expr acc, kir::Expr row, kir::Expr col, kir::Expr batch)> epilogue;
+  // Set: B is gathered (b_k_stride and b_col_stride are ignored). Unset: strided.
+  std::optional<GemmGatherB> gather_b;
 };
 
 // Appends the GEMM to `kernel` (whose buffers the caller added) and sets its

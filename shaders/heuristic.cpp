@@ -14,13 +14,15 @@ namespace {
 // Register blocks the heuristic uses, largest first. GEMM blocks go to 8 x 8:
 // on lavapipe, which scalarises buffer loads, loads per multiply-add decide
 // the speed (8x8: 2.0x the GFLOP/s of 4x4 on 1024^3, spills included), and
-// 64 accumulators fit a GPU's register file. Convolutions keep 4 x 4: their
-// row segments already reuse each load across the kernel's columns.
+// 64 accumulators fit a GPU's register file.
 constexpr std::array<std::uint32_t, 4> kGemmTiles = {8, 4, 2, 1};
 // On CPU devices a GEMM block may span 16 columns: 8x16 with vec4 loads reaches
 // 25-27 GFLOP/s on 2048^3 on lavapipe (8x8: 23-24.6; 16x8 25.5, 16x16 24.5).
 constexpr std::array<std::uint32_t, 5> kCpuGemmColumnTiles = {16, 8, 4, 2, 1};
-constexpr std::array<std::uint32_t, 3> kTiles = {4, 2, 1};
+// Direct convolutions block up to 8 output channels x 8 output columns: on
+// lavapipe c8_w8 (packed weights) runs ResNet-50's 3x3 convolutions at 9-11
+// GFLOP/s, where c4_w4 ran 5 and c4_w1/c4_w2 (7- and 14-wide outputs) 2-4.
+constexpr std::array<std::uint32_t, 4> kTiles = {8, 4, 2, 1};
 constexpr std::array<std::uint32_t, 4> kDepthwiseWidths = {8, 4, 2, 1};
 constexpr std::uint32_t kKUnroll = 4;
 constexpr std::uint32_t kVectorWidth = 4;
@@ -67,6 +69,16 @@ std::uint32_t fit_tile(std::int64_t extent, const std::array<std::uint32_t, N>& 
   return best;
 }
 
+// The direct convolution's tile width: the widest whose padding past the
+// row's end is at most a quarter of the row. Its row segments make wide
+// tiles cheap, so 8 columns on a 7- or 14-wide output (one or two wasted)
+// still run 3-5x faster than 1 or 2 on lavapipe.
+std::uint32_t fit_conv_width(std::int64_t out_w) {
+  for (std::uint32_t tile : kTiles)
+    if ((ceil_div(out_w, tile) * tile - out_w) * 4 <= out_w) return tile;
+  return 1;
+}
+
 // Halves the larger of two tiles.
 void shrink(std::uint32_t& a, std::uint32_t& b) {
   if (a >= b && a > 1) a /= 2;
@@ -99,10 +111,11 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
 
 ConvPlan choose_conv_plan(const ConvProblem& p, const lower::LowerTarget& target) {
   ConvPlan plan;
-  if (conv_algorithm_applies(p, ConvAlgorithm::gemm_1x1)) {
-    plan.algorithm = ConvAlgorithm::gemm_1x1;
-    plan.gemm = choose_gemm_knobs(p.batch * p.groups, p.out_channels_per_group(), p.in_h * p.in_w,
-                                  p.in_channels_per_group(), target);
+  const bool pointwise = conv_algorithm_applies(p, ConvAlgorithm::gemm_1x1);
+  if (pointwise || (conv_algorithm_applies(p, ConvAlgorithm::implicit_gemm) && prefers_implicit_gemm(p))) {
+    plan.algorithm = pointwise ? ConvAlgorithm::gemm_1x1 : ConvAlgorithm::implicit_gemm;
+    plan.gemm = choose_gemm_knobs(p.batch * p.groups, p.out_channels_per_group(), p.out_h * p.out_w,
+                                  p.in_channels_per_group() * p.kernel_h * p.kernel_w, target);
     return plan;
   }
   plan.conv.workgroup_size = workgroup_size(target);
@@ -115,7 +128,7 @@ ConvPlan choose_conv_plan(const ConvProblem& p, const lower::LowerTarget& target
   }
   plan.algorithm = ConvAlgorithm::direct;
   plan.conv.tile_channels = fit_tile(p.out_channels_per_group(), kTiles);
-  plan.conv.tile_width = fit_tile(p.out_w, kTiles);
+  plan.conv.tile_width = fit_conv_width(p.out_w);
   while ((plan.conv.tile_channels > 1 || plan.conv.tile_width > 1) &&
          conv_invocations(p, plan) < min_invocations(target))
     shrink(plan.conv.tile_channels, plan.conv.tile_width);
@@ -136,9 +149,17 @@ std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target) {
   return space;
 }
 
+bool prefers_implicit_gemm(const ConvProblem& p) {
+  const bool plain_gemm = p.kernel_h == 1 && p.kernel_w == 1 && p.stride_h == 1 && p.stride_w == 1 &&
+                          p.pad_top == 0 && p.pad_left == 0 && p.out_h == p.in_h && p.out_w == p.in_w;
+  return p.in_channels_per_group() > 1 && p.kernel_h == 1 && p.kernel_w == 1 && !plain_gemm &&
+         p.out_h * p.out_w >= kMinImplicitGemmColumns;
+}
+
 std::vector<ConvPlan> conv_plan_space(const lower::LowerTarget& target) {
   std::vector<ConvPlan> space;
   for (const GemmKnobs& gemm : gemm_knob_space(target)) space.push_back({ConvAlgorithm::gemm_1x1, gemm, {}});
+  for (const GemmKnobs& gemm : gemm_knob_space(target)) space.push_back({ConvAlgorithm::implicit_gemm, gemm, {}});
   for (std::uint32_t channels : kTiles)
     for (std::uint32_t width : kTiles)
       space.push_back({ConvAlgorithm::direct, {}, {channels, width, workgroup_size(target)}});

@@ -24,6 +24,7 @@ const char* conv_algorithm_name(ConvAlgorithm algorithm) {
   switch (algorithm) {
     case ConvAlgorithm::gemm_1x1: return "gemm_1x1";
     case ConvAlgorithm::direct: return "direct";
+    case ConvAlgorithm::implicit_gemm: return "implicit_gemm";
     case ConvAlgorithm::depthwise: return "depthwise";
   }
   return "unknown";

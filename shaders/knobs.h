@@ -34,6 +34,9 @@ struct GemmKnobs {
 enum class ConvAlgorithm : std::uint8_t {
   gemm_1x1,   // 1x1, stride 1, no padding: a GEMM of W [Co, Ci] and X [Ci, H*W] (GemmKnobs)
   direct,     // register-blocked direct convolution: output channels x output columns per invocation
+  // any dense convolution as a GEMM of W [Co, Ci*kH*kW] and the im2col matrix,
+  // gathered from X as it is read, never stored (GemmKnobs)
+  implicit_gemm,
   depthwise,  // one input channel per group: output columns per invocation, no channel loop
 };
 const char* conv_algorithm_name(ConvAlgorithm algorithm);

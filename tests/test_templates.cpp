@@ -11,6 +11,7 @@
 
 #include "backends/registry.h"
 #include "graph/ir.h"
+#include "graph/passes/passes.h"
 #include "shaders/conv_template.h"
 #include "shaders/gemm_template.h"
 #include "shaders/heuristic.h"
@@ -316,6 +317,10 @@ std::vector<float> pack_oihw4o(const sh::ConvProblem& p, const std::vector<float
   return packed;
 }
 
+bool uses_gemm_knobs(const sh::ConvPlan& plan) {
+  return plan.algorithm == sh::ConvAlgorithm::gemm_1x1 || plan.algorithm == sh::ConvAlgorithm::implicit_gemm;
+}
+
 void check_conv(const ConvCase& c, const sh::ConvPlan& plan, bool packed_weights = false) {
   kir::Kernel kernel("conv_test");
   sh::ConvProblem p = conv_problem(c);
@@ -340,8 +345,7 @@ void check_conv(const ConvCase& c, const sh::ConvPlan& plan, bool packed_weights
   buffers.emplace_back(want.size(), NAN);
   const auto out = vulkan().run(kernel, buffers);
   const std::string plan_text = std::string(sh::conv_algorithm_name(plan.algorithm)) + " " +
-                                (plan.algorithm == sh::ConvAlgorithm::gemm_1x1 ? sh::to_string(plan.gemm)
-                                                                                : sh::to_string(plan.conv));
+                                (uses_gemm_knobs(plan) ? sh::to_string(plan.gemm) : sh::to_string(plan.conv));
   check_close(out.back(), want, "conv " + plan_text + (packed_weights ? " packed " : " ") + describe(c));
 }
 
@@ -357,6 +361,17 @@ const ConvCase kDirectCases[] = {
     {1, 5, 7, 1, 6, 9, 1, 1, 2, 1, 0, 0, 0, 0, true},    // 1x1 stride 2 (a downsample)
     {1, 2, 3, 1, 5, 5, 2, 4, 1, 1, 0, 2, 1, 1, false},   // rectangular kernel
 };
+// The implicit GEMM computes every convolution; K = Ci/g * kH * kW is split
+// as input channel x taps.
+const ConvCase kImplicitGemmCases[] = {
+    {1, 3, 10, 1, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1, true},  // 3x3 pad 1, row and column tails
+    {2, 4, 8, 1, 13, 12, 3, 3, 2, 1, 1, 1, 1, 1, false}, // strided, batch 2
+    {1, 6, 6, 2, 10, 10, 3, 3, 2, 2, 2, 1, 0, 2, true},  // grouped, dilated, strided, asymmetric pads
+    {1, 5, 7, 1, 6, 9, 1, 1, 2, 1, 0, 0, 0, 0, true},    // 1x1 stride 2, K = 5: a K remainder
+    {1, 8, 12, 1, 7, 7, 1, 1, 2, 1, 0, 0, 0, 0, true},   // 1x1 stride 2, K = 8: vec4 loads of W
+    {1, 4, 5, 1, 6, 6, 1, 1, 1, 1, 1, 1, 1, 1, true},    // 1x1 padded: every tap can leave the image
+    {1, 2, 3, 1, 5, 5, 2, 4, 1, 1, 0, 2, 1, 1, false},   // rectangular kernel
+};
 const ConvCase kDepthwiseCases[] = {
     {1, 5, 5, 5, 9, 13, 3, 3, 1, 1, 1, 1, 1, 1, true},   // 3x3 stride 1
     {2, 4, 4, 4, 11, 10, 5, 5, 2, 1, 2, 2, 2, 2, false}, // 5x5 stride 2, batch 2
@@ -370,6 +385,15 @@ BOOST_AUTO_TEST_CASE(every_conv_configuration_matches_the_reference) {
     std::span<const ConvCase> cases = kDirectCases;
     if (plan.algorithm == sh::ConvAlgorithm::gemm_1x1) cases = kConv1x1Cases;
     if (plan.algorithm == sh::ConvAlgorithm::depthwise) cases = kDepthwiseCases;
+    if (plan.algorithm == sh::ConvAlgorithm::implicit_gemm) {
+      // Blocks of 8 or 1 rows on every case, the others on the first three;
+      // other panels on the tail-heaviest case, and no K unrolling on a 1x1
+      // strided one (K is unrolled only without taps).
+      cases = kImplicitGemmCases;
+      if (plan.gemm.k_unroll != 4) cases = cases.subspan(3, 1);
+      else if (plan.gemm.panel_width != 8) cases = cases.subspan(2, 1);
+      else if (plan.gemm.tile_m != 8 && plan.gemm.tile_m != 1) cases = cases.subspan(0, 3);
+    }
     for (const ConvCase& c : cases) {
       BOOST_TEST_REQUIRE(sh::conv_algorithm_applies(conv_problem(c), plan.algorithm), describe(c));
       check_conv(c, plan);
@@ -387,14 +411,14 @@ BOOST_AUTO_TEST_CASE(every_direct_configuration_reads_packed_weights) {
   const ConvCase dilated_wide = {1, 3, 20, 1, 8, 9, 3, 3, 1, 2, 2, 2, 2, 2, true};
   int runs = 0;
   for (std::uint32_t channels : {8u, 4u, 2u, 1u})
-    for (std::uint32_t width : {4u, 1u}) {
+    for (std::uint32_t width : {8u, 4u, 1u}) {
       const sh::ConvPlan plan{sh::ConvAlgorithm::direct, {}, {channels, width, 64}};
       for (const ConvCase& c : kDirectCases) check_conv(c, plan, true);
       check_conv(grouped_tail, plan, true);
       check_conv(dilated_wide, plan, true);
       runs += 7;
     }
-  BOOST_TEST(runs == 56);
+  BOOST_TEST(runs == 84);
 }
 
 BOOST_AUTO_TEST_CASE(packed_weights_load_as_vec4_with_four_channel_blocks) {
@@ -430,25 +454,101 @@ BOOST_AUTO_TEST_CASE(direct_convolution_computes_depthwise_and_1x1_too) {
   check_conv(kDepthwiseCases[2], direct);
 }
 
-BOOST_AUTO_TEST_CASE(templates_agree_with_the_interpreter) {
-  // The interpreter is the kernel IR's definition: a tail-heavy case of each
-  // algorithm must give the Vulkan result there too.
-  const ConvCase& c = kDirectCases[2];
-  const sh::ConvPlan plan{sh::ConvAlgorithm::direct, {}, {4, 4, 64}};
+// Runs `plan` on `c` (no bias) in the kernel IR's interpreter, its executable
+// definition, and checks it against the reference.
+void check_interpreted_conv(const ConvCase& c, const sh::ConvPlan& plan) {
   kir::Kernel kernel("conv_interpreted");
   sh::ConvProblem p = conv_problem(c);
   p.x = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
   p.w = kernel.add_buffer("w", kir::ScalarType::f32, kir::Access::read);
   p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
   sh::build_conv(kernel, p, plan);
-  auto x = random_values(static_cast<std::size_t>(c.in_channels * c.in_h * c.in_w), 7);
-  auto w = random_values(static_cast<std::size_t>(c.out_channels * p.in_channels_per_group() * 9), 8);
+  auto x = random_values(static_cast<std::size_t>(c.batch * c.in_channels * c.in_h * c.in_w), 7);
+  auto w = random_values(
+      static_cast<std::size_t>(c.out_channels * p.in_channels_per_group() * c.kernel_h * c.kernel_w), 8);
   const std::vector<double> want = reference_conv(p, x, w, nullptr);
   std::vector<float> y(want.size(), NAN);
-  std::vector<std::span<std::byte>> buffers = {std::as_writable_bytes(std::span(x)), std::as_writable_bytes(std::span(w)),
+  std::vector<std::span<std::byte>> buffers = {std::as_writable_bytes(std::span(x)),
+                                               std::as_writable_bytes(std::span(w)),
                                                std::as_writable_bytes(std::span(y))};
   kir::interpret(kernel, buffers);
-  check_close(y, want, "interpreted direct conv");
+  check_close(y, want, std::string("interpreted ") + sh::conv_algorithm_name(plan.algorithm) + " " + describe(c));
+}
+
+BOOST_AUTO_TEST_CASE(templates_agree_with_the_interpreter) {
+  // The interpreter is the kernel IR's definition: tail-heavy cases must give
+  // the Vulkan result there too.
+  check_interpreted_conv(kDirectCases[2], {sh::ConvAlgorithm::direct, {}, {4, 4, 64}});
+  for (const ConvCase& c : kImplicitGemmCases)
+    check_interpreted_conv(c, {sh::ConvAlgorithm::implicit_gemm, sh::GemmKnobs{8, 16, 4, 64, 2, 4}, {}});
+}
+
+BOOST_AUTO_TEST_CASE(implicit_gemm_has_no_index_division_in_its_k_loop) {
+  // Per column the input origin is computed once; the K loop over input
+  // channels unrolls the taps, so it only adds constants and checks bounds.
+  auto k_loop_text = [](const ConvCase& c) {
+    kir::Kernel kernel("conv_k_loop");
+    sh::ConvProblem p = conv_problem(c);
+    p.x = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
+    p.w = kernel.add_buffer("w", kir::ScalarType::f32, kir::Access::read);
+    p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+    sh::build_conv(kernel, p, {sh::ConvAlgorithm::implicit_gemm, sh::GemmKnobs{4, 8, 4, 64, 8, 4}, {}});
+    std::string loops;
+    for (const kir::Stmt& s : kernel.body)
+      if (s.kind == kir::StmtKind::loop) {
+        kir::Kernel loop_only(kernel.name);
+        loop_only.buffers = kernel.buffers;
+        loop_only.body = s.body;
+        loops += kir::print(loop_only);
+      }
+    return loops;
+  };
+  for (const ConvCase& c : {kImplicitGemmCases[2], kImplicitGemmCases[6]}) {
+    const std::string text = k_loop_text(c);
+    BOOST_TEST(!text.empty(), describe(c));
+    BOOST_TEST(text.find(" / ") == std::string::npos, describe(c) << ":\n" << text);
+    BOOST_TEST(text.find(" % ") == std::string::npos, describe(c) << ":\n" << text);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(pack_weights_packs_exactly_the_direct_convolutions) {
+  // graph/passes/pack_weights.cpp cannot ask the heuristic (the graph layer
+  // does not include shaders/), so it restates its rule: it must pack a
+  // convolution's weight exactly when the heuristic, on every target, sends
+  // it to the direct template (and a block of 4 output channels fits).
+  std::vector<ConvCase> cases(std::begin(kDirectCases), std::end(kDirectCases));
+  cases.insert(cases.end(), std::begin(kImplicitGemmCases), std::end(kImplicitGemmCases));
+  cases.insert(cases.end(), std::begin(kDepthwiseCases), std::end(kDepthwiseCases));
+  cases.insert(cases.end(), std::begin(kConv1x1Cases), std::end(kConv1x1Cases));
+  cases.push_back({1, 3, 64, 1, 32, 32, 7, 7, 2, 1, 3, 3, 3, 3, false});  // the ResNet stem
+  cases.push_back({1, 8, 8, 1, 9, 9, 5, 5, 1, 1, 2, 2, 2, 2, false});     // 5x5
+  cases.push_back({1, 8, 8, 1, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, false});     // 3x3
+  cases.push_back({1, 1, 8, 1, 9, 9, 5, 5, 1, 1, 2, 2, 2, 2, false});     // one input channel
+  cases.push_back({1, 8, 8, 1, 32, 32, 1, 1, 2, 1, 0, 0, 0, 0, false});   // 1x1 stride 2 to 16x16: 256 pixels
+  cases.push_back({1, 8, 8, 1, 30, 30, 1, 1, 2, 1, 0, 0, 0, 0, false});   // 1x1 stride 2 to 15x15: 225
+  cases.push_back({1, 8, 8, 2, 16, 16, 1, 1, 1, 1, 1, 1, 1, 1, false});   // 1x1 padded, grouped: 18x18
+  cases.push_back({1, 8, 8, 1, 64, 64, 1, 1, 1, 1, 0, 0, 0, 0, false});   // a plain GEMM
+  int packed = 0;
+  for (const ConvCase& c : cases) {
+    const sh::ConvProblem p = conv_problem(c);
+    kiln::Builder b("conv");
+    auto x = b.input("x", kiln::DType::f32, {c.batch, c.in_channels, c.in_h, c.in_w});
+    auto w = b.constant("w", kiln::Tensor(kiln::DType::f32, {c.out_channels, p.in_channels_per_group(), c.kernel_h,
+                                                             c.kernel_w}));
+    const kiln::Model model = b.build({b.conv2d(x, w, std::nullopt,
+                                                {.stride = {c.stride, c.stride},
+                                                 .padding = {c.pad_top, c.pad_left, c.pad_bottom, c.pad_right},
+                                                 .dilation = {c.dilation, c.dilation},
+                                                 .groups = c.groups})});
+    const kiln::graph::Graph result = kiln::graph::passes::pack_weights(model.graph()).graph;
+    const bool was_packed = result.nodes().back().attrs.has("weight_layout");
+    for (const LowerTarget& target : {LowerTarget{}, lavapipe(), small_device()}) {
+      const bool direct = sh::choose_conv_plan(p, target).algorithm == sh::ConvAlgorithm::direct;
+      BOOST_TEST(was_packed == (direct && p.out_channels_per_group() >= 4), describe(c));
+    }
+    packed += was_packed;
+  }
+  BOOST_TEST(packed >= 8);
 }
 
 BOOST_AUTO_TEST_CASE(template_errors_name_the_problem) {
@@ -514,17 +614,33 @@ BOOST_AUTO_TEST_CASE(conv_plans_follow_the_shape) {
   BOOST_TEST(pointwise.algorithm == sh::ConvAlgorithm::gemm_1x1);
   BOOST_TEST(pointwise.gemm.tile_m * pointwise.gemm.tile_n == 128u);  // 8x16 on a CPU device
   BOOST_TEST(pointwise.gemm.panel_width == 8u);
-  BOOST_TEST(sh::choose_conv_plan(problem(64, 128, 1, 56, 1, 2), lavapipe()).algorithm == sh::ConvAlgorithm::direct);
+  // Strided 1x1 convolutions (ResNet's downsamples) with at least 256 output
+  // pixels: implicit GEMM, with the GEMM's knobs for M = Co, N = out pixels, K = Ci.
+  const sh::ConvPlan downsample = sh::choose_conv_plan(problem(256, 512, 1, 56, 1, 2), lavapipe());
+  BOOST_TEST(downsample.algorithm == sh::ConvAlgorithm::implicit_gemm);
+  BOOST_TEST((downsample.gemm == sh::choose_gemm_knobs(1, 512, 28 * 28, 256, lavapipe())));
+  BOOST_TEST(downsample.gemm.tile_n == 16u);
+  // A 7x7 output (no room for 16-column blocks) and 3x3 windows: direct, 8x8.
+  for (const sh::ConvProblem& p : {problem(1024, 2048, 1, 14, 1, 2), problem(256, 256, 1, 14, 3, 1),
+                                   problem(512, 512, 1, 7, 3, 1), problem(64, 64, 8, 28, 3, 1)}) {
+    const sh::ConvPlan plan = sh::choose_conv_plan(p, lavapipe());
+    BOOST_TEST(plan.algorithm == sh::ConvAlgorithm::direct);
+    BOOST_TEST(plan.conv.tile_channels == 8u);
+    BOOST_TEST(plan.conv.tile_width == 8u);  // 7 or 14 columns: one or two wasted, still fastest
+  }
   const sh::ConvPlan depthwise = sh::choose_conv_plan(problem(96, 96, 96, 112, 3, 2), lavapipe());
   BOOST_TEST(depthwise.algorithm == sh::ConvAlgorithm::depthwise);
   BOOST_TEST(depthwise.conv.tile_channels == 1u);
   BOOST_TEST(depthwise.conv.tile_width == 8u);
   const sh::ConvPlan stem = sh::choose_conv_plan(problem(3, 64, 1, 224, 7, 2), lavapipe());
   BOOST_TEST(stem.algorithm == sh::ConvAlgorithm::direct);
-  BOOST_TEST(stem.conv.tile_channels == 4u);
-  BOOST_TEST(stem.conv.tile_width == 4u);
-  // 7 columns: 4- and 2-wide blocks would waste more than an eighth; 1 wastes nothing.
-  BOOST_TEST(sh::choose_conv_plan(problem(512, 512, 1, 7, 3, 1), lavapipe()).conv.tile_width == 1u);
+  BOOST_TEST(stem.conv.tile_channels == 8u);
+  BOOST_TEST(stem.conv.tile_width == 8u);
+  // One input channel: the depthwise template.
+  BOOST_TEST(sh::choose_conv_plan(problem(1, 8, 1, 28, 3, 1), lavapipe()).algorithm == sh::ConvAlgorithm::depthwise);
+  // 3 columns: every block wider than 1 would waste more than a quarter of the row.
+  BOOST_TEST(sh::choose_conv_plan(problem(64, 64, 1, 3, 3, 1), lavapipe()).conv.tile_width == 1u);
+  BOOST_TEST(sh::choose_conv_plan(problem(64, 64, 1, 12, 3, 1), lavapipe()).conv.tile_width == 4u);
 }
 
 BOOST_AUTO_TEST_CASE(every_choice_is_in_the_enumerated_space) {
@@ -603,11 +719,11 @@ BOOST_AUTO_TEST_CASE(every_configuration_compiles_for_cuda_and_hip) {
     }
   }
   for (const sh::ConvPlan& plan : sh::conv_plan_space(gpu)) {
-    if (plan.algorithm == sh::ConvAlgorithm::gemm_1x1 && (plan.gemm.k_unroll != 4 || plan.gemm.panel_width != 8))
-      continue;
-    const ConvCase& c = plan.algorithm == sh::ConvAlgorithm::gemm_1x1    ? kConv1x1Cases[1]
-                        : plan.algorithm == sh::ConvAlgorithm::depthwise ? kDepthwiseCases[0]
-                                                                         : kDirectCases[2];
+    if (uses_gemm_knobs(plan) && (plan.gemm.k_unroll != 4 || plan.gemm.panel_width != 8)) continue;
+    const ConvCase& c = plan.algorithm == sh::ConvAlgorithm::gemm_1x1        ? kConv1x1Cases[1]
+                        : plan.algorithm == sh::ConvAlgorithm::depthwise     ? kDepthwiseCases[0]
+                        : plan.algorithm == sh::ConvAlgorithm::implicit_gemm ? kImplicitGemmCases[2]
+                                                                             : kDirectCases[2];
     kir::Kernel kernel(std::string("conv_") + sh::conv_algorithm_name(plan.algorithm));
     sh::ConvProblem p = conv_problem(c);
     p.x = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
@@ -674,6 +790,54 @@ BOOST_AUTO_TEST_CASE(gemm_throughput) {
   std::cout << "templates: " << size << "^3 fp32 GEMM, knobs " << sh::to_string(knobs) << ": " << best_ms
             << " ms, " << gflops << " GFLOP/s\n";
   BOOST_TEST(gflops > 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(conv_throughput) {
+  // A ResNet-50 convolution with the heuristic's lavapipe plan, against the
+  // reference on a few outputs. KILN_CONV_BENCH=C,K,HW,kernel,stride picks
+  // another (default 256,256,14,3,1: layer3's 3x3);
+  // KILN_CONV_BENCH_KNOBS=tile_m,tile_n,k_unroll,panel overrides the GEMM
+  // knobs of the implicit GEMM; KILN_CONV_BENCH_DIRECT=tile_channels,tile_width[,packed]
+  // runs the direct template instead (on packed weights unless packed is 0).
+  std::int64_t c = 256, co = 256, size = 14, kernel = 3, stride = 1;
+  if (const char* text = std::getenv("KILN_CONV_BENCH"))
+    BOOST_TEST_REQUIRE(std::sscanf(text, "%ld,%ld,%ld,%ld,%ld", &c, &co, &size, &kernel, &stride) == 5);
+  const std::int64_t pad = kernel / 2;
+  const ConvCase shape{1, c, co, 1, size, size, kernel, kernel, stride, 1, pad, pad, pad, pad, false};
+  sh::ConvPlan plan = sh::choose_conv_plan(conv_problem(shape), lavapipe());
+  if (const char* text = std::getenv("KILN_CONV_BENCH_KNOBS")) {
+    plan.algorithm = sh::ConvAlgorithm::implicit_gemm;
+    BOOST_TEST_REQUIRE(std::sscanf(text, "%u,%u,%u,%u", &plan.gemm.tile_m, &plan.gemm.tile_n, &plan.gemm.k_unroll,
+                                   &plan.gemm.panel_width) == 4);
+  }
+  int packed = plan.algorithm == sh::ConvAlgorithm::direct;
+  if (const char* text = std::getenv("KILN_CONV_BENCH_DIRECT")) {
+    plan.algorithm = sh::ConvAlgorithm::direct;
+    packed = 1;
+    BOOST_TEST_REQUIRE(std::sscanf(text, "%u,%u,%d", &plan.conv.tile_channels, &plan.conv.tile_width, &packed) >= 2);
+  }
+  kir::Kernel conv("conv_bench");
+  sh::ConvProblem p = conv_problem(shape);
+  p.packed_weights = packed != 0;
+  p.x = conv.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
+  p.w = conv.add_buffer("w", kir::ScalarType::f32, kir::Access::read);
+  p.y = conv.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  sh::build_conv(conv, p, plan);
+  const auto x = random_values(static_cast<std::size_t>(c * size * size), 13);
+  const auto w = random_values(static_cast<std::size_t>(co * c * kernel * kernel), 14);
+  const std::size_t outputs = static_cast<std::size_t>(co * p.out_h * p.out_w);
+  double best_ms = 0;
+  const std::vector<float> weights = p.packed_weights ? pack_oihw4o(p, w) : w;
+  const auto y = vulkan().run(conv, {x, weights, std::vector<float>(outputs, NAN)}, 5, &best_ms)[2];
+  const std::vector<double> want = reference_conv(p, x, w, nullptr);
+  for (std::size_t i = 0; i < outputs; i += outputs / 97 + 1)
+    BOOST_TEST(std::fabs(y[i] - want[i]) <= 1e-4 * std::max(1.0, std::fabs(want[i])), "output " << i);
+  const double flops = 2.0 * double(co) * double(p.out_h * p.out_w) * double(c * kernel * kernel);
+  const std::string knobs = uses_gemm_knobs(plan) ? sh::to_string(plan.gemm) : sh::to_string(plan.conv);
+  std::cout << "templates: conv " << describe(shape) << ", " << sh::conv_algorithm_name(plan.algorithm) << " "
+            << knobs << (p.packed_weights ? " packed" : "") << ": " << best_ms << " ms, "
+            << flops / (best_ms * 1e6) << " GFLOP/s\n";
+  BOOST_TEST(best_ms > 0.0);
 }
 
 }  // namespace

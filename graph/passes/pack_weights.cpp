@@ -1,5 +1,6 @@
 // pack_weights: lays a Conv's constant weight out once, at compile time, the
-// way the direct convolution template reads it. OIHW keeps one output
+// way the direct convolution template reads it (only convolutions that still
+// use that template: see suits_direct_template). OIHW keeps one output
 // channel's taps together, so a kernel computing a block of 4 output channels
 // issues 4 scalar loads per tap; OIhw4o (graph/ops/conv.cpp) puts those 4
 // weights side by side, one aligned vector load. Eager never runs this pass,
@@ -19,10 +20,19 @@ constexpr const char* kPackedLayout = "OIhw4o";
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// Strided or padded 1x1 convolutions with at least this many output pixels
+// go to the implicit GEMM template, which reads OIHW as it is (its rows are
+// K-contiguous): shaders::kMinImplicitGemmColumns and prefers_implicit_gemm.
+// The graph layer cannot include shaders/; the templates suite checks that
+// this pass and the heuristic agree on every convolution shape it tries.
+constexpr std::int64_t kMinImplicitGemmColumns = 256;
+
 // Whether the lowering sends this Conv to the direct template, the one that
-// reads packed weights: not a 1x1 stride-1 unpadded one (the GEMM template),
-// not a depthwise one (one input channel per group), and with at least one
-// full block of output channels per group, so padding wastes little.
+// reads packed weights (shaders::choose_conv_plan): not a 1x1 stride-1
+// unpadded one (the GEMM template), not a depthwise one (one input channel
+// per group), not a 1x1 one with at least kMinImplicitGemmColumns output
+// pixels (the implicit GEMM), and with at least one full block of output
+// channels per group, so padding wastes little.
 bool suits_direct_template(const Graph& graph, const Node& conv) {
   if (conv.op != "Conv" || conv.attrs.has("weight_layout")) return false;
   if (conv.inputs.size() < 2 || conv.inputs[1] < 0) return false;
@@ -31,10 +41,13 @@ bool suits_direct_template(const Graph& graph, const Node& conv) {
   const Shape& w = weight.type.shape;
   const std::int64_t groups = conv.attrs.get_int("group", 1);
   if (groups < 1 || w[0] % groups != 0 || w[1] == 1 || w[0] / groups < kBlock) return false;
-  const bool pointwise = w[2] == 1 && w[3] == 1 &&
+  const bool one_by_one = w[2] == 1 && w[3] == 1;
+  const bool pointwise = one_by_one &&
                          conv.attrs.get_ints("strides", {1, 1}) == std::vector<std::int64_t>{1, 1} &&
                          conv.attrs.get_ints("pads", {0, 0, 0, 0}) == std::vector<std::int64_t>{0, 0, 0, 0};
-  return !pointwise;
+  if (pointwise || conv.outputs.empty()) return false;
+  const Shape& y = graph.value(conv.outputs[0]).type.shape;
+  return !(one_by_one && y.size() == 4 && y[2] * y[3] >= kMinImplicitGemmColumns);
 }
 
 // OIHW [M, C/g, kH, kW] -> OIhw4o [g * ceil(M/g / 4), C/g, kH, kW, 4].

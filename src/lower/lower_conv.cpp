@@ -1,7 +1,7 @@
 // Conv (2-D, NCHW): the node's geometry checked and handed to the kernel
-// templates (shaders/conv_template.h: 1x1 as GEMM, register-blocked direct,
-// depthwise), with the algorithm and knobs the heuristic picks for the
-// target. Grouped convolution, dilation, asymmetric pads, optional bias and
+// templates (shaders/conv_template.h: 1x1 as GEMM, implicit GEMM,
+// register-blocked direct, depthwise), with the algorithm and knobs the
+// heuristic picks for the target. Grouped convolution, dilation, asymmetric pads, optional bias and
 // the fused activation are all baked in as constants. A weight the
 // pack_weights pass laid out as OIhw4o (weight_layout attribute, with
 // out_channels) goes to the direct template's packed variant.
@@ -117,9 +117,10 @@ kir::Kernel lower_conv(const OpContext& ctx) {
   problem.activation = [&ctx](Expr value) { return apply_activation(ctx, value); };
 
   const shaders::ConvPlan plan = shaders::choose_conv_plan(problem, ctx.target);
+  const bool uses_gemm_knobs =
+      plan.algorithm == shaders::ConvAlgorithm::gemm_1x1 || plan.algorithm == shaders::ConvAlgorithm::implicit_gemm;
   kernel.name = std::string("conv2d_") + shaders::conv_algorithm_name(plan.algorithm) + "_" +
-                (plan.algorithm == shaders::ConvAlgorithm::gemm_1x1 ? shaders::to_string(plan.gemm)
-                                                                     : shaders::to_string(plan.conv)) +
+                (uses_gemm_knobs ? shaders::to_string(plan.gemm) : shaders::to_string(plan.conv)) +
                 (problem.packed_weights ? "_oihw4o" : "");
   shaders::build_conv(kernel, problem, plan);
   return kernel;
