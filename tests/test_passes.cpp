@@ -3,6 +3,7 @@
 
 #include <kiln/builder.h>
 #include <kiln/models.h>
+#include <kiln/onnx.h>
 
 #include "graph/ir.h"
 #include "graph/models/init.h"
@@ -13,6 +14,10 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+
+#if KILN_HAVE_ONNX
+#include <onnx/onnx_pb.h>
+#endif
 
 namespace {
 
@@ -539,6 +544,229 @@ BOOST_AUTO_TEST_CASE(keeps_attention_whose_scores_are_read_elsewhere) {
   BOOST_TEST(result.report.changes == 0);
   BOOST_TEST(count_op(result.graph, "Softmax") == 1);
   BOOST_TEST(count_op(result.graph, "Attention") == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(silu)
+
+// conv -> SiLU spelled as torch.onnx.export writes it, with the Mul's operands
+// in the given order, then a second SiLU on a graph input in the other order.
+Graph silu_graph(bool sigmoid_first) {
+  Builder b("silu");
+  auto x = b.input("x", DType::f32, {1, 3, 6, 6});
+  auto w = b.constant("w", random_tensor({4, 3, 3, 3}, 21));
+  auto y = b.conv2d(x, w, std::nullopt, {.padding = {1, 1, 1, 1}});
+  auto gate = b.sigmoid(y);
+  y = sigmoid_first ? b.mul(gate, y) : b.mul(y, gate);
+  auto z = b.input("z", DType::f32, {4, 6, 6});
+  auto other = sigmoid_first ? b.mul(z, b.sigmoid(z)) : b.mul(b.sigmoid(z), z);
+  return b.build({b.add(y, other)}).graph();
+}
+
+BOOST_AUTO_TEST_CASE(recognises_silu_in_either_operand_order) {
+  for (const bool sigmoid_first : {false, true}) {
+    const Graph g = silu_graph(sigmoid_first);
+    passes::PassResult result = passes::recognise_silu(g);
+    check_interface(g, result.graph);
+    BOOST_TEST(result.report.changes == 2);
+    BOOST_TEST(count_op(result.graph, "Silu") == 2);
+    BOOST_TEST(count_op(result.graph, "Sigmoid") == 0);
+    BOOST_TEST(count_op(result.graph, "Mul") == 0);
+    // The Silu reads the convolution's output directly and is its only reader,
+    // which is what lets epilogue fusion take it.
+    const std::vector<int> uses = result.graph.use_counts();
+    for (const auto& node : result.graph.nodes())
+      if (node.op == "Conv") BOOST_TEST(uses[static_cast<std::size_t>(node.outputs[0])] == 1);
+    BOOST_TEST(mentions(result.report, "with Silu"));
+    BOOST_TEST(relative_difference(g, result.graph) <= 1e-6);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(keeps_sigmoid_read_elsewhere_and_other_products) {
+  Builder b("not_silu");
+  auto x = b.input("x", DType::f32, {2, 5});
+  auto y = b.input("y", DType::f32, {2, 5});
+  auto shared_gate = b.sigmoid(x);
+  auto read_twice = b.add(b.mul(x, shared_gate), shared_gate);  // the gate has a second reader
+  auto gate_as_output = b.sigmoid(y);
+  auto exported = b.mul(y, gate_as_output);                    // the gate is also a graph output
+  auto other_operand = b.mul(y, b.sigmoid(x));                 // sigmoid of another value
+  auto squared = b.sigmoid(y);
+  auto gate_squared = b.mul(squared, squared);                 // sigmoid(y)^2
+  const Graph g = b.build({read_twice, exported, gate_as_output, other_operand, gate_squared}).graph();
+  passes::PassResult result = passes::recognise_silu(g);
+  check_interface(g, result.graph);
+  BOOST_TEST(result.report.changes == 0);
+  BOOST_TEST(count_op(result.graph, "Silu") == 0);
+  BOOST_TEST(count_op(result.graph, "Sigmoid") == 4);
+}
+
+BOOST_AUTO_TEST_CASE(pipeline_turns_efficientnet_silus_into_silu_and_keeps_the_se_gates) {
+  const kiln::Model model = kiln::models::build("efficientnet_b0", {.image_size = 32, .num_classes = 10, .seed = 3});
+  const Graph& g = model.graph();
+  const int sigmoids = count_op(g, "Sigmoid");
+  passes::PipelineResult result = passes::run_compile_passes(g);
+  check_interface(g, result.graph);
+  const auto report = std::find_if(result.reports.begin(), result.reports.end(),
+                                   [](const passes::PassReport& r) { return r.pass == "recognise_silu"; });
+  BOOST_REQUIRE((report != result.reports.end()));
+  // Stem and head, each block's expansion (not the first block's) and
+  // depthwise convolution, and each squeeze-excitation's reduction: 49 SiLUs;
+  // the 16 squeeze-excitation gates are plain sigmoids that multiply another value.
+  BOOST_TEST(report->changes == 49);
+  BOOST_TEST(count_op(result.graph, "Silu") == 49);
+  BOOST_TEST(count_op(result.graph, "Sigmoid") == sigmoids - 49);
+  BOOST_TEST(count_op(result.graph, "Sigmoid") == 16);
+  BOOST_TEST(relative_difference(g, result.graph) <= 1e-4);
+}
+
+BOOST_AUTO_TEST_CASE(silu_is_kiln_op_the_onnx_importer_never_produces) {
+  const kiln::graph::OpSchema& schema = kiln::graph::get_op("Silu");
+  BOOST_TEST(schema.summary.find("kiln") != std::string::npos);
+  const std::vector<std::string> importable = kiln::onnx_supported_ops();
+  BOOST_TEST((std::find(importable.begin(), importable.end(), "Silu") == importable.end()));
+  BOOST_TEST((std::find(importable.begin(), importable.end(), "Sigmoid") != importable.end()));
+#if KILN_HAVE_ONNX
+  // A file that names kiln's op is refused as an unsupported op, not read as SiLU.
+  onnx::ModelProto proto;
+  proto.set_ir_version(8);
+  auto* opset = proto.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(17);
+  auto* input = proto.mutable_graph()->add_input();
+  input->set_name("x");
+  auto* tensor_type = input->mutable_type()->mutable_tensor_type();
+  tensor_type->set_elem_type(onnx::TensorProto_DataType_FLOAT);
+  tensor_type->mutable_shape()->add_dim()->set_dim_value(4);
+  auto* node = proto.mutable_graph()->add_node();
+  node->set_op_type("Silu");
+  node->set_name("act");
+  node->add_input("x");
+  node->add_output("y");
+  proto.mutable_graph()->add_output()->set_name("y");
+  try {
+    kiln::load_onnx_bytes(proto.SerializeAsString(), "silu.onnx", "", {});
+    BOOST_FAIL("a Silu node was imported");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST((e.kind() == kiln::ErrorKind::Unsupported));
+    BOOST_TEST(std::string(e.what()).find("Silu: 'act'") != std::string::npos, e.what());
+  }
+#endif
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(scale_conv_weights)
+
+struct SqueezeExcitation {
+  std::int64_t batch = 1;
+  std::int64_t size = 48;           // spatial extent of x
+  std::int64_t out_channels = 4;    // of the projection
+  std::int64_t groups = 1;          // of the projection
+  bool gate_first = false;          // Mul(gate, x) instead of Mul(x, gate)
+  bool gate_is_full_tensor = false;  // the "scale" has x's shape: not per channel
+  bool product_read_twice = false;
+  bool constant_gate = false;       // a constant [1, 8, 1, 1] scale
+};
+
+// x [N, 8, S, S] -> gate = sigmoid(1x1 conv(pool(x))) -> Mul(x, gate) -> 1x1 projection with bias.
+Graph squeeze_excitation(const SqueezeExcitation& o) {
+  Builder b("se");
+  auto x = b.input("x", DType::f32, {o.batch, 8, o.size, o.size});
+  auto gate = b.sigmoid(b.conv2d(b.global_avg_pool(x), b.constant("fc", random_tensor({8, 8, 1, 1}, 31)),
+                                 b.constant("fc_bias", random_tensor({8}, 32))));
+  if (o.gate_is_full_tensor) gate = b.sigmoid(x);
+  if (o.constant_gate) gate = b.constant("gate", random_tensor({1, 8, 1, 1}, 35));
+  auto scaled = o.gate_first ? b.mul(gate, x) : b.mul(x, gate);
+  auto w = b.constant("proj", random_tensor({o.out_channels, 8 / o.groups, 1, 1}, 33));
+  auto y = b.conv2d(scaled, w, b.constant("proj_bias", random_tensor({o.out_channels}, 34)), {.groups = o.groups});
+  std::vector<Builder::Value> outputs = {y};
+  if (o.product_read_twice) outputs.push_back(b.relu(scaled));
+  return b.build(outputs).graph();
+}
+
+BOOST_AUTO_TEST_CASE(moves_the_channel_scale_onto_a_smaller_weight) {
+  for (const bool gate_first : {false, true}) {
+    const Graph g = squeeze_excitation({.gate_first = gate_first});
+    passes::PassResult result = passes::scale_conv_weights(g);
+    check_interface(g, result.graph);
+    BOOST_TEST(result.report.changes == 1);
+    BOOST_TEST(mentions(result.report, "(32 elements instead of 18432)"));
+    const kiln::graph::Node* projection = find_node(result.graph, "conv_1");
+    BOOST_REQUIRE(projection != nullptr);
+    const kiln::graph::Node& conv = *projection;
+    // The projection reads x itself and a weight that the Mul scales.
+    BOOST_TEST(result.graph.value(conv.inputs[0]).name == "x");
+    const kiln::graph::NodeId weight_producer = result.graph.value(conv.inputs[1]).producer;
+    BOOST_REQUIRE(weight_producer != kiln::graph::kNoNode);
+    BOOST_TEST(result.graph.node(weight_producer).op == "Mul");
+    BOOST_TEST(type_str(result.graph.value(conv.inputs[1]).type) == "f32[4, 8, 1, 1]");
+    BOOST_TEST(relative_difference(g, result.graph) <= 1e-5);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(keeps_the_scale_where_moving_it_is_wrong_or_no_cheaper) {
+  const SqueezeExcitation cases[] = {
+      {.batch = 2},                   // each sample would need its own weight
+      {.size = 40},                   // x (12800 elements) is too small to pay for a dispatch
+      {.out_channels = 2304},         // the weight (18432 elements) is no smaller than x
+      {.groups = 2},                  // grouped weight: input channels are not its second axis
+      {.gate_is_full_tensor = true},  // not one scale per channel
+      {.product_read_twice = true},   // the scaled activation is still needed
+      {.constant_gate = true},        // the weight's Mul would multiply constants at every call
+  };
+  for (const SqueezeExcitation& c : cases) {
+    const Graph g = squeeze_excitation(c);
+    passes::PassResult result = passes::scale_conv_weights(g);
+    check_interface(g, result.graph);
+    BOOST_TEST(result.report.changes == 0);
+    // The projection still reads the scaled activation, and its weight is the constant.
+    const kiln::graph::Node* projection = find_node(result.graph, "conv_1");
+    BOOST_REQUIRE(projection != nullptr);
+    const kiln::graph::Node& conv = *projection;
+    const kiln::graph::NodeId input_producer = result.graph.value(conv.inputs[0]).producer;
+    BOOST_REQUIRE(input_producer != kiln::graph::kNoNode);
+    BOOST_TEST(result.graph.node(input_producer).op == "Mul");
+    BOOST_TEST(result.graph.value(conv.inputs[1]).name == "proj");
+    BOOST_TEST(relative_difference(g, result.graph) == 0.0);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(moves_efficientnet_squeeze_excitation_scales_at_224) {
+  // The 11 projections from 112x112 to 14x14 have weights smaller than their
+  // input; the 5 at 7x7 keep the multiply on the activation.
+  const kiln::Model model = kiln::models::build("efficientnet_b0", {.image_size = 224, .seed = 3});
+  passes::PipelineResult result = passes::run_compile_passes(model.graph());
+  const auto report = std::find_if(result.reports.begin(), result.reports.end(),
+                                   [](const passes::PassReport& r) { return r.pass == "scale_conv_weights"; });
+  BOOST_REQUIRE((report != result.reports.end()));
+  BOOST_TEST(report->changes == 11);
+  BOOST_TEST(mentions(*report, "moved the channel scale 'features.2.1.block.2.mul_1' onto the weight of Conv "
+                               "'features.2.1.block.3.0' (3456 elements instead of 451584)"));
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_SUITE(transpose_to_reshape)
+
+BOOST_AUTO_TEST_CASE(transpose_of_unit_axes_becomes_a_view) {
+  Builder b("transposes");
+  auto single_head = b.input("single_head", DType::f32, {1, 5, 1, 4});
+  auto two_heads = b.input("two_heads", DType::f32, {1, 5, 2, 4});
+  auto column = b.input("column", DType::f32, {1, 1, 3});
+  auto a = b.transpose(single_head, {0, 2, 1, 3});  // [1, 1, 5, 4]: the same linear order
+  auto kept = b.transpose(two_heads, {0, 2, 1, 3});  // moves 5 past 2: a real transpose
+  auto reversed = b.op("Transpose", {column}, {})[0];  // default perm: [3, 1, 1]
+  auto swapped = b.transpose(single_head, {0, 3, 2, 1});  // moves 4 past 5: a real transpose
+  const Graph g = b.build({b.relu(a), kept, reversed, swapped}).graph();
+  passes::PassResult result = passes::transpose_to_reshape(g);
+  check_interface(g, result.graph);
+  BOOST_TEST(result.report.changes == 2);
+  BOOST_TEST(count_op(result.graph, "Transpose") == 2);
+  BOOST_TEST(count_op(result.graph, "Reshape") == 2);
+  BOOST_TEST(mentions(result.report, "f32[1, 5, 1, 4] -> f32[1, 1, 5, 4] moves only axes of extent 1"));
+  BOOST_TEST(relative_difference(g, result.graph) == 0.0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

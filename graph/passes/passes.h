@@ -59,6 +59,23 @@ PassResult recognise_layer_norm(const Graph& graph);
 // Add 1, Mul x, Mul 0.5, every intermediate read once) with one Gelu.
 PassResult recognise_gelu(const Graph& graph);
 
+// Replaces SiLU as torch.onnx.export spells it, Mul(x, Sigmoid(x)) in either
+// operand order with the Sigmoid read by that Mul only, with one Silu (a kiln
+// op), which is x's only reader and so fuses into x's producer.
+// KILN_NO_SILU=1 turns it off.
+PassResult recognise_silu(const Graph& graph);
+
+// Moves a per-input-channel scale of a batch-1 Conv's input (Mul(x, s), s
+// [1, C, 1, 1], the Mul read by that Conv only: squeeze-and-excitation's
+// gate) onto the Conv's constant OIhw weight, Conv(x, Mul(W, s)), where the
+// weight has fewer elements than x and x has at least 16384.
+// KILN_NO_SCALE_WEIGHTS=1 turns it off.
+PassResult scale_conv_weights(const Graph& graph);
+
+// Replaces a Transpose that moves only axes of extent 1 (the linear order of
+// the elements is unchanged) with a Reshape, a view.
+PassResult transpose_to_reshape(const Graph& graph);
+
 // Replaces scaled dot-product attention, MatMul(Softmax(MatMul(Q, K^T) *
 // scale [+ mask]), V) with the scale as a scalar Mul or Div on the scores, Q
 // or K^T and every intermediate read once, with one Attention.
@@ -67,7 +84,7 @@ PassResult recognise_attention(const Graph& graph);
 
 // The default pipeline of compile(): fold_constants, fold_batch_norm,
 // fuse_activation, pack_weights, eliminate_dead_code, recognise_layer_norm, recognise_gelu,
-// recognise_attention
+// recognise_silu, scale_conv_weights, recognise_attention, transpose_to_reshape
 // (the recognisers drop the constants only their patterns read). Each result is verified; a pass that
 // produces an invalid graph throws Error(Internal).
 PipelineResult run_compile_passes(const Graph& graph);

@@ -7,8 +7,8 @@ PipelineResult run_compile_passes(const Graph& graph) {
   using Pass = PassResult (*)(const Graph&);
   static constexpr Pass kPipeline[] = {&fold_constants, &fold_batch_norm, &fuse_activation, &pack_weights,
                                       &eliminate_dead_code,
-                                      &recognise_layer_norm, &recognise_gelu,
-                                      &recognise_attention};
+                                      &recognise_layer_norm, &recognise_gelu, &recognise_silu, &scale_conv_weights,
+                                      &recognise_attention, &transpose_to_reshape};
 
   PipelineResult result{graph, {}};
   for (Pass pass : kPipeline) {

@@ -19,6 +19,7 @@ constexpr OpLowering kLowerings[] = {
     {"Div", 2, 2, elementwise_unsupported, lower_elementwise},
     {"Relu", 1, 1, elementwise_unsupported, lower_elementwise},
     {"Sigmoid", 1, 1, elementwise_unsupported, lower_elementwise},
+    {"Silu", 1, 1, elementwise_unsupported, lower_elementwise},
     {"Tanh", 1, 1, elementwise_unsupported, lower_elementwise},
     {"Gelu", 1, 1, elementwise_unsupported, lower_elementwise},
     {"Clip", 1, 1, elementwise_unsupported, lower_elementwise},

@@ -1,4 +1,4 @@
-// Elementwise ops: numpy-broadcast binary arithmetic, activations, Clip, and
+// Elementwise ops: numpy-broadcast binary arithmetic, activations (kiln's Silu too), Clip, and
 // inference BatchNormalization as a per-channel affine map.
 #include "graph/broadcast.h"
 #include "src/lower/index.h"
@@ -53,6 +53,7 @@ Expr apply_unary(const graph::Node& node, Expr x) {
   const std::string& op = node.op;
   if (op == "Relu") return kir::max(x, kir::f32(0.0));
   if (op == "Sigmoid") return kir::f32(1.0) / (kir::f32(1.0) + kir::exp(-x));
+  if (op == "Silu") return x / (kir::f32(1.0) + kir::exp(-x));
   if (op == "Tanh") return kir::tanh(x);
   if (op == "Gelu") return gelu(x, node.attrs.get_string("approximate", "none"));
   KILN_ASSERT(op == "Clip");
