@@ -11,6 +11,8 @@
 #include "backends/vulkan/instance.h"
 #include "backends/vulkan/physical_device.h"
 #include "backends/vulkan/vulkan_backend.h"
+#include "src/kernel/ir.h"
+#include "src/runtime/kernel_cache.h"
 
 #include <kiln/error.h>
 
@@ -514,4 +516,75 @@ BOOST_AUTO_TEST_CASE(fatal_mode_throws_on_the_next_call) {
   // Raised messages are consumed: the device works again and closes cleanly.
   BOOST_TEST(!instance->has_validation_messages());
   BOOST_TEST(dev.allocate(64)->size() == 64u);
+}
+
+// ---- The kernel cache on this device -------------------------------------
+
+namespace {
+
+// y = x * factor over n elements, in the kernel IR.
+kiln::kir::Kernel scale_kernel(double factor, std::int64_t n, std::uint32_t workgroup_size = 64) {
+  namespace kir = kiln::kir;
+  kir::Kernel kernel("scale");
+  const kir::Buf x = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
+  const kir::Buf y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  kernel.global_size = n;
+  kernel.workgroup_size = workgroup_size;
+  const kir::Expr i = kir::global_index();
+  kernel.body.push_back(kir::store(y, i, kir::load(x, i, kir::ScalarType::f32) * kir::f32(factor)));
+  return kernel;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(kernel_cache_loads_distinct_kernels_concurrently_and_once) {
+  const std::shared_ptr<kb::Device> dev = vulkan_backend().create_device(0);
+  kiln::runtime::KernelCache cache(vulkan_backend(), dev, kiln::runtime::CompileCache("off"));
+  const std::int64_t count = 200;
+  const std::vector<double> factors = {2.0, 3.0, 2.0, 5.0, 3.0};
+  std::vector<kiln::kir::Kernel> kernels;
+  for (double factor : factors) kernels.push_back(scale_kernel(factor, count));
+  std::vector<const kiln::kir::Kernel*> pointers;
+  for (const auto& kernel : kernels) pointers.push_back(&kernel);
+
+  const auto loaded = cache.get_all(pointers, 4);
+  BOOST_TEST_REQUIRE(loaded.size() == factors.size());
+  BOOST_TEST(cache.compiled() == 3);  // one compile per distinct source
+  BOOST_TEST(cache.distinct_kernels() == 3);
+  BOOST_TEST(loaded[0] == loaded[2]);
+  BOOST_TEST(loaded[1] == loaded[4]);
+  BOOST_TEST(loaded[0] != loaded[1]);
+  BOOST_TEST(cache.get(kernels[3]) == loaded[3]);  // later lookups hit
+  BOOST_TEST(cache.get_all(pointers).at(1) == loaded[1]);
+  BOOST_TEST(cache.compiled() == 3);
+
+  // Each kernel computes its own result on its first dispatch.
+  const std::vector<float> x = iota_floats(static_cast<std::uint32_t>(count), 1.0f);
+  auto input = dev->allocate(count * sizeof(float));
+  dev->upload(*input, 0, bytes_of(x));
+  for (std::size_t k = 0; k < factors.size(); ++k) {
+    auto output = dev->allocate(count * sizeof(float));
+    auto list = dev->create_command_list();
+    const kb::BufferBinding bindings[] = {whole(input), whole(output)};
+    list->dispatch(*loaded[k], kiln::kir::dispatch_grid(kernels[k], dev->target().max_workgroup_count[0]), bindings);
+    list->finish();
+    list->submit();
+    std::vector<float> expected(x.size());
+    for (std::size_t i = 0; i < x.size(); ++i) expected[i] = static_cast<float>(x[i] * factors[k]);
+    BOOST_TEST(download_floats(*dev, *output, 0, static_cast<std::uint32_t>(count)) == expected,
+               boost::test_tools::per_element());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(kernel_cache_reports_the_failing_kernel_after_loading_the_rest) {
+  const std::shared_ptr<kb::Device> dev = vulkan_backend().create_device(0);
+  kiln::runtime::KernelCache cache(vulkan_backend(), dev, kiln::runtime::CompileCache("off"));
+  const std::uint32_t too_wide = dev->target().max_workgroup_invocations * 2;
+  const kiln::kir::Kernel fine = scale_kernel(7.0, 64);
+  const kiln::kir::Kernel wide = scale_kernel(7.0, 64, too_wide);
+  const kiln::kir::Kernel* pointers[] = {&fine, &wide};
+  BOOST_CHECK_EXCEPTION(cache.get_all(pointers, 2), Error, [](const Error& e) {
+    return has_error(e, ErrorKind::Unsupported, "kernel 'scale' cannot run on");
+  });
+  BOOST_TEST(cache.distinct_kernels() == 1);  // the other kernel loaded and stays cached
 }

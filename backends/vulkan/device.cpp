@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 namespace kiln::backend::vulkan {
 
@@ -81,12 +82,23 @@ std::shared_ptr<LoadedKernel> VulkanDevice::load_kernel(const KernelSource& sour
   }
   // Pipeline creation can take milliseconds: do it unlocked; a racing load of
   // the same binary wastes one pipeline, never correctness.
-  if (!pipeline) pipeline = std::make_shared<const VulkanPipeline>(context_, binary, source.num_buffers, source.name);
+  const bool new_pipeline = !pipeline;
+  if (new_pipeline) pipeline = std::make_shared<const VulkanPipeline>(context_, binary, source.num_buffers, source.name);
   auto kernel = std::make_shared<VulkanKernel>(source.name, pipeline, context_);
+  if (new_pipeline && target.device_type == "cpu") compile_now(*kernel);
   context_->raise_validation_errors();
   std::lock_guard lock(kernels_mutex_);
   pipelines_.try_emplace(key, pipeline);
   return kernels_.try_emplace({key, source.name}, kernel).first->second;
+}
+
+void VulkanDevice::compile_now(VulkanKernel& kernel) {
+  std::call_once(placeholder_once_, [this] { placeholder_ = allocate(16); });
+  const std::vector<BufferBinding> bindings(kernel.pipeline().num_buffers(), {placeholder_.get(), 0, 16});
+  VulkanCommandList list(context_);
+  list.dispatch(kernel, {0, 1, 1}, bindings);
+  list.finish();
+  list.submit();
 }
 
 std::unique_ptr<CommandList> VulkanDevice::create_command_list() {

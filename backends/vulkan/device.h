@@ -34,7 +34,9 @@ class VulkanDevice final : public Device {
   void upload(Buffer& buffer, std::uint64_t offset, std::span<const std::byte> data) override;
   void download(const Buffer& buffer, std::uint64_t offset, std::span<std::byte> data) override;
   // Returns the cached kernel when the same binary (and name) was loaded before.
-  // Throws Unsupported for a workgroup size the device cannot run.
+  // On CPU devices a new pipeline is also compiled to machine code here (see
+  // compile_now). Thread-safe. Throws Unsupported for a workgroup size the
+  // device cannot run.
   std::shared_ptr<LoadedKernel> load_kernel(const KernelSource& source, const KernelBinary& binary) override;
   std::unique_ptr<CommandList> create_command_list() override;
 
@@ -46,12 +48,21 @@ class VulkanDevice final : public Device {
   // A binary's 128-bit content hash and its buffer count.
   using PipelineKey = std::tuple<std::uint64_t, std::uint64_t, std::uint32_t>;
 
+  // Dispatches zero workgroups of a new kernel: CPU drivers (lavapipe)
+  // compile a pipeline to machine code at its first dispatch, so this moves
+  // that compile into loading (which callers run on several threads) and
+  // out of the first call. Zero workgroups run no code, so any buffer fits.
+  void compile_now(VulkanKernel& kernel);
+
   const VulkanBuffer& own_buffer(const Buffer& buffer, std::uint64_t offset, std::uint64_t bytes,
                                  const char* operation) const;
 
   std::shared_ptr<const DeviceContext> context_;
   DeviceOptions options_;
   StagingCopier staging_;
+
+  std::once_flag placeholder_once_;
+  std::shared_ptr<Buffer> placeholder_;  // bound to every binding by compile_now()
 
   mutable std::mutex kernels_mutex_;
   std::map<PipelineKey, std::shared_ptr<const VulkanPipeline>> pipelines_;

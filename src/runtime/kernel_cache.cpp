@@ -3,17 +3,36 @@
 #include "src/render/cstyle.h"
 #include "src/runtime/log.h"
 
+#include <algorithm>
+#include <exception>
+#include <thread>
+
 namespace kiln::runtime {
 
 KernelCache::KernelCache(const backend::Backend& backend, std::shared_ptr<backend::Device> device, CompileCache disk)
     : backend_(backend), device_(std::move(device)), disk_(std::move(disk)),
       compiler_version_(backend.compiler().version()) {}
 
-std::shared_ptr<backend::LoadedKernel> KernelCache::get(const kir::Kernel& kernel) {
-  backend::KernelSource source = render::make_kernel_source(kernel, backend_.language());
+int KernelCache::distinct_kernels() const {
   std::lock_guard lock(mutex_);
-  if (auto it = loaded_.find(source.text); it != loaded_.end()) return it->second;
+  return static_cast<int>(loaded_.size());
+}
 
+std::shared_ptr<backend::LoadedKernel> KernelCache::find(const std::string& source_text) const {
+  std::lock_guard lock(mutex_);
+  auto it = loaded_.find(source_text);
+  return it != loaded_.end() ? it->second : nullptr;
+}
+
+std::shared_ptr<backend::LoadedKernel> KernelCache::remember(std::string source_text,
+                                                             std::shared_ptr<backend::LoadedKernel> loaded) {
+  std::lock_guard lock(mutex_);
+  // A racing get() of the same source may have won: keep one kernel per source.
+  return loaded_.try_emplace(std::move(source_text), std::move(loaded)).first->second;
+}
+
+std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const kir::Kernel& kernel,
+                                                                  const backend::KernelSource& source) {
   const backend::TargetDesc& target = device_->target();
   backend::KernelRequirements needs;
   needs.kernel_name = kernel.name;
@@ -33,8 +52,54 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::get(const kir::Kernel& kerne
     log(LogLevel::debug, "compiled kernel '" + kernel.name + "' (" + std::to_string(binary->data.size()) + " bytes " +
                              binary->format + ")");
   }
-  auto loaded = device_->load_kernel(source, *binary);
-  loaded_.emplace(std::move(source.text), loaded);
+  return device_->load_kernel(source, *binary);
+}
+
+std::shared_ptr<backend::LoadedKernel> KernelCache::get(const kir::Kernel& kernel) {
+  backend::KernelSource source = render::make_kernel_source(kernel, backend_.language());
+  if (auto loaded = find(source.text)) return loaded;
+  auto loaded = load_uncached(kernel, source);
+  return remember(std::move(source.text), std::move(loaded));
+}
+
+std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(
+    std::span<const kir::Kernel* const> kernels, unsigned max_threads) {
+  std::vector<backend::KernelSource> sources;
+  sources.reserve(kernels.size());
+  for (const kir::Kernel* kernel : kernels) sources.push_back(render::make_kernel_source(*kernel, backend_.language()));
+
+  // The first occurrence of each source not loaded yet: the work to share out.
+  std::vector<std::size_t> work;
+  {
+    std::unordered_map<std::string_view, bool> queued;
+    for (std::size_t i = 0; i < sources.size(); ++i)
+      if (queued.try_emplace(sources[i].text, true).second && !find(sources[i].text)) work.push_back(i);
+  }
+
+  std::vector<std::exception_ptr> failures(kernels.size());
+  std::atomic<std::size_t> next = 0;
+  auto worker = [&] {
+    for (std::size_t w = next++; w < work.size(); w = next++) {
+      const std::size_t i = work[w];
+      try {
+        remember(sources[i].text, load_uncached(*kernels[i], sources[i]));
+      } catch (...) {
+        failures[i] = std::current_exception();
+      }
+    }
+  };
+  const unsigned hardware = std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t threads = std::min<std::size_t>(work.size(), max_threads != 0 ? max_threads : hardware);
+  std::vector<std::jthread> helpers;
+  for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(worker);
+  worker();
+  helpers.clear();  // joins
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
+
+  std::vector<std::shared_ptr<backend::LoadedKernel>> loaded;
+  loaded.reserve(kernels.size());
+  for (const backend::KernelSource& source : sources) loaded.push_back(find(source.text));
   return loaded;
 }
 

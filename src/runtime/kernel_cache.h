@@ -6,10 +6,13 @@
 #include "src/kernel/ir.h"
 #include "src/runtime/compile_cache.h"
 
+#include <atomic>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 namespace kiln::runtime {
 
@@ -21,19 +24,34 @@ class KernelCache {
   // backend's reason if the device cannot run it.
   std::shared_ptr<backend::LoadedKernel> get(const kir::Kernel& kernel);
 
-  int distinct_kernels() const { return static_cast<int>(loaded_.size()); }
+  // get() for every kernel, in order. Distinct sources that are not loaded
+  // yet compile and load on up to `max_threads` threads (0: one per hardware
+  // thread), so one kernel's compiler time overlaps another's driver work
+  // (lavapipe compiles each pipeline to machine code when it is loaded).
+  // The first failure in `kernels` order is rethrown after all finish.
+  std::vector<std::shared_ptr<backend::LoadedKernel>> get_all(std::span<const kir::Kernel* const> kernels,
+                                                              unsigned max_threads = 0);
+
+  int distinct_kernels() const;
   int disk_hits() const { return disk_hits_; }
   int compiled() const { return compiled_; }
 
  private:
+  // Checks support, compiles (or reads the disk cache) and loads; no lock held.
+  std::shared_ptr<backend::LoadedKernel> load_uncached(const kir::Kernel& kernel,
+                                                       const backend::KernelSource& source);
+  std::shared_ptr<backend::LoadedKernel> find(const std::string& source_text) const;
+  std::shared_ptr<backend::LoadedKernel> remember(std::string source_text,
+                                                  std::shared_ptr<backend::LoadedKernel> loaded);
+
   const backend::Backend& backend_;
   std::shared_ptr<backend::Device> device_;
   CompileCache disk_;
   std::string compiler_version_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<backend::LoadedKernel>> loaded_;  // by source text
-  int disk_hits_ = 0;
-  int compiled_ = 0;
+  std::atomic<int> disk_hits_ = 0;
+  std::atomic<int> compiled_ = 0;
 };
 
 }  // namespace kiln::runtime
