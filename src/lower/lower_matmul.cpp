@@ -134,6 +134,14 @@ kir::Kernel lower_matmul(const OpContext& ctx) {
   shaders::GemmProblem problem;
   problem.batch = num_elements(s.batch);
   problem.m = s.m;
+  // A batched A times one B ([..., M, K] x [K, N], as in every Linear on a
+  // token or channels-last tensor) is a single GEMM of batch * M rows: the
+  // heuristic then sees M = 196 rather than 14 batches of 14 rows and can pick
+  // full register tiles.
+  if (problem.batch > 1 && num_elements(s.batch_b) == 1 && s.batch_a == s.batch && ctx.input_shape(0).size() >= 2) {
+    problem.m = problem.batch * s.m;
+    problem.batch = 1;
+  }
   problem.n = s.n;
   problem.k = s.k;
   problem.a_row_stride = s.k;
@@ -159,7 +167,7 @@ kir::Kernel lower_matmul(const OpContext& ctx) {
       return bases;
     };
   }
-  const shaders::GemmKnobs knobs = shaders::choose_gemm_knobs(problem.batch, s.m, s.n, s.k, ctx.target);
+  const shaders::GemmKnobs knobs = shaders::choose_gemm_knobs(problem.batch, problem.m, s.n, s.k, ctx.target);
   kernel.name = "matmul_" + shaders::to_string(knobs);
   shaders::build_gemm(kernel, problem, knobs);
   return kernel;
