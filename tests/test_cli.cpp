@@ -34,7 +34,7 @@ Result kiln(const std::string& args) { return cli_test::run_kiln(args); }
 BOOST_AUTO_TEST_CASE(help_lists_commands_and_every_command_has_help) {
   auto r = kiln("--help");
   BOOST_TEST(r.exit_code == 0);
-  for (const char* command : {"devices", "run", "explain"}) {
+  for (const char* command : {"devices", "run", "explain", "profile"}) {
     BOOST_TEST(has(r, command));
     auto sub = kiln(std::string(command) + " --help");
     BOOST_TEST(sub.exit_code == 0);
@@ -119,6 +119,21 @@ BOOST_AUTO_TEST_CASE(explain_shows_kernels_and_memory_plan) {
   BOOST_TEST(has(r, "kernel"));
   BOOST_TEST(has(r, "memory:"));
   BOOST_TEST(has(r, "fc"));
+}
+
+BOOST_AUTO_TEST_CASE(profile_lists_kernels_by_time_and_family) {
+  auto r = kiln("profile --model resnet18 --image-size 32 --calls 1 --top 1000");
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(has(r, "dispatches"));
+  BOOST_TEST(has(r, "by kernel family"));
+  BOOST_TEST(has(r, "conv2d"));
+  BOOST_TEST(has(r, "layer1.0.conv1"));
+  auto e = kiln("profile --eager --model resnet18 --image-size 32 --calls 1");
+  BOOST_TEST(e.exit_code == 0);
+  BOOST_TEST(has(e, "eager mode"));
+  BOOST_TEST(has(e, "batch_norm"));
+  auto bad = kiln("profile --model resnet18 --calls 0");
+  BOOST_TEST(bad.exit_code != 0);
 }
 
 // ---- ONNX models with .npy inputs and outputs ------------------------------------------

@@ -243,6 +243,47 @@ BOOST_AUTO_TEST_CASE(breaks_run_on_the_host_without_fullgraph) {
   BOOST_TEST(contains(m.explain(), "[host]"));
 }
 
+BOOST_AUTO_TEST_CASE(profile_times_every_dispatch_and_leaves_calls_intact) {
+  auto model = small_resnet();
+  auto x = random_input({1, 3, 32, 32}, 3);
+  auto d = kiln::compile(model, {.backend = "vulkan"});
+  const kiln::Tensor before = d({x})[0];
+  const auto timings = d.profile({x}, 3);
+  const auto dispatches = d.engine().dispatches();
+  BOOST_REQUIRE(timings.size() == dispatches.size());
+  for (std::size_t i = 0; i < timings.size(); ++i) {
+    BOOST_TEST(timings[i].kernel == dispatches[i].kernel_name);
+    BOOST_TEST(timings[i].nodes.size() == dispatches[i].nodes.size());
+    BOOST_TEST(timings[i].ms > 0.0);
+    BOOST_TEST(timings[i].output.starts_with("f32["));
+  }
+  // The last dispatch is the classifier: it writes the logits.
+  BOOST_TEST(timings.back().output == "f32[1, 10]");
+  BOOST_TEST(kiln::max_abs_diff(d({x})[0], before) == 0.0f);
+
+  // Eager: one timing per op node, no fusion.
+  auto e = kiln::eager(model, {.backend = "vulkan"});
+  e({x});
+  const auto eager_timings = e.profile({x}, 1);
+  BOOST_TEST(static_cast<int>(eager_timings.size()) == e.stats().dispatches_per_run);
+  BOOST_TEST(eager_timings.size() > timings.size());
+  for (const auto& t : eager_timings) BOOST_TEST(t.nodes.size() == 1u);
+
+  auto bad = expect_error([&] { d.profile({x}, 0); });
+  BOOST_TEST(bad.kind() == ErrorKind::InvalidArgument);
+  auto wrong = expect_error([&] { d.profile({random_input({1, 3, 16, 16}, 4)}, 1); });
+  BOOST_TEST(wrong.kind() == ErrorKind::ShapeMismatch);
+}
+
+BOOST_AUTO_TEST_CASE(profile_runs_graph_breaks_on_the_host) {
+  auto m = kiln::compile(model_with_break(), {.backend = "vulkan"});
+  auto x = random_input({2, 3}, 5);
+  auto i = kiln::Tensor::from_i64({2, 3}, {1, 2, 3, -4, 5, 600});
+  const auto timings = m.profile({x, i}, 2);
+  BOOST_TEST(static_cast<int>(timings.size()) == m.stats().dispatches_per_run);
+  BOOST_TEST(m.stats().host_steps_per_run > 0);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(kernel_disk_cache)

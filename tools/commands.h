@@ -10,5 +10,6 @@ void add_run_command(CLI::App& app);
 void add_explain_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_dump_command(CLI::App& app);
+void add_profile_command(CLI::App& app);
 
 }  // namespace kiln::tools

@@ -61,6 +61,15 @@ struct RunStats {
   int kernel_cache_misses = 0;    // binaries compiled
 };
 
+// One dispatch's cost, measured by running it alone (see profile()).
+struct KernelTiming {
+  std::string kernel;              // the kernel's name ("conv2d_direct_c4_w4_wg64_oihw4o_add_relu")
+  std::vector<std::string> nodes;  // the graph nodes it runs, producer first
+  std::string output;              // the type of what it writes ("f32[1, 64, 56, 56]")
+  double ms = 0;                   // median over the profiled calls
+  bool device_time = false;        // ms is device time (timestamps); else host wall time of a submit
+};
+
 class Executor;  // src/runtime: the shared engine behind both callables
 
 // Op by op: one kernel per op on the chosen device, no graph passes, no
@@ -70,6 +79,10 @@ class EagerModel {
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
   const RunStats& stats() const;
   const Model& model() const;
+  // Runs the model `calls` times with every dispatch in its own submission and
+  // returns each dispatch's median time, in execution order. Slower than a
+  // call (one submit per kernel): for finding where time goes, not for totals.
+  std::vector<KernelTiming> profile(const std::vector<Tensor>& inputs, int calls = 5);
   // The engine (src/runtime/executor.h), for tests and tools that inspect plans.
   const Executor& engine() const { return *impl_; }
 
@@ -92,6 +105,8 @@ class CompiledModel {
   const CompileOptions& options() const;
   // What the compiler did, as text: passes, kernels, memory plan.
   std::string explain() const;
+  // As EagerModel::profile(): each fused dispatch's median time, alone.
+  std::vector<KernelTiming> profile(const std::vector<Tensor>& inputs, int calls = 5);
   // The engine (src/runtime/executor.h), for tests and tools that inspect plans.
   const Executor& engine() const { return *impl_; }
 

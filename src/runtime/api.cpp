@@ -59,5 +59,11 @@ const RunStats& CompiledModel::stats() const { return impl_->stats(); }
 const Model& CompiledModel::model() const { return impl_->model(); }
 const CompileOptions& CompiledModel::options() const { return impl_->options().compile; }
 std::string CompiledModel::explain() const { return impl_->explain(); }
+std::vector<KernelTiming> CompiledModel::profile(const std::vector<Tensor>& inputs, int calls) {
+  return impl_->profile(inputs, calls);
+}
+std::vector<KernelTiming> EagerModel::profile(const std::vector<Tensor>& inputs, int calls) {
+  return impl_->profile(inputs, calls);
+}
 
 }  // namespace kiln

@@ -160,6 +160,13 @@ void Executor::lower_graph() {
   fused_away_ = std::move(plan.fused_away);
   kernel_nodes_ = plan.kernel_nodes;
 
+  // Compile and load every kernel first, distinct ones concurrently.
+  std::vector<const kir::Kernel*> step_kernels;
+  for (const fuse::PlanStep& step : plan.steps)
+    if (!step.host) step_kernels.push_back(&step.kernel->kernel);
+  std::vector<std::shared_ptr<backend::LoadedKernel>> loaded = ctx_->kernels->get_all(step_kernels);
+  std::size_t next_loaded = 0;
+
   breaks_.clear();
   for (fuse::PlanStep& step : plan.steps) {
     if (step.host) {
@@ -173,7 +180,7 @@ void Executor::lower_graph() {
     if (segments_.empty() || segments_.back().host) segments_.emplace_back();
     Dispatch d;
     d.nodes = std::move(step.nodes);
-    d.kernel = ctx_->kernels->get(step.kernel->kernel);
+    d.kernel = std::move(loaded[next_loaded++]);
     d.kernel_name = step.kernel->kernel.name;
     d.grid = kir::dispatch_grid(step.kernel->kernel, target.max_workgroup_count[0]);
     d.values = std::move(step.kernel->values);
@@ -372,16 +379,20 @@ void Executor::upload(graph::ValueId id, const Tensor& tensor) {
   if (tensor.nbytes() > 0) ctx_->device->upload(*s.buffer, s.offset, tensor.bytes());
 }
 
-std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
-  check_inputs(inputs);
-  if (!prepared_) plan();  // this call is its own warm-up
-  const auto start = Clock::now();
+void Executor::load_inputs(const std::vector<Tensor>& inputs) {
   // The graph after passes keeps the model's inputs and outputs in order.
   host_values_.assign(graph_->values().size(), std::nullopt);
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     upload(graph_->inputs()[i], inputs[i]);
     host_values_[graph_->inputs()[i]] = inputs[i];  // host steps read inputs without a download
   }
+}
+
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
+  check_inputs(inputs);
+  if (!prepared_) plan();  // this call is its own warm-up
+  const auto start = Clock::now();
+  load_inputs(inputs);
 
   std::optional<double> device_ms = 0.0;
   for (Segment& segment : segments_) {

@@ -63,6 +63,8 @@ class Executor {
   // the first call does anything. Thread-compatible, not thread-safe.
   void prepare();
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // Each dispatch alone, in execution order, median over `calls` (executor_profile.cpp).
+  std::vector<KernelTiming> profile(const std::vector<Tensor>& inputs, int calls);
 
   const RunStats& stats() const { return stats_; }
   const Model& model() const { return model_; }
@@ -133,6 +135,8 @@ class Executor {
   void record(Segment& segment, backend::CommandList& list) const;
   void run_host_node(const Segment& segment);
   void check_inputs(const std::vector<Tensor>& inputs) const;
+  // run()'s first step: the inputs uploaded and visible to host steps.
+  void load_inputs(const std::vector<Tensor>& inputs);
   // The value's tensor: from the host if a host step made it, else from the device.
   Tensor read_value(graph::ValueId id) const;
   Tensor download(graph::ValueId id) const;
