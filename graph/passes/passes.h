@@ -41,8 +41,9 @@ PassResult fold_batch_norm(const Graph& graph);
 PassResult fuse_activation(const Graph& graph);
 
 // Gives a Conv with a constant weight that the direct convolution template
-// computes (not 1x1 stride-1 unpadded, not depthwise, >= 4 output channels
-// per group) the weight packed as OIhw4o, with weight_layout="OIhw4o" and
+// computes (not 1x1 stride-1 unpadded, not depthwise, not a strided or
+// padded 1x1 with >= 256 output pixels, which is implicit GEMM; >= 4 output
+// channels per group) the weight packed as OIhw4o, with weight_layout="OIhw4o" and
 // out_channels=M (graph/ops/conv.cpp). KILN_NO_PACK_WEIGHTS=1 turns it off.
 PassResult pack_weights(const Graph& graph);
 
