@@ -509,15 +509,29 @@ BOOST_AUTO_TEST_CASE(shared_producer_is_not_inlined_but_padded_loads_take_one) {
   BOOST_TEST(kernel_steps(plan) == 3);
   // A padded convolution loads at an index clamped into the image and zeroes
   // the value outside it (no load under a select), so the producer can be
-  // inlined at every load: one kernel, reading only inside the image.
+  // inlined at every load: one kernel, reading only inside the image. (A 1x1
+  // window: a larger one reads each element kH x kW times and keeps its
+  // producer separate, below.)
   kiln::Builder c("padded_conv");
   auto y = c.input("x", DType::f32, {1, 2, 5, 5});
   auto s = c.add(y, constant(c, "c", {1, 2, 1, 1}, 52));
   const kiln::Model padded =
-      c.build({c.conv2d(s, constant(c, "w", {2, 2, 3, 3}, 53), std::nullopt, {.padding = {1, 1, 1, 1}})});
+      c.build({c.conv2d(s, constant(c, "w", {2, 2, 1, 1}, 53), std::nullopt, {.padding = {1, 1, 1, 1}})});
   auto padded_plan = check_on_interpreter(padded, inputs);
   BOOST_TEST(kernel_steps(padded_plan) == 1);
   check_on_vulkan(padded, inputs);
+}
+
+BOOST_AUTO_TEST_CASE(windowed_convolutions_take_no_prologue) {
+  const std::vector<Tensor> inputs = {random_tensor({1, 2, 5, 5}, 54)};
+  kiln::Builder c("window");
+  auto y = c.input("x", DType::f32, {1, 2, 5, 5});
+  auto s = c.add(y, constant(c, "c", {1, 2, 1, 1}, 55));
+  const kiln::Model windowed =
+      c.build({c.conv2d(s, constant(c, "w", {2, 2, 3, 3}, 56), std::nullopt, {.padding = {1, 1, 1, 1}})});
+  auto plan = check_on_interpreter(windowed, inputs);
+  BOOST_TEST(kernel_steps(plan) == 2);
+  check_on_vulkan(windowed, inputs);
 }
 
 BOOST_AUTO_TEST_CASE(inlined_at_every_load_index_and_unfusable_producers_say_why) {
