@@ -475,15 +475,23 @@ BOOST_AUTO_TEST_CASE(compile_passes_on_resnet18) {
   BOOST_TEST(result.reports[constants].changes == 0);
   BOOST_TEST(result.reports[batch_norm].changes == 20);
   BOOST_TEST(result.reports[activation].changes == 9);
-  // Every ResNet-18 conv goes to the direct template: the 7x7 stem, the 3x3s
-  // and the 1x1 stride-2 downsamples.
-  BOOST_TEST(result.reports[packing].changes == 20);
-  // The BatchNormalizations' 80 statistics, the 20 unscaled weights and the
-  // 20 folded OIHW weights.
-  BOOST_TEST(result.reports[dead_code].changes == 120);
+  // At 32 px layer4 runs on 2x2 and 1x1 maps: its stride-2 3x3 only reads
+  // the image with a 2x2 corner of its window, and the three 3x3s on the 1x1
+  // map only with their centre tap (then they are 1x1 GEMMs, not packed).
+  const std::size_t trimming = position("trim_conv_window");
+  BOOST_TEST(activation < trimming);
+  BOOST_TEST(trimming < packing);
+  BOOST_TEST(result.reports[trimming].changes == 4);
+  BOOST_TEST(mentions(result.reports[trimming], "Conv 'layer4.1.conv2': 3x3 window -> 1x1"));
+  // Every other ResNet-18 conv goes to the direct template: the 7x7 stem,
+  // the 3x3s and the 1x1 stride-2 downsamples.
+  BOOST_TEST(result.reports[packing].changes == 17);
+  // The BatchNormalizations' 80 statistics, the 20 unscaled weights, the 4
+  // untrimmed and the 17 unpacked OIHW weights.
+  BOOST_TEST(result.reports[dead_code].changes == 121);
   BOOST_TEST(count_op(result.graph, "BatchNormalization") == 0);
   BOOST_TEST(count_op(result.graph, "Relu") == 8);
-  BOOST_TEST(count_constants(result.graph) == 20 + 20 + 2);  // packed weights, folded biases, fc
+  BOOST_TEST(count_constants(result.graph) == 20 + 20 + 2);  // packed or trimmed weights, folded biases, fc
   const std::string text = passes::report_str(result.reports[batch_norm]);
   BOOST_TEST(text.find("fold_batch_norm: 20 changes\n") == 0u);
   BOOST_TEST(text.find("  folded BatchNormalization 'bn1' into Conv 'conv1'\n") != std::string::npos);
@@ -770,3 +778,31 @@ BOOST_AUTO_TEST_CASE(transpose_of_unit_axes_becomes_a_view) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(trims_conv_taps_that_only_read_padding) {
+  Builder b("aspp");
+  auto x = b.input("x", DType::f32, {1, 4, 14, 14});
+  auto w = [&](const std::string& name, std::uint64_t seed) {
+    return b.constant(name, random_tensor({3, 4, 3, 3}, seed));
+  };
+  // Rate 24 on 14x14: every off-centre tap lands in the padding -> 1x1.
+  auto far = b.conv2d(x, w("w_far", 1), std::nullopt, {.padding = {24, 24, 24, 24}, .dilation = {24, 24}});
+  // Rate 12: the taps at +-12 reach the image for the border outputs: kept.
+  auto near = b.conv2d(x, w("w_near", 2), std::nullopt, {.padding = {12, 12, 12, 12}, .dilation = {12, 12}});
+  // Rows only: dilation 20 vertically, 1 horizontally -> 1x3.
+  auto rows = b.conv2d(x, w("w_rows", 3), std::nullopt, {.padding = {20, 1, 20, 1}, .dilation = {20, 1}});
+  // An ordinary 3x3 with padding 1: kept.
+  auto plain = b.conv2d(x, w("w_plain", 4), std::nullopt, {.padding = {1, 1, 1, 1}});
+  const Graph g = b.build({far, near, rows, plain}).graph();
+  passes::PassResult result = passes::trim_conv_window(g);
+  check_interface(g, result.graph);
+  BOOST_TEST(result.report.changes == 2);
+  BOOST_TEST(mentions(result.report, "3x3 window -> 1x1"));
+  BOOST_TEST(mentions(result.report, "3x3 window -> 1x3"));
+  std::vector<Shape> weights;
+  for (const auto& node : result.graph.nodes())
+    if (node.op == "Conv") weights.push_back(result.graph.value(node.inputs[1]).type.shape);
+  BOOST_TEST((weights == std::vector<Shape>{{3, 4, 1, 1}, {3, 4, 3, 3}, {3, 4, 1, 3}, {3, 4, 3, 3}}));
+  // Exact: the dropped taps only ever multiplied zeros.
+  BOOST_TEST(relative_difference(g, result.graph) <= 1e-6);
+}

@@ -77,6 +77,12 @@ PassResult scale_conv_weights(const Graph& graph);
 // the elements is unchanged) with a Reshape, a view.
 PassResult transpose_to_reshape(const Graph& graph);
 
+// Drops the kernel rows/columns of a Conv with a constant OIHW weight that
+// read only padding for every output (large dilations on small maps: a 3x3
+// ASPP branch at rate 24 on 14x14 becomes a 1x1 convolution), adjusting
+// pads so the output shape is unchanged. Exact: the dropped taps read zeros.
+PassResult trim_conv_window(const Graph& graph);
+
 // Replaces scaled dot-product attention, MatMul(Softmax(MatMul(Q, K^T) *
 // scale [+ mask]), V) with the scale as a scalar Mul or Div on the scores, Q
 // or K^T and every intermediate read once, with one Attention.
@@ -84,7 +90,7 @@ PassResult transpose_to_reshape(const Graph& graph);
 PassResult recognise_attention(const Graph& graph);
 
 // The default pipeline of compile(): fold_constants, fold_batch_norm,
-// fuse_activation, pack_weights, eliminate_dead_code, recognise_layer_norm, recognise_gelu,
+// fuse_activation, trim_conv_window, pack_weights, eliminate_dead_code, recognise_layer_norm, recognise_gelu,
 // recognise_silu, scale_conv_weights, recognise_attention, transpose_to_reshape
 // (the recognisers drop the constants only their patterns read). Each result is verified; a pass that
 // produces an invalid graph throws Error(Internal).
