@@ -39,7 +39,9 @@ std::string kernel_family(const std::string& name) {
     const bool knob = std::isdigit(static_cast<unsigned char>(next)) ||
                       ((next == 'k' || next == 'p' || next == 'c' || next == 'w' || next == 'v') && i + 2 < name.size() &&
                        std::isdigit(static_cast<unsigned char>(name[i + 2])));
-    if (knob && name.compare(i + 1, 3, "1x1") != 0) {
+    // "gemm_1x1" names the algorithm; a later "1x1" is a register tile.
+    const bool algorithm_name = i >= 4 && name.compare(i - 4, 4, "gemm") == 0 && name.compare(i + 1, 3, "1x1") == 0;
+    if (knob && !algorithm_name) {
       end = i;
       break;
     }

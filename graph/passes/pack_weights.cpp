@@ -9,7 +9,6 @@
 #include "graph/passes/rewrite.h"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace kiln::graph::passes {
 
@@ -72,10 +71,7 @@ Tensor pack(const Tensor& weight, std::int64_t groups) {
 PassResult pack_weights(const Graph& graph) {
   PassReport report{"pack_weights", 0, {}};
   // For A/B measurements of the packed kernels against the plain ones.
-  if (const char* off = std::getenv("KILN_NO_PACK_WEIGHTS"); off && *off && std::string(off) != "0") {
-    report.details.push_back("disabled by KILN_NO_PACK_WEIGHTS");
-    return {graph, std::move(report)};
-  }
+  if (disabled_by("KILN_NO_PACK_WEIGHTS", report.details)) return {graph, std::move(report)};
   Rewriter rw(graph);
   for (const Node& node : graph.nodes()) {
     if (!suits_direct_template(graph, node)) {

@@ -12,7 +12,6 @@
 
 #include "graph/broadcast.h"
 
-#include <cstdlib>
 #include <map>
 #include <optional>
 #include <set>
@@ -39,7 +38,7 @@ struct AttentionMatch {
 
 class Matcher {
  public:
-  explicit Matcher(const Graph& graph) : graph_(graph), uses_(graph.use_counts()), users_(consumers(graph)) {}
+  explicit Matcher(const Graph& graph) : graph_(graph), readers_(graph) {}
 
   std::optional<AttentionMatch> match(const Node& softmax) const {
     if (softmax.op != "Softmax") return std::nullopt;
@@ -51,7 +50,7 @@ class Matcher {
 
     AttentionMatch m;
     m.nodes.insert(softmax.id);
-    const Node* context = single_consumer(softmax.outputs[0], "MatMul");
+    const Node* context = readers_.single_consumer(softmax.outputs[0], "MatMul");
     if (!context || context->inputs[0] != softmax.outputs[0]) return std::nullopt;
     m.nodes.insert(context->id);
     m.last = context->id;
@@ -59,7 +58,7 @@ class Matcher {
 
     // Backwards from the softmax: [Add mask], [Mul/Div scale], MatMul(Q, K^T).
     ValueId scores = softmax.inputs[0];
-    if (const Node* add = single_use_producer(scores); add && add->op == "Add") {
+    if (const Node* add = readers_.single_use_producer(scores); add && add->op == "Add") {
       const int side = scores_side(*add);
       if (side < 0) return std::nullopt;
       m.nodes.insert(add->id);
@@ -67,13 +66,13 @@ class Matcher {
       m.mask = add->inputs[static_cast<std::size_t>(1 - side)];
     }
     scores = absorb_scale(scores, m);
-    const Node* product = single_use_producer(scores);
+    const Node* product = readers_.single_use_producer(scores);
     if (!product || product->op != "MatMul") return std::nullopt;
     m.nodes.insert(product->id);
     m.q = absorb_scale(product->inputs[0], m);
     const ValueId k_transposed = absorb_scale(product->inputs[1], m);
     m.k = k_transposed;
-    if (const Node* transpose = single_use_producer(k_transposed); transpose && transpose->op == "Transpose") {
+    if (const Node* transpose = readers_.single_use_producer(k_transposed); transpose && transpose->op == "Transpose") {
       std::vector<std::int64_t> perm = transpose->attrs.get_ints("perm", {});
       if (perm.size() == static_cast<std::size_t>(rank)) {
         std::swap(perm[perm.size() - 2], perm[perm.size() - 1]);
@@ -94,7 +93,7 @@ class Matcher {
     for (int side : {0, 1}) {
       const ValueId candidate = add.inputs[static_cast<std::size_t>(side)];
       const ValueId other = add.inputs[static_cast<std::size_t>(1 - side)];
-      const Node* producer = single_use_producer(candidate);
+      const Node* producer = readers_.single_use_producer(candidate);
       if (!producer || graph_.value(candidate).type.shape != out) continue;
       if (graph_.value(other).type.dtype != DType::f32 || !is_broadcastable_to(graph_.value(other).type.shape, out))
         continue;
@@ -107,7 +106,7 @@ class Matcher {
   // constant c and x of value's type, read only here: multiplies the scale
   // into `m`, records the node and returns x. Otherwise returns `value`.
   ValueId absorb_scale(ValueId value, AttentionMatch& m) const {
-    const Node* node = single_use_producer(value);
+    const Node* node = readers_.single_use_producer(value);
     if (!node || (node->op != "Mul" && node->op != "Div") || node->inputs.size() != 2) return value;
     for (std::size_t side : {std::size_t{1}, std::size_t{0}}) {
       if (node->op == "Div" && side == 0) break;
@@ -145,22 +144,9 @@ class Matcher {
     return static_cast<double>(v.constant->values<float>()[0]);
   }
 
-  const Node* single_use_producer(ValueId value) const {
-    const NodeId p = graph_.value(value).producer;
-    if (p == kNoNode || uses_[static_cast<std::size_t>(value)] != 1) return nullptr;
-    return &graph_.node(p);
-  }
-
-  const Node* single_consumer(ValueId value, const char* op) const {
-    const auto v = static_cast<std::size_t>(value);
-    if (uses_[v] != 1 || users_[v].size() != 1) return nullptr;
-    const Node& node = graph_.node(users_[v][0]);
-    return node.op == op ? &node : nullptr;
-  }
 
   const Graph& graph_;
-  std::vector<int> uses_;
-  std::vector<std::vector<NodeId>> users_;
+  Readers readers_;
 };
 
 bool is_identity(const std::vector<std::int64_t>& perm) {
@@ -174,10 +160,7 @@ bool is_identity(const std::vector<std::int64_t>& perm) {
 PassResult recognise_attention(const Graph& graph) {
   PassReport report{"recognise_attention", 0, {}};
   // For A/B measurements of the attention kernel against the decomposed ops.
-  if (const char* off = std::getenv("KILN_NO_ATTENTION"); off && *off && std::string(off) != "0") {
-    report.details.push_back("disabled by KILN_NO_ATTENTION");
-    return {graph, std::move(report)};
-  }
+  if (disabled_by("KILN_NO_ATTENTION", report.details)) return {graph, std::move(report)};
   const Matcher matcher(graph);
   std::map<NodeId, AttentionMatch> by_last;
   std::set<NodeId> replaced;

@@ -24,13 +24,13 @@ bool near(double value, double expected) { return std::fabs(value - expected) <=
 
 class Matcher {
  public:
-  explicit Matcher(const Graph& graph) : graph_(graph), uses_(graph.use_counts()), users_(consumers(graph)) {}
+  explicit Matcher(const Graph& graph) : graph_(graph), readers_(graph) {}
 
   std::optional<GeluMatch> match(const Node& erf) const {
     if (erf.op != "Erf") return std::nullopt;
     GeluMatch m;
     // x / sqrt(2), or x * (1 / sqrt(2)) in either order.
-    const Node* scaled = single_use_producer(erf.inputs[0]);
+    const Node* scaled = readers_.single_use_producer(erf.inputs[0]);
     if (!scaled) return std::nullopt;
     if (scaled->op == "Div" && constant_near(scaled->inputs[1], std::sqrt(2.0))) {
       m.x = scaled->inputs[0];
@@ -39,25 +39,25 @@ class Matcher {
     }
     if (m.x < 0 || graph_.value(m.x).type.dtype != DType::f32) return std::nullopt;
 
-    const Node* plus_one = single_consumer(erf.outputs[0], "Add");
+    const Node* plus_one = readers_.single_consumer(erf.outputs[0], "Add");
     if (!plus_one || other_operand(*plus_one, [&](ValueId v) { return v == erf.outputs[0]; }) < 0) return std::nullopt;
     const ValueId one_side = plus_one->inputs[0] == erf.outputs[0] ? plus_one->inputs[1] : plus_one->inputs[0];
     if (!constant_near(one_side, 1.0)) return std::nullopt;
-    const Node* product = single_consumer(plus_one->outputs[0], "Mul");
+    const Node* product = readers_.single_consumer(plus_one->outputs[0], "Mul");
     if (!product) return std::nullopt;
     const ValueId other = product->inputs[0] == plus_one->outputs[0] ? product->inputs[1] : product->inputs[0];
     m.nodes = {scaled->id, erf.id, plus_one->id, product->id};
 
     if (other == m.x) {
       // (x * (1 + erf)) * 0.5
-      const Node* half = single_consumer(product->outputs[0], "Mul");
+      const Node* half = readers_.single_consumer(product->outputs[0], "Mul");
       if (!half || other_operand(*half, [&](ValueId v) { return constant_near(v, 0.5); }) != product->outputs[0])
         return std::nullopt;
       m.nodes.insert(half->id);
       m.last = half->id;
     } else {
       // (x * 0.5) * (1 + erf)
-      const Node* half = single_use_producer(other);
+      const Node* half = readers_.single_use_producer(other);
       if (!half || half->op != "Mul" ||
           other_operand(*half, [&](ValueId v) { return constant_near(v, 0.5); }) != m.x)
         return std::nullopt;
@@ -70,18 +70,6 @@ class Matcher {
   }
 
  private:
-  const Node* single_use_producer(ValueId value) const {
-    const NodeId p = graph_.value(value).producer;
-    if (p == kNoNode || uses_[static_cast<std::size_t>(value)] != 1) return nullptr;
-    return &graph_.node(p);
-  }
-
-  const Node* single_consumer(ValueId value, const char* op) const {
-    const auto v = static_cast<std::size_t>(value);
-    if (uses_[v] != 1 || users_[v].size() != 1) return nullptr;
-    const Node& node = graph_.node(users_[v][0]);
-    return node.op == op ? &node : nullptr;
-  }
 
   bool constant_near(ValueId value, double expected) const {
     const Value& v = graph_.value(value);
@@ -98,8 +86,7 @@ class Matcher {
   }
 
   const Graph& graph_;
-  std::vector<int> uses_;
-  std::vector<std::vector<NodeId>> users_;
+  Readers readers_;
 };
 
 }  // namespace

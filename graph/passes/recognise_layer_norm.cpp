@@ -27,23 +27,12 @@ struct LayerNormMatch {
 
 class Matcher {
  public:
-  explicit Matcher(const Graph& graph) : graph_(graph), uses_(graph.use_counts()), users_(consumers(graph)) {}
+  explicit Matcher(const Graph& graph) : graph_(graph), readers_(graph) {}
 
   // The node producing `value` if it has op `op` and `value` has no other reader.
   const Node* single_use_producer(ValueId value, const char* op, int allowed_uses = 1) const {
-    if (value < 0) return nullptr;
-    const NodeId p = graph_.value(value).producer;
-    if (p == kNoNode || uses_[static_cast<std::size_t>(value)] != allowed_uses) return nullptr;
-    const Node& node = graph_.node(p);
-    return node.op == op ? &node : nullptr;
-  }
-
-  // The only reader of `value` if it has op `op`.
-  const Node* single_consumer(ValueId value, const char* op) const {
-    const auto v = static_cast<std::size_t>(value);
-    if (uses_[v] != 1 || users_[v].size() != 1) return nullptr;
-    const Node& node = graph_.node(users_[v][0]);
-    return node.op == op ? &node : nullptr;
+    const Node* node = readers_.single_use_producer(value, allowed_uses);
+    return node != nullptr && node->op == op ? node : nullptr;
   }
 
   // The one-element f32 constant's value.
@@ -104,7 +93,7 @@ class Matcher {
     // Optional affine part: Mul(y, scale) then Add(y, bias), either order each.
     const Shape normalized(xt.shape.begin() + m.axis, xt.shape.end());
     ValueId y = div.outputs[0];
-    if (const Node* mul = single_consumer(y, "Mul")) {
+    if (const Node* mul = readers_.single_consumer(y, "Mul")) {
       if (auto scale = affine_constant(*mul, y, normalized)) {
         m.scale = std::move(scale);
         m.nodes.insert(mul->id);
@@ -112,7 +101,7 @@ class Matcher {
         y = mul->outputs[0];
       }
     }
-    if (const Node* add_bias = single_consumer(y, "Add"); add_bias && m.scale) {
+    if (const Node* add_bias = readers_.single_consumer(y, "Add"); add_bias && m.scale) {
       if (auto bias = affine_constant(*add_bias, y, normalized)) {
         m.bias = std::move(bias);
         m.nodes.insert(add_bias->id);
@@ -137,8 +126,7 @@ class Matcher {
   }
 
   const Graph& graph_;
-  std::vector<int> uses_;
-  std::vector<std::vector<NodeId>> users_;
+  Readers readers_;
 };
 
 }  // namespace

@@ -6,7 +6,6 @@
 #include "graph/passes/passes.h"
 #include "graph/passes/rewrite.h"
 
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -16,22 +15,17 @@ namespace kiln::graph::passes {
 PassResult recognise_silu(const Graph& graph) {
   PassReport report{"recognise_silu", 0, {}};
   // For A/B measurements of the fused SiLU against the Sigmoid-Mul pair.
-  if (const char* off = std::getenv("KILN_NO_SILU"); off && *off && std::string(off) != "0") {
-    report.details.push_back("disabled by KILN_NO_SILU");
-    return {graph, std::move(report)};
-  }
-  const std::vector<int> uses = graph.use_counts();
-  const std::vector<std::vector<NodeId>> users = consumers(graph);
+  if (disabled_by("KILN_NO_SILU", report.details)) return {graph, std::move(report)};
+  const Readers readers(graph);
   std::map<NodeId, ValueId> silu_input;  // the Mul that becomes a Silu -> its x
   std::set<NodeId> folded_sigmoids;
   for (const Node& sigmoid : graph.nodes()) {
     if (sigmoid.op != "Sigmoid") continue;
     const ValueId x = sigmoid.inputs[0];
-    const auto gate = static_cast<std::size_t>(sigmoid.outputs[0]);
     // Another reader (or a graph output) still needs sigmoid(x) on its own.
-    if (uses[gate] != 1 || users[gate].size() != 1) continue;
-    const Node& mul = graph.node(users[gate][0]);
-    if (mul.op != "Mul") continue;
+    const Node* product = readers.single_consumer(sigmoid.outputs[0], "Mul");
+    if (product == nullptr) continue;
+    const Node& mul = *product;
     const bool x_first = mul.inputs[0] == x && mul.inputs[1] == sigmoid.outputs[0];
     const bool x_second = mul.inputs[1] == x && mul.inputs[0] == sigmoid.outputs[0];
     if (!x_first && !x_second) continue;

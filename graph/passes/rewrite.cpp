@@ -1,6 +1,7 @@
 #include "graph/passes/rewrite.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace kiln::graph::passes {
 
@@ -127,6 +128,27 @@ std::vector<std::vector<NodeId>> consumers(const Graph& graph) {
 
 bool is_graph_output(const Graph& graph, ValueId value) {
   return std::find(graph.outputs().begin(), graph.outputs().end(), value) != graph.outputs().end();
+}
+
+const Node* Readers::single_use_producer(ValueId value, int uses) const {
+  if (value < 0) return nullptr;
+  const NodeId p = graph_.value(value).producer;
+  if (p == kNoNode || uses_[static_cast<std::size_t>(value)] != uses) return nullptr;
+  return &graph_.node(p);
+}
+
+const Node* Readers::single_consumer(ValueId value, const char* op) const {
+  const auto v = static_cast<std::size_t>(value);
+  if (uses_[v] != 1 || users_[v].size() != 1) return nullptr;
+  const Node& node = graph_.node(users_[v][0]);
+  return node.op == op ? &node : nullptr;
+}
+
+bool disabled_by(const char* env, std::vector<std::string>& details) {
+  const char* value = std::getenv(env);
+  if (value == nullptr || *value == '\0' || std::string(value) == "0") return false;
+  details.push_back(std::string("disabled by ") + env);
+  return true;
 }
 
 }  // namespace kiln::graph::passes

@@ -64,4 +64,25 @@ std::vector<std::vector<NodeId>> consumers(const Graph& graph);
 // True when the value is one of the graph's outputs.
 bool is_graph_output(const Graph& graph, ValueId value);
 
+// Who reads each value, for the pattern-matching passes: a pattern may absorb
+// a value only when nothing outside the pattern reads it (a graph output
+// counts as a reader).
+class Readers {
+ public:
+  explicit Readers(const Graph& graph) : graph_(graph), uses_(graph.use_counts()), users_(consumers(graph)) {}
+  // The node producing `value` when the value has exactly `uses` readers.
+  const Node* single_use_producer(ValueId value, int uses = 1) const;
+  // The only reader of `value`, if it has op `op`.
+  const Node* single_consumer(ValueId value, const char* op) const;
+
+ private:
+  const Graph& graph_;
+  std::vector<int> uses_;
+  std::vector<std::vector<NodeId>> users_;
+};
+
+// Whether the A/B switch `env` (KILN_NO_...) is set to anything but "" or
+// "0"; if so the pass notes it in its report details and changes nothing.
+bool disabled_by(const char* env, std::vector<std::string>& details);
+
 }  // namespace kiln::graph::passes

@@ -10,7 +10,6 @@
 #include "graph/passes/passes.h"
 #include "graph/passes/rewrite.h"
 
-#include <cstdlib>
 #include <map>
 #include <set>
 #include <string>
@@ -44,10 +43,7 @@ bool is_channel_scale(const Shape& scale, const Shape& x) {
 PassResult scale_conv_weights(const Graph& graph) {
   PassReport report{"scale_conv_weights", 0, {}};
   // For A/B measurements against the multiply on the activation.
-  if (const char* off = std::getenv("KILN_NO_SCALE_WEIGHTS"); off && *off && std::string(off) != "0") {
-    report.details.push_back("disabled by KILN_NO_SCALE_WEIGHTS");
-    return {graph, std::move(report)};
-  }
+  if (disabled_by("KILN_NO_SCALE_WEIGHTS", report.details)) return {graph, std::move(report)};
   const std::vector<int> uses = graph.use_counts();
   const std::vector<std::vector<NodeId>> users = consumers(graph);
   std::map<NodeId, ScaledConv> by_conv;

@@ -1,11 +1,10 @@
 #include "agreement.h"
+#include "format.h"
 
 #include <kiln/error.h>
 
 #include <algorithm>
 #include <cmath>
-#include <cstdarg>
-#include <cstdio>
 #include <limits>
 
 namespace kiln::tools::bench {
@@ -19,16 +18,6 @@ constexpr double kSameBoxIoU = 0.9;
 std::string describe(const Tensor& t) { return std::string(dtype_name(t.dtype())) + shape_str(t.shape()); }
 
 bool is_integer(DType dtype) { return dtype == DType::i64 || dtype == DType::i32; }
-
-std::string format(const char* pattern, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* pattern, ...) {
-  char text[256];
-  va_list args;
-  va_start(args, pattern);
-  std::vsnprintf(text, sizeof text, pattern, args);
-  va_end(args);
-  return text;
-}
 
 // |expected - got|, with a NaN on one side only (or an infinity) as the worst disagreement.
 double abs_diff(double expected, double got) {
@@ -85,11 +74,9 @@ std::string detection_list_problem(const std::vector<Tensor>& outputs, const Det
 }
 
 std::string detection_text(const Detection& d, const char* list) {
-  char text[160];
-  std::snprintf(text, sizeof text, "%s #%zu (label %lld, score %.7g, box %.4g %.4g %.4g %.4g)", list, d.rank,
+  return format("%s #%zu (label %lld, score %.7g, box %.4g %.4g %.4g %.4g)", list, d.rank,
                 static_cast<long long>(d.label), static_cast<double>(d.score), static_cast<double>(d.box[0]),
                 static_cast<double>(d.box[1]), static_cast<double>(d.box[2]), static_cast<double>(d.box[3]));
-  return text;
 }
 
 double intersection_over_union(const float* a, const float* b) {

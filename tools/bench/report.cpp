@@ -1,26 +1,15 @@
 #include "report.h"
+#include "format.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
-#include <cstdarg>
-#include <cstdio>
 #include <utility>
 
 namespace kiln::tools::bench {
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-
-std::string format(const char* pattern, ...) __attribute__((format(printf, 1, 2)));
-std::string format(const char* pattern, ...) {
-  char text[256];
-  va_list args;
-  va_start(args, pattern);
-  std::vsnprintf(text, sizeof text, pattern, args);
-  va_end(args);
-  return text;
-}
 
 // Distinct values in first-seen order: the order the run used.
 template <class T, class Key> std::vector<T> distinct(const std::vector<Cell>& cells, Key key) {
