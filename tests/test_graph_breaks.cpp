@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <limits>
 #include <memory>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -185,6 +187,81 @@ BOOST_AUTO_TEST_CASE(nms_matches_onnx_examples) {
   expect_error([&] {
     op.reference(node_of("NonMaxSuppression", 2), std::vector<Tensor>{nms_boxes(), Tensor(DType::f32, {1, 1, 5})});
   }, ErrorKind::ShapeMismatch, {"NonMaxSuppression", "scores must be [batch, classes, boxes]"});
+}
+
+// The exhaustive greedy NMS of the ONNX definition, for one class: the
+// reference implementation indexes kept boxes and must select exactly this.
+std::vector<std::int64_t> exhaustive_nms(const std::vector<float>& boxes, const std::vector<float>& scores,
+                                         std::int64_t max_kept, float iou_threshold) {
+  struct Box {
+    double y1, x1, y2, x2;
+  };
+  std::vector<Box> b;
+  for (std::size_t i = 0; i < scores.size(); ++i) {
+    const float* c = &boxes[i * 4];
+    b.push_back({std::min<double>(c[0], c[2]), std::min<double>(c[1], c[3]), std::max<double>(c[0], c[2]),
+                 std::max<double>(c[1], c[3])});
+  }
+  const auto iou = [](const Box& p, const Box& q) {
+    const double h = std::min(p.y2, q.y2) - std::max(p.y1, q.y1);
+    const double w = std::min(p.x2, q.x2) - std::max(p.x1, q.x1);
+    if (h <= 0.0 || w <= 0.0) return 0.0;
+    const double inter = h * w;
+    const double uni = (p.y2 - p.y1) * (p.x2 - p.x1) + (q.y2 - q.y1) * (q.x2 - q.x1) - inter;
+    return uni <= 0.0 ? 0.0 : inter / uni;
+  };
+  std::vector<std::int64_t> order(scores.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](std::int64_t x, std::int64_t y) { return scores[x] > scores[y]; });
+  std::vector<std::int64_t> kept;
+  for (std::int64_t i : order) {
+    if (static_cast<std::int64_t>(kept.size()) >= max_kept) break;
+    bool suppressed = false;
+    for (std::int64_t j : kept) suppressed = suppressed || iou(b[i], b[j]) > iou_threshold;
+    if (!suppressed) kept.push_back(i);
+  }
+  return kept;
+}
+
+BOOST_AUTO_TEST_CASE(nms_selects_what_the_exhaustive_scan_selects) {
+  // Thousands of boxes in class-offset clusters (as torchvision's batched NMS
+  // lays them out), widths from tiny to one box spanning everything, and
+  // boxes with NaN and infinite corners.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> unit(0.0f, 1.0f);
+  const std::int64_t count = 3000;
+  std::vector<float> boxes, scores;
+  for (std::int64_t i = 0; i < count; ++i) {
+    const float offset = static_cast<float>(i % 40) * 3.0f;
+    const float y = unit(rng), x = offset + unit(rng) * 2.0f;
+    const float h = 0.01f + unit(rng) * 0.5f, w = 0.01f + unit(rng) * (i % 97 == 0 ? 50.0f : 0.6f);
+    if (i % 2 == 0) boxes.insert(boxes.end(), {y, x, y + h, x + w});
+    else boxes.insert(boxes.end(), {y + h, x + w, y, x});  // the other diagonal
+    scores.push_back(unit(rng));
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  std::copy_n(std::vector<float>{0.1f, nan, 0.5f, 1.0f}.begin(), 4, boxes.begin() + 4 * 10);
+  std::copy_n(std::vector<float>{0.0f, -inf, 1.0f, inf}.begin(), 4, boxes.begin() + 4 * 20);
+  std::copy_n(std::vector<float>{0.2f, 5.0f, 0.2f, 5.5f}.begin(), 4, boxes.begin() + 4 * 30);  // zero height
+  scores[10] = scores[20] = scores[30] = 0.999f;
+
+  const OpSchema& op = get_op("NonMaxSuppression");
+  for (const float threshold : {0.0f, 0.3f, 0.7f, 1.0f}) {
+    for (const std::int64_t max_kept : {std::int64_t{50}, count}) {
+      auto out = op.reference(node_of("NonMaxSuppression", 2,
+                                      attrs_of({{"max_output_boxes_per_class", max_kept},
+                                                {"iou_threshold", static_cast<double>(threshold)}})),
+                              std::vector<Tensor>{Tensor::from_f32({1, count, 4}, std::vector<float>(boxes)),
+                                                  Tensor::from_f32({1, 1, count}, std::vector<float>(scores))});
+      std::vector<std::int64_t> selected;
+      const std::vector<std::int64_t> triples = ints(out[0]);
+      for (std::size_t r = 0; r < triples.size(); r += 3) selected.push_back(triples[r + 2]);
+      const std::vector<std::int64_t> expected = exhaustive_nms(boxes, scores, max_kept, threshold);
+      BOOST_TEST_INFO("iou_threshold " << threshold << ", max " << max_kept);
+      BOOST_TEST(selected == expected, boost::test_tools::per_element());
+      BOOST_TEST(expected.size() > 10u);
+    }
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <numeric>
 
 #include "graph/ops/ops.h"
@@ -239,6 +240,72 @@ double iou(const Corners& a, const Corners& b) {
   return uni <= 0.0 ? 0.0 : inter / uni;
 }
 
+// Kept boxes indexed for the question greedy NMS asks of every candidate: does
+// any kept box overlap it by IoU > threshold? IoU > t >= 0 needs a positive
+// overlap on x, so only kept boxes whose x1 lies in (x1 - widest, x2) can
+// answer yes; they are found in a map ordered by x1 instead of by scanning all
+// kept boxes (torchvision's batched NMS offsets each class far apart, so a scan
+// is quadratic in the thousands of boxes a detector keeps). Boxes with a
+// non-finite corner cannot be ordered and are checked against everything, so
+// the result is exactly the exhaustive scan's.
+class KeptBoxes {
+ public:
+  explicit KeptBoxes(const std::vector<Corners>& corners, float iou_threshold)
+      : corners_(corners), threshold_(iou_threshold) {}
+
+  bool suppresses(std::int64_t i) const {
+    const Corners& box = corners_[static_cast<std::size_t>(i)];
+    const auto overlaps = [&](std::int64_t j) { return iou(box, corners_[static_cast<std::size_t>(j)]) > threshold_; };
+    if (std::any_of(non_finite_.begin(), non_finite_.end(), overlaps)) return true;
+    if (!finite(box)) {
+      for (const auto& [x1, j] : by_x1_)
+        if (overlaps(j)) return true;
+      return false;
+    }
+    // The margin covers rounding in the subtraction: a bound too low only costs a check.
+    const double lowest_x1 = box.x1 - widest_ - (std::abs(box.x1) + widest_) * 1e-12;
+    for (auto it = by_x1_.upper_bound(lowest_x1); it != by_x1_.end() && it->first < box.x2; ++it)
+      if (overlaps(it->second)) return true;
+    return false;
+  }
+
+  void add(std::int64_t i) {
+    const Corners& box = corners_[static_cast<std::size_t>(i)];
+    if (!finite(box)) {
+      non_finite_.push_back(i);
+      return;
+    }
+    by_x1_.emplace(box.x1, i);
+    widest_ = std::max(widest_, box.x2 - box.x1);
+  }
+
+ private:
+  static bool finite(const Corners& c) {
+    return std::isfinite(c.x1) && std::isfinite(c.x2) && std::isfinite(c.y1) && std::isfinite(c.y2);
+  }
+
+  const std::vector<Corners>& corners_;
+  float threshold_;
+  std::multimap<double, std::int64_t> by_x1_;
+  std::vector<std::int64_t> non_finite_;
+  double widest_ = 0.0;
+};
+
+// ONNX's greedy selection: candidates in score order, each kept unless a kept
+// box overlaps it by more than the threshold, at most max_per_class kept.
+std::vector<std::int64_t> greedy_select(const std::vector<Corners>& corners, const std::vector<std::int64_t>& candidates,
+                                        const NmsParams& p) {
+  std::vector<std::int64_t> kept;
+  KeptBoxes index(corners, p.iou_threshold);
+  for (std::int64_t i : candidates) {
+    if (static_cast<std::int64_t>(kept.size()) >= p.max_per_class) break;
+    if (index.suppresses(i)) continue;
+    kept.push_back(i);
+    index.add(i);
+  }
+  return kept;
+}
+
 std::vector<Tensor> reference_nms(const Node& node, std::span<const Tensor> in) {
   const NmsParams p = nms_params(node, in);
   const Tensor& boxes = in[0];
@@ -261,14 +328,7 @@ std::vector<Tensor> reference_nms(const Node& node, std::span<const Tensor> in) 
       // Highest score first; equal scores keep the lower box index first.
       std::stable_sort(candidates.begin(), candidates.end(),
                        [&](std::int64_t x, std::int64_t y) { return class_scores[x] > class_scores[y]; });
-      std::vector<std::int64_t> kept;
-      for (std::int64_t i : candidates) {
-        if (static_cast<std::int64_t>(kept.size()) >= p.max_per_class) break;
-        const bool suppressed = std::any_of(kept.begin(), kept.end(), [&](std::int64_t j) {
-          return iou(corners[i], corners[j]) > p.iou_threshold;
-        });
-        if (!suppressed) kept.push_back(i);
-      }
+      const std::vector<std::int64_t> kept = greedy_select(corners, candidates, p);
       for (std::int64_t i : kept) selected.insert(selected.end(), {b, c, i});
     }
   }
