@@ -846,4 +846,24 @@ BOOST_AUTO_TEST_CASE(kiln_run_lists_and_draws_the_boxes) {
   std::filesystem::remove_all(dir);
 }
 
+BOOST_AUTO_TEST_CASE(kiln_run_reads_a_detection_list) {
+  // SSDLite ends in its own post-processing: boxes (pixels of its input),
+  // scores and labels, not per-query logits.
+  const auto dir = fresh_directory("detection_list");
+  const std::string image = "data/images/chelsea.png";
+  const auto r = run_kiln("run --model ssdlite320_mobilenet_v3_large --image-size 64 --iters 0 --image " + image +
+                          " --output-dir '" + dir.string() + "'");
+  BOOST_TEST(r.exit_code == 0, r.output);
+  const bool listed = r.output.find("detections with score >= 0.50") != std::string::npos ||
+                      r.output.find("BELOW the threshold") != std::string::npos;
+  const bool empty = r.output.find("no detections") != std::string::npos;
+  BOOST_TEST((listed || empty), r.output);
+  if (listed) {
+    BOOST_TEST(r.output.find("box x ") != std::string::npos);
+    const auto drawn = dir / "ssdlite320_mobilenet_v3_large_detections.png";
+    BOOST_TEST((png_size(drawn) == png_size(std::filesystem::path(environment("KILN_SOURCE_ROOT")) / image)));
+  }
+  std::filesystem::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_SUITE_END()  // detection

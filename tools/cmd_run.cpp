@@ -1,6 +1,7 @@
 // `kiln run`: a model (built-in or ONNX) on a photograph or .npy inputs, eager
 // and compiled, side by side; outputs optionally written as .npy files.
 #include "commands.h"
+#include "bench/agreement.h"
 #include "image.h"
 #include "labels.h"
 #include "model_args.h"
@@ -29,6 +30,9 @@
 
 namespace kiln::tools {
 namespace {
+
+// Allowed max |compiled - eager| relative to the largest |eager output|: kiln bench's default.
+constexpr double kRunTolerance = 1e-3;
 
 struct Timing {
   double first_ms = 0;
@@ -238,15 +242,20 @@ void add_run_command(CLI::App& app) {
       print_output_summary(output_specs, compiled_out);
     }
 
-    // The largest difference over every f32 output.
-    float scale = 0, diff = 0;
-    for (std::size_t i = 0; i < eager_out.size() && i < compiled_out.size(); ++i) {
-      if (eager_out[i].dtype() != DType::f32) continue;
-      for (float v : eager_out[i].values<float>()) scale = std::max(scale, std::fabs(v));
-      diff = std::max(diff, max_abs_diff(eager_out[i], compiled_out[i]));
-    }
-    std::printf("max |eager - compiled| = %.3g (largest |output| %.3g)\n", static_cast<double>(diff),
-                static_cast<double>(scale));
+    // Compared as kiln bench compares: element by element, and a detection
+    // list as a set (which of two tied boxes NMS keeps, and their order, may
+    // differ with rounding).
+    const bench::Agreement agreement = bench::compare_outputs(
+        eager_out, compiled_out, kRunTolerance, bench::find_detection_list(model.task(), output_specs));
+    std::printf("max |eager - compiled| = %.3g (largest |output| %.3g)\n", agreement.max_abs_diff, agreement.scale);
+    if (agreement.matches && agreement.tied_detections > 0)
+      std::printf("detection lists: the same detections (%d near-tied ones kept by one mode only)\n",
+                  agreement.tied_detections);
+    else if (agreement.matches && bench::find_detection_list(model.task(), output_specs))
+      std::printf("detection lists: the same detections\n");
+    if (!agreement.matches)
+      std::printf("WARNING: compiled and eager outputs differ beyond tolerance %.0e: %s\n", kRunTolerance,
+                  agreement.problem.c_str());
     if (!output_dir->empty()) write_outputs(*output_dir, output_specs, compiled_out);
     const auto& es = eager_model.stats();
     const auto& cs = compiled.stats();

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -177,11 +178,29 @@ struct CropGeometry {
   double y(double normalised) const { return (offset_y + normalised * size) * scale_y; }
 };
 
-std::size_t output_index(const Model& model, const std::string& name) {
+std::optional<std::size_t> find_output(const Model& model, const std::string& name) {
   const std::vector<TensorSpec> specs = model.outputs();
   for (std::size_t i = 0; i < specs.size(); ++i)
     if (specs[i].name == name) return i;
-  throw_error(ErrorKind::InvalidArgument, model.name() + ": a detection model needs an output named '" + name + "'");
+  return std::nullopt;
+}
+
+// A detection model gives either per-query predictions (DETR: logits and
+// boxes) or a post-processed detection list (SSD: boxes, scores, labels).
+struct DetectionOutputs {
+  std::size_t boxes = 0;
+  std::optional<std::size_t> logits;          // per-query form
+  std::optional<std::size_t> scores, labels;  // list form
+};
+
+DetectionOutputs detection_outputs(const Model& model) {
+  const auto boxes = find_output(model, "boxes");
+  const auto logits = find_output(model, "logits");
+  const auto scores = find_output(model, "scores"), labels = find_output(model, "labels");
+  KILN_CHECK(boxes && (logits || (scores && labels)), ErrorKind::InvalidArgument,
+             model.name() + ": a detection model needs outputs named 'logits' and 'boxes' (per-query predictions) or " +
+                 "'boxes', 'scores' and 'labels' (a detection list)");
+  return logits ? DetectionOutputs{*boxes, logits, {}, {}} : DetectionOutputs{*boxes, {}, scores, labels};
 }
 
 // Per query: softmax over classes + no-object, best real class and its probability.
@@ -218,6 +237,38 @@ std::vector<Detection> decode_detections(const Model& model, const Tensor& logit
   return detections;
 }
 
+// A detection list: boxes [n, 4] as (x1, y1, x2, y2) in the model input's
+// pixels, scores [n], labels [n] (COCO category ids for torchvision's models).
+std::vector<Detection> read_detection_list(const Model& model, const Tensor& boxes, const Tensor& scores,
+                                           const Tensor& labels, const CropGeometry& crop) {
+  const Shape& bs = boxes.shape();
+  const auto describe = [](const Tensor& t) { return std::string(dtype_name(t.dtype())) + shape_str(t.shape()); };
+  const bool integer_labels = labels.dtype() == DType::i64 || labels.dtype() == DType::i32;
+  KILN_CHECK(boxes.dtype() == DType::f32 && scores.dtype() == DType::f32 && integer_labels && bs.size() == 2 &&
+                 bs[1] == 4 && scores.shape() == Shape{bs[0]} && labels.shape() == Shape{bs[0]},
+             ErrorKind::ShapeMismatch,
+             model.name() + ": expected boxes f32[n, 4], scores f32[n] and integer labels [n], got " +
+                 describe(boxes) + ", " + describe(scores) + " and " + describe(labels));
+  std::span<const float> bv = boxes.values<float>();
+  std::span<const float> sv = scores.values<float>();
+  const auto label = [&](std::size_t i) {
+    return labels.dtype() == DType::i64 ? labels.values<std::int64_t>()[i] : labels.values<std::int32_t>()[i];
+  };
+  std::vector<Detection> detections;
+  for (std::int64_t i = 0; i < bs[0]; ++i) {
+    const float* box = &bv[static_cast<std::size_t>(i * 4)];
+    detections.push_back({.label = label(static_cast<std::size_t>(i)),
+                          .score = sv[static_cast<std::size_t>(i)],
+                          .x0 = crop.x(box[0] / crop.size),
+                          .y0 = crop.y(box[1] / crop.size),
+                          .x1 = crop.x(box[2] / crop.size),
+                          .y1 = crop.y(box[3] / crop.size)});
+  }
+  std::stable_sort(detections.begin(), detections.end(),
+                   [](const Detection& a, const Detection& b) { return a.score > b.score; });
+  return detections;
+}
+
 // Draws a rectangle outline `thickness` pixels wide, clipped to the image.
 void draw_box(std::span<unsigned char> rgb, int width, int height, const Detection& d, Rgb colour, int thickness) {
   const auto clamp_x = [&](double v) { return std::clamp(static_cast<int>(std::lround(v)), 0, width - 1); };
@@ -232,8 +283,7 @@ void draw_box(std::span<unsigned char> rgb, int width, int height, const Detecti
 
 void report_detection(const Model& model, const std::vector<Tensor>& outputs, const std::string& image_path,
                       const std::string& output_dir) {
-  const Tensor& logits = outputs.at(output_index(model, "logits"));
-  const Tensor& boxes = outputs.at(output_index(model, "boxes"));
+  const DetectionOutputs which = detection_outputs(model);
   const std::vector<TensorSpec> inputs = model.inputs();
   KILN_CHECK(!inputs.empty() && inputs[0].shape.size() == 4, ErrorKind::ShapeMismatch,
              model.name() + ": a detection model needs an image input [N, 3, S, S]");
@@ -248,10 +298,17 @@ void report_detection(const Model& model, const std::vector<Tensor>& outputs, co
                 image_path.c_str(), static_cast<long long>(input_size), static_cast<long long>(input_size));
   }
   const CropGeometry crop = pixels ? CropGeometry(width, height, input_size) : CropGeometry(input_size);
-  const std::vector<Detection> detections = decode_detections(model, logits, boxes, crop);
+  const std::vector<Detection> detections =
+      which.logits ? decode_detections(model, outputs.at(*which.logits), outputs.at(which.boxes), crop)
+                   : read_detection_list(model, outputs.at(which.boxes), outputs.at(*which.scores),
+                                         outputs.at(*which.labels), crop);
 
   std::size_t shown = 0;
   while (shown < detections.size() && detections[shown].score >= kDetectionThreshold) ++shown;
+  if (detections.empty()) {
+    std::printf("no detections (the model's detection list is empty)\n");
+    return;
+  }
   if (shown == 0) {
     shown = std::min(kShownEntries, detections.size());
     std::printf("no detection scores >= %.2f; the best %zu, BELOW the threshold:\n",
@@ -259,7 +316,9 @@ void report_detection(const Model& model, const std::vector<Tensor>& outputs, co
   } else {
     std::printf("%zu detections with score >= %.2f:\n", shown, static_cast<double>(kDetectionThreshold));
   }
-  const std::int64_t classes = logits.shape()[2] - 1;
+  // Per-query logits carry a no-object column; a list's labels are COCO ids.
+  const std::int64_t classes = which.logits ? outputs.at(*which.logits).shape()[2] - 1
+                                            : static_cast<std::int64_t>(std::size(kCocoNames));
   for (std::size_t i = 0; i < shown; ++i) {
     const Detection& d = detections[i];
     std::printf("  %2zu. %-16s (class %2lld)  score %.3f  box x %.0f..%.0f, y %.0f..%.0f px\n", i + 1,
