@@ -806,3 +806,123 @@ BOOST_AUTO_TEST_CASE(trims_conv_taps_that_only_read_padding) {
   // Exact: the dropped taps only ever multiplied zeros.
   BOOST_TEST(relative_difference(g, result.graph) <= 1e-6);
 }
+
+BOOST_AUTO_TEST_SUITE(conv_before_upsample)
+
+// Builder has no Resize: the one the dense-prediction models use.
+Builder::Value resize_to(Builder& b, Builder::Value x, std::int64_t size) {
+  Shape sizes = b.shape(x);
+  sizes[2] = sizes[3] = size;
+  kiln::graph::Attributes attrs;
+  attrs.set("mode", std::string("linear"));
+  attrs.set("coordinate_transformation_mode", std::string("pytorch_half_pixel"));
+  attrs.set("sizes", std::vector<std::int64_t>(sizes.begin(), sizes.end()));
+  return b.op("Resize", {x}, attrs).at(0);
+}
+
+struct DecodeHead {
+  bool full_resolution_part = true;  // a part that is not resized (takes the bias)
+  bool bias = true;
+  bool relu = true;
+};
+
+// Parts at 4x4 and 2x2 upsampled to 8x8 (and one 8x8 part), concatenated,
+// fused by a 1x1 convolution with bias and Relu.
+Graph decode_head(const DecodeHead& o) {
+  Builder b("head");
+  std::vector<Builder::Value> parts = {resize_to(b, b.input("a", DType::f32, {1, 3, 4, 4}), 8)};
+  if (o.full_resolution_part) parts.push_back(b.input("b", DType::f32, {1, 5, 8, 8}));
+  parts.push_back(resize_to(b, b.input("c", DType::f32, {1, 2, 2, 2}), 8));
+  const std::int64_t channels = o.full_resolution_part ? 10 : 5;
+  auto bias = o.bias ? std::optional(b.constant("bias", random_tensor({6}, 41))) : std::nullopt;
+  auto y = b.conv2d(b.concat(parts, 1), b.constant("w", random_tensor({6, channels, 1, 1}, 40)), bias);
+  if (o.relu) y = b.relu(y);
+  return b.build({y}).graph();
+}
+
+BOOST_AUTO_TEST_CASE(convolves_upsampled_parts_before_their_resize) {
+  for (const DecodeHead& o : {DecodeHead{}, DecodeHead{.full_resolution_part = false},
+                              DecodeHead{.bias = false, .relu = false}}) {
+    const Graph g = passes::fuse_activation(decode_head(o)).graph;
+    passes::PassResult result = passes::conv_before_upsample(g);
+    check_interface(g, result.graph);
+    BOOST_TEST(result.report.changes == 1);
+    const std::string moved = o.full_resolution_part ? "3 concatenated inputs, 2 of them" : "2 concatenated inputs, 2 of them";
+    BOOST_TEST(mentions(result.report, moved + " convolved before upsampling"), result.report.details.front());
+    BOOST_TEST(count_op(result.graph, "Concat") == 0);
+    BOOST_TEST(count_op(result.graph, "Conv") == (o.full_resolution_part ? 3 : 2));
+    // Each Resize now upsamples the 6 output channels from its part's own size.
+    std::vector<std::string> resized;
+    for (const auto& node : result.graph.nodes())
+      if (node.op == "Resize") resized.push_back(type_str(result.graph.value(node.inputs[0]).type));
+    BOOST_TEST((resized == std::vector<std::string>{"f32[1, 6, 4, 4]", "f32[1, 6, 2, 2]"}));
+    BOOST_TEST(count_op(result.graph, "Relu") == (o.relu ? 1 : 0));
+    BOOST_TEST(relative_difference(g, result.graph) <= 1e-5);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(keeps_convs_where_moving_is_wrong_or_no_cheaper) {
+  // A part downsampled (16x16 -> 8x8): convolving first would cost more.
+  {
+    Builder b("down");
+    auto parts = std::vector<Builder::Value>{resize_to(b, b.input("a", DType::f32, {1, 3, 16, 16}), 8),
+                                             b.input("b", DType::f32, {1, 2, 8, 8})};
+    auto y = b.conv2d(b.concat(parts, 1), b.constant("w", random_tensor({4, 5, 1, 1}, 42)), std::nullopt);
+    const Graph g = b.build({y}).graph();
+    BOOST_TEST(passes::conv_before_upsample(g).report.changes == 0);
+  }
+  // A 3x3 convolution mixes pixels: it does not commute with the Resize.
+  {
+    Builder b("window");
+    auto parts = std::vector<Builder::Value>{resize_to(b, b.input("a", DType::f32, {1, 3, 4, 4}), 8),
+                                             b.input("b", DType::f32, {1, 2, 8, 8})};
+    auto y = b.conv2d(b.concat(parts, 1), b.constant("w", random_tensor({4, 5, 3, 3}, 43)), std::nullopt,
+                      {.padding = {1, 1, 1, 1}});
+    const Graph g = b.build({y}).graph();
+    BOOST_TEST(passes::conv_before_upsample(g).report.changes == 0);
+  }
+  // The concatenation is read elsewhere too: it must still be built.
+  {
+    Builder b("shared");
+    auto cat = b.concat({resize_to(b, b.input("a", DType::f32, {1, 3, 4, 4}), 8), b.input("b", DType::f32, {1, 2, 8, 8})},
+                        1);
+    auto y = b.conv2d(cat, b.constant("w", random_tensor({4, 5, 1, 1}, 44)), std::nullopt);
+    const Graph g = b.build({y, b.relu(cat)}).graph();
+    BOOST_TEST(passes::conv_before_upsample(g).report.changes == 0);
+  }
+  // The switch for A/B runs.
+  {
+    const Graph g = decode_head({});
+    setenv("KILN_NO_CONV_BEFORE_UPSAMPLE", "1", 1);
+    passes::PassResult result = passes::conv_before_upsample(g);
+    unsetenv("KILN_NO_CONV_BEFORE_UPSAMPLE");
+    BOOST_TEST(result.report.changes == 0);
+    BOOST_TEST(mentions(result.report, "disabled by KILN_NO_CONV_BEFORE_UPSAMPLE"));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(drops_a_resize_to_its_own_size) {
+  Builder b("same");
+  auto x = b.input("x", DType::f32, {1, 3, 8, 8});
+  auto same = resize_to(b, x, 8);
+  auto bigger = resize_to(b, x, 16);
+  const Graph g = b.build({b.relu(same), bigger}).graph();
+  passes::PassResult result = passes::drop_identity_resize(g);
+  check_interface(g, result.graph);
+  BOOST_TEST(result.report.changes == 1);
+  BOOST_TEST(count_op(result.graph, "Resize") == 1);
+  BOOST_TEST(relative_difference(g, result.graph) == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(segformer_decode_head_fuses_at_each_part_resolution) {
+  const kiln::Model model = kiln::models::build("segformer_b0", {.image_size = 64, .seed = 3});
+  passes::PipelineResult result = passes::run_compile_passes(model.graph());
+  const auto report = std::find_if(result.reports.begin(), result.reports.end(),
+                                   [](const passes::PassReport& r) { return r.pass == "conv_before_upsample"; });
+  BOOST_REQUIRE((report != result.reports.end()));
+  BOOST_TEST(report->changes == 1);
+  BOOST_TEST(mentions(*report, "split Conv 'decode_head.linear_fuse' over its 4 concatenated inputs, 3 of them"));
+  BOOST_TEST(relative_difference(model.graph(), result.graph) <= 1e-4);
+}
+
+BOOST_AUTO_TEST_SUITE_END()

@@ -83,6 +83,16 @@ PassResult transpose_to_reshape(const Graph& graph);
 // pads so the output shape is unchanged. Exact: the dropped taps read zeros.
 PassResult trim_conv_window(const Graph& graph);
 
+// Drops a Resize whose output shape equals its input's (the identity under
+// every mode and coordinate transformation but tf_crop_and_resize).
+PassResult drop_identity_resize(const Graph& graph);
+
+// Splits a 1x1 Conv of channel-concatenated inputs into a sum of Convs of the
+// parts and moves each part's Conv before the part's upsampling Resize (1x1
+// convolution and Resize commute), so it runs at the lower resolution.
+// KILN_NO_CONV_BEFORE_UPSAMPLE=1 turns it off.
+PassResult conv_before_upsample(const Graph& graph);
+
 // Replaces scaled dot-product attention, MatMul(Softmax(MatMul(Q, K^T) *
 // scale [+ mask]), V) with the scale as a scalar Mul or Div on the scores, Q
 // or K^T and every intermediate read once, with one Attention.
@@ -90,7 +100,7 @@ PassResult trim_conv_window(const Graph& graph);
 PassResult recognise_attention(const Graph& graph);
 
 // The default pipeline of compile(): fold_constants, fold_batch_norm,
-// fuse_activation, trim_conv_window, pack_weights, eliminate_dead_code, recognise_layer_norm, recognise_gelu,
+// fuse_activation, drop_identity_resize, conv_before_upsample, trim_conv_window, pack_weights, eliminate_dead_code, recognise_layer_norm, recognise_gelu,
 // recognise_silu, scale_conv_weights, recognise_attention, transpose_to_reshape
 // (the recognisers drop the constants only their patterns read). Each result is verified; a pass that
 // produces an invalid graph throws Error(Internal).

@@ -74,6 +74,19 @@ std::vector<ValueId> Rewriter::copy_node(const Node& node, std::vector<ValueId> 
   return outputs;
 }
 
+std::vector<ValueId> Rewriter::add_node(const std::string& op, std::vector<ValueId> target_inputs, Attributes attrs,
+                                        const std::string& base_name) {
+  std::string name = base_name;
+  for (int k = 1; node_names_.count(name) != 0; ++k) name = base_name + "_" + std::to_string(k);
+  std::vector<ValueId> outputs = target_.add_node(op, std::move(target_inputs), std::move(attrs), name);
+  node_names_.insert(name);
+  for (ValueId out : outputs) {
+    target_.value(out).name = unique_value_name(target_.value(out).name);
+    add_name(out);
+  }
+  return outputs;
+}
+
 ValueId Rewriter::add_constant(const std::string& base_name, Tensor value) {
   ValueId id = target_.add_constant(unique_value_name(base_name), std::move(value));
   add_name(id);

@@ -38,6 +38,10 @@ class Rewriter {
   std::vector<ValueId> copy_node(const Node& node);
   // Copies a node with new inputs (new-graph ids) and attributes.
   std::vector<ValueId> copy_node(const Node& node, std::vector<ValueId> target_inputs, Attributes attrs);
+  // Adds a node the source does not have, named `base_name` (or `base_name_1`,
+  // ... if taken); its outputs stand for no source value until replace().
+  std::vector<ValueId> add_node(const std::string& op, std::vector<ValueId> target_inputs, Attributes attrs,
+                                const std::string& base_name);
   // Adds a constant named `base_name`, or `base_name_1`, ... if that is taken.
   ValueId add_constant(const std::string& base_name, Tensor value);
 
