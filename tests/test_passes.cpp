@@ -861,6 +861,27 @@ BOOST_AUTO_TEST_CASE(convolves_upsampled_parts_before_their_resize) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(full_resolution_parts_share_one_conv) {
+  // ASPP-like: two branches at full resolution around a pooled branch
+  // upsampled from 1x1; the full-resolution branches keep one Concat and one
+  // Conv (on the weight's non-adjacent column ranges), the pooled one is
+  // convolved at 1x1.
+  Builder b("aspp");
+  auto pooled = resize_to(b, b.input("pooled", DType::f32, {1, 5, 1, 1}), 8);
+  auto parts = std::vector<Builder::Value>{b.input("p1", DType::f32, {1, 3, 8, 8}), pooled,
+                                           b.input("p2", DType::f32, {1, 4, 8, 8})};
+  auto y = b.relu(b.conv2d(b.concat(parts, 1), b.constant("w", random_tensor({6, 12, 1, 1}, 45)),
+                           b.constant("bias", random_tensor({6}, 46))));
+  const Graph g = passes::fuse_activation(b.build({y}).graph()).graph;
+  passes::PassResult result = passes::conv_before_upsample(g);
+  check_interface(g, result.graph);
+  BOOST_TEST(mentions(result.report, "3 concatenated inputs, 1 of them convolved before upsampling"));
+  BOOST_TEST(count_op(result.graph, "Conv") == 2);
+  BOOST_TEST(count_op(result.graph, "Concat") == 1);
+  BOOST_TEST(count_op(result.graph, "Resize") == 1);
+  BOOST_TEST(relative_difference(g, result.graph) <= 1e-5);
+}
+
 BOOST_AUTO_TEST_CASE(keeps_convs_where_moving_is_wrong_or_no_cheaper) {
   // A part downsampled (16x16 -> 8x8): convolving first would cost more.
   {

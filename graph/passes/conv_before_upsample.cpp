@@ -8,13 +8,14 @@
 // The convolution then runs at the part's lower resolution. Decode heads that
 // upsample several feature maps, concatenate them and fuse them with a 1x1
 // convolution (SegFormer's, FPN-style heads) do 3x fewer multiplies this way.
-// The bias goes to a part that is not resized (else an Add after the sum), the
-// fused activation after the sum. Reassociates a sum: exact up to rounding.
+// The parts that are not resized keep one Conv over their own Concat, which
+// takes the bias (else an Add after the sum); the fused activation follows
+// the sum. Reassociates a sum: exact up to rounding.
 #include "graph/passes/passes.h"
 #include "graph/passes/rewrite.h"
 
 #include <map>
-#include <optional>
+#include <utility>
 #include <set>
 #include <string>
 #include <vector>
@@ -58,15 +59,18 @@ bool is_movable_upsample(const Graph& graph, const Node& resize) {
   return in.shape[2] * in.shape[3] < out.shape[2] * out.shape[3];
 }
 
-// W[:, first : first + count] of a [Co, Ci, 1, 1] weight.
-Tensor weight_slice(const Tensor& weight, std::int64_t first, std::int64_t count) {
+// The input-channel ranges (first, count) of a [Co, Ci, 1, 1] weight, in order.
+Tensor weight_columns(const Tensor& weight, const std::vector<std::pair<std::int64_t, std::int64_t>>& ranges) {
   const Shape& w = weight.shape();
   const auto from = weight.values<float>();
+  std::int64_t columns = 0;
+  for (const auto& [first, count] : ranges) columns += count;
   std::vector<float> out;
-  out.reserve(static_cast<std::size_t>(w[0] * count));
+  out.reserve(static_cast<std::size_t>(w[0] * columns));
   for (std::int64_t o = 0; o < w[0]; ++o)
-    for (std::int64_t c = 0; c < count; ++c) out.push_back(from[static_cast<std::size_t>(o * w[1] + first + c)]);
-  return Tensor::from_f32({w[0], count, 1, 1}, std::move(out));
+    for (const auto& [first, count] : ranges)
+      for (std::int64_t c = 0; c < count; ++c) out.push_back(from[static_cast<std::size_t>(o * w[1] + first + c)]);
+  return Tensor::from_f32({w[0], columns, 1, 1}, std::move(out));
 }
 
 }  // namespace
@@ -76,6 +80,7 @@ PassResult conv_before_upsample(const Graph& graph) {
   if (disabled_by("KILN_NO_CONV_BEFORE_UPSAMPLE", report.details)) return {graph, std::move(report)};
   const Readers readers(graph);
   std::map<NodeId, std::vector<Part>> parts_of;  // conv -> its concatenated parts
+  std::map<NodeId, Attributes> concat_of;          // conv -> its Concat's attributes
   std::set<NodeId> absorbed;                      // Concats and moved Resizes, re-emitted per part
   for (const Node& conv : graph.nodes()) {
     if (!is_pointwise_conv(graph, conv)) continue;
@@ -99,6 +104,7 @@ PassResult conv_before_upsample(const Graph& graph) {
     }
     if (!fits || !any_moved) continue;
     parts_of[conv.id] = std::move(parts);
+    concat_of[conv.id] = concat->attrs;
     absorbed.insert(concat->id);
     for (const Part& part : parts_of[conv.id])
       if (part.resize != nullptr) absorbed.insert(part.resize->id);
@@ -120,33 +126,55 @@ PassResult conv_before_upsample(const Graph& graph) {
     for (const auto& [name, value] : conv.attrs.all())
       if (name != "activation") part_attrs.set(name, value);
     const std::vector<Part>& parts = found->second;
-    // The bias rides on the first part that is not resized, if there is one.
-    std::optional<std::size_t> bias_part;
-    for (std::size_t i = 0; i < parts.size() && has_bias && !bias_part; ++i)
-      if (parts[i].resize == nullptr) bias_part = i;
-
+    const Attributes& concat_attrs = concat_of.at(conv.id);
+    // The parts that stay at full resolution share one Conv (over their own
+    // Concat when there are several); each upsampled part gets its own.
+    std::vector<std::int64_t> first_channel;
+    std::int64_t channel = 0;
+    std::vector<std::size_t> kept;
+    for (std::size_t i = 0; i < parts.size(); ++i) {
+      first_channel.push_back(channel);
+      channel += parts[i].channels;
+      if (parts[i].resize == nullptr) kept.push_back(i);
+    }
+    const bool bias_on_kept = has_bias && !kept.empty();
     ValueId sum = -1;
-    std::int64_t first_channel = 0;
+    const auto accumulate = [&](ValueId term, const std::string& name) {
+      sum = sum < 0 ? term : rw.add_node("Add", {sum, term}, {}, name)[0];
+    };
+    if (!kept.empty()) {
+      std::vector<ValueId> kept_values;
+      std::vector<std::pair<std::int64_t, std::int64_t>> ranges;
+      for (std::size_t i : kept) {
+        kept_values.push_back(rw.map(parts[i].value));
+        ranges.push_back({first_channel[i], parts[i].channels});
+      }
+      const ValueId input = kept_values.size() == 1
+                                ? kept_values[0]
+                                : rw.add_node("Concat", kept_values, concat_attrs, conv.name + ".full_resolution")[0];
+      std::vector<ValueId> inputs = {input, rw.add_constant(conv.name + ".full_resolution.weight",
+                                                            weight_columns(weight, ranges))};
+      if (bias_on_kept) inputs.push_back(rw.map(conv.inputs[2]));
+      accumulate(rw.add_node("Conv", std::move(inputs), part_attrs, conv.name + ".full_resolution")[0],
+                 conv.name + ".sum");
+    }
     int moved = 0;
     for (std::size_t i = 0; i < parts.size(); ++i) {
       const Part& part = parts[i];
-      const ValueId part_weight = rw.add_constant(conv.name + ".part" + std::to_string(i) + ".weight",
-                                                  weight_slice(weight, first_channel, part.channels));
-      first_channel += part.channels;
-      std::vector<ValueId> inputs = {rw.map(part.resize ? part.resize->inputs[0] : part.value), part_weight};
-      if (bias_part == i) inputs.push_back(rw.map(conv.inputs[2]));
-      ValueId term = rw.add_node("Conv", std::move(inputs), part_attrs, conv.name + ".part" + std::to_string(i))[0];
-      if (part.resize != nullptr) {
-        Attributes resize_attrs = part.resize->attrs;
-        std::vector<std::int64_t> sizes = resize_attrs.get_ints("sizes", {});
-        sizes[1] = out_channels;
-        resize_attrs.set("sizes", sizes);
-        term = rw.add_node("Resize", {term}, resize_attrs, part.resize->name + ".after_" + conv.name)[0];
-        ++moved;
-      }
-      sum = sum < 0 ? term : rw.add_node("Add", {sum, term}, {}, conv.name + ".sum" + std::to_string(i))[0];
+      if (part.resize == nullptr) continue;
+      const std::string name = conv.name + ".part" + std::to_string(i);
+      const ValueId part_weight =
+          rw.add_constant(name + ".weight", weight_columns(weight, {{first_channel[i], part.channels}}));
+      const ValueId term = rw.add_node("Conv", {rw.map(part.resize->inputs[0]), part_weight}, part_attrs, name)[0];
+      Attributes resize_attrs = part.resize->attrs;
+      std::vector<std::int64_t> sizes = resize_attrs.get_ints("sizes", {});
+      sizes[1] = out_channels;
+      resize_attrs.set("sizes", sizes);
+      accumulate(rw.add_node("Resize", {term}, resize_attrs, part.resize->name + ".after_" + conv.name)[0],
+                 conv.name + ".sum");
+      ++moved;
     }
-    if (has_bias && !bias_part) {
+    if (has_bias && !bias_on_kept) {
       const Tensor& bias = *graph.value(conv.inputs[2]).constant;
       const ValueId shaped = rw.add_constant(conv.name + ".bias", bias.reshaped({1, out_channels, 1, 1}));
       sum = rw.add_node("Add", {sum, shaped}, {}, conv.name + ".bias")[0];
