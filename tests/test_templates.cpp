@@ -754,41 +754,46 @@ BOOST_AUTO_TEST_CASE(every_configuration_compiles_for_cuda_and_hip) {
 
 BOOST_AUTO_TEST_CASE(gemm_throughput) {
   // KILN_GEMM_BENCH_SIZE=2048 gives the 2048^3 figure (the default keeps CI
-  // fast); KILN_GEMM_BENCH_KNOBS=tile_m,tile_n,k_unroll,panel[,vector_width[,workgroup]]
+  // fast); KILN_GEMM_BENCH_SHAPE=M,N,K any other shape (a 1x1 convolution of
+  // Ci -> Co channels on H x W pixels is M = Co, N = H * W, K = Ci);
+  // KILN_GEMM_BENCH_KNOBS=tile_m,tile_n,k_unroll,panel[,vector_width[,workgroup]]
   // overrides the heuristic's lavapipe knobs, for tuning.
   const char* size_text = std::getenv("KILN_GEMM_BENCH_SIZE");
   const std::int64_t size = size_text ? std::atoll(size_text) : 256;
-  BOOST_TEST_REQUIRE(size >= 8);
-  sh::GemmKnobs knobs = sh::choose_gemm_knobs(1, size, size, size, lavapipe());
+  std::int64_t m = size, n = size, k = size;
+  if (const char* text = std::getenv("KILN_GEMM_BENCH_SHAPE"))
+    BOOST_TEST_REQUIRE(std::sscanf(text, "%ld,%ld,%ld", &m, &n, &k) == 3);
+  BOOST_TEST_REQUIRE(std::min({m, n, k}) >= 1);
+  sh::GemmKnobs knobs = sh::choose_gemm_knobs(1, m, n, k, lavapipe());
   if (const char* text = std::getenv("KILN_GEMM_BENCH_KNOBS")) {
     BOOST_TEST_REQUIRE(std::sscanf(text, "%u,%u,%u,%u,%u,%u", &knobs.tile_m, &knobs.tile_n, &knobs.k_unroll,
                                    &knobs.panel_width, &knobs.vector_width, &knobs.workgroup_size) >= 4);
   }
   kir::Kernel kernel("gemm_bench");
   sh::GemmProblem p;
-  p.m = p.n = p.k = size;
-  p.a_row_stride = size, p.a_k_stride = 1, p.b_k_stride = size, p.b_col_stride = 1, p.y_row_stride = size;
+  p.m = m, p.n = n, p.k = k;
+  p.a_row_stride = k, p.a_k_stride = 1, p.b_k_stride = n, p.b_col_stride = 1, p.y_row_stride = n;
   p.a = kernel.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
   p.b = kernel.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
   p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
   sh::build_gemm(kernel, p, knobs);
 
-  const auto count = static_cast<std::size_t>(size * size);
-  const auto a = random_values(count, 11), b = random_values(count, 12);
-  std::vector<float> y(count, NAN);
+  const auto a = random_values(static_cast<std::size_t>(m * k), 11);
+  const auto b = random_values(static_cast<std::size_t>(k * n), 12);
+  std::vector<float> y(static_cast<std::size_t>(m * n), NAN);
   double best_ms = 0;
   vulkan().run(kernel, {a, b, y}, 3, &best_ms);
   y = vulkan().run(kernel, {a, b, y})[2];
   // Spot-check elements spread over the result against double sums.
-  for (std::int64_t i = 0; i < size; i += size / 7 + 1)
-    for (std::int64_t j = 0; j < size; j += size / 5 + 1) {
+  for (std::int64_t i = 0; i < m; i += m / 7 + 1)
+    for (std::int64_t j = 0; j < n; j += n / 5 + 1) {
       double sum = 0;
-      for (std::int64_t q = 0; q < size; ++q) sum += double(a[i * size + q]) * b[q * size + j];
-      BOOST_TEST(std::fabs(y[i * size + j] - sum) <= 1e-4 * std::max(1.0, std::fabs(sum)));
+      for (std::int64_t q = 0; q < k; ++q) sum += double(a[i * k + q]) * b[q * n + j];
+      BOOST_TEST(std::fabs(y[i * n + j] - sum) <= 1e-4 * std::max(1.0, std::fabs(sum)));
     }
-  const double gflops = 2.0 * double(size) * double(size) * double(size) / (best_ms * 1e6);
-  std::cout << "templates: " << size << "^3 fp32 GEMM, knobs " << sh::to_string(knobs) << ": " << best_ms
-            << " ms, " << gflops << " GFLOP/s\n";
+  const double gflops = 2.0 * double(m) * double(n) * double(k) / (best_ms * 1e6);
+  std::cout << "templates: " << m << "x" << n << "x" << k << " (MxNxK) fp32 GEMM, knobs " << sh::to_string(knobs)
+            << ": " << best_ms << " ms, " << gflops << " GFLOP/s\n";
   BOOST_TEST(gflops > 0.0);
 }
 
