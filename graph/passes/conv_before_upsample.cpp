@@ -53,6 +53,9 @@ bool is_pointwise_conv(const Graph& graph, const Node& conv) {
 bool is_movable_upsample(const Graph& graph, const Node& resize) {
   if (resize.op != "Resize" || resize.inputs.size() != 1 || !resize.attrs.has("sizes")) return false;
   if (resize.attrs.get_string("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize") return false;
+  // `sizes` must be per axis of the whole tensor (no `axes` subset) and taken as given.
+  if (resize.attrs.has("axes") || resize.attrs.get_string("keep_aspect_ratio_policy", "stretch") != "stretch")
+    return false;
   const TensorType& in = graph.value(resize.inputs[0]).type;
   const TensorType& out = graph.value(resize.outputs[0]).type;
   if (in.dynamic || in.shape.size() != 4 || in.shape[0] != out.shape[0] || in.shape[1] != out.shape[1]) return false;
