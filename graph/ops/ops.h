@@ -39,6 +39,7 @@ void register_resize_pad_ops(OpTable& table);    // Resize Pad
 void register_host_ops(OpTable& table);          // NonZero TopK NonMaxSuppression (data-dependent shapes)
 void register_attention_ops(OpTable& table);     // Attention (kiln's, from recognise_attention)
 void register_silu_ops(OpTable& table);          // Silu (kiln's, from recognise_silu)
+void register_winograd_ops(OpTable& table);      // WinogradInput WinogradOutput (kiln's, from winograd)
 
 // ---- node inputs and attributes --------------------------------------------
 

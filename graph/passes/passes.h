@@ -99,8 +99,17 @@ PassResult conv_before_upsample(const Graph& graph);
 // KILN_NO_ATTENTION=1 turns it off.
 PassResult recognise_attention(const Graph& graph);
 
+// Rewrites a 3x3 stride-1 group-1 Conv (any dilation) with a constant weight,
+// at least 64 input and output channels and 8 M multiply-adds as Winograd
+// F(2x2, 3x3): WinogradInput, a MatMul of the transformed weight [16, K, C],
+// and WinogradOutput (bias and activation), kiln ops (graph/ops/winograd.cpp).
+// Runs before pack_weights, which then no longer sees those Convs.
+// KILN_NO_WINOGRAD=1 turns it off.
+PassResult winograd(const Graph& graph);
+
 // The default pipeline of compile(): fold_constants, fold_batch_norm,
-// fuse_activation, drop_identity_resize, conv_before_upsample, trim_conv_window, pack_weights, eliminate_dead_code, recognise_layer_norm, recognise_gelu,
+// fuse_activation, drop_identity_resize, conv_before_upsample, trim_conv_window, winograd, pack_weights,
+// eliminate_dead_code, recognise_layer_norm, recognise_gelu,
 // recognise_silu, scale_conv_weights, recognise_attention, transpose_to_reshape
 // (the recognisers drop the constants only their patterns read). Each result is verified; a pass that
 // produces an invalid graph throws Error(Internal).
