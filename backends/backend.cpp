@@ -50,6 +50,9 @@ std::optional<std::string> Backend::supports(const KernelRequirements& kernel, c
   if (target.max_kernel_buffers != 0 && kernel.num_buffers > target.max_kernel_buffers)
     return who + " binds " + std::to_string(kernel.num_buffers) + " buffers; " + target_label(target) +
            " allows at most " + std::to_string(target.max_kernel_buffers);
+  if (target.max_kernel_param_bytes != 0 && kernel.param_bytes > target.max_kernel_param_bytes)
+    return who + " takes " + std::to_string(kernel.param_bytes) + " bytes of parameters; " + target_label(target) +
+           " allows at most " + std::to_string(target.max_kernel_param_bytes);
   if (kernel.fp16 && !target.fp16) return who + " needs fp16 arithmetic, which " + target_label(target) + " lacks";
   return std::nullopt;
 }

@@ -42,6 +42,9 @@ struct TargetDesc {
   std::uint64_t device_memory_bytes = 0;
   std::uint64_t min_buffer_offset_alignment = 256;  // for bindings into an arena
   std::uint32_t max_kernel_buffers = 0;  // buffers one kernel may bind; 0: no stated limit
+  // Bytes of per-dispatch parameters one kernel may take (Vulkan
+  // maxPushConstantsSize, at least 128); 0: no stated limit.
+  std::uint32_t max_kernel_param_bytes = 0;
   bool fp16 = false;
   bool int64 = false;
   bool timestamps = false;
@@ -58,6 +61,7 @@ struct KernelRequirements {
   std::uint64_t shared_memory_bytes = 0;
   std::uint32_t num_buffers = 0;
   bool fp16 = false;
+  std::uint32_t param_bytes = 0;  // per-dispatch parameters (4 bytes each)
 };
 
 struct KernelSource {
@@ -66,6 +70,7 @@ struct KernelSource {
   std::string text;
   std::uint32_t workgroup_size = 64;
   std::uint32_t num_buffers = 0;
+  std::uint32_t num_params = 0;  // i32 per-dispatch parameters (members p0.. of the parameter block)
 };
 
 struct KernelBinary {
@@ -110,8 +115,13 @@ struct BufferBinding {
 class CommandList {
  public:
   virtual ~CommandList() = default;
+  // `params` are the kernel's per-dispatch parameters (KernelSource::num_params of them).
   virtual void dispatch(LoadedKernel& kernel, std::array<std::uint32_t, 3> groups,
-                        std::span<const BufferBinding> bindings) = 0;
+                        std::span<const BufferBinding> bindings, std::span<const std::int32_t> params) = 0;
+  // A dispatch of a kernel without parameters.
+  void dispatch(LoadedKernel& kernel, std::array<std::uint32_t, 3> groups, std::span<const BufferBinding> bindings) {
+    dispatch(kernel, groups, bindings, {});
+  }
   virtual void finish() = 0;
   // Runs the recorded work and waits for it to complete.
   virtual void submit() = 0;

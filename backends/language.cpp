@@ -30,6 +30,10 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
   t.vector_u32 = "uint{width}";
   t.buffer_vector_global_decl = "";
   t.buffer_vector_access = "reinterpret_cast<{readonly}{vector_type}*>({name})[{index}]";
+  // Parameters travel as one struct argument, copied by value at launch.
+  t.params_global_decl = "struct KilnParams {{ {members} }};";
+  t.params_param_decl = "KilnParams kiln_params";
+  t.param_access = "kiln_params.p{index}";
   t.extra_params = "";
   t.kernel_header = "extern \"C\" __global__ void __launch_bounds__({wg}) {name}({params})";
   t.global_index_expr = "(blockIdx.x * blockDim.x + threadIdx.x + blockIdx.y * (gridDim.x * blockDim.x))";

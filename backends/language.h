@@ -40,6 +40,15 @@ struct LanguageTable {
   // (its vector view), {vector_type}, {readonly}, {index}.
   std::string buffer_vector_access;
 
+  // Per-dispatch i32 parameters (kir param expressions), when a kernel has
+  // any: a block of members "p0", "p1", ... declared at global scope
+  // (placeholder {members}: the member declarations), the kernel parameter
+  // that carries it (empty for GLSL push constants), and the expression for
+  // member {index}.
+  std::string params_global_decl;   // GLSL "layout(push_constant) uniform KilnParams {{ {members} }} kiln_params;"
+  std::string params_param_decl;    // CUDA "KilnParams kiln_params" (a struct passed by value)
+  std::string param_access;         // "kiln_params.p{index}"
+
   // Parameters after the buffer parameters (the C99 template's invocation
   // ids); empty for GLSL/CUDA/HIP.
   std::string extra_params;

@@ -118,6 +118,21 @@ std::vector<Stmt> tap_step(const GemmProblem& p, const GemmKnobs& knobs, const s
   return step;
 }
 
+// The block coordinates {batch, panel, row block, column block in the panel}
+// of invocation `linear`. Unlike detail::split_index, extents of 1 keep their
+// division and remainder: the structure depends only on whether the GEMM is
+// batched, not on its shape.
+std::vector<Expr> split_blocks(std::vector<Stmt>& body, const Expr& linear, std::int64_t batch, std::int64_t panels,
+                               std::int64_t m_blocks, std::int64_t panel) {
+  const Expr pc = declare_i32(body, "pc", linear % kir::i32(panel));
+  const Expr above_pc = declare_i32(body, "pc_rest", linear / kir::i32(panel));
+  const Expr mb = declare_i32(body, "mb", above_pc % kir::i32(m_blocks));
+  if (batch == 1) return {kir::i32(0), declare_i32(body, "panel", above_pc / kir::i32(m_blocks)), mb, pc};
+  const Expr above_mb = declare_i32(body, "mb_rest", above_pc / kir::i32(m_blocks));
+  const Expr pn = declare_i32(body, "panel", above_mb % kir::i32(panels));
+  return {declare_i32(body, "bt", above_mb / kir::i32(panels)), pn, mb, pc};
+}
+
 }  // namespace
 
 std::int64_t gemm_invocations(const GemmProblem& p, const GemmKnobs& knobs) {
@@ -148,30 +163,31 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knob
   // column blocks vary fastest (neighbours share A's rows and read
   // neighbouring columns of B), then row blocks, so the panel of B stays in
   // cache. A last partial panel repeats its last column block (not stored).
+  //
+  // Edges are handled whatever the shape (a partial panel, row and column
+  // tails: clamped reads, guarded stores), so GEMMs of different shapes have
+  // one structure and, with runtime parameters (src/kernel/parameterise.h),
+  // share one compiled kernel. The few integer operations this adds run once
+  // per invocation, outside the K loop.
   const std::int64_t panel = std::min<std::int64_t>(knobs.panel_width, n_blocks);
   const std::int64_t panels = ceil_div(n_blocks, panel);
-  const std::vector<Expr> block = detail::split_index(
-      body, kir::global_index(), {{"bt", p.batch}, {"panel", panels}, {"mb", m_blocks}, {"pc", panel}});
+  const std::vector<Expr> block = split_blocks(body, kir::global_index(), p.batch, panels, m_blocks, panel);
   const Expr batch = block[0];
-  const bool partial_panel = n_blocks % panel != 0;
-  const Expr nb = declare_i32(body, "nb", add_scaled(block[3], block[1], panel));
+  const Expr nb = declare_i32(body, "nb", block[3] + block[1] * kir::i32(panel));
   const Expr row0 = declare_i32(body, "row0", add_scaled({}, block[2], knobs.tile_m));
-  const Expr col0 = declare_i32(
-      body, "col0", add_scaled({}, partial_panel ? kir::min(nb, kir::i32(n_blocks - 1)) : nb, knobs.tile_n));
+  const Expr col0 = declare_i32(body, "col0", add_scaled({}, kir::min(nb, kir::i32(n_blocks - 1)), knobs.tile_n));
   const GemmBases bases = p.bases ? p.bases(body, batch) : GemmBases{kir::i32(0), kir::i32(0), kir::i32(0)};
 
   // Rows and columns past the edge read the last valid one (never stored).
-  const bool row_tail = p.m % knobs.tile_m != 0;
-  const bool col_tail = p.n % knobs.tile_n != 0;
   std::vector<Expr> rows, cols, a_rows, b_cols;
   for (std::uint32_t i = 0; i < knobs.tile_m; ++i) {
     rows.push_back(add_constant(row0, i));
-    const Expr safe = row_tail && i > 0 ? kir::min(rows.back(), kir::i32(p.m - 1)) : rows.back();
+    const Expr safe = i > 0 ? kir::min(rows.back(), kir::i32(p.m - 1)) : rows.back();
     a_rows.push_back(declare_i32(body, indexed("a_row", i), add_scaled(bases.a, safe, p.a_row_stride)));
   }
   for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
     cols.push_back(add_constant(col0, j));
-    const Expr safe = col_tail && j > 0 ? kir::min(cols.back(), kir::i32(p.n - 1)) : cols.back();
+    const Expr safe = j > 0 ? kir::min(cols.back(), kir::i32(p.n - 1)) : cols.back();
     if (p.gather_b) {
       p.gather_b->prepare(body, safe, bases.b, j);
     } else {
@@ -199,7 +215,7 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knob
   if (b_vector)
     for (std::uint32_t q = 0; q < knobs.tile_n / kVector; ++q) {
       const Expr first = add_constant(col0, q * kVector);
-      const Expr safe = col_tail && q > 0 ? kir::min(first, kir::i32(p.n - kVector)) : first;
+      const Expr safe = q > 0 ? kir::min(first, kir::i32(p.n - kVector)) : first;
       vec.b_vcols.push_back(
           declare_i32(body, indexed("b_vcol", q), add_scaled(bases.b, safe, 1) / kir::i32(kVector)));
     }
@@ -230,12 +246,10 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knob
       Expr value = kir::var(indexed("acc", i, j), ScalarType::f32);
       if (p.epilogue) value = p.epilogue(value, rows[i], cols[j], batch);
       const Expr at = add_scaled(add_scaled(bases.y, rows[i], p.y_row_stride), cols[j], p.y_col_stride);
-      Expr in_bounds;
-      if (partial_panel) in_bounds = nb < kir::i32(n_blocks);
-      if (row_tail && i > 0) in_bounds = in_bounds ? (in_bounds && rows[i] < kir::i32(p.m)) : rows[i] < kir::i32(p.m);
-      if (col_tail && j > 0) in_bounds = in_bounds ? (in_bounds && cols[j] < kir::i32(p.n)) : cols[j] < kir::i32(p.n);
-      Stmt store = kir::store(p.y, at, value);
-      body.push_back(in_bounds ? kir::branch(in_bounds, {std::move(store)}) : std::move(store));
+      Expr in_bounds = nb < kir::i32(n_blocks);
+      if (i > 0) in_bounds = in_bounds && rows[i] < kir::i32(p.m);
+      if (j > 0) in_bounds = in_bounds && cols[j] < kir::i32(p.n);
+      body.push_back(kir::branch(in_bounds, {kir::store(p.y, at, value)}));
     }
   }
 }

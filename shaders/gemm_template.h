@@ -13,8 +13,11 @@
 // scalar loads. Buffers must be bound at 16-byte aligned offsets.
 //
 // Edges: rows and columns past M or N load a clamped (valid) element and
-// are not stored, so no shape needs to be a multiple of the tiles. Every
-// output element is written once, by a plain store of its final value.
+// are not stored, so no shape needs to be a multiple of the tiles. The clamps
+// and guards are emitted for every shape, so GEMMs that differ only in their
+// sizes have one structure (and share a kernel through runtime parameters,
+// src/kernel/parameterise.h). Every output element is written once, by a
+// plain store of its final value.
 #pragma once
 
 #include "shaders/knobs.h"

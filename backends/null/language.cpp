@@ -24,6 +24,9 @@ const LanguageTable& null_language() {
     t.readonly_qualifier = "const ";
     t.buffer_access = "{name}[{index}]";
     t.vector_f32 = "";  // C99 has no vector types: vector loads become scalar loads
+    t.params_global_decl = "typedef struct {{ {members} }} KilnParams;";
+    t.params_param_decl = "KilnParams kiln_params";
+    t.param_access = "kiln_params.p{index}";
     t.extra_params = "kiln_uvec3 kiln_global_id, kiln_uvec3 kiln_num_groups";
     t.kernel_header = "void {name}({params})";
     t.global_index_expr = "(kiln_global_id.x + kiln_global_id.y * (kiln_num_groups.x * {wg}u))";

@@ -111,7 +111,7 @@ VkDescriptorSet VulkanCommandList::allocate_descriptor_set(VkDescriptorSetLayout
 }
 
 void VulkanCommandList::dispatch(LoadedKernel& kernel, std::array<std::uint32_t, 3> groups,
-                                 std::span<const BufferBinding> bindings) {
+                                 std::span<const BufferBinding> bindings, std::span<const std::int32_t> params) {
   context_->raise_validation_errors();
   KILN_CHECK(!finished_, ErrorKind::Internal,
              "dispatch of kernel '" + kernel.name() + "' into a command list after finish()");
@@ -124,6 +124,9 @@ void VulkanCommandList::dispatch(LoadedKernel& kernel, std::array<std::uint32_t,
   KILN_CHECK(bindings.size() == pipeline.num_buffers(), ErrorKind::InvalidArgument,
              "kernel '" + kernel.name() + "' takes " + std::to_string(pipeline.num_buffers()) + " buffers, got " +
                  std::to_string(bindings.size()));
+  KILN_CHECK(params.size() == pipeline.num_params(), ErrorKind::InvalidArgument,
+             "kernel '" + kernel.name() + "' takes " + std::to_string(pipeline.num_params()) + " parameters, got " +
+                 std::to_string(params.size()));
   const TargetDesc& target = context_->target();
   for (int axis = 0; axis < 3; ++axis)
     KILN_CHECK(groups[axis] <= target.max_workgroup_count[axis], ErrorKind::InvalidArgument,
@@ -182,6 +185,10 @@ void VulkanCommandList::dispatch(LoadedKernel& kernel, std::array<std::uint32_t,
   memory_barrier(kWritingStages, kWrites, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, kShaderAccess);
   vk.vkCmdBindPipeline(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.handle());
   vk.vkCmdBindDescriptorSets(commands_, VK_PIPELINE_BIND_POINT_COMPUTE, pipeline.layout(), 0, 1, &set, 0, nullptr);
+  // Recorded into the command buffer by value, so a replayed list keeps them.
+  if (!params.empty())
+    vk.vkCmdPushConstants(commands_, pipeline.layout(), VK_SHADER_STAGE_COMPUTE_BIT, 0,
+                          static_cast<std::uint32_t>(params.size_bytes()), params.data());
   vk.vkCmdDispatch(commands_, groups[0], groups[1], groups[2]);
 }
 

@@ -24,10 +24,11 @@ class VulkanCommandList final : public CommandList {
 
   // Records a dispatch of `kernel` (loaded on this list's device). A binding
   // whose size is 0 covers the rest of its buffer. Throws InvalidArgument for
-  // bindings that do not fit the kernel, the buffer or the device's limits,
-  // and Internal after finish().
-  void dispatch(LoadedKernel& kernel, std::array<std::uint32_t, 3> groups,
-                std::span<const BufferBinding> bindings) override;
+  // bindings that do not fit the kernel, the buffer or the device's limits, or
+  // a parameter count other than the kernel's; Internal after finish().
+  void dispatch(LoadedKernel& kernel, std::array<std::uint32_t, 3> groups, std::span<const BufferBinding> bindings,
+                std::span<const std::int32_t> params) override;
+  using CommandList::dispatch;
   // Ends recording. Throws Internal when called twice.
   void finish() override;
   // Runs the recorded work and waits for it. Throws Internal before finish().

@@ -83,7 +83,9 @@ std::shared_ptr<LoadedKernel> VulkanDevice::load_kernel(const KernelSource& sour
   // Pipeline creation can take milliseconds: do it unlocked; a racing load of
   // the same binary wastes one pipeline, never correctness.
   const bool new_pipeline = !pipeline;
-  if (new_pipeline) pipeline = std::make_shared<const VulkanPipeline>(context_, binary, source.num_buffers, source.name);
+  if (new_pipeline)
+    pipeline = std::make_shared<const VulkanPipeline>(context_, binary, source.num_buffers, source.num_params,
+                                                      source.name);
   auto kernel = std::make_shared<VulkanKernel>(source.name, pipeline, context_);
   if (new_pipeline && target.device_type == "cpu") compile_now(*kernel);
   context_->raise_validation_errors();
@@ -96,7 +98,8 @@ void VulkanDevice::compile_now(VulkanKernel& kernel) {
   std::call_once(placeholder_once_, [this] { placeholder_ = allocate(16); });
   const std::vector<BufferBinding> bindings(kernel.pipeline().num_buffers(), {placeholder_.get(), 0, 16});
   VulkanCommandList list(context_);
-  list.dispatch(kernel, {0, 1, 1}, bindings);
+  const std::vector<std::int32_t> params(kernel.pipeline().num_params(), 0);  // no workgroup reads them
+  list.dispatch(kernel, {0, 1, 1}, bindings, params);
   list.finish();
   list.submit();
 }

@@ -33,6 +33,10 @@ const LanguageTable& glsl_language() {
         "layout(std430, set = 0, binding = {binding}) {readonly}buffer KilnBuffer{binding}x{width} {{ {vector_type} "
         "data[]; }} {view};";
     t.buffer_vector_access = "{view}.data[{index}]";
+    // Push constants: scalar members are 4 bytes apart in every layout.
+    t.params_global_decl = "layout(push_constant) uniform KilnParams {{ {members} }} kiln_params;";
+    t.params_param_decl = "";
+    t.param_access = "kiln_params.p{index}";
     t.extra_params = "";
     t.kernel_header = "layout(local_size_x = {wg}) in;\nvoid main()";
     t.global_index_expr =

@@ -69,6 +69,7 @@ namespace kiln::backend::vulkan {
   X(vkEndCommandBuffer)                \
   X(vkCmdBindPipeline)                 \
   X(vkCmdBindDescriptorSets)           \
+  X(vkCmdPushConstants)                \
   X(vkCmdDispatch)                     \
   X(vkCmdPipelineBarrier)              \
   X(vkCmdCopyBuffer)                   \

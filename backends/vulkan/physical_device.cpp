@@ -146,6 +146,7 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   t.device_memory_bytes = device_local_bytes(device.memory);
   t.min_buffer_offset_alignment = limits.minStorageBufferOffsetAlignment;
   t.max_kernel_buffers = device.max_bound_storage_buffers;
+  t.max_kernel_param_bytes = limits.maxPushConstantsSize;
   t.fp16 = device.shader_float16;
   t.int64 = device.shader_int64;
   t.timestamps = limits.timestampComputeAndGraphics == VK_TRUE && device.timestamp_valid_bits > 0;

@@ -26,8 +26,9 @@ void check_spirv(const KernelBinary& binary, const std::string& kernel_name) {
 }  // namespace
 
 VulkanPipeline::VulkanPipeline(std::shared_ptr<const DeviceContext> context, const KernelBinary& binary,
-                               std::uint32_t num_buffers, const std::string& kernel_name)
-    : num_buffers_(num_buffers) {
+                               std::uint32_t num_buffers, std::uint32_t num_params,
+                               const std::string& kernel_name)
+    : num_buffers_(num_buffers), num_params_(num_params) {
   check_spirv(binary, kernel_name);
   const DeviceFunctions& vk = context->vk();
   const VkDevice device = context->handle();
@@ -53,6 +54,18 @@ VulkanPipeline::VulkanPipeline(std::shared_ptr<const DeviceContext> context, con
   layout_info.sType = VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO;
   layout_info.setLayoutCount = 1;
   layout_info.pSetLayouts = &set_layout;
+  VkPushConstantRange params_range{};
+  params_range.stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
+  params_range.offset = 0;
+  params_range.size = num_params * static_cast<std::uint32_t>(sizeof(std::int32_t));
+  const std::uint32_t max_bytes = context->target().max_kernel_param_bytes;
+  KILN_CHECK(max_bytes == 0 || params_range.size <= max_bytes, ErrorKind::Unsupported,
+             "kernel '" + kernel_name + "' takes " + std::to_string(params_range.size) +
+                 " bytes of push constants; the device allows " + std::to_string(max_bytes));
+  if (num_params > 0) {
+    layout_info.pushConstantRangeCount = 1;
+    layout_info.pPushConstantRanges = &params_range;
+  }
   VkPipelineLayout layout = VK_NULL_HANDLE;
   check_vk(vk.vkCreatePipelineLayout(device, &layout_info, nullptr, &layout), "vkCreatePipelineLayout" + where);
   layout_ = {context, layout};

@@ -1,5 +1,6 @@
 // Loaded kernels: a SPIR-V compute pipeline with its descriptor set layout
-// (storage buffers at bindings 0..n-1 of set 0, no push constants).
+// (storage buffers at bindings 0..n-1 of set 0; the kernel's i32 parameters,
+// if any, as push constants at offset 0).
 #pragma once
 
 #include "backends/backend.h"
@@ -20,15 +21,17 @@ class VulkanPipeline {
   // is not SPIR-V, Error(Internal) when the driver rejects it. `kernel_name`
   // is for messages.
   VulkanPipeline(std::shared_ptr<const DeviceContext> context, const KernelBinary& binary, std::uint32_t num_buffers,
-                 const std::string& kernel_name);
+                 std::uint32_t num_params, const std::string& kernel_name);
 
   VkPipeline handle() const { return pipeline_.get(); }
   VkPipelineLayout layout() const { return layout_.get(); }
   VkDescriptorSetLayout set_layout() const { return set_layout_.get(); }
   std::uint32_t num_buffers() const { return num_buffers_; }
+  std::uint32_t num_params() const { return num_params_; }
 
  private:
   std::uint32_t num_buffers_ = 0;
+  std::uint32_t num_params_ = 0;
   Owned<VkDescriptorSetLayout, &DeviceFunctions::vkDestroyDescriptorSetLayout> set_layout_;
   Owned<VkPipelineLayout, &DeviceFunctions::vkDestroyPipelineLayout> layout_;
   Owned<VkPipeline, &DeviceFunctions::vkDestroyPipeline> pipeline_;

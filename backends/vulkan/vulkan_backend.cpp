@@ -36,6 +36,7 @@ TargetDesc generic_spirv_target() {
   // The specification's minimum (4) would rule out BatchNormalization's 6
   // bindings; kiln assumes 8. A real device's TargetDesc has its own limit.
   t.max_kernel_buffers = 8;
+  t.max_kernel_param_bytes = 128;  // the specification's minimum maxPushConstantsSize
   return t;
 }
 

@@ -66,7 +66,7 @@ class Compiler {
   std::vector<Op> body;
   int num_slots = 0;
 
-  explicit Compiler(const Kernel& kernel) { body = block(kernel.body); }
+  explicit Compiler(const Kernel& kernel) : params_(kernel.params) { body = block(kernel.body); }
 
  private:
   std::vector<Op> block(const std::vector<Stmt>& stmts) {
@@ -148,6 +148,11 @@ class Compiler {
         else
           n.constant = of_u32(static_cast<std::uint32_t>(src.ivalue));
         break;
+      case ExprKind::param:
+        // A parameter is a constant of this instance (verify() checked the index).
+        n.kind = ExprKind::constant;
+        n.constant = of_i32(params_[static_cast<std::size_t>(src.param)]);
+        break;
       case ExprKind::var: n.ref = slot_of(src.name); break;
       case ExprKind::load: n.ref = src.buffer; break;
       default: break;
@@ -159,6 +164,7 @@ class Compiler {
     return static_cast<int>(nodes.size()) - 1;
   }
 
+  const std::vector<std::int32_t>& params_;
   std::unordered_map<std::string, int> slots_;
 };
 
@@ -252,7 +258,8 @@ class Machine {
   Value eval(int id) {
     const Node& n = nodes_[static_cast<std::size_t>(id)];
     switch (n.kind) {
-      case ExprKind::constant: return n.constant;
+      case ExprKind::constant:
+      case ExprKind::param: return n.constant;  // the compiler resolved parameters to constants
       case ExprKind::var: return slots_[static_cast<std::size_t>(n.ref)];
       case ExprKind::global_index: return of_i32(static_cast<std::int32_t>(invocation_));
       case ExprKind::load: {

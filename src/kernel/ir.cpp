@@ -292,6 +292,13 @@ Expr var(const std::string& name, ScalarType type) {
 
 Expr global_index() { return make(node_of(ExprKind::global_index, ScalarType::i32)); }
 
+Expr param(int index) {
+  if (index < 0) fail("kir: parameter index " + std::to_string(index) + " is negative");
+  ExprNode n = node_of(ExprKind::param, ScalarType::i32);
+  n.param = index;
+  return make(std::move(n));
+}
+
 Expr load(Buf buffer, Expr index, ScalarType type) {
   check_expr(index, "load index");
   if (buffer.index < 0) fail("kir: load from an invalid buffer handle");
@@ -495,6 +502,13 @@ class Verifier {
     if (kernel_.global_size <= 0 || kernel_.global_size >= (std::int64_t{1} << 31))
       error("global_size " + std::to_string(kernel_.global_size) + " is outside (0, 2^31)");
     if (kernel_.workgroup_size == 0) error("workgroup_size is 0");
+    if (const std::optional<int> p = kernel_.global_size_param) {
+      check_param_index(*p, "the global-size guard");
+      if (kernel_.params[static_cast<std::size_t>(*p)] != kernel_.global_size)
+        error("the global-size guard reads param(" + std::to_string(*p) + ") = " +
+              std::to_string(kernel_.params[static_cast<std::size_t>(*p)]) + ", but global_size is " +
+              std::to_string(kernel_.global_size));
+    }
     std::unordered_set<std::string> names;
     for (std::size_t i = 0; i < kernel_.buffers.size(); ++i) {
       const BufferParam& b = kernel_.buffers[i];
@@ -523,6 +537,12 @@ class Verifier {
 
   std::string buffer_label(int index) const {
     return "buffer " + std::to_string(index) + " '" + kernel_.buffers[static_cast<std::size_t>(index)].name + "'";
+  }
+
+  void check_param_index(int index, const std::string& where) const {
+    if (index < 0 || static_cast<std::size_t>(index) >= kernel_.params.size())
+      error("parameter index " + std::to_string(index) + " in " + where + " is invalid (the kernel has " +
+            std::to_string(kernel_.params.size()) + " parameters)");
   }
 
   void check_buffer_index(int index) const {
@@ -658,6 +678,10 @@ class Verifier {
       case ExprKind::global_index:
         if (n.type != ScalarType::i32) error("global_index must be i32");
         return n.type;
+      case ExprKind::param:
+        if (n.type != ScalarType::i32) error("param(" + std::to_string(n.param) + ") must be i32");
+        check_param_index(n.param, where);
+        return n.type;
       case ExprKind::load: {
         arity(1);
         check_buffer_index(n.buffer);
@@ -754,8 +778,14 @@ class Printer {
   explicit Printer(const Kernel& kernel) : kernel_(kernel) {}
 
   std::string run() {
-    out_ += "kernel " + kernel_.name + " (global_size " + std::to_string(kernel_.global_size) + ", workgroup_size " +
-            std::to_string(kernel_.workgroup_size) + ")\n";
+    // Parameter values are per instance, not part of the kernel's text.
+    const std::string global_size = kernel_.global_size_param
+                                        ? "param(" + std::to_string(*kernel_.global_size_param) + ")"
+                                        : std::to_string(kernel_.global_size);
+    out_ += "kernel " + kernel_.name + " (global_size " + global_size + ", workgroup_size " +
+            std::to_string(kernel_.workgroup_size);
+    if (!kernel_.params.empty()) out_ += ", params " + std::to_string(kernel_.params.size());
+    out_ += ")\n";
     for (std::size_t i = 0; i < kernel_.buffers.size(); ++i) {
       const BufferParam& b = kernel_.buffers[i];
       out_ += "buffer " + std::to_string(i) + " " + b.name + ": " + scalar_type_name(b.type) + " " +
@@ -843,6 +873,7 @@ class Printer {
         return;
       case ExprKind::var: out_ += n.name; return;
       case ExprKind::global_index: out_ += "global_index()"; return;
+      case ExprKind::param: out_ += "param(" + std::to_string(n.param) + ")"; return;
       case ExprKind::load:
         out_ += buffer_name(n.buffer) + "[";
         arg(0);

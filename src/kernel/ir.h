@@ -25,6 +25,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,8 @@ const char* binary_op_name(BinaryOp op);
 // The C-style infix operator ("+", "<=", "&&"), or nullptr for ops written as calls (min, max, pow).
 const char* infix_symbol(BinaryOp op);
 
-enum class ExprKind : std::uint8_t { constant, var, global_index, load, unary, binary, select, cast };
+// param: an i32 read from the kernel's per-dispatch parameters (Kernel::params).
+enum class ExprKind : std::uint8_t { constant, var, global_index, load, unary, binary, select, cast, param };
 
 struct ExprNode;
 
@@ -70,6 +72,7 @@ struct ExprNode {
   std::int64_t ivalue = 0;  // constant (i32/u32/bool)
   std::string name;         // var
   int buffer = -1;          // load
+  int param = -1;           // param: index into Kernel::params
   UnaryOp unary = UnaryOp::neg;
   BinaryOp binary = BinaryOp::add;
   std::vector<Expr> args;   // operands: load {index}; unary {a}; binary {a, b}; select {cond, a, b}; cast {a}
@@ -120,6 +123,14 @@ struct Kernel {
   std::int64_t global_size = 0;      // invocations (< 2^31)
   std::uint32_t workgroup_size = 64;
   std::vector<Stmt> body;
+  // This instance's values of param(i) expressions, set per dispatch (push
+  // constants, a by-value struct argument). They are not part of the source:
+  // kernels that differ only in them render identically and share one
+  // compiled pipeline (see parameterise.h).
+  std::vector<std::int32_t> params;
+  // When set, the tail guard compares against params[*global_size_param]
+  // (which must equal global_size) instead of a literal.
+  std::optional<int> global_size_param;
 
   Buf add_buffer(const std::string& buffer_name, ScalarType type, Access access);
 };
@@ -131,6 +142,7 @@ Expr u32(std::int64_t value);
 Expr boolean(bool value);
 Expr var(const std::string& name, ScalarType type);
 Expr global_index();  // i32
+Expr param(int index);  // i32: Kernel::params[index] of the dispatched instance
 Expr load(Buf buffer, Expr index, ScalarType type);  // type must match the buffer
 Expr unary(UnaryOp op, Expr a);
 Expr binary(BinaryOp op, Expr a, Expr b);  // operand types must match

@@ -76,8 +76,12 @@ class Renderer {
   std::string run() {
     std::string out = lang_.prelude;
     if (!out.empty() && out.back() != '\n') out += '\n';
-    out += "// kiln kernel " + kernel_.name + ": global_size " + std::to_string(kernel_.global_size) +
-           ", workgroup_size " + std::to_string(kernel_.workgroup_size) + "\n";
+    // A parameterised kernel's source is shared by every instance: nothing
+    // instance-specific (the global size) may appear in it.
+    const std::string global_size = kernel_.global_size_param ? "from its parameters"
+                                                              : std::to_string(kernel_.global_size);
+    out += "// kiln kernel " + kernel_.name + ": global_size " + global_size + ", workgroup_size " +
+           std::to_string(kernel_.workgroup_size) + "\n";
 
     std::string params;
     auto add_param = [&](const std::string& p) {
@@ -111,6 +115,14 @@ class Renderer {
                "\n";
       }
     }
+    if (!kernel_.params.empty()) {
+      std::string members;
+      for (std::size_t i = 0; i < kernel_.params.size(); ++i)
+        members += (i ? " " : "") + type_name(ScalarType::i32) + " p" + std::to_string(i) + ";";
+      if (!lang_.params_global_decl.empty())
+        out += format(lang_.params_global_decl, "params_global_decl", {{"members", members}}) + "\n";
+      if (!lang_.params_param_decl.empty()) add_param(format(lang_.params_param_decl, "params_param_decl", {}));
+    }
     add_param(lang_.extra_params);
 
     const std::string wg = std::to_string(kernel_.workgroup_size);
@@ -118,7 +130,10 @@ class Renderer {
     out += " {\n";
     out += "  " + type_name(ScalarType::u32) + " " + std::string(kLinearIndex) + " = " +
            format(lang_.global_index_expr, "global_index_expr", {{"wg", wg}}) + ";\n";
-    out += "  if (" + std::string(kLinearIndex) + " >= " + std::to_string(kernel_.global_size) + "u) return;\n";
+    const std::string guard = kernel_.global_size_param
+                                  ? cast_text(ScalarType::u32, param_text(*kernel_.global_size_param))
+                                  : std::to_string(kernel_.global_size) + "u";
+    out += "  if (" + std::string(kLinearIndex) + " >= " + guard + ") return;\n";
     if (uses_global_index(kernel_.body)) {
       out += "  " + type_name(ScalarType::i32) + " " + std::string(kGlobalIndex) + " = " +
              cast_text(ScalarType::i32, std::string(kLinearIndex)) + ";\n";
@@ -215,6 +230,10 @@ class Renderer {
       out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " + temp + kVectorComponents[c] + ";\n";
   }
 
+  std::string param_text(int index) const {
+    return format(lang_.param_access, "param_access", {{"index", std::to_string(index)}});
+  }
+
   std::string cast_text(ScalarType type, const std::string& a) const {
     return format(lang_.cast, "cast", {{"type", type_name(type)}, {"a", a}});
   }
@@ -256,6 +275,7 @@ class Renderer {
       case ExprKind::constant: return literal(n);
       case ExprKind::var: return var_identifier(n.name);
       case ExprKind::global_index: return std::string(kGlobalIndex);
+      case ExprKind::param: return param_text(n.param);
       case ExprKind::load: return buffer_element(n.buffer, n.args[0]);
       case ExprKind::unary: return unary(n);
       case ExprKind::binary: return binary(n);
@@ -361,6 +381,7 @@ backend::KernelSource make_kernel_source(const kir::Kernel& kernel, const backen
   source.text = render(kernel, language);
   source.workgroup_size = kernel.workgroup_size;
   source.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
+  source.num_params = static_cast<std::uint32_t>(kernel.params.size());
   return source;
 }
 

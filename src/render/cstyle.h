@@ -14,6 +14,8 @@
 // Names are prefixed so no IR name can collide with a keyword, a built-in or
 // the renderer's own kiln_* names: buffer "x" -> "b_x", variable "k" -> "v_k".
 // The kernel function keeps the kernel's name (verify() rejects reserved ones).
+// A kernel with parameters declares them as members p0, p1, ... of one block
+// (GLSL push constants, a CUDA/HIP/C99 struct argument); param(i) reads p<i>.
 // A vector load reads one vector into "kiln_vec<n>", through the buffer's
 // vector view "kiln_v<width>_<buffer>" where the language declares one.
 #pragma once

@@ -2,10 +2,12 @@
 
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
+#include "src/kernel/parameterise.h"
 #include "src/lower/lower.h"
 #include "src/runtime/log.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <map>
 #include <set>
@@ -81,7 +83,7 @@ void Executor::warm_up() {
         bindings.push_back({s.buffer, s.offset, s.bytes});
       }
       // The driver's deferred work is per pipeline, not per workgroup: one group is enough.
-      list->dispatch(*d.kernel, {1, 1, 1}, bindings);
+      list->dispatch(*d.kernel, {1, 1, 1}, bindings, d.params);
     }
   if (seen.empty()) return;
   list->finish();
@@ -160,10 +162,12 @@ void Executor::lower_graph() {
   fused_away_ = std::move(plan.fused_away);
   kernel_nodes_ = plan.kernel_nodes;
 
-  // Compile and load every kernel first, distinct ones concurrently.
-  std::vector<const kir::Kernel*> step_kernels;
-  for (const fuse::PlanStep& step : plan.steps)
+  std::vector<kir::Kernel*> step_kernels;
+  for (fuse::PlanStep& step : plan.steps)
     if (!step.host) step_kernels.push_back(&step.kernel->kernel);
+  parameterise_kernels(step_kernels);
+
+  // Compile and load every kernel first, distinct ones concurrently.
   std::vector<std::shared_ptr<backend::LoadedKernel>> loaded = ctx_->kernels->get_all(step_kernels);
   std::size_t next_loaded = 0;
 
@@ -184,6 +188,7 @@ void Executor::lower_graph() {
     d.kernel_name = step.kernel->kernel.name;
     d.grid = kir::dispatch_grid(step.kernel->kernel, target.max_workgroup_count[0]);
     d.values = std::move(step.kernel->values);
+    d.params = step.kernel->kernel.params;
     segments_.back().dispatches.push_back(std::move(d));
   }
 
@@ -202,6 +207,27 @@ void Executor::lower_graph() {
     runtime::log(runtime::LogLevel::warning, "model '" + model_.name() + "': " + std::to_string(breaks_.size()) +
                                                  " node(s) run on the host reference implementation:" + list);
   }
+}
+
+void Executor::parameterise_kernels(std::span<kir::Kernel* const> kernels) const {
+  // KILN_NO_PARAMETERISE=1 keeps every shape baked in, for A/B measurements.
+  if (const char* off = std::getenv("KILN_NO_PARAMETERISE"); off != nullptr && std::string(off) == "1") return;
+  constexpr std::uint32_t kParamBytes = sizeof(std::int32_t);
+  constexpr std::uint32_t kUnstatedLimitBytes = 128;  // what every Vulkan device offers
+  const std::uint32_t limit = ctx_->device->target().max_kernel_param_bytes;
+  kir::ParameteriseOptions options;
+  options.max_params = (limit != 0 ? limit : kUnstatedLimitBytes) / kParamBytes;
+  // KILN_PARAMETERISE_LOOP_BOUNDS=1: fewer kernels (faster cold compiles) for
+  // slower loops; see ParameteriseOptions::loop_bounds.
+  const char* loops = std::getenv("KILN_PARAMETERISE_LOOP_BOUNDS");
+  options.loop_bounds = loops != nullptr && std::string(loops) == "1";
+  const kir::ParameteriseReport report = kir::parameterise(kernels, options);
+  runtime::log(runtime::LogLevel::debug,
+               "parameterised " + std::to_string(report.kernels) + " kernels of " + model_.name() + " into " +
+                   std::to_string(report.groups) + " shared sources (up to " +
+                   std::to_string(report.max_params_used) + " parameters; " +
+                   std::to_string(report.groups_over_limit) + " groups over the limit of " +
+                   std::to_string(options.max_params) + ")");
 }
 
 void Executor::assign_storage() {
@@ -324,7 +350,7 @@ void Executor::record(Segment& segment, backend::CommandList& list) const {
       const Storage& s = storage_[v];
       bindings.push_back({s.buffer, s.offset, s.bytes});
     }
-    list.dispatch(*d.kernel, d.grid, bindings);
+    list.dispatch(*d.kernel, d.grid, bindings, d.params);
   }
 }
 

@@ -33,6 +33,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,7 @@ class Executor {
     std::string kernel_name;
     std::array<std::uint32_t, 3> grid{};
     std::vector<graph::ValueId> values;  // bindings, in kernel buffer order
+    std::vector<std::int32_t> params;    // the kernel's per-dispatch parameters
   };
   struct Segment {
     bool host = false;           // a graph break run on the reference implementation
@@ -131,6 +133,9 @@ class Executor {
   // every run rewrites before reading them.
   void warm_up();
   void lower_graph();
+  // Differing literals of same-structure kernels -> per-dispatch parameters
+  // (src/kernel/parameterise.h), unless KILN_NO_PARAMETERISE=1.
+  void parameterise_kernels(std::span<kir::Kernel* const> kernels) const;
   void assign_storage();
   void record(Segment& segment, backend::CommandList& list) const;
   void run_host_node(const Segment& segment);

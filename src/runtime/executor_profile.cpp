@@ -56,7 +56,7 @@ std::vector<KernelTiming> Executor::profile(const std::vector<Tensor>& inputs, i
           bindings.push_back({s.buffer, s.offset, s.bytes});
         }
         std::unique_ptr<backend::CommandList> list = ctx_->device->create_command_list();
-        list->dispatch(*d.kernel, d.grid, bindings);
+        list->dispatch(*d.kernel, d.grid, bindings, d.params);
         list->finish();
         const auto start = std::chrono::steady_clock::now();
         list->submit();

@@ -1,0 +1,212 @@
+// Grouping by structure and turning differing literals into parameters.
+//
+// One traversal order (statements: value, index, begin, end, body,
+// else_body; expressions: pre-order over operands) numbers the literal
+// positions of a kernel; the structure key is print() of the kernel with every
+// literal replaced by a placeholder, so two kernels share a key exactly when
+// they differ in nothing but literal values and the global size.
+#include "src/kernel/parameterise.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace kiln::kir {
+namespace {
+
+bool is_integer_literal(const ExprNode& n) {
+  return n.kind == ExprKind::constant && (n.type == ScalarType::i32 || n.type == ScalarType::u32);
+}
+
+bool has_loop(const std::vector<Stmt>& stmts) {
+  for (const Stmt& s : stmts)
+    if (s.kind == StmtKind::loop || has_loop(s.body) || has_loop(s.else_body)) return true;
+  return false;
+}
+
+// Rebuilds a kernel body with each integer literal replaced by
+// on_literal(literal, pinned), in traversal order; subtrees without literals
+// are shared, not copied. A pinned literal is a divisor (of div or mod) that
+// runs per element: inside a loop, or anywhere in a kernel without loops.
+// Division by a constant compiles to a multiply and shifts, by a runtime
+// value to a real division, so pinned literals stay constants; a divisor
+// evaluated once per invocation of a kernel with loops (a GEMM's block
+// coordinates) costs nothing measurable next to its loops. Loop bounds are
+// pinned too unless the options say otherwise.
+template <class OnLiteral>
+class LiteralMapper {
+ public:
+  LiteralMapper(const std::vector<Stmt>& body, bool pin_loop_bounds, OnLiteral& on_literal)
+      : on_literal_(on_literal), pin_loop_bounds_(pin_loop_bounds), kernel_has_loop_(has_loop(body)) {}
+
+  std::vector<Stmt> block(const std::vector<Stmt>& stmts, bool in_loop) {
+    std::vector<Stmt> out;
+    out.reserve(stmts.size());
+    for (const Stmt& s : stmts) {
+      Stmt m = s;
+      m.value = expr(s.value, in_loop, false);
+      m.index = expr(s.index, in_loop, false);
+      m.begin = expr(s.begin, true, pin_loop_bounds_);
+      m.end = expr(s.end, true, pin_loop_bounds_);
+      m.body = block(s.body, in_loop || s.kind == StmtKind::loop);
+      m.else_body = block(s.else_body, in_loop);
+      out.push_back(std::move(m));
+    }
+    return out;
+  }
+
+ private:
+  Expr expr(const Expr& e, bool in_loop, bool pinned) {
+    if (!e) return e;
+    if (is_integer_literal(*e)) return on_literal_(e, pinned && (in_loop || !kernel_has_loop_));
+    if (e->args.empty()) return e;
+    ExprNode copy = *e;
+    bool changed = false;
+    for (std::size_t i = 0; i < copy.args.size(); ++i) {
+      const bool is_divisor = pinned || (copy.kind == ExprKind::binary && i == 1 &&
+                                          (copy.binary == BinaryOp::div || copy.binary == BinaryOp::mod));
+      Expr mapped = expr(copy.args[i], in_loop, is_divisor);
+      changed = changed || mapped.operator->() != copy.args[i].operator->();
+      copy.args[i] = std::move(mapped);
+    }
+    return changed ? Expr(std::make_shared<const ExprNode>(std::move(copy))) : e;
+  }
+
+  OnLiteral& on_literal_;
+  bool pin_loop_bounds_;
+  bool kernel_has_loop_;
+};
+
+template <class OnLiteral>
+std::vector<Stmt> map_literals(const std::vector<Stmt>& body, bool pin_loop_bounds, OnLiteral& on_literal) {
+  return LiteralMapper<OnLiteral>(body, pin_loop_bounds, on_literal).block(body, false);
+}
+
+// A literal's value as the i32 bits a parameter carries (u32 keeps its bits).
+std::int32_t literal_bits(const ExprNode& n) { return static_cast<std::int32_t>(static_cast<std::uint32_t>(n.ivalue)); }
+
+struct Analysed {
+  Kernel* kernel = nullptr;
+  std::string key;
+  std::vector<std::int32_t> literals;  // in traversal order
+};
+
+Analysed analyse(Kernel& kernel, bool pin_loop_bounds) {
+  Analysed a;
+  a.kernel = &kernel;
+  // Literal types in order (i32 and u32 placeholders must not match), and
+  // the values of pinned literals, which are structure.
+  std::string types;
+  auto placeholder = [&](const Expr& literal, bool pinned) {
+    if (pinned) {
+      types += "=" + std::to_string(literal->ivalue) + ";";
+      return literal;
+    }
+    a.literals.push_back(literal_bits(*literal));
+    types += literal->type == ScalarType::i32 ? 'i' : 'u';
+    return param(0);
+  };
+  Kernel shape(kernel.name);
+  shape.buffers = kernel.buffers;
+  shape.workgroup_size = kernel.workgroup_size;
+  shape.global_size = 1;
+  shape.body = map_literals(kernel.body, pin_loop_bounds, placeholder);
+  a.key = print(shape) + types;
+  return a;
+}
+
+// Gives the members of one group their parameters; returns the count, or -1
+// when the group would need more than `max_params`.
+int parameterise_group(const std::vector<Analysed*>& members, const ParameteriseOptions& options) {
+  const std::size_t positions = members[0]->literals.size();
+  // Slot of each literal position (-1: stays a literal), parameters sharing
+  // one column of values across members.
+  std::vector<int> slot(positions, -1);
+  std::map<std::vector<std::int32_t>, int> slot_of_column;
+  std::vector<std::vector<std::int32_t>> columns;
+  auto slot_for = [&](std::vector<std::int32_t> column) {
+    auto [it, inserted] = slot_of_column.try_emplace(column, static_cast<int>(columns.size()));
+    if (inserted) columns.push_back(std::move(column));
+    return it->second;
+  };
+  std::vector<std::int32_t> column(members.size());
+  for (std::size_t p = 0; p < positions; ++p) {
+    bool differs = false;
+    for (std::size_t m = 0; m < members.size(); ++m) {
+      column[m] = members[m]->literals[p];
+      differs = differs || column[m] != column[0];
+    }
+    if (differs) slot[p] = slot_for(column);
+  }
+  std::optional<int> global_slot;
+  bool sizes_differ = false;
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    column[m] = static_cast<std::int32_t>(members[m]->kernel->global_size);  // verify() keeps it below 2^31
+    sizes_differ = sizes_differ || column[m] != column[0];
+  }
+  if (sizes_differ) global_slot = slot_for(column);
+  if (columns.empty()) return 0;  // identical kernels already share a source
+  if (columns.size() > options.max_params) return -1;
+
+  for (std::size_t m = 0; m < members.size(); ++m) {
+    Kernel& kernel = *members[m]->kernel;
+    std::size_t position = 0;
+    auto replace = [&](const Expr& literal, bool pinned) -> Expr {
+      if (pinned) return literal;
+      const int s = slot[position++];
+      if (s < 0) return literal;
+      return literal->type == ScalarType::i32 ? param(s) : cast(ScalarType::u32, param(s));
+    };
+    kernel.body = map_literals(kernel.body, !options.loop_bounds, replace);
+    KILN_ASSERT(position == positions);
+    kernel.params.resize(columns.size());
+    for (std::size_t s = 0; s < columns.size(); ++s) kernel.params[s] = columns[s][m];
+    kernel.global_size_param = global_slot;
+  }
+  return static_cast<int>(columns.size());
+}
+
+}  // namespace
+
+ParameteriseReport parameterise(std::span<Kernel* const> kernels, const ParameteriseOptions& options) {
+  std::vector<Analysed> analysed;
+  analysed.reserve(kernels.size());
+  for (Kernel* kernel : kernels) {
+    KILN_ASSERT(kernel != nullptr);
+    if (!kernel->params.empty() || kernel->global_size_param) continue;
+    analysed.push_back(analyse(*kernel, !options.loop_bounds));
+  }
+  // Groups in order of first appearance, so results do not depend on hashing.
+  std::unordered_map<std::string_view, std::size_t> group_of_key;
+  std::vector<std::vector<Analysed*>> groups;
+  for (Analysed& a : analysed) {
+    auto [it, inserted] = group_of_key.try_emplace(a.key, groups.size());
+    if (inserted) groups.emplace_back();
+    groups[it->second].push_back(&a);
+  }
+
+  ParameteriseReport report;
+  for (const std::vector<Analysed*>& members : groups) {
+    if (members.size() < 2) continue;
+    const int params = parameterise_group(members, options);
+    if (params < 0) {
+      ++report.groups_over_limit;
+      continue;
+    }
+    if (params == 0) continue;
+    ++report.groups;
+    report.kernels += static_cast<int>(members.size());
+    report.max_params_used = std::max(report.max_params_used, params);
+  }
+  return report;
+}
+
+}  // namespace kiln::kir

@@ -1,0 +1,50 @@
+// Runtime kernel parameters: kernels that differ only in integer literals
+// (shapes, strides, bounds) become one kernel whose differing literals are
+// per-dispatch parameters, so a model compiles one pipeline for them instead
+// of one per shape.
+//
+// Kernels group by structure: everything but the values of i32/u32 literals
+// and the global size (name, buffers, workgroup size, statements, float
+// constants, loop steps). In a group of two or more, a literal position
+// whose value differs between members becomes param(i), and positions with
+// one value in every member stay literals, so tile sizes, unroll counts and
+// alignment constants stay compile-time constants. Positions whose values
+// agree member by member share one parameter. The global size becomes a
+// parameter too when it differs (Kernel::global_size_param).
+//
+// Divisors of div and mod that run per element (inside a loop, or in a kernel
+// without loops) count as structure: a runtime division costs far more than
+// division by a constant, so kernels differing there stay apart. So do loop
+// bounds, unless ParameteriseOptions::loop_bounds is set.
+#pragma once
+
+#include "src/kernel/ir.h"
+
+#include <cstddef>
+#include <span>
+
+namespace kiln::kir {
+
+struct ParameteriseOptions {
+  // Most parameters one kernel may take (Vulkan guarantees 128 bytes of push
+  // constants: 32 i32s). A group needing more is left as it is.
+  std::size_t max_params = 32;
+  // Whether loop bounds may become parameters. Off, they are structure: a
+  // trip count the driver's compiler knows keeps loops tight (measured on
+  // lavapipe: ResNet-50's GEMMs ~9% slower with runtime K bounds), at the
+  // price of one kernel per distinct bound.
+  bool loop_bounds = false;
+};
+
+struct ParameteriseReport {
+  int groups = 0;               // groups of >= 2 kernels now sharing one source
+  int kernels = 0;              // kernels given parameters
+  int groups_over_limit = 0;    // groups left alone: they would need more than max_params
+  int max_params_used = 0;      // largest parameter count given to a kernel
+};
+
+// Rewrites the kernels in place (each gets its own Kernel::params values).
+// Kernels that already have parameters are left alone.
+ParameteriseReport parameterise(std::span<Kernel* const> kernels, const ParameteriseOptions& options = {});
+
+}  // namespace kiln::kir
