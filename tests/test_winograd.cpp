@@ -153,6 +153,9 @@ BOOST_AUTO_TEST_CASE(convolutions_it_does_not_pay_for_are_left_alone) {
       {"1x1", {64, 64, 1, 1}, 32, {}},
       {"5x5", {64, 64, 5, 5}, 32, {.padding = {2, 2, 2, 2}}},
       {"too little work (two more dispatches would cost more)", {64, 64, 3, 3}, 8, {.padding = {1, 1, 1, 1}}},
+      // Rate 12 on 14x14 (DeepLabV3's ASPP): 144 nearly empty tiles for 196 pixels.
+      {"more multiplies than the direct convolution", {256, 960, 3, 3}, 14,
+       {.padding = {12, 12, 12, 12}, .dilation = {12, 12}}},
   };
   for (const Skip& skip : skips) {
     BOOST_TEST_CONTEXT(skip.why) {
