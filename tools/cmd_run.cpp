@@ -245,13 +245,14 @@ void add_run_command(CLI::App& app) {
     // Compared as kiln bench compares: element by element, and a detection
     // list as a set (which of two tied boxes NMS keeps, and their order, may
     // differ with rounding).
-    const bench::Agreement agreement = bench::compare_outputs(
-        eager_out, compiled_out, kRunTolerance, bench::find_detection_list(model.task(), output_specs));
+    const std::optional<bench::DetectionList> detection_list = bench::find_detection_list(model.task(), output_specs);
+    const bench::Agreement agreement =
+        bench::compare_outputs(eager_out, compiled_out, kRunTolerance, detection_list);
     std::printf("max |eager - compiled| = %.3g (largest |output| %.3g)\n", agreement.max_abs_diff, agreement.scale);
     if (agreement.matches && agreement.tied_detections > 0)
       std::printf("detection lists: the same detections (%d near-tied ones kept by one mode only)\n",
                   agreement.tied_detections);
-    else if (agreement.matches && bench::find_detection_list(model.task(), output_specs))
+    else if (agreement.matches && detection_list)
       std::printf("detection lists: the same detections\n");
     if (!agreement.matches)
       std::printf("WARNING: compiled and eager outputs differ beyond tolerance %.0e: %s\n", kRunTolerance,

@@ -1,5 +1,7 @@
 #include "task_output.h"
 
+#include "bench/agreement.h"
+
 #include <kiln/error.h>
 
 #include <stb_image.h>
@@ -186,21 +188,21 @@ std::optional<std::size_t> find_output(const Model& model, const std::string& na
 }
 
 // A detection model gives either per-query predictions (DETR: logits and
-// boxes) or a post-processed detection list (SSD: boxes, scores, labels).
+// boxes) or a post-processed detection list (SSD: boxes, scores, labels, as
+// kiln bench finds and compares it).
 struct DetectionOutputs {
-  std::size_t boxes = 0;
-  std::optional<std::size_t> logits;          // per-query form
-  std::optional<std::size_t> scores, labels;  // list form
+  std::optional<std::size_t> logits, boxes;  // per-query form
+  std::optional<bench::DetectionList> list;  // list form
 };
 
 DetectionOutputs detection_outputs(const Model& model) {
-  const auto boxes = find_output(model, "boxes");
-  const auto logits = find_output(model, "logits");
-  const auto scores = find_output(model, "scores"), labels = find_output(model, "labels");
-  KILN_CHECK(boxes && (logits || (scores && labels)), ErrorKind::InvalidArgument,
+  DetectionOutputs found{find_output(model, "logits"), find_output(model, "boxes"), std::nullopt};
+  if (found.logits && found.boxes) return found;
+  found.list = bench::find_detection_list(model.task(), model.outputs());
+  KILN_CHECK(found.list.has_value(), ErrorKind::InvalidArgument,
              model.name() + ": a detection model needs outputs named 'logits' and 'boxes' (per-query predictions) or " +
                  "'boxes', 'scores' and 'labels' (a detection list)");
-  return logits ? DetectionOutputs{*boxes, logits, {}, {}} : DetectionOutputs{*boxes, {}, scores, labels};
+  return found;
 }
 
 // Per query: softmax over classes + no-object, best real class and its probability.
@@ -239,31 +241,18 @@ std::vector<Detection> decode_detections(const Model& model, const Tensor& logit
 
 // A detection list: boxes [n, 4] as (x1, y1, x2, y2) in the model input's
 // pixels, scores [n], labels [n] (COCO category ids for torchvision's models).
-std::vector<Detection> read_detection_list(const Model& model, const Tensor& boxes, const Tensor& scores,
-                                           const Tensor& labels, const CropGeometry& crop) {
-  const Shape& bs = boxes.shape();
-  const auto describe = [](const Tensor& t) { return std::string(dtype_name(t.dtype())) + shape_str(t.shape()); };
-  const bool integer_labels = labels.dtype() == DType::i64 || labels.dtype() == DType::i32;
-  KILN_CHECK(boxes.dtype() == DType::f32 && scores.dtype() == DType::f32 && integer_labels && bs.size() == 2 &&
-                 bs[1] == 4 && scores.shape() == Shape{bs[0]} && labels.shape() == Shape{bs[0]},
-             ErrorKind::ShapeMismatch,
-             model.name() + ": expected boxes f32[n, 4], scores f32[n] and integer labels [n], got " +
-                 describe(boxes) + ", " + describe(scores) + " and " + describe(labels));
-  std::span<const float> bv = boxes.values<float>();
-  std::span<const float> sv = scores.values<float>();
-  const auto label = [&](std::size_t i) {
-    return labels.dtype() == DType::i64 ? labels.values<std::int64_t>()[i] : labels.values<std::int32_t>()[i];
-  };
+std::vector<Detection> read_detection_list(const Model& model, const std::vector<Tensor>& outputs,
+                                           const bench::DetectionList& list, const CropGeometry& crop) {
+  const std::string problem = bench::detection_list_problem(outputs, list, model.name().c_str());
+  KILN_CHECK(problem.empty(), ErrorKind::ShapeMismatch, problem);
   std::vector<Detection> detections;
-  for (std::int64_t i = 0; i < bs[0]; ++i) {
-    const float* box = &bv[static_cast<std::size_t>(i * 4)];
-    detections.push_back({.label = label(static_cast<std::size_t>(i)),
-                          .score = sv[static_cast<std::size_t>(i)],
-                          .x0 = crop.x(box[0] / crop.size),
-                          .y0 = crop.y(box[1] / crop.size),
-                          .x1 = crop.x(box[2] / crop.size),
-                          .y1 = crop.y(box[3] / crop.size)});
-  }
+  for (const bench::ListedDetection& d : bench::read_detections(outputs, list))
+    detections.push_back({.label = d.label,
+                          .score = d.score,
+                          .x0 = crop.x(d.box[0] / crop.size),
+                          .y0 = crop.y(d.box[1] / crop.size),
+                          .x1 = crop.x(d.box[2] / crop.size),
+                          .y1 = crop.y(d.box[3] / crop.size)});
   std::stable_sort(detections.begin(), detections.end(),
                    [](const Detection& a, const Detection& b) { return a.score > b.score; });
   return detections;
@@ -299,9 +288,8 @@ void report_detection(const Model& model, const std::vector<Tensor>& outputs, co
   }
   const CropGeometry crop = pixels ? CropGeometry(width, height, input_size) : CropGeometry(input_size);
   const std::vector<Detection> detections =
-      which.logits ? decode_detections(model, outputs.at(*which.logits), outputs.at(which.boxes), crop)
-                   : read_detection_list(model, outputs.at(which.boxes), outputs.at(*which.scores),
-                                         outputs.at(*which.labels), crop);
+      which.list ? read_detection_list(model, outputs, *which.list, crop)
+                 : decode_detections(model, outputs.at(*which.logits), outputs.at(*which.boxes), crop);
 
   std::size_t shown = 0;
   while (shown < detections.size() && detections[shown].score >= kDetectionThreshold) ++shown;
@@ -317,8 +305,8 @@ void report_detection(const Model& model, const std::vector<Tensor>& outputs, co
     std::printf("%zu detections with score >= %.2f:\n", shown, static_cast<double>(kDetectionThreshold));
   }
   // Per-query logits carry a no-object column; a list's labels are COCO ids.
-  const std::int64_t classes = which.logits ? outputs.at(*which.logits).shape()[2] - 1
-                                            : static_cast<std::int64_t>(std::size(kCocoNames));
+  const std::int64_t classes = which.list ? static_cast<std::int64_t>(std::size(kCocoNames))
+                                          : outputs.at(*which.logits).shape()[2] - 1;
   for (std::size_t i = 0; i < shown; ++i) {
     const Detection& d = detections[i];
     std::printf("  %2zu. %-16s (class %2lld)  score %.3f  box x %.0f..%.0f, y %.0f..%.0f px\n", i + 1,

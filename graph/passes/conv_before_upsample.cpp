@@ -14,6 +14,7 @@
 #include "graph/passes/passes.h"
 #include "graph/passes/rewrite.h"
 
+#include <algorithm>
 #include <map>
 #include <utility>
 #include <set>
@@ -30,6 +31,12 @@ struct Part {
   std::int64_t channels = 0;
 };
 
+// A Conv to split: its Concat's attributes and the concatenated parts.
+struct Split {
+  Attributes concat_attrs;
+  std::vector<Part> parts;
+};
+
 bool is_pointwise_conv(const Graph& graph, const Node& conv) {
   if (conv.op != "Conv" || conv.attrs.get_int("group", 1) != 1) return false;
   if (conv.attrs.get_string("weight_layout", "OIhw") != "OIhw") return false;
@@ -38,11 +45,11 @@ bool is_pointwise_conv(const Graph& graph, const Node& conv) {
   const Value& weight = graph.value(conv.inputs[1]);
   const Shape& w = weight.type.shape;
   if (!weight.constant || weight.type.dtype != DType::f32 || w.size() != 4 || w[2] != 1 || w[3] != 1) return false;
-  for (const char* name : {"strides", "pads"}) {
-    if (!conv.attrs.has(name)) continue;
-    for (std::int64_t v : conv.attrs.get_ints(name, {}))
-      if (v != (std::string(name) == "strides" ? 1 : 0)) return false;
-  }
+  const auto all_equal = [&](const char* name, std::int64_t value) {
+    const std::vector<std::int64_t> values = conv.attrs.get_ints(name, {});
+    return std::all_of(values.begin(), values.end(), [&](std::int64_t v) { return v == value; });
+  };
+  if (!all_equal("strides", 1) || !all_equal("pads", 0)) return false;
   // A computed bias would need an Add of its own; fold_batch_norm leaves constants.
   if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !graph.value(conv.inputs[2]).constant) return false;
   return conv.attrs.get_string("auto_pad", "NOTSET") == "NOTSET";
@@ -82,42 +89,41 @@ PassResult conv_before_upsample(const Graph& graph) {
   PassReport report{"conv_before_upsample", 0, {}};
   if (disabled_by("KILN_NO_CONV_BEFORE_UPSAMPLE", report.details)) return {graph, std::move(report)};
   const Readers readers(graph);
-  std::map<NodeId, std::vector<Part>> parts_of;  // conv -> its concatenated parts
-  std::map<NodeId, Attributes> concat_of;          // conv -> its Concat's attributes
-  std::set<NodeId> absorbed;                      // Concats and moved Resizes, re-emitted per part
+  std::map<NodeId, Split> splits;  // by Conv
+  std::set<NodeId> absorbed;       // Concats and moved Resizes, re-emitted per part
   for (const Node& conv : graph.nodes()) {
     if (!is_pointwise_conv(graph, conv)) continue;
     const Node* concat = readers.single_use_producer(conv.inputs[0]);
     if (concat == nullptr || concat->op != "Concat" || concat->inputs.size() < 2) continue;
     const std::int64_t axis = concat->attrs.get_int("axis", 0);
     if (axis != 1 && axis != -3) continue;
-    std::vector<Part> parts;
+    Split split{concat->attrs, {}};
     bool any_moved = false, fits = true;
-    std::set<ValueId> seen;
     for (ValueId input : concat->inputs) {
       const TensorType& t = graph.value(input).type;
-      if (t.dynamic || t.shape.size() != 4) fits = false;
-      if (!fits) break;
+      if (t.dynamic || t.shape.size() != 4) {
+        fits = false;
+        break;
+      }
       Part part{input, nullptr, t.shape[1]};
-      // The same value twice in the Concat has two readers there.
-      const Node* producer = seen.insert(input).second ? readers.single_use_producer(input) : nullptr;
+      // A value the Concat reads twice has no single-use producer.
+      const Node* producer = readers.single_use_producer(input);
       if (producer != nullptr && is_movable_upsample(graph, *producer)) part.resize = producer;
       any_moved = any_moved || part.resize != nullptr;
-      parts.push_back(part);
+      split.parts.push_back(part);
     }
     if (!fits || !any_moved) continue;
-    parts_of[conv.id] = std::move(parts);
-    concat_of[conv.id] = concat->attrs;
     absorbed.insert(concat->id);
-    for (const Part& part : parts_of[conv.id])
+    for (const Part& part : split.parts)
       if (part.resize != nullptr) absorbed.insert(part.resize->id);
+    splits[conv.id] = std::move(split);
   }
 
   Rewriter rw(graph);
   for (const Node& node : graph.nodes()) {
     if (absorbed.count(node.id) != 0) continue;
-    const auto found = parts_of.find(node.id);
-    if (found == parts_of.end()) {
+    const auto found = splits.find(node.id);
+    if (found == splits.end()) {
       rw.copy_node(node);
       continue;
     }
@@ -128,8 +134,8 @@ PassResult conv_before_upsample(const Graph& graph) {
     Attributes part_attrs;
     for (const auto& [name, value] : conv.attrs.all())
       if (name != "activation") part_attrs.set(name, value);
-    const std::vector<Part>& parts = found->second;
-    const Attributes& concat_attrs = concat_of.at(conv.id);
+    const std::vector<Part>& parts = found->second.parts;
+    const Attributes& concat_attrs = found->second.concat_attrs;
     // The parts that stay at full resolution share one Conv (over their own
     // Concat when there are several); each upsampled part gets its own.
     std::vector<std::int64_t> first_channel;

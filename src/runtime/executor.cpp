@@ -211,7 +211,12 @@ void Executor::lower_graph() {
 
 void Executor::parameterise_kernels(std::span<kir::Kernel* const> kernels) const {
   // KILN_NO_PARAMETERISE=1 keeps every shape baked in, for A/B measurements.
-  if (const char* off = std::getenv("KILN_NO_PARAMETERISE"); off != nullptr && std::string(off) == "1") return;
+  // As the graph passes' KILN_NO_* switches: set and not "0" means on.
+  const auto switched_on = [](const char* name) {
+    const char* value = std::getenv(name);
+    return value != nullptr && *value != '\0' && std::string(value) != "0";
+  };
+  if (switched_on("KILN_NO_PARAMETERISE")) return;
   constexpr std::uint32_t kParamBytes = sizeof(std::int32_t);
   constexpr std::uint32_t kUnstatedLimitBytes = 128;  // what every Vulkan device offers
   const std::uint32_t limit = ctx_->device->target().max_kernel_param_bytes;
@@ -219,8 +224,7 @@ void Executor::parameterise_kernels(std::span<kir::Kernel* const> kernels) const
   options.max_params = (limit != 0 ? limit : kUnstatedLimitBytes) / kParamBytes;
   // KILN_PARAMETERISE_LOOP_BOUNDS=1: fewer kernels (faster cold compiles) for
   // slower loops; see ParameteriseOptions::loop_bounds.
-  const char* loops = std::getenv("KILN_PARAMETERISE_LOOP_BOUNDS");
-  options.loop_bounds = loops != nullptr && std::string(loops) == "1";
+  options.loop_bounds = switched_on("KILN_PARAMETERISE_LOOP_BOUNDS");
   const kir::ParameteriseReport report = kir::parameterise(kernels, options);
   runtime::log(runtime::LogLevel::debug,
                "parameterised " + std::to_string(report.kernels) + " kernels of " + model_.name() + " into " +

@@ -40,40 +40,7 @@ void accumulate_elementwise(const Tensor& r, const Tensor& c, ElementwiseDiff& d
   }
 }
 
-struct Detection {
-  float box[4];
-  float score;
-  std::int64_t label;
-  std::size_t rank;  // position in its list
-};
-
-std::vector<Detection> read_detections(const Tensor& boxes, const Tensor& scores, const Tensor& labels) {
-  const auto b = boxes.values<float>();
-  const auto s = scores.values<float>();
-  std::vector<Detection> list(s.size());
-  for (std::size_t i = 0; i < list.size(); ++i) {
-    std::copy_n(b.begin() + static_cast<std::ptrdiff_t>(4 * i), 4, list[i].box);
-    list[i].score = s[i];
-    list[i].label = labels.dtype() == DType::i64 ? labels.values<std::int64_t>()[i] : labels.values<std::int32_t>()[i];
-    list[i].rank = i;
-  }
-  return list;
-}
-
-// Why a detection list's tensors cannot be compared as one, or "" if they can.
-std::string detection_list_problem(const std::vector<Tensor>& outputs, const DetectionList& list, const char* whose) {
-  const Tensor& boxes = outputs[list.boxes];
-  const Tensor& scores = outputs[list.scores];
-  const Tensor& labels = outputs[list.labels];
-  const bool ok = boxes.dtype() == DType::f32 && boxes.rank() == 2 && boxes.shape()[1] == 4 &&
-                  scores.dtype() == DType::f32 && scores.rank() == 1 && is_integer(labels.dtype()) &&
-                  labels.rank() == 1 && scores.shape()[0] == boxes.shape()[0] && labels.shape()[0] == boxes.shape()[0];
-  if (ok) return "";
-  return std::string(whose) + "'s detection list is boxes " + describe(boxes) + ", scores " + describe(scores) +
-         ", labels " + describe(labels) + " (expected f32[N, 4], f32[N] and integer [N])";
-}
-
-std::string detection_text(const Detection& d, const char* list) {
+std::string detection_text(const ListedDetection& d, const char* list) {
   return format("%s #%zu (label %lld, score %.7g, box %.4g %.4g %.4g %.4g)", list, d.rank,
                 static_cast<long long>(d.label), static_cast<double>(d.score), static_cast<double>(d.box[0]),
                 static_cast<double>(d.box[1]), static_cast<double>(d.box[2]), static_cast<double>(d.box[3]));
@@ -90,17 +57,17 @@ double intersection_over_union(const float* a, const float* b) {
   return union_area > 0 ? intersection / union_area : 0;
 }
 
-double lowest_score(const std::vector<Detection>& list) {
+double lowest_score(const std::vector<ListedDetection>& list) {
   double lowest = std::numeric_limits<double>::infinity();
-  for (const Detection& d : list) lowest = std::min(lowest, static_cast<double>(d.score));
+  for (const ListedDetection& d : list) lowest = std::min(lowest, static_cast<double>(d.score));
   return lowest;
 }
 
 // Compares two detection lists as sets (see compare_outputs); adds to `a`.
-void compare_detections(const std::vector<Detection>& reference, const std::vector<Detection>& candidate,
+void compare_detections(const std::vector<ListedDetection>& reference, const std::vector<ListedDetection>& candidate,
                         double relative_tolerance, Agreement& a, std::string& problems) {
   double box_scale = 0, score_scale = 0;
-  for (const Detection& d : reference) {
+  for (const ListedDetection& d : reference) {
     for (float v : d.box)
       if (std::isfinite(v)) box_scale = std::max(box_scale, std::fabs(static_cast<double>(v)));
     if (std::isfinite(d.score)) score_scale = std::max(score_scale, std::fabs(static_cast<double>(d.score)));
@@ -113,12 +80,12 @@ void compare_detections(const std::vector<Detection>& reference, const std::vect
   // detection within tolerance. NMS leaves no two same-label boxes that
   // close, so the choice is never ambiguous in practice.
   std::vector<bool> reference_matched(reference.size(), false);
-  std::vector<const Detection*> unmatched_candidates;
-  for (const Detection& c : candidate) {
+  std::vector<const ListedDetection*> unmatched_candidates;
+  for (const ListedDetection& c : candidate) {
     std::size_t best = reference.size();
     double best_score_diff = std::numeric_limits<double>::infinity(), best_box_diff = 0;
     for (std::size_t i = 0; i < reference.size(); ++i) {
-      const Detection& r = reference[i];
+      const ListedDetection& r = reference[i];
       if (reference_matched[i] || r.label != c.label) continue;
       double box_diff = 0;
       for (int k = 0; k < 4; ++k) box_diff = std::max(box_diff, abs_diff(r.box[k], c.box[k]));
@@ -137,7 +104,7 @@ void compare_detections(const std::vector<Detection>& reference, const std::vect
     a.max_abs_diff = std::max({a.max_abs_diff, best_score_diff, best_box_diff});
   }
 
-  std::vector<const Detection*> unmatched_references;
+  std::vector<const ListedDetection*> unmatched_references;
   for (std::size_t i = 0; i < reference.size(); ++i)
     if (!reference_matched[i]) unmatched_references.push_back(&reference[i]);
 
@@ -147,18 +114,18 @@ void compare_detections(const std::vector<Detection>& reference, const std::vect
   // detections the other lacks. Such a detection is excused when the other
   // list lacks one of the same label and score too; it must be a distinct
   // candidate (a different box): the same box moved a little is a wrong box.
-  auto has_tied_rival = [&](const Detection& d, const std::vector<const Detection*>& others) {
-    return std::any_of(others.begin(), others.end(), [&](const Detection* o) {
+  auto has_tied_rival = [&](const ListedDetection& d, const std::vector<const ListedDetection*>& others) {
+    return std::any_of(others.begin(), others.end(), [&](const ListedDetection* o) {
       return o->label == d.label && abs_diff(o->score, d.score) <= score_tolerance &&
              intersection_over_union(o->box, d.box) < kSameBoxIoU;
     });
   };
-  std::vector<const Detection*> unexcused_references, unexcused_candidates;
-  for (const Detection* r : unmatched_references) {
+  std::vector<const ListedDetection*> unexcused_references, unexcused_candidates;
+  for (const ListedDetection* r : unmatched_references) {
     if (has_tied_rival(*r, unmatched_candidates)) ++a.tied_detections;
     else unexcused_references.push_back(r);
   }
-  for (const Detection* c : unmatched_candidates) {
+  for (const ListedDetection* c : unmatched_candidates) {
     if (has_tied_rival(*c, unmatched_references)) ++a.tied_detections;
     else unexcused_candidates.push_back(c);
   }
@@ -166,16 +133,16 @@ void compare_detections(const std::vector<Detection>& reference, const std::vect
   // A tie at the cut-off: a detection among the lowest-scored of its own list
   // that scores where the other list stops (its k-th score or the threshold).
   const double reference_lowest = lowest_score(reference), candidate_lowest = lowest_score(candidate);
-  auto is_tie_at_cutoff = [&](const Detection& d, double own_lowest, double other_lowest, bool other_empty) {
+  auto is_tie_at_cutoff = [&](const ListedDetection& d, double own_lowest, double other_lowest, bool other_empty) {
     const double score = d.score;
     return score - own_lowest <= score_tolerance && (other_empty || std::fabs(score - other_lowest) <= score_tolerance);
   };
   std::vector<std::string> real;
-  for (const Detection* r : unexcused_references) {
+  for (const ListedDetection* r : unexcused_references) {
     if (is_tie_at_cutoff(*r, reference_lowest, candidate_lowest, candidate.empty())) ++a.tied_detections;
     else real.push_back(detection_text(*r, "eager") + " has no compiled match");
   }
-  for (const Detection* c : unexcused_candidates) {
+  for (const ListedDetection* c : unexcused_candidates) {
     if (is_tie_at_cutoff(*c, candidate_lowest, reference_lowest, reference.empty())) ++a.tied_detections;
     else real.push_back(detection_text(*c, "compiled") + " has no eager match");
   }
@@ -204,6 +171,33 @@ std::optional<DetectionList> find_detection_list(const std::string& task, const 
              labels = find("labels", DType::i64, 1);
   if (!boxes || !scores || !labels || outputs[*boxes].shape[1] != 4) return std::nullopt;
   return DetectionList{*boxes, *scores, *labels};
+}
+
+std::string detection_list_problem(const std::vector<Tensor>& outputs, const DetectionList& list, const char* whose) {
+  const Tensor& boxes = outputs[list.boxes];
+  const Tensor& scores = outputs[list.scores];
+  const Tensor& labels = outputs[list.labels];
+  const bool ok = boxes.dtype() == DType::f32 && boxes.rank() == 2 && boxes.shape()[1] == 4 &&
+                  scores.dtype() == DType::f32 && scores.rank() == 1 && is_integer(labels.dtype()) &&
+                  labels.rank() == 1 && scores.shape()[0] == boxes.shape()[0] && labels.shape()[0] == boxes.shape()[0];
+  if (ok) return "";
+  return std::string(whose) + "'s detection list is boxes " + describe(boxes) + ", scores " + describe(scores) +
+         ", labels " + describe(labels) + " (expected f32[N, 4], f32[N] and integer [N])";
+}
+
+std::vector<ListedDetection> read_detections(const std::vector<Tensor>& outputs, const DetectionList& list) {
+  const auto b = outputs[list.boxes].values<float>();
+  const auto s = outputs[list.scores].values<float>();
+  const Tensor& labels = outputs[list.labels];
+  std::vector<ListedDetection> detections(s.size());
+  for (std::size_t i = 0; i < detections.size(); ++i) {
+    std::copy_n(b.begin() + static_cast<std::ptrdiff_t>(4 * i), 4, detections[i].box);
+    detections[i].score = s[i];
+    detections[i].label =
+        labels.dtype() == DType::i64 ? labels.values<std::int64_t>()[i] : labels.values<std::int32_t>()[i];
+    detections[i].rank = i;
+  }
+  return detections;
 }
 
 Agreement compare_outputs(const std::vector<Tensor>& reference, const std::vector<Tensor>& candidate,
@@ -255,8 +249,7 @@ Agreement compare_outputs(const std::vector<Tensor>& reference, const std::vecto
     else if (!candidate_problem.empty()) note(candidate_problem);
     else
       compare_detections(
-          read_detections(reference[detections->boxes], reference[detections->scores], reference[detections->labels]),
-          read_detections(candidate[detections->boxes], candidate[detections->scores], candidate[detections->labels]),
+          read_detections(reference, *detections), read_detections(candidate, *detections),
           relative_tolerance, a, problems);
   }
   a.matches = problems.empty();

@@ -7,6 +7,7 @@
 #include <kiln/tensor.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -36,6 +37,20 @@ struct DetectionList {
 // (unknown, < 0) leading extent. Fixed-size detector outputs (DETR's per-query
 // logits and boxes) are not a list: they are compared element by element.
 std::optional<DetectionList> find_detection_list(const std::string& task, const std::vector<TensorSpec>& outputs);
+
+// Why the list's tensors in `outputs` are not boxes f32[N, 4], scores f32[N]
+// and integer labels [N], naming `whose` outputs they are; "" if they are.
+std::string detection_list_problem(const std::vector<Tensor>& outputs, const DetectionList& list, const char* whose);
+
+struct ListedDetection {
+  float box[4];
+  float score;
+  std::int64_t label;
+  std::size_t rank;  // position in its list
+};
+
+// The detections of a list whose tensors detection_list_problem accepts, in list order.
+std::vector<ListedDetection> read_detections(const std::vector<Tensor>& outputs, const DetectionList& list);
 
 // Outputs agree when counts, dtypes and shapes are equal, non-f32 outputs are
 // bit-identical, and max |reference - candidate| <= relative_tolerance *
