@@ -4,6 +4,7 @@
 #include "src/runtime/log.h"
 
 #include <algorithm>
+#include <chrono>
 #include <exception>
 #include <thread>
 
@@ -43,6 +44,11 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const kir::Ker
     throw_error(ErrorKind::Unsupported, "kernel '" + kernel.name + "' cannot run on " + target.device_name + ": " + *why);
 
   const std::string key = CompileCache::key(source, target, compiler_version_);
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point start) {
+    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+  };
+  Clock::time_point start = Clock::now();
   std::optional<backend::KernelBinary> binary = disk_.load(key);
   if (binary) {
     ++disk_hits_;
@@ -51,9 +57,14 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const kir::Ker
     ++compiled_;
     disk_.store(key, *binary);
     log(LogLevel::debug, "compiled kernel '" + kernel.name + "' (" + std::to_string(binary->data.size()) + " bytes " +
-                             binary->format + ")");
+                             binary->format + ") in " + ms_since(start) + " ms");
   }
-  return device_->load_kernel(source, *binary);
+  start = Clock::now();
+  auto loaded = device_->load_kernel(source, *binary);
+  // Loading is where a driver finishes compiling (lavapipe's LLVM, a GPU driver's
+  // back end): often the larger part of a cold compile.
+  log(LogLevel::debug, "loaded kernel '" + kernel.name + "' in " + ms_since(start) + " ms");
+  return loaded;
 }
 
 std::shared_ptr<backend::LoadedKernel> KernelCache::get(const kir::Kernel& kernel) {
