@@ -449,6 +449,51 @@ BOOST_AUTO_TEST_CASE(conv_checks_the_packed_layout) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_SUITE(slice_strided_pointwise_conv)
+
+BOOST_AUTO_TEST_CASE(strided_1x1_convs_become_a_slice_and_a_gemm) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {2, 16, 23, 25});
+  b.push_scope("downsample");  // stride 2 on odd extents (to 12x13): the last row and column are read
+  auto downsample = b.relu(b.conv2d(x, b.constant("weight", random_tensor({24, 16, 1, 1}, 1)),
+                                    b.constant("bias", random_tensor({24}, 2)), {.stride = {2, 2}}));
+  b.pop_scope();
+  b.push_scope("uneven");  // strides 3 x 1 (to 8x25)
+  auto uneven = b.conv2d(x, b.constant("weight", random_tensor({16, 16, 1, 1}, 3)), std::nullopt, {.stride = {3, 1}});
+  b.pop_scope();
+  b.push_scope("padded");  // padding reads zeros: not a plain subsample
+  auto padded = b.conv2d(x, b.constant("weight", random_tensor({16, 16, 1, 1}, 4)), std::nullopt,
+                         {.stride = {2, 2}, .padding = {1, 1, 1, 1}});
+  b.pop_scope();
+  b.push_scope("narrow");  // 8 output channels: too few to pay
+  auto narrow = b.conv2d(x, b.constant("weight", random_tensor({8, 16, 1, 1}, 5)), std::nullopt, {.stride = {2, 2}});
+  b.pop_scope();
+  b.push_scope("window");  // 3x3: not pointwise
+  auto window = b.conv2d(x, b.constant("weight", random_tensor({16, 16, 3, 3}, 6)), std::nullopt, {.stride = {2, 2}});
+  b.pop_scope();
+  b.push_scope("small");  // stride 3 to 8x9: too few output pixels for a GEMM to pay
+  auto small = b.conv2d(x, b.constant("weight", random_tensor({16, 16, 1, 1}, 7)), std::nullopt, {.stride = {3, 3}});
+  b.pop_scope();
+  kiln::Model m = b.build({downsample, uneven, padded, narrow, window, small});
+
+  passes::PassResult result = passes::slice_strided_pointwise_conv(m.graph());
+  check_interface(m.graph(), result.graph);
+  BOOST_TEST(result.report.changes == 2);
+  BOOST_TEST(mentions(result.report, "sliced the input of Conv 'downsample' (strides 2x2)"));
+  BOOST_TEST(mentions(result.report, "sliced the input of Conv 'uneven' (strides 3x1)"));
+  BOOST_TEST(count_op(result.graph, "Slice") == 2);
+  for (const char* name : {"downsample", "uneven"})
+    BOOST_TEST((find_node(result.graph, name)->attrs.get_ints("strides", {}) == std::vector<std::int64_t>{1, 1}), name);
+  for (const char* name : {"padded", "narrow", "window", "small"})
+    BOOST_TEST((find_node(result.graph, name)->attrs.get_ints("strides", {}) != std::vector<std::int64_t>{1, 1}), name);
+  // The same products in the same order: bit for bit.
+  BOOST_TEST(relative_difference(m.graph(), result.graph) == 0.0);
+  // Once sliced, a Conv has stride 1: a second run changes nothing.
+  BOOST_TEST(passes::slice_strided_pointwise_conv(result.graph).report.changes == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(pipeline)
 
 BOOST_AUTO_TEST_CASE(compile_passes_on_resnet18) {
@@ -483,6 +528,12 @@ BOOST_AUTO_TEST_CASE(compile_passes_on_resnet18) {
   BOOST_TEST(trimming < packing);
   BOOST_TEST(result.reports[trimming].changes == 4);
   BOOST_TEST(mentions(result.reports[trimming], "Conv 'layer4.1.conv2': 3x3 window -> 1x1"));
+  // The 1x1 stride-2 downsamples output at most 4x4 pixels at 32 px: too
+  // few for slicing them into GEMMs to pay.
+  const std::size_t slicing = position("slice_strided_pointwise_conv");
+  BOOST_TEST(trimming < slicing);
+  BOOST_TEST(slicing < packing);
+  BOOST_TEST(result.reports[slicing].changes == 0);
   // Every other ResNet-18 conv goes to the direct template: the 7x7 stem,
   // the 3x3s and the 1x1 stride-2 downsamples.
   BOOST_TEST(result.reports[packing].changes == 17);

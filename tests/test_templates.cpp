@@ -757,7 +757,10 @@ BOOST_AUTO_TEST_CASE(gemm_throughput) {
   // fast); KILN_GEMM_BENCH_SHAPE=M,N,K any other shape (a 1x1 convolution of
   // Ci -> Co channels on H x W pixels is M = Co, N = H * W, K = Ci);
   // KILN_GEMM_BENCH_KNOBS=tile_m,tile_n,k_unroll,panel[,vector_width[,workgroup]]
-  // overrides the heuristic's lavapipe knobs, for tuning.
+  // overrides the heuristic's lavapipe knobs, for tuning;
+  // KILN_GEMM_BENCH_PACKED_B=P reads B in slabs of P columns, [N / P, K, P]
+  // (P = 16: as the pack_matmul_weights pass lays constant weights out), as a
+  // batch of N / P products (N must be a multiple of P).
   const char* size_text = std::getenv("KILN_GEMM_BENCH_SIZE");
   const std::int64_t size = size_text ? std::atoll(size_text) : 256;
   std::int64_t m = size, n = size, k = size;
@@ -776,6 +779,18 @@ BOOST_AUTO_TEST_CASE(gemm_throughput) {
   p.a = kernel.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
   p.b = kernel.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
   p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  std::int64_t packed = 0;
+  if (const char* text = std::getenv("KILN_GEMM_BENCH_PACKED_B")) packed = std::atoll(text);
+  if (packed > 0) {
+    BOOST_TEST_REQUIRE(n % packed == 0);
+    p.batch = n / packed;
+    p.n = packed;
+    p.b_k_stride = packed;
+    p.a_base_multiple = 4, p.b_base_multiple = 4;
+    p.bases = [=](std::vector<kir::Stmt>&, kir::Expr batch) {
+      return sh::GemmBases{kir::i32(0), batch * kir::i32(k * packed), batch * kir::i32(packed)};
+    };
+  }
   sh::build_gemm(kernel, p, knobs);
 
   const auto a = random_values(static_cast<std::size_t>(m * k), 11);
@@ -785,10 +800,14 @@ BOOST_AUTO_TEST_CASE(gemm_throughput) {
   vulkan().run(kernel, {a, b, y}, 3, &best_ms);
   y = vulkan().run(kernel, {a, b, y})[2];
   // Spot-check elements spread over the result against double sums.
+  // Element (q, j) of B: row-major, or in 16-column slabs [N / P, K, P].
+  auto b_at = [&](std::int64_t q, std::int64_t j) {
+    return packed > 0 ? b[((j / packed) * k + q) * packed + j % packed] : b[q * n + j];
+  };
   for (std::int64_t i = 0; i < m; i += m / 7 + 1)
     for (std::int64_t j = 0; j < n; j += n / 5 + 1) {
       double sum = 0;
-      for (std::int64_t q = 0; q < k; ++q) sum += double(a[i * k + q]) * b[q * n + j];
+      for (std::int64_t q = 0; q < k; ++q) sum += double(a[i * k + q]) * b_at(q, j);
       BOOST_TEST(std::fabs(y[i * n + j] - sum) <= 1e-4 * std::max(1.0, std::fabs(sum)));
     }
   const double gflops = 2.0 * double(m) * double(n) * double(k) / (best_ms * 1e6);

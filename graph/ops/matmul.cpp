@@ -1,9 +1,14 @@
 // MatMul (numpy matmul: batched, broadcast) and Gemm (2-D, transposes, alpha,
 // beta, bias C broadcast to [M, N], kiln's fused `activation` extension).
+//
+// MatMul's kiln extension (only the pack_matmul_weights compile pass
+// produces it): weight_layout="NK16n" means B is the 2-D [K, N] operand
+// stored as [N / 16, K, 16], each block of 16 columns contiguous along K.
 #include <cmath>
 
 #include "graph/broadcast.h"
 #include "graph/ops/ops.h"
+#include "graph/weight_layouts.h"
 
 namespace kiln::graph::ops {
 
@@ -47,16 +52,45 @@ MatMulShape matmul_shape(const TensorType& a, const TensorType& b) {
   return s;
 }
 
-std::vector<TensorType> infer_matmul(const Node& node, std::span<const TensorType> in) {
-  check_known_attributes(node, {});
-  require_f32("A", in[0]);
-  require_f32("B", in[1]);
-  return {{DType::f32, matmul_shape(in[0], in[1]).out}};
+// B's logical [K, N] type: B itself unless weight_layout says it is packed.
+TensorType logical_b(const Node& node, const TensorType& b) {
+  check_known_attributes(node, {"weight_layout"});
+  const std::string layout = node.attrs.get_string("weight_layout", "KN");
+  KILN_CHECK(layout == "KN" || layout == kMatMulPackedLayout, ErrorKind::InvalidArgument,
+             "attribute 'weight_layout' must be \"KN\" or \"" + std::string(kMatMulPackedLayout) + "\", got \"" +
+                 layout + "\"");
+  if (layout == "KN") return b;
+  KILN_CHECK(b.shape.size() == 3 && b.shape[2] == kMatMulPackedBlock, ErrorKind::ShapeMismatch,
+             "B with weight_layout \"" + std::string(kMatMulPackedLayout) + "\" must be [N / 16, K, 16], got " +
+                 describe("B", b));
+  return {b.dtype, {b.shape[1], b.shape[0] * kMatMulPackedBlock}};
 }
 
-std::vector<Tensor> reference_matmul(const Node&, std::span<const Tensor> in) {
+// [N / 16, K, 16] -> [K, N].
+Tensor unpack_b(const Tensor& packed) {
+  const std::int64_t blocks = packed.shape()[0], k = packed.shape()[1], n = blocks * kMatMulPackedBlock;
+  Tensor plain(DType::f32, {k, n});
+  const auto from = packed.values<float>();
+  auto to = plain.values<float>();
+  for (std::int64_t block = 0; block < blocks; ++block)
+    for (std::int64_t q = 0; q < k; ++q)
+      for (std::int64_t lane = 0; lane < kMatMulPackedBlock; ++lane)
+        to[q * n + block * kMatMulPackedBlock + lane] = from[(block * k + q) * kMatMulPackedBlock + lane];
+  return plain;
+}
+
+std::vector<TensorType> infer_matmul(const Node& node, std::span<const TensorType> in) {
+  require_f32("A", in[0]);
+  require_f32("B", in[1]);
+  return {{DType::f32, matmul_shape(in[0], logical_b(node, in[1])).out}};
+}
+
+std::vector<Tensor> reference_matmul(const Node& node, std::span<const Tensor> in) {
   const Tensor& a = in[0];
-  const Tensor& b = in[1];
+  logical_b(node, {in[1].dtype(), in[1].shape()});  // checks the layout and B's shape
+  const bool packed = node.attrs.get_string("weight_layout", "KN") == kMatMulPackedLayout;
+  const Tensor unpacked = packed ? unpack_b(in[1]) : Tensor();
+  const Tensor& b = packed ? unpacked : in[1];
   const MatMulShape s = matmul_shape({a.dtype(), a.shape()}, {b.dtype(), b.shape()});
   const Strides stride_a = broadcast_strides(s.batch_a, s.batch);
   const Strides stride_b = broadcast_strides(s.batch_b, s.batch);

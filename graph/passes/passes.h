@@ -47,6 +47,11 @@ PassResult fuse_activation(const Graph& graph);
 // out_channels=M (graph/ops/conv.cpp). KILN_NO_PACK_WEIGHTS=1 turns it off.
 PassResult pack_weights(const Graph& graph);
 
+// Gives a MatMul whose B is a constant f32 [K, N] (N a multiple of 16, A of
+// rank >= 2) B packed as NK16n [N / 16, K, 16] with weight_layout="NK16n"
+// (graph/weight_layouts.h). KILN_NO_PACK_MATMUL=1 turns it off.
+PassResult pack_matmul_weights(const Graph& graph);
+
 // Removes nodes and constants that no graph output depends on. Graph inputs
 // are kept even when unused: they are the model's interface.
 PassResult eliminate_dead_code(const Graph& graph);
@@ -83,6 +88,12 @@ PassResult transpose_to_reshape(const Graph& graph);
 // pads so the output shape is unchanged. Exact: the dropped taps read zeros.
 PassResult trim_conv_window(const Graph& graph);
 
+// Rewrites a 1x1 group-1 Conv with a constant weight, a stride and no
+// padding (at least 16 channels each side, at least 128 output pixels) as a strided Slice of its input
+// and a 1x1 stride-1 Conv, a GEMM with contiguous loads. Exact.
+// KILN_NO_SLICE_STRIDED_CONV=1 turns it off.
+PassResult slice_strided_pointwise_conv(const Graph& graph);
+
 // Drops a Resize whose output shape equals its input's (the identity under
 // every mode and coordinate transformation but tf_crop_and_resize).
 PassResult drop_identity_resize(const Graph& graph);
@@ -108,11 +119,14 @@ PassResult recognise_attention(const Graph& graph);
 PassResult winograd(const Graph& graph);
 
 // The default pipeline of compile(): fold_constants, fold_batch_norm,
-// fuse_activation, drop_identity_resize, conv_before_upsample, trim_conv_window, winograd, pack_weights,
-// eliminate_dead_code, recognise_layer_norm, recognise_gelu,
-// recognise_silu, scale_conv_weights, recognise_attention, transpose_to_reshape
-// (the recognisers drop the constants only their patterns read). Each result is verified; a pass that
-// produces an invalid graph throws Error(Internal).
+// fuse_activation, drop_identity_resize, conv_before_upsample,
+// trim_conv_window, slice_strided_pointwise_conv, winograd, pack_weights,
+// eliminate_dead_code, recognise_layer_norm, recognise_gelu, recognise_silu,
+// scale_conv_weights, recognise_attention, transpose_to_reshape,
+// pack_matmul_weights (last, as the recognisers match MatMuls on plain
+// weights). The recognisers drop the constants only their patterns read.
+// Each result is verified; a pass that produces an invalid graph throws
+// Error(Internal).
 PipelineResult run_compile_passes(const Graph& graph);
 
 // "fold_batch_norm: 20 changes" followed by the detail lines, indented.

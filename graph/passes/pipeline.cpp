@@ -6,11 +6,11 @@ namespace kiln::graph::passes {
 PipelineResult run_compile_passes(const Graph& graph) {
   using Pass = PassResult (*)(const Graph&);
   static constexpr Pass kPipeline[] = {&fold_constants, &fold_batch_norm, &fuse_activation, &drop_identity_resize,
-                                      &conv_before_upsample, &trim_conv_window,
+                                      &conv_before_upsample, &trim_conv_window, &slice_strided_pointwise_conv,
                                       &winograd, &pack_weights,
                                       &eliminate_dead_code,
                                       &recognise_layer_norm, &recognise_gelu, &recognise_silu, &scale_conv_weights,
-                                      &recognise_attention, &transpose_to_reshape};
+                                      &recognise_attention, &transpose_to_reshape, &pack_matmul_weights};
 
   PipelineResult result{graph, {}};
   for (Pass pass : kPipeline) {

@@ -2,6 +2,7 @@
 // GEMM template (shaders/gemm_template.h) with the knobs the heuristic picks
 // for the target.
 #include "graph/broadcast.h"
+#include "graph/weight_layouts.h"
 #include "shaders/gemm_template.h"
 #include "shaders/heuristic.h"
 #include "src/lower/index.h"
@@ -119,9 +120,63 @@ kir::Kernel lower_gemm(const OpContext& ctx) {
   return kernel;
 }
 
+namespace {
+
+bool packed_b(const OpContext& ctx) {
+  return ctx.node.attrs.get_string("weight_layout", "KN") == graph::kMatMulPackedLayout;
+}
+
+// B's logical [K, N] shape: packed, B is [N / 16, K, 16].
+Shape logical_b_shape(const OpContext& ctx) {
+  const Shape& b = ctx.input_shape(1);
+  if (!packed_b(ctx)) return b;
+  KILN_CHECK(b.size() == 3 && b[2] == graph::kMatMulPackedBlock, ErrorKind::ShapeMismatch,
+             "MatMul '" + ctx.node.name + "': B with weight_layout \"" + graph::kMatMulPackedLayout +
+                 "\" must be [N / 16, K, 16], got " + shape_str(b));
+  return {b[1], b[0] * graph::kMatMulPackedBlock};
+}
+
+// A [..., M, K] times B packed as [N / 16, K, 16]: a batch of N / 16 products
+// of 16 columns each, batch entry j reading B's contiguous slab j and writing
+// columns [16 j, 16 j + 16) of Y [rows, N]. A's leading dims fold into M.
+kir::Kernel lower_matmul_packed_b(const OpContext& ctx, const MatMulShape& s) {
+  KILN_CHECK(ctx.input_shape(0).size() >= 2 && s.batch_b.empty(), ErrorKind::Unsupported,
+             "MatMul '" + ctx.node.name + "': a packed B needs A of rank >= 2");
+  constexpr std::int64_t block = graph::kMatMulPackedBlock;
+  kir::Kernel kernel("matmul_packed");
+  shaders::GemmProblem problem;
+  problem.batch = s.n / block;
+  problem.m = num_elements(s.batch) * s.m;
+  problem.n = block;
+  problem.k = s.k;
+  problem.a_row_stride = s.k;
+  problem.a_k_stride = 1;
+  problem.b_k_stride = block;
+  problem.b_col_stride = 1;
+  problem.y_row_stride = s.n;
+  problem.a = kernel.add_buffer("a", ScalarType::f32, Access::read);
+  problem.b = kernel.add_buffer("b", ScalarType::f32, Access::read);
+  problem.y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  problem.a_base_multiple = 4;  // every A base is 0
+  problem.b_base_multiple = s.k * block;
+  problem.bases = [&s](std::vector<Stmt>& body, Expr slab) {
+    shaders::GemmBases bases;
+    bases.a = kir::i32(0);
+    bases.b = declare_index(body, "b_base", IndexSum().add(slab, s.k * block).expr());
+    bases.y = declare_index(body, "y_base", IndexSum().add(slab, block).expr());
+    return bases;
+  };
+  const shaders::GemmKnobs knobs = shaders::choose_gemm_knobs(problem.batch, problem.m, block, s.k, ctx.target);
+  kernel.name = "matmul_packed_" + shaders::to_string(knobs);
+  shaders::build_gemm(kernel, problem, knobs);
+  return kernel;
+}
+
+}  // namespace
+
 std::optional<std::string> matmul_unsupported(const OpContext& ctx) {
   const Shape& a = ctx.input_shape(0);
-  const Shape& b = ctx.input_shape(1);
+  const Shape b = logical_b_shape(ctx);
   const MatMulShape s = matmul_shape(a, b);
   if (ctx.output_shape() != s.output)
     return "output " + shape_str(ctx.output_shape()) + " is not the expected " + shape_str(s.output);
@@ -129,7 +184,8 @@ std::optional<std::string> matmul_unsupported(const OpContext& ctx) {
 }
 
 kir::Kernel lower_matmul(const OpContext& ctx) {
-  const MatMulShape s = matmul_shape(ctx.input_shape(0), ctx.input_shape(1));
+  const MatMulShape s = matmul_shape(ctx.input_shape(0), logical_b_shape(ctx));
+  if (packed_b(ctx)) return lower_matmul_packed_b(ctx, s);
   kir::Kernel kernel("matmul");
   shaders::GemmProblem problem;
   problem.batch = num_elements(s.batch);

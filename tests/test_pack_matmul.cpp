@@ -1,0 +1,207 @@
+#define BOOST_TEST_MODULE pack_matmul_weights
+#include <boost/test/unit_test.hpp>
+
+// The pack_matmul_weights compile pass and MatMul's packed layout (NK16n):
+// which MatMuls it packs, the packed tensor itself, the reference reading
+// either layout, and the packed GEMM lowering on Vulkan (compiled mode)
+// against the reference, with fused epilogues.
+
+#include <kiln/builder.h>
+#include <kiln/kiln.h>
+
+#include "graph/ir.h"
+#include "graph/op_registry.h"
+#include "graph/passes/passes.h"
+#include "graph/weight_layouts.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace {
+
+using kiln::Builder;
+using kiln::DType;
+using kiln::Shape;
+using kiln::Tensor;
+namespace passes = kiln::graph::passes;
+
+Tensor random_tensor(const Shape& shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  Tensor t(DType::f32, shape);
+  for (float& v : t.values<float>()) v = dist(rng);
+  return t;
+}
+
+// max |actual - expected| / max |expected|.
+double relative_difference(const Tensor& actual, const Tensor& expected) {
+  BOOST_REQUIRE(actual.shape() == expected.shape());
+  auto a = actual.values<float>();
+  auto e = expected.values<float>();
+  double worst = 0, scale = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    worst = std::max(worst, std::fabs(double(a[i]) - e[i]));
+    scale = std::max(scale, std::fabs(double(e[i])));
+  }
+  BOOST_REQUIRE(scale > 0);
+  return worst / scale;
+}
+
+const kiln::graph::Node* find_node(const kiln::graph::Graph& g, const std::string& name) {
+  for (const kiln::graph::Node& node : g.nodes())
+    if (node.name == name) return &node;
+  return nullptr;
+}
+
+bool mentions(const passes::PassReport& report, const std::string& text) {
+  return std::any_of(report.details.begin(), report.details.end(),
+                     [&](const std::string& line) { return line.find(text) != std::string::npos; });
+}
+
+// A Linear layer as exported: MatMul(x, W [K, N]) + bias, then `tail`.
+struct LinearCase {
+  std::string name;
+  Shape x;  // [..., K]
+  std::int64_t n;
+  std::string tail;  // "", "gelu", "residual"
+};
+
+const LinearCase kCases[] = {
+    {"tokens", {1, 197, 64}, 48, "gelu"},       // ViT-like: 197 rows, a ragged last row block
+    {"batched", {2, 3, 7, 40}, 32, "residual"},  // leading dims fold into rows; K not a multiple of 4
+    {"one_row", {1, 1, 33}, 16, ""},             // one row, one 16-column slab
+    {"wide", {5, 24}, 160, ""},                  // 2-D A, ten slabs
+};
+
+kiln::Model linear_model(const LinearCase& c) {
+  Builder b;
+  auto x = b.input("x", DType::f32, c.x);
+  const std::int64_t k = c.x.back();
+  b.push_scope("linear");
+  auto y = b.add(b.matmul(x, b.constant("weight", random_tensor({k, c.n}, 1))),
+                 b.constant("bias", random_tensor({c.n}, 2)));
+  b.pop_scope();
+  if (c.tail == "gelu") y = b.gelu(y);
+  if (c.tail == "residual") {
+    Shape residual_shape = c.x;
+    residual_shape.back() = c.n;
+    y = b.add(y, b.input("residual", DType::f32, residual_shape));
+  }
+  return b.build({y});
+}
+
+std::vector<Tensor> random_inputs(const kiln::Model& model) {
+  std::vector<Tensor> inputs;
+  unsigned seed = 7;
+  for (const auto& input : model.inputs()) inputs.push_back(random_tensor(input.shape, seed++));
+  return inputs;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_SUITE(pack_matmul_weights)
+
+BOOST_AUTO_TEST_CASE(packs_constant_weights_in_16_column_slabs) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {2, 5, 24});
+  auto runtime_b = b.input("b", DType::f32, {24, 32});
+  b.push_scope("packed");
+  auto packed = b.matmul(x, b.constant("weight", random_tensor({24, 32}, 1)));
+  b.pop_scope();
+  b.push_scope("ragged");  // N = 20: not whole slabs
+  auto ragged = b.matmul(x, b.constant("weight", random_tensor({24, 20}, 2)));
+  b.pop_scope();
+  b.push_scope("runtime");  // B is an input
+  auto runtime = b.matmul(x, runtime_b);
+  b.pop_scope();
+  b.push_scope("vector");  // 1-D A
+  auto vector = b.matmul(b.reshape(x, {-1}), b.constant("weight", random_tensor({240, 16}, 3)));
+  b.pop_scope();
+  const kiln::Model m = b.build({packed, ragged, runtime, vector});
+
+  const passes::PassResult result = passes::pack_matmul_weights(m.graph());
+  BOOST_TEST(result.report.changes == 1);
+  BOOST_TEST(mentions(result.report, "packed B of MatMul 'packed' as NK16n [2, 24, 16]"));
+  const kiln::graph::Node* node = find_node(result.graph, "packed");
+  BOOST_REQUIRE(node != nullptr);
+  BOOST_TEST(node->attrs.get_string("weight_layout", "") == kiln::graph::kMatMulPackedLayout);
+  for (const char* name : {"ragged", "runtime", "vector"})
+    BOOST_TEST(!find_node(result.graph, name)->attrs.has("weight_layout"), name);
+
+  // Column j of row q sits at lane j % 16 of slab j / 16, row q.
+  const Tensor& plain = *m.graph().value(find_node(m.graph(), "packed")->inputs[1]).constant;
+  const Tensor& slabs = *result.graph.value(node->inputs[1]).constant;
+  const auto from = plain.values<float>();
+  const auto to = slabs.values<float>();
+  for (std::int64_t q = 0; q < 24; ++q)
+    for (std::int64_t j = 0; j < 32; ++j) BOOST_TEST(to[((j / 16) * 24 + q) * 16 + j % 16] == from[q * 32 + j]);
+
+  // The reference reads either layout: the same outputs, bit for bit.
+  std::vector<Tensor> inputs = {random_tensor({2, 5, 24}, 4), random_tensor({24, 32}, 5)};
+  const std::vector<Tensor> before = kiln::graph::run_reference(m.graph(), inputs);
+  const std::vector<Tensor> after = kiln::graph::run_reference(result.graph, inputs);
+  for (std::size_t i = 0; i < before.size(); ++i) BOOST_TEST(relative_difference(after[i], before[i]) == 0.0);
+  // Packing twice changes nothing.
+  BOOST_TEST(passes::pack_matmul_weights(result.graph).report.changes == 0);
+}
+
+BOOST_AUTO_TEST_CASE(matmul_checks_the_packed_layout) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {3, 8});
+  kiln::graph::Attributes packed;
+  packed.set("weight_layout", std::string(kiln::graph::kMatMulPackedLayout));
+  auto expect = [](auto build, const std::string& text) {
+    BOOST_CHECK_EXCEPTION(build(), kiln::Error, [&](const kiln::Error& e) {
+      return std::string(e.what()).find(text) != std::string::npos;
+    });
+  };
+  auto ok = b.op("MatMul", {x, b.constant("ok", random_tensor({2, 8, 16}, 1))}, packed)[0];
+  BOOST_TEST(b.shape(ok) == Shape({3, 32}));
+  expect([&] { b.op("MatMul", {x, b.constant("narrow", random_tensor({2, 8, 8}, 2))}, packed); },
+         "must be [N / 16, K, 16]");
+  expect([&] { b.op("MatMul", {x, b.constant("deep", random_tensor({2, 9, 16}, 3))}, packed); },
+         "inner dimensions differ");
+  kiln::graph::Attributes unknown;
+  unknown.set("weight_layout", std::string("NK8n"));
+  expect([&] { b.op("MatMul", {x, b.constant("plain", random_tensor({8, 16}, 4))}, unknown); }, "weight_layout");
+}
+
+BOOST_AUTO_TEST_CASE(compiled_linear_layers_match_the_reference) {
+  for (const LinearCase& c : kCases) {
+    BOOST_TEST_CONTEXT(c.name) {
+      const kiln::Model model = linear_model(c);
+      const std::vector<Tensor> inputs = random_inputs(model);
+      const Tensor expected = kiln::graph::run_reference(model.graph(), inputs)[0];
+      kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
+      const double diff = relative_difference(compiled(inputs)[0], expected);
+      BOOST_TEST_MESSAGE(c.name << ": relative difference on Vulkan " << diff);
+      BOOST_TEST(diff < 1e-5);
+      // The bias and the tail fuse into the packed GEMM's epilogue.
+      BOOST_TEST(compiled.stats().dispatches_per_run == 1);
+      BOOST_TEST(compiled.explain().find("matmul_packed_") != std::string::npos);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
+  const kiln::Model model = linear_model(kCases[0]);
+  setenv("KILN_NO_PACK_MATMUL", "1", 1);
+  const passes::PassResult off = passes::pack_matmul_weights(model.graph());
+  unsetenv("KILN_NO_PACK_MATMUL");
+  BOOST_TEST(off.report.changes == 0);
+  BOOST_TEST(mentions(off.report, "KILN_NO_PACK_MATMUL"));
+  BOOST_TEST(passes::pack_matmul_weights(model.graph()).report.changes == 1);
+}
+
+BOOST_AUTO_TEST_CASE(pipeline_packs_last) {
+  const passes::PipelineResult result = passes::run_compile_passes(linear_model(kCases[0]).graph());
+  BOOST_REQUIRE(!result.reports.empty());
+  BOOST_TEST(result.reports.back().pass == "pack_matmul_weights");
+  BOOST_TEST(result.reports.back().changes == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
