@@ -494,6 +494,102 @@ BOOST_AUTO_TEST_CASE(strided_1x1_convs_become_a_slice_and_a_gemm) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_SUITE(narrow_before_gather)
+
+namespace {
+
+// x[:, index] along `axis`, dropping it (keep_axis: as a [.., 1, ..] slice).
+Builder::Value take(Builder& b, Builder::Value x, std::int64_t axis, std::int64_t index, bool keep_axis = false) {
+  kiln::graph::Attributes attrs;
+  attrs.set("axis", axis);
+  attrs.set("indices", std::vector<std::int64_t>{index});
+  attrs.set("indices_shape", keep_axis ? std::vector<std::int64_t>{1} : std::vector<std::int64_t>{});
+  return b.op("Gather", {x}, attrs).at(0);
+}
+
+// A pre-norm transformer block on [2, 5, 8] (2 heads of 4), then a final
+// LayerNorm and GELU, as ViT ends before taking its class token.
+Builder::Value encoder_block(Builder& b, Builder::Value x) {
+  auto ln = [&](Builder::Value v, unsigned seed) {
+    const std::string name = "ln" + std::to_string(seed);
+    return b.layer_norm(v, b.constant(name + "_scale", random_tensor({8}, seed)),
+                        b.constant(name + "_bias", random_tensor({8}, seed + 1)));
+  };
+  b.push_scope("block");
+  auto qkv = b.add(b.matmul(ln(x, 1), b.constant("in_proj", random_tensor({8, 24}, 3))),
+                   b.constant("in_bias", random_tensor({24}, 4)));
+  qkv = b.transpose(b.reshape(qkv, {2, 5, 3, 2, 4}), {2, 0, 3, 1, 4});  // [3, 2, heads, 5, 4]
+  auto attention = b.op("Attention", {take(b, qkv, 0, 0), take(b, qkv, 0, 1), take(b, qkv, 0, 2)}, {}).at(0);
+  auto context = b.reshape(b.transpose(attention, {0, 2, 1, 3}), {2, 5, 8});
+  auto projected = b.add(b.matmul(context, b.constant("out_proj", random_tensor({8, 8}, 5))),
+                         b.constant("out_bias", random_tensor({8}, 6)));
+  auto y = b.add(projected, x);
+  y = b.add(y, b.gelu(b.matmul(ln(y, 7), b.constant("mlp", random_tensor({8, 8}, 9)))));
+  b.pop_scope();
+  return ln(y, 10);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(computes_only_the_gathered_token) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {2, 5, 8});
+  auto token = take(b, encoder_block(b, x), 1, 0);  // [2, 8]
+  kiln::Model m = b.build({token});
+
+  passes::PassResult result = passes::narrow_before_gather(m.graph());
+  check_interface(m.graph(), result.graph);
+  BOOST_TEST(result.report.changes == 1);
+  BOOST_TEST(mentions(result.report, "computed only index 0 of axis 1 before Gather"));
+  // Every MatMul after the Q/K/V projection and the attention run on one token.
+  for (const auto& node : result.graph.nodes()) {
+    const Shape& y = result.graph.value(node.outputs[0]).type.shape;
+    if (node.op == "Attention") BOOST_TEST(y == Shape({2, 2, 1, 4}));
+    if (node.op == "MatMul" && node.name.find("in_proj") == std::string::npos && y.back() != 24)
+      BOOST_TEST(y == Shape({2, 1, 8}), node.name);
+  }
+  BOOST_TEST(count_op(result.graph, "Attention") == 1);
+  BOOST_TEST(count_op(result.graph, "LayerNormalization") == 3);
+  // Each output element is computed by the same ops in the same order.
+  BOOST_TEST(relative_difference(m.graph(), result.graph) == 0.0);
+  // A Gather keeping its axis narrows the same way.
+  Builder kept;
+  auto kept_x = kept.input("x", DType::f32, {2, 5, 8});
+  kiln::Model keep_axis = kept.build({take(kept, encoder_block(kept, kept_x), 1, 3, true)});
+  passes::PassResult kept_result = passes::narrow_before_gather(keep_axis.graph());
+  BOOST_TEST(kept_result.report.changes == 1);
+  BOOST_TEST(relative_difference(keep_axis.graph(), kept_result.graph) == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(values_needed_whole_are_computed_whole) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {2, 5, 8});
+  auto normalised = b.layer_norm(x, b.constant("scale", random_tensor({8}, 1)), b.constant("bias", random_tensor({8}, 2)));
+  b.push_scope("softmax");  // along the gathered axis: every token feeds token 0
+  auto mixed = take(b, b.softmax(b.gelu(x), 1), 1, 0);
+  b.pop_scope();
+  // `normalised` is also a graph output: the Gather reads it whole.
+  kiln::Model m = b.build({normalised, take(b, normalised, 1, 0), mixed});
+  passes::PassResult result = passes::narrow_before_gather(m.graph());
+  check_interface(m.graph(), result.graph);
+  BOOST_TEST(result.report.changes == 0);
+  BOOST_TEST(count_op(result.graph, "LayerNormalization") == 1);
+  BOOST_TEST(relative_difference(m.graph(), result.graph) == 0.0);
+}
+
+BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {2, 5, 8});
+  kiln::Model m = b.build({take(b, b.gelu(x), 1, 2)});
+  setenv("KILN_NO_NARROW_GATHER", "1", 1);
+  const passes::PassResult off = passes::narrow_before_gather(m.graph());
+  unsetenv("KILN_NO_NARROW_GATHER");
+  BOOST_TEST(off.report.changes == 0);
+  BOOST_TEST(passes::narrow_before_gather(m.graph()).report.changes == 1);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(pipeline)
 
 BOOST_AUTO_TEST_CASE(compile_passes_on_resnet18) {

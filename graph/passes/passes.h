@@ -47,6 +47,13 @@ PassResult fuse_activation(const Graph& graph);
 // out_channels=M (graph/ops/conv.cpp). KILN_NO_PACK_WEIGHTS=1 turns it off.
 PassResult pack_weights(const Graph& graph);
 
+// Computes only the slice a one-index constant Gather keeps (ViT's class
+// token after its last block) through the chain of ops before it, as far
+// back as every reader of a value needs that same slice: elementwise ops,
+// LayerNormalization, MatMul, Reshape, Transpose, Attention (its queries)
+// and one-index Gathers. Exact. KILN_NO_NARROW_GATHER=1 turns it off.
+PassResult narrow_before_gather(const Graph& graph);
+
 // Gives a MatMul whose B is a constant f32 [K, N] (N a multiple of 16, A of
 // rank >= 2) B packed as NK16n [N / 16, K, 16] with weight_layout="NK16n"
 // (graph/weight_layouts.h). KILN_NO_PACK_MATMUL=1 turns it off.
@@ -122,8 +129,8 @@ PassResult winograd(const Graph& graph);
 // fuse_activation, drop_identity_resize, conv_before_upsample,
 // trim_conv_window, slice_strided_pointwise_conv, winograd, pack_weights,
 // eliminate_dead_code, recognise_layer_norm, recognise_gelu, recognise_silu,
-// scale_conv_weights, recognise_attention, transpose_to_reshape,
-// pack_matmul_weights (last, as the recognisers match MatMuls on plain
+// scale_conv_weights, recognise_attention, narrow_before_gather,
+// transpose_to_reshape, pack_matmul_weights (last, as the recognisers match MatMuls on plain
 // weights). The recognisers drop the constants only their patterns read.
 // Each result is verified; a pass that produces an invalid graph throws
 // Error(Internal).

@@ -10,7 +10,8 @@ PipelineResult run_compile_passes(const Graph& graph) {
                                       &winograd, &pack_weights,
                                       &eliminate_dead_code,
                                       &recognise_layer_norm, &recognise_gelu, &recognise_silu, &scale_conv_weights,
-                                      &recognise_attention, &transpose_to_reshape, &pack_matmul_weights};
+                                      &recognise_attention, &narrow_before_gather, &transpose_to_reshape,
+                                      &pack_matmul_weights};
 
   PipelineResult result{graph, {}};
   for (Pass pass : kPipeline) {
