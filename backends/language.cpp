@@ -37,6 +37,11 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
   t.extra_params = "";
   t.kernel_header = "extern \"C\" __global__ void __launch_bounds__({wg}) {name}({params})";
   t.global_index_expr = "(blockIdx.x * blockDim.x + threadIdx.x + blockIdx.y * (gridDim.x * blockDim.x))";
+  t.shared_local_decl = "__shared__ {type} {name}[{count}];";
+  t.shared_access = "{name}[{index}]";
+  t.barrier = "__syncthreads();";
+  t.local_index_expr = "((int)threadIdx.x)";
+  t.workgroup_index_expr = "((int)(blockIdx.x + blockIdx.y * gridDim.x))";
   t.exp = "expf({a})";
   t.log = "logf({a})";
   t.sqrt = "sqrtf({a})";

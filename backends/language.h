@@ -59,6 +59,24 @@ struct LanguageTable {
   // a tail past 2^31 cannot wrap negative before the guard). Placeholder: {wg}.
   std::string global_index_expr;
 
+  // Workgroup-shared arrays (kir Kernel::shared), declared in one of three
+  // places. Placeholders: {type} {name} {count}. GLSL: at global scope;
+  // CUDA/HIP: at the top of the kernel body; C99: as a parameter (the caller
+  // passes the workgroup's arrays).
+  std::string shared_global_decl;   // GLSL "shared {type} {name}[{count}];"
+  std::string shared_local_decl;    // CUDA "__shared__ {type} {name}[{count}];"
+  std::string shared_param_decl;    // C99 "{type}* restrict {name}"
+  std::string shared_access;        // "{name}[{index}]"
+  // A workgroup execution and shared-memory barrier statement, and what it
+  // needs declared at global scope (C99: the host's barrier function).
+  std::string barrier;              // GLSL "memoryBarrierShared(); barrier();", CUDA "__syncthreads();"
+  std::string barrier_global_decl;
+  // The invocation's index in its workgroup and the workgroup's linear index
+  // (consistent with global_index_expr: linear = group * wg + local), as i32.
+  // Placeholder: {wg}.
+  std::string local_index_expr;
+  std::string workgroup_index_expr;
+
   // Math spellings. Placeholders: {a} {b}.
   std::string exp, log, sqrt, rsqrt, tanh, erf, abs, floor, ceil, pow, fmin, fmax, imin, imax;
   std::string iabs, umin, umax;     // abs for i32, min/max for u32

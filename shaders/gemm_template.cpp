@@ -1,5 +1,6 @@
 #include "shaders/gemm_template.h"
 
+#include "shaders/gemm_shared.h"
 #include "shaders/template_util.h"
 
 #include <kiln/error.h>
@@ -133,16 +134,33 @@ std::vector<Expr> split_blocks(std::vector<Stmt>& body, const Expr& linear, std:
   return {declare_i32(body, "bt", above_mb / kir::i32(panels)), pn, mb, pc};
 }
 
+// Whether build_gemm takes the shared-memory path (gemm_shared.h): shared
+// tiling is on and B is not a gather with taps (whose K loop runs over taps
+// unrolled, which the shared tiles do not).
+bool shared_path(const GemmProblem& p, const GemmKnobs& knobs) {
+  return knobs.shared_k_tile != 0 && !(p.gather_b && p.gather_b->taps > 1);
+}
+
+// The register path's share of `knobs`.
+GemmKnobs register_knobs(GemmKnobs knobs) {
+  knobs.shared_k_tile = 0;
+  knobs.split_k = 1;
+  knobs.workgroup_n = 0;
+  return knobs;
+}
+
 }  // namespace
 
-std::int64_t gemm_invocations(const GemmProblem& p, const GemmKnobs& knobs) {
+std::int64_t gemm_invocations(const GemmProblem& p, const GemmKnobs& given) {
+  if (shared_path(p, given)) return detail::shared_gemm_invocations(p, given);
+  const GemmKnobs knobs = register_knobs(given);
   const std::int64_t n_blocks = ceil_div(p.n, knobs.tile_n);
   const std::int64_t panel = std::min<std::int64_t>(knobs.panel_width, n_blocks);
   return p.batch * ceil_div(p.m, knobs.tile_m) * ceil_div(n_blocks, panel) * panel;
 }
 
-void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knobs) {
-  check_knobs(knobs);
+void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& given) {
+  check_knobs(given);
   KILN_CHECK(p.batch >= 1 && p.m >= 1 && p.n >= 1 && p.k >= 0, ErrorKind::Internal,
              "GEMM template for '" + kernel.name + "': empty problem (batch " + std::to_string(p.batch) + ", M " +
                  std::to_string(p.m) + ", N " + std::to_string(p.n) + ", K " + std::to_string(p.k) + ")");
@@ -153,6 +171,11 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knob
              ErrorKind::Internal,
              "GEMM template for '" + kernel.name + "': a gathered B needs prepare, load and taps dividing K " +
                  std::to_string(p.k));
+  if (shared_path(p, given)) {
+    detail::build_shared_gemm(kernel, p, given);
+    return;
+  }
+  const GemmKnobs knobs = register_knobs(given);
   const std::int64_t m_blocks = ceil_div(p.m, knobs.tile_m);
   const std::int64_t n_blocks = ceil_div(p.n, knobs.tile_n);
   kernel.global_size = gemm_invocations(p, knobs);

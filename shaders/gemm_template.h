@@ -18,6 +18,11 @@
 // sizes have one structure (and share a kernel through runtime parameters,
 // src/kernel/parameterise.h). Every output element is written once, by a
 // plain store of its final value.
+//
+// Shared-memory tiling (knobs.shared_k_tile > 0, for GPUs; gemm_shared.h):
+// the workgroup stages tiles of A and B in shared memory and may split K
+// among its invocations (knobs.split_k). A gathered B with taps > 1 keeps
+// the register path (the shared knobs are then ignored).
 #pragma once
 
 #include "shaders/knobs.h"

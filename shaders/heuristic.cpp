@@ -1,5 +1,6 @@
 #include "shaders/heuristic.h"
 
+#include "shaders/gemm_shared.h"
 #include "shaders/template_util.h"
 
 #include <algorithm>
@@ -87,10 +88,77 @@ void shrink(std::uint32_t& a, std::uint32_t& b) {
   else if (b > 1) b /= 2;
 }
 
+// Shared-memory tiling on GPUs: 256 invocations with 4x4 register blocks
+// make a 64x64 block of C; each K step stages k_tile rows of A and B in
+// shared memory (16 for the square block without split-K, else 8). Thin
+// products use one line of 1x1 blocks instead: a column (N below
+// kThinExtent: a 256 x 1 block) or a row (M below it: 1 x 256). Every
+// configuration needs at most 14.3 KiB of shared memory, within Vulkan's
+// guaranteed 16 KiB.
+constexpr std::uint32_t kSharedWorkgroupSize = 256;
+constexpr std::uint32_t kSharedKTile = 16;
+constexpr std::uint32_t kThinSharedKTile = 8;
+constexpr std::int64_t kThinExtent = 16;
+// Split-K while the product has fewer workgroups than this (a guess at
+// "fills a GPU": a few per multiprocessor of a mid-sized GPU) and each
+// slice keeps at least kMinSliceK values of K.
+constexpr std::int64_t kFillWorkgroups = 64;
+constexpr std::int64_t kMinSliceK = 256;
+constexpr std::uint32_t kMaxSplitK = 8;
+
+enum class SharedShape : std::uint8_t { square, column, row };
+
+GemmKnobs shared_knobs(SharedShape shape, std::uint32_t split_k) {
+  GemmKnobs knobs;
+  knobs.workgroup_size = kSharedWorkgroupSize;
+  knobs.k_unroll = 1;     // not used by the shared path
+  knobs.panel_width = 1;  // not used by the shared path
+  knobs.vector_width = kVectorWidth;  // vec4 tile loads where the operand allows
+  knobs.shared_k_tile = shape == SharedShape::square && split_k == 1 ? kSharedKTile : kThinSharedKTile;
+  knobs.split_k = split_k;
+  const std::uint32_t slice = kSharedWorkgroupSize / split_k;
+  switch (shape) {
+    case SharedShape::square: knobs.tile_m = knobs.tile_n = 4; break;
+    case SharedShape::column:
+      knobs.tile_m = knobs.tile_n = 1;
+      knobs.workgroup_n = 1;
+      break;
+    case SharedShape::row:
+      knobs.tile_m = knobs.tile_n = 1;
+      knobs.workgroup_n = slice;
+      break;
+  }
+  return knobs;
+}
+
+// Whether the target takes the shared path at all: a GPU with room for
+// 256-invocation workgroups and the largest tiles the heuristic uses.
+bool shared_tiling_fits(const lower::LowerTarget& target) {
+  if (target.cpu_device || target.max_workgroup_invocations < kSharedWorkgroupSize) return false;
+  for (SharedShape shape : {SharedShape::square, SharedShape::column, SharedShape::row})
+    for (std::uint32_t split = 1; split <= kMaxSplitK; split *= 2)
+      if (detail::shared_gemm_bytes(shared_knobs(shape, split)) > target.max_shared_memory_bytes) return false;
+  return true;
+}
+
+GemmKnobs choose_shared_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) {
+  const SharedShape shape = n < kThinExtent   ? SharedShape::column
+                            : m < kThinExtent ? SharedShape::row
+                                              : SharedShape::square;
+  std::uint32_t split = 1;
+  auto workgroups = [&](std::uint32_t s) {
+    const detail::SharedGemmLayout l = detail::shared_gemm_layout(shared_knobs(shape, s));
+    return batch * ceil_div(m, l.block_m) * ceil_div(n, l.block_n);
+  };
+  while (split < kMaxSplitK && workgroups(split) < kFillWorkgroups && k >= kMinSliceK * split * 2) split *= 2;
+  return shared_knobs(shape, split);
+}
+
 }  // namespace
 
 GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
                             const lower::LowerTarget& target) {
+  if (shared_tiling_fits(target)) return choose_shared_gemm_knobs(batch, m, n, k);
   GemmKnobs knobs;
   // On a CPU device a tile may waste up to a quarter of the rows or columns:
   // loads per multiply fall with the tile's size faster than the waste grows
@@ -154,6 +222,9 @@ std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target) {
       for (std::uint32_t k_unroll : {kKUnroll, 1u})
         for (std::uint32_t panel : panels)
           space.push_back({tile_m, tile_n, k_unroll, workgroup_size(target), panel, kVectorWidth});
+  if (shared_tiling_fits(target))
+    for (SharedShape shape : {SharedShape::square, SharedShape::column, SharedShape::row})
+      for (std::uint32_t split = 1; split <= kMaxSplitK; split *= 2) space.push_back(shared_knobs(shape, split));
   return space;
 }
 

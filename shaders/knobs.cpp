@@ -2,6 +2,8 @@
 
 #include <kiln/error.h>
 
+#include <bit>
+
 namespace kiln::shaders {
 
 namespace {
@@ -11,6 +13,7 @@ constexpr std::uint32_t kMaxConvTile = 8;
 constexpr std::uint32_t kMaxUnroll = 8;
 constexpr std::uint32_t kMaxWorkgroup = 1024;
 constexpr std::uint32_t kMaxPanel = 64;
+constexpr std::uint32_t kMaxSharedKTile = 32;
 
 void check_range(const char* what, std::uint32_t value, std::uint32_t max, const std::string& knobs) {
   KILN_CHECK(value >= 1 && value <= max, ErrorKind::Internal,
@@ -31,9 +34,13 @@ const char* conv_algorithm_name(ConvAlgorithm algorithm) {
 }
 
 std::string to_string(const GemmKnobs& knobs) {
-  return std::to_string(knobs.tile_m) + "x" + std::to_string(knobs.tile_n) + "_k" + std::to_string(knobs.k_unroll) +
-         "_p" + std::to_string(knobs.panel_width) + "_wg" + std::to_string(knobs.workgroup_size) + "_v" +
-         std::to_string(knobs.vector_width);
+  std::string text = std::to_string(knobs.tile_m) + "x" + std::to_string(knobs.tile_n) + "_k" +
+                     std::to_string(knobs.k_unroll) + "_p" + std::to_string(knobs.panel_width) + "_wg" +
+                     std::to_string(knobs.workgroup_size) + "_v" + std::to_string(knobs.vector_width);
+  if (knobs.shared_k_tile != 0) text += "_s" + std::to_string(knobs.shared_k_tile);
+  if (knobs.split_k != 1) text += "_sk" + std::to_string(knobs.split_k);
+  if (knobs.workgroup_n != 0) text += "_wn" + std::to_string(knobs.workgroup_n);
+  return text;
 }
 
 std::string to_string(const ConvKnobs& knobs) {
@@ -51,6 +58,24 @@ void check_knobs(const GemmKnobs& knobs) {
   KILN_CHECK(knobs.vector_width == 1 || knobs.vector_width == 4, ErrorKind::Internal,
              "template knob vector_width = " + std::to_string(knobs.vector_width) + " is not 1 or 4 (knobs " + text +
                  ")");
+  if (knobs.shared_k_tile == 0) {
+    KILN_CHECK(knobs.split_k == 1 && knobs.workgroup_n == 0, ErrorKind::Internal,
+               "template knobs split_k and workgroup_n need shared tiling (shared_k_tile > 0) (knobs " + text + ")");
+    return;
+  }
+  check_range("shared_k_tile", knobs.shared_k_tile, kMaxSharedKTile, text);
+  check_range("split_k", knobs.split_k, kMaxWorkgroup, text);
+  const std::uint32_t slice = knobs.workgroup_size / knobs.split_k;
+  KILN_CHECK(std::has_single_bit(knobs.split_k) && knobs.workgroup_size % knobs.split_k == 0 &&
+                 std::has_single_bit(slice),
+             ErrorKind::Internal,
+             "template knob split_k = " + std::to_string(knobs.split_k) +
+                 " must be a power of two splitting the workgroup into power-of-two slices (knobs " + text + ")");
+  KILN_CHECK(knobs.workgroup_n == 0 || (std::has_single_bit(knobs.workgroup_n) && slice % knobs.workgroup_n == 0),
+             ErrorKind::Internal,
+             "template knob workgroup_n = " + std::to_string(knobs.workgroup_n) +
+                 " must be 0 or a power of two dividing the K slice's " + std::to_string(slice) +
+                 " invocations (knobs " + text + ")");
 }
 
 void check_knobs(const ConvKnobs& knobs) {

@@ -26,6 +26,23 @@ struct GemmKnobs {
   // 1: scalar loads only. Devices that scalarise buffer loads (lavapipe) pay
   // per load instruction, so vec4 loads cut a GEMM's loads per FMA by 4.
   std::uint32_t vector_width = 4;
+  // Shared-memory tiling (GPUs): 0 is off (the register path above). Else the
+  // workgroup computes a block of C together: each K step its invocations
+  // load a (block_m x shared_k_tile * split_k) tile of A and the matching
+  // tile of B into shared memory, synchronise, and each computes its
+  // tile_m x tile_n register block from shared memory. k_unroll and
+  // panel_width do not apply; vector_width does not either (shared loads are
+  // coalesced scalar loads). See gemm_shared.h.
+  std::uint32_t shared_k_tile = 0;
+  // Sliced K inside the workgroup (shared tiling only): the invocations form
+  // split_k groups, each taking shared_k_tile rows of every K step; the
+  // partial blocks are reduced through shared memory before the epilogue.
+  // 1: off.
+  std::uint32_t split_k = 1;
+  // Invocations of one K slice along N (shared tiling only; a power of two
+  // dividing the slice): 0 picks the squarest arrangement, 1 makes one column
+  // of register blocks (matrix-vector products).
+  std::uint32_t workgroup_n = 0;
 
   friend bool operator==(const GemmKnobs&, const GemmKnobs&) = default;
 };
@@ -53,13 +70,17 @@ struct ConvKnobs {
   friend bool operator==(const ConvKnobs&, const ConvKnobs&) = default;
 };
 
-// "4x4_k4_p8_wg64_v4", "c4_w4_wg64": part of kernel names and logs.
+// "4x4_k4_p8_wg64_v4", "c4_w4_wg64": part of kernel names and logs. Shared
+// tiling adds "_s8" (shared_k_tile), "_sk4" (split_k > 1) and "_wn1"
+// (workgroup_n set), only when on.
 std::string to_string(const GemmKnobs& knobs);
 std::string to_string(const ConvKnobs& knobs);
 
 // Throws Error(Internal) naming the knob when a value is out of the range the
 // templates support (tiles 1..8, k_unroll 1..8, panel 1..64, workgroup 1..1024,
-// vector width 1 or 4).
+// vector width 1 or 4; with shared tiling: shared_k_tile 1..32, split_k a power
+// of two dividing the workgroup, whose slices are powers of two, workgroup_n
+// a power of two dividing a slice; without: split_k 1 and workgroup_n 0).
 void check_knobs(const GemmKnobs& knobs);
 void check_knobs(const ConvKnobs& knobs);
 

@@ -154,7 +154,7 @@ class JobQueue {
       BOOST_TEST_REQUIRE(source.language == backend->language().name);
       if (!seen_.insert({backend->name(), source.text}).second) continue;
       const kiln::backend::KernelRequirements requirements{
-          source.name, source.workgroup_size, 0, source.num_buffers, false};
+          source.name, source.workgroup_size, kiln::kir::shared_memory_bytes(kernel), source.num_buffers, false};
       for (const TargetDesc& target : backend->offline_targets()) {
         const auto refusal = backend->supports(requirements, target);
         BOOST_CHECK_MESSAGE(!refusal, origin << ": " << target.arch << " refuses the kernel: " << refusal.value_or(""));
@@ -246,6 +246,39 @@ kiln::kir::Kernel every_construct_kernel() {
   return kernel;
 }
 
+// Workgroup constructs: shared arrays of each element type, local and
+// workgroup indices, and barriers (at the top level and in a loop with
+// uniform bounds), as a per-workgroup prefix sum.
+kiln::kir::Kernel workgroup_construct_kernel() {
+  using namespace kiln::kir;
+  using T = ScalarType;
+  Kernel kernel("workgroup_construct");
+  const Buf x = kernel.add_buffer("x", T::f32, Access::read);
+  const Buf y = kernel.add_buffer("y", T::f32, Access::write);
+  const Buf groups = kernel.add_buffer("groups", T::i32, Access::write);
+  const Shared sums = kernel.add_shared("sums", T::f32, 128);
+  const Shared ids = kernel.add_shared("ids", T::i32, 128);
+  const Shared flags = kernel.add_shared("flags", T::u32, 1);
+  kernel.global_size = 1024;
+  kernel.workgroup_size = 128;
+  const Expr lid = local_index();
+  const Expr offset = var("offset", T::i32);
+  kernel.body = {
+      store(sums, lid, load(x, global_index(), T::f32)),
+      store(ids, lid, workgroup_index()),
+      branch(eq(lid, i32(0)), {store(flags, i32(0), u32(1))}),
+      barrier(),
+      declare("offset", T::i32, i32(1)),
+      loop("round", i32(0), i32(7),
+           {declare("add", T::f32, select(lid >= offset, load(sums, max(lid - offset, i32(0)), T::f32), f32(0.0))),
+            barrier(), store(sums, lid, load(sums, lid, T::f32) + var("add", T::f32)), barrier(),
+            assign("offset", offset * i32(2))}),
+      store(y, global_index(), load(sums, lid, T::f32) * cast(T::f32, load(flags, i32(0), T::u32))),
+      store(groups, global_index(), load(ids, lid, T::i32)),
+  };
+  return kernel;
+}
+
 int total_targets() {
   int targets = 0;
   for (const Backend* backend : codegen_backends()) targets += static_cast<int>(backend->offline_targets().size());
@@ -306,6 +339,31 @@ BOOST_AUTO_TEST_CASE(every_kernel_ir_construct_compiles_for_every_offline_target
   queue.add(kernel, "every_construct");
   for (const Backend* backend : codegen_backends()) BOOST_TEST(queue.sources(backend->name()) == 1);
   BOOST_TEST(compile_all(queue.jobs()) == total_targets());
+}
+
+BOOST_AUTO_TEST_CASE(workgroup_constructs_compile_for_every_offline_target) {
+  const kiln::kir::Kernel kernel = workgroup_construct_kernel();
+  kiln::kir::verify(kernel);
+  JobQueue queue;
+  queue.add(kernel, "workgroup_construct");
+  for (const Backend* backend : codegen_backends()) {
+    BOOST_TEST(queue.sources(backend->name()) == 1);
+    const std::string text = kiln::render::render(kernel, backend->language());
+    BOOST_TEST(contains(text, "__shared__ float s_sums[128];"));
+    BOOST_TEST(contains(text, "__syncthreads();"));
+    BOOST_TEST(contains(text, "if (kiln_group >= 8) return;"));  // whole workgroups leave, never part of one
+  }
+  BOOST_TEST(compile_all(queue.jobs()) == total_targets());
+  // GLSL and C99 spell the same constructs their own way.
+  const std::string glsl = kiln::render::render(kernel, kiln::backend::get_backend("vulkan").language());
+  BOOST_TEST(contains(glsl, "\nshared float s_sums[128];\nshared int s_ids[128];\nshared uint s_flags[1];\n"));
+  BOOST_TEST(contains(glsl, "memoryBarrierShared(); barrier();"));
+  BOOST_TEST(contains(glsl, "int kiln_lid = int(gl_LocalInvocationIndex);"));
+  BOOST_TEST(contains(glsl, "int kiln_group = int(gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x);"));
+  const std::string c99 = kiln::render::render(kernel, kiln::backend::get_backend("null").language());
+  BOOST_TEST(contains(c99, "float* restrict s_sums, int32_t* restrict s_ids, uint32_t* restrict s_flags, "));
+  BOOST_TEST(contains(c99, "void kiln_barrier(void);"));
+  BOOST_TEST(contains(c99, "    kiln_barrier();\n"));
 }
 
 BOOST_AUTO_TEST_CASE(offline_targets_describe_their_architecture) {

@@ -104,9 +104,12 @@ std::vector<Tensor> interpret_plan(const kiln::graph::Graph& g, const kiln::fuse
   return outputs;
 }
 
+// Plans for a CPU device, as lavapipe is (the Vulkan checks run there):
+// register-blocked GEMMs. gpu_plan_options() plans for a generic GPU.
 kiln::fuse::PlanOptions plan_options(bool fuse, std::uint32_t max_kernel_buffers = 0) {
   kiln::fuse::PlanOptions options;
   options.fuse = fuse;
+  options.target.cpu_device = true;
   options.max_kernel_buffers = max_kernel_buffers;
   return options;
 }
@@ -481,6 +484,24 @@ BOOST_AUTO_TEST_CASE(transposed_matmul_operand_is_a_prologue) {
   BOOST_REQUIRE(kernel_steps(plan) == 2);
   BOOST_TEST((ops_of(model.graph(), plan.steps[1].nodes) == std::vector<std::string>{"Transpose", "MatMul"}));
   check_on_vulkan(model, inputs);
+}
+
+BOOST_AUTO_TEST_CASE(shared_memory_gemm_takes_an_epilogue_and_keeps_its_tiles) {
+  // Planned for a GPU, the MatMul is the shared-memory GEMM (tiles of A and B
+  // staged in workgroup memory, 4x4 register blocks, split-K on the long K):
+  // the bias and Relu still fuse into its stores, and the fused kernel keeps
+  // its shared arrays (the interpreter runs it workgroup by workgroup).
+  kiln::Builder b("shared_gemm");
+  auto x = b.input("x", DType::f32, {2, 15, 40});
+  auto w = constant(b, "w", {40, 24}, 61);
+  const kiln::Model model = b.build({b.relu(b.add(b.matmul(x, w), constant(b, "bias", {24}, 62)))});
+  const std::vector<Tensor> inputs = {random_tensor({2, 15, 40}, 63)};
+  kiln::fuse::PlanOptions gpu = plan_options(true);
+  gpu.target.cpu_device = false;
+  auto plan = check_on_interpreter(model, inputs, gpu);
+  BOOST_REQUIRE(kernel_steps(plan) == 1);
+  BOOST_TEST((ops_of(model.graph(), plan.steps[0].nodes) == std::vector<std::string>{"MatMul", "Add", "Relu"}));
+  BOOST_TEST(!plan.steps[0].kernel->kernel.shared.empty());
 }
 
 BOOST_AUTO_TEST_CASE(prologue_and_epilogue_fuse_through_views) {

@@ -739,3 +739,205 @@ BOOST_AUTO_TEST_CASE(a_million_inner_iterations_run_quickly) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// ---- Workgroup shared memory and barriers ----------------------------------
+
+namespace {
+
+// y[g] = sum of x over workgroup g: each invocation stores its element to
+// shared memory, then a tree reduction halves the active invocations per
+// round (uniform loop, barrier each round).
+Kernel workgroup_sum_kernel(std::int64_t groups, std::uint32_t wg, std::int64_t rounds) {
+  Kernel k("group_sum");
+  Buf x = k.add_buffer("x", F, Access::read);
+  Buf y = k.add_buffer("y", F, Access::write);
+  Shared s = k.add_shared("partial", F, wg);
+  k.global_size = groups * wg;
+  k.workgroup_size = wg;
+  const Expr lid = local_index();
+  const Expr half = var("half", I);
+  k.body.push_back(store(s, lid, load(x, global_index(), F)));
+  k.body.push_back(barrier());
+  k.body.push_back(declare("half", I, i32(wg / 2)));
+  k.body.push_back(loop("round", i32(0), i32(rounds),
+                        {branch(lid < half, {store(s, lid, load(s, lid, F) + load(s, lid + half, F))}), barrier(),
+                         assign("half", half / i32(2))}));
+  k.body.push_back(branch(eq(lid, i32(0)), {store(y, workgroup_index(), load(s, i32(0), F))}));
+  return k;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(workgroup_reduction_through_shared_memory) {
+  const std::int64_t groups = 5;
+  const std::uint32_t wg = 64;
+  const Kernel k = workgroup_sum_kernel(groups, wg, 6);
+  std::vector<float> x(groups * wg);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i % 97);  // exact sums
+  std::vector<float> y(groups, -1.0f);
+  run(k, {bytes(x), bytes(y)});
+  for (std::int64_t g = 0; g < groups; ++g) {
+    float want = 0;
+    for (std::uint32_t i = 0; i < wg; ++i) want += x[static_cast<std::size_t>(g * wg + i)];
+    BOOST_TEST(y[static_cast<std::size_t>(g)] == want);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(tile_transpose_through_shared_memory) {
+  // out = in^T for a 16 x 24 matrix, one 8 x 8 tile per workgroup: reads and
+  // writes of global memory both follow the local index's fast dimension.
+  const std::int64_t rows = 16, cols = 24, t = 8;
+  Kernel k("transpose");
+  Buf in = k.add_buffer("in", F, Access::read);
+  Buf out = k.add_buffer("out", F, Access::write);
+  Shared tile = k.add_shared("tile", F, t * t);
+  k.workgroup_size = t * t;
+  k.global_size = rows * cols;
+  const Expr lid = local_index(), group = workgroup_index();
+  k.body.push_back(declare("tr", I, group / i32(cols / t)));
+  k.body.push_back(declare("tc", I, group % i32(cols / t)));
+  k.body.push_back(declare("r", I, lid / i32(t)));
+  k.body.push_back(declare("c", I, lid % i32(t)));
+  const Expr tr = var("tr", I), tc = var("tc", I), r = var("r", I), c = var("c", I);
+  k.body.push_back(store(tile, r * i32(t) + c, load(in, (tr * i32(t) + r) * i32(cols) + tc * i32(t) + c, F)));
+  k.body.push_back(barrier());
+  k.body.push_back(store(out, (tc * i32(t) + r) * i32(rows) + tr * i32(t) + c, load(tile, c * i32(t) + r, F)));
+  std::vector<float> a(rows * cols), b(rows * cols, -1.0f);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i);
+  run(k, {bytes(a), bytes(b)});
+  for (std::int64_t i = 0; i < rows; ++i)
+    for (std::int64_t j = 0; j < cols; ++j) BOOST_TEST(b[j * rows + i] == a[i * cols + j]);
+}
+
+BOOST_AUTO_TEST_CASE(local_and_workgroup_indices_split_the_global_index) {
+  // Without shared memory too, and with a partial last workgroup.
+  Kernel k("indices");
+  Buf y = k.add_buffer("y", I, Access::write);
+  k.global_size = 70;
+  k.workgroup_size = 16;
+  k.body.push_back(store(y, global_index(), workgroup_index() * i32(1000) + local_index()));
+  std::vector<std::int32_t> out(70, -1);
+  run(k, {bytes(out)});
+  for (std::int32_t i = 0; i < 70; ++i) BOOST_TEST(out[static_cast<std::size_t>(i)] == (i / 16) * 1000 + i % 16);
+}
+
+BOOST_AUTO_TEST_CASE(barriers_without_shared_memory_run_in_workgroups) {
+  Kernel k("barrier_only");
+  Buf y = k.add_buffer("y", I, Access::write);
+  k.global_size = 64;
+  k.workgroup_size = 32;
+  k.body = {barrier(), store(y, global_index(), local_index()), barrier()};
+  std::vector<std::int32_t> out(64, -1);
+  run(k, {bytes(out)});
+  for (std::int32_t i = 0; i < 64; ++i) BOOST_TEST(out[static_cast<std::size_t>(i)] == i % 32);
+}
+
+BOOST_AUTO_TEST_CASE(verify_keeps_barriers_in_uniform_control_flow) {
+  auto kernel = [](std::vector<Stmt> body, std::int64_t global_size = 128) {
+    Kernel k("barriers");
+    Buf y = k.add_buffer("y", F, Access::read_write);
+    (void)y;
+    k.add_shared("s", F, 64);
+    k.global_size = global_size;
+    k.workgroup_size = 64;
+    k.body = std::move(body);
+    return k;
+  };
+  const Buf y{0};
+  BOOST_CHECK_NO_THROW(verify(workgroup_sum_kernel(2, 64, 6)));
+  // A barrier in a branch, even one every invocation takes.
+  BOOST_TEST(contains(internal_error([&] { verify(kernel({branch(local_index() < i32(64), {barrier()})})); }),
+                      "barrier inside a branch"));
+  BOOST_TEST(contains(internal_error([&] { verify(kernel({branch(boolean(true), {}, {barrier()})})); }),
+                      "barrier inside a branch"));
+  // Loops whose bounds depend on the invocation, directly or through a variable.
+  BOOST_TEST(contains(internal_error([&] { verify(kernel({loop("i", i32(0), global_index(), {barrier()})})); }),
+                      "barrier inside loop 'i'"));
+  BOOST_TEST(contains(internal_error([&] {
+                        verify(kernel({declare("n", I, cast(I, load(y, i32(0), F))),
+                                       loop("i", i32(0), var("n", I), {barrier()})}));
+                      }),
+                      "barrier inside loop 'i'"));
+  BOOST_TEST(contains(internal_error([&] {
+                        verify(kernel({declare("n", I, i32(4)), branch(local_index() < i32(3), {assign("n", i32(2))}),
+                                       loop("i", i32(0), var("n", I), {barrier()})}));
+                      }),
+                      "barrier inside loop 'i'"));
+  // Uniform bounds (constants, workgroup_index) are fine.
+  BOOST_CHECK_NO_THROW(verify(kernel({loop("i", i32(0), workgroup_index() + i32(2), {barrier()})})));
+  // A ragged global size would leave a partial workgroup out of the barrier.
+  BOOST_TEST(contains(internal_error([&] { verify(kernel({barrier()}, 100)); }),
+                      "global_size 100 is not a multiple of workgroup_size 64"));
+}
+
+BOOST_AUTO_TEST_CASE(verify_checks_shared_arrays) {
+  Kernel k("shared_checks");
+  Buf y = k.add_buffer("y", F, Access::write);
+  Shared s = k.add_shared("s", F, 1024);
+  Shared n = k.add_shared("n", I, 16);
+  k.global_size = 64;
+  k.body.push_back(store(s, local_index(), f32(1.0)));
+  k.body.push_back(barrier());
+  k.body.push_back(store(y, global_index(), load(s, i32(0), F)));
+  BOOST_TEST(shared_memory_bytes(k) == 4160u);
+  BOOST_CHECK_NO_THROW(verify(k));
+  BOOST_CHECK_NO_THROW(verify(k, 4160));
+  BOOST_TEST(contains(internal_error([&] { verify(k, 4096); }), "needs 4160 bytes of shared memory; the target allows 4096"));
+  BOOST_TEST(contains(internal_error([&] { k.add_shared("s", F, 4); }), "duplicate shared array name 's'"));
+  BOOST_TEST(contains(internal_error([&] { k.add_shared("b", B, 4); }), "element type bool"));
+  BOOST_TEST(contains(internal_error([&] { k.add_shared("z", F, 0); }), "has 0 elements"));
+  Kernel bad = k;
+  bad.body.push_back(store(n, i32(0), f32(2.0)));
+  BOOST_TEST(contains(internal_error([&] { verify(bad); }), "store of a f32 value into shared array 1 'n' of type i32"));
+  bad = k;
+  bad.body.push_back(store(y, i32(0), load(Shared{5}, i32(0), F)));
+  BOOST_TEST(contains(internal_error([&] { verify(bad); }), "shared array index 5 is invalid"));
+}
+
+BOOST_AUTO_TEST_CASE(prints_shared_memory_and_barriers) {
+  const std::string text = print(workgroup_sum_kernel(2, 64, 6));
+  BOOST_TEST(contains(text, "shared 0 partial: f32[64]\n"));
+  BOOST_TEST(contains(text, "shared partial[local_index()] = x[global_index()]\n"));
+  BOOST_TEST(contains(text, "  barrier()\n"));
+  BOOST_TEST(contains(text, "y[workgroup_index()] = shared partial[0]"));
+}
+
+BOOST_AUTO_TEST_CASE(interpreter_reports_shared_memory_races) {
+  auto run_body = [](std::vector<Stmt> body) {
+    Kernel k("racy");
+    Buf y = k.add_buffer("y", F, Access::write);
+    (void)y;
+    k.add_shared("s", F, 64);
+    k.global_size = 128;
+    k.workgroup_size = 64;
+    k.body = std::move(body);
+    std::vector<float> out(128);
+    run(k, {bytes(out)});
+  };
+  const Shared s{0};
+  const Buf y{0};
+  const Expr lid = local_index();
+  // Reading a neighbour's element without a barrier between.
+  BOOST_TEST(contains(internal_error([&] {
+                        run_body({store(s, lid, f32(1.0)),
+                                  branch(lid > i32(0), {store(y, global_index(), load(s, lid - i32(1), F))})});
+                      }),
+                      "with no barrier between (a race)"));
+  // Overwriting what another invocation read, before a barrier.
+  BOOST_TEST(contains(internal_error([&] {
+                        run_body({store(s, lid, f32(1.0)), barrier(),
+                                  store(y, global_index(), load(s, (lid + i32(1)) % i32(64), F)),
+                                  store(s, lid, f32(2.0))});
+                      }),
+                      "read by invocation"));
+  // Reading an element nobody wrote in this workgroup.
+  BOOST_TEST(contains(internal_error([&] {
+                        run_body({branch(lid < i32(32), {store(s, lid, f32(1.0))}), barrier(),
+                                  store(y, global_index(), load(s, i32(63) - lid, F))});
+                      }),
+                      "before any invocation of its workgroup wrote it"));
+  // The same with barriers in place runs.
+  BOOST_CHECK_NO_THROW(run_body({store(s, lid, f32(1.0)), barrier(),
+                                 store(y, global_index(), load(s, (lid + i32(1)) % i32(64), F)), barrier(),
+                                 store(s, lid, f32(2.0))}));
+}

@@ -139,7 +139,18 @@ std::string describe(const GemmCase& c) {
          (c.bias_and_relu ? " bias+relu" : "");
 }
 
-void check_gemm(const GemmCase& c, const sh::GemmKnobs& knobs) {
+// Where a kernel runs: on Vulkan (lavapipe) or on the kernel IR's interpreter.
+enum class RunOn : std::uint8_t { vulkan, interpreter };
+
+std::vector<float> run_last_output(const kir::Kernel& kernel, std::vector<std::vector<float>> buffers, RunOn where) {
+  if (where == RunOn::vulkan) return vulkan().run(kernel, std::move(buffers)).back();
+  std::vector<std::span<std::byte>> views;
+  for (std::vector<float>& b : buffers) views.push_back(std::as_writable_bytes(std::span(b)));
+  kir::interpret(kernel, views);
+  return buffers.back();
+}
+
+void check_gemm(const GemmCase& c, const sh::GemmKnobs& knobs, RunOn where = RunOn::vulkan) {
   kir::Kernel kernel("gemm_test");
   sh::GemmProblem p;
   p.batch = c.batch;
@@ -181,8 +192,9 @@ void check_gemm(const GemmCase& c, const sh::GemmKnobs& knobs) {
         if (c.bias_and_relu) sum = std::max(sum + bias_values[i], 0.0);
         want[t * y_size + i * c.n + j] = sum;
       }
-  const auto out = vulkan().run(kernel, {a, b, bias_values, std::vector<float>(want.size(), NAN)});
-  check_close(out[3], want, "gemm " + sh::to_string(knobs) + " " + describe(c));
+  const auto out = run_last_output(kernel, {a, b, bias_values, std::vector<float>(want.size(), NAN)}, where);
+  check_close(out, want, std::string(where == RunOn::vulkan ? "" : "interpreted ") + "gemm " + sh::to_string(knobs) +
+                             " " + describe(c));
 }
 
 const GemmCase kGemmCases[] = {
@@ -200,6 +212,18 @@ const GemmCase kGemmCases[] = {
 
 LowerTarget lavapipe() { return {"vulkan", 8, 1024, 32768, true}; }
 LowerTarget small_device() { return {"vulkan", 16, 32, 16384}; }
+// A GPU with Vulkan's minimum shared memory (every shared configuration fits).
+LowerTarget minimal_gpu() { return {"vulkan", 32, 256, 16384}; }
+// A GPU whose workgroups are too small for the shared path: register blocking.
+LowerTarget register_gpu() { return {"vulkan", 32, 128, 32768}; }
+
+// The shared-memory configurations of the GPU knob space.
+std::vector<sh::GemmKnobs> shared_configurations(const LowerTarget& target) {
+  std::vector<sh::GemmKnobs> out;
+  for (const sh::GemmKnobs& knobs : sh::gemm_knob_space(target))
+    if (knobs.shared_k_tile != 0) out.push_back(knobs);
+  return out;
+}
 
 // Every configuration the heuristic can emit for a generic GPU or lavapipe.
 template <typename T>
@@ -239,6 +263,100 @@ BOOST_AUTO_TEST_CASE(gemm_uses_vector_loads_only_where_they_fit) {
   BOOST_TEST((vector_loads({1, 16, 16, 30, false, false, false}, 4) == std::make_pair(false, true)));  // K % 4 != 0
   // Scalar loads still give the right answer on shapes vec4 would fit.
   for (const GemmCase& c : kGemmCases) check_gemm(c, sh::GemmKnobs{8, 8, 4, 64, 8, 1});
+}
+
+// Shapes for the shared-memory path: the kGemmCases plus K spanning several
+// K steps with a tail, and a block edge in M and N at once.
+const GemmCase kSharedGemmCases[] = {
+    {1, 67, 70, 300, false, false, true},  // M, N past one 64x64 block, K = 4.7 steps of 64
+    {2, 33, 5, 129, true, true, false},    // batched, both transposed, N thin
+    {1, 37, 68, 44, false, false, true},   // vec4 tile loads of A and B, with edges past M and N
+};
+
+// Knob sets beyond the heuristic's: ragged cooperative loads (tiles not a
+// multiple of the workgroup), odd register blocks and K tiles, a 64-wide
+// workgroup with split-K.
+const sh::GemmKnobs kOddSharedKnobs[] = {
+    {3, 5, 1, 64, 1, 1, 3, 2, 0},   // 8x8 slices of 3x5 blocks, k_step 6
+    {2, 1, 1, 64, 1, 1, 5, 4, 2},   // 4 slices of 8x2 invocations, k_step 20
+    {1, 4, 1, 128, 1, 1, 7, 1, 0},  // one slice, 8x16 invocations
+};
+
+BOOST_AUTO_TEST_CASE(shared_memory_gemm_matches_the_reference) {
+  // Every shared configuration the heuristic can emit, on Vulkan (validation
+  // on) and on the interpreter (which also checks for shared-memory races).
+  std::vector<sh::GemmKnobs> configurations = shared_configurations(LowerTarget{});
+  BOOST_TEST_REQUIRE(configurations.size() == 12u);
+  configurations.insert(configurations.end(), std::begin(kOddSharedKnobs), std::end(kOddSharedKnobs));
+  for (const sh::GemmKnobs& knobs : configurations) {
+    for (const GemmCase& c : kSharedGemmCases) check_gemm(c, knobs);
+    for (const GemmCase& c : kGemmCases) check_gemm(c, knobs, RunOn::interpreter);
+    check_gemm(kSharedGemmCases[0], knobs, RunOn::interpreter);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(shared_memory_gemm_shape) {
+  kir::Kernel kernel("gemm_shared");
+  sh::GemmProblem p;
+  p.m = 100, p.n = 70, p.k = 50;
+  p.a_row_stride = 50, p.a_k_stride = 1, p.b_k_stride = 70, p.b_col_stride = 1, p.y_row_stride = 70;
+  p.a = kernel.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
+  p.b = kernel.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
+  p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  const sh::GemmKnobs knobs = sh::choose_gemm_knobs(1, 100, 70, 50, LowerTarget{});
+  BOOST_TEST(sh::to_string(knobs) == "4x4_k1_p1_wg256_v4_s16");
+  sh::build_gemm(kernel, p, knobs);
+  // K = 50 and N = 70 are not multiples of 4: scalar tile loads.
+  BOOST_TEST(kir::print(kernel).find(".vec4[") == std::string::npos);
+  // 2 x 2 blocks of 64 x 64, one workgroup each; (64 + 64) x 16 floats of tiles.
+  BOOST_TEST(kernel.workgroup_size == 256u);
+  BOOST_TEST(kernel.global_size == 4 * 256);
+  BOOST_TEST(kir::shared_memory_bytes(kernel) == 8192u);
+  BOOST_TEST(kir::has_barrier(kernel));
+  BOOST_CHECK_NO_THROW(kir::verify(kernel, minimal_gpu().max_shared_memory_bytes));
+  // Every configuration fits Vulkan's minimum of 16 KiB.
+  for (const sh::GemmKnobs& k : shared_configurations(minimal_gpu())) {
+    kir::Kernel each("gemm_shared");
+    sh::GemmProblem q = p;
+    q.a = each.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
+    q.b = each.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
+    q.y = each.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+    sh::build_gemm(each, q, k);
+    BOOST_CHECK_NO_THROW(kir::verify(each, 16384));
+  }
+  // Row-major A with K % 4 == 0 and B with N % 4 == 0: vec4 tile loads of both.
+  kir::Kernel vec("gemm_shared_vec4");
+  sh::GemmProblem v = p;
+  v.m = 64, v.n = 64, v.k = 64;
+  v.a_row_stride = 64, v.b_k_stride = 64, v.y_row_stride = 64;
+  v.a = vec.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
+  v.b = vec.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
+  v.y = vec.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  sh::build_gemm(vec, v, knobs);
+  const std::string text = kir::print(vec);
+  BOOST_TEST(text.find(" = a.vec4[") != std::string::npos);
+  BOOST_TEST(text.find(" = b.vec4[") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(shared_knobs_are_named_only_when_on) {
+  BOOST_TEST(sh::to_string(sh::GemmKnobs{8, 8, 4, 64, 8, 4}) == "8x8_k4_p8_wg64_v4");
+  BOOST_TEST(sh::to_string(sh::GemmKnobs{4, 4, 1, 256, 1, 4, 8, 4, 0}) == "4x4_k1_p1_wg256_v4_s8_sk4");
+  BOOST_TEST(sh::to_string(sh::GemmKnobs{1, 1, 1, 256, 1, 1, 8, 2, 1}) == "1x1_k1_p1_wg256_v1_s8_sk2_wn1");
+  auto names = [](const std::string& text) {
+    return [text](const kiln::Error& e) {
+      return e.kind() == kiln::ErrorKind::Internal && std::string(e.what()).find(text) != std::string::npos;
+    };
+  };
+  BOOST_CHECK_EXCEPTION(sh::check_knobs(sh::GemmKnobs{4, 4, 1, 256, 1, 1, 0, 2, 0}), kiln::Error,
+                        names("need shared tiling"));
+  BOOST_CHECK_EXCEPTION(sh::check_knobs(sh::GemmKnobs{4, 4, 1, 256, 1, 1, 8, 3, 0}), kiln::Error,
+                        names("split_k = 3 must be a power of two"));
+  BOOST_CHECK_EXCEPTION(sh::check_knobs(sh::GemmKnobs{4, 4, 1, 96, 1, 1, 8, 1, 0}), kiln::Error,
+                        names("split_k = 1 must be a power of two splitting the workgroup"));
+  BOOST_CHECK_EXCEPTION(sh::check_knobs(sh::GemmKnobs{4, 4, 1, 256, 1, 1, 8, 2, 256}), kiln::Error,
+                        names("workgroup_n = 256"));
+  BOOST_CHECK_EXCEPTION(sh::check_knobs(sh::GemmKnobs{4, 4, 1, 256, 1, 1, 33, 1, 0}), kiln::Error,
+                        names("shared_k_tile = 33"));
 }
 
 // ---- Convolution ---------------------------------------------------------
@@ -481,6 +599,11 @@ BOOST_AUTO_TEST_CASE(templates_agree_with_the_interpreter) {
   check_interpreted_conv(kDirectCases[2], {sh::ConvAlgorithm::direct, {}, {4, 4, 64}});
   for (const ConvCase& c : kImplicitGemmCases)
     check_interpreted_conv(c, {sh::ConvAlgorithm::implicit_gemm, sh::GemmKnobs{8, 16, 4, 64, 2, 4}, {}});
+  // Shared-memory tiling with split-K: a gathered B (1x1 taps) and a strided one.
+  const sh::GemmKnobs shared{2, 2, 1, 64, 1, 1, 4, 2, 0};
+  for (const ConvCase& c : kImplicitGemmCases)
+    check_interpreted_conv(c, {sh::ConvAlgorithm::implicit_gemm, shared, {}});
+  for (const ConvCase& c : kConv1x1Cases) check_interpreted_conv(c, {sh::ConvAlgorithm::gemm_1x1, shared, {}});
 }
 
 BOOST_AUTO_TEST_CASE(implicit_gemm_has_no_index_division_in_its_k_loop) {
@@ -580,7 +703,7 @@ BOOST_AUTO_TEST_CASE(gemm_knobs_follow_the_shape) {
   const sh::GemmKnobs big = sh::choose_gemm_knobs(1, 2048, 2048, 2048, lavapipe());
   BOOST_TEST(big.tile_m == 8u);
   BOOST_TEST(big.tile_n == 16u);  // CPU devices: 16 columns (fewer loads per multiply-add)
-  const sh::GemmKnobs gpu = sh::choose_gemm_knobs(1, 2048, 2048, 2048, LowerTarget{});
+  const sh::GemmKnobs gpu = sh::choose_gemm_knobs(1, 2048, 2048, 2048, register_gpu());
   BOOST_TEST(gpu.tile_m == 8u);
   BOOST_TEST(gpu.tile_n == 8u);  // GPUs: 64 accumulators fit the register file
   BOOST_TEST(big.vector_width == 4u);  // vec4 loads: 1.5x less CPU time than scalar on lavapipe
@@ -593,15 +716,42 @@ BOOST_AUTO_TEST_CASE(gemm_knobs_follow_the_shape) {
   BOOST_TEST(sh::choose_gemm_knobs(1, 64, 64, 3, lavapipe()).k_unroll == 1u);
   BOOST_TEST(sh::choose_gemm_knobs(1, 6, 1024, 64, lavapipe()).tile_m == 2u);
   // Too few invocations to fill the device: smaller blocks.
-  const sh::GemmKnobs tiny = sh::choose_gemm_knobs(1, 16, 16, 64, LowerTarget{});
+  const sh::GemmKnobs tiny = sh::choose_gemm_knobs(1, 16, 16, 64, register_gpu());
   BOOST_TEST(tiny.tile_m * tiny.tile_n < 64u);
   BOOST_TEST(tiny.panel_width <= 16u / tiny.tile_n);  // no wider than the product
   // The panel of B stays within the cache budget: 2048 x 16 columns x 4 blocks is 512 KiB.
   BOOST_TEST(big.panel_width == 4u);
-  BOOST_TEST(sh::choose_gemm_knobs(1, 2048, 2048, 2048, LowerTarget{}).panel_width == 8u);
-  BOOST_TEST(sh::choose_gemm_knobs(1, 2048, 2048, 256, LowerTarget{}).panel_width == 32u);
+  BOOST_TEST(sh::choose_gemm_knobs(1, 2048, 2048, 2048, register_gpu()).panel_width == 8u);
+  BOOST_TEST(sh::choose_gemm_knobs(1, 2048, 2048, 256, register_gpu()).panel_width == 32u);
   // The device's workgroup limit is respected.
   BOOST_TEST(sh::choose_gemm_knobs(1, 512, 512, 512, small_device()).workgroup_size == 32u);
+}
+
+BOOST_AUTO_TEST_CASE(gpu_gemm_knobs_use_shared_memory_and_split_k) {
+  auto choose = [](std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) {
+    return sh::to_string(sh::choose_gemm_knobs(batch, m, n, k, LowerTarget{}));
+  };
+  // Large products: 64x64 blocks of 256 invocations, 16 K values per step.
+  BOOST_TEST(choose(1, 2048, 2048, 2048) == "4x4_k1_p1_wg256_v4_s16");
+  BOOST_TEST(choose(1, 197, 3072, 768) == "4x4_k1_p1_wg256_v4_s16");  // ViT-B MLP at batch 1: 192 blocks
+  // Few blocks and a long K: split K among the workgroup's invocations.
+  BOOST_TEST(choose(1, 64, 64, 4096) == "4x4_k1_p1_wg256_v4_s8_sk8");
+  BOOST_TEST(choose(1, 64, 64, 600) == "4x4_k1_p1_wg256_v4_s8_sk2");
+  BOOST_TEST(choose(1, 64, 64, 300) == "4x4_k1_p1_wg256_v4_s16");  // K too short to split
+  BOOST_TEST(choose(16, 64, 64, 4096) == "4x4_k1_p1_wg256_v4_s8_sk4");  // the batch fills the device sooner
+  // A classifier (1000 classes, 2048 features, batch 1): a column of 1x1 blocks, K split 8 ways.
+  BOOST_TEST(choose(1, 1000, 1, 2048) == "1x1_k1_p1_wg256_v4_s8_sk8_wn1");
+  // A row vector times a matrix: a row of 1x1 blocks.
+  BOOST_TEST(choose(1, 1, 4096, 512) == "1x1_k1_p1_wg256_v4_s8_sk2_wn128");
+  // CPU devices and GPUs without room for 256-invocation workgroups keep the register path.
+  BOOST_TEST(sh::choose_gemm_knobs(1, 2048, 2048, 2048, lavapipe()).shared_k_tile == 0u);
+  BOOST_TEST(sh::choose_gemm_knobs(1, 2048, 2048, 2048, register_gpu()).shared_k_tile == 0u);
+  BOOST_TEST(sh::choose_gemm_knobs(1, 2048, 2048, 2048, LowerTarget{"vulkan", 32, 1024, 4096}).shared_k_tile == 0u);
+  BOOST_TEST(sh::choose_gemm_knobs(1, 2048, 2048, 2048, minimal_gpu()).shared_k_tile == 16u);
+  // 1x1 convolutions take the GEMM's choice.
+  BOOST_TEST(sh::to_string(sh::choose_conv_plan(conv_problem({1, 64, 256, 1, 56, 56, 1, 1, 1, 1, 0, 0, 0, 0, false}),
+                                                LowerTarget{})
+                               .gemm) == "4x4_k1_p1_wg256_v4_s16");
 }
 
 BOOST_AUTO_TEST_CASE(conv_plans_follow_the_shape) {
@@ -644,7 +794,7 @@ BOOST_AUTO_TEST_CASE(conv_plans_follow_the_shape) {
 }
 
 BOOST_AUTO_TEST_CASE(every_choice_is_in_the_enumerated_space) {
-  for (const LowerTarget& target : {LowerTarget{}, lavapipe(), small_device()}) {
+  for (const LowerTarget& target : {LowerTarget{}, lavapipe(), small_device(), minimal_gpu(), register_gpu()}) {
     const auto gemm_space = sh::gemm_knob_space(target);
     const auto conv_space = sh::conv_plan_space(target);
     for (std::int64_t m : {1, 2, 3, 5, 8, 64, 1000})
@@ -700,7 +850,7 @@ BOOST_AUTO_TEST_CASE(every_configuration_compiles_for_cuda_and_hip) {
   const LowerTarget gpu{"cuda", 32, 1024, 49152};
   // Two shapes: one with no vec4 loads, one with vec4 loads of A and B.
   for (const sh::GemmKnobs& knobs : sh::gemm_knob_space(gpu)) {
-    if (knobs.k_unroll != 4 || knobs.panel_width != 8) continue;
+    if (knobs.shared_k_tile == 0 && (knobs.k_unroll != 4 || knobs.panel_width != 8)) continue;
     for (const std::int64_t n : {11, 12}) {
       kir::Kernel kernel("gemm_" + sh::to_string(knobs) + "_n" + std::to_string(n));
       sh::GemmProblem p;
@@ -719,7 +869,11 @@ BOOST_AUTO_TEST_CASE(every_configuration_compiles_for_cuda_and_hip) {
     }
   }
   for (const sh::ConvPlan& plan : sh::conv_plan_space(gpu)) {
-    if (uses_gemm_knobs(plan) && (plan.gemm.k_unroll != 4 || plan.gemm.panel_width != 8)) continue;
+    if (uses_gemm_knobs(plan) && plan.gemm.shared_k_tile == 0 && (plan.gemm.k_unroll != 4 || plan.gemm.panel_width != 8))
+      continue;
+    // Shared tiling: the thin arrangements differ from the square one only
+    // in constants once B is gathered (the GEMMs above compile them all).
+    if (uses_gemm_knobs(plan) && plan.gemm.shared_k_tile != 0 && plan.gemm.workgroup_n != 0) continue;
     const ConvCase& c = plan.algorithm == sh::ConvAlgorithm::gemm_1x1        ? kConv1x1Cases[1]
                         : plan.algorithm == sh::ConvAlgorithm::depthwise     ? kDepthwiseCases[0]
                         : plan.algorithm == sh::ConvAlgorithm::implicit_gemm ? kImplicitGemmCases[2]
@@ -756,11 +910,12 @@ BOOST_AUTO_TEST_CASE(gemm_throughput) {
   // KILN_GEMM_BENCH_SIZE=2048 gives the 2048^3 figure (the default keeps CI
   // fast); KILN_GEMM_BENCH_SHAPE=M,N,K any other shape (a 1x1 convolution of
   // Ci -> Co channels on H x W pixels is M = Co, N = H * W, K = Ci);
-  // KILN_GEMM_BENCH_KNOBS=tile_m,tile_n,k_unroll,panel[,vector_width[,workgroup]]
-  // overrides the heuristic's lavapipe knobs, for tuning;
-  // KILN_GEMM_BENCH_PACKED_B=P reads B in slabs of P columns, [N / P, K, P]
-  // (P = 16: as the pack_matmul_weights pass lays constant weights out), as a
-  // batch of N / P products (N must be a multiple of P).
+  // KILN_GEMM_BENCH_KNOBS=tile_m,tile_n,k_unroll,panel[,vector_width[,workgroup[,shared_k_tile[,split_k[,workgroup_n]]]]]
+  // overrides the heuristic's lavapipe knobs, for tuning (shared_k_tile > 0:
+  // the GPU shared-memory path, e.g. 4,4,1,1,4,256,16 as the heuristic picks
+  // for GPUs); KILN_GEMM_BENCH_PACKED_B=P reads B in slabs of P columns,
+  // [N / P, K, P] (P = 16: as the pack_matmul_weights pass lays constant
+  // weights out), as a batch of N / P products (N must be a multiple of P).
   const char* size_text = std::getenv("KILN_GEMM_BENCH_SIZE");
   const std::int64_t size = size_text ? std::atoll(size_text) : 256;
   std::int64_t m = size, n = size, k = size;
@@ -769,8 +924,9 @@ BOOST_AUTO_TEST_CASE(gemm_throughput) {
   BOOST_TEST_REQUIRE(std::min({m, n, k}) >= 1);
   sh::GemmKnobs knobs = sh::choose_gemm_knobs(1, m, n, k, lavapipe());
   if (const char* text = std::getenv("KILN_GEMM_BENCH_KNOBS")) {
-    BOOST_TEST_REQUIRE(std::sscanf(text, "%u,%u,%u,%u,%u,%u", &knobs.tile_m, &knobs.tile_n, &knobs.k_unroll,
-                                   &knobs.panel_width, &knobs.vector_width, &knobs.workgroup_size) >= 4);
+    BOOST_TEST_REQUIRE(std::sscanf(text, "%u,%u,%u,%u,%u,%u,%u,%u,%u", &knobs.tile_m, &knobs.tile_n, &knobs.k_unroll,
+                                   &knobs.panel_width, &knobs.vector_width, &knobs.workgroup_size,
+                                   &knobs.shared_k_tile, &knobs.split_k, &knobs.workgroup_n) >= 4);
   }
   kir::Kernel kernel("gemm_bench");
   sh::GemmProblem p;

@@ -30,6 +30,15 @@ const LanguageTable& null_language() {
     t.extra_params = "kiln_uvec3 kiln_global_id, kiln_uvec3 kiln_num_groups";
     t.kernel_header = "void {name}({params})";
     t.global_index_expr = "(kiln_global_id.x + kiln_global_id.y * (kiln_num_groups.x * {wg}u))";
+    // One call runs one invocation, so a workgroup's shared arrays come from
+    // the caller, and a barrier is the host's: it must run the group's
+    // invocations concurrently (threads or fibres) and implement kiln_barrier.
+    t.shared_param_decl = "{type}* restrict {name}";
+    t.shared_access = "{name}[{index}]";
+    t.barrier = "kiln_barrier();";
+    t.barrier_global_decl = "void kiln_barrier(void);  // the host's workgroup barrier";
+    t.local_index_expr = "((int32_t)(kiln_global_id.x % {wg}u))";
+    t.workgroup_index_expr = "((int32_t)(kiln_global_id.x / {wg}u + kiln_global_id.y * kiln_num_groups.x))";
     t.exp = "expf({a})";
     t.log = "logf({a})";
     t.sqrt = "sqrtf({a})";

@@ -41,6 +41,13 @@ const LanguageTable& glsl_language() {
     t.kernel_header = "layout(local_size_x = {wg}) in;\nvoid main()";
     t.global_index_expr =
         "(gl_GlobalInvocationID.x + gl_GlobalInvocationID.y * (gl_NumWorkGroups.x * gl_WorkGroupSize.x))";
+    t.shared_global_decl = "shared {type} {name}[{count}];";
+    t.shared_access = "{name}[{index}]";
+    // barrier() orders execution; shared writes before it are made visible
+    // to the group by the memory barrier (GLSL 4.50, section 8.16).
+    t.barrier = "memoryBarrierShared(); barrier();";
+    t.local_index_expr = "int(gl_LocalInvocationIndex)";
+    t.workgroup_index_expr = "int(gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x)";
     t.exp = "exp({a})";
     t.log = "log({a})";
     t.sqrt = "sqrt({a})";

@@ -40,6 +40,7 @@ std::optional<std::string> analyze(const BoundKernel& p, const BoundKernel& c, g
                                    graph::ValueId consumed, std::int64_t elements, Analysis& a) {
   KILN_ASSERT(p.values.size() == p.kernel.buffers.size() && c.values.size() == c.kernel.buffers.size());
   const std::string pair = "'" + c.kernel.name + "' into '" + p.kernel.name + "': ";
+  if (!c.kernel.shared.empty()) return pair + "the consumer uses workgroup shared memory";
   const std::vector<int> produced_slots = slots_of(p, produced);
   if (produced_slots.size() != 1)
     return pair + "the producer binds the value " + std::to_string(produced_slots.size()) + " times (expected once)";

@@ -35,6 +35,9 @@ std::optional<std::string> analyze(const BoundKernel& p, const BoundKernel& c, g
                                    graph::ValueId consumed, std::int64_t elements, Analysis& a) {
   KILN_ASSERT(p.values.size() == p.kernel.buffers.size() && c.values.size() == c.kernel.buffers.size());
   const std::string pair = "'" + p.kernel.name + "' into the loads of '" + c.kernel.name + "': ";
+  // Inlined, its shared memory and barriers would run inside the consumer's
+  // loads, where invocations no longer work on one element each.
+  if (!p.kernel.shared.empty()) return pair + "the producer uses workgroup shared memory";
   if (p.kernel.global_size != elements)
     return pair + "the producer runs " + std::to_string(p.kernel.global_size) +
            " invocations, not one per element (" + std::to_string(elements) + ")";
@@ -228,6 +231,7 @@ BoundKernel fuse_prologue(const BoundKernel& producer, const BoundKernel& consum
   kir::Kernel& k = fused.kernel;
   k.global_size = consumer.kernel.global_size;
   k.workgroup_size = consumer.kernel.workgroup_size;
+  k.shared = consumer.kernel.shared;  // a shared-memory GEMM keeps its tiles
 
   std::vector<int> consumer_map(consumer.values.size(), -1);
   for (std::size_t i = 0; i < consumer.values.size(); ++i) {

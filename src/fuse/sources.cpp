@@ -50,6 +50,7 @@ BackendSources generate_sources(const Model& model, const std::string& backend_n
     needs.kernel_name = kernel.name;
     needs.workgroup_size = kernel.workgroup_size;
     needs.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
+    needs.shared_memory_bytes = kir::shared_memory_bytes(kernel);
     return b.supports(needs, target);
   };
   const KernelPlan plan = plan_kernels(g, options);

@@ -1,6 +1,8 @@
 // Tree-walking interpreter over a pre-resolved kernel: variable names become
 // slots and expressions become nodes in one array, once per interpret() call,
-// so the per-invocation work is a switch per node.
+// so the per-invocation work is a switch per node. Kernels with shared memory
+// run a workgroup at a time with one slot array per invocation (see
+// Machine::run_group).
 #include "src/kernel/interpreter.h"
 
 #include <kiln/error.h>
@@ -11,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -42,7 +45,7 @@ struct Node {
   ScalarType operand = ScalarType::f32;  // type of args[0] (binary, cast, load index)
   UnaryOp unary = UnaryOp::neg;
   BinaryOp binary = BinaryOp::add;
-  int ref = -1;  // var: slot; load: buffer
+  int ref = -1;  // var: slot; load: buffer; shared_load: shared array
   int a = -1, b = -1, c = -1;
   Value constant{};
 };
@@ -51,7 +54,8 @@ struct Op {
   StmtKind kind = StmtKind::declare;
   int slot = -1;  // declare, assign, loop variable
   std::vector<int> slots;  // load_vector: one per declared variable
-  int buffer = -1;
+  int buffer = -1;  // store, load_vector: buffer; shared_store: shared array
+  bool has_barrier = false;  // a barrier, or a loop containing one
   int value = -1, index = -1, begin = -1, end = -1;
   std::int32_t step = 1;
   std::string var;  // loop variable, for messages
@@ -113,7 +117,14 @@ class Compiler {
           op.body = block(s.body);
           op.else_body = block(s.else_body);
           break;
+        case StmtKind::shared_store:
+          op.buffer = s.buffer;
+          op.index = expr(s.index);
+          op.value = expr(s.value);
+          break;
+        case StmtKind::barrier: op.has_barrier = true; break;
       }
+      for (const Op& inner : op.body) op.has_barrier = op.has_barrier || inner.has_barrier;
       ops.push_back(std::move(op));
     }
     for (const std::string& name : declared) slots_.erase(name);
@@ -154,7 +165,8 @@ class Compiler {
         n.constant = of_i32(params_[static_cast<std::size_t>(src.param)]);
         break;
       case ExprKind::var: n.ref = slot_of(src.name); break;
-      case ExprKind::load: n.ref = src.buffer; break;
+      case ExprKind::load:
+      case ExprKind::shared_load: n.ref = src.buffer; break;
       default: break;
     }
     if (src.args.size() > 0) n.a = expr(src.args[0]);
@@ -173,16 +185,29 @@ struct BufferView {
   std::int64_t count = 0;  // elements
 };
 
+// When a shared element was last written and read, for race detection:
+// epochs count barriers (and workgroup starts), so two accesses in one epoch
+// by different invocations are unordered.
+struct SharedStamp {
+  std::int64_t written = -1, read = -1;  // epochs
+  std::int64_t writer = -1, reader = -1;  // local indices; reader kManyReaders: several
+};
+constexpr std::int64_t kManyReaders = -2;
+
 class Machine {
  public:
   Machine(const Kernel& kernel, const Compiler& program, std::vector<BufferView> buffers)
-      : kernel_(kernel),
-        nodes_(program.nodes),
-        buffers_(std::move(buffers)),
-        slots_(static_cast<std::size_t>(program.num_slots)) {}
+      : kernel_(kernel), nodes_(program.nodes), buffers_(std::move(buffers)), num_slots_(program.num_slots) {}
 
   void run(const std::vector<Op>& body) {
-    for (invocation_ = 0; invocation_ < kernel_.global_size; ++invocation_) exec(body);
+    if (kernel_.shared.empty() && !has_barrier(kernel_)) {
+      // Independent invocations, one after another.
+      slot_storage_.assign(static_cast<std::size_t>(num_slots_), Value{});
+      slots_ = slot_storage_.data();
+      for (invocation_ = 0; invocation_ < kernel_.global_size; ++invocation_) exec(body);
+      return;
+    }
+    run_groups(body);
   }
 
  private:
@@ -219,7 +244,139 @@ class Machine {
     return static_cast<std::size_t>(i * width) * kElementBytes;
   }
 
-  void exec(const std::vector<Op>& ops) {
+  // A workgroup at a time, each invocation with its own slots. Statements
+  // between barriers run invocation by invocation (one valid interleaving);
+  // a barrier ends an epoch; a loop containing barriers runs its iterations
+  // for the whole group together. Shared arrays start uninitialised: reading
+  // an element no invocation of the group wrote is an error, as are two
+  // accesses of one element by different invocations, at least one a write,
+  // with no barrier between them.
+  void run_groups(const std::vector<Op>& body) {
+    const std::int64_t wg = kernel_.workgroup_size;
+    const std::int64_t groups = (kernel_.global_size + wg - 1) / wg;
+    slot_storage_.assign(static_cast<std::size_t>(wg * num_slots_), Value{});
+    shared_.clear();
+    stamps_.clear();
+    for (const SharedArray& a : kernel_.shared) {
+      shared_.emplace_back(static_cast<std::size_t>(a.count));
+      stamps_.emplace_back(static_cast<std::size_t>(a.count));
+    }
+    for (std::int64_t g = 0; g < groups; ++g) {
+      group_base_ = g * wg;
+      active_ = std::min(wg, kernel_.global_size - group_base_);
+      group_first_epoch_ = ++epoch_;
+      exec_group(body);
+    }
+  }
+
+  void select_invocation(std::int64_t local) {
+    local_ = local;
+    invocation_ = group_base_ + local;
+    slots_ = slot_storage_.data() + local * num_slots_;
+  }
+
+  void exec_group(const std::vector<Op>& ops) {
+    std::size_t i = 0;
+    while (i < ops.size()) {
+      if (!ops[i].has_barrier) {
+        std::size_t j = i;
+        while (j < ops.size() && !ops[j].has_barrier) ++j;
+        const std::span<const Op> stretch(ops.data() + i, j - i);
+        for (std::int64_t local = 0; local < active_; ++local) {
+          select_invocation(local);
+          exec(stretch);
+        }
+        i = j;
+        continue;
+      }
+      const Op& op = ops[i++];
+      if (op.kind == StmtKind::barrier) {
+        ++epoch_;
+        continue;
+      }
+      // verify() allows barriers only in loops with uniform bounds (and never in branches).
+      KILN_ASSERT(op.kind == StmtKind::loop);
+      const Value begin = uniform_value(op.begin, "begin of loop '" + op.var + "'");
+      for_each_invocation([&] { slots_[op.slot] = begin; });
+      for (;;) {
+        const Value end = uniform_value(op.end, "end of loop '" + op.var + "'");
+        select_invocation(0);
+        const std::int32_t k = slots_[op.slot].i;
+        if (k >= end.i) break;
+        exec_group(op.body);
+        if (k > std::numeric_limits<std::int32_t>::max() - op.step)
+          error("loop variable '" + op.var + "' overflows i32 after " + std::to_string(k));
+        for_each_invocation([&] { slots_[op.slot].i = k + op.step; });
+      }
+    }
+  }
+
+  template <typename F>
+  void for_each_invocation(F&& f) {
+    for (std::int64_t local = 0; local < active_; ++local) {
+      select_invocation(local);
+      f();
+    }
+  }
+
+  // The value of node `id`, which must be the same in every invocation of the group.
+  Value uniform_value(int id, const std::string& what) {
+    select_invocation(0);
+    const Value first = eval(id);
+    for (std::int64_t local = 1; local < active_; ++local) {
+      select_invocation(local);
+      if (eval(id).u != first.u)
+        error("the " + what + " around a barrier differs between invocations of one workgroup");
+    }
+    return first;
+  }
+
+  std::size_t shared_element(const char* what, int array, Value index, ScalarType type) const {
+    const std::int64_t i = type == ScalarType::u32 ? std::int64_t{index.u} : std::int64_t{index.i};
+    const std::int64_t count = kernel_.shared[static_cast<std::size_t>(array)].count;
+    if (i < 0 || i >= count)
+      error(std::string(what) + " " + shared_label(array) + " at index " + std::to_string(i) +
+            " is out of bounds (size " + std::to_string(count) + " elements)");
+    return static_cast<std::size_t>(i);
+  }
+
+  std::string shared_label(int array) const {
+    return "shared array '" + kernel_.shared[static_cast<std::size_t>(array)].name + "'";
+  }
+
+  Value shared_read(int array, std::size_t i) {
+    SharedStamp& stamp = stamps_[static_cast<std::size_t>(array)][i];
+    if (stamp.written < group_first_epoch_)
+      error("reads element " + std::to_string(i) + " of " + shared_label(array) +
+            " before any invocation of its workgroup wrote it");
+    if (stamp.written == epoch_ && stamp.writer != local_)
+      error("reads element " + std::to_string(i) + " of " + shared_label(array) + ", written by invocation " +
+            std::to_string(stamp.writer) + " of its workgroup with no barrier between (a race)");
+    if (stamp.read == epoch_ && stamp.reader != local_) {
+      stamp.reader = kManyReaders;
+    } else if (stamp.read != epoch_) {
+      stamp.read = epoch_;
+      stamp.reader = local_;
+    }
+    return shared_[static_cast<std::size_t>(array)][i];
+  }
+
+  void shared_write(int array, std::size_t i, Value v) {
+    SharedStamp& stamp = stamps_[static_cast<std::size_t>(array)][i];
+    if (stamp.written == epoch_ && stamp.writer != local_)
+      error("writes element " + std::to_string(i) + " of " + shared_label(array) + ", also written by invocation " +
+            std::to_string(stamp.writer) + " of its workgroup with no barrier between (a race)");
+    if (stamp.read == epoch_ && stamp.reader != local_)
+      error("writes element " + std::to_string(i) + " of " + shared_label(array) + ", read by " +
+            (stamp.reader == kManyReaders ? std::string("other invocations")
+                                          : "invocation " + std::to_string(stamp.reader)) +
+            " of its workgroup with no barrier between (a race)");
+    stamp.written = epoch_;
+    stamp.writer = local_;
+    shared_[static_cast<std::size_t>(array)][i] = v;
+  }
+
+  void exec(std::span<const Op> ops) {
     for (const Op& op : ops) {
       switch (op.kind) {
         case StmtKind::declare:
@@ -251,6 +408,17 @@ class Machine {
           break;
         }
         case StmtKind::branch: exec(eval(op.value).u ? op.body : op.else_body); break;
+        case StmtKind::shared_store: {
+          const Value index = eval(op.index);
+          const std::size_t i =
+              shared_element("store to", op.buffer, index, nodes_[static_cast<std::size_t>(op.index)].type);
+          shared_write(op.buffer, i, eval(op.value));
+          break;
+        }
+        case StmtKind::barrier:
+          // Only run_groups() reaches barriers: a stretch never contains one.
+          KILN_ASSERT(false && "barrier outside a workgroup run");
+          break;
       }
     }
   }
@@ -262,6 +430,12 @@ class Machine {
       case ExprKind::param: return n.constant;  // the compiler resolved parameters to constants
       case ExprKind::var: return slots_[static_cast<std::size_t>(n.ref)];
       case ExprKind::global_index: return of_i32(static_cast<std::int32_t>(invocation_));
+      case ExprKind::local_index: return of_i32(static_cast<std::int32_t>(invocation_ % kernel_.workgroup_size));
+      case ExprKind::workgroup_index: return of_i32(static_cast<std::int32_t>(invocation_ / kernel_.workgroup_size));
+      case ExprKind::shared_load: {
+        const std::size_t i = shared_element("load from", n.ref, eval(n.a), n.operand);
+        return shared_read(n.ref, i);
+      }
       case ExprKind::load: {
         const std::size_t offset = element_offset("load from", n.ref, eval(n.a), n.operand);
         Value v;
@@ -434,8 +608,15 @@ class Machine {
   const Kernel& kernel_;
   const std::vector<Node>& nodes_;
   std::vector<BufferView> buffers_;
-  std::vector<Value> slots_;
+  int num_slots_ = 0;
+  std::vector<Value> slot_storage_;  // one slot array, or one per invocation of a workgroup
+  Value* slots_ = nullptr;           // the running invocation's slots
   std::int64_t invocation_ = 0;
+  // Workgroup runs (kernels with shared arrays).
+  std::int64_t group_base_ = 0, active_ = 0, local_ = 0;
+  std::int64_t epoch_ = 0, group_first_epoch_ = 0;
+  std::vector<std::vector<Value>> shared_;
+  std::vector<std::vector<SharedStamp>> stamps_;
 };
 
 }  // namespace

@@ -15,11 +15,23 @@
 // - load_vector reads `width` consecutive elements starting at a multiple of
 //   the width, as one aligned vector (so buffers must be bound at offsets
 //   aligned to 16 bytes; the executor aligns every binding to >= 16).
+// - a kernel with shared arrays runs one workgroup at a time; its
+//   invocations run statement stretches between barriers one invocation
+//   after another (one valid interleaving), a loop containing a barrier runs
+//   each iteration for the whole group together (its bounds must agree
+//   across the group), and a barrier ends the stretch. Shared arrays start
+//   uninitialised in every workgroup; a partial last workgroup (possible only
+//   without barriers) runs just its invocations below global_size;
+// - local_index() is global_index() % workgroup_size and workgroup_index()
+//   is global_index() / workgroup_size.
 // Results that are undefined on GPUs are errors here (Error(Internal), naming
 // the kernel and the invocation): an out-of-bounds load or store, a vector
 // load not wholly inside its buffer, integer division by zero, `mod` with a
 // negative operand, an f32 -> integer cast of NaN or of a value out of range,
-// a loop variable overflowing i32.
+// a loop variable overflowing i32; and in shared memory: an out-of-bounds
+// access, a read of an element no invocation of the workgroup has written,
+// and a race (two accesses of one element by different invocations, at least
+// one a write, with no barrier between them).
 #pragma once
 
 #include <cstddef>

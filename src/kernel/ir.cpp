@@ -14,6 +14,8 @@
 //   select(cond, a, b)                cond bool, a and b of one type
 //   load / store index                i32 | u32
 //   load_vector                       index i32 | u32; vars of the buffer's type
+//   shared load / store               index i32 | u32; value of the array's type
+//   local_index, workgroup_index      i32
 #include "src/kernel/ir.h"
 
 #include <kiln/error.h>
@@ -225,6 +227,10 @@ ExprNode node_of(ExprKind kind, ScalarType type) {
   return n;
 }
 
+// Shared arrays are bounded so that every element index fits an i32 and the
+// byte total cannot overflow; targets allow far less (16-64 KiB).
+constexpr std::int64_t kMaxSharedElements = std::int64_t{1} << 28;
+
 Stmt stmt_of(StmtKind kind) {
   Stmt s{};
   s.kind = kind;
@@ -252,6 +258,37 @@ Buf Kernel::add_buffer(const std::string& buffer_name, ScalarType type, Access a
   buffers.push_back({buffer_name, type, access});
   return Buf{static_cast<int>(buffers.size()) - 1};
 }
+
+Shared Kernel::add_shared(const std::string& array_name, ScalarType type, std::int64_t count) {
+  if (!is_identifier(array_name))
+    fail("kernel '" + name + "': shared array name '" + array_name +
+         "' is not an identifier (a letter, then letters, digits and single underscores)");
+  for (const SharedArray& a : shared)
+    if (a.name == array_name) fail("kernel '" + name + "': duplicate shared array name '" + array_name + "'");
+  if (type == ScalarType::boolean)
+    fail("kernel '" + name + "': shared array '" + array_name + "' has element type bool; use i32 or u32");
+  if (count < 1 || count > kMaxSharedElements)
+    fail("kernel '" + name + "': shared array '" + array_name + "' has " + std::to_string(count) +
+         " elements, outside [1, " + std::to_string(kMaxSharedElements) + "]");
+  shared.push_back({array_name, type, count});
+  return Shared{static_cast<int>(shared.size()) - 1};
+}
+
+std::uint64_t shared_memory_bytes(const Kernel& kernel) {
+  std::uint64_t bytes = 0;
+  for (const SharedArray& a : kernel.shared) bytes += static_cast<std::uint64_t>(std::max<std::int64_t>(a.count, 0)) * 4;
+  return bytes;
+}
+
+namespace {
+bool has_barrier(const std::vector<Stmt>& stmts) {
+  for (const Stmt& s : stmts)
+    if (s.kind == StmtKind::barrier || has_barrier(s.body) || has_barrier(s.else_body)) return true;
+  return false;
+}
+}  // namespace
+
+bool has_barrier(const Kernel& kernel) { return has_barrier(kernel.body); }
 
 // ---- expression helpers ---------------------------------------------------
 
@@ -296,6 +333,20 @@ Expr param(int index) {
   if (index < 0) fail("kir: parameter index " + std::to_string(index) + " is negative");
   ExprNode n = node_of(ExprKind::param, ScalarType::i32);
   n.param = index;
+  return make(std::move(n));
+}
+
+Expr local_index() { return make(node_of(ExprKind::local_index, ScalarType::i32)); }
+Expr workgroup_index() { return make(node_of(ExprKind::workgroup_index, ScalarType::i32)); }
+
+Expr load(Shared array, Expr index, ScalarType type) {
+  check_expr(index, "shared load index");
+  if (array.index < 0) fail("kir: load from an invalid shared array handle");
+  if (!is_index_type(index.type()))
+    fail(std::string("kir: shared load index must be i32 or u32, got ") + scalar_type_name(index.type()));
+  ExprNode n = node_of(ExprKind::shared_load, type);
+  n.buffer = array.index;
+  n.args = {std::move(index)};
   return make(std::move(n));
 }
 
@@ -418,6 +469,22 @@ Stmt store(Buf buffer, Expr index, Expr value) {
   return s;
 }
 
+Stmt store(Shared array, Expr index, Expr value) {
+  if (array.index < 0) fail("kir: store to an invalid shared array handle");
+  check_expr(index, "shared store index");
+  check_expr(value, "value stored to shared memory");
+  if (!is_index_type(index.type()))
+    fail(std::string("kir: shared store index must be i32 or u32, got ") + scalar_type_name(index.type()));
+  Stmt s = stmt_of(StmtKind::shared_store);
+  s.buffer = array.index;
+  s.type = value.type();
+  s.index = std::move(index);
+  s.value = std::move(value);
+  return s;
+}
+
+Stmt barrier() { return stmt_of(StmtKind::barrier); }
+
 Stmt loop(const std::string& var_name, Expr begin, Expr end, std::vector<Stmt> body, std::int64_t step) {
   if (!is_identifier(var_name)) fail("kir: loop variable name '" + var_name + "' is not an identifier");
   check_expr(begin, "loop begin");
@@ -489,9 +556,70 @@ std::array<std::uint32_t, 3> dispatch_grid(const Kernel& kernel, std::uint32_t m
 
 namespace {
 
+// Variables whose value may differ between the invocations of a workgroup:
+// those computed from global_index, local_index or a loaded value, and those
+// written under a condition or trip count that may differ. Flow-insensitive
+// (by name, iterated to a fixed point), so conservative.
+class Divergence {
+ public:
+  explicit Divergence(const std::vector<Stmt>& body) {
+    std::size_t before = 0;
+    do {
+      before = divergent_.size();
+      block(body, false);
+    } while (divergent_.size() != before);
+  }
+
+  bool uniform(const Expr& e) const {
+    if (!e) return true;
+    switch (e->kind) {
+      case ExprKind::global_index:
+      case ExprKind::local_index:
+      case ExprKind::load:
+      case ExprKind::shared_load: return false;
+      case ExprKind::var:
+        if (divergent_.count(e->name)) return false;
+        break;
+      default: break;
+    }
+    for (const Expr& arg : e->args)
+      if (!uniform(arg)) return false;
+    return true;
+  }
+
+ private:
+  void block(const std::vector<Stmt>& stmts, bool divergent_context) {
+    for (const Stmt& s : stmts) {
+      switch (s.kind) {
+        case StmtKind::declare:
+        case StmtKind::assign:
+          if (divergent_context || !uniform(s.value)) divergent_.insert(s.var);
+          break;
+        case StmtKind::load_vector: divergent_.insert(s.vars.begin(), s.vars.end()); break;
+        case StmtKind::loop: {
+          const bool inner = divergent_context || !uniform(s.begin) || !uniform(s.end);
+          if (inner) divergent_.insert(s.var);
+          block(s.body, inner);
+          break;
+        }
+        case StmtKind::branch: {
+          const bool inner = divergent_context || !uniform(s.value);
+          block(s.body, inner);
+          block(s.else_body, inner);
+          break;
+        }
+        default: break;
+      }
+    }
+  }
+
+  std::unordered_set<std::string> divergent_;
+};
+
 class Verifier {
  public:
-  explicit Verifier(const Kernel& kernel) : kernel_(kernel) {}
+  Verifier(const Kernel& kernel, std::optional<std::uint64_t> max_shared_bytes)
+      : kernel_(kernel), max_shared_bytes_(max_shared_bytes), divergence_(kernel.body) {}
 
   void run() {
     if (!is_identifier(kernel_.name))
@@ -516,6 +644,11 @@ class Verifier {
       if (!names.insert(b.name).second) error("duplicate buffer name '" + b.name + "'");
       if (b.type == ScalarType::boolean) error("buffer '" + b.name + "' has element type bool; use i32 or u32");
     }
+    check_shared_arrays();
+    if (has_barrier(kernel_) && kernel_.global_size % kernel_.workgroup_size != 0)
+      error("has barriers but global_size " + std::to_string(kernel_.global_size) +
+            " is not a multiple of workgroup_size " + std::to_string(kernel_.workgroup_size) +
+            " (a partial workgroup would leave invocations out of the barrier)");
     block(kernel_.body, "body");
   }
 
@@ -543,6 +676,34 @@ class Verifier {
     if (index < 0 || static_cast<std::size_t>(index) >= kernel_.params.size())
       error("parameter index " + std::to_string(index) + " in " + where + " is invalid (the kernel has " +
             std::to_string(kernel_.params.size()) + " parameters)");
+  }
+
+  void check_shared_arrays() const {
+    std::unordered_set<std::string> names;
+    for (std::size_t i = 0; i < kernel_.shared.size(); ++i) {
+      const SharedArray& a = kernel_.shared[i];
+      if (!is_identifier(a.name))
+        error("shared array " + std::to_string(i) + " name '" + a.name + "' is not an identifier");
+      if (!names.insert(a.name).second) error("duplicate shared array name '" + a.name + "'");
+      if (a.type == ScalarType::boolean) error("shared array '" + a.name + "' has element type bool; use i32 or u32");
+      if (a.count < 1 || a.count > kMaxSharedElements)
+        error("shared array '" + a.name + "' has " + std::to_string(a.count) + " elements, outside [1, " +
+              std::to_string(kMaxSharedElements) + "]");
+    }
+    const std::uint64_t bytes = shared_memory_bytes(kernel_);
+    if (max_shared_bytes_ && bytes > *max_shared_bytes_)
+      error("needs " + std::to_string(bytes) + " bytes of shared memory; the target allows " +
+            std::to_string(*max_shared_bytes_));
+  }
+
+  std::string shared_label(int index) const {
+    return "shared array " + std::to_string(index) + " '" + kernel_.shared[static_cast<std::size_t>(index)].name + "'";
+  }
+
+  void check_shared_index(int index) const {
+    if (index < 0 || static_cast<std::size_t>(index) >= kernel_.shared.size())
+      error("shared array index " + std::to_string(index) + " is invalid (the kernel has " +
+            std::to_string(kernel_.shared.size()) + " shared arrays)");
   }
 
   void check_buffer_index(int index) const {
@@ -612,7 +773,10 @@ class Verifier {
         declare_var(s.var, ScalarType::i32, true);
         path_.push_back("for " + s.var);
         if (expr(s.end, "loop end") != ScalarType::i32) error("loop '" + s.var + "' end must be i32");
+        const bool divergent = !divergence_.uniform(s.begin) || !divergence_.uniform(s.end);
+        if (divergent) divergent_loops_.push_back(s.var);
         block(s.body, "body");
+        if (divergent) divergent_loops_.pop_back();
         path_.pop_back();
         for (const std::string& name : scopes_.back()) vars_.erase(name);
         scopes_.pop_back();
@@ -639,11 +803,33 @@ class Verifier {
       case StmtKind::branch: {
         if (expr(s.value, "branch condition") != ScalarType::boolean) error("branch condition must be bool");
         path_.push_back("if");
+        ++branch_depth_;
         block(s.body, "then");
         block(s.else_body, "else");
+        --branch_depth_;
         path_.pop_back();
         return;
       }
+      case StmtKind::shared_store: {
+        check_shared_index(s.buffer);
+        const SharedArray& a = kernel_.shared[static_cast<std::size_t>(s.buffer)];
+        ScalarType it = expr(s.index, "shared store index");
+        if (!is_index_type(it))
+          error("store index into " + shared_label(s.buffer) + " must be i32 or u32, got " + scalar_type_name(it));
+        ScalarType vt = expr(s.value, "value stored to shared memory");
+        if (vt != a.type)
+          error("store of a " + std::string(scalar_type_name(vt)) + " value into " + shared_label(s.buffer) +
+                " of type " + scalar_type_name(a.type));
+        return;
+      }
+      case StmtKind::barrier:
+        if (branch_depth_ > 0)
+          error("barrier inside a branch: every invocation of a workgroup must reach it (uniform control flow)");
+        if (!divergent_loops_.empty())
+          error("barrier inside loop '" + divergent_loops_.back() +
+                "', whose bounds may differ between invocations (they use global_index, local_index, a loaded "
+                "value or a variable computed from one)");
+        return;
     }
     error("unknown statement kind " + std::to_string(static_cast<int>(s.kind)));
   }
@@ -678,6 +864,22 @@ class Verifier {
       case ExprKind::global_index:
         if (n.type != ScalarType::i32) error("global_index must be i32");
         return n.type;
+      case ExprKind::local_index:
+      case ExprKind::workgroup_index:
+        if (n.type != ScalarType::i32) error("local_index and workgroup_index must be i32");
+        return n.type;
+      case ExprKind::shared_load: {
+        arity(1);
+        check_shared_index(n.buffer);
+        const SharedArray& a = kernel_.shared[static_cast<std::size_t>(n.buffer)];
+        if (n.type != a.type)
+          error("load of type " + std::string(scalar_type_name(n.type)) + " from " + shared_label(n.buffer) +
+                " of type " + scalar_type_name(a.type));
+        ScalarType it = expr(n.args[0], where);
+        if (!is_index_type(it))
+          error("load index into " + shared_label(n.buffer) + " must be i32 or u32, got " + scalar_type_name(it));
+        return n.type;
+      }
       case ExprKind::param:
         if (n.type != ScalarType::i32) error("param(" + std::to_string(n.param) + ") must be i32");
         check_param_index(n.param, where);
@@ -736,6 +938,10 @@ class Verifier {
   }
 
   const Kernel& kernel_;
+  std::optional<std::uint64_t> max_shared_bytes_;
+  Divergence divergence_;
+  int branch_depth_ = 0;
+  std::vector<std::string> divergent_loops_;  // enclosing loops with divergent bounds
   std::unordered_map<std::string, VarInfo> vars_;
   std::vector<std::vector<std::string>> scopes_;
   std::vector<std::string> path_;
@@ -743,7 +949,10 @@ class Verifier {
 
 }  // namespace
 
-void verify(const Kernel& kernel) { Verifier(kernel).run(); }
+void verify(const Kernel& kernel) { Verifier(kernel, std::nullopt).run(); }
+void verify(const Kernel& kernel, std::uint64_t max_shared_memory_bytes) {
+  Verifier(kernel, max_shared_memory_bytes).run();
+}
 
 // ---- print ----------------------------------------------------------------
 
@@ -791,6 +1000,11 @@ class Printer {
       out_ += "buffer " + std::to_string(i) + " " + b.name + ": " + scalar_type_name(b.type) + " " +
               access_name(b.access) + "\n";
     }
+    for (std::size_t i = 0; i < kernel_.shared.size(); ++i) {
+      const SharedArray& a = kernel_.shared[i];
+      out_ += "shared " + std::to_string(i) + " " + a.name + ": " + scalar_type_name(a.type) + "[" +
+              std::to_string(a.count) + "]\n";
+    }
     block(kernel_.body, 0);
     return std::move(out_);
   }
@@ -800,6 +1014,12 @@ class Printer {
     if (index >= 0 && static_cast<std::size_t>(index) < kernel_.buffers.size())
       return kernel_.buffers[static_cast<std::size_t>(index)].name;
     return "buffer#" + std::to_string(index);  // print() also serves to debug malformed kernels
+  }
+
+  std::string shared_name(int index) const {
+    if (index >= 0 && static_cast<std::size_t>(index) < kernel_.shared.size())
+      return kernel_.shared[static_cast<std::size_t>(index)].name;
+    return "shared#" + std::to_string(index);
   }
 
   void block(const std::vector<Stmt>& stmts, int depth) {
@@ -840,6 +1060,13 @@ class Printer {
         expr(s.index);
         out_ += "]";
         break;
+      case StmtKind::shared_store:
+        out_ += "shared " + shared_name(s.buffer) + "[";
+        expr(s.index);
+        out_ += "] = ";
+        expr(s.value);
+        break;
+      case StmtKind::barrier: out_ += "barrier()"; break;
       case StmtKind::branch:
         out_ += "if (";
         expr(s.value);
@@ -874,6 +1101,13 @@ class Printer {
       case ExprKind::var: out_ += n.name; return;
       case ExprKind::global_index: out_ += "global_index()"; return;
       case ExprKind::param: out_ += "param(" + std::to_string(n.param) + ")"; return;
+      case ExprKind::local_index: out_ += "local_index()"; return;
+      case ExprKind::workgroup_index: out_ += "workgroup_index()"; return;
+      case ExprKind::shared_load:
+        out_ += "shared " + shared_name(n.buffer) + "[";
+        arg(0);
+        out_ += "]";
+        return;
       case ExprKind::load:
         out_ += buffer_name(n.buffer) + "[";
         arg(0);

@@ -3,8 +3,15 @@
 // interpret() (interpreter.h) is its executable definition.
 //
 // A Kernel is a body executed once per invocation for a linear global index
-// in [0, global_size). Invocations are independent (no shared memory or
-// barriers yet): each reads any buffer element and writes its own outputs.
+// in [0, global_size). Invocations run in workgroups of workgroup_size
+// consecutive indices. Without shared memory they are independent: each reads
+// any buffer element and writes its own outputs. With workgroup-shared arrays
+// (Kernel::shared) the invocations of one workgroup cooperate: they read and
+// write the group's shared arrays and synchronise with `barrier` statements,
+// which must be reached by every invocation of the group (uniform control
+// flow: never inside a branch, only in loops whose bounds are the same for
+// every invocation). A kernel with barriers has a global_size that is a
+// multiple of its workgroup_size, so no invocation leaves early.
 //
 // Vector loads: load_vector declares 2 or 4 scalars from one aligned vector
 // load (GLSL vec4, CUDA float4). Devices that scalarise buffer loads (lavapipe)
@@ -47,7 +54,14 @@ const char* binary_op_name(BinaryOp op);
 const char* infix_symbol(BinaryOp op);
 
 // param: an i32 read from the kernel's per-dispatch parameters (Kernel::params).
-enum class ExprKind : std::uint8_t { constant, var, global_index, load, unary, binary, select, cast, param };
+// local_index: the invocation's index within its workgroup (i32, [0, workgroup_size)).
+// workgroup_index: the linear index of its workgroup (i32): global_index() ==
+// workgroup_index() * workgroup_size + local_index().
+// shared_load: element args[0] of shared array `buffer` (Kernel::shared).
+enum class ExprKind : std::uint8_t {
+  constant, var, global_index, load, unary, binary, select, cast, param,
+  local_index, workgroup_index, shared_load,
+};
 
 struct ExprNode;
 
@@ -71,7 +85,7 @@ struct ExprNode {
   double fvalue = 0;        // constant (f32)
   std::int64_t ivalue = 0;  // constant (i32/u32/bool)
   std::string name;         // var
-  int buffer = -1;          // load
+  int buffer = -1;          // load: index into Kernel::buffers; shared_load: into Kernel::shared
   int param = -1;           // param: index into Kernel::params
   UnaryOp unary = UnaryOp::neg;
   BinaryOp binary = BinaryOp::add;
@@ -91,6 +105,19 @@ struct BufferParam {
   Access access;
 };
 
+// A workgroup-shared array's handle (its index in Kernel::shared).
+struct Shared {
+  int index = -1;
+};
+
+// An array in workgroup-shared memory: one instance per workgroup, visible to
+// its invocations, uninitialised when the workgroup starts.
+struct SharedArray {
+  std::string name;
+  ScalarType type;        // f32, i32 or u32
+  std::int64_t count = 0;  // elements
+};
+
 enum class StmtKind : std::uint8_t {
   declare,  // declare `var` of `type` initialised to `value`
   assign,   // var = value
@@ -100,6 +127,11 @@ enum class StmtKind : std::uint8_t {
   // declare vars[c] of `type` = buffer[index * width + c] for c < width
   // (width = vars.size(), 2 or 4): one vector load, aligned to width elements.
   load_vector,
+  shared_store,  // shared array `buffer`[index] = value
+  // Workgroup execution and shared-memory barrier: every invocation of the
+  // group arrives before any continues, and shared writes made before it are
+  // visible to every invocation after it.
+  barrier,
 };
 
 struct Stmt {
@@ -108,7 +140,7 @@ struct Stmt {
   std::vector<std::string> vars;  // load_vector
   ScalarType type = ScalarType::f32;
   Expr value;
-  int buffer = -1;
+  int buffer = -1;  // store, load_vector: a buffer; shared_store: a shared array
   Expr index;
   Expr begin, end;
   std::int64_t step = 1;
@@ -131,9 +163,17 @@ struct Kernel {
   // When set, the tail guard compares against params[*global_size_param]
   // (which must equal global_size) instead of a literal.
   std::optional<int> global_size_param;
+  // Workgroup-shared arrays (declaration order = index).
+  std::vector<SharedArray> shared;
 
   Buf add_buffer(const std::string& buffer_name, ScalarType type, Access access);
+  Shared add_shared(const std::string& array_name, ScalarType type, std::int64_t count);
 };
+
+// Bytes of workgroup-shared memory `kernel` declares (4 per element).
+std::uint64_t shared_memory_bytes(const Kernel& kernel);
+// Whether `kernel`'s body has a barrier statement.
+bool has_barrier(const Kernel& kernel);
 
 // ---- expression helpers -------------------------------------------------
 Expr f32(double value);
@@ -143,7 +183,10 @@ Expr boolean(bool value);
 Expr var(const std::string& name, ScalarType type);
 Expr global_index();  // i32
 Expr param(int index);  // i32: Kernel::params[index] of the dispatched instance
+Expr local_index();      // i32: the invocation's index in its workgroup
+Expr workgroup_index();  // i32: the workgroup's linear index
 Expr load(Buf buffer, Expr index, ScalarType type);  // type must match the buffer
+Expr load(Shared array, Expr index, ScalarType type);  // type must match the shared array
 Expr unary(UnaryOp op, Expr a);
 Expr binary(BinaryOp op, Expr a, Expr b);  // operand types must match
 Expr select(Expr cond, Expr if_true, Expr if_false);
@@ -180,6 +223,8 @@ Expr ceil(Expr a);
 Stmt declare(const std::string& name, ScalarType type, Expr init);
 Stmt assign(const std::string& name, Expr value);
 Stmt store(Buf buffer, Expr index, Expr value);
+Stmt store(Shared array, Expr index, Expr value);
+Stmt barrier();
 Stmt loop(const std::string& var_name, Expr begin, Expr end, std::vector<Stmt> body, std::int64_t step = 1);
 Stmt branch(Expr cond, std::vector<Stmt> body, std::vector<Stmt> else_body = {});
 // Declares `names` (2 or 4) from elements [vector_index * n, vector_index * n + n)
@@ -194,8 +239,14 @@ bool is_vector_width(std::size_t width);
 std::array<std::uint32_t, 3> dispatch_grid(const Kernel& kernel, std::uint32_t max_groups_x);
 
 // Checks types, variable scoping, buffer indices and access (no store to a
-// read buffer); throws kiln::Error(Internal) naming the kernel and problem.
+// read buffer), shared arrays, and barriers (only in uniform control flow: not
+// inside a branch, inside loops only if their bounds use no global_index,
+// local_index or loaded value; global_size a multiple of workgroup_size);
+// throws kiln::Error(Internal) naming the kernel and problem. The second form
+// also checks the shared arrays fit in `max_shared_memory_bytes` (a target's
+// limit; backends check it again when they load the kernel).
 void verify(const Kernel& kernel);
+void verify(const Kernel& kernel, std::uint64_t max_shared_memory_bytes);
 // Target-neutral text form, stable enough to hash and diff.
 std::string print(const Kernel& kernel);
 

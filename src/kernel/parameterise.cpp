@@ -116,6 +116,7 @@ Analysed analyse(Kernel& kernel, bool pin_loop_bounds) {
   };
   Kernel shape(kernel.name);
   shape.buffers = kernel.buffers;
+  shape.shared = kernel.shared;  // array sizes are structure, never parameters
   shape.workgroup_size = kernel.workgroup_size;
   shape.global_size = 1;
   shape.body = map_literals(kernel.body, pin_loop_bounds, placeholder);

@@ -35,6 +35,7 @@ struct Placeholder {
 // Names the renderer gives IR names (see cstyle.h).
 std::string buffer_identifier(const std::string& name) { return "b_" + name; }
 std::string var_identifier(const std::string& name) { return "v_" + name; }
+std::string shared_identifier(const std::string& name) { return "s_" + name; }
 // A buffer's vector view of width w (GLSL declares it as a second block).
 std::string vector_view_identifier(const std::string& name, std::size_t width) {
   return "kiln_v" + std::to_string(width) + "_" + name;
@@ -43,19 +44,21 @@ std::string vector_view_identifier(const std::string& name, std::size_t width) {
 constexpr const char* kVectorComponents[] = {".x", ".y", ".z", ".w"};
 constexpr std::string_view kLinearIndex = "kiln_linear";
 constexpr std::string_view kGlobalIndex = "kiln_gid";
+constexpr std::string_view kLocalIndex = "kiln_lid";
+constexpr std::string_view kWorkgroupIndex = "kiln_group";
 
-bool uses_global_index(const Expr& e) {
-  if (e->kind == ExprKind::global_index) return true;
+bool uses(const Expr& e, ExprKind kind) {
+  if (e->kind == kind) return true;
   for (const Expr& arg : e->args)
-    if (uses_global_index(arg)) return true;
+    if (uses(arg, kind)) return true;
   return false;
 }
 
-bool uses_global_index(const std::vector<Stmt>& stmts) {
+bool uses(const std::vector<Stmt>& stmts, ExprKind kind) {
   for (const Stmt& s : stmts) {
     for (const Expr* e : {&s.value, &s.index, &s.begin, &s.end})
-      if (*e && uses_global_index(*e)) return true;
-    if (uses_global_index(s.body) || uses_global_index(s.else_body)) return true;
+      if (*e && uses(*e, kind)) return true;
+    if (uses(s.body, kind) || uses(s.else_body, kind)) return true;
   }
   return false;
 }
@@ -123,21 +126,59 @@ class Renderer {
         out += format(lang_.params_global_decl, "params_global_decl", {{"members", members}}) + "\n";
       if (!lang_.params_param_decl.empty()) add_param(format(lang_.params_param_decl, "params_param_decl", {}));
     }
+    for (const kir::SharedArray& a : kernel_.shared) {
+      const std::string count = std::to_string(a.count);
+      const std::string name = shared_identifier(a.name);
+      const std::initializer_list<Placeholder> fields = {{"type", type_name(a.type)}, {"name", name}, {"count", count}};
+      if (!lang_.shared_global_decl.empty())
+        out += format(lang_.shared_global_decl, "shared_global_decl", fields) + "\n";
+      else if (!lang_.shared_param_decl.empty())
+        add_param(format(lang_.shared_param_decl, "shared_param_decl", fields));
+      else if (lang_.shared_local_decl.empty())
+        table_error("the language table has no spelling for shared arrays");
+    }
+    const bool barriers = kir::has_barrier(kernel_);
+    if (barriers && !lang_.barrier_global_decl.empty()) out += lang_.barrier_global_decl + "\n";
     add_param(lang_.extra_params);
 
     const std::string wg = std::to_string(kernel_.workgroup_size);
     out += format(lang_.kernel_header, "kernel_header", {{"name", kernel_.name}, {"params", params}, {"wg", wg}});
     out += " {\n";
+    if (lang_.shared_global_decl.empty() && lang_.shared_param_decl.empty())
+      for (const kir::SharedArray& a : kernel_.shared)
+        out += "  " +
+               format(lang_.shared_local_decl, "shared_local_decl",
+                      {{"type", type_name(a.type)}, {"name", shared_identifier(a.name)},
+                       {"count", std::to_string(a.count)}}) +
+               "\n";
     out += "  " + type_name(ScalarType::u32) + " " + std::string(kLinearIndex) + " = " +
            format(lang_.global_index_expr, "global_index_expr", {{"wg", wg}}) + ";\n";
-    const std::string guard = kernel_.global_size_param
-                                  ? cast_text(ScalarType::u32, param_text(*kernel_.global_size_param))
-                                  : std::to_string(kernel_.global_size) + "u";
-    out += "  if (" + std::string(kLinearIndex) + " >= " + guard + ") return;\n";
-    if (uses_global_index(kernel_.body)) {
+    const bool group_used = barriers || uses(kernel_.body, ExprKind::workgroup_index);
+    if (group_used)
+      out += "  " + type_name(ScalarType::i32) + " " + std::string(kWorkgroupIndex) + " = " +
+             format(lang_.workgroup_index_expr, "workgroup_index_expr", {{"wg", wg}}) + ";\n";
+    if (barriers) {
+      // verify() made global_size a multiple of the workgroup size, so the
+      // guard leaves whole workgroups (the 2-D grid's spare ones): a return
+      // that is uniform across the group, before any barrier.
+      const std::string groups =
+          kernel_.global_size_param
+              ? "(" + param_text(*kernel_.global_size_param) + " / " + wg + ")"
+              : std::to_string(kernel_.global_size / static_cast<std::int64_t>(kernel_.workgroup_size));
+      out += "  if (" + std::string(kWorkgroupIndex) + " >= " + groups + ") return;\n";
+    } else {
+      const std::string guard = kernel_.global_size_param
+                                    ? cast_text(ScalarType::u32, param_text(*kernel_.global_size_param))
+                                    : std::to_string(kernel_.global_size) + "u";
+      out += "  if (" + std::string(kLinearIndex) + " >= " + guard + ") return;\n";
+    }
+    if (uses(kernel_.body, ExprKind::global_index)) {
       out += "  " + type_name(ScalarType::i32) + " " + std::string(kGlobalIndex) + " = " +
              cast_text(ScalarType::i32, std::string(kLinearIndex)) + ";\n";
     }
+    if (uses(kernel_.body, ExprKind::local_index))
+      out += "  " + type_name(ScalarType::i32) + " " + std::string(kLocalIndex) + " = " +
+             format(lang_.local_index_expr, "local_index_expr", {{"wg", wg}}) + ";\n";
     block(kernel_.body, 1, out);
     out += "}\n";
     return out;
@@ -276,7 +317,10 @@ class Renderer {
       case ExprKind::var: return var_identifier(n.name);
       case ExprKind::global_index: return std::string(kGlobalIndex);
       case ExprKind::param: return param_text(n.param);
+      case ExprKind::local_index: return std::string(kLocalIndex);
+      case ExprKind::workgroup_index: return std::string(kWorkgroupIndex);
       case ExprKind::load: return buffer_element(n.buffer, n.args[0]);
+      case ExprKind::shared_load: return shared_element(n.buffer, n.args[0]);
       case ExprKind::unary: return unary(n);
       case ExprKind::binary: return binary(n);
       case ExprKind::select: return "(" + expr(n.args[0]) + " ? " + expr(n.args[1]) + " : " + expr(n.args[2]) + ")";
@@ -288,6 +332,11 @@ class Renderer {
   std::string buffer_element(int buffer, const Expr& index) const {
     const std::string name = buffer_identifier(kernel_.buffers[static_cast<std::size_t>(buffer)].name);
     return format(lang_.buffer_access, "buffer_access", {{"name", name}, {"index", expr(index)}});
+  }
+
+  std::string shared_element(int array, const Expr& index) const {
+    const std::string name = shared_identifier(kernel_.shared[static_cast<std::size_t>(array)].name);
+    return format(lang_.shared_access, "shared_access", {{"name", name}, {"index", expr(index)}});
   }
 
   std::string unary(const ExprNode& n) const {
@@ -349,6 +398,10 @@ class Renderer {
         return;
       }
       case StmtKind::load_vector: load_vector(s, indent, out); return;
+      case StmtKind::shared_store:
+        out += indent + shared_element(s.buffer, s.index) + " = " + expr(s.value) + ";\n";
+        return;
+      case StmtKind::barrier: out += indent + format(lang_.barrier, "barrier", {}) + "\n"; return;
       case StmtKind::branch:
         out += indent + "if (" + expr(s.value) + ") {\n";
         block(s.body, depth + 1, out);

@@ -7,10 +7,16 @@
 //   <buffer declarations at global scope, if the language has them>
 //   <kernel header with the buffer parameters, if the language has them> {
 //     <u32> kiln_linear = <global index over the 2-D grid>;
+//     <i32> kiln_group = <workgroup index>;             (if used, or the kernel has barriers)
 //     if (kiln_linear >= <global_size>u) return;
+//       (kernels with barriers: if (kiln_group >= <global_size / wg>) return;
+//        a guard uniform across each workgroup, since no invocation may skip a barrier)
 //     <i32> kiln_gid = <cast to i32 of kiln_linear>;   (only if the body uses it)
+//     <i32> kiln_lid = <index in the workgroup>;       (only if the body uses it)
 //     <body>
 //   }
+// Shared arrays "x" are named "s_x" and declared where the language table
+// says (GLSL global scope, CUDA/HIP __shared__ in the body, C99 parameters).
 // Names are prefixed so no IR name can collide with a keyword, a built-in or
 // the renderer's own kiln_* names: buffer "x" -> "b_x", variable "k" -> "v_k".
 // The kernel function keeps the kernel's name (verify() rejects reserved ones).

@@ -153,6 +153,7 @@ void Executor::lower_graph() {
     needs.kernel_name = kernel.name;
     needs.workgroup_size = kernel.workgroup_size;
     needs.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
+    needs.shared_memory_bytes = kir::shared_memory_bytes(kernel);
     if (auto why = ctx_->backend->supports(needs, target))
       return "kernel '" + kernel.name + "' cannot run on " + target.device_name + ": " + *why;
     return std::nullopt;
