@@ -1,25 +1,28 @@
-// WinogradInput and WinogradOutput: the two halves of a Winograd F(2x2, 3x3)
-// convolution around a batched MatMul, written by the winograd compile pass
+// WinogradInput and WinogradOutput: the two halves of a Winograd F(m x m, 3x3)
+// convolution (m = 2 or 4, attribute output_tile, default 2) around a
+// batched MatMul, written by the winograd compile pass
 // (graph/passes/winograd.cpp) for a 3x3 stride-1 Conv. kiln ops: the
 // importer never produces them.
 //
-// Tiles: every tile computes 2x2 outputs from a 4x4 input window. With
-// dilation d along an axis, outputs d apart share a tile (each of the d
-// interleaved sub-grids is an undilated convolution), so tile row r = a*d + p
-// (a in [0, ceil(ceil(H_out/d)/2)), p in [0, d)) covers output rows
-// p + 2*d*a and p + 2*d*a + d, and reads input rows from p + 2*d*a - pad_top
-// in steps of d. Positions past the output are computed and discarded.
+// Tiles: every tile computes m x m outputs from an n x n input window,
+// n = m + 2. With dilation d along an axis, outputs d apart share a tile
+// (each of the d interleaved sub-grids is an undilated convolution), so tile
+// row r = a*d + p (a in [0, ceil(ceil(H_out/d)/m)), p in [0, d)) covers
+// output rows p + m*d*a + e*d (e in [0, m)), and reads input rows from
+// p + m*d*a - pad_top in steps of d. Positions past the output are computed
+// and discarded.
 //
-// WinogradInput: X [N, C, H, W] -> V [16, C, columns], attributes pads (top,
-// left, bottom, right), dilations and columns (default N*TH*TW, the tile
-// count; more pads the GEMM that reads V to a size its register tiles fit,
-// and the extra columns are zero); V[xi*4+nu][c][t] = (B^T d B)[xi][nu] of
-// tile t's 4x4 input window d (zero outside the input), t = (n*TH + r)*TW + s.
-// WinogradOutput: M [16, K, columns >= N*TH*TW] (the MatMul of the
-// transformed weights U [16, K, C] with V), optional bias [K] -> Y [N, K,
-// H_out, W_out], attributes output_shape (N, K, H_out, W_out), dilations and
-// activation ("" or "Relu", after the bias); Y's 2x2 block of tile t is
-// A^T m A.
+// WinogradInput: X [N, C, H, W] -> V [n*n, C, columns], attributes pads
+// (top, left, bottom, right), dilations, output_tile and columns (default
+// N*TH*TW, the tile count; more pads the GEMM that reads V to a size its
+// register tiles fit, and the extra columns are zero); V[xi*n+nu][c][t] =
+// (B^T d B)[xi][nu] of tile t's n x n input window d (zero outside the
+// input), t = (n*TH + r)*TW + s.
+// WinogradOutput: M [n*n, K, columns >= N*TH*TW] (the MatMul of the
+// transformed weights U [n*n, K, C] with V), optional bias [K] -> Y [N, K,
+// H_out, W_out], attributes output_shape (N, K, H_out, W_out), dilations,
+// output_tile and activation ("" or "Relu", after the bias); Y's m x m block
+// of tile t is A^T m A.
 #include <algorithm>
 #include <array>
 
@@ -29,21 +32,52 @@ namespace kiln::graph::ops {
 
 namespace {
 
-constexpr std::int64_t kTileElements = 16;  // 4x4 transformed values per tile
+// The transforms of F(m x m, 3x3): B^T [n x n] for the input, A^T [m x n] for
+// the output (unused entries zero). F(2x2) interpolates at 0, +-1, inf;
+// F(4x4) at 0, +-1, +-2, inf: A^T's column j holds the powers of point p_j
+// (inf: the last row only), B^T's row j the coefficients of
+// prod_{l != j} (x - p_l) up to sign and order. The pass's G (U = G g G^T)
+// must use the same points in the same order.
+struct Transform {
+  int output_tile = 0;  // m
+  int input_tile = 0;   // n = m + 2
+  std::array<std::array<double, 6>, 6> bt{};
+  std::array<std::array<double, 6>, 4> at{};
+};
 
-// B^T (input transform) and A^T (output transform) of F(2x2, 3x3).
-constexpr std::array<std::array<double, 4>, 4> kBT = {{{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}}};
-constexpr std::array<std::array<double, 4>, 2> kAT = {{{1, 1, 1, 0}, {0, 1, -1, -1}}};
+constexpr Transform kF2 = {2,
+                           4,
+                           {{{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}}},
+                           {{{1, 1, 1, 0}, {0, 1, -1, -1}}}};
+constexpr Transform kF4 = {4,
+                           6,
+                           {{{4, 0, -5, 0, 1, 0},
+                             {0, -4, -4, 1, 1, 0},
+                             {0, 4, -4, -1, 1, 0},
+                             {0, -2, -1, 2, 1, 0},
+                             {0, 2, -1, -2, 1, 0},
+                             {0, 4, 0, -5, 0, 1}}},
+                           {{{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}}}};
+
+// The transform the node's output_tile attribute (2 or 4, default 2) names.
+const Transform& read_transform(const Node& node) {
+  const std::int64_t tile = node.attrs.get_int("output_tile", 2);
+  KILN_CHECK(tile == 2 || tile == 4, ErrorKind::InvalidArgument,
+             "attribute 'output_tile' must be 2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3)), got " + std::to_string(tile));
+  return tile == 2 ? kF2 : kF4;
+}
+
+std::int64_t tile_elements(const Transform& f) { return std::int64_t{f.input_tile} * f.input_tile; }
 
 // Tiles along one axis of `extent` outputs at dilation d (see the file comment).
-std::int64_t tiles_along(std::int64_t extent, std::int64_t dilation) {
+std::int64_t tiles_along(std::int64_t extent, std::int64_t dilation, std::int64_t tile) {
   const std::int64_t per_phase = (extent + dilation - 1) / dilation;
-  return dilation * ((per_phase + 1) / 2);
+  return dilation * ((per_phase + tile - 1) / tile);
 }
 
 // The first output (and input, before padding) position of tile row/column r.
-std::int64_t tile_origin(std::int64_t r, std::int64_t dilation) {
-  return r % dilation + 2 * dilation * (r / dilation);
+std::int64_t tile_origin(std::int64_t r, std::int64_t dilation, std::int64_t tile) {
+  return r % dilation + tile * dilation * (r / dilation);
 }
 
 struct TileGrid {
@@ -57,10 +91,11 @@ struct TileGrid {
 struct InputParams {
   std::vector<std::int64_t> pads, dilations;
   std::int64_t columns = 0;  // 0: the tile count
+  const Transform* transform = nullptr;
 };
 
 InputParams read_input_params(const Node& node) {
-  check_known_attributes(node, {"pads", "dilations", "columns"});
+  check_known_attributes(node, {"pads", "dilations", "columns", "output_tile"});
   InputParams p;
   p.pads = get_ints_of_length(node, "pads", {0, 0, 0, 0}, 4);
   check_non_negative("pads", p.pads);
@@ -68,6 +103,7 @@ InputParams read_input_params(const Node& node) {
   check_positive("dilations", p.dilations);
   p.columns = node.attrs.get_int("columns", 0);
   check_non_negative("columns", {p.columns});
+  p.transform = &read_transform(node);
   return p;
 }
 
@@ -83,7 +119,8 @@ TileGrid input_grid(const InputParams& p, const TensorType& x) {
                    " with dilation) is larger than the padded input (" + std::to_string(padded) + "): " +
                    describe("input", x));
     (d == 0 ? grid.out_h : grid.out_w) = padded - window + 1;
-    (d == 0 ? grid.tiles_h : grid.tiles_w) = tiles_along(padded - window + 1, p.dilations[d]);
+    (d == 0 ? grid.tiles_h : grid.tiles_w) =
+        tiles_along(padded - window + 1, p.dilations[d], p.transform->output_tile);
   }
   return grid;
 }
@@ -101,38 +138,40 @@ std::vector<TensorType> infer_input(const Node& node, std::span<const TensorType
   require_f32("input", in[0]);
   require_rank("input", in[0], 4);
   const TileGrid grid = input_grid(p, in[0]);
-  return {{DType::f32, {kTileElements, in[0].shape[1], input_columns(p, grid)}}};
+  return {{DType::f32, {tile_elements(*p.transform), in[0].shape[1], input_columns(p, grid)}}};
 }
 
 std::vector<Tensor> reference_input(const Node& node, std::span<const Tensor> in) {
   const InputParams p = read_input_params(node);
+  const Transform& f = *p.transform;
   const Tensor& x = in[0];
   const TileGrid grid = input_grid(p, {x.dtype(), x.shape()});
   const std::int64_t channels = x.shape()[1], height = x.shape()[2], width = x.shape()[3];
   const std::int64_t tiles = input_columns(p, grid);
-  Tensor v(DType::f32, {kTileElements, channels, tiles});
+  const int n = f.input_tile;
+  Tensor v(DType::f32, {tile_elements(f), channels, tiles});
   auto xv = x.values<float>();
   auto vv = v.values<float>();
   std::fill(vv.begin(), vv.end(), 0.0f);  // the padding columns
-  for (std::int64_t n = 0; n < grid.batch; ++n)
+  for (std::int64_t b = 0; b < grid.batch; ++b)
     for (std::int64_t c = 0; c < channels; ++c)
       for (std::int64_t r = 0; r < grid.tiles_h; ++r)
         for (std::int64_t s = 0; s < grid.tiles_w; ++s) {
-          double d[4][4];
-          for (int u = 0; u < 4; ++u)
-            for (int w = 0; w < 4; ++w) {
-              const std::int64_t ih = tile_origin(r, p.dilations[0]) - p.pads[0] + u * p.dilations[0];
-              const std::int64_t iw = tile_origin(s, p.dilations[1]) - p.pads[1] + w * p.dilations[1];
+          double d[6][6] = {};
+          for (int u = 0; u < n; ++u)
+            for (int w = 0; w < n; ++w) {
+              const std::int64_t ih = tile_origin(r, p.dilations[0], f.output_tile) - p.pads[0] + u * p.dilations[0];
+              const std::int64_t iw = tile_origin(s, p.dilations[1], f.output_tile) - p.pads[1] + w * p.dilations[1];
               const bool inside = ih >= 0 && ih < height && iw >= 0 && iw < width;
-              d[u][w] = inside ? xv[((n * channels + c) * height + ih) * width + iw] : 0.0;  // zero padding
+              d[u][w] = inside ? xv[((b * channels + c) * height + ih) * width + iw] : 0.0;  // zero padding
             }
-          const std::int64_t t = (n * grid.tiles_h + r) * grid.tiles_w + s;
-          for (int xi = 0; xi < 4; ++xi)
-            for (int nu = 0; nu < 4; ++nu) {
+          const std::int64_t t = (b * grid.tiles_h + r) * grid.tiles_w + s;
+          for (int xi = 0; xi < n; ++xi)
+            for (int nu = 0; nu < n; ++nu) {
               double acc = 0;
-              for (int u = 0; u < 4; ++u)
-                for (int w = 0; w < 4; ++w) acc += kBT[xi][u] * d[u][w] * kBT[nu][w];
-              vv[((xi * 4 + nu) * channels + c) * tiles + t] = static_cast<float>(acc);
+              for (int u = 0; u < n; ++u)
+                for (int w = 0; w < n; ++w) acc += f.bt[xi][u] * d[u][w] * f.bt[nu][w];
+              vv[((xi * n + nu) * channels + c) * tiles + t] = static_cast<float>(acc);
             }
         }
   return {v};
@@ -143,10 +182,11 @@ std::vector<Tensor> reference_input(const Node& node, std::span<const Tensor> in
 struct OutputParams {
   std::vector<std::int64_t> output_shape, dilations;
   Activation activation = Activation::none;
+  const Transform* transform = nullptr;
 };
 
 OutputParams read_output_params(const Node& node) {
-  check_known_attributes(node, {"output_shape", "dilations", "activation"});
+  check_known_attributes(node, {"output_shape", "dilations", "activation", "output_tile"});
   OutputParams p;
   KILN_CHECK(node.attrs.has("output_shape"), ErrorKind::InvalidArgument,
              "attribute 'output_shape' (N, K, H_out, W_out) is missing");
@@ -155,6 +195,7 @@ OutputParams read_output_params(const Node& node) {
   p.dilations = get_ints_of_length(node, "dilations", {1, 1}, 2);
   check_positive("dilations", p.dilations);
   p.activation = get_activation(node);
+  p.transform = &read_transform(node);
   return p;
 }
 
@@ -163,18 +204,20 @@ TileGrid output_grid(const Node& node, const OutputParams& p, std::span<const Te
   const TensorType& m = in[0];
   require_f32("input", m);
   require_rank("input", m, 3);
+  const std::int64_t tile = p.transform->output_tile, elements = tile_elements(*p.transform);
   TileGrid grid;
   grid.batch = p.output_shape[0];
   grid.out_h = p.output_shape[2];
   grid.out_w = p.output_shape[3];
   grid.dilations = p.dilations;
-  grid.tiles_h = tiles_along(grid.out_h, p.dilations[0]);
-  grid.tiles_w = tiles_along(grid.out_w, p.dilations[1]);
-  KILN_CHECK(m.shape[0] == kTileElements && m.shape[1] == p.output_shape[1] && m.shape[2] >= grid.tiles(),
+  grid.tiles_h = tiles_along(grid.out_h, p.dilations[0], tile);
+  grid.tiles_w = tiles_along(grid.out_w, p.dilations[1], tile);
+  KILN_CHECK(m.shape[0] == elements && m.shape[1] == p.output_shape[1] && m.shape[2] >= grid.tiles(),
              ErrorKind::ShapeMismatch,
-             "input must be [16, " + std::to_string(p.output_shape[1]) + ", at least " +
-                 std::to_string(grid.tiles()) + "] (16 transformed values of the tiles of output_shape " +
-                 shape_str(p.output_shape) + "), got " + describe("input", m));
+             "input must be [" + std::to_string(elements) + ", " + std::to_string(p.output_shape[1]) +
+                 ", at least " + std::to_string(grid.tiles()) + "] (" + std::to_string(elements) +
+                 " transformed values of the " + std::to_string(tile) + "x" + std::to_string(tile) +
+                 " tiles of output_shape " + shape_str(p.output_shape) + "), got " + describe("input", m));
   if (in.size() > 1 && has_input(node, 1)) {
     require_f32("bias", in[1]);
     KILN_CHECK(in[1].shape == Shape{m.shape[1]}, ErrorKind::ShapeMismatch,
@@ -192,26 +235,28 @@ std::vector<TensorType> infer_output(const Node& node, std::span<const TensorTyp
 
 std::vector<Tensor> reference_output(const Node& node, std::span<const Tensor> in) {
   const OutputParams p = read_output_params(node);
+  const Transform& f = *p.transform;
   const TileGrid grid = output_grid(node, p, types_of(in));
-  const std::int64_t channels = in[0].shape()[1], tiles = in[0].shape()[2];
+  const std::int64_t channels = in[0].shape()[1], tiles = in[0].shape()[2], tile = f.output_tile;
+  const int n = f.input_tile;
   const bool has_bias = has_input(node, 1);
   Tensor y(DType::f32, {grid.batch, channels, grid.out_h, grid.out_w});
   auto mv = in[0].values<float>();
   auto yv = y.values<float>();
-  for (std::int64_t n = 0; n < grid.batch; ++n)
+  for (std::int64_t b = 0; b < grid.batch; ++b)
     for (std::int64_t k = 0; k < channels; ++k)
       for (std::int64_t i = 0; i < grid.out_h; ++i)
         for (std::int64_t j = 0; j < grid.out_w; ++j) {
           // Output row i is element e of tile row r (see the file comment).
           const std::int64_t dh = p.dilations[0], dw = p.dilations[1];
-          const std::int64_t r = (i / dh / 2) * dh + i % dh, e = (i / dh) % 2;
-          const std::int64_t s = (j / dw / 2) * dw + j % dw, f = (j / dw) % 2;
-          const std::int64_t t = (n * grid.tiles_h + r) * grid.tiles_w + s;
+          const std::int64_t r = (i / dh / tile) * dh + i % dh, e = (i / dh) % tile;
+          const std::int64_t s = (j / dw / tile) * dw + j % dw, g = (j / dw) % tile;
+          const std::int64_t t = (b * grid.tiles_h + r) * grid.tiles_w + s;
           double acc = has_bias ? in[1].values<float>()[k] : 0.0;
-          for (int xi = 0; xi < 4; ++xi)
-            for (int nu = 0; nu < 4; ++nu)
-              acc += kAT[e][xi] * mv[((xi * 4 + nu) * channels + k) * tiles + t] * kAT[f][nu];
-          yv[((n * channels + k) * grid.out_h + i) * grid.out_w + j] =
+          for (int xi = 0; xi < n; ++xi)
+            for (int nu = 0; nu < n; ++nu)
+              acc += f.at[e][xi] * mv[((xi * n + nu) * channels + k) * tiles + t] * f.at[g][nu];
+          yv[((b * channels + k) * grid.out_h + i) * grid.out_w + j] =
               static_cast<float>(apply_activation(p.activation, acc));
         }
   return {y};
@@ -221,11 +266,11 @@ std::vector<Tensor> reference_output(const Node& node, std::span<const Tensor> i
 
 void register_winograd_ops(OpTable& table) {
   add_op(table, make_schema("WinogradInput", 1, 1, infer_input, reference_input,
-                            "X [N, C, H, W] -> V [16, C, tiles]: B^T d B per 4x4 input tile of a 3x3 stride-1 "
-                            "convolution (kiln's, from the winograd pass)"));
+                            "X [N, C, H, W] -> V [n*n, C, tiles]: B^T d B per n x n input tile of a 3x3 stride-1 "
+                            "convolution, n = output_tile + 2 (kiln's, from the winograd pass)"));
   add_op(table, make_schema("WinogradOutput", 1, 2, infer_output, reference_output,
-                            "M [16, K, tiles] (+ bias [K]) -> Y [N, K, H, W]: A^T m A per 2x2 output tile, "
-                            "activation=\"Relu\" fuses a Relu (kiln's, from the winograd pass)"));
+                            "M [n*n, K, tiles] (+ bias [K]) -> Y [N, K, H, W]: A^T m A per output_tile^2 output "
+                            "tile, activation=\"Relu\" fuses a Relu (kiln's, from the winograd pass)"));
 }
 
 }  // namespace kiln::graph::ops

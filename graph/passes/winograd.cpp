@@ -1,10 +1,10 @@
-// winograd: computes a 3x3 stride-1 convolution as Winograd F(2x2, 3x3),
-// which needs 16 multiplies per 2x2 outputs and input channel where the
-// direct convolution needs 36. The Conv becomes
-//   WinogradInput(X) -> V [16, C, tiles]             (B^T d B per 4x4 input tile)
-//   MatMul(U, V)     -> M [16, K, tiles]             (one batched GEMM)
+// winograd: computes a 3x3 stride-1 convolution as Winograd F(m x m, 3x3):
+// F(2x2) needs 16 multiplies per 2x2 outputs and input channel, F(4x4) 36
+// per 4x4, where the direct convolution needs 36 and 144. The Conv becomes
+//   WinogradInput(X) -> V [n*n, C, tiles]            (B^T d B per n x n input tile, n = m + 2)
+//   MatMul(U, V)     -> M [n*n, K, tiles]            (one batched GEMM)
 //   WinogradOutput(M, bias) -> Y [N, K, H_out, W_out] (A^T m A, bias, activation)
-// with U [16, K, C] = G g G^T of every 3x3 filter g, computed here in double.
+// with U [n*n, K, C] = G g G^T of every 3x3 filter g, computed here in double.
 // Only a compiler can afford that weight transform, so eager keeps the
 // direct convolution. The ops are defined in graph/ops/winograd.cpp.
 #include "graph/op_registry.h"
@@ -42,8 +42,33 @@ constexpr std::int64_t kColumnMultiple = 16;
 // convolution's multiplies: its transforms and two extra dispatches cost the rest.
 constexpr std::pair<std::int64_t, std::int64_t> kMaxMultiplyRatio = {7, 10};
 
-// G of F(2x2, 3x3): U = G g G^T.
-constexpr std::array<std::array<double, 3>, 4> kG = {{{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}}};
+// F(4x4) on a map whose sub-grids (one per dilation phase) are at least this
+// many outputs along both axes; smaller ones take F(2x2). Measured with
+// `kiln profile` on lavapipe (ResNet-18): at 14x14 the F(4x4) GEMM [36, 256,
+// 16] took about half the time of F(2x2)'s [16, 256, 64]; at 7x7 (2x2 tiles
+// of 4x4) its 4-column GEMM was no faster than F(2x2)'s 16 columns, and its
+// transformed weight is 2.25x larger.
+constexpr std::int64_t kMinF4Extent = 14;
+
+// The transformed weight U [n*n, K, C] must fit one storage buffer on every
+// device: Vulkan guarantees a maxStorageBufferRange of 2^27 bytes (lavapipe
+// allows no more). FCN-ResNet50's 2048 -> 512 classifier conv needs 151 MB
+// with F(4x4), 67 MB with F(2x2).
+constexpr std::int64_t kMaxWeightBytes = std::int64_t{1} << 27;
+
+// G of F(m x m, 3x3) (U = G g G^T), n x 3 with n = m + 2: row j evaluates the
+// filter polynomial at interpolation point p_j, scaled by 1 / prod_{l != j}
+// (p_j - p_l) over the finite points (F(2x2)'s row 0 with the opposite sign,
+// which its B^T row 0 carries); the points (0, +-1, inf for F(2x2); 0, +-1,
+// +-2, inf for F(4x4)) and their order match B^T and A^T in
+// graph/ops/winograd.cpp.
+constexpr std::array<std::array<double, 3>, 4> kG2 = {{{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}}};
+constexpr std::array<std::array<double, 3>, 6> kG4 = {{{1.0 / 4, 0, 0},
+                                                       {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                                                       {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                                       {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                                                       {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                                                       {0, 0, 1}}};
 
 // Whether the Conv is one the three Winograd ops compute: 2-D, group 1, a
 // constant f32 3x3 weight, stride 1, a static 4-D input, channels enough to
@@ -64,27 +89,62 @@ bool suits_winograd(const Graph& graph, const Node& conv) {
          conv.attrs.get_ints("strides", {1, 1}) == std::vector<std::int64_t>{1, 1};
 }
 
-// OIHW [K, C, 3, 3] -> U [16, K, C], U[xi*4+nu][k][c] = (G g G^T)[xi][nu].
-Tensor transform_weight(const Tensor& weight) {
+// OIHW [K, C, 3, 3] -> U [n*n, K, C], U[xi*n+nu][k][c] = (G g G^T)[xi][nu].
+template <std::size_t n>
+Tensor transform_weight(const Tensor& weight, const std::array<std::array<double, 3>, n>& g_matrix) {
   const std::int64_t out_channels = weight.shape()[0], in_channels = weight.shape()[1];
   const std::int64_t plane = out_channels * in_channels;
-  Tensor u(DType::f32, {16, out_channels, in_channels});
+  const auto elements = static_cast<std::int64_t>(n * n);
+  Tensor u(DType::f32, {elements, out_channels, in_channels});
   const auto g = weight.values<float>();
   auto to = u.values<float>();
   for (std::int64_t filter = 0; filter < plane; ++filter) {
     const float* taps = &g[static_cast<std::size_t>(filter * 9)];
-    std::array<std::array<double, 3>, 4> gg{};  // G g
-    for (int xi = 0; xi < 4; ++xi)
-      for (int col = 0; col < 3; ++col)
-        for (int row = 0; row < 3; ++row) gg[xi][col] += kG[xi][row] * taps[row * 3 + col];
-    for (int xi = 0; xi < 4; ++xi)
-      for (int nu = 0; nu < 4; ++nu) {
+    std::array<std::array<double, 3>, n> gg{};  // G g
+    for (std::size_t xi = 0; xi < n; ++xi)
+      for (std::size_t col = 0; col < 3; ++col)
+        for (std::size_t row = 0; row < 3; ++row) gg[xi][col] += g_matrix[xi][row] * taps[row * 3 + col];
+    for (std::size_t xi = 0; xi < n; ++xi)
+      for (std::size_t nu = 0; nu < n; ++nu) {
         double acc = 0;
-        for (int col = 0; col < 3; ++col) acc += gg[xi][col] * kG[nu][col];
-        to[static_cast<std::size_t>((xi * 4 + nu) * plane + filter)] = static_cast<float>(acc);
+        for (std::size_t col = 0; col < 3; ++col) acc += gg[xi][col] * g_matrix[nu][col];
+        to[static_cast<std::size_t>(static_cast<std::int64_t>(xi * n + nu) * plane + filter)] =
+            static_cast<float>(acc);
       }
   }
   return u;
+}
+
+// One candidate rewrite: F(tile x tile) and the GEMM's column count.
+struct Choice {
+  std::int64_t tile = 0;     // 2 or 4
+  std::int64_t columns = 0;  // tiles, padded for the GEMM's register tiles
+  std::int64_t tiles = 0;    // unpadded
+};
+
+// V's columns for F(tile x tile), as WinogradInput's inference gives them.
+Choice plan_tiles(const Graph& graph, const Node& conv, const Attributes& input_attrs, std::int64_t tile) {
+  Attributes attrs = input_attrs;
+  attrs.set("output_tile", tile);
+  const Node probe{kNoNode, "WinogradInput", conv.name, {conv.inputs[0]}, {}, attrs};
+  const TensorType x_type = graph.value(conv.inputs[0]).type;
+  const std::int64_t tiles = infer_node(probe, std::span<const TensorType>(&x_type, 1))[0].shape[2];
+  const std::int64_t columns =
+      tiles > kColumnMultiple ? (tiles + kColumnMultiple - 1) / kColumnMultiple * kColumnMultiple : tiles;
+  return {tile, columns, tiles};
+}
+
+// Whether the transformed weight fits kMaxWeightBytes.
+bool weight_fits(const Choice& choice, const Shape& weight) {
+  return (choice.tile + 2) * (choice.tile + 2) * weight[0] * weight[1] * std::int64_t{sizeof(float)} <=
+         kMaxWeightBytes;
+}
+
+// Whether the GEMM's multiplies, (tile + 2)^2 per column, stay within
+// kMaxMultiplyRatio of the direct convolution's 9 per output pixel.
+bool saves_multiplies(const Choice& choice, std::int64_t output_pixels) {
+  const std::int64_t per_column = (choice.tile + 2) * (choice.tile + 2);
+  return per_column * choice.columns * kMaxMultiplyRatio.second <= 9 * output_pixels * kMaxMultiplyRatio.first;
 }
 
 }  // namespace
@@ -93,6 +153,10 @@ PassResult winograd(const Graph& graph) {
   PassReport report{"winograd", 0, {}};
   // For A/B measurements against the direct convolution.
   if (disabled_by("KILN_NO_WINOGRAD", report.details)) return {graph, std::move(report)};
+  // For A/B measurements of F(4x4) against F(2x2).
+  std::vector<std::string> f2_switch;
+  const bool only_f2 = disabled_by("KILN_WINOGRAD_F2", f2_switch);
+  if (only_f2) report.details.push_back("F(4x4, 3x3) disabled by KILN_WINOGRAD_F2");
   Rewriter rw(graph);
   for (const Node& node : graph.nodes()) {
     if (!suits_winograd(graph, node)) {
@@ -103,35 +167,49 @@ PassResult winograd(const Graph& graph) {
     Attributes input_attrs;
     input_attrs.set("pads", node.attrs.get_ints("pads", {0, 0, 0, 0}));
     input_attrs.set("dilations", dilations);
-    // The tile count, as WinogradInput's inference gives it unpadded.
-    const Node probe{kNoNode, "WinogradInput", node.name, {node.inputs[0]}, {}, input_attrs};
-    const TensorType x_type = graph.value(node.inputs[0]).type;
-    const std::int64_t tiles = infer_node(probe, std::span<const TensorType>(&x_type, 1))[0].shape[2];
-    const std::int64_t columns =
-        tiles > kColumnMultiple ? (tiles + kColumnMultiple - 1) / kColumnMultiple * kColumnMultiple : tiles;
-    // 16 products per tile against 9 per output pixel: a large dilation on a
-    // small map splits it into many nearly empty tiles (DeepLabV3's ASPP at
-    // rate 12 on 14x14: 144 tiles for 196 pixels, 1.3x the direct
-    // convolution's multiplies, 152 against 124 ms for the model).
+    // (tile + 2)^2 products per tile against 9 per output pixel: a large
+    // dilation on a small map splits it into many nearly empty tiles
+    // (DeepLabV3's ASPP at rate 12 on 14x14: 144 F(2x2) tiles for 196 pixels,
+    // 1.3x the direct convolution's multiplies, 152 against 124 ms for the model).
     const Shape& y = graph.value(node.outputs[0]).type.shape;
-    if (16 * columns * kMaxMultiplyRatio.second > 9 * y[0] * y[2] * y[3] * kMaxMultiplyRatio.first) {
+    const std::int64_t output_pixels = y[0] * y[2] * y[3];
+    const auto sub_grid_extent = [&](int axis) {
+      const std::int64_t d = dilations[static_cast<std::size_t>(axis)];
+      return (y[2 + static_cast<std::size_t>(axis)] + d - 1) / d;
+    };
+    const Shape& weight_shape = graph.value(node.inputs[1]).type.shape;
+    Choice choice = plan_tiles(graph, node, input_attrs, 2);
+    if (!only_f2 && sub_grid_extent(0) >= kMinF4Extent && sub_grid_extent(1) >= kMinF4Extent) {
+      const Choice f4 = plan_tiles(graph, node, input_attrs, 4);
+      if (saves_multiplies(f4, output_pixels) && weight_fits(f4, weight_shape)) choice = f4;
+    }
+    if (!saves_multiplies(choice, output_pixels)) {
       rw.copy_node(node);
-      report.details.push_back("kept Conv '" + node.name + "': " + std::to_string(columns) + " tiles for " +
-                               std::to_string(y[0] * y[2] * y[3]) + " output pixels save too few multiplies");
+      report.details.push_back("kept Conv '" + node.name + "': " + std::to_string(choice.columns) + " tiles for " +
+                               std::to_string(output_pixels) + " output pixels save too few multiplies");
       continue;
     }
-    if (columns != tiles) input_attrs.set("columns", columns);
+    if (!weight_fits(choice, weight_shape)) {
+      rw.copy_node(node);
+      report.details.push_back("kept Conv '" + node.name + "': its transformed weight would exceed " +
+                               std::to_string(kMaxWeightBytes) + " bytes");
+      continue;
+    }
+    input_attrs.set("output_tile", choice.tile);
+    if (choice.columns != choice.tiles) input_attrs.set("columns", choice.columns);
     const ValueId v =
         rw.add_node("WinogradInput", {rw.map(node.inputs[0])}, std::move(input_attrs), node.name + ".winograd_input")[0];
 
     const Tensor& weight = *graph.value(node.inputs[1]).constant;
-    const ValueId u = rw.add_constant(graph.value(node.inputs[1]).name + ".winograd", transform_weight(weight));
+    const ValueId u = rw.add_constant(graph.value(node.inputs[1]).name + ".winograd",
+                                      choice.tile == 4 ? transform_weight(weight, kG4) : transform_weight(weight, kG2));
     const ValueId m = rw.add_node("MatMul", {u, v}, {}, node.name + ".winograd_matmul")[0];
 
     // WinogradOutput stands for the Conv: same name, same output value.
     Attributes output_attrs;
     output_attrs.set("output_shape", graph.value(node.outputs[0]).type.shape);
     output_attrs.set("dilations", dilations);
+    output_attrs.set("output_tile", choice.tile);
     if (node.attrs.has("activation")) output_attrs.set("activation", node.attrs.get_string("activation", ""));
     std::vector<ValueId> output_inputs = {m};
     if (node.inputs.size() > 2 && node.inputs[2] >= 0) output_inputs.push_back(rw.map(node.inputs[2]));
@@ -139,8 +217,9 @@ PassResult winograd(const Graph& graph) {
     output.op = "WinogradOutput";
     rw.copy_node(output, std::move(output_inputs), std::move(output_attrs));
     ++report.changes;
-    report.details.push_back("Conv '" + node.name + "' " + shape_str(weight.shape()) + " -> Winograd F(2x2, 3x3), " +
-                             shape_str(rw.target().value(m).type.shape) + " GEMM");
+    const std::string f = std::to_string(choice.tile);
+    report.details.push_back("Conv '" + node.name + "' " + shape_str(weight.shape()) + " -> Winograd F(" + f + "x" +
+                             f + ", 3x3), " + shape_str(rw.target().value(m).type.shape) + " GEMM");
   }
 
   return {rw.finish(), std::move(report)};

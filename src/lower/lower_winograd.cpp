@@ -1,17 +1,21 @@
 // WinogradInput and WinogradOutput (graph/ops/winograd.cpp, which defines the
-// tile layout): the transforms around the batched MatMul of a Winograd
-// F(2x2, 3x3) convolution. Both run one invocation per (channel, tile): the
-// input transform loads its 4x4 window once and stores 16 values; the output
-// transform loads 16 values and stores 2x2 outputs, each with one plain store
-// at its flat index, so the scheduler fuses the residual Add and Relu that
-// follow into it as an epilogue (and, storing several times, it is never
-// inlined at a consumer's loads as a prologue, which would redo its loads at
-// every load).
+// tile layout and the F(2x2, 3x3) and F(4x4, 3x3) transforms): the
+// transforms around the batched MatMul of a Winograd convolution. Both run
+// one invocation per (channel, tile): the input transform loads its n x n
+// window once and stores n*n values; the output transform loads n*n values
+// and stores m x m outputs, each with one plain store at its flat index, so
+// the scheduler fuses the residual Add and Relu that follow into it as an
+// epilogue (and, storing several times, it is never inlined at a consumer's
+// loads as a prologue, which would redo its loads at every load). The
+// matrix products are expanded here with their integer coefficients: zero
+// coefficients cost nothing, and the sums and differences that pairs of
+// interpolation points +-p share are computed once.
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
 
 #include <algorithm>
-#include <array>
+#include <cstdlib>
+#include <numeric>
 
 namespace kiln::lower {
 
@@ -22,38 +26,153 @@ using kir::Stmt;
 
 namespace {
 
-constexpr std::int64_t kTileElements = 16;
+// Rows of integer coefficients over a list of terms.
+using Coefficients = std::vector<std::vector<int>>;
 
-// B^T of F(2x2, 3x3).
-constexpr std::array<std::array<int, 4>, 4> kBT = {{{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}}};
+// B^T and A^T of F(m x m, 3x3), as in graph/ops/winograd.cpp.
+struct Transform {
+  std::int64_t output_tile;  // m
+  std::int64_t input_tile;   // n = m + 2
+  Coefficients bt, at;
+  std::int64_t elements() const { return input_tile * input_tile; }
+};
+
+const Transform kF2 = {2, 4, {{1, 0, -1, 0}, {0, 1, 1, 0}, {0, -1, 1, 0}, {0, 1, 0, -1}}, {{1, 1, 1, 0}, {0, 1, -1, -1}}};
+const Transform kF4 = {4,
+                       6,
+                       {{4, 0, -5, 0, 1, 0},
+                        {0, -4, -4, 1, 1, 0},
+                        {0, 4, -4, -1, 1, 0},
+                        {0, -2, -1, 2, 1, 0},
+                        {0, 2, -1, -2, 1, 0},
+                        {0, 4, 0, -5, 0, 1}},
+                       {{1, 1, 1, 1, 1, 0}, {0, 1, -1, 2, -2, 0}, {0, 1, 1, 4, 4, 0}, {0, 1, -1, 8, -8, 1}}};
+
+// The transform of the node's output_tile attribute (2 or 4; inference has
+// checked it).
+const Transform& transform_of(const OpContext& ctx) {
+  return ctx.node.attrs.get_int("output_tile", 2) == 4 ? kF4 : kF2;
+}
 
 // Tiles along an axis of `extent` outputs at dilation d (graph/ops/winograd.cpp).
-std::int64_t tiles_along(std::int64_t extent, std::int64_t dilation) {
+std::int64_t tiles_along(std::int64_t extent, std::int64_t dilation, std::int64_t tile) {
   const std::int64_t per_phase = (extent + dilation - 1) / dilation;
-  return dilation * ((per_phase + 1) / 2);
+  return dilation * ((per_phase + tile - 1) / tile);
 }
 
 // The first output position of tile row/column r (graph/ops/winograd.cpp).
-std::int64_t tile_origin(std::int64_t r, std::int64_t dilation) {
-  return r % dilation + 2 * dilation * (r / dilation);
+std::int64_t tile_origin(std::int64_t r, std::int64_t dilation, std::int64_t tile) {
+  return r % dilation + tile * dilation * (r / dilation);
 }
 
 // The same as an expression over the tile coordinate; no division at dilation 1.
-Expr tile_origin(std::vector<Stmt>& body, Expr r, std::int64_t dilation, const std::string& name) {
-  if (dilation == 1) return IndexSum().add(r, 2).expr();
-  const Expr origin = IndexSum().add(r % kir::i32(dilation)).add(r / kir::i32(dilation), 2 * dilation).expr();
+Expr tile_origin(std::vector<Stmt>& body, Expr r, std::int64_t dilation, std::int64_t tile, const std::string& name) {
+  if (dilation == 1) return IndexSum().add(r, tile).expr();
+  const Expr origin = IndexSum().add(r % kir::i32(dilation)).add(r / kir::i32(dilation), tile * dilation).expr();
   return declare_index(body, name, origin);
 }
 
-// sum_k coefficient[k] * terms[k] for coefficients in {-1, 0, 1}.
-Expr combine(const std::array<int, 4>& coefficients, const std::array<Expr, 4>& terms) {
+// sum_k coefficients[k] * terms[k], leaving out zeros, multiplying only by
+// coefficients other than +-1, starting from a positive term (no negation)
+// and taking a common factor out ((d3 - d1) * 2); empty when all are zero.
+Expr combine(const std::vector<int>& coefficients, const std::vector<Expr>& terms) {
+  int factor = 0;
+  for (const int c : coefficients) factor = std::gcd(factor, std::abs(c));
+  if (factor == 0) return Expr();
+  std::vector<std::size_t> order;
+  for (std::size_t k = 0; k < coefficients.size(); ++k)
+    if (coefficients[k] > 0) order.push_back(k);
+  for (std::size_t k = 0; k < coefficients.size(); ++k)
+    if (coefficients[k] < 0) order.push_back(k);
   Expr sum;
-  for (std::size_t k = 0; k < 4; ++k) {
-    if (coefficients[k] == 0) continue;
-    if (!sum) sum = coefficients[k] > 0 ? terms[k] : -terms[k];
-    else sum = coefficients[k] > 0 ? sum + terms[k] : sum - terms[k];
+  for (const std::size_t k : order) {
+    const int c = coefficients[k] / factor;
+    const Expr magnitude = std::abs(c) == 1 ? terms[k] : kir::f32(std::abs(c)) * terms[k];
+    if (!sum) sum = c > 0 ? magnitude : -magnitude;
+    else sum = c > 0 ? sum + magnitude : sum - magnitude;
   }
-  return sum;
+  return factor == 1 ? sum : sum * kir::f32(factor);
+}
+
+// Declares `value` as an f32 variable unless it is a lone term.
+Expr named(std::vector<Stmt>& body, const std::string& name, const std::vector<int>& coefficients,
+           const std::vector<Expr>& terms) {
+  const auto nonzero = std::count_if(coefficients.begin(), coefficients.end(), [](int c) { return c != 0; });
+  const auto unit = std::find_if(coefficients.begin(), coefficients.end(), [](int c) { return c != 0; });
+  if (nonzero == 1 && *unit == 1) return terms[static_cast<std::size_t>(unit - coefficients.begin())];
+  body.push_back(kir::declare(name, ScalarType::f32, combine(coefficients, terms)));
+  return kir::var(name, ScalarType::f32);
+}
+
+bool plus_or_minus(int a, int b) { return a == b || a == -b; }
+
+bool any_nonzero(const std::vector<int>& coefficients) {
+  return std::any_of(coefficients.begin(), coefficients.end(), [](int c) { return c != 0; });
+}
+
+// out[i] = sum_k rows[i][k] * terms[k] as declared f32 variables `name`i.
+// Two columns whose coefficients agree up to sign in every row (A^T's
+// points +-p) become their sum and difference, computed once; two rows that
+// agree up to sign term by term (B^T's points +-p) become common + odd and
+// common - odd.
+std::vector<Expr> apply_transform(std::vector<Stmt>& body, Coefficients rows, std::vector<Expr> terms,
+                                  const std::string& name) {
+  const std::size_t width = terms.size();
+  std::vector<bool> paired(width, false);
+  for (std::size_t a = 0; a < width; ++a)
+    for (std::size_t b = a + 1; b < width && !paired[a]; ++b) {
+      if (paired[b]) continue;
+      bool fits = true, any_sum = false, any_difference = false;
+      for (const auto& row : rows) {
+        fits = fits && plus_or_minus(row[a], row[b]);
+        any_sum = any_sum || (row[a] != 0 && row[a] == row[b]);
+        any_difference = any_difference || (row[a] != 0 && row[a] == -row[b]);
+      }
+      if (!fits || !(any_sum && any_difference)) continue;
+      paired[a] = paired[b] = true;
+      const std::string pair = name + "p" + std::to_string(a) + std::to_string(b);
+      body.push_back(kir::declare(pair + "s", ScalarType::f32, terms[a] + terms[b]));
+      body.push_back(kir::declare(pair + "d", ScalarType::f32, terms[a] - terms[b]));
+      terms.push_back(kir::var(pair + "s", ScalarType::f32));
+      terms.push_back(kir::var(pair + "d", ScalarType::f32));
+      for (auto& row : rows) {
+        row.push_back(row[a] == row[b] ? row[a] : 0);
+        row.push_back(row[a] == -row[b] ? row[a] : 0);
+        row[a] = row[b] = 0;
+      }
+    }
+
+  std::vector<Expr> out(rows.size());
+  const auto declare_out = [&](std::size_t i, Expr value) {
+    const std::string out_name = name + std::to_string(i);
+    body.push_back(kir::declare(out_name, ScalarType::f32, std::move(value)));
+    out[i] = kir::var(out_name, ScalarType::f32);
+  };
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (out[i]) continue;
+    std::size_t partner = i + 1;
+    std::vector<int> common(terms.size(), 0), odd(terms.size(), 0);
+    for (; partner < rows.size(); ++partner) {
+      if (out[partner]) continue;
+      bool fits = true;
+      for (std::size_t k = 0; k < terms.size(); ++k) {
+        fits = fits && plus_or_minus(rows[i][k], rows[partner][k]);
+        common[k] = rows[i][k] == rows[partner][k] ? rows[i][k] : 0;
+        odd[k] = rows[i][k] == rows[partner][k] ? 0 : rows[i][k];
+      }
+      if (fits && any_nonzero(common) && any_nonzero(odd)) break;
+    }
+    if (partner == rows.size()) {
+      declare_out(i, combine(rows[i], terms));
+      continue;
+    }
+    const std::string pair = name + "r" + std::to_string(i) + std::to_string(partner);
+    const Expr even_part = named(body, pair + "e", common, terms);
+    const Expr odd_part = named(body, pair + "o", odd, terms);
+    declare_out(i, even_part + odd_part);
+    declare_out(partner, even_part - odd_part);
+  }
+  return out;
 }
 
 struct InputGeometry {
@@ -65,10 +184,11 @@ struct InputGeometry {
 
 InputGeometry input_geometry(const OpContext& ctx) {
   const Shape& x = ctx.input_shape(0);
+  const std::int64_t tile = transform_of(ctx).output_tile;
   InputGeometry g{x[0], x[1], x[2], x[3], 0, 0, get_ints_exactly(ctx, "pads", 4, {0, 0, 0, 0}),
                   get_ints_exactly(ctx, "dilations", 2, {1, 1}), 0};
-  g.tiles_h = tiles_along(g.height + g.pads[0] + g.pads[2] - 2 * g.dilations[0], g.dilations[0]);
-  g.tiles_w = tiles_along(g.width + g.pads[1] + g.pads[3] - 2 * g.dilations[1], g.dilations[1]);
+  g.tiles_h = tiles_along(g.height + g.pads[0] + g.pads[2] - 2 * g.dilations[0], g.dilations[0], tile);
+  g.tiles_w = tiles_along(g.width + g.pads[1] + g.pads[3] - 2 * g.dilations[1], g.dilations[1], tile);
   g.columns = std::max(ctx.node.attrs.get_int("columns", 0), g.tiles());
   return g;
 }
@@ -80,17 +200,17 @@ Expr both(const Expr& a, const Expr& b) {
   return a ? a : b;
 }
 
-// "0 <= origin + offset + step * tap < extent" for tap 0..3, leaving out the
-// comparisons no tile can fail (empty when none can).
-std::array<Expr, 4> tap_bounds(Expr origin, std::int64_t lowest_origin, std::int64_t highest_origin,
-                               std::int64_t step, std::int64_t extent) {
-  std::array<Expr, 4> bounds;
-  for (std::size_t tap = 0; tap < 4; ++tap) {
-    const std::int64_t offset = step * static_cast<std::int64_t>(tap);
+// "0 <= origin + step * tap < extent" for each of the window's taps,
+// leaving out the comparisons no tile can fail (empty when none can).
+std::vector<Expr> tap_bounds(Expr origin, std::int64_t taps, std::int64_t lowest_origin, std::int64_t highest_origin,
+                             std::int64_t step, std::int64_t extent) {
+  std::vector<Expr> bounds;
+  for (std::int64_t tap = 0; tap < taps; ++tap) {
+    const std::int64_t offset = step * tap;
     Expr position = IndexSum().add(origin).add(offset).expr();
     Expr low = lowest_origin + offset < 0 ? position >= kir::i32(0) : Expr();
     Expr high = highest_origin + offset >= extent ? position < kir::i32(extent) : Expr();
-    bounds[tap] = both(low, high);
+    bounds.push_back(both(low, high));
   }
   return bounds;
 }
@@ -102,26 +222,31 @@ struct OutputGeometry {
 
 OutputGeometry output_geometry(const OpContext& ctx) {
   const std::vector<std::int64_t> shape = get_ints_exactly(ctx, "output_shape", 4, {});
+  const std::int64_t tile = transform_of(ctx).output_tile;
   OutputGeometry g{shape[0], shape[1], shape[2], shape[3], 0, 0, get_ints_exactly(ctx, "dilations", 2, {1, 1})};
-  g.tiles_h = tiles_along(g.out_h, g.dilations[0]);
-  g.tiles_w = tiles_along(g.out_w, g.dilations[1]);
+  g.tiles_h = tiles_along(g.out_h, g.dilations[0], tile);
+  g.tiles_w = tiles_along(g.out_w, g.dilations[1], tile);
   return g;
 }
+
+std::string digits(std::size_t a, std::size_t b) { return std::to_string(a) + std::to_string(b); }
 
 }  // namespace
 
 std::optional<std::string> winograd_input_unsupported(const OpContext& ctx) {
   if (ctx.input_shape(0).size() != 4) return "input " + shape_str(ctx.input_shape(0)) + " is not [N, C, H, W]";
   const InputGeometry g = input_geometry(ctx);
-  const Shape expected = {kTileElements, g.channels, g.columns};
+  const Shape expected = {transform_of(ctx).elements(), g.channels, g.columns};
   if (ctx.output_shape() != expected)
     return "output " + shape_str(ctx.output_shape()) + " is not the expected " + shape_str(expected);
   return std::nullopt;
 }
 
 kir::Kernel lower_winograd_input(const OpContext& ctx) {
+  const Transform& f = transform_of(ctx);
+  const auto n = static_cast<std::size_t>(f.input_tile);
   const InputGeometry g = input_geometry(ctx);
-  kir::Kernel kernel = make_kernel("winograd_input", g.channels * g.columns);
+  kir::Kernel kernel = make_kernel(f.output_tile == 4 ? "winograd4_input" : "winograd_input", g.channels * g.columns);
   const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
   const kir::Buf v = kernel.add_buffer("v", ScalarType::f32, Access::write);
   const Expr index = kir::global_index();
@@ -129,16 +254,16 @@ kir::Kernel lower_winograd_input(const OpContext& ctx) {
     return kir::store(v, IndexSum().add(index).add(plane * g.channels * g.columns).expr(), std::move(value));
   };
 
-  // Invocation (c, t): channel c of tile t = (n, r, s), tile (r, s) of image n;
+  // Invocation (c, t): channel c of tile t = (b, r, s), tile (r, s) of image b;
   // a padding column (t past the tiles) stores zeros.
   std::vector<Stmt> zeros;
-  for (std::int64_t plane = 0; plane < kTileElements; ++plane) zeros.push_back(store_plane(plane, kir::f32(0.0)));
+  for (std::int64_t plane = 0; plane < f.elements(); ++plane) zeros.push_back(store_plane(plane, kir::f32(0.0)));
   std::vector<Stmt> tile_body;
   std::vector<Stmt>& body = g.columns > g.tiles() ? tile_body : kernel.body;
   const std::vector<Expr> column = unravel(kernel.body, index, {g.channels, g.columns}, "t");
   const std::vector<Expr> tile = unravel(body, column[1], {g.batch, g.tiles_h, g.tiles_w}, "tile");
-  const Expr row0 = tile_origin(body, tile[1], g.dilations[0], "origin_h");
-  const Expr col0 = tile_origin(body, tile[2], g.dilations[1], "origin_w");
+  const Expr row0 = tile_origin(body, tile[1], g.dilations[0], f.output_tile, "origin_h");
+  const Expr col0 = tile_origin(body, tile[2], g.dilations[1], f.output_tile, "origin_w");
   // The window's top-left input element (may lie in the padding).
   const Expr origin = declare_index(body, "origin", IndexSum(-g.pads[0] * g.width - g.pads[1])
                                                         .add(tile[0], g.channels * g.height * g.width)
@@ -148,35 +273,36 @@ kir::Kernel lower_winograd_input(const OpContext& ctx) {
                                                         .expr());
   const Expr row = declare_index(body, "row", IndexSum(-g.pads[0]).add(row0).expr());
   const Expr col = declare_index(body, "col", IndexSum(-g.pads[1]).add(col0).expr());
-  const std::int64_t last_row = tile_origin(g.tiles_h - 1, g.dilations[0]) - g.pads[0];
-  const std::int64_t last_col = tile_origin(g.tiles_w - 1, g.dilations[1]) - g.pads[1];
-  const std::array<Expr, 4> row_ok = tap_bounds(row, -g.pads[0], last_row, g.dilations[0], g.height);
-  const std::array<Expr, 4> col_ok = tap_bounds(col, -g.pads[1], last_col, g.dilations[1], g.width);
+  const std::int64_t last_row = tile_origin(g.tiles_h - 1, g.dilations[0], f.output_tile) - g.pads[0];
+  const std::int64_t last_col = tile_origin(g.tiles_w - 1, g.dilations[1], f.output_tile) - g.pads[1];
+  const std::vector<Expr> row_ok = tap_bounds(row, f.input_tile, -g.pads[0], last_row, g.dilations[0], g.height);
+  const std::vector<Expr> col_ok = tap_bounds(col, f.input_tile, -g.pads[1], last_col, g.dilations[1], g.width);
 
-  // d: the 4x4 window, zero outside the input (a select loads only when inside).
-  std::array<std::array<Expr, 4>, 4> d;
-  for (std::size_t u = 0; u < 4; ++u)
-    for (std::size_t w = 0; w < 4; ++w) {
+  // d: the n x n window, zero outside the input (a select loads only when
+  // inside), one column of it at a time as B^T's terms.
+  std::vector<std::vector<Expr>> window_columns(n, std::vector<Expr>(n));
+  for (std::size_t u = 0; u < n; ++u)
+    for (std::size_t w = 0; w < n; ++w) {
       const auto offset =
           static_cast<std::int64_t>(u) * g.dilations[0] * g.width + static_cast<std::int64_t>(w) * g.dilations[1];
       Expr value = kir::load(x, IndexSum().add(origin).add(offset).expr(), ScalarType::f32);
       const Expr inside = both(row_ok[u], col_ok[w]);
       if (inside) value = kir::select(inside, value, kir::f32(0.0));
-      const std::string name = "d" + std::to_string(u) + std::to_string(w);
+      const std::string name = "d" + digits(u, w);
       body.push_back(kir::declare(name, ScalarType::f32, value));
-      d[u][w] = kir::var(name, ScalarType::f32);
+      window_columns[w][u] = kir::var(name, ScalarType::f32);
     }
-  // B^T d (rows), then (B^T d) B (columns), stored plane by plane.
-  std::array<std::array<Expr, 4>, 4> bd;
-  for (std::size_t xi = 0; xi < 4; ++xi)
-    for (std::size_t w = 0; w < 4; ++w) {
-      const std::string name = "b" + std::to_string(xi) + std::to_string(w);
-      body.push_back(kir::declare(name, ScalarType::f32, combine(kBT[xi], {d[0][w], d[1][w], d[2][w], d[3][w]})));
-      bd[xi][w] = kir::var(name, ScalarType::f32);
-    }
-  for (std::size_t xi = 0; xi < 4; ++xi)
-    for (std::size_t nu = 0; nu < 4; ++nu)
-      body.push_back(store_plane(static_cast<std::int64_t>(xi * 4 + nu), combine(kBT[nu], bd[xi])));
+  // B^T d column by column, then (B^T d) B row by row, stored plane by plane.
+  std::vector<std::vector<Expr>> bd_rows(n, std::vector<Expr>(n));
+  for (std::size_t w = 0; w < n; ++w) {
+    const std::vector<Expr> bd_column = apply_transform(body, f.bt, window_columns[w], "b" + std::to_string(w) + "_");
+    for (std::size_t xi = 0; xi < n; ++xi) bd_rows[xi][w] = bd_column[xi];
+  }
+  for (std::size_t xi = 0; xi < n; ++xi) {
+    const std::vector<Expr> planes = apply_transform(body, f.bt, bd_rows[xi], "v" + std::to_string(xi) + "_");
+    for (std::size_t nu = 0; nu < n; ++nu)
+      body.push_back(store_plane(static_cast<std::int64_t>(xi * n + nu), planes[nu]));
+  }
   if (g.columns > g.tiles())
     kernel.body.push_back(kir::branch(column[1] < kir::i32(g.tiles()), std::move(tile_body), std::move(zeros)));
   return kernel;
@@ -184,8 +310,10 @@ kir::Kernel lower_winograd_input(const OpContext& ctx) {
 
 std::optional<std::string> winograd_output_unsupported(const OpContext& ctx) {
   if (auto reason = activation_unsupported(ctx)) return reason;
+  const std::int64_t elements = transform_of(ctx).elements();
   const Shape& m = ctx.input_shape(0);
-  if (m.size() != 3 || m[0] != kTileElements) return "input " + shape_str(m) + " is not [16, K, tiles]";
+  if (m.size() != 3 || m[0] != elements)
+    return "input " + shape_str(m) + " is not [" + std::to_string(elements) + ", K, tiles]";
   const OutputGeometry g = output_geometry(ctx);
   if (m[1] != g.channels || m[2] < g.batch * g.tiles_h * g.tiles_w)
     return "input " + shape_str(m) + " does not hold the " + std::to_string(g.batch * g.tiles_h * g.tiles_w) +
@@ -199,65 +327,67 @@ std::optional<std::string> winograd_output_unsupported(const OpContext& ctx) {
 }
 
 kir::Kernel lower_winograd_output(const OpContext& ctx) {
+  const Transform& f = transform_of(ctx);
+  const auto n = static_cast<std::size_t>(f.input_tile);
+  const auto tile = static_cast<std::size_t>(f.output_tile);
   const OutputGeometry g = output_geometry(ctx);
   const std::int64_t columns = ctx.input_shape(0)[2], plane = g.channels * columns;
-  kir::Kernel kernel = make_kernel("winograd_output", g.batch * g.channels * g.tiles_h * g.tiles_w);
+  kir::Kernel kernel = make_kernel(f.output_tile == 4 ? "winograd4_output" : "winograd_output",
+                                   g.batch * g.channels * g.tiles_h * g.tiles_w);
   const kir::Buf m = kernel.add_buffer("m", ScalarType::f32, Access::read);
   const bool has_bias = ctx.has_input(1);
   const kir::Buf bias = has_bias ? kernel.add_buffer("bias", ScalarType::f32, Access::read) : kir::Buf{};
   const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
   std::vector<Stmt>& body = kernel.body;
 
-  // Invocation (n, k, r, s): channel k of tile (r, s) of image n, whose 16
+  // Invocation (b, k, r, s): channel k of tile (r, s) of image b, whose n*n
   // values neighbouring invocations load from consecutive columns of M.
   const Expr index = kir::global_index();
   const std::vector<Expr> c = unravel(body, index, {g.batch, g.channels, g.tiles_h, g.tiles_w}, "t");
   const Expr base = declare_index(
       body, "base",
       IndexSum().add(c[1], columns).add(c[0], g.tiles_h * g.tiles_w).add(c[2], g.tiles_w).add(c[3]).expr());
-  std::array<std::array<Expr, 4>, 4> values;
-  for (std::int64_t xi = 0; xi < 4; ++xi)
-    for (std::int64_t nu = 0; nu < 4; ++nu) {
-      const std::string name = "m" + std::to_string(xi) + std::to_string(nu);
-      const Expr at = IndexSum().add(base).add((xi * 4 + nu) * plane).expr();
+  std::vector<std::vector<Expr>> value_columns(n, std::vector<Expr>(n));
+  for (std::size_t xi = 0; xi < n; ++xi)
+    for (std::size_t nu = 0; nu < n; ++nu) {
+      const std::string name = "m" + digits(xi, nu);
+      const Expr at = IndexSum().add(base).add(static_cast<std::int64_t>(xi * n + nu) * plane).expr();
       body.push_back(kir::declare(name, ScalarType::f32, kir::load(m, at, ScalarType::f32)));
-      values[xi][nu] = kir::var(name, ScalarType::f32);
+      value_columns[nu][xi] = kir::var(name, ScalarType::f32);
     }
-  // A^T m A with A^T's rows (1, 1, 1, 0) and (0, 1, -1, -1): rows first.
-  const auto row_of_at = [](std::size_t e, const std::array<Expr, 4>& v) {
-    return e == 0 ? v[0] + v[1] + v[2] : v[1] - v[2] - v[3];
-  };
-  std::array<std::array<Expr, 4>, 2> rows;
-  for (std::size_t e = 0; e < 2; ++e)
-    for (std::size_t nu = 0; nu < 4; ++nu) {
-      const std::string name = "a" + std::to_string(e) + std::to_string(nu);
-      body.push_back(kir::declare(name, ScalarType::f32,
-                                  row_of_at(e, {values[0][nu], values[1][nu], values[2][nu], values[3][nu]})));
-      rows[e][nu] = kir::var(name, ScalarType::f32);
-    }
+  // A^T m column by column, then (A^T m) A row by row.
+  std::vector<std::vector<Expr>> am_rows(tile, std::vector<Expr>(n));
+  for (std::size_t nu = 0; nu < n; ++nu) {
+    const std::vector<Expr> am_column = apply_transform(body, f.at, value_columns[nu], "a" + std::to_string(nu) + "_");
+    for (std::size_t e = 0; e < tile; ++e) am_rows[e][nu] = am_column[e];
+  }
+  std::vector<std::vector<Expr>> outputs;
+  for (std::size_t e = 0; e < tile; ++e)
+    outputs.push_back(apply_transform(body, f.at, am_rows[e], "y" + std::to_string(e) + "_"));
 
-  // The tile's 2x2 outputs, d apart at dilation d; those past the output's
-  // edge (odd extents, dilation phases with fewer rows) are not stored.
-  const Expr row0 = tile_origin(body, c[2], g.dilations[0], "origin_h");
-  const Expr col0 = tile_origin(body, c[3], g.dilations[1], "origin_w");
+  // The tile's m x m outputs, d apart at dilation d; those past the output's
+  // edge (extents that are not multiples of m, dilation phases with fewer
+  // rows) are not stored.
+  const Expr row0 = tile_origin(body, c[2], g.dilations[0], f.output_tile, "origin_h");
+  const Expr col0 = tile_origin(body, c[3], g.dilations[1], f.output_tile, "origin_w");
   const Expr out_base = declare_index(body, "out_base", IndexSum()
                                                             .add(c[0], g.channels * g.out_h * g.out_w)
                                                             .add(c[1], g.out_h * g.out_w)
                                                             .add(row0, g.out_w)
                                                             .add(col0)
                                                             .expr());
-  const std::int64_t last_row = tile_origin(g.tiles_h - 1, g.dilations[0]);
-  const std::int64_t last_col = tile_origin(g.tiles_w - 1, g.dilations[1]);
+  const std::int64_t last_row = tile_origin(g.tiles_h - 1, g.dilations[0], f.output_tile);
+  const std::int64_t last_col = tile_origin(g.tiles_w - 1, g.dilations[1], f.output_tile);
   const Expr bias_value = has_bias ? kir::load(bias, c[1], ScalarType::f32) : Expr();
-  for (std::int64_t e = 0; e < 2; ++e)
-    for (std::int64_t f = 0; f < 2; ++f) {
-      const std::int64_t row_offset = e * g.dilations[0], col_offset = f * g.dilations[1];
+  for (std::size_t e = 0; e < tile; ++e)
+    for (std::size_t j = 0; j < tile; ++j) {
+      const std::int64_t row_offset = static_cast<std::int64_t>(e) * g.dilations[0];
+      const std::int64_t col_offset = static_cast<std::int64_t>(j) * g.dilations[1];
       const Expr row = IndexSum().add(row0).add(row_offset).expr();
       const Expr col = IndexSum().add(col0).add(col_offset).expr();
       const Expr row_ok = last_row + row_offset >= g.out_h ? row < kir::i32(g.out_h) : Expr();
       const Expr col_ok = last_col + col_offset >= g.out_w ? col < kir::i32(g.out_w) : Expr();
-      const auto& a = rows[static_cast<std::size_t>(e)];
-      Expr value = row_of_at(static_cast<std::size_t>(f), a);
+      Expr value = outputs[e][j];
       if (has_bias) value = value + bias_value;
       append_guarded(body, both(row_ok, col_ok),
                      {kir::store(y, IndexSum().add(out_base).add(row_offset * g.out_w + col_offset).expr(),
