@@ -164,7 +164,7 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
   // loads per multiply fall with the tile's size faster than the waste grows
   // (7x7 maps, N = 49: 8x8 tiles ran 1.3-2x faster than 8x4 on lavapipe in
   // `KILN_GEMM_BENCH_SHAPE=M,49,K ... test_templates --run_test=gemm_throughput`;
-  // 49 rows, ConvNeXt's last stage: 8x16 1.2-1.6x faster than 4x16 with
+  // 49 rows, ConvNeXt's last stage: 8x16 1.2-1.9x faster than 4x16 with
   // KILN_GEMM_BENCH_SHAPE=49,768,3072 KILN_GEMM_BENCH_PACKED_B=16).
   knobs.tile_m = target.cpu_device ? fit_tile(m, kGemmTiles, 4) : fit_tile(m, kGemmTiles);
   knobs.tile_n = target.cpu_device ? fit_tile(n, kCpuGemmColumnTiles, 4) : fit_tile(n, kGemmTiles);

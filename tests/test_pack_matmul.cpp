@@ -12,12 +12,11 @@
 #include "graph/ir.h"
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
+#include "tensor_checks.h"
 #include "graph/weight_layouts.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -29,27 +28,8 @@ using kiln::Shape;
 using kiln::Tensor;
 namespace passes = kiln::graph::passes;
 
-Tensor random_tensor(const Shape& shape, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Tensor t(DType::f32, shape);
-  for (float& v : t.values<float>()) v = dist(rng);
-  return t;
-}
-
-// max |actual - expected| / max |expected|.
-double relative_difference(const Tensor& actual, const Tensor& expected) {
-  BOOST_REQUIRE(actual.shape() == expected.shape());
-  auto a = actual.values<float>();
-  auto e = expected.values<float>();
-  double worst = 0, scale = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(a[i]) - e[i]));
-    scale = std::max(scale, std::fabs(double(e[i])));
-  }
-  BOOST_REQUIRE(scale > 0);
-  return worst / scale;
-}
+using tensor_checks::random_tensor;
+using tensor_checks::relative_difference;
 
 const kiln::graph::Node* find_node(const kiln::graph::Graph& g, const std::string& name) {
   for (const kiln::graph::Node& node : g.nodes())

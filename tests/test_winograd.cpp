@@ -15,12 +15,11 @@
 #include "graph/passes/passes.h"
 #include "src/fuse/schedule.h"
 #include "src/render/cstyle.h"
+#include "tensor_checks.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <optional>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -31,27 +30,8 @@ using kiln::Shape;
 using kiln::Tensor;
 namespace passes = kiln::graph::passes;
 
-Tensor random_tensor(const Shape& shape, unsigned seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  Tensor t(DType::f32, shape);
-  for (float& v : t.values<float>()) v = dist(rng);
-  return t;
-}
-
-// max |actual - expected| / max |expected|.
-double relative_difference(const Tensor& actual, const Tensor& expected) {
-  BOOST_REQUIRE(actual.shape() == expected.shape());
-  auto a = actual.values<float>();
-  auto e = expected.values<float>();
-  double worst = 0, scale = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) {
-    worst = std::max(worst, std::fabs(double(a[i]) - e[i]));
-    scale = std::max(scale, std::fabs(double(e[i])));
-  }
-  BOOST_REQUIRE(scale > 0);
-  return worst / scale;
-}
+using tensor_checks::random_tensor;
+using tensor_checks::relative_difference;
 
 struct ConvCase {
   std::string name;

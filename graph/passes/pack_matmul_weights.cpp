@@ -22,8 +22,8 @@ bool packable(const Graph& graph, const Node& node) {
   const Value& a = graph.value(node.inputs[0]);
   const Value& b = graph.value(node.inputs[1]);
   if (a.type.shape.size() < 2 || !b.constant || b.type.dtype != DType::f32 || b.type.shape.size() != 2) return false;
-  const std::int64_t k = b.type.shape[0], n = b.type.shape[1];
-  return k >= 1 && n >= kMatMulPackedBlock && n % kMatMulPackedBlock == 0;
+  const std::int64_t n = b.type.shape[1];
+  return n >= kMatMulPackedBlock && n % kMatMulPackedBlock == 0;
 }
 
 // [K, N] -> [N / 16, K, 16].

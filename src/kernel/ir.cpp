@@ -339,26 +339,29 @@ Expr param(int index) {
 Expr local_index() { return make(node_of(ExprKind::local_index, ScalarType::i32)); }
 Expr workgroup_index() { return make(node_of(ExprKind::workgroup_index, ScalarType::i32)); }
 
-Expr load(Shared array, Expr index, ScalarType type) {
-  check_expr(index, "shared load index");
-  if (array.index < 0) fail("kir: load from an invalid shared array handle");
+namespace {
+
+// A load from buffer or shared array `target` (`what`: "buffer" or "shared
+// array", for messages; `prefix`: "" or "shared ").
+Expr indexed_load(ExprKind kind, int target, Expr index, ScalarType type, const char* what, const std::string& prefix) {
+  check_expr(index, prefix + "load index");
+  if (target < 0) fail(std::string("kir: load from an invalid ") + what + " handle");
   if (!is_index_type(index.type()))
-    fail(std::string("kir: shared load index must be i32 or u32, got ") + scalar_type_name(index.type()));
-  ExprNode n = node_of(ExprKind::shared_load, type);
-  n.buffer = array.index;
+    fail("kir: " + prefix + "load index must be i32 or u32, got " + scalar_type_name(index.type()));
+  ExprNode n = node_of(kind, type);
+  n.buffer = target;
   n.args = {std::move(index)};
   return make(std::move(n));
 }
 
+}  // namespace
+
+Expr load(Shared array, Expr index, ScalarType type) {
+  return indexed_load(ExprKind::shared_load, array.index, std::move(index), type, "shared array", "shared ");
+}
+
 Expr load(Buf buffer, Expr index, ScalarType type) {
-  check_expr(index, "load index");
-  if (buffer.index < 0) fail("kir: load from an invalid buffer handle");
-  if (!is_index_type(index.type()))
-    fail(std::string("kir: load index must be i32 or u32, got ") + scalar_type_name(index.type()));
-  ExprNode n = node_of(ExprKind::load, type);
-  n.buffer = buffer.index;
-  n.args = {std::move(index)};
-  return make(std::move(n));
+  return indexed_load(ExprKind::load, buffer.index, std::move(index), type, "buffer", "");
 }
 
 Expr unary(UnaryOp op, Expr a) {
@@ -455,32 +458,34 @@ Stmt assign(const std::string& name, Expr value) {
   return s;
 }
 
-Stmt store(Buf buffer, Expr index, Expr value) {
-  if (buffer.index < 0) fail("kir: store to an invalid buffer handle");
-  check_expr(index, "store index");
-  check_expr(value, "stored value");
+namespace {
+
+// A store to buffer or shared array `target` (see indexed_load).
+Stmt indexed_store(StmtKind kind, int target, Expr index, Expr value, const char* what, const std::string& prefix,
+                   const char* value_what) {
+  if (target < 0) fail(std::string("kir: store to an invalid ") + what + " handle");
+  check_expr(index, prefix + "store index");
+  check_expr(value, value_what);
   if (!is_index_type(index.type()))
-    fail(std::string("kir: store index must be i32 or u32, got ") + scalar_type_name(index.type()));
-  Stmt s = stmt_of(StmtKind::store);
-  s.buffer = buffer.index;
+    fail("kir: " + prefix + "store index must be i32 or u32, got " + scalar_type_name(index.type()));
+  Stmt s = stmt_of(kind);
+  s.buffer = target;
   s.type = value.type();
   s.index = std::move(index);
   s.value = std::move(value);
   return s;
 }
 
+}  // namespace
+
+Stmt store(Buf buffer, Expr index, Expr value) {
+  return indexed_store(StmtKind::store, buffer.index, std::move(index), std::move(value), "buffer", "",
+                       "stored value");
+}
+
 Stmt store(Shared array, Expr index, Expr value) {
-  if (array.index < 0) fail("kir: store to an invalid shared array handle");
-  check_expr(index, "shared store index");
-  check_expr(value, "value stored to shared memory");
-  if (!is_index_type(index.type()))
-    fail(std::string("kir: shared store index must be i32 or u32, got ") + scalar_type_name(index.type()));
-  Stmt s = stmt_of(StmtKind::shared_store);
-  s.buffer = array.index;
-  s.type = value.type();
-  s.index = std::move(index);
-  s.value = std::move(value);
-  return s;
+  return indexed_store(StmtKind::shared_store, array.index, std::move(index), std::move(value), "shared array",
+                       "shared ", "value stored to shared memory");
 }
 
 Stmt barrier() { return stmt_of(StmtKind::barrier); }
