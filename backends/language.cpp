@@ -30,6 +30,7 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
   t.vector_u32 = "uint{width}";
   t.buffer_vector_global_decl = "";
   t.buffer_vector_access = "reinterpret_cast<{readonly}{vector_type}*>({name})[{index}]";
+  t.vector_construct = "make_{vector_type}({components})";
   // Parameters travel as one struct argument, copied by value at launch.
   t.params_global_decl = "struct KilnParams {{ {members} }};";
   t.params_param_decl = "KilnParams kiln_params";

@@ -39,6 +39,10 @@ struct LanguageTable {
   // Vector `index` of a buffer. Placeholders: {name} (the buffer), {view}
   // (its vector view), {vector_type}, {readonly}, {index}.
   std::string buffer_vector_access;
+  // A vector value from scalars (kir store_vector). Placeholders:
+  // {vector_type}, {components} (comma-separated). GLSL "{vector_type}(...)",
+  // CUDA "make_{vector_type}(...)".
+  std::string vector_construct;
 
   // Per-dispatch i32 parameters (kir param expressions), when a kernel has
   // any: a block of members "p0", "p1", ... declared at global scope

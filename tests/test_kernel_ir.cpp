@@ -293,6 +293,35 @@ BOOST_AUTO_TEST_CASE(vector_load_errors) {
   BOOST_TEST(contains(verify_error(k), "variable 'a' is used before its declaration or outside its scope"));
 }
 
+BOOST_AUTO_TEST_CASE(vector_store_errors) {
+  Kernel k("vec");
+  Buf x = k.add_buffer("x", F, Access::read);
+  Buf n = k.add_buffer("n", I, Access::read_write);
+  Buf y = k.add_buffer("y", F, Access::write);
+  k.global_size = 4;
+  const Expr i = global_index();
+  // The helper rejects widths other than 2 and 4, mixed types and bad indices.
+  BOOST_TEST(contains(internal_error([&] { store_vector(y, i, {f32(0), f32(1), f32(2)}); }),
+                      "a vector store writes 2 or 4 values, got 3"));
+  BOOST_TEST(contains(internal_error([&] { store_vector(y, i, {f32(0), i32(1)}); }),
+                      "the values of a vector store differ in type"));
+  BOOST_TEST(contains(internal_error([&] { store_vector(y, f32(0), {f32(0), f32(1)}); }),
+                      "vector store index must be i32 or u32, got f32"));
+  // verify() checks the buffer's access and type.
+  k.body = {store_vector(x, i, {f32(0), f32(1)})};
+  BOOST_TEST(contains(verify_error(k), "vector store to buffer 0 'x', which is declared read-only"));
+  k.body = {store_vector(n, i, {f32(0), f32(1)})};
+  BOOST_TEST(contains(verify_error(k), "vector store of a f32 value into buffer 1 'n' of type i32"));
+  Stmt wide = store_vector(y, i, {f32(0), f32(1)});
+  wide.values.push_back(f32(2));
+  k.body = {wide};
+  BOOST_TEST(contains(verify_error(k), "writes 3 values; the width must be 2 or 4"));
+  k.body = {store_vector(y, i, {var("a", F), f32(1)})};
+  BOOST_TEST(contains(verify_error(k), "variable 'a' is used before its declaration"));
+  k.body = {store_vector(y, i, {load(x, i, F), f32(1)}), store_vector(n, cast(U, i), {i32(1), i32(2)})};
+  BOOST_CHECK_NO_THROW(verify(k));
+}
+
 BOOST_AUTO_TEST_CASE(buffer_type_and_index_errors) {
   Kernel k = base_kernel();
   k.body = {store(Buf{1}, global_index(), cast(F, load(Buf{0}, global_index(), I)))};
@@ -361,6 +390,14 @@ BOOST_AUTO_TEST_CASE(prints_vector_loads) {
   k.global_size = 2;
   k.body = {load_vector({"a", "b", "c", "d"}, x, global_index(), F), store(y, global_index(), var("d", F))};
   BOOST_TEST(contains(print(k), "\nf32 a, b, c, d = x.vec4[global_index()]\n"));
+}
+
+BOOST_AUTO_TEST_CASE(prints_vector_stores) {
+  Kernel k("vec");
+  Buf y = k.add_buffer("y", F, Access::write);
+  k.global_size = 2;
+  k.body = {store_vector(y, global_index(), {f32(1), f32(2)})};
+  BOOST_TEST(contains(print(k), "\ny.vec2[global_index()] = (1.0, 2.0)\n"));
 }
 
 BOOST_AUTO_TEST_CASE(print_distinguishes_what_matters) {
@@ -678,6 +715,29 @@ BOOST_AUTO_TEST_CASE(vector_loads_read_aligned_consecutive_elements) {
   k.body = {load_vector({"a", "b"}, x, i - i32(1), F), store(y, i, var("a", F))};
   BOOST_TEST(contains(internal_error([&] { run(k, {bytes(in), bytes(ints), bytes(out)}); }),
                       "invocation 0: vector load of width 2 from buffer 0 'x' at vector index -1"));
+}
+
+BOOST_AUTO_TEST_CASE(vector_stores_write_aligned_consecutive_elements) {
+  // Invocation i writes vector i of y (elements 4i .. 4i+3) and of n (2i, 2i+1).
+  Kernel k("scatter");
+  Buf y = k.add_buffer("y", F, Access::write);
+  Buf n = k.add_buffer("n", I, Access::read_write);
+  k.global_size = 3;
+  const Expr i = global_index();
+  const Expr f = cast(F, i);
+  k.body = {store_vector(y, i, {f, f + f32(0.25f), f + f32(0.5f), f + f32(0.75f)}),
+            store_vector(n, cast(U, i), {i * i32(10), i * i32(10) + i32(1)})};
+  std::vector<float> out(12, -1.0f);
+  std::vector<std::int32_t> ints(6, -1);
+  run(k, {bytes(out), bytes(ints)});
+  for (int e = 0; e < 12; ++e) BOOST_TEST(out[e] == static_cast<float>(e) / 4.0f);
+  BOOST_TEST(ints == (std::vector<std::int32_t>{0, 1, 10, 11, 20, 21}), boost::test_tools::per_element());
+
+  // The whole vector must be in the buffer.
+  std::vector<float> short_out(11);
+  BOOST_TEST(contains(internal_error([&] { run(k, {bytes(short_out), bytes(ints)}); }),
+                      "invocation 2: vector store of width 4 to buffer 0 'y' at vector index 2 (elements 8..11) is "
+                      "out of bounds (size 11 elements)"));
 }
 
 BOOST_AUTO_TEST_CASE(buffer_arguments_are_checked) {

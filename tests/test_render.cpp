@@ -69,6 +69,7 @@ Kernel kitchen_sink() {
   Buf u = k.add_buffer("u", U, Access::read_write);
   Buf y = k.add_buffer("y", F, Access::write);
   Buf flags = k.add_buffer("flags", I, Access::write);
+  Buf quads = k.add_buffer("quads", F, Access::write);
   k.global_size = 100;
   k.workgroup_size = 64;
   const Expr i = global_index();
@@ -91,6 +92,8 @@ Kernel kitchen_sink() {
                       {assign("acc", select(v < f32(-inf) || v <= f32(0), -acc, acc))}),
            }),
       store(y, i, acc),
+      // a vector store: f32 x4 at an i32 index
+      store_vector(quads, i, {acc, v, acc * f32(2), cast(F, i)}),
       store(flags, i,
             select(ne(v, v) || v >= f32(-inf), min(load(n, i, I), i32(-2147483647 - 1 + 5)),
                    max(abs(load(n, i, I)), i32(-3))) +
@@ -248,6 +251,39 @@ BOOST_AUTO_TEST_CASE(vector_loads_are_one_load_of_a_vector_view) {
         BOOST_TEST(!contains(text, "kiln_v4_n"));
         BOOST_TEST(!contains(text, "kiln_v4_y"));
       }
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(vector_stores_are_one_store_to_a_vector_view) {
+  const Kernel k = kitchen_sink();
+  for (const kb::LanguageTable* lang : languages()) {
+    BOOST_TEST_CONTEXT("language " << lang->name) {
+      const std::string text = kiln::render::render(k, *lang);
+      if (lang->vector_f32.empty()) {
+        // No vector types: one scalar store per component.
+        BOOST_TEST(contains(text, spell(lang->buffer_access, {{"name", "b_quads"}, {"index", "((kiln_gid * 4) + 3)"}}) +
+                                      " = "));
+        BOOST_TEST(contains(text, spell(lang->buffer_access, {{"name", "b_quads"}, {"index", "((kiln_gid * 4) + 0)"}}) +
+                                      " = v_acc;"));
+        continue;
+      }
+      const std::string vec4 = spell(lang->vector_f32, {{"width", "4"}});
+      const std::string access = spell(lang->buffer_vector_access, {{"name", "b_quads"},
+                                                                    {"view", "kiln_v4_quads"},
+                                                                    {"vector_type", vec4},
+                                                                    {"readonly", ""},
+                                                                    {"index", "kiln_gid"}});
+      const std::string constructed = spell(lang->vector_construct, {{"vector_type", vec4}, {"components", "@"}});
+      const std::string value = constructed.substr(0, constructed.find('@')) + "v_acc, v_v, ";
+      BOOST_TEST(contains(text, "\n  " + access + " = " + value));
+      if (!lang->buffer_vector_global_decl.empty())
+        // A writable view on the buffer's own binding.
+        BOOST_TEST(contains(text, spell(lang->buffer_vector_global_decl, {{"binding", "5"},
+                                                                          {"view", "kiln_v4_quads"},
+                                                                          {"vector_type", vec4},
+                                                                          {"readonly", ""},
+                                                                          {"width", "4"}})));
     }
   }
 }
@@ -541,17 +577,20 @@ BOOST_AUTO_TEST_CASE(kitchen_sink_matches_the_interpreter) {
     u[t] = static_cast<std::uint32_t>(t) * 40000000u;
   }
   const std::vector<std::vector<std::byte>> inputs = {to_bytes(x), to_bytes(n), to_bytes(u),
-                                                      std::vector<std::byte>(400), std::vector<std::byte>(400)};
+                                                      std::vector<std::byte>(400), std::vector<std::byte>(400),
+                                                      std::vector<std::byte>(1600)};
   const auto expected = interpret_copy(k, inputs);
   const auto actual = run_on_vulkan(k, inputs, 1u << 16);
   BOOST_TEST(from_bytes<std::int32_t>(actual[4]) == from_bytes<std::int32_t>(expected[4]),
              boost::test_tools::per_element());
   BOOST_TEST(from_bytes<std::uint32_t>(actual[2]) == from_bytes<std::uint32_t>(expected[2]),
              boost::test_tools::per_element());
-  const auto y_expected = from_bytes<float>(expected[3]), y_actual = from_bytes<float>(actual[3]);
-  for (std::size_t t = 0; t < y_expected.size(); ++t)
-    BOOST_TEST(std::fabs(y_actual[t] - y_expected[t]) <= 1e-5f * std::max(1.0f, std::fabs(y_expected[t])),
-               "y[" << t << "]");
+  for (const std::size_t buffer : {std::size_t{3}, std::size_t{5}}) {
+    const auto y_expected = from_bytes<float>(expected[buffer]), y_actual = from_bytes<float>(actual[buffer]);
+    for (std::size_t t = 0; t < y_expected.size(); ++t)
+      BOOST_TEST(std::fabs(y_actual[t] - y_expected[t]) <= 1e-5f * std::max(1.0f, std::fabs(y_expected[t])),
+                 "buffer " << buffer << " [" << t << "]");
+  }
 }
 
 BOOST_AUTO_TEST_CASE(two_dimensional_grid_covers_every_index_once) {

@@ -33,6 +33,7 @@ const LanguageTable& glsl_language() {
         "layout(std430, set = 0, binding = {binding}) {readonly}buffer KilnBuffer{binding}x{width} {{ {vector_type} "
         "data[]; }} {view};";
     t.buffer_vector_access = "{view}.data[{index}]";
+    t.vector_construct = "{vector_type}({components})";
     // Push constants: scalar members are 4 bytes apart in every layout.
     t.params_global_decl = "layout(push_constant) uniform KilnParams {{ {members} }} kiln_params;";
     t.params_param_decl = "";

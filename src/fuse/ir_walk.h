@@ -25,6 +25,7 @@ inline void walk(const std::vector<kir::Stmt>& body, const std::function<void(co
   for (const kir::Stmt& s : body) {
     on_stmt(s);
     for (const kir::Expr* e : {&s.value, &s.index, &s.begin, &s.end}) for_each_expr(*e, on_expr);
+    for (const kir::Expr& e : s.values) for_each_expr(e, on_expr);
     walk(s.body, on_stmt, on_expr);
     walk(s.else_body, on_stmt, on_expr);
   }

@@ -59,7 +59,7 @@ std::optional<std::string> analyze(const BoundKernel& p, const BoundKernel& c, g
       if (!last) return pair + "the producer stores before its last statement";
       if (s.index->kind != ExprKind::global_index) return pair + "the producer stores at an index other than its global index";
     } else if (s.kind != StmtKind::declare && s.kind != StmtKind::assign) {
-      return pair + "the producer is not straight-line code (it has loops, branches or vector loads)";
+      return pair + "the producer is not straight-line code (it has loops, branches or vector accesses)";
     } else if (last) {
       return pair + "the producer does not end with its store";
     }
@@ -120,7 +120,8 @@ class Inliner {
       copy.index = consumer_expr(s.index, out);
       copy.begin = consumer_expr(s.begin, out);
       copy.end = consumer_expr(s.end, out);
-      if (s.kind == StmtKind::store || s.kind == StmtKind::load_vector)
+      for (Expr& value : copy.values) value = consumer_expr(value, out);
+      if (s.kind == StmtKind::store || s.kind == StmtKind::load_vector || s.kind == StmtKind::store_vector)
         copy.buffer = consumer_map_[static_cast<std::size_t>(s.buffer)];
       copy.body = rewrite(s.body);
       copy.else_body = rewrite(s.else_body);

@@ -54,6 +54,7 @@ struct Op {
   StmtKind kind = StmtKind::declare;
   int slot = -1;  // declare, assign, loop variable
   std::vector<int> slots;  // load_vector: one per declared variable
+  std::vector<int> values;  // store_vector: one node per stored value
   int buffer = -1;  // store, load_vector: buffer; shared_store: shared array
   bool has_barrier = false;  // a barrier, or a loop containing one
   int value = -1, index = -1, begin = -1, end = -1;
@@ -111,6 +112,11 @@ class Compiler {
             op.slots.push_back(bind(name));
             declared.push_back(name);
           }
+          break;
+        case StmtKind::store_vector:
+          op.buffer = s.buffer;
+          op.index = expr(s.index);
+          for (const Expr& value : s.values) op.values.push_back(expr(value));
           break;
         case StmtKind::branch:
           op.value = expr(s.value);
@@ -230,15 +236,17 @@ class Machine {
     return static_cast<std::size_t>(i) * kElementBytes;
   }
 
-  // Byte offset of vector `index` (width = op.slots.size()) of op.buffer:
+  // Byte offset of vector `index` (width: the vars or values of op) of op.buffer:
   // the whole vector must lie in the buffer.
   std::size_t vector_offset(const Op& op, Value index) const {
     const ScalarType type = nodes_[static_cast<std::size_t>(op.index)].type;
     const std::int64_t i = type == ScalarType::u32 ? std::int64_t{index.u} : std::int64_t{index.i};
-    const auto width = static_cast<std::int64_t>(op.slots.size());
+    const bool is_store = op.kind == StmtKind::store_vector;
+    const auto width = static_cast<std::int64_t>(is_store ? op.values.size() : op.slots.size());
     const std::int64_t count = buffers_[static_cast<std::size_t>(op.buffer)].count;
     if (i < 0 || (i + 1) * width > count)
-      error("vector load of width " + std::to_string(width) + " from " + buffer_label(op.buffer) + " at vector index " +
+      error(std::string(is_store ? "vector store" : "vector load") + " of width " + std::to_string(width) +
+            (is_store ? " to " : " from ") + buffer_label(op.buffer) + " at vector index " +
             std::to_string(i) + " (elements " + std::to_string(i * width) + ".." + std::to_string(i * width + width - 1) +
             ") is out of bounds (size " + std::to_string(count) + " elements)");
     return static_cast<std::size_t>(i * width) * kElementBytes;
@@ -405,6 +413,15 @@ class Machine {
           const std::byte* data = buffers_[static_cast<std::size_t>(op.buffer)].data + offset;
           for (std::size_t c = 0; c < op.slots.size(); ++c)
             std::memcpy(&slots_[static_cast<std::size_t>(op.slots[c])], data + c * kElementBytes, kElementBytes);
+          break;
+        }
+        case StmtKind::store_vector: {
+          const std::size_t offset = vector_offset(op, eval(op.index));
+          std::byte* data = buffers_[static_cast<std::size_t>(op.buffer)].data + offset;
+          for (std::size_t c = 0; c < op.values.size(); ++c) {
+            const Value v = eval(op.values[c]);
+            std::memcpy(data + c * kElementBytes, &v, kElementBytes);
+          }
           break;
         }
         case StmtKind::branch: exec(eval(op.value).u ? op.body : op.else_body); break;

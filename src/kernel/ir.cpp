@@ -14,6 +14,7 @@
 //   select(cond, a, b)                cond bool, a and b of one type
 //   load / store index                i32 | u32
 //   load_vector                       index i32 | u32; vars of the buffer's type
+//   store_vector                      index i32 | u32; values of the buffer's type
 //   shared load / store               index i32 | u32; value of the array's type
 //   local_index, workgroup_index      i32
 #include "src/kernel/ir.h"
@@ -539,6 +540,25 @@ Stmt load_vector(std::vector<std::string> names, Buf buffer, Expr vector_index, 
   return s;
 }
 
+Stmt store_vector(Buf buffer, Expr vector_index, std::vector<Expr> values) {
+  if (buffer.index < 0) fail("kir: vector store to an invalid buffer handle");
+  if (!is_vector_width(values.size()))
+    fail("kir: a vector store writes 2 or 4 values, got " + std::to_string(values.size()));
+  check_expr(vector_index, "vector store index");
+  if (!is_index_type(vector_index.type()))
+    fail(std::string("kir: vector store index must be i32 or u32, got ") + scalar_type_name(vector_index.type()));
+  for (const Expr& value : values) {
+    check_expr(value, "vector store value");
+    if (value.type() != values[0].type()) fail("kir: the values of a vector store differ in type");
+  }
+  Stmt s = stmt_of(StmtKind::store_vector);
+  s.buffer = buffer.index;
+  s.type = values[0].type();
+  s.index = std::move(vector_index);
+  s.values = std::move(values);
+  return s;
+}
+
 // ---- dispatch -------------------------------------------------------------
 
 std::array<std::uint32_t, 3> dispatch_grid(const Kernel& kernel, std::uint32_t max_groups_x) {
@@ -805,6 +825,26 @@ class Verifier {
         for (const std::string& name : s.vars) declare_var(name, s.type, false);
         return;
       }
+      case StmtKind::store_vector: {
+        check_buffer_index(s.buffer);
+        const BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
+        if (b.access == Access::read)
+          error("vector store to " + buffer_label(s.buffer) + ", which is declared read-only");
+        if (!is_vector_width(s.values.size()))
+          error("vector store to " + buffer_label(s.buffer) + " writes " + std::to_string(s.values.size()) +
+                " values; the width must be 2 or 4");
+        ScalarType it = expr(s.index, "vector store index");
+        if (!is_index_type(it))
+          error("vector store index into " + buffer_label(s.buffer) + " must be i32 or u32, got " +
+                scalar_type_name(it));
+        for (const Expr& value : s.values) {
+          ScalarType vt = expr(value, "vector stored value");
+          if (vt != b.type)
+            error("vector store of a " + std::string(scalar_type_name(vt)) + " value into " + buffer_label(s.buffer) +
+                  " of type " + scalar_type_name(b.type));
+        }
+        return;
+      }
       case StmtKind::branch: {
         if (expr(s.value, "branch condition") != ScalarType::boolean) error("branch condition must be bool");
         path_.push_back("if");
@@ -1064,6 +1104,16 @@ class Printer {
         out_ += " = " + buffer_name(s.buffer) + ".vec" + std::to_string(s.vars.size()) + "[";
         expr(s.index);
         out_ += "]";
+        break;
+      case StmtKind::store_vector:
+        out_ += buffer_name(s.buffer) + ".vec" + std::to_string(s.values.size()) + "[";
+        expr(s.index);
+        out_ += "] = (";
+        for (std::size_t c = 0; c < s.values.size(); ++c) {
+          if (c) out_ += ", ";
+          expr(s.values[c]);
+        }
+        out_ += ")";
         break;
       case StmtKind::shared_store:
         out_ += "shared " + shared_name(s.buffer) + "[";

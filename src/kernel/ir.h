@@ -14,8 +14,10 @@
 // multiple of its workgroup_size, so no invocation leaves early.
 //
 // Vector loads: load_vector declares 2 or 4 scalars from one aligned vector
-// load (GLSL vec4, CUDA float4). Devices that scalarise buffer loads (lavapipe)
-// pay per load instruction, so one vec4 load costs about what one scalar does.
+// load (GLSL vec4, CUDA float4); store_vector writes 2 or 4 in one aligned
+// vector store. Devices that scalarise buffer accesses (lavapipe) pay per
+// access instruction, in run time and in their compiler, so one vec4 access
+// costs about what one scalar does.
 // Renderers map the linear index onto a 2-D dispatch and guard the tail.
 //
 // Expressions are immutable trees shared by value; the helpers below make
@@ -128,6 +130,9 @@ enum class StmtKind : std::uint8_t {
   // (width = vars.size(), 2 or 4): one vector load, aligned to width elements.
   load_vector,
   shared_store,  // shared array `buffer`[index] = value
+  // buffer[index * width + c] = values[c] for c < width (values.size(), 2 or
+  // 4): one aligned vector store, the counterpart of load_vector.
+  store_vector,
   // Workgroup execution and shared-memory barrier: every invocation of the
   // group arrives before any continues, and shared writes made before it are
   // visible to every invocation after it.
@@ -138,9 +143,10 @@ struct Stmt {
   StmtKind kind;
   std::string var;
   std::vector<std::string> vars;  // load_vector
+  std::vector<Expr> values;       // store_vector
   ScalarType type = ScalarType::f32;
   Expr value;
-  int buffer = -1;  // store, load_vector: a buffer; shared_store: a shared array
+  int buffer = -1;  // store, load_vector, store_vector: a buffer; shared_store: a shared array
   Expr index;
   Expr begin, end;
   std::int64_t step = 1;
@@ -230,7 +236,10 @@ Stmt branch(Expr cond, std::vector<Stmt> body, std::vector<Stmt> else_body = {})
 // Declares `names` (2 or 4) from elements [vector_index * n, vector_index * n + n)
 // of `buffer`, whose element type is `type`.
 Stmt load_vector(std::vector<std::string> names, Buf buffer, Expr vector_index, ScalarType type);
-// Vector widths load_vector accepts.
+// Stores `values` (2 or 4, of the buffer's type) to elements
+// [vector_index * n, vector_index * n + n) of `buffer`.
+Stmt store_vector(Buf buffer, Expr vector_index, std::vector<Expr> values);
+// Vector widths load_vector and store_vector accept.
 bool is_vector_width(std::size_t width);
 
 // The dispatch grid for a kernel: ceil(global_size / workgroup_size) groups as

@@ -54,6 +54,7 @@ class LiteralMapper {
       Stmt m = s;
       m.value = expr(s.value, in_loop, false);
       m.index = expr(s.index, in_loop, false);
+      for (Expr& value : m.values) value = expr(value, in_loop, false);
       m.begin = expr(s.begin, true, pin_loop_bounds_);
       m.end = expr(s.end, true, pin_loop_bounds_);
       m.body = block(s.body, in_loop || s.kind == StmtKind::loop);

@@ -58,15 +58,18 @@ bool uses(const std::vector<Stmt>& stmts, ExprKind kind) {
   for (const Stmt& s : stmts) {
     for (const Expr* e : {&s.value, &s.index, &s.begin, &s.end})
       if (*e && uses(*e, kind)) return true;
+    for (const Expr& e : s.values)
+      if (uses(e, kind)) return true;
     if (uses(s.body, kind) || uses(s.else_body, kind)) return true;
   }
   return false;
 }
 
-// (buffer, width) of every vector load in `stmts`.
+// (buffer, width) of every vector load and store in `stmts`.
 void collect_vector_views(const std::vector<Stmt>& stmts, std::set<std::pair<int, std::size_t>>& views) {
   for (const Stmt& s : stmts) {
     if (s.kind == StmtKind::load_vector) views.insert({s.buffer, s.vars.size()});
+    if (s.kind == StmtKind::store_vector) views.insert({s.buffer, s.values.size()});
     collect_vector_views(s.body, views);
     collect_vector_views(s.else_body, views);
   }
@@ -271,6 +274,35 @@ class Renderer {
       out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " + temp + kVectorComponents[c] + ";\n";
   }
 
+  // One vector store of the values; or, in a language without vector types
+  // (or without a way to build one), one scalar store per component.
+  void store_vector(const Stmt& s, const std::string& indent, std::string& out) const {
+    const std::size_t width = s.values.size();
+    const kir::BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
+    if (lang_.vector_f32.empty() || lang_.vector_construct.empty()) {
+      const ScalarType it = s.index.type();
+      auto constant = [&](std::int64_t v) { return it == ScalarType::u32 ? kir::u32(v) : kir::i32(v); };
+      for (std::size_t c = 0; c < width; ++c) {
+        const Expr element = s.index * constant(static_cast<std::int64_t>(width)) + constant(static_cast<std::int64_t>(c));
+        out += indent + buffer_element(s.buffer, element) + " = " + expr(s.values[c]) + ";\n";
+      }
+      return;
+    }
+    const std::string vector_type = vector_type_name(s.type, width);
+    std::string components;
+    for (std::size_t c = 0; c < width; ++c) components += (c ? ", " : "") + expr(s.values[c]);
+    const std::string access = format(lang_.buffer_vector_access, "buffer_vector_access",
+                                      {{"name", buffer_identifier(b.name)},
+                                       {"view", vector_view_identifier(b.name, width)},
+                                       {"vector_type", vector_type},
+                                       {"readonly", readonly_text(s.buffer)},
+                                       {"index", expr(s.index)}});
+    out += indent + access + " = " +
+           format(lang_.vector_construct, "vector_construct",
+                  {{"vector_type", vector_type}, {"components", components}}) +
+           ";\n";
+  }
+
   std::string param_text(int index) const {
     return format(lang_.param_access, "param_access", {{"index", std::to_string(index)}});
   }
@@ -398,6 +430,7 @@ class Renderer {
         return;
       }
       case StmtKind::load_vector: load_vector(s, indent, out); return;
+      case StmtKind::store_vector: store_vector(s, indent, out); return;
       case StmtKind::shared_store:
         out += indent + shared_element(s.buffer, s.index) + " = " + expr(s.value) + ";\n";
         return;
