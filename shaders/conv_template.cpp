@@ -16,6 +16,7 @@ using detail::add_scaled;
 using detail::ceil_div;
 using detail::declare_i32;
 using detail::indexed;
+using detail::kVector;
 using kir::Expr;
 using kir::ScalarType;
 using kir::Stmt;
@@ -50,6 +51,7 @@ GemmProblem conv_gemm_problem(const ConvProblem& p) {
   g.y = p.y;
   g.a_base_multiple = cog * k;       // the bases below: group * cog * k and
   g.b_base_multiple = cig * in_plane;  // image * Ci * in plane + group * cig * in plane
+  g.y_base_multiple = cog * out_plane;  // image * Co * out plane + group * cog * out plane
   const std::int64_t groups = p.groups;
   auto group_of = [groups](Expr batch) { return groups == 1 ? kir::i32(0) : batch % kir::i32(groups); };
   g.bases = [&p, in_plane, out_plane, cig, cog, k, groups, group_of](std::vector<Stmt>& body, Expr batch) {
@@ -339,24 +341,27 @@ void build_conv_direct(kir::Kernel& kernel, const ConvProblem& p, const ConvKnob
   }
   body.push_back(kir::loop("kh", kir::i32(0), kir::i32(p.kernel_h), std::move(kh_body)));
 
-  // One plain store of the final value per output element.
+  // One plain store of the final value per output element: per channel, a
+  // row of tile_width neighbours, as vec4s when rows of Y keep them aligned.
   const std::int64_t out_plane = p.out_h * p.out_w;
   const Expr y_base = declare_i32(
       body, "y_base", add_scaled(add_scaled(add_scaled({}, image, p.out_channels * out_plane), oh, p.out_w), ow0, 1));
   const bool column_tail = p.out_w % tw != 0;
   for (std::int64_t i = 0; i < tc; ++i) {
-    for (std::int64_t j = 0; j < tw; ++j) {
-      const auto ui = static_cast<std::size_t>(i);
-      const Expr value = finish(p, kir::var(indexed("acc", i, j), ScalarType::f32), channels[ui]);
-      const Expr y_at = add_constant(add_scaled(y_base, channels[ui], out_plane), j);
-      Expr in_bounds;
-      if (channel_tail && i > 0) in_bounds = add_constant(c0, i) < kir::i32(cog);
-      if (column_tail && j > 0) {
-        const Expr column_in = add_constant(ow0, j) < kir::i32(p.out_w);
-        in_bounds = in_bounds ? (in_bounds && column_in) : column_in;
-      }
-      Stmt store = kir::store(p.y, y_at, value);
-      body.push_back(in_bounds ? kir::branch(in_bounds, {std::move(store)}) : std::move(store));
+    const auto ui = static_cast<std::size_t>(i);
+    detail::TileRow row;
+    for (std::int64_t j = 0; j < tw; ++j)
+      row.values.push_back(finish(p, kir::var(indexed("acc", i, j), ScalarType::f32), channels[ui]));
+    const Expr row_start = add_scaled(y_base, channels[ui], out_plane);
+    row.element = [&](std::size_t j) { return add_constant(row_start, static_cast<std::int64_t>(j)); };
+    row.vector = tw % kVector == 0 && p.out_w % kVector == 0;
+    if (column_tail)
+      row.column_guard = [&](std::size_t j) { return add_constant(ow0, static_cast<std::int64_t>(j)) < kir::i32(p.out_w); };
+    std::vector<Stmt> stores = detail::store_tile_row(kernel, p.y, row, static_cast<std::uint32_t>(i));
+    if (channel_tail && i > 0) {
+      body.push_back(kir::branch(add_constant(c0, i) < kir::i32(cog), std::move(stores)));
+    } else {
+      body.insert(body.end(), std::make_move_iterator(stores.begin()), std::make_move_iterator(stores.end()));
     }
   }
 }

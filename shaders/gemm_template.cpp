@@ -149,6 +149,49 @@ GemmKnobs register_knobs(GemmKnobs knobs) {
   return knobs;
 }
 
+// Where the output stage writes: the tile's rows and columns (unclamped),
+// its column block nb (past the last one in a partial panel: nothing is
+// stored), Y's base and the batch entry.
+struct OutputTile {
+  std::vector<Expr> rows, cols;
+  Expr nb;
+  std::int64_t n_blocks = 0;
+  Expr y_base, batch;
+};
+
+// Stores the tile: each row's values (p.epilogue of its accumulators), as
+// vec4 stores along N where the layout allows (see gemm_template.h), under
+// guards only for the edges the shape has: a row guard unless M is a
+// multiple of tile_m, a column-group guard unless N is one of tile_n.
+void append_output_stage(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knobs, const OutputTile& t) {
+  const bool vector_store = knobs.vector_width == kVector && knobs.tile_n % kVector == 0 && p.n % kVector == 0 &&
+                            p.y_col_stride == 1 && p.y_row_stride % kVector == 0 &&
+                            (!p.bases || p.y_base_multiple % kVector == 0);
+  const bool row_edges = p.m % knobs.tile_m != 0;
+  const bool column_edges = p.n % knobs.tile_n != 0;
+  const Expr in_panel = t.nb < kir::i32(t.n_blocks);
+  std::vector<Stmt> tile;  // the rows under one guard when M has no row edge
+  for (std::uint32_t i = 0; i < knobs.tile_m; ++i) {
+    detail::TileRow row;
+    for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
+      Expr value = kir::var(indexed("acc", i, j), ScalarType::f32);
+      row.values.push_back(p.epilogue ? p.epilogue(value, t.rows[i], t.cols[j], t.batch) : value);
+    }
+    const Expr row_start = add_scaled(t.y_base, t.rows[i], p.y_row_stride);
+    row.element = [&](std::size_t j) { return add_scaled(row_start, t.cols[j], p.y_col_stride); };
+    row.vector = vector_store;
+    if (column_edges) row.column_guard = [&](std::size_t j) { return t.cols[j] < kir::i32(p.n); };
+    std::vector<Stmt> stores = detail::store_tile_row(kernel, p.y, row, i);
+    if (!row_edges) {
+      tile.insert(tile.end(), std::make_move_iterator(stores.begin()), std::make_move_iterator(stores.end()));
+      continue;
+    }
+    const Expr row_in = i > 0 ? in_panel && t.rows[i] < kir::i32(p.m) : in_panel;
+    kernel.body.push_back(kir::branch(row_in, std::move(stores)));
+  }
+  if (!row_edges) kernel.body.push_back(kir::branch(in_panel, std::move(tile)));
+}
+
 }  // namespace
 
 std::int64_t gemm_invocations(const GemmProblem& p, const GemmKnobs& given) {
@@ -263,18 +306,7 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& give
     body.push_back(kir::loop("kk", kir::i32(k_main), kir::i32(p.k), std::move(step)));
   }
 
-  // One plain store of the final value per output element.
-  for (std::uint32_t i = 0; i < knobs.tile_m; ++i) {
-    for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
-      Expr value = kir::var(indexed("acc", i, j), ScalarType::f32);
-      if (p.epilogue) value = p.epilogue(value, rows[i], cols[j], batch);
-      const Expr at = add_scaled(add_scaled(bases.y, rows[i], p.y_row_stride), cols[j], p.y_col_stride);
-      Expr in_bounds = nb < kir::i32(n_blocks);
-      if (i > 0) in_bounds = in_bounds && rows[i] < kir::i32(p.m);
-      if (j > 0) in_bounds = in_bounds && cols[j] < kir::i32(p.n);
-      body.push_back(kir::branch(in_bounds, {kir::store(p.y, at, value)}));
-    }
-  }
+  append_output_stage(kernel, p, knobs, {rows, cols, nb, n_blocks, bases.y, batch});
 }
 
 }  // namespace kiln::shaders

@@ -14,10 +14,20 @@
 //
 // Edges: rows and columns past M or N load a clamped (valid) element and
 // are not stored, so no shape needs to be a multiple of the tiles. The clamps
-// and guards are emitted for every shape, so GEMMs that differ only in their
-// sizes have one structure (and share a kernel through runtime parameters,
-// src/kernel/parameterise.h). Every output element is written once, by a
-// plain store of its final value.
+// are emitted for every shape, so GEMMs that differ only in their sizes have
+// one structure (and share a kernel through runtime parameters,
+// src/kernel/parameterise.h); a store guard is left out where M or N is a
+// multiple of the tile, so sizes of one divisibility share a kernel. Every
+// output element is written once, by a plain store of its final value: a
+// vec4 store of four neighbours along N (knobs.vector_width 4) when
+// y_col_stride is 1 and N, y_row_stride, tile_n and y's bases are multiples
+// of 4. Epilogue loads that several elements of a row share (a per-row bias)
+// are read once per row.
+//
+// The output stage is where a CPU Vulkan driver spends most of its compile
+// time on this kernel (each buffer access becomes a loop over SIMD lanes):
+// on lavapipe, vec4 stores and one bias load per row compile an 8x16 tile's
+// GEMM 2.9x faster (609 -> 211 ms), 3.3x with a fused residual add.
 //
 // Shared-memory tiling (knobs.shared_k_tile > 0, for GPUs; gemm_shared.h):
 // the workgroup stages tiles of A and B in shared memory and may split K
@@ -71,9 +81,10 @@ struct GemmProblem {
   std::int64_t b_k_stride = 0, b_col_stride = 0;
   std::int64_t y_row_stride = 0, y_col_stride = 1;
   kir::Buf a, b, y;
-  // Every base of A (B) that `bases` returns is a multiple of this many
-  // elements; vector loads need multiples of 4. Ignored when bases is unset.
-  std::int64_t a_base_multiple = 1, b_base_multiple = 1;
+  // Every base of A (B, Y) that `bases` returns is a multiple of this many
+  // elements; vector loads and stores need multiples of 4. Ignored when bases
+  // is unset.
+  std::int64_t a_base_multiple = 1, b_base_multiple = 1, y_base_multiple = 1;
   // Declares what it needs into `body` and returns the bases of batch entry
   // `batch` (an i32 in [0, batch)). Unset: every base is 0 (batch must be 1).
   std::function<GemmBases(std::vector<kir::Stmt>& body, kir::Expr batch)> bases;

@@ -6,6 +6,7 @@
 #include "src/kernel/ir.h"
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,33 @@ kir::Expr declare_i32(std::vector<kir::Stmt>& body, const std::string& name, kir
 // needs no modulo (linear < product of extents).
 std::vector<kir::Expr> split_index(std::vector<kir::Stmt>& body, kir::Expr linear,
                                    const std::vector<std::pair<std::string, std::int64_t>>& extents);
+
+// Whether a and b are the same expression tree (same kinds, types, values,
+// names, buffers and operands).
+bool same_expr(const kir::Expr& a, const kir::Expr& b);
+// `e` with every subtree that is the same expression as `from` replaced by `to`.
+kir::Expr replace_expr(const kir::Expr& e, const kir::Expr& from, const kir::Expr& to);
+
+// One row of a register tile's output: values[j] goes to element(j) of Y.
+struct TileRow {
+  std::vector<kir::Expr> values;
+  std::function<kir::Expr(std::size_t column)> element;
+  // The elements are consecutive, element(0) is a multiple of 4 and there
+  // are a multiple of 4 values: stored as vec4s.
+  bool vector = false;
+  // Unset: every column is stored. Set: the condition for storing columns
+  // from j on (asked for the first column of each group but the first; the
+  // first is stored whenever the row is).
+  std::function<kir::Expr(std::size_t column)> column_guard;
+};
+// The statements that store `row` to `y` (names numbered by `row_index`):
+// loads of read-only buffers that the row's values share and that its
+// first store reads (a per-channel bias) are read once, then one store per
+// value or per vec4, each group after the first under column_guard. On CPU
+// Vulkan drivers each buffer access compiles to a loop over SIMD lanes, so
+// this is most of a tile kernel's compile time as well as its memory work.
+std::vector<kir::Stmt> store_tile_row(const kir::Kernel& kernel, kir::Buf y, const TileRow& row,
+                                      std::uint32_t row_index);
 
 // ceil(a / b) for positive b.
 constexpr std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }

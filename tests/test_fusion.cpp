@@ -402,6 +402,77 @@ BOOST_AUTO_TEST_CASE(consumer_reading_a_later_value_moves_the_group_after_it) {
   check_on_vulkan(model, inputs);
 }
 
+// Statements of `kind` in `body`, nested ones included.
+int count_statements(const std::vector<kiln::kir::Stmt>& body, kiln::kir::StmtKind kind) {
+  int n = 0;
+  for (const auto& s : body) n += (s.kind == kind) + count_statements(s.body, kind) + count_statements(s.else_body, kind);
+  return n;
+}
+
+BOOST_AUTO_TEST_CASE(vector_stores_take_a_residual_epilogue_as_vectors) {
+  using kiln::kir::StmtKind;
+  // 1x1 convolutions: 64 channels over 16x16 pixels (whole register tiles)
+  // and 60 over 14x14; both store vec4s.
+  for (const auto& [channels, side] : {std::pair{64, 16}, std::pair{60, 14}}) {
+    BOOST_TEST_CONTEXT(channels << " channels, " << side << "x" << side) {
+      kiln::Builder b("pointwise_residual");
+      auto x = b.input("x", DType::f32, {1, channels, side, side});
+      auto w = constant(b, "w", {channels, channels, 1, 1}, 30);
+      auto bias = constant(b, "bias", {channels}, 31);
+      const kiln::Model model = b.build({b.relu(b.add(x, b.conv2d(x, w, bias)))});
+      const std::vector<Tensor> inputs = {random_tensor({1, channels, side, side}, 32)};
+      auto plan = check_on_interpreter(model, inputs);
+      BOOST_REQUIRE(plan.steps.size() == 1u);
+      const kiln::kir::Kernel& k = plan.steps[0].kernel->kernel;
+      // Every output goes through a vec4 store, the residual through vec4 loads.
+      BOOST_TEST(count_statements(k.body, StmtKind::store) == 0);
+      BOOST_TEST(count_statements(k.body, StmtKind::store_vector) > 0);
+      BOOST_TEST(count_statements(k.body, StmtKind::load_vector) > count_statements(k.body, StmtKind::store_vector));
+      check_on_vulkan(model, inputs);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(vector_store_with_a_branching_consumer_is_inlined_per_component) {
+  namespace kir = kiln::kir;
+  // Producer: y[4v .. 4v+3] = x[4v .. 4v+3] * 2 as one vector store.
+  kir::Kernel producer("producer");
+  auto in = producer.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
+  auto out = producer.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  producer.global_size = 3;
+  const auto v = kir::global_index();
+  producer.body.push_back(kir::load_vector({"a", "b", "c", "d"}, in, v, kir::ScalarType::f32));
+  std::vector<kir::Expr> doubled;
+  for (const char* name : {"a", "b", "c", "d"}) doubled.push_back(kir::var(name, kir::ScalarType::f32) * kir::f32(2));
+  producer.body.push_back(kir::store_vector(out, v, doubled));
+  // Consumer: z[i] = y[i] > 1 ? y[i] + r[i] : -1, written with a branch.
+  kir::Kernel consumer("clip");
+  auto y = consumer.add_buffer("y", kir::ScalarType::f32, kir::Access::read);
+  auto r = consumer.add_buffer("r", kir::ScalarType::f32, kir::Access::read);
+  auto z = consumer.add_buffer("z", kir::ScalarType::f32, kir::Access::write);
+  consumer.global_size = 12;
+  const auto i = kir::global_index();
+  const auto yi = kir::load(y, i, kir::ScalarType::f32);
+  consumer.body.push_back(kir::branch(yi > kir::f32(1), {kir::store(z, i, yi + kir::load(r, i, kir::ScalarType::f32))},
+                                      {kir::store(z, i, kir::f32(-1))}));
+  const kiln::fuse::BoundKernel p{producer, {0, 1}};
+  const kiln::fuse::BoundKernel c{consumer, {1, 2, 3}};
+  BOOST_REQUIRE(!kiln::fuse::epilogue_unfusable_reason(p, c, 1, 12).has_value());
+  const kiln::fuse::BoundKernel fused = kiln::fuse::fuse_epilogue(p, c, 1, 12);
+  BOOST_TEST(count_statements(fused.kernel.body, kir::StmtKind::store_vector) == 0);
+  BOOST_TEST(count_statements(fused.kernel.body, kir::StmtKind::store) == 8);
+  std::vector<float> x(12), residual(12), result(12, 0.0f);
+  for (int e = 0; e < 12; ++e) {
+    x[e] = static_cast<float>(e) * 0.25f - 0.5f;
+    residual[e] = static_cast<float>(e) * 10.0f;
+  }
+  std::vector<std::span<std::byte>> buffers = {std::as_writable_bytes(std::span(x)),
+                                               std::as_writable_bytes(std::span(result)),
+                                               std::as_writable_bytes(std::span(residual))};
+  kir::interpret(fused.kernel, buffers);
+  for (int e = 0; e < 12; ++e) BOOST_TEST(result[e] == (x[e] * 2 > 1 ? x[e] * 2 + residual[e] : -1.0f), "z[" << e << "]");
+}
+
 BOOST_AUTO_TEST_CASE(unfusable_pairs_say_why) {
   kiln::kir::Kernel producer("producer");
   auto in = producer.add_buffer("x", kiln::kir::ScalarType::f32, kiln::kir::Access::read);

@@ -25,6 +25,7 @@
 #include <kiln/kiln.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <cmath>
@@ -167,10 +168,13 @@ void check_gemm(const GemmCase& c, const sh::GemmKnobs& knobs, RunOn where = Run
   const kir::Buf bias = kernel.add_buffer("bias", kir::ScalarType::f32, kir::Access::read);
   p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
   const std::int64_t a_size = c.m * c.k, y_size = c.m * c.n;
-  if (c.batch > 1)
+  if (c.batch > 1) {
     p.bases = [&](std::vector<kir::Stmt>&, kir::Expr batch) {
       return sh::GemmBases{batch * kir::i32(a_size), kir::i32(0), batch * kir::i32(y_size)};
     };
+    p.a_base_multiple = a_size;
+    p.y_base_multiple = y_size;
+  }
   if (c.bias_and_relu)
     p.epilogue = [&](kir::Expr acc, kir::Expr row, kir::Expr, kir::Expr) {
       return kir::max(acc + kir::load(bias, row, kir::ScalarType::f32), kir::f32(0.0));
@@ -263,6 +267,44 @@ BOOST_AUTO_TEST_CASE(gemm_uses_vector_loads_only_where_they_fit) {
   BOOST_TEST((vector_loads({1, 16, 16, 30, false, false, false}, 4) == std::make_pair(false, true)));  // K % 4 != 0
   // Scalar loads still give the right answer on shapes vec4 would fit.
   for (const GemmCase& c : kGemmCases) check_gemm(c, sh::GemmKnobs{8, 8, 4, 64, 8, 1});
+}
+
+BOOST_AUTO_TEST_CASE(gemm_stores_rows_as_vec4s_and_reads_a_row_bias_once) {
+  // y stores per 8x16 tile, and bias loads, in the printed kernel.
+  auto stores = [](std::int64_t m, std::int64_t n, std::int64_t y_col_stride) {
+    kir::Kernel kernel("gemm_store");
+    sh::GemmProblem p;
+    p.m = m, p.n = n, p.k = 8;
+    p.a_row_stride = 8;
+    p.a_k_stride = 1;
+    p.b_k_stride = n;
+    p.b_col_stride = 1;
+    p.y_row_stride = y_col_stride == 1 ? n : 1;
+    p.y_col_stride = y_col_stride;
+    p.a = kernel.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
+    p.b = kernel.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
+    const kir::Buf bias = kernel.add_buffer("bias", kir::ScalarType::f32, kir::Access::read);
+    p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+    p.epilogue = [&](kir::Expr acc, kir::Expr row, kir::Expr, kir::Expr) {
+      return acc + kir::load(bias, row, kir::ScalarType::f32);
+    };
+    sh::build_gemm(kernel, p, sh::GemmKnobs{8, 16, 4, 64, 8, 4});
+    const std::string text = kir::print(kernel);
+    auto count = [&](const std::string& part) {
+      int found = 0;
+      for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++found;
+      return found;
+    };
+    return std::array<int, 4>{count("y.vec4["), count("\n  y[") + count("\n    y[") + count("\n      y["),
+                              count("bias["), count("if (")};
+  };
+  // N a multiple of 4: 4 vec4 stores per row, one bias load per row; whole
+  // tiles need one guard (the panel), edges a guard per row and column group.
+  BOOST_TEST((stores(16, 32, 1) == std::array<int, 4>{32, 0, 8, 1}), boost::test_tools::per_element());
+  BOOST_TEST((stores(13, 20, 1) == std::array<int, 4>{32, 0, 8, 8 + 8 * 3}), boost::test_tools::per_element());
+  // N = 18 or a strided Y: scalar stores, still one bias load per row.
+  BOOST_TEST((stores(16, 18, 1) == std::array<int, 4>{0, 128, 8, 1 + 8 * 15}), boost::test_tools::per_element());
+  BOOST_TEST((stores(16, 32, 16) == std::array<int, 4>{0, 128, 8, 1}), boost::test_tools::per_element());
 }
 
 // Shapes for the shared-memory path: the kGemmCases plus K spanning several

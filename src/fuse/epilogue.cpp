@@ -4,6 +4,7 @@
 
 #include <kiln/error.h>
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <unordered_set>
@@ -112,6 +113,7 @@ class Inliner {
           if (s.kind == StmtKind::declare || s.kind == StmtKind::loop) consumer_names_.push_back(s.var);
         },
         [](const kir::ExprNode&) {});
+    find_vector_reads();
   }
 
   std::vector<Stmt> rewrite(const std::vector<Stmt>& body) {
@@ -119,6 +121,10 @@ class Inliner {
     for (const Stmt& s : body) {
       if (s.kind == StmtKind::store && s.buffer == a_.producer_slot) {
         inline_at(s, out);
+        continue;
+      }
+      if (s.kind == StmtKind::store_vector && s.buffer == a_.producer_slot) {
+        inline_vector_at(s, out);
         continue;
       }
       Stmt copy = s;
@@ -149,15 +155,106 @@ class Inliner {
     for (const Stmt& s : consumer_.kernel.body) out.push_back(substitute(s));
   }
 
+  // The consumer once per component of a vector store of the value. A
+  // consumer of straight-line code with one store keeps the store a vector
+  // store, and its reads of other buffers at its own global index (a
+  // residual input) become vector loads; any other consumer is inlined per
+  // component as at a scalar store.
+  void inline_vector_at(const Stmt& store, std::vector<Stmt>& out) {
+    const std::size_t width = store.values.size();
+    const kir::ScalarType index_type = store.index.type();
+    Expr vector_index = store.index;
+    if (vector_index->kind != ExprKind::var && vector_index->kind != ExprKind::constant) {
+      const std::string name = fresh_prefix() + "vidx";
+      out.push_back(kir::declare(name, index_type, vector_index));
+      vector_index = kir::var(name, index_type);
+    }
+    const Expr w = index_type == kir::ScalarType::u32 ? kir::u32(static_cast<std::int64_t>(width))
+                                                      : kir::i32(static_cast<std::int64_t>(width));
+    auto element = [&](std::size_t c) {
+      const Expr c_expr = index_type == kir::ScalarType::u32 ? kir::u32(static_cast<std::int64_t>(c))
+                                                             : kir::i32(static_cast<std::int64_t>(c));
+      return vector_index * w + c_expr;
+    };
+    if (!vector_consumer_) {
+      for (std::size_t c = 0; c < width; ++c) inline_at(kir::store(kir::Buf{store.buffer}, element(c), store.values[c]), out);
+      return;
+    }
+    std::vector<std::string> prefixes;
+    for (std::size_t c = 0; c < width; ++c) prefixes.push_back(fresh_prefix());
+    for (std::size_t r = 0; r < vector_reads_.size(); ++r) {
+      std::vector<std::string> names;
+      for (std::size_t c = 0; c < width; ++c) names.push_back(prefixes[c] + "in" + std::to_string(r));
+      const kir::BufferParam& b = consumer_.kernel.buffers[static_cast<std::size_t>(vector_reads_[r])];
+      out.push_back(kir::load_vector(std::move(names), kir::Buf{buffer_map_[static_cast<std::size_t>(vector_reads_[r])]},
+                                     vector_index, b.type));
+    }
+    std::vector<Expr> results;
+    for (std::size_t c = 0; c < width; ++c) {
+      prefix_ = prefixes[c];
+      component_ = static_cast<int>(c);
+      index_ = element(c);
+      if (index_.type() != kir::ScalarType::i32) index_ = kir::cast(kir::ScalarType::i32, index_);
+      if (consumer_uses_index_) {
+        out.push_back(kir::declare(prefix_ + "idx", kir::ScalarType::i32, index_));
+        index_ = kir::var(prefix_ + "idx", kir::ScalarType::i32);
+      }
+      value_ = store.values[c];
+      if (value_->kind != ExprKind::var && value_->kind != ExprKind::constant) {
+        out.push_back(kir::declare(prefix_ + "val", value_.type(), value_));
+        value_ = kir::var(prefix_ + "val", value_.type());
+      }
+      for (const Stmt& s : consumer_.kernel.body) {
+        if (s.kind != StmtKind::store) {
+          out.push_back(substitute(s));
+          continue;
+        }
+        const kir::ScalarType type = consumer_.kernel.buffers[static_cast<std::size_t>(a_.consumer_output)].type;
+        out.push_back(kir::declare(prefix_ + "out", type, substitute(s.value)));
+        results.push_back(kir::var(prefix_ + "out", type));
+      }
+    }
+    component_ = -1;
+    out.push_back(kir::store_vector(kir::Buf{a_.producer_slot}, vector_index, std::move(results)));
+  }
+
+  // Whether the consumer can be inlined at a vector store as a vector
+  // (vector_consumer_), the buffers it reads at exactly its global index
+  // besides the value (vector_reads_), and whether it uses its global index
+  // in any other way (consumer_uses_index_).
+  void find_vector_reads() {
+    int stores = 0;
+    bool straight = true;
+    for (const Stmt& s : consumer_.kernel.body) {
+      if (s.kind == StmtKind::store) ++stores;
+      else if (s.kind != StmtKind::declare && s.kind != StmtKind::assign) straight = false;
+    }
+    vector_consumer_ = straight && stores == 1;
+    std::function<void(const Expr&)> visit = [&](const Expr& e) {
+      if (!e) return;
+      if (e->kind == ExprKind::global_index) consumer_uses_index_ = true;
+      if (e->kind == ExprKind::load && e->args[0]->kind == ExprKind::global_index) {
+        if (is_slot(a_.consumer_value_slots, e->buffer)) return;
+        if (std::find(vector_reads_.begin(), vector_reads_.end(), e->buffer) == vector_reads_.end())
+          vector_reads_.push_back(e->buffer);
+        return;
+      }
+      for (const Expr& arg : e->args) visit(arg);
+    };
+    for (const Stmt& s : consumer_.kernel.body) {
+      visit(s.value);
+      if (s.kind != StmtKind::store) visit(s.index);  // a store's index is the global index (analyze)
+    }
+  }
+
   std::string fresh_prefix() {
     for (;;) {
       const std::string prefix = "f" + std::to_string(next_instance_++) + "_";
-      bool clash = used_.count(prefix + "idx") || used_.count(prefix + "val");
-      for (const std::string& name : consumer_names_) clash = clash || used_.count(prefix + name);
-      if (clash) continue;
-      used_.insert(prefix + "idx");
-      used_.insert(prefix + "val");
-      for (const std::string& name : consumer_names_) used_.insert(prefix + name);
+      std::vector<std::string> names = {prefix + "idx", prefix + "val", prefix + "vidx", prefix + "out"};
+      for (std::size_t r = 0; r < vector_reads_.size(); ++r) names.push_back(prefix + "in" + std::to_string(r));
+      for (const std::string& name : consumer_names_) names.push_back(prefix + name);
+      if (std::any_of(names.begin(), names.end(), [&](const std::string& n) { return used_.count(n) > 0; })) continue;
+      used_.insert(names.begin(), names.end());
       return prefix;
     }
   }
@@ -189,14 +286,27 @@ class Inliner {
       case ExprKind::var: return kir::var(prefix_ + e->name, e->type);
       case ExprKind::load:
         if (is_slot(a_.consumer_value_slots, e->buffer)) return value_;
+        if (component_ >= 0 && e->args[0]->kind == ExprKind::global_index) {
+          const auto read = std::find(vector_reads_.begin(), vector_reads_.end(), e->buffer);
+          if (read != vector_reads_.end())
+            return kir::var(prefix_ + "in" + std::to_string(read - vector_reads_.begin()), e->type);
+        }
         return kir::load(kir::Buf{buffer_map_[static_cast<std::size_t>(e->buffer)]}, substitute(e->args[0]), e->type);
       default: {
         kir::ExprNode node = *e;
         for (Expr& arg : node.args) arg = substitute(arg);
+        // The fused value first in a commutative add or multiply (exact in
+        // IEEE arithmetic), for the same reason as the buffer names.
+        const bool commutes = node.kind == ExprKind::binary &&
+                              (node.binary == kir::BinaryOp::add || node.binary == kir::BinaryOp::mul);
+        if (commutes && is_value(node.args[1]) && !is_value(node.args[0])) std::swap(node.args[0], node.args[1]);
         return Expr(std::make_shared<const kir::ExprNode>(std::move(node)));
       }
     }
   }
+
+  // Whether `e` (substituted) is the fused value or computed from it alone.
+  bool is_value(const Expr& e) const { return e.operator->() == value_.operator->(); }
 
   const BoundKernel& consumer_;
   const Analysis& a_;
@@ -206,6 +316,10 @@ class Inliner {
   int next_instance_ = 0;
   std::string prefix_;
   Expr index_, value_;
+  int component_ = -1;  // inlining component c of a vector store (vector reads substituted), else -1
+  bool vector_consumer_ = false;
+  bool consumer_uses_index_ = false;
+  std::vector<int> vector_reads_;  // consumer buffers read at its global index, besides the value
 };
 
 }  // namespace
@@ -253,8 +367,11 @@ BoundKernel fuse_epilogue(const BoundKernel& producer, const BoundKernel& consum
     for (std::size_t j = 0; j < fused.values.size() && buffer_map[i] < 0; ++j)
       if (fused.values[j] == consumer.values[i] && k.buffers[j].access == Access::read) buffer_map[i] = static_cast<int>(j);
     if (buffer_map[i] >= 0) continue;
+    // Named by role, not by the consumer's own name for it (Add's "a" or "b"
+    // depends on which operand the producer made): fusions that differ only
+    // in operand order then render alike and share a kernel.
     const kir::BufferParam& in = consumer.kernel.buffers[i];
-    k.buffers.push_back({unique_buffer_name(k.buffers, in.name), in.type, Access::read});
+    k.buffers.push_back({unique_buffer_name(k.buffers, "epilogue_in"), in.type, Access::read});
     fused.values.push_back(consumer.values[i]);
     buffer_map[i] = static_cast<int>(k.buffers.size() - 1);
   }

@@ -30,9 +30,10 @@ struct ParameteriseOptions {
   // constants: 32 i32s). A group needing more is left as it is.
   std::size_t max_params = 32;
   // Whether loop bounds may become parameters. Off, they are structure: a
-  // trip count the driver's compiler knows keeps loops tight (measured on
-  // lavapipe: ResNet-50's GEMMs ~9% slower with runtime K bounds), at the
-  // price of one kernel per distinct bound.
+  // trip count the driver's compiler knows keeps loops tight, at the price
+  // of one kernel per distinct bound. On lavapipe, ResNet-50 with runtime
+  // bounds runs ~3% slower and compiles 6.6 -> 4.8 s cold; the executor turns
+  // this on for CPU devices only.
   bool loop_bounds = false;
 };
 

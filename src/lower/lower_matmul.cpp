@@ -159,6 +159,7 @@ kir::Kernel lower_matmul_packed_b(const OpContext& ctx, const MatMulShape& s) {
   problem.y = kernel.add_buffer("y", ScalarType::f32, Access::write);
   problem.a_base_multiple = 4;  // every A base is 0
   problem.b_base_multiple = s.k * block;
+  problem.y_base_multiple = block;
   problem.bases = [&s](std::vector<Stmt>& body, Expr slab) {
     shaders::GemmBases bases;
     bases.a = kir::i32(0);
@@ -213,6 +214,7 @@ kir::Kernel lower_matmul(const OpContext& ctx) {
   if (problem.batch > 1) {
     problem.a_base_multiple = s.m * s.k;
     problem.b_base_multiple = s.k * s.n;
+    problem.y_base_multiple = s.m * s.n;
     problem.bases = [&s](std::vector<Stmt>& body, Expr batch) {
       const Shape batch_shapes[] = {s.batch_a, s.batch_b};
       const std::vector<Expr> offsets = broadcast_offsets(body, batch, s.batch, batch_shapes, "bc");
