@@ -133,7 +133,7 @@ BOOST_AUTO_TEST_CASE(identical_kernels_need_no_parameters) {
 }
 
 BOOST_AUTO_TEST_CASE(a_group_over_the_limit_stays_unmerged) {
-  kir::Kernel small = make_gemm(8, 32, 16), large = make_gemm(16, 64, 32);
+  kir::Kernel small = make_gemm(8, 32, 32), large = make_gemm(16, 64, 64);
   const std::string small_text = kir::print(small);
   const kir::ParameteriseReport report = parameterise({&small, &large}, 1, true);
   BOOST_TEST(report.groups == 0);
@@ -160,11 +160,16 @@ BOOST_AUTO_TEST_CASE(only_differing_literals_become_parameters) {
 }
 
 BOOST_AUTO_TEST_CASE(loop_bounds_are_structure_unless_asked) {
-  kir::Kernel k16 = make_gemm(8, 32, 16), k32 = make_gemm(8, 32, 32);
-  BOOST_TEST(parameterise({&k16, &k32}).groups == 0);
-  BOOST_TEST(k16.params.empty());
-  BOOST_TEST(parameterise({&k16, &k32}, 32, true).groups == 1);
-  BOOST_TEST(contains(kir::print(k16), "kk < param("));
+  kir::Kernel k32 = make_gemm(8, 32, 32), k64 = make_gemm(8, 32, 64);
+  BOOST_TEST(parameterise({&k32, &k64}).groups == 0);
+  BOOST_TEST(k32.params.empty());
+  BOOST_TEST(parameterise({&k32, &k64}, 32, true).groups == 1);
+  BOOST_TEST(contains(kir::print(k32), "kk < param("));
+  // Short trip counts (K 16 and 24: bounds below kShortLoopBound) stay
+  // constants even when asked.
+  kir::Kernel k16 = make_gemm(8, 32, 16), k24 = make_gemm(8, 32, 24);
+  BOOST_TEST(parameterise({&k16, &k24}, 32, true).groups == 0);
+  BOOST_TEST(contains(kir::print(k16), "kk < 16"));
 }
 
 BOOST_AUTO_TEST_CASE(per_element_divisors_stay_constants) {
@@ -192,7 +197,7 @@ BOOST_AUTO_TEST_CASE(interpreter_results_equal_the_baked_kernels) {
   struct Shape {
     std::int64_t m, n, k;
   };
-  const std::vector<Shape> shapes = {{8, 32, 16}, {16, 64, 32}, {12, 48, 8}};
+  const std::vector<Shape> shapes = {{8, 32, 32}, {16, 64, 64}, {12, 48, 40}};
   std::vector<kir::Kernel> baked, parameterised;
   for (const Shape& s : shapes) {
     baked.push_back(make_gemm(s.m, s.n, s.k));
@@ -231,7 +236,7 @@ BOOST_AUTO_TEST_CASE(verify_checks_parameter_indices) {
 }
 
 BOOST_AUTO_TEST_CASE(parameterised_kernels_render_and_compile_for_every_language) {
-  kir::Kernel small = make_gemm(8, 32, 16), large = make_gemm(16, 64, 32);
+  kir::Kernel small = make_gemm(8, 32, 32), large = make_gemm(16, 64, 64);
   BOOST_TEST_REQUIRE(parameterise({&small, &large}, 32, true).groups == 1);
   int compiled = 0;
   for (const kiln::backend::Backend* backend : kiln::backend::all_backends()) {

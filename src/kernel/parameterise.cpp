@@ -55,8 +55,8 @@ class LiteralMapper {
       m.value = expr(s.value, in_loop, false);
       m.index = expr(s.index, in_loop, false);
       for (Expr& value : m.values) value = expr(value, in_loop, false);
-      m.begin = expr(s.begin, true, pin_loop_bounds_);
-      m.end = expr(s.end, true, pin_loop_bounds_);
+      m.begin = expr(s.begin, true, pin_bound(s.begin));
+      m.end = expr(s.end, true, pin_bound(s.end));
       m.body = block(s.body, in_loop || s.kind == StmtKind::loop);
       m.else_body = block(s.else_body, in_loop);
       out.push_back(std::move(m));
@@ -82,6 +82,13 @@ class LiteralMapper {
   }
 
   OnLiteral& on_literal_;
+  // Loop bounds are structure unless asked otherwise; a short constant trip
+  // (a 3x3 or 7x7 window, a small K) stays structure either way: it is what
+  // a driver unrolls, and a kernel family rarely differs there.
+  bool pin_bound(const Expr& bound) const {
+    return pin_loop_bounds_ || (bound && is_integer_literal(*bound) && bound->ivalue < kShortLoopBound);
+  }
+
   bool pin_loop_bounds_;
   bool kernel_has_loop_;
 };

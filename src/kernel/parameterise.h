@@ -25,15 +25,21 @@
 
 namespace kiln::kir {
 
+// Constant loop bounds below this stay literals even where loop bounds may
+// become parameters (ParameteriseOptions::loop_bounds): a short trip count
+// (a 3x3 or 7x7 window, a small K) is what a driver's compiler unrolls.
+inline constexpr std::int64_t kShortLoopBound = 32;
+
 struct ParameteriseOptions {
   // Most parameters one kernel may take (Vulkan guarantees 128 bytes of push
   // constants: 32 i32s). A group needing more is left as it is.
   std::size_t max_params = 32;
   // Whether loop bounds may become parameters. Off, they are structure: a
   // trip count the driver's compiler knows keeps loops tight, at the price
-  // of one kernel per distinct bound. On lavapipe, ResNet-50 with runtime
-  // bounds runs ~3% slower and compiles 6.6 -> 4.8 s cold; the executor turns
-  // this on for CPU devices only.
+  // of one kernel per distinct bound. On lavapipe runtime bounds cost 0-3%
+  // of GEMM device time (5-9% for ConvNeXt's packed MatMuls) and cut
+  // ResNet-50's cold compile 6.6 -> 4.4 s; the executor turns this on for
+  // CPU devices only. Bounds below kShortLoopBound stay literals anyway.
   bool loop_bounds = false;
 };
 
