@@ -796,6 +796,12 @@ BOOST_AUTO_TEST_CASE(dumped_sources_are_the_compiled_kernels) {
       files.insert(kernel.file_name);
     }
     BOOST_TEST(files.size() == sources.kernels.size());  // one file per kernel
+    if (backend == "vulkan") {
+      // Parameterised as compiled: one distinct source per pipeline it loads.
+      std::set<std::string> texts;
+      for (const auto& kernel : sources.kernels) texts.insert(kernel.source);
+      BOOST_TEST(static_cast<int>(texts.size()) == compiled.stats().kernels);
+    }
   }
   BOOST_CHECK_THROW(kiln::fuse::generate_sources(model, "no_such_backend"), kiln::Error);
 }

@@ -5,7 +5,12 @@
 // target.
 #pragma once
 
+#include "backends/backend.h"
+#include "src/kernel/parameterise.h"
+
 #include <kiln/model.h>
+
+#include <span>
 
 #include <string>
 #include <utility>
@@ -28,8 +33,17 @@ struct BackendSources {
   std::vector<std::string> host_steps;   // "node (op): reason" for each graph break
 };
 
-// Throws NotFound for a backend that is not built in.
+// Throws NotFound for a backend that is not built in. The sources are the
+// ones the device compiles: after parameterise_for_target.
 BackendSources generate_sources(const Model& model, const std::string& backend);
+
+// Gives kernels of one structure shared sources with runtime parameters
+// (src/kernel/parameterise.h) as compiled mode does for `target`: up to its
+// parameter limit, with loop bounds as parameters on CPU devices.
+// KILN_NO_PARAMETERISE=1 turns it off; KILN_PARAMETERISE_LOOP_BOUNDS=0/1
+// decides loop bounds on any device.
+kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> kernels,
+                                                const backend::TargetDesc& target);
 
 // Every built-in backend's name, in preference order.
 std::vector<std::string> source_backends();

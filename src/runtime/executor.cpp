@@ -2,12 +2,12 @@
 
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
+#include "src/fuse/sources.h"
 #include "src/kernel/parameterise.h"
 #include "src/lower/lower.h"
 #include "src/runtime/log.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <limits>
 #include <map>
 #include <set>
@@ -224,37 +224,12 @@ void Executor::lower_graph() {
 }
 
 void Executor::parameterise_kernels(std::span<kir::Kernel* const> kernels) const {
-  // KILN_NO_PARAMETERISE=1 keeps every shape baked in, for A/B measurements.
-  // As the graph passes' KILN_NO_* switches: set and not "0" means on.
-  const auto switched_on = [](const char* name) {
-    const char* value = std::getenv(name);
-    return value != nullptr && *value != '\0' && std::string(value) != "0";
-  };
-  if (switched_on("KILN_NO_PARAMETERISE")) return;
-  constexpr std::uint32_t kParamBytes = sizeof(std::int32_t);
-  constexpr std::uint32_t kUnstatedLimitBytes = 128;  // what every Vulkan device offers
-  const std::uint32_t limit = ctx_->device->target().max_kernel_param_bytes;
-  kir::ParameteriseOptions options;
-  options.max_params = (limit != 0 ? limit : kUnstatedLimitBytes) / kParamBytes;
-  // Loop bounds as parameters: fewer kernels (faster cold compiles) for
-  // loops whose trip count the driver does not know (ParameteriseOptions::
-  // loop_bounds). Worth it where the driver's compiler is the cost of a cold
-  // compile: on a CPU device (lavapipe's LLVM: ResNet-50 compiles 6.6 -> 4.4 s
-  // cold, ConvNeXt-T 6.7 -> 4.2 s; GEMM device time 0-3% longer, ConvNeXt's
-  // packed MatMuls 5-9%). GPU drivers compile a kernel in tens of
-  // milliseconds, so there the bounds stay constants. KILN_PARAMETERISE_LOOP_BOUNDS
-  // = 1 or 0 overrides.
-  const char* loop_bounds = std::getenv("KILN_PARAMETERISE_LOOP_BOUNDS");
-  options.loop_bounds = loop_bounds != nullptr && *loop_bounds != '\0'
-                            ? switched_on("KILN_PARAMETERISE_LOOP_BOUNDS")
-                            : ctx_->device->target().device_type == "cpu";
-  const kir::ParameteriseReport report = kir::parameterise(kernels, options);
+  const kir::ParameteriseReport report = fuse::parameterise_for_target(kernels, ctx_->device->target());
   runtime::log(runtime::LogLevel::debug,
                "parameterised " + std::to_string(report.kernels) + " kernels of " + model_.name() + " into " +
                    std::to_string(report.groups) + " shared sources (up to " +
                    std::to_string(report.max_params_used) + " parameters; " +
-                   std::to_string(report.groups_over_limit) + " groups over the limit of " +
-                   std::to_string(options.max_params) + ")");
+                   std::to_string(report.groups_over_limit) + " groups over the limit)");
 }
 
 void Executor::assign_storage() {
