@@ -520,6 +520,7 @@ const ConvCase kDirectCases[] = {
     {1, 6, 6, 2, 10, 10, 3, 3, 2, 2, 2, 1, 0, 2, true},  // grouped, dilated, strided, asymmetric pads
     {1, 5, 7, 1, 6, 9, 1, 1, 2, 1, 0, 0, 0, 0, true},    // 1x1 stride 2 (a downsample)
     {1, 2, 3, 1, 5, 5, 2, 4, 1, 1, 0, 2, 1, 1, false},   // rectangular kernel
+    {2, 3, 10, 1, 10, 12, 3, 3, 1, 1, 1, 1, 1, 1, true}, // out_w 12: vec4 row stores, 8-wide tiles with a tail
 };
 // The implicit GEMM computes every convolution; K = Ci/g * kH * kW is split
 // as input channel x taps.
@@ -579,6 +580,31 @@ BOOST_AUTO_TEST_CASE(every_direct_configuration_reads_packed_weights) {
       runs += 7;
     }
   BOOST_TEST(runs == 84);
+}
+
+BOOST_AUTO_TEST_CASE(direct_convolution_stores_rows_as_vec4s_where_they_fit) {
+  // (vec4 stores, scalar stores, bias loads) of a direct convolution with bias.
+  auto stores = [](const ConvCase& c, std::uint32_t width) {
+    kir::Kernel kernel("conv_store");
+    sh::ConvProblem p = conv_problem(c);
+    p.x = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
+    p.w = kernel.add_buffer("w", kir::ScalarType::f32, kir::Access::read);
+    p.bias = kernel.add_buffer("bias", kir::ScalarType::f32, kir::Access::read);
+    p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+    sh::build_conv(kernel, p, {sh::ConvAlgorithm::direct, {}, {8, width, 64}});
+    const std::string text = kir::print(kernel);
+    auto count = [&](const std::string& part) {
+      int found = 0;
+      for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++found;
+      return found;
+    };
+    return std::array<int, 3>{count("y.vec4["), count("y["), count("bias[")};
+  };
+  const ConvCase& aligned = kDirectCases[5];  // out_w 12
+  BOOST_TEST((stores(aligned, 8) == std::array<int, 3>{16, 0, 8}), boost::test_tools::per_element());
+  BOOST_TEST((stores(aligned, 4) == std::array<int, 3>{8, 0, 8}), boost::test_tools::per_element());
+  // out_w 11: rows of Y are not 4-aligned, so scalar stores; one bias load per channel all the same.
+  BOOST_TEST((stores(kDirectCases[0], 8) == std::array<int, 3>{0, 64, 8}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(packed_weights_load_as_vec4_with_four_channel_blocks) {
