@@ -177,11 +177,18 @@ BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
   BOOST_TEST(passes::pack_matmul_weights(model.graph()).report.changes == 1);
 }
 
-BOOST_AUTO_TEST_CASE(pipeline_packs_last) {
-  const passes::PipelineResult result = passes::run_compile_passes(linear_model(kCases[0]).graph());
-  BOOST_REQUIRE(!result.reports.empty());
-  BOOST_TEST(result.reports.back().pass == "pack_matmul_weights");
-  BOOST_TEST(result.reports.back().changes == 1);
+BOOST_AUTO_TEST_CASE(pipeline_packs_last_for_cpu_devices_only) {
+  const kiln::Model model = linear_model(kCases[0]);
+  const passes::PipelineResult cpu = passes::run_compile_passes(model.graph(), {.cpu_device = true});
+  BOOST_REQUIRE(!cpu.reports.empty());
+  BOOST_TEST(cpu.reports.back().pass == "pack_matmul_weights");
+  BOOST_TEST(cpu.reports.back().changes == 1);
+  // A GPU keeps row-major B (its GEMMs stage B's tiles in shared memory) and is told why.
+  const passes::PipelineResult gpu = passes::run_compile_passes(model.graph());
+  BOOST_TEST(gpu.reports.back().pass == "pack_matmul_weights");
+  BOOST_TEST(gpu.reports.back().changes == 0);
+  BOOST_TEST(mentions(gpu.reports.back(), "CPU devices"));
+  for (const auto& node : gpu.graph.nodes()) BOOST_TEST(!node.attrs.has("weight_layout"));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -3,7 +3,7 @@
 
 namespace kiln::graph::passes {
 
-PipelineResult run_compile_passes(const Graph& graph) {
+PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& options) {
   using Pass = PassResult (*)(const Graph&);
   static constexpr Pass kPipeline[] = {&fold_constants, &fold_batch_norm, &fuse_activation, &drop_identity_resize,
                                       &conv_before_upsample, &trim_conv_window, &slice_strided_pointwise_conv,
@@ -15,6 +15,11 @@ PipelineResult run_compile_passes(const Graph& graph) {
 
   PipelineResult result{graph, {}};
   for (Pass pass : kPipeline) {
+    if (pass == &pack_matmul_weights && !options.cpu_device) {
+      PassReport skipped{"pack_matmul_weights", 0, {"not for this device: NK16n MatMul weights are chosen for CPU devices"}};
+      result.reports.push_back(std::move(skipped));
+      continue;
+    }
     PassResult step = pass(result.graph);
     try {
       step.graph.verify();

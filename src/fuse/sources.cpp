@@ -69,7 +69,8 @@ kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> ke
 BackendSources generate_sources(const Model& model, const std::string& backend_name) {
   const backend::Backend& b = backend::get_backend(backend_name);
   const backend::TargetDesc target = plan_target(b);
-  const graph::Graph g = graph::passes::run_compile_passes(model.graph()).graph;
+  const graph::Graph g =
+      graph::passes::run_compile_passes(model.graph(), {.cpu_device = target.device_type == "cpu"}).graph;
 
   PlanOptions options;
   options.fuse = true;

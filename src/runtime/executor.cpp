@@ -96,7 +96,8 @@ void Executor::plan() {
   const int compiled_before = ctx_->kernels->compiled();
 
   if (options_.compiled) {
-    auto result = graph::passes::run_compile_passes(model_.graph());
+    auto result = graph::passes::run_compile_passes(model_.graph(),
+                                                    {.cpu_device = ctx_->device->target().device_type == "cpu"});
     for (const auto& report : result.reports) {
       pass_log_.push_back(report.pass + ": " + std::to_string(report.changes) + " change(s)");
       for (const auto& line : report.details) pass_log_.push_back("    " + line);
