@@ -473,6 +473,67 @@ BOOST_AUTO_TEST_CASE(vector_store_with_a_branching_consumer_is_inlined_per_compo
   for (int e = 0; e < 12; ++e) BOOST_TEST(result[e] == (x[e] * 2 > 1 ? x[e] * 2 + residual[e] : -1.0f), "z[" << e << "]");
 }
 
+BOOST_AUTO_TEST_CASE(broadcast_operands_of_a_vector_store_are_read_once_per_vector) {
+  namespace kir = kiln::kir;
+  using kir::ScalarType;
+  // Producer: y[4v .. 4v+3] = x[4v .. 4v+3] as one vector store, over a
+  // [3, 8] value (3 rows of 8: two vectors per row).
+  kir::Kernel producer("producer");
+  auto in = producer.add_buffer("x", ScalarType::f32, kir::Access::read);
+  auto out = producer.add_buffer("y", ScalarType::f32, kir::Access::write);
+  producer.global_size = 6;
+  const auto v = kir::global_index();
+  producer.body.push_back(kir::load_vector({"a", "b", "c", "d"}, in, v, ScalarType::f32));
+  producer.body.push_back(kir::store_vector(out, v,
+                                            {kir::var("a", ScalarType::f32), kir::var("b", ScalarType::f32),
+                                             kir::var("c", ScalarType::f32), kir::var("d", ScalarType::f32)}));
+  // Consumer: z[i] = y[i] * row_scale[i / 8] + column_bias[i % 8] + odd[(i * 3) % 5],
+  // with the column index declared first, as broadcast lowering does.
+  kir::Kernel consumer("scale_bias");
+  auto y = consumer.add_buffer("y", ScalarType::f32, kir::Access::read);
+  auto row_scale = consumer.add_buffer("row_scale", ScalarType::f32, kir::Access::read);
+  auto column_bias = consumer.add_buffer("column_bias", ScalarType::f32, kir::Access::read);
+  auto odd = consumer.add_buffer("odd", ScalarType::f32, kir::Access::read);
+  auto z = consumer.add_buffer("z", ScalarType::f32, kir::Access::write);
+  consumer.global_size = 24;
+  const auto i = kir::global_index();
+  consumer.body.push_back(kir::declare("column", ScalarType::i32, i % kir::i32(8)));
+  consumer.body.push_back(kir::store(
+      z, i,
+      kir::load(y, i, ScalarType::f32) * kir::load(row_scale, i / kir::i32(8), ScalarType::f32) +
+          kir::load(column_bias, kir::var("column", ScalarType::i32), ScalarType::f32) +
+          kir::load(odd, (i * kir::i32(3)) % kir::i32(5), ScalarType::f32)));
+  const kiln::fuse::BoundKernel p{producer, {0, 1}};
+  const kiln::fuse::BoundKernel c{consumer, {1, 2, 3, 4, 5}};
+  const kiln::fuse::BoundKernel fused = kiln::fuse::fuse_epilogue(p, c, 1, 24);
+  const std::string text = kir::print(fused.kernel);
+  // The row scale is one load per vector, the column bias one vec4 load; the
+  // operand read at (3i) % 5 stays a load per component.
+  BOOST_TEST(count_statements(fused.kernel.body, kir::StmtKind::load_vector) == 2);  // x and column_bias
+  BOOST_TEST(count_statements(fused.kernel.body, kir::StmtKind::store_vector) == 1);
+  auto occurrences = [&](const std::string& part) {
+    int n = 0;
+    for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+    return n;
+  };
+  BOOST_TEST(occurrences("epilogue_in[") == 1);        // row_scale
+  BOOST_TEST(occurrences("epilogue_in_2.vec4[") == 1);  // column_bias
+  BOOST_TEST(occurrences("epilogue_in_3[") == 4);       // odd
+
+  std::vector<float> x(24), scale(3), bias(8), odd_values(5), result(24, 0.0f);
+  for (int e = 0; e < 24; ++e) x[e] = static_cast<float>(e) * 0.5f - 3.0f;
+  for (int r = 0; r < 3; ++r) scale[r] = static_cast<float>(r + 2);
+  for (int col = 0; col < 8; ++col) bias[col] = static_cast<float>(col) * 100.0f;
+  for (int k = 0; k < 5; ++k) odd_values[k] = static_cast<float>(k) * 1000.0f;
+  std::vector<std::span<std::byte>> buffers = {
+      std::as_writable_bytes(std::span(x)), std::as_writable_bytes(std::span(result)),
+      std::as_writable_bytes(std::span(scale)), std::as_writable_bytes(std::span(bias)),
+      std::as_writable_bytes(std::span(odd_values))};
+  kir::interpret(fused.kernel, buffers);
+  for (int e = 0; e < 24; ++e)
+    BOOST_TEST(result[e] == x[e] * scale[e / 8] + bias[e % 8] + odd_values[(e * 3) % 5], "z[" << e << "]");
+}
+
 BOOST_AUTO_TEST_CASE(unfusable_pairs_say_why) {
   kiln::kir::Kernel producer("producer");
   auto in = producer.add_buffer("x", kiln::kir::ScalarType::f32, kiln::kir::Access::read);

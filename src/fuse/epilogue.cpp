@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <functional>
 #include <memory>
+#include <unordered_map>
 #include <unordered_set>
 
 namespace kiln::fuse {
@@ -172,6 +173,7 @@ class Inliner {
     const Expr w = index_type == kir::ScalarType::u32 ? kir::u32(static_cast<std::int64_t>(width))
                                                       : kir::i32(static_cast<std::int64_t>(width));
     auto element = [&](std::size_t c) {
+      if (c == 0) return vector_index * w;
       const Expr c_expr = index_type == kir::ScalarType::u32 ? kir::u32(static_cast<std::int64_t>(c))
                                                              : kir::i32(static_cast<std::int64_t>(c));
       return vector_index * w + c_expr;
@@ -189,6 +191,7 @@ class Inliner {
       out.push_back(kir::load_vector(std::move(names), kir::Buf{buffer_map_[static_cast<std::size_t>(vector_reads_[r])]},
                                      vector_index, b.type));
     }
+    hoist_lane_loads(width, element(0), prefixes, out);
     std::vector<Expr> results;
     for (std::size_t c = 0; c < width; ++c) {
       prefix_ = prefixes[c];
@@ -215,7 +218,116 @@ class Inliner {
       }
     }
     component_ = -1;
+    hoisted_.clear();
     out.push_back(kir::store_vector(kir::Buf{a_.producer_slot}, vector_index, std::move(results)));
+  }
+
+  // How an index of the consumer varies over the components of a vector
+  // store of `width` (its global index = width * v + c for component c):
+  // the same for all (a per-channel operand), or element 0 + c with element
+  // 0 a multiple of width (an operand along the last axis, such as a
+  // MatMul's bias), or neither.
+  enum class Lanes : std::uint8_t { unknown, uniform, consecutive };
+
+  static bool multiple_of(const Expr& e, std::int64_t width, bool positive) {
+    return e->kind == ExprKind::constant && e->type != kir::ScalarType::boolean &&
+           (positive ? e->ivalue > 0 : e->ivalue >= 0) && e->ivalue % width == 0;
+  }
+
+  static Lanes lanes(const Expr& e, std::int64_t width) {
+    if (!e) return Lanes::unknown;
+    switch (e->kind) {
+      case ExprKind::constant:
+      case ExprKind::param: return Lanes::uniform;
+      case ExprKind::global_index: return Lanes::consecutive;
+      case ExprKind::cast: {
+        const Lanes inner = lanes(e->args[0], width);
+        const bool integer = e->type == kir::ScalarType::i32 || e->type == kir::ScalarType::u32;
+        return inner == Lanes::uniform || integer ? inner : Lanes::unknown;
+      }
+      case ExprKind::binary: {
+        const Lanes a = lanes(e->args[0], width), b = lanes(e->args[1], width);
+        if (a == Lanes::uniform && b == Lanes::uniform) return Lanes::uniform;
+        const kir::BinaryOp op = e->binary;
+        if (op == kir::BinaryOp::add && a == Lanes::consecutive && multiple_of(e->args[1], width, false))
+          return Lanes::consecutive;
+        if (op == kir::BinaryOp::add && b == Lanes::consecutive && multiple_of(e->args[0], width, false))
+          return Lanes::consecutive;
+        // (w v + c) % N = (w v) % N + c and (w v + c) / D = (w v) / D when
+        // N and D are multiples of w.
+        if (op == kir::BinaryOp::mod && a == Lanes::consecutive && multiple_of(e->args[1], width, true))
+          return Lanes::consecutive;
+        if (op == kir::BinaryOp::div && a == Lanes::consecutive && multiple_of(e->args[1], width, true))
+          return Lanes::uniform;
+        return Lanes::unknown;
+      }
+      case ExprKind::unary:
+      case ExprKind::select:
+        for (const Expr& arg : e->args)
+          if (lanes(arg, width) != Lanes::uniform) return Lanes::unknown;
+        return Lanes::uniform;
+      default: return Lanes::unknown;
+    }
+  }
+
+  // `e` with the consumer's declared variables replaced by their values, or
+  // empty where it uses one that is assigned (or a loop variable).
+  Expr expand(const Expr& e) const {
+    if (!e) return e;
+    if (e->kind == ExprKind::var) {
+      const auto it = definitions_.find(e->name);
+      return it != definitions_.end() ? expand(it->second) : Expr{};
+    }
+    if (e->args.empty()) return e;
+    kir::ExprNode node = *e;
+    for (Expr& arg : node.args) {
+      arg = expand(arg);
+      if (!arg) return Expr{};
+    }
+    return Expr(std::make_shared<const kir::ExprNode>(std::move(node)));
+  }
+
+  static Expr with_global_index(const Expr& e, const Expr& index) {
+    if (!e) return e;
+    if (e->kind == ExprKind::global_index) return index;
+    if (e->args.empty()) return e;
+    kir::ExprNode node = *e;
+    for (Expr& arg : node.args) arg = with_global_index(arg, index);
+    return Expr(std::make_shared<const kir::ExprNode>(std::move(node)));
+  }
+
+  // Before the components of a vector store: the consumer's loads whose
+  // index is the same for every component (one load) or consecutive from an
+  // aligned element (one vector load), read once; substitute() then uses
+  // them (hoisted_). The consumer is straight-line, so each would be read anyway.
+  void hoist_lane_loads(std::size_t width, const Expr& element0, const std::vector<std::string>& prefixes,
+                        std::vector<Stmt>& out) {
+    Expr first = element0;
+    if (first.type() != kir::ScalarType::i32) first = kir::cast(kir::ScalarType::i32, first);
+    const auto w = static_cast<std::int64_t>(width);
+    int next = 0;
+    for (const kir::ExprNode* node : lane_loads_) {
+      const Expr index = expand(node->args[0]);
+      const Lanes kind = lanes(index, w);
+      if (kind == Lanes::unknown) continue;
+      const Expr at = with_global_index(index, first);
+      const kir::Buf buffer{buffer_map_[static_cast<std::size_t>(node->buffer)]};
+      const std::string suffix = "ld" + std::to_string(next++);
+      std::vector<Expr> per_component;
+      if (kind == Lanes::uniform) {
+        out.push_back(kir::declare(prefixes[0] + suffix, node->type, kir::load(buffer, at, node->type)));
+        per_component.assign(width, kir::var(prefixes[0] + suffix, node->type));
+      } else {
+        std::vector<std::string> names;
+        for (std::size_t c = 0; c < width; ++c) {
+          names.push_back(prefixes[c] + suffix);
+          per_component.push_back(kir::var(names.back(), node->type));
+        }
+        const Expr vector_at = at.type() == kir::ScalarType::u32 ? at / kir::u32(w) : at / kir::i32(w);
+        out.push_back(kir::load_vector(std::move(names), buffer, vector_at, node->type));
+      }
+      hoisted_[node] = std::move(per_component);
+    }
   }
 
   // Whether the consumer can be inlined at a vector store as a vector
@@ -245,6 +357,21 @@ class Inliner {
       visit(s.value);
       if (s.kind != StmtKind::store) visit(s.index);  // a store's index is the global index (analyze)
     }
+    if (!vector_consumer_) return;
+    // Declared values, for expand(); an assigned variable has none.
+    for (const Stmt& s : consumer_.kernel.body) {
+      if (s.kind == StmtKind::declare) definitions_[s.var] = s.value;
+      if (s.kind == StmtKind::assign) definitions_.erase(s.var);
+    }
+    for (const Stmt& s : consumer_.kernel.body)
+      if (s.kind == StmtKind::assign) definitions_.erase(s.var);
+    // Loads of other buffers at other indices: candidates for hoist_lane_loads.
+    for (const Stmt& s : consumer_.kernel.body)
+      for_each_expr(s.value, [&](const kir::ExprNode& n) {
+        if (n.kind != ExprKind::load || is_slot(a_.consumer_value_slots, n.buffer)) return;
+        if (n.args[0]->kind == ExprKind::global_index) return;  // a vector read already
+        if (std::find(lane_loads_.begin(), lane_loads_.end(), &n) == lane_loads_.end()) lane_loads_.push_back(&n);
+      });
   }
 
   std::string fresh_prefix() {
@@ -252,6 +379,7 @@ class Inliner {
       const std::string prefix = "f" + std::to_string(next_instance_++) + "_";
       std::vector<std::string> names = {prefix + "idx", prefix + "val", prefix + "vidx", prefix + "out"};
       for (std::size_t r = 0; r < vector_reads_.size(); ++r) names.push_back(prefix + "in" + std::to_string(r));
+      for (std::size_t r = 0; r < lane_loads_.size(); ++r) names.push_back(prefix + "ld" + std::to_string(r));
       for (const std::string& name : consumer_names_) names.push_back(prefix + name);
       if (std::any_of(names.begin(), names.end(), [&](const std::string& n) { return used_.count(n) > 0; })) continue;
       used_.insert(names.begin(), names.end());
@@ -286,6 +414,10 @@ class Inliner {
       case ExprKind::var: return kir::var(prefix_ + e->name, e->type);
       case ExprKind::load:
         if (is_slot(a_.consumer_value_slots, e->buffer)) return value_;
+        if (component_ >= 0) {
+          const auto hoisted = hoisted_.find(e.operator->());
+          if (hoisted != hoisted_.end()) return hoisted->second[static_cast<std::size_t>(component_)];
+        }
         if (component_ >= 0 && e->args[0]->kind == ExprKind::global_index) {
           const auto read = std::find(vector_reads_.begin(), vector_reads_.end(), e->buffer);
           if (read != vector_reads_.end())
@@ -320,6 +452,9 @@ class Inliner {
   bool vector_consumer_ = false;
   bool consumer_uses_index_ = false;
   std::vector<int> vector_reads_;  // consumer buffers read at its global index, besides the value
+  std::unordered_map<std::string, Expr> definitions_;  // the consumer's declared (never assigned) variables
+  std::vector<const kir::ExprNode*> lane_loads_;       // its loads of other buffers at other indices
+  std::unordered_map<const kir::ExprNode*, std::vector<Expr>> hoisted_;  // per component, during a vector store
 };
 
 }  // namespace
