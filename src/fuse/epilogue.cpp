@@ -114,7 +114,7 @@ class Inliner {
           if (s.kind == StmtKind::declare || s.kind == StmtKind::loop) consumer_names_.push_back(s.var);
         },
         [](const kir::ExprNode&) {});
-    find_vector_reads();
+    analyse_vector_consumer();
   }
 
   std::vector<Stmt> rewrite(const std::vector<Stmt>& body) {
@@ -184,14 +184,7 @@ class Inliner {
     }
     std::vector<std::string> prefixes;
     for (std::size_t c = 0; c < width; ++c) prefixes.push_back(fresh_prefix());
-    for (std::size_t r = 0; r < vector_reads_.size(); ++r) {
-      std::vector<std::string> names;
-      for (std::size_t c = 0; c < width; ++c) names.push_back(prefixes[c] + "in" + std::to_string(r));
-      const kir::BufferParam& b = consumer_.kernel.buffers[static_cast<std::size_t>(vector_reads_[r])];
-      out.push_back(kir::load_vector(std::move(names), kir::Buf{buffer_map_[static_cast<std::size_t>(vector_reads_[r])]},
-                                     vector_index, b.type));
-    }
-    hoist_lane_loads(width, element(0), prefixes, out);
+    hoist_lane_loads(width, vector_index, element(0), prefixes, out);
     std::vector<Expr> results;
     for (std::size_t c = 0; c < width; ++c) {
       prefix_ = prefixes[c];
@@ -298,10 +291,11 @@ class Inliner {
 
   // Before the components of a vector store: the consumer's loads whose
   // index is the same for every component (one load) or consecutive from an
-  // aligned element (one vector load), read once; substitute() then uses
-  // them (hoisted_). The consumer is straight-line, so each would be read anyway.
-  void hoist_lane_loads(std::size_t width, const Expr& element0, const std::vector<std::string>& prefixes,
-                        std::vector<Stmt>& out) {
+  // aligned element (one vector load: a residual read at the consumer's own
+  // index is vector `vector_index`), read once; substitute() then uses them
+  // (hoisted_). The consumer is straight-line, so each would be read anyway.
+  void hoist_lane_loads(std::size_t width, const Expr& vector_index, const Expr& element0,
+                        const std::vector<std::string>& prefixes, std::vector<Stmt>& out) {
     Expr first = element0;
     if (first.type() != kir::ScalarType::i32) first = kir::cast(kir::ScalarType::i32, first);
     const auto w = static_cast<std::int64_t>(width);
@@ -323,7 +317,9 @@ class Inliner {
           names.push_back(prefixes[c] + suffix);
           per_component.push_back(kir::var(names.back(), node->type));
         }
-        const Expr vector_at = at.type() == kir::ScalarType::u32 ? at / kir::u32(w) : at / kir::i32(w);
+        const Expr vector_at = node->args[0]->kind == ExprKind::global_index ? vector_index
+                               : at.type() == kir::ScalarType::u32 ? at / kir::u32(w)
+                                                                   : at / kir::i32(w);
         out.push_back(kir::load_vector(std::move(names), buffer, vector_at, node->type));
       }
       hoisted_[node] = std::move(per_component);
@@ -331,10 +327,10 @@ class Inliner {
   }
 
   // Whether the consumer can be inlined at a vector store as a vector
-  // (vector_consumer_), the buffers it reads at exactly its global index
-  // besides the value (vector_reads_), and whether it uses its global index
-  // in any other way (consumer_uses_index_).
-  void find_vector_reads() {
+  // (vector_consumer_), whether it uses its global index other than as the
+  // index of a load (consumer_uses_index_), and its loads of buffers other
+  // than the value (lane_loads_).
+  void analyse_vector_consumer() {
     int stores = 0;
     bool straight = true;
     for (const Stmt& s : consumer_.kernel.body) {
@@ -345,12 +341,7 @@ class Inliner {
     std::function<void(const Expr&)> visit = [&](const Expr& e) {
       if (!e) return;
       if (e->kind == ExprKind::global_index) consumer_uses_index_ = true;
-      if (e->kind == ExprKind::load && e->args[0]->kind == ExprKind::global_index) {
-        if (is_slot(a_.consumer_value_slots, e->buffer)) return;
-        if (std::find(vector_reads_.begin(), vector_reads_.end(), e->buffer) == vector_reads_.end())
-          vector_reads_.push_back(e->buffer);
-        return;
-      }
+      if (e->kind == ExprKind::load && e->args[0]->kind == ExprKind::global_index) return;  // hoisted or the value
       for (const Expr& arg : e->args) visit(arg);
     };
     for (const Stmt& s : consumer_.kernel.body) {
@@ -359,17 +350,14 @@ class Inliner {
     }
     if (!vector_consumer_) return;
     // Declared values, for expand(); an assigned variable has none.
-    for (const Stmt& s : consumer_.kernel.body) {
+    for (const Stmt& s : consumer_.kernel.body)
       if (s.kind == StmtKind::declare) definitions_[s.var] = s.value;
-      if (s.kind == StmtKind::assign) definitions_.erase(s.var);
-    }
     for (const Stmt& s : consumer_.kernel.body)
       if (s.kind == StmtKind::assign) definitions_.erase(s.var);
-    // Loads of other buffers at other indices: candidates for hoist_lane_loads.
+    // Loads of other buffers: candidates for hoist_lane_loads.
     for (const Stmt& s : consumer_.kernel.body)
       for_each_expr(s.value, [&](const kir::ExprNode& n) {
         if (n.kind != ExprKind::load || is_slot(a_.consumer_value_slots, n.buffer)) return;
-        if (n.args[0]->kind == ExprKind::global_index) return;  // a vector read already
         if (std::find(lane_loads_.begin(), lane_loads_.end(), &n) == lane_loads_.end()) lane_loads_.push_back(&n);
       });
   }
@@ -378,7 +366,6 @@ class Inliner {
     for (;;) {
       const std::string prefix = "f" + std::to_string(next_instance_++) + "_";
       std::vector<std::string> names = {prefix + "idx", prefix + "val", prefix + "vidx", prefix + "out"};
-      for (std::size_t r = 0; r < vector_reads_.size(); ++r) names.push_back(prefix + "in" + std::to_string(r));
       for (std::size_t r = 0; r < lane_loads_.size(); ++r) names.push_back(prefix + "ld" + std::to_string(r));
       for (const std::string& name : consumer_names_) names.push_back(prefix + name);
       if (std::any_of(names.begin(), names.end(), [&](const std::string& n) { return used_.count(n) > 0; })) continue;
@@ -418,11 +405,6 @@ class Inliner {
           const auto hoisted = hoisted_.find(e.operator->());
           if (hoisted != hoisted_.end()) return hoisted->second[static_cast<std::size_t>(component_)];
         }
-        if (component_ >= 0 && e->args[0]->kind == ExprKind::global_index) {
-          const auto read = std::find(vector_reads_.begin(), vector_reads_.end(), e->buffer);
-          if (read != vector_reads_.end())
-            return kir::var(prefix_ + "in" + std::to_string(read - vector_reads_.begin()), e->type);
-        }
         return kir::load(kir::Buf{buffer_map_[static_cast<std::size_t>(e->buffer)]}, substitute(e->args[0]), e->type);
       default: {
         kir::ExprNode node = *e;
@@ -451,7 +433,6 @@ class Inliner {
   int component_ = -1;  // inlining component c of a vector store (vector reads substituted), else -1
   bool vector_consumer_ = false;
   bool consumer_uses_index_ = false;
-  std::vector<int> vector_reads_;  // consumer buffers read at its global index, besides the value
   std::unordered_map<std::string, Expr> definitions_;  // the consumer's declared (never assigned) variables
   std::vector<const kir::ExprNode*> lane_loads_;       // its loads of other buffers at other indices
   std::unordered_map<const kir::ExprNode*, std::vector<Expr>> hoisted_;  // per component, during a vector store

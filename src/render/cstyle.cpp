@@ -246,30 +246,40 @@ class Renderer {
     table_error("vector of unsupported type " + std::string(kir::scalar_type_name(type)));
   }
 
+  // Element c of vector s.index (width elements each) of s.buffer, for a
+  // language without vector types.
+  std::string vector_element(const Stmt& s, std::size_t width, std::size_t c) const {
+    auto constant = [&](std::size_t v) {
+      const auto n = static_cast<std::int64_t>(v);
+      return s.index.type() == ScalarType::u32 ? kir::u32(n) : kir::i32(n);
+    };
+    return buffer_element(s.buffer, s.index * constant(width) + constant(c));
+  }
+
+  // Vector s.index of s.buffer through its vector view.
+  std::string vector_access(const Stmt& s, const std::string& vector_type, std::size_t width) const {
+    const kir::BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
+    return format(lang_.buffer_vector_access, "buffer_vector_access",
+                  {{"name", buffer_identifier(b.name)},
+                   {"view", vector_view_identifier(b.name, width)},
+                   {"vector_type", vector_type},
+                   {"readonly", readonly_text(s.buffer)},
+                   {"index", expr(s.index)}});
+  }
+
   // One vector load into a temporary, then a scalar per component; or, in a
   // language without vector types, one scalar load per component.
   void load_vector(const Stmt& s, const std::string& indent, std::string& out) const {
     const std::size_t width = s.vars.size();
-    const kir::BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
     if (lang_.vector_f32.empty()) {
-      const ScalarType it = s.index.type();
-      auto constant = [&](std::int64_t v) { return it == ScalarType::u32 ? kir::u32(v) : kir::i32(v); };
-      for (std::size_t c = 0; c < width; ++c) {
-        const Expr element = s.index * constant(static_cast<std::int64_t>(width)) + constant(static_cast<std::int64_t>(c));
-        out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " + buffer_element(s.buffer, element) +
+      for (std::size_t c = 0; c < width; ++c)
+        out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " + vector_element(s, width, c) +
                ";\n";
-      }
       return;
     }
     const std::string vector_type = vector_type_name(s.type, width);
     const std::string temp = "kiln_vec" + std::to_string(next_temporary_++);
-    const std::string access = format(lang_.buffer_vector_access, "buffer_vector_access",
-                                      {{"name", buffer_identifier(b.name)},
-                                       {"view", vector_view_identifier(b.name, width)},
-                                       {"vector_type", vector_type},
-                                       {"readonly", readonly_text(s.buffer)},
-                                       {"index", expr(s.index)}});
-    out += indent + vector_type + " " + temp + " = " + access + ";\n";
+    out += indent + vector_type + " " + temp + " = " + vector_access(s, vector_type, width) + ";\n";
     for (std::size_t c = 0; c < width; ++c)
       out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " + temp + kVectorComponents[c] + ";\n";
   }
@@ -278,26 +288,15 @@ class Renderer {
   // (or without a way to build one), one scalar store per component.
   void store_vector(const Stmt& s, const std::string& indent, std::string& out) const {
     const std::size_t width = s.values.size();
-    const kir::BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
     if (lang_.vector_f32.empty() || lang_.vector_construct.empty()) {
-      const ScalarType it = s.index.type();
-      auto constant = [&](std::int64_t v) { return it == ScalarType::u32 ? kir::u32(v) : kir::i32(v); };
-      for (std::size_t c = 0; c < width; ++c) {
-        const Expr element = s.index * constant(static_cast<std::int64_t>(width)) + constant(static_cast<std::int64_t>(c));
-        out += indent + buffer_element(s.buffer, element) + " = " + expr(s.values[c]) + ";\n";
-      }
+      for (std::size_t c = 0; c < width; ++c)
+        out += indent + vector_element(s, width, c) + " = " + expr(s.values[c]) + ";\n";
       return;
     }
     const std::string vector_type = vector_type_name(s.type, width);
     std::string components;
     for (std::size_t c = 0; c < width; ++c) components += (c ? ", " : "") + expr(s.values[c]);
-    const std::string access = format(lang_.buffer_vector_access, "buffer_vector_access",
-                                      {{"name", buffer_identifier(b.name)},
-                                       {"view", vector_view_identifier(b.name, width)},
-                                       {"vector_type", vector_type},
-                                       {"readonly", readonly_text(s.buffer)},
-                                       {"index", expr(s.index)}});
-    out += indent + access + " = " +
+    out += indent + vector_access(s, vector_type, width) + " = " +
            format(lang_.vector_construct, "vector_construct",
                   {{"vector_type", vector_type}, {"components", components}}) +
            ";\n";
