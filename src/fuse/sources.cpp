@@ -57,8 +57,8 @@ kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> ke
   // loops whose trip count the driver does not know (ParameteriseOptions::
   // loop_bounds). Worth it where the driver's compiler is the cost of a cold
   // compile: on a CPU device (lavapipe's LLVM: ResNet-50 compiles 6.6 -> 4.4 s
-  // cold, ConvNeXt-T 6.7 -> 4.2 s; GEMM device time 0-3% longer, ConvNeXt's
-  // packed MatMuls 5-9%). GPU drivers compile a kernel in tens of
+  // cold, ConvNeXt-T 6.7 -> 4.2 s; 1x1 GEMM device time 0-4% longer, ConvNeXt's
+  // packed MatMuls 4-9%). GPU drivers compile a kernel in tens of
   // milliseconds, so there the bounds stay constants.
   const char* loop_bounds = std::getenv("KILN_PARAMETERISE_LOOP_BOUNDS");
   options.loop_bounds = loop_bounds != nullptr && *loop_bounds != '\0' ? switched_on("KILN_PARAMETERISE_LOOP_BOUNDS")

@@ -36,8 +36,8 @@ struct ParameteriseOptions {
   std::size_t max_params = 32;
   // Whether loop bounds may become parameters. Off, they are structure: a
   // trip count the driver's compiler knows keeps loops tight, at the price
-  // of one kernel per distinct bound. On lavapipe runtime bounds cost 0-3%
-  // of GEMM device time (5-9% for ConvNeXt's packed MatMuls) and cut
+  // of one kernel per distinct bound. On lavapipe runtime bounds cost 0-4%
+  // of GEMM device time (4-9% for ConvNeXt's packed MatMuls) and cut
   // ResNet-50's cold compile 6.6 -> 4.4 s; the executor turns this on for
   // CPU devices only. Bounds below kShortLoopBound stay literals anyway.
   bool loop_bounds = false;
