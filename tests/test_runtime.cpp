@@ -9,6 +9,7 @@
 #include "src/runtime/executor.h"
 #include "src/runtime/memory_plan.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -192,6 +193,10 @@ BOOST_AUTO_TEST_CASE(unknown_backend_and_device) {
   BOOST_TEST(contains(e.what(), "vulkan"));
   auto d = expect_error([] { kiln::compile(small_resnet(), {.backend = "vulkan", .device = "7"}); });
   BOOST_TEST(d.kind() == ErrorKind::NotFound);
+  // An index past int's range is no device, not an internal error.
+  auto big = expect_error([] { kiln::compile(small_resnet(), {.backend = "vulkan", .device = "99999999999999999999"}); });
+  BOOST_TEST(big.kind() == ErrorKind::NotFound);
+  BOOST_TEST(contains(big.what(), "99999999999999999999"));
   auto n = expect_error([] { kiln::compile(small_resnet(), {.backend = "vulkan", .device = "no-such-gpu"}); });
   BOOST_TEST(contains(n.what(), "no-such-gpu"));
   BOOST_TEST(n.is_user_error());
@@ -334,6 +339,40 @@ BOOST_AUTO_TEST_CASE(second_process_starts_warm_and_corrupt_entries_recompile) {
   // No temporary files are left behind.
   for (const auto& entry : fs::recursive_directory_iterator(dir))
     BOOST_TEST(!contains(entry.path().filename().string(), ".tmp"));
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(entries_swapped_between_kernels_are_recompiled_not_run) {
+  // Each entry is valid on its own; in another kernel's place it once ran as
+  // that kernel and the model returned garbage with no error.
+  const fs::path dir = fresh_dir("cache-swap");
+  auto model = small_resnet();
+  auto x = random_input({1, 3, 32, 32}, 3);
+  std::vector<kiln::Tensor> first;
+  int kernels = 0;
+  {
+    auto m = kiln::compile(model, {.backend = "vulkan", .cache_dir = dir.string()});
+    first = m({x});
+    kernels = m.stats().kernels;
+  }
+  std::vector<fs::path> entries;
+  for (const auto& entry : fs::recursive_directory_iterator(dir))
+    if (entry.is_regular_file()) entries.push_back(entry.path());
+  std::sort(entries.begin(), entries.end());
+  BOOST_TEST_REQUIRE(static_cast<int>(entries.size()) == kernels);
+  BOOST_TEST_REQUIRE(kernels >= 2);
+  // Rotate the entries by one place.
+  const fs::path parked = dir / "parked";
+  fs::rename(entries.front(), parked);
+  for (std::size_t i = 0; i + 1 < entries.size(); ++i) fs::rename(entries[i + 1], entries[i]);
+  fs::rename(parked, entries.back());
+  {
+    auto m = kiln::compile(model, {.backend = "vulkan", .cache_dir = dir.string()});
+    auto again = m({x});
+    BOOST_TEST(m.stats().kernel_cache_hits == 0);
+    BOOST_TEST(m.stats().kernel_cache_misses == kernels);
+    BOOST_TEST(kiln::max_abs_diff(again[0], first[0]) == 0.0f);
+  }
   fs::remove_all(dir);
 }
 

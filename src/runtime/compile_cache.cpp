@@ -1,27 +1,26 @@
 #include "src/runtime/compile_cache.h"
 
+#include "src/runtime/cache_entry.h"
 #include "src/runtime/log.h"
+
+#include <kiln/error.h>
 
 #include <xxhash.h>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <random>
-#include <sstream>
-#include <system_error>
-#include <vector>
 
 namespace kiln::runtime {
 namespace {
 
-// Bump when the entry layout or anything that changes generated code without
-// changing its source text changes.
-constexpr std::uint32_t kSchemaVersion = 1;
-constexpr char kMagic[8] = {'K', 'I', 'L', 'N', 'B', 'I', 'N', '1'};
-// No compiled kernel comes near this; a larger size field means corruption.
+// Bump when anything that changes generated code without changing its source
+// text changes.
+constexpr std::uint32_t kSchemaVersion = 2;
+constexpr char kEntryKind[] = "kernel";
+// No compiled kernel comes near this; a larger file is not a kernel.
 constexpr std::uint64_t kMaxEntryBytes = 256ull << 20;
+constexpr std::size_t kMaxFormatBytes = 64;
 
 std::string hex128(XXH128_hash_t h) {
   char buf[33];
@@ -31,14 +30,29 @@ std::string hex128(XXH128_hash_t h) {
 }
 
 void append_field(std::string& out, const std::string& field) {
-  // Length-prefixed so that no two different field lists hash the same text.
+  // Length-prefixed so that no two different field lists give the same text.
   out += std::to_string(field.size());
   out += ':';
   out += field;
 }
 
-template <class T> void put(std::string& out, const T& value) {
-  out.append(reinterpret_cast<const char*>(&value), sizeof value);
+// Payload: format length (one byte) | format | binary.
+std::string encode(const backend::KernelBinary& binary) {
+  std::string payload(1, static_cast<char>(binary.format.size()));
+  payload += binary.format;
+  payload.append(reinterpret_cast<const char*>(binary.data.data()), binary.data.size());
+  return payload;
+}
+
+std::optional<backend::KernelBinary> decode(const std::string& payload) {
+  if (payload.empty()) return std::nullopt;
+  const std::size_t format_size = static_cast<unsigned char>(payload[0]);
+  if (format_size > kMaxFormatBytes || payload.size() < 1 + format_size) return std::nullopt;
+  backend::KernelBinary binary;
+  binary.format = payload.substr(1, format_size);
+  binary.data.resize(payload.size() - 1 - format_size);
+  std::memcpy(binary.data.data(), payload.data() + 1 + format_size, binary.data.size());
+  return binary;
 }
 
 }  // namespace
@@ -56,105 +70,54 @@ CompileCache::CompileCache(const std::string& dir) {
   dir_ = std::filesystem::path(resolved) / "kernels";
 }
 
-std::string CompileCache::key(const backend::KernelSource& source, const backend::TargetDesc& target,
-                              const std::string& compiler_version) {
-  std::string text;
-  append_field(text, std::to_string(kSchemaVersion));
-  append_field(text, source.language);
-  append_field(text, source.name);
-  append_field(text, target.fingerprint());
-  append_field(text, compiler_version);
-  append_field(text, source.text);
-  return hex128(XXH3_128bits(text.data(), text.size()));
+CacheKey CompileCache::key(const backend::KernelSource& source, const backend::TargetDesc& target,
+                           const std::string& compiler_version) {
+  CacheKey key;
+  append_field(key.text, std::to_string(kSchemaVersion));
+  append_field(key.text, source.language);
+  append_field(key.text, source.name);
+  append_field(key.text, target.fingerprint());
+  append_field(key.text, compiler_version);
+  append_field(key.text, source.text);
+  key.digest = hex128(XXH3_128bits(key.text.data(), key.text.size()));
+  return key;
 }
 
-std::filesystem::path CompileCache::path_for(const std::string& key) const {
-  return dir_ / key.substr(0, 2) / (key + ".bin");
+std::filesystem::path CompileCache::path_for(const CacheKey& key) const {
+  return dir_ / key.digest.substr(0, 2) / (key.digest + ".bin");
 }
 
-std::optional<backend::KernelBinary> CompileCache::load(const std::string& key) const {
+std::optional<backend::KernelBinary> CompileCache::load(const CacheKey& key) const {
   if (!enabled()) return std::nullopt;
   const auto path = path_for(key);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string blob = ss.str();
-
-  auto corrupt = [&](const std::string& why) -> std::optional<backend::KernelBinary> {
-    log(LogLevel::warning, "kernel cache entry " + path.string() + " is corrupt (" + why +
-                               "); removing it and compiling again");
-    std::error_code ec;
-    std::filesystem::remove(path, ec);
-    return std::nullopt;
-  };
-
-  // Layout: magic | u32 schema | u32 format length | format | u64 data length | data | u64 xxh64(all before)
-  std::size_t pos = 0;
-  auto take = [&](void* dst, std::size_t n) {
-    if (blob.size() - pos < n) return false;
-    std::memcpy(dst, blob.data() + pos, n);
-    pos += n;
-    return true;
-  };
-  char magic[8];
-  std::uint32_t schema = 0, format_len = 0;
-  if (!take(magic, sizeof magic) || std::memcmp(magic, kMagic, sizeof magic) != 0) return corrupt("bad magic");
-  if (!take(&schema, sizeof schema) || schema != kSchemaVersion) return corrupt("schema version mismatch");
-  if (!take(&format_len, sizeof format_len) || format_len > 64) return corrupt("bad format field");
-  std::string format(format_len, '\0');
-  if (!take(format.data(), format_len)) return corrupt("truncated");
-  std::uint64_t data_len = 0;
-  if (!take(&data_len, sizeof data_len) || data_len > kMaxEntryBytes) return corrupt("bad size field");
-  if (blob.size() - pos < data_len + sizeof(std::uint64_t)) return corrupt("truncated");
-  backend::KernelBinary binary;
-  binary.format = format;
-  binary.data.resize(data_len);
-  take(binary.data.data(), data_len);
-  std::uint64_t checksum = 0;
-  const std::uint64_t expected = XXH64(blob.data(), pos, 0);
-  take(&checksum, sizeof checksum);
-  if (checksum != expected) return corrupt("checksum mismatch");
-  if (pos != blob.size()) return corrupt("trailing bytes");
+  CacheEntryRead entry = read_cache_entry(path, kEntryKind, key.text, kMaxEntryBytes);
+  std::optional<backend::KernelBinary> binary;
+  if (entry.payload) {
+    binary = decode(*entry.payload);
+    if (!binary) entry.problem = "its kernel binary is malformed";
+  }
+  if (!entry.problem.empty()) {
+    std::string message = "kernel cache entry " + path.string() + " is unusable (" + entry.problem + ")";
+    if (std::string why = discard_cache_entry(path); !why.empty())
+      message += "; it cannot be removed (" + why + "), so the kernel is compiled without the cache";
+    else
+      message += "; removed it, compiling again";
+    log(LogLevel::warning, message);
+  }
   return binary;
 }
 
-void CompileCache::store(const std::string& key, const backend::KernelBinary& binary) const {
+void CompileCache::store(const CacheKey& key, const backend::KernelBinary& binary) const {
   if (!enabled()) return;
-  std::string blob(kMagic, sizeof kMagic);
-  put(blob, kSchemaVersion);
-  put(blob, static_cast<std::uint32_t>(binary.format.size()));
-  blob += binary.format;
-  put(blob, static_cast<std::uint64_t>(binary.data.size()));
-  blob.append(reinterpret_cast<const char*>(binary.data.data()), binary.data.size());
-  put(blob, static_cast<std::uint64_t>(XXH64(blob.data(), blob.size(), 0)));
+  KILN_ASSERT(binary.format.size() <= kMaxFormatBytes);
+  if (std::string why = write_cache_entry(path_for(key), kEntryKind, key.text, encode(binary)); !why.empty())
+    log(LogLevel::warning, "cannot store a kernel in the cache: " + why);
+}
 
-  const auto path = path_for(key);
-  std::error_code ec;
-  std::filesystem::create_directories(path.parent_path(), ec);
-  if (ec) {
-    log(LogLevel::warning, "cannot create kernel cache directory " + path.parent_path().string() + ": " + ec.message());
-    return;
-  }
-  // A unique temporary name per writer, renamed into place: readers see the
-  // old state or the whole new entry, never a partial one.
-  std::random_device rd;
-  const auto tmp = path.parent_path() / (key + ".tmp." + std::to_string(rd()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out.write(blob.data(), static_cast<std::streamsize>(blob.size()));
-    out.flush();
-    if (!out) {
-      log(LogLevel::warning, "cannot write kernel cache entry " + tmp.string());
-      std::filesystem::remove(tmp, ec);
-      return;
-    }
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    log(LogLevel::warning, "cannot rename kernel cache entry into " + path.string() + ": " + ec.message());
-    std::filesystem::remove(tmp, ec);
-  }
+void CompileCache::discard(const CacheKey& key) const {
+  if (!enabled()) return;
+  if (std::string why = discard_cache_entry(path_for(key)); !why.empty())
+    log(LogLevel::warning, "cannot remove kernel cache entry " + path_for(key).string() + ": " + why);
 }
 
 }  // namespace kiln::runtime

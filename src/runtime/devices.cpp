@@ -5,6 +5,7 @@
 #include <kiln/kiln.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cctype>
 #include <map>
 #include <mutex>
@@ -79,9 +80,11 @@ int resolve_device(const backend::Backend& backend, const std::string& spec) {
   for (const auto& d : devices) listing += "\n  " + std::to_string(d.index) + ": " + d.target.device_name;
   if (spec.empty()) return devices.front().index;
   if (std::all_of(spec.begin(), spec.end(), [](unsigned char c) { return std::isdigit(c); })) {
-    const int index = std::stoi(spec);
+    // from_chars, not stoi: an index too large for an int is just no device.
+    int index = -1;
+    const auto [end, error] = std::from_chars(spec.data(), spec.data() + spec.size(), index);
     for (const auto& d : devices)
-      if (d.index == index) return index;
+      if (error == std::errc{} && end == spec.data() + spec.size() && d.index == index) return index;
     throw_error(ErrorKind::NotFound, "no " + backend.name() + " device with index " + spec + "; devices:" + listing);
   }
   for (const auto& d : devices)

@@ -44,28 +44,46 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const kir::Ker
   if (auto why = backend_.supports(needs, target))
     throw_error(ErrorKind::Unsupported, "kernel '" + kernel.name + "' cannot run on " + target.device_name + ": " + *why);
 
-  const std::string key = CompileCache::key(source, target, compiler_version_);
+  const CacheKey key = CompileCache::key(source, target, compiler_version_);
   using Clock = std::chrono::steady_clock;
   auto ms_since = [](Clock::time_point start) {
     return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
   };
-  Clock::time_point start = Clock::now();
-  std::optional<backend::KernelBinary> binary = disk_.load(key);
-  if (binary) {
-    ++disk_hits_;
-  } else {
-    binary = backend_.compiler().compile(source, target);
+  auto compile = [&] {
+    const Clock::time_point start = Clock::now();
+    backend::KernelBinary binary = backend_.compiler().compile(source, target);
     ++compiled_;
-    disk_.store(key, *binary);
-    log(LogLevel::debug, "compiled kernel '" + kernel.name + "' (" + std::to_string(binary->data.size()) + " bytes " +
-                             binary->format + ") in " + ms_since(start) + " ms");
+    disk_.store(key, binary);
+    log(LogLevel::debug, "compiled kernel '" + kernel.name + "' (" + std::to_string(binary.data.size()) + " bytes " +
+                             binary.format + ") in " + ms_since(start) + " ms");
+    return binary;
+  };
+  auto load = [&](const backend::KernelBinary& binary) {
+    const Clock::time_point start = Clock::now();
+    auto loaded = device_->load_kernel(source, binary);
+    // Loading is where a driver finishes compiling (lavapipe's LLVM, a GPU driver's
+    // back end): often the larger part of a cold compile.
+    log(LogLevel::debug, "loaded kernel '" + kernel.name + "' in " + ms_since(start) + " ms");
+    return loaded;
+  };
+
+  std::optional<backend::KernelBinary> cached = disk_.load(key);
+  if (!cached) return load(compile());
+  try {
+    auto loaded = load(*cached);
+    ++disk_hits_;
+    return loaded;
+  } catch (const Error& e) {
+    // Out of memory or a lost device is the device's state, not the entry's.
+    if (e.kind() == ErrorKind::OutOfMemory || e.kind() == ErrorKind::DeviceUnavailable) throw;
+    // An entry that passed every check but that the driver refuses (another
+    // driver's binary, a forged one) would fail every later run: replace it
+    // once with a fresh compile; a second failure is the kernel's own.
+    log(LogLevel::warning, "kernel '" + kernel.name + "' from cache entry " + disk_.path_for(key).string() +
+                               " failed to load (" + e.what() + "); removed it, compiling again");
+    disk_.discard(key);
   }
-  start = Clock::now();
-  auto loaded = device_->load_kernel(source, *binary);
-  // Loading is where a driver finishes compiling (lavapipe's LLVM, a GPU driver's
-  // back end): often the larger part of a cold compile.
-  log(LogLevel::debug, "loaded kernel '" + kernel.name + "' in " + ms_since(start) + " ms");
-  return loaded;
+  return load(compile());
 }
 
 std::shared_ptr<backend::LoadedKernel> KernelCache::get(const kir::Kernel& kernel) {

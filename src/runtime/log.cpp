@@ -28,14 +28,30 @@ const char* level_name(LogLevel level) {
   return "?";
 }
 
+std::mutex& log_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+LogSink& current_sink() {
+  static LogSink sink;
+  return sink;
+}
+
 }  // namespace
+
+LogSink set_log_sink(LogSink sink) {
+  std::lock_guard lock(log_mutex());
+  std::swap(current_sink(), sink);
+  return sink;
+}
 
 bool log_enabled(LogLevel level) { return static_cast<int>(level) <= static_cast<int>(configured_level()); }
 
 void log(LogLevel level, const std::string& message) {
   if (!log_enabled(level)) return;
-  static std::mutex mutex;
-  std::lock_guard lock(mutex);
+  std::lock_guard lock(log_mutex());
+  if (const LogSink& sink = current_sink()) return sink(level, message);
   std::cerr << "kiln " << level_name(level) << ": " << message << '\n';
 }
 
