@@ -11,7 +11,7 @@
 //   auto out = f({a, b});
 //
 // Reading a tensor's values on the host (item(), to_host()) inside traced
-// code is a graph break, recorded with its std::source_location. With
+// code is a graph break, recorded with its source location. With
 // fullgraph = true compile() fails listing every break; otherwise the traced
 // prefix up to the first break is compiled and, on each call, fn runs again
 // with the prefix's results replayed from the compiled graph and the rest run
@@ -30,7 +30,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
-#include <source_location>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -64,10 +64,34 @@ Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis);
 std::vector<Tensor> op(const std::string& name, const std::vector<Tensor>& inputs, const graph::Attributes& attrs);
 
 // ---- host reads (graph breaks while tracing) -----------------------------------
+// Where a host read is written: std::source_location's fields, captured with
+// __builtin_FILE/LINE/FUNCTION because those name the caller on every
+// supported compiler, while clang 15 gives std::source_location::current() in
+// a default argument the declaration's own place.
+class SourceLocation {
+ public:
+  static constexpr SourceLocation current(const char* file = __builtin_FILE(), std::uint_least32_t line = __builtin_LINE(),
+                                          const char* function = __builtin_FUNCTION()) noexcept {
+    SourceLocation where;
+    where.file_ = file;
+    where.line_ = line;
+    where.function_ = function;
+    return where;
+  }
+  constexpr const char* file_name() const noexcept { return file_; }
+  constexpr std::uint_least32_t line() const noexcept { return line_; }
+  constexpr const char* function_name() const noexcept { return function_; }
+
+ private:
+  const char* file_ = "";
+  std::uint_least32_t line_ = 0;
+  const char* function_ = "";
+};
+
 // The value of a one-element f32, i32, i64, u8 or bool tensor.
-double item(const Tensor& x, std::source_location where = std::source_location::current());
+double item(const Tensor& x, SourceLocation where = SourceLocation::current());
 // A host copy of the tensor, whose values the caller may read.
-Tensor to_host(const Tensor& x, std::source_location where = std::source_location::current());
+Tensor to_host(const Tensor& x, SourceLocation where = SourceLocation::current());
 
 // ---- compiling a function -------------------------------------------------------
 using TensorFunction = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;

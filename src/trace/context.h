@@ -8,7 +8,6 @@
 #include "graph/ir.h"
 
 #include <map>
-#include <source_location>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -50,7 +49,7 @@ class Context {
   virtual std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
                                      const graph::Attributes& attrs) = 0;
   // Told before the values of x are read on the host.
-  virtual void host_read(const Tensor& x, const std::source_location& where, std::string_view what) = 0;
+  virtual void host_read(const Tensor& x, const SourceLocation& where, std::string_view what) = 0;
 };
 
 // The context of this thread, or nullptr when code runs plainly eagerly.

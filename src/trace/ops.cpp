@@ -74,7 +74,7 @@ Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis) {
   return single("Concat", xs, attrs_of({{"axis", axis}}));
 }
 
-double item(const Tensor& x, std::source_location where) {
+double item(const Tensor& x, SourceLocation where) {
   KILN_CHECK(x.numel() == 1, ErrorKind::ShapeMismatch,
              "item() needs a tensor with one element, got " + std::string(dtype_name(x.dtype())) +
                  shape_str(x.shape()));
@@ -90,7 +90,7 @@ double item(const Tensor& x, std::source_location where) {
   throw_error(ErrorKind::Unsupported, "item() does not read f16 tensors");
 }
 
-Tensor to_host(const Tensor& x, std::source_location where) {
+Tensor to_host(const Tensor& x, SourceLocation where) {
   if (trace::Context* context = trace::current_context()) context->host_read(x, where, "to_host()");
   return x.clone();
 }

@@ -56,7 +56,7 @@ std::vector<Tensor> Recorder::run_op(const std::string& op, const std::vector<Te
   return outputs;
 }
 
-void Recorder::host_read(const Tensor& x, const std::source_location& where, std::string_view what) {
+void Recorder::host_read(const Tensor& x, const SourceLocation& where, std::string_view what) {
   trace_.breaks.push_back({where.file_name(), where.line(), where.function_name(), std::string(what)});
   broken_ = true;
   note_use(x);

@@ -33,7 +33,7 @@ class Recorder : public Context {
 
   std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
                              const graph::Attributes& attrs) override;
-  void host_read(const Tensor& x, const std::source_location& where, std::string_view what) override;
+  void host_read(const Tensor& x, const SourceLocation& where, std::string_view what) override;
   // Ends the trace with fn's outputs and builds the graph.
   Trace finish(const std::vector<Tensor>& outputs);
 

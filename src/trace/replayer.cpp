@@ -72,7 +72,7 @@ std::vector<Tensor> Replayer::run_op(const std::string& op, const std::vector<Te
   return outputs;
 }
 
-void Replayer::host_read(const Tensor& x, const std::source_location&, std::string_view) {
+void Replayer::host_read(const Tensor& x, const SourceLocation&, std::string_view) {
   if (!broken_ && next_op_ != static_cast<int>(trace_.ops.size()))
     throw RetraceNeeded{"the first host read comes after " + std::to_string(next_op_) + " ops, in the trace after " +
                         std::to_string(trace_.ops.size())};

@@ -15,7 +15,7 @@ class Replayer : public Context {
   // Throws RetraceNeeded when fn departs from the trace.
   std::vector<Tensor> run_op(const std::string& op, const std::vector<Tensor>& inputs,
                              const graph::Attributes& attrs) override;
-  void host_read(const Tensor& x, const std::source_location& where, std::string_view what) override;
+  void host_read(const Tensor& x, const SourceLocation& where, std::string_view what) override;
   // Checks fn's outputs once it has returned.
   void finish(const std::vector<Tensor>& outputs);
 
