@@ -3,7 +3,6 @@
 
 #include <bit>
 #include <boost/test/unit_test.hpp>
-#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -772,7 +771,7 @@ BOOST_AUTO_TEST_CASE(undefined_integer_results_are_errors) {
                       "u32 mod 5 % 0"));
 }
 
-BOOST_AUTO_TEST_CASE(a_million_inner_iterations_run_quickly) {
+BOOST_AUTO_TEST_CASE(a_million_inner_iterations_give_the_right_sum) {
   // 1000 invocations x 1000 iterations of a multiply-add with two loads.
   constexpr int N = 1000;
   Kernel k("dot_rows");
@@ -788,11 +787,9 @@ BOOST_AUTO_TEST_CASE(a_million_inner_iterations_run_quickly) {
   };
   std::vector<float> av(N), out(N);
   for (int t = 0; t < N; ++t) av[t] = static_cast<float>(t % 3);
-  const auto start = std::chrono::steady_clock::now();
+  // Not timed (a sanitizer build or a loaded machine is slower); the suite's
+  // timeout catches an interpreter that became pathologically slow.
   run(k, {bytes(av), bytes(out)});
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  BOOST_TEST_MESSAGE("1e6 inner iterations took " << seconds << " s");
-  BOOST_TEST(seconds < 1.0);
   float expected = 0;
   for (int t = 0; t < N; ++t) expected += av[t] * av[(7 + t) % N];
   BOOST_TEST(out[7] == expected);
