@@ -104,7 +104,10 @@ std::string speedup_chart_svg(const Results& results) {
   svg += text_element(x_of(1), plot_bottom + 32, "eager = 1x", "text-anchor=\"middle\"");
 
   for (std::size_t g = 0; g < groups.size(); ++g) {
-    const auto& [model, batch] = groups[g];
+    // Named references, not a structured binding: the lambda below captures
+    // them, which C++20 allows only from clang 16 on.
+    const std::string& model = groups[g].first;
+    const std::int64_t batch = groups[g].second;
     const double y0 = kTop + static_cast<double>(g) * group_height;
     const double bars_height = static_cast<double>(modes.size()) * (kBarHeight + kBarGap);
     svg += text_element(kPlotLeft - 8, y0 + bars_height / 2 + 4, model + ", batch " + std::to_string(batch),
