@@ -678,6 +678,35 @@ BOOST_AUTO_TEST_CASE(a_non_constant_shape_input_is_unsupported) {
   BOOST_TEST(contains(e.what(), "shape input must be a constant"));
 }
 
+// ---- sizes from the file: checked arithmetic, the fold budget, bounded messages ------
+
+BOOST_AUTO_TEST_CASE(messages_about_huge_files_stay_short) {
+  // A two-million-entry attribute in an error: the list is cut at 32 entries.
+  OnnxModel m;
+  m.input("x", {1, 1, 8, 8});
+  auto* pool = m.node("MaxPool", {"x"}, {"y"}, "pool");
+  attr(pool, "kernel_shape", std::vector<std::int64_t>(2'000'000, 2));
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(std::string(e.what()).size() < 1000u);
+  BOOST_TEST(contains(e.what(), "(1999968 more)"), e.what());
+
+  // A thousand unsupported nodes: each op lists 32 of them.
+  OnnxModel fancy;
+  fancy.input("x", {2});
+  std::string last = "x";
+  for (int i = 0; i < 1000; ++i) {
+    const std::string out = "f" + std::to_string(i);
+    fancy.node("FancyOp", {last}, {out}, "fancy" + std::to_string(i));
+    last = out;
+  }
+  fancy.output(last);
+  const auto unsupported = error_of([&] { fancy.load(); });
+  BOOST_TEST(unsupported.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(std::string(unsupported.what()).size() < 1000u, unsupported.what());
+  BOOST_TEST(contains(unsupported.what(), "'fancy31', ... (968 more)"), unsupported.what());
+}
+
 #else  // built without ONNX
 
 BOOST_AUTO_TEST_CASE(load_onnx_says_onnx_support_is_missing) {

@@ -178,10 +178,18 @@ class Importer final : public ImportContext {
       if (!ok) unsupported[op].push_back(label);
     }
     if (unsupported.empty()) return;
+    // A hostile file may hold a million unknown nodes: the list is bounded.
     std::string list;
+    std::size_t types_listed = 0;
     for (const auto& [op, nodes] : unsupported) {
+      if (types_listed++ == kMaxListedEntries) {
+        list += "\n  ... (" + std::to_string(unsupported.size() - kMaxListedEntries) + " more op types)";
+        break;
+      }
       list += "\n  " + op + ": ";
-      for (std::size_t i = 0; i < nodes.size(); ++i) list += (i ? ", " : "") + nodes[i];
+      const std::size_t listed = std::min(nodes.size(), kMaxListedEntries);
+      for (std::size_t i = 0; i < listed; ++i) list += (i ? ", " : "") + nodes[i];
+      if (listed < nodes.size()) list += ", ... (" + std::to_string(nodes.size() - listed) + " more)";
     }
     throw_error(ErrorKind::Unsupported, where(file_) + std::to_string(unsupported.size()) +
                                             " unsupported op type(s), with the nodes that use them:" + list);

@@ -5,6 +5,7 @@
 // change; internal errors ask for a bug report.
 #pragma once
 
+#include <cstddef>
 #include <iosfwd>
 #include <stdexcept>
 #include <string>
@@ -26,6 +27,14 @@ enum class ErrorKind {
 
 std::string_view error_kind_name(ErrorKind kind);
 std::ostream& operator<<(std::ostream& out, ErrorKind kind);
+
+// The most of a message an Error keeps. Formatting sites bound what they
+// print (lists end in "... (N more)"); this is the backstop: a longer message
+// keeps its first kMaxErrorMessageBytes and a note of how many bytes were cut.
+// A message up to kErrorContextMargin past the limit is kept whole, so that
+// re-throwing a cut message with a context prefix ("node 'x': ") keeps its note.
+inline constexpr std::size_t kMaxErrorMessageBytes = 4096;
+inline constexpr std::size_t kErrorContextMargin = 512;
 
 class Error : public std::runtime_error {
  public:
