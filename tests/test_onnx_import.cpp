@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -679,6 +680,150 @@ BOOST_AUTO_TEST_CASE(a_non_constant_shape_input_is_unsupported) {
 }
 
 // ---- sizes from the file: checked arithmetic, the fold budget, bounded messages ------
+
+BOOST_AUTO_TEST_CASE(external_data_counts_past_int64_or_malformed_are_corrupt) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_onnx_counts_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "w.bin", std::ios::binary) << std::string(16, '\0');
+  auto load_with = [&](const std::string& key, const std::string& value) {
+    OnnxModel m = relu_model();
+    auto* w = m.graph().add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto_DataType_FLOAT);
+    w->add_dims(4);
+    w->set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
+    for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+             {"location", "w.bin"}, {"offset", key == "offset" ? value : "0"}, {"length", key == "length" ? value : "16"}}) {
+      auto* e = w->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    }
+    return error_of([&] { kiln::load_onnx_bytes(m.bytes(), "counts.onnx", dir.string()); });
+  };
+  for (const char* key : {"offset", "length"}) {
+    // 19 digits past INT64_MAX (std::stoll threw std::out_of_range here), and far more.
+    for (const std::string huge : {"9999999999999999999", "123456789012345678901234567890"}) {
+      const auto e = load_with(key, huge);
+      BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+      BOOST_TEST(contains(e.what(), "initializer 'w'"), e.what());
+      BOOST_TEST(contains(e.what(), std::string("external data '") + key + "'"), e.what());
+      BOOST_TEST(contains(e.what(), "larger than 9223372036854775807"), e.what());
+    }
+    for (const std::string bad : {"-1", "+5", "12abc", " 7", ""}) {
+      const auto e = load_with(key, bad);
+      BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+      BOOST_TEST(contains(e.what(), "is not a non-negative integer"), e.what());
+    }
+  }
+  const auto past_end = load_with("offset", "9223372036854775807");  // in range, past the file's end
+  BOOST_TEST(past_end.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(past_end.what(), "past the end"), past_end.what());
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(reshape_targets_whose_product_overflows_name_the_node) {
+  OnnxModel m;
+  m.input("x", {2, 3});
+  m.ints("shape", {std::int64_t{1} << 40, std::int64_t{1} << 40, std::int64_t{1} << 40});
+  m.node("Reshape", {"x", "shape"}, {"y"}, "huge_reshape");
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::InvalidArgument);
+  BOOST_TEST(contains(e.what(), "test.onnx"), e.what());
+  BOOST_TEST(contains(e.what(), "huge_reshape"), e.what());
+  BOOST_TEST(contains(e.what(), "overflows int64"), e.what());
+}
+
+BOOST_AUTO_TEST_CASE(resize_scales_and_sizes_out_of_range_are_corrupt) {
+  auto resize_with_scales = [](std::vector<float> scales) {
+    OnnxModel m(13);
+    m.input("x", {1, 1, 3, 5});
+    m.initializer("scales", Tensor::from_f32({4}, std::move(scales)));
+    m.node("Resize", {"x", "", "scales"}, {"y"}, "big_resize");
+    m.output("y");
+    return error_of([&] { m.load(); });
+  };
+  // 3 x 1e30 is no int64: converting it was undefined behaviour.
+  const auto huge = resize_with_scales({1, 1, 1e30f, 1});
+  BOOST_TEST(huge.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(huge.what(), "big_resize"), huge.what());
+  BOOST_TEST(contains(huge.what(), "scale 1e+30 makes axis 2 (extent 3) 3e+30 long"), huge.what());
+  for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), -2.0f}) {
+    const auto e = resize_with_scales({1, 1, bad, 1});
+    BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+    BOOST_TEST(contains(e.what(), "scales must be positive and finite"), e.what());
+  }
+  // keep_aspect_ratio_policy over an empty axis: the scale would be infinite.
+  OnnxModel m(18);
+  m.input("x", {1, 1, 4, 0});
+  m.ints("sizes", {8, 8});
+  auto* r = m.node("Resize", {"x", "", "", "sizes"}, {"y"}, "aspect_resize");
+  attr(r, "axes", std::vector<std::int64_t>{2, 3});
+  attr(r, "keep_aspect_ratio_policy", std::string("not_smaller"));
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(e.what(), "aspect_resize"), e.what());
+  BOOST_TEST(contains(e.what(), "axis 3 of extent 0"), e.what());
+}
+
+BOOST_AUTO_TEST_CASE(split_counts_and_auto_pad_windows_from_the_file_are_checked) {
+  OnnxModel split(18);
+  split.input("x", {4});
+  auto* s = split.node("Split", {"x"}, {"a", "b"}, "many_parts");
+  attr(s, "num_outputs", std::numeric_limits<std::int64_t>::max());
+  split.output("a");
+  const auto parts = error_of([&] { split.load(); });
+  BOOST_TEST(parts.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(parts.what(), "cannot split 4 into 9223372036854775807 parts"), parts.what());
+
+  OnnxModel conv;
+  conv.input("x", {1, 1, 8, 8});
+  conv.initializer("w", random_f32({1, 1, 3, 3}, 3));
+  auto* c = conv.node("Conv", {"x", "w"}, {"y"}, "same_conv");
+  attr(c, "auto_pad", std::string("SAME_UPPER"));
+  attr(c, "strides", std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::max(), 1});
+  attr(c, "dilations", std::vector<std::int64_t>{std::int64_t{1} << 62, 1});
+  conv.output("y");
+  const auto window = error_of([&] { conv.load(); });
+  BOOST_TEST(window.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(window.what(), "same_conv"), window.what());
+  BOOST_TEST(contains(window.what(), "needs more padding than kiln's limit"), window.what());
+}
+
+BOOST_AUTO_TEST_CASE(constant_of_shape_and_range_keep_int64_values_exact) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  OnnxModel m;
+  m.input("x", {1});
+  m.ints("shape", {3});
+  auto* c = m.node("ConstantOfShape", {"shape"}, {"filled"}, "fill_max");
+  auto* value = c->add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto_AttributeType_TENSOR);
+  OnnxModel::fill_tensor(*value->mutable_t(), "v", Tensor::from_i64({1}, {kMax}));
+  m.initializer("start", Tensor::from_i64({}, {kMax - 2}));
+  m.initializer("limit", Tensor::from_i64({}, {kMax}));
+  m.initializer("delta", Tensor::from_i64({}, {1}));
+  m.node("Range", {"start", "limit", "delta"}, {"range"}, "range_top");
+  m.output("filled");
+  m.output("range");
+  const auto out = run(m.load(), {Tensor(DType::f32, {1})});
+  BOOST_TEST(out.at(0).values<std::int64_t>()[2] == kMax);  // through double it was 2^63: undefined
+  BOOST_TEST(out.at(1).shape() == (kiln::Shape{2}), boost::test_tools::per_element());
+  BOOST_TEST(out.at(1).values<std::int64_t>()[1] == kMax - 1);
+
+  OnnxModel wide;
+  wide.input("x", {1});
+  wide.initializer("start", Tensor::from_i64({}, {std::numeric_limits<std::int64_t>::min()}));
+  wide.initializer("limit", Tensor::from_i64({}, {kMax}));
+  wide.initializer("delta", Tensor::from_i64({}, {1}));
+  wide.node("Range", {"start", "limit", "delta"}, {"y"}, "range_all");
+  wide.output("y");
+  const auto e = error_of([&] { wide.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(e.what(), "range_all"), e.what());
+  BOOST_TEST(contains(e.what(), "the distance overflows int64"), e.what());
+}
 
 BOOST_AUTO_TEST_CASE(messages_about_huge_files_stay_short) {
   // A two-million-entry attribute in an error: the list is cut at 32 entries.
