@@ -22,8 +22,12 @@
 #include <vector>
 
 #if KILN_HAVE_ONNX
+#include "graph/onnx/options.h"
+
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 namespace {
 
@@ -823,6 +827,102 @@ BOOST_AUTO_TEST_CASE(constant_of_shape_and_range_keep_int64_values_exact) {
   BOOST_TEST(e.kind() == ErrorKind::Corrupt);
   BOOST_TEST(contains(e.what(), "range_all"), e.what());
   BOOST_TEST(contains(e.what(), "the distance overflows int64"), e.what());
+}
+
+// The hostile-input probe's model: a few hundred bytes whose folds, each under
+// the per-fold limit, asked for gigabytes in total.
+OnnxModel many_big_folds(int count, std::int64_t elements) {
+  OnnxModel m;
+  m.input("x", {1});
+  m.ints("shape", {elements});
+  for (int i = 0; i < count; ++i) m.node("ConstantOfShape", {"shape"}, {"c" + std::to_string(i)}, "fill" + std::to_string(i));
+  m.node("Add", {"x", "c0"}, {"y"}, "add");
+  m.output("y");
+  return m;
+}
+
+BOOST_AUTO_TEST_CASE(folding_past_the_budget_is_refused_before_allocating) {
+  const OnnxModel probe = many_big_folds(10, std::int64_t{1} << 27);  // 10 x 512 MiB of f32
+  BOOST_TEST(probe.bytes().size() < 1000u);  // under a kilobyte
+  kiln::OnnxOptions options;
+  options.max_folded_bytes = std::int64_t{64} << 20;
+  const auto e = error_of([&] { probe.load(options); });
+  BOOST_TEST(e.kind() == ErrorKind::InvalidArgument);
+  for (const char* part : {"test.onnx: node 'fill0' (ConstantOfShape)", "would add 536870912 bytes",
+                           "to the 0 bytes folded so far", "budget of 67108864 bytes",
+                           "OnnxOptions::max_folded_bytes", "KILN_MAX_FOLDED_BYTES"})
+    BOOST_TEST(contains(e.what(), part), "message names " << part << ": " << e.what());
+
+  // Within the budget, the same structure imports; the third fold of three 4 MiB ones passes 10 MiB.
+  options.max_folded_bytes = std::int64_t{16} << 20;
+  BOOST_TEST(many_big_folds(3, std::int64_t{1} << 20).load(options).inputs().size() == 1u);
+  options.max_folded_bytes = std::int64_t{10} << 20;
+  const auto third = error_of([&] { many_big_folds(3, std::int64_t{1} << 20).load(options); });
+  BOOST_TEST(contains(third.what(), "node 'fill2'"), third.what());
+  BOOST_TEST(contains(third.what(), "4194304 bytes of constants to the 8388608 bytes folded so far"), third.what());
+}
+
+BOOST_AUTO_TEST_CASE(every_kind_of_fold_is_charged_to_the_budget) {
+  kiln::OnnxOptions options;
+  options.max_folded_bytes = std::int64_t{1} << 20;  // 1 MiB
+  // The generic fold of an all-constant node: Tile of an initializer, 4 MiB.
+  OnnxModel tile;
+  tile.input("x", {1});
+  tile.initializer("w", random_f32({1024}, 4));
+  tile.ints("repeats", {1024});
+  tile.node("Tile", {"w", "repeats"}, {"t"}, "tile_weights");
+  tile.node("Add", {"x", "t"}, {"y"});
+  tile.output("y");
+  const auto tiled = error_of([&] { tile.load(options); });
+  BOOST_TEST(tiled.kind() == ErrorKind::InvalidArgument);
+  BOOST_TEST(contains(tiled.what(), "node 'tile_weights' (Tile)"), tiled.what());
+  BOOST_TEST(contains(tiled.what(), "would add 4194304 bytes"), tiled.what());
+  // Range, 8 MiB of i64.
+  OnnxModel range;
+  range.input("x", {1});
+  range.initializer("start", Tensor::from_i64({}, {0}));
+  range.initializer("limit", Tensor::from_i64({}, {1 << 20}));
+  range.initializer("delta", Tensor::from_i64({}, {1}));
+  range.node("Range", {"start", "limit", "delta"}, {"y"}, "long_range");
+  range.output("y");
+  const auto ranged = error_of([&] { range.load(options); });
+  BOOST_TEST(contains(ranged.what(), "node 'long_range' (Range)"), ranged.what());
+  BOOST_TEST(contains(ranged.what(), "would add 8388608 bytes"), ranged.what());
+  // Dropout's all-true mask, 2 MiB of bool.
+  OnnxModel dropout;
+  dropout.input("x", {2048, 1024});
+  dropout.node("Dropout", {"x"}, {"y", "mask"}, "drop");
+  dropout.output("y");
+  dropout.output("mask");
+  const auto masked = error_of([&] { dropout.load(options); });
+  BOOST_TEST(contains(masked.what(), "node 'drop' (Dropout)"), masked.what());
+  BOOST_TEST(contains(masked.what(), "would add 2097152 bytes"), masked.what());
+}
+
+BOOST_AUTO_TEST_CASE(the_fold_budget_comes_from_the_option_then_the_environment) {
+  const OnnxModel model = many_big_folds(1, std::int64_t{1} << 20);  // one 4 MiB fold
+  BOOST_TEST_REQUIRE(::setenv("KILN_MAX_FOLDED_BYTES", "1048576", 1) == 0);
+  const auto from_env = error_of([&] { model.load(); });
+  BOOST_TEST(from_env.kind() == ErrorKind::InvalidArgument);
+  BOOST_TEST(contains(from_env.what(), "budget of 1048576 bytes"), from_env.what());
+  kiln::OnnxOptions options;
+  options.max_folded_bytes = std::int64_t{8} << 20;  // an explicit option wins
+  BOOST_TEST(model.load(options).inputs().size() == 1u);
+  for (const char* bad : {"lots", "-5", "0", "99999999999999999999", "12 MiB"}) {
+    BOOST_TEST_REQUIRE(::setenv("KILN_MAX_FOLDED_BYTES", bad, 1) == 0);
+    const auto e = error_of([&] { model.load(); });
+    BOOST_TEST(e.kind() == ErrorKind::InvalidArgument);
+    BOOST_TEST(contains(e.what(), "KILN_MAX_FOLDED_BYTES is '" + std::string(bad) + "'"), e.what());
+  }
+  BOOST_TEST_REQUIRE(::unsetenv("KILN_MAX_FOLDED_BYTES") == 0);
+  const std::int64_t fallback = kiln::onnx_import::resolve_max_folded_bytes({});
+  BOOST_TEST(fallback == kiln::onnx_import::default_max_folded_bytes());
+  BOOST_TEST(fallback >= kiln::onnx_import::kMinDefaultFoldedBytes);
+  BOOST_TEST(fallback <= kiln::onnx_import::kMaxDefaultFoldedBytes);
+  options.max_folded_bytes = -1;
+  const auto negative = error_of([&] { model.load(options); });
+  BOOST_TEST(negative.kind() == ErrorKind::InvalidArgument);
+  BOOST_TEST(contains(negative.what(), "max_folded_bytes is -1"), negative.what());
 }
 
 BOOST_AUTO_TEST_CASE(messages_about_huge_files_stay_short) {

@@ -441,6 +441,7 @@ std::vector<ValueId> convert_constant_of_shape(const OnnxNode& n, ImportContext&
     KILN_CHECK(value.numel() == 1, ErrorKind::Corrupt,
                n.where + "attribute 'value' must hold one element, it has shape " + shape_str(value.shape()));
   }
+  ctx.charge_folded_bytes(n, num_elements(shape) * static_cast<std::int64_t>(dtype_size(value.dtype())));
   Tensor out(value.dtype(), shape);
   const std::size_t size = dtype_size(out.dtype());
   std::byte* dst = out.bytes().data();
@@ -487,6 +488,7 @@ std::vector<ValueId> convert_range(const OnnxNode& n, ImportContext& ctx) {
     KILN_CHECK(count <= static_cast<double>(kMaxFoldElements), ErrorKind::Corrupt,
                n.where + "a range from " + float_str(s) + " to " + float_str(l) + " by " + float_str(d) + " has " +
                    float_str(count) + too_long);
+    ctx.charge_folded_bytes(n, static_cast<std::int64_t>(count) * 4);
     Tensor out(DType::f32, {static_cast<std::int64_t>(count)});
     auto values = out.values<float>();
     for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(s + static_cast<double>(i) * d);
@@ -503,6 +505,7 @@ std::vector<ValueId> convert_range(const OnnxNode& n, ImportContext& ctx) {
   if (*distance > 0 && d > 0) count = (*distance - 1) / d + 1;
   if (*distance < 0 && d < 0) count = (*distance + 1) / d + 1;
   KILN_CHECK(count <= kMaxFoldElements, ErrorKind::Corrupt, n.where + range + " has " + std::to_string(count) + too_long);
+  ctx.charge_folded_bytes(n, count * static_cast<std::int64_t>(dtype_size(start.dtype())));
   // Every value lies between start and limit, so it fits the dtype.
   Tensor out(start.dtype(), {count});
   for (std::int64_t i = 0; i < count; ++i) {
@@ -531,6 +534,7 @@ std::vector<ValueId> convert_dropout(const OnnxNode& n, ImportContext& ctx) {
   }
   std::vector<ValueId> out{n.inputs[0]};
   if (n.num_outputs > 1) {
+    ctx.charge_folded_bytes(n, num_elements(ctx.type(n.inputs[0]).shape));
     Tensor mask(DType::boolean, ctx.type(n.inputs[0]).shape);
     for (std::byte& b : mask.bytes()) b = std::byte{1};
     out.push_back(ctx.add_constant(n, std::move(mask)));

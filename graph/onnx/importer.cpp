@@ -7,6 +7,7 @@
 #include "graph/onnx/attributes.h"
 #include "graph/onnx/convert_ops.h"
 #include "graph/onnx/limits.h"
+#include "graph/onnx/options.h"
 #include "graph/onnx/tensor_proto.h"
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
@@ -55,8 +56,8 @@ template <class Message> void parse(Message& message, std::string_view bytes, co
 
 class Importer final : public ImportContext {
  public:
-  Importer(std::string file, std::string base_dir, const OnnxOptions& options)
-      : file_(std::move(file)), base_dir_(std::move(base_dir)), options_(options) {}
+  Importer(std::string file, std::string base_dir, const OnnxOptions& options, std::int64_t max_folded_bytes)
+      : file_(std::move(file)), base_dir_(std::move(base_dir)), options_(options), max_folded_bytes_(max_folded_bytes) {}
 
   Model import(const onnx::ModelProto& model) {
     check_header(model);
@@ -84,6 +85,17 @@ class Importer final : public ImportContext {
 
   ValueId add_constant(const OnnxNode& source, Tensor value) override {
     return graph_.add_constant(unique_value_name(source.name + "/constant"), std::move(value));
+  }
+
+  void charge_folded_bytes(const OnnxNode& source, std::int64_t bytes) override {
+    // folded_bytes_ never passes the budget, so the subtraction cannot overflow.
+    KILN_ASSERT(bytes >= 0);
+    KILN_CHECK(bytes <= max_folded_bytes_ - folded_bytes_, ErrorKind::InvalidArgument,
+               source.where + "folding it at import would add " + std::to_string(bytes) + " bytes of constants to the " +
+                   std::to_string(folded_bytes_) + " bytes folded so far, past the budget of " +
+                   std::to_string(max_folded_bytes_) + " bytes; raise OnnxOptions::max_folded_bytes or " +
+                   kMaxFoldedBytesVariable + " if the model is trusted");
+    folded_bytes_ += bytes;
   }
 
   std::vector<ValueId> emit(const OnnxNode& source, const std::string& op, std::vector<ValueId> inputs, Attributes attrs,
@@ -118,11 +130,24 @@ class Importer final : public ImportContext {
     if (!all_constant || out_elements > kMaxFoldElements) {
       return graph_.add_node(op, node.inputs, node.attrs, node.name);
     }
-    // Every input is known: evaluate now (shape arithmetic, weight transforms).
+    // Every input is known: evaluate now (shape arithmetic, weight transforms),
+    // within the budget for folded constants.
+    // A data-dependent output's size is known only once evaluated (it is
+    // bounded by the inputs, which fit the limits).
+    const bool dynamic = std::any_of(out_types.begin(), out_types.end(), [](const TensorType& t) { return t.dynamic; });
+    std::int64_t out_bytes = 0;
+    if (!dynamic) {
+      for (const TensorType& t : out_types) out_bytes += num_elements(t.shape) * static_cast<std::int64_t>(dtype_size(t.dtype));
+      charge_folded_bytes(source, out_bytes);
+    }
     std::vector<Tensor> args;
     for (ValueId id : node.inputs) args.push_back(id < 0 ? Tensor() : *constant(id));
     std::vector<Tensor> results = graph::get_op(op).reference(node, args);
     KILN_ASSERT(results.size() == out_types.size());
+    if (dynamic) {
+      for (const Tensor& r : results) out_bytes += static_cast<std::int64_t>(r.nbytes());
+      charge_folded_bytes(source, out_bytes);
+    }
     std::vector<ValueId> outputs;
     for (Tensor& r : results) outputs.push_back(graph_.add_constant(unique_value_name(node.name), std::move(r)));
     return outputs;
@@ -330,6 +355,8 @@ class Importer final : public ImportContext {
   std::string file_;
   std::string base_dir_;
   OnnxOptions options_;
+  std::int64_t max_folded_bytes_;  // resolved from options_ and the environment
+  std::int64_t folded_bytes_ = 0;  // charged so far
   int opset_ = 0;
   graph::Graph graph_;
   std::unordered_map<std::string, ValueId> values_;  // ONNX value name -> kiln value
@@ -345,8 +372,9 @@ class Importer final : public ImportContext {
 Model load_onnx_bytes(std::string_view bytes, const std::string& name, const std::string& base_dir,
                       const OnnxOptions& options) {
   onnx::ModelProto model;
+  const std::int64_t max_folded_bytes = onnx_import::resolve_max_folded_bytes(options);
   onnx_import::parse(model, bytes, name, "model");
-  return onnx_import::Importer(name, base_dir, options).import(model);
+  return onnx_import::Importer(name, base_dir, options, max_folded_bytes).import(model);
 }
 
 Model load_onnx(const std::string& path, const OnnxOptions& options) {

@@ -19,7 +19,7 @@ enum class ErrorKind {
   Unsupported,        // an op, dtype or feature that kiln (or a backend) lacks
   NotFound,           // unknown backend, device index/name, model, file
   DeviceUnavailable,  // the backend exists but cannot run here (no driver/GPU)
-  OutOfMemory,        // a device allocation failed
+  OutOfMemory,        // a device allocation failed (or, evaluating on the host, a host one)
   Io,                 // reading or writing a file failed
   Corrupt,            // a file's content is malformed
   Internal,           // a bug in kiln
