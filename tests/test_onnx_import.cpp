@@ -925,6 +925,28 @@ BOOST_AUTO_TEST_CASE(the_fold_budget_comes_from_the_option_then_the_environment)
   BOOST_TEST(contains(negative.what(), "max_folded_bytes is -1"), negative.what());
 }
 
+BOOST_AUTO_TEST_CASE(topk_k_past_its_axis_names_the_node_k_and_the_extent) {
+  OnnxModel m;
+  m.input("x", {4});
+  m.ints("k", {5});
+  m.node("TopK", {"x", "k"}, {"values", "indices"}, "top5");
+  m.output("values");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::InvalidArgument);
+  for (const char* part : {"top5", "k = 5", "the 4 elements along axis 0"})
+    BOOST_TEST(contains(e.what(), part), "message names " << part << ": " << e.what());
+
+  // kiln's clamp_k (min(k, extent)) is for built-in models only.
+  OnnxModel clamp;
+  clamp.input("x", {4});
+  clamp.ints("k", {2});
+  attr(clamp.node("TopK", {"x", "k"}, {"values", "indices"}, "top2"), "clamp_k", std::int64_t{1});
+  clamp.output("values");
+  const auto internal = error_of([&] { clamp.load(); });
+  BOOST_TEST(internal.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(internal.what(), "attribute 'clamp_k' is not an ONNX TopK attribute"), internal.what());
+}
+
 BOOST_AUTO_TEST_CASE(messages_about_huge_files_stay_short) {
   // A two-million-entry attribute in an error: the list is cut at 32 entries.
   OnnxModel m;

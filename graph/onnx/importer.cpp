@@ -19,6 +19,7 @@
 #include <memory>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 namespace kiln {
 
@@ -277,12 +278,18 @@ class Importer final : public ImportContext {
       n.inputs.push_back(it->second);
     }
     n.attrs = convert_attributes(proto, n.where);
-    // kiln's own attributes, which compile passes set (a fused activation, a
-    // pre-packed weight layout), are not ONNX's: a file carrying them would
-    // make kiln misread its weights.
-    for (const char* internal : {"activation", "weight_layout", "out_channels"})
-      KILN_CHECK(!n.attrs.has(internal) || (n.op != "Conv" && n.op != "Gemm"), ErrorKind::Corrupt,
-                 n.where + "attribute '" + internal + "' is not an ONNX " + n.op + " attribute");
+    // kiln's own attributes, which compile passes and built-in models set (a
+    // fused activation, a pre-packed weight layout, TopK's clamp_k), are not
+    // ONNX's: a file carrying them would make kiln misread its weights or
+    // accept what ONNX rejects.
+    static const std::map<std::string, std::vector<std::string>> kiln_only = {
+        {"Conv", {"activation", "weight_layout", "out_channels"}},
+        {"Gemm", {"activation", "weight_layout", "out_channels"}},
+        {"TopK", {"clamp_k"}}};
+    if (auto it = kiln_only.find(n.op); it != kiln_only.end())
+      for (const std::string& internal : it->second)
+        KILN_CHECK(!n.attrs.has(internal), ErrorKind::Corrupt,
+                   n.where + "attribute '" + internal + "' is not an ONNX " + n.op + " attribute");
     std::vector<ValueId> outputs;
     try {
       outputs = op_rules().at(n.op).convert(n, *this);
