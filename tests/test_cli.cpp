@@ -7,10 +7,18 @@
 
 #include <sys/wait.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #if KILN_HAVE_ONNX
 #include <onnx/onnx_pb.h>
@@ -111,6 +119,93 @@ BOOST_AUTO_TEST_CASE(user_errors_exit_2_with_a_clear_message) {
 
   auto bad_option = kiln("run --image-size -5");
   BOOST_TEST(bad_option.exit_code != 0);
+}
+
+// ---- hostile inputs: images, output folders, file names ---------------------------------
+
+namespace {
+
+std::uint32_t crc32(std::string_view bytes) {
+  std::uint32_t crc = 0xffffffffu;
+  for (unsigned char b : bytes) {
+    crc ^= b;
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+void put_u32(std::string& out, std::uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((v >> shift) & 0xffu);
+}
+
+void png_chunk(std::string& png, const std::string& type, const std::string& data) {
+  put_u32(png, static_cast<std::uint32_t>(data.size()));
+  const std::string body = type + data;
+  png += body;
+  put_u32(png, crc32(body));
+}
+
+// An 8-bit greyscale PNG of zeros, its pixels stored uncompressed (deflate
+// stored blocks), or only its header when `header_only` (nothing to decode).
+std::string grey_png(std::uint32_t width, std::uint32_t height, bool header_only) {
+  std::string png = "\x89PNG\r\n\x1a\n";
+  std::string ihdr;
+  put_u32(ihdr, width);
+  put_u32(ihdr, height);
+  ihdr += std::string("\x08\x00\x00\x00\x00", 5);  // depth 8, greyscale, deflate, no filter, no interlace
+  png_chunk(png, "IHDR", ihdr);
+  if (header_only) return png;
+  const std::string raw(static_cast<std::size_t>(height) * (width + 1), '\0');  // a filter byte per row, then zeros
+  std::string zlib = "\x78\x01";
+  for (std::size_t at = 0; at < raw.size(); at += 65535) {
+    const std::size_t n = std::min<std::size_t>(65535, raw.size() - at);
+    zlib += static_cast<char>(at + n == raw.size() ? 1 : 0);
+    zlib += static_cast<char>(n & 0xff);
+    zlib += static_cast<char>(n >> 8);
+    zlib += static_cast<char>(~n & 0xff);
+    zlib += static_cast<char>((~n >> 8) & 0xff);
+    zlib += raw.substr(at, n);
+  }
+  // Adler-32 of all zeros: a = 1, b = length.
+  put_u32(zlib, static_cast<std::uint32_t>(((raw.size() % 65521) << 16) | 1u));
+  png_chunk(png, "IDAT", zlib);
+  png_chunk(png, "IEND", "");
+  return png;
+}
+
+std::filesystem::path fresh_folder(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_cli_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(run_refuses_an_oversized_image_before_decoding_it) {
+  const auto dir = fresh_folder("big_image");
+  // 4,000,000 x 1: a few dozen bytes of header that would decode to gigabytes.
+  std::ofstream(dir / "wide.png", std::ios::binary) << grey_png(4'000'000, 1, true);
+  auto wide = kiln("run --image '" + (dir / "wide.png").string() + "' --image-size 32 --iters 0");
+  BOOST_TEST(wide.exit_code == 2);
+  BOOST_TEST(has(wide, "wide.png' is 4000000x1 pixels, larger than kiln's limit of 67108864 pixels and 32768 a side"));
+  BOOST_TEST(!has(wide, "kiln run:"));  // nothing ran
+
+  // Within the limits, but the resize for the centre crop would be 73 x 2.4M pixels.
+  std::ofstream(dir / "tall.png", std::ios::binary) << grey_png(1, 32768, false);
+  auto tall = kiln("run --image '" + (dir / "tall.png").string() + "' --image-size 64 --iters 0");
+  BOOST_TEST(tall.exit_code == 2);
+  BOOST_TEST(has(tall, "tall.png' (1x32768) would be resized to 73x2392064 pixels"));
+
+  // A small image made the same way decodes and runs.
+  std::ofstream(dir / "small.png", std::ios::binary) << grey_png(40, 30, false);
+  auto small = kiln("run --image '" + (dir / "small.png").string() + "' --image-size 32 --iters 0");
+  BOOST_TEST(small.exit_code == 0);
+  BOOST_TEST(has(small, "(40x30, 1 channels)"));
+
+  auto help = kiln("run --help");
+  BOOST_TEST(has(help, "67108864 pixels"));
+  std::filesystem::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(explain_shows_kernels_and_memory_plan) {

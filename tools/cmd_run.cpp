@@ -188,7 +188,10 @@ void add_run_command(CLI::App& app) {
   auto input_specs = std::make_shared<std::vector<std::string>>();
   auto output_dir = std::make_shared<std::string>();
   args->add_to(*cmd);
-  cmd->add_option("--image", *image, "an image file (PNG, JPEG, BMP, ...) for the model's image input")->capture_default_str();
+  cmd->add_option("--image", *image,
+                  "an image file (PNG, JPEG, BMP, ...) for the model's image input; at most 67108864 pixels "
+                  "(8192x8192) and 32768 pixels a side")
+      ->capture_default_str();
   cmd->add_option("--input", *input_specs, "name=file.npy: a model input from a NumPy file (repeatable; dtype and shape "
                                            "must match the model's input)");
   cmd->add_option("--output-dir", *output_dir, "write every output as DIR/<output name>.npy (characters other than "
@@ -233,7 +236,8 @@ void add_run_command(CLI::App& app) {
       print_top(compiled_out.at(0), *top);
     } else if (model.task() == "segmentation" || model.task() == "detection") {
 #if KILN_HAVE_TASK_OUTPUT
-      report_task_outputs(model, compiled_out, *image, *output_dir);
+      // The photograph only when the input came from it (not from --input files).
+      report_task_outputs(model, compiled_out, slot ? *image : std::string(), *output_dir);
 #else
       print_output_summary(output_specs, compiled_out);
 #endif

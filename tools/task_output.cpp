@@ -1,10 +1,10 @@
 #include "task_output.h"
 
 #include "bench/agreement.h"
+#include "image.h"
 
 #include <kiln/error.h>
 
-#include <stb_image.h>
 #include <stb_image_write.h>
 
 #include <algorithm>
@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <memory>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -277,16 +276,16 @@ void report_detection(const Model& model, const std::vector<Tensor>& outputs, co
   KILN_CHECK(!inputs.empty() && inputs[0].shape.size() == 4, ErrorKind::ShapeMismatch,
              model.name() + ": a detection model needs an image input [N, 3, S, S]");
   const std::int64_t input_size = inputs[0].shape[3];
-  int width = 0, height = 0, channels = 0;
-  std::unique_ptr<unsigned char, void (*)(void*)> pixels(
-      image_path.empty() ? nullptr : stbi_load(image_path.c_str(), &width, &height, &channels, 3), stbi_image_free);
-  if (!pixels) {
+  // The photograph, read with the same limits as the input image was.
+  std::optional<RgbImage> photo;
+  if (!image_path.empty()) photo = read_rgb_image(image_path);
+  if (!photo) {
     // Inputs given as tensors: report in the model input's pixels, draw nothing.
-    width = height = static_cast<int>(input_size);
-    std::printf("(no readable image '%s': boxes are in the model input's %lldx%lld pixels, none drawn)\n",
-                image_path.c_str(), static_cast<long long>(input_size), static_cast<long long>(input_size));
+    std::printf("(no image: the input came from a file; boxes are in the model input's %lldx%lld pixels, none drawn)\n",
+                static_cast<long long>(input_size), static_cast<long long>(input_size));
   }
-  const CropGeometry crop = pixels ? CropGeometry(width, height, input_size) : CropGeometry(input_size);
+  const CropGeometry crop =
+      photo ? CropGeometry(photo->info.width, photo->info.height, input_size) : CropGeometry(input_size);
   const std::vector<Detection> detections =
       which.list ? read_detection_list(model, outputs, *which.list, crop)
                  : decode_detections(model, outputs.at(*which.logits), outputs.at(*which.boxes), crop);
@@ -313,8 +312,9 @@ void report_detection(const Model& model, const std::vector<Tensor>& outputs, co
                 class_name(classes, d.label).c_str(), static_cast<long long>(d.label), static_cast<double>(d.score),
                 d.x0, d.x1, d.y0, d.y1);
   }
-  if (!pixels) return;
-  std::vector<unsigned char> rgb(pixels.get(), pixels.get() + static_cast<std::size_t>(width) * height * 3);
+  if (!photo) return;
+  const int width = photo->info.width, height = photo->info.height;
+  std::vector<unsigned char>& rgb = photo->rgb;
   const int thickness = std::max(2, std::min(width, height) / 200);
   for (std::size_t i = 0; i < shown; ++i)
     draw_box(rgb, width, height, detections[i], class_colour(detections[i].label + 1), thickness);

@@ -17,10 +17,10 @@ namespace kiln::tools {
 // "logits" [N, queries, classes + 1] with a trailing no-object class and
 // "boxes" [N, queries, 4] as normalised cx, cy, w, h): prints the boxes
 // scoring >= 0.5 (or the best 5, marked as below the threshold, if none
-// does) in pixel coordinates of the original image, and writes
-// "<model>_detections.png" with them drawn on it (when image_path is not a
-// readable image, e.g. inputs came from .npy files, boxes are in the model
-// input's pixels and nothing is drawn). PNGs go to output_dir ("" = the
+// does) in pixel coordinates of the photograph at image_path (read with
+// read_rgb_image's limits), and writes "<model>_detections.png" with them
+// drawn on it; image_path "" (inputs came from .npy files) reports boxes in
+// the model input's pixels and draws nothing. PNGs go to output_dir ("" = the
 // working directory), written atomically; the path is printed. Other tasks
 // print nothing. Throws kiln::Error (ShapeMismatch for unexpected outputs, Io
 // when a PNG cannot be written) naming the model or the file.
