@@ -2,7 +2,7 @@
 // backends: models x batch sizes x {eager, default, reduce-overhead}, warm-up,
 // then the mean (median, min, max) of --iters calls on the same image; a
 // markdown table on stdout, CSV, JSON, SVG and markdown files on request.
-#include "bench/atomic_file.h"
+#include "atomic_file.h"
 #include "bench/chart.h"
 #include "bench/progress.h"
 #include "bench/report.h"
@@ -65,7 +65,7 @@ void write_outputs(const std::string& dir, const bench::Results& results, const 
                                                        {"bench.json", bench::json_report(results)},
                                                        {"bench.svg", bench::speedup_chart_svg(results)}};
   for (const auto& [name, content] : files) {
-    bench::write_file_atomically(base / name, content);
+    write_file_atomically(base / name, content);
     std::fprintf(stderr, "kiln bench: wrote %s\n", (base / name).string().c_str());
   }
 }

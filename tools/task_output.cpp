@@ -1,7 +1,9 @@
 #include "task_output.h"
 
+#include "atomic_file.h"
 #include "bench/agreement.h"
 #include "image.h"
+#include "output_files.h"
 
 #include <kiln/error.h>
 
@@ -86,27 +88,28 @@ Rgb class_colour(std::int64_t index) {
   return colour;
 }
 
-std::filesystem::path output_path(const std::string& output_dir, const std::string& file_name) {
+// DIR/<model><suffix>, or the current folder without --output-dir; the
+// model's name (from a file) made safe as a file name.
+std::filesystem::path picture_path(const std::string& output_dir, const Model& model, const std::string& suffix) {
+  const std::string file_name = file_stem_for(model.name()) + suffix;
   return output_dir.empty() ? std::filesystem::path(file_name) : std::filesystem::path(output_dir) / file_name;
 }
 
-// Writes an RGB PNG next to its destination, then renames it into place, so
-// readers never see half a file.
-void write_png_atomically(const std::filesystem::path& path, int width, int height, std::span<const unsigned char> rgb) {
+void append_bytes(void* context, void* data, int size) {
+  static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
+}
+
+// Encodes an RGB PNG in memory and writes it atomically; returns the absolute
+// path written, for the message.
+std::filesystem::path write_png(const std::filesystem::path& path, int width, int height, std::span<const unsigned char> rgb) {
   KILN_ASSERT(rgb.size() == static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3);
-  if (path.has_parent_path()) {
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    KILN_CHECK(!ec, ErrorKind::Io, "cannot create directory '" + path.parent_path().string() + "': " + ec.message());
-  }
-  const std::filesystem::path temp = path.string() + ".tmp";
-  const bool written = stbi_write_png(temp.c_str(), width, height, 3, rgb.data(), width * 3) != 0;
+  std::string png;
+  KILN_CHECK(stbi_write_png_to_func(append_bytes, &png, width, height, 3, rgb.data(), width * 3) != 0,
+             ErrorKind::Internal, "stb_image_write could not encode the picture for '" + path.string() + "'");
+  write_file_atomically(path, png);
   std::error_code ec;
-  if (written) std::filesystem::rename(temp, path, ec);
-  if (!written || ec) {
-    std::filesystem::remove(temp, ec);
-    throw_error(ErrorKind::Io, "cannot write '" + path.string() + "'");
-  }
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  return ec ? path : absolute;
 }
 
 std::vector<std::size_t> order_by(std::span<const double> keys) {
@@ -144,9 +147,9 @@ void report_segmentation(const Model& model, const Tensor& logits, const std::st
   }
   std::vector<unsigned char> rgb(static_cast<std::size_t>(pixels) * 3);
   for (std::size_t p = 0; p < mask.size(); ++p) std::copy_n(class_colour(mask[p]).begin(), 3, &rgb[p * 3]);
-  const std::filesystem::path path = output_path(output_dir, model.name() + "_mask.png");
-  write_png_atomically(path, static_cast<int>(shape[3]), static_cast<int>(shape[2]), rgb);
-  std::printf("mask written to %s (VOC colour map)\n", path.string().c_str());
+  const std::filesystem::path written =
+      write_png(picture_path(output_dir, model, "_mask.png"), static_cast<int>(shape[3]), static_cast<int>(shape[2]), rgb);
+  std::printf("mask written to %s (VOC colour map)\n", written.string().c_str());
 }
 
 struct Detection {
@@ -318,9 +321,8 @@ void report_detection(const Model& model, const std::vector<Tensor>& outputs, co
   const int thickness = std::max(2, std::min(width, height) / 200);
   for (std::size_t i = 0; i < shown; ++i)
     draw_box(rgb, width, height, detections[i], class_colour(detections[i].label + 1), thickness);
-  const std::filesystem::path path = output_path(output_dir, model.name() + "_detections.png");
-  write_png_atomically(path, width, height, rgb);
-  std::printf("boxes drawn on %s\n", path.string().c_str());
+  const std::filesystem::path written = write_png(picture_path(output_dir, model, "_detections.png"), width, height, rgb);
+  std::printf("boxes drawn on %s\n", written.string().c_str());
 }
 
 }  // namespace
