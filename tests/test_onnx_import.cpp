@@ -592,6 +592,20 @@ BOOST_AUTO_TEST_CASE(kiln_internal_conv_attributes_in_a_file_are_corrupt) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(kiln_internal_matmul_weight_layout_in_a_file_is_corrupt) {
+  // A file claiming B is packed (NK16n) with the packed shape would be read
+  // in the wrong order: a silent wrong answer.
+  OnnxModel m;
+  m.input("x", {2, 8});
+  m.initializer("w", random_f32({1, 8, 16}, 2));
+  attr(m.node("MatMul", {"x", "w"}, {"y"}, "packed_mm"), "weight_layout", std::string("NK16n"));
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(e.what(), "'packed_mm'"), e.what());
+  BOOST_TEST(contains(e.what(), "attribute 'weight_layout' is not an ONNX MatMul attribute"), e.what());
+}
+
 BOOST_AUTO_TEST_CASE(raw_data_of_the_wrong_size_is_corrupt) {
   OnnxModel m = relu_model();
   auto* w = m.initializer("w", random_f32({4}, 13));

@@ -285,6 +285,7 @@ class Importer final : public ImportContext {
     static const std::map<std::string, std::vector<std::string>> kiln_only = {
         {"Conv", {"activation", "weight_layout", "out_channels"}},
         {"Gemm", {"activation", "weight_layout", "out_channels"}},
+        {"MatMul", {"weight_layout"}},
         {"TopK", {"clamp_k"}}};
     if (auto it = kiln_only.find(n.op); it != kiln_only.end())
       for (const std::string& internal : it->second)
