@@ -3,6 +3,7 @@
 // nodes went into which kernel. Needs no device.
 #include "atomic_file.h"
 #include "commands.h"
+#include "output_files.h"
 #include "model_args.h"
 
 // The one internal header the CLI uses: code generation without a device
@@ -44,9 +45,8 @@ void dump(const ModelArgs& model_args, const DumpArgs& args) {
   }
   const Model model = model_args.load();
   const fs::path root(args.output_dir);
+  prepare_output_dir(args.output_dir);
   std::error_code ec;
-  fs::create_directories(root, ec);
-  KILN_CHECK(!ec, ErrorKind::Io, "cannot create '" + root.string() + "': " + ec.message());
 
   std::string index = "# kiln dump of model '" + model.name() + "': the kernels compiled mode builds, after fusion\n";
   for (const std::string& backend : backends) {
