@@ -24,7 +24,20 @@ std::string_view error_kind_name(ErrorKind kind) {
 
 std::ostream& operator<<(std::ostream& out, ErrorKind kind) { return out << error_kind_name(kind); }
 
-Error::Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+namespace {
+
+// See kMaxErrorMessageBytes. The cut never splits a UTF-8 sequence.
+std::string bounded_message(const std::string& message) {
+  if (message.size() <= kMaxErrorMessageBytes + kErrorContextMargin) return message;
+  std::size_t keep = kMaxErrorMessageBytes;
+  while (keep > 0 && (static_cast<unsigned char>(message[keep]) & 0xC0u) == 0x80u) --keep;
+  return message.substr(0, keep) + " ... [message cut: " + std::to_string(message.size() - keep) + " of " +
+         std::to_string(message.size()) + " bytes left out]";
+}
+
+}  // namespace
+
+Error::Error(ErrorKind kind, const std::string& message) : std::runtime_error(bounded_message(message)), kind_(kind) {}
 
 void throw_error(ErrorKind kind, const std::string& message) { throw Error(kind, message); }
 

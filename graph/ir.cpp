@@ -2,6 +2,7 @@
 // the text printer.
 #include "graph/ir.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 #include <unordered_set>
@@ -14,8 +15,10 @@ std::string type_str(const TensorType& type) {
   if (!type.dynamic) return std::string(dtype_name(type.dtype)) + shape_str(type.shape);
   if (type.shape.empty()) return std::string(dtype_name(type.dtype)) + "[?...]";
   std::string text = std::string(dtype_name(type.dtype)) + "[";
-  for (std::size_t i = 0; i < type.shape.size(); ++i)
+  const std::size_t listed = std::min(type.shape.size(), kMaxListedEntries);
+  for (std::size_t i = 0; i < listed; ++i)
     text += (i ? ", " : "") + (type.shape[i] == kDynamicDim ? std::string("?") : std::to_string(type.shape[i]));
+  if (listed < type.shape.size()) text += ", ... (" + std::to_string(type.shape.size() - listed) + " more)";
   return text + "]";
 }
 
@@ -302,7 +305,9 @@ std::string attribute_str(const Attribute& value) {
     std::string operator()(const std::vector<std::int64_t>& v) const { return shape_str(v); }
     std::string operator()(const std::vector<double>& v) const {
       std::string s = "[";
-      for (std::size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + float_str(v[i]);
+      const std::size_t listed = std::min(v.size(), kMaxListedEntries);
+      for (std::size_t i = 0; i < listed; ++i) s += (i ? ", " : "") + float_str(v[i]);
+      if (listed < v.size()) s += ", ... (" + std::to_string(v.size() - listed) + " more)";
       return s + "]";
     }
   };

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <new>
 #include <optional>
 
 #include "graph/ops/ops.h"
@@ -44,6 +45,9 @@ auto with_node_context(const Node& node, F&& body) -> decltype(body()) {
     return body();
   } catch (const Error& e) {
     throw Error(e.kind(), prefix() + e.what());
+  } catch (const std::bad_alloc&) {
+    // Host memory ran out (a huge but valid tensor): not a bug in kiln.
+    throw Error(ErrorKind::OutOfMemory, prefix() + "out of host memory");
   } catch (const std::exception& e) {
     throw Error(ErrorKind::Internal, prefix() + "internal error: " + e.what());
   }

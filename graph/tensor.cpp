@@ -16,10 +16,12 @@ std::int64_t num_elements(const Shape& shape) {
 
 std::string shape_str(const Shape& shape) {
   std::string s = "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) {
+  const std::size_t listed = std::min(shape.size(), kMaxListedEntries);
+  for (std::size_t i = 0; i < listed; ++i) {
     if (i) s += ", ";
     s += std::to_string(shape[i]);
   }
+  if (listed < shape.size()) s += ", ... (" + std::to_string(shape.size() - listed) + " more)";
   return s + "]";
 }
 

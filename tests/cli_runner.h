@@ -23,11 +23,13 @@ inline std::string source_root() {
   return root;
 }
 
-// Runs `kiln <args>` (KILN_BINARY) and logs the command and its output.
-inline Result run_kiln(const std::string& args) {
+// Runs `kiln <args>` (KILN_BINARY) in `directory` (default: the source root)
+// and logs the command and its output.
+inline Result run_kiln(const std::string& args, const std::string& directory = "") {
   const char* binary = std::getenv("KILN_BINARY");
   BOOST_REQUIRE_MESSAGE(binary != nullptr, "KILN_BINARY is not set (run through meson test)");
-  const std::string command = "cd '" + source_root() + "' && '" + binary + "' " + args + " 2>&1";
+  const std::string command =
+      "cd '" + (directory.empty() ? source_root() : directory) + "' && '" + binary + "' " + args + " 2>&1";
   Result r;
   FILE* pipe = popen(command.c_str(), "r");
   BOOST_REQUIRE(pipe != nullptr);

@@ -459,6 +459,8 @@ BOOST_AUTO_TEST_CASE(bad_arguments_exit_2_with_a_message) {
       {"bench --models resnet18 --backend no_such_backend", "unknown backend 'no_such_backend'"},
       {"bench --models resnet18 --device 99", "no vulkan device with index 99"},
       {"bench --task painting", "no model of task 'painting' (tasks: classification, segmentation, detection)"},
+      // Checked before the benchmark runs, not when its results are written.
+      {"bench --models resnet18 --output-dir /proc/self", "cannot write in the output folder '/proc/self'"},
   };
   for (const auto& [args, message] : cases) {
     BOOST_TEST_CONTEXT(args) {

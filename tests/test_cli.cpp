@@ -2,15 +2,25 @@
 #include <boost/test/unit_test.hpp>
 
 #include "cli_runner.h"
+#include "tools/output_files.h"
 
-// Runs the built `kiln` binary as a user would (KILN_BINARY, set by meson).
+// Runs the built `kiln` binary as a user would (KILN_BINARY, set by meson);
+// kiln_cli("run ...") is `kiln run ...` from the source root.
 
 #include <sys/wait.h>
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <array>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #if KILN_HAVE_ONNX
 #include <onnx/onnx_pb.h>
@@ -27,30 +37,30 @@ namespace {
 using cli_test::has;
 using cli_test::Result;
 using cli_test::source_root;
-Result kiln(const std::string& args) { return cli_test::run_kiln(args); }
+Result kiln_cli(const std::string& args) { return cli_test::run_kiln(args); }
 
 }  // namespace
 
 BOOST_AUTO_TEST_CASE(help_lists_commands_and_every_command_has_help) {
-  auto r = kiln("--help");
+  auto r = kiln_cli("--help");
   BOOST_TEST(r.exit_code == 0);
   for (const char* command : {"devices", "run", "explain", "profile"}) {
     BOOST_TEST(has(r, command));
-    auto sub = kiln(std::string(command) + " --help");
+    auto sub = kiln_cli(std::string(command) + " --help");
     BOOST_TEST(sub.exit_code == 0);
     BOOST_TEST(has(sub, "Usage"));
   }
-  BOOST_TEST(has(kiln("run --help"), "--image"));
+  BOOST_TEST(has(kiln_cli("run --help"), "--image"));
 }
 
 BOOST_AUTO_TEST_CASE(no_command_is_a_usage_error) {
-  auto r = kiln("");
+  auto r = kiln_cli("");
   BOOST_TEST(r.exit_code != 0);
   BOOST_TEST(has(r, "subcommand"));
 }
 
 BOOST_AUTO_TEST_CASE(devices_lists_every_backend_with_reason_or_devices) {
-  auto r = kiln("devices");
+  auto r = kiln_cli("devices");
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(has(r, "vulkan: available"));
   BOOST_TEST(has(r, "max workgroup invocations"));
@@ -62,7 +72,7 @@ BOOST_AUTO_TEST_CASE(devices_lists_every_backend_with_reason_or_devices) {
 }
 
 BOOST_AUTO_TEST_CASE(devices_json_is_machine_readable) {
-  auto r = kiln("devices --json");
+  auto r = kiln_cli("devices --json");
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(r.output.front() == '[');
   BOOST_TEST(has(r, "\"backend\": \"vulkan\""));
@@ -70,7 +80,7 @@ BOOST_AUTO_TEST_CASE(devices_json_is_machine_readable) {
 }
 
 BOOST_AUTO_TEST_CASE(run_resnet18_on_a_photo) {
-  auto r = kiln("run --model resnet18 --image data/images/chelsea.png --image-size 64 --iters 1");
+  auto r = kiln_cli("run --model resnet18 --image data/images/chelsea.png --image-size 64 --iters 1");
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(has(r, "top-5"));
   BOOST_TEST(has(r, "1. "));
@@ -82,39 +92,175 @@ BOOST_AUTO_TEST_CASE(run_resnet18_on_a_photo) {
 }
 
 BOOST_AUTO_TEST_CASE(run_reduce_overhead_mode) {
-  auto r = kiln("run --image data/images/coffee.png --image-size 32 --iters 2 --mode reduce-overhead --top 3");
+  auto r = kiln_cli("run --image data/images/coffee.png --image-size 32 --iters 2 --mode reduce-overhead --top 3");
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(has(r, "reduce-overhead"));
   BOOST_TEST(has(r, "3. "));
 }
 
 BOOST_AUTO_TEST_CASE(user_errors_exit_2_with_a_clear_message) {
-  auto missing = kiln("run --image no/such/file.png --image-size 32");
+  auto missing = kiln_cli("run --image no/such/file.png --image-size 32");
   BOOST_TEST(missing.exit_code == 2);
   BOOST_TEST(has(missing, "no/such/file.png"));
 
-  auto not_image = kiln("run --image meson.build --image-size 32");
+  auto not_image = kiln_cli("run --image meson.build --image-size 32");
   BOOST_TEST(not_image.exit_code == 2);
   BOOST_TEST(has(not_image, "cannot decode image"));
 
-  auto backend = kiln("run --backend metal --image-size 32");
+  auto backend = kiln_cli("run --backend metal --image-size 32");
   BOOST_TEST(backend.exit_code == 2);
   BOOST_TEST(has(backend, "unknown backend 'metal'"));
 
-  auto model = kiln("run --model resnet9000 --image-size 32");
+  auto model = kiln_cli("run --model resnet9000 --image-size 32");
   BOOST_TEST(model.exit_code == 2);
   BOOST_TEST(has(model, "resnet18"));
 
-  auto autotune = kiln("run --mode max-autotune --image-size 32");
+  auto autotune = kiln_cli("run --mode max-autotune --image-size 32");
   BOOST_TEST(autotune.exit_code == 2);
   BOOST_TEST(has(autotune, "max-autotune"));
 
-  auto bad_option = kiln("run --image-size -5");
+  auto bad_option = kiln_cli("run --image-size -5");
   BOOST_TEST(bad_option.exit_code != 0);
 }
 
+// ---- hostile inputs: images, output folders, file names ---------------------------------
+
+namespace {
+
+std::uint32_t crc32(std::string_view bytes) {
+  std::uint32_t crc = 0xffffffffu;
+  for (unsigned char b : bytes) {
+    crc ^= b;
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+void put_u32(std::string& out, std::uint32_t v) {
+  for (int shift = 24; shift >= 0; shift -= 8) out += static_cast<char>((v >> shift) & 0xffu);
+}
+
+void png_chunk(std::string& png, const std::string& type, const std::string& data) {
+  put_u32(png, static_cast<std::uint32_t>(data.size()));
+  const std::string body = type + data;
+  png += body;
+  put_u32(png, crc32(body));
+}
+
+// An 8-bit greyscale PNG of zeros, its pixels stored uncompressed (deflate
+// stored blocks), or only its header when `header_only` (nothing to decode).
+std::string grey_png(std::uint32_t width, std::uint32_t height, bool header_only) {
+  std::string png = "\x89PNG\r\n\x1a\n";
+  std::string ihdr;
+  put_u32(ihdr, width);
+  put_u32(ihdr, height);
+  ihdr += std::string("\x08\x00\x00\x00\x00", 5);  // depth 8, greyscale, deflate, no filter, no interlace
+  png_chunk(png, "IHDR", ihdr);
+  if (header_only) return png;
+  const std::string raw(static_cast<std::size_t>(height) * (width + 1), '\0');  // a filter byte per row, then zeros
+  std::string zlib = "\x78\x01";
+  for (std::size_t at = 0; at < raw.size(); at += 65535) {
+    const std::size_t n = std::min<std::size_t>(65535, raw.size() - at);
+    zlib += static_cast<char>(at + n == raw.size() ? 1 : 0);
+    zlib += static_cast<char>(n & 0xff);
+    zlib += static_cast<char>(n >> 8);
+    zlib += static_cast<char>(~n & 0xff);
+    zlib += static_cast<char>((~n >> 8) & 0xff);
+    zlib += raw.substr(at, n);
+  }
+  // Adler-32 of all zeros: a = 1, b = length.
+  put_u32(zlib, static_cast<std::uint32_t>(((raw.size() % 65521) << 16) | 1u));
+  png_chunk(png, "IDAT", zlib);
+  png_chunk(png, "IEND", "");
+  return png;
+}
+
+std::filesystem::path fresh_folder(const std::string& name) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_cli_" + name + "_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(run_refuses_an_oversized_image_before_decoding_it) {
+  const auto dir = fresh_folder("big_image");
+  // 4,000,000 x 1: a few dozen bytes of header that would decode to gigabytes.
+  std::ofstream(dir / "wide.png", std::ios::binary) << grey_png(4'000'000, 1, true);
+  auto wide = kiln_cli("run --image '" + (dir / "wide.png").string() + "' --image-size 32 --iters 0");
+  BOOST_TEST(wide.exit_code == 2);
+  BOOST_TEST(has(wide, "wide.png' is 4000000x1 pixels, larger than kiln's limit of 67108864 pixels and 32768 a side"));
+  BOOST_TEST(!has(wide, "kiln run:"));  // nothing ran
+
+  // Within the limits, but the resize for the centre crop would be 73 x 2.4M pixels.
+  std::ofstream(dir / "tall.png", std::ios::binary) << grey_png(1, 32768, false);
+  auto tall = kiln_cli("run --image '" + (dir / "tall.png").string() + "' --image-size 64 --iters 0");
+  BOOST_TEST(tall.exit_code == 2);
+  BOOST_TEST(has(tall, "tall.png' (1x32768) would be resized to 73x2392064 pixels"));
+
+  // A small image made the same way decodes and runs.
+  std::ofstream(dir / "small.png", std::ios::binary) << grey_png(40, 30, false);
+  auto small = kiln_cli("run --image '" + (dir / "small.png").string() + "' --image-size 32 --iters 0");
+  BOOST_TEST(small.exit_code == 0);
+  BOOST_TEST(has(small, "(40x30, 1 channels)"));
+
+  auto help = kiln_cli("run --help");
+  BOOST_TEST(has(help, "67108864 pixels"));
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(an_unusable_output_folder_is_an_io_error_before_anything_runs) {
+  const auto dir = fresh_folder("bad_output");
+  std::ofstream(dir / "a_file") << "not a folder";
+  auto file = kiln_cli("run --image-size 32 --iters 0 --output-dir '" + (dir / "a_file").string() + "'");
+  BOOST_TEST(file.exit_code == 2);
+  BOOST_TEST(has(file, "cannot use '" + (dir / "a_file").string() + "' as the output folder"));
+  BOOST_TEST(!has(file, "kiln run:"));
+  auto below_file = kiln_cli("run --image-size 32 --iters 0 --output-dir '" + (dir / "a_file" / "out").string() + "'");
+  BOOST_TEST(below_file.exit_code == 2);
+  BOOST_TEST(has(below_file, "cannot create the output folder"));
+  // A folder in which nothing can be created, even by root.
+  auto unwritable = kiln_cli("run --image-size 32 --iters 0 --output-dir /proc/self");
+  BOOST_TEST(unwritable.exit_code == 2);
+  BOOST_TEST(has(unwritable, "cannot write in the output folder '/proc/self'"));
+  BOOST_TEST(!has(unwritable, "kiln run:"));
+  // A new folder (and its parents) is created.
+  auto created = kiln_cli("run --image-size 32 --iters 0 --output-dir '" + (dir / "new" / "deeper").string() + "'");
+  BOOST_TEST(created.exit_code == 0);
+  BOOST_TEST(std::filesystem::exists(dir / "new" / "deeper" / "logits.npy"));
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(pictures_go_to_the_working_folder_without_output_dir_and_their_path_is_printed) {
+  const auto dir = fresh_folder("pictures");
+  const std::string image = source_root() + "/data/images/chelsea.png";
+  auto r = cli_test::run_kiln("run --model segformer_b0 --image-size 32 --iters 0 --image '" + image + "'", dir.string());
+  BOOST_TEST(r.exit_code == 0);
+  const auto mask = std::filesystem::canonical(dir) / "segformer_b0_mask.png";
+  BOOST_TEST(has(r, "mask written to " + mask.string() + " (VOC colour map)"));
+  BOOST_TEST(std::filesystem::file_size(mask) > 0u);
+  std::size_t files = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) files += entry.is_regular_file() ? 1 : 0;
+  BOOST_TEST(files == 1u);  // no temporary left behind
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(file_names_from_output_names_are_safe_distinct_and_deterministic) {
+  using kiln::tools::distinct_file_names;
+  using kiln::tools::file_stem_for;
+  BOOST_TEST(file_stem_for("a/b") == "a_b");
+  BOOST_TEST(file_stem_for("../../etc/passwd") == "_.._.._etc_passwd");
+  BOOST_TEST(file_stem_for("") == "_");
+  BOOST_TEST(file_stem_for(std::string(5000, 'x')).size() == kiln::tools::kMaxFileStemBytes);
+  const std::vector<std::string> files = distinct_file_names({"a/b", "a:b", "a_b_2", "a b", "y"}, ".npy");
+  BOOST_TEST(files == (std::vector<std::string>{"a_b.npy", "a_b_2.npy", "a_b_2_2.npy", "a_b_3.npy", "y.npy"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(distinct_file_names({"a/b", "a:b", "a_b_2", "a b", "y"}, ".npy") == files, boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(explain_shows_kernels_and_memory_plan) {
-  auto r = kiln("explain --model resnet18 --image-size 32");
+  auto r = kiln_cli("explain --model resnet18 --image-size 32");
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(has(r, "kernel"));
   BOOST_TEST(has(r, "memory:"));
@@ -122,17 +268,17 @@ BOOST_AUTO_TEST_CASE(explain_shows_kernels_and_memory_plan) {
 }
 
 BOOST_AUTO_TEST_CASE(profile_lists_kernels_by_time_and_family) {
-  auto r = kiln("profile --model resnet18 --image-size 32 --calls 1 --top 1000");
+  auto r = kiln_cli("profile --model resnet18 --image-size 32 --calls 1 --top 1000");
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(has(r, "dispatches"));
   BOOST_TEST(has(r, "by kernel family"));
   BOOST_TEST(has(r, "conv2d"));
   BOOST_TEST(has(r, "layer1.0.conv1"));
-  auto e = kiln("profile --eager --model resnet18 --image-size 32 --calls 1");
+  auto e = kiln_cli("profile --eager --model resnet18 --image-size 32 --calls 1");
   BOOST_TEST(e.exit_code == 0);
   BOOST_TEST(has(e, "eager mode"));
   BOOST_TEST(has(e, "batch_norm"));
-  auto bad = kiln("profile --model resnet18 --calls 0");
+  auto bad = kiln_cli("profile --model resnet18 --calls 0");
   BOOST_TEST(bad.exit_code != 0);
 }
 
@@ -204,6 +350,24 @@ void write_relu_bias_model(const std::filesystem::path& path) {
   std::ofstream(path, std::ios::binary) << model.SerializeAsString();
 }
 
+// The relu_bias model with two outputs whose names give the same file name:
+// "a/b" = Relu(x), "a:b" = Relu(x) + bias.
+void write_clashing_outputs_model(const std::filesystem::path& path) {
+  onnx::ModelProto model;
+  {
+    std::ifstream in(path.parent_path() / "model.onnx", std::ios::binary);
+    BOOST_REQUIRE(model.ParseFromIstream(&in));
+  }
+  auto* g = model.mutable_graph();
+  g->mutable_node(0)->set_output(0, "a/b");
+  g->mutable_node(1)->set_input(0, "a/b");
+  g->mutable_node(1)->set_output(0, "a:b");
+  g->clear_output();
+  g->add_output()->set_name("a/b");
+  g->add_output()->set_name("a:b");
+  std::ofstream(path, std::ios::binary) << model.SerializeAsString();
+}
+
 // GlobalAveragePool of an f32[1, 3, 32, 32] image input, written as an ONNX file.
 void write_image_pool_model(const std::filesystem::path& path) {
   onnx::ModelProto model;
@@ -236,7 +400,7 @@ BOOST_AUTO_TEST_CASE(run_onnx_model_on_an_image_sized_from_its_input) {
   std::filesystem::create_directories(dir);
   write_image_pool_model(dir / "pool.onnx");
   // The symbolic batch dim takes --batch.
-  auto r = kiln("run '" + (dir / "pool.onnx").string() + "' --image data/images/chelsea.png --batch 2 --iters 0");
+  auto r = kiln_cli("run '" + (dir / "pool.onnx").string() + "' --image data/images/chelsea.png --batch 2 --iters 0");
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(has(r, "batch 2"));
   BOOST_TEST(has(r, "resized to 32x32"));
@@ -251,7 +415,7 @@ BOOST_AUTO_TEST_CASE(run_onnx_model_with_npy_input_and_output_dir) {
   write_relu_bias_model(dir / "model.onnx");
   std::ofstream(dir / "x.npy", std::ios::binary) << npy_f32({1, 4}, {-1.0f, 2.0f, -3.0f, 4.0f});
 
-  auto r = kiln("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "x.npy").string() +
+  auto r = kiln_cli("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "x.npy").string() +
                 "' --output-dir '" + (dir / "out").string() + "' --iters 0");
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(has(r, "out/y"));
@@ -261,26 +425,39 @@ BOOST_AUTO_TEST_CASE(run_onnx_model_with_npy_input_and_output_dir) {
   BOOST_REQUIRE(std::filesystem::exists(written));
   BOOST_TEST(npy_values(written.string()) == (std::vector<float>{0.5f, 3.0f, 1.5f, 6.0f}), boost::test_tools::per_element());
 
+  // Two outputs whose names sanitise to the same file: the second gets _2, and
+  // the mapping is printed; neither overwrites the other.
+  write_clashing_outputs_model(dir / "clash.onnx");
+  auto clash = kiln_cli("run '" + (dir / "clash.onnx").string() + "' --input x='" + (dir / "x.npy").string() +
+                    "' --output-dir '" + (dir / "clash").string() + "' --iters 0");
+  BOOST_TEST(clash.exit_code == 0);
+  BOOST_TEST(has(clash, "a_b.npy (f32[1, 4]) for output 'a/b'"));
+  BOOST_TEST(has(clash, "a_b_2.npy (f32[1, 4]) for output 'a:b'"));
+  BOOST_TEST(npy_values((dir / "clash" / "a_b.npy").string()) == (std::vector<float>{0.0f, 2.0f, 0.0f, 4.0f}),
+             boost::test_tools::per_element());
+  BOOST_TEST(npy_values((dir / "clash" / "a_b_2.npy").string()) == (std::vector<float>{0.5f, 3.0f, 1.5f, 6.0f}),
+             boost::test_tools::per_element());
+
   // A .npy whose shape does not fit the input is a user error naming both shapes.
   std::ofstream(dir / "bad.npy", std::ios::binary) << npy_f32({2, 2}, {1, 2, 3, 4});
-  auto bad = kiln("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "bad.npy").string() + "' --iters 0");
+  auto bad = kiln_cli("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "bad.npy").string() + "' --iters 0");
   BOOST_TEST(bad.exit_code == 2);
   BOOST_TEST(has(bad, "f32[1, 4]"));
   BOOST_TEST(has(bad, "f32[2, 2]"));
-  auto unknown = kiln("run '" + (dir / "model.onnx").string() + "' --input z='" + (dir / "x.npy").string() + "' --iters 0");
+  auto unknown = kiln_cli("run '" + (dir / "model.onnx").string() + "' --input z='" + (dir / "x.npy").string() + "' --iters 0");
   BOOST_TEST(unknown.exit_code == 2);
   BOOST_TEST(has(unknown, "its inputs: x"));
   // float64 (NumPy's default) is refused with the fix in the message.
   std::string f8 = npy_f32({1, 4}, {1, 2, 3, 4});
   f8.replace(f8.find("<f4"), 3, "<f8");
   std::ofstream(dir / "f8.npy", std::ios::binary) << f8;
-  auto wrong_dtype = kiln("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "f8.npy").string() + "' --iters 0");
+  auto wrong_dtype = kiln_cli("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "f8.npy").string() + "' --iters 0");
   BOOST_TEST(wrong_dtype.exit_code == 2);
   BOOST_TEST(has(wrong_dtype, "astype(np.float32)"));
   // A truncated file names itself and the sizes.
   const std::string full = npy_f32({1, 4}, {1, 2, 3, 4});
   std::ofstream(dir / "short.npy", std::ios::binary) << full.substr(0, full.size() - 4);
-  auto truncated = kiln("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "short.npy").string() + "' --iters 0");
+  auto truncated = kiln_cli("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "short.npy").string() + "' --iters 0");
   BOOST_TEST(truncated.exit_code == 2);
   BOOST_TEST(has(truncated, "short.npy"));
   std::filesystem::remove_all(dir);

@@ -292,6 +292,69 @@ BOOST_AUTO_TEST_CASE(node_attribute_type_errors_name_the_node) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_SUITE(bounded_messages)
+
+BOOST_AUTO_TEST_CASE(shape_and_attribute_printers_list_at_most_32_entries) {
+  const std::vector<std::int64_t> long_list(2'000'000, 7);
+  const std::string shape = shape_str(long_list);
+  BOOST_TEST(shape.size() < 200u, shape);
+  BOOST_TEST(shape.find(", ... (1999968 more)]") != std::string::npos, shape);
+  BOOST_TEST(shape_str({1, 3, 224, 224}) == "[1, 3, 224, 224]");
+  BOOST_TEST(type_str(dynamic_type(DType::f32, Shape(100, kDynamicDim))).find("... (68 more)") != std::string::npos);
+
+  Graph g;
+  const ValueId x = g.add_input("x", {DType::f32, {1, 1, 8}});
+  g.set_outputs(g.add_node("Resize", {x},
+                           attrs_of({{"scales", std::vector<double>{1.0, 1.0, 2.0}},
+                                     {"sizes", std::vector<std::int64_t>{1, 1, 16}}}),
+                           "resize"));
+  BOOST_TEST(g.to_string().find("scales=[1, 1, 2]") != std::string::npos, g.to_string());
+}
+
+// The 17 MB message of the hostile-input probe: an attribute of two million
+// values in an error. The printer bounds the list, so the whole message is short.
+BOOST_AUTO_TEST_CASE(an_error_about_a_two_million_entry_attribute_stays_short) {
+  Graph g;
+  const ValueId x = g.add_input("x", {DType::f32, {1, 1, 8, 8}});
+  try {
+    g.add_node("MaxPool", {x},
+               attrs_of({{"kernel_shape", std::vector<std::int64_t>(2'000'000, 2)}}), "pool");
+    BOOST_FAIL("expected an error");
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    BOOST_TEST(message.size() < 400u, message);
+    BOOST_TEST(message.find("node 'pool' (MaxPool)") != std::string::npos, message);
+    BOOST_TEST(message.find("got 2000000") != std::string::npos, message);
+    BOOST_TEST(message.find("(1999968 more)") != std::string::npos, message);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(error_cuts_a_message_past_its_limit_and_says_how_much) {
+  const Error huge(ErrorKind::Corrupt, "model.onnx: " + std::string(17'000'000, 'x'));
+  const std::string message = huge.what();
+  BOOST_TEST(message.size() <= kMaxErrorMessageBytes + 100);
+  BOOST_TEST(message.rfind("model.onnx: xxx", 0) == 0);
+  BOOST_TEST(message.find("[message cut: 16995916 of 17000012 bytes left out]") != std::string::npos,
+             message.substr(kMaxErrorMessageBytes));
+  BOOST_TEST(huge.kind() == ErrorKind::Corrupt);
+
+  // A context prefix added by a re-throw keeps the first cut's note.
+  const Error rethrown(huge.kind(), "node 'n' (Relu): " + message);
+  BOOST_TEST(std::string(rethrown.what()) == "node 'n' (Relu): " + message);
+
+  // A cut never splits a UTF-8 sequence: 'é' is two bytes, straddling the limit.
+  std::string accented(kMaxErrorMessageBytes - 1, 'a');
+  for (int i = 0; i < 1000; ++i) accented += "\xc3\xa9";
+  const std::string cut = Error(ErrorKind::Internal, accented).what();
+  BOOST_TEST(cut.substr(0, kMaxErrorMessageBytes - 1) == std::string(kMaxErrorMessageBytes - 1, 'a'));
+  BOOST_TEST(cut.substr(kMaxErrorMessageBytes - 1, 5) == " ... ");
+
+  // Messages within the limit are untouched.
+  BOOST_TEST(std::string(Error(ErrorKind::Io, "short").what()) == "short");
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(run_reference_inputs)
 
 BOOST_AUTO_TEST_CASE(runs_a_small_graph) {

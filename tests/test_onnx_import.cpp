@@ -16,13 +16,18 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #if KILN_HAVE_ONNX
+#include "graph/onnx/options.h"
+
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
+
+#include <cstdlib>
 
 namespace {
 
@@ -587,6 +592,20 @@ BOOST_AUTO_TEST_CASE(kiln_internal_conv_attributes_in_a_file_are_corrupt) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(kiln_internal_matmul_weight_layout_in_a_file_is_corrupt) {
+  // A file claiming B is packed (NK16n) with the packed shape would be read
+  // in the wrong order: a silent wrong answer.
+  OnnxModel m;
+  m.input("x", {2, 8});
+  m.initializer("w", random_f32({1, 8, 16}, 2));
+  attr(m.node("MatMul", {"x", "w"}, {"y"}, "packed_mm"), "weight_layout", std::string("NK16n"));
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(e.what(), "'packed_mm'"), e.what());
+  BOOST_TEST(contains(e.what(), "attribute 'weight_layout' is not an ONNX MatMul attribute"), e.what());
+}
+
 BOOST_AUTO_TEST_CASE(raw_data_of_the_wrong_size_is_corrupt) {
   OnnxModel m = relu_model();
   auto* w = m.initializer("w", random_f32({4}, 13));
@@ -676,6 +695,297 @@ BOOST_AUTO_TEST_CASE(a_non_constant_shape_input_is_unsupported) {
   BOOST_TEST(e.kind() == ErrorKind::Unsupported);
   BOOST_TEST(contains(e.what(), "dyn_reshape"));
   BOOST_TEST(contains(e.what(), "shape input must be a constant"));
+}
+
+// ---- sizes from the file: checked arithmetic, the fold budget, bounded messages ------
+
+BOOST_AUTO_TEST_CASE(external_data_counts_past_int64_or_malformed_are_corrupt) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_onnx_counts_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "w.bin", std::ios::binary) << std::string(16, '\0');
+  auto load_with = [&](const std::string& key, const std::string& value) {
+    OnnxModel m = relu_model();
+    auto* w = m.graph().add_initializer();
+    w->set_name("w");
+    w->set_data_type(onnx::TensorProto_DataType_FLOAT);
+    w->add_dims(4);
+    w->set_data_location(onnx::TensorProto_DataLocation_EXTERNAL);
+    for (const auto& [k, v] : std::vector<std::pair<std::string, std::string>>{
+             {"location", "w.bin"}, {"offset", key == "offset" ? value : "0"}, {"length", key == "length" ? value : "16"}}) {
+      auto* e = w->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    }
+    return error_of([&] { kiln::load_onnx_bytes(m.bytes(), "counts.onnx", dir.string()); });
+  };
+  for (const char* key : {"offset", "length"}) {
+    // 19 digits past INT64_MAX (std::stoll threw std::out_of_range here), and far more.
+    for (const std::string huge : {"9999999999999999999", "123456789012345678901234567890"}) {
+      const auto e = load_with(key, huge);
+      BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+      BOOST_TEST(contains(e.what(), "initializer 'w'"), e.what());
+      BOOST_TEST(contains(e.what(), std::string("external data '") + key + "'"), e.what());
+      BOOST_TEST(contains(e.what(), "larger than 9223372036854775807"), e.what());
+    }
+    for (const std::string bad : {"-1", "+5", "12abc", " 7", ""}) {
+      const auto e = load_with(key, bad);
+      BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+      BOOST_TEST(contains(e.what(), "is not a non-negative integer"), e.what());
+    }
+  }
+  const auto past_end = load_with("offset", "9223372036854775807");  // in range, past the file's end
+  BOOST_TEST(past_end.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(past_end.what(), "past the end"), past_end.what());
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(reshape_targets_whose_product_overflows_name_the_node) {
+  OnnxModel m;
+  m.input("x", {2, 3});
+  m.ints("shape", {std::int64_t{1} << 40, std::int64_t{1} << 40, std::int64_t{1} << 40});
+  m.node("Reshape", {"x", "shape"}, {"y"}, "huge_reshape");
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::InvalidArgument);
+  BOOST_TEST(contains(e.what(), "test.onnx"), e.what());
+  BOOST_TEST(contains(e.what(), "huge_reshape"), e.what());
+  BOOST_TEST(contains(e.what(), "overflows int64"), e.what());
+}
+
+BOOST_AUTO_TEST_CASE(resize_scales_and_sizes_out_of_range_are_corrupt) {
+  auto resize_with_scales = [](std::vector<float> scales) {
+    OnnxModel m(13);
+    m.input("x", {1, 1, 3, 5});
+    m.initializer("scales", Tensor::from_f32({4}, std::move(scales)));
+    m.node("Resize", {"x", "", "scales"}, {"y"}, "big_resize");
+    m.output("y");
+    return error_of([&] { m.load(); });
+  };
+  // 3 x 1e30 is no int64: converting it was undefined behaviour.
+  const auto huge = resize_with_scales({1, 1, 1e30f, 1});
+  BOOST_TEST(huge.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(huge.what(), "big_resize"), huge.what());
+  BOOST_TEST(contains(huge.what(), "scale 1e+30 makes axis 2 (extent 3) 3e+30 long"), huge.what());
+  for (float bad : {std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN(), -2.0f}) {
+    const auto e = resize_with_scales({1, 1, bad, 1});
+    BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+    BOOST_TEST(contains(e.what(), "scales must be positive and finite"), e.what());
+  }
+  // keep_aspect_ratio_policy over an empty axis: the scale would be infinite.
+  OnnxModel m(18);
+  m.input("x", {1, 1, 4, 0});
+  m.ints("sizes", {8, 8});
+  auto* r = m.node("Resize", {"x", "", "", "sizes"}, {"y"}, "aspect_resize");
+  attr(r, "axes", std::vector<std::int64_t>{2, 3});
+  attr(r, "keep_aspect_ratio_policy", std::string("not_smaller"));
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(e.what(), "aspect_resize"), e.what());
+  BOOST_TEST(contains(e.what(), "axis 3 of extent 0"), e.what());
+}
+
+BOOST_AUTO_TEST_CASE(split_counts_and_auto_pad_windows_from_the_file_are_checked) {
+  OnnxModel split(18);
+  split.input("x", {4});
+  auto* s = split.node("Split", {"x"}, {"a", "b"}, "many_parts");
+  attr(s, "num_outputs", std::numeric_limits<std::int64_t>::max());
+  split.output("a");
+  const auto parts = error_of([&] { split.load(); });
+  BOOST_TEST(parts.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(parts.what(), "cannot split 4 into 9223372036854775807 parts"), parts.what());
+
+  OnnxModel conv;
+  conv.input("x", {1, 1, 8, 8});
+  conv.initializer("w", random_f32({1, 1, 3, 3}, 3));
+  auto* c = conv.node("Conv", {"x", "w"}, {"y"}, "same_conv");
+  attr(c, "auto_pad", std::string("SAME_UPPER"));
+  attr(c, "strides", std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::max(), 1});
+  attr(c, "dilations", std::vector<std::int64_t>{std::int64_t{1} << 62, 1});
+  conv.output("y");
+  const auto window = error_of([&] { conv.load(); });
+  BOOST_TEST(window.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(window.what(), "same_conv"), window.what());
+  BOOST_TEST(contains(window.what(), "needs more padding than kiln's limit"), window.what());
+}
+
+BOOST_AUTO_TEST_CASE(constant_of_shape_and_range_keep_int64_values_exact) {
+  constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+  OnnxModel m;
+  m.input("x", {1});
+  m.ints("shape", {3});
+  auto* c = m.node("ConstantOfShape", {"shape"}, {"filled"}, "fill_max");
+  auto* value = c->add_attribute();
+  value->set_name("value");
+  value->set_type(onnx::AttributeProto_AttributeType_TENSOR);
+  OnnxModel::fill_tensor(*value->mutable_t(), "v", Tensor::from_i64({1}, {kMax}));
+  m.initializer("start", Tensor::from_i64({}, {kMax - 2}));
+  m.initializer("limit", Tensor::from_i64({}, {kMax}));
+  m.initializer("delta", Tensor::from_i64({}, {1}));
+  m.node("Range", {"start", "limit", "delta"}, {"range"}, "range_top");
+  m.output("filled");
+  m.output("range");
+  const auto out = run(m.load(), {Tensor(DType::f32, {1})});
+  BOOST_TEST(out.at(0).values<std::int64_t>()[2] == kMax);  // through double it was 2^63: undefined
+  BOOST_TEST(out.at(1).shape() == (kiln::Shape{2}), boost::test_tools::per_element());
+  BOOST_TEST(out.at(1).values<std::int64_t>()[1] == kMax - 1);
+
+  OnnxModel wide;
+  wide.input("x", {1});
+  wide.initializer("start", Tensor::from_i64({}, {std::numeric_limits<std::int64_t>::min()}));
+  wide.initializer("limit", Tensor::from_i64({}, {kMax}));
+  wide.initializer("delta", Tensor::from_i64({}, {1}));
+  wide.node("Range", {"start", "limit", "delta"}, {"y"}, "range_all");
+  wide.output("y");
+  const auto e = error_of([&] { wide.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(e.what(), "range_all"), e.what());
+  BOOST_TEST(contains(e.what(), "the distance overflows int64"), e.what());
+}
+
+// The hostile-input probe's model: a few hundred bytes whose folds, each under
+// the per-fold limit, asked for gigabytes in total.
+OnnxModel many_big_folds(int count, std::int64_t elements) {
+  OnnxModel m;
+  m.input("x", {1});
+  m.ints("shape", {elements});
+  for (int i = 0; i < count; ++i) m.node("ConstantOfShape", {"shape"}, {"c" + std::to_string(i)}, "fill" + std::to_string(i));
+  m.node("Add", {"x", "c0"}, {"y"}, "add");
+  m.output("y");
+  return m;
+}
+
+BOOST_AUTO_TEST_CASE(folding_past_the_budget_is_refused_before_allocating) {
+  const OnnxModel probe = many_big_folds(10, std::int64_t{1} << 27);  // 10 x 512 MiB of f32
+  BOOST_TEST(probe.bytes().size() < 1000u);  // under a kilobyte
+  kiln::OnnxOptions options;
+  options.max_folded_bytes = std::int64_t{64} << 20;
+  const auto e = error_of([&] { probe.load(options); });
+  BOOST_TEST(e.kind() == ErrorKind::InvalidArgument);
+  for (const char* part : {"test.onnx: node 'fill0' (ConstantOfShape)", "would add 536870912 bytes",
+                           "to the 0 bytes folded so far", "budget of 67108864 bytes",
+                           "OnnxOptions::max_folded_bytes", "KILN_MAX_FOLDED_BYTES"})
+    BOOST_TEST(contains(e.what(), part), "message names " << part << ": " << e.what());
+
+  // Within the budget, the same structure imports; the third fold of three 4 MiB ones passes 10 MiB.
+  options.max_folded_bytes = std::int64_t{16} << 20;
+  BOOST_TEST(many_big_folds(3, std::int64_t{1} << 20).load(options).inputs().size() == 1u);
+  options.max_folded_bytes = std::int64_t{10} << 20;
+  const auto third = error_of([&] { many_big_folds(3, std::int64_t{1} << 20).load(options); });
+  BOOST_TEST(contains(third.what(), "node 'fill2'"), third.what());
+  BOOST_TEST(contains(third.what(), "4194304 bytes of constants to the 8388608 bytes folded so far"), third.what());
+}
+
+BOOST_AUTO_TEST_CASE(every_kind_of_fold_is_charged_to_the_budget) {
+  kiln::OnnxOptions options;
+  options.max_folded_bytes = std::int64_t{1} << 20;  // 1 MiB
+  // The generic fold of an all-constant node: Tile of an initializer, 4 MiB.
+  OnnxModel tile;
+  tile.input("x", {1});
+  tile.initializer("w", random_f32({1024}, 4));
+  tile.ints("repeats", {1024});
+  tile.node("Tile", {"w", "repeats"}, {"t"}, "tile_weights");
+  tile.node("Add", {"x", "t"}, {"y"});
+  tile.output("y");
+  const auto tiled = error_of([&] { tile.load(options); });
+  BOOST_TEST(tiled.kind() == ErrorKind::InvalidArgument);
+  BOOST_TEST(contains(tiled.what(), "node 'tile_weights' (Tile)"), tiled.what());
+  BOOST_TEST(contains(tiled.what(), "would add 4194304 bytes"), tiled.what());
+  // Range, 8 MiB of i64.
+  OnnxModel range;
+  range.input("x", {1});
+  range.initializer("start", Tensor::from_i64({}, {0}));
+  range.initializer("limit", Tensor::from_i64({}, {1 << 20}));
+  range.initializer("delta", Tensor::from_i64({}, {1}));
+  range.node("Range", {"start", "limit", "delta"}, {"y"}, "long_range");
+  range.output("y");
+  const auto ranged = error_of([&] { range.load(options); });
+  BOOST_TEST(contains(ranged.what(), "node 'long_range' (Range)"), ranged.what());
+  BOOST_TEST(contains(ranged.what(), "would add 8388608 bytes"), ranged.what());
+  // Dropout's all-true mask, 2 MiB of bool.
+  OnnxModel dropout;
+  dropout.input("x", {2048, 1024});
+  dropout.node("Dropout", {"x"}, {"y", "mask"}, "drop");
+  dropout.output("y");
+  dropout.output("mask");
+  const auto masked = error_of([&] { dropout.load(options); });
+  BOOST_TEST(contains(masked.what(), "node 'drop' (Dropout)"), masked.what());
+  BOOST_TEST(contains(masked.what(), "would add 2097152 bytes"), masked.what());
+}
+
+BOOST_AUTO_TEST_CASE(the_fold_budget_comes_from_the_option_then_the_environment) {
+  const OnnxModel model = many_big_folds(1, std::int64_t{1} << 20);  // one 4 MiB fold
+  BOOST_TEST_REQUIRE(::setenv("KILN_MAX_FOLDED_BYTES", "1048576", 1) == 0);
+  const auto from_env = error_of([&] { model.load(); });
+  BOOST_TEST(from_env.kind() == ErrorKind::InvalidArgument);
+  BOOST_TEST(contains(from_env.what(), "budget of 1048576 bytes"), from_env.what());
+  kiln::OnnxOptions options;
+  options.max_folded_bytes = std::int64_t{8} << 20;  // an explicit option wins
+  BOOST_TEST(model.load(options).inputs().size() == 1u);
+  for (const char* bad : {"lots", "-5", "0", "99999999999999999999", "12 MiB"}) {
+    BOOST_TEST_REQUIRE(::setenv("KILN_MAX_FOLDED_BYTES", bad, 1) == 0);
+    const auto e = error_of([&] { model.load(); });
+    BOOST_TEST(e.kind() == ErrorKind::InvalidArgument);
+    BOOST_TEST(contains(e.what(), "KILN_MAX_FOLDED_BYTES is '" + std::string(bad) + "'"), e.what());
+  }
+  BOOST_TEST_REQUIRE(::unsetenv("KILN_MAX_FOLDED_BYTES") == 0);
+  const std::int64_t fallback = kiln::onnx_import::resolve_max_folded_bytes({});
+  BOOST_TEST(fallback == kiln::onnx_import::default_max_folded_bytes());
+  BOOST_TEST(fallback >= kiln::onnx_import::kMinDefaultFoldedBytes);
+  BOOST_TEST(fallback <= kiln::onnx_import::kMaxDefaultFoldedBytes);
+  options.max_folded_bytes = -1;
+  const auto negative = error_of([&] { model.load(options); });
+  BOOST_TEST(negative.kind() == ErrorKind::InvalidArgument);
+  BOOST_TEST(contains(negative.what(), "max_folded_bytes is -1"), negative.what());
+}
+
+BOOST_AUTO_TEST_CASE(topk_k_past_its_axis_names_the_node_k_and_the_extent) {
+  OnnxModel m;
+  m.input("x", {4});
+  m.ints("k", {5});
+  m.node("TopK", {"x", "k"}, {"values", "indices"}, "top5");
+  m.output("values");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::InvalidArgument);
+  for (const char* part : {"top5", "k = 5", "the 4 elements along axis 0"})
+    BOOST_TEST(contains(e.what(), part), "message names " << part << ": " << e.what());
+
+  // kiln's clamp_k (min(k, extent)) is for built-in models only.
+  OnnxModel clamp;
+  clamp.input("x", {4});
+  clamp.ints("k", {2});
+  attr(clamp.node("TopK", {"x", "k"}, {"values", "indices"}, "top2"), "clamp_k", std::int64_t{1});
+  clamp.output("values");
+  const auto internal = error_of([&] { clamp.load(); });
+  BOOST_TEST(internal.kind() == ErrorKind::Corrupt);
+  BOOST_TEST(contains(internal.what(), "attribute 'clamp_k' is not an ONNX TopK attribute"), internal.what());
+}
+
+BOOST_AUTO_TEST_CASE(messages_about_huge_files_stay_short) {
+  // A two-million-entry attribute in an error: the list is cut at 32 entries.
+  OnnxModel m;
+  m.input("x", {1, 1, 8, 8});
+  auto* pool = m.node("MaxPool", {"x"}, {"y"}, "pool");
+  attr(pool, "kernel_shape", std::vector<std::int64_t>(2'000'000, 2));
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(std::string(e.what()).size() < 1000u);
+  BOOST_TEST(contains(e.what(), "(1999968 more)"), e.what());
+
+  // A thousand unsupported nodes: each op lists 32 of them.
+  OnnxModel fancy;
+  fancy.input("x", {2});
+  std::string last = "x";
+  for (int i = 0; i < 1000; ++i) {
+    const std::string out = "f" + std::to_string(i);
+    fancy.node("FancyOp", {last}, {out}, "fancy" + std::to_string(i));
+    last = out;
+  }
+  fancy.output(last);
+  const auto unsupported = error_of([&] { fancy.load(); });
+  BOOST_TEST(unsupported.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(std::string(unsupported.what()).size() < 1000u, unsupported.what());
+  BOOST_TEST(contains(unsupported.what(), "'fancy31', ... (968 more)"), unsupported.what());
 }
 
 #else  // built without ONNX

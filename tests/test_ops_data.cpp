@@ -209,6 +209,23 @@ BOOST_AUTO_TEST_CASE(invalid_attributes_are_clear_errors) {
               "unknown attribute 'shap'");
 }
 
+// Attributes from a hostile file whose sums or products pass int64: errors
+// naming the values, not wraparound (undefined behaviour).
+BOOST_AUTO_TEST_CASE(sizes_that_overflow_int64_are_errors) {
+  const TensorType x{DType::f32, {2, 3, 4}};
+  check_error("Split", {x}, attrs({{"axis", std::int64_t{1}}, {"split", Ints{kMaxInt, kMaxInt, 2}}}),
+              ErrorKind::InvalidArgument, "'split' [9223372036854775807, 9223372036854775807, 2] sums past int64");
+  check_error("Gather", {x},
+              attrs({{"axis", std::int64_t{0}}, {"indices", Ints{0}}, {"indices_shape", Ints{kMaxInt, kMaxInt, 0, 2}}}),
+              ErrorKind::InvalidArgument, "attribute 'indices' has 1 values");
+  check_error("Gather", {x},
+              attrs({{"axis", std::int64_t{0}}, {"indices", Ints{0}}, {"indices_shape", Ints{kMaxInt, 2}}}),
+              ErrorKind::InvalidArgument, "attribute 'indices' has 1 values");
+  check_error("Tile", {x}, attrs({{"repeats", Ints{kMaxInt, 1, 1}}}), ErrorKind::InvalidArgument, "too large");
+  check_error("Resize", {x}, resize("nearest", "asymmetric", std::vector<double>{1, 1, 1e300}, std::nullopt),
+              ErrorKind::InvalidArgument, "'scales' makes dim 2 too large");
+}
+
 // ---- reference values --------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(slice_follows_onnx_clamping) {

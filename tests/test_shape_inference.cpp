@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE shape_inference
 #include <boost/test/unit_test.hpp>
 
+#include <limits>
 #include <optional>
 #include <string>
 
@@ -378,6 +379,48 @@ BOOST_AUTO_TEST_CASE(concat) {
 BOOST_AUTO_TEST_CASE(identity) {
   BOOST_TEST((infer("Identity", {i64({3, 1})})[0] == i64({3, 1})));
   expect_error("Identity", {f32({1}), f32({1})}, {}, ErrorKind::InvalidArgument, {"expects 1 inputs, got 2"});
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Sizes from a hostile file: products and sums that would overflow int64
+// (undefined behaviour) are errors naming the values instead.
+BOOST_AUTO_TEST_SUITE(int64_overflow)
+
+constexpr std::int64_t kMax = std::numeric_limits<std::int64_t>::max();
+constexpr std::int64_t kHuge = std::int64_t{1} << 62;
+
+BOOST_AUTO_TEST_CASE(reshape_target_products) {
+  const std::vector<Input> x{f32({2, 3})};
+  const std::int64_t big = std::int64_t{1} << 40;
+  expect_error("Reshape", x, attrs_of({{"shape", Ints{big, big, big}}}), ErrorKind::InvalidArgument,
+               {"product of the target dimensions overflows int64", "shape [1099511627776, 1099511627776, 1099511627776]"});
+  expect_error("Reshape", x, attrs_of({{"shape", Ints{-1, kHuge, 4}}}), ErrorKind::InvalidArgument,
+               {"overflows int64"});
+  // A zero makes the product 0, whatever the other dims: not an overflow.
+  expect_error("Reshape", x, attrs_of({{"shape", Ints{kHuge, 4, 0}}, {"allowzero", std::int64_t{1}}}),
+               ErrorKind::ShapeMismatch, {"cannot reshape 6 elements", "(0 elements)"});
+}
+
+BOOST_AUTO_TEST_CASE(conv_windows_pads_and_groups) {
+  const std::vector<Input> x{f32({1, 4, 8, 8}), f32({8, 4, 3, 3})};
+  expect_error("Conv", x, attrs_of({{"dilations", Ints{kHuge, 1}}}), ErrorKind::InvalidArgument,
+               {"a window of 3 taps with dilation 4611686018427387904 is longer than int64 can hold"});
+  expect_error("Conv", x, attrs_of({{"pads", Ints{kMax, 0, 1, 0}}}), ErrorKind::InvalidArgument,
+               {"an extent of 8 padded by 9223372036854775807 and 1 is longer than int64 can hold"});
+  expect_error("Conv", {f32({1, 4, 8, 8}), f32({8, 4, 3, 3})}, attrs_of({{"group", kHuge}}), ErrorKind::ShapeMismatch,
+               {"weight expects more than int64 holds (group 4611686018427387904)"});
+}
+
+BOOST_AUTO_TEST_CASE(pooling_windows_pads_and_strides) {
+  const std::vector<Input> x{f32({1, 1, 4, 4})};
+  expect_error("MaxPool", x, attrs_of({{"kernel_shape", Ints{kHuge, 1}}, {"dilations", Ints{4, 1}}}),
+               ErrorKind::InvalidArgument, {"a window of 4611686018427387904 taps with dilation 4"});
+  // ceil_mode with a stride near 2^63: ceil(span / stride) without computing span + stride - 1.
+  BOOST_TEST(infer_shape("AveragePool", x,
+                         attrs_of({{"kernel_shape", Ints{2, 2}},
+                                   {"strides", Ints{kMax, 1}},
+                                   {"ceil_mode", std::int64_t{1}}})) == Shape({1, 1, 1, 3}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

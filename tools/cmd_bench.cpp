@@ -2,7 +2,8 @@
 // backends: models x batch sizes x {eager, default, reduce-overhead}, warm-up,
 // then the mean (median, min, max) of --iters calls on the same image; a
 // markdown table on stdout, CSV, JSON, SVG and markdown files on request.
-#include "bench/atomic_file.h"
+#include "atomic_file.h"
+#include "output_files.h"
 #include "bench/chart.h"
 #include "bench/progress.h"
 #include "bench/report.h"
@@ -55,17 +56,15 @@ std::vector<std::string> models_of_task(const std::string& task) {
   return chosen;
 }
 
+// The folder was prepared (prepare_output_dir) before the benchmark ran.
 void write_outputs(const std::string& dir, const bench::Results& results, const std::string& markdown) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  KILN_CHECK(!ec, ErrorKind::Io, "cannot create the output folder '" + dir + "': " + ec.message());
   const std::filesystem::path base(dir);
   const std::pair<const char*, std::string> files[] = {{"bench.md", markdown},
                                                        {"bench.csv", bench::csv_report(results)},
                                                        {"bench.json", bench::json_report(results)},
                                                        {"bench.svg", bench::speedup_chart_svg(results)}};
   for (const auto& [name, content] : files) {
-    bench::write_file_atomically(base / name, content);
+    write_file_atomically(base / name, content);
     std::fprintf(stderr, "kiln bench: wrote %s\n", (base / name).string().c_str());
   }
 }
@@ -84,6 +83,8 @@ void run(CLI::App& cmd, BenchArgs& args) {
   if (!args.task.empty()) config.models = models_of_task(args.task);
   else if (config.models.empty()) config.models = models::names();
   bench::validate(config);
+  // A benchmark takes minutes to hours: an unwritable folder fails now, not after it.
+  if (!args.output_dir.empty()) prepare_output_dir(args.output_dir);
 
   const int total = static_cast<int>(config.models.size() * config.batches.size() * config.modes.size());
   bench::Progress progress(total, stderr, ::isatty(::fileno(stderr)) == 1);

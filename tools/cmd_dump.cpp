@@ -1,7 +1,9 @@
 // `kiln dump`: write the source of every kernel compiled mode builds for a
 // model (after fusion), for each target language, plus an index of which
 // nodes went into which kernel. Needs no device.
+#include "atomic_file.h"
 #include "commands.h"
+#include "output_files.h"
 #include "model_args.h"
 
 // The one internal header the CLI uses: code generation without a device
@@ -11,7 +13,6 @@
 #include <kiln/error.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -26,13 +27,6 @@ const std::map<std::string, std::string>& target_backends() {
   static const std::map<std::string, std::string> table = {
       {"vulkan", "vulkan"}, {"cuda", "cuda"}, {"hip", "hip"}, {"c", "null"}};
   return table;
-}
-
-void write_file(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  out.close();
-  KILN_CHECK(out.good(), ErrorKind::Io, "cannot write '" + path.string() + "'");
 }
 
 struct DumpArgs {
@@ -51,9 +45,8 @@ void dump(const ModelArgs& model_args, const DumpArgs& args) {
   }
   const Model model = model_args.load();
   const fs::path root(args.output_dir);
+  prepare_output_dir(args.output_dir);
   std::error_code ec;
-  fs::create_directories(root, ec);
-  KILN_CHECK(!ec, ErrorKind::Io, "cannot create '" + root.string() + "': " + ec.message());
 
   std::string index = "# kiln dump of model '" + model.name() + "': the kernels compiled mode builds, after fusion\n";
   for (const std::string& backend : backends) {
@@ -65,7 +58,7 @@ void dump(const ModelArgs& model_args, const DumpArgs& args) {
              std::to_string(sources.kernels.size()) + " kernels, " + std::to_string(sources.host_steps.size()) +
              " host steps\n";
     for (const fuse::KernelSourceFile& kernel : sources.kernels) {
-      write_file(dir / kernel.file_name, kernel.source);
+      write_file_atomically(dir / kernel.file_name, kernel.source);
       index += sources.language + "/" + kernel.file_name + ":";
       for (const auto& [node, op] : kernel.nodes) index += " " + node + " (" + op + ")";
       index += "\n";
@@ -73,7 +66,7 @@ void dump(const ModelArgs& model_args, const DumpArgs& args) {
     for (const std::string& host : sources.host_steps) index += "host step: " + host + "\n";
     std::cout << sources.backend << ": " << sources.kernels.size() << " kernels -> " << dir.string() << "\n";
   }
-  write_file(root / "index.txt", index);
+  write_file_atomically(root / "index.txt", index);
   std::cout << "index: " << (root / "index.txt").string() << "\n";
 }
 

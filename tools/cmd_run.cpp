@@ -6,6 +6,7 @@
 #include "labels.h"
 #include "model_args.h"
 #include "npy.h"
+#include "output_files.h"
 #if __has_include("task_output.h")
 #include "task_output.h"
 #define KILN_HAVE_TASK_OUTPUT 1
@@ -16,7 +17,6 @@
 #include <kiln/kiln.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -154,26 +154,23 @@ std::vector<Tensor> gather_inputs(const Model& model, const std::vector<std::str
   return inputs;
 }
 
-// Output names may hold '/' or ':' (ONNX value names); file names keep only
-// letters, digits, '.', '-' and '_'.
-std::string file_name_for(const std::string& output_name) {
-  std::string name = output_name;
-  for (char& c : name)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '-' && c != '_') c = '_';
-  if (name.empty() || name[0] == '.') name = "_" + name;
-  return name;
+// Writes each output to its file (distinct_file_names, computed before the
+// run); a file whose name differs from its output's name says which output it holds.
+void write_outputs(const std::string& dir, const std::vector<TensorSpec>& specs, const std::vector<std::string>& files,
+                   const std::vector<Tensor>& outputs) {
+  for (std::size_t i = 0; i < outputs.size() && i < specs.size(); ++i) {
+    const std::string path = (std::filesystem::path(dir) / files[i]).string();
+    write_npy(path, outputs[i]);
+    const bool renamed = files[i] != specs[i].name + ".npy";
+    std::printf("wrote %s (%s%s)%s\n", path.c_str(), std::string(dtype_name(outputs[i].dtype())).c_str(),
+                shape_str(outputs[i].shape()).c_str(), renamed ? (" for output '" + specs[i].name + "'").c_str() : "");
+  }
 }
 
-void write_outputs(const std::string& dir, const std::vector<TensorSpec>& specs, const std::vector<Tensor>& outputs) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  KILN_CHECK(!ec, ErrorKind::Io, "cannot create the output folder '" + dir + "': " + ec.message());
-  for (std::size_t i = 0; i < outputs.size() && i < specs.size(); ++i) {
-    const std::string path = (std::filesystem::path(dir) / (file_name_for(specs[i].name) + ".npy")).string();
-    write_npy(path, outputs[i]);
-    std::printf("wrote %s (%s%s)\n", path.c_str(), std::string(dtype_name(outputs[i].dtype())).c_str(),
-                shape_str(outputs[i].shape()).c_str());
-  }
+std::vector<std::string> names_of(const std::vector<TensorSpec>& specs) {
+  std::vector<std::string> names;
+  for (const TensorSpec& spec : specs) names.push_back(spec.name);
+  return names;
 }
 
 }  // namespace
@@ -188,16 +185,29 @@ void add_run_command(CLI::App& app) {
   auto input_specs = std::make_shared<std::vector<std::string>>();
   auto output_dir = std::make_shared<std::string>();
   args->add_to(*cmd);
-  cmd->add_option("--image", *image, "an image file (PNG, JPEG, BMP, ...) for the model's image input")->capture_default_str();
+  cmd->add_option("--image", *image,
+                  "an image file (PNG, JPEG, BMP, ...) for the model's image input; at most 67108864 pixels "
+                  "(8192x8192) and 32768 pixels a side")
+      ->capture_default_str();
   cmd->add_option("--input", *input_specs, "name=file.npy: a model input from a NumPy file (repeatable; dtype and shape "
                                            "must match the model's input)");
-  cmd->add_option("--output-dir", *output_dir, "write every output as DIR/<output name>.npy (characters other than "
-                                               "letters, digits, '.', '-', '_' become '_')");
+  cmd->add_option("--output-dir", *output_dir,
+                  "write every output as DIR/<output name>.npy (characters other than letters, digits, '.', '-', '_' "
+                  "become '_'; names that then clash get _2, _3, ...) and a segmentation mask or detection picture as "
+                  "DIR/<model>_mask.png or DIR/<model>_detections.png (without --output-dir: in the current folder); "
+                  "DIR is created and checked for writing before the model runs");
   cmd->add_option("--iters", *iters, "timed calls after the first one (median reported)")
       ->capture_default_str()->check(CLI::Range(0, 100000));
   cmd->add_option("--top", *top, "how many classes to print")->capture_default_str()->check(CLI::Range(1, 1000));
   cmd->callback([args, image, iters, top, input_specs, output_dir] {
     Model model = args->load();
+    // The output folder is checked (and the file names chosen) before anything
+    // runs: an unwritable folder fails now, not after the inference.
+    std::vector<std::string> output_files;
+    if (!output_dir->empty()) {
+      prepare_output_dir(*output_dir);
+      output_files = distinct_file_names(names_of(model.outputs()), ".npy");
+    }
     std::optional<ImageSlot> slot;
     std::vector<Tensor> inputs = gather_inputs(model, *input_specs, slot, *args);
     ImageInfo info;
@@ -233,7 +243,8 @@ void add_run_command(CLI::App& app) {
       print_top(compiled_out.at(0), *top);
     } else if (model.task() == "segmentation" || model.task() == "detection") {
 #if KILN_HAVE_TASK_OUTPUT
-      report_task_outputs(model, compiled_out, *image, *output_dir);
+      // The photograph only when the input came from it (not from --input files).
+      report_task_outputs(model, compiled_out, slot ? *image : std::string(), *output_dir);
 #else
       print_output_summary(output_specs, compiled_out);
 #endif
@@ -257,7 +268,7 @@ void add_run_command(CLI::App& app) {
     if (!agreement.matches)
       std::printf("WARNING: compiled and eager outputs differ beyond tolerance %.0e: %s\n", kRunTolerance,
                   agreement.problem.c_str());
-    if (!output_dir->empty()) write_outputs(*output_dir, output_specs, compiled_out);
+    if (!output_dir->empty()) write_outputs(*output_dir, output_specs, output_files, compiled_out);
     const auto& es = eager_model.stats();
     const auto& cs = compiled.stats();
     std::printf("timings (first call includes compiling; then the median of %d calls):\n", *iters);

@@ -5,32 +5,76 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <vector>
 
 namespace kiln::tools {
 
+namespace {
+
+std::string size_str(std::int64_t width, std::int64_t height) {
+  return std::to_string(width) + "x" + std::to_string(height);
+}
+
+std::string stb_reason() {
+  const char* reason = stbi_failure_reason();
+  return reason ? reason : "unknown format";
+}
+
+}  // namespace
+
+RgbImage read_rgb_image(const std::string& path) {
+  std::error_code ec;
+  KILN_CHECK(std::filesystem::is_regular_file(path, ec), ErrorKind::Io, "cannot read image '" + path + "': no such file");
+  // One open file for the header and the pixels, so both describe the same bytes.
+  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
+  KILN_CHECK(file != nullptr, ErrorKind::Io, "cannot read image '" + path + "': " + std::strerror(errno));
+  RgbImage image;
+  ImageInfo& info = image.info;
+  KILN_CHECK(stbi_info_from_file(file.get(), &info.width, &info.height, &info.channels) == 1, ErrorKind::Corrupt,
+             "cannot decode image '" + path + "': " + stb_reason());
+  const std::int64_t pixels = std::int64_t{info.width} * info.height;
+  KILN_CHECK(info.width <= kMaxImageSide && info.height <= kMaxImageSide && pixels <= kMaxImagePixels,
+             ErrorKind::InvalidArgument,
+             "image '" + path + "' is " + size_str(info.width, info.height) + " pixels, larger than kiln's limit of " +
+                 std::to_string(kMaxImagePixels) + " pixels and " + std::to_string(kMaxImageSide) +
+                 " a side; scale it down first");
+  int width = 0, height = 0, channels = 0;
+  std::unique_ptr<unsigned char, void (*)(void*)> rgb(stbi_load_from_file(file.get(), &width, &height, &channels, 3),
+                                                      stbi_image_free);
+  KILN_CHECK(rgb != nullptr, ErrorKind::Corrupt, "cannot decode image '" + path + "': " + stb_reason());
+  KILN_CHECK(width == info.width && height == info.height, ErrorKind::Corrupt,
+             "image '" + path + "': its header says " + size_str(info.width, info.height) + ", its pixels are " +
+                 size_str(width, height));
+  image.rgb.assign(rgb.get(), rgb.get() + static_cast<std::size_t>(pixels) * 3);
+  return image;
+}
+
 Tensor load_image_tensor(const std::string& path, std::int64_t size, std::int64_t batch, ImageInfo* info) {
   KILN_CHECK(size >= 8 && size <= 4096, ErrorKind::InvalidArgument,
              "image size " + std::to_string(size) + " is out of range (8..4096)");
   KILN_CHECK(batch >= 1, ErrorKind::InvalidArgument, "batch must be at least 1");
-  std::error_code ec;
-  KILN_CHECK(std::filesystem::is_regular_file(path, ec), ErrorKind::Io, "cannot read image '" + path + "': no such file");
-
-  int w = 0, h = 0, channels = 0;
-  std::unique_ptr<unsigned char, void (*)(void*)> pixels(stbi_load(path.c_str(), &w, &h, &channels, 3), stbi_image_free);
-  KILN_CHECK(pixels != nullptr, ErrorKind::Corrupt,
-             "cannot decode image '" + path + "': " + std::string(stbi_failure_reason() ? stbi_failure_reason() : "unknown format"));
-  if (info) *info = {w, h, channels};
+  const RgbImage image = read_rgb_image(path);
+  const int w = image.info.width, h = image.info.height;
+  if (info) *info = image.info;
 
   // torchvision: Resize(size * 256 / 224) on the shorter side, then CenterCrop(size).
   const double resize_short = std::round(static_cast<double>(size) * 256.0 / 224.0);
   const double scale = resize_short / std::min(w, h);
-  const int rw = std::max<int>(static_cast<int>(size), static_cast<int>(std::lround(w * scale)));
-  const int rh = std::max<int>(static_cast<int>(size), static_cast<int>(std::lround(h * scale)));
+  const double resized_w = std::max<double>(static_cast<double>(size), std::round(w * scale));
+  const double resized_h = std::max<double>(static_cast<double>(size), std::round(h * scale));
+  // A long, thin image grows along its long side: bound it before allocating.
+  KILN_CHECK(resized_w * resized_h <= static_cast<double>(kMaxImagePixels), ErrorKind::InvalidArgument,
+             "image '" + path + "' (" + size_str(w, h) + ") would be resized to " +
+                 size_str(static_cast<std::int64_t>(resized_w), static_cast<std::int64_t>(resized_h)) +
+                 " pixels for a " + std::to_string(size) + " pixel centre crop, more than kiln's limit of " +
+                 std::to_string(kMaxImagePixels) + "; crop it closer to square first");
+  const int rw = static_cast<int>(resized_w), rh = static_cast<int>(resized_h);
   std::vector<unsigned char> resized(static_cast<std::size_t>(rw) * rh * 3);
-  KILN_CHECK(stbir_resize_uint8(pixels.get(), w, h, 0, resized.data(), rw, rh, 0, 3) == 1, ErrorKind::Internal,
+  KILN_CHECK(stbir_resize_uint8(image.rgb.data(), w, h, 0, resized.data(), rw, rh, 0, 3) == 1, ErrorKind::Internal,
              "stb_image_resize failed on '" + path + "'");
 
   const int x0 = (rw - static_cast<int>(size)) / 2;

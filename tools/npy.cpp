@@ -1,13 +1,13 @@
 #include "npy.h"
 
+#include "atomic_file.h"
+
 #include <cctype>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <optional>
-
-#include <unistd.h>
 
 namespace kiln::tools {
 
@@ -214,26 +214,6 @@ std::string format_npy(const Tensor& tensor) {
   return out;
 }
 
-void write_npy(const std::string& path, const Tensor& tensor) {
-  const std::string bytes = format_npy(tensor);
-  // A reader never sees a half-written file: write beside it, then rename.
-  const std::string temp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    KILN_CHECK(out.good(), ErrorKind::Io, "cannot write '" + temp + "'");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out.good()) {
-      std::filesystem::remove(temp);
-      throw_error(ErrorKind::Io, "writing '" + temp + "' failed");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::filesystem::remove(temp);
-    throw_error(ErrorKind::Io, "cannot rename '" + temp + "' to '" + path + "': " + ec.message());
-  }
-}
+void write_npy(const std::string& path, const Tensor& tensor) { write_file_atomically(path, format_npy(tensor)); }
 
 }  // namespace kiln::tools

@@ -1,10 +1,12 @@
 #include "task_output.h"
 
+#include "atomic_file.h"
 #include "bench/agreement.h"
+#include "image.h"
+#include "output_files.h"
 
 #include <kiln/error.h>
 
-#include <stb_image.h>
 #include <stb_image_write.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <filesystem>
-#include <memory>
 #include <numeric>
 #include <optional>
 #include <span>
@@ -87,27 +88,28 @@ Rgb class_colour(std::int64_t index) {
   return colour;
 }
 
-std::filesystem::path output_path(const std::string& output_dir, const std::string& file_name) {
+// DIR/<model><suffix>, or the current folder without --output-dir; the
+// model's name (from a file) made safe as a file name.
+std::filesystem::path picture_path(const std::string& output_dir, const Model& model, const std::string& suffix) {
+  const std::string file_name = file_stem_for(model.name()) + suffix;
   return output_dir.empty() ? std::filesystem::path(file_name) : std::filesystem::path(output_dir) / file_name;
 }
 
-// Writes an RGB PNG next to its destination, then renames it into place, so
-// readers never see half a file.
-void write_png_atomically(const std::filesystem::path& path, int width, int height, std::span<const unsigned char> rgb) {
+void append_bytes(void* context, void* data, int size) {
+  static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<std::size_t>(size));
+}
+
+// Encodes an RGB PNG in memory and writes it atomically; returns the absolute
+// path written, for the message.
+std::filesystem::path write_png(const std::filesystem::path& path, int width, int height, std::span<const unsigned char> rgb) {
   KILN_ASSERT(rgb.size() == static_cast<std::size_t>(width) * static_cast<std::size_t>(height) * 3);
-  if (path.has_parent_path()) {
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    KILN_CHECK(!ec, ErrorKind::Io, "cannot create directory '" + path.parent_path().string() + "': " + ec.message());
-  }
-  const std::filesystem::path temp = path.string() + ".tmp";
-  const bool written = stbi_write_png(temp.c_str(), width, height, 3, rgb.data(), width * 3) != 0;
+  std::string png;
+  KILN_CHECK(stbi_write_png_to_func(append_bytes, &png, width, height, 3, rgb.data(), width * 3) != 0,
+             ErrorKind::Internal, "stb_image_write could not encode the picture for '" + path.string() + "'");
+  write_file_atomically(path, png);
   std::error_code ec;
-  if (written) std::filesystem::rename(temp, path, ec);
-  if (!written || ec) {
-    std::filesystem::remove(temp, ec);
-    throw_error(ErrorKind::Io, "cannot write '" + path.string() + "'");
-  }
+  const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
+  return ec ? path : absolute;
 }
 
 std::vector<std::size_t> order_by(std::span<const double> keys) {
@@ -145,9 +147,9 @@ void report_segmentation(const Model& model, const Tensor& logits, const std::st
   }
   std::vector<unsigned char> rgb(static_cast<std::size_t>(pixels) * 3);
   for (std::size_t p = 0; p < mask.size(); ++p) std::copy_n(class_colour(mask[p]).begin(), 3, &rgb[p * 3]);
-  const std::filesystem::path path = output_path(output_dir, model.name() + "_mask.png");
-  write_png_atomically(path, static_cast<int>(shape[3]), static_cast<int>(shape[2]), rgb);
-  std::printf("mask written to %s (VOC colour map)\n", path.string().c_str());
+  const std::filesystem::path written =
+      write_png(picture_path(output_dir, model, "_mask.png"), static_cast<int>(shape[3]), static_cast<int>(shape[2]), rgb);
+  std::printf("mask written to %s (VOC colour map)\n", written.string().c_str());
 }
 
 struct Detection {
@@ -277,16 +279,16 @@ void report_detection(const Model& model, const std::vector<Tensor>& outputs, co
   KILN_CHECK(!inputs.empty() && inputs[0].shape.size() == 4, ErrorKind::ShapeMismatch,
              model.name() + ": a detection model needs an image input [N, 3, S, S]");
   const std::int64_t input_size = inputs[0].shape[3];
-  int width = 0, height = 0, channels = 0;
-  std::unique_ptr<unsigned char, void (*)(void*)> pixels(
-      image_path.empty() ? nullptr : stbi_load(image_path.c_str(), &width, &height, &channels, 3), stbi_image_free);
-  if (!pixels) {
+  // The photograph, read with the same limits as the input image was.
+  std::optional<RgbImage> photo;
+  if (!image_path.empty()) photo = read_rgb_image(image_path);
+  if (!photo) {
     // Inputs given as tensors: report in the model input's pixels, draw nothing.
-    width = height = static_cast<int>(input_size);
-    std::printf("(no readable image '%s': boxes are in the model input's %lldx%lld pixels, none drawn)\n",
-                image_path.c_str(), static_cast<long long>(input_size), static_cast<long long>(input_size));
+    std::printf("(no image: the input came from a file; boxes are in the model input's %lldx%lld pixels, none drawn)\n",
+                static_cast<long long>(input_size), static_cast<long long>(input_size));
   }
-  const CropGeometry crop = pixels ? CropGeometry(width, height, input_size) : CropGeometry(input_size);
+  const CropGeometry crop =
+      photo ? CropGeometry(photo->info.width, photo->info.height, input_size) : CropGeometry(input_size);
   const std::vector<Detection> detections =
       which.list ? read_detection_list(model, outputs, *which.list, crop)
                  : decode_detections(model, outputs.at(*which.logits), outputs.at(*which.boxes), crop);
@@ -313,14 +315,14 @@ void report_detection(const Model& model, const std::vector<Tensor>& outputs, co
                 class_name(classes, d.label).c_str(), static_cast<long long>(d.label), static_cast<double>(d.score),
                 d.x0, d.x1, d.y0, d.y1);
   }
-  if (!pixels) return;
-  std::vector<unsigned char> rgb(pixels.get(), pixels.get() + static_cast<std::size_t>(width) * height * 3);
+  if (!photo) return;
+  const int width = photo->info.width, height = photo->info.height;
+  std::vector<unsigned char>& rgb = photo->rgb;
   const int thickness = std::max(2, std::min(width, height) / 200);
   for (std::size_t i = 0; i < shown; ++i)
     draw_box(rgb, width, height, detections[i], class_colour(detections[i].label + 1), thickness);
-  const std::filesystem::path path = output_path(output_dir, model.name() + "_detections.png");
-  write_png_atomically(path, width, height, rgb);
-  std::printf("boxes drawn on %s\n", path.string().c_str());
+  const std::filesystem::path written = write_png(picture_path(output_dir, model, "_detections.png"), width, height, rgb);
+  std::printf("boxes drawn on %s\n", written.string().c_str());
 }
 
 }  // namespace

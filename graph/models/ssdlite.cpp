@@ -164,7 +164,9 @@ Detections postprocess(Builder& b, Value logits, Value boxes, std::int64_t class
     keep = b.reshape(keep, {-1});
     Value kept_scores = gather(b, score, keep);
     Value kept_boxes = gather(b, boxes, keep);
-    auto top = b.op("TopK", {kept_scores}, attrs_of({{"k", kTopkCandidates}, {"axis", std::int64_t{0}}}));
+    // clamp_k: fewer than 300 candidates above the threshold give them all (torchvision's min(k, n)).
+    auto top = b.op("TopK", {kept_scores},
+                    attrs_of({{"k", kTopkCandidates}, {"axis", std::int64_t{0}}, {"clamp_k", std::int64_t{1}}}));
     all_scores.push_back(top[0]);
     all_boxes.push_back(gather(b, kept_boxes, top[1]));
     Value label_value = b.constant("label", Tensor::from_f32({1}, {static_cast<float>(label)}));

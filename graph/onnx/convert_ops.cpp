@@ -4,12 +4,14 @@
 // impossible and the rule says so, naming the node.
 #include "graph/onnx/convert_ops.h"
 
+#include "graph/checked_math.h"
 #include "graph/onnx/attributes.h"
 #include "graph/onnx/limits.h"
 #include "graph/onnx/tensor_proto.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 namespace kiln::onnx_import {
@@ -63,6 +65,12 @@ std::int64_t to_scalar_int(const OnnxNode& n, const Tensor& t, const std::string
   return values[0];
 }
 
+std::string float_str(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", value);
+  return text;
+}
+
 std::vector<ValueId> inputs_upto(const OnnxNode& n, std::size_t count) {
   std::vector<ValueId> in(n.inputs.begin(), n.inputs.begin() + static_cast<std::ptrdiff_t>(std::min(count, n.inputs.size())));
   while (!in.empty() && in.back() < 0) in.pop_back();
@@ -102,11 +110,22 @@ void resolve_auto_pad(const OnnxNode& n, Attributes& attrs, const Shape& input, 
   std::vector<std::int64_t> pads(2 * spatial, 0);
   if (mode == "SAME_UPPER" || mode == "SAME_LOWER") {
     for (std::size_t i = 0; i < spatial; ++i) {
-      KILN_CHECK(strides[i] > 0 && dilations[i] > 0, ErrorKind::Corrupt, n.where + "strides and dilations must be positive");
+      KILN_CHECK(strides[i] > 0 && dilations[i] > 0 && kernel[i] > 0, ErrorKind::Corrupt,
+                 n.where + "kernel_shape, strides and dilations must be positive, got " + shape_str(kernel) + ", " +
+                     shape_str(strides) + ", " + shape_str(dilations));
       const std::int64_t in = input[i + 2];
-      const std::int64_t out = (in + strides[i] - 1) / strides[i];
-      const std::int64_t extent = (kernel[i] - 1) * dilations[i] + 1;
-      const std::int64_t total = std::max<std::int64_t>(0, (out - 1) * strides[i] + extent - in);
+      // out = ceil(in / stride); padding = (out - 1) * stride + extent - in,
+      // where extent = (kernel - 1) * dilation + 1: sizes from the file, checked.
+      const std::int64_t out = in / strides[i] + (in % strides[i] != 0 ? 1 : 0);
+      std::optional<std::int64_t> extent = graph::checked_mul(kernel[i] - 1, dilations[i]);
+      if (extent) extent = graph::checked_add(*extent, 1);
+      std::optional<std::int64_t> span = graph::checked_mul(out - 1, strides[i]);
+      span = span && extent ? graph::checked_add(*span, *extent) : std::nullopt;
+      KILN_CHECK(span && *span - in <= kMaxTensorElements, ErrorKind::Corrupt,
+                 n.where + "auto_pad " + mode + " with kernel_shape " + shape_str(kernel) + ", strides " +
+                     shape_str(strides) + " and dilations " + shape_str(dilations) + " needs more padding than kiln's "
+                     "limit of " + std::to_string(kMaxTensorElements) + " for input " + shape_str(input));
+      const std::int64_t total = std::max<std::int64_t>(0, *span - in);
       const std::int64_t small = total / 2;
       pads[i] = mode == "SAME_UPPER" ? small : total - small;
       pads[i + spatial] = total - pads[i];
@@ -202,9 +221,11 @@ std::vector<ValueId> convert_split(const OnnxNode& n, ImportContext& ctx) {
     attrs.set("split", to_ints(n, require_constant(n, ctx, 1, "the split input"), "split"));
   } else if (!attrs.has("split")) {
     const std::int64_t parts = n.attrs.get_int("num_outputs", n.num_outputs);
-    KILN_CHECK(parts > 0, ErrorKind::Corrupt, n.where + "Split needs at least one output");
-    // ONNX: ceil(dim / parts) each, the last part smaller when it does not divide.
     const std::int64_t dim = shape[static_cast<std::size_t>(axis)];
+    // More parts than elements cannot be filled (and would overflow dim + parts - 1).
+    KILN_CHECK(parts > 0 && parts <= std::max<std::int64_t>(dim, 1), ErrorKind::Corrupt,
+               n.where + "cannot split " + std::to_string(dim) + " into " + std::to_string(parts) + " parts");
+    // ONNX: ceil(dim / parts) each, the last part smaller when it does not divide.
     const std::int64_t chunk = (dim + parts - 1) / parts;
     std::vector<std::int64_t> sizes;
     for (std::int64_t left = dim; left > 0 && static_cast<std::int64_t>(sizes.size()) < parts; left -= chunk)
@@ -245,6 +266,18 @@ std::vector<ValueId> convert_pad(const OnnxNode& n, ImportContext& ctx) {
   return ctx.emit(n, "Pad", inputs_upto(n, 1), std::move(attrs));
 }
 
+// An output extent computed in double (input extent x scale, floored or
+// rounded) as an int64, checked before the conversion: a huge scale makes a
+// value no int64 holds, and converting it would be undefined behaviour.
+std::int64_t resized_extent(const OnnxNode& n, double extent, std::int64_t input_extent, double scale, std::size_t axis) {
+  const std::optional<std::int64_t> out = graph::to_int64_in_range(extent, 0, kMaxTensorElements);
+  KILN_CHECK(out.has_value(), ErrorKind::Corrupt,
+             n.where + "scale " + float_str(scale) + " makes axis " + std::to_string(axis) + " (extent " +
+                 std::to_string(input_extent) + ") " + float_str(extent) + " long, more than kiln's limit of " +
+                 std::to_string(kMaxTensorElements));
+  return *out;
+}
+
 // Resize: roi/scales/sizes inputs -> `sizes` (the full output shape) and, when
 // scales were given, `scales` (coordinates map with the scale, not the ratio).
 std::vector<ValueId> convert_resize(const OnnxNode& n, ImportContext& ctx) {
@@ -275,9 +308,11 @@ std::vector<ValueId> convert_resize(const OnnxNode& n, ImportContext& ctx) {
                n.where + "scales has " + std::to_string(scales.size()) + " values for " + std::to_string(axes.size()) + " axes");
     for (std::size_t i = 0; i < axes.size(); ++i) {
       const auto a = static_cast<std::size_t>(axes[i]);
-      KILN_CHECK(scales[i] > 0 && std::isfinite(scales[i]), ErrorKind::Corrupt, n.where + "scales must be positive");
+      KILN_CHECK(scales[i] > 0 && std::isfinite(scales[i]), ErrorKind::Corrupt,
+                 n.where + "scales must be positive and finite, got " + float_str(scales[i]) + " for axis " +
+                     std::to_string(a));
       full_scales[a] = scales[i];
-      sizes[a] = static_cast<std::int64_t>(std::floor(static_cast<double>(in[a]) * scales[i]));
+      sizes[a] = resized_extent(n, std::floor(static_cast<double>(in[a]) * scales[i]), in[a], scales[i], a);
     }
     attrs.set("scales", full_scales);
   } else {
@@ -292,12 +327,18 @@ std::vector<ValueId> convert_resize(const OnnxNode& n, ImportContext& ctx) {
       // One scale for all the axes, then out = round(scale * in) (ONNX 18).
       double scale = policy == "not_larger" ? INFINITY : 0.0;
       for (std::size_t i = 0; i < axes.size(); ++i) {
-        const double r = static_cast<double>(sizes_given[i]) / static_cast<double>(in[static_cast<std::size_t>(axes[i])]);
+        const std::int64_t extent = in[static_cast<std::size_t>(axes[i])];
+        KILN_CHECK(sizes_given[i] > 0 && extent > 0, ErrorKind::Corrupt,
+                   n.where + "keep_aspect_ratio_policy '" + policy + "' needs positive sizes and input extents, got size " +
+                       std::to_string(sizes_given[i]) + " for axis " + std::to_string(axes[i]) + " of extent " +
+                       std::to_string(extent));
+        const double r = static_cast<double>(sizes_given[i]) / static_cast<double>(extent);
         scale = policy == "not_larger" ? std::min(scale, r) : std::max(scale, r);
       }
       for (std::int64_t a : axes) {
-        sizes[static_cast<std::size_t>(a)] = static_cast<std::int64_t>(std::round(scale * static_cast<double>(in[static_cast<std::size_t>(a)])));
-        full_scales[static_cast<std::size_t>(a)] = scale;
+        const auto axis = static_cast<std::size_t>(a);
+        sizes[axis] = resized_extent(n, std::round(scale * static_cast<double>(in[axis])), in[axis], scale, axis);
+        full_scales[axis] = scale;
       }
       attrs.set("scales", full_scales);
     }
@@ -388,37 +429,23 @@ std::vector<ValueId> convert_constant(const OnnxNode& n, ImportContext& ctx) {
                                                "(sparse and string values are not supported)");
 }
 
-// Fills `out` with `value` converted to its dtype.
-void fill(Tensor& out, double value) {
-  std::byte* dst = out.bytes().data();
-  const auto n = static_cast<std::size_t>(out.numel());
-  for (std::size_t i = 0; i < n; ++i) switch (out.dtype()) {
-      case DType::f32: { const auto v = static_cast<float>(value); std::memcpy(dst + 4 * i, &v, 4); break; }
-      case DType::i32: { const auto v = static_cast<std::int32_t>(value); std::memcpy(dst + 4 * i, &v, 4); break; }
-      case DType::i64: { const auto v = static_cast<std::int64_t>(value); std::memcpy(dst + 8 * i, &v, 8); break; }
-      case DType::u8: dst[i] = static_cast<std::byte>(static_cast<std::uint8_t>(value)); break;
-      case DType::boolean: dst[i] = static_cast<std::byte>(value != 0.0); break;
-      case DType::f16: throw_error(ErrorKind::Unsupported, "ConstantOfShape with f16 values is not supported");
-    }
-}
-
 std::vector<ValueId> convert_constant_of_shape(const OnnxNode& n, ImportContext& ctx) {
   const Shape shape = checked_shape(to_ints(n, require_constant(n, ctx, 0, "the shape input"), "shape"), n.where);
   KILN_CHECK(num_elements(shape) <= kMaxFoldElements, ErrorKind::Corrupt,
              n.where + "a constant of shape " + shape_str(shape) + " is larger than kiln's import limit");
-  double value = 0;
-  DType dtype = DType::f32;
+  // The value's bytes are repeated as they are: no round trip through double,
+  // which would lose int64 values past 2^53 (and overflow converting back).
+  Tensor value = Tensor::from_f32({1}, {0.0f});
   if (const onnx::TensorProto* t = tensor_attribute(*n.proto, "value")) {
-    const Tensor v = tensor_from_proto(*t, "", n.where + "attribute 'value': ");
-    KILN_CHECK(v.numel() == 1, ErrorKind::Corrupt, n.where + "attribute 'value' must hold one element");
-    dtype = v.dtype();
-    if (dtype == DType::f32) value = v.values<float>()[0];
-    else if (dtype == DType::i64) value = static_cast<double>(v.values<std::int64_t>()[0]);
-    else if (dtype == DType::i32) value = v.values<std::int32_t>()[0];
-    else if (dtype == DType::u8 || dtype == DType::boolean) value = static_cast<double>(static_cast<std::uint8_t>(v.bytes()[0]));
+    value = tensor_from_proto(*t, "", n.where + "attribute 'value': ");
+    KILN_CHECK(value.numel() == 1, ErrorKind::Corrupt,
+               n.where + "attribute 'value' must hold one element, it has shape " + shape_str(value.shape()));
   }
-  Tensor out(dtype, shape);
-  fill(out, value);
+  ctx.charge_folded_bytes(n, num_elements(shape) * static_cast<std::int64_t>(dtype_size(value.dtype())));
+  Tensor out(value.dtype(), shape);
+  const std::size_t size = dtype_size(out.dtype());
+  std::byte* dst = out.bytes().data();
+  for (std::size_t offset = 0; offset < out.nbytes(); offset += size) std::memcpy(dst + offset, value.bytes().data(), size);
   return {ctx.add_constant(n, std::move(out))};
 }
 
@@ -440,24 +467,51 @@ std::vector<ValueId> convert_size(const OnnxNode& n, ImportContext& ctx) {
   return {ctx.add_constant(n, Tensor::from_i64({}, {num_elements(ctx.type(n.inputs[0]).shape)}))};
 }
 
+// Range: integer ranges in int64 arithmetic (exact, and a distance that
+// overflows is an error), f32 ranges in double as ONNX's reference does.
 std::vector<ValueId> convert_range(const OnnxNode& n, ImportContext& ctx) {
   const Tensor& start = require_constant(n, ctx, 0, "the start input");
   const Tensor& limit = require_constant(n, ctx, 1, "the limit input");
   const Tensor& delta = require_constant(n, ctx, 2, "the delta input");
   KILN_CHECK(start.numel() == 1 && limit.numel() == 1 && delta.numel() == 1, ErrorKind::Corrupt,
              n.where + "start, limit and delta must be scalars");
-  const double s = to_floats(n, start, "start")[0], l = to_floats(n, limit, "limit")[0], d = to_floats(n, delta, "delta")[0];
-  KILN_CHECK(d != 0 && std::isfinite(s) && std::isfinite(l) && std::isfinite(d), ErrorKind::Corrupt,
-             n.where + "delta must be non-zero and every input finite");
-  const double count = std::max(0.0, std::ceil((l - s) / d));
-  KILN_CHECK(count <= static_cast<double>(kMaxFoldElements), ErrorKind::Corrupt,
-             n.where + "a range of " + std::to_string(count) + " values is larger than kiln's import limit");
-  Tensor out(start.dtype(), {static_cast<std::int64_t>(count)});
-  for (std::int64_t i = 0; i < out.numel(); ++i) {
-    Tensor one(start.dtype(), {1});
-    fill(one, s + static_cast<double>(i) * d);
-    std::memcpy(out.bytes().data() + i * static_cast<std::int64_t>(dtype_size(out.dtype())), one.bytes().data(),
-                dtype_size(out.dtype()));
+  KILN_CHECK(start.dtype() == limit.dtype() && start.dtype() == delta.dtype(), ErrorKind::Corrupt,
+             n.where + "start, limit and delta must have one dtype, got " + std::string(dtype_name(start.dtype())) +
+                 ", " + std::string(dtype_name(limit.dtype())) + " and " + std::string(dtype_name(delta.dtype())));
+  const std::string too_long = " values, more than kiln's import limit of " + std::to_string(kMaxFoldElements);
+  if (start.dtype() == DType::f32) {
+    const double s = start.values<float>()[0], l = limit.values<float>()[0], d = delta.values<float>()[0];
+    KILN_CHECK(d != 0 && std::isfinite(s) && std::isfinite(l) && std::isfinite(d), ErrorKind::Corrupt,
+               n.where + "delta must be non-zero and every input finite, got start " + float_str(s) + ", limit " +
+                   float_str(l) + ", delta " + float_str(d));
+    const double count = std::max(0.0, std::ceil((l - s) / d));
+    KILN_CHECK(count <= static_cast<double>(kMaxFoldElements), ErrorKind::Corrupt,
+               n.where + "a range from " + float_str(s) + " to " + float_str(l) + " by " + float_str(d) + " has " +
+                   float_str(count) + too_long);
+    ctx.charge_folded_bytes(n, static_cast<std::int64_t>(count) * 4);
+    Tensor out(DType::f32, {static_cast<std::int64_t>(count)});
+    auto values = out.values<float>();
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(s + static_cast<double>(i) * d);
+    return {ctx.add_constant(n, std::move(out))};
+  }
+  const std::int64_t s = to_scalar_int(n, start, "start"), l = to_scalar_int(n, limit, "limit"),
+                     d = to_scalar_int(n, delta, "delta");
+  const std::string range = "a range from " + std::to_string(s) + " to " + std::to_string(l) + " by " + std::to_string(d);
+  KILN_CHECK(d != 0, ErrorKind::Corrupt, n.where + range + ": delta must be non-zero");
+  const std::optional<std::int64_t> distance = graph::checked_sub(l, s);
+  KILN_CHECK(distance.has_value(), ErrorKind::Corrupt, n.where + range + ": the distance overflows int64");
+  // ceil(distance / d) when both have the same sign, else empty.
+  std::int64_t count = 0;
+  if (*distance > 0 && d > 0) count = (*distance - 1) / d + 1;
+  if (*distance < 0 && d < 0) count = (*distance + 1) / d + 1;
+  KILN_CHECK(count <= kMaxFoldElements, ErrorKind::Corrupt, n.where + range + " has " + std::to_string(count) + too_long);
+  ctx.charge_folded_bytes(n, count * static_cast<std::int64_t>(dtype_size(start.dtype())));
+  // Every value lies between start and limit, so it fits the dtype.
+  Tensor out(start.dtype(), {count});
+  for (std::int64_t i = 0; i < count; ++i) {
+    const std::int64_t value = s + i * d;
+    if (out.dtype() == DType::i64) out.values<std::int64_t>()[static_cast<std::size_t>(i)] = value;
+    else out.values<std::int32_t>()[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(value);
   }
   return {ctx.add_constant(n, std::move(out))};
 }
@@ -480,6 +534,7 @@ std::vector<ValueId> convert_dropout(const OnnxNode& n, ImportContext& ctx) {
   }
   std::vector<ValueId> out{n.inputs[0]};
   if (n.num_outputs > 1) {
+    ctx.charge_folded_bytes(n, num_elements(ctx.type(n.inputs[0]).shape));
     Tensor mask(DType::boolean, ctx.type(n.inputs[0]).shape);
     for (std::byte& b : mask.bytes()) b = std::byte{1};
     out.push_back(ctx.add_constant(n, std::move(mask)));

@@ -40,6 +40,10 @@ class ImportContext {
                                            std::vector<graph::ValueId> inputs, graph::Attributes attrs,
                                            const std::string& suffix = "") = 0;
   virtual graph::ValueId add_constant(const OnnxNode& source, Tensor value) = 0;
+  // Counts `bytes` of constants the node is about to create from nothing (a
+  // fold, ConstantOfShape, Range) against OnnxOptions::max_folded_bytes; call
+  // it before allocating. Throws InvalidArgument naming the node past the budget.
+  virtual void charge_folded_bytes(const OnnxNode& source, std::int64_t bytes) = 0;
   // Where external data files are looked up.
   virtual const std::string& base_dir() const = 0;
 };

@@ -7,6 +7,7 @@
 #include "graph/onnx/attributes.h"
 #include "graph/onnx/convert_ops.h"
 #include "graph/onnx/limits.h"
+#include "graph/onnx/options.h"
 #include "graph/onnx/tensor_proto.h"
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
@@ -18,6 +19,7 @@
 #include <memory>
 #include <set>
 #include <unordered_map>
+#include <vector>
 
 namespace kiln {
 
@@ -55,8 +57,8 @@ template <class Message> void parse(Message& message, std::string_view bytes, co
 
 class Importer final : public ImportContext {
  public:
-  Importer(std::string file, std::string base_dir, const OnnxOptions& options)
-      : file_(std::move(file)), base_dir_(std::move(base_dir)), options_(options) {}
+  Importer(std::string file, std::string base_dir, const OnnxOptions& options, std::int64_t max_folded_bytes)
+      : file_(std::move(file)), base_dir_(std::move(base_dir)), options_(options), max_folded_bytes_(max_folded_bytes) {}
 
   Model import(const onnx::ModelProto& model) {
     check_header(model);
@@ -84,6 +86,17 @@ class Importer final : public ImportContext {
 
   ValueId add_constant(const OnnxNode& source, Tensor value) override {
     return graph_.add_constant(unique_value_name(source.name + "/constant"), std::move(value));
+  }
+
+  void charge_folded_bytes(const OnnxNode& source, std::int64_t bytes) override {
+    // folded_bytes_ never passes the budget, so the subtraction cannot overflow.
+    KILN_ASSERT(bytes >= 0);
+    KILN_CHECK(bytes <= max_folded_bytes_ - folded_bytes_, ErrorKind::InvalidArgument,
+               source.where + "folding it at import would add " + std::to_string(bytes) + " bytes of constants to the " +
+                   std::to_string(folded_bytes_) + " bytes folded so far, past the budget of " +
+                   std::to_string(max_folded_bytes_) + " bytes; raise OnnxOptions::max_folded_bytes or " +
+                   kMaxFoldedBytesVariable + " if the model is trusted");
+    folded_bytes_ += bytes;
   }
 
   std::vector<ValueId> emit(const OnnxNode& source, const std::string& op, std::vector<ValueId> inputs, Attributes attrs,
@@ -118,11 +131,24 @@ class Importer final : public ImportContext {
     if (!all_constant || out_elements > kMaxFoldElements) {
       return graph_.add_node(op, node.inputs, node.attrs, node.name);
     }
-    // Every input is known: evaluate now (shape arithmetic, weight transforms).
+    // Every input is known: evaluate now (shape arithmetic, weight transforms),
+    // within the budget for folded constants.
+    // A data-dependent output's size is known only once evaluated (it is
+    // bounded by the inputs, which fit the limits).
+    const bool dynamic = std::any_of(out_types.begin(), out_types.end(), [](const TensorType& t) { return t.dynamic; });
+    std::int64_t out_bytes = 0;
+    if (!dynamic) {
+      for (const TensorType& t : out_types) out_bytes += num_elements(t.shape) * static_cast<std::int64_t>(dtype_size(t.dtype));
+      charge_folded_bytes(source, out_bytes);
+    }
     std::vector<Tensor> args;
     for (ValueId id : node.inputs) args.push_back(id < 0 ? Tensor() : *constant(id));
     std::vector<Tensor> results = graph::get_op(op).reference(node, args);
     KILN_ASSERT(results.size() == out_types.size());
+    if (dynamic) {
+      for (const Tensor& r : results) out_bytes += static_cast<std::int64_t>(r.nbytes());
+      charge_folded_bytes(source, out_bytes);
+    }
     std::vector<ValueId> outputs;
     for (Tensor& r : results) outputs.push_back(graph_.add_constant(unique_value_name(node.name), std::move(r)));
     return outputs;
@@ -178,10 +204,18 @@ class Importer final : public ImportContext {
       if (!ok) unsupported[op].push_back(label);
     }
     if (unsupported.empty()) return;
+    // A hostile file may hold a million unknown nodes: the list is bounded.
     std::string list;
+    std::size_t types_listed = 0;
     for (const auto& [op, nodes] : unsupported) {
+      if (types_listed++ == kMaxListedEntries) {
+        list += "\n  ... (" + std::to_string(unsupported.size() - kMaxListedEntries) + " more op types)";
+        break;
+      }
       list += "\n  " + op + ": ";
-      for (std::size_t i = 0; i < nodes.size(); ++i) list += (i ? ", " : "") + nodes[i];
+      const std::size_t listed = std::min(nodes.size(), kMaxListedEntries);
+      for (std::size_t i = 0; i < listed; ++i) list += (i ? ", " : "") + nodes[i];
+      if (listed < nodes.size()) list += ", ... (" + std::to_string(nodes.size() - listed) + " more)";
     }
     throw_error(ErrorKind::Unsupported, where(file_) + std::to_string(unsupported.size()) +
                                             " unsupported op type(s), with the nodes that use them:" + list);
@@ -244,12 +278,19 @@ class Importer final : public ImportContext {
       n.inputs.push_back(it->second);
     }
     n.attrs = convert_attributes(proto, n.where);
-    // kiln's own attributes, which compile passes set (a fused activation, a
-    // pre-packed weight layout), are not ONNX's: a file carrying them would
-    // make kiln misread its weights.
-    for (const char* internal : {"activation", "weight_layout", "out_channels"})
-      KILN_CHECK(!n.attrs.has(internal) || (n.op != "Conv" && n.op != "Gemm"), ErrorKind::Corrupt,
-                 n.where + "attribute '" + internal + "' is not an ONNX " + n.op + " attribute");
+    // kiln's own attributes, which compile passes and built-in models set (a
+    // fused activation, a pre-packed weight layout, TopK's clamp_k), are not
+    // ONNX's: a file carrying them would make kiln misread its weights or
+    // accept what ONNX rejects.
+    static const std::map<std::string, std::vector<std::string>> kiln_only = {
+        {"Conv", {"activation", "weight_layout", "out_channels"}},
+        {"Gemm", {"activation", "weight_layout", "out_channels"}},
+        {"MatMul", {"weight_layout"}},
+        {"TopK", {"clamp_k"}}};
+    if (auto it = kiln_only.find(n.op); it != kiln_only.end())
+      for (const std::string& internal : it->second)
+        KILN_CHECK(!n.attrs.has(internal), ErrorKind::Corrupt,
+                   n.where + "attribute '" + internal + "' is not an ONNX " + n.op + " attribute");
     std::vector<ValueId> outputs;
     try {
       outputs = op_rules().at(n.op).convert(n, *this);
@@ -322,6 +363,8 @@ class Importer final : public ImportContext {
   std::string file_;
   std::string base_dir_;
   OnnxOptions options_;
+  std::int64_t max_folded_bytes_;  // resolved from options_ and the environment
+  std::int64_t folded_bytes_ = 0;  // charged so far
   int opset_ = 0;
   graph::Graph graph_;
   std::unordered_map<std::string, ValueId> values_;  // ONNX value name -> kiln value
@@ -337,8 +380,9 @@ class Importer final : public ImportContext {
 Model load_onnx_bytes(std::string_view bytes, const std::string& name, const std::string& base_dir,
                       const OnnxOptions& options) {
   onnx::ModelProto model;
+  const std::int64_t max_folded_bytes = onnx_import::resolve_max_folded_bytes(options);
   onnx_import::parse(model, bytes, name, "model");
-  return onnx_import::Importer(name, base_dir, options).import(model);
+  return onnx_import::Importer(name, base_dir, options, max_folded_bytes).import(model);
 }
 
 Model load_onnx(const std::string& path, const OnnxOptions& options) {

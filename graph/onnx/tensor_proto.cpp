@@ -2,7 +2,10 @@
 
 #include "graph/onnx/limits.h"
 
+#include <charconv>
 #include <cstring>
+#include <limits>
+#include <system_error>
 #include <filesystem>
 #include <fstream>
 
@@ -46,10 +49,20 @@ struct ExternalRef {
   std::int64_t length = -1;  // -1: to the end of the file
 };
 
+// A byte count of external data: decimal digits only (no sign, no spaces),
+// within int64; anything else is Corrupt, naming the key and the text.
 std::int64_t parse_count(const std::string& text, const std::string& key, const std::string& what) {
-  KILN_CHECK(!text.empty() && text.size() <= 19 && text.find_first_not_of("0123456789") == std::string::npos,
-             ErrorKind::Corrupt, what + "external data '" + key + "' is not a non-negative integer: '" + text.substr(0, 40) + "'");
-  return std::stoll(text);
+  const std::string shown = "'" + text.substr(0, 40) + (text.size() > 40 ? "...'" : "'");
+  KILN_CHECK(!text.empty() && text.find_first_not_of("0123456789") == std::string::npos, ErrorKind::Corrupt,
+             what + "external data '" + key + "' is not a non-negative integer: " + shown);
+  std::int64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  KILN_CHECK(ec != std::errc::result_out_of_range, ErrorKind::Corrupt,
+             what + "external data '" + key + "' " + shown + " is larger than " +
+                 std::to_string(std::numeric_limits<std::int64_t>::max()));
+  KILN_CHECK(ec == std::errc{} && end == text.data() + text.size(), ErrorKind::Corrupt,
+             what + "external data '" + key + "' is not a non-negative integer: " + shown);
+  return value;
 }
 
 ExternalRef external_ref(const onnx::TensorProto& proto, const std::string& what) {

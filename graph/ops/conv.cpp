@@ -6,7 +6,10 @@
 // [group * ceil((M/group)/4), C/group, kH, kW, 4]: per group, blocks of 4
 // output channels with the channel innermost, zero-padded past the group's
 // last channel, so a kernel loads one tap of 4 channels as one vector.
+#include "graph/checked_math.h"
 #include "graph/ops/ops.h"
+
+#include <optional>
 
 namespace kiln::graph::ops {
 
@@ -85,9 +88,12 @@ std::vector<TensorType> infer_conv(const Node& node, std::span<const TensorType>
   const std::string both = ": " + describe("input", x) + ", " + describe("weight", w);
   const std::int64_t channels = x.shape[1];
   const std::int64_t out_channels = p.packed ? p.out_channels : w.shape[0];
-  KILN_CHECK(channels == w.shape[1] * p.group, ErrorKind::ShapeMismatch,
+  // group comes from a file: the product is checked.
+  const std::optional<std::int64_t> expected_channels = checked_mul(w.shape[1], p.group);
+  KILN_CHECK(expected_channels && channels == *expected_channels, ErrorKind::ShapeMismatch,
              "input has " + std::to_string(channels) + " channels but weight expects " +
-                 std::to_string(w.shape[1] * p.group) + " (group " + std::to_string(p.group) + ")" + both);
+                 (expected_channels ? std::to_string(*expected_channels) : "more than int64 holds") + " (group " +
+                 std::to_string(p.group) + ")" + both);
   KILN_CHECK(out_channels % p.group == 0, ErrorKind::ShapeMismatch,
              "weight has " + std::to_string(out_channels) + " output channels, which group " + std::to_string(p.group) +
                  " does not divide" + both);
@@ -110,9 +116,11 @@ std::vector<TensorType> infer_conv(const Node& node, std::span<const TensorType>
   }
   Shape out{x.shape[0], out_channels, 0, 0};
   for (int d = 0; d < 2; ++d) {
-    const std::int64_t padded = x.shape[2 + d] + p.pads[d] + p.pads[d + 2];
-    const std::int64_t extent = p.dilations[d] * (w.shape[2 + d] - 1) + 1;
-    KILN_CHECK(w.shape[2 + d] >= 1 && padded >= extent, ErrorKind::ShapeMismatch,
+    KILN_CHECK(w.shape[2 + d] >= 1, ErrorKind::ShapeMismatch,
+               std::string(d == 0 ? "height" : "width") + ": the kernel is empty" + both);
+    const std::int64_t padded = padded_extent(x.shape[2 + d], p.pads[d], p.pads[d + 2]);
+    const std::int64_t extent = window_extent(w.shape[2 + d], p.dilations[d]);
+    KILN_CHECK(padded >= extent, ErrorKind::ShapeMismatch,
                std::string(d == 0 ? "height" : "width") + ": the kernel (extent " + std::to_string(extent) +
                    " with dilation) is larger than the padded input (" + std::to_string(padded) + ")" + both);
     out[2 + d] = (padded - extent) / p.strides[d] + 1;

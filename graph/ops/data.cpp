@@ -6,8 +6,10 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <optional>
 
 #include "graph/broadcast.h"
+#include "graph/checked_math.h"
 #include "graph/ops/data_plans.h"
 #include "graph/ops/ops.h"
 
@@ -191,8 +193,12 @@ SplitPlan split_plan(const Node& node, const Shape& input) {
     plan.sizes = node.attrs.get_ints("split", {});
     KILN_CHECK(!plan.sizes.empty(), ErrorKind::InvalidArgument, "attribute 'split' is empty");
     check_non_negative("split", plan.sizes);
-    std::int64_t total = 0;
-    for (std::int64_t s : plan.sizes) total += s;
+    std::optional<std::int64_t> sum = 0;
+    for (std::int64_t s : plan.sizes)
+      if (sum) sum = checked_add(*sum, s);
+    KILN_CHECK(sum.has_value(), ErrorKind::InvalidArgument,
+               "attribute 'split' " + ints_str(plan.sizes) + " sums past int64" + context);
+    const std::int64_t total = *sum;
     KILN_CHECK(total == extent, ErrorKind::ShapeMismatch,
                "attribute 'split' " + ints_str(plan.sizes) + " sums to " + std::to_string(total) + ", not " +
                    std::to_string(extent) + context);
@@ -243,7 +249,8 @@ GatherPlan gather_plan(const Node& node, std::span<const TensorType> inputs) {
     indices_shape = node.attrs.get_ints("indices_shape", {});
     check_non_negative("indices_shape", indices_shape);
     const std::vector<std::int64_t> raw = node.attrs.get_ints("indices", {});
-    KILN_CHECK(static_cast<std::int64_t>(raw.size()) == num_elements(indices_shape), ErrorKind::InvalidArgument,
+    const std::optional<std::int64_t> count = checked_product(indices_shape);
+    KILN_CHECK(count && static_cast<std::int64_t>(raw.size()) == *count, ErrorKind::InvalidArgument,
                "attribute 'indices' has " + std::to_string(raw.size()) + " values for 'indices_shape' " +
                    shape_str(indices_shape));
     plan.indices = normalize_gather_indices(raw, plan.extent);

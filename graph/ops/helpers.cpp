@@ -1,7 +1,9 @@
 // Helpers shared by the op schemas (graph/ops/ops.h).
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
+#include "graph/checked_math.h"
 #include "graph/ops/ops.h"
 
 namespace kiln::graph::ops {
@@ -57,6 +59,24 @@ bool get_flag(const Node& node, const std::string& name, bool fallback) {
   KILN_CHECK(value == 0 || value == 1, ErrorKind::InvalidArgument,
              "attribute '" + name + "' must be 0 or 1, got " + std::to_string(value));
   return value == 1;
+}
+
+std::int64_t window_extent(std::int64_t kernel, std::int64_t dilation) {
+  std::optional<std::int64_t> extent = checked_mul(kernel - 1, dilation);
+  if (extent) extent = checked_add(*extent, 1);
+  KILN_CHECK(extent.has_value(), ErrorKind::InvalidArgument,
+             "a window of " + std::to_string(kernel) + " taps with dilation " + std::to_string(dilation) +
+                 " is longer than int64 can hold");
+  return *extent;
+}
+
+std::int64_t padded_extent(std::int64_t size, std::int64_t pad_begin, std::int64_t pad_end) {
+  std::optional<std::int64_t> padded = checked_add(size, pad_begin);
+  if (padded) padded = checked_add(*padded, pad_end);
+  KILN_CHECK(padded.has_value(), ErrorKind::InvalidArgument,
+             "an extent of " + std::to_string(size) + " padded by " + std::to_string(pad_begin) + " and " +
+                 std::to_string(pad_end) + " is longer than int64 can hold");
+  return *padded;
 }
 
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank, std::string_view attribute) {

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <optional>
+#include <string>
 
 #include "graph/ops/ops.h"
 
@@ -62,27 +64,42 @@ std::vector<Tensor> reference_nonzero(const Node&, std::span<const Tensor> in) {
 struct TopKParams {
   std::int64_t axis = 0;
   bool largest = true;
+  // kiln extension (builder models only; ONNX import refuses it): k is an
+  // upper bound, so an axis shorter than k gives all its elements
+  // (torchvision's min(k, n) on a data-dependent n). Otherwise, as in ONNX, a
+  // k past the axis is an error.
+  bool clamp_k = false;
   std::optional<std::int64_t> k;  // nullopt: read from the K input at run time
 };
 
 TopKParams topk_params(const Node& node, const TensorType& x, bool has_k_input) {
-  check_known_attributes(node, {"k", "axis", "largest", "sorted"});
+  check_known_attributes(node, {"k", "axis", "largest", "sorted", "clamp_k"});
   KILN_CHECK(x.dtype == DType::f32 || x.dtype == DType::i64 || x.dtype == DType::i32, ErrorKind::Unsupported,
              "TopK supports f32, i32 and i64 inputs, got " + describe("X", x));
   KILN_CHECK(!x.shape.empty(), ErrorKind::ShapeMismatch, "X must have rank >= 1, got " + describe("X", x));
   TopKParams p;
   p.axis = normalize_axis(node.attrs.get_int("axis", -1), static_cast<std::int64_t>(x.shape.size()), "axis");
   p.largest = get_flag(node, "largest", true);
+  p.clamp_k = get_flag(node, "clamp_k", false);
   get_flag(node, "sorted", true);  // validated; results are always sorted
   KILN_CHECK(node.attrs.has("k") != has_k_input, ErrorKind::InvalidArgument,
              has_k_input ? "k is given both as attribute 'k' and as input K; give one"
                          : "needs k: the attribute 'k' or the input K");
-  if (!has_k_input) {
-    p.k = node.attrs.get_int("k", 0);
-    KILN_CHECK(*p.k >= 0, ErrorKind::InvalidArgument,
-               "attribute 'k' must not be negative, got " + std::to_string(*p.k));
-  }
+  if (!has_k_input) p.k = node.attrs.get_int("k", 0);
   return p;
+}
+
+// The number of elements taken along an axis of `extent`: k itself, checked
+// (ONNX: 0 <= k <= extent), or min(k, extent) with clamp_k. `source` names
+// where k came from ("attribute 'k'", "input K").
+std::int64_t topk_count(const TopKParams& p, std::int64_t k, std::int64_t extent, const std::string& source,
+                        const TensorType& x) {
+  KILN_CHECK(k >= 0, ErrorKind::InvalidArgument, source + " must not be negative, got k = " + std::to_string(k));
+  if (p.clamp_k) return std::min(k, extent);
+  KILN_CHECK(k <= extent, ErrorKind::InvalidArgument,
+             source + " is k = " + std::to_string(k) + ", more than the " + std::to_string(extent) +
+                 " elements along axis " + std::to_string(p.axis) + " of " + describe("X", x));
+  return k;
 }
 
 std::vector<TensorType> infer_topk(const Node& node, std::span<const TensorType> in) {
@@ -97,9 +114,7 @@ std::vector<TensorType> infer_topk(const Node& node, std::span<const TensorType>
     shape[p.axis] = kDynamicDim;
     return {dynamic_type(in[0].dtype, shape), dynamic_type(DType::i64, shape)};
   }
-  // kiln extension: a k beyond the axis takes the whole axis (torchvision's
-  // min(k, n) idiom on a data-dependent n); ONNX would reject it.
-  shape[p.axis] = std::min(*p.k, shape[p.axis]);
+  shape[p.axis] = topk_count(p, *p.k, shape[p.axis], "attribute 'k'", in[0]);
   return {TensorType{in[0].dtype, shape}, TensorType{DType::i64, shape}};
 }
 
@@ -130,12 +145,8 @@ std::vector<Tensor> reference_topk(const Node& node, std::span<const Tensor> in)
   const TopKParams p = topk_params(node, {x.dtype(), x.shape()}, has_k_input);
   const Shape& shape = x.shape();
   const std::int64_t extent = shape[p.axis];
-  std::int64_t k = p.k.value_or(0);
-  if (has_k_input) {
-    k = in[1].values<std::int64_t>()[0];
-    KILN_CHECK(k >= 0, ErrorKind::InvalidArgument, "K must not be negative, got " + std::to_string(k));
-  }
-  k = std::min(k, extent);
+  const std::int64_t k = has_k_input ? topk_count(p, in[1].values<std::int64_t>()[0], extent, "input K", {x.dtype(), shape})
+                                     : topk_count(p, *p.k, extent, "attribute 'k'", {x.dtype(), shape});
   Shape out_shape = shape;
   out_shape[p.axis] = k;
   Tensor values(x.dtype(), out_shape), indices(DType::i64, out_shape);
@@ -353,7 +364,8 @@ void register_host_ops(OpTable& table) {
   topk.num_outputs = 2;
   topk.infer = infer_topk;
   topk.reference = reference_topk;
-  topk.summary = "the k largest (or smallest) values along `axis` and their indices; k from attribute 'k' or input K";
+  topk.summary = "the k largest (or smallest) values along `axis` and their indices; k from attribute 'k' or input K "
+                 "(0 <= k <= the axis extent; kiln's clamp_k=1 takes min(k, extent) instead)";
   add_op(table, topk);
 
   OpSchema nms;

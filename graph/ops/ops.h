@@ -59,6 +59,12 @@ void check_non_negative(const std::string& name, const std::vector<std::int64_t>
 // An int attribute that must be 0 or 1.
 bool get_flag(const Node& node, const std::string& name, bool fallback);
 
+// The extent of a window of `kernel` taps `dilation` apart,
+// (kernel - 1) * dilation + 1, and the input extent with its pads added;
+// throw InvalidArgument naming the values where int64 would overflow.
+std::int64_t window_extent(std::int64_t kernel, std::int64_t dilation);
+std::int64_t padded_extent(std::int64_t size, std::int64_t pad_begin, std::int64_t pad_end);
+
 // Maps an axis in [-rank, rank) to [0, rank); throws InvalidArgument naming
 // the attribute and the allowed range.
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank, std::string_view attribute);

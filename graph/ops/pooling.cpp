@@ -7,7 +7,9 @@
 // fall on the input.
 #include <cmath>
 #include <limits>
+#include <optional>
 
+#include "graph/checked_math.h"
 #include "graph/ops/ops.h"
 
 namespace kiln::graph::ops {
@@ -46,7 +48,7 @@ PoolParams read_pool_params(const Node& node, PoolKind kind) {
   p.pads = get_ints_of_length(node, "pads", {0, 0, 0, 0}, 4);
   check_non_negative("pads", p.pads);
   for (int d = 0; d < 2; ++d) {
-    const std::int64_t extent = p.dilations[d] * (p.kernel[d] - 1) + 1;
+    const std::int64_t extent = window_extent(p.kernel[d], p.dilations[d]);
     // A pad as large as the window would make windows that see only padding.
     KILN_CHECK(p.pads[d] < extent && p.pads[d + 2] < extent, ErrorKind::InvalidArgument,
                "pads " + shape_str(p.pads) + " must be smaller than the window extent " + std::to_string(extent) +
@@ -60,10 +62,14 @@ PoolParams read_pool_params(const Node& node, PoolKind kind) {
 
 std::int64_t pooled_size(std::int64_t size, std::int64_t pad_begin, std::int64_t pad_end, std::int64_t extent,
                          std::int64_t stride, bool ceil_mode) {
-  const std::int64_t span = size + pad_begin + pad_end - extent;
+  // The caller checked extent <= padded, so span >= 0; the ceiling division
+  // and the product below are written so that a huge stride cannot overflow.
+  const std::int64_t span = padded_extent(size, pad_begin, pad_end) - extent;
   if (!ceil_mode) return span / stride + 1;
-  std::int64_t out = (span + stride - 1) / stride + 1;
-  if ((out - 1) * stride >= size + pad_begin) --out;  // the last window would start in the end padding
+  std::int64_t out = span / stride + (span % stride != 0 ? 1 : 0) + 1;
+  // The last window would start in the end padding (size + pad_begin fits: it is below the padded extent).
+  const std::optional<std::int64_t> last_start = checked_mul(out - 1, stride);
+  if (!last_start || *last_start >= size + pad_begin) --out;
   return out;
 }
 
@@ -73,8 +79,8 @@ TensorType infer_pool_type(const Node& node, const TensorType& x, PoolKind kind)
   require_rank("input", x, 4);
   Shape out{x.shape[0], x.shape[1], 0, 0};
   for (int d = 0; d < 2; ++d) {
-    const std::int64_t padded = x.shape[2 + d] + p.pads[d] + p.pads[d + 2];
-    const std::int64_t extent = p.dilations[d] * (p.kernel[d] - 1) + 1;
+    const std::int64_t padded = padded_extent(x.shape[2 + d], p.pads[d], p.pads[d + 2]);
+    const std::int64_t extent = window_extent(p.kernel[d], p.dilations[d]);
     KILN_CHECK(padded >= extent, ErrorKind::ShapeMismatch,
                std::string(d == 0 ? "height" : "width") + ": the window (extent " + std::to_string(extent) +
                    ") is larger than the padded input (" + std::to_string(padded) + "): " + describe("input", x) +

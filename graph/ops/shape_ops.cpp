@@ -2,8 +2,10 @@
 // Identity. They accept any dtype; the references copy bytes.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "graph/broadcast.h"
+#include "graph/checked_math.h"
 #include "graph/ops/ops.h"
 
 namespace kiln::graph::ops {
@@ -22,7 +24,6 @@ Shape reshape_target(const Node& node, const TensorType& x) {
   const std::string context = ": " + describe("input", x) + ", shape " + shape_str(spec);
   Shape out(spec.size());
   int inferred = -1;
-  std::int64_t known = 1;
   for (std::size_t i = 0; i < spec.size(); ++i) {
     const std::int64_t d = spec[i];
     KILN_CHECK(d >= -1, ErrorKind::InvalidArgument,
@@ -40,8 +41,14 @@ Shape reshape_target(const Node& node, const TensorType& x) {
     } else {
       out[i] = d;
     }
-    known *= out[i];
   }
+  // The product of the known dims: a target shape from a file may overflow it.
+  Shape known_dims = out;
+  if (inferred >= 0) known_dims[static_cast<std::size_t>(inferred)] = 1;
+  const std::optional<std::int64_t> known_product = checked_product(known_dims);
+  KILN_CHECK(known_product.has_value(), ErrorKind::InvalidArgument,
+             "the product of the target dimensions overflows int64" + context);
+  const std::int64_t known = *known_product;
   const std::int64_t total = num_elements(x.shape);
   if (inferred >= 0) {
     KILN_CHECK(known != 0, ErrorKind::InvalidArgument, "cannot infer -1 next to a zero-sized dimension" + context);
@@ -49,10 +56,11 @@ Shape reshape_target(const Node& node, const TensorType& x) {
                "cannot reshape " + std::to_string(total) + " elements: they do not divide into " +
                    std::to_string(known) + context);
     out[inferred] = total / known;
+    return out;
   }
-  KILN_CHECK(num_elements(out) == total, ErrorKind::ShapeMismatch,
+  KILN_CHECK(known == total, ErrorKind::ShapeMismatch,
              "cannot reshape " + std::to_string(total) + " elements to " + shape_str(out) + " (" +
-                 std::to_string(num_elements(out)) + " elements)" + context);
+                 std::to_string(known) + " elements)" + context);
   return out;
 }
 

@@ -18,6 +18,9 @@ std::string_view dtype_name(DType dtype);  // "f32", "i64", ...
 using Shape = std::vector<std::int64_t>;
 
 std::int64_t num_elements(const Shape& shape);
-std::string shape_str(const Shape& shape);  // "[1, 3, 224, 224]"
+// "[1, 3, 224, 224]". Shapes and attribute lists in messages come from files,
+// so at most kMaxListedEntries are printed, then "... (N more)".
+inline constexpr std::size_t kMaxListedEntries = 32;
+std::string shape_str(const Shape& shape);
 
 }  // namespace kiln

@@ -5,6 +5,7 @@
 // change; internal errors ask for a bug report.
 #pragma once
 
+#include <cstddef>
 #include <iosfwd>
 #include <stdexcept>
 #include <string>
@@ -18,7 +19,7 @@ enum class ErrorKind {
   Unsupported,        // an op, dtype or feature that kiln (or a backend) lacks
   NotFound,           // unknown backend, device index/name, model, file
   DeviceUnavailable,  // the backend exists but cannot run here (no driver/GPU)
-  OutOfMemory,        // a device allocation failed
+  OutOfMemory,        // a device allocation failed (or, evaluating on the host, a host one)
   Io,                 // reading or writing a file failed
   Corrupt,            // a file's content is malformed
   Internal,           // a bug in kiln
@@ -26,6 +27,14 @@ enum class ErrorKind {
 
 std::string_view error_kind_name(ErrorKind kind);
 std::ostream& operator<<(std::ostream& out, ErrorKind kind);
+
+// The most of a message an Error keeps. Formatting sites bound what they
+// print (lists end in "... (N more)"); this is the backstop: a longer message
+// keeps its first kMaxErrorMessageBytes and a note of how many bytes were cut.
+// A message up to kErrorContextMargin past the limit is kept whole, so that
+// re-throwing a cut message with a context prefix ("node 'x': ") keeps its note.
+inline constexpr std::size_t kMaxErrorMessageBytes = 4096;
+inline constexpr std::size_t kErrorContextMargin = 512;
 
 class Error : public std::runtime_error {
  public:

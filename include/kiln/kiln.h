@@ -41,7 +41,7 @@ struct CompileOptions {
   std::string backend = "vulkan";
   std::string device{};
   Mode mode = Mode::default_;
-  // true: compile one graph or fail listing every graph break.
+  // true: compile one graph or fail listing the graph breaks (the first 32; explain() lists all).
   bool fullgraph = false;
   // Where compiled kernels persist; "" uses $KILN_CACHE_DIR, else
   // $XDG_CACHE_HOME/kiln, else ~/.cache/kiln. "off" disables the disk cache.

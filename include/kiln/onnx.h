@@ -25,11 +25,22 @@ struct OnnxOptions {
   std::map<std::string, Shape> input_shapes{};
   // The size of any remaining symbolic or unknown dimension (usually batch).
   std::int64_t default_dim = 1;
+  // The most bytes of constants import may create by folding, in total: every
+  // evaluated all-constant node (shape arithmetic, Expand/Tile/Transpose of
+  // weights, ...), ConstantOfShape, Range and Dropout masks. A file of a few
+  // hundred bytes can ask for gigabytes this way; past the budget, import
+  // throws InvalidArgument naming the node, the bytes it would add, the total
+  // so far and the budget. 0: the environment variable KILN_MAX_FOLDED_BYTES
+  // (a byte count) if set, else a quarter of physical memory, at least 1 GiB
+  // and at most 4 GiB.
+  std::int64_t max_folded_bytes = 0;
 };
 
 // Reads an ONNX model file (weights inline or in ONNX external-data files
 // beside it). Throws Error(Io) if it cannot be read, Error(Corrupt) if it is
-// malformed (naming the file and, where there is one, the node), and
+// malformed (naming the file and, where there is one, the node; every size
+// read from the file is checked against kiln's limits before use),
+// Error(InvalidArgument) when folding would pass max_folded_bytes, and
 // Error(Unsupported) listing every unsupported op with its node name.
 Model load_onnx(const std::string& path, const OnnxOptions& options = {});
 

@@ -213,8 +213,12 @@ void Executor::lower_graph() {
       for (graph::ValueId v : d.values) read_by_kernel_[root_[v]] = true;
 
   if (!breaks_.empty()) {
+    // Bounded: a model may have a million host nodes.
     std::string list;
-    for (const GraphBreak& b : breaks_) list += "\n  " + graph_break_line(b);
+    for (std::size_t i = 0; i < std::min(breaks_.size(), kMaxListedEntries); ++i)
+      list += "\n  " + graph_break_line(breaks_[i]);
+    if (breaks_.size() > kMaxListedEntries)
+      list += "\n  ... (" + std::to_string(breaks_.size() - kMaxListedEntries) + " more; explain() lists them all)";
     if (options_.compiled && options_.compile.fullgraph)
       throw_error(ErrorKind::Unsupported, "fullgraph: model '" + model_.name() + "' has " +
                                               std::to_string(breaks_.size()) + " graph break(s) on " +

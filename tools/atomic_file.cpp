@@ -6,7 +6,7 @@
 
 #include <fstream>
 
-namespace kiln::tools::bench {
+namespace kiln::tools {
 
 void write_file_atomically(const std::filesystem::path& path, std::string_view content) {
   // The process id keeps two concurrent runs from sharing a temporary name.
@@ -32,4 +32,4 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view c
   }
 }
 
-}  // namespace kiln::tools::bench
+}  // namespace kiln::tools
