@@ -90,7 +90,7 @@ template std::span<const std::uint16_t> Tensor::values<std::uint16_t>() const;
 
 Tensor Tensor::clone() const {
   Tensor t(dtype_, shape_);
-  std::memcpy(t.storage_->data(), storage_->data(), nbytes());
+  if (nbytes() != 0) std::memcpy(t.storage_->data(), storage_->data(), nbytes());  // empty: no storage to copy
   return t;
 }
 

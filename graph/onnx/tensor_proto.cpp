@@ -190,7 +190,8 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
                  std::string(dtype_name(*dtype)) + shape_str(shape) + " needs " + std::to_string(nbytes));
   Tensor out(*dtype, shape);
   // ONNX raw data is little-endian, as is every machine kiln runs on.
-  std::memcpy(out.bytes().data(), proto.raw_data().data(), nbytes);
+  // An empty tensor has no storage: memcpy with a null pointer is undefined even for 0 bytes.
+  if (nbytes != 0) std::memcpy(out.bytes().data(), proto.raw_data().data(), nbytes);
   if (*dtype == DType::boolean)
     for (std::byte& b : out.bytes()) b = static_cast<std::byte>(b != std::byte{0});
   return out;
