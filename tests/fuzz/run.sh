@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Runs the ONNX import fuzzer for a bounded time, starting from the committed
+# seed corpus (copied, so the repository is never changed). Exits non-zero,
+# with the finding saved under the work folder, on any crash, sanitizer
+# report, internal error, timeout or allocation past the limits.
+#
+#   tests/fuzz/run.sh BUILD_DIR [SECONDS] [WORK_DIR]
+#
+# BUILD_DIR was configured with -Dfuzzing=true (clang), usually also with
+# -Db_sanitize=address,undefined.
+set -euo pipefail
+build=${1:?usage: tests/fuzz/run.sh BUILD_DIR [SECONDS] [WORK_DIR]}
+seconds=${2:-180}
+work=${3:-$(mktemp -d -t kiln-fuzz-XXXXXX)}
+here=$(cd "$(dirname "$0")" && pwd)
+fuzzer="$build/tests/fuzz/fuzz_onnx_import"
+[ -x "$fuzzer" ] || { echo "no $fuzzer: configure $build with -Dfuzzing=true" >&2; exit 2; }
+
+mkdir -p "$work/corpus"
+cp "$here"/corpus/onnx_import/* "$work/corpus/"
+export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
+export UBSAN_OPTIONS=${UBSAN_OPTIONS:-halt_on_error=1:print_stacktrace=1}
+echo "fuzzing ONNX import for ${seconds} s (work folder $work)"
+status=0
+# -seed fixes the mutation sequence; time still decides how far a run gets.
+"$fuzzer" -seed=1 -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -max_len=65536 \
+  -artifact_prefix="$work/" -print_final_stats=1 "$work/corpus" > "$work/fuzz.log" 2>&1 || status=$?
+grep -E '^stat::(number_of_executed_units|new_units_added|peak_rss_mb)' "$work/fuzz.log" || true
+if [ "$status" != 0 ]; then
+  echo "the fuzzer found a problem (exit $status); its report:" >&2
+  grep -v '^#[0-9]*\s*\(NEW\|REDUCE\|pulse\)' "$work/fuzz.log" | tail -n 60 >&2
+  ls "$work"/crash-* "$work"/timeout-* "$work"/oom-* "$work"/leak-* 2>/dev/null >&2 || true
+  exit "$status"
+fi
+echo "no findings"
