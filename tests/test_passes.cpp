@@ -177,6 +177,25 @@ BOOST_AUTO_TEST_CASE(keeps_data_dependent_ops_on_constant_inputs) {
   BOOST_CHECK_NO_THROW(result.graph.verify());
 }
 
+BOOST_AUTO_TEST_CASE(leaves_outputs_past_the_fold_limit_to_run_time) {
+  // A one-element constant expanded to 2^29 elements (2 GiB): folding it would
+  // make a small file allocate without bound at compile time.
+  Graph g;
+  auto c = g.add_constant("one", Tensor::from_f32({1}, {1.0f}));
+  kiln::graph::Attributes big;
+  big.set("shape", std::vector<std::int64_t>{std::int64_t{1} << 29});
+  auto huge = g.add_node("Expand", {c}, big, "huge");
+  kiln::graph::Attributes small;
+  small.set("shape", std::vector<std::int64_t>{4});
+  auto fine = g.add_node("Expand", {c}, small, "fine");
+  g.set_outputs({huge[0], fine[0]});
+  auto result = passes::fold_constants(g);
+  BOOST_TEST(result.report.changes == 1);
+  BOOST_TEST_REQUIRE(result.graph.nodes().size() == 1u);
+  BOOST_TEST(result.graph.nodes()[0].name == "huge");
+  BOOST_CHECK_NO_THROW(result.graph.verify());
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(fold_batch_norm)

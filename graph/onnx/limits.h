@@ -5,6 +5,8 @@
 
 #include <kiln/dtype.h>
 
+#include "graph/passes/passes.h"
+
 #include <cstdint>
 #include <string>
 
@@ -16,8 +18,8 @@ inline constexpr std::int64_t kMaxModelBytes = (std::int64_t{1} << 31) - 1;
 inline constexpr std::int64_t kMaxExternalBytes = std::int64_t{1} << 36;
 // Elements of any one tensor (a weight, an input, a node output): 2^32.
 inline constexpr std::int64_t kMaxTensorElements = std::int64_t{1} << 32;
-// Elements a single import-time fold may create (1 GiB of f32).
-inline constexpr std::int64_t kMaxFoldElements = std::int64_t{1} << 28;
+// Elements a single import-time fold may create: the compiler's own bound.
+inline constexpr std::int64_t kMaxFoldElements = graph::passes::kMaxFoldElements;
 inline constexpr std::int64_t kMaxRank = 16;
 // Names, attribute strings and external-data paths.
 inline constexpr std::size_t kMaxStringBytes = 4096;

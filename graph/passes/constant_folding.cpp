@@ -38,7 +38,9 @@ PassResult fold_constants(const Graph& graph) {
     // the values downstream were typed as dynamic and must stay so.
     const bool dynamic_output = std::any_of(node.outputs.begin(), node.outputs.end(),
                                             [&](ValueId id) { return graph.value(id).type.dynamic; });
-    if (!has_input || !all_constant || dynamic_output) {
+    std::int64_t out_elements = 0;
+    for (ValueId id : node.outputs) out_elements += graph.value(id).type.dynamic ? 0 : num_elements(graph.value(id).type.shape);
+    if (!has_input || !all_constant || dynamic_output || out_elements > kMaxFoldElements) {
       rw.copy_node(node, std::move(inputs), node.attrs);
       continue;
     }

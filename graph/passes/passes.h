@@ -27,8 +27,14 @@ struct PipelineResult {
   std::vector<PassReport> reports;  // in the order the passes ran
 };
 
-// Evaluates every node whose inputs are all constants with its reference
-// implementation and turns its outputs into constants; removes Identity nodes.
+// Elements one fold may create (1 GiB of f32), at import and in compile():
+// a node with larger outputs stays a node and computes them when it runs, so
+// a small file cannot make the compiler allocate without bound.
+inline constexpr std::int64_t kMaxFoldElements = std::int64_t{1} << 28;
+
+// Evaluates every node whose inputs are all constants (and whose outputs
+// stay within kMaxFoldElements) with its reference implementation and turns
+// its outputs into constants; removes Identity nodes.
 PassResult fold_constants(const Graph& graph);
 
 // Folds a BatchNormalization into the Conv (constant weight, optional constant
