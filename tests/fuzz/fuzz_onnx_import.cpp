@@ -28,9 +28,18 @@ kiln::OnnxOptions fuzz_options() {
   return options;
 }
 
+// A folder removed when the fuzzer exits.
+struct TemporaryFolder {
+  fs::path path;
+  ~TemporaryFolder() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+};
+
 // The model's folder: files that external data may name (seeds use them).
 const fs::path& model_folder() {
-  static const fs::path folder = [] {
+  static const TemporaryFolder folder{[] {
     const fs::path dir = fs::temp_directory_path() / ("kiln-fuzz-onnx-" + std::to_string(::getpid()));
     fs::create_directories(dir / "sub");
     std::string weights(4096, '\0');
@@ -42,8 +51,8 @@ const fs::path& model_folder() {
     fs::create_symlink("/dev/zero", dir / "zero.bin", ec);
     fs::create_symlink("/etc/hostname", dir / "outside.bin", ec);
     return dir;
-  }();
-  return folder;
+  }()};
+  return folder.path;
 }
 
 void import_checked(const char* how, auto&& import) {
