@@ -98,6 +98,7 @@ ValueId Graph::add_input(const std::string& name, TensorType type) {
   v.id = static_cast<ValueId>(values_.size());
   v.name = name;
   v.type = std::move(type);
+  use_name(v.name);
   values_.push_back(std::move(v));
   inputs_.push_back(values_.back().id);
   return values_.back().id;
@@ -110,21 +111,35 @@ ValueId Graph::add_constant(const std::string& name, Tensor value) {
   v.name = name;
   v.type = TensorType{value.dtype(), value.shape()};
   v.constant = std::move(value);
+  use_name(v.name);
   values_.push_back(std::move(v));
   return values_.back().id;
 }
 
-namespace {
-
-bool name_taken(const std::vector<Node>& nodes, const std::vector<Value>& values, const std::string& name) {
-  for (const Node& n : nodes)
-    if (n.name == name) return true;
-  for (const Value& v : values)
-    if (v.name == name) return true;
-  return false;
+bool Graph::name_taken(const std::string& name) {
+  if (!names_indexed_) {
+    names_indexed_ = true;
+    name_uses_.reserve(nodes_.size() + values_.size());
+    for (const Node& n : nodes_) use_name(n.name);
+    for (const Value& v : values_) use_name(v.name);
+  }
+  return name_uses_.contains(name);
 }
 
-}  // namespace
+void Graph::release_name(const std::string& name) {
+  if (!names_indexed_) return;
+  auto it = name_uses_.find(name);
+  KILN_ASSERT(it != name_uses_.end());
+  if (--it->second == 0) name_uses_.erase(it);
+}
+
+void Graph::rename_value(ValueId id, const std::string& name) {
+  Value& v = value(id);
+  if (v.name == name) return;
+  release_name(v.name);
+  v.name = name;
+  use_name(v.name);
+}
 
 std::vector<ValueId> Graph::add_node(const std::string& op, std::vector<ValueId> inputs, Attributes attrs,
                                      const std::string& name) {
@@ -136,7 +151,7 @@ std::vector<ValueId> Graph::add_node(const std::string& op, std::vector<ValueId>
     // "<op>_<n>", skipping names already used by a node or value.
     for (std::size_t n = nodes_.size();; ++n) {
       node.name = op + "_" + std::to_string(n);
-      if (!name_taken(nodes_, values_, node.name)) break;
+      if (!name_taken(node.name)) break;
     }
   }
   node.inputs = std::move(inputs);
@@ -160,8 +175,10 @@ std::vector<ValueId> Graph::add_node(const std::string& op, std::vector<ValueId>
     v.type = std::move(output_types[i]);
     v.producer = node.id;
     node.outputs.push_back(v.id);
+    use_name(v.name);
     values_.push_back(std::move(v));
   }
+  use_name(node.name);
   nodes_.push_back(std::move(node));
   return nodes_.back().outputs;
 }

@@ -67,7 +67,7 @@ std::vector<ValueId> Rewriter::copy_node(const Node& node, std::vector<ValueId> 
   KILN_ASSERT(outputs.size() == node.outputs.size());
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     // Keep the source's value names so that names stay stable across passes.
-    target_.value(outputs[k]).name = unique_value_name(source_.value(node.outputs[k]).name);
+    target_.rename_value(outputs[k], unique_value_name(source_.value(node.outputs[k]).name));
     add_name(outputs[k]);
     map_[static_cast<std::size_t>(node.outputs[k])] = outputs[k];
   }
@@ -81,7 +81,7 @@ std::vector<ValueId> Rewriter::add_node(const std::string& op, std::vector<Value
   std::vector<ValueId> outputs = target_.add_node(op, std::move(target_inputs), std::move(attrs), name);
   node_names_.insert(name);
   for (ValueId out : outputs) {
-    target_.value(out).name = unique_value_name(target_.value(out).name);
+    target_.rename_value(out, unique_value_name(target_.value(out).name));
     add_name(out);
   }
   return outputs;
@@ -112,7 +112,7 @@ Graph Rewriter::finish() {
       value_names_.erase(target_.value(out).name);
       KILN_CHECK(value_names_.count(name) == 0, ErrorKind::Internal,
                  "graph rewrite: output name '" + name + "' is already taken in the new graph");
-      target_.value(out).name = name;
+      target_.rename_value(out, name);
       value_names_.insert(name);
     }
     outputs.push_back(out);
