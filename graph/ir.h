@@ -90,6 +90,11 @@ class Graph {
   std::vector<ValueId> add_node(const std::string& op, std::vector<ValueId> inputs,
                                 Attributes attrs = {}, const std::string& name = "");
   void set_outputs(std::vector<ValueId> outputs);
+  // Room for this many nodes and values in all, for builders that know.
+  void reserve(std::size_t nodes, std::size_t values) {
+    nodes_.reserve(nodes);
+    values_.reserve(values);
+  }
   // Renames a value. Rename only through here: the graph indexes names.
   void rename_value(ValueId id, const std::string& name);
 
