@@ -114,6 +114,10 @@ class Fuser {
     }
     // A producer merged into a later step left an empty one behind.
     std::erase_if(plan_.steps, [](const PlanStep& step) { return merged_away(step); });
+    // Each fused kernel is checked once, complete: checking after every
+    // merge costs the whole kernel each time.
+    for (const PlanStep& step : plan_.steps)
+      if (!step.host && step.nodes.size() > 1) kir::verify(step.kernel->kernel);
   }
 
  private:
