@@ -168,7 +168,12 @@ void Executor::lower_graph() {
       return "kernel '" + kernel.name + "' cannot run on " + target.device_name + ": " + *why;
     return std::nullopt;
   };
+  const auto plan_start = Clock::now();
   fuse::KernelPlan plan = fuse::plan_kernels(g, plan_options);
+  runtime::log(runtime::LogLevel::debug, model_.name() + ": lowered " + std::to_string(plan.kernel_nodes) +
+                                             " nodes and fused them into " + std::to_string(plan.steps.size()) +
+                                             " steps in " + std::to_string(static_cast<int>(ms_since(plan_start))) +
+                                             " ms");
   root_ = std::move(plan.root);
   fused_away_ = std::move(plan.fused_away);
   kernel_nodes_ = plan.kernel_nodes;
@@ -225,12 +230,14 @@ void Executor::lower_graph() {
 }
 
 void Executor::parameterise_kernels(std::span<kir::Kernel* const> kernels) const {
+  const auto start = Clock::now();
   const kir::ParameteriseReport report = fuse::parameterise_for_target(kernels, ctx_->device->target());
   runtime::log(runtime::LogLevel::debug,
                "parameterised " + std::to_string(report.kernels) + " kernels of " + model_.name() + " into " +
                    std::to_string(report.groups) + " shared sources (up to " +
                    std::to_string(report.max_params_used) + " parameters; " +
-                   std::to_string(report.groups_over_limit) + " groups over the limit)");
+                   std::to_string(report.groups_over_limit) + " groups over the limit) in " +
+                   std::to_string(static_cast<int>(ms_since(start))) + " ms");
 }
 
 void Executor::assign_storage() {
