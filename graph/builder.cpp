@@ -22,21 +22,6 @@ std::string snake_case(const std::string& op_name) {
   return s;
 }
 
-bool name_used(const graph::Graph& g, const std::string& name) {
-  for (const graph::Node& n : g.nodes())
-    if (n.name == name) return true;
-  for (const graph::Value& v : g.values())
-    if (v.name == name) return true;
-  return false;
-}
-
-// True if a node already lives at `path` or inside it ("path.x").
-bool scope_has_node(const graph::Graph& g, const std::string& path) {
-  for (const graph::Node& n : g.nodes())
-    if (n.name == path || n.name.starts_with(path + ".")) return true;
-  return false;
-}
-
 }  // namespace
 
 Builder::Builder(std::string model_name)
@@ -65,7 +50,7 @@ std::string Builder::scope_path() const {
 
 Builder::Value Builder::input(const std::string& name, DType dtype, Shape shape) {
   graph::Graph& g = live_graph();
-  KILN_CHECK(!name_used(g, name), ErrorKind::InvalidArgument,
+  KILN_CHECK(!g.name_taken(name), ErrorKind::InvalidArgument,
              "Builder '" + model_name_ + "': input name '" + name + "' is already used");
   for (std::int64_t d : shape)
     KILN_CHECK(d > 0, ErrorKind::ShapeMismatch,
@@ -77,7 +62,7 @@ Builder::Value Builder::constant(const std::string& name, Tensor value) {
   graph::Graph& g = live_graph();
   const std::string path = scope_path();
   const std::string full = path.empty() ? name : path + "." + name;
-  KILN_CHECK(!name_used(g, full), ErrorKind::InvalidArgument,
+  KILN_CHECK(!g.name_taken(full), ErrorKind::InvalidArgument,
              "Builder '" + model_name_ + "': constant name '" + full + "' is already used");
   return {g.add_constant(full, std::move(value))};
 }
@@ -100,10 +85,11 @@ void Builder::set_name(Value v, const std::string& name) {
   graph::Graph& g = live_graph();
   graph::Value& value = g.value(v.id);
   if (value.name == name) return;
-  KILN_CHECK(!name.empty() && !name_used(g, name), ErrorKind::InvalidArgument,
+  KILN_CHECK(!name.empty() && !g.name_taken(name), ErrorKind::InvalidArgument,
              "Builder '" + model_name_ + "': cannot rename '" + value.name + "' to '" + name +
                  "': the name is empty or already used");
-  value.name = name;
+  g.rename_value(v.id, name);
+  last_suffix_.clear();  // the old name is free again
 }
 
 // A node made in a scope that holds no node yet takes the scope's path as its
@@ -111,14 +97,15 @@ void Builder::set_name(Value v, const std::string& name) {
 // "<path>.<op>" ("layer1.0.add") or "<op>" outside any scope, with "_1",
 // "_2", ... appended when taken.
 std::string Builder::next_name(const std::string& op_name) {
-  const graph::Graph& g = live_graph();
+  graph::Graph& g = live_graph();
   const std::string path = scope_path();
-  if (!path.empty() && !scope_has_node(g, path) && !name_used(g, path)) return path;
+  if (!path.empty() && !occupied_scopes_.contains(path) && !g.name_taken(path)) return path;
   const std::string base = path.empty() ? snake_case(op_name) : path + "." + snake_case(op_name);
-  if (!name_used(g, base)) return base;
-  for (int n = 1;; ++n) {
-    std::string candidate = base + "_" + std::to_string(n);
-    if (!name_used(g, candidate)) return candidate;
+  if (!g.name_taken(base)) return base;
+  int& taken = last_suffix_[base];  // base_1 ... base_<taken> are taken
+  for (;; ++taken) {
+    std::string candidate = base + "_" + std::to_string(taken + 1);
+    if (!g.name_taken(candidate)) return candidate;
   }
 }
 
@@ -131,7 +118,11 @@ std::vector<Builder::Value> Builder::op(const std::string& op_name, const std::v
     if (in) check_value(*in);
     ids.push_back(in ? in->id : -1);
   }
-  std::vector<graph::ValueId> outputs = g.add_node(op_name, std::move(ids), attrs, next_name(op_name));
+  const std::string name = next_name(op_name);
+  std::vector<graph::ValueId> outputs = g.add_node(op_name, std::move(ids), attrs, name);
+  for (std::size_t dot = name.find('.'); dot != std::string::npos; dot = name.find('.', dot + 1))
+    occupied_scopes_.insert(name.substr(0, dot));
+  occupied_scopes_.insert(name);
   std::vector<Value> values;
   values.reserve(outputs.size());
   for (graph::ValueId id : outputs) values.push_back({id});

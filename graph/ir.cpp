@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
-#include <unordered_set>
+#include <string_view>
 
 #include "graph/op_registry.h"
 
@@ -101,6 +101,7 @@ ValueId Graph::add_input(const std::string& name, TensorType type) {
   v.id = static_cast<ValueId>(values_.size());
   v.name = name;
   v.type = std::move(type);
+  use_name(v.name);
   values_.push_back(std::move(v));
   inputs_.push_back(values_.back().id);
   return values_.back().id;
@@ -113,21 +114,35 @@ ValueId Graph::add_constant(const std::string& name, Tensor value) {
   v.name = name;
   v.type = TensorType{value.dtype(), value.shape()};
   v.constant = std::move(value);
+  use_name(v.name);
   values_.push_back(std::move(v));
   return values_.back().id;
 }
 
-namespace {
-
-bool name_taken(const std::vector<Node>& nodes, const std::vector<Value>& values, const std::string& name) {
-  for (const Node& n : nodes)
-    if (n.name == name) return true;
-  for (const Value& v : values)
-    if (v.name == name) return true;
-  return false;
+bool Graph::name_taken(const std::string& name) {
+  if (!names_indexed_) {
+    names_indexed_ = true;
+    name_uses_.reserve(nodes_.size() + values_.size());
+    for (const Node& n : nodes_) use_name(n.name);
+    for (const Value& v : values_) use_name(v.name);
+  }
+  return name_uses_.contains(name);
 }
 
-}  // namespace
+void Graph::release_name(const std::string& name) {
+  if (!names_indexed_) return;
+  auto it = name_uses_.find(name);
+  KILN_ASSERT(it != name_uses_.end());
+  if (--it->second == 0) name_uses_.erase(it);
+}
+
+void Graph::rename_value(ValueId id, const std::string& name) {
+  Value& v = value(id);
+  if (v.name == name) return;
+  release_name(v.name);
+  v.name = name;
+  use_name(v.name);
+}
 
 std::vector<ValueId> Graph::add_node(const std::string& op, std::vector<ValueId> inputs, Attributes attrs,
                                      const std::string& name) {
@@ -139,7 +154,7 @@ std::vector<ValueId> Graph::add_node(const std::string& op, std::vector<ValueId>
     // "<op>_<n>", skipping names already used by a node or value.
     for (std::size_t n = nodes_.size();; ++n) {
       node.name = op + "_" + std::to_string(n);
-      if (!name_taken(nodes_, values_, node.name)) break;
+      if (!name_taken(node.name)) break;
     }
   }
   node.inputs = std::move(inputs);
@@ -163,8 +178,10 @@ std::vector<ValueId> Graph::add_node(const std::string& op, std::vector<ValueId>
     v.type = std::move(output_types[i]);
     v.producer = node.id;
     node.outputs.push_back(v.id);
+    use_name(v.name);
     values_.push_back(std::move(v));
   }
+  use_name(node.name);
   nodes_.push_back(std::move(node));
   return nodes_.back().outputs;
 }
@@ -202,16 +219,30 @@ std::vector<int> Graph::use_counts() const {
 
 // ---- verification ---------------------------------------------------------------
 
+namespace {
+
+// A name two of `items` (nodes or values) carry, if any: sorted views of the
+// names, which allocate once for the whole graph instead of once per name.
+template <class Item> std::optional<std::string_view> repeated_name(const std::vector<Item>& items) {
+  std::vector<std::string_view> names;
+  names.reserve(items.size());
+  for (const Item& item : items) names.push_back(item.name);
+  std::sort(names.begin(), names.end());
+  const auto repeat = std::adjacent_find(names.begin(), names.end());
+  if (repeat == names.end()) return std::nullopt;
+  return *repeat;
+}
+
+}  // namespace
+
 void Graph::verify() const {
   const auto num_values = static_cast<ValueId>(values_.size());
   auto fail = [](const std::string& message) { throw_error(ErrorKind::InvalidArgument, "invalid graph: " + message); };
 
-  std::unordered_set<std::string> value_names;
   for (ValueId id = 0; id < num_values; ++id) {
     const Value& v = values_[id];
     if (v.id != id) fail("value at index " + std::to_string(id) + " has id " + std::to_string(v.id));
     if (v.name.empty()) fail("value %" + std::to_string(id) + " has no name");
-    if (!value_names.insert(v.name).second) fail("two values are named '" + v.name + "'");
     if (v.constant) {
       if (v.producer != kNoNode) fail("constant '" + v.name + "' also has a producer node");
       const TensorType actual{v.constant->dtype(), v.constant->shape()};
@@ -222,6 +253,8 @@ void Graph::verify() const {
     if (v.producer != kNoNode && (v.producer < 0 || v.producer >= static_cast<NodeId>(nodes_.size())))
       fail("value '" + v.name + "' names producer node " + std::to_string(v.producer) + ", which does not exist");
   }
+
+  if (auto name = repeated_name(values_)) fail("two values are named '" + std::string(*name) + "'");
 
   // A value is defined by exactly one of: a graph input, a constant, a node.
   std::vector<bool> defined(values_.size(), false);
@@ -235,14 +268,14 @@ void Graph::verify() const {
   for (const Value& v : values_)
     if (v.constant) defined[v.id] = true;
 
-  std::unordered_set<std::string> node_names;
+  if (auto name = repeated_name(nodes_)) fail("two nodes are named '" + std::string(*name) + "'");
   for (NodeId nid = 0; nid < static_cast<NodeId>(nodes_.size()); ++nid) {
     const Node& n = nodes_[nid];
-    const std::string where = "node '" + n.name + "' (" + n.op + ")";
+    auto where = [&n] { return "node '" + n.name + "' (" + n.op + ")"; };
     if (n.id != nid) fail("node at index " + std::to_string(nid) + " has id " + std::to_string(n.id));
     if (n.name.empty()) fail("node " + std::to_string(nid) + " (" + n.op + ") has no name");
-    if (!node_names.insert(n.name).second) fail("two nodes are named '" + n.name + "'");
     std::vector<TensorType> input_types;
+    input_types.reserve(n.inputs.size());
     for (std::size_t i = 0; i < n.inputs.size(); ++i) {
       const ValueId id = n.inputs[i];
       if (id == -1) {
@@ -250,28 +283,28 @@ void Graph::verify() const {
         continue;
       }
       if (id < 0 || id >= num_values)
-        fail(where + ": input " + std::to_string(i) + " refers to missing value " + std::to_string(id));
+        fail(where() + ": input " + std::to_string(i) + " refers to missing value " + std::to_string(id));
       // Defined already means: a graph input, a constant or an earlier node's output.
       if (!defined[id])
-        fail(where + ": input " + std::to_string(i) + " '" + values_[id].name +
+        fail(where() + ": input " + std::to_string(i) + " '" + values_[id].name +
              "' is used before it is defined (nodes must be in topological order)");
       input_types.push_back(values_[id].type);
     }
     for (ValueId id : n.outputs) {
-      if (id < 0 || id >= num_values) fail(where + ": output refers to missing value " + std::to_string(id));
+      if (id < 0 || id >= num_values) fail(where() + ": output refers to missing value " + std::to_string(id));
       const Value& v = values_[id];
-      if (v.producer != nid) fail(where + ": output '" + v.name + "' names another producer");
-      if (defined[id]) fail(where + ": output '" + v.name + "' is defined more than once");
+      if (v.producer != nid) fail(where() + ": output '" + v.name + "' names another producer");
+      if (defined[id]) fail(where() + ": output '" + v.name + "' is defined more than once");
       defined[id] = true;
     }
     const std::vector<TensorType> inferred = infer_node_types(n, input_types);
     if (inferred.size() != n.outputs.size())
-      fail(where + ": has " + std::to_string(n.outputs.size()) + " outputs, the op produces " +
+      fail(where() + ": has " + std::to_string(n.outputs.size()) + " outputs, the op produces " +
            std::to_string(inferred.size()));
     for (std::size_t i = 0; i < inferred.size(); ++i) {
       const Value& v = values_[n.outputs[i]];
       if (v.type != inferred[i])
-        throw_error(ErrorKind::ShapeMismatch, "invalid graph: " + where + ": output '" + v.name + "' is typed " +
+        throw_error(ErrorKind::ShapeMismatch, "invalid graph: " + where() + ": output '" + v.name + "' is typed " +
                                                   type_str(v.type) + " but shape inference gives " +
                                                   type_str(inferred[i]));
     }

@@ -13,6 +13,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <variant>
 #include <vector>
 
@@ -89,8 +90,22 @@ class Graph {
   std::vector<ValueId> add_node(const std::string& op, std::vector<ValueId> inputs,
                                 Attributes attrs = {}, const std::string& name = "");
   void set_outputs(std::vector<ValueId> outputs);
+  // Room for this many nodes and values in all, for builders that know.
+  void reserve(std::size_t nodes, std::size_t values) {
+    nodes_.reserve(nodes);
+    values_.reserve(values);
+  }
+  // Renames a value. Rename only through here: the graph indexes names.
+  void rename_value(ValueId id, const std::string& name);
+
+  // Whether a node or a value has this name. The first call indexes every
+  // name; additions and renames keep the index current from then on, so
+  // later calls take constant time and graphs that never ask (a pass's
+  // output) never pay for it.
+  bool name_taken(const std::string& name);
 
   const Value& value(ValueId id) const;
+  // For passes and tests that edit a value in place; its name changes with rename_value().
   Value& value(ValueId id);
   const Node& node(NodeId id) const;
   const std::vector<Value>& values() const { return values_; }
@@ -112,6 +127,15 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<ValueId> inputs_;
   std::vector<ValueId> outputs_;
+  // How many nodes and values carry each name (a node's one output shares
+  // its name), once name_taken() has been asked; empty until then.
+  bool names_indexed_ = false;
+  std::unordered_map<std::string, int> name_uses_;
+
+  void use_name(const std::string& name) {
+    if (names_indexed_) ++name_uses_[name];
+  }
+  void release_name(const std::string& name);
 };
 
 }  // namespace kiln::graph

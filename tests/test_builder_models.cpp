@@ -178,6 +178,28 @@ BOOST_AUTO_TEST_CASE(scopes_name_nodes_and_constants) {
   BOOST_TEST(m.outputs()[0].name == "relu_1");
 }
 
+BOOST_AUTO_TEST_CASE(generated_suffixes_skip_taken_names_and_reuse_freed_ones) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {2, 3});
+  auto r0 = b.relu(x);
+  auto r1 = b.relu(r0);
+  auto c = b.constant("relu_2", filled({2, 3}));
+  auto r2 = b.relu(b.add(r1, c));
+  // A failed op takes no name.
+  expect_error([&] { b.add(r2, b.input("bad", DType::f32, {5})); }, ErrorKind::ShapeMismatch, {"add"});
+  auto r3 = b.relu(r2);
+  b.set_name(c, "bias");  // "relu_2" is free again
+  auto r4 = b.relu(r3);
+  kiln::Model m = b.build({r4});
+  const auto& g = m.graph();
+  auto node_name = [&](Builder::Value v) { return g.node(g.value(v.id).producer).name; };
+  BOOST_TEST(node_name(r0) == "relu");
+  BOOST_TEST(node_name(r1) == "relu_1");
+  BOOST_TEST(node_name(r2) == "relu_3");
+  BOOST_TEST(node_name(r3) == "relu_4");
+  BOOST_TEST(node_name(r4) == "relu_2");
+}
+
 BOOST_AUTO_TEST_CASE(set_name_renames_outputs) {
   Builder b;
   auto x = b.input("x", DType::f32, {2, 3});

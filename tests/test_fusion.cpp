@@ -9,6 +9,7 @@
 #include <kiln/kiln.h>
 #include <kiln/models.h>
 
+#include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
@@ -17,6 +18,7 @@
 #include "src/fuse/schedule.h"
 #include "src/fuse/sources.h"
 #include "src/kernel/interpreter.h"
+#include "src/render/cstyle.h"
 #include "src/runtime/executor.h"
 #include "src/runtime/memory_plan.h"
 
@@ -354,6 +356,34 @@ BOOST_AUTO_TEST_CASE(group_is_limited_by_max_kernel_buffers) {
   BOOST_REQUIRE(limited.steps.size() == 2u);
   for (const auto& step : limited.steps) BOOST_TEST(step.kernel->kernel.buffers.size() <= 6u);
   BOOST_TEST((ops_of(model.graph(), limited.steps[0].nodes) == std::vector<std::string>{"Conv", "Add", "Add"}));
+}
+
+BOOST_AUTO_TEST_CASE(long_chain_becomes_identical_kernels_of_bounded_size) {
+  // 150 pointwise ops on a convolution: groups of at most max_fused_nodes,
+  // each after the first the same kernel (the same rendered source).
+  kiln::Builder b("long_chain");
+  auto x = b.input("x", DType::f32, {1, 2, 4, 4});
+  auto y = b.conv2d(x, constant(b, "w", {2, 2, 3, 3}, 30), std::nullopt, {.padding = {1, 1, 1, 1}});
+  auto scale = constant(b, "scale", {1, 2, 1, 1}, 31);
+  for (int i = 0; i < 150; ++i) y = i % 2 ? b.tanh(y) : b.mul(y, scale);
+  const kiln::Model model = b.build({y});
+  const std::vector<Tensor> inputs = {random_tensor({1, 2, 4, 4}, 32)};
+
+  auto bounded = check_on_interpreter(model, inputs);
+  std::vector<std::size_t> sizes;
+  for (const auto& step : bounded.steps) sizes.push_back(step.nodes.size());
+  BOOST_TEST((sizes == std::vector<std::size_t>{kiln::fuse::kMaxFusedNodes, kiln::fuse::kMaxFusedNodes, 151 - 2 * kiln::fuse::kMaxFusedNodes}));
+
+  kiln::fuse::PlanOptions small = plan_options(true);
+  small.max_fused_nodes = 10;
+  auto tens = check_on_interpreter(model, inputs, small);
+  BOOST_REQUIRE(tens.steps.size() == 16u);  // the Conv and 9 ops, then 14 groups of 10, then 1
+  const kiln::backend::LanguageTable& glsl = kiln::backend::get_backend("vulkan").language();
+  const std::string second = kiln::render::make_kernel_source(tens.steps[1].kernel->kernel, glsl).text;
+  for (std::size_t i = 1; i + 1 < tens.steps.size(); ++i) {
+    BOOST_TEST(tens.steps[i].nodes.size() == 10u);
+    BOOST_TEST(kiln::render::make_kernel_source(tens.steps[i].kernel->kernel, glsl).text == second, "group " << i);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(value_with_two_consumers_is_not_fused) {

@@ -78,6 +78,35 @@ BOOST_AUTO_TEST_CASE(generated_names_skip_taken_ones) {
   g.verify();
 }
 
+BOOST_AUTO_TEST_CASE(renames_keep_the_name_index_current) {
+  Graph g;
+  const ValueId x = g.add_input("Relu_1", {DType::f32, {4}});
+  const ValueId a = g.add_node("Relu", {x})[0];  // indexes the names: "Relu_1" is taken
+  BOOST_TEST(g.node(0).name == "Relu_0");
+  BOOST_TEST(g.name_taken("Relu_1"));
+  g.rename_value(x, "x");
+  BOOST_TEST(!g.name_taken("Relu_1"));
+  BOOST_TEST(g.name_taken("x"));
+  const ValueId b = g.add_node("Relu", {a})[0];
+  BOOST_TEST(g.node(1).name == "Relu_1");  // free again
+  Graph copy = g;
+  copy.rename_value(b, "y");
+  BOOST_TEST(copy.name_taken("y"));
+  BOOST_TEST(!g.name_taken("y"));
+  BOOST_TEST(copy.name_taken("Relu_1"));  // the node keeps the name its output gave up
+  copy.set_outputs({b});
+  copy.verify();
+}
+
+BOOST_AUTO_TEST_CASE(long_chains_of_unnamed_nodes_get_distinct_names) {
+  Graph g;
+  ValueId v = g.add_input("x", {DType::f32, {4}});
+  for (int i = 0; i < 20000; ++i) v = g.add_node("Relu", {v})[0];
+  g.set_outputs({v});
+  BOOST_TEST(g.node(19999).name == "Relu_19999");
+  g.verify();
+}
+
 BOOST_AUTO_TEST_CASE(bad_nodes_are_rejected_when_added) {
   Graph g;
   const ValueId x = g.add_input("x", {DType::f32, {1, 3, 8, 8}});

@@ -242,6 +242,29 @@ BOOST_AUTO_TEST_CASE(constants_identity_and_dropout_disappear) {
              boost::test_tools::per_element());
 }
 
+BOOST_AUTO_TEST_CASE(a_long_chain_of_mostly_unnamed_nodes_imports_whole) {
+  // Import is linear in the node count; this suite's timeout is the bound.
+  constexpr int kNodes = 30000;
+  OnnxModel m;
+  m.input("x", {2, 3});
+  m.scalar("one", 1.0f);
+  std::string previous = "x";
+  for (int i = 0; i < kNodes; ++i) {
+    const std::string out = "v" + std::to_string(i);
+    auto* n = i % 2 ? m.node("Relu", {previous}, {out}) : m.node("Add", {previous, "one"}, {out});
+    if (i % 3 != 0) n->set_name("");
+    previous = out;
+  }
+  m.output(previous);
+  const kiln::Model model = m.load();
+  BOOST_TEST(model.graph().nodes().size() == static_cast<std::size_t>(kNodes));
+  const auto y = run(model, {Tensor::from_f32({2, 3}, {-1, 0, 1, 2, 0, -1})}).at(0);
+  const float added = kNodes / 2;
+  BOOST_TEST(std::vector<float>(y.values<float>().begin(), y.values<float>().end()) ==
+                 (std::vector<float>{added - 1, added, added + 1, added + 2, added, added - 1}),
+             boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(clip_inputs_become_attributes) {
   OnnxModel m;
   m.input("x", {4});

@@ -142,6 +142,23 @@ BOOST_AUTO_TEST_CASE(a_group_over_the_limit_stays_unmerged) {
   BOOST_TEST(kir::print(small) == small_text);
 }
 
+BOOST_AUTO_TEST_CASE(reports_which_kernels_render_one_source) {
+  kir::Kernel a = make_relu(100), small = make_gemm(8, 32, 16), b = make_relu(100), c = make_relu(300),
+              large = make_gemm(16, 64, 16);
+  std::vector<kir::Kernel*> kernels = {&a, &small, &b, &c, &large};
+  const kir::ParameteriseReport report = parameterise(kernels);
+  BOOST_TEST(report.same_source_as == (std::vector<std::size_t>{0, 1, 0, 0, 1}), boost::test_tools::per_element());
+  for (std::size_t i = 0; i < kernels.size(); ++i)
+    BOOST_TEST(kiln::render::render(*kernels[i], glsl()) ==
+                   kiln::render::render(*kernels[report.same_source_as[i]], glsl()),
+               "kernel " << i);
+
+  // A group over the limit keeps its differing literals: each its own source.
+  kir::Kernel over_small = make_gemm(8, 32, 32), over_large = make_gemm(16, 64, 64);
+  BOOST_TEST(parameterise({&over_small, &over_large}, 1, true).same_source_as == (std::vector<std::size_t>{0, 1}),
+             boost::test_tools::per_element());
+}
+
 BOOST_AUTO_TEST_CASE(only_differing_literals_become_parameters) {
   // Sizes differ; the stores' structure and the 0.0 constant do not.
   kir::Kernel a = make_relu(100), b = make_relu(37);

@@ -126,6 +126,30 @@ BOOST_AUTO_TEST_CASE(graph_input_returned_under_another_name_gets_an_identity) {
   BOOST_TEST(count_op(g, "Identity") == 1);
 }
 
+BOOST_AUTO_TEST_CASE(names_a_pass_adds_stay_distinct_from_copied_ones) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {3});
+  auto r = b.relu(x);     // "relu"
+  auto s = b.sigmoid(r);  // "sigmoid", replaced below
+  auto t = b.relu(s);     // "relu_1"
+  kiln::Model m = b.build({t});
+  const Graph& source = m.graph();
+  passes::Rewriter rw(source);
+  rw.copy_node(source.node(0));
+  // Node and value names are separate: the node may be "x", its value may not.
+  const kiln::graph::ValueId added = rw.add_node("Tanh", {rw.map(r.id)}, {}, "x")[0];
+  const kiln::graph::ValueId constant = rw.add_constant("x", kiln::Tensor::scalar_f32(1.0f));
+  rw.replace(s.id, added);
+  rw.copy_node(source.node(2));
+  Graph g = rw.finish();
+  g.verify();
+  BOOST_TEST(g.node(1).name == "x");
+  BOOST_TEST(g.value(added).name == "x_1");
+  BOOST_TEST(g.value(constant).name == "x_2");
+  BOOST_TEST(g.node(2).name == "relu_1");
+  check_interface(source, g);
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(fold_constants)

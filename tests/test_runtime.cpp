@@ -125,6 +125,71 @@ BOOST_AUTO_TEST_CASE(checker_catches_overlap) {
   BOOST_TEST(contains(e.what(), "share memory"));
 }
 
+// The planner's definition, looking at every placed tensor for each new one
+// (quadratic): best fit among the gaps between tensors live at the same time,
+// largest tensors first. plan_memory looks only at tensors live nearby.
+std::vector<std::uint64_t> exhaustive_greedy_offsets(const std::vector<kiln::runtime::Lifetime>& t,
+                                                     std::uint64_t alignment) {
+  auto padded = [&](std::size_t i) { return (std::max<std::uint64_t>(t[i].bytes, 1) + alignment - 1) / alignment * alignment; };
+  std::vector<std::size_t> order(t.size());
+  for (std::size_t i = 0; i < t.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return t[a].bytes != t[b].bytes ? t[a].bytes > t[b].bytes : t[a].first < t[b].first;
+  });
+  std::vector<std::uint64_t> offsets(t.size(), 0);
+  std::vector<std::size_t> placed;
+  for (std::size_t i : order) {
+    std::vector<std::size_t> live;
+    for (std::size_t p : placed)
+      if (t[p].first <= t[i].last && t[i].first <= t[p].last) live.push_back(p);
+    std::stable_sort(live.begin(), live.end(), [&](std::size_t a, std::size_t b) { return offsets[a] < offsets[b]; });
+    std::uint64_t cursor = 0, best_gap = UINT64_MAX, best = 0;
+    bool found = false;
+    for (std::size_t p : live) {
+      if (offsets[p] >= cursor + padded(i) && offsets[p] - cursor < best_gap) {
+        best_gap = offsets[p] - cursor;
+        best = cursor;
+        found = true;
+      }
+      cursor = std::max(cursor, offsets[p] + padded(p));
+    }
+    offsets[i] = found ? best : cursor;
+    placed.push_back(i);
+  }
+  return offsets;
+}
+
+BOOST_AUTO_TEST_CASE(plans_as_the_exhaustive_greedy_scan_does) {
+  using kiln::runtime::Lifetime;
+  std::mt19937 rng(5);
+  for (int round = 0; round < 100; ++round) {
+    // Short lifetimes and a few that span many steps (a skip connection, an output).
+    std::vector<Lifetime> t;
+    const int n = 1 + static_cast<int>(rng() % 200);
+    for (int i = 0; i < n; ++i) {
+      const int first = static_cast<int>(rng() % 300);
+      const int length = rng() % 10 == 0 ? static_cast<int>(rng() % 200) : static_cast<int>(rng() % 4);
+      t.push_back({1 + rng() % (rng() % 2 ? 64 : 5000), first, first + length});
+    }
+    const auto plan = kiln::runtime::plan_memory(t, 64);
+    BOOST_REQUIRE_NO_THROW(kiln::runtime::check_memory_plan(t, plan, 64));
+    BOOST_TEST(plan.offsets == exhaustive_greedy_offsets(t, 64), "round " << round);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(checker_catches_overlap_of_distant_steps) {
+  using kiln::runtime::Lifetime;
+  // Lifetimes that meet only late: the second starts many steps after the first.
+  std::vector<Lifetime> t = {{100, 0, 500}, {100, 40, 41}, {100, 480, 490}};
+  kiln::runtime::MemoryPlan bad;
+  bad.offsets = {0, 128, 0};
+  bad.arena = {0, 0, 0};
+  bad.arena_sizes = {256};
+  bad.arena_bytes = 256;
+  auto e = expect_error([&] { kiln::runtime::check_memory_plan(t, bad, 64); });
+  BOOST_TEST(contains(e.what(), "live tensors 0 and 2 share memory"));
+}
+
 BOOST_AUTO_TEST_CASE(compiled_resnet_plan_reuses_memory_safely) {
   auto model = small_resnet();
   auto compiled = kiln::compile(model, {.backend = "vulkan"});

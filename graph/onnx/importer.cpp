@@ -312,9 +312,8 @@ class Importer final : public ImportContext {
 
   // Gives a value its ONNX name unless it already has one (aliases keep theirs).
   void name_value(ValueId id, const std::string& name) {
-    graph::Value& v = graph_.value(id);
-    if (value_names_.count(v.name)) return;
-    v.name = name;
+    if (value_names_.count(graph_.value(id).name)) return;
+    graph_.rename_value(id, name);
     value_names_.insert(name);
   }
 
@@ -334,7 +333,7 @@ class Importer final : public ImportContext {
       const bool repeated = !exported.insert(id).second;
       if (graph_.value(id).name != o.name() || repeated) {
         id = graph_.add_node("Identity", {id}, {}, unique_node_name(o.name() + "/identity")).at(0);
-        graph_.value(id).name = o.name();
+        graph_.rename_value(id, o.name());
         exported.insert(id);
       }
       outputs.push_back(id);

@@ -7,6 +7,8 @@ namespace kiln::graph::passes {
 
 Rewriter::Rewriter(const Graph& source, Constants constants)
     : source_(source), constants_(constants), map_(source.values().size(), -1) {
+  // Most passes keep most of the graph.
+  target_.reserve(source.nodes().size(), source.values().size());
   for (ValueId input : source_.inputs()) {
     const Value& v = source_.value(input);
     map_[static_cast<std::size_t>(input)] = target_.add_input(v.name, v.type);
@@ -63,11 +65,11 @@ std::vector<ValueId> Rewriter::copy_node(const Node& node) {
 std::vector<ValueId> Rewriter::copy_node(const Node& node, std::vector<ValueId> target_inputs,
                                          Attributes attrs) {
   std::vector<ValueId> outputs = target_.add_node(node.op, std::move(target_inputs), std::move(attrs), node.name);
-  node_names_.insert(node.name);
+  if (names_indexed_) node_names_.insert(node.name);
   KILN_ASSERT(outputs.size() == node.outputs.size());
   for (std::size_t k = 0; k < outputs.size(); ++k) {
     // Keep the source's value names so that names stay stable across passes.
-    target_.value(outputs[k]).name = unique_value_name(source_.value(node.outputs[k]).name);
+    target_.rename_value(outputs[k], unique_value_name(source_.value(node.outputs[k]).name));
     add_name(outputs[k]);
     map_[static_cast<std::size_t>(node.outputs[k])] = outputs[k];
   }
@@ -76,18 +78,20 @@ std::vector<ValueId> Rewriter::copy_node(const Node& node, std::vector<ValueId> 
 
 std::vector<ValueId> Rewriter::add_node(const std::string& op, std::vector<ValueId> target_inputs, Attributes attrs,
                                         const std::string& base_name) {
+  index_names();
   std::string name = base_name;
   for (int k = 1; node_names_.count(name) != 0; ++k) name = base_name + "_" + std::to_string(k);
   std::vector<ValueId> outputs = target_.add_node(op, std::move(target_inputs), std::move(attrs), name);
   node_names_.insert(name);
   for (ValueId out : outputs) {
-    target_.value(out).name = unique_value_name(target_.value(out).name);
+    target_.rename_value(out, unique_value_name(target_.value(out).name));
     add_name(out);
   }
   return outputs;
 }
 
 ValueId Rewriter::add_constant(const std::string& base_name, Tensor value) {
+  index_names();
   ValueId id = target_.add_constant(unique_value_name(base_name), std::move(value));
   add_name(id);
   return id;
@@ -98,6 +102,11 @@ Graph Rewriter::finish() {
   for (ValueId source_output : source_.outputs()) {
     const std::string& name = source_.value(source_output).name;
     ValueId out = map(source_output);
+    if (target_.value(out).name == name) {
+      outputs.push_back(out);
+      continue;
+    }
+    index_names();
     bool is_input = std::find(target_.inputs().begin(), target_.inputs().end(), out) != target_.inputs().end();
     bool claimed = std::find(outputs.begin(), outputs.end(), out) != outputs.end();
     if (target_.value(out).name != name && (is_input || claimed)) {
@@ -112,7 +121,7 @@ Graph Rewriter::finish() {
       value_names_.erase(target_.value(out).name);
       KILN_CHECK(value_names_.count(name) == 0, ErrorKind::Internal,
                  "graph rewrite: output name '" + name + "' is already taken in the new graph");
-      target_.value(out).name = name;
+      target_.rename_value(out, name);
       value_names_.insert(name);
     }
     outputs.push_back(out);
@@ -121,15 +130,26 @@ Graph Rewriter::finish() {
   return std::move(target_);
 }
 
+void Rewriter::index_names() {
+  if (names_indexed_) return;
+  names_indexed_ = true;
+  value_names_.reserve(target_.values().size());
+  for (const Value& v : target_.values()) value_names_.insert(v.name);
+  node_names_.reserve(target_.nodes().size());
+  for (const Node& n : target_.nodes()) node_names_.insert(n.name);
+}
+
 std::string Rewriter::unique_value_name(const std::string& base) const {
-  if (value_names_.count(base) == 0) return base;
+  if (!names_indexed_ || value_names_.count(base) == 0) return base;
   for (int n = 1;; ++n) {
     std::string candidate = base + "_" + std::to_string(n);
     if (value_names_.count(candidate) == 0) return candidate;
   }
 }
 
-void Rewriter::add_name(ValueId target_value) { value_names_.insert(target_.value(target_value).name); }
+void Rewriter::add_name(ValueId target_value) {
+  if (names_indexed_) value_names_.insert(target_.value(target_value).name);
+}
 
 std::vector<std::vector<NodeId>> consumers(const Graph& graph) {
   std::vector<std::vector<NodeId>> users(graph.values().size());

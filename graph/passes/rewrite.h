@@ -5,8 +5,8 @@
 
 #include "graph/ir.h"
 
-#include <set>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 namespace kiln::graph::passes {
@@ -53,13 +53,18 @@ class Rewriter {
   ValueId copy_constant(ValueId source_value);
   std::string unique_value_name(const std::string& base) const;
   void add_name(ValueId target_value);
+  // Indexes the target's names the first time the pass adds a name of its
+  // own: until then every name is a distinct name of the (verified) source,
+  // so copying needs no index, and passes that add nothing never build one.
+  void index_names();
 
   const Graph& source_;
   Graph target_;
   Constants constants_;
   std::vector<ValueId> map_;  // source value id -> target value id (-1: none yet)
-  std::set<std::string> value_names_;
-  std::set<std::string> node_names_;
+  bool names_indexed_ = false;
+  std::unordered_set<std::string> value_names_;
+  std::unordered_set<std::string> node_names_;
 };
 
 // Source node ids that read each source value (a node appears once per use).

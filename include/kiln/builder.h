@@ -18,6 +18,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 namespace kiln {
@@ -112,7 +114,11 @@ class Builder {
   std::string model_name_;
   std::unique_ptr<graph::Graph> graph_;
   std::vector<std::string> scopes_;
-  int counter_ = 0;
+  // Scope paths that hold a node: a node "a.b.c" occupies "a", "a.b" and "a.b.c".
+  std::unordered_set<std::string> occupied_scopes_;
+  // Per generated base name, the highest "_<n>" suffix known to be taken.
+  // Names are only added (set_name clears this), so a search resumes there.
+  std::unordered_map<std::string, int> last_suffix_;
 };
 
 }  // namespace kiln

@@ -259,7 +259,6 @@ BoundKernel fuse_prologue(const BoundKernel& producer, const BoundKernel& consum
   Inliner inliner(producer, a, std::move(consumer_map), std::move(producer_map),
                   std::unordered_set<std::string>(names.begin(), names.end()));
   k.body = inliner.rewrite(consumer.kernel.body);
-  kir::verify(k);
   return fused;
 }
 

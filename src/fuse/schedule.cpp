@@ -110,11 +110,19 @@ class Fuser {
     index_steps();
     for (std::size_t i = 0; i < plan_.steps.size(); ++i) {
       if (plan_.steps[i].host || plan_.steps[i].nodes.size() != 1) continue;
-      i -= fuse_into_producers(i);  // each producer's step left a gap before i
+      fuse_into_producers(i);
     }
+    // A producer merged into a later step left an empty one behind.
+    std::erase_if(plan_.steps, [](const PlanStep& step) { return merged_away(step); });
+    // Each fused kernel is checked once, complete: checking after every
+    // merge costs the whole kernel each time.
+    for (const PlanStep& step : plan_.steps)
+      if (!step.host && step.nodes.size() > 1) kir::verify(step.kernel->kernel);
   }
 
  private:
+  static bool merged_away(const PlanStep& step) { return !step.host && !step.kernel; }
+
   void index_steps() {
     step_of_node_.assign(g_.nodes().size(), -1);
     for (std::size_t s = 0; s < plan_.steps.size(); ++s)
@@ -143,9 +151,11 @@ class Fuser {
     std::set<graph::ValueId> written;
     for (std::size_t b = 0; b < producer.values.size(); ++b)
       if (producer.kernel.buffers[b].access != kir::Access::read) written.insert(root(producer.values[b]));
-    for (std::size_t s = from + 1; s < to; ++s)
+    for (std::size_t s = from + 1; s < to; ++s) {
+      if (merged_away(plan_.steps[s])) continue;
       for (graph::ValueId v : reads(plan_.steps[s]))
         if (written.count(v)) return false;
+    }
     return true;
   }
 
@@ -193,34 +203,39 @@ class Fuser {
     return out;
   }
 
+  bool within_size_bound(std::size_t producer_step, std::size_t at) const {
+    return plan_.steps[producer_step].nodes.size() + plan_.steps[at].nodes.size() <= options_.max_fused_nodes;
+  }
+
   bool fits(const BoundKernel& fused) const {
     if (options_.max_kernel_buffers != 0 && fused.kernel.buffers.size() > options_.max_kernel_buffers) return false;
     return !(options_.kernel_unsupported && options_.kernel_unsupported(fused.kernel));
   }
 
-  // Replaces the producer's and the consumer's steps with one at the consumer's place.
+  // Replaces the consumer's step with the fused one, producer's nodes first,
+  // and empties the producer's (run() drops it at the end: erasing here
+  // would make a long chain quadratic).
   void merge(const Link& link, std::size_t at, BoundKernel fused) {
+    PlanStep& producer = plan_.steps[link.producer_step];
     PlanStep merged;
-    merged.nodes = plan_.steps[link.producer_step].nodes;
+    merged.nodes = std::move(producer.nodes);
     const std::vector<graph::NodeId>& consumer_nodes = plan_.steps[at].nodes;
     merged.nodes.insert(merged.nodes.end(), consumer_nodes.begin(), consumer_nodes.end());
     merged.kernel = std::move(fused);
+    producer = PlanStep{};
+    for (graph::NodeId n : merged.nodes) step_of_node_[static_cast<std::size_t>(n)] = static_cast<int>(at);
     plan_.steps[at] = std::move(merged);
-    plan_.steps.erase(plan_.steps.begin() + static_cast<std::ptrdiff_t>(link.producer_step));
     for (graph::ValueId v : link.chain) plan_.fused_away[static_cast<std::size_t>(v)] = true;
-    index_steps();
   }
 
   // Epilogue first (the consumer is pointwise: inlined at the producer's
   // stores), else prologues (a pointwise producer inlined at the consumer's
   // loads; a consumer may take one per input, e.g. both operands of a MatMul).
-  // Returns how many steps were merged into the consumer's.
-  std::size_t fuse_into_producers(std::size_t at) {
+  void fuse_into_producers(std::size_t at) {
     const graph::Node& node = g_.node(plan_.steps[at].nodes[0]);
-    if (fuse_once(node, at, true)) return 1;
-    std::size_t merged = 0;
-    while (fuse_once(node, at - merged, false)) ++merged;  // each merge removes a step before the consumer
-    return merged;
+    if (fuse_once(node, at, true)) return;
+    bool merged = true;
+    while (merged) merged = fuse_once(node, at, false);
   }
 
   bool fuse_once(const graph::Node& node, std::size_t at, bool epilogue) {
@@ -228,6 +243,7 @@ class Fuser {
       const BoundKernel& producer = *plan_.steps[link.producer_step].kernel;
       const BoundKernel& consumer = *plan_.steps[at].kernel;
       const std::int64_t elements = num_elements(g_.value(link.produced).type.shape);
+      if (!within_size_bound(link.producer_step, at)) continue;
       if (epilogue) {
         if (node.outputs.size() != 1) continue;
         const graph::TensorType& result = g_.value(node.outputs[0]).type;

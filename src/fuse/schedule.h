@@ -11,8 +11,9 @@
 // prologues instead (prologue.h), inlined at its loads. Both fuse through
 // views (Reshape, Flatten) read only by the next node. A value is fused away only
 // if it is read by exactly one node, is not a graph output, and both nodes
-// run as kernels; the fused kernel must fit the target's buffer limit and be
-// one the target supports. Eager mode plans one kernel per node.
+// run as kernels; the fused kernel must fit the target's buffer limit, be
+// one the target supports, and hold at most PlanOptions::max_fused_nodes
+// nodes. Eager mode plans one kernel per node.
 #pragma once
 
 #include "backends/backend.h"
@@ -20,6 +21,7 @@
 #include "src/fuse/epilogue.h"
 #include "src/lower/target.h"
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -28,8 +30,16 @@
 
 namespace kiln::fuse {
 
+// Most nodes fused into one kernel. Fusion grows a kernel by a copy of each
+// consumer, so without a bound a chain of n pointwise ops would become one
+// kernel of n copies: quadratic to build, and a shader no driver compiles
+// quickly. Bounded, a long chain becomes many identical kernels that share
+// one pipeline. Real models stay far below it (the zoo's largest group has 9).
+inline constexpr std::size_t kMaxFusedNodes = 64;
+
 struct PlanOptions {
   bool fuse = false;                    // compiled mode: fuse pointwise epilogues and prologues
+  std::size_t max_fused_nodes = kMaxFusedNodes;  // nodes one fused kernel may hold
   lower::LowerTarget target;            // what lowering knows of the device
   std::uint32_t max_kernel_buffers = 0;  // TargetDesc::max_kernel_buffers (0: no limit)
   // Why the target cannot run a kernel, or nullopt (e.g. Backend::supports).

@@ -103,6 +103,7 @@ std::int32_t literal_bits(const ExprNode& n) { return static_cast<std::int32_t>(
 
 struct Analysed {
   Kernel* kernel = nullptr;
+  std::size_t index = 0;  // in the kernels given to parameterise()
   std::string key;
   std::vector<std::int32_t> literals;  // in traversal order
 };
@@ -186,12 +187,17 @@ int parameterise_group(const std::vector<Analysed*>& members, const Parameterise
 }  // namespace
 
 ParameteriseReport parameterise(std::span<Kernel* const> kernels, const ParameteriseOptions& options) {
+  ParameteriseReport report;
+  report.same_source_as.resize(kernels.size());
   std::vector<Analysed> analysed;
   analysed.reserve(kernels.size());
-  for (Kernel* kernel : kernels) {
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    Kernel* kernel = kernels[i];
     KILN_ASSERT(kernel != nullptr);
+    report.same_source_as[i] = i;
     if (!kernel->params.empty() || kernel->global_size_param) continue;
     analysed.push_back(analyse(*kernel, !options.loop_bounds));
+    analysed.back().index = i;
   }
   // Groups in order of first appearance, so results do not depend on hashing.
   std::unordered_map<std::string_view, std::size_t> group_of_key;
@@ -202,7 +208,6 @@ ParameteriseReport parameterise(std::span<Kernel* const> kernels, const Paramete
     groups[it->second].push_back(&a);
   }
 
-  ParameteriseReport report;
   for (const std::vector<Analysed*>& members : groups) {
     if (members.size() < 2) continue;
     const int params = parameterise_group(members, options);
@@ -210,6 +215,8 @@ ParameteriseReport parameterise(std::span<Kernel* const> kernels, const Paramete
       ++report.groups_over_limit;
       continue;
     }
+    // Parameterised alike, or identical already (no parameters): one source.
+    for (const Analysed* m : members) report.same_source_as[m->index] = members[0]->index;
     if (params == 0) continue;
     ++report.groups;
     report.kernels += static_cast<int>(members.size());

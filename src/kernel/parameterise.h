@@ -22,6 +22,7 @@
 
 #include <cstddef>
 #include <span>
+#include <vector>
 
 namespace kiln::kir {
 
@@ -48,6 +49,11 @@ struct ParameteriseReport {
   int kernels = 0;              // kernels given parameters
   int groups_over_limit = 0;    // groups left alone: they would need more than max_params
   int max_params_used = 0;      // largest parameter count given to a kernel
+  // For each kernel given, the index of the first kernel given that renders
+  // the same source: identical kernels, and the members of a group that now
+  // share parameters. Its own index when no earlier one does. A caller needs
+  // to render (and compile) only kernels that are their own.
+  std::vector<std::size_t> same_source_as;
 };
 
 // Rewrites the kernels in place (each gets its own Kernel::params values).

@@ -168,7 +168,12 @@ void Executor::lower_graph() {
       return "kernel '" + kernel.name + "' cannot run on " + target.device_name + ": " + *why;
     return std::nullopt;
   };
+  const auto plan_start = Clock::now();
   fuse::KernelPlan plan = fuse::plan_kernels(g, plan_options);
+  runtime::log(runtime::LogLevel::debug, model_.name() + ": lowered " + std::to_string(plan.kernel_nodes) +
+                                             " nodes and fused them into " + std::to_string(plan.steps.size()) +
+                                             " steps in " + std::to_string(static_cast<int>(ms_since(plan_start))) +
+                                             " ms");
   root_ = std::move(plan.root);
   fused_away_ = std::move(plan.fused_away);
   kernel_nodes_ = plan.kernel_nodes;
@@ -176,13 +181,27 @@ void Executor::lower_graph() {
   std::vector<kir::Kernel*> step_kernels;
   for (fuse::PlanStep& step : plan.steps)
     if (!step.host) step_kernels.push_back(&step.kernel->kernel);
-  parameterise_kernels(step_kernels);
+  const std::vector<std::size_t> same_source_as = parameterise_kernels(step_kernels);
 
-  // Compile and load every kernel first, distinct ones concurrently.
+  // Compile and load every kernel first, distinct ones concurrently. Kernels
+  // parameterisation made alike (a transformer's blocks) are rendered once.
   const auto kernels_start = Clock::now();
-  std::vector<std::shared_ptr<backend::LoadedKernel>> loaded = ctx_->kernels->get_all(step_kernels);
-  runtime::log(runtime::LogLevel::debug, model_.name() + ": " + std::to_string(step_kernels.size()) +
-                                             " kernels compiled and loaded in " +
+  std::vector<const kir::Kernel*> own_source;
+  std::vector<std::size_t> source_index(step_kernels.size());
+  for (std::size_t i = 0; i < step_kernels.size(); ++i) {
+    if (same_source_as[i] != i) {
+      source_index[i] = source_index[same_source_as[i]];
+      continue;
+    }
+    source_index[i] = own_source.size();
+    own_source.push_back(step_kernels[i]);
+  }
+  const std::vector<std::shared_ptr<backend::LoadedKernel>> loaded_sources = ctx_->kernels->get_all(own_source);
+  std::vector<std::shared_ptr<backend::LoadedKernel>> loaded;
+  loaded.reserve(step_kernels.size());
+  for (std::size_t i : source_index) loaded.push_back(loaded_sources[i]);
+  runtime::log(runtime::LogLevel::debug, model_.name() + ": " + std::to_string(step_kernels.size()) + " kernels (" +
+                                             std::to_string(own_source.size()) + " to render) compiled and loaded in " +
                                              std::to_string(static_cast<int>(ms_since(kernels_start))) + " ms");
   std::size_t next_loaded = 0;
 
@@ -228,13 +247,20 @@ void Executor::lower_graph() {
   }
 }
 
-void Executor::parameterise_kernels(std::span<kir::Kernel* const> kernels) const {
-  const kir::ParameteriseReport report = fuse::parameterise_for_target(kernels, ctx_->device->target());
+std::vector<std::size_t> Executor::parameterise_kernels(std::span<kir::Kernel* const> kernels) const {
+  const auto start = Clock::now();
+  kir::ParameteriseReport report = fuse::parameterise_for_target(kernels, ctx_->device->target());
   runtime::log(runtime::LogLevel::debug,
                "parameterised " + std::to_string(report.kernels) + " kernels of " + model_.name() + " into " +
                    std::to_string(report.groups) + " shared sources (up to " +
                    std::to_string(report.max_params_used) + " parameters; " +
-                   std::to_string(report.groups_over_limit) + " groups over the limit)");
+                   std::to_string(report.groups_over_limit) + " groups over the limit) in " +
+                   std::to_string(static_cast<int>(ms_since(start))) + " ms");
+  if (report.same_source_as.size() == kernels.size()) return std::move(report.same_source_as);
+  // Not parameterised (KILN_NO_PARAMETERISE): every kernel renders its own source.
+  std::vector<std::size_t> own(kernels.size());
+  for (std::size_t i = 0; i < own.size(); ++i) own[i] = i;
+  return own;
 }
 
 void Executor::assign_storage() {

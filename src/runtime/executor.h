@@ -134,8 +134,9 @@ class Executor {
   void warm_up();
   void lower_graph();
   // Differing literals of same-structure kernels -> per-dispatch parameters
-  // (src/kernel/parameterise.h), unless KILN_NO_PARAMETERISE=1.
-  void parameterise_kernels(std::span<kir::Kernel* const> kernels) const;
+  // (src/kernel/parameterise.h), unless KILN_NO_PARAMETERISE=1. Returns, per
+  // kernel, the first kernel that renders the same source (itself if none).
+  std::vector<std::size_t> parameterise_kernels(std::span<kir::Kernel* const> kernels) const;
   void assign_storage();
   void record(Segment& segment, backend::CommandList& list) const;
   void run_host_node(const Segment& segment);

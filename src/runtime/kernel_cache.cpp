@@ -95,9 +95,15 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::get(const kir::Kernel& kerne
 
 std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(
     std::span<const kir::Kernel* const> kernels, unsigned max_threads) {
+  const auto render_start = std::chrono::steady_clock::now();
   std::vector<backend::KernelSource> sources;
   sources.reserve(kernels.size());
   for (const kir::Kernel* kernel : kernels) sources.push_back(render::make_kernel_source(*kernel, backend_.language()));
+  log(LogLevel::debug, "rendered " + std::to_string(kernels.size()) + " kernels in " +
+                           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                              std::chrono::steady_clock::now() - render_start)
+                                              .count()) +
+                           " ms");
 
   // The first occurrence of each source not loaded yet: the work to share out.
   std::vector<std::size_t> work;
