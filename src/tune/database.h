@@ -1,0 +1,146 @@
+// The tuning database: what the autotuner measured, on disk, shared by every
+// process that tunes or compiles (SQLite, so several processes can write at
+// once without losing a record; a schema version guards the layout).
+//
+// A record is keyed by the kernel's structure and shapes, the template and its
+// version, and the device fingerprint (backend, device, driver version). It
+// keeps every candidate's timings, the heuristic's choice and time, the
+// winner, and where it came from (date, host, kiln version, budget). A record
+// measured on another driver version or for an older template version is
+// kept, but does not apply: find() says why.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::tune {
+
+// The layout of the tables; a file with another version is set aside (newer)
+// or migrated (older) when opened.
+inline constexpr int kSchemaVersion = 1;
+
+// The device a record was measured on.
+struct DeviceFingerprint {
+  std::string backend;  // "vulkan"
+  std::string device;   // "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string driver;   // "Mesa 22.3.6": a record for another driver does not apply
+
+  friend bool operator==(const DeviceFingerprint&, const DeviceFingerprint&) = default;
+};
+
+struct RecordKey {
+  // The kernel's structure and shapes, as canonical text: what the template
+  // computes, without the knobs ("gemm batch=1 m=1024 n=1024 k=1024 a=row b=row").
+  std::string kernel;
+  std::string template_name;  // "gemm", "conv"
+  int template_version = 0;   // a record for an older version of the template is stale
+  DeviceFingerprint device;
+
+  friend bool operator==(const RecordKey&, const RecordKey&) = default;
+};
+
+enum class CandidateStatus {
+  ok,                 // compiled, verified and timed
+  wrong_result,       // disagreed with the reference: never chosen
+  compile_failed,     // the kernel compiler or the driver refused it
+  crashed,            // the process measuring it died (a driver crash)
+  timed_out,          // it did not finish within the candidate's time limit
+  out_of_memory,
+  not_measured,       // the budget ran out first
+};
+const char* candidate_status_name(CandidateStatus status);  // "ok", "wrong_result", ...
+
+struct CandidateResult {
+  std::string knobs;  // the template's knobs as text ("4x4_k4_p8_wg64_v4")
+  CandidateStatus status = CandidateStatus::not_measured;
+  std::string detail;               // why it failed, for any status but ok
+  std::vector<double> times_ms;     // every timed repeat, in order
+  double median_ms = 0;             // of times_ms (0 unless ok)
+  double spread = 0;                // (p75 - p25) / median of times_ms: the measured noise
+};
+
+struct Provenance {
+  std::string date;          // ISO 8601, UTC ("2026-12-01T16:30:00Z")
+  std::string host;          // the machine's host name
+  std::string kiln_version;  // "0.1.0"
+  double budget_s = 0;       // the budget the record was tuned within
+};
+
+struct Record {
+  RecordKey key;
+  std::string heuristic_knobs;  // what the heuristic picks for this kernel
+  double heuristic_ms = 0;
+  std::string winner_knobs;     // the heuristic's unless a candidate was faster beyond the noise
+  double winner_ms = 0;
+  std::vector<CandidateResult> candidates;  // every candidate tried, heuristic's included
+  Provenance provenance;
+
+  // heuristic_ms / winner_ms (1 when the heuristic's choice stayed).
+  double speedup() const;
+};
+
+// Why a record applies to a kernel, or why not.
+enum class Applicability {
+  applies,
+  no_record,       // nothing for this kernel on this backend and device
+  other_driver,    // a record for the same device under another driver version
+  stale_template,  // a record for an older (or newer) version of the template
+};
+const char* applicability_name(Applicability status);  // "applies", "no record", ...
+
+struct Lookup {
+  Applicability status = Applicability::no_record;
+  std::optional<Record> record;  // the record that applies, or the nearest one that does not
+  std::string reason;            // one line for `kiln explain` ("record for driver Mesa 22.3.5")
+};
+
+class Database {
+ public:
+  // Opens (creating it and its folder if needed) the database at `path`.
+  // A file that is not a kiln tuning database, fails SQLite's integrity
+  // check or has a newer schema is renamed aside to PATH.corrupt-<UTC time>
+  // (or PATH.schema-<N>), a warning names it, and a fresh database is made:
+  // never a crash. Throws Error(Io) when the folder cannot be written.
+  static Database open(const std::string& path);
+  // An in-memory database (tests; merges).
+  static Database in_memory();
+
+  Database(Database&&) noexcept;
+  Database& operator=(Database&&) noexcept;
+  ~Database();
+
+  const std::string& path() const;
+
+  Lookup find(const RecordKey& key) const;
+  // Adds the record, replacing one with the same key; one transaction, safe
+  // while other processes read and write the same file.
+  void put(const Record& record);
+  // Every record, ordered by key (deterministic: export and merge diff cleanly).
+  std::vector<Record> all() const;
+  std::size_t size() const;
+
+  // Records of `other` go into this database; where both have a record for
+  // one key, the newer provenance date wins (then the faster winner, then the
+  // record's text, so merging is deterministic and order-independent).
+  // Returns how many records were added or replaced.
+  std::size_t merge_from(const Database& other);
+
+  // A JSON document holding every record (with the schema version), and back.
+  std::string export_json() const;
+  // Throws Error(Corrupt) naming the problem for a malformed document.
+  std::size_t import_json(const std::string& json);
+
+ private:
+  struct Impl;
+  explicit Database(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The default file: "tuning.db" in the kernel cache's folder (beside the
+// kernel cache; see CompileOptions::cache_dir).
+std::string default_database_path(const std::string& cache_dir);
+
+}  // namespace kiln::tune
