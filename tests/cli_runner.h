@@ -25,11 +25,13 @@ inline std::string source_root() {
 
 // Runs `kiln <args>` (KILN_BINARY) in `directory` (default: the source root)
 // and logs the command and its output.
-inline Result run_kiln(const std::string& args, const std::string& directory = "") {
+// `environment`: "NAME=value ..." set for this run only.
+inline Result run_kiln(const std::string& args, const std::string& directory = "", const std::string& environment = "") {
   const char* binary = std::getenv("KILN_BINARY");
   BOOST_REQUIRE_MESSAGE(binary != nullptr, "KILN_BINARY is not set (run through meson test)");
-  const std::string command =
-      "cd '" + (directory.empty() ? source_root() : directory) + "' && '" + binary + "' " + args + " 2>&1";
+  const std::string command = "cd '" + (directory.empty() ? source_root() : directory) + "' && " +
+                              (environment.empty() ? "" : "env " + environment + " ") + "'" + binary + "' " + args +
+                              " 2>&1";
   Result r;
   FILE* pipe = popen(command.c_str(), "r");
   BOOST_REQUIRE(pipe != nullptr);
@@ -39,6 +41,10 @@ inline Result run_kiln(const std::string& args, const std::string& directory = "
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   BOOST_TEST_MESSAGE("$ kiln " << args << "\n" << r.output);
   return r;
+}
+
+inline Result run_kiln_env(const std::string& environment, const std::string& args) {
+  return run_kiln(args, "", environment);
 }
 
 inline bool has(const Result& r, const std::string& text) { return r.output.find(text) != std::string::npos; }

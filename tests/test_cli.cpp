@@ -44,7 +44,7 @@ Result kiln_cli(const std::string& args) { return cli_test::run_kiln(args); }
 BOOST_AUTO_TEST_CASE(help_lists_commands_and_every_command_has_help) {
   auto r = kiln_cli("--help");
   BOOST_TEST(r.exit_code == 0);
-  for (const char* command : {"devices", "run", "explain", "profile"}) {
+  for (const char* command : {"devices", "run", "explain", "profile", "settings"}) {
     BOOST_TEST(has(r, command));
     auto sub = kiln_cli(std::string(command) + " --help");
     BOOST_TEST(sub.exit_code == 0);
@@ -265,6 +265,26 @@ BOOST_AUTO_TEST_CASE(explain_shows_kernels_and_memory_plan) {
   BOOST_TEST(has(r, "kernel"));
   BOOST_TEST(has(r, "memory:"));
   BOOST_TEST(has(r, "fc"));
+}
+
+BOOST_AUTO_TEST_CASE(explain_shows_each_setting_and_where_it_came_from) {
+  auto r = cli_test::run_kiln_env("KILN_FUSE=off", "explain --model resnet18 --image-size 32 --mode reduce-overhead --set winograd=off");
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(has(r, "settings (value, then where it came from)"));
+  BOOST_TEST(has(r, "CompileOptions::settings"));  // --set winograd=off
+  BOOST_TEST(has(r, "KILN_FUSE=off"));
+  BOOST_TEST(has(r, "mode reduce-overhead"));      // replay
+  BOOST_TEST(has(r, "off: setting winograd=off"));  // the pass says why it did nothing
+  auto table = kiln_cli("settings --mode max-autotune");
+  BOOST_TEST(table.exit_code == 0);
+  BOOST_TEST(has(table, "autotune = on  [mode max-autotune]"));
+  BOOST_TEST(has(table, "KILN_TUNE_BUDGET"));
+  auto bad = kiln_cli("explain --model resnet18 --image-size 32 --set winograd=sometimes");
+  BOOST_TEST(bad.exit_code == 2);
+  BOOST_TEST(has(bad, "'winograd'='sometimes' is not valid (on or off)"));
+  auto unknown = kiln_cli("settings --set no_such_setting=1");
+  BOOST_TEST(unknown.exit_code == 2);
+  BOOST_TEST(has(unknown, "unknown setting 'no_such_setting'"));
 }
 
 BOOST_AUTO_TEST_CASE(profile_lists_kernels_by_time_and_family) {

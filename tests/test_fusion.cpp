@@ -16,7 +16,7 @@
 #include "src/fuse/epilogue.h"
 #include "src/fuse/prologue.h"
 #include "src/fuse/schedule.h"
-#include "src/fuse/sources.h"
+#include "src/compile/sources.h"
 #include "src/kernel/interpreter.h"
 #include "src/render/cstyle.h"
 #include "src/runtime/executor.h"
@@ -874,8 +874,8 @@ BOOST_AUTO_TEST_CASE(dumped_sources_are_the_compiled_kernels) {
   kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
   compiled.prepare();
   const auto dispatches = compiled.engine().dispatches();
-  for (const std::string& backend : kiln::fuse::source_backends()) {
-    const kiln::fuse::BackendSources sources = kiln::fuse::generate_sources(model, backend);
+  for (const std::string& backend : kiln::compiler::source_backends()) {
+    const kiln::compiler::BackendSources sources = kiln::compiler::generate_sources(model, backend);
     BOOST_TEST_MESSAGE(backend << " (" << sources.language << "): " << sources.kernels.size() << " kernels");
     BOOST_REQUIRE(sources.kernels.size() == dispatches.size());
     std::set<std::string> files;
@@ -894,7 +894,7 @@ BOOST_AUTO_TEST_CASE(dumped_sources_are_the_compiled_kernels) {
       BOOST_TEST(static_cast<int>(texts.size()) == compiled.stats().kernels);
     }
   }
-  BOOST_CHECK_THROW(kiln::fuse::generate_sources(model, "no_such_backend"), kiln::Error);
+  BOOST_CHECK_THROW(kiln::compiler::generate_sources(model, "no_such_backend"), kiln::Error);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

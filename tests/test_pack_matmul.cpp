@@ -169,12 +169,14 @@ BOOST_AUTO_TEST_CASE(compiled_linear_layers_match_the_reference) {
 
 BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
   const kiln::Model model = linear_model(kCases[0]);
-  setenv("KILN_NO_PACK_MATMUL", "1", 1);
-  const passes::PassResult off = passes::pack_matmul_weights(model.graph());
-  unsetenv("KILN_NO_PACK_MATMUL");
-  BOOST_TEST(off.report.changes == 0);
-  BOOST_TEST(mentions(off.report, "KILN_NO_PACK_MATMUL"));
-  BOOST_TEST(passes::pack_matmul_weights(model.graph()).report.changes == 1);
+  const passes::PipelineResult off = passes::run_compile_passes(
+      model.graph(), {.cpu_device = true, .settings = kiln::Settings().with("pack_matmul_weights", "off")});
+  BOOST_TEST(off.reports.back().changes == 0);
+  BOOST_TEST(mentions(off.reports.back(), "off: setting pack_matmul_weights=off"));
+  // "on" packs for a GPU too.
+  const passes::PipelineResult on =
+      passes::run_compile_passes(model.graph(), {.settings = kiln::Settings().with("pack_matmul_weights", "on")});
+  BOOST_TEST(on.reports.back().changes == 1);
 }
 
 BOOST_AUTO_TEST_CASE(pipeline_packs_last_for_cpu_devices_only) {

@@ -624,10 +624,13 @@ BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
   Builder b;
   auto x = b.input("x", DType::f32, {2, 5, 8});
   kiln::Model m = b.build({take(b, b.gelu(x), 1, 2)});
-  setenv("KILN_NO_NARROW_GATHER", "1", 1);
-  const passes::PassResult off = passes::narrow_before_gather(m.graph());
-  unsetenv("KILN_NO_NARROW_GATHER");
-  BOOST_TEST(off.report.changes == 0);
+  const passes::PipelineResult off =
+      passes::run_compile_passes(m.graph(), {.settings = kiln::Settings().with("narrow_gather", "off")});
+  for (const passes::PassReport& report : off.reports)
+    if (report.pass == "narrow_before_gather") {
+      BOOST_TEST(report.changes == 0);
+      BOOST_TEST(report.details.at(0) == "off: setting narrow_gather=off (CompileOptions::settings)");
+    }
   BOOST_TEST(passes::narrow_before_gather(m.graph()).report.changes == 1);
 }
 
@@ -1101,14 +1104,20 @@ BOOST_AUTO_TEST_CASE(keeps_convs_where_moving_is_wrong_or_no_cheaper) {
     const Graph g = b.build({y, b.relu(cat)}).graph();
     BOOST_TEST(passes::conv_before_upsample(g).report.changes == 0);
   }
-  // The switch for A/B runs.
+  // The setting for A/B runs, from the environment as a user sets it.
   {
     const Graph g = decode_head({});
-    setenv("KILN_NO_CONV_BEFORE_UPSAMPLE", "1", 1);
-    passes::PassResult result = passes::conv_before_upsample(g);
-    unsetenv("KILN_NO_CONV_BEFORE_UPSAMPLE");
-    BOOST_TEST(result.report.changes == 0);
-    BOOST_TEST(mentions(result.report, "disabled by KILN_NO_CONV_BEFORE_UPSAMPLE"));
+    const kiln::Settings off = kiln::Settings::resolve(kiln::Mode::default_, {}, [](const char* name) -> const char* {
+      return std::string_view(name) == "KILN_CONV_BEFORE_UPSAMPLE" ? "0" : nullptr;
+    });
+    const passes::PipelineResult result = passes::run_compile_passes(g, {.settings = off});
+    bool reported = false;
+    for (const passes::PassReport& report : result.reports)
+      if (report.pass == "conv_before_upsample") {
+        BOOST_TEST(report.changes == 0);
+        reported = mentions(report, "off: setting conv_before_upsample=off (KILN_CONV_BEFORE_UPSAMPLE=0)");
+      }
+    BOOST_TEST(reported);
   }
 }
 

@@ -89,16 +89,6 @@ kiln::graph::Graph winograd_graph(const kiln::graph::Graph& g) {
   return passes::winograd(passes::fuse_activation(g).graph).graph;
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
-
 }  // namespace
 
 BOOST_AUTO_TEST_SUITE(reference)
@@ -191,11 +181,17 @@ BOOST_AUTO_TEST_CASE(pass_picks_f2_where_the_f4_weight_would_not_fit_a_storage_b
 BOOST_AUTO_TEST_CASE(switch_forces_f2) {
   const kiln::Model model = conv_model(find_case("f4_pad1_bias_relu"));
   BOOST_TEST(passes::winograd(model.graph()).graph.node(0).attrs.get_int("output_tile", 0) == 4);
-  const ScopedEnv f2("KILN_WINOGRAD_F2", "1");
-  const passes::PassResult result = passes::winograd(model.graph());
+  const passes::PassResult result = passes::winograd(model.graph(), {.max_tile = 2});
   BOOST_TEST(result.report.changes == 1);
   BOOST_TEST(result.graph.node(0).attrs.get_int("output_tile", 0) == 2);
-  BOOST_TEST(result.report.details.at(0) == "F(4x4, 3x3) disabled by KILN_WINOGRAD_F2");
+  BOOST_TEST(result.report.details.at(0) == "F(4x4, 3x3) off: output tiles of 2x2 only");
+  // The pipeline takes it from the winograd_tile setting.
+  const passes::PipelineResult piped =
+      passes::run_compile_passes(model.graph(), {.settings = kiln::Settings().with("winograd_tile", "2")});
+  bool found = false;
+  for (const kiln::graph::Node& node : piped.graph.nodes())
+    if (node.op == "WinogradInput") found = node.attrs.get_int("output_tile", 0) == 2;
+  BOOST_TEST(found);
 }
 
 BOOST_AUTO_TEST_CASE(convolutions_it_does_not_pay_for_are_left_alone) {
@@ -232,11 +228,14 @@ BOOST_AUTO_TEST_CASE(convolutions_it_does_not_pay_for_are_left_alone) {
 
 BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
   const kiln::Model model = conv_model(find_case("f4_pad1_bias_relu"));
-  const ScopedEnv off("KILN_NO_WINOGRAD", "1");
-  const passes::PassResult result = passes::winograd(model.graph());
-  BOOST_TEST(result.report.changes == 0);
-  BOOST_TEST((ops_of(result.graph) == ops_of(model.graph())));
-  BOOST_TEST(result.report.details.at(0) == "disabled by KILN_NO_WINOGRAD");
+  const kiln::Settings off = kiln::Settings::resolve(kiln::Mode::default_, {{"winograd", "off"}});
+  const passes::PipelineResult result = passes::run_compile_passes(model.graph(), {.settings = off});
+  for (const kiln::graph::Node& node : result.graph.nodes()) BOOST_TEST(node.op != "WinogradInput");
+  const auto report = std::find_if(result.reports.begin(), result.reports.end(),
+                                   [](const passes::PassReport& r) { return r.pass == "winograd"; });
+  BOOST_REQUIRE(report != result.reports.end());
+  BOOST_TEST(report->changes == 0);
+  BOOST_TEST(report->details.at(0) == "off: setting winograd=off (CompileOptions::settings)");
 }
 
 BOOST_AUTO_TEST_CASE(pipeline_runs_it_before_pack_weights) {
@@ -322,9 +321,8 @@ BOOST_AUTO_TEST_CASE(residual_add_and_relu_fuse_into_the_output_transform) {
 
   for (const std::int64_t tile : {4, 2}) {
     BOOST_TEST_CONTEXT("F(" << tile << "x" << tile << ")") {
-      std::optional<ScopedEnv> only_f2;
-      if (tile == 2) only_f2.emplace("KILN_WINOGRAD_F2", "1");
-      const kiln::graph::Graph passed = passes::run_compile_passes(model.graph()).graph;
+      const kiln::Settings settings = kiln::Settings().with("winograd_tile", tile == 2 ? "2" : "auto");
+      const kiln::graph::Graph passed = passes::run_compile_passes(model.graph(), {.settings = settings}).graph;
       kiln::fuse::PlanOptions options;
       options.fuse = true;
       const kiln::fuse::KernelPlan plan = kiln::fuse::plan_kernels(passed, options);

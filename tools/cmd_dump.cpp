@@ -8,7 +8,7 @@
 
 // The one internal header the CLI uses: code generation without a device
 // has no public API (CompiledModel needs a device).
-#include "src/fuse/sources.h"
+#include "src/compile/sources.h"
 
 #include <kiln/error.h>
 
@@ -38,26 +38,27 @@ void dump(const ModelArgs& model_args, const DumpArgs& args) {
   std::vector<std::string> backends;
   if (args.target == "all") {
     for (const auto& [name, backend] : target_backends())
-      for (const std::string& built_in : fuse::source_backends())
+      for (const std::string& built_in : compiler::source_backends())
         if (built_in == backend) backends.push_back(backend);
   } else {
     backends.push_back(target_backends().at(args.target));
   }
   const Model model = model_args.load();
+  const Settings settings = model_args.resolved_settings();
   const fs::path root(args.output_dir);
   prepare_output_dir(args.output_dir);
   std::error_code ec;
 
   std::string index = "# kiln dump of model '" + model.name() + "': the kernels compiled mode builds, after fusion\n";
   for (const std::string& backend : backends) {
-    const fuse::BackendSources sources = fuse::generate_sources(model, backend);
+    const compiler::BackendSources sources = compiler::generate_sources(model, backend, settings);
     const fs::path dir = root / sources.language;
     fs::create_directories(dir, ec);
     KILN_CHECK(!ec, ErrorKind::Io, "cannot create '" + dir.string() + "': " + ec.message());
     index += "\n## " + sources.backend + " (" + sources.language + ", planned for " + sources.target + "): " +
              std::to_string(sources.kernels.size()) + " kernels, " + std::to_string(sources.host_steps.size()) +
              " host steps\n";
-    for (const fuse::KernelSourceFile& kernel : sources.kernels) {
+    for (const compiler::KernelSourceFile& kernel : sources.kernels) {
       write_file_atomically(dir / kernel.file_name, kernel.source);
       index += sources.language + "/" + kernel.file_name + ":";
       for (const auto& [node, op] : kernel.nodes) index += " " + node + " (" + op + ")";

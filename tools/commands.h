@@ -11,5 +11,6 @@ void add_explain_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_dump_command(CLI::App& app);
 void add_profile_command(CLI::App& app);
+void add_settings_command(CLI::App& app);
 
 }  // namespace kiln::tools

@@ -16,6 +16,7 @@ int main(int argc, char** argv) {
   kiln::tools::add_bench_command(app);
   kiln::tools::add_dump_command(app);
   kiln::tools::add_profile_command(app);
+  kiln::tools::add_settings_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

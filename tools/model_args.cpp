@@ -16,6 +16,7 @@ void ModelArgs::add_to(CLI::App& command) {
   command.add_option("--device", device, "device index or part of its name (default: the first)");
   command.add_option("--mode", mode, "compile mode: default, reduce-overhead, max-autotune")->capture_default_str();
   command.add_flag("--fullgraph", fullgraph, "fail if the model has graph breaks instead of running them eagerly");
+  command.add_option("--set", settings, "a compiler setting, NAME=VALUE (repeatable; `kiln settings` lists them)");
   command.add_option("--cache-dir", cache_dir, "compiled-kernel cache directory ('off' disables; default $KILN_CACHE_DIR or ~/.cache/kiln)");
 }
 
@@ -39,7 +40,18 @@ CompileOptions ModelArgs::compile_options() const {
   options.mode = parse_mode(mode);
   options.fullgraph = fullgraph;
   options.cache_dir = cache_dir;
+  for (const std::string& setting : settings) {
+    const std::size_t eq = setting.find('=');
+    KILN_CHECK(eq != std::string::npos && eq > 0, ErrorKind::InvalidArgument,
+               "--set takes NAME=VALUE, got '" + setting + "'");
+    options.settings.emplace_back(setting.substr(0, eq), setting.substr(eq + 1));
+  }
   return options;
+}
+
+Settings ModelArgs::resolved_settings() const {
+  const CompileOptions options = compile_options();
+  return Settings::resolve(options.mode, options.settings);
 }
 
 }  // namespace kiln::tools

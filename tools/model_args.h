@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln::tools {
 
@@ -21,12 +22,16 @@ struct ModelArgs {
   std::string mode = "default";
   bool fullgraph = false;
   std::string cache_dir;
+  std::vector<std::string> settings;  // NAME=VALUE, repeatable
+
 
   void add_to(CLI::App& command);
   // The ONNX file if one was given (symbolic dims take --batch), else the built-in model.
   Model load() const;
   bool from_file() const { return !model_file.empty(); }
   CompileOptions compile_options() const;
+  // The settings --mode and --set give (the environment's included), as compile() resolves them.
+  Settings resolved_settings() const;
 };
 
 }  // namespace kiln::tools

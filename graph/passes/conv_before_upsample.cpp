@@ -87,7 +87,6 @@ Tensor weight_columns(const Tensor& weight, const std::vector<std::pair<std::int
 
 PassResult conv_before_upsample(const Graph& graph) {
   PassReport report{"conv_before_upsample", 0, {}};
-  if (disabled_by("KILN_NO_CONV_BEFORE_UPSAMPLE", report.details)) return {graph, std::move(report)};
   const Readers readers(graph);
   std::map<NodeId, Split> splits;  // by Conv
   std::set<NodeId> absorbed;       // Concats and moved Resizes, re-emitted per part

@@ -222,7 +222,6 @@ class Narrowing {
 
 PassResult narrow_before_gather(const Graph& graph) {
   PassReport report{"narrow_before_gather", 0, {}};
-  if (disabled_by("KILN_NO_NARROW_GATHER", report.details)) return {graph, std::move(report)};
   return Narrowing(graph).run(std::move(report));
 }
 

@@ -44,7 +44,6 @@ Tensor pack(const Tensor& plain) {
 PassResult pack_matmul_weights(const Graph& graph) {
   PassReport report{"pack_matmul_weights", 0, {}};
   // For A/B measurements of the packed kernels against the plain ones.
-  if (disabled_by("KILN_NO_PACK_MATMUL", report.details)) return {graph, std::move(report)};
   // keep_used: a weight only packed MatMuls read is not copied.
   Rewriter rw(graph, Rewriter::Constants::keep_used);
   for (const Node& node : graph.nodes()) {

@@ -71,7 +71,6 @@ Tensor pack(const Tensor& weight, std::int64_t groups) {
 PassResult pack_weights(const Graph& graph) {
   PassReport report{"pack_weights", 0, {}};
   // For A/B measurements of the packed kernels against the plain ones.
-  if (disabled_by("KILN_NO_PACK_WEIGHTS", report.details)) return {graph, std::move(report)};
   Rewriter rw(graph);
   for (const Node& node : graph.nodes()) {
     if (!suits_direct_template(graph, node)) {

@@ -5,6 +5,8 @@
 
 #include "graph/ir.h"
 
+#include <kiln/settings.h>
+
 #include <string>
 #include <vector>
 
@@ -50,19 +52,19 @@ PassResult fuse_activation(const Graph& graph);
 // computes (not 1x1 stride-1 unpadded, not depthwise, not a strided or
 // padded 1x1 with >= 256 output pixels, which is implicit GEMM; >= 4 output
 // channels per group) the weight packed as OIhw4o, with weight_layout="OIhw4o" and
-// out_channels=M (graph/ops/conv.cpp). KILN_NO_PACK_WEIGHTS=1 turns it off.
+// out_channels=M (graph/ops/conv.cpp).
 PassResult pack_weights(const Graph& graph);
 
 // Computes only the slice a one-index constant Gather keeps (ViT's class
 // token after its last block) through the chain of ops before it, as far
 // back as every reader of a value needs that same slice: elementwise ops,
 // LayerNormalization, MatMul, Reshape, Transpose, Attention (its queries)
-// and one-index Gathers. Exact. KILN_NO_NARROW_GATHER=1 turns it off.
+// and one-index Gathers. Exact.
 PassResult narrow_before_gather(const Graph& graph);
 
 // Gives a MatMul whose B is a constant f32 [K, N] (N a multiple of 16, A of
 // rank >= 2) B packed as NK16n [N / 16, K, 16] with weight_layout="NK16n"
-// (graph/weight_layouts.h). KILN_NO_PACK_MATMUL=1 turns it off.
+// (graph/weight_layouts.h).
 PassResult pack_matmul_weights(const Graph& graph);
 
 // Removes nodes and constants that no graph output depends on. Graph inputs
@@ -81,14 +83,14 @@ PassResult recognise_gelu(const Graph& graph);
 // Replaces SiLU as torch.onnx.export spells it, Mul(x, Sigmoid(x)) in either
 // operand order with the Sigmoid read by that Mul only, with one Silu (a kiln
 // op), which is x's only reader and so fuses into x's producer.
-// KILN_NO_SILU=1 turns it off.
+//
 PassResult recognise_silu(const Graph& graph);
 
 // Moves a per-input-channel scale of a batch-1 Conv's input (Mul(x, s), s
 // [1, C, 1, 1], the Mul read by that Conv only: squeeze-and-excitation's
 // gate) onto the Conv's constant OIhw weight, Conv(x, Mul(W, s)), where the
 // weight has fewer elements than x and x has at least 16384.
-// KILN_NO_SCALE_WEIGHTS=1 turns it off.
+//
 PassResult scale_conv_weights(const Graph& graph);
 
 // Replaces a Transpose that moves only axes of extent 1 (the linear order of
@@ -104,7 +106,7 @@ PassResult trim_conv_window(const Graph& graph);
 // Rewrites a 1x1 group-1 Conv with a constant weight, a stride and no
 // padding (at least 16 channels each side, at least 128 output pixels) as a strided Slice of its input
 // and a 1x1 stride-1 Conv, a GEMM with contiguous loads. Exact.
-// KILN_NO_SLICE_STRIDED_CONV=1 turns it off.
+//
 PassResult slice_strided_pointwise_conv(const Graph& graph);
 
 // Drops a Resize whose output shape equals its input's (the identity under
@@ -114,13 +116,13 @@ PassResult drop_identity_resize(const Graph& graph);
 // Splits a 1x1 Conv of channel-concatenated inputs into a sum of Convs of the
 // parts and moves each part's Conv before the part's upsampling Resize (1x1
 // convolution and Resize commute), so it runs at the lower resolution.
-// KILN_NO_CONV_BEFORE_UPSAMPLE=1 turns it off.
+//
 PassResult conv_before_upsample(const Graph& graph);
 
 // Replaces scaled dot-product attention, MatMul(Softmax(MatMul(Q, K^T) *
 // scale [+ mask]), V) with the scale as a scalar Mul or Div on the scores, Q
 // or K^T and every intermediate read once, with one Attention.
-// KILN_NO_ATTENTION=1 turns it off.
+//
 PassResult recognise_attention(const Graph& graph);
 
 // Rewrites a 3x3 stride-1 group-1 Conv (any dilation) with a constant weight,
@@ -128,8 +130,11 @@ PassResult recognise_attention(const Graph& graph);
 // F(2x2, 3x3): WinogradInput, a MatMul of the transformed weight [16, K, C],
 // and WinogradOutput (bias and activation), kiln ops (graph/ops/winograd.cpp).
 // Runs before pack_weights, which then no longer sees those Convs.
-// KILN_NO_WINOGRAD=1 turns it off.
-PassResult winograd(const Graph& graph);
+//
+struct WinogradOptions {
+  int max_tile = 4;  // 4: F(4x4, 3x3) where the map allows, else F(2x2); 2: F(2x2) only
+};
+PassResult winograd(const Graph& graph, const WinogradOptions& options = {});
 
 // The default pipeline of compile(): fold_constants, fold_batch_norm,
 // fuse_activation, drop_identity_resize, conv_before_upsample,
@@ -141,13 +146,20 @@ PassResult winograd(const Graph& graph);
 // Each result is verified; a pass that produces an invalid graph throws
 // Error(Internal).
 //
-// Layout choices depend on the device kind (`options`): pack_matmul_weights
-// runs for CPU devices only, where NK16n was measured faster (lavapipe: ViT
-// fc2 1.4x, ConvNeXt fc2 1.5-2x); GPU GEMMs stage tiles of a row-major B in
-// shared memory, and a batch of 16-column GEMMs would leave their 64-wide
-// tiles three-quarters empty. Its report then says why it did nothing.
+// Each pass runs only when its setting is on (include/kiln/settings.h: the
+// settings are named after the passes; slice_strided_conv and narrow_gather
+// for short); a pass switched off reports the setting and where its value
+// came from. Passes never read the environment.
+//
+// Layout choices depend on the device kind (`cpu_device`): with
+// pack_matmul_weights=auto, NK16n MatMul weights are chosen for CPU devices
+// only, where they were measured faster (lavapipe: ViT fc2 1.4x, ConvNeXt fc2
+// 1.5-2x); GPU GEMMs stage tiles of a row-major B in shared memory, and a
+// batch of 16-column GEMMs would leave their 64-wide tiles three-quarters
+// empty. Its report then says why it did nothing.
 struct PipelineOptions {
   bool cpu_device = false;
+  Settings settings{};
 };
 PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& options = {});
 

@@ -1,34 +1,60 @@
 // The default pass pipeline of compile(), and report formatting.
 #include "graph/passes/passes.h"
 
+#include <functional>
+
 namespace kiln::graph::passes {
 
 PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& options) {
-  using Pass = PassResult (*)(const Graph&);
-  static constexpr Pass kPipeline[] = {&fold_constants, &fold_batch_norm, &fuse_activation, &drop_identity_resize,
-                                      &conv_before_upsample, &trim_conv_window, &slice_strided_pointwise_conv,
-                                      &winograd, &pack_weights,
-                                      &eliminate_dead_code,
-                                      &recognise_layer_norm, &recognise_gelu, &recognise_silu, &scale_conv_weights,
-                                      &recognise_attention, &narrow_before_gather, &transpose_to_reshape,
-                                      &pack_matmul_weights};
+  const Settings& settings = options.settings;
+  const WinogradOptions winograd_options{.max_tile = settings.choice("winograd_tile") == "2" ? 2 : 4};
+  struct Step {
+    const char* pass;     // the report's name
+    const char* setting;  // the flag that switches it (pack_matmul_weights: a choice)
+    std::function<PassResult(const Graph&)> run;
+  };
+  const Step pipeline[] = {
+      {"fold_constants", "fold_constants", &fold_constants},
+      {"fold_batch_norm", "fold_batch_norm", &fold_batch_norm},
+      {"fuse_activation", "fuse_activation", &fuse_activation},
+      {"drop_identity_resize", "drop_identity_resize", &drop_identity_resize},
+      {"conv_before_upsample", "conv_before_upsample", &conv_before_upsample},
+      {"trim_conv_window", "trim_conv_window", &trim_conv_window},
+      {"slice_strided_pointwise_conv", "slice_strided_conv", &slice_strided_pointwise_conv},
+      {"winograd", "winograd", [&](const Graph& g) { return winograd(g, winograd_options); }},
+      {"pack_weights", "pack_weights", &pack_weights},
+      {"eliminate_dead_code", "eliminate_dead_code", &eliminate_dead_code},
+      {"recognise_layer_norm", "recognise_layer_norm", &recognise_layer_norm},
+      {"recognise_gelu", "recognise_gelu", &recognise_gelu},
+      {"recognise_silu", "recognise_silu", &recognise_silu},
+      {"scale_conv_weights", "scale_conv_weights", &scale_conv_weights},
+      {"recognise_attention", "recognise_attention", &recognise_attention},
+      {"narrow_before_gather", "narrow_gather", &narrow_before_gather},
+      {"transpose_to_reshape", "transpose_to_reshape", &transpose_to_reshape},
+      {"pack_matmul_weights", "pack_matmul_weights", &pack_matmul_weights},
+  };
 
   PipelineResult result{graph, {}};
-  for (Pass pass : kPipeline) {
-    if (pass == &pack_matmul_weights && !options.cpu_device) {
-      PassReport skipped{"pack_matmul_weights", 0, {"not for this device: NK16n MatMul weights are chosen for CPU devices"}};
-      result.reports.push_back(std::move(skipped));
+  for (const Step& step : pipeline) {
+    const Settings::Entry& setting = settings.entry(step.setting);
+    const bool automatic = setting.value == "auto";
+    if (setting.value == "off") {
+      result.reports.push_back({step.pass, 0, {"off: setting " + std::string(step.setting) + "=off (" + setting.origin + ")"}});
       continue;
     }
-    PassResult step = pass(result.graph);
+    if (automatic && std::string_view(step.pass) == "pack_matmul_weights" && !options.cpu_device) {
+      result.reports.push_back({step.pass, 0, {"not for this device: NK16n MatMul weights are chosen for CPU devices"}});
+      continue;
+    }
+    PassResult done = step.run(result.graph);
     try {
-      step.graph.verify();
+      done.graph.verify();
     } catch (const Error& e) {
       // The input was valid, so an invalid result is a bug in the pass.
-      throw_error(ErrorKind::Internal, "graph pass " + step.report.pass + " produced an invalid graph: " + e.what());
+      throw_error(ErrorKind::Internal, "graph pass " + done.report.pass + " produced an invalid graph: " + e.what());
     }
-    result.graph = std::move(step.graph);
-    result.reports.push_back(std::move(step.report));
+    result.graph = std::move(done.graph);
+    result.reports.push_back(std::move(done.report));
   }
   return result;
 }

@@ -6,7 +6,7 @@
 // to one kernel: the scores never reach memory. When K^T comes from a
 // Transpose only the pattern reads, that Transpose is changed to produce K
 // instead (same cost, and the kernel then reads K's rows with vector loads).
-// KILN_NO_ATTENTION=1 turns it off.
+//
 #include "graph/passes/passes.h"
 #include "graph/passes/rewrite.h"
 
@@ -160,7 +160,6 @@ bool is_identity(const std::vector<std::int64_t>& perm) {
 PassResult recognise_attention(const Graph& graph) {
   PassReport report{"recognise_attention", 0, {}};
   // For A/B measurements of the attention kernel against the decomposed ops.
-  if (disabled_by("KILN_NO_ATTENTION", report.details)) return {graph, std::move(report)};
   const Matcher matcher(graph);
   std::map<NodeId, AttentionMatch> by_last;
   std::set<NodeId> replaced;

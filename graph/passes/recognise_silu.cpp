@@ -2,7 +2,7 @@
 // becomes one Silu. x has two readers there (the Sigmoid and the Mul), so
 // epilogue fusion, which fuses a value only into its single reader, would
 // leave the pair as a kernel of its own after every convolution; a Silu is
-// x's only reader and fuses into x's producer. KILN_NO_SILU=1 turns it off.
+// x's only reader and fuses into x's producer.
 #include "graph/passes/passes.h"
 #include "graph/passes/rewrite.h"
 
@@ -15,7 +15,6 @@ namespace kiln::graph::passes {
 PassResult recognise_silu(const Graph& graph) {
   PassReport report{"recognise_silu", 0, {}};
   // For A/B measurements of the fused SiLU against the Sigmoid-Mul pair.
-  if (disabled_by("KILN_NO_SILU", report.details)) return {graph, std::move(report)};
   const Readers readers(graph);
   std::map<NodeId, ValueId> silu_input;  // the Mul that becomes a Silu -> its x
   std::set<NodeId> folded_sigmoids;

@@ -177,11 +177,4 @@ const Node* Readers::single_consumer(ValueId value, const char* op) const {
   return node.op == op ? &node : nullptr;
 }
 
-bool disabled_by(const char* env, std::vector<std::string>& details) {
-  const char* value = std::getenv(env);
-  if (value == nullptr || *value == '\0' || std::string(value) == "0") return false;
-  details.push_back(std::string("disabled by ") + env);
-  return true;
-}
-
 }  // namespace kiln::graph::passes

@@ -90,8 +90,4 @@ class Readers {
   std::vector<std::vector<NodeId>> users_;
 };
 
-// Whether the A/B switch `env` (KILN_NO_...) is set to anything but "" or
-// "0"; if so the pass notes it in its report details and changes nothing.
-bool disabled_by(const char* env, std::vector<std::string>& details);
-
 }  // namespace kiln::graph::passes

@@ -43,7 +43,6 @@ bool is_channel_scale(const Shape& scale, const Shape& x) {
 PassResult scale_conv_weights(const Graph& graph) {
   PassReport report{"scale_conv_weights", 0, {}};
   // For A/B measurements against the multiply on the activation.
-  if (disabled_by("KILN_NO_SCALE_WEIGHTS", report.details)) return {graph, std::move(report)};
   const std::vector<int> uses = graph.use_counts();
   const std::vector<std::vector<NodeId>> users = consumers(graph);
   std::map<NodeId, ScaledConv> by_conv;

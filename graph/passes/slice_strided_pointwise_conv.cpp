@@ -43,7 +43,6 @@ bool is_strided_pointwise(const Graph& graph, const Node& node) {
 
 PassResult slice_strided_pointwise_conv(const Graph& graph) {
   PassReport report{"slice_strided_pointwise_conv", 0, {}};
-  if (disabled_by("KILN_NO_SLICE_STRIDED_CONV", report.details)) return {graph, std::move(report)};
   Rewriter rw(graph);
   for (const Node& node : graph.nodes()) {
     if (!is_strided_pointwise(graph, node)) {

@@ -149,14 +149,10 @@ bool saves_multiplies(const Choice& choice, std::int64_t output_pixels) {
 
 }  // namespace
 
-PassResult winograd(const Graph& graph) {
+PassResult winograd(const Graph& graph, const WinogradOptions& options) {
   PassReport report{"winograd", 0, {}};
-  // For A/B measurements against the direct convolution.
-  if (disabled_by("KILN_NO_WINOGRAD", report.details)) return {graph, std::move(report)};
-  // For A/B measurements of F(4x4) against F(2x2).
-  std::vector<std::string> f2_switch;
-  const bool only_f2 = disabled_by("KILN_WINOGRAD_F2", f2_switch);
-  if (only_f2) report.details.push_back("F(4x4, 3x3) disabled by KILN_WINOGRAD_F2");
+  const bool only_f2 = options.max_tile < 4;
+  if (only_f2) report.details.push_back("F(4x4, 3x3) off: output tiles of 2x2 only");
   Rewriter rw(graph);
   for (const Node& node : graph.nodes()) {
     if (!suits_winograd(graph, node)) {

@@ -11,6 +11,7 @@
 #include <kiln/error.h>
 #include <kiln/model.h>
 #include <kiln/models.h>
+#include <kiln/settings.h>
 #include <kiln/tensor.h>
 
 #include <cstdint>
@@ -20,15 +21,6 @@
 #include <vector>
 
 namespace kiln {
-
-enum class Mode {
-  default_,         // fused kernels, recorded on every call
-  reduce_overhead,  // the whole model recorded once into static buffers and replayed
-  max_autotune,     // kernel variants timed on the device (not available yet)
-};
-std::string_view mode_name(Mode mode);  // "default", "reduce-overhead", "max-autotune"
-// Parses "default", "reduce-overhead", "max-autotune"; throws InvalidArgument.
-Mode parse_mode(std::string_view text);
 
 struct DeviceOptions {
   std::string backend = "vulkan";
@@ -46,6 +38,9 @@ struct CompileOptions {
   // Where compiled kernels persist; "" uses $KILN_CACHE_DIR, else
   // $XDG_CACHE_HOME/kiln, else ~/.cache/kiln. "off" disables the disk cache.
   std::string cache_dir{};
+  // Compiler settings by name (include/kiln/settings.h): they take precedence
+  // over the mode's and the environment's values.
+  SettingOverrides settings{};
 };
 
 // What a run cost; filled after every call.

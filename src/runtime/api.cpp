@@ -6,23 +6,6 @@
 
 namespace kiln {
 
-std::string_view mode_name(Mode mode) {
-  switch (mode) {
-    case Mode::default_: return "default";
-    case Mode::reduce_overhead: return "reduce-overhead";
-    case Mode::max_autotune: return "max-autotune";
-  }
-  return "?";
-}
-
-Mode parse_mode(std::string_view text) {
-  if (text == "default") return Mode::default_;
-  if (text == "reduce-overhead") return Mode::reduce_overhead;
-  if (text == "max-autotune") return Mode::max_autotune;
-  throw_error(ErrorKind::InvalidArgument,
-              "unknown mode '" + std::string(text) + "' (modes: default, reduce-overhead, max-autotune)");
-}
-
 EagerModel eager(const Model& model, const DeviceOptions& options) {
   Executor::Options o;
   o.backend = options.backend;
@@ -36,14 +19,16 @@ EagerModel eager(const Model& model, const DeviceOptions& options) {
 }
 
 CompiledModel compile(const Model& model, const CompileOptions& options) {
-  KILN_CHECK(options.mode != Mode::max_autotune, ErrorKind::Unsupported,
-             "mode 'max-autotune' is not available yet: kernel autotuning and the tuning database are a later "
-             "milestone; use 'default' or 'reduce-overhead'");
   Executor::Options o;
   o.backend = options.backend;
   o.device = options.device;
   o.compiled = true;
   o.compile = options;
+  // The environment is read here, once; the compiler sees only the result.
+  o.settings = Settings::resolve(options.mode, options.settings);
+  KILN_CHECK(!o.settings.flag("autotune"), ErrorKind::Unsupported,
+             "autotune (mode 'max-autotune') is not available yet: the autotuner and the tuning database are being "
+             "built; use 'default' or 'reduce-overhead'");
   CompiledModel m;
   m.impl_ = std::make_shared<Executor>(model, o);
   return m;

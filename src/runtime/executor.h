@@ -1,23 +1,21 @@
-// The engine behind kiln::EagerModel and kiln::CompiledModel.
+// The engine behind kiln::EagerModel and kiln::CompiledModel: binds a
+// compiled plan (src/compile/plan.h, the one compile path) to a device and
+// runs it.
 //
-// prepare() turns a graph into a plan: (compiled only) graph passes; the
-// kernel plan of src/fuse/schedule.h (eager: one kernel per node; compiled:
-// pointwise epilogues fused into their producers, so one dispatch runs a
-// fusion group of nodes), views for ops that move no data, and host steps for
-// graph breaks; storage for every value that reaches memory (eager: one buffer
-// per tensor, kept between calls like a caching allocator; compiled: one arena
-// laid out by the static memory plan; values fused away get none); weights
-// uploaded once; then (compiled only) one warm-up submission that dispatches
-// every kernel once, because drivers finish work they defer to a pipeline's
-// first use there (lavapipe JIT-compiles each kernel at its first dispatch:
-// seconds for a model), so the first call after prepare() costs what later
-// ones do. A first call without prepare() plans without the warm-up: it is the
-// warm-up itself. run() uploads
+// prepare() builds the plan (compiled: graph passes, fusion, parameterised
+// kernels, the static memory plan; eager: one kernel per node, a buffer per
+// tensor kept between calls like a caching allocator), compiles and loads its
+// kernels, allocates its storage and uploads the weights once; then (compiled
+// only) one warm-up submission dispatches every kernel once, because drivers
+// finish work they defer to a pipeline's first use there (lavapipe
+// JIT-compiles each kernel at its first dispatch: seconds for a model), so the
+// first call after prepare() costs what later ones do. A first call without
+// prepare() plans without the warm-up: it is the warm-up itself. run() uploads
 // the inputs, executes the segments (recorded each call, or recorded once and
-// replayed in reduce-overhead mode), and downloads the outputs.
+// replayed with the replay setting: reduce-overhead), and downloads the
+// outputs.
 //
-// Graph breaks: a node that cannot be lowered, or that touches a dynamic
-// (data-dependent) value, is a host step run on the reference implementation
+// Graph breaks (the plan's host steps) run on the reference implementation
 // between device segments. Dynamic values live on the host only; a static
 // value a host step produces is uploaded only if a kernel reads it.
 #pragma once
@@ -25,7 +23,7 @@
 #include <kiln/kiln.h>
 
 #include "graph/ir.h"
-#include "src/fuse/schedule.h"
+#include "src/compile/plan.h"
 #include "src/kernel/ir.h"
 #include "src/runtime/device_pool.h"
 #include "src/runtime/memory_plan.h"
@@ -46,16 +44,10 @@ class Executor {
     std::string device;
     bool compiled = false;
     CompileOptions compile;  // when compiled
+    Settings settings{};     // resolved from compile.mode and compile.settings (compiled)
   };
 
-  // A node run on the host instead of as a kernel, and why.
-  struct GraphBreak {
-    graph::NodeId node = graph::kNoNode;
-    std::string op;
-    std::string node_name;
-    std::string reason;  // "output shape depends on data"
-    std::string kind;    // the reason without value names, to group breaks by ("input shape depends on data")
-  };
+  using GraphBreak = compiler::GraphBreak;
 
   Executor(Model model, Options options);
   ~Executor();
@@ -76,13 +68,15 @@ class Executor {
   // The fusion groups as text: each kernel and the nodes fused into it, in
   // execution order, and a summary (nodes -> kernels).
   std::string fusion_groups() const;
-  // The graph breaks of the prepared plan, in execution order.
-  const std::vector<GraphBreak>& graph_breaks() const { return breaks_; }
 
+  // The prepared plan (nullptr before prepare() or the first call).
+  const compiler::Plan* plan() const { return plan_.get(); }
+  // The graph breaks of the prepared plan, in execution order.
+  const std::vector<GraphBreak>& graph_breaks() const { return prepared_plan().breaks; }
   // The memory plan's inputs and result, for tests ("no two live tensors
   // share memory").
-  const std::vector<runtime::Lifetime>& lifetimes() const { return lifetimes_; }
-  const runtime::MemoryPlan& memory_plan() const { return memory_plan_; }
+  const std::vector<runtime::Lifetime>& lifetimes() const { return prepared_plan().storage.lifetimes; }
+  const runtime::MemoryPlan& memory_plan() const { return prepared_plan().storage.memory_plan; }
 
   // Where a value lives on the device: its buffer (identity only), offset and
   // size; nullopt when it has no device storage (fused away, dynamic).
@@ -93,9 +87,11 @@ class Executor {
   };
   std::optional<Placement> placement(graph::ValueId value) const;
   // The value whose memory `value` views (itself unless it is a view).
-  graph::ValueId storage_root(graph::ValueId value) const { return root_.at(static_cast<std::size_t>(value)); }
+  graph::ValueId storage_root(graph::ValueId value) const {
+    return prepared_plan().root.at(static_cast<std::size_t>(value));
+  }
   // The graph the plan runs (after passes in compiled mode).
-  const graph::Graph& planned_graph() const { return *graph_; }
+  const graph::Graph& planned_graph() const { return *prepared_plan().graph; }
   // Each dispatch's nodes and bound values, in execution order.
   struct DispatchInfo {
     std::vector<graph::NodeId> nodes;
@@ -110,35 +106,24 @@ class Executor {
     std::uint64_t offset = 0;
     std::uint64_t bytes = 0;
   };
-  // One kernel launch: a fusion group of nodes (one node in eager mode).
-  struct Dispatch {
-    std::vector<graph::NodeId> nodes;  // in execution order; the first is the producer
-    std::shared_ptr<backend::LoadedKernel> kernel;
-    std::string kernel_name;
-    std::array<std::uint32_t, 3> grid{};
-    std::vector<graph::ValueId> values;  // bindings, in kernel buffer order
-    std::vector<std::int32_t> params;    // the kernel's per-dispatch parameters
-  };
+  // A plan step bound to the device: a run of dispatches, or one host step.
   struct Segment {
-    bool host = false;           // a graph break run on the reference implementation
+    bool host = false;
     graph::NodeId host_node = graph::kNoNode;
-    std::vector<Dispatch> dispatches;
-    std::unique_ptr<backend::CommandList> recorded;  // reduce-overhead: recorded once
+    std::vector<const compiler::Dispatch*> dispatches;  // into plan_
+    std::unique_ptr<backend::CommandList> recorded;     // replay: recorded once
   };
 
+  const compiler::Plan& prepared_plan() const;
   // Everything prepare() does but the warm-up.
-  void plan();
+  void plan_and_bind();
   // One submission dispatching each distinct kernel once (a single workgroup,
   // on its planned bindings): it writes only intermediates and outputs, which
   // every run rewrites before reading them.
   void warm_up();
-  void lower_graph();
-  // Differing literals of same-structure kernels -> per-dispatch parameters
-  // (src/kernel/parameterise.h), unless KILN_NO_PARAMETERISE=1. Returns, per
-  // kernel, the first kernel that renders the same source (itself if none).
-  std::vector<std::size_t> parameterise_kernels(std::span<kir::Kernel* const> kernels) const;
+  void load_kernels();
   void assign_storage();
-  void record(Segment& segment, backend::CommandList& list) const;
+  void record(const Segment& segment, backend::CommandList& list) const;
   void run_host_node(const Segment& segment);
   void check_inputs(const std::vector<Tensor>& inputs) const;
   // run()'s first step: the inputs uploaded and visible to host steps.
@@ -151,26 +136,18 @@ class Executor {
   Model model_;
   Options options_;
   std::shared_ptr<runtime::DeviceContext> ctx_;
-  std::shared_ptr<const graph::Graph> graph_;  // after passes
-  std::vector<std::string> pass_log_;
+  std::shared_ptr<const compiler::Plan> plan_;
+  std::vector<std::shared_ptr<backend::LoadedKernel>> loaded_;  // by plan kernel index
   std::vector<Segment> segments_;
-  std::vector<graph::ValueId> root_;  // storage owner of each value (views share it)
-  std::vector<Storage> storage_;      // by value id
-  std::vector<GraphBreak> breaks_;
-  std::vector<bool> fused_away_;      // by value id: never reaches memory
-  int kernel_nodes_ = 0;              // nodes lowered to kernels, before fusion
-  std::vector<bool> read_by_kernel_;  // by root value id: some dispatch binds it
+  std::vector<Storage> storage_;  // by value id
   std::vector<std::optional<Tensor>> host_values_;  // by value id: made by host steps this run
   std::vector<std::shared_ptr<backend::Buffer>> buffers_;
-  std::vector<runtime::Lifetime> lifetimes_;
-  runtime::MemoryPlan memory_plan_;
   std::uint64_t constant_bytes_ = 0;
   std::uint64_t io_bytes_ = 0;
   bool prepared_ = false;
   RunStats stats_;
 };
 
-// "graph break: NonZero 'postprocess.nonzero': output shape depends on data"
-std::string graph_break_line(const Executor::GraphBreak& b);
+using compiler::graph_break_line;
 
 }  // namespace kiln

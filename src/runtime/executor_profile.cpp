@@ -26,14 +26,15 @@ std::vector<KernelTiming> Executor::profile(const std::vector<Tensor>& inputs, i
   check_inputs(inputs);
   prepare();
 
+  const graph::Graph& g = *plan_->graph;
   std::vector<KernelTiming> timings;
   for (const Segment& segment : segments_) {
-    for (const Dispatch& d : segment.dispatches) {
+    for (const compiler::Dispatch* d : segment.dispatches) {
       KernelTiming t;
-      t.kernel = d.kernel_name;
-      for (graph::NodeId n : d.nodes) t.nodes.push_back(graph_->node(n).name);
+      t.kernel = d->kernel_name;
+      for (graph::NodeId n : d->nodes) t.nodes.push_back(g.node(n).name);
       // The group's last node writes what the dispatch leaves in memory.
-      t.output = graph::type_str(graph_->value(graph_->node(d.nodes.back()).outputs[0]).type);
+      t.output = graph::type_str(g.value(g.node(d->nodes.back()).outputs[0]).type);
       timings.push_back(std::move(t));
     }
   }
@@ -49,14 +50,14 @@ std::vector<KernelTiming> Executor::profile(const std::vector<Tensor>& inputs, i
         run_host_node(segment);
         continue;
       }
-      for (const Dispatch& d : segment.dispatches) {
+      for (const compiler::Dispatch* d : segment.dispatches) {
         bindings.clear();
-        for (graph::ValueId v : d.values) {
+        for (graph::ValueId v : d->values) {
           const Storage& s = storage_[v];
           bindings.push_back({s.buffer, s.offset, s.bytes});
         }
         std::unique_ptr<backend::CommandList> list = ctx_->device->create_command_list();
-        list->dispatch(*d.kernel, d.grid, bindings, d.params);
+        list->dispatch(*loaded_[d->kernel], d->grid, bindings, d->params);
         list->finish();
         const auto start = std::chrono::steady_clock::now();
         list->submit();

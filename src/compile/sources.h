@@ -1,22 +1,19 @@
 // The kernels compiled mode builds for a model, rendered for one backend's
 // language without a device: what `kiln dump` writes. The plan is the one
-// the executor makes (graph passes, then plan_kernels with fusion), sized
-// for the backend's first device when it has one, else its first offline
-// target.
+// the executor makes, sized for the backend's first device when it has one,
+// else its first offline target.
 #pragma once
 
 #include "backends/backend.h"
-#include "src/kernel/parameterise.h"
 
 #include <kiln/model.h>
-
-#include <span>
+#include <kiln/settings.h>
 
 #include <string>
 #include <utility>
 #include <vector>
 
-namespace kiln::fuse {
+namespace kiln::compiler {
 
 struct KernelSourceFile {
   std::string file_name;    // "007_conv2d_add_relu.glsl": execution order, kernel name, extension
@@ -33,19 +30,12 @@ struct BackendSources {
   std::vector<std::string> host_steps;   // "node (op): reason" for each graph break
 };
 
-// Throws NotFound for a backend that is not built in. The sources are the
-// ones the device compiles: after parameterise_for_target.
-BackendSources generate_sources(const Model& model, const std::string& backend);
-
-// Gives kernels of one structure shared sources with runtime parameters
-// (src/kernel/parameterise.h) as compiled mode does for `target`: up to its
-// parameter limit, with loop bounds as parameters on CPU devices.
-// KILN_NO_PARAMETERISE=1 turns it off; KILN_PARAMETERISE_LOOP_BOUNDS=0/1
-// decides loop bounds on any device.
-kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> kernels,
-                                                const backend::TargetDesc& target);
+// Throws NotFound for a backend that is not built in. The plan is
+// compiler::build_plan's (src/compile/plan.h), as the executor builds it for
+// the backend's first device: the sources are the ones the device compiles.
+BackendSources generate_sources(const Model& model, const std::string& backend, const Settings& settings = {});
 
 // Every built-in backend's name, in preference order.
 std::vector<std::string> source_backends();
 
-}  // namespace kiln::fuse
+}  // namespace kiln::compiler

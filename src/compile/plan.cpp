@@ -1,0 +1,245 @@
+#include "src/compile/plan.h"
+
+#include "src/fuse/schedule.h"
+#include "src/runtime/log.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <chrono>
+#include <limits>
+
+namespace kiln::compiler {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+constexpr const char* kDynamicInput = "input shape depends on data";
+
+// The reason without value names, so that breaks of one op group together.
+std::string reason_kind(const std::string& reason) {
+  return reason.starts_with(kDynamicInput) ? std::string(kDynamicInput) : reason;
+}
+
+std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
+
+// Steps: lowering, fusion, parameterisation; fills plan.steps, kernels, breaks.
+void plan_kernels(Plan& plan, const backend::Backend& backend) {
+  const graph::Graph& g = *plan.graph;
+  const backend::TargetDesc& target = plan.target;
+  fuse::PlanOptions options;
+  options.fuse = plan.compiled && plan.settings.flag("fuse");
+  options.max_fused_nodes = static_cast<std::size_t>(std::max<std::int64_t>(1, plan.settings.integer("max_fused_nodes")));
+  options.max_kernel_buffers = target.max_kernel_buffers;
+  options.target = fuse::lower_target(target);
+  options.kernel_unsupported = [&](const kir::Kernel& kernel) -> std::optional<std::string> {
+    backend::KernelRequirements needs;
+    needs.kernel_name = kernel.name;
+    needs.workgroup_size = kernel.workgroup_size;
+    needs.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
+    needs.shared_memory_bytes = kir::shared_memory_bytes(kernel);
+    if (auto why = backend.supports(needs, target))
+      return "kernel '" + kernel.name + "' cannot run on " + target.device_name + ": " + *why;
+    return std::nullopt;
+  };
+  const auto start = Clock::now();
+  fuse::KernelPlan kernel_plan = fuse::plan_kernels(g, options);
+  runtime::log(runtime::LogLevel::debug, plan.model_name + ": lowered " + std::to_string(kernel_plan.kernel_nodes) +
+                                             " nodes and fused them into " + std::to_string(kernel_plan.steps.size()) +
+                                             " steps in " + std::to_string(static_cast<int>(ms_since(start))) + " ms");
+  plan.root = std::move(kernel_plan.root);
+  plan.fused_away = std::move(kernel_plan.fused_away);
+  plan.kernel_nodes = kernel_plan.kernel_nodes;
+
+  std::vector<kir::Kernel*> step_kernels;
+  for (fuse::PlanStep& step : kernel_plan.steps)
+    if (!step.host) step_kernels.push_back(&step.kernel->kernel);
+  const auto parameterise_start = Clock::now();
+  plan.parameterise_report = parameterise_for_target(step_kernels, target, plan.settings);
+  const kir::ParameteriseReport& report = plan.parameterise_report;
+  runtime::log(runtime::LogLevel::debug,
+               "parameterised " + std::to_string(report.kernels) + " kernels of " + plan.model_name + " into " +
+                   std::to_string(report.groups) + " shared sources (up to " + std::to_string(report.max_params_used) +
+                   " parameters; " + std::to_string(report.groups_over_limit) + " groups over the limit) in " +
+                   std::to_string(static_cast<int>(ms_since(parameterise_start))) + " ms");
+  // Kernels parameterisation made alike (a transformer's blocks) are kept,
+  // and later rendered and compiled, once.
+  std::vector<std::size_t> kernel_index(step_kernels.size());
+  for (std::size_t i = 0; i < step_kernels.size(); ++i) {
+    const std::size_t same = report.same_source_as.size() == step_kernels.size() ? report.same_source_as[i] : i;
+    if (same != i) {
+      kernel_index[i] = kernel_index[same];
+      continue;
+    }
+    kernel_index[i] = plan.kernels.size();
+    plan.kernels.push_back(*step_kernels[i]);
+  }
+
+  std::size_t next = 0;
+  for (fuse::PlanStep& step : kernel_plan.steps) {
+    if (step.host) {
+      const graph::Node& node = g.node(step.nodes[0]);
+      plan.breaks.push_back({node.id, node.op, node.name, step.host_reason, reason_kind(step.host_reason)});
+      plan.steps.push_back({.host = true, .host_node = node.id, .dispatch = std::nullopt});
+      continue;
+    }
+    Dispatch d;
+    d.nodes = std::move(step.nodes);
+    d.kernel = kernel_index[next++];
+    d.kernel_name = step.kernel->kernel.name;
+    d.grid = kir::dispatch_grid(step.kernel->kernel, target.max_workgroup_count[0]);
+    d.values = std::move(step.kernel->values);
+    d.params = step.kernel->kernel.params;
+    plan.steps.push_back({.host = false, .host_node = graph::kNoNode, .dispatch = std::move(d)});
+  }
+
+  plan.read_by_kernel.assign(g.values().size(), false);
+  for (const Step& step : plan.steps)
+    if (step.dispatch)
+      for (graph::ValueId v : step.dispatch->values) plan.read_by_kernel[plan.root[v]] = true;
+}
+
+void check_fullgraph(const Plan& plan, bool fullgraph) {
+  if (plan.breaks.empty()) return;
+  // Bounded: a model may have a million host nodes.
+  std::string list;
+  for (std::size_t i = 0; i < std::min(plan.breaks.size(), kMaxListedEntries); ++i)
+    list += "\n  " + graph_break_line(plan.breaks[i]);
+  if (plan.breaks.size() > kMaxListedEntries)
+    list += "\n  ... (" + std::to_string(plan.breaks.size() - kMaxListedEntries) + " more; explain() lists them all)";
+  if (plan.compiled && fullgraph)
+    throw_error(ErrorKind::Unsupported, "fullgraph: model '" + plan.model_name + "' has " +
+                                            std::to_string(plan.breaks.size()) + " graph break(s) on " + plan.backend +
+                                            ":" + list);
+  runtime::log(runtime::LogLevel::warning, "model '" + plan.model_name + "': " + std::to_string(plan.breaks.size()) +
+                                               " node(s) run on the host reference implementation:" + list);
+}
+
+void plan_storage(Plan& plan) {
+  const graph::Graph& g = *plan.graph;
+  StoragePlan& storage = plan.storage;
+  storage.alignment = std::max<std::uint64_t>(plan.target.min_buffer_offset_alignment, 16);
+
+  // Step index of every dispatch and host node, in execution order.
+  std::vector<int> step_of_node(g.nodes().size(), -1);
+  int steps = 0;
+  for (const Step& step : plan.steps) {
+    if (step.host) step_of_node[step.host_node] = steps;
+    else
+      for (graph::NodeId node : step.dispatch->nodes) step_of_node[node] = steps;  // a fusion group is one step
+    ++steps;
+  }
+  // Views (aliases) have no step: they take their input's, so lifetimes stay closed.
+  const std::size_t n = g.values().size();
+  std::vector<int> first(n, std::numeric_limits<int>::max()), last(n, -1);
+  for (const graph::Node& node : g.nodes()) {
+    const int step = step_of_node[node.id];
+    if (step < 0) continue;  // a view
+    for (graph::ValueId v : node.outputs) first[plan.root[v]] = std::min(first[plan.root[v]], step);
+  }
+  for (const graph::Node& node : g.nodes()) {
+    const int step = step_of_node[node.id];
+    if (step < 0) continue;
+    for (graph::ValueId v : node.inputs)
+      if (v >= 0) last[plan.root[v]] = std::max(last[plan.root[v]], step);
+  }
+  for (graph::ValueId v : g.outputs()) last[plan.root[v]] = steps;  // read back after the last step
+
+  for (const graph::Value& v : g.values()) {
+    // Dynamic values live on the host only; fused values only in registers.
+    if (plan.root[v.id] != v.id || v.type.dynamic || plan.fused_away[v.id]) continue;
+    if (v.constant) storage.constants.push_back(v.id);
+    else if (v.producer == graph::kNoNode) storage.inputs.push_back(v.id);
+    else storage.intermediates.push_back(v.id);
+  }
+
+  const std::uint64_t max_buffer = plan.target.max_buffer_bytes ? plan.target.max_buffer_bytes : UINT64_MAX;
+  storage.arenas = plan.compiled;
+  if (storage.arenas) {
+    for (graph::ValueId id : storage.intermediates) {
+      KILN_ASSERT(first[id] <= steps);
+      storage.lifetimes.push_back({value_bytes(g.value(id)), first[id], std::max(first[id], last[id])});
+    }
+    storage.memory_plan = runtime::plan_memory(storage.lifetimes, storage.alignment, max_buffer);
+  } else {
+    std::uint64_t total = 0;
+    for (graph::ValueId id : storage.intermediates) total += align_up(value_bytes(g.value(id)), storage.alignment);
+    storage.memory_plan.arena_bytes = total;
+    storage.memory_plan.unshared_bytes = total;
+  }
+}
+
+}  // namespace
+
+std::string graph_break_line(const GraphBreak& b) {
+  return "graph break: " + b.op + " '" + b.node_name + "': " + b.reason;
+}
+
+std::uint64_t value_bytes(const graph::Value& v) {
+  return std::max<std::uint64_t>(static_cast<std::uint64_t>(num_elements(v.type.shape)) * dtype_size(v.type.dtype), 4);
+}
+
+int Plan::dispatch_count() const {
+  int count = 0;
+  for (const Step& step : steps) count += step.dispatch ? 1 : 0;
+  return count;
+}
+
+kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> kernels,
+                                                const backend::TargetDesc& target, const Settings& settings) {
+  if (!settings.flag("parameterise")) return {};
+  constexpr std::uint32_t kParamBytes = sizeof(std::int32_t);
+  constexpr std::uint32_t kUnstatedLimitBytes = 128;  // what every Vulkan device offers
+  const std::uint32_t limit = target.max_kernel_param_bytes;
+  kir::ParameteriseOptions options;
+  options.max_params = (limit != 0 ? limit : kUnstatedLimitBytes) / kParamBytes;
+  // Loop bounds as parameters: fewer kernels (faster cold compiles) for loops
+  // whose trip count the driver does not know (ParameteriseOptions::
+  // loop_bounds). Worth it where the driver's compiler is the cost of a cold
+  // compile, a CPU device (lavapipe's LLVM); GPU drivers compile a kernel in
+  // tens of milliseconds, so there the bounds stay constants.
+  const std::string& loop_bounds = settings.choice("parameterise_loop_bounds");
+  options.loop_bounds = loop_bounds == "auto" ? target.device_type == "cpu" : loop_bounds == "on";
+  return kir::parameterise(kernels, options);
+}
+
+std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph, const backend::Backend& backend,
+                                       const backend::TargetDesc& target, const PlanRequest& request) {
+  auto plan = std::make_shared<Plan>();
+  plan->model_name = request.model_name;
+  plan->compiled = request.compiled;
+  plan->settings = request.settings;
+  plan->backend = backend.name();
+  plan->target = target;
+
+  auto last = Clock::now();
+  // Where a cold compile goes, phase by phase (KILN_LOG=debug).
+  auto phase_done = [&](const char* phase) {
+    runtime::log(runtime::LogLevel::debug, plan->model_name + ": " + phase + " in " +
+                                               std::to_string(static_cast<int>(ms_since(last))) + " ms");
+    last = Clock::now();
+  };
+  if (plan->compiled) {
+    graph::passes::PipelineResult passed =
+        graph::passes::run_compile_passes(*graph, {.cpu_device = target.device_type == "cpu", .settings = plan->settings});
+    plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
+    plan->pass_reports = std::move(passed.reports);
+  } else {
+    plan->graph = std::move(graph);
+  }
+  phase_done("graph passes");
+  plan_kernels(*plan, backend);
+  phase_done("lowering, fusion and parameterisation");
+  check_fullgraph(*plan, request.fullgraph);
+  plan_storage(*plan);
+  phase_done("memory plan");
+  return plan;
+}
+
+}  // namespace kiln::compiler

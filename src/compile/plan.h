@@ -1,0 +1,120 @@
+// The compiled plan: what a model becomes before it meets a device, as one
+// immutable value. build_plan() is the one compile path: the executor binds a
+// plan to a device (src/runtime/executor.h), `kiln dump` renders its kernels,
+// `kiln explain` prints it, and tests inspect it.
+//
+//   (graph, backend, target capabilities, settings) -> Plan
+//
+// A plan holds the graph after passes and their reports, the steps in
+// execution order (a dispatch of a fused kernel, or a host step for a graph
+// break), the distinct kernels to compile (same-structure kernels share one,
+// with per-dispatch parameters), and the memory plan (which values live where
+// in the arenas). It needs no device: only the target's capability record.
+#pragma once
+
+#include "backends/backend.h"
+#include "graph/ir.h"
+#include "graph/passes/passes.h"
+#include "src/kernel/ir.h"
+#include "src/kernel/parameterise.h"
+#include "src/runtime/memory_plan.h"
+
+#include <kiln/settings.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::compiler {
+
+// A node run on the host instead of as a kernel, and why.
+struct GraphBreak {
+  graph::NodeId node = graph::kNoNode;
+  std::string op;
+  std::string node_name;
+  std::string reason;  // "output shape depends on data"
+  std::string kind;    // the reason without value names, to group breaks by ("input shape depends on data")
+};
+
+// "graph break: NonZero 'postprocess.nonzero': output shape depends on data"
+std::string graph_break_line(const GraphBreak& b);
+
+// One kernel launch: a fusion group of nodes (one node in eager mode).
+struct Dispatch {
+  std::vector<graph::NodeId> nodes;  // in execution order; the first is the producer
+  std::size_t kernel = 0;            // index into Plan::kernels
+  std::string kernel_name;           // this dispatch's own kernel's name (before sharing a source)
+  std::array<std::uint32_t, 3> grid{};
+  std::vector<graph::ValueId> values;  // bindings, in kernel buffer order
+  std::vector<std::int32_t> params;    // the kernel's per-dispatch parameters
+};
+
+struct Step {
+  bool host = false;                          // a graph break run on the reference implementation
+  graph::NodeId host_node = graph::kNoNode;
+  std::optional<Dispatch> dispatch;           // a device step
+};
+
+// Where every value that reaches device memory lives. Values are stored by
+// their root (a view shares its input's storage); constants and inputs are
+// packed one after another into buffers of at most the device's largest
+// buffer; intermediates get arenas (compiled: the static memory plan) or a
+// buffer each (eager, as a caching allocator would keep them).
+struct StoragePlan {
+  std::uint64_t alignment = 16;               // offsets within a buffer
+  std::vector<graph::ValueId> constants;      // roots, in value order
+  std::vector<graph::ValueId> inputs;
+  std::vector<graph::ValueId> intermediates;
+  bool arenas = false;                        // compiled: intermediates placed by memory_plan
+  std::vector<runtime::Lifetime> lifetimes;   // per intermediate (arenas only)
+  runtime::MemoryPlan memory_plan;            // arenas: offsets; eager: the totals only
+};
+
+struct Plan {
+  std::string model_name;
+  bool compiled = false;                      // false: eager (no passes, no fusion)
+  Settings settings;
+  std::string backend;
+  backend::TargetDesc target;
+  std::shared_ptr<const graph::Graph> graph;  // after passes in compiled mode
+  std::vector<graph::passes::PassReport> pass_reports;
+  std::vector<Step> steps;
+  std::vector<kir::Kernel> kernels;           // distinct kernels (one per source), in first-use order
+  std::vector<graph::ValueId> root;           // by value id: the value whose memory it views
+  std::vector<bool> fused_away;               // by value id: lives only in registers
+  std::vector<bool> read_by_kernel;           // by root value id: some dispatch binds it
+  int kernel_nodes = 0;                       // nodes lowered to kernels, before fusion
+  std::vector<GraphBreak> breaks;             // in execution order
+  StoragePlan storage;
+  kir::ParameteriseReport parameterise_report;
+
+  int dispatch_count() const;
+};
+
+struct PlanRequest {
+  std::string model_name = "model";
+  bool compiled = true;
+  bool fullgraph = false;  // compiled: a graph break is an error listing every break
+  Settings settings{};
+};
+
+// Throws Unsupported (fullgraph with graph breaks), and what lowering throws
+// for a malformed node.
+std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph, const backend::Backend& backend,
+                                       const backend::TargetDesc& target, const PlanRequest& request);
+
+// Gives kernels of one structure shared sources with runtime parameters
+// (src/kernel/parameterise.h) as compiled mode does for `target`: up to its
+// parameter limit, with loop bounds as parameters per the
+// parameterise_loop_bounds setting (auto: on CPU devices). Nothing when the
+// parameterise setting is off.
+kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> kernels,
+                                                const backend::TargetDesc& target, const Settings& settings);
+
+// Bytes a value takes in device memory (at least 4: Vulkan bindings must not be empty).
+std::uint64_t value_bytes(const graph::Value& v);
+
+}  // namespace kiln::compiler

@@ -1,0 +1,82 @@
+#include "src/compile/sources.h"
+
+#include "backends/registry.h"
+#include "src/compile/plan.h"
+#include "src/render/cstyle.h"
+
+#include <kiln/error.h>
+
+#include <cstdio>
+#include <string>
+
+namespace kiln::compiler {
+namespace {
+
+// A file extension editors and compilers recognise for each language.
+std::string extension(const std::string& language) {
+  if (language == "glsl") return ".comp";
+  if (language == "cuda") return ".cu";
+  if (language == "hip") return ".hip";
+  if (language == "c99") return ".c";
+  return "." + language;
+}
+
+backend::TargetDesc plan_target(const backend::Backend& b) {
+  if (!b.unavailable_reason()) {
+    const std::vector<backend::DeviceInfo> devices = b.enumerate_devices();
+    if (!devices.empty()) return devices.front().target;
+  }
+  const std::vector<backend::TargetDesc> offline = b.offline_targets();
+  if (!offline.empty()) return offline.front();
+  backend::TargetDesc generic;
+  generic.backend = b.name();
+  generic.device_name = "generic " + b.name() + " target";
+  return generic;
+}
+
+}  // namespace
+
+BackendSources generate_sources(const Model& model, const std::string& backend_name, const Settings& settings) {
+  const backend::Backend& b = backend::get_backend(backend_name);
+  const backend::TargetDesc target = plan_target(b);
+  const std::shared_ptr<const compiler::Plan> plan = compiler::build_plan(
+      model.graph_ptr(), b, target, {.model_name = model.name(), .compiled = true, .fullgraph = false, .settings = settings});
+  const graph::Graph& g = *plan->graph;
+
+  BackendSources out;
+  out.backend = b.name();
+  out.language = b.language().name;
+  out.target = target.device_name.empty() ? target.arch : target.device_name;
+  std::vector<std::string> rendered(plan->kernels.size());
+  int index = 0;
+  for (const compiler::Step& step : plan->steps) {
+    if (step.host) {
+      const graph::Node& node = g.node(step.host_node);
+      std::string reason;
+      for (const compiler::GraphBreak& br : plan->breaks)
+        if (br.node == node.id) reason = br.reason;
+      out.host_steps.push_back(node.name + " (" + node.op + "): " + reason);
+      continue;
+    }
+    const compiler::Dispatch& d = *step.dispatch;
+    KernelSourceFile file;
+    file.kernel_name = d.kernel_name;
+    char number[16];
+    std::snprintf(number, sizeof number, "%03d_", index++);
+    file.file_name = number + file.kernel_name + extension(out.language);
+    for (graph::NodeId id : d.nodes) file.nodes.emplace_back(g.node(id).name, g.node(id).op);
+    // Dispatches that share a kernel share its source (rendered once).
+    if (rendered[d.kernel].empty()) rendered[d.kernel] = render::render(plan->kernels[d.kernel], b.language());
+    file.source = rendered[d.kernel];
+    out.kernels.push_back(std::move(file));
+  }
+  return out;
+}
+
+std::vector<std::string> source_backends() {
+  std::vector<std::string> names;
+  for (const backend::Backend* b : backend::all_backends()) names.push_back(b->name());
+  return names;
+}
+
+}  // namespace kiln::compiler
