@@ -403,6 +403,11 @@ Metadata describe_run(const Config& config) {
   // shader cache (it hides pipeline creation from cold compiles), validation.
   for (const char* name : {"LP_NUM_THREADS", "MESA_SHADER_CACHE_DISABLE", "KILN_VULKAN_VALIDATION"})
     if (const char* value = std::getenv(name)) m.environment.emplace_back(name, value);
+  // ...and every compiler setting set through the environment.
+  for (const SettingDef& def : setting_table()) {
+    const std::string name(def.env);
+    if (const char* value = std::getenv(name.c_str()); value && *value) m.environment.emplace_back(name, value);
+  }
   m.command = reproduce_command(config);
   return m;
 }
