@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -483,3 +484,60 @@ BOOST_AUTO_TEST_CASE(run_onnx_model_with_npy_input_and_output_dir) {
   std::filesystem::remove_all(dir);
 }
 #endif
+
+namespace {
+
+// A one-record `kiln tune export` document.
+std::string tuning_export(const std::string& kernel, const std::string& date) {
+  return R"({"format": "kiln-tuning-db", "schema_version": 1, "records": [{
+    "key": {"kernel": ")" + kernel + R"(", "template": "gemm", "template_version": 3, "backend": "vulkan",
+            "device": "llvmpipe", "driver": "Mesa 22.3.6"},
+    "heuristic": {"knobs": "4x4_k4", "ms": 2.0}, "winner": {"knobs": "8x4_k8", "ms": 1.0},
+    "candidates": [{"knobs": "8x4_k8", "status": "ok", "detail": "", "times_ms": [1.0], "median_ms": 1.0, "spread": 0},
+                   {"knobs": "16x4_k8", "status": "compile_failed", "detail": "too many registers", "times_ms": [],
+                    "median_ms": 0, "spread": 0}],
+    "provenance": {"date": ")" + date + R"(", "host": "h", "kiln_version": "0.1.0", "budget_s": 10}}]})";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(tune_database_commands_import_show_export_and_merge) {
+  const auto dir = fresh_folder("tune");
+  const std::string d = dir.string() + "/";
+  std::ofstream(dir / "a.json") << tuning_export("gemm m=64 n=64 k=64", "2026-12-01T10:00:00Z");
+  std::ofstream(dir / "b.json") << tuning_export("gemm m=128 n=128 k=128", "2026-12-01T11:00:00Z");
+  auto imported = kiln_cli("tune import '" + d + "a.json' --db '" + d + "a.db'");
+  BOOST_TEST(imported.exit_code == 0);
+  BOOST_TEST(has(imported, "1 records added or replaced"));
+  BOOST_TEST(kiln_cli("tune import '" + d + "b.json' --db '" + d + "b.db'").exit_code == 0);
+
+  auto shown = kiln_cli("tune show --db '" + d + "a.db'");
+  BOOST_TEST(shown.exit_code == 0);
+  for (const char* text : {"gemm m=64 n=64 k=64", "gemm@3", "vulkan:llvmpipe / Mesa 22.3.6",
+                           "4x4_k4 (2.000 ms) -> 8x4_k8 (1.000 ms)", "2.00x", "1/1", "2026-12-01T10:00:00Z"})
+    BOOST_TEST(has(shown, text), text);
+
+  auto merged = kiln_cli("tune merge '" + d + "a.db' '" + d + "b.db' -o '" + d + "c.db'");
+  BOOST_TEST(merged.exit_code == 0);
+  BOOST_TEST(has(merged, "2 records in"));
+  auto exported = kiln_cli("tune export --db '" + d + "c.db' -o '" + d + "c.json'");
+  BOOST_TEST(exported.exit_code == 0);
+  std::ifstream in(dir / "c.json");
+  const std::string json((std::istreambuf_iterator<char>(in)), {});
+  BOOST_TEST(json.find("gemm m=64 n=64 k=64") != std::string::npos);
+  BOOST_TEST(json.find("gemm m=128 n=128 k=128") != std::string::npos);
+
+  // Bad inputs: exit 2 naming the file, nothing written.
+  auto missing = kiln_cli("tune merge '" + d + "a.db' '" + d + "nothing.db' -o '" + d + "d.db'");
+  BOOST_TEST(missing.exit_code == 2);
+  BOOST_TEST(has(missing, d + "nothing.db does not exist"));
+  BOOST_TEST(!std::filesystem::exists(dir / "d.db"));
+  auto folder = kiln_cli("tune show --db '" + dir.string() + "'");
+  BOOST_TEST(folder.exit_code == 2);
+  BOOST_TEST(has(folder, dir.string() + " is a directory"));
+  auto bad_json = kiln_cli("tune import '" + d + "a.db' --db '" + d + "a.db'");
+  BOOST_TEST(bad_json.exit_code == 2);
+  BOOST_TEST(has(bad_json, "not valid JSON"));
+  BOOST_TEST(kiln_cli("tune").exit_code != 0);
+  std::filesystem::remove_all(dir);
+}

@@ -1,5 +1,6 @@
 // kiln: list devices, run a model on an image, explain what the compiler did,
-// dump the generated kernels, benchmark eager against compiled.
+// dump the generated kernels, benchmark eager against compiled, manage the
+// tuning database.
 #include "commands.h"
 
 #include <kiln/error.h>
@@ -17,6 +18,7 @@ int main(int argc, char** argv) {
   kiln::tools::add_dump_command(app);
   kiln::tools::add_profile_command(app);
   kiln::tools::add_settings_command(app);
+  kiln::tools::add_tune_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -8,6 +8,9 @@
 // winner, and where it came from (date, host, kiln version, budget). A record
 // measured on another driver version or for an older template version is
 // kept, but does not apply: find() says why.
+//
+// A Database may be used from several threads (calls are serialised); each
+// process opens the file itself (never carry one across fork()).
 #pragma once
 
 #include <cstdint>
@@ -60,6 +63,8 @@ struct CandidateResult {
   std::vector<double> times_ms;     // every timed repeat, in order
   double median_ms = 0;             // of times_ms (0 unless ok)
   double spread = 0;                // (p75 - p25) / median of times_ms: the measured noise
+
+  friend bool operator==(const CandidateResult&, const CandidateResult&) = default;
 };
 
 struct Provenance {
@@ -67,6 +72,8 @@ struct Provenance {
   std::string host;          // the machine's host name
   std::string kiln_version;  // "0.1.0"
   double budget_s = 0;       // the budget the record was tuned within
+
+  friend bool operator==(const Provenance&, const Provenance&) = default;
 };
 
 struct Record {
@@ -80,6 +87,8 @@ struct Record {
 
   // heuristic_ms / winner_ms (1 when the heuristic's choice stayed).
   double speedup() const;
+
+  friend bool operator==(const Record&, const Record&) = default;
 };
 
 // Why a record applies to a kernel, or why not.
@@ -89,7 +98,7 @@ enum class Applicability {
   other_driver,    // a record for the same device under another driver version
   stale_template,  // a record for an older (or newer) version of the template
 };
-const char* applicability_name(Applicability status);  // "applies", "no record", ...
+const char* applicability_name(Applicability status);  // "applies", "no record", "other driver", "stale template"
 
 struct Lookup {
   Applicability status = Applicability::no_record;
@@ -99,12 +108,23 @@ struct Lookup {
 
 class Database {
  public:
-  // Opens (creating it and its folder if needed) the database at `path`.
-  // A file that is not a kiln tuning database, fails SQLite's integrity
-  // check or has a newer schema is renamed aside to PATH.corrupt-<UTC time>
-  // (or PATH.schema-<N>), a warning names it, and a fresh database is made:
-  // never a crash. Throws Error(Io) when the folder cannot be written.
+  // Opens (creating it and its folder if needed) the database at `path`;
+  // "" gives an in-memory database (what default_database_path returns when
+  // the disk cache is off). A file that is not a kiln tuning database
+  // (garbage, truncated, another application's SQLite file), fails SQLite's
+  // quick check or has a newer schema is renamed aside, with its -wal/-shm
+  // files, to PATH.corrupt-<UTC time> (or PATH.schema-<N>-<UTC time>), a
+  // warning names it, and a fresh database is made: never a crash. Throws
+  // Error(Io) naming the path when the folder cannot be written or when the
+  // path (or its -wal, -shm, -journal) is a directory, FIFO, socket, device
+  // or a link to one (checked before SQLite opens it, which could block).
   static Database open(const std::string& path);
+  // Opens an existing database to read (merge inputs, export, show): changes
+  // nothing on disk. Throws Error(NotFound) when there is no file,
+  // Error(Corrupt) naming the problem when it is not a usable tuning
+  // database (nothing is set aside), Error(Io) as open() does. put(),
+  // merge_from() and import_json() on it throw Error(Io).
+  static Database open_read_only(const std::string& path);
   // An in-memory database (tests; merges).
   static Database in_memory();
 
@@ -112,11 +132,17 @@ class Database {
   Database& operator=(Database&&) noexcept;
   ~Database();
 
-  const std::string& path() const;
+  const std::string& path() const;  // "" in memory
 
+  // The record for `key` (applies); else the nearest that does not, in this
+  // order: same template version under another driver (other_driver), then
+  // an older or newer template version (stale_template), the newest first.
   Lookup find(const RecordKey& key) const;
   // Adds the record, replacing one with the same key; one transaction, safe
-  // while other processes read and write the same file.
+  // while other processes read and write the same file. Throws
+  // Error(InvalidArgument) for an empty kernel, template, backend or device
+  // name, a date not spelled 2026-12-01T16:30:00Z (see current_utc_date), or
+  // a time that is negative or not finite.
   void put(const Record& record);
   // Every record, ordered by key (deterministic: export and merge diff cleanly).
   std::vector<Record> all() const;
@@ -130,8 +156,16 @@ class Database {
 
   // A JSON document holding every record (with the schema version), and back.
   std::string export_json() const;
-  // Throws Error(Corrupt) naming the problem for a malformed document.
+  // Records go in as merge_from() takes them (a newer record already here
+  // stays); all or nothing. Returns how many were added or replaced. Throws
+  // Error(Corrupt) naming the problem for a malformed document,
+  // Error(Unsupported) for one with a newer schema version.
   std::size_t import_json(const std::string& json);
+
+  // Writes a copy of the whole database to `path` atomically: a temporary
+  // file beside it, synced, then renamed over it. Throws Error(Io) naming the
+  // path (not a regular file, in use by another process, not writable).
+  void save_as(const std::string& path) const;
 
  private:
   struct Impl;
@@ -140,7 +174,12 @@ class Database {
 };
 
 // The default file: "tuning.db" in the kernel cache's folder (beside the
-// kernel cache; see CompileOptions::cache_dir).
+// kernel cache's "kernels" folder; see CompileOptions::cache_dir): `cache_dir`
+// "" resolves as the kernel cache does ($KILN_CACHE_DIR, ...); "off" gives ""
+// (no disk cache: Database::open("") is an in-memory database).
 std::string default_database_path(const std::string& cache_dir);
+
+// Now, as a Provenance::date ("2026-12-01T16:30:00Z").
+std::string current_utc_date();
 
 }  // namespace kiln::tune
