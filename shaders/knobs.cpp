@@ -1,5 +1,6 @@
 #include "shaders/knobs.h"
 
+#include "shaders/attention_template.h"
 #include "shaders/conv_template.h"
 
 #include <kiln/error.h>
@@ -7,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cctype>
 #include <charconv>
 #include <optional>
 #include <span>
@@ -69,6 +71,13 @@ constexpr KnobField<ConvKnobs> kConvFields[] = {
     {"tile_channels", "c", &ConvKnobs::tile_channels, std::nullopt},
     {"tile_width", "w", &ConvKnobs::tile_width, std::nullopt},
     {"workgroup_size", "wg", &ConvKnobs::workgroup_size, std::nullopt},
+};
+
+constexpr KnobField<AttentionKnobs> kAttentionFields[] = {
+    {"rows", "r", &AttentionKnobs::rows, std::nullopt},
+    {"columns", "c", &AttentionKnobs::columns, std::nullopt},
+    {"key_block", "k", &AttentionKnobs::key_block, std::nullopt},
+    {"vector_width", "v", &AttentionKnobs::vector_width, std::nullopt},
 };
 
 template <class Knobs, std::size_t N>
@@ -189,6 +198,27 @@ ConvAlgorithm parse_conv_algorithm(std::string_view name) {
     if (name == conv_algorithm_name(algorithm)) return algorithm;
   throw_error(ErrorKind::InvalidArgument, "unknown convolution algorithm '" + std::string(name) +
                                               "' (gemm_1x1, direct, implicit_gemm, depthwise)");
+}
+
+AttentionKnobs parse_attention_knobs(std::string_view text) {
+  // "r2c64k4v4" -> {"r2", "c64", "k4", "v4"}: a token ends where a digit meets a letter.
+  std::vector<std::string_view> tokens;
+  std::size_t start = 0;
+  for (std::size_t i = 1; i <= text.size(); ++i)
+    if (i == text.size() || (std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
+                             !std::isdigit(static_cast<unsigned char>(text[i])))) {
+      tokens.push_back(text.substr(start, i - start));
+      start = i;
+    }
+  AttentionKnobs knobs;
+  parse_fields(knobs, tokens, kAttentionFields, "attention", text);
+  const bool valid = knobs.rows <= 8 && knobs.columns <= 128 && knobs.key_block <= 16 &&
+                     (knobs.vector_width == 1 || knobs.vector_width == 4);
+  if (!valid) bad_knobs("attention", text, "a value is outside the template's range (rows 1..8, columns 1..128, "
+                                           "key_block 1..16, vector_width 1 or 4)");
+  for (const KnobField<AttentionKnobs>& field : kAttentionFields)
+    if (knobs.*field.member == 0) bad_knobs("attention", text, std::string("field ") + field.name + " is 0");
+  return knobs;
 }
 
 ConvPlan parse_conv_plan(std::string_view text) {

@@ -77,7 +77,8 @@ struct ConvKnobs {
 std::string to_string(const GemmKnobs& knobs);
 std::string to_string(const ConvKnobs& knobs);
 
-struct ConvPlan;  // conv_template.h
+struct ConvPlan;        // conv_template.h
+struct AttentionKnobs;  // attention_template.h (to_string there: "r2c64k4v4")
 
 // A convolution plan as text: the algorithm, a colon, its knobs
 // ("direct:c8_w8_wg64", "implicit_gemm:8x8_k4_p8_wg64_v4").
@@ -92,6 +93,9 @@ GemmKnobs parse_gemm_knobs(std::string_view text);
 ConvKnobs parse_conv_knobs(std::string_view text);
 ConvPlan parse_conv_plan(std::string_view text);
 ConvAlgorithm parse_conv_algorithm(std::string_view name);
+// "r2c64k4v4": fields without separators, each a letter and a number (the
+// workgroup size is not part of the text: it keeps its default).
+AttentionKnobs parse_attention_knobs(std::string_view text);
 
 // Throws Error(Internal) naming the knob when a value is out of the range the
 // templates support (tiles 1..8, k_unroll 1..8, panel 1..64, workgroup 1..1024,

@@ -7,6 +7,7 @@
 
 #include "backends/registry.h"
 #include "graph/ir.h"
+#include "shaders/attention_template.h"
 #include "shaders/conv_template.h"
 #include "shaders/gemm_shared.h"
 #include "shaders/heuristic.h"
@@ -90,6 +91,17 @@ Graph conv_relu_graph() {
   attrs.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
   const auto y = g.add_node("Conv", {x, w, bias}, attrs, "conv");
   g.set_outputs(g.add_node("Relu", y, {}, "relu"));
+  return g;
+}
+
+// A graph of one Attention over [2, lq, d] heads with a mask broadcast over the heads.
+Graph attention_graph(std::int64_t lq, std::int64_t lk, std::int64_t d, std::int64_t dv) {
+  Graph g;
+  const auto q = g.add_input("q", {DType::f32, {2, lq, d}});
+  const auto k = g.add_input("k", {DType::f32, {2, lk, d}});
+  const auto v = g.add_input("v", {DType::f32, {2, lk, dv}});
+  const auto mask = g.add_input("mask", {DType::f32, {lq, lk}});
+  g.set_outputs(g.add_node("Attention", {q, k, v, mask}, {}, "attn"));
   return g;
 }
 
@@ -187,6 +199,12 @@ BOOST_AUTO_TEST_CASE(gemm_and_conv_knob_text_round_trips) {
       BOOST_TEST((sh::parse_conv_plan(text) == plan), text);
     }
   BOOST_TEST(sh::to_string(sh::ConvPlan{sh::ConvAlgorithm::direct, {}, {8, 4, 64}}) == "direct:c8_w4_wg64");
+  for (std::uint32_t rows : {1u, 4u, 8u})
+    for (std::uint32_t columns : {1u, 12u, 128u}) {
+      sh::AttentionKnobs knobs;
+      knobs.rows = rows, knobs.columns = columns, knobs.key_block = 16, knobs.vector_width = 1;
+      BOOST_TEST((sh::parse_attention_knobs(sh::to_string(knobs)) == knobs), sh::to_string(knobs));
+    }
 }
 
 BOOST_AUTO_TEST_CASE(malformed_knob_text_names_the_field) {
@@ -205,6 +223,11 @@ BOOST_AUTO_TEST_CASE(malformed_knob_text_names_the_field) {
   BOOST_TEST(contains(parse_error(plan, "c8_w8_wg64"), "algorithm:knobs"));
   BOOST_TEST(contains(parse_error(plan, "direct:c8_w8"), "workgroup_size"));
   BOOST_TEST(contains(parse_error(plan, "implicit_gemm:c8_w8_wg64"), "tile_m x tile_n"));
+  auto attention = [](const std::string& t) { return sh::parse_attention_knobs(t); };
+  BOOST_TEST(contains(parse_error(attention, "r2c64k4"), "vector_width"));
+  BOOST_TEST(contains(parse_error(attention, "r2c64k4v4x1"), "unknown field 'x1'"));
+  BOOST_TEST(contains(parse_error(attention, "r0c64k4v4"), "rows"));
+  BOOST_TEST(contains(parse_error(attention, "r2c256k4v4"), "range"));
 }
 
 // ---- sites and overrides -----------------------------------------------------
@@ -279,6 +302,22 @@ BOOST_AUTO_TEST_CASE(an_override_changes_the_kernel_and_an_invalid_one_is_ignore
   BOOST_TEST(log.messages().size() == 1u);
 }
 
+BOOST_AUTO_TEST_CASE(attention_records_its_site_and_takes_overrides) {
+  const Graph g = attention_graph(10, 12, 8, 8);
+  const tn::Site site = only_site(g);
+  BOOST_TEST(site.id.template_name == "attention");
+  BOOST_TEST(site.id.template_version == sh::kAttentionTemplateVersion);
+  BOOST_TEST(site.id.problem == "attention heads=2 lq=10 lk=12 d=8 dv=8 k=k mask=s12.1");
+  BOOST_TEST(site.id.knobs == lower_first(g, {}).tuning_site->knobs);
+  const std::string chosen = site.id.knobs == "r1c8k2v1" ? "r2c8k2v1" : "r1c8k2v1";
+  const kiln::kir::Kernel tuned = lower_first(g, with_override({}, site.id.problem, chosen));
+  BOOST_TEST(tuned.tuning_site->overridden);
+  BOOST_TEST(tuned.name == "attention_" + chosen);
+  WarningLog log;
+  BOOST_TEST(!lower_first(g, with_override({}, site.id.problem, "r2c8")).tuning_site->overridden);
+  BOOST_TEST(log.messages().size() == 1u);
+}
+
 BOOST_AUTO_TEST_CASE(site_json_round_trips) {
   const tn::Site site = only_site(conv_relu_graph());
   const tn::Site back = tn::site_from_json(tn::to_json(site));
@@ -327,6 +366,17 @@ BOOST_AUTO_TEST_CASE(candidates_are_filtered_by_the_capability_record) {
   const std::vector<std::string> reseeded = tn::candidates(site, null, small, 7).knobs;
   BOOST_TEST(reseeded.front() == list.knobs.front());
   BOOST_TEST((reseeded != list.knobs));
+
+  // A tensor larger than the target's buffers: no candidate at all, and the error says why.
+  kb::TargetDesc tiny_buffers = small;
+  tiny_buffers.max_buffer_bytes = 1024;
+  try {
+    tn::candidates(site, null, tiny_buffers);
+    BOOST_ERROR("a 256 KiB operand fit 1 KiB buffers");
+  } catch (const Error& error) {
+    BOOST_TEST((error.kind() == ErrorKind::Unsupported));
+    BOOST_TEST(contains(error.what(), "binds at most 1024"), error.what());
+  }
 
   // Convolutions: only algorithms that apply (no gemm_1x1 for a 3x3 window).
   const tn::CandidateList conv = tn::candidates(only_site(conv_relu_graph()), null, small);
@@ -488,4 +538,23 @@ BOOST_AUTO_TEST_CASE(a_missing_worker_is_a_clear_error) {
     BOOST_TEST(contains(error.what(), "/nonexistent/kiln-tune-worker"));
   }
   BOOST_CHECK_THROW(tn::tune_site(site, {"vulkan", 99}, quick_options()), Error);
+}
+
+BOOST_AUTO_TEST_CASE(attention_candidates_are_verified_and_timed) {
+  BOOST_TEST_REQUIRE(vulkan_available());
+  const tn::Site site = only_site(attention_graph(10, 12, 8, 8));
+  const kb::Backend& vulkan = kb::get_backend("vulkan");
+  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  BOOST_TEST_REQUIRE(order.size() >= 3u);
+  BOOST_TEST(order.front() == site.id.knobs);
+  FaultInjection fault("wrong=" + order[2]);
+  tn::TuneOptions options = quick_options();
+  options.max_candidates = 3;
+  const tn::Record record = tn::tune_site(site, {"vulkan", 0}, options);
+  BOOST_TEST_REQUIRE(record.candidates.size() == 3u);
+  BOOST_TEST(record.key.template_name == "attention");
+  BOOST_TEST((record.candidates[0].status == tn::CandidateStatus::ok), record.candidates[0].detail);
+  BOOST_TEST((record.candidates[1].status == tn::CandidateStatus::ok), record.candidates[1].detail);
+  BOOST_TEST((record.candidates[2].status == tn::CandidateStatus::wrong_result), record.candidates[2].detail);
+  BOOST_TEST(record.winner_knobs != order[2]);
 }

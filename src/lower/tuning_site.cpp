@@ -84,6 +84,14 @@ std::string conv_problem_text(const shaders::ConvProblem& p) {
          " pad=" + pair(p.pad_top, p.pad_left) + " weights=" + (p.packed_weights ? "oihw4o" : "oihw");
 }
 
+std::string attention_problem_text(const shaders::AttentionProblem& p) {
+  std::string text = "attention heads=" + std::to_string(p.heads) + " lq=" + std::to_string(p.lq) +
+                     " lk=" + std::to_string(p.lk) + " d=" + std::to_string(p.d) + " dv=" + std::to_string(p.dv) +
+                     " k=" + (p.k_transposed ? "kt" : "k");
+  if (p.mask.index >= 0) text += " mask=" + strides(p.mask_row_stride, p.mask_key_stride);
+  return text;
+}
+
 std::optional<std::string> gemm_knobs_unfit(const shaders::GemmKnobs& knobs, const LowerTarget& target) {
   if (knobs.workgroup_size > target.max_workgroup_invocations)
     return "workgroup of " + std::to_string(knobs.workgroup_size) + " invocations exceeds the target's " +
@@ -142,6 +150,25 @@ void build_tuned_conv(kir::Kernel& kernel, const shaders::ConvProblem& problem, 
                 (problem.packed_weights ? "_oihw4o" : "");
   kernel.tuning_site =
       kir::TuningSite{"conv", shaders::kConvTemplateVersion, text, shaders::to_string(plan), overridden};
+}
+
+void build_tuned_attention(kir::Kernel& kernel, const shaders::AttentionProblem& problem,
+                           const LowerTarget& target) {
+  const std::string text = attention_problem_text(problem);
+  bool overridden = false;
+  const shaders::AttentionKnobs knobs = build_with_override(
+      kernel, target, text, shaders::choose_attention_knobs(problem), shaders::parse_attention_knobs,
+      [&](const shaders::AttentionKnobs& k) -> std::optional<std::string> {
+        if (k.workgroup_size > target.max_workgroup_invocations)
+          return "workgroup of " + std::to_string(k.workgroup_size) + " invocations exceeds the target's " +
+                 std::to_string(target.max_workgroup_invocations);
+        return std::nullopt;
+      },
+      [&](kir::Kernel& into, const shaders::AttentionKnobs& k) { shaders::build_attention(into, problem, k); },
+      overridden);
+  kernel.name = "attention_" + shaders::to_string(knobs);
+  kernel.tuning_site =
+      kir::TuningSite{"attention", shaders::kAttentionTemplateVersion, text, shaders::to_string(knobs), overridden};
 }
 
 }  // namespace kiln::lower

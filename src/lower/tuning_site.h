@@ -3,6 +3,7 @@
 // the tuning site recorded on the kernel (kir::TuningSite) for the autotuner.
 #pragma once
 
+#include "shaders/attention_template.h"
 #include "shaders/conv_template.h"
 #include "shaders/gemm_template.h"
 #include "src/kernel/ir.h"
@@ -24,6 +25,7 @@ namespace kiln::lower {
 // which knobs are fastest or valid.
 std::string gemm_problem_text(const shaders::GemmProblem& problem);
 std::string conv_problem_text(const shaders::ConvProblem& problem);
+std::string attention_problem_text(const shaders::AttentionProblem& problem);
 
 // Builds the GEMM (or convolution) into `kernel` with the knobs the target's
 // override names for this problem, else the heuristic's; names the kernel
@@ -33,6 +35,7 @@ std::string conv_problem_text(const shaders::ConvProblem& problem);
 void build_tuned_gemm(kir::Kernel& kernel, const shaders::GemmProblem& problem, const LowerTarget& target,
                       const std::string& name_prefix);
 void build_tuned_conv(kir::Kernel& kernel, const shaders::ConvProblem& problem, const LowerTarget& target);
+void build_tuned_attention(kir::Kernel& kernel, const shaders::AttentionProblem& problem, const LowerTarget& target);
 
 // Why `knobs` cannot run on `target`, or nullopt: the target's limits that
 // lowering knows (invocations per workgroup, shared memory).

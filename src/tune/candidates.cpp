@@ -1,5 +1,6 @@
 #include "src/tune/candidates.h"
 
+#include "shaders/attention_template.h"
 #include "shaders/heuristic.h"
 #include "src/fuse/schedule.h"
 #include "src/lower/tuning_site.h"
@@ -9,6 +10,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cctype>
 #include <set>
 #include <tuple>
 
@@ -16,7 +18,8 @@ namespace kiln::tune {
 
 namespace {
 
-// "conv:direct:c8_w8_wg64" -> {"direct", "c8", "w8", "wg64"}; "8x4_k4..." -> {"m8", "n4", "k4", ...}.
+// "direct:c8_w8_wg64" -> {"algorithm=direct", "c8", "w8", "wg64"}; "8x4_k4..." -> {"m8", "n4", "k4", ...};
+// "r2c64k4v4" -> {"r2", "c64", "k4", "v4"}.
 std::set<std::string> fields(const std::string& knobs) {
   std::set<std::string> out;
   std::string text = knobs;
@@ -35,7 +38,14 @@ std::set<std::string> fields(const std::string& knobs) {
       out.insert("m" + token.substr(0, x));
       out.insert("n" + token.substr(x + 1));
     } else {
-      out.insert(token);
+      // Fields without separators ("r2c64k4v4"): a field ends where a digit meets a letter.
+      std::size_t field_start = 0;
+      for (std::size_t i = 1; i <= token.size(); ++i)
+        if (i == token.size() || (std::isdigit(static_cast<unsigned char>(token[i - 1])) &&
+                                  !std::isdigit(static_cast<unsigned char>(token[i])))) {
+          out.insert(token.substr(field_start, i - field_start));
+          field_start = i;
+        }
     }
     first = false;
     start = end + 1;
@@ -79,6 +89,25 @@ std::vector<std::string> space_of(const Site& site, const lower::LowerTarget& ta
       if (auto why = lower::conv_plan_unfit(plan, problem, target)) filtered.emplace_back(shaders::to_string(plan), *why);
       else texts.push_back(shaders::to_string(plan));
     }
+  } else if (site.id.template_name == "attention") {
+    // Query rows up to Lq, output-column blocks that split Dv evenly (in vec4 multiples where Dv allows).
+    const Shape& y = site.outputs.at(0).shape;
+    const std::int64_t lq = y.at(y.size() - 2), dv = y.back();
+    std::set<std::uint32_t> column_blocks;
+    for (std::int64_t blocks = 1; blocks <= 4; ++blocks) {
+      std::int64_t columns = (dv + blocks - 1) / blocks;
+      if (dv % 4 == 0) columns = (columns + 3) / 4 * 4;
+      if (columns <= 128) column_blocks.insert(static_cast<std::uint32_t>(columns));
+    }
+    for (std::uint32_t rows : {1u, 2u, 4u, 8u})
+      for (std::uint32_t columns : column_blocks)
+        for (std::uint32_t key_block : {1u, 2u, 4u, 8u})
+          for (std::uint32_t vector : {4u, 1u}) {
+            if (rows > 1 && rows > lq) continue;
+            shaders::AttentionKnobs knobs;
+            knobs.rows = rows, knobs.columns = columns, knobs.key_block = key_block, knobs.vector_width = vector;
+            texts.push_back(shaders::to_string(knobs));
+          }
   } else {
     throw_error(ErrorKind::Unsupported, "the autotuner has no knob space for template '" + site.id.template_name + "'");
   }
@@ -98,6 +127,16 @@ int knob_distance(const std::string& a, const std::string& b) {
 CandidateList candidates(const Site& site, const backend::Backend& backend, const backend::TargetDesc& target,
                          std::uint64_t seed) {
   const lower::LowerTarget lower_target = fuse::lower_target(target);
+  // Buffers are the site's, whatever the knobs: too large for the target is no candidate at all.
+  std::vector<graph::TensorType> types = site.outputs;
+  for (const std::optional<graph::TensorType>& type : site.inputs)
+    if (type) types.push_back(*type);
+  for (const graph::TensorType& type : types) {
+    const auto bytes = static_cast<std::uint64_t>(num_elements(type.shape)) * dtype_size(type.dtype);
+    KILN_CHECK(target.max_buffer_bytes == 0 || bytes <= target.max_buffer_bytes, ErrorKind::Unsupported,
+               "tuning site '" + site.node.name + "': " + graph::type_str(type) + " needs " + std::to_string(bytes) +
+                   " bytes; " + target.device_name + " binds at most " + std::to_string(target.max_buffer_bytes));
+  }
   CandidateList list;
   const kir::Kernel chosen = site.lower(lower_target);
   KILN_CHECK(chosen.tuning_site.has_value(), ErrorKind::Internal,

@@ -26,7 +26,9 @@ struct CandidateList {
 // shared memory, buffers: Backend::supports on the built kernel) and, for
 // convolutions, where the algorithm applies. Neighbours are the knobs that
 // differ from the heuristic's in one field; ties in the seeded order fall to
-// the knob text, so the order is the same on every run.
+// the knob text, so the order is the same on every run. Throws
+// Error(Unsupported) when one of the site's tensors exceeds the target's
+// buffer limit (no knobs can help that).
 CandidateList candidates(const Site& site, const backend::Backend& backend, const backend::TargetDesc& target,
                          std::uint64_t seed = 1);
 

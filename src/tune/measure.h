@@ -28,6 +28,10 @@ struct MeasureOptions {
   // a small problem is not timed with its operands hot in cache.
   std::uint64_t rotate_bytes = std::uint64_t{64} << 20;
   int max_copies = 8;
+  // A candidate whose first warm-up submit takes longer than this is timed
+  // by that submit alone (it cannot win; the tuner passes a multiple of the
+  // best median so far). 0: every candidate is timed in full.
+  double give_up_ms = 0;
   // Largest accepted |got - expected| / max(1, |expected|) of any output element.
   double tolerance = 1e-3;
 };

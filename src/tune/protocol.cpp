@@ -42,6 +42,7 @@ nlohmann::json options_json(const MeasureOptions& o) {
           {"seed", o.seed},
           {"rotate_bytes", o.rotate_bytes},
           {"max_copies", o.max_copies},
+          {"give_up_ms", o.give_up_ms},
           {"tolerance", o.tolerance}};
 }
 
@@ -56,6 +57,7 @@ MeasureOptions options_from_json(const nlohmann::json& v) {
     o.seed = v.at("seed").get<std::uint64_t>();
     o.rotate_bytes = v.at("rotate_bytes").get<std::uint64_t>();
     o.max_copies = v.at("max_copies").get<int>();
+    o.give_up_ms = v.at("give_up_ms").get<double>();
     o.tolerance = v.at("tolerance").get<double>();
     return o;
   } catch (const nlohmann::json::exception& error) {

@@ -103,6 +103,7 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
   const std::string site_text = to_json(site);
   std::unique_ptr<WorkerProcess> worker;
   bool started_once = false;
+  double best_ms = 0;  // the fastest median so far
   for (CandidateResult& result : record.candidates) {
     if (seconds_until(deadline) <= 0) break;
     if (!worker) {
@@ -129,6 +130,7 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
     const double limit = budget_bound ? left : options.candidate_limit_s;
     MeasureOptions measure = options.measure;
     measure.time_cap_s = std::min(measure.time_cap_s, limit / 2);
+    if (best_ms > 0 && options.give_up_factor > 0) measure.give_up_ms = best_ms * options.give_up_factor;
     const nlohmann::json request = {{"site", site_text}, {"knobs", result.knobs}, {"options", options_json(measure)}};
     std::string reply;
     switch (worker->exchange(request.dump(), reply, limit)) {
@@ -160,6 +162,7 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
         worker.reset();
         break;
     }
+    if (result.status == CandidateStatus::ok && (best_ms == 0 || result.median_ms < best_ms)) best_ms = result.median_ms;
     if (options.on_result) options.on_result(result);
   }
   worker.reset();

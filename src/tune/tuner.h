@@ -38,6 +38,9 @@ struct TuneOptions {
   std::size_t max_candidates = 0;  // 0: the whole space (within the budget)
   std::uint64_t seed = 1;          // of the search order
   double noise_floor = 0.02;       // see choose()
+  // A candidate whose first run is this many times slower than the best
+  // median so far is timed by that run alone (0: time every one in full).
+  double give_up_factor = 4;
   MeasureOptions measure;
   // The worker executable; empty: $KILN_TUNE_WORKER, else kiln-tune-worker
   // beside the running executable, else the build tree's.
