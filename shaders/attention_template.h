@@ -28,6 +28,11 @@
 
 namespace kiln::shaders {
 
+// The version of this template's knobs: bump it when a change to the
+// template makes the same knob text build a different kernel (a tuning
+// record for another version is stale).
+inline constexpr int kAttentionTemplateVersion = 1;
+
 struct AttentionKnobs {
   std::uint32_t rows = 2;        // query rows per invocation
   std::uint32_t columns = 64;    // output columns per invocation (of Dv)

@@ -33,6 +33,11 @@
 
 namespace kiln::shaders {
 
+// The version of this template's knobs: bump it when a change to the
+// template makes the same knob text build a different kernel (a tuning
+// record for another version is stale).
+inline constexpr int kConvTemplateVersion = 1;
+
 struct ConvProblem {
   std::int64_t batch = 1, in_channels = 0, out_channels = 0, groups = 1;
   std::int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;

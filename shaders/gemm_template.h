@@ -46,6 +46,11 @@
 
 namespace kiln::shaders {
 
+// The version of this template's knobs: bump it when a change to the
+// template makes the same knob text build a different kernel (a tuning
+// record for another version is stale).
+inline constexpr int kGemmTemplateVersion = 1;
+
 // Base offsets of one batch entry's operands (i32 expressions).
 struct GemmBases {
   kir::Expr a, b, y;

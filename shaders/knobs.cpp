@@ -1,8 +1,18 @@
 #include "shaders/knobs.h"
 
+#include "shaders/attention_template.h"
+#include "shaders/conv_template.h"
+
 #include <kiln/error.h>
 
+#include <algorithm>
+#include <array>
 #include <bit>
+#include <cctype>
+#include <charconv>
+#include <optional>
+#include <span>
+#include <vector>
 
 namespace kiln::shaders {
 
@@ -33,19 +43,196 @@ const char* conv_algorithm_name(ConvAlgorithm algorithm) {
   return "unknown";
 }
 
+namespace {
+
+// One numeric knob in the text form: "_<prefix><value>". A field with
+// `omitted_when` is printed only when its value differs (and takes that value
+// when absent); the others are always printed and required. A new knob is one
+// line in its table.
+template <class Knobs>
+struct KnobField {
+  const char* name;    // the member's name, for errors
+  const char* prefix;  // in the text
+  std::uint32_t Knobs::*member;
+  std::optional<std::uint32_t> omitted_when;
+};
+
+constexpr KnobField<GemmKnobs> kGemmFields[] = {
+    {"k_unroll", "k", &GemmKnobs::k_unroll, std::nullopt},
+    {"panel_width", "p", &GemmKnobs::panel_width, std::nullopt},
+    {"workgroup_size", "wg", &GemmKnobs::workgroup_size, std::nullopt},
+    {"vector_width", "v", &GemmKnobs::vector_width, std::nullopt},
+    {"shared_k_tile", "s", &GemmKnobs::shared_k_tile, 0},
+    {"split_k", "sk", &GemmKnobs::split_k, 1},
+    {"workgroup_n", "wn", &GemmKnobs::workgroup_n, 0},
+};
+
+constexpr KnobField<ConvKnobs> kConvFields[] = {
+    {"tile_channels", "c", &ConvKnobs::tile_channels, std::nullopt},
+    {"tile_width", "w", &ConvKnobs::tile_width, std::nullopt},
+    {"workgroup_size", "wg", &ConvKnobs::workgroup_size, std::nullopt},
+};
+
+constexpr KnobField<AttentionKnobs> kAttentionFields[] = {
+    {"rows", "r", &AttentionKnobs::rows, std::nullopt},
+    {"columns", "c", &AttentionKnobs::columns, std::nullopt},
+    {"key_block", "k", &AttentionKnobs::key_block, std::nullopt},
+    {"vector_width", "v", &AttentionKnobs::vector_width, std::nullopt},
+};
+
+template <class Knobs, std::size_t N>
+void print_fields(std::string& text, const Knobs& knobs, const KnobField<Knobs> (&fields)[N]) {
+  for (const KnobField<Knobs>& field : fields) {
+    const std::uint32_t value = knobs.*field.member;
+    if (field.omitted_when && value == *field.omitted_when) continue;
+    if (!text.empty()) text += "_";
+    text += field.prefix + std::to_string(value);
+  }
+}
+
+[[noreturn]] void bad_knobs(std::string_view kind, std::string_view text, const std::string& why) {
+  throw_error(ErrorKind::InvalidArgument, std::string(kind) + " knobs '" + std::string(text) + "': " + why);
+}
+
+std::vector<std::string_view> split(std::string_view text, char separator) {
+  std::vector<std::string_view> parts;
+  for (std::size_t start = 0;;) {
+    const std::size_t end = text.find(separator, start);
+    parts.push_back(text.substr(start, end == std::string_view::npos ? end : end - start));
+    if (end == std::string_view::npos) return parts;
+    start = end + 1;
+  }
+}
+
+std::optional<std::uint32_t> parse_number(std::string_view digits) {
+  if (digits.empty() || digits.size() > 9 ||
+      !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return std::nullopt;
+  std::uint32_t value = 0;
+  std::from_chars(digits.data(), digits.data() + digits.size(), value);
+  return value;
+}
+
+// Fills `knobs` from `tokens` ("k4", "wg64", ...) per `fields`.
+template <class Knobs, std::size_t N>
+void parse_fields(Knobs& knobs, std::span<const std::string_view> tokens, const KnobField<Knobs> (&fields)[N],
+                  std::string_view kind, std::string_view text) {
+  std::array<bool, N> seen{};
+  for (std::string_view token : tokens) {
+    std::size_t match = N;
+    std::optional<std::uint32_t> value;
+    for (std::size_t i = 0; i < N && match == N; ++i) {
+      const std::string_view prefix = fields[i].prefix;
+      if (token.substr(0, prefix.size()) != prefix) continue;
+      if (token.size() == prefix.size())
+        bad_knobs(kind, text, std::string("field ") + fields[i].name + " ('" + fields[i].prefix + "') has no value");
+      if ((value = parse_number(token.substr(prefix.size())))) match = i;
+    }
+    if (match == N) bad_knobs(kind, text, "unknown field '" + std::string(token) + "'");
+    if (seen[match]) bad_knobs(kind, text, std::string("field ") + fields[match].name + " is given twice");
+    seen[match] = true;
+    knobs.*fields[match].member = *value;
+  }
+  for (std::size_t i = 0; i < N; ++i) {
+    if (seen[i]) continue;
+    if (!fields[i].omitted_when)
+      bad_knobs(kind, text, std::string("field ") + fields[i].name + " ('" + fields[i].prefix + "') is missing");
+    knobs.*fields[i].member = *fields[i].omitted_when;
+  }
+}
+
+// check_knobs for text from outside: its Internal error becomes the caller's InvalidArgument.
+template <class Knobs>
+void check_parsed(const Knobs& knobs, std::string_view kind, std::string_view text) {
+  try {
+    check_knobs(knobs);
+  } catch (const Error& error) {
+    bad_knobs(kind, text, error.what());
+  }
+}
+
+}  // namespace
+
 std::string to_string(const GemmKnobs& knobs) {
-  std::string text = std::to_string(knobs.tile_m) + "x" + std::to_string(knobs.tile_n) + "_k" +
-                     std::to_string(knobs.k_unroll) + "_p" + std::to_string(knobs.panel_width) + "_wg" +
-                     std::to_string(knobs.workgroup_size) + "_v" + std::to_string(knobs.vector_width);
-  if (knobs.shared_k_tile != 0) text += "_s" + std::to_string(knobs.shared_k_tile);
-  if (knobs.split_k != 1) text += "_sk" + std::to_string(knobs.split_k);
-  if (knobs.workgroup_n != 0) text += "_wn" + std::to_string(knobs.workgroup_n);
+  std::string text = std::to_string(knobs.tile_m) + "x" + std::to_string(knobs.tile_n);
+  print_fields(text, knobs, kGemmFields);
   return text;
 }
 
 std::string to_string(const ConvKnobs& knobs) {
-  return "c" + std::to_string(knobs.tile_channels) + "_w" + std::to_string(knobs.tile_width) + "_wg" +
-         std::to_string(knobs.workgroup_size);
+  std::string text;
+  print_fields(text, knobs, kConvFields);
+  return text;
+}
+
+std::string to_string(const ConvPlan& plan) {
+  const bool gemm = plan.algorithm == ConvAlgorithm::gemm_1x1 || plan.algorithm == ConvAlgorithm::implicit_gemm;
+  return std::string(conv_algorithm_name(plan.algorithm)) + ":" + (gemm ? to_string(plan.gemm) : to_string(plan.conv));
+}
+
+GemmKnobs parse_gemm_knobs(std::string_view text) {
+  const std::vector<std::string_view> tokens = split(text, '_');
+  const std::vector<std::string_view> tile = split(tokens.front(), 'x');
+  const std::optional<std::uint32_t> tile_m = parse_number(tile.front());
+  const std::optional<std::uint32_t> tile_n = tile.size() == 2 ? parse_number(tile.back()) : std::nullopt;
+  if (!tile_m || !tile_n)
+    bad_knobs("GEMM", text, "field tile_m x tile_n ('MxN') is malformed: '" + std::string(tokens.front()) + "'");
+  GemmKnobs knobs;
+  knobs.tile_m = *tile_m;
+  knobs.tile_n = *tile_n;
+  parse_fields(knobs, std::span(tokens).subspan(1), kGemmFields, "GEMM", text);
+  check_parsed(knobs, "GEMM", text);
+  return knobs;
+}
+
+ConvKnobs parse_conv_knobs(std::string_view text) {
+  ConvKnobs knobs;
+  parse_fields(knobs, split(text, '_'), kConvFields, "convolution", text);
+  check_parsed(knobs, "convolution", text);
+  return knobs;
+}
+
+ConvAlgorithm parse_conv_algorithm(std::string_view name) {
+  for (ConvAlgorithm algorithm : {ConvAlgorithm::gemm_1x1, ConvAlgorithm::direct, ConvAlgorithm::implicit_gemm,
+                                  ConvAlgorithm::depthwise})
+    if (name == conv_algorithm_name(algorithm)) return algorithm;
+  throw_error(ErrorKind::InvalidArgument, "unknown convolution algorithm '" + std::string(name) +
+                                              "' (gemm_1x1, direct, implicit_gemm, depthwise)");
+}
+
+AttentionKnobs parse_attention_knobs(std::string_view text) {
+  // "r2c64k4v4" -> {"r2", "c64", "k4", "v4"}: a token ends where a digit meets a letter.
+  std::vector<std::string_view> tokens;
+  std::size_t start = 0;
+  for (std::size_t i = 1; i <= text.size(); ++i)
+    if (i == text.size() || (std::isdigit(static_cast<unsigned char>(text[i - 1])) &&
+                             !std::isdigit(static_cast<unsigned char>(text[i])))) {
+      tokens.push_back(text.substr(start, i - start));
+      start = i;
+    }
+  AttentionKnobs knobs;
+  parse_fields(knobs, tokens, kAttentionFields, "attention", text);
+  const bool valid = knobs.rows <= 8 && knobs.columns <= 128 && knobs.key_block <= 16 &&
+                     (knobs.vector_width == 1 || knobs.vector_width == 4);
+  if (!valid) bad_knobs("attention", text, "a value is outside the template's range (rows 1..8, columns 1..128, "
+                                           "key_block 1..16, vector_width 1 or 4)");
+  for (const KnobField<AttentionKnobs>& field : kAttentionFields)
+    if (knobs.*field.member == 0) bad_knobs("attention", text, std::string("field ") + field.name + " is 0");
+  return knobs;
+}
+
+ConvPlan parse_conv_plan(std::string_view text) {
+  const std::size_t colon = text.find(':');
+  if (colon == std::string_view::npos)
+    bad_knobs("convolution plan", text, "expected 'algorithm:knobs' (\"direct:c8_w8_wg64\")");
+  ConvPlan plan;
+  plan.algorithm = parse_conv_algorithm(text.substr(0, colon));
+  const std::string_view knobs = text.substr(colon + 1);
+  if (plan.algorithm == ConvAlgorithm::gemm_1x1 || plan.algorithm == ConvAlgorithm::implicit_gemm)
+    plan.gemm = parse_gemm_knobs(knobs);
+  else
+    plan.conv = parse_conv_knobs(knobs);
+  return plan;
 }
 
 void check_knobs(const GemmKnobs& knobs) {

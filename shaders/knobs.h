@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::shaders {
@@ -75,6 +76,26 @@ struct ConvKnobs {
 // (workgroup_n set), only when on.
 std::string to_string(const GemmKnobs& knobs);
 std::string to_string(const ConvKnobs& knobs);
+
+struct ConvPlan;        // conv_template.h
+struct AttentionKnobs;  // attention_template.h (to_string there: "r2c64k4v4")
+
+// A convolution plan as text: the algorithm, a colon, its knobs
+// ("direct:c8_w8_wg64", "implicit_gemm:8x8_k4_p8_wg64_v4").
+std::string to_string(const ConvPlan& plan);
+
+// The inverse of to_string: throws Error(InvalidArgument) naming the field
+// (or the unknown one) when `text` is malformed or a value is out of the
+// templates' range. Fields are "_"-separated, each a prefix and a number (the
+// GEMM's first is "MxN"); fields left out of the text keep their defaults
+// where to_string leaves them out (shared tiling off, split_k 1, ...).
+GemmKnobs parse_gemm_knobs(std::string_view text);
+ConvKnobs parse_conv_knobs(std::string_view text);
+ConvPlan parse_conv_plan(std::string_view text);
+ConvAlgorithm parse_conv_algorithm(std::string_view name);
+// "r2c64k4v4": fields without separators, each a letter and a number (the
+// workgroup size is not part of the text: it keeps its default).
+AttentionKnobs parse_attention_knobs(std::string_view text);
 
 // Throws Error(Internal) naming the knob when a value is out of the range the
 // templates support (tiles 1..8, k_unroll 1..8, panel 1..64, workgroup 1..1024,

@@ -154,6 +154,19 @@ struct Stmt {
   std::vector<Stmt> else_body;
 };
 
+// Which template built a kernel and with which knobs, recorded by lowering
+// where a heuristic (or an override) chose them: the autotuner's tuning site
+// (src/tune/site.h). Fusion keeps it: the knobs still mean the same kernel.
+struct TuningSite {
+  std::string template_name;  // "gemm", "conv", "attention"
+  int template_version = 0;   // the template's version constant
+  std::string problem;        // canonical shape and layout text (tune::RecordKey::kernel)
+  std::string knobs;          // the knobs the kernel was built with, as text
+  bool overridden = false;    // the knobs came from an override, not the heuristic
+
+  friend bool operator==(const TuningSite&, const TuningSite&) = default;
+};
+
 struct Kernel {
   explicit Kernel(std::string kernel_name) : name(std::move(kernel_name)) {}
   std::string name;                  // a C identifier
@@ -171,6 +184,8 @@ struct Kernel {
   std::optional<int> global_size_param;
   // Workgroup-shared arrays (declaration order = index).
   std::vector<SharedArray> shared;
+  // Set by lowering for a template kernel with choices (not part of the source).
+  std::optional<TuningSite> tuning_site;
 
   Buf add_buffer(const std::string& buffer_name, ScalarType type, Access access);
   Shared add_shared(const std::string& array_name, ScalarType type, std::int64_t count);

@@ -2,6 +2,7 @@
 #include "src/lower/lower.h"
 
 #include "src/lower/lowerings.h"
+#include "src/lower/tuning_site.h"
 
 #include <kiln/error.h>
 
@@ -200,6 +201,15 @@ LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorTyp
   lowered.kind = LoweredNode::Kind::kernel;
   lowered.kernel = lowering->lower(ctx);
   return lowered;
+}
+
+shaders::ConvProblem conv_problem_of(const graph::Node& node, std::span<const graph::TensorType> inputs,
+                                     std::span<const graph::TensorType> outputs) {
+  const OpContext ctx = make_context(node, inputs, outputs, LowerTarget{});
+  if (auto reason = reason_for(find_lowering(node.op), ctx))
+    throw_error(ErrorKind::Unsupported, "node '" + node.name + "' (" + node.op + "): " + *reason);
+  KILN_CHECK(node.op == "Conv", ErrorKind::InvalidArgument, "node '" + node.name + "' (" + node.op + ") is not a Conv");
+  return conv_problem(ctx);
 }
 
 }  // namespace kiln::lower

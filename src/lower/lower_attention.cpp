@@ -5,6 +5,7 @@
 #include "shaders/attention_template.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
+#include "src/lower/tuning_site.h"
 
 #include <kiln/error.h>
 
@@ -102,9 +103,7 @@ kir::Kernel lower_attention(const OpContext& ctx) {
     };
   }
   p.y = kernel.add_buffer("y", ScalarType::f32, Access::write);
-  const shaders::AttentionKnobs knobs = shaders::choose_attention_knobs(p);
-  kernel.name = "attention_" + shaders::to_string(knobs);
-  shaders::build_attention(kernel, p, knobs);
+  build_tuned_attention(kernel, p, ctx.target);
   return kernel;
 }
 

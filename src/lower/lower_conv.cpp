@@ -1,14 +1,15 @@
 // Conv (2-D, NCHW): the node's geometry checked and handed to the kernel
 // templates (shaders/conv_template.h: 1x1 as GEMM, implicit GEMM,
 // register-blocked direct, depthwise), with the algorithm and knobs the
-// heuristic picks for the target. Grouped convolution, dilation, asymmetric pads, optional bias and
-// the fused activation are all baked in as constants. A weight the
+// heuristic picks for the target (or the target's override, tuning_site.h).
+// Grouped convolution, dilation, asymmetric pads, optional bias and the
+// fused activation are all baked in as constants. A weight the
 // pack_weights pass laid out as OIhw4o (weight_layout attribute, with
 // out_channels) goes to the direct template's packed variant.
 #include "shaders/conv_template.h"
-#include "shaders/heuristic.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
+#include "src/lower/tuning_site.h"
 
 namespace kiln::lower {
 
@@ -89,9 +90,8 @@ std::optional<std::string> conv_unsupported(const OpContext& ctx) {
   return std::nullopt;
 }
 
-kir::Kernel lower_conv(const OpContext& ctx) {
+shaders::ConvProblem conv_problem(const OpContext& ctx) {
   const ConvGeometry g = conv_geometry(ctx);
-  kir::Kernel kernel("conv2d");
   shaders::ConvProblem problem;
   problem.batch = g.batch;
   problem.in_channels = g.in_channels;
@@ -110,19 +110,19 @@ kir::Kernel lower_conv(const OpContext& ctx) {
   problem.pad_top = g.rows.pad_begin;
   problem.pad_left = g.cols.pad_begin;
   problem.packed_weights = g.packed_weights;
+  return problem;
+}
+
+kir::Kernel lower_conv(const OpContext& ctx) {
+  kir::Kernel kernel("conv2d");
+  shaders::ConvProblem problem = conv_problem(ctx);
   problem.x = kernel.add_buffer("x", ScalarType::f32, Access::read);
   problem.w = kernel.add_buffer("w", ScalarType::f32, Access::read);
   if (ctx.has_input(2)) problem.bias = kernel.add_buffer("bias", ScalarType::f32, Access::read);
   problem.y = kernel.add_buffer("y", ScalarType::f32, Access::write);
   problem.activation = [&ctx](Expr value) { return apply_activation(ctx, value); };
 
-  const shaders::ConvPlan plan = shaders::choose_conv_plan(problem, ctx.target);
-  const bool uses_gemm_knobs =
-      plan.algorithm == shaders::ConvAlgorithm::gemm_1x1 || plan.algorithm == shaders::ConvAlgorithm::implicit_gemm;
-  kernel.name = std::string("conv2d_") + shaders::conv_algorithm_name(plan.algorithm) + "_" +
-                (uses_gemm_knobs ? shaders::to_string(plan.gemm) : shaders::to_string(plan.conv)) +
-                (problem.packed_weights ? "_oihw4o" : "");
-  shaders::build_conv(kernel, problem, plan);
+  build_tuned_conv(kernel, problem, ctx.target);
   return kernel;
 }
 

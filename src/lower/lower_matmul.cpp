@@ -1,12 +1,12 @@
 // Gemm and MatMul: the shapes checked and handed to the register-blocked
 // GEMM template (shaders/gemm_template.h) with the knobs the heuristic picks
-// for the target.
+// for the target, or the target's override (tuning_site.h).
 #include "graph/broadcast.h"
 #include "graph/weight_layouts.h"
 #include "shaders/gemm_template.h"
-#include "shaders/heuristic.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
+#include "src/lower/tuning_site.h"
 
 #include <kiln/error.h>
 
@@ -114,9 +114,7 @@ kir::Kernel lower_gemm(const OpContext& ctx) {
     }
     return apply_activation(ctx, result);
   };
-  const shaders::GemmKnobs knobs = shaders::choose_gemm_knobs(1, s.m, s.n, s.k, ctx.target);
-  kernel.name = "gemm_" + shaders::to_string(knobs);
-  shaders::build_gemm(kernel, problem, knobs);
+  build_tuned_gemm(kernel, problem, ctx.target, "gemm");
   return kernel;
 }
 
@@ -167,9 +165,7 @@ kir::Kernel lower_matmul_packed_b(const OpContext& ctx, const MatMulShape& s) {
     bases.y = declare_index(body, "y_base", IndexSum().add(slab, block).expr());
     return bases;
   };
-  const shaders::GemmKnobs knobs = shaders::choose_gemm_knobs(problem.batch, problem.m, block, s.k, ctx.target);
-  kernel.name = "matmul_packed_" + shaders::to_string(knobs);
-  shaders::build_gemm(kernel, problem, knobs);
+  build_tuned_gemm(kernel, problem, ctx.target, "matmul_packed");
   return kernel;
 }
 
@@ -225,9 +221,7 @@ kir::Kernel lower_matmul(const OpContext& ctx) {
       return bases;
     };
   }
-  const shaders::GemmKnobs knobs = shaders::choose_gemm_knobs(problem.batch, problem.m, s.n, s.k, ctx.target);
-  kernel.name = "matmul_" + shaders::to_string(knobs);
-  shaders::build_gemm(kernel, problem, knobs);
+  build_tuned_gemm(kernel, problem, ctx.target, "matmul");
   return kernel;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "graph/ir.h"
+#include "shaders/conv_template.h"
 #include "src/kernel/ir.h"
 #include "src/lower/target.h"
 
@@ -81,6 +82,8 @@ kir::Kernel lower_batch_norm(const OpContext& ctx);
 
 std::optional<std::string> conv_unsupported(const OpContext& ctx);
 kir::Kernel lower_conv(const OpContext& ctx);
+// The convolution's geometry as the template sees it (no buffers).
+shaders::ConvProblem conv_problem(const OpContext& ctx);
 
 std::optional<std::string> gemm_unsupported(const OpContext& ctx);
 kir::Kernel lower_gemm(const OpContext& ctx);

@@ -5,9 +5,18 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
 #include <string>
 
 namespace kiln::lower {
+
+// Knob choices that replace a heuristic's (the autotuner's winners): a
+// tuning site's problem text (kir::TuningSite::problem) -> knob text. One
+// that does not parse or does not fit the problem or target is ignored with
+// a logged warning.
+using KnobOverrides = std::map<std::string, std::string, std::less<>>;
 
 struct LowerTarget {
   std::string backend = "vulkan";                  // "vulkan", "cuda", "hip", "null"
@@ -18,6 +27,9 @@ struct LowerTarget {
   // a separate instruction and registers spill cheaply to L1, so larger
   // register blocks (fewer loads per multiply-add) win there.
   bool cpu_device = false;
+  // Null: every template takes the heuristic's knobs. Shared and immutable,
+  // so copying a target (fuse::PlanOptions::target) stays cheap.
+  std::shared_ptr<const KnobOverrides> knob_overrides = nullptr;
 
   friend bool operator==(const LowerTarget&, const LowerTarget&) = default;
 };

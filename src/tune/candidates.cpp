@@ -1,0 +1,183 @@
+#include "src/tune/candidates.h"
+
+#include "shaders/attention_template.h"
+#include "shaders/heuristic.h"
+#include "src/fuse/schedule.h"
+#include "src/lower/tuning_site.h"
+
+#include <kiln/error.h>
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <tuple>
+
+namespace kiln::tune {
+
+namespace {
+
+// "direct:c8_w8_wg64" -> {"algorithm=direct", "c8", "w8", "wg64"}; "8x4_k4..." -> {"m8", "n4", "k4", ...};
+// "r2c64k4v4" -> {"r2", "c64", "k4", "v4"}.
+std::set<std::string> fields(const std::string& knobs) {
+  std::set<std::string> out;
+  std::string text = knobs;
+  const std::size_t colon = text.find(':');
+  if (colon != std::string::npos) {
+    out.insert("algorithm=" + text.substr(0, colon));
+    text = text.substr(colon + 1);
+  }
+  std::size_t start = 0;
+  bool first = true;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('_', start), text.size());
+    const std::string token = text.substr(start, end - start);
+    const std::size_t x = token.find('x');
+    if (first && x != std::string::npos) {
+      out.insert("m" + token.substr(0, x));
+      out.insert("n" + token.substr(x + 1));
+    } else {
+      // Fields without separators ("r2c64k4v4"): a field ends where a digit meets a letter.
+      std::size_t field_start = 0;
+      for (std::size_t i = 1; i <= token.size(); ++i)
+        if (i == token.size() || (std::isdigit(static_cast<unsigned char>(token[i - 1])) &&
+                                  !std::isdigit(static_cast<unsigned char>(token[i])))) {
+          out.insert(token.substr(field_start, i - field_start));
+          field_start = i;
+        }
+    }
+    first = false;
+    start = end + 1;
+  }
+  return out;
+}
+
+// The GEMM configurations worth trying on `target`: its heuristic's space
+// and the shared-memory tilings a GPU with room for them would get.
+std::vector<shaders::GemmKnobs> gemm_space(const lower::LowerTarget& target) {
+  std::vector<shaders::GemmKnobs> space = shaders::gemm_knob_space(target);
+  lower::LowerTarget roomy = target;
+  roomy.cpu_device = false;
+  roomy.max_workgroup_invocations = std::max<std::uint32_t>(target.max_workgroup_invocations, 1024);
+  roomy.max_shared_memory_bytes = std::max<std::uint64_t>(target.max_shared_memory_bytes, 65536);
+  for (const shaders::GemmKnobs& knobs : shaders::gemm_knob_space(roomy))
+    if (knobs.shared_k_tile != 0) space.push_back(knobs);
+  return space;
+}
+
+std::vector<std::string> space_of(const Site& site, const lower::LowerTarget& target,
+                                  std::vector<std::pair<std::string, std::string>>& filtered) {
+  std::vector<std::string> texts;
+  if (site.id.template_name == "gemm") {
+    for (const shaders::GemmKnobs& knobs : gemm_space(target)) {
+      if (auto why = lower::gemm_knobs_unfit(knobs, target)) filtered.emplace_back(shaders::to_string(knobs), *why);
+      else texts.push_back(shaders::to_string(knobs));
+    }
+  } else if (site.id.template_name == "conv") {
+    std::vector<graph::TensorType> inputs;
+    for (const std::optional<graph::TensorType>& type : site.inputs) inputs.push_back(type.value_or(graph::TensorType{}));
+    const shaders::ConvProblem problem = lower::conv_problem_of(site.node, inputs, site.outputs);
+    std::vector<shaders::ConvPlan> plans = shaders::conv_plan_space(target);
+    for (const shaders::GemmKnobs& knobs : gemm_space(target))
+      if (knobs.shared_k_tile != 0)
+        for (shaders::ConvAlgorithm algorithm : {shaders::ConvAlgorithm::gemm_1x1, shaders::ConvAlgorithm::implicit_gemm})
+          plans.push_back({algorithm, knobs, {}});
+    for (const shaders::ConvPlan& plan : plans) {
+      // A plan whose algorithm does not apply is not a candidate at all (not a capability limit).
+      if (!shaders::conv_algorithm_applies(problem, plan.algorithm)) continue;
+      if (auto why = lower::conv_plan_unfit(plan, problem, target)) filtered.emplace_back(shaders::to_string(plan), *why);
+      else texts.push_back(shaders::to_string(plan));
+    }
+  } else if (site.id.template_name == "attention") {
+    // Query rows up to Lq, output-column blocks that split Dv evenly (in vec4 multiples where Dv allows).
+    const Shape& y = site.outputs.at(0).shape;
+    const std::int64_t lq = y.at(y.size() - 2), dv = y.back();
+    std::set<std::uint32_t> column_blocks;
+    for (std::int64_t blocks = 1; blocks <= 4; ++blocks) {
+      std::int64_t columns = (dv + blocks - 1) / blocks;
+      if (dv % 4 == 0) columns = (columns + 3) / 4 * 4;
+      if (columns <= 128) column_blocks.insert(static_cast<std::uint32_t>(columns));
+    }
+    for (std::uint32_t rows : {1u, 2u, 4u, 8u})
+      for (std::uint32_t columns : column_blocks)
+        for (std::uint32_t key_block : {1u, 2u, 4u, 8u})
+          for (std::uint32_t vector : {4u, 1u}) {
+            if (rows > 1 && rows > lq) continue;
+            shaders::AttentionKnobs knobs;
+            knobs.rows = rows, knobs.columns = columns, knobs.key_block = key_block, knobs.vector_width = vector;
+            texts.push_back(shaders::to_string(knobs));
+          }
+  } else {
+    throw_error(ErrorKind::Unsupported, "the autotuner has no knob space for template '" + site.id.template_name + "'");
+  }
+  return texts;
+}
+
+}  // namespace
+
+int knob_distance(const std::string& a, const std::string& b) {
+  const std::set<std::string> fa = fields(a), fb = fields(b);
+  std::vector<std::string> only_a, only_b;
+  std::set_difference(fa.begin(), fa.end(), fb.begin(), fb.end(), std::back_inserter(only_a));
+  std::set_difference(fb.begin(), fb.end(), fa.begin(), fa.end(), std::back_inserter(only_b));
+  return static_cast<int>(std::max(only_a.size(), only_b.size()));
+}
+
+CandidateList candidates(const Site& site, const backend::Backend& backend, const backend::TargetDesc& target,
+                         std::uint64_t seed) {
+  const lower::LowerTarget lower_target = fuse::lower_target(target);
+  // Buffers are the site's, whatever the knobs: too large for the target is no candidate at all.
+  std::vector<graph::TensorType> types = site.outputs;
+  for (const std::optional<graph::TensorType>& type : site.inputs)
+    if (type) types.push_back(*type);
+  for (const graph::TensorType& type : types) {
+    const auto bytes = static_cast<std::uint64_t>(num_elements(type.shape)) * dtype_size(type.dtype);
+    KILN_CHECK(target.max_buffer_bytes == 0 || bytes <= target.max_buffer_bytes, ErrorKind::Unsupported,
+               "tuning site '" + site.node.name + "': " + graph::type_str(type) + " needs " + std::to_string(bytes) +
+                   " bytes; " + target.device_name + " binds at most " + std::to_string(target.max_buffer_bytes));
+  }
+  CandidateList list;
+  const kir::Kernel chosen = site.lower(lower_target);
+  KILN_CHECK(chosen.tuning_site.has_value(), ErrorKind::Internal,
+             "tuning site '" + site.node.name + "' lowers to a kernel without a tuning site");
+  const std::string heuristic = chosen.tuning_site->knobs;
+
+  std::vector<std::string> texts = space_of(site, lower_target, list.filtered);
+  texts.push_back(heuristic);
+  std::sort(texts.begin(), texts.end());
+  texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
+
+  // (group, seeded hash, text): the heuristic's, its neighbours, then the rest.
+  std::vector<std::tuple<int, std::uint64_t, std::string>> order;
+  for (const std::string& text : texts) {
+    const int distance = knob_distance(text, heuristic);
+    const int group = text == heuristic ? 0 : distance <= 1 ? 1 : 2;
+    order.emplace_back(group, XXH3_64bits_withSeed(text.data(), text.size(), seed), text);
+  }
+  std::sort(order.begin(), order.end());
+
+  for (const auto& [group, hash, text] : order) {
+    // What the target cannot run, judged on the kernel this candidate builds.
+    const kir::Kernel kernel = site.lower(lower_target, text);
+    if (group != 0 && (!kernel.tuning_site || !kernel.tuning_site->overridden || kernel.tuning_site->knobs != text)) {
+      list.filtered.emplace_back(text, "lowering did not build these knobs");
+      continue;
+    }
+    backend::KernelRequirements needs;
+    needs.kernel_name = kernel.name;
+    needs.workgroup_size = kernel.workgroup_size;
+    needs.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
+    needs.shared_memory_bytes = kir::shared_memory_bytes(kernel);
+    needs.param_bytes = static_cast<std::uint32_t>(kernel.params.size() * sizeof(std::int32_t));
+    if (auto why = backend.supports(needs, target)) {
+      if (group == 0) list.knobs.push_back(text);  // the heuristic's stays first: its failure is reported, not hidden
+      else list.filtered.emplace_back(text, *why);
+      continue;
+    }
+    list.knobs.push_back(text);
+  }
+  return list;
+}
+
+}  // namespace kiln::tune

@@ -1,0 +1,234 @@
+#include "src/tune/measure.h"
+
+#include "graph/op_registry.h"
+#include "src/fuse/schedule.h"
+#include "src/render/cstyle.h"
+#include "src/tune/choice.h"
+
+#include <kiln/error.h>
+
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <span>
+#include <thread>
+
+namespace kiln::tune {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The fault the test hook names for `knobs` ("wrong", "crash", "hang"), or "".
+std::string injected_fault(const std::string& knobs) {
+  const char* value = std::getenv(kFaultVariable);
+  if (!value) return "";
+  const std::string text = value;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t end = std::min(text.find(';', start), text.size());
+    const std::string entry = text.substr(start, end - start);
+    const std::size_t equals = entry.find('=');
+    if (equals != std::string::npos && entry.substr(equals + 1) == knobs) return entry.substr(0, equals);
+    start = end + 1;
+  }
+  return "";
+}
+
+// Fixed-seed values in [-1, 1): splitmix64 per element, the same on every platform.
+std::vector<float> random_values(std::size_t count, std::uint64_t seed) {
+  std::vector<float> values(count);
+  std::uint64_t state = seed;
+  for (float& v : values) {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    v = static_cast<float>(static_cast<double>(z >> 40) / double(1ull << 24) * 2.0 - 1.0);
+  }
+  return values;
+}
+
+CandidateResult failed(const std::string& knobs, CandidateStatus status, std::string detail) {
+  CandidateResult result;
+  result.knobs = knobs;
+  result.status = status;
+  result.detail = std::move(detail);
+  return result;
+}
+
+CandidateStatus status_of(const Error& error, CandidateStatus otherwise) {
+  return error.kind() == ErrorKind::OutOfMemory ? CandidateStatus::out_of_memory : otherwise;
+}
+
+std::uint64_t buffer_bytes(std::int64_t elements) {
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(elements, 1)) * sizeof(float);
+}
+
+}  // namespace
+
+struct Measurer::Reference {
+  std::vector<std::vector<float>> inputs;   // per present input, in kernel buffer order
+  std::vector<std::vector<double>> outputs;  // per output
+};
+
+Measurer::Measurer(const backend::Backend& backend, std::shared_ptr<backend::Device> device)
+    : backend_(backend), device_(std::move(device)) {}
+
+Measurer::~Measurer() = default;
+
+const Measurer::Reference& Measurer::reference(const Site& site, const MeasureOptions& options) {
+  const std::string key = to_json(site) + "#" + std::to_string(options.seed);
+  auto it = references_.find(key);
+  if (it != references_.end()) return *it->second;
+  auto ref = std::make_unique<Reference>();
+  std::vector<Tensor> args;
+  std::uint64_t seed = options.seed;
+  for (const std::optional<graph::TensorType>& type : site.inputs) {
+    if (!type) {
+      args.emplace_back();
+      continue;
+    }
+    KILN_CHECK(type->dtype == DType::f32, ErrorKind::Unsupported,
+               "tuning site '" + site.node.name + "': only f32 inputs are measured");
+    ref->inputs.push_back(random_values(static_cast<std::size_t>(num_elements(type->shape)), seed++));
+    args.push_back(Tensor::from_f32(type->shape, ref->inputs.back()));
+  }
+  const std::vector<Tensor> results = graph::get_op(site.node.op).reference(site.node, args);
+  for (const Tensor& result : results) {
+    const std::span<const float> values = result.values<float>();
+    ref->outputs.emplace_back(values.begin(), values.end());
+  }
+  return *references_.emplace(key, std::move(ref)).first->second;
+}
+
+CandidateResult Measurer::measure(const Site& site, const std::string& knobs, const MeasureOptions& options) {
+  const std::string fault = injected_fault(knobs);
+  if (fault == "crash") {
+    const rlimit no_core{0, 0};  // a deliberate crash leaves no core file behind
+    setrlimit(RLIMIT_CORE, &no_core);
+    std::abort();
+  }
+  if (fault == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+
+  const backend::TargetDesc& target = device_->target();
+  kir::Kernel kernel("candidate");
+  try {
+    kernel = site.lower(fuse::lower_target(target), knobs);
+  } catch (const Error& error) {
+    return failed(knobs, CandidateStatus::compile_failed, std::string("lowering failed: ") + error.what());
+  }
+  if (!kernel.tuning_site || kernel.tuning_site->knobs != knobs)
+    return failed(knobs, CandidateStatus::compile_failed, "lowering did not take these knobs (its warning says why)");
+
+  backend::KernelRequirements needs;
+  needs.kernel_name = kernel.name;
+  needs.workgroup_size = kernel.workgroup_size;
+  needs.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
+  needs.shared_memory_bytes = kir::shared_memory_bytes(kernel);
+  needs.param_bytes = static_cast<std::uint32_t>(kernel.params.size() * sizeof(std::int32_t));
+  if (auto why = backend_.supports(needs, target)) return failed(knobs, CandidateStatus::compile_failed, *why);
+
+  std::shared_ptr<backend::LoadedKernel> loaded;
+  try {
+    const backend::KernelSource source = render::make_kernel_source(kernel, backend_.language());
+    loaded = device_->load_kernel(source, backend_.compiler().compile(source, target));
+  } catch (const Error& error) {
+    return failed(knobs, status_of(error, CandidateStatus::compile_failed), error.what());
+  }
+
+  const Reference& ref = reference(site, options);
+  std::vector<std::int64_t> elements;  // per kernel buffer: present inputs, then outputs
+  for (const std::optional<graph::TensorType>& type : site.inputs)
+    if (type) elements.push_back(num_elements(type->shape));
+  for (const graph::TensorType& type : site.outputs) elements.push_back(num_elements(type.shape));
+  if (elements.size() != kernel.buffers.size())
+    return failed(knobs, CandidateStatus::compile_failed,
+                  "the kernel binds " + std::to_string(kernel.buffers.size()) + " buffers, the node has " +
+                      std::to_string(elements.size()) + " inputs and outputs");
+  std::uint64_t copy_bytes = 0;
+  for (std::int64_t count : elements) copy_bytes += buffer_bytes(count);
+  const int copies = static_cast<int>(std::clamp<std::uint64_t>((options.rotate_bytes + copy_bytes - 1) / copy_bytes,
+                                                                1, static_cast<std::uint64_t>(std::max(options.max_copies, 1))));
+  const std::size_t first_output = ref.inputs.size();
+
+  CandidateResult result;
+  result.knobs = knobs;
+  try {
+    std::vector<std::vector<std::shared_ptr<backend::Buffer>>> storage(static_cast<std::size_t>(copies));
+    std::vector<std::unique_ptr<backend::CommandList>> lists;
+    const std::array<std::uint32_t, 3> grid = kir::dispatch_grid(kernel, target.max_workgroup_count[0]);
+    for (auto& buffers : storage) {
+      std::vector<backend::BufferBinding> bindings;
+      for (std::size_t i = 0; i < elements.size(); ++i) {
+        const std::uint64_t bytes = buffer_bytes(elements[i]);
+        buffers.push_back(device_->allocate(bytes));
+        if (i < first_output) device_->upload(*buffers.back(), 0, std::as_bytes(std::span(ref.inputs[i])));
+        bindings.push_back({buffers.back().get(), 0, bytes});
+      }
+      lists.push_back(device_->create_command_list());
+      lists.back()->dispatch(*loaded, grid, bindings, kernel.params);
+      lists.back()->finish();
+    }
+
+    auto timed_submit = [&](backend::CommandList& list) {
+      const Clock::time_point before = Clock::now();
+      list.submit();
+      const double host_ms = std::chrono::duration<double, std::milli>(Clock::now() - before).count();
+      return list.last_device_ms().value_or(host_ms);
+    };
+    // Verify on copy 0, its outputs first filled with NaN so an element the kernel never writes fails.
+    for (std::size_t o = 0; o < ref.outputs.size(); ++o) {
+      const std::vector<float> poison(ref.outputs[o].size(), std::numeric_limits<float>::quiet_NaN());
+      device_->upload(*storage[0][first_output + o], 0, std::as_bytes(std::span(poison)));
+    }
+    const double first_ms = timed_submit(*lists[0]);
+    for (std::size_t o = 0; o < ref.outputs.size(); ++o) {
+      std::vector<float> got(ref.outputs[o].size());
+      device_->download(*storage[0][first_output + o], 0, std::as_writable_bytes(std::span(got)));
+      if (fault == "wrong" && !got.empty()) got.back() += 1.0f;  // the test hook: an edge element off by one
+      double worst = 0;
+      std::size_t worst_at = 0;
+      for (std::size_t i = 0; i < got.size(); ++i) {
+        const double want = ref.outputs[o][i];
+        const double error = std::fabs(static_cast<double>(got[i]) - want) / std::max(1.0, std::fabs(want));
+        if (!(error <= worst)) {  // NaN included
+          worst = error;
+          worst_at = i;
+          if (std::isnan(error)) break;
+        }
+      }
+      if (!(worst <= options.tolerance))
+        return failed(knobs, CandidateStatus::wrong_result,
+                      "output " + std::to_string(o) + " element " + std::to_string(worst_at) + " is " +
+                          std::to_string(got[worst_at]) + ", expected " + std::to_string(ref.outputs[o][worst_at]) +
+                          " (relative error " + std::to_string(worst) + ", tolerance " +
+                          std::to_string(options.tolerance) + ")");
+    }
+
+    // Far slower than the best so far on its first run: that run is its only timing.
+    const bool gave_up = options.give_up_ms > 0 && first_ms > options.give_up_ms;
+    if (gave_up) result.times_ms = {first_ms};
+    for (int w = 0; w < options.warmup && !gave_up; ++w) timed_submit(*lists[static_cast<std::size_t>(w % copies)]);
+    const Clock::time_point start = Clock::now();
+    for (int r = 0; r < options.max_repeats && !gave_up; ++r) {
+      result.times_ms.push_back(timed_submit(*lists[static_cast<std::size_t>(r % copies)]));
+      const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
+      if (elapsed_s >= options.time_cap_s) break;
+      if (r + 1 >= options.min_repeats && summarize(result.times_ms).spread <= options.target_spread) break;
+    }
+  } catch (const Error& error) {
+    return failed(knobs, status_of(error, CandidateStatus::crashed), std::string("device error: ") + error.what());
+  }
+  const TimeSummary summary = summarize(result.times_ms);
+  result.status = CandidateStatus::ok;
+  result.median_ms = summary.median;
+  result.spread = summary.spread;
+  return result;
+}
+
+}  // namespace kiln::tune

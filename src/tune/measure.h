@@ -1,0 +1,63 @@
+// Measuring one candidate on a device (inside the tuning worker): build the
+// site's kernel with the candidate's knobs, compile and load it, check it
+// against the op's reference implementation on seeded random inputs, then
+// time it.
+#pragma once
+
+#include "backends/backend.h"
+#include "src/tune/database.h"
+#include "src/tune/site.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::tune {
+
+struct MeasureOptions {
+  int warmup = 2;                // untimed submits first (caches, clocks, lazy driver work)
+  int min_repeats = 5;           // timed submits before the spread may stop the loop
+  int max_repeats = 200;
+  double target_spread = 0.03;   // stop once (p75 - p25) / median is below this
+  double time_cap_s = 2.0;       // or once the timed submits took this long
+  std::uint64_t seed = 1;        // of the random inputs
+  // The inputs and outputs are copied until the copies hold this many bytes
+  // (at most max_copies), and the timed submits rotate among the copies, so
+  // a small problem is not timed with its operands hot in cache.
+  std::uint64_t rotate_bytes = std::uint64_t{64} << 20;
+  int max_copies = 8;
+  // A candidate whose first warm-up submit takes longer than this is timed
+  // by that submit alone (it cannot win; the tuner passes a multiple of the
+  // best median so far). 0: every candidate is timed in full.
+  double give_up_ms = 0;
+  // Largest accepted |got - expected| / max(1, |expected|) of any output element.
+  double tolerance = 1e-3;
+};
+
+// The environment variable naming candidates to break, for tests of the
+// tuner's fault handling: "wrong=KNOBS;crash=KNOBS;hang=KNOBS" (any subset,
+// repeatable). The worker gives a wrong result for, aborts on, or never
+// finishes a candidate whose knob text it names; nothing else reads it.
+inline constexpr const char* kFaultVariable = "KILN_TUNE_FAULT";
+
+// One device and the reference results of the sites it has seen.
+class Measurer {
+ public:
+  Measurer(const backend::Backend& backend, std::shared_ptr<backend::Device> device);
+  ~Measurer();
+
+  // Never throws for a candidate's own failure: that is the result's status.
+  CandidateResult measure(const Site& site, const std::string& knobs, const MeasureOptions& options);
+
+ private:
+  struct Reference;
+  const Reference& reference(const Site& site, const MeasureOptions& options);
+
+  const backend::Backend& backend_;
+  std::shared_ptr<backend::Device> device_;
+  std::map<std::string, std::unique_ptr<Reference>> references_;  // by site JSON and seed
+};
+
+}  // namespace kiln::tune

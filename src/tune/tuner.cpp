@@ -1,0 +1,181 @@
+#include "src/tune/tuner.h"
+
+#include "backends/registry.h"
+#include "src/runtime/log.h"
+#include "src/tune/candidates.h"
+#include "src/tune/choice.h"
+#include "src/tune/protocol.h"
+#include "src/tune/tune_build_config.h"
+#include "src/tune/worker_process.h"
+
+#include <kiln/error.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+namespace kiln::tune {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_until(Clock::time_point deadline) {
+  return std::chrono::duration<double>(deadline - Clock::now()).count();
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm utc{};
+  gmtime_r(&now, &utc);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &utc);
+  return text;
+}
+
+std::string host_name() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "unknown";
+  return name;
+}
+
+backend::TargetDesc find_target(const backend::Backend& backend, const DeviceSelection& device) {
+  if (auto reason = backend.unavailable_reason())
+    throw_error(ErrorKind::DeviceUnavailable, "backend '" + device.backend + "' cannot run kernels: " + *reason);
+  for (const backend::DeviceInfo& info : backend.enumerate_devices())
+    if (info.index == device.index) return info.target;
+  throw_error(ErrorKind::NotFound,
+              "backend '" + device.backend + "' has no device " + std::to_string(device.index));
+}
+
+CandidateResult not_measured(const std::string& knobs, std::string why) {
+  CandidateResult result;
+  result.knobs = knobs;
+  result.status = CandidateStatus::not_measured;
+  result.detail = std::move(why);
+  return result;
+}
+
+}  // namespace
+
+std::string kiln_version() { return KILN_PROJECT_VERSION; }
+
+std::string worker_path(const TuneOptions& options) {
+  if (!options.worker_path.empty()) return options.worker_path;
+  if (const char* value = std::getenv(kWorkerVariable); value && *value) return value;
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  if (!error) {
+    const std::filesystem::path beside = self.parent_path() / "kiln-tune-worker";
+    if (std::filesystem::is_regular_file(beside, error)) return beside.string();
+  }
+  return KILN_TUNE_WORKER_DEFAULT;
+}
+
+Record tune_site(const Site& site, const DeviceSelection& device, const TuneOptions& options) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline =
+      start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.budget_s));
+  const backend::Backend& backend = backend::get_backend(device.backend);
+  const backend::TargetDesc target = find_target(backend, device);
+  CandidateList list = candidates(site, backend, target, options.seed);
+  if (options.max_candidates != 0 && list.knobs.size() > options.max_candidates) list.knobs.resize(options.max_candidates);
+  for (const auto& [knobs, why] : list.filtered)
+    runtime::log(runtime::LogLevel::debug, "tune '" + site.id.problem + "': " + knobs + " filtered out: " + why);
+
+  Record record;
+  record.key.kernel = site.id.problem;
+  record.key.template_name = site.id.template_name;
+  record.key.template_version = site.id.template_version;
+  record.key.device = {target.backend, target.device_name, target.driver};
+  record.heuristic_knobs = list.knobs.front();
+  record.provenance = {utc_now(), host_name(), kiln_version(), options.budget_s};
+  for (const std::string& knobs : list.knobs) record.candidates.push_back(not_measured(knobs, "the budget ran out first"));
+
+  const std::string path = worker_path(options);
+  const std::string hello = nlohmann::json{{"backend", device.backend}, {"device", device.index}}.dump();
+  const std::string site_text = to_json(site);
+  std::unique_ptr<WorkerProcess> worker;
+  bool started_once = false;
+  double best_ms = 0;  // the fastest median so far
+  for (CandidateResult& result : record.candidates) {
+    if (seconds_until(deadline) <= 0) break;
+    if (!worker) {
+      std::string reply;
+      try {
+        worker = std::make_unique<WorkerProcess>(
+            path, hello, std::min(options.worker_start_limit_s, std::max(seconds_until(deadline), 0.0)), reply);
+      } catch (const Error& error) {
+        if (!started_once) throw;
+        result.detail = std::string("the tuning worker could not restart: ") + error.what();
+        break;
+      }
+      const nlohmann::json ready = nlohmann::json::parse(reply, nullptr, false);
+      if (!ready.is_object() || !ready.contains("ready")) {
+        const std::string why = ready.is_object() && ready.contains("error") ? ready["error"].get<std::string>() : reply;
+        throw_error(ErrorKind::DeviceUnavailable, "the tuning worker cannot measure on " + device.backend + " device " +
+                                                      std::to_string(device.index) + ": " + why);
+      }
+      started_once = true;
+    }
+    const double left = seconds_until(deadline);
+    if (left <= 0) break;
+    const bool budget_bound = left < options.candidate_limit_s;
+    const double limit = budget_bound ? left : options.candidate_limit_s;
+    MeasureOptions measure = options.measure;
+    measure.time_cap_s = std::min(measure.time_cap_s, limit / 2);
+    if (best_ms > 0 && options.give_up_factor > 0) measure.give_up_ms = best_ms * options.give_up_factor;
+    const nlohmann::json request = {{"site", site_text}, {"knobs", result.knobs}, {"options", options_json(measure)}};
+    std::string reply;
+    switch (worker->exchange(request.dump(), reply, limit)) {
+      case WorkerProcess::Outcome::replied: {
+        const std::string knobs = result.knobs;
+        try {
+          result = result_from_json(nlohmann::json::parse(reply).at("result"));
+        } catch (const std::exception& error) {
+          result.status = CandidateStatus::crashed;
+          result.detail = std::string("unreadable reply from the tuning worker: ") + error.what();
+        }
+        result.knobs = knobs;
+        // A device error may leave the device unusable: the next candidate gets a fresh worker.
+        if (result.status == CandidateStatus::crashed) worker.reset();
+        break;
+      }
+      case WorkerProcess::Outcome::died:
+        result.status = CandidateStatus::crashed;
+        result.detail = "the tuning worker died: " + worker->exit_description();
+        worker.reset();
+        break;
+      case WorkerProcess::Outcome::timed_out:
+        if (budget_bound) {
+          result.detail = "the budget ran out while it was measured";
+        } else {
+          result.status = CandidateStatus::timed_out;
+          result.detail = "no result within " + std::to_string(options.candidate_limit_s) + " s";
+        }
+        worker.reset();
+        break;
+    }
+    if (result.status == CandidateStatus::ok && (best_ms == 0 || result.median_ms < best_ms)) best_ms = result.median_ms;
+    if (options.on_result) options.on_result(result);
+  }
+  worker.reset();
+
+  const Choice choice = choose(record.candidates, options.noise_floor);
+  const CandidateResult& heuristic = record.candidates.front();
+  record.heuristic_ms = heuristic.status == CandidateStatus::ok ? heuristic.median_ms : 0;
+  record.winner_knobs = record.candidates[choice.index].knobs;
+  record.winner_ms = record.candidates[choice.index].status == CandidateStatus::ok
+                         ? record.candidates[choice.index].median_ms
+                         : 0;
+  runtime::log(runtime::LogLevel::info, "tune '" + site.id.problem + "': " + record.winner_knobs + ": " + choice.reason);
+  return record;
+}
+
+}  // namespace kiln::tune

@@ -1,0 +1,65 @@
+// The autotuner (one implementation for every backend; it reaches devices
+// only through backends/backend.h): tunes one site at a time. Candidates
+// (candidates.h) are measured in a worker process (worker_process.h,
+// measure.h) that is killed after a per-candidate time limit and restarted
+// for the rest, so a crash or a hang costs one candidate; the choice
+// (choice.h) keeps the heuristic's knobs unless a candidate beats them by
+// more than the measured noise. A model-level loop calls sites_of() (site.h)
+// and tune_site() per site, in the order it likes (by device-time share),
+// and stores the records in the tuning database.
+#pragma once
+
+#include "src/tune/database.h"
+#include "src/tune/measure.h"
+#include "src/tune/site.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+namespace kiln::tune {
+
+struct DeviceSelection {
+  std::string backend = "vulkan";
+  int index = 0;
+};
+
+// The environment variable naming the worker executable.
+inline constexpr const char* kWorkerVariable = "KILN_TUNE_WORKER";
+
+struct TuneOptions {
+  // Wall time for the whole site, worker start included. When it runs out,
+  // the candidate being measured is stopped and it and every later one are
+  // not_measured; every finished result is kept.
+  double budget_s = 60;
+  double candidate_limit_s = 30;  // a candidate taking longer is timed_out (its worker killed)
+  double worker_start_limit_s = 60;
+  std::size_t max_candidates = 0;  // 0: the whole space (within the budget)
+  std::uint64_t seed = 1;          // of the search order
+  double noise_floor = 0.02;       // see choose()
+  // A candidate whose first run is this many times slower than the best
+  // median so far is timed by that run alone (0: time every one in full).
+  double give_up_factor = 4;
+  MeasureOptions measure;
+  // The worker executable; empty: $KILN_TUNE_WORKER, else kiln-tune-worker
+  // beside the running executable, else the build tree's.
+  std::string worker_path;
+  // Called after each candidate's result (progress, logs).
+  std::function<void(const CandidateResult&)> on_result;
+};
+
+// The worker executable tune_site would start.
+std::string worker_path(const TuneOptions& options);
+
+// The kiln version (Meson's project version).
+std::string kiln_version();
+
+// Tunes `site` on the selected device: the record's candidates are those
+// tried (in search order, the heuristic's first) and those the budget left
+// not_measured; provenance is filled. Throws Error(NotFound) for a bad device
+// selection or worker path, Error(DeviceUnavailable) if the worker cannot
+// open the device.
+Record tune_site(const Site& site, const DeviceSelection& device, const TuneOptions& options = {});
+
+}  // namespace kiln::tune

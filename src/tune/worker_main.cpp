@@ -1,0 +1,71 @@
+// kiln-tune-worker: measures candidates for the autotuner in a process of
+// its own, so that a driver crash, a hang or an exhausted device costs one
+// candidate, not the tuning run (src/tune/tuner.h starts and kills it; the
+// protocol is in src/tune/protocol.h).
+#include "backends/registry.h"
+#include "src/tune/measure.h"
+#include "src/tune/protocol.h"
+
+#include <kiln/error.h>
+
+#include <nlohmann/json.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+namespace {
+
+// The protocol's channel: the original stdout. Everything else that writes
+// to stdout (a driver, a library) goes to stderr instead.
+FILE* open_channel() {
+  const int fd = dup(STDOUT_FILENO);
+  if (fd < 0 || dup2(STDERR_FILENO, STDOUT_FILENO) < 0) return nullptr;
+  return fdopen(fd, "w");
+}
+
+void send(FILE* channel, const nlohmann::json& message) {
+  const std::string line = message.dump() + "\n";
+  std::fwrite(line.data(), 1, line.size(), channel);
+  std::fflush(channel);
+}
+
+}  // namespace
+
+int main() {
+  using namespace kiln;
+  FILE* channel = open_channel();
+  if (!channel) return 1;
+  std::string line;
+  if (!std::getline(std::cin, line)) return 1;
+  std::shared_ptr<backend::Device> device;
+  const backend::Backend* backend = nullptr;
+  try {
+    const nlohmann::json hello = nlohmann::json::parse(line);
+    backend = &backend::get_backend(hello.at("backend").get<std::string>());
+    device = backend->create_device(hello.at("device").get<int>());
+  } catch (const std::exception& error) {
+    send(channel, {{"error", std::string("cannot open the device: ") + error.what()}});
+    return 1;
+  }
+  send(channel, {{"ready", true}});
+
+  tune::Measurer measurer(*backend, device);
+  while (std::getline(std::cin, line)) {
+    tune::CandidateResult result;
+    try {
+      const nlohmann::json request = nlohmann::json::parse(line);
+      result.knobs = request.at("knobs").get<std::string>();
+      const tune::Site site = tune::site_from_json(request.at("site").get<std::string>());
+      result = measurer.measure(site, result.knobs, tune::options_from_json(request.at("options")));
+    } catch (const std::exception& error) {
+      // Not the candidate's own failure (that is its status): the request or the site.
+      result.status = tune::CandidateStatus::crashed;
+      result.detail = std::string("tuning worker error: ") + error.what();
+    }
+    send(channel, {{"result", tune::result_json(result)}});
+  }
+  return 0;
+}

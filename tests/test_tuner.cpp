@@ -1,0 +1,560 @@
+// The autotuner's core: knob text both ways, tuning sites recorded by
+// lowering, overrides, candidates filtered by capabilities, the choice rule,
+// and tune_site on the Vulkan device with candidates made wrong, crashing or
+// hanging through the worker's test hook (KILN_TUNE_FAULT).
+#define BOOST_TEST_MODULE tuner
+#include <boost/test/unit_test.hpp>
+
+#include "backends/registry.h"
+#include "graph/ir.h"
+#include "shaders/attention_template.h"
+#include "shaders/conv_template.h"
+#include "shaders/gemm_shared.h"
+#include "shaders/heuristic.h"
+#include "shaders/knobs.h"
+#include "src/fuse/schedule.h"
+#include "src/lower/lower.h"
+#include "src/runtime/log.h"
+#include "src/tune/candidates.h"
+#include "src/tune/choice.h"
+#include "src/tune/protocol.h"
+#include "src/tune/site.h"
+#include "src/tune/tuner.h"
+
+#include <kiln/error.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+namespace sh = kiln::shaders;
+namespace tn = kiln::tune;
+namespace kb = kiln::backend;
+namespace rt = kiln::runtime;
+using kiln::DType;
+using kiln::Error;
+using kiln::ErrorKind;
+using kiln::graph::Graph;
+using kiln::graph::TensorType;
+using kiln::lower::LowerTarget;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+// The InvalidArgument message `parse` throws for `text`.
+template <class Parse>
+std::string parse_error(Parse parse, const std::string& text) {
+  try {
+    parse(text);
+  } catch (const Error& error) {
+    BOOST_TEST((error.kind() == ErrorKind::InvalidArgument), text << ": " << error.what());
+    return error.what();
+  }
+  BOOST_ERROR("'" << text << "' parsed");
+  return "";
+}
+
+// Warnings logged while alive.
+class WarningLog {
+ public:
+  WarningLog() {
+    previous_ = rt::set_log_sink([this](rt::LogLevel level, const std::string& message) {
+      if (level == rt::LogLevel::warning) messages_.push_back(message);
+    });
+  }
+  ~WarningLog() { rt::set_log_sink(previous_); }
+  const std::vector<std::string>& messages() const { return messages_; }
+
+ private:
+  rt::LogSink previous_;
+  std::vector<std::string> messages_;
+};
+
+// A graph of one MatMul [m, k] x [k, n].
+Graph matmul_graph(std::int64_t m, std::int64_t n, std::int64_t k) {
+  Graph g;
+  const auto a = g.add_input("a", {DType::f32, {m, k}});
+  const auto b = g.add_input("b", {DType::f32, {k, n}});
+  g.set_outputs(g.add_node("MatMul", {a, b}, {}, "mm"));
+  return g;
+}
+
+// A graph of one 3x3 convolution (padding 1) with a bias, then a Relu.
+Graph conv_relu_graph() {
+  Graph g;
+  const auto x = g.add_input("x", {DType::f32, {1, 8, 10, 10}});
+  const auto w = g.add_input("w", {DType::f32, {16, 8, 3, 3}});
+  const auto bias = g.add_input("bias", {DType::f32, {16}});
+  kiln::graph::Attributes attrs;
+  attrs.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  const auto y = g.add_node("Conv", {x, w, bias}, attrs, "conv");
+  g.set_outputs(g.add_node("Relu", y, {}, "relu"));
+  return g;
+}
+
+// A graph of one Attention over [2, lq, d] heads with a mask broadcast over the heads.
+Graph attention_graph(std::int64_t lq, std::int64_t lk, std::int64_t d, std::int64_t dv) {
+  Graph g;
+  const auto q = g.add_input("q", {DType::f32, {2, lq, d}});
+  const auto k = g.add_input("k", {DType::f32, {2, lk, d}});
+  const auto v = g.add_input("v", {DType::f32, {2, lk, dv}});
+  const auto mask = g.add_input("mask", {DType::f32, {lq, lk}});
+  g.set_outputs(g.add_node("Attention", {q, k, v, mask}, {}, "attn"));
+  return g;
+}
+
+tn::Site only_site(const Graph& g, const LowerTarget& target = {}) {
+  const std::vector<tn::Site> sites = tn::sites_of(g, target);
+  BOOST_TEST_REQUIRE(sites.size() == 1u);
+  return sites.front();
+}
+
+kiln::kir::Kernel lower_first(const Graph& g, const LowerTarget& target) {
+  const kiln::graph::Node& node = g.nodes().front();
+  std::vector<TensorType> inputs, outputs;
+  for (auto id : node.inputs) inputs.push_back(g.value(id).type);
+  for (auto id : node.outputs) outputs.push_back(g.value(id).type);
+  return *kiln::lower::lower_node(node, inputs, outputs, target).kernel;
+}
+
+LowerTarget with_override(LowerTarget target, const std::string& problem, const std::string& knobs) {
+  target.knob_overrides = std::make_shared<kiln::lower::KnobOverrides>(kiln::lower::KnobOverrides{{problem, knobs}});
+  return target;
+}
+
+// A GPU-like capability record with `shared_bytes` of shared memory.
+kb::TargetDesc gpu_target(std::uint64_t shared_bytes, std::uint32_t invocations = 1024) {
+  kb::TargetDesc t;
+  t.backend = "null";
+  t.device_name = "test gpu";
+  t.device_type = "discrete-gpu";
+  t.subgroup_size = 32;
+  t.max_workgroup_size = {invocations, invocations, 64};
+  t.max_workgroup_invocations = invocations;
+  t.max_workgroup_count = {65535, 65535, 65535};
+  t.max_shared_memory_bytes = shared_bytes;
+  t.max_buffer_bytes = 1ull << 30;
+  return t;
+}
+
+tn::CandidateResult measured(const std::string& knobs, double median, double spread = 0.01) {
+  tn::CandidateResult r;
+  r.knobs = knobs;
+  r.status = tn::CandidateStatus::ok;
+  r.median_ms = median;
+  r.spread = spread;
+  r.times_ms = {median};
+  return r;
+}
+
+tn::CandidateResult failed(const std::string& knobs, tn::CandidateStatus status) {
+  tn::CandidateResult r;
+  r.knobs = knobs;
+  r.status = status;
+  return r;
+}
+
+// Sets KILN_TUNE_FAULT for the workers started while alive.
+struct FaultInjection {
+  explicit FaultInjection(const std::string& spec) { setenv(tn::kFaultVariable, spec.c_str(), 1); }
+  ~FaultInjection() { unsetenv(tn::kFaultVariable); }
+};
+
+bool vulkan_available() { return !kb::get_backend("vulkan").unavailable_reason().has_value(); }
+
+// Small and quick: few repeats, a short time cap.
+tn::TuneOptions quick_options() {
+  tn::TuneOptions options;
+  options.budget_s = 120;
+  options.candidate_limit_s = 60;
+  options.measure.min_repeats = 3;
+  options.measure.max_repeats = 10;
+  options.measure.time_cap_s = 0.2;
+  options.measure.rotate_bytes = 1 << 20;
+  return options;
+}
+
+}  // namespace
+
+// ---- knob text ---------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(gemm_and_conv_knob_text_round_trips) {
+  const LowerTarget lavapipe{"vulkan", 8, 1024, 32768, true};
+  std::vector<sh::GemmKnobs> gemms = sh::gemm_knob_space(LowerTarget{});
+  for (const sh::GemmKnobs& k : sh::gemm_knob_space(lavapipe)) gemms.push_back(k);
+  sh::GemmKnobs odd;  // every field away from its default
+  odd.tile_m = 16, odd.tile_n = 3, odd.k_unroll = 7, odd.workgroup_size = 512, odd.panel_width = 64;
+  odd.vector_width = 1, odd.shared_k_tile = 32, odd.split_k = 4, odd.workgroup_n = 2;
+  gemms.push_back(odd);
+  for (const sh::GemmKnobs& knobs : gemms) {
+    const std::string text = sh::to_string(knobs);
+    BOOST_TEST((sh::parse_gemm_knobs(text) == knobs), text);
+  }
+  BOOST_TEST(sh::to_string(odd) == "16x3_k7_p64_wg512_v1_s32_sk4_wn2");
+  for (const LowerTarget& target : {LowerTarget{}, lavapipe})
+    for (const sh::ConvPlan& plan : sh::conv_plan_space(target)) {
+      const std::string text = sh::to_string(plan);
+      BOOST_TEST((sh::parse_conv_plan(text) == plan), text);
+    }
+  BOOST_TEST(sh::to_string(sh::ConvPlan{sh::ConvAlgorithm::direct, {}, {8, 4, 64}}) == "direct:c8_w4_wg64");
+  for (std::uint32_t rows : {1u, 4u, 8u})
+    for (std::uint32_t columns : {1u, 12u, 128u}) {
+      sh::AttentionKnobs knobs;
+      knobs.rows = rows, knobs.columns = columns, knobs.key_block = 16, knobs.vector_width = 1;
+      BOOST_TEST((sh::parse_attention_knobs(sh::to_string(knobs)) == knobs), sh::to_string(knobs));
+    }
+}
+
+BOOST_AUTO_TEST_CASE(malformed_knob_text_names_the_field) {
+  auto gemm = [](const std::string& t) { return sh::parse_gemm_knobs(t); };
+  auto plan = [](const std::string& t) { return sh::parse_conv_plan(t); };
+  BOOST_TEST(contains(parse_error(gemm, "8x8_k4_p8_wg64"), "vector_width"));
+  BOOST_TEST(contains(parse_error(gemm, "8x8_k4_p8_wg64_v4_q3"), "unknown field 'q3'"));
+  BOOST_TEST(contains(parse_error(gemm, "8x8_k9_p8_wg64_v4"), "k_unroll"));
+  BOOST_TEST(contains(parse_error(gemm, "8x8_k4_k4_p8_wg64_v4"), "k_unroll is given twice"));
+  BOOST_TEST(contains(parse_error(gemm, "8y8_k4_p8_wg64_v4"), "tile_m x tile_n"));
+  BOOST_TEST(contains(parse_error(gemm, "8x8_k_p8_wg64_v4"), "k_unroll"));
+  BOOST_TEST(contains(parse_error(gemm, "8x8_k4_p8_wg64_v3"), "vector_width"));
+  BOOST_TEST(contains(parse_error(gemm, "4x4_k1_p1_wg256_v4_s16_sk3"), "split_k"));
+  BOOST_TEST(contains(parse_error(gemm, ""), "tile_m x tile_n"));
+  BOOST_TEST(contains(parse_error(plan, "winograd:c8_w8_wg64"), "winograd"));
+  BOOST_TEST(contains(parse_error(plan, "c8_w8_wg64"), "algorithm:knobs"));
+  BOOST_TEST(contains(parse_error(plan, "direct:c8_w8"), "workgroup_size"));
+  BOOST_TEST(contains(parse_error(plan, "implicit_gemm:c8_w8_wg64"), "tile_m x tile_n"));
+  auto attention = [](const std::string& t) { return sh::parse_attention_knobs(t); };
+  BOOST_TEST(contains(parse_error(attention, "r2c64k4"), "vector_width"));
+  BOOST_TEST(contains(parse_error(attention, "r2c64k4v4x1"), "unknown field 'x1'"));
+  BOOST_TEST(contains(parse_error(attention, "r0c64k4v4"), "rows"));
+  BOOST_TEST(contains(parse_error(attention, "r2c256k4v4"), "range"));
+}
+
+// ---- sites and overrides -----------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(lowering_records_the_site_and_fusion_keeps_it) {
+  const Graph g = matmul_graph(40, 24, 36);
+  const kiln::kir::Kernel kernel = lower_first(g, LowerTarget{});
+  BOOST_TEST_REQUIRE(kernel.tuning_site.has_value());
+  BOOST_TEST(kernel.tuning_site->template_name == "gemm");
+  BOOST_TEST(kernel.tuning_site->template_version == sh::kGemmTemplateVersion);
+  BOOST_TEST(kernel.tuning_site->problem == "gemm batch=1 m=40 n=24 k=36 a=row b=row");
+  BOOST_TEST(kernel.tuning_site->knobs == sh::to_string(sh::choose_gemm_knobs(1, 40, 24, 36, LowerTarget{})));
+  BOOST_TEST(!kernel.tuning_site->overridden);
+
+  // Compiled mode fuses the Relu into the convolution: the fused kernel keeps the site.
+  kiln::fuse::PlanOptions options;
+  options.fuse = true;
+  const kiln::fuse::KernelPlan plan = kiln::fuse::plan_kernels(conv_relu_graph(), options);
+  BOOST_TEST_REQUIRE(plan.steps.size() == 1u);
+  const auto& fused = plan.steps.front().kernel->kernel;
+  BOOST_TEST_REQUIRE(fused.tuning_site.has_value());
+  BOOST_TEST(fused.tuning_site->template_name == "conv");
+  BOOST_TEST(contains(fused.tuning_site->problem, "kernel=3x3"));
+
+  // One site per distinct problem; the Relu has none.
+  Graph twice = matmul_graph(40, 24, 36);
+  const auto a = twice.add_input("a2", {DType::f32, {40, 36}});
+  const auto b = twice.add_input("b2", {DType::f32, {36, 24}});
+  twice.add_node("MatMul", {a, b}, {}, "mm2");
+  BOOST_TEST(tn::sites_of(twice, LowerTarget{}).size() == 1u);
+  BOOST_TEST(tn::sites_of(conv_relu_graph(), LowerTarget{}).size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(an_override_changes_the_kernel_and_an_invalid_one_is_ignored) {
+  const Graph g = matmul_graph(40, 24, 36);
+  const std::string problem = "gemm batch=1 m=40 n=24 k=36 a=row b=row";
+  const kiln::kir::Kernel plain = lower_first(g, LowerTarget{});
+  const std::string chosen = "2x4_k1_p2_wg32_v1";
+  BOOST_TEST_REQUIRE(plain.tuning_site->knobs != chosen);
+  {
+    WarningLog log;
+    const kiln::kir::Kernel tuned = lower_first(g, with_override({}, problem, chosen));
+    BOOST_TEST(tuned.tuning_site->knobs == chosen);
+    BOOST_TEST(tuned.tuning_site->overridden);
+    BOOST_TEST(tuned.name == "matmul_" + chosen);
+    BOOST_TEST(tuned.workgroup_size == 32u);
+    BOOST_TEST(log.messages().empty());
+  }
+  // An override for another problem leaves this one alone.
+  BOOST_TEST(lower_first(g, with_override({}, "gemm batch=1 m=1 n=1 k=1 a=row b=row", chosen)).name == plain.name);
+  for (const std::string& bad : {std::string("garbage"), std::string("8x8_k4_p8_wg2048_v4"),
+                                 std::string("4x4_k1_p1_wg256_v4_s16")}) {
+    WarningLog log;
+    LowerTarget small{"vulkan", 32, 1024, 4096};  // 4 KiB of shared memory: the shared tiling needs more
+    const kiln::kir::Kernel kernel = lower_first(g, with_override(small, problem, bad));
+    BOOST_TEST(!kernel.tuning_site->overridden, bad);
+    BOOST_TEST(kernel.tuning_site->knobs == lower_first(g, small).tuning_site->knobs, bad);
+    BOOST_TEST_REQUIRE(log.messages().size() == 1u, bad);
+    BOOST_TEST(contains(log.messages().front(), "'" + bad + "'"), log.messages().front());
+    BOOST_TEST(contains(log.messages().front(), "ignored"), log.messages().front());
+  }
+  // Convolutions: another algorithm that applies, and one that does not (gemm_1x1 on a 3x3 window).
+  const Graph conv = conv_relu_graph();
+  const tn::Site site = only_site(conv);
+  const kiln::kir::Kernel implicit = lower_first(conv, with_override({}, site.id.problem, "implicit_gemm:4x4_k4_p8_wg64_v4"));
+  BOOST_TEST(implicit.tuning_site->overridden);
+  BOOST_TEST(contains(implicit.name, "conv2d_implicit_gemm_4x4"));
+  WarningLog log;
+  const kiln::kir::Kernel refused = lower_first(conv, with_override({}, site.id.problem, "gemm_1x1:4x4_k4_p8_wg64_v4"));
+  BOOST_TEST(!refused.tuning_site->overridden);
+  BOOST_TEST(refused.tuning_site->knobs == site.id.knobs);
+  BOOST_TEST(log.messages().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(attention_records_its_site_and_takes_overrides) {
+  const Graph g = attention_graph(10, 12, 8, 8);
+  const tn::Site site = only_site(g);
+  BOOST_TEST(site.id.template_name == "attention");
+  BOOST_TEST(site.id.template_version == sh::kAttentionTemplateVersion);
+  BOOST_TEST(site.id.problem == "attention heads=2 lq=10 lk=12 d=8 dv=8 k=k mask=s12.1");
+  BOOST_TEST(site.id.knobs == lower_first(g, {}).tuning_site->knobs);
+  const std::string chosen = site.id.knobs == "r1c8k2v1" ? "r2c8k2v1" : "r1c8k2v1";
+  const kiln::kir::Kernel tuned = lower_first(g, with_override({}, site.id.problem, chosen));
+  BOOST_TEST(tuned.tuning_site->overridden);
+  BOOST_TEST(tuned.name == "attention_" + chosen);
+  WarningLog log;
+  BOOST_TEST(!lower_first(g, with_override({}, site.id.problem, "r2c8")).tuning_site->overridden);
+  BOOST_TEST(log.messages().size() == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(site_json_round_trips) {
+  const tn::Site site = only_site(conv_relu_graph());
+  const tn::Site back = tn::site_from_json(tn::to_json(site));
+  BOOST_TEST((back.id == site.id));
+  BOOST_TEST(back.node.op == "Conv");
+  BOOST_TEST((back.node.attrs == site.node.attrs));
+  BOOST_TEST((back.inputs == site.inputs));
+  BOOST_TEST((back.outputs == site.outputs));
+  BOOST_TEST(tn::to_json(back) == tn::to_json(site));
+  BOOST_CHECK_THROW(tn::site_from_json("{\"template\": 3}"), Error);
+}
+
+// ---- candidates ----------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(candidates_are_filtered_by_the_capability_record) {
+  const tn::Site site = only_site(matmul_graph(256, 256, 512));
+  const kb::Backend& null = kb::get_backend("null");
+  auto needs_shared = [](const std::string& knobs) { return sh::parse_gemm_knobs(knobs).shared_k_tile != 0; };
+
+  const tn::CandidateList roomy = tn::candidates(site, null, gpu_target(65536));
+  int shared = 0;
+  for (const std::string& knobs : roomy.knobs) shared += needs_shared(knobs) ? 1 : 0;
+  BOOST_TEST(shared > 0);
+
+  const kb::TargetDesc small = gpu_target(4096);
+  const tn::CandidateList list = tn::candidates(site, null, small);
+  BOOST_TEST_REQUIRE(!list.knobs.empty());
+  for (const std::string& knobs : list.knobs) {
+    const sh::GemmKnobs k = sh::parse_gemm_knobs(knobs);
+    BOOST_TEST((k.shared_k_tile == 0 || sh::detail::shared_gemm_bytes(k) <= 4096u), knobs);
+  }
+  BOOST_TEST(!list.filtered.empty());
+  for (const auto& [knobs, why] : list.filtered) BOOST_TEST(contains(why, "shared memory"), knobs << ": " << why);
+  // The heuristic's choice comes first, then its neighbours (one field away).
+  BOOST_TEST(list.knobs.front() == sh::to_string(sh::choose_gemm_knobs(1, 256, 256, 512, kiln::fuse::lower_target(small))));
+  BOOST_TEST(tn::knob_distance(list.knobs[1], list.knobs[0]) == 1);
+  BOOST_TEST(tn::knob_distance("8x8_k4_p8_wg64_v4", "8x4_k4_p8_wg64_v4") == 1);
+  BOOST_TEST(tn::knob_distance("direct:c8_w8_wg64", "depthwise:c1_w8_wg64") == 2);
+
+  // Few invocations per workgroup: nothing larger.
+  for (const std::string& knobs : tn::candidates(site, null, gpu_target(65536, 32)).knobs)
+    BOOST_TEST(sh::parse_gemm_knobs(knobs).workgroup_size <= 32u, knobs);
+
+  // The same order every time; another seed shuffles the rest.
+  BOOST_TEST((tn::candidates(site, null, small).knobs == list.knobs));
+  const std::vector<std::string> reseeded = tn::candidates(site, null, small, 7).knobs;
+  BOOST_TEST(reseeded.front() == list.knobs.front());
+  BOOST_TEST((reseeded != list.knobs));
+
+  // A tensor larger than the target's buffers: no candidate at all, and the error says why.
+  kb::TargetDesc tiny_buffers = small;
+  tiny_buffers.max_buffer_bytes = 1024;
+  try {
+    tn::candidates(site, null, tiny_buffers);
+    BOOST_ERROR("a 256 KiB operand fit 1 KiB buffers");
+  } catch (const Error& error) {
+    BOOST_TEST((error.kind() == ErrorKind::Unsupported));
+    BOOST_TEST(contains(error.what(), "binds at most 1024"), error.what());
+  }
+
+  // Convolutions: only algorithms that apply (no gemm_1x1 for a 3x3 window).
+  const tn::CandidateList conv = tn::candidates(only_site(conv_relu_graph()), null, small);
+  BOOST_TEST_REQUIRE(!conv.knobs.empty());
+  for (const std::string& plan : conv.knobs) BOOST_TEST(!contains(plan, "gemm_1x1"), plan);
+}
+
+// ---- the choice ---------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(the_choice_rule_is_deterministic_and_keeps_ties_with_the_heuristic) {
+  using tn::choose;
+  // Faster, but within the noise floor (2%): the heuristic's stays.
+  std::vector<tn::CandidateResult> r = {measured("h", 1.00), measured("a", 0.99)};
+  BOOST_TEST(choose(r).index == 0u);
+  // Faster by more than the floor and the spreads: the candidate wins.
+  r = {measured("h", 1.00), measured("a", 0.90)};
+  BOOST_TEST(choose(r).index == 1u);
+  // ... unless a spread says the difference is noise.
+  r = {measured("h", 1.00, 0.15), measured("a", 0.90)};
+  BOOST_TEST(choose(r).index == 0u);
+  // Two candidates tie within the noise: the first in search order wins, whichever measured faster.
+  r = {measured("h", 1.00), measured("a", 0.505), measured("b", 0.500)};
+  BOOST_TEST(choose(r).index == 1u);
+  r = {measured("h", 1.00), measured("a", 0.500), measured("b", 0.505)};
+  BOOST_TEST(choose(r).index == 1u);
+  // A tie group's first member must itself beat the heuristic beyond the noise.
+  r = {measured("h", 1.030), measured("a", 1.015), measured("b", 1.000)};
+  BOOST_TEST(choose(r).index == 0u);
+  // Failed candidates are never chosen, however fast they claim to be.
+  r = {measured("h", 1.0), failed("wrong", tn::CandidateStatus::wrong_result), measured("c", 0.5)};
+  r[1].median_ms = 0.01;
+  BOOST_TEST(choose(r).index == 2u);
+  // A heuristic that failed loses to anything ok; with nothing ok it stays.
+  r = {failed("h", tn::CandidateStatus::crashed), measured("a", 2.0), measured("b", 1.0)};
+  BOOST_TEST(choose(r).index == 2u);
+  r = {failed("h", tn::CandidateStatus::timed_out), failed("a", tn::CandidateStatus::not_measured)};
+  BOOST_TEST(choose(r).index == 0u);
+  // The same timings choose the same, every time.
+  r = {measured("h", 1.0, 0.05), measured("a", 0.7, 0.03), measured("b", 0.69, 0.2), measured("c", 0.71)};
+  const std::size_t first = choose(r).index;
+  for (int i = 0; i < 10; ++i) BOOST_TEST(choose(r).index == first);
+  BOOST_TEST(first == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(summaries_and_protocol_text) {
+  const tn::TimeSummary s = tn::summarize({4, 1, 3, 2, 5});
+  BOOST_TEST(s.median == 3.0);
+  BOOST_TEST(s.spread == (4.0 - 2.0) / 3.0, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(tn::summarize({}).median == 0.0);
+  for (auto status : {tn::CandidateStatus::ok, tn::CandidateStatus::wrong_result, tn::CandidateStatus::compile_failed,
+                      tn::CandidateStatus::crashed, tn::CandidateStatus::timed_out, tn::CandidateStatus::out_of_memory,
+                      tn::CandidateStatus::not_measured})
+    BOOST_TEST((tn::status_from_text(tn::status_text(status)) == status));
+  tn::CandidateResult r = measured("4x4_k4_p8_wg64_v4", 1.25, 0.125);
+  r.times_ms = {1.0, 1.25, 1.5};
+  const tn::CandidateResult back = tn::result_from_json(tn::result_json(r));
+  BOOST_TEST(back.knobs == r.knobs);
+  BOOST_TEST((back.times_ms == r.times_ms));
+  BOOST_TEST(back.spread == r.spread);
+  BOOST_CHECK_THROW(tn::status_from_text("fine"), Error);
+}
+
+// ---- tuning on the device -------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(a_wrong_candidate_is_rejected_and_never_chosen) {
+  BOOST_TEST_REQUIRE(vulkan_available());
+  const tn::Site site = only_site(matmul_graph(64, 48, 40));
+  const kb::Backend& vulkan = kb::get_backend("vulkan");
+  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  BOOST_TEST_REQUIRE(order.size() >= 3u);
+  // The wrong candidate claims to be fast: it must still lose.
+  FaultInjection fault("wrong=" + order[1]);
+  tn::TuneOptions options = quick_options();
+  options.max_candidates = 3;
+  const tn::Record record = tn::tune_site(site, {"vulkan", 0}, options);
+  BOOST_TEST_REQUIRE(record.candidates.size() == 3u);
+  BOOST_TEST(record.key.kernel == site.id.problem);
+  BOOST_TEST(record.key.template_name == "gemm");
+  BOOST_TEST(record.key.device.backend == "vulkan");
+  BOOST_TEST(!record.key.device.driver.empty());
+  BOOST_TEST(record.heuristic_knobs == order[0]);
+  BOOST_TEST((record.candidates[0].status == tn::CandidateStatus::ok), record.candidates[0].detail);
+  BOOST_TEST((record.candidates[1].status == tn::CandidateStatus::wrong_result));
+  BOOST_TEST(contains(record.candidates[1].detail, "expected"), record.candidates[1].detail);
+  BOOST_TEST((record.candidates[2].status == tn::CandidateStatus::ok), record.candidates[2].detail);
+  BOOST_TEST(record.winner_knobs != order[1]);
+  BOOST_TEST(record.heuristic_ms > 0);
+  BOOST_TEST(record.winner_ms > 0);
+  for (const tn::CandidateResult& c : record.candidates)
+    if (c.status == tn::CandidateStatus::ok) {
+      BOOST_TEST(c.times_ms.size() >= 1u);
+      BOOST_TEST(c.median_ms > 0);
+    }
+  BOOST_TEST(record.provenance.kiln_version == tn::kiln_version());
+  BOOST_TEST(!record.provenance.host.empty());
+  BOOST_TEST(record.provenance.date.size() == 20u);
+  BOOST_TEST(record.provenance.budget_s == options.budget_s);
+}
+
+BOOST_AUTO_TEST_CASE(a_crash_or_a_hang_costs_one_candidate) {
+  BOOST_TEST_REQUIRE(vulkan_available());
+  const tn::Site site = only_site(conv_relu_graph());
+  const kb::Backend& vulkan = kb::get_backend("vulkan");
+  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  BOOST_TEST_REQUIRE(order.size() >= 4u);
+  FaultInjection fault("crash=" + order[1] + ";hang=" + order[2]);
+  tn::TuneOptions options = quick_options();
+  options.max_candidates = 4;
+  options.candidate_limit_s = 3;
+  const tn::Record record = tn::tune_site(site, {"vulkan", 0}, options);
+  BOOST_TEST_REQUIRE(record.candidates.size() == 4u);
+  BOOST_TEST((record.candidates[0].status == tn::CandidateStatus::ok), record.candidates[0].detail);
+  BOOST_TEST((record.candidates[1].status == tn::CandidateStatus::crashed), record.candidates[1].detail);
+  BOOST_TEST(contains(record.candidates[1].detail, "signal"), record.candidates[1].detail);
+  BOOST_TEST((record.candidates[2].status == tn::CandidateStatus::timed_out), record.candidates[2].detail);
+  BOOST_TEST((record.candidates[3].status == tn::CandidateStatus::ok), record.candidates[3].detail);
+  BOOST_TEST(record.winner_knobs != order[1]);
+  BOOST_TEST(record.winner_knobs != order[2]);
+}
+
+BOOST_AUTO_TEST_CASE(the_budget_stops_early_and_keeps_finished_results) {
+  BOOST_TEST_REQUIRE(vulkan_available());
+  const tn::Site site = only_site(matmul_graph(32, 32, 32));
+  const kb::Backend& vulkan = kb::get_backend("vulkan");
+  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  BOOST_TEST_REQUIRE(order.size() >= 5u);
+  // The third candidate never finishes; the budget, not its time limit, stops it.
+  FaultInjection fault("hang=" + order[2]);
+  tn::TuneOptions options = quick_options();
+  options.max_candidates = 5;
+  options.budget_s = 4;
+  options.candidate_limit_s = 300;
+  std::vector<std::string> reported;
+  options.on_result = [&](const tn::CandidateResult& r) { reported.push_back(r.knobs); };
+  const auto start = std::chrono::steady_clock::now();
+  const tn::Record record = tn::tune_site(site, {"vulkan", 0}, options);
+  const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  BOOST_TEST(elapsed < options.budget_s + 2);
+  BOOST_TEST_REQUIRE(record.candidates.size() == 5u);
+  BOOST_TEST((record.candidates[0].status == tn::CandidateStatus::ok), record.candidates[0].detail);
+  BOOST_TEST((record.candidates[1].status == tn::CandidateStatus::ok), record.candidates[1].detail);
+  for (std::size_t i = 2; i < 5; ++i)
+    BOOST_TEST((record.candidates[i].status == tn::CandidateStatus::not_measured), record.candidates[i].detail);
+  BOOST_TEST(contains(record.candidates[2].detail, "budget"));
+  BOOST_TEST(reported.size() == 3u);  // the two finished ones and the one the budget stopped
+  BOOST_TEST((record.winner_knobs == order[0] || record.winner_knobs == order[1]));
+}
+
+BOOST_AUTO_TEST_CASE(a_missing_worker_is_a_clear_error) {
+  const tn::Site site = only_site(matmul_graph(8, 8, 8));
+  tn::TuneOptions options = quick_options();
+  options.worker_path = "/nonexistent/kiln-tune-worker";
+  if (!vulkan_available()) return;
+  try {
+    tn::tune_site(site, {"vulkan", 0}, options);
+    BOOST_ERROR("tune_site ran without a worker");
+  } catch (const Error& error) {
+    BOOST_TEST((error.kind() == ErrorKind::NotFound));
+    BOOST_TEST(contains(error.what(), "/nonexistent/kiln-tune-worker"));
+  }
+  BOOST_CHECK_THROW(tn::tune_site(site, {"vulkan", 99}, quick_options()), Error);
+}
+
+BOOST_AUTO_TEST_CASE(attention_candidates_are_verified_and_timed) {
+  BOOST_TEST_REQUIRE(vulkan_available());
+  const tn::Site site = only_site(attention_graph(10, 12, 8, 8));
+  const kb::Backend& vulkan = kb::get_backend("vulkan");
+  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  BOOST_TEST_REQUIRE(order.size() >= 3u);
+  BOOST_TEST(order.front() == site.id.knobs);
+  FaultInjection fault("wrong=" + order[2]);
+  tn::TuneOptions options = quick_options();
+  options.max_candidates = 3;
+  const tn::Record record = tn::tune_site(site, {"vulkan", 0}, options);
+  BOOST_TEST_REQUIRE(record.candidates.size() == 3u);
+  BOOST_TEST(record.key.template_name == "attention");
+  BOOST_TEST((record.candidates[0].status == tn::CandidateStatus::ok), record.candidates[0].detail);
+  BOOST_TEST((record.candidates[1].status == tn::CandidateStatus::ok), record.candidates[1].detail);
+  BOOST_TEST((record.candidates[2].status == tn::CandidateStatus::wrong_result), record.candidates[2].detail);
+  BOOST_TEST(record.winner_knobs != order[2]);
+}
