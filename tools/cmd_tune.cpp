@@ -1,18 +1,361 @@
-// `kiln tune`: the autotuner's command group. The tuning database's
-// subcommands (merge, export, import, show) are in cmd_tune_db.cpp.
+// `kiln tune`: the autotuner's command group. Its own action is the tuning run,
+// `kiln tune [MODEL.onnx | --model NAME | --models a,b | --zoo] ...`; the
+// tuning database's subcommands (merge, export, import, show) are in
+// cmd_tune_db.cpp. CLI11 matches subcommand names before positionals, so
+// `kiln tune merge ...` stays the subcommand (a model file named "merge"
+// needs "./merge").
 //
-// The tuning run itself, `kiln tune MODEL ...`, becomes this group's own
-// action: replace require_subcommand(1) below by a MODEL positional, its
-// options and a callback. CLI11 matches subcommand names before positionals,
-// so `kiln tune merge ...` stays the subcommand and `kiln tune model.onnx`
-// reaches MODEL (a model file named "show" or "merge" needs "./show").
+// The run: each model is compiled (default mode) and profiled, its tuning
+// sites are ordered by their share of the models' device time, this shard's
+// sites (--shard I/N: a fixed hash of each site's identity, so N machines
+// cover the work exactly once) that the database lacks (--resume) are tuned
+// within the budget, biggest first, and every finished record is written at
+// once, so stopping early (the budget, Ctrl-C) keeps them.
 #include "commands.h"
+#include "model_args.h"
+
+// The autotuner has no public API yet (tools/README.md).
+#include "src/fuse/schedule.h"
+#include "src/runtime/executor.h"
+#include "src/tune/autotune.h"
+#include "src/tune/candidates.h"
+
+#include <kiln/kiln.h>
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <memory>
+#include <random>
+#include <set>
+#include <sstream>
 
 namespace kiln::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+std::atomic<bool> g_interrupted{false};
+
+struct Interrupted {};
+
+struct TuneArgs {
+  ModelArgs model;
+  std::string models;   // comma-separated built-in models
+  bool zoo = false;
+  std::string budget = "10m";
+  std::string db;
+  bool resume = false;
+  std::string shard;    // "I/N"
+  bool explain = false;
+  double candidate_limit_s = 30;
+  int calls = 10;       // for the end-to-end comparison
+};
+
+// One tuning site across the models, with the device time it takes.
+struct WorkItem {
+  tune::Site site;
+  tune::RecordKey key;
+  double ms = 0;               // profiled device time of its dispatches, all models together
+  std::vector<std::string> models;
+};
+
+double parse_duration(const std::string& text) { return Settings().with("tune_budget", text).seconds("tune_budget"); }
+
+std::pair<std::uint64_t, std::uint64_t> parse_shard(const std::string& text) {
+  if (text.empty()) return {0, 1};
+  const std::size_t slash = text.find('/');
+  std::uint64_t i = 0, n = 0;
+  bool ok = slash != std::string::npos;
+  try {
+    if (ok) {
+      i = std::stoull(text.substr(0, slash));
+      n = std::stoull(text.substr(slash + 1));
+    }
+  } catch (const std::exception&) {
+    ok = false;
+  }
+  KILN_CHECK(ok && n >= 1 && i < n, ErrorKind::InvalidArgument,
+             "--shard takes I/N with 0 <= I < N (shard I of N), got '" + text + "'");
+  return {i, n};
+}
+
+// Which shard a site belongs to: a hash of what it computes (not of the
+// device), the same on every machine of an array job.
+std::uint64_t shard_of(const tune::RecordKey& key, std::uint64_t shards) {
+  const std::string identity = key.template_name + "@" + std::to_string(key.template_version) + " " + key.kernel;
+  return XXH3_64bits(identity.data(), identity.size()) % shards;
+}
+
+std::vector<Tensor> random_inputs(const Model& model, std::uint64_t seed) {
+  std::vector<Tensor> inputs;
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const TensorSpec& spec : model.inputs()) {
+    Tensor t(spec.dtype, spec.shape);
+    if (spec.dtype == DType::f32)
+      for (float& v : t.values<float>()) v = uniform(rng);
+    inputs.push_back(std::move(t));
+  }
+  return inputs;
+}
+
+std::vector<std::string> model_names(const TuneArgs& args) {
+  if (args.zoo) return models::names();
+  if (!args.models.empty()) {
+    std::vector<std::string> names;
+    std::stringstream list(args.models);
+    for (std::string name; std::getline(list, name, ',');)
+      if (!name.empty()) names.push_back(name);
+    return names;
+  }
+  return {""};  // the one model of ModelArgs (a file or --model)
+}
+
+Model load_model(const TuneArgs& args, const std::string& name) {
+  if (name.empty()) return args.model.load();
+  ModelArgs one = args.model;
+  one.model_file.clear();
+  one.model = name;
+  return one.load();
+}
+
+std::string short_text(const std::string& text, std::size_t width) {
+  return text.size() <= width ? text : text.substr(0, width - 3) + "...";
+}
+
+std::string fixed(double value, int decimals) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
+  return buf;
+}
+
+std::string clock_text(double seconds) {
+  const int s = static_cast<int>(std::max(0.0, seconds));
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%dm%02ds", s / 60, s % 60);
+  return buf;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+// Default mode against the database's choices, alternating calls, medians.
+void compare_end_to_end(const Model& model, const CompileOptions& base, const std::string& db_path, int calls) {
+  CompileOptions tuned = base;
+  tuned.mode = Mode::max_autotune;
+  tuned.settings.emplace_back("tune_budget", "0");  // records only: nothing is tuned here
+  tuned.settings.emplace_back("tune_db", db_path);
+  CompiledModel plain = compile(model, base);
+  CompiledModel with_records = compile(model, tuned);
+  plain.prepare();
+  with_records.prepare();
+  const std::vector<Tensor> inputs = random_inputs(model, 7);
+  std::vector<double> a, b;
+  (void)plain(inputs);
+  (void)with_records(inputs);
+  for (int i = 0; i < calls; ++i) {
+    (void)plain(inputs);
+    a.push_back(plain.stats().last_device_ms.value_or(plain.stats().last_run_ms));
+    (void)with_records(inputs);
+    b.push_back(with_records.stats().last_device_ms.value_or(with_records.stats().last_run_ms));
+  }
+  const double ma = median(a), mb = median(b);
+  std::printf("  %-34s default %9.2f ms   tuned %9.2f ms   %5.2fx  (median of %d calls each, alternated)\n",
+              model.name().c_str(), ma, mb, mb > 0 ? ma / mb : 0.0, calls);
+}
+
+void run(const TuneArgs& args) {
+  const double budget_s = parse_duration(args.budget);
+  const auto [shard, shards] = parse_shard(args.shard);
+  CompileOptions base = args.model.compile_options();
+  base.mode = Mode::default_;
+  const Settings settings = Settings::resolve(Mode::max_autotune, base.settings);
+  const std::string db_path = args.db.empty() ? tune::database_path(settings, base.cache_dir) : args.db;
+  KILN_CHECK(!db_path.empty(), ErrorKind::InvalidArgument,
+             "the kernel cache is off, so there is no default tuning database: give --db FILE");
+
+  // Sites of every model, with the device time their kernels take.
+  std::map<std::string, WorkItem> work;  // by key text
+  std::vector<Model> models;
+  backend::TargetDesc target;
+  tune::DeviceSelection device;
+  for (const std::string& name : model_names(args)) {
+    const Model model = load_model(args, name);
+    std::fprintf(stderr, "profiling %s ...\n", model.name().c_str());
+    CompiledModel compiled = compile(model, base);
+    compiled.prepare();
+    const compiler::Plan& plan = *compiled.engine().plan();
+    target = plan.target;
+    device = {plan.backend, 0};
+    const std::vector<KernelTiming> timings = args.explain ? std::vector<KernelTiming>{} : compiled.profile(random_inputs(model, 1), 3);
+    std::map<std::string, double> ms_by_problem;
+    std::size_t index = 0;
+    for (const compiler::Step& step : plan.steps) {
+      if (!step.dispatch) continue;
+      const kir::Kernel& kernel = plan.kernels[step.dispatch->kernel];
+      if (index < timings.size() && kernel.tuning_site) ms_by_problem[kernel.tuning_site->problem] += timings[index].ms;
+      ++index;
+    }
+    for (const tune::Site& site : tune::sites_of(*plan.graph, fuse::lower_target(plan.target))) {
+      const tune::RecordKey key = tune::record_key(site, plan.target);
+      const std::string id = key.template_name + "@" + std::to_string(key.template_version) + " " + key.kernel;
+      WorkItem& item = work[id];
+      if (item.models.empty()) {
+        item.site = site;
+        item.key = key;
+      }
+      item.ms += ms_by_problem[site.id.problem];
+      item.models.push_back(model.name());
+    }
+    models.push_back(model);
+  }
+  // The device index the models compiled on.
+  if (!args.model.device.empty()) {
+    try {
+      device.index = std::stoi(args.model.device);
+    } catch (const std::exception&) {
+    }
+  }
+
+  std::vector<WorkItem> items;
+  double total_ms = 0;
+  for (auto& [id, item] : work) {
+    total_ms += item.ms;
+    items.push_back(std::move(item));
+  }
+  // Most device time first; the key text breaks ties, so the order is the same every run.
+  std::stable_sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) {
+    if (a.ms != b.ms) return a.ms > b.ms;
+    return tune::estimated_work(a.site) > tune::estimated_work(b.site);
+  });
+
+  tune::Database db = args.explain ? tune::Database::open_read_only(db_path) : tune::Database::open(db_path);
+  if (args.explain) {
+    std::printf("tuning sites of %zu model(s) on %s (%s, %s), database %s:\n", models.size(), target.device_name.c_str(),
+                target.backend.c_str(), target.driver.c_str(), db_path.c_str());
+    for (const WorkItem& item : items) {
+      const tune::Lookup lookup = db.find(item.key);
+      std::printf("  %-10s %-60s %s%s%s\n", item.key.template_name.c_str(), short_text(item.key.kernel, 60).c_str(),
+                  tune::applicability_name(lookup.status), lookup.reason.empty() ? "" : ": ", lookup.reason.c_str());
+      if (lookup.status == tune::Applicability::applies && lookup.record)
+        std::printf("             heuristic %s -> %s (%.2fx)\n", lookup.record->heuristic_knobs.c_str(),
+                    lookup.record->winner_knobs.c_str(), lookup.record->speedup());
+    }
+    return;
+  }
+
+  // This shard's sites the database does not yet hold (--resume).
+  std::vector<const WorkItem*> todo;
+  std::size_t in_shard = 0, skipped = 0;
+  for (const WorkItem& item : items) {
+    if (shard_of(item.key, shards) != shard) continue;
+    ++in_shard;
+    if (args.resume) {
+      const tune::Lookup lookup = db.find(item.key);
+      const bool complete = lookup.status == tune::Applicability::applies && lookup.record &&
+                            std::none_of(lookup.record->candidates.begin(), lookup.record->candidates.end(),
+                                         [](const tune::CandidateResult& c) {
+                                           return c.status == tune::CandidateStatus::not_measured;
+                                         });
+      if (complete) {
+        ++skipped;
+        continue;
+      }
+    }
+    todo.push_back(&item);
+  }
+  std::fprintf(stderr, "%zu tuning sites in %zu model(s); shard %llu/%llu holds %zu; %zu already in %s; tuning %zu within %s\n",
+               items.size(), models.size(), static_cast<unsigned long long>(shard), static_cast<unsigned long long>(shards),
+               in_shard, skipped, db_path.c_str(), todo.size(), args.budget.c_str());
+
+  g_interrupted = false;
+  auto previous = std::signal(SIGINT, [](int) { g_interrupted = true; });
+  const auto start = Clock::now();
+  const auto left = [&] { return budget_s - std::chrono::duration<double>(Clock::now() - start).count(); };
+  struct Done {
+    const WorkItem* item;
+    tune::Record record;
+  };
+  std::vector<Done> done;
+  bool stopped = false;
+  for (std::size_t i = 0; i < todo.size() && !stopped; ++i) {
+    const WorkItem& item = *todo[i];
+    if (left() <= 0.5) break;
+    tune::TuneOptions options;
+    options.budget_s = left();
+    options.candidate_limit_s = args.candidate_limit_s;
+    int finished = 0;
+    double heuristic_ms = 0, best_ms = 0;
+    options.on_result = [&](const tune::CandidateResult& r) {
+      ++finished;
+      if (r.status == tune::CandidateStatus::ok) {
+        if (finished == 1) heuristic_ms = r.median_ms;
+        if (best_ms == 0 || r.median_ms < best_ms) best_ms = r.median_ms;
+      }
+      std::fprintf(stderr, "\r\033[K[%zu/%zu] %s %s | candidates %d | best %.2fx | %s left", i + 1, todo.size(),
+                   item.key.template_name.c_str(), short_text(item.key.kernel, 48).c_str(), finished,
+                   best_ms > 0 && heuristic_ms > 0 ? heuristic_ms / best_ms : 1.0, clock_text(left()).c_str());
+      if (g_interrupted) throw Interrupted{};
+    };
+    try {
+      tune::Record record = tune::tune_site(item.site, device, options);
+      db.put(record);
+      done.push_back({&item, std::move(record)});
+    } catch (const Interrupted&) {
+      stopped = true;
+    } catch (const Error& e) {
+      std::fprintf(stderr, "\n%s: %s\n", item.key.kernel.c_str(), e.what());
+      if (e.kind() == ErrorKind::DeviceUnavailable || e.kind() == ErrorKind::NotFound) throw;
+    }
+  }
+  std::signal(SIGINT, previous);
+  std::fprintf(stderr, "\r\033[K");
+  const double spent = std::chrono::duration<double>(Clock::now() - start).count();
+  std::printf("tuned %zu of %zu sites in %s (budget %s)%s; records in %s\n", done.size(), todo.size(),
+              clock_text(spent).c_str(), args.budget.c_str(), stopped ? ", stopped by Ctrl-C" : "", db_path.c_str());
+  if (!done.empty()) {
+    std::printf("\n  %-10s %-52s %7s %12s %12s %8s\n", "template", "kernel", "share", "heuristic ms", "tuned ms", "speed-up");
+    for (const Done& d : done)
+      std::printf("  %-10s %-52s %6s%% %12s %12s %7.2fx\n", d.item->key.template_name.c_str(),
+                  short_text(d.item->key.kernel, 52).c_str(),
+                  fixed(total_ms > 0 ? 100.0 * d.item->ms / total_ms : 0.0, 1).c_str(), fixed(d.record.heuristic_ms, 3).c_str(),
+                  fixed(d.record.winner_ms, 3).c_str(), d.record.speedup());
+  }
+  if (stopped || args.calls <= 0) return;
+  std::printf("\nend to end (device time per call):\n");
+  for (const Model& model : models) compare_end_to_end(model, base, db_path, args.calls);
+}
+
+}  // namespace
 
 void add_tune_command(CLI::App& app) {
-  auto* tune = app.add_subcommand("tune", "the tuning database: merge, export, import, show what the autotuner measured");
-  tune->require_subcommand(1);
+  auto* tune = app.add_subcommand(
+      "tune", "tune kernels for a model (or several) on this device and keep the results in the tuning database; "
+              "merge, export, import and show the database");
+  auto args = std::make_shared<TuneArgs>();
+  args->model.add_to(*tune);
+  tune->add_option("--models", args->models, "comma-separated built-in models to tune together");
+  tune->add_flag("--zoo", args->zoo, "tune every built-in model");
+  tune->add_option("--budget", args->budget, "wall time for the whole run (90s, 10m, 1h)")->capture_default_str();
+  tune->add_option("--db", args->db, "the tuning database (default: tuning.db beside the kernel cache)");
+  tune->add_flag("--resume", args->resume, "skip kernels the database already holds a complete record for");
+  tune->add_option("--shard", args->shard, "tune shard I of N (0-based): a fixed 1/N of the kernels, for array jobs");
+  tune->add_flag("--explain", args->explain, "say for every kernel whether a record applies, and if not why; tune nothing");
+  tune->add_option("--candidate-limit", args->candidate_limit_s, "seconds one candidate may take before it is stopped")
+      ->capture_default_str();
+  tune->add_option("--calls", args->calls, "calls per mode in the end-to-end comparison (0: skip it)")->capture_default_str();
+  tune->callback([tune, args] {
+    if (!tune->get_subcommands().empty()) return;  // merge, export, import, show
+    run(*args);
+  });
   add_tune_database_commands(*tune);
 }
 

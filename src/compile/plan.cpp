@@ -38,6 +38,7 @@ void plan_kernels(Plan& plan, const backend::Backend& backend) {
   options.max_fused_nodes = static_cast<std::size_t>(std::max<std::int64_t>(1, plan.settings.integer("max_fused_nodes")));
   options.max_kernel_buffers = target.max_kernel_buffers;
   options.target = fuse::lower_target(target);
+  if (plan.autotune) options.target.knob_overrides = plan.autotune->overrides;
   options.kernel_unsupported = [&](const kir::Kernel& kernel) -> std::optional<std::string> {
     backend::KernelRequirements needs;
     needs.kernel_name = kernel.name;
@@ -234,6 +235,10 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
     plan->graph = std::move(graph);
   }
   phase_done("graph passes");
+  if (request.autotune && plan->settings.flag("autotune")) {
+    plan->autotune = request.autotune(*plan->graph, fuse::lower_target(target));
+    phase_done("autotuning (tuning database lookups and tuning)");
+  }
   plan_kernels(*plan, backend);
   phase_done("lowering, fusion and parameterisation");
   check_fullgraph(*plan, request.fullgraph);

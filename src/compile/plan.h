@@ -18,11 +18,13 @@
 #include "src/kernel/ir.h"
 #include "src/kernel/parameterise.h"
 #include "src/runtime/memory_plan.h"
+#include "src/tune/autotune.h"
 
 #include <kiln/settings.h>
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -90,6 +92,9 @@ struct Plan {
   std::vector<GraphBreak> breaks;             // in execution order
   StoragePlan storage;
   kir::ParameteriseReport parameterise_report;
+  // With the autotune setting: what the tuning database (or tuning now)
+  // decided for each tuning site, and the knobs lowering was given.
+  std::optional<tune::AutotuneResult> autotune;
 
   int dispatch_count() const;
 };
@@ -99,6 +104,10 @@ struct PlanRequest {
   bool compiled = true;
   bool fullgraph = false;  // compiled: a graph break is an error listing every break
   Settings settings{};
+  // Called with the graph after passes when the autotune setting is on: the
+  // knobs each tuning site gets (the executor tunes on its device; kiln dump
+  // reads records only). Null: the heuristic's knobs everywhere.
+  std::function<tune::AutotuneResult(const graph::Graph& passed, const lower::LowerTarget& target)> autotune{};
 };
 
 // Throws Unsupported (fullgraph with graph breaks), and what lowering throws

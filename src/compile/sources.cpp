@@ -39,8 +39,15 @@ backend::TargetDesc plan_target(const backend::Backend& b) {
 BackendSources generate_sources(const Model& model, const std::string& backend_name, const Settings& settings) {
   const backend::Backend& b = backend::get_backend(backend_name);
   const backend::TargetDesc target = plan_target(b);
-  const std::shared_ptr<const compiler::Plan> plan = compiler::build_plan(
-      model.graph_ptr(), b, target, {.model_name = model.name(), .compiled = true, .fullgraph = false, .settings = settings});
+  compiler::PlanRequest request{.model_name = model.name(), .compiled = true, .fullgraph = false, .settings = settings};
+  // max-autotune without a device: the tuning database's records, no tuning.
+  request.autotune = [&](const graph::Graph& passed, const lower::LowerTarget& lower_target) {
+    tune::AutotuneOptions options;
+    options.database_path = tune::database_path(settings, "");
+    options.tune_missing = false;
+    return tune::autotune(passed, target, lower_target, options);
+  };
+  const std::shared_ptr<const compiler::Plan> plan = compiler::build_plan(model.graph_ptr(), b, target, request);
   const graph::Graph& g = *plan->graph;
 
   BackendSources out;

@@ -26,9 +26,6 @@ CompiledModel compile(const Model& model, const CompileOptions& options) {
   o.compile = options;
   // The environment is read here, once; the compiler sees only the result.
   o.settings = Settings::resolve(options.mode, options.settings);
-  KILN_CHECK(!o.settings.flag("autotune"), ErrorKind::Unsupported,
-             "autotune (mode 'max-autotune') is not available yet: the autotuner and the tuning database are being "
-             "built; use 'default' or 'reduce-overhead'");
   CompiledModel m;
   m.impl_ = std::make_shared<Executor>(model, o);
   return m;

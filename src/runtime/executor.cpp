@@ -84,6 +84,15 @@ void Executor::plan_and_bind() {
   request.compiled = options_.compiled;
   request.fullgraph = options_.compiled && options_.compile.fullgraph;
   request.settings = options_.settings;
+  if (options_.compiled && options_.settings.flag("autotune")) {
+    request.autotune = [this](const graph::Graph& passed, const lower::LowerTarget& lower_target) {
+      tune::AutotuneOptions autotune;
+      autotune.database_path = tune::database_path(options_.settings, options_.compile.cache_dir);
+      autotune.budget_s = options_.settings.seconds("tune_budget");
+      autotune.device = {options_.backend, ctx_->index};
+      return tune::autotune(passed, ctx_->device->target(), lower_target, autotune);
+    };
+  }
   plan_ = compiler::build_plan(model_.graph_ptr(), *ctx_->backend, ctx_->device->target(), request);
   const compiler::Plan& plan = *plan_;
 
@@ -381,6 +390,15 @@ std::string Executor::explain() const {
   }
   out << "nodes: " << model_.graph().nodes().size() << " in the model, " << plan.graph->nodes().size()
       << " after passes\n";
+  if (plan.autotune) {
+    const tune::AutotuneResult& tuned = *plan.autotune;
+    out << "autotune: " << tuned.decisions.size() << " tuning sites, database "
+        << (tuned.database_path.empty() ? std::string("in memory (cache off)") : tuned.database_path) << ", "
+        << static_cast<int>(tuned.tuning_s) << " s tuning now (budget " << plan.settings.entry("tune_budget").value
+        << "):\n";
+    std::istringstream lines(tune::describe(tuned));
+    for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
+  }
   out << fusion_groups();
   out << "memory: activations " << mib(plan.storage.memory_plan.arena_bytes);
   if (plan.storage.arenas)

@@ -1,0 +1,156 @@
+// max-autotune end to end on the Vulkan device: the first compile tunes the
+// sites the database lacks within the budget and records them; the next
+// compile takes them from the database and tunes nothing; explain says per
+// site where its knobs came from, and why a record did not apply.
+#define BOOST_TEST_MODULE max_autotune
+#include <boost/test/unit_test.hpp>
+
+#include "backends/registry.h"
+#include "src/runtime/executor.h"
+#include "src/tune/autotune.h"
+#include "src/tune/database.h"
+
+#include <kiln/kiln.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+bool have_vulkan() { return !kiln::backend::get_backend("vulkan").unavailable_reason(); }
+
+// A folder removed at the end of the test.
+struct TempDir {
+  fs::path path;
+  TempDir() : path(fs::temp_directory_path() / ("kiln_max_autotune_" + std::to_string(::getpid()))) {
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+};
+
+kiln::Tensor random_tensor(kiln::Shape shape, std::uint64_t seed) {
+  kiln::Tensor t(kiln::DType::f32, std::move(shape));
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> u(-1, 1);
+  for (float& v : t.values<float>()) v = u(rng);
+  return t;
+}
+
+// One GEMM site: x [64, 96] @ w [96, 80] + bias, then a Relu that fuses into it.
+kiln::Model small_model() {
+  kiln::Builder b("tiny_linear");
+  auto x = b.input("x", kiln::DType::f32, {64, 96});
+  auto y = b.matmul(x, b.constant("w", random_tensor({96, 80}, 1)));
+  return b.build({b.relu(b.add(y, b.constant("bias", random_tensor({80}, 2))))});
+}
+
+kiln::CompileOptions tuned_options(const fs::path& dir, const std::string& budget) {
+  kiln::CompileOptions options;
+  options.backend = "vulkan";
+  options.mode = kiln::Mode::max_autotune;
+  options.cache_dir = (dir / "cache").string();
+  options.settings = {{"tune_budget", budget}};
+  return options;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(first_compile_tunes_and_records_the_next_reads_the_record) {
+  if (!have_vulkan()) {
+    BOOST_TEST_MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  TempDir dir;
+  const kiln::Model model = small_model();
+  const std::vector<kiln::Tensor> inputs = {random_tensor({64, 96}, 3)};
+  kiln::EagerModel eager = kiln::eager(model);
+  const kiln::Tensor want = eager(inputs)[0];
+
+  kiln::CompiledModel first = kiln::compile(model, tuned_options(dir.path, "60s"));
+  BOOST_TEST(kiln::max_abs_diff(first(inputs)[0], want) <= 1e-4f);
+  const std::string explained = first.explain();
+  BOOST_TEST_MESSAGE(explained);
+  BOOST_TEST(contains(explained, "autotune: 1 tuning sites"));
+  BOOST_TEST(contains(explained, "tuned now"));
+  const std::string db_path = (dir.path / "cache" / "tuning.db").string();
+  BOOST_REQUIRE(fs::exists(db_path));
+  {
+    const kiln::tune::Database db = kiln::tune::Database::open_read_only(db_path);
+    BOOST_TEST(db.size() == 1u);
+    const kiln::tune::Record record = db.all().at(0);
+    BOOST_TEST(record.key.template_name == "gemm");
+    BOOST_TEST(record.candidates.size() >= 2u);
+    BOOST_TEST(record.candidates.front().knobs == record.heuristic_knobs);  // the heuristic is measured first
+  }
+
+  // The next compile (budget 0: it may not tune) takes the record.
+  const auto start = std::chrono::steady_clock::now();
+  kiln::CompiledModel second = kiln::compile(model, tuned_options(dir.path, "0"));
+  BOOST_TEST(kiln::max_abs_diff(second(inputs)[0], want) <= 1e-4f);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const kiln::compiler::Plan& plan = *second.engine().plan();
+  BOOST_REQUIRE(plan.autotune.has_value());
+  BOOST_REQUIRE(plan.autotune->decisions.size() == 1u);
+  BOOST_TEST((plan.autotune->decisions[0].source == kiln::tune::ChoiceSource::database));
+  BOOST_TEST(plan.autotune->tuning_s < 1.0);
+  BOOST_TEST(contains(second.explain(), ": database ("));
+  BOOST_TEST_MESSAGE("second compile: " << seconds << " s");
+}
+
+BOOST_AUTO_TEST_CASE(without_a_record_or_budget_the_heuristic_stays_and_explain_says_why) {
+  if (!have_vulkan()) {
+    BOOST_TEST_MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  TempDir dir;
+  const kiln::Model model = small_model();
+  kiln::CompiledModel compiled = kiln::compile(model, tuned_options(dir.path, "0"));
+  compiled.prepare();
+  const kiln::compiler::Plan& plan = *compiled.engine().plan();
+  BOOST_REQUIRE(plan.autotune.has_value());
+  BOOST_REQUIRE(plan.autotune->decisions.size() == 1u);
+  const kiln::tune::SiteDecision& d = plan.autotune->decisions[0];
+  BOOST_TEST((d.source == kiln::tune::ChoiceSource::heuristic));
+  BOOST_TEST((d.lookup == kiln::tune::Applicability::no_record));
+  BOOST_TEST(d.knobs == d.site.id.knobs);
+  BOOST_TEST(contains(compiled.explain(), "heuristic (no record"));
+
+  // A record for another driver of this device does not apply, and explain says so.
+  kiln::tune::Record other;
+  other.key = kiln::tune::record_key(d.site, plan.target);
+  other.key.device.driver = "some other driver 0.1";
+  other.heuristic_knobs = other.winner_knobs = d.site.id.knobs;
+  other.heuristic_ms = other.winner_ms = 1;
+  other.provenance = {"2026-01-01T00:00:00Z", "elsewhere", "0.1.0", 10};
+  {
+    kiln::tune::Database db = kiln::tune::Database::open((dir.path / "cache" / "tuning.db").string());
+    db.put(other);
+  }
+  kiln::CompiledModel again = kiln::compile(model, tuned_options(dir.path, "0"));
+  again.prepare();
+  const kiln::tune::SiteDecision& d2 = again.engine().plan()->autotune->decisions.at(0);
+  BOOST_TEST((d2.lookup == kiln::tune::Applicability::other_driver));
+  BOOST_TEST(contains(again.explain(), "other driver"));
+}
+
+BOOST_AUTO_TEST_CASE(default_mode_never_looks_at_the_database) {
+  if (!have_vulkan()) {
+    BOOST_TEST_MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  TempDir dir;
+  kiln::CompileOptions options = tuned_options(dir.path, "0");
+  options.mode = kiln::Mode::default_;
+  kiln::CompiledModel compiled = kiln::compile(small_model(), options);
+  compiled.prepare();
+  BOOST_TEST(!compiled.engine().plan()->autotune.has_value());
+  BOOST_TEST(!fs::exists(dir.path / "cache" / "tuning.db"));
+}
