@@ -523,6 +523,15 @@ BOOST_AUTO_TEST_CASE(the_budget_stops_early_and_keeps_finished_results) {
   BOOST_TEST(contains(record.candidates[2].detail, "budget"));
   BOOST_TEST(reported.size() == 3u);  // the two finished ones and the one the budget stopped
   BOOST_TEST((record.winner_knobs == order[0] || record.winner_knobs == order[1]));
+
+  // A budget spent before anything starts: every candidate not_measured, the heuristic's choice kept.
+  options.budget_s = 1e-6;
+  const tn::Record nothing = tn::tune_site(site, {"vulkan", 0}, options);
+  BOOST_TEST_REQUIRE(nothing.candidates.size() == 5u);
+  for (const tn::CandidateResult& c : nothing.candidates)
+    BOOST_TEST((c.status == tn::CandidateStatus::not_measured), c.knobs);
+  BOOST_TEST(nothing.winner_knobs == order[0]);
+  BOOST_TEST(nothing.winner_ms == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(a_missing_worker_is_a_clear_error) {

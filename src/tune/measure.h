@@ -48,6 +48,9 @@ class Measurer {
   Measurer(const backend::Backend& backend, std::shared_ptr<backend::Device> device);
   ~Measurer();
 
+  // Computes the site's reference result now (measure() would on first use).
+  void prepare(const Site& site, const MeasureOptions& options) { reference(site, options); }
+
   // Never throws for a candidate's own failure: that is the result's status.
   CandidateResult measure(const Site& site, const std::string& knobs, const MeasureOptions& options);
 

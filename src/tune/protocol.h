@@ -3,6 +3,8 @@
 //
 //   tuner -> worker  {"backend": "vulkan", "device": 0}          once, first
 //   worker -> tuner  {"ready": true} | {"error": "why"}           (then it exits)
+//   tuner -> worker  {"prepare": "<site JSON>", "options": {...}}  the site's reference, once
+//   worker -> tuner  {"ready": true} | {"error": "why"}
 //   tuner -> worker  {"site": "<site JSON>", "knobs": "...", "options": {...}}
 //   worker -> tuner  {"result": {"knobs", "status", "detail", "times_ms", "median_ms", "spread"}}
 #pragma once

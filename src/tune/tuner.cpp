@@ -62,6 +62,16 @@ CandidateResult not_measured(const std::string& knobs, std::string why) {
   return result;
 }
 
+// A worker's reply to its start or to a prepare request: {"ready": true}, else {"error": why}.
+void check_ready(const std::string& reply, const std::string& what) {
+  const nlohmann::json ready = nlohmann::json::parse(reply, nullptr, false);
+  if (ready.is_object() && ready.contains("ready")) return;
+  const std::string why = ready.is_object() && ready.contains("error") && ready["error"].is_string()
+                              ? ready["error"].get<std::string>()
+                              : reply;
+  throw_error(ErrorKind::DeviceUnavailable, "the tuning worker " + what + ": " + why);
+}
+
 }  // namespace
 
 std::string kiln_version() { return KILN_PROJECT_VERSION; }
@@ -89,6 +99,8 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
   for (const auto& [knobs, why] : list.filtered)
     runtime::log(runtime::LogLevel::debug, "tune '" + site.id.problem + "': " + knobs + " filtered out: " + why);
 
+  KILN_CHECK(!list.knobs.empty(), ErrorKind::Unsupported,
+             "tuning site '" + site.id.problem + "': the target can run none of its candidates");
   Record record;
   record.key.kernel = site.id.problem;
   record.key.template_name = site.id.template_name;
@@ -107,21 +119,38 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
   for (CandidateResult& result : record.candidates) {
     if (seconds_until(deadline) <= 0) break;
     if (!worker) {
+      // A fresh worker: open the device, then compute the site's reference
+      // (once per worker, outside any candidate's time limit).
       std::string reply;
       try {
         worker = std::make_unique<WorkerProcess>(
             path, hello, std::min(options.worker_start_limit_s, std::max(seconds_until(deadline), 0.0)), reply);
       } catch (const Error& error) {
+        if (seconds_until(deadline) <= 0) break;  // the budget ran out while it started
         if (!started_once) throw;
         result.detail = std::string("the tuning worker could not restart: ") + error.what();
         break;
       }
-      const nlohmann::json ready = nlohmann::json::parse(reply, nullptr, false);
-      if (!ready.is_object() || !ready.contains("ready")) {
-        const std::string why = ready.is_object() && ready.contains("error") ? ready["error"].get<std::string>() : reply;
-        throw_error(ErrorKind::DeviceUnavailable, "the tuning worker cannot measure on " + device.backend + " device " +
-                                                      std::to_string(device.index) + ": " + why);
+      check_ready(reply, "cannot measure on " + device.backend + " device " + std::to_string(device.index));
+      const double left = seconds_until(deadline);
+      const bool budget_bound = left < options.reference_limit_s;
+      const nlohmann::json prepare = {{"prepare", site_text}, {"options", options_json(options.measure)}};
+      switch (worker->exchange(prepare.dump(), reply, budget_bound ? std::max(left, 0.0) : options.reference_limit_s)) {
+        case WorkerProcess::Outcome::replied: break;
+        case WorkerProcess::Outcome::died:
+          throw_error(ErrorKind::Internal, "the tuning worker died computing the reference of '" + site.id.problem +
+                                               "': " + worker->exit_description());
+        case WorkerProcess::Outcome::timed_out:
+          if (budget_bound) {
+            result.detail = "the budget ran out while the reference was computed";
+            worker.reset();
+            break;
+          }
+          throw_error(ErrorKind::Unsupported, "the reference of '" + site.id.problem + "' took longer than " +
+                                                  std::to_string(options.reference_limit_s) + " s");
       }
+      if (!worker) break;
+      check_ready(reply, "cannot compute the reference of '" + site.id.problem + "'");
       started_once = true;
     }
     const double left = seconds_until(deadline);

@@ -35,6 +35,8 @@ struct TuneOptions {
   double budget_s = 60;
   double candidate_limit_s = 30;  // a candidate taking longer is timed_out (its worker killed)
   double worker_start_limit_s = 60;
+  // The site's reference result (plain loops in double, once per worker).
+  double reference_limit_s = 600;
   std::size_t max_candidates = 0;  // 0: the whole space (within the budget)
   std::uint64_t seed = 1;          // of the search order
   double noise_floor = 0.02;       // see choose()

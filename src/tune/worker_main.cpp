@@ -57,6 +57,16 @@ int main() {
     tune::CandidateResult result;
     try {
       const nlohmann::json request = nlohmann::json::parse(line);
+      if (request.contains("prepare")) {
+        try {
+          measurer.prepare(tune::site_from_json(request.at("prepare").get<std::string>()),
+                           tune::options_from_json(request.at("options")));
+          send(channel, {{"ready", true}});
+        } catch (const std::exception& error) {
+          send(channel, {{"error", error.what()}});
+        }
+        continue;
+      }
       result.knobs = request.at("knobs").get<std::string>();
       const tune::Site site = tune::site_from_json(request.at("site").get<std::string>());
       result = measurer.measure(site, result.knobs, tune::options_from_json(request.at("options")));
