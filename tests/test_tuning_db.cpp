@@ -266,6 +266,7 @@ BOOST_AUTO_TEST_CASE(find_says_whether_a_record_applies_and_why_not) {
   BOOST_TEST((applies.status == Applicability::applies));
   BOOST_TEST((applies.record == exact));
   BOOST_TEST(std::string(kiln::tune::applicability_name(applies.status)) == "applies");
+  BOOST_TEST(applies.reason.find("8x4_k8_p8_wg128_v4, 0.44x over the heuristic") != std::string::npos, applies.reason);
 }
 
 BOOST_AUTO_TEST_CASE(processes_writing_at_once_lose_nothing_and_readers_see_whole_records) {
@@ -463,6 +464,18 @@ BOOST_AUTO_TEST_CASE(a_read_only_database_reads_and_refuses_writes) {
   }
   BOOST_TEST(read_file(path) == before);
   BOOST_TEST(dir.entries() == std::vector<std::string>{"tuning.db"}, "no -wal or -shm left behind");
+}
+
+BOOST_AUTO_TEST_CASE(a_record_damaged_inside_a_sound_file_is_a_corrupt_error_naming_it) {
+  TempDir dir;
+  const std::string path = dir.file("tuning.db");
+  { Database::open(path).put(sample_record(key_for("damaged"))); }
+  raw_sql(path, "UPDATE records SET candidates = '[{\"knobs\": 1}]'");
+  Database db = Database::open(path);  // the file itself passes SQLite's check
+  expect_error([&] { db.all(); }, ErrorKind::Corrupt, path + ", record for 'damaged', candidate 0: 'knobs' is not a string");
+  expect_error([&] { db.find(key_for("damaged")); }, ErrorKind::Corrupt, path);
+  db.put(sample_record(key_for("damaged")));  // replacing the record repairs it
+  BOOST_TEST((db.find(key_for("damaged")).status == Applicability::applies));
 }
 
 BOOST_AUTO_TEST_CASE(export_then_import_gives_the_same_records) {

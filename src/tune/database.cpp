@@ -8,7 +8,7 @@
 
 #include <kiln/error.h>
 
-#include <cerrno>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <mutex>
@@ -392,10 +392,10 @@ Lookup Database::find(const RecordKey& key) const {
     if (r.key == key) {
       out.status = Applicability::applies;
       out.record = r;
-      std::ostringstream reason;
-      reason << "record of " << r.provenance.date << ": " << r.winner_knobs << ", " << r.speedup()
-             << "x over the heuristic (" << r.heuristic_knobs << ")";
-      out.reason = reason.str();
+      char speedup[32];
+      std::snprintf(speedup, sizeof speedup, "%.2fx", r.speedup());
+      out.reason = "record of " + r.provenance.date + ": " + r.winner_knobs + ", " + speedup +
+                   " over the heuristic (" + r.heuristic_knobs + ")";
       return out;
     }
     if (!nearest || rank(r) < rank(*nearest) || (rank(r) == rank(*nearest) && preferred(r, *nearest))) nearest = &r;
