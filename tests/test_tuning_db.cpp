@@ -404,6 +404,30 @@ BOOST_AUTO_TEST_CASE(bad_files_are_set_aside_with_a_warning_and_a_fresh_database
   }
 }
 
+BOOST_AUTO_TEST_CASE(processes_finding_one_bad_file_set_it_aside_once) {
+  TempDir dir;
+  const std::string path = dir.file("tuning.db");
+  write_file(path, std::string(8192, '\x07'));
+  constexpr int kProcesses = 4;
+  int start[2];
+  BOOST_REQUIRE(::pipe(start) == 0);
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p)
+    children.push_back(spawn([&, p] {
+      ::close(start[1]);
+      char c;
+      if (::read(start[0], &c, 1) != 0) return false;
+      Database db = Database::open(path);
+      db.put(sample_record(key_for("process " + std::to_string(p))));
+      return true;
+    }));
+  ::close(start[0]);
+  ::close(start[1]);
+  for (pid_t pid : children) BOOST_TEST(wait_exit(pid) == 0);
+  BOOST_TEST(dir.entries("tuning.db.corrupt-").size() == 1u, "one process moved the file; the rest used the new one");
+  BOOST_TEST(Database::open(path).size() == static_cast<std::size_t>(kProcesses));
+}
+
 BOOST_AUTO_TEST_CASE(an_empty_file_is_a_new_database_not_a_corrupt_one) {
   TempDir dir;
   const std::string path = dir.file("tuning.db");
