@@ -3,9 +3,11 @@
 //
 // The tuning run itself, `kiln tune MODEL ...`, becomes this group's own
 // action: replace require_subcommand(1) below by a MODEL positional, its
-// options and a callback. CLI11 matches subcommand names before positionals,
-// so `kiln tune merge ...` stays the subcommand and `kiln tune model.onnx`
-// reaches MODEL (a model file named "show" or "merge" needs "./show").
+// options and a callback. CLI11 (2.1.2, checked) matches subcommand names
+// before positionals, so `kiln tune merge ...` stays the subcommand and
+// `kiln tune model.onnx` reaches MODEL (a model file named "show" needs
+// "./show"). The group's callback also runs after a subcommand's: it should
+// act only when tune->get_subcommands() is empty, and require MODEL then.
 #include "commands.h"
 
 namespace kiln::tools {
