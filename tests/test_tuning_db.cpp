@@ -266,6 +266,7 @@ BOOST_AUTO_TEST_CASE(find_says_whether_a_record_applies_and_why_not) {
   BOOST_TEST((applies.status == Applicability::applies));
   BOOST_TEST((applies.record == exact));
   BOOST_TEST(std::string(kiln::tune::applicability_name(applies.status)) == "applies");
+  BOOST_TEST(applies.reason.find("8x4_k8_p8_wg128_v4, 0.44x over the heuristic") != std::string::npos, applies.reason);
 }
 
 BOOST_AUTO_TEST_CASE(processes_writing_at_once_lose_nothing_and_readers_see_whole_records) {
@@ -403,6 +404,30 @@ BOOST_AUTO_TEST_CASE(bad_files_are_set_aside_with_a_warning_and_a_fresh_database
   }
 }
 
+BOOST_AUTO_TEST_CASE(processes_finding_one_bad_file_set_it_aside_once) {
+  TempDir dir;
+  const std::string path = dir.file("tuning.db");
+  write_file(path, std::string(8192, '\x07'));
+  constexpr int kProcesses = 4;
+  int start[2];
+  BOOST_REQUIRE(::pipe(start) == 0);
+  std::vector<pid_t> children;
+  for (int p = 0; p < kProcesses; ++p)
+    children.push_back(spawn([&, p] {
+      ::close(start[1]);
+      char c;
+      if (::read(start[0], &c, 1) != 0) return false;
+      Database db = Database::open(path);
+      db.put(sample_record(key_for("process " + std::to_string(p))));
+      return true;
+    }));
+  ::close(start[0]);
+  ::close(start[1]);
+  for (pid_t pid : children) BOOST_TEST(wait_exit(pid) == 0);
+  BOOST_TEST(dir.entries("tuning.db.corrupt-").size() == 1u, "one process moved the file; the rest used the new one");
+  BOOST_TEST(Database::open(path).size() == static_cast<std::size_t>(kProcesses));
+}
+
 BOOST_AUTO_TEST_CASE(an_empty_file_is_a_new_database_not_a_corrupt_one) {
   TempDir dir;
   const std::string path = dir.file("tuning.db");
@@ -463,6 +488,18 @@ BOOST_AUTO_TEST_CASE(a_read_only_database_reads_and_refuses_writes) {
   }
   BOOST_TEST(read_file(path) == before);
   BOOST_TEST(dir.entries() == std::vector<std::string>{"tuning.db"}, "no -wal or -shm left behind");
+}
+
+BOOST_AUTO_TEST_CASE(a_record_damaged_inside_a_sound_file_is_a_corrupt_error_naming_it) {
+  TempDir dir;
+  const std::string path = dir.file("tuning.db");
+  { Database::open(path).put(sample_record(key_for("damaged"))); }
+  raw_sql(path, "UPDATE records SET candidates = '[{\"knobs\": 1}]'");
+  Database db = Database::open(path);  // the file itself passes SQLite's check
+  expect_error([&] { db.all(); }, ErrorKind::Corrupt, path + ", record for 'damaged', candidate 0: 'knobs' is not a string");
+  expect_error([&] { db.find(key_for("damaged")); }, ErrorKind::Corrupt, path);
+  db.put(sample_record(key_for("damaged")));  // replacing the record repairs it
+  BOOST_TEST((db.find(key_for("damaged")).status == Applicability::applies));
 }
 
 BOOST_AUTO_TEST_CASE(export_then_import_gives_the_same_records) {

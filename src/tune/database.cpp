@@ -8,7 +8,7 @@
 
 #include <kiln/error.h>
 
-#include <cerrno>
+#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <mutex>
@@ -109,21 +109,26 @@ void bind_record(sql::Statement& s, const Record& r) {
       .bind(15, r.provenance.budget_s);
 }
 
-void insert(sql::Connection& db, const Record& r) {
-  sql::Statement s(db, std::string("INSERT OR REPLACE INTO records (") + kColumns +
-                           ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)");
+const std::string kInsert =
+    std::string("INSERT OR REPLACE INTO records (") + kColumns + ") VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)";
+const std::string kSelectExact = std::string("SELECT ") + kColumns +
+                                 " FROM records WHERE backend=? AND device=? AND kernel=? AND template=? AND "
+                                 "template_version=? AND driver=?";
+
+void insert(sql::Statement& s, const Record& r) {
+  s.reset();
   bind_record(s, r);
   s.run();
 }
 
-std::optional<Record> select_exact(sql::Connection& db, const RecordKey& k, const std::string& path) {
-  sql::Statement s(db, std::string("SELECT ") + kColumns +
-                           " FROM records WHERE backend=? AND device=? AND kernel=? AND template=? AND "
-                           "template_version=? AND driver=?");
+std::optional<Record> select_exact(sql::Statement& s, const RecordKey& k, const std::string& path) {
+  s.reset();
   s.bind(1, k.device.backend).bind(2, k.device.device).bind(3, k.kernel).bind(4, k.template_name);
   s.bind(5, std::int64_t{k.template_version}).bind(6, k.device.driver);
-  if (!s.step()) return std::nullopt;
-  return read_row(s, path);
+  std::optional<Record> found;
+  if (s.step()) found = read_row(s, path);
+  s.reset();
+  return found;
 }
 
 // Whether `a` wins over `b` for one key: the newer date, then the faster
@@ -135,15 +140,24 @@ bool preferred(const Record& a, const Record& b) {
   return canonical_text(a) < canonical_text(b);
 }
 
-// Stores `incoming` unless the record already there for its key wins;
-// returns whether it stored it. Inside a write transaction.
-bool merge_one(sql::Connection& db, const Record& incoming, const std::string& path) {
-  std::optional<Record> existing = select_exact(db, incoming.key, path);
-  if (existing && (!preferred(incoming, *existing) || canonical_text(incoming) == canonical_text(*existing)))
-    return false;
-  insert(db, incoming);
-  return true;
-}
+// Stores records unless the one already there for their key wins, inside
+// one write transaction (its statements prepared once).
+class Merger {
+ public:
+  Merger(sql::Connection& db, const std::string& path) : select_(db, kSelectExact), insert_(db, kInsert), path_(path) {}
+  // Whether it stored `incoming`.
+  bool merge(const Record& incoming) {
+    std::optional<Record> existing = select_exact(select_, incoming.key, path_);
+    if (existing && (!preferred(incoming, *existing) || canonical_text(incoming) == canonical_text(*existing)))
+      return false;
+    insert(insert_, incoming);
+    return true;
+  }
+
+ private:
+  sql::Statement select_, insert_;
+  const std::string& path_;
+};
 
 // What opening found in an existing file.
 struct Verdict {
@@ -392,10 +406,10 @@ Lookup Database::find(const RecordKey& key) const {
     if (r.key == key) {
       out.status = Applicability::applies;
       out.record = r;
-      std::ostringstream reason;
-      reason << "record of " << r.provenance.date << ": " << r.winner_knobs << ", " << r.speedup()
-             << "x over the heuristic (" << r.heuristic_knobs << ")";
-      out.reason = reason.str();
+      char speedup[32];
+      std::snprintf(speedup, sizeof speedup, "%.2fx", r.speedup());
+      out.reason = "record of " + r.provenance.date + ": " + r.winner_knobs + ", " + speedup +
+                   " over the heuristic (" + r.heuristic_knobs + ")";
       return out;
     }
     if (!nearest || rank(r) < rank(*nearest) || (rank(r) == rank(*nearest) && preferred(r, *nearest))) nearest = &r;
@@ -420,7 +434,10 @@ Lookup Database::find(const RecordKey& key) const {
 
 void Database::put(const Record& record) {
   check_record(record);
-  impl_->write("storing a record", [&] { insert(*impl_->db, record); });
+  impl_->write("storing a record", [&] {
+    sql::Statement s(*impl_->db, kInsert);
+    insert(s, record);
+  });
 }
 
 std::vector<Record> Database::all() const {
@@ -445,7 +462,8 @@ std::size_t Database::merge_from(const Database& other) {
   std::size_t changed = 0;
   impl_->write("merging records into it", [&] {
     changed = 0;
-    for (const Record& r : incoming) changed += merge_one(*impl_->db, r, impl_->path) ? 1 : 0;
+    Merger merger(*impl_->db, impl_->path);
+    for (const Record& r : incoming) changed += merger.merge(r) ? 1 : 0;
   });
   return changed;
 }
@@ -485,7 +503,8 @@ std::size_t Database::import_json(const std::string& text) {
   std::size_t changed = 0;
   impl_->write("importing records", [&] {
     changed = 0;
-    for (const Record& r : records) changed += merge_one(*impl_->db, r, impl_->path) ? 1 : 0;
+    Merger merger(*impl_->db, impl_->path);
+    for (const Record& r : records) changed += merger.merge(r) ? 1 : 0;
   });
   return changed;
 }

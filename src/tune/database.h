@@ -119,8 +119,9 @@ class Database {
   // path (or its -wal, -shm, -journal) is a directory, FIFO, socket, device
   // or a link to one (checked before SQLite opens it, which could block).
   static Database open(const std::string& path);
-  // Opens an existing database to read (merge inputs, export, show): changes
-  // nothing on disk. Throws Error(NotFound) when there is no file,
+  // Opens an existing database to read (merge inputs, export, show): creates,
+  // moves and writes nothing (closing it may fold a finished -wal into the
+  // file, as any SQLite reader does). Throws Error(NotFound) when there is no file,
   // Error(Corrupt) naming the problem when it is not a usable tuning
   // database (nothing is set aside), Error(Io) as open() does. put(),
   // merge_from() and import_json() on it throw Error(Io).
