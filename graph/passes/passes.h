@@ -127,8 +127,9 @@ PassResult recognise_attention(const Graph& graph);
 
 // Rewrites a 3x3 stride-1 group-1 Conv (any dilation) with a constant weight,
 // at least 64 input and output channels and 8 M multiply-adds as Winograd
-// F(2x2, 3x3): WinogradInput, a MatMul of the transformed weight [16, K, C],
-// and WinogradOutput (bias and activation), kiln ops (graph/ops/winograd.cpp).
+// F(4x4, 3x3) or F(2x2, 3x3): WinogradInput, a MatMul of the transformed
+// weight [(m+2)^2, K, C], and WinogradOutput (bias and activation), kiln ops
+// (graph/ops/winograd.cpp).
 // Runs before pack_weights, which then no longer sees those Convs.
 //
 struct WinogradOptions {
