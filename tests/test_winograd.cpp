@@ -478,10 +478,11 @@ BOOST_AUTO_TEST_CASE(residual_add_and_relu_fuse_into_the_output_transform) {
 
 BOOST_AUTO_TEST_CASE(weight_kernel_matches_the_compile_time_transform) {
   // fp32 on the device against the pass's double transform rounded once:
-  // a few units in the last place.
+  // a few units in the last place. 72 x 65 filters: the last workgroup of
+  // 64 invocations is partly past the end.
   for (const std::int64_t tile : {2, 4}) {
     BOOST_TEST_CONTEXT("F(" << tile << "x" << tile << ")") {
-      const Tensor weight = random_tensor({72, 64, 3, 3}, 20);
+      const Tensor weight = random_tensor({72, 65, 3, 3}, 20);
       kiln::EagerModel eager = kiln::eager(weight_transform_model(weight.shape(), tile), {.backend = "vulkan"});
       const Tensor got = eager({weight})[0];
       const double diff = relative_difference(got, kiln::graph::winograd_transform_weight(weight, tile));

@@ -284,8 +284,8 @@ kir::Kernel lower_winograd_weight(const OpContext& ctx) {
     for (std::size_t col = 0; col < 3; ++col) {
       const std::string name = "g" + digits(row, col);
       const auto offset = static_cast<std::int64_t>(row * 3 + col);
-      body.push_back(
-          kir::declare(name, ScalarType::f32, kir::load(weight, IndexSum().add(first_tap).add(offset).expr(), ScalarType::f32)));
+      const Expr tap = kir::load(weight, IndexSum().add(first_tap).add(offset).expr(), ScalarType::f32);
+      body.push_back(kir::declare(name, ScalarType::f32, tap));
       columns[col][row] = kir::var(name, ScalarType::f32);
     }
   // G g, row xi: (G g)[xi][col] = sum_row G[xi][row] g[row][col].
@@ -300,7 +300,8 @@ kir::Kernel lower_winograd_weight(const OpContext& ctx) {
   for (std::size_t xi = 0; xi < n; ++xi)
     for (std::size_t nu = 0; nu < n; ++nu) {
       const auto plane = static_cast<std::int64_t>(xi * n + nu);
-      body.push_back(kir::store(u, IndexSum().add(index).add(plane * filters).expr(), weighted_sum(g_matrix[nu], gg[xi])));
+      const Expr at = IndexSum().add(index).add(plane * filters).expr();
+      body.push_back(kir::store(u, at, weighted_sum(g_matrix[nu], gg[xi])));
     }
   return kernel;
 }
