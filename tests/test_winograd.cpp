@@ -352,7 +352,7 @@ BOOST_AUTO_TEST_CASE(eager_switch_keeps_the_direct_convolution) {
   BOOST_TEST((ops_of(result.graph) == std::vector<std::string>{"Conv", "Relu"}));
   BOOST_REQUIRE(result.reports.size() == 1u);
   BOOST_TEST(result.reports[0].changes == 0);
-  BOOST_TEST(result.reports[0].details.at(0) == "disabled by option eager_winograd");
+  BOOST_TEST(result.reports[0].details.at(0) == "off: EagerPassOptions::eager_winograd=false");
 }
 
 BOOST_AUTO_TEST_CASE(eager_passes_leave_other_ops_alone) {

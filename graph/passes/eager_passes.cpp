@@ -9,7 +9,7 @@ namespace kiln::graph::passes {
 PipelineResult run_eager_passes(const Graph& graph, const EagerPassOptions& options) {
   PipelineResult result{graph, {}};
   if (!options.eager_winograd) {
-    result.reports.push_back({"winograd", 0, {"disabled by option eager_winograd"}});
+    result.reports.push_back({"winograd", 0, {"off: EagerPassOptions::eager_winograd=false"}});
     return result;
   }
   PassResult step = winograd(graph, {.runtime_weight_transform = true});
