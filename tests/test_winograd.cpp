@@ -1,10 +1,10 @@
 #define BOOST_TEST_MODULE winograd
 #include <boost/test/unit_test.hpp>
 
-// The winograd compile pass and its ops (WinogradInput, WinogradOutput): the
-// rewritten graph against the original Conv on the reference implementation
-// and on Vulkan (compiled mode), which convolutions it takes, and how the
-// scheduler fuses what follows.
+// The winograd pass and its ops (WinogradInput, WinogradOutput, and eager
+// mode's WinogradWeight): the rewritten graph against the original Conv on
+// the reference implementation and on Vulkan (compiled and eager mode), which
+// convolutions it takes, and how the scheduler fuses what follows.
 
 #include <kiln/builder.h>
 #include <kiln/kiln.h>
@@ -13,7 +13,9 @@
 #include "graph/ir.h"
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
+#include "graph/winograd_weights.h"
 #include "src/fuse/schedule.h"
+#include "src/runtime/executor.h"
 #include "src/render/cstyle.h"
 #include "tensor_checks.h"
 
@@ -87,6 +89,29 @@ std::vector<std::string> ops_of(const kiln::graph::Graph& g) {
 // The compile passes up to and including winograd, as compile() runs them.
 kiln::graph::Graph winograd_graph(const kiln::graph::Graph& g) {
   return passes::winograd(passes::fuse_activation(g).graph).graph;
+}
+
+// Eager mode's graph: the winograd pass with the weight transformed every call.
+kiln::graph::Graph eager_graph(const kiln::graph::Graph& g) { return passes::run_eager_passes(g).graph; }
+
+// The constant values of a graph, by name.
+std::vector<std::string> constant_names(const kiln::graph::Graph& g) {
+  std::vector<std::string> names;
+  for (const auto& v : g.values())
+    if (v.constant) names.push_back(v.name);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+// A model of one WinogradWeight node whose weight is an input, so that its
+// kernel (not a fold) computes U.
+kiln::Model weight_transform_model(const Shape& weight, std::int64_t tile) {
+  auto g = std::make_shared<kiln::graph::Graph>();
+  const auto w = g->add_input("w", {DType::f32, weight});
+  kiln::graph::Attributes attrs;
+  attrs.set("output_tile", tile);
+  g->set_outputs({g->add_node("WinogradWeight", {w}, attrs)[0]});
+  return kiln::Model(g, "winograd_weight");
 }
 
 }  // namespace
@@ -251,6 +276,104 @@ BOOST_AUTO_TEST_CASE(pipeline_runs_it_before_pack_weights) {
   BOOST_TEST((ops_of(result.graph) == std::vector<std::string>{"WinogradInput", "MatMul", "WinogradOutput"}));
 }
 
+BOOST_AUTO_TEST_CASE(weight_op_reference_is_the_compile_time_transform) {
+  for (const char* name : {"batch2_odd", "f4_pad1_bias_relu"}) {
+    BOOST_TEST_CONTEXT(name) {
+      const kiln::Model model = conv_model(find_case(name));
+      const kiln::graph::Graph compiled = winograd_graph(model.graph());
+      const Tensor& folded = *compiled.value(compiled.node(1).inputs[0]).constant;
+      const kiln::graph::Graph eager = eager_graph(model.graph());
+      const auto& transform = eager.node(1);
+      BOOST_REQUIRE(transform.op == "WinogradWeight");
+      const Tensor weight = *eager.value(transform.inputs[0]).constant;
+      const std::vector<Tensor> computed = kiln::graph::find_op("WinogradWeight")->reference(transform, {&weight, 1});
+      BOOST_TEST(computed.at(0).shape() == folded.shape());
+      BOOST_TEST(kiln::max_abs_diff(computed.at(0), folded) == 0.0f);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(weight_transform_of_an_all_ones_filter_is_an_outer_product) {
+  // G 1 is the vector of G's row sums r, so G 1 1^T G^T = r r^T: F(2x2)'s G
+  // sums to (1, 3/2, 1/2, 1), F(4x4)'s to (1/4, -1/2, -1/6, 7/24, 1/8, 1).
+  const std::vector<std::pair<std::int64_t, std::vector<double>>> sums = {
+      {2, {1, 1.5, 0.5, 1}}, {4, {0.25, -0.5, -1.0 / 6, 7.0 / 24, 0.125, 1}}};
+  Tensor ones(DType::f32, {2, 3, 3, 3});
+  for (float& v : ones.values<float>()) v = 1.0f;
+  for (const auto& [tile, r] : sums) {
+    BOOST_TEST_CONTEXT("F(" << tile << "x" << tile << ")") {
+      const Tensor u = kiln::graph::winograd_transform_weight(ones, tile);
+      const auto n = r.size();
+      BOOST_REQUIRE((u.shape() == Shape{static_cast<std::int64_t>(n * n), 2, 3}));
+      for (std::size_t xi = 0; xi < n; ++xi)
+        for (std::size_t nu = 0; nu < n; ++nu)
+          for (std::size_t filter = 0; filter < 6; ++filter)
+            BOOST_TEST(u.values<float>()[(xi * n + nu) * 6 + filter] == r[xi] * r[nu],
+                       boost::test_tools::tolerance(1e-6));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(eager_graph_transforms_the_weight_every_call) {
+  for (const ConvCase& c : kCases) {
+    BOOST_TEST_CONTEXT(c.name) {
+      const kiln::Model model = conv_model(c);
+      const passes::PipelineResult result = passes::run_eager_passes(model.graph());
+      BOOST_REQUIRE(result.reports.size() == 1u);
+      BOOST_TEST(result.reports[0].changes == 1);
+      // No fusion: the Relu stays a node of its own; no fold: the only
+      // constants are the model's own (no transformed weight).
+      std::vector<std::string> expected = {"WinogradInput", "WinogradWeight", "MatMul", "WinogradOutput"};
+      if (c.relu) expected.push_back("Relu");
+      BOOST_REQUIRE(ops_of(result.graph) == expected);
+      BOOST_TEST(constant_names(result.graph) == constant_names(model.graph()));
+      BOOST_TEST(result.graph.node(1).attrs.get_int("output_tile", 0) == c.tile);
+      BOOST_TEST(result.graph.node(0).attrs.get_int("output_tile", 0) == c.tile);
+      // The same F(m x m) and GEMM shape as compile() picks.
+      const kiln::graph::Graph compiled = winograd_graph(model.graph());
+      const auto gemm_shape = [](const kiln::graph::Graph& g) {
+        for (const auto& node : g.nodes())
+          if (node.op == "MatMul") return g.value(node.outputs[0]).type.shape;
+        return Shape{};
+      };
+      BOOST_TEST(gemm_shape(result.graph) == gemm_shape(compiled));
+
+      const std::vector<Tensor> inputs = {random_tensor(model.inputs()[0].shape, 3)};
+      const Tensor expected_y = kiln::graph::run_reference(model.graph(), inputs)[0];
+      const double diff = relative_difference(kiln::graph::run_reference(result.graph, inputs)[0], expected_y);
+      BOOST_TEST(diff < tolerance(c.tile));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(eager_switch_keeps_the_direct_convolution) {
+  const kiln::Model model = conv_model(find_case("f4_pad1_bias_relu"));
+  const passes::PipelineResult result = passes::run_eager_passes(model.graph(), {.eager_winograd = false});
+  BOOST_TEST((ops_of(result.graph) == std::vector<std::string>{"Conv", "Relu"}));
+  BOOST_REQUIRE(result.reports.size() == 1u);
+  BOOST_TEST(result.reports[0].changes == 0);
+  BOOST_TEST(result.reports[0].details.at(0) == "off: EagerPassOptions::eager_winograd=false");
+}
+
+BOOST_AUTO_TEST_CASE(eager_passes_leave_other_ops_alone) {
+  // A strided 3x3, a 1x1, a BatchNormalization and a Relu: nothing for
+  // Winograd, and nothing else (no folding, no fusion, not even value ids)
+  // may change.
+  kiln::Builder b("no_winograd");
+  auto x = b.input("x", DType::f32, {1, 64, 32, 32});
+  auto y = b.conv2d(x, b.constant("w", random_tensor({64, 64, 3, 3}, 14)), std::nullopt,
+                    {.stride = {2, 2}, .padding = {1, 1, 1, 1}});
+  Tensor variance = random_tensor({64}, 18);
+  for (float& v : variance.values<float>()) v = 1.0f + 0.5f * v;  // positive
+  y = b.batch_norm(y, b.constant("scale", random_tensor({64}, 15)), b.constant("shift", random_tensor({64}, 16)),
+                   b.constant("mean", random_tensor({64}, 17)), b.constant("var", variance));
+  y = b.conv2d(b.relu(y), b.constant("w1", random_tensor({64, 64, 1, 1}, 19)), std::nullopt);
+  const kiln::Model model = b.build({y});
+  const passes::PipelineResult result = passes::run_eager_passes(model.graph());
+  BOOST_TEST(result.reports.at(0).changes == 0);
+  BOOST_TEST(result.graph.to_string() == model.graph().to_string());
+}
+
 BOOST_AUTO_TEST_CASE(ops_reject_shapes_that_do_not_fit) {
   kiln::graph::Graph g;
   const auto m = g.add_input("m", {DType::f32, {16, 8, 7}});
@@ -270,6 +393,15 @@ BOOST_AUTO_TEST_CASE(ops_reject_shapes_that_do_not_fit) {
   kiln::graph::Attributes tile3;
   tile3.set("output_tile", std::int64_t{3});
   BOOST_CHECK_THROW(g.add_node("WinogradInput", {big}, tile3), kiln::Error);
+  // WinogradWeight transforms 3x3 f32 filters only, into 16 or 36 planes.
+  const auto w5 = g.add_input("w5", {DType::f32, {8, 8, 5, 5}});
+  BOOST_CHECK_THROW(g.add_node("WinogradWeight", {w5}, {}), kiln::Error);
+  const auto w3 = g.add_input("w3", {DType::f32, {8, 4, 3, 3}});
+  BOOST_CHECK_THROW(g.add_node("WinogradWeight", {w3}, tile3), kiln::Error);
+  kiln::graph::Attributes tile4;
+  tile4.set("output_tile", std::int64_t{4});
+  const auto u = g.add_node("WinogradWeight", {w3}, tile4)[0];
+  BOOST_TEST((g.value(u).type.shape == Shape{36, 8, 4}));
 }
 
 BOOST_AUTO_TEST_CASE(output_transform_is_not_recomputed_inside_a_following_convolution) {
@@ -344,14 +476,71 @@ BOOST_AUTO_TEST_CASE(residual_add_and_relu_fuse_into_the_output_transform) {
   }
 }
 
+BOOST_AUTO_TEST_CASE(weight_kernel_matches_the_compile_time_transform) {
+  // fp32 on the device against the pass's double transform rounded once:
+  // a few units in the last place. 72 x 65 filters: the last workgroup of
+  // 64 invocations is partly past the end.
+  for (const std::int64_t tile : {2, 4}) {
+    BOOST_TEST_CONTEXT("F(" << tile << "x" << tile << ")") {
+      const Tensor weight = random_tensor({72, 65, 3, 3}, 20);
+      kiln::EagerModel eager = kiln::eager(weight_transform_model(weight.shape(), tile), {.backend = "vulkan"});
+      const Tensor got = eager({weight})[0];
+      const double diff = relative_difference(got, kiln::graph::winograd_transform_weight(weight, tile));
+      BOOST_TEST_MESSAGE("WinogradWeight F(" << tile << "x" << tile << ") on Vulkan: relative difference " << diff);
+      BOOST_TEST(diff < 1e-6);
+      BOOST_TEST(eager.stats().dispatches_per_run == 1);
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(eager_convolutions_run_as_four_dispatches_and_match_the_reference) {
+  for (const ConvCase& c : kCases) {
+    BOOST_TEST_CONTEXT(c.name) {
+      const kiln::Model model = conv_model(c);
+      const std::vector<Tensor> inputs = {random_tensor(model.inputs()[0].shape, 5)};
+      const Tensor expected = kiln::graph::run_reference(model.graph(), inputs)[0];
+      kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
+      const double diff = relative_difference(eager(inputs)[0], expected);
+      BOOST_TEST_MESSAGE(c.name << ": relative difference in eager mode on Vulkan " << diff);
+      BOOST_TEST(diff < tolerance(c.tile));
+      // Weight transform, input transform, GEMM, output transform (with the
+      // bias); eager fuses nothing, so a Relu is one more.
+      std::vector<std::string> kernels;
+      for (const auto& d : eager.engine().dispatches()) kernels.push_back(d.kernel_name);
+      BOOST_REQUIRE(kernels.size() == (c.relu ? 5u : 4u));
+      const std::string f = c.tile == 4 ? "winograd4_" : "winograd_";
+      BOOST_TEST(kernels[0] == f + "input");
+      BOOST_TEST(kernels[1] == f + "weight");
+      BOOST_TEST(kernels[2].rfind("matmul_", 0) == 0u);
+      BOOST_TEST(kernels[3] == f + "output");
+      BOOST_TEST(eager.stats().dispatches_per_run == static_cast<int>(kernels.size()));
+    }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(eager_keeps_the_direct_convolution_where_winograd_does_not_apply) {
+  // Strided: the winograd pass declines, and eager runs the Conv as one dispatch.
+  kiln::Builder b("strided");
+  auto x = b.input("x", DType::f32, {1, 64, 64, 64});
+  auto y = b.conv2d(x, b.constant("w", random_tensor({64, 64, 3, 3}, 21)), std::nullopt,
+                    {.stride = {2, 2}, .padding = {1, 1, 1, 1}});
+  const kiln::Model model = b.build({y});
+  const std::vector<Tensor> inputs = {random_tensor({1, 64, 64, 64}, 22)};
+  kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
+  const double diff = relative_difference(eager(inputs)[0], kiln::graph::run_reference(model.graph(), inputs)[0]);
+  BOOST_TEST(diff < 1e-5);
+  BOOST_TEST(eager.stats().dispatches_per_run == 1);
+  BOOST_TEST((ops_of(eager.engine().planned_graph()) == std::vector<std::string>{"Conv"}));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(codegen)
 
 BOOST_AUTO_TEST_CASE(kernels_compile_for_every_offline_cuda_and_hip_target) {
   // The F(2x2) and F(4x4) transforms (with and without padding columns,
-  // dilation 1 and 2), the batched GEMM and the output transform with a
-  // fused residual Add + Relu.
+  // dilation 1 and 2; eager mode's weight transforms), the batched GEMM and
+  // the output transform with a fused residual Add + Relu.
   kiln::Builder b("winograd_residual");
   auto x = b.input("x", DType::f32, {1, 64, 16, 16});
   auto y = b.conv2d(x, b.constant("w", random_tensor({64, 64, 3, 3}, 11)), std::nullopt, {.padding = {1, 1, 1, 1}});
@@ -359,6 +548,8 @@ BOOST_AUTO_TEST_CASE(kernels_compile_for_every_offline_cuda_and_hip_target) {
   // F(2x2) with padding columns, with dilation 2; F(4x4) with dilation (2, 1) and with batch 2 and padding columns.
   for (const char* name : {"batch2_odd", "batch2_dilation2_relu", "f4_asymmetric_dilation2x1", "f4_batch2_odd"})
     graphs.push_back(passes::run_compile_passes(conv_model(find_case(name)).graph()).graph);
+  // Eager mode's weight transforms, F(2x2) and F(4x4).
+  for (const std::int64_t tile : {2, 4}) graphs.push_back(weight_transform_model({72, 64, 3, 3}, tile).graph());
 
   int compiled = 0;
   for (const kiln::backend::Backend* backend : kiln::backend::all_backends()) {

@@ -1,7 +1,9 @@
 // WinogradInput and WinogradOutput: the two halves of a Winograd F(m x m, 3x3)
 // convolution (m = 2 or 4, attribute output_tile, default 2) around a
-// batched MatMul, written by the winograd compile pass
-// (graph/passes/winograd.cpp) for a 3x3 stride-1 Conv. kiln ops: the
+// batched MatMul, written by the winograd pass (graph/passes/winograd.cpp)
+// for a 3x3 stride-1 Conv; and WinogradWeight, the filter transform the pass
+// writes instead of a transformed constant for eager mode, where it runs
+// every call as a vendor library's eager Winograd does. kiln ops: the
 // importer never produces them.
 //
 // Tiles: every tile computes m x m outputs from an n x n input window,
@@ -23,10 +25,14 @@
 // H_out, W_out], attributes output_shape (N, K, H_out, W_out), dilations,
 // output_tile and activation ("" or "Relu", after the bias); Y's m x m block
 // of tile t is A^T m A.
+// WinogradWeight: W [K, C, 3, 3] -> U [n*n, K, C], attribute output_tile;
+// U[xi*n+nu][k][c] = (G g G^T)[xi][nu] of filter g = W[k][c]
+// (graph/winograd_weights.h).
 #include <algorithm>
 #include <array>
 
 #include "graph/ops/ops.h"
+#include "graph/winograd_weights.h"
 
 namespace kiln::graph::ops {
 
@@ -262,6 +268,22 @@ std::vector<Tensor> reference_output(const Node& node, std::span<const Tensor> i
   return {y};
 }
 
+// ---- WinogradWeight -------------------------------------------------------------
+
+std::vector<TensorType> infer_weight(const Node& node, std::span<const TensorType> in) {
+  check_known_attributes(node, {"output_tile"});
+  const Transform& f = read_transform(node);
+  require_f32("weight", in[0]);
+  require_rank("weight", in[0], 4);
+  KILN_CHECK(in[0].shape[2] == 3 && in[0].shape[3] == 3, ErrorKind::ShapeMismatch,
+             "weight must be [K, C, 3, 3] (OIHW 3x3 filters), got " + describe("weight", in[0]));
+  return {{DType::f32, {tile_elements(f), in[0].shape[0], in[0].shape[1]}}};
+}
+
+std::vector<Tensor> reference_weight(const Node& node, std::span<const Tensor> in) {
+  return {winograd_transform_weight(in[0], read_transform(node).output_tile)};
+}
+
 }  // namespace
 
 void register_winograd_ops(OpTable& table) {
@@ -271,6 +293,50 @@ void register_winograd_ops(OpTable& table) {
   add_op(table, make_schema("WinogradOutput", 1, 2, infer_output, reference_output,
                             "M [n*n, K, tiles] (+ bias [K]) -> Y [N, K, H, W]: A^T m A per output_tile^2 output "
                             "tile, activation=\"Relu\" fuses a Relu (kiln's, from the winograd pass)"));
+  add_op(table, make_schema("WinogradWeight", 1, 1, infer_weight, reference_weight,
+                            "W [K, C, 3, 3] -> U [n*n, K, C]: G g G^T per 3x3 filter, n = output_tile + 2 "
+                            "(kiln's, from the winograd pass in eager mode, which transforms the filter every call)"));
 }
 
 }  // namespace kiln::graph::ops
+
+namespace kiln::graph {
+
+std::span<const std::array<double, 3>> winograd_filter_transform(std::int64_t output_tile) {
+  KILN_CHECK(output_tile == 2 || output_tile == 4, ErrorKind::InvalidArgument,
+             "Winograd output tile must be 2 (F(2x2, 3x3)) or 4 (F(4x4, 3x3)), got " + std::to_string(output_tile));
+  if (output_tile == 2) return kWinogradG2;
+  return kWinogradG4;
+}
+
+Tensor winograd_transform_weight(const Tensor& weight, std::int64_t output_tile) {
+  const std::span<const std::array<double, 3>> g_matrix = winograd_filter_transform(output_tile);
+  KILN_CHECK(weight.dtype() == DType::f32 && weight.shape().size() == 4 && weight.shape()[2] == 3 &&
+                 weight.shape()[3] == 3,
+             ErrorKind::ShapeMismatch, "a Winograd filter transform needs an f32 [K, C, 3, 3] weight, got " +
+                                           ops::describe("weight", {weight.dtype(), weight.shape()}));
+  const std::int64_t out_channels = weight.shape()[0], in_channels = weight.shape()[1];
+  const std::int64_t plane = out_channels * in_channels;
+  const std::size_t n = g_matrix.size();
+  const auto elements = static_cast<std::int64_t>(n * n);
+  Tensor u(DType::f32, {elements, out_channels, in_channels});
+  const auto g = weight.values<float>();
+  auto to = u.values<float>();
+  for (std::int64_t filter = 0; filter < plane; ++filter) {
+    const float* taps = &g[static_cast<std::size_t>(filter * 9)];
+    std::array<std::array<double, 3>, 6> gg{};  // G g
+    for (std::size_t xi = 0; xi < n; ++xi)
+      for (std::size_t col = 0; col < 3; ++col)
+        for (std::size_t row = 0; row < 3; ++row) gg[xi][col] += g_matrix[xi][row] * taps[row * 3 + col];
+    for (std::size_t xi = 0; xi < n; ++xi)
+      for (std::size_t nu = 0; nu < n; ++nu) {
+        double acc = 0;
+        for (std::size_t col = 0; col < 3; ++col) acc += gg[xi][col] * g_matrix[nu][col];
+        to[static_cast<std::size_t>(static_cast<std::int64_t>(xi * n + nu) * plane + filter)] =
+            static_cast<float>(acc);
+      }
+  }
+  return u;
+}
+
+}  // namespace kiln::graph

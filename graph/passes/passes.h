@@ -127,12 +127,18 @@ PassResult recognise_attention(const Graph& graph);
 
 // Rewrites a 3x3 stride-1 group-1 Conv (any dilation) with a constant weight,
 // at least 64 input and output channels and 8 M multiply-adds as Winograd
-// F(2x2, 3x3): WinogradInput, a MatMul of the transformed weight [16, K, C],
-// and WinogradOutput (bias and activation), kiln ops (graph/ops/winograd.cpp).
+// F(4x4, 3x3) or F(2x2, 3x3): WinogradInput, a MatMul of the transformed
+// weight [(m+2)^2, K, C], and WinogradOutput (bias and activation), kiln ops
+// (graph/ops/winograd.cpp).
 // Runs before pack_weights, which then no longer sees those Convs.
 //
 struct WinogradOptions {
   int max_tile = 4;  // 4: F(4x4, 3x3) where the map allows, else F(2x2); 2: F(2x2) only
+  // Where the transformed weight U comes from. false: a constant computed by
+  // the pass (compile()); true: a WinogradWeight node (graph/ops/winograd.cpp)
+  // that computes it from the weight every call, as a vendor library's eager
+  // Winograd does, with no ahead-of-time work (eager mode).
+  bool runtime_weight_transform = false;
 };
 PassResult winograd(const Graph& graph, const WinogradOptions& options = {});
 
@@ -162,6 +168,18 @@ struct PipelineOptions {
   Settings settings{};
 };
 PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& options = {});
+
+// Eager mode's algorithm choices (eager_passes.cpp): eager stays op by op,
+// one kernel per node, with no fusion, folding or weight work ahead of time,
+// but picks each op's algorithm as a vendor library's eager path does
+// (cuDNN's heuristic: Winograd for 3x3 convolutions). Today that is the
+// winograd pass with the weight transformed every call: a Conv it takes
+// becomes four dispatches (WinogradWeight, WinogradInput, MatMul,
+// WinogradOutput). Each result is verified as in run_compile_passes.
+struct EagerPassOptions {
+  bool eager_winograd = true;  // false: every Conv stays the direct convolution
+};
+PipelineResult run_eager_passes(const Graph& graph, const EagerPassOptions& options = {});
 
 // "fold_batch_norm: 20 changes" followed by the detail lines, indented.
 std::string report_str(const PassReport& report);

@@ -4,14 +4,16 @@
 //   WinogradInput(X) -> V [n*n, C, tiles]            (B^T d B per n x n input tile, n = m + 2)
 //   MatMul(U, V)     -> M [n*n, K, tiles]            (one batched GEMM)
 //   WinogradOutput(M, bias) -> Y [N, K, H_out, W_out] (A^T m A, bias, activation)
-// with U [n*n, K, C] = G g G^T of every 3x3 filter g, computed here in double.
-// Only a compiler can afford that weight transform, so eager keeps the
-// direct convolution. The ops are defined in graph/ops/winograd.cpp.
+// with U [n*n, K, C] = G g G^T of every 3x3 filter g, computed here in double
+// for compile(), or, for eager mode (options.runtime_weight_transform), by a
+// WinogradWeight node from the weight every call, as a vendor library's
+// eager Winograd transforms the filter inside the call. The ops are defined
+// in graph/ops/winograd.cpp, the filter transform in graph/winograd_weights.h.
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
 #include "graph/passes/rewrite.h"
+#include "graph/winograd_weights.h"
 
-#include <array>
 #include <utility>
 #include <span>
 
@@ -56,20 +58,6 @@ constexpr std::int64_t kMinF4Extent = 14;
 // with F(4x4), 67 MB with F(2x2).
 constexpr std::int64_t kMaxWeightBytes = std::int64_t{1} << 27;
 
-// G of F(m x m, 3x3) (U = G g G^T), n x 3 with n = m + 2: row j evaluates the
-// filter polynomial at interpolation point p_j, scaled by 1 / prod_{l != j}
-// (p_j - p_l) over the finite points (F(2x2)'s row 0 with the opposite sign,
-// which its B^T row 0 carries); the points (0, +-1, inf for F(2x2); 0, +-1,
-// +-2, inf for F(4x4)) and their order match B^T and A^T in
-// graph/ops/winograd.cpp.
-constexpr std::array<std::array<double, 3>, 4> kG2 = {{{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}}};
-constexpr std::array<std::array<double, 3>, 6> kG4 = {{{1.0 / 4, 0, 0},
-                                                       {-1.0 / 6, -1.0 / 6, -1.0 / 6},
-                                                       {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                                       {1.0 / 24, 1.0 / 12, 1.0 / 6},
-                                                       {1.0 / 24, -1.0 / 12, 1.0 / 6},
-                                                       {0, 0, 1}}};
-
 // Whether the Conv is one the three Winograd ops compute: 2-D, group 1, a
 // constant f32 3x3 weight, stride 1, a static 4-D input, channels enough to
 // pay, and an activation WinogradOutput applies.
@@ -87,32 +75,6 @@ bool suits_winograd(const Graph& graph, const Node& conv) {
   return conv.attrs.get_int("group", 1) == 1 && (activation.empty() || activation == "Relu") &&
          conv.attrs.get_string("auto_pad", "NOTSET") == "NOTSET" &&
          conv.attrs.get_ints("strides", {1, 1}) == std::vector<std::int64_t>{1, 1};
-}
-
-// OIHW [K, C, 3, 3] -> U [n*n, K, C], U[xi*n+nu][k][c] = (G g G^T)[xi][nu].
-template <std::size_t n>
-Tensor transform_weight(const Tensor& weight, const std::array<std::array<double, 3>, n>& g_matrix) {
-  const std::int64_t out_channels = weight.shape()[0], in_channels = weight.shape()[1];
-  const std::int64_t plane = out_channels * in_channels;
-  const auto elements = static_cast<std::int64_t>(n * n);
-  Tensor u(DType::f32, {elements, out_channels, in_channels});
-  const auto g = weight.values<float>();
-  auto to = u.values<float>();
-  for (std::int64_t filter = 0; filter < plane; ++filter) {
-    const float* taps = &g[static_cast<std::size_t>(filter * 9)];
-    std::array<std::array<double, 3>, n> gg{};  // G g
-    for (std::size_t xi = 0; xi < n; ++xi)
-      for (std::size_t col = 0; col < 3; ++col)
-        for (std::size_t row = 0; row < 3; ++row) gg[xi][col] += g_matrix[xi][row] * taps[row * 3 + col];
-    for (std::size_t xi = 0; xi < n; ++xi)
-      for (std::size_t nu = 0; nu < n; ++nu) {
-        double acc = 0;
-        for (std::size_t col = 0; col < 3; ++col) acc += gg[xi][col] * g_matrix[nu][col];
-        to[static_cast<std::size_t>(static_cast<std::int64_t>(xi * n + nu) * plane + filter)] =
-            static_cast<float>(acc);
-      }
-  }
-  return u;
 }
 
 // One candidate rewrite: F(tile x tile) and the GEMM's column count.
@@ -197,8 +159,13 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options) {
         rw.add_node("WinogradInput", {rw.map(node.inputs[0])}, std::move(input_attrs), node.name + ".winograd_input")[0];
 
     const Tensor& weight = *graph.value(node.inputs[1]).constant;
-    const ValueId u = rw.add_constant(graph.value(node.inputs[1]).name + ".winograd",
-                                      choice.tile == 4 ? transform_weight(weight, kG4) : transform_weight(weight, kG2));
+    Attributes weight_attrs;
+    weight_attrs.set("output_tile", choice.tile);
+    const ValueId u = options.runtime_weight_transform
+                          ? rw.add_node("WinogradWeight", {rw.map(node.inputs[1])}, std::move(weight_attrs),
+                                        node.name + ".winograd_weight")[0]
+                          : rw.add_constant(graph.value(node.inputs[1]).name + ".winograd",
+                                            winograd_transform_weight(weight, choice.tile));
     const ValueId m = rw.add_node("MatMul", {u, v}, {}, node.name + ".winograd_matmul")[0];
 
     // WinogradOutput stands for the Conv: same name, same output value.
@@ -215,7 +182,8 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options) {
     ++report.changes;
     const std::string f = std::to_string(choice.tile);
     report.details.push_back("Conv '" + node.name + "' " + shape_str(weight.shape()) + " -> Winograd F(" + f + "x" +
-                             f + ", 3x3), " + shape_str(rw.target().value(m).type.shape) + " GEMM");
+                             f + ", 3x3), " + shape_str(rw.target().value(m).type.shape) + " GEMM" +
+                             (options.runtime_weight_transform ? ", weight transformed every call" : ""));
   }
 
   return {rw.finish(), std::move(report)};

@@ -232,7 +232,10 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   } else {
-    plan->graph = std::move(graph);
+    // Op by op, but with a vendor library's algorithm choices (Winograd 3x3s).
+    graph::passes::PipelineResult passed = graph::passes::run_eager_passes(*graph);
+    plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
+    plan->pass_reports = std::move(passed.reports);
   }
   phase_done("graph passes");
   if (request.autotune && plan->settings.flag("autotune")) {

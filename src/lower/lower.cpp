@@ -36,6 +36,7 @@ constexpr OpLowering kLowerings[] = {
     {"GlobalAveragePool", 1, 1, global_pool_unsupported, lower_global_average_pool},
     {"WinogradInput", 1, 1, winograd_input_unsupported, lower_winograd_input},
     {"WinogradOutput", 1, 2, winograd_output_unsupported, lower_winograd_output},
+    {"WinogradWeight", 1, 1, winograd_weight_unsupported, lower_winograd_weight},
     {"Transpose", 1, 1, transpose_unsupported, lower_transpose},
     {"Concat", 1, kAnyCount, concat_unsupported, lower_concat},
     {"Reshape", 1, 1, nullptr, nullptr},

@@ -10,12 +10,19 @@
 // matrix products are expanded here with their integer coefficients: zero
 // coefficients cost nothing, and the sums and differences that pairs of
 // interpolation points +-p share are computed once.
+// WinogradWeight (eager mode's filter transform, every call) runs one
+// invocation per 3x3 filter with G's coefficients (graph/winograd_weights.h)
+// in fp32, in the order the compile-time transform adds them in double.
+#include "graph/winograd_weights.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdlib>
 #include <numeric>
+#include <span>
 
 namespace kiln::lower {
 
@@ -231,7 +238,73 @@ OutputGeometry output_geometry(const OpContext& ctx) {
 
 std::string digits(std::size_t a, std::size_t b) { return std::to_string(a) + std::to_string(b); }
 
+// sum_k coefficients[k] * terms[k] in order, leaving out zeros and
+// multiplications by +-1 (G's entries are fractions, so no common factor).
+Expr weighted_sum(const std::array<double, 3>& coefficients, const std::array<Expr, 3>& terms) {
+  Expr sum;
+  for (std::size_t k = 0; k < 3; ++k) {
+    const double c = coefficients[k];
+    if (c == 0) continue;
+    const Expr magnitude = std::abs(c) == 1 ? terms[k] : kir::f32(std::abs(c)) * terms[k];
+    if (!sum) sum = c > 0 ? magnitude : -magnitude;
+    else sum = c > 0 ? sum + magnitude : sum - magnitude;
+  }
+  return sum ? sum : kir::f32(0.0);
+}
+
 }  // namespace
+
+std::optional<std::string> winograd_weight_unsupported(const OpContext& ctx) {
+  const Shape& w = ctx.input_shape(0);
+  if (w.size() != 4 || w[2] != 3 || w[3] != 3) return "weight " + shape_str(w) + " is not [K, C, 3, 3]";
+  const Shape expected = {transform_of(ctx).elements(), w[0], w[1]};
+  if (ctx.output_shape() != expected)
+    return "output " + shape_str(ctx.output_shape()) + " is not the expected " + shape_str(expected);
+  return std::nullopt;
+}
+
+kir::Kernel lower_winograd_weight(const OpContext& ctx) {
+  const Transform& f = transform_of(ctx);
+  const std::span<const std::array<double, 3>> g_matrix = graph::winograd_filter_transform(f.output_tile);
+  const auto n = static_cast<std::size_t>(f.input_tile);
+  const Shape& w = ctx.input_shape(0);
+  const std::int64_t filters = w[0] * w[1];
+  kir::Kernel kernel = make_kernel(f.output_tile == 4 ? "winograd4_weight" : "winograd_weight", filters);
+  const kir::Buf weight = kernel.add_buffer("w", ScalarType::f32, Access::read);
+  const kir::Buf u = kernel.add_buffer("u", ScalarType::f32, Access::write);
+  std::vector<Stmt>& body = kernel.body;
+
+  // Invocation k*C + c: filter (k, c), its 9 taps contiguous in OIHW; its
+  // n*n values go to that same index of each of U's planes [K, C], so
+  // neighbouring invocations store neighbouring elements.
+  const Expr index = kir::global_index();
+  const Expr first_tap = declare_index(body, "tap0", IndexSum().add(index, 9).expr());
+  std::array<std::array<Expr, 3>, 3> columns;  // columns[col][row]: g[row][col]
+  for (std::size_t row = 0; row < 3; ++row)
+    for (std::size_t col = 0; col < 3; ++col) {
+      const std::string name = "g" + digits(row, col);
+      const auto offset = static_cast<std::int64_t>(row * 3 + col);
+      const Expr tap = kir::load(weight, IndexSum().add(first_tap).add(offset).expr(), ScalarType::f32);
+      body.push_back(kir::declare(name, ScalarType::f32, tap));
+      columns[col][row] = kir::var(name, ScalarType::f32);
+    }
+  // G g, row xi: (G g)[xi][col] = sum_row G[xi][row] g[row][col].
+  std::vector<std::array<Expr, 3>> gg(n);
+  for (std::size_t xi = 0; xi < n; ++xi)
+    for (std::size_t col = 0; col < 3; ++col) {
+      const std::string name = "h" + digits(xi, col);
+      body.push_back(kir::declare(name, ScalarType::f32, weighted_sum(g_matrix[xi], columns[col])));
+      gg[xi][col] = kir::var(name, ScalarType::f32);
+    }
+  // (G g) G^T: U[xi][nu] = sum_col (G g)[xi][col] G[nu][col].
+  for (std::size_t xi = 0; xi < n; ++xi)
+    for (std::size_t nu = 0; nu < n; ++nu) {
+      const auto plane = static_cast<std::int64_t>(xi * n + nu);
+      const Expr at = IndexSum().add(index).add(plane * filters).expr();
+      body.push_back(kir::store(u, at, weighted_sum(g_matrix[nu], gg[xi])));
+    }
+  return kernel;
+}
 
 std::optional<std::string> winograd_input_unsupported(const OpContext& ctx) {
   if (ctx.input_shape(0).size() != 4) return "input " + shape_str(ctx.input_shape(0)) + " is not [N, C, H, W]";

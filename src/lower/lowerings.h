@@ -102,11 +102,13 @@ kir::Kernel lower_pool(const OpContext& ctx);  // MaxPool, AveragePool
 std::optional<std::string> global_pool_unsupported(const OpContext& ctx);
 kir::Kernel lower_global_average_pool(const OpContext& ctx);
 
-// The transforms around a Winograd F(2x2, 3x3) convolution's batched MatMul.
+// The transforms around a Winograd F(m x m, 3x3) convolution's batched MatMul.
 std::optional<std::string> winograd_input_unsupported(const OpContext& ctx);
 kir::Kernel lower_winograd_input(const OpContext& ctx);
 std::optional<std::string> winograd_output_unsupported(const OpContext& ctx);
 kir::Kernel lower_winograd_output(const OpContext& ctx);  // one invocation per output element
+std::optional<std::string> winograd_weight_unsupported(const OpContext& ctx);
+kir::Kernel lower_winograd_weight(const OpContext& ctx);  // eager: the filter transform, one invocation per filter
 
 std::optional<std::string> transpose_unsupported(const OpContext& ctx);
 kir::Kernel lower_transpose(const OpContext& ctx);

@@ -1,0 +1,32 @@
+// Eager mode's algorithm choices (passes.h: run_eager_passes). Kept apart
+// from the compile pipeline: only passes that pick how an op is computed
+// belong here, never fusion, constant folding or weight layouts, so eager
+// stays the op-by-op baseline compiled mode is measured against.
+#include "graph/passes/passes.h"
+
+namespace kiln::graph::passes {
+
+PipelineResult run_eager_passes(const Graph& graph, const EagerPassOptions& options) {
+  PipelineResult result{graph, {}};
+  if (!options.eager_winograd) {
+    result.reports.push_back({"winograd", 0, {"off: EagerPassOptions::eager_winograd=false"}});
+    return result;
+  }
+  PassResult step = winograd(graph, {.runtime_weight_transform = true});
+  if (step.report.changes == 0) {
+    // The model's own graph, value ids included, as eager ran it before.
+    result.reports.push_back(std::move(step.report));
+    return result;
+  }
+  try {
+    step.graph.verify();
+  } catch (const Error& e) {
+    // The input was valid, so an invalid result is a bug in the pass.
+    throw_error(ErrorKind::Internal, "graph pass " + step.report.pass + " produced an invalid graph: " + e.what());
+  }
+  result.graph = std::move(step.graph);
+  result.reports.push_back(std::move(step.report));
+  return result;
+}
+
+}  // namespace kiln::graph::passes
