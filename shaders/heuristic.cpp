@@ -143,9 +143,12 @@ bool shared_tiling_fits(const lower::LowerTarget& target) {
 }
 
 // Subgroup-broadcast blocks per lane (gemm_subgroup.h), for targets that
-// broadcast within subgroups: lavapipe's fastest hand-written SGEMM keeps
-// 8 x 64 per lane with A and B read through texel buffers.
-constexpr std::array<std::array<std::uint32_t, 2>, 4> kSubgroupTiles = {{{8, 64}, {8, 32}, {4, 16}, {2, 8}}};
+// broadcast within subgroups: lavapipe's fastest hand-written SGEMMs keep
+// 8 x 32 or 8 x 64 per lane with A and B read through texel buffers; in
+// kiln's template 8 x 16 was faster still on 2048^3
+// (docs/benchmarks/gemm-ceiling.md); narrower blocks for smaller products.
+constexpr std::array<std::array<std::uint32_t, 2>, 5> kSubgroupTiles = {
+    {{8, 64}, {8, 32}, {8, 16}, {4, 16}, {2, 8}}};
 constexpr std::uint32_t kMaxSubgroupLanes = 64;
 
 // The subgroup configurations of the space: none unless the target
