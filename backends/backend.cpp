@@ -35,6 +35,15 @@ std::string TargetDesc::fingerprint() const {
   return backend + "|" + device_name + "|" + driver + "|" + api_version + "|" + arch;
 }
 
+void set_pointer_style_capabilities(TargetDesc& target) {
+  target.subgroup_basic = target.subgroup_size != 0;
+  target.subgroup_broadcast = target.subgroup_size != 0;
+  target.subgroup_partitions = true;
+  target.texel_r32f = true;
+  target.texel_rgba32f = true;
+  target.max_texel_buffer_elements = target.max_buffer_bytes / sizeof(float);
+}
+
 std::optional<std::string> Backend::supports(const KernelRequirements& kernel, const TargetDesc& target) const {
   const std::string who = "kernel '" + kernel.kernel_name + "'";
   if (kernel.workgroup_size == 0) return who + " has a workgroup size of 0";
@@ -54,6 +63,25 @@ std::optional<std::string> Backend::supports(const KernelRequirements& kernel, c
     return who + " takes " + std::to_string(kernel.param_bytes) + " bytes of parameters; " + target_label(target) +
            " allows at most " + std::to_string(target.max_kernel_param_bytes);
   if (kernel.fp16 && !target.fp16) return who + " needs fp16 arithmetic, which " + target_label(target) + " lacks";
+  if (kernel.subgroup_size != 0) {
+    const std::uint32_t lanes = target.subgroup_size;
+    if (!target.subgroup_basic || (kernel.subgroup_broadcast && !target.subgroup_broadcast))
+      return who + " uses subgroup " + (kernel.subgroup_broadcast ? "broadcasts" : "ids") + ", which " +
+             target_label(target) + " does not support in compute";
+    const bool fits = target.subgroup_partitions ? lanes != 0 && lanes % kernel.subgroup_size == 0
+                                                 : lanes == kernel.subgroup_size;
+    if (!fits)
+      return who + " is written for subgroups of " + std::to_string(kernel.subgroup_size) + " lanes; " +
+             target_label(target) + " has " + std::to_string(lanes);
+    // Partitioned shuffles name the whole hardware subgroup: blocks are whole ones.
+    if (target.subgroup_partitions && kernel.workgroup_size % lanes != 0)
+      return who + " has a workgroup of " + std::to_string(kernel.workgroup_size) +
+             " invocations, not whole subgroups of " + std::to_string(lanes) + " on " + target_label(target);
+  }
+  if ((kernel.texel_width_1 && !target.texel_r32f) || (kernel.texel_width_4 && !target.texel_rgba32f) ||
+      ((kernel.texel_width_1 || kernel.texel_width_4) && target.max_texel_buffer_elements == 0))
+    return who + " reads " + (kernel.texel_width_4 ? "RGBA32" : "R32") + " float texel buffers, which " +
+           target_label(target) + " does not support";
   return std::nullopt;
 }
 

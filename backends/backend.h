@@ -48,11 +48,32 @@ struct TargetDesc {
   bool fp16 = false;
   bool int64 = false;
   bool timestamps = false;
+  // Subgroup operations kernels may use in compute (Vulkan: supportedStages
+  // has COMPUTE and supportedOperations BASIC / BALLOT; CUDA/HIP: warp
+  // shuffles): subgroup ids, and broadcast of a value from a constant lane.
+  bool subgroup_basic = false;
+  bool subgroup_broadcast = false;
+  // Whether a kernel written for subgroups of S lanes runs where S divides
+  // subgroup_size (CUDA/HIP shuffles take a width); otherwise (Vulkan, no
+  // size control) S must equal subgroup_size.
+  bool subgroup_partitions = false;
+  // Texel buffers (kir texel_width 1 and 4): whether R32 / RGBA32 float
+  // uniform texel buffers are supported, and the largest view in texels
+  // (maxTexelBufferElements; 0: no texel buffers).
+  bool texel_r32f = false;
+  bool texel_rgba32f = false;
+  std::uint64_t max_texel_buffer_elements = 0;
 
   // A stable string identifying everything that changes generated binaries
   // (backend, device, driver, arch); part of every cache key.
   std::string fingerprint() const;
 };
+
+// The subgroup and texel-buffer capabilities of a CUDA-style target (CUDA,
+// HIP; the null target's one-lane subgroups): width-confined shuffles, and
+// texel buffers as read-only pointers up to the largest buffer. Call after
+// setting subgroup_size and max_buffer_bytes.
+void set_pointer_style_capabilities(TargetDesc& target);
 
 // What a kernel needs of a target, summarised before code generation.
 struct KernelRequirements {
@@ -62,6 +83,10 @@ struct KernelRequirements {
   std::uint32_t num_buffers = 0;
   bool fp16 = false;
   std::uint32_t param_bytes = 0;  // per-dispatch parameters (4 bytes each)
+  std::uint32_t subgroup_size = 0;  // lanes its subgroup operations assume; 0: none used
+  bool subgroup_broadcast = false;  // it broadcasts between lanes
+  bool texel_width_1 = false;       // it reads R32 float texel buffers
+  bool texel_width_4 = false;       // it reads RGBA32 float texel buffers
 };
 
 struct KernelSource {
@@ -71,6 +96,9 @@ struct KernelSource {
   std::uint32_t workgroup_size = 64;
   std::uint32_t num_buffers = 0;
   std::uint32_t num_params = 0;  // i32 per-dispatch parameters (members p0.. of the parameter block)
+  // Per buffer: 0 a storage buffer, 1 or 4 a texel buffer of that many
+  // floats per texel (empty: all storage buffers).
+  std::vector<std::uint32_t> texel_widths = {};
 };
 
 struct KernelBinary {

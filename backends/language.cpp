@@ -41,6 +41,18 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
   t.shared_local_decl = "__shared__ {type} {name}[{count}];";
   t.shared_access = "{name}[{index}]";
   t.barrier = "__syncthreads();";
+  // Texel buffers are read-only pointers read through the read-only data
+  // cache (__ldg); float4 texels need 16-byte aligned bindings, as vectors do.
+  t.texel_buffer_param_decl = "const float* __restrict__ {name}";
+  t.texel_load = "__ldg(&{name}[{index}])";
+  t.texel_component_load = "__ldg(&{name}[{index}])";
+  t.texel_vector_load = "__ldg(&reinterpret_cast<const float4*>({name})[{index}])";
+  // A kernel's subgroups are {sg}-lane slices of a warp: consecutive
+  // threads, and shuffles confined to them by the width argument. The mask
+  // names the whole warp, so blocks are whole warps (supports() checks).
+  t.subgroup_lane_expr = "((int)(threadIdx.x % {sg}u))";
+  t.subgroup_id_expr = "((int)(threadIdx.x / {sg}u))";
+  t.subgroup_broadcast = "__shfl_sync(0xffffffffu, {a}, {lane}, {sg})";
   t.local_index_expr = "((int)threadIdx.x)";
   t.workgroup_index_expr = "((int)(blockIdx.x + blockIdx.y * gridDim.x))";
   t.exp = "expf({a})";

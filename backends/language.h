@@ -12,6 +12,9 @@ namespace kiln::backend {
 
 struct LanguageTable {
   std::string name;     // "glsl", "cuda", "hip", "c99" (null backend)
+  // The first line of every kernel (GLSL "#version 450"), before any
+  // directive the kernel needs; empty where the language has none.
+  std::string version_directive;
   std::string prelude;  // text emitted before every kernel (helpers such as erf for GLSL)
 
   // Scalar type spellings.
@@ -80,6 +83,31 @@ struct LanguageTable {
   // Placeholder: {wg}.
   std::string local_index_expr;
   std::string workgroup_index_expr;
+
+  // Texel buffers (kir BufferParam::texel_width 1 or 4: read-only f32).
+  // Declarations, placeholders {binding} {name} {width}: at global scope
+  // (GLSL "uniform samplerBuffer") or as a parameter (CUDA/HIP/C99 a const
+  // pointer). Loads, placeholders {name} {index}: texel_load reads element
+  // {index} of a width-1 buffer, texel_component_load element {index} of a
+  // width-4 one, texel_vector_load texel {index} of a width-4 one (as
+  // {vector_type}; unused where vector_f32 is empty). texel_global_helpers
+  // is emitted once at global scope when a kernel has a width-4 buffer.
+  std::string texel_buffer_global_decl;
+  std::string texel_buffer_param_decl;
+  std::string texel_load;
+  std::string texel_component_load;
+  std::string texel_vector_load;
+  std::string texel_global_helpers;
+
+  // Subgroup operations (kir Kernel::subgroup_size = {sg}). Directives
+  // emitted after version_directive when a kernel uses any (GLSL
+  // extensions); the lane and subgroup index within the workgroup as i32
+  // (placeholders {sg} {wg}); the broadcast of {a} from lane {lane} (a
+  // constant) within subgroups of {sg} lanes.
+  std::string subgroup_directives;
+  std::string subgroup_lane_expr;
+  std::string subgroup_id_expr;
+  std::string subgroup_broadcast;
 
   // Math spellings. Placeholders: {a} {b}.
   std::string exp, log, sqrt, rsqrt, tanh, erf, abs, floor, ceil, pow, fmin, fmax, imin, imax;

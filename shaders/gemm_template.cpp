@@ -1,6 +1,8 @@
 #include "shaders/gemm_template.h"
 
+#include "shaders/gemm_register.h"
 #include "shaders/gemm_shared.h"
+#include "shaders/gemm_subgroup.h"
 #include "shaders/template_util.h"
 
 #include <kiln/error.h>
@@ -19,34 +21,15 @@ using kir::Expr;
 using kir::ScalarType;
 using kir::Stmt;
 
-namespace {
+namespace detail {
 
-// Vector index bases, set for each operand loaded as vec4: A's row r starts
-// at vec4 a_vrows[r]; columns 4q..4q+3 of B's block start at b_vcols[q].
-struct VectorBases {
-  std::vector<Expr> a_vrows, b_vcols;
-};
-
-// Declares `names` from one vec4 at vector index `at` of `buffer`.
 void append_vector_load(std::vector<Stmt>& out, kir::Buf buffer, Expr at, std::vector<std::string> names) {
   out.push_back(kir::load_vector(std::move(names), buffer, std::move(at), ScalarType::f32));
 }
 
-// Where a gathered B (p.gather_b) is read in one K step: element
-// (outer * taps + tap, column).
-struct GatherStep {
-  Expr outer;
-  std::int64_t tap = 0;
-};
-
-// One K step at k = kk + offset: load tile_m elements of A and tile_n of B,
-// then tile_m * tile_n multiply-adds into the accumulators. With vector
-// bases, B's elements come as vec4 along N; A's were loaded as vec4 along K
-// by the caller (a_loaded). A gathered B is read at `gather`.
-
 void append_k_step(std::vector<Stmt>& out, const GemmProblem& p, const GemmKnobs& knobs,
                    const std::vector<Expr>& a_rows, const std::vector<Expr>& b_cols, const VectorBases& vec, Expr kk,
-                   std::int64_t offset, const std::string& suffix, bool a_loaded, const GatherStep& gather = {}) {
+                   std::int64_t offset, const std::string& suffix, bool a_loaded, const GatherStep& gather) {
   const Expr a_k = add_constant(add_scaled({}, kk, p.a_k_stride), offset * p.a_k_stride);
   const Expr b_k = add_constant(add_scaled({}, kk, p.b_k_stride), offset * p.b_k_stride);
   std::vector<Expr> a_values, b_values;
@@ -85,6 +68,15 @@ void append_k_step(std::vector<Stmt>& out, const GemmProblem& p, const GemmKnobs
     }
 }
 
+}  // namespace detail
+
+namespace {
+
+using detail::append_k_step;
+using detail::append_vector_load;
+using detail::GatherStep;
+using detail::VectorBases;
+
 // One unrolled iteration of the main loop: A's k_unroll elements per row as
 // vec4s (k = kk .. kk + k_unroll - 1, kk a multiple of 4), then each K step.
 std::vector<Stmt> unrolled_step(const GemmProblem& p, const GemmKnobs& knobs, const std::vector<Expr>& a_rows,
@@ -119,10 +111,10 @@ std::vector<Stmt> tap_step(const GemmProblem& p, const GemmKnobs& knobs, const s
   return step;
 }
 
-// The block coordinates {batch, panel, row block, column block in the panel}
-// of invocation `linear`. Unlike detail::split_index, extents of 1 keep their
-// division and remainder: the structure depends only on whether the GEMM is
-// batched, not on its shape.
+}  // namespace
+
+namespace detail {
+
 std::vector<Expr> split_blocks(std::vector<Stmt>& body, const Expr& linear, std::int64_t batch, std::int64_t panels,
                                std::int64_t m_blocks, std::int64_t panel) {
   const Expr pc = declare_i32(body, "pc", linear % kir::i32(panel));
@@ -134,6 +126,20 @@ std::vector<Expr> split_blocks(std::vector<Stmt>& body, const Expr& linear, std:
   return {declare_i32(body, "bt", above_mb / kir::i32(panels)), pn, mb, pc};
 }
 
+}  // namespace detail
+
+namespace {
+
+using detail::append_output_stage;
+using detail::OutputTile;
+using detail::split_blocks;
+
+// Whether build_gemm takes the subgroup path (gemm_subgroup.h): subgroup
+// broadcast is on and B is not gathered (a gather keeps the register path).
+bool subgroup_path(const GemmProblem& p, const GemmKnobs& knobs) {
+  return knobs.subgroup_broadcast != 0 && !p.gather_b;
+}
+
 // Whether build_gemm takes the shared-memory path (gemm_shared.h): shared
 // tiling is on and B is not a gather with taps (whose K loop runs over taps
 // unrolled, which the shared tiles do not).
@@ -141,35 +147,30 @@ bool shared_path(const GemmProblem& p, const GemmKnobs& knobs) {
   return knobs.shared_k_tile != 0 && !(p.gather_b && p.gather_b->taps > 1);
 }
 
-// The register path's share of `knobs`.
-GemmKnobs register_knobs(GemmKnobs knobs) {
+// The register path's share of `knobs` (a gathered B also drops the
+// subgroup and texel knobs).
+GemmKnobs register_knobs(GemmKnobs knobs, const GemmProblem& p) {
   knobs.shared_k_tile = 0;
   knobs.split_k = 1;
   knobs.workgroup_n = 0;
+  if (p.gather_b) {
+    knobs.subgroup_broadcast = 0;
+    knobs.texel_loads = false;
+  }
   return knobs;
 }
 
-// Where the output stage writes: the tile's rows and columns (unclamped),
-// its column block nb (past the last one in a partial panel: nothing is
-// stored), Y's base and the batch entry.
-struct OutputTile {
-  std::vector<Expr> rows, cols;
-  Expr nb;
-  std::int64_t n_blocks = 0;
-  Expr y_base, batch;
-};
+}  // namespace
 
-// Stores the tile: each row's values (p.epilogue of its accumulators), as
-// vec4 stores along N where the layout allows (see gemm_template.h), under
-// guards only for the edges the shape has: a row guard unless M is a
-// multiple of tile_m, a column-group guard unless N is one of tile_n.
+namespace detail {
+
 void append_output_stage(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knobs, const OutputTile& t) {
   const bool vector_store = knobs.vector_width == kVector && knobs.tile_n % kVector == 0 && p.n % kVector == 0 &&
                             p.y_col_stride == 1 && p.y_row_stride % kVector == 0 &&
                             (!p.bases || p.y_base_multiple % kVector == 0);
   const bool row_edges = p.m % knobs.tile_m != 0;
   const bool column_edges = p.n % knobs.tile_n != 0;
-  const Expr in_panel = t.nb < kir::i32(t.n_blocks);
+  const Expr& in_panel = t.in_tile;
   std::vector<Stmt> tile;  // the rows under one guard when M has no row edge
   for (std::uint32_t i = 0; i < knobs.tile_m; ++i) {
     detail::TileRow row;
@@ -192,11 +193,21 @@ void append_output_stage(kir::Kernel& kernel, const GemmProblem& p, const GemmKn
   if (!row_edges) kernel.body.push_back(kir::branch(in_panel, std::move(tile)));
 }
 
-}  // namespace
+void use_texel_buffers(kir::Kernel& kernel, const GemmProblem& p, bool a_vector, bool b_vector) {
+  if (p.a.index == p.b.index) return;
+  // A width-4 texel buffer holds whole texels only: every element read must
+  // lie in one that the operand holds whole (K, N multiples of 4).
+  auto width = [](bool vector, bool whole_texels) -> std::uint32_t { return vector ? (whole_texels ? 4 : 0) : 1; };
+  kernel.buffers[static_cast<std::size_t>(p.a.index)].texel_width = width(a_vector, p.k % kVector == 0);
+  kernel.buffers[static_cast<std::size_t>(p.b.index)].texel_width = width(b_vector, p.n % kVector == 0);
+}
+
+}  // namespace detail
 
 std::int64_t gemm_invocations(const GemmProblem& p, const GemmKnobs& given) {
   if (shared_path(p, given)) return detail::shared_gemm_invocations(p, given);
-  const GemmKnobs knobs = register_knobs(given);
+  if (subgroup_path(p, given)) return detail::subgroup_gemm_invocations(p, given);
+  const GemmKnobs knobs = register_knobs(given, p);
   const std::int64_t n_blocks = ceil_div(p.n, knobs.tile_n);
   const std::int64_t panel = std::min<std::int64_t>(knobs.panel_width, n_blocks);
   return p.batch * ceil_div(p.m, knobs.tile_m) * ceil_div(n_blocks, panel) * panel;
@@ -218,7 +229,11 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& give
     detail::build_shared_gemm(kernel, p, given);
     return;
   }
-  const GemmKnobs knobs = register_knobs(given);
+  if (subgroup_path(p, given)) {
+    detail::build_subgroup_gemm(kernel, p, given);
+    return;
+  }
+  const GemmKnobs knobs = register_knobs(given, p);
   const std::int64_t m_blocks = ceil_div(p.m, knobs.tile_m);
   const std::int64_t n_blocks = ceil_div(p.n, knobs.tile_n);
   kernel.global_size = gemm_invocations(p, knobs);
@@ -278,6 +293,7 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& give
   if (a_vector)
     for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
       vec.a_vrows.push_back(declare_i32(body, indexed("a_vrow", i), a_rows[i] / kir::i32(kVector)));
+  if (knobs.texel_loads) detail::use_texel_buffers(kernel, p, a_vector, b_vector);
   if (b_vector)
     for (std::uint32_t q = 0; q < knobs.tile_n / kVector; ++q) {
       const Expr first = add_constant(col0, q * kVector);
@@ -306,7 +322,7 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& give
     body.push_back(kir::loop("kk", kir::i32(k_main), kir::i32(p.k), std::move(step)));
   }
 
-  append_output_stage(kernel, p, knobs, {rows, cols, nb, n_blocks, bases.y, batch});
+  append_output_stage(kernel, p, knobs, {rows, cols, nb < kir::i32(n_blocks), bases.y, batch});
 }
 
 }  // namespace kiln::shaders

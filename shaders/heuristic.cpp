@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
 
 namespace kiln::shaders {
 
@@ -141,6 +142,40 @@ bool shared_tiling_fits(const lower::LowerTarget& target) {
   return true;
 }
 
+// Subgroup-broadcast blocks per lane (gemm_subgroup.h), for targets that
+// broadcast within subgroups: lavapipe's fastest hand-written SGEMMs keep
+// 8 x 32 or 8 x 64 per lane with A and B read through texel buffers; in
+// kiln's template 8 x 16 was faster still on 2048^3
+// (docs/benchmarks/gemm-ceiling.md); narrower blocks for smaller products.
+constexpr std::array<std::array<std::uint32_t, 2>, 5> kSubgroupTiles = {
+    {{8, 64}, {8, 32}, {8, 16}, {4, 16}, {2, 8}}};
+constexpr std::uint32_t kMaxSubgroupLanes = 64;
+
+// The subgroup configurations of the space: none unless the target
+// broadcasts within subgroups of a power of two up to 64 lanes that divide
+// a workgroup it allows; with texel loads where it has texel buffers.
+std::vector<GemmKnobs> subgroup_knobs(const lower::LowerTarget& target) {
+  const std::uint32_t lanes = target.subgroup_size;
+  const std::uint32_t group = std::max(workgroup_size(target), lanes);
+  if (!target.subgroup_broadcast || !std::has_single_bit(lanes) || lanes > kMaxSubgroupLanes ||
+      group > target.max_workgroup_invocations || group % lanes != 0)
+    return {};
+  std::vector<GemmKnobs> out;
+  for (const auto& [tile_m, tile_n] : kSubgroupTiles) {
+    GemmKnobs knobs;
+    knobs.tile_m = tile_m;
+    knobs.tile_n = tile_n;
+    knobs.k_unroll = 1;  // the K chunk is the unroll
+    knobs.workgroup_size = group;
+    knobs.panel_width = 1;
+    knobs.vector_width = kVectorWidth;
+    knobs.subgroup_broadcast = lanes;
+    knobs.texel_loads = target.max_texel_buffer_elements != 0;
+    out.push_back(knobs);
+  }
+  return out;
+}
+
 GemmKnobs choose_shared_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) {
   const SharedShape shape = n < kThinExtent   ? SharedShape::column
                             : m < kThinExtent ? SharedShape::row
@@ -225,6 +260,18 @@ std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target) {
   if (shared_tiling_fits(target))
     for (SharedShape shape : {SharedShape::square, SharedShape::column, SharedShape::row})
       for (std::uint32_t split = 1; split <= kMaxSplitK; split *= 2) space.push_back(shared_knobs(shape, split));
+  for (const GemmKnobs& knobs : subgroup_knobs(target)) space.push_back(knobs);
+  return space;
+}
+
+std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target, std::int64_t batch, std::int64_t m,
+                                       std::int64_t n, std::int64_t k) {
+  // Texel views hold a whole operand (at most one texel per element).
+  const std::int64_t largest = std::max(batch * m * k, batch * k * n);
+  std::vector<GemmKnobs> space;
+  for (const GemmKnobs& knobs : gemm_knob_space(target))
+    if (!knobs.texel_loads || largest <= static_cast<std::int64_t>(target.max_texel_buffer_elements))
+      space.push_back(knobs);
   return space;
 }
 
@@ -238,7 +285,10 @@ bool prefers_implicit_gemm(const ConvProblem& p) {
 std::vector<ConvPlan> conv_plan_space(const lower::LowerTarget& target) {
   std::vector<ConvPlan> space;
   for (const GemmKnobs& gemm : gemm_knob_space(target)) space.push_back({ConvAlgorithm::gemm_1x1, gemm, {}});
-  for (const GemmKnobs& gemm : gemm_knob_space(target)) space.push_back({ConvAlgorithm::implicit_gemm, gemm, {}});
+  // A gathered B keeps the register path, which the subgroup knobs' wide
+  // lane blocks would only slow down.
+  for (const GemmKnobs& gemm : gemm_knob_space(target))
+    if (gemm.subgroup_broadcast == 0) space.push_back({ConvAlgorithm::implicit_gemm, gemm, {}});
   for (std::uint32_t channels : kTiles)
     for (std::uint32_t width : kTiles)
       space.push_back({ConvAlgorithm::direct, {}, {channels, width, workgroup_size(target)}});

@@ -37,8 +37,16 @@ ConvPlan choose_conv_plan(const ConvProblem& problem, const lower::LowerTarget& 
 inline constexpr std::int64_t kMinImplicitGemmColumns = 256;
 bool prefers_implicit_gemm(const ConvProblem& problem);
 
-// Every value choose_gemm_knobs / choose_conv_plan can return for `target`.
+// Every value choose_gemm_knobs / choose_conv_plan can return for `target`,
+// and the configurations an autotuner may try besides: subgroup-broadcast
+// GEMMs (with texel loads where the target has texel buffers) where the
+// target broadcasts within its subgroups.
 std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target);
+// The GEMM space for one problem (`batch` products of M x N x K): the
+// target's, less texel-load configurations whose operands exceed the
+// target's largest texel buffer.
+std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target, std::int64_t batch, std::int64_t m,
+                                       std::int64_t n, std::int64_t k);
 std::vector<ConvPlan> conv_plan_space(const lower::LowerTarget& target);
 
 }  // namespace kiln::shaders

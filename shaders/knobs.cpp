@@ -24,6 +24,10 @@ constexpr std::uint32_t kMaxUnroll = 8;
 constexpr std::uint32_t kMaxWorkgroup = 1024;
 constexpr std::uint32_t kMaxPanel = 64;
 constexpr std::uint32_t kMaxSharedKTile = 32;
+// A lane of a subgroup GEMM may own 64 columns: lavapipe's fastest SGEMM
+// keeps an 8 x 64 block per lane (its registers spill cheaply to L1).
+constexpr std::uint32_t kMaxSubgroupGemmTileN = 64;
+constexpr std::uint32_t kMaxSubgroupLanes = 64;
 
 void check_range(const char* what, std::uint32_t value, std::uint32_t max, const std::string& knobs) {
   KILN_CHECK(value >= 1 && value <= max, ErrorKind::Internal,
@@ -65,7 +69,10 @@ constexpr KnobField<GemmKnobs> kGemmFields[] = {
     {"shared_k_tile", "s", &GemmKnobs::shared_k_tile, 0},
     {"split_k", "sk", &GemmKnobs::split_k, 1},
     {"workgroup_n", "wn", &GemmKnobs::workgroup_n, 0},
+    {"subgroup_broadcast", "sg", &GemmKnobs::subgroup_broadcast, 0},
 };
+// GemmKnobs::texel_loads, a flag, is the token "tex" when on.
+constexpr std::string_view kTexelToken = "tex";
 
 constexpr KnobField<ConvKnobs> kConvFields[] = {
     {"tile_channels", "c", &ConvKnobs::tile_channels, std::nullopt},
@@ -156,6 +163,7 @@ void check_parsed(const Knobs& knobs, std::string_view kind, std::string_view te
 std::string to_string(const GemmKnobs& knobs) {
   std::string text = std::to_string(knobs.tile_m) + "x" + std::to_string(knobs.tile_n);
   print_fields(text, knobs, kGemmFields);
+  if (knobs.texel_loads) text += "_" + std::string(kTexelToken);
   return text;
 }
 
@@ -180,7 +188,11 @@ GemmKnobs parse_gemm_knobs(std::string_view text) {
   GemmKnobs knobs;
   knobs.tile_m = *tile_m;
   knobs.tile_n = *tile_n;
-  parse_fields(knobs, std::span(tokens).subspan(1), kGemmFields, "GEMM", text);
+  std::vector<std::string_view> fields(tokens.begin() + 1, tokens.end());
+  const auto texel = std::find(fields.begin(), fields.end(), kTexelToken);
+  knobs.texel_loads = texel != fields.end();
+  if (knobs.texel_loads) fields.erase(texel);
+  parse_fields(knobs, std::span<const std::string_view>(fields), kGemmFields, "GEMM", text);
   check_parsed(knobs, "GEMM", text);
   return knobs;
 }
@@ -238,13 +250,22 @@ ConvPlan parse_conv_plan(std::string_view text) {
 void check_knobs(const GemmKnobs& knobs) {
   const std::string text = to_string(knobs);
   check_range("tile_m", knobs.tile_m, kMaxGemmTile, text);
-  check_range("tile_n", knobs.tile_n, kMaxGemmTile, text);
+  check_range("tile_n", knobs.tile_n, knobs.subgroup_broadcast != 0 ? kMaxSubgroupGemmTileN : kMaxGemmTile, text);
   check_range("k_unroll", knobs.k_unroll, kMaxUnroll, text);
   check_range("workgroup_size", knobs.workgroup_size, kMaxWorkgroup, text);
   check_range("panel_width", knobs.panel_width, kMaxPanel, text);
   KILN_CHECK(knobs.vector_width == 1 || knobs.vector_width == 4, ErrorKind::Internal,
              "template knob vector_width = " + std::to_string(knobs.vector_width) + " is not 1 or 4 (knobs " + text +
                  ")");
+  if (knobs.subgroup_broadcast != 0)
+    KILN_CHECK(std::has_single_bit(knobs.subgroup_broadcast) && knobs.subgroup_broadcast <= kMaxSubgroupLanes &&
+                   knobs.workgroup_size % knobs.subgroup_broadcast == 0 && knobs.shared_k_tile == 0,
+               ErrorKind::Internal,
+               "template knob subgroup_broadcast = " + std::to_string(knobs.subgroup_broadcast) +
+                   " must be a power of two up to " + std::to_string(kMaxSubgroupLanes) +
+                   " dividing the workgroup, without shared tiling (knobs " + text + ")");
+  KILN_CHECK(!knobs.texel_loads || knobs.shared_k_tile == 0, ErrorKind::Internal,
+             "template knob texel_loads needs the register or subgroup path, not shared tiling (knobs " + text + ")");
   if (knobs.shared_k_tile == 0) {
     KILN_CHECK(knobs.split_k == 1 && knobs.workgroup_n == 0, ErrorKind::Internal,
                "template knobs split_k and workgroup_n need shared tiling (shared_k_tile > 0) (knobs " + text + ")");

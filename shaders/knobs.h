@@ -44,6 +44,19 @@ struct GemmKnobs {
   // dividing the slice): 0 picks the squarest arrangement, 1 makes one column
   // of register blocks (matrix-vector products).
   std::uint32_t workgroup_n = 0;
+  // Subgroup broadcast (register path; for CPU Vulkan drivers such as
+  // lavapipe): 0 is off; else the lanes S of the target's subgroups, which
+  // then compute a tile_m x (S * tile_n) block of Y together, each lane
+  // tile_n consecutive columns of the same rows. The lanes load A's rows
+  // once for S (4S with vec4 loads) K steps, each lane a different stretch
+  // of K, and broadcast every value to the others: A costs a load per S (4S)
+  // steps instead of one per step. panel_width counts subgroup blocks;
+  // tile_n may be up to 64. See gemm_subgroup.h.
+  std::uint32_t subgroup_broadcast = 0;
+  // Read A and B through texel buffers (register and subgroup paths): RGBA32
+  // texels where the operand is read as vec4, R32 ones otherwise. lavapipe
+  // keeps texel fetches vectorised where it scalarises storage-buffer loads.
+  bool texel_loads = false;
 
   friend bool operator==(const GemmKnobs&, const GemmKnobs&) = default;
 };
@@ -73,7 +86,8 @@ struct ConvKnobs {
 
 // "4x4_k4_p8_wg64_v4", "c4_w4_wg64": part of kernel names and logs. Shared
 // tiling adds "_s8" (shared_k_tile), "_sk4" (split_k > 1) and "_wn1"
-// (workgroup_n set), only when on.
+// (workgroup_n set), only when on; subgroup broadcast "_sg8", texel loads
+// "_tex", only when on.
 std::string to_string(const GemmKnobs& knobs);
 std::string to_string(const ConvKnobs& knobs);
 
@@ -101,7 +115,10 @@ AttentionKnobs parse_attention_knobs(std::string_view text);
 // templates support (tiles 1..8, k_unroll 1..8, panel 1..64, workgroup 1..1024,
 // vector width 1 or 4; with shared tiling: shared_k_tile 1..32, split_k a power
 // of two dividing the workgroup, whose slices are powers of two, workgroup_n
-// a power of two dividing a slice; without: split_k 1 and workgroup_n 0).
+// a power of two dividing a slice; without: split_k 1 and workgroup_n 0;
+// subgroup_broadcast 0 or a power of two up to 64 dividing the workgroup,
+// only without shared tiling, which texel_loads also excludes; tile_n up to
+// 64 with subgroup_broadcast, else 16).
 void check_knobs(const GemmKnobs& knobs);
 void check_knobs(const ConvKnobs& knobs);
 

@@ -13,6 +13,7 @@
 #include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/passes/passes.h"
+#include "shaders/gemm_template.h"
 #include "src/kernel/ir.h"
 #include "src/lower/lower.h"
 #include "src/render/cstyle.h"
@@ -153,8 +154,7 @@ class JobQueue {
       KernelSource source = kiln::render::make_kernel_source(kernel, backend->language());
       BOOST_TEST_REQUIRE(source.language == backend->language().name);
       if (!seen_.insert({backend->name(), source.text}).second) continue;
-      const kiln::backend::KernelRequirements requirements{
-          source.name, source.workgroup_size, kiln::kir::shared_memory_bytes(kernel), source.num_buffers, false};
+      const kiln::backend::KernelRequirements requirements = kiln::render::kernel_requirements(kernel);
       for (const TargetDesc& target : backend->offline_targets()) {
         const auto refusal = backend->supports(requirements, target);
         BOOST_CHECK_MESSAGE(!refusal, origin << ": " << target.arch << " refuses the kernel: " << refusal.value_or(""));
@@ -279,6 +279,35 @@ kiln::kir::Kernel workgroup_construct_kernel() {
   return kernel;
 }
 
+// Subgroup operations and texel buffers: lane and subgroup indices, a
+// broadcast of each type, inside a uniform loop; texel loads of both widths
+// (scalar, component and vec4), as the subgroup GEMM uses them. 64
+// invocations: whole wavefronts on gfx90a, whole warps on NVIDIA.
+kiln::kir::Kernel subgroup_construct_kernel() {
+  using namespace kiln::kir;
+  using T = ScalarType;
+  Kernel kernel("subgroup_construct");
+  const Buf t1 = kernel.add_texel_buffer("t1", 1);
+  const Buf t4 = kernel.add_texel_buffer("t4", 4);
+  const Buf y = kernel.add_buffer("y", T::f32, Access::write);
+  const Buf ids = kernel.add_buffer("ids", T::i32, Access::write);
+  kernel.global_size = 256;
+  kernel.workgroup_size = 64;
+  kernel.subgroup_size = 8;
+  const Expr i = global_index();
+  const Expr w = var("w", T::f32);
+  kernel.body = {
+      load_vector({"q0", "q1", "q2", "q3"}, t4, i, T::f32),
+      declare("w", T::f32, load(t1, i, T::f32) + var("q2", T::f32) + load(t4, i * i32(4) + i32(3), T::f32)),
+      loop("r", i32(0), i32(4), {assign("w", w + subgroup_broadcast(w, 5))}),
+      store(y, i, w),
+      store(ids, i,
+            subgroup_id() * i32(8) + subgroup_broadcast(subgroup_lane(), 7) +
+                cast(T::i32, subgroup_broadcast(cast(T::u32, i), 0))),
+  };
+  return kernel;
+}
+
 int total_targets() {
   int targets = 0;
   for (const Backend* backend : codegen_backends()) targets += static_cast<int>(backend->offline_targets().size());
@@ -366,6 +395,54 @@ BOOST_AUTO_TEST_CASE(workgroup_constructs_compile_for_every_offline_target) {
   BOOST_TEST(contains(c99, "float* restrict s_sums, int32_t* restrict s_ids, uint32_t* restrict s_flags, "));
   BOOST_TEST(contains(c99, "void kiln_barrier(void);"));
   BOOST_TEST(contains(c99, "    kiln_barrier();\n"));
+}
+
+BOOST_AUTO_TEST_CASE(subgroup_and_texel_constructs_compile_for_every_offline_target) {
+  const kiln::kir::Kernel kernel = subgroup_construct_kernel();
+  kiln::kir::verify(kernel);
+  JobQueue queue;
+  queue.add(kernel, "subgroup_construct");
+  for (const Backend* backend : codegen_backends()) {
+    BOOST_TEST(queue.sources(backend->name()) == 1);
+    const std::string text = kiln::render::render(kernel, backend->language());
+    BOOST_TEST(contains(text, "__ldg(&reinterpret_cast<const float4*>(b_t4)[kiln_gid])"));
+    BOOST_TEST(contains(text, "const float* __restrict__ b_t1"));
+    BOOST_TEST(contains(text, backend->name() == "cuda" ? "__shfl_sync(0xffffffffu, v_w, 5, 8)" : "__shfl(v_w, 5, 8)"));
+    // A subgroup of 8 is a slice of a warp or wavefront; blocks must be whole ones.
+    kiln::backend::KernelRequirements ragged = kiln::render::kernel_requirements(kernel);
+    ragged.workgroup_size = 48;
+    for (const TargetDesc& target : backend->offline_targets()) {
+      const auto refusal = backend->supports(ragged, target);
+      BOOST_TEST_REQUIRE(refusal.has_value());
+      BOOST_TEST(refusal->find("not whole subgroups") != std::string::npos, *refusal);
+    }
+  }
+  BOOST_TEST(compile_all(queue.jobs()) == total_targets());
+}
+
+// The subgroup GEMM (texel loads, vec4 A and B, a row bias) as lowering
+// would build it for a target with 32-lane subgroups.
+BOOST_AUTO_TEST_CASE(subgroup_gemm_compiles_for_every_offline_target) {
+  using namespace kiln::kir;
+  Kernel kernel("subgroup_gemm");
+  kiln::shaders::GemmProblem p;
+  p.m = 37, p.n = 96, p.k = 136;
+  p.a_row_stride = p.k, p.a_k_stride = 1, p.b_k_stride = p.n, p.b_col_stride = 1, p.y_row_stride = p.n;
+  p.a = kernel.add_buffer("a", ScalarType::f32, Access::read);
+  p.b = kernel.add_buffer("b", ScalarType::f32, Access::read);
+  const Buf bias = kernel.add_buffer("bias", ScalarType::f32, Access::read);
+  p.y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  p.epilogue = [&](Expr acc, Expr row, Expr, Expr) { return acc + load(bias, row, ScalarType::f32); };
+  kiln::shaders::GemmKnobs knobs;
+  knobs.tile_m = 2, knobs.tile_n = 4, knobs.k_unroll = 1, knobs.workgroup_size = 64, knobs.panel_width = 1;
+  knobs.subgroup_broadcast = 32;
+  knobs.texel_loads = true;
+  kiln::shaders::build_gemm(kernel, p, knobs);
+  BOOST_TEST(kernel.subgroup_size == 32u);
+  BOOST_TEST(kernel.buffers[0].texel_width == 4u);
+  JobQueue queue;
+  queue.add(kernel, "subgroup_gemm");
+  BOOST_TEST(compile_all(queue.jobs()) == total_targets());
 }
 
 BOOST_AUTO_TEST_CASE(offline_targets_describe_their_architecture) {

@@ -998,3 +998,155 @@ BOOST_AUTO_TEST_CASE(interpreter_reports_shared_memory_races) {
                                  store(y, global_index(), load(s, (lid + i32(1)) % i32(64), F)), barrier(),
                                  store(s, lid, f32(2.0))}));
 }
+
+// ---- subgroups and texel buffers -------------------------------------------
+
+// A kernel of `groups` workgroups of `wg` invocations in subgroups of `sg`.
+Kernel subgroup_kernel(std::vector<Stmt> body, std::uint32_t sg = 8, std::uint32_t wg = 32, std::int64_t groups = 2) {
+  Kernel k("subgroups");
+  Buf x = k.add_buffer("x", F, Access::read);
+  Buf y = k.add_buffer("y", F, Access::write);
+  (void)x;
+  (void)y;
+  k.global_size = groups * wg;
+  k.workgroup_size = wg;
+  k.subgroup_size = sg;
+  k.body = std::move(body);
+  return k;
+}
+
+BOOST_AUTO_TEST_CASE(subgroup_lane_and_id_split_the_local_index) {
+  Kernel k("lanes");
+  Buf y = k.add_buffer("y", I, Access::write);
+  k.global_size = 64;
+  k.workgroup_size = 32;
+  k.subgroup_size = 8;
+  k.body.push_back(store(y, global_index(), subgroup_id() * i32(100) + subgroup_lane()));
+  std::vector<std::int32_t> out(64, -1);
+  run(k, {bytes(out)});
+  for (std::int32_t i = 0; i < 64; ++i) BOOST_TEST(out[static_cast<std::size_t>(i)] == (i % 32) / 8 * 100 + i % 8);
+}
+
+BOOST_AUTO_TEST_CASE(broadcast_reads_the_source_lanes_value_in_lockstep) {
+  const Buf x{0}, y{1};
+  // v is each lane's own element; the broadcast takes lane 3's (of the same
+  // subgroup), and a broadcast nested in another's operand is evaluated
+  // first. The assignment to v after it must not leak into other lanes'
+  // reads: every lane reads its source before any lane runs the statement.
+  Kernel k = subgroup_kernel({declare("v", F, load(x, global_index(), F)),
+                              assign("v", subgroup_broadcast(var("v", F), 3) * f32(10.0) +
+                                              subgroup_broadcast(var("v", F) + subgroup_broadcast(var("v", F), 7), 1)),
+                              store(y, global_index(), var("v", F))});
+  std::vector<float> in(64), out(64, -1.0f);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i);
+  run(k, {bytes(in), bytes(out)});
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const std::size_t base = i / 8 * 8;
+    BOOST_TEST(out[i] == in[base + 3] * 10.0f + (in[base + 1] + in[base + 7]));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(broadcasts_run_inside_uniform_loops_and_branches) {
+  const Buf x{0}, y{1};
+  // A running sum of lane k's element over k, in a loop, under a uniform branch.
+  std::vector<Stmt> loop_body;
+  for (int lane = 0; lane < 4; ++lane)
+    loop_body.push_back(
+        assign("s", var("s", F) + subgroup_broadcast(load(x, global_index(), F) * cast(F, var("r", I)), lane)));
+  Kernel k = subgroup_kernel({declare("s", F, f32(0.0)),
+                              branch(workgroup_index() < i32(5), {loop("r", i32(1), i32(3), loop_body)}),
+                              store(y, global_index(), var("s", F))},
+                             4, 16, 3);
+  std::vector<float> in(48), out(48, -1.0f);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i % 7);
+  run(k, {bytes(in), bytes(out)});
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const std::size_t base = i / 4 * 4;
+    const float lanes = in[base] + in[base + 1] + in[base + 2] + in[base + 3];
+    BOOST_TEST(out[i] == lanes * 1.0f + lanes * 2.0f);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(verify_keeps_subgroup_operations_uniform_and_declared) {
+  const Buf x{0}, y{1};
+  const Expr v = load(x, global_index(), F);
+  auto store_it = [&](Expr e) { return store(y, global_index(), e); };
+  BOOST_CHECK_NO_THROW(verify(subgroup_kernel({store_it(subgroup_broadcast(v, 7))})));
+  // Lanes past the subgroup, a kernel without a subgroup size, bad sizes.
+  BOOST_TEST(contains(internal_error([&] { verify(subgroup_kernel({store_it(subgroup_broadcast(v, 8))})); }),
+                      "subgroup_broadcast from lane 8 of a subgroup of 8"));
+  BOOST_TEST(contains(internal_error([&] { verify(subgroup_kernel({store_it(cast(F, subgroup_lane()))}, 0)); }),
+                      "uses subgroup operations but declares no subgroup_size"));
+  BOOST_TEST(contains(internal_error([&] { verify(subgroup_kernel({}, 6)); }), "subgroup_size 6 is not a power of two"));
+  BOOST_TEST(contains(internal_error([&] { verify(subgroup_kernel({}, 64, 32)); }),
+                      "workgroup_size 32 is not a multiple of subgroup_size 64"));
+  Kernel ragged = subgroup_kernel({store_it(subgroup_broadcast(v, 0))});
+  ragged.global_size = 40;
+  BOOST_TEST(contains(internal_error([&] { verify(ragged); }), "every subgroup must be whole"));
+  // Divergent control flow: a branch on the lane, a loop bounded by a load,
+  // a select or && operand, a branch condition.
+  BOOST_TEST(contains(internal_error([&] {
+                        verify(subgroup_kernel({branch(subgroup_lane() < i32(4), {store_it(subgroup_broadcast(v, 0))})}));
+                      }),
+                      "inside a branch whose condition may differ"));
+  BOOST_TEST(contains(internal_error([&] {
+                        verify(subgroup_kernel(
+                            {loop("i", i32(0), cast(I, v), {store_it(subgroup_broadcast(v, 0))})}));
+                      }),
+                      "inside loop 'i'"));
+  BOOST_TEST(contains(internal_error([&] {
+                        verify(subgroup_kernel({store_it(select(v > f32(0.0), subgroup_broadcast(v, 1), v))}));
+                      }),
+                      "under a select"));
+  BOOST_TEST(contains(internal_error([&] {
+                        verify(subgroup_kernel(
+                            {branch(boolean(true) && subgroup_broadcast(v, 1) > f32(0.0), {store_it(v)})}));
+                      }),
+                      "may not appear in loop bounds or branch conditions"));
+  BOOST_TEST(contains(internal_error([&] { subgroup_broadcast(v > f32(0.0), 0); }), "subgroup_broadcast of a bool"));
+  // A uniform branch is fine.
+  BOOST_CHECK_NO_THROW(
+      verify(subgroup_kernel({branch(workgroup_index() > i32(0), {store_it(subgroup_broadcast(v, 2))})})));
+}
+
+BOOST_AUTO_TEST_CASE(texel_buffers_load_scalars_and_whole_texels) {
+  Kernel k("texels");
+  Buf t1 = k.add_texel_buffer("t1", 1);
+  Buf t4 = k.add_texel_buffer("t4", 4);
+  Buf y = k.add_buffer("y", F, Access::write);
+  k.global_size = 2;
+  k.body.push_back(load_vector({"a", "b", "c", "d"}, t4, global_index(), F));
+  k.body.push_back(store(y, global_index(),
+                         var("a", F) + var("d", F) * f32(10.0) + load(t1, global_index(), F) * f32(100.0) +
+                             load(t4, global_index() * i32(4) + i32(2), F) * f32(1000.0)));
+  BOOST_TEST(contains(print(k), "buffer 1 t4: f32 read texel4\n"));
+  std::vector<float> one = {1, 2}, four = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, out(2, -1.0f);
+  run(k, {bytes(one), bytes(four), bytes(out)});
+  BOOST_TEST(out[0] == 1.0f + 40.0f + 100.0f + 3000.0f);
+  BOOST_TEST(out[1] == 5.0f + 80.0f + 200.0f + 7000.0f);
+  // Elements 8 and 9 are past the last whole texel.
+  Kernel tail = k;
+  tail.body = {store(y, global_index(), load(t4, i32(8), F))};
+  BOOST_TEST(contains(internal_error([&] { run(tail, {bytes(one), bytes(four), bytes(out)}); }),
+                      "at index 8 is out of bounds (size 8 elements)"));
+  // A vector load of another width than the texel's, a write, a bad width.
+  Kernel wrong = k;
+  wrong.body = {load_vector({"a", "b"}, t4, i32(0), F), store(y, i32(0), var("a", F))};
+  BOOST_TEST(contains(internal_error([&] { verify(wrong); }), "texel buffer 1 't4' of texel width 4"));
+  wrong.body = {load_vector({"a", "b", "c", "d"}, t1, i32(0), F), store(y, i32(0), var("a", F))};
+  BOOST_TEST(contains(internal_error([&] { verify(wrong); }), "of texel width 1"));
+  BOOST_TEST(contains(internal_error([&] { k.add_texel_buffer("t3", 3); }), "texel width 3"));
+  wrong = k;
+  wrong.buffers[0].access = Access::read_write;
+  BOOST_TEST(contains(internal_error([&] { verify(wrong); }), "texel buffer 't1' must be read-only f32"));
+}
+
+BOOST_AUTO_TEST_CASE(prints_subgroup_operations) {
+  const Buf x{0}, y{1};
+  const std::string text =
+      print(subgroup_kernel({store(y, global_index(), subgroup_broadcast(load(x, global_index(), F), 5) +
+                                                          cast(F, subgroup_lane() + subgroup_id()))}));
+  BOOST_TEST(contains(text, "workgroup_size 32, subgroup_size 8)"));
+  BOOST_TEST(contains(text, "subgroup_broadcast(x[global_index()], lane 5)"));
+  BOOST_TEST(contains(text, "(subgroup_lane() + subgroup_id())"));
+}

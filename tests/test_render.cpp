@@ -105,6 +105,33 @@ Kernel kitchen_sink() {
   return k;
 }
 
+// Subgroup operations of each type and texel buffers of both widths, in
+// whole workgroups of four subgroups of 8 (lavapipe's subgroup size).
+Kernel subgroup_texel_sink() {
+  Kernel k("subgroup_texel_sink");
+  Buf t1 = k.add_texel_buffer("t1", 1);
+  Buf t4 = k.add_texel_buffer("t4", 4);
+  Buf y = k.add_buffer("y", F, Access::write);
+  Buf ids = k.add_buffer("ids", I, Access::write);
+  k.global_size = 128;
+  k.workgroup_size = 32;
+  k.subgroup_size = 8;
+  const Expr i = global_index();
+  const Expr w = var("w", F);
+  k.body = {
+      load_vector({"q0", "q1", "q2", "q3"}, t4, i, F),
+      declare("v", F, load(t1, i, F) + var("q0", F) * f32(2) + var("q3", F) - load(t4, i * i32(4) + i32(1), F)),
+      declare("w", F, subgroup_broadcast(var("v", F), 3) + subgroup_broadcast(cast(F, subgroup_lane()), 7)),
+      loop("r", i32(0), i32(2), {assign("w", w + subgroup_broadcast(w * f32(0.5) + cast(F, var("r", I)), 1))}),
+      branch(workgroup_index() < i32(3), {assign("w", w - subgroup_broadcast(w, 6))}),
+      store(y, i, w),
+      store(ids, i,
+            subgroup_id() * i32(100) + subgroup_lane() + subgroup_broadcast(subgroup_lane() * i32(1000), 5) +
+                cast(I, subgroup_broadcast(cast(U, i), 2) % u32(3)) * i32(10000)),
+  };
+  return k;
+}
+
 // A kernel that never reads the global index (its store uses constant 0).
 Kernel no_index_kernel() {
   Kernel k("first_only");
@@ -142,7 +169,8 @@ BOOST_AUTO_TEST_CASE(declarations_entry_index_and_guard) {
   for (const kb::LanguageTable* lang : languages()) {
     BOOST_TEST_CONTEXT("language " << lang->name) {
       const std::string text = kiln::render::render(k, *lang);
-      BOOST_TEST(text.rfind(lang->prelude, 0) == 0u);  // starts with the prelude
+      const std::string opening = lang->version_directive + lang->prelude;
+      BOOST_TEST(text.rfind(opening, 0) == 0u);  // starts with the version line and the prelude
 
       std::string params;
       for (std::size_t b = 0; b < k.buffers.size(); ++b) {
@@ -174,7 +202,7 @@ BOOST_AUTO_TEST_CASE(declarations_entry_index_and_guard) {
       // Every opened bracket closes.
       int braces = 0, parens = 0, brackets = 0;
       bool closed_before_opened = false;
-      for (char c : text.substr(lang->prelude.size())) {
+      for (char c : text.substr(opening.size())) {
         braces += c == '{' ? 1 : c == '}' ? -1 : 0;
         parens += c == '(' ? 1 : c == ')' ? -1 : 0;
         brackets += c == '[' ? 1 : c == ']' ? -1 : 0;
@@ -296,7 +324,7 @@ BOOST_AUTO_TEST_CASE(math_spellings_come_from_the_table) {
       for (const std::string* field : {&lang->exp, &lang->log, &lang->sqrt, &lang->rsqrt, &lang->tanh, &lang->erf,
                                        &lang->abs, &lang->iabs, &lang->floor, &lang->ceil, &lang->pow, &lang->fmin,
                                        &lang->fmax, &lang->imin, &lang->imax, &lang->umin, &lang->umax})
-        BOOST_TEST(contains(text.substr(lang->prelude.size()), call_prefix(*field)), "spelling " << *field);
+        BOOST_TEST(contains(text.substr(lang->version_directive.size() + lang->prelude.size()), call_prefix(*field)), "spelling " << *field);
       BOOST_TEST(contains(text, spell(lang->exp, {{"a", "(-" + spell(lang->abs, {{"a", "v_v"}}) + ")"}})));
       BOOST_TEST(
           contains(text, spell(lang->imin, {{"a", spell(lang->buffer_access, {{"name", "b_n"}, {"index", "kiln_gid"}})},
@@ -310,6 +338,45 @@ BOOST_AUTO_TEST_CASE(math_spellings_come_from_the_table) {
                                    {{"name", "b_u"},
                                     {"index", spell(lang->cast, {{"type", lang->type_u32}, {"a", "kiln_gid"}})}})}})));
     }
+  }
+}
+
+BOOST_AUTO_TEST_CASE(subgroup_and_texel_spellings_come_from_the_table) {
+  const Kernel k = subgroup_texel_sink();
+  for (const kb::LanguageTable* lang : languages()) {
+    BOOST_TEST_CONTEXT("language " << lang->name) {
+      const std::string text = kiln::render::render(k, *lang);
+      // Directives right after the version line; none for a kernel without subgroup operations.
+      BOOST_TEST(text.rfind(lang->version_directive + lang->subgroup_directives + lang->prelude, 0) == 0u);
+      if (!lang->subgroup_directives.empty())
+        BOOST_TEST(!contains(kiln::render::render(relu_kernel(64, 64), *lang), lang->subgroup_directives));
+      BOOST_TEST(contains(text, spell(lang->subgroup_broadcast, {{"a", "v_v"}, {"lane", "3"}, {"sg", "8"}})));
+      BOOST_TEST(contains(text, spell(lang->subgroup_lane_expr, {{"sg", "8"}, {"wg", "32"}})));
+      BOOST_TEST(contains(text, spell(lang->subgroup_id_expr, {{"sg", "8"}, {"wg", "32"}})));
+      BOOST_TEST(contains(text, spell(lang->texel_load, {{"name", "b_t1"}, {"index", "kiln_gid"}})));
+      BOOST_TEST(contains(text, spell(lang->texel_component_load,
+                                      {{"name", "b_t4"}, {"index", "((kiln_gid * 4) + 1)"}})));
+      const std::string declaration = lang->texel_buffer_global_decl.empty() ? lang->texel_buffer_param_decl
+                                                                              : lang->texel_buffer_global_decl;
+      BOOST_TEST(contains(text, spell(declaration, {{"binding", "1"}, {"name", "b_t4"}, {"width", "4"}})));
+      if (!lang->vector_f32.empty())
+        BOOST_TEST(contains(text, spell(lang->texel_vector_load,
+                                        {{"name", "b_t4"}, {"vector_type", spell(lang->vector_f32, {{"width", "4"}})},
+                                         {"index", "kiln_gid"}})));
+      // Whole workgroups: the guard is the workgroup's, as with barriers.
+      BOOST_TEST(contains(text, "if (kiln_group >= 4) return;"));
+    }
+  }
+  const std::string glsl = kiln::render::render(k, kb::get_backend("vulkan").language());
+  BOOST_TEST(contains(glsl, "#version 450\n#extension GL_KHR_shader_subgroup_basic : require\n"
+                            "#extension GL_KHR_shader_subgroup_ballot : require\n"));
+  BOOST_TEST(contains(glsl, "layout(set = 0, binding = 0) uniform samplerBuffer b_t1;"));
+  BOOST_TEST(contains(glsl, "subgroupBroadcast(v_v, 3u)"));
+  for (const kb::Backend* backend : kb::all_backends()) {
+    const std::string text = kiln::render::render(k, backend->language());
+    if (backend->name() == "cuda") BOOST_TEST(contains(text, "__shfl_sync(0xffffffffu, v_v, 3, 8)"));
+    if (backend->name() == "hip") BOOST_TEST(contains(text, "__shfl(v_v, 3, 8)"));
+    if (backend->name() == "null") BOOST_TEST(contains(text, "const float* restrict b_t4"));
   }
 }
 
@@ -348,7 +415,7 @@ BOOST_AUTO_TEST_CASE(no_spelling_leaks_between_languages) {
       const bool used_by_table = contains(lang->global_index_expr, builtin) || contains(lang->kernel_header, builtin) ||
                                  contains(lang->buffer_global_decl, builtin) || contains(lang->extra_params, builtin);
       if (!used_by_table)
-        BOOST_TEST(!contains(text.substr(lang->prelude.size()), builtin), lang->name << ": " << builtin);
+        BOOST_TEST(!contains(text.substr(lang->version_directive.size() + lang->prelude.size()), builtin), lang->name << ": " << builtin);
     }
   }
 }
@@ -450,7 +517,8 @@ BOOST_AUTO_TEST_SUITE(compile)
 // Every rendered kernel compiles with every built-in backend's compiler for
 // its first offline target (no device needed).
 BOOST_AUTO_TEST_CASE(rendered_kernels_compile_for_every_backend) {
-  const std::vector<Kernel> kernels = {kitchen_sink(), no_index_kernel(), relu_kernel(1 << 20, 256)};
+  const std::vector<Kernel> kernels = {kitchen_sink(), no_index_kernel(), relu_kernel(1 << 20, 256),
+                                       subgroup_texel_sink()};
   for (const kb::Backend* backend : kb::all_backends()) {
     const std::vector<kb::TargetDesc> targets = backend->offline_targets();
     BOOST_TEST_REQUIRE(!targets.empty(), backend->name());
@@ -497,8 +565,8 @@ BOOST_AUTO_TEST_CASE(erf_and_tanh_approximations_are_accurate) {
 
 BOOST_AUTO_TEST_CASE(prelude_functions_are_the_ones_the_table_calls) {
   const kb::LanguageTable& glsl = kb::get_backend("vulkan").language();
-  BOOST_TEST(glsl.prelude == kiln::shaders::glsl_prelude());
-  BOOST_TEST(glsl.prelude.rfind("#version 450\n", 0) == 0u);
+  BOOST_TEST(glsl.version_directive + glsl.prelude == kiln::shaders::glsl_prelude());
+  BOOST_TEST(glsl.version_directive == "#version 450\n");
   BOOST_TEST(contains(glsl.prelude, "float " + call_prefix(glsl.erf) + "float x)"));
   BOOST_TEST(contains(glsl.prelude, "float " + call_prefix(glsl.tanh) + "float x)"));
 }
@@ -591,6 +659,22 @@ BOOST_AUTO_TEST_CASE(kitchen_sink_matches_the_interpreter) {
       BOOST_TEST(std::fabs(y_actual[t] - y_expected[t]) <= 1e-5f * std::max(1.0f, std::fabs(y_expected[t])),
                  "buffer " << buffer << " [" << t << "]");
   }
+}
+
+BOOST_AUTO_TEST_CASE(subgroup_texel_sink_matches_the_interpreter) {
+  const Kernel k = subgroup_texel_sink();
+  BOOST_TEST_REQUIRE(!kb::get_backend("vulkan").supports(kiln::render::kernel_requirements(k), vulkan().target()),
+                     "this test needs subgroups of 8 with broadcasts and texel buffers (lavapipe)");
+  std::vector<float> t1(128), t4(4 * 128 + 2);  // t4: two floats past the last whole texel
+  for (std::size_t t = 0; t < t1.size(); ++t) t1[t] = static_cast<float>(t) * 0.25f - 7.0f;
+  for (std::size_t t = 0; t < t4.size(); ++t) t4[t] = static_cast<float>(t % 37) * 0.5f;
+  const std::vector<std::vector<std::byte>> inputs = {to_bytes(t1), to_bytes(t4), std::vector<std::byte>(512),
+                                                      std::vector<std::byte>(512)};
+  const auto expected = interpret_copy(k, inputs);
+  const auto actual = run_on_vulkan(k, inputs, 1u << 16);
+  BOOST_TEST(from_bytes<float>(actual[2]) == from_bytes<float>(expected[2]), boost::test_tools::per_element());
+  BOOST_TEST(from_bytes<std::int32_t>(actual[3]) == from_bytes<std::int32_t>(expected[3]),
+             boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(two_dimensional_grid_covers_every_index_once) {

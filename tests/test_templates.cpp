@@ -214,7 +214,8 @@ const GemmCase kGemmCases[] = {
     {1, 5, 16, 22, false, false, false},
 };
 
-LowerTarget lavapipe() { return {"vulkan", 8, 1024, 32768, true}; }
+// lavapipe: a CPU device with subgroups of 8 that broadcast, and texel buffers.
+LowerTarget lavapipe() { return {"vulkan", 8, 1024, 32768, true, true, std::uint64_t{1} << 27}; }
 LowerTarget small_device() { return {"vulkan", 16, 32, 16384}; }
 // A GPU with Vulkan's minimum shared memory (every shared configuration fits).
 LowerTarget minimal_gpu() { return {"vulkan", 32, 256, 16384}; }
@@ -237,9 +238,130 @@ std::vector<T> union_of(std::vector<T> a, const std::vector<T>& b) {
   return a;
 }
 
+// Cases for the subgroup path (subgroups of 8; every lane block is tile_n
+// wide): scalar A and B with a K chunk of 8 and a remainder, batched (N = 70:
+// lanes wholly past N); vec4 A and B with a chunk of 32 and a remainder, row
+// tails; both operands transposed (scalar, R32 texels) with K below a vec4
+// chunk. Each with or without a bias and ReLU epilogue.
+const GemmCase kSubgroupGemmCases[] = {
+    {2, 13, 70, 45, false, false, true},
+    {1, 9, 36, 72, false, false, true},
+    {3, 5, 20, 30, true, true, false},
+};
+
 BOOST_AUTO_TEST_CASE(every_gemm_configuration_matches_the_reference) {
-  for (const sh::GemmKnobs& knobs : union_of(sh::gemm_knob_space(LowerTarget{}), sh::gemm_knob_space(lavapipe())))
+  for (const sh::GemmKnobs& knobs : union_of(sh::gemm_knob_space(LowerTarget{}), sh::gemm_knob_space(lavapipe()))) {
+    // The subgroup path has its own cases. Its wide lane blocks take
+    // lavapipe 2-25 s of CPU each to compile (4 x 16 to 8 x 64 per lane):
+    // those run the batched case with scalar loads and lanes wholly past N;
+    // the narrowest block, which shares every line of the path, runs them all
+    // (and subgroup_gemm_agrees_with_the_interpreter runs them on the IR's
+    // definition).
+    if (knobs.subgroup_broadcast != 0) {
+      const std::span<const GemmCase> cases(kSubgroupGemmCases);
+      for (const GemmCase& c : knobs.tile_m * knobs.tile_n >= 64 ? cases.first(1) : cases) check_gemm(c, knobs);
+      continue;
+    }
     for (const GemmCase& c : kGemmCases) check_gemm(c, knobs);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(subgroup_gemm_configurations_are_offered_where_the_target_broadcasts) {
+  std::vector<sh::GemmKnobs> subgroup;
+  for (const sh::GemmKnobs& knobs : sh::gemm_knob_space(lavapipe()))
+    if (knobs.subgroup_broadcast != 0) subgroup.push_back(knobs);
+  BOOST_TEST_REQUIRE(subgroup.size() >= 2u);
+  bool wide = false;
+  for (const sh::GemmKnobs& knobs : subgroup) {
+    BOOST_TEST(knobs.subgroup_broadcast == 8u);
+    BOOST_TEST(knobs.texel_loads);
+    BOOST_TEST(knobs.workgroup_size % 8 == 0u);
+    BOOST_CHECK_NO_THROW(sh::check_knobs(knobs));
+    wide = wide || (knobs.tile_m == 8 && knobs.tile_n >= 32);
+  }
+  BOOST_TEST(wide, "the space has lavapipe's fastest shape: 8 rows x 32+ columns per lane");
+  // Not where the target cannot broadcast, has subgroups too wide, or lacks texel buffers.
+  LowerTarget no_broadcast = lavapipe();
+  no_broadcast.subgroup_broadcast = false;
+  LowerTarget wide_subgroups = lavapipe();
+  wide_subgroups.subgroup_size = 128;
+  for (const LowerTarget& target : {LowerTarget{}, no_broadcast, wide_subgroups})
+    for (const sh::GemmKnobs& knobs : sh::gemm_knob_space(target)) BOOST_TEST(knobs.subgroup_broadcast == 0u);
+  LowerTarget no_texels = lavapipe();
+  no_texels.max_texel_buffer_elements = 0;
+  for (const sh::GemmKnobs& knobs : sh::gemm_knob_space(no_texels)) BOOST_TEST(!knobs.texel_loads);
+  // A problem's space drops texel loads where an operand exceeds the largest texel buffer.
+  LowerTarget small_texels = lavapipe();
+  small_texels.max_texel_buffer_elements = 1 << 20;
+  auto texel_configurations = [](const std::vector<sh::GemmKnobs>& space) {
+    return std::count_if(space.begin(), space.end(), [](const sh::GemmKnobs& k) { return k.texel_loads; });
+  };
+  BOOST_TEST(texel_configurations(sh::gemm_knob_space(small_texels, 1, 512, 512, 4096)) == 0);
+  BOOST_TEST(texel_configurations(sh::gemm_knob_space(small_texels, 1, 512, 512, 512)) ==
+             texel_configurations(sh::gemm_knob_space(small_texels)));
+  // Convolutions offer it for 1x1 GEMMs only (an implicit GEMM's gathered B keeps the register path).
+  for (const sh::ConvPlan& plan : sh::conv_plan_space(lavapipe()))
+    if (plan.gemm.subgroup_broadcast != 0) BOOST_TEST(plan.algorithm == sh::ConvAlgorithm::gemm_1x1);
+}
+
+BOOST_AUTO_TEST_CASE(subgroup_gemm_shares_a_row_of_a_by_broadcast) {
+  // The vec4 path: each lane reads a vec4 of each row per 32 K steps, and
+  // every K step broadcasts A's value from the lane that read it; A and B
+  // are RGBA32 texel buffers, the bias a storage buffer.
+  kir::Kernel kernel("gemm_sg");
+  sh::GemmProblem p;
+  p.m = 9, p.n = 36, p.k = 72;
+  p.a_row_stride = p.k, p.a_k_stride = 1, p.b_k_stride = p.n, p.b_col_stride = 1, p.y_row_stride = p.n;
+  p.a = kernel.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
+  p.b = kernel.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
+  p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  sh::GemmKnobs knobs;
+  knobs.tile_m = 2, knobs.tile_n = 4, knobs.k_unroll = 1, knobs.panel_width = 1;
+  knobs.subgroup_broadcast = 8;
+  knobs.texel_loads = true;
+  sh::build_gemm(kernel, p, knobs);
+  BOOST_TEST(kernel.subgroup_size == 8u);
+  BOOST_TEST(kernel.global_size % kernel.workgroup_size == 0);
+  BOOST_TEST(kernel.buffers[0].texel_width == 4u);
+  BOOST_TEST(kernel.buffers[1].texel_width == 4u);
+  BOOST_TEST(kernel.buffers[2].texel_width == 0u);
+  const std::string text = kir::print(kernel);
+  BOOST_TEST(text.find("subgroup_broadcast(a_lane1_3, lane 7)") != std::string::npos);
+  BOOST_TEST(text.find("kc += 32") != std::string::npos);
+  // 2 rows x 2 vec4 loads of A per 32-step chunk; the rest are B's vec4s.
+  std::size_t vector_loads = 0;
+  for (std::size_t at = text.find("a.vec4["); at != std::string::npos; at = text.find("a.vec4[", at + 1)) ++vector_loads;
+  BOOST_TEST(vector_loads == 2u);
+  // Without texel_loads every operand is a storage buffer; scalar A (K not a
+  // multiple of 4 per row) gives a chunk of 8 and an R32 texel A.
+  knobs.texel_loads = false;
+  kir::Kernel plain("gemm_sg_plain");
+  p.a = plain.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
+  p.b = plain.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
+  p.y = plain.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  sh::build_gemm(plain, p, knobs);
+  for (const kir::BufferParam& b : plain.buffers) BOOST_TEST(b.texel_width == 0u);
+  knobs.texel_loads = true;
+  p.k = 70, p.a_row_stride = 70;
+  kir::Kernel scalar("gemm_sg_scalar");
+  p.a = scalar.add_buffer("a", kir::ScalarType::f32, kir::Access::read);
+  p.b = scalar.add_buffer("b", kir::ScalarType::f32, kir::Access::read);
+  p.y = scalar.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  sh::build_gemm(scalar, p, knobs);
+  BOOST_TEST(scalar.buffers[0].texel_width == 1u);
+  BOOST_TEST(kir::print(scalar).find("kc += 8") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(subgroup_gemm_agrees_with_the_interpreter) {
+  sh::GemmKnobs knobs;
+  knobs.tile_m = 2, knobs.tile_n = 4, knobs.k_unroll = 1, knobs.panel_width = 2;
+  knobs.subgroup_broadcast = 8;
+  knobs.texel_loads = true;
+  for (const GemmCase& c : kSubgroupGemmCases) check_gemm(c, knobs, RunOn::interpreter);
+  knobs.texel_loads = false;
+  knobs.workgroup_size = 16;
+  check_gemm(kSubgroupGemmCases[1], knobs, RunOn::interpreter);
+  check_gemm(kSubgroupGemmCases[1], knobs);
 }
 
 BOOST_AUTO_TEST_CASE(gemm_uses_vector_loads_only_where_they_fit) {
@@ -378,6 +500,34 @@ BOOST_AUTO_TEST_CASE(shared_memory_gemm_shape) {
   const std::string text = kir::print(vec);
   BOOST_TEST(text.find(" = a.vec4[") != std::string::npos);
   BOOST_TEST(text.find(" = b.vec4[") != std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(subgroup_and_texel_knobs_are_named_and_checked) {
+  sh::GemmKnobs knobs;
+  knobs.tile_m = 8, knobs.tile_n = 64, knobs.k_unroll = 1, knobs.panel_width = 1;
+  knobs.subgroup_broadcast = 8;
+  knobs.texel_loads = true;
+  BOOST_TEST(sh::to_string(knobs) == "8x64_k1_p1_wg64_v4_sg8_tex");
+  BOOST_CHECK_NO_THROW(sh::check_knobs(knobs));
+  auto refusal = [](const sh::GemmKnobs& bad) {
+    try {
+      sh::check_knobs(bad);
+    } catch (const kiln::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  sh::GemmKnobs bad = knobs;
+  bad.subgroup_broadcast = 0;  // 64 columns need the subgroup path
+  BOOST_TEST(refusal(bad).find("tile_n = 64 is outside [1, 16]") != std::string::npos, refusal(bad));
+  bad = knobs;
+  bad.subgroup_broadcast = 6;
+  BOOST_TEST(refusal(bad).find("subgroup_broadcast = 6") != std::string::npos, refusal(bad));
+  bad.subgroup_broadcast = 128;
+  BOOST_TEST(refusal(bad).find("subgroup_broadcast = 128") != std::string::npos, refusal(bad));
+  bad = knobs;
+  bad.tile_n = 4, bad.shared_k_tile = 8, bad.subgroup_broadcast = 0;
+  BOOST_TEST(refusal(bad).find("texel_loads needs the register or subgroup path") != std::string::npos, refusal(bad));
 }
 
 BOOST_AUTO_TEST_CASE(shared_knobs_are_named_only_when_on) {
@@ -545,6 +695,9 @@ BOOST_AUTO_TEST_CASE(every_conv_configuration_matches_the_reference) {
   for (const sh::ConvPlan& plan : union_of(sh::conv_plan_space(LowerTarget{}), sh::conv_plan_space(lavapipe()))) {
     std::span<const ConvCase> cases = kDirectCases;
     if (plan.algorithm == sh::ConvAlgorithm::gemm_1x1) cases = kConv1x1Cases;
+    // The GEMM test runs the wide subgroup blocks (slow to compile); the
+    // convolution adds nothing to them but its bases, which the narrowest checks.
+    if (plan.gemm.subgroup_broadcast != 0 && plan.gemm.tile_m * plan.gemm.tile_n >= 64) continue;
     if (plan.algorithm == sh::ConvAlgorithm::depthwise) cases = kDepthwiseCases;
     if (plan.algorithm == sh::ConvAlgorithm::implicit_gemm) {
       // Blocks of 8 or 1 rows on every case, the others on the first three;
@@ -978,10 +1131,12 @@ BOOST_AUTO_TEST_CASE(gemm_throughput) {
   // KILN_GEMM_BENCH_SIZE=2048 gives the 2048^3 figure (the default keeps CI
   // fast); KILN_GEMM_BENCH_SHAPE=M,N,K any other shape (a 1x1 convolution of
   // Ci -> Co channels on H x W pixels is M = Co, N = H * W, K = Ci);
-  // KILN_GEMM_BENCH_KNOBS=tile_m,tile_n,k_unroll,panel[,vector_width[,workgroup[,shared_k_tile[,split_k[,workgroup_n]]]]]
+  // KILN_GEMM_BENCH_KNOBS=tile_m,tile_n,k_unroll,panel[,vector_width[,workgroup[,shared_k_tile[,split_k[,workgroup_n
+  // [,subgroup_broadcast[,texel_loads]]]]]]]
   // overrides the heuristic's lavapipe knobs, for tuning (shared_k_tile > 0:
   // the GPU shared-memory path, e.g. 4,4,1,1,4,256,16 as the heuristic picks
-  // for GPUs); KILN_GEMM_BENCH_PACKED_B=P reads B in slabs of P columns,
+  // for GPUs; subgroup_broadcast 8 and texel_loads 1: the subgroup path with
+  // texel loads, e.g. 8,64,1,1,4,64,0,1,0,8,1); KILN_GEMM_BENCH_PACKED_B=P reads B in slabs of P columns,
   // [N / P, K, P] (P = 16: as the pack_matmul_weights pass lays constant
   // weights out), as a batch of N / P products (N must be a multiple of P).
   const char* size_text = std::getenv("KILN_GEMM_BENCH_SIZE");
@@ -992,9 +1147,12 @@ BOOST_AUTO_TEST_CASE(gemm_throughput) {
   BOOST_TEST_REQUIRE(std::min({m, n, k}) >= 1);
   sh::GemmKnobs knobs = sh::choose_gemm_knobs(1, m, n, k, lavapipe());
   if (const char* text = std::getenv("KILN_GEMM_BENCH_KNOBS")) {
-    BOOST_TEST_REQUIRE(std::sscanf(text, "%u,%u,%u,%u,%u,%u,%u,%u,%u", &knobs.tile_m, &knobs.tile_n, &knobs.k_unroll,
-                                   &knobs.panel_width, &knobs.vector_width, &knobs.workgroup_size,
-                                   &knobs.shared_k_tile, &knobs.split_k, &knobs.workgroup_n) >= 4);
+    unsigned texel = 0;
+    BOOST_TEST_REQUIRE(std::sscanf(text, "%u,%u,%u,%u,%u,%u,%u,%u,%u,%u,%u", &knobs.tile_m, &knobs.tile_n,
+                                   &knobs.k_unroll, &knobs.panel_width, &knobs.vector_width, &knobs.workgroup_size,
+                                   &knobs.shared_k_tile, &knobs.split_k, &knobs.workgroup_n,
+                                   &knobs.subgroup_broadcast, &texel) >= 4);
+    knobs.texel_loads = texel != 0;
   }
   kir::Kernel kernel("gemm_bench");
   sh::GemmProblem p;

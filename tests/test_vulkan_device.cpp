@@ -167,6 +167,14 @@ BOOST_AUTO_TEST_CASE(enumeration_finds_lavapipe_with_sane_limits) {
   BOOST_TEST(t.device_memory_bytes >= t.max_buffer_bytes);
   BOOST_TEST(std::has_single_bit(t.min_buffer_offset_alignment));
   BOOST_TEST(t.max_kernel_buffers >= 4u);
+  // Subgroup broadcasts in compute, without a width (sizes must match), and
+  // both float texel-buffer formats at least as large as Vulkan's minimum.
+  BOOST_TEST(t.subgroup_basic);
+  BOOST_TEST(t.subgroup_broadcast);
+  BOOST_TEST(!t.subgroup_partitions);
+  BOOST_TEST(t.texel_r32f);
+  BOOST_TEST(t.texel_rgba32f);
+  BOOST_TEST(t.max_texel_buffer_elements >= 65536u);
   BOOST_TEST(t.int64);
   BOOST_TEST(t.timestamps);
 
@@ -205,6 +213,74 @@ BOOST_AUTO_TEST_CASE(offline_target_and_supports) {
   kernel.num_buffers = 2;
   kernel.fp16 = true;
   BOOST_TEST(vulkan_backend().supports(kernel, generic).has_value());
+  kernel.fp16 = false;
+
+  // Subgroup broadcasts: the device's own size only; the generic target
+  // promises no subgroup operations. Texel buffers likewise.
+  const kb::TargetDesc& here = device().target();
+  kernel.subgroup_size = here.subgroup_size;
+  kernel.subgroup_broadcast = true;
+  kernel.texel_width_1 = kernel.texel_width_4 = true;
+  BOOST_TEST(!vulkan_backend().supports(kernel, here).has_value());
+  const auto generic_refuses = vulkan_backend().supports(kernel, generic);
+  BOOST_TEST_REQUIRE(generic_refuses.has_value());
+  BOOST_TEST(generic_refuses->find("subgroup broadcasts") != std::string::npos, *generic_refuses);
+  kernel.subgroup_size = here.subgroup_size * 2;
+  const auto wrong_size = vulkan_backend().supports(kernel, here);
+  BOOST_TEST_REQUIRE(wrong_size.has_value());
+  BOOST_TEST(wrong_size->find("written for subgroups of " + std::to_string(here.subgroup_size * 2) + " lanes") !=
+                 std::string::npos,
+             *wrong_size);
+  kernel.subgroup_size = 0;
+  kernel.subgroup_broadcast = false;
+  const auto no_texels = vulkan_backend().supports(kernel, generic);
+  BOOST_TEST_REQUIRE(no_texels.has_value());
+  BOOST_TEST(no_texels->find("RGBA32 float texel buffers") != std::string::npos, *no_texels);
+}
+
+// A uniform texel buffer read twice through views at non-zero offsets of one
+// buffer (RGBA32 and R32), in a list replayed twice, with the same binding
+// in two dispatches (one view) and a binding that ends mid-texel.
+BOOST_AUTO_TEST_CASE(texel_buffers_bind_at_offsets) {
+  kb::Device& dev = device();
+  const std::uint32_t count = 100;
+  kb::KernelSource source;
+  source.name = "texel_sum";
+  source.language = "glsl";
+  source.workgroup_size = 64;
+  source.num_buffers = 3;
+  source.texel_widths = {4, 1, 0};
+  source.text =
+      "#version 450\nlayout(local_size_x = 64) in;\n"
+      "layout(set = 0, binding = 0) uniform samplerBuffer t4;\n"
+      "layout(set = 0, binding = 1) uniform samplerBuffer t1;\n"
+      "layout(std430, set = 0, binding = 2) buffer B2 { float data[]; } y;\n"
+      "void main() {\n  uint i = gl_GlobalInvocationID.x;\n  if (i >= " + std::to_string(count) + "u) return;\n"
+      "  vec4 q = texelFetch(t4, int(i));\n"
+      "  y.data[i] += q.x + 10.0 * q.w + 100.0 * texelFetch(t1, int(i)).x;\n}\n";
+  auto kernel = load(dev, source);
+
+  const std::vector<float> values = iota_floats(4 * count + 3, 0.0f);
+  const std::uint64_t first = aligned(12), second = aligned(first + 4 * count * sizeof(float));
+  auto inputs = dev.allocate(second + values.size() * sizeof(float));
+  dev.upload(*inputs, first, bytes_of(values));
+  dev.upload(*inputs, second, bytes_of(values));
+  auto output = dev.allocate(count * sizeof(float));
+  dev.upload(*output, 0, bytes_of(std::vector<float>(count, 0.0f)));
+  // Texels from `first`; scalars from `second`, its range ending inside a texel.
+  const kb::BufferBinding bindings[] = {{inputs.get(), first, 4 * count * sizeof(float)},
+                                        {inputs.get(), second, values.size() * sizeof(float)},
+                                        whole(output)};
+  auto list = dev.create_command_list();
+  list->dispatch(*kernel, groups_for(count), bindings);
+  list->dispatch(*kernel, groups_for(count), bindings);
+  list->finish();
+  list->submit();
+  list->submit();
+
+  std::vector<float> expected(count);
+  for (std::uint32_t i = 0; i < count; ++i) expected[i] = 4.0f * (4.0f * i + 10.0f * (4.0f * i + 3.0f) + 100.0f * i);
+  BOOST_TEST(download_floats(dev, *output, 0, count) == expected, boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(buffer_round_trip_with_offsets) {

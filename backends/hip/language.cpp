@@ -7,7 +7,12 @@
 namespace kiln::backend {
 
 const LanguageTable& hip_language() {
-  static const LanguageTable table = cuda_style_language("hip", shaders::hip_prelude());
+  static const LanguageTable table = [] {
+    LanguageTable t = cuda_style_language("hip", shaders::hip_prelude());
+    // HIP's shuffle takes no mask: a wavefront runs in lockstep.
+    t.subgroup_broadcast = "__shfl({a}, {lane}, {sg})";
+    return t;
+  }();
   return table;
 }
 

@@ -93,6 +93,7 @@ TargetDesc read_device(const RuntimeApi& api, int ordinal, int driver_version) {
   target.fp16 = true;  // every GPU ROCm supports has half arithmetic
   target.int64 = true;
   target.timestamps = true;  // HIP events
+  set_pointer_style_capabilities(target);
   return target;
 }
 

@@ -37,6 +37,15 @@ const LanguageTable& null_language() {
     t.shared_access = "{name}[{index}]";
     t.barrier = "kiln_barrier();";
     t.barrier_global_decl = "void kiln_barrier(void);  // the host's workgroup barrier";
+    // Texel buffers are plain read-only pointers.
+    t.texel_buffer_param_decl = "const float* restrict {name}";
+    t.texel_load = "{name}[{index}]";
+    t.texel_component_load = "{name}[{index}]";
+    // One call runs one invocation: a subgroup is that invocation alone (the
+    // null target's subgroup size is 1), so a broadcast from lane 0 is the value.
+    t.subgroup_lane_expr = "((int32_t)(kiln_global_id.x % {wg}u % {sg}u))";
+    t.subgroup_id_expr = "((int32_t)(kiln_global_id.x % {wg}u / {sg}u))";
+    t.subgroup_broadcast = "({a})";
     t.local_index_expr = "((int32_t)(kiln_global_id.x % {wg}u))";
     t.workgroup_index_expr = "((int32_t)(kiln_global_id.x / {wg}u + kiln_global_id.y * kiln_num_groups.x))";
     t.exp = "expf({a})";

@@ -13,8 +13,9 @@
 namespace kiln::backend::vulkan {
 namespace {
 
-// Vulkan forbids empty buffers; a 0-byte kiln buffer gets one word.
-constexpr std::uint64_t kMinimumAllocation = 4;
+// Vulkan forbids empty buffers; a small kiln buffer gets at least one RGBA32
+// texel, so that any buffer can back a texel view.
+constexpr std::uint64_t kMinimumAllocation = 16;
 
 constexpr VkMemoryPropertyFlags kMappable = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
 
@@ -107,6 +108,9 @@ VulkanBuffer::VulkanBuffer(std::shared_ptr<const DeviceContext> context, std::ui
   create_info.size = std::max(bytes, kMinimumAllocation);
   create_info.usage = VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
   if (role == BufferRole::storage) create_info.usage |= VK_BUFFER_USAGE_STORAGE_BUFFER_BIT;
+  // Any storage buffer may also be bound as a texel buffer (a view per binding).
+  if (role == BufferRole::storage && ctx.target().max_texel_buffer_elements != 0)
+    create_info.usage |= VK_BUFFER_USAGE_UNIFORM_TEXEL_BUFFER_BIT;
   create_info.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
   VkBuffer buffer = VK_NULL_HANDLE;
   check_vk(vk.vkCreateBuffer(ctx.handle(), &create_info, nullptr, &buffer), "vkCreateBuffer");

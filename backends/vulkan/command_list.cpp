@@ -14,6 +14,7 @@ namespace {
 
 constexpr std::uint32_t kMaxPoolSets = 4096;
 constexpr std::uint32_t kDescriptorsPerSetEstimate = 4;
+constexpr std::uint32_t kTexelsPerSetEstimate = 2;
 
 constexpr VkPipelineStageFlags kWritingStages = VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
 constexpr VkAccessFlags kWrites = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
@@ -78,24 +79,30 @@ void VulkanCommandList::memory_barrier(VkPipelineStageFlags src_stages, VkAccess
   context_->vk().vkCmdPipelineBarrier(commands_, src_stages, dst_stages, 0, 1, &barrier, 0, nullptr, 0, nullptr);
 }
 
-VkDescriptorSet VulkanCommandList::allocate_descriptor_set(VkDescriptorSetLayout layout, std::uint32_t num_buffers) {
+VkDescriptorSet VulkanCommandList::allocate_descriptor_set(VkDescriptorSetLayout layout, std::uint32_t num_storage,
+                                                           std::uint32_t num_texel) {
   const DeviceFunctions& vk = context_->vk();
-  if (pool_sets_left_ == 0 || pool_descriptors_left_ < num_buffers) {
+  if (pool_sets_left_ == 0 || pool_descriptors_left_ < num_storage || pool_texel_descriptors_left_ < num_texel) {
     const std::uint32_t sets = next_pool_sets_;
-    const std::uint32_t descriptors = std::max(sets * kDescriptorsPerSetEstimate, num_buffers);
-    VkDescriptorPoolSize size{};
-    size.type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    size.descriptorCount = descriptors;
+    const std::uint32_t descriptors = std::max(sets * kDescriptorsPerSetEstimate, num_storage);
+    const bool texels = context_->target().max_texel_buffer_elements != 0;
+    const std::uint32_t texel_descriptors = texels ? std::max(sets * kTexelsPerSetEstimate, num_texel) : 0;
+    VkDescriptorPoolSize sizes[2] = {};
+    sizes[0].type = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    sizes[0].descriptorCount = descriptors;
+    sizes[1].type = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+    sizes[1].descriptorCount = texel_descriptors;
     VkDescriptorPoolCreateInfo pool_info{};
     pool_info.sType = VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO;
     pool_info.maxSets = sets;
-    pool_info.poolSizeCount = 1;
-    pool_info.pPoolSizes = &size;
+    pool_info.poolSizeCount = texels ? 2 : 1;
+    pool_info.pPoolSizes = sizes;
     VkDescriptorPool pool = VK_NULL_HANDLE;
     check_vk(vk.vkCreateDescriptorPool(context_->handle(), &pool_info, nullptr, &pool), "vkCreateDescriptorPool");
     descriptor_pools_.emplace_back(context_, pool);
     pool_sets_left_ = sets;
     pool_descriptors_left_ = descriptors;
+    pool_texel_descriptors_left_ = texel_descriptors;
     next_pool_sets_ = std::min(next_pool_sets_ * 2, kMaxPoolSets);
   }
   VkDescriptorSetAllocateInfo allocate_info{};
@@ -106,8 +113,25 @@ VkDescriptorSet VulkanCommandList::allocate_descriptor_set(VkDescriptorSetLayout
   VkDescriptorSet set = VK_NULL_HANDLE;
   check_vk(vk.vkAllocateDescriptorSets(context_->handle(), &allocate_info, &set), "vkAllocateDescriptorSets");
   --pool_sets_left_;
-  pool_descriptors_left_ -= num_buffers;
+  pool_descriptors_left_ -= num_storage;
+  pool_texel_descriptors_left_ -= num_texel;
   return set;
+}
+
+VkBufferView VulkanCommandList::texel_view(VkBuffer buffer, std::uint64_t offset, std::uint64_t range,
+                                           std::uint32_t width) {
+  const ViewKey key{buffer, offset, range, width};
+  if (auto found = views_.find(key); found != views_.end()) return found->second.get();
+  VkBufferViewCreateInfo info{};
+  info.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO;
+  info.buffer = buffer;
+  info.format = width == 4 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
+  info.offset = offset;
+  info.range = range;
+  VkBufferView view = VK_NULL_HANDLE;
+  check_vk(context_->vk().vkCreateBufferView(context_->handle(), &info, nullptr, &view), "vkCreateBufferView");
+  views_.emplace(key, Owned<VkBufferView, &DeviceFunctions::vkDestroyBufferView>(context_, view));
+  return view;
 }
 
 void VulkanCommandList::dispatch(LoadedKernel& kernel, std::array<std::uint32_t, 3> groups,
@@ -134,6 +158,7 @@ void VulkanCommandList::dispatch(LoadedKernel& kernel, std::array<std::uint32_t,
                    context_->label() + "'s limit of " + groups_text(target.max_workgroup_count));
 
   buffer_infos_.clear();
+  view_handles_.assign(bindings.size(), VK_NULL_HANDLE);
   for (std::size_t i = 0; i < bindings.size(); ++i) {
     const BufferBinding& binding = bindings[i];
     // Messages are built only on failure: no allocation per binding.
@@ -160,10 +185,24 @@ void VulkanCommandList::dispatch(LoadedKernel& kernel, std::array<std::uint32_t,
     info.offset = range != 0 ? binding.offset : 0;
     info.range = range != 0 ? range : VK_WHOLE_SIZE;
     buffer_infos_.push_back(info);
+    if (const std::uint32_t width = pipeline.texel_width(i); width != 0) {
+      // The view holds the binding's whole texels (a kernel reads no others);
+      // a binding smaller than one texel views the buffer's first texel
+      // instead (every buffer has at least 16 bytes), which it reads none of.
+      const std::uint64_t texel_bytes = std::uint64_t{width} * sizeof(float);
+      const std::uint64_t texels = range / texel_bytes;
+      KILN_CHECK(texels <= target.max_texel_buffer_elements, ErrorKind::InvalidArgument,
+                 where() + ": " + std::to_string(texels) + " texels exceed the device's largest texel buffer of " +
+                     std::to_string(target.max_texel_buffer_elements));
+      view_handles_[i] = texels != 0 ? texel_view(buffer->handle(), binding.offset, texels * texel_bytes, width)
+                                     : texel_view(buffer->handle(), 0, texel_bytes, width);
+    }
   }
 
   const DeviceFunctions& vk = context_->vk();
-  const VkDescriptorSet set = allocate_descriptor_set(pipeline.set_layout(), pipeline.num_buffers());
+  const std::uint32_t num_texel = pipeline.num_texel_buffers();
+  const VkDescriptorSet set =
+      allocate_descriptor_set(pipeline.set_layout(), pipeline.num_buffers() - num_texel, num_texel);
   writes_.assign(bindings.size(), VkWriteDescriptorSet{});
   for (std::uint32_t i = 0; i < bindings.size(); ++i) {
     VkWriteDescriptorSet& write = writes_[i];
@@ -171,8 +210,13 @@ void VulkanCommandList::dispatch(LoadedKernel& kernel, std::array<std::uint32_t,
     write.dstSet = set;
     write.dstBinding = i;
     write.descriptorCount = 1;
-    write.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-    write.pBufferInfo = &buffer_infos_[i];
+    if (view_handles_[i] != VK_NULL_HANDLE) {
+      write.descriptorType = VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER;
+      write.pTexelBufferView = &view_handles_[i];
+    } else {
+      write.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      write.pBufferInfo = &buffer_infos_[i];
+    }
   }
   vk.vkUpdateDescriptorSets(context_->handle(), static_cast<std::uint32_t>(writes_.size()), writes_.data(), 0,
                             nullptr);

@@ -4,13 +4,18 @@
 // (earlier shader and transfer writes -> shader reads and writes), so each one
 // sees every write before it, including those of earlier submissions; the
 // list ends with a barrier that makes shader writes visible to the host.
-// Timestamps bracket the whole list when the device has them.
+// Timestamps bracket the whole list when the device has them. Texel-buffer
+// bindings get a VkBufferView each, made once per (buffer, offset, range,
+// format) in this list and destroyed with it (after its last submit, which
+// waited), before the buffers it retains.
 #pragma once
 
 #include "backends/backend.h"
 #include "backends/vulkan/context.h"
 
 #include <cstdint>
+#include <map>
+#include <tuple>
 #include <memory>
 #include <optional>
 #include <span>
@@ -36,7 +41,9 @@ class VulkanCommandList final : public CommandList {
   std::optional<double> last_device_ms() const override { return last_device_ms_; }
 
  private:
-  VkDescriptorSet allocate_descriptor_set(VkDescriptorSetLayout layout, std::uint32_t num_buffers);
+  VkDescriptorSet allocate_descriptor_set(VkDescriptorSetLayout layout, std::uint32_t num_storage,
+                                         std::uint32_t num_texel);
+  VkBufferView texel_view(VkBuffer buffer, std::uint64_t offset, std::uint64_t range, std::uint32_t width);
   void memory_barrier(VkPipelineStageFlags src_stages, VkAccessFlags src_access, VkPipelineStageFlags dst_stages,
                       VkAccessFlags dst_access);
   std::optional<double> read_device_ms() const;
@@ -51,12 +58,24 @@ class VulkanCommandList final : public CommandList {
   std::vector<Owned<VkDescriptorPool, &DeviceFunctions::vkDestroyDescriptorPool>> descriptor_pools_;
   std::uint32_t pool_sets_left_ = 0;
   std::uint32_t pool_descriptors_left_ = 0;
+  std::uint32_t pool_texel_descriptors_left_ = 0;
   std::uint32_t next_pool_sets_ = 64;
 
   // Kernels and buffers the recording refers to, kept alive while it can run.
   std::vector<std::shared_ptr<const void>> retained_;
   std::vector<VkDescriptorBufferInfo> buffer_infos_;  // scratch, reused per dispatch
   std::vector<VkWriteDescriptorSet> writes_;          // scratch, reused per dispatch
+  std::vector<VkBufferView> view_handles_;            // scratch, reused per dispatch
+  // Texel views, after retained_ so that they go before the buffers they view.
+  struct ViewKey {
+    VkBuffer buffer;
+    std::uint64_t offset, range;
+    std::uint32_t width;
+    friend bool operator<(const ViewKey& a, const ViewKey& b) {
+      return std::tie(a.buffer, a.offset, a.range, a.width) < std::tie(b.buffer, b.offset, b.range, b.width);
+    }
+  };
+  std::map<ViewKey, Owned<VkBufferView, &DeviceFunctions::vkDestroyBufferView>> views_;
 
   bool finished_ = false;
   std::optional<double> last_device_ms_;

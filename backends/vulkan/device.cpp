@@ -85,7 +85,7 @@ std::shared_ptr<LoadedKernel> VulkanDevice::load_kernel(const KernelSource& sour
   const bool new_pipeline = !pipeline;
   if (new_pipeline)
     pipeline = std::make_shared<const VulkanPipeline>(context_, binary, source.num_buffers, source.num_params,
-                                                      source.name);
+                                                      source.texel_widths, source.name);
   auto kernel = std::make_shared<VulkanKernel>(source.name, pipeline, context_);
   if (new_pipeline && target.device_type == "cpu") compile_now(*kernel);
   context_->raise_validation_errors();

@@ -10,7 +10,12 @@ const LanguageTable& glsl_language() {
   static const LanguageTable table = [] {
     LanguageTable t;
     t.name = "glsl";
-    t.prelude = shaders::glsl_prelude();
+    // The prelude opens with its #version line; extension directives a
+    // kernel needs go between the two.
+    const std::string& prelude = shaders::glsl_prelude();
+    const std::size_t first_line = prelude.find('\n') + 1;
+    t.version_directive = prelude.substr(0, first_line);
+    t.prelude = prelude.substr(first_line);
     t.type_f32 = "float";
     t.type_i32 = "int";
     t.type_u32 = "uint";
@@ -47,6 +52,19 @@ const LanguageTable& glsl_language() {
     // barrier() orders execution; shared writes before it are made visible
     // to the group by the memory barrier (GLSL 4.50, section 8.16).
     t.barrier = "memoryBarrierShared(); barrier();";
+    // Texel buffers: one uniform texel buffer per binding, an R32 or RGBA32
+    // float view; texelFetch of a texel index.
+    t.texel_buffer_global_decl = "layout(set = 0, binding = {binding}) uniform samplerBuffer {name};";
+    t.texel_load = "texelFetch({name}, int({index})).x";
+    t.texel_component_load = "kiln_texel4({name}, int({index}))";
+    t.texel_vector_load = "texelFetch({name}, int({index}))";
+    t.texel_global_helpers =
+        "float kiln_texel4(samplerBuffer texels, int i) { return texelFetch(texels, i >> 2)[i & 3]; }";
+    t.subgroup_directives =
+        "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_ballot : require\n";
+    t.subgroup_lane_expr = "int(gl_SubgroupInvocationID)";
+    t.subgroup_id_expr = "int(gl_SubgroupID)";
+    t.subgroup_broadcast = "subgroupBroadcast({a}, {lane}u)";
     t.local_index_expr = "int(gl_LocalInvocationIndex)";
     t.workgroup_index_expr = "int(gl_WorkGroupID.x + gl_WorkGroupID.y * gl_NumWorkGroups.x)";
     t.exp = "exp({a})";

@@ -29,6 +29,7 @@ namespace kiln::backend::vulkan {
   X(vkGetPhysicalDeviceFeatures2)             \
   X(vkGetPhysicalDeviceQueueFamilyProperties) \
   X(vkGetPhysicalDeviceMemoryProperties)      \
+  X(vkGetPhysicalDeviceFormatProperties)      \
   X(vkEnumerateDeviceExtensionProperties)     \
   X(vkCreateDevice)                           \
   X(vkGetDeviceProcAddr)
@@ -44,6 +45,8 @@ namespace kiln::backend::vulkan {
   X(vkQueueSubmit)                     \
   X(vkCreateBuffer)                    \
   X(vkDestroyBuffer)                   \
+  X(vkCreateBufferView)                \
+  X(vkDestroyBufferView)               \
   X(vkGetBufferMemoryRequirements)     \
   X(vkAllocateMemory)                  \
   X(vkFreeMemory)                      \

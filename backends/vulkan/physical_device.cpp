@@ -111,6 +111,12 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   vk.vkGetPhysicalDeviceFeatures2(handle, &features);
 
   vk.vkGetPhysicalDeviceMemoryProperties(handle, &device.memory);
+  // Uniform texel buffers of the two float formats kernels read through.
+  auto texel_format = [&](VkFormat format) {
+    VkFormatProperties format_properties{};
+    vk.vkGetPhysicalDeviceFormatProperties(handle, format, &format_properties);
+    return (format_properties.bufferFeatures & VK_FORMAT_FEATURE_UNIFORM_TEXEL_BUFFER_BIT) != 0;
+  };
   const std::vector<std::string> extensions = device_extensions(vk, handle);
   device.portability_subset =
       std::find(extensions.begin(), extensions.end(), "VK_KHR_portability_subset") != extensions.end();
@@ -144,7 +150,19 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   t.max_shared_memory_bytes = limits.maxComputeSharedMemorySize;
   t.max_buffer_bytes = limits.maxStorageBufferRange;
   t.device_memory_bytes = device_local_bytes(device.memory);
+  t.texel_r32f = texel_format(VK_FORMAT_R32_SFLOAT);
+  t.texel_rgba32f = texel_format(VK_FORMAT_R32G32B32A32_SFLOAT);
+  t.max_texel_buffer_elements = t.texel_r32f || t.texel_rgba32f ? limits.maxTexelBufferElements : 0;
+  // One alignment for every binding into an arena: storage buffers' and, where
+  // kernels may read texel buffers, texel views' (both powers of two).
   t.min_buffer_offset_alignment = limits.minStorageBufferOffsetAlignment;
+  if (t.max_texel_buffer_elements != 0)
+    t.min_buffer_offset_alignment =
+        std::max<std::uint64_t>(t.min_buffer_offset_alignment, limits.minTexelBufferOffsetAlignment);
+  const bool compute_subgroups = (subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) != 0;
+  t.subgroup_basic = compute_subgroups && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT) != 0;
+  t.subgroup_broadcast = t.subgroup_basic && (subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BALLOT_BIT) != 0;
+  t.subgroup_partitions = false;
   t.max_kernel_buffers = device.max_bound_storage_buffers;
   t.max_kernel_param_bytes = limits.maxPushConstantsSize;
   t.fp16 = device.shader_float16;

@@ -27,17 +27,30 @@ void check_spirv(const KernelBinary& binary, const std::string& kernel_name) {
 
 VulkanPipeline::VulkanPipeline(std::shared_ptr<const DeviceContext> context, const KernelBinary& binary,
                                std::uint32_t num_buffers, std::uint32_t num_params,
-                               const std::string& kernel_name)
-    : num_buffers_(num_buffers), num_params_(num_params) {
+                               std::vector<std::uint32_t> texel_widths, const std::string& kernel_name)
+    : num_buffers_(num_buffers), num_params_(num_params), texel_widths_(std::move(texel_widths)) {
   check_spirv(binary, kernel_name);
   const DeviceFunctions& vk = context->vk();
   const VkDevice device = context->handle();
   const std::string where = " for kernel '" + kernel_name + "'";
 
+  KILN_CHECK(texel_widths_.empty() || texel_widths_.size() == num_buffers, ErrorKind::Internal,
+             "kernel '" + kernel_name + "' has " + std::to_string(num_buffers) + " buffers but " +
+                 std::to_string(texel_widths_.size()) + " texel widths");
+  const TargetDesc& target = context->target();
+  for (std::uint32_t width : texel_widths_) {
+    KILN_CHECK(width == 0 || width == 1 || width == 4, ErrorKind::Internal,
+               "kernel '" + kernel_name + "' has a texel buffer of width " + std::to_string(width));
+    KILN_CHECK(width == 0 || (width == 1 ? target.texel_r32f : target.texel_rgba32f), ErrorKind::Unsupported,
+               "kernel '" + kernel_name + "' reads " + (width == 1 ? "R32" : "RGBA32") +
+                   " float texel buffers, which " + target.device_name + " does not support");
+    num_texel_buffers_ += width != 0 ? 1 : 0;
+  }
   std::vector<VkDescriptorSetLayoutBinding> bindings(num_buffers);
   for (std::uint32_t i = 0; i < num_buffers; ++i) {
     bindings[i].binding = i;
-    bindings[i].descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+    bindings[i].descriptorType =
+        texel_width(i) != 0 ? VK_DESCRIPTOR_TYPE_UNIFORM_TEXEL_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
     bindings[i].descriptorCount = 1;
     bindings[i].stageFlags = VK_SHADER_STAGE_COMPUTE_BIT;
   }

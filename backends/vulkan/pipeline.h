@@ -1,6 +1,7 @@
 // Loaded kernels: a SPIR-V compute pipeline with its descriptor set layout
-// (storage buffers at bindings 0..n-1 of set 0; the kernel's i32 parameters,
-// if any, as push constants at offset 0).
+// (buffers at bindings 0..n-1 of set 0: storage buffers, or uniform texel
+// buffers where KernelSource::texel_widths says so; the kernel's i32
+// parameters, if any, as push constants at offset 0).
 #pragma once
 
 #include "backends/backend.h"
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kiln::backend::vulkan {
 
@@ -21,17 +23,24 @@ class VulkanPipeline {
   // is not SPIR-V, Error(Internal) when the driver rejects it. `kernel_name`
   // is for messages.
   VulkanPipeline(std::shared_ptr<const DeviceContext> context, const KernelBinary& binary, std::uint32_t num_buffers,
-                 std::uint32_t num_params, const std::string& kernel_name);
+                 std::uint32_t num_params, std::vector<std::uint32_t> texel_widths, const std::string& kernel_name);
 
   VkPipeline handle() const { return pipeline_.get(); }
   VkPipelineLayout layout() const { return layout_.get(); }
   VkDescriptorSetLayout set_layout() const { return set_layout_.get(); }
   std::uint32_t num_buffers() const { return num_buffers_; }
   std::uint32_t num_params() const { return num_params_; }
+  // 0: binding i is a storage buffer; 1 or 4: a texel buffer of that many floats per texel.
+  std::uint32_t texel_width(std::size_t binding) const {
+    return binding < texel_widths_.size() ? texel_widths_[binding] : 0;
+  }
+  std::uint32_t num_texel_buffers() const { return num_texel_buffers_; }
 
  private:
   std::uint32_t num_buffers_ = 0;
   std::uint32_t num_params_ = 0;
+  std::vector<std::uint32_t> texel_widths_;
+  std::uint32_t num_texel_buffers_ = 0;
   Owned<VkDescriptorSetLayout, &DeviceFunctions::vkDestroyDescriptorSetLayout> set_layout_;
   Owned<VkPipelineLayout, &DeviceFunctions::vkDestroyPipelineLayout> layout_;
   Owned<VkPipeline, &DeviceFunctions::vkDestroyPipeline> pipeline_;

@@ -234,6 +234,7 @@ BoundKernel fuse_prologue(const BoundKernel& producer, const BoundKernel& consum
   k.workgroup_size = consumer.kernel.workgroup_size;
   k.shared = consumer.kernel.shared;  // a shared-memory GEMM keeps its tiles
   k.tuning_site = consumer.kernel.tuning_site;  // the consumer's knobs still apply
+  k.subgroup_size = consumer.kernel.subgroup_size;  // and a subgroup GEMM its lanes
 
   std::vector<int> consumer_map(consumer.values.size(), -1);
   for (std::size_t i = 0; i < consumer.values.size(); ++i) {

@@ -289,6 +289,8 @@ lower::LowerTarget lower_target(const backend::TargetDesc& target) {
   if (target.max_workgroup_invocations != 0) out.max_workgroup_invocations = target.max_workgroup_invocations;
   if (target.max_shared_memory_bytes != 0) out.max_shared_memory_bytes = target.max_shared_memory_bytes;
   out.cpu_device = target.device_type == "cpu";
+  out.subgroup_broadcast = target.subgroup_basic && target.subgroup_broadcast && target.subgroup_size != 0;
+  if (target.texel_r32f && target.texel_rgba32f) out.max_texel_buffer_elements = target.max_texel_buffer_elements;
   return out;
 }
 

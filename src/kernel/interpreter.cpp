@@ -45,7 +45,8 @@ struct Node {
   ScalarType operand = ScalarType::f32;  // type of args[0] (binary, cast, load index)
   UnaryOp unary = UnaryOp::neg;
   BinaryOp binary = BinaryOp::add;
-  int ref = -1;  // var: slot; load: buffer; shared_load: shared array
+  int ref = -1;  // var: slot; load: buffer; shared_load: shared array; subgroup_broadcast: source lane
+  int broadcast = -1;  // subgroup_broadcast: its row of Machine::broadcast_values_
   int a = -1, b = -1, c = -1;
   Value constant{};
 };
@@ -56,7 +57,10 @@ struct Op {
   std::vector<int> slots;  // load_vector: one per declared variable
   std::vector<int> values;  // store_vector: one node per stored value
   int buffer = -1;  // store, load_vector: buffer; shared_store: shared array
-  bool has_barrier = false;  // a barrier, or a loop containing one
+  // A barrier, a statement with a subgroup broadcast, or a loop or branch
+  // containing one: the workgroup runs it together (Machine::exec_group).
+  bool has_barrier = false;
+  std::vector<int> broadcasts;  // subgroup_broadcast nodes of this statement's own expressions, innermost first
   int value = -1, index = -1, begin = -1, end = -1;
   std::int32_t step = 1;
   std::string var;  // loop variable, for messages
@@ -70,6 +74,7 @@ class Compiler {
   std::vector<Node> nodes;
   std::vector<Op> body;
   int num_slots = 0;
+  int num_broadcasts = 0;
 
   explicit Compiler(const Kernel& kernel) : params_(kernel.params) { body = block(kernel.body); }
 
@@ -81,6 +86,7 @@ class Compiler {
     for (const Stmt& s : stmts) {
       Op op;
       op.kind = s.kind;
+      broadcasts_ = &op.broadcasts;
       switch (s.kind) {
         case StmtKind::declare:
           op.value = expr(s.value);
@@ -130,7 +136,10 @@ class Compiler {
           break;
         case StmtKind::barrier: op.has_barrier = true; break;
       }
+      broadcasts_ = nullptr;
+      op.has_barrier = op.has_barrier || !op.broadcasts.empty();
       for (const Op& inner : op.body) op.has_barrier = op.has_barrier || inner.has_barrier;
+      for (const Op& inner : op.else_body) op.has_barrier = op.has_barrier || inner.has_barrier;
       ops.push_back(std::move(op));
     }
     for (const std::string& name : declared) slots_.erase(name);
@@ -178,17 +187,25 @@ class Compiler {
     if (src.args.size() > 0) n.a = expr(src.args[0]);
     if (src.args.size() > 1) n.b = expr(src.args[1]);
     if (src.args.size() > 2) n.c = expr(src.args[2]);
+    if (src.kind == ExprKind::subgroup_broadcast) {
+      n.ref = static_cast<int>(src.ivalue);
+      n.broadcast = num_broadcasts++;
+    }
     nodes.push_back(n);
-    return static_cast<int>(nodes.size()) - 1;
+    const int id = static_cast<int>(nodes.size()) - 1;
+    // Operands come first, so inner broadcasts precede outer ones.
+    if (src.kind == ExprKind::subgroup_broadcast && broadcasts_) broadcasts_->push_back(id);
+    return id;
   }
 
   const std::vector<std::int32_t>& params_;
   std::unordered_map<std::string, int> slots_;
+  std::vector<int>* broadcasts_ = nullptr;  // the statement being compiled
 };
 
 struct BufferView {
   std::byte* data = nullptr;
-  std::int64_t count = 0;  // elements
+  std::int64_t count = 0;  // elements that loads and stores may touch (a texel buffer's whole texels)
 };
 
 // When a shared element was last written and read, for race detection:
@@ -203,10 +220,14 @@ constexpr std::int64_t kManyReaders = -2;
 class Machine {
  public:
   Machine(const Kernel& kernel, const Compiler& program, std::vector<BufferView> buffers)
-      : kernel_(kernel), nodes_(program.nodes), buffers_(std::move(buffers)), num_slots_(program.num_slots) {}
+      : kernel_(kernel),
+        nodes_(program.nodes),
+        buffers_(std::move(buffers)),
+        num_slots_(program.num_slots),
+        num_broadcasts_(program.num_broadcasts) {}
 
   void run(const std::vector<Op>& body) {
-    if (kernel_.shared.empty() && !has_barrier(kernel_)) {
+    if (kernel_.shared.empty() && !has_barrier(kernel_) && num_broadcasts_ == 0) {
       // Independent invocations, one after another.
       slot_storage_.assign(static_cast<std::size_t>(num_slots_), Value{});
       slots_ = slot_storage_.data();
@@ -263,6 +284,7 @@ class Machine {
     const std::int64_t wg = kernel_.workgroup_size;
     const std::int64_t groups = (kernel_.global_size + wg - 1) / wg;
     slot_storage_.assign(static_cast<std::size_t>(wg * num_slots_), Value{});
+    broadcast_values_.assign(static_cast<std::size_t>(wg * num_broadcasts_), Value{});
     shared_.clear();
     stamps_.clear();
     for (const SharedArray& a : kernel_.shared) {
@@ -302,8 +324,16 @@ class Machine {
         ++epoch_;
         continue;
       }
+      if (op.kind == StmtKind::branch) {
+        // Only broadcasts sit in branches, whose conditions verify() made uniform.
+        exec_group(uniform_value(op.value, "condition of a branch").u ? op.body : op.else_body);
+        continue;
+      }
+      if (op.kind != StmtKind::loop) {
+        run_with_broadcasts(op);
+        continue;
+      }
       // verify() allows barriers only in loops with uniform bounds (and never in branches).
-      KILN_ASSERT(op.kind == StmtKind::loop);
       const Value begin = uniform_value(op.begin, "begin of loop '" + op.var + "'");
       for_each_invocation([&] { slots_[op.slot] = begin; });
       for (;;) {
@@ -316,6 +346,24 @@ class Machine {
           error("loop variable '" + op.var + "' overflows i32 after " + std::to_string(k));
         for_each_invocation([&] { slots_[op.slot].i = k + op.step; });
       }
+    }
+  }
+
+  // A statement with subgroup broadcasts, for the whole group in lockstep:
+  // every lane first evaluates the operand of each broadcast (inner ones
+  // first), then every lane runs the statement, each broadcast reading the
+  // operand its source lane evaluated.
+  void run_with_broadcasts(const Op& op) {
+    for (int id : op.broadcasts) {
+      const Node& n = nodes_[static_cast<std::size_t>(id)];
+      for (std::int64_t local = 0; local < active_; ++local) {
+        select_invocation(local);
+        broadcast_values_[static_cast<std::size_t>(n.broadcast * kernel_.workgroup_size + local)] = eval(n.a);
+      }
+    }
+    for (std::int64_t local = 0; local < active_; ++local) {
+      select_invocation(local);
+      exec(std::span<const Op>(&op, 1));
     }
   }
 
@@ -449,6 +497,15 @@ class Machine {
       case ExprKind::global_index: return of_i32(static_cast<std::int32_t>(invocation_));
       case ExprKind::local_index: return of_i32(static_cast<std::int32_t>(invocation_ % kernel_.workgroup_size));
       case ExprKind::workgroup_index: return of_i32(static_cast<std::int32_t>(invocation_ / kernel_.workgroup_size));
+      case ExprKind::subgroup_lane:
+        return of_i32(static_cast<std::int32_t>(invocation_ % kernel_.workgroup_size % kernel_.subgroup_size));
+      case ExprKind::subgroup_id:
+        return of_i32(static_cast<std::int32_t>(invocation_ % kernel_.workgroup_size / kernel_.subgroup_size));
+      case ExprKind::subgroup_broadcast: {
+        // run_with_broadcasts() evaluated the operand in every lane.
+        const std::int64_t source = local_ / kernel_.subgroup_size * kernel_.subgroup_size + n.ref;
+        return broadcast_values_[static_cast<std::size_t>(n.broadcast * kernel_.workgroup_size + source)];
+      }
       case ExprKind::shared_load: {
         const std::size_t i = shared_element("load from", n.ref, eval(n.a), n.operand);
         return shared_read(n.ref, i);
@@ -626,6 +683,8 @@ class Machine {
   const std::vector<Node>& nodes_;
   std::vector<BufferView> buffers_;
   int num_slots_ = 0;
+  int num_broadcasts_ = 0;
+  std::vector<Value> broadcast_values_;  // per broadcast node, per local index: its operand there
   std::vector<Value> slot_storage_;  // one slot array, or one per invocation of a workgroup
   Value* slots_ = nullptr;           // the running invocation's slots
   std::int64_t invocation_ = 0;
@@ -651,7 +710,10 @@ void interpret(const Kernel& kernel, std::span<const std::span<std::byte>> buffe
                                            kernel.buffers[i].name + "' has " + std::to_string(buffers[i].size()) +
                                            " bytes, not a whole number of " + scalar_type_name(kernel.buffers[i].type) +
                                            " elements");
-    views.push_back({buffers[i].data(), static_cast<std::int64_t>(buffers[i].size() / kElementBytes)});
+    // A width-4 texel buffer reads whole texels only: the view ends at the last one.
+    const auto count = static_cast<std::int64_t>(buffers[i].size() / kElementBytes);
+    const std::int64_t width = std::max<std::int64_t>(kernel.buffers[i].texel_width, 1);
+    views.push_back({buffers[i].data(), count / width * width});
   }
   const Compiler program(kernel);
   Machine(kernel, program, std::move(views)).run(program.body);

@@ -23,7 +23,17 @@
 //   uninitialised in every workgroup; a partial last workgroup (possible only
 //   without barriers) runs just its invocations below global_size;
 // - local_index() is global_index() % workgroup_size and workgroup_index()
-//   is global_index() / workgroup_size.
+//   is global_index() / workgroup_size;
+// - subgroups are Kernel::subgroup_size consecutive local indices:
+//   subgroup_lane() is local_index() % subgroup_size, subgroup_id() is
+//   local_index() / subgroup_size. A kernel with broadcasts runs a workgroup
+//   at a time; a statement with broadcasts runs in lockstep: every lane
+//   evaluates each broadcast's operand (inner broadcasts first), then every
+//   lane runs the statement, a broadcast giving what its source lane
+//   evaluated; a branch or loop around broadcasts runs for the whole group
+//   (its condition or bounds must agree across the group);
+// - a texel buffer of width 4 holds only its whole texels: elements past the
+//   last multiple of 4 are out of bounds.
 // Results that are undefined on GPUs are errors here (Error(Internal), naming
 // the kernel and the invocation): an out-of-bounds load or store, a vector
 // load not wholly inside its buffer, integer division by zero, `mod` with a

@@ -17,11 +17,14 @@
 //   store_vector                      index i32 | u32; values of the buffer's type
 //   shared load / store               index i32 | u32; value of the array's type
 //   local_index, workgroup_index      i32
+//   subgroup_lane, subgroup_id        i32
+//   subgroup_broadcast(a, lane)       f32 | i32 | u32    -> same
 #include "src/kernel/ir.h"
 
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdint>
 #include <limits>
 #include <optional>
@@ -258,6 +261,15 @@ Buf Kernel::add_buffer(const std::string& buffer_name, ScalarType type, Access a
   return Buf{static_cast<int>(buffers.size()) - 1};
 }
 
+Buf Kernel::add_texel_buffer(const std::string& buffer_name, std::uint32_t texel_width) {
+  if (texel_width != 1 && texel_width != 4)
+    fail("kernel '" + name + "': texel buffer '" + buffer_name + "' has texel width " + std::to_string(texel_width) +
+         "; it must be 1 or 4");
+  const Buf buffer = add_buffer(buffer_name, ScalarType::f32, Access::read);
+  buffers.back().texel_width = texel_width;
+  return buffer;
+}
+
 Shared Kernel::add_shared(const std::string& array_name, ScalarType type, std::int64_t count) {
   if (!is_identifier(array_name))
     fail("kernel '" + name + "': shared array name '" + array_name +
@@ -288,6 +300,33 @@ bool has_barrier(const std::vector<Stmt>& stmts) {
 }  // namespace
 
 bool has_barrier(const Kernel& kernel) { return has_barrier(kernel.body); }
+
+namespace {
+
+bool expr_uses(const Expr& e, bool broadcast_only) {
+  if (!e) return false;
+  if (e->kind == ExprKind::subgroup_broadcast) return true;
+  if (!broadcast_only && (e->kind == ExprKind::subgroup_lane || e->kind == ExprKind::subgroup_id)) return true;
+  for (const Expr& arg : e->args)
+    if (expr_uses(arg, broadcast_only)) return true;
+  return false;
+}
+
+bool stmts_use(const std::vector<Stmt>& stmts, bool broadcast_only) {
+  for (const Stmt& s : stmts) {
+    for (const Expr* e : {&s.value, &s.index, &s.begin, &s.end})
+      if (expr_uses(*e, broadcast_only)) return true;
+    for (const Expr& e : s.values)
+      if (expr_uses(e, broadcast_only)) return true;
+    if (stmts_use(s.body, broadcast_only) || stmts_use(s.else_body, broadcast_only)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+bool uses_subgroup_ops(const Kernel& kernel) { return stmts_use(kernel.body, false); }
+bool uses_subgroup_broadcast(const Kernel& kernel) { return stmts_use(kernel.body, true); }
 
 // ---- expression helpers ---------------------------------------------------
 
@@ -337,6 +376,20 @@ Expr param(int index) {
 
 Expr local_index() { return make(node_of(ExprKind::local_index, ScalarType::i32)); }
 Expr workgroup_index() { return make(node_of(ExprKind::workgroup_index, ScalarType::i32)); }
+Expr subgroup_lane() { return make(node_of(ExprKind::subgroup_lane, ScalarType::i32)); }
+Expr subgroup_id() { return make(node_of(ExprKind::subgroup_id, ScalarType::i32)); }
+
+Expr subgroup_broadcast(Expr value, std::int64_t lane) {
+  check_expr(value, "broadcast value");
+  if (value.type() == ScalarType::boolean) fail("kir: subgroup_broadcast of a bool; broadcast an i32 or u32");
+  if (lane < 0 || lane >= kMaxSubgroupSize)
+    fail("kir: subgroup_broadcast from lane " + std::to_string(lane) + ", outside [0, " +
+         std::to_string(kMaxSubgroupSize) + ")");
+  ExprNode n = node_of(ExprKind::subgroup_broadcast, value.type());
+  n.ivalue = lane;
+  n.args = {std::move(value)};
+  return make(std::move(n));
+}
 
 namespace {
 
@@ -599,7 +652,10 @@ class Divergence {
       case ExprKind::global_index:
       case ExprKind::local_index:
       case ExprKind::load:
-      case ExprKind::shared_load: return false;
+      case ExprKind::shared_load:
+      case ExprKind::subgroup_lane:
+      case ExprKind::subgroup_id:
+      case ExprKind::subgroup_broadcast: return false;
       case ExprKind::var:
         if (divergent_.count(e->name)) return false;
         break;
@@ -666,8 +722,13 @@ class Verifier {
       if (!is_identifier(b.name)) error("buffer " + std::to_string(i) + " name '" + b.name + "' is not an identifier");
       if (!names.insert(b.name).second) error("duplicate buffer name '" + b.name + "'");
       if (b.type == ScalarType::boolean) error("buffer '" + b.name + "' has element type bool; use i32 or u32");
+      if (b.texel_width != 0 && b.texel_width != 1 && b.texel_width != 4)
+        error("buffer '" + b.name + "' has texel width " + std::to_string(b.texel_width) + "; it must be 0, 1 or 4");
+      if (b.texel_width != 0 && (b.type != ScalarType::f32 || b.access != Access::read))
+        error("texel buffer '" + b.name + "' must be read-only f32");
     }
     check_shared_arrays();
+    check_subgroups();
     if (has_barrier(kernel_) && kernel_.global_size % kernel_.workgroup_size != 0)
       error("has barriers but global_size " + std::to_string(kernel_.global_size) +
             " is not a multiple of workgroup_size " + std::to_string(kernel_.workgroup_size) +
@@ -699,6 +760,24 @@ class Verifier {
     if (index < 0 || static_cast<std::size_t>(index) >= kernel_.params.size())
       error("parameter index " + std::to_string(index) + " in " + where + " is invalid (the kernel has " +
             std::to_string(kernel_.params.size()) + " parameters)");
+  }
+
+  void check_subgroups() const {
+    const std::uint32_t size = kernel_.subgroup_size;
+    if (size != 0) {
+      if (!std::has_single_bit(size) || size > kMaxSubgroupSize)
+        error("subgroup_size " + std::to_string(size) + " is not a power of two up to " +
+              std::to_string(kMaxSubgroupSize));
+      if (kernel_.workgroup_size % size != 0)
+        error("workgroup_size " + std::to_string(kernel_.workgroup_size) + " is not a multiple of subgroup_size " +
+              std::to_string(size));
+    }
+    if (!uses_subgroup_ops(kernel_)) return;
+    if (size == 0) error("uses subgroup operations but declares no subgroup_size");
+    if (kernel_.global_size % kernel_.workgroup_size != 0)
+      error("uses subgroup operations but global_size " + std::to_string(kernel_.global_size) +
+            " is not a multiple of workgroup_size " + std::to_string(kernel_.workgroup_size) +
+            " (every subgroup must be whole)");
   }
 
   void check_shared_arrays() const {
@@ -787,7 +866,7 @@ class Verifier {
         return;
       }
       case StmtKind::loop: {
-        if (expr(s.begin, "loop begin") != ScalarType::i32) error("loop '" + s.var + "' begin must be i32");
+        if (control_expr(s.begin, "loop begin") != ScalarType::i32) error("loop '" + s.var + "' begin must be i32");
         if (s.step < 1 || s.step > std::numeric_limits<std::int32_t>::max())
           error("loop '" + s.var + "' step must be in [1, 2^31), got " + std::to_string(s.step));
         // The loop variable is in scope for the bound (re-evaluated each
@@ -795,7 +874,7 @@ class Verifier {
         scopes_.emplace_back();
         declare_var(s.var, ScalarType::i32, true);
         path_.push_back("for " + s.var);
-        if (expr(s.end, "loop end") != ScalarType::i32) error("loop '" + s.var + "' end must be i32");
+        if (control_expr(s.end, "loop end") != ScalarType::i32) error("loop '" + s.var + "' end must be i32");
         const bool divergent = !divergence_.uniform(s.begin) || !divergence_.uniform(s.end);
         if (divergent) divergent_loops_.push_back(s.var);
         block(s.body, "body");
@@ -816,6 +895,9 @@ class Verifier {
         if (!is_vector_width(s.vars.size()))
           error("vector load from " + buffer_label(s.buffer) + " declares " + std::to_string(s.vars.size()) +
                 " variables; the width must be 2 or 4");
+        if (b.texel_width != 0 && s.vars.size() != b.texel_width)
+          error("vector load of width " + std::to_string(s.vars.size()) + " from texel " + buffer_label(s.buffer) +
+                " of texel width " + std::to_string(b.texel_width) + " (a texel buffer's vector loads read one texel)");
         ScalarType it = expr(s.index, "vector load index");
         if (!is_index_type(it))
           error("vector load index into " + buffer_label(s.buffer) + " must be i32 or u32, got " +
@@ -844,11 +926,14 @@ class Verifier {
         return;
       }
       case StmtKind::branch: {
-        if (expr(s.value, "branch condition") != ScalarType::boolean) error("branch condition must be bool");
+        if (control_expr(s.value, "branch condition") != ScalarType::boolean) error("branch condition must be bool");
         path_.push_back("if");
         ++branch_depth_;
+        const bool divergent = !divergence_.uniform(s.value);
+        divergent_branches_ += divergent ? 1 : 0;
         block(s.body, "then");
         block(s.else_body, "else");
+        divergent_branches_ -= divergent ? 1 : 0;
         --branch_depth_;
         path_.pop_back();
         return;
@@ -875,6 +960,34 @@ class Verifier {
         return;
     }
     error("unknown statement kind " + std::to_string(static_cast<int>(s.kind)));
+  }
+
+  // A loop bound or branch condition: no broadcast may appear in it.
+  ScalarType control_expr(const Expr& e, const std::string& where) {
+    ++control_;
+    const ScalarType t = expr(e, where);
+    --control_;
+    return t;
+  }
+
+  // Every lane of the subgroup must evaluate a broadcast together.
+  void check_broadcast_place(const ExprNode& n, const std::string& where) const {
+    const std::uint32_t size = kernel_.subgroup_size;
+    if (size != 0 && n.ivalue >= static_cast<std::int64_t>(size))
+      error("subgroup_broadcast from lane " + std::to_string(n.ivalue) + " of a subgroup of " + std::to_string(size) +
+            " (in " + where + ")");
+    if (n.ivalue < 0) error("subgroup_broadcast from lane " + std::to_string(n.ivalue) + " (in " + where + ")");
+    if (control_ > 0)
+      error("subgroup_broadcast in " + where + ": broadcasts may not appear in loop bounds or branch conditions");
+    if (conditional_ > 0)
+      error("subgroup_broadcast under a select or the right side of && / || (in " + where +
+            "): every lane of the subgroup must evaluate it (uniform control flow)");
+    if (divergent_branches_ > 0)
+      error("subgroup_broadcast inside a branch whose condition may differ between invocations (in " + where +
+            "): every lane of the subgroup must reach it (uniform control flow)");
+    if (!divergent_loops_.empty())
+      error("subgroup_broadcast inside loop '" + divergent_loops_.back() +
+            "', whose bounds may differ between invocations (uniform control flow)");
   }
 
   // Checks an expression tree and returns its type.
@@ -911,6 +1024,19 @@ class Verifier {
       case ExprKind::workgroup_index:
         if (n.type != ScalarType::i32) error("local_index and workgroup_index must be i32");
         return n.type;
+      case ExprKind::subgroup_lane:
+      case ExprKind::subgroup_id:
+        if (n.type != ScalarType::i32) error("subgroup_lane and subgroup_id must be i32");
+        return n.type;
+      case ExprKind::subgroup_broadcast: {
+        arity(1);
+        check_broadcast_place(n, where);
+        const ScalarType t = expr(n.args[0], where);
+        if (t == ScalarType::boolean || t != n.type)
+          error(std::string("subgroup_broadcast of type ") + scalar_type_name(n.type) + " has an operand of type " +
+                scalar_type_name(t) + " (f32, i32 or u32, the same)");
+        return n.type;
+      }
       case ExprKind::shared_load: {
         arity(1);
         check_shared_index(n.buffer);
@@ -954,7 +1080,11 @@ class Verifier {
       case ExprKind::binary: {
         arity(2);
         ScalarType a = expr(n.args[0], where);
+        // && and || evaluate their right operand only for some invocations.
+        const bool short_circuit = n.binary == BinaryOp::logical_and || n.binary == BinaryOp::logical_or;
+        conditional_ += short_circuit ? 1 : 0;
         ScalarType b = expr(n.args[1], where);
+        conditional_ -= short_circuit ? 1 : 0;
         std::optional<ScalarType> t = binary_result_type(n.binary, a, b);
         if (!t) error(binary_type_error(n.binary, a, b));
         if (*t != n.type)
@@ -965,8 +1095,10 @@ class Verifier {
       case ExprKind::select: {
         arity(3);
         if (expr(n.args[0], where) != ScalarType::boolean) error("select condition must be bool");
+        ++conditional_;
         ScalarType a = expr(n.args[1], where);
         ScalarType b = expr(n.args[2], where);
+        --conditional_;
         if (a != b || a != n.type)
           error(std::string("select of type ") + scalar_type_name(n.type) + " has operands of type " +
                 scalar_type_name(a) + " and " + scalar_type_name(b));
@@ -984,6 +1116,9 @@ class Verifier {
   std::optional<std::uint64_t> max_shared_bytes_;
   Divergence divergence_;
   int branch_depth_ = 0;
+  int divergent_branches_ = 0;  // enclosing branches with a divergent condition
+  int conditional_ = 0;         // inside operands evaluated only for some invocations
+  int control_ = 0;             // inside a loop bound or branch condition
   std::vector<std::string> divergent_loops_;  // enclosing loops with divergent bounds
   std::unordered_map<std::string, VarInfo> vars_;
   std::vector<std::vector<std::string>> scopes_;

@@ -18,6 +18,25 @@
 // vector store. Devices that scalarise buffer accesses (lavapipe) pay per
 // access instruction, in run time and in their compiler, so one vec4 access
 // costs about what one scalar does.
+//
+// Texel buffers: a read-only f32 buffer may be declared a texel buffer
+// (Kernel::add_texel_buffer, texel width 1 or 4): the same loads, read
+// through a uniform texel buffer (GLSL samplerBuffer + texelFetch over an
+// R32 / RGBA32 float view, CUDA/HIP __ldg, C99 a plain load). lavapipe keeps
+// texel fetches vectorised where it scalarises storage-buffer loads. A
+// width-4 texel buffer is read in whole texels: load_vector of width 4, or a
+// scalar load of one element of a texel (elements past the last whole texel
+// of the binding cannot be read).
+//
+// Subgroups: a kernel that sets Kernel::subgroup_size = S runs its
+// workgroups as subgroups of S consecutive local indices (lane =
+// local_index % S) and may use subgroup_lane(), subgroup_id() and
+// subgroup_broadcast(value, lane): the value of `value` in lane `lane` (a
+// constant) of the caller's subgroup. A broadcast is reached by every lane
+// of the subgroup together (uniform control flow, never under a select or
+// the right side of && / ||), and the kernel runs whole workgroups only. A
+// target runs such a kernel only where its subgroups have exactly S lanes
+// (Vulkan) or a shuffle can be confined to S lanes (CUDA/HIP width).
 // Renderers map the linear index onto a 2-D dispatch and guard the tail.
 //
 // Expressions are immutable trees shared by value; the helpers below make
@@ -60,9 +79,13 @@ const char* infix_symbol(BinaryOp op);
 // workgroup_index: the linear index of its workgroup (i32): global_index() ==
 // workgroup_index() * workgroup_size + local_index().
 // shared_load: element args[0] of shared array `buffer` (Kernel::shared).
+// subgroup_lane: the invocation's lane in its subgroup (i32, [0, S));
+// subgroup_id: its subgroup's index in the workgroup (i32, [0, wg / S));
+// subgroup_broadcast: args[0] as evaluated in lane `ivalue` of the subgroup.
 enum class ExprKind : std::uint8_t {
   constant, var, global_index, load, unary, binary, select, cast, param,
   local_index, workgroup_index, shared_load,
+  subgroup_lane, subgroup_id, subgroup_broadcast,
 };
 
 struct ExprNode;
@@ -85,7 +108,7 @@ struct ExprNode {
   ExprKind kind;
   ScalarType type;
   double fvalue = 0;        // constant (f32)
-  std::int64_t ivalue = 0;  // constant (i32/u32/bool)
+  std::int64_t ivalue = 0;  // constant (i32/u32/bool); subgroup_broadcast: the source lane
   std::string name;         // var
   int buffer = -1;          // load: index into Kernel::buffers; shared_load: into Kernel::shared
   int param = -1;           // param: index into Kernel::params
@@ -105,6 +128,9 @@ struct BufferParam {
   std::string name;
   ScalarType type;
   Access access;
+  // 0: a storage buffer. 1 or 4: a read-only f32 buffer read through a
+  // uniform texel buffer of 1 or 4 floats per texel (see the top of this file).
+  std::uint32_t texel_width = 0;
 };
 
 // A workgroup-shared array's handle (its index in Kernel::shared).
@@ -186,8 +212,13 @@ struct Kernel {
   std::vector<SharedArray> shared;
   // Set by lowering for a template kernel with choices (not part of the source).
   std::optional<TuningSite> tuning_site;
+  // Lanes per subgroup the kernel is written for (a power of two dividing
+  // workgroup_size); 0: the kernel uses no subgroup operations.
+  std::uint32_t subgroup_size = 0;
 
   Buf add_buffer(const std::string& buffer_name, ScalarType type, Access access);
+  // A read-only f32 buffer read through a texel buffer of `texel_width` (1 or 4) floats per texel.
+  Buf add_texel_buffer(const std::string& buffer_name, std::uint32_t texel_width);
   Shared add_shared(const std::string& array_name, ScalarType type, std::int64_t count);
 };
 
@@ -195,6 +226,12 @@ struct Kernel {
 std::uint64_t shared_memory_bytes(const Kernel& kernel);
 // Whether `kernel`'s body has a barrier statement.
 bool has_barrier(const Kernel& kernel);
+// Whether `kernel` uses subgroup_lane, subgroup_id or subgroup_broadcast.
+bool uses_subgroup_ops(const Kernel& kernel);
+// Whether it uses subgroup_broadcast.
+bool uses_subgroup_broadcast(const Kernel& kernel);
+// The largest subgroup size kernels may declare.
+inline constexpr std::uint32_t kMaxSubgroupSize = 128;
 
 // ---- expression helpers -------------------------------------------------
 Expr f32(double value);
@@ -206,6 +243,10 @@ Expr global_index();  // i32
 Expr param(int index);  // i32: Kernel::params[index] of the dispatched instance
 Expr local_index();      // i32: the invocation's index in its workgroup
 Expr workgroup_index();  // i32: the workgroup's linear index
+Expr subgroup_lane();    // i32: the invocation's lane in its subgroup (Kernel::subgroup_size set)
+Expr subgroup_id();      // i32: its subgroup's index in the workgroup
+// `value` (f32, i32 or u32) as evaluated in lane `lane` of the caller's subgroup.
+Expr subgroup_broadcast(Expr value, std::int64_t lane);
 Expr load(Buf buffer, Expr index, ScalarType type);  // type must match the buffer
 Expr load(Shared array, Expr index, ScalarType type);  // type must match the shared array
 Expr unary(UnaryOp op, Expr a);
@@ -266,6 +307,12 @@ std::array<std::uint32_t, 3> dispatch_grid(const Kernel& kernel, std::uint32_t m
 // read buffer), shared arrays, and barriers (only in uniform control flow: not
 // inside a branch, inside loops only if their bounds use no global_index,
 // local_index or loaded value; global_size a multiple of workgroup_size);
+// texel buffers (read-only f32, width 1 or 4, vector loads only of the texel
+// width); subgroup operations (subgroup_size a power of two dividing the
+// workgroup, whole workgroups; broadcasts with a lane below subgroup_size, in
+// uniform control flow as barriers are but also under branches and loops whose
+// condition or bounds are uniform, never under a select, the right side of
+// && / ||, a loop bound or a branch condition);
 // throws kiln::Error(Internal) naming the kernel and problem. The second form
 // also checks the shared arrays fit in `max_shared_memory_bytes` (a target's
 // limit; backends check it again when they load the kernel).

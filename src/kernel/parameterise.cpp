@@ -127,6 +127,7 @@ Analysed analyse(Kernel& kernel, bool pin_loop_bounds) {
   shape.buffers = kernel.buffers;
   shape.shared = kernel.shared;  // array sizes are structure, never parameters
   shape.workgroup_size = kernel.workgroup_size;
+  shape.subgroup_size = kernel.subgroup_size;
   shape.global_size = 1;
   shape.body = map_literals(kernel.body, pin_loop_bounds, placeholder);
   a.key = print(shape) + types;

@@ -49,11 +49,12 @@ class Printer {
     out_ += "kernel " + kernel_.name + " (global_size " + global_size + ", workgroup_size " +
             std::to_string(kernel_.workgroup_size);
     if (!kernel_.params.empty()) out_ += ", params " + std::to_string(kernel_.params.size());
+    if (kernel_.subgroup_size != 0) out_ += ", subgroup_size " + std::to_string(kernel_.subgroup_size);
     out_ += ")\n";
     for (std::size_t i = 0; i < kernel_.buffers.size(); ++i) {
       const BufferParam& b = kernel_.buffers[i];
       out_ += "buffer " + std::to_string(i) + " " + b.name + ": " + scalar_type_name(b.type) + " " +
-              access_name(b.access) + "\n";
+              access_name(b.access) + (b.texel_width ? " texel" + std::to_string(b.texel_width) : "") + "\n";
     }
     for (std::size_t i = 0; i < kernel_.shared.size(); ++i) {
       const SharedArray& a = kernel_.shared[i];
@@ -168,6 +169,13 @@ class Printer {
       case ExprKind::param: out_ += "param(" + std::to_string(n.param) + ")"; return;
       case ExprKind::local_index: out_ += "local_index()"; return;
       case ExprKind::workgroup_index: out_ += "workgroup_index()"; return;
+      case ExprKind::subgroup_lane: out_ += "subgroup_lane()"; return;
+      case ExprKind::subgroup_id: out_ += "subgroup_id()"; return;
+      case ExprKind::subgroup_broadcast:
+        out_ += "subgroup_broadcast(";
+        arg(0);
+        out_ += ", lane " + std::to_string(n.ivalue) + ")";
+        return;
       case ExprKind::shared_load:
         out_ += "shared " + shared_name(n.buffer) + "[";
         arg(0);

@@ -30,6 +30,12 @@ struct LowerTarget {
   // Null: every template takes the heuristic's knobs. Shared and immutable,
   // so copying a target (fuse::PlanOptions::target) stays cheap.
   std::shared_ptr<const KnobOverrides> knob_overrides = nullptr;
+  // Subgroup broadcasts in compute kernels written for subgroup_size lanes
+  // (the GEMM's subgroup path, shaders/gemm_subgroup.h).
+  bool subgroup_broadcast = false;
+  // Uniform texel buffers of R32 and RGBA32 floats up to this many texels
+  // (GemmKnobs::texel_loads); 0: none.
+  std::uint64_t max_texel_buffer_elements = 0;
 
   friend bool operator==(const LowerTarget&, const LowerTarget&) = default;
 };

@@ -4,6 +4,7 @@
 
 #include <kiln/error.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -80,14 +81,18 @@ class Renderer {
   Renderer(const kir::Kernel& kernel, const LanguageTable& language) : kernel_(kernel), lang_(language) {}
 
   std::string run() {
-    std::string out = lang_.prelude;
+    const bool subgroups = kir::uses_subgroup_ops(kernel_);
+    std::string out = lang_.version_directive;
+    if (subgroups) out += lang_.subgroup_directives;
+    out += lang_.prelude;
     if (!out.empty() && out.back() != '\n') out += '\n';
     // A parameterised kernel's source is shared by every instance: nothing
     // instance-specific (the global size) may appear in it.
     const std::string global_size = kernel_.global_size_param ? "from its parameters"
                                                               : std::to_string(kernel_.global_size);
     out += "// kiln kernel " + kernel_.name + ": global_size " + global_size + ", workgroup_size " +
-           std::to_string(kernel_.workgroup_size) + "\n";
+           std::to_string(kernel_.workgroup_size) +
+           (kernel_.subgroup_size ? ", subgroup_size " + std::to_string(kernel_.subgroup_size) : "") + "\n";
 
     std::string params;
     auto add_param = [&](const std::string& p) {
@@ -103,6 +108,15 @@ class Renderer {
       const std::string name = buffer_identifier(b.name);
       const std::string& type = type_name(b.type);
       const std::string readonly = readonly_text(static_cast<int>(i));
+      if (b.texel_width != 0) {
+        const std::string width = std::to_string(b.texel_width);
+        const std::initializer_list<Placeholder> texel = {{"binding", binding}, {"name", name}, {"width", width}};
+        if (!lang_.texel_buffer_global_decl.empty())
+          out += format(lang_.texel_buffer_global_decl, "texel_buffer_global_decl", texel) + "\n";
+        else
+          add_param(format(lang_.texel_buffer_param_decl, "texel_buffer_param_decl", texel));
+        continue;
+      }
       const std::initializer_list<Placeholder> fields = {
           {"binding", binding}, {"name", name}, {"type", type}, {"readonly", readonly}};
       if (!lang_.buffer_global_decl.empty())
@@ -142,6 +156,12 @@ class Renderer {
     }
     const bool barriers = kir::has_barrier(kernel_);
     if (barriers && !lang_.barrier_global_decl.empty()) out += lang_.barrier_global_decl + "\n";
+    const bool texel4 = std::any_of(kernel_.buffers.begin(), kernel_.buffers.end(),
+                                    [](const kir::BufferParam& b) { return b.texel_width == 4; });
+    if (texel4 && !lang_.texel_global_helpers.empty()) out += lang_.texel_global_helpers + "\n";
+    // Subgroup operations need whole subgroups, so such kernels run whole
+    // workgroups and guard as kernels with barriers do.
+    const bool whole_groups = barriers || subgroups;
     add_param(lang_.extra_params);
 
     const std::string wg = std::to_string(kernel_.workgroup_size);
@@ -156,11 +176,11 @@ class Renderer {
                "\n";
     out += "  " + type_name(ScalarType::u32) + " " + std::string(kLinearIndex) + " = " +
            format(lang_.global_index_expr, "global_index_expr", {{"wg", wg}}) + ";\n";
-    const bool group_used = barriers || uses(kernel_.body, ExprKind::workgroup_index);
+    const bool group_used = whole_groups || uses(kernel_.body, ExprKind::workgroup_index);
     if (group_used)
       out += "  " + type_name(ScalarType::i32) + " " + std::string(kWorkgroupIndex) + " = " +
              format(lang_.workgroup_index_expr, "workgroup_index_expr", {{"wg", wg}}) + ";\n";
-    if (barriers) {
+    if (whole_groups) {
       // verify() made global_size a multiple of the workgroup size, so the
       // guard leaves whole workgroups (the 2-D grid's spare ones): a return
       // that is uniform across the group, before any barrier.
@@ -256,9 +276,12 @@ class Renderer {
     return buffer_element(s.buffer, s.index * constant(width) + constant(c));
   }
 
-  // Vector s.index of s.buffer through its vector view.
+  // Vector s.index of s.buffer through its vector view (or its texel).
   std::string vector_access(const Stmt& s, const std::string& vector_type, std::size_t width) const {
     const kir::BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
+    if (b.texel_width != 0)
+      return format(lang_.texel_vector_load, "texel_vector_load",
+                    {{"name", buffer_identifier(b.name)}, {"vector_type", vector_type}, {"index", expr(s.index)}});
     return format(lang_.buffer_vector_access, "buffer_vector_access",
                   {{"name", buffer_identifier(b.name)},
                    {"view", vector_view_identifier(b.name, width)},
@@ -350,6 +373,10 @@ class Renderer {
       case ExprKind::param: return param_text(n.param);
       case ExprKind::local_index: return std::string(kLocalIndex);
       case ExprKind::workgroup_index: return std::string(kWorkgroupIndex);
+      case ExprKind::subgroup_lane: return subgroup_text(lang_.subgroup_lane_expr, "subgroup_lane_expr", {});
+      case ExprKind::subgroup_id: return subgroup_text(lang_.subgroup_id_expr, "subgroup_id_expr", {});
+      case ExprKind::subgroup_broadcast:
+        return subgroup_text(lang_.subgroup_broadcast, "subgroup_broadcast", expr(n.args[0]), n.ivalue);
       case ExprKind::load: return buffer_element(n.buffer, n.args[0]);
       case ExprKind::shared_load: return shared_element(n.buffer, n.args[0]);
       case ExprKind::unary: return unary(n);
@@ -360,8 +387,21 @@ class Renderer {
     table_error("unknown expression kind");
   }
 
+  std::string subgroup_text(const std::string& pattern, const char* field, const std::string& a,
+                            std::int64_t lane = 0) const {
+    return format(pattern, field,
+                  {{"a", a},
+                   {"lane", std::to_string(lane)},
+                   {"sg", std::to_string(kernel_.subgroup_size)},
+                   {"wg", std::to_string(kernel_.workgroup_size)}});
+  }
+
   std::string buffer_element(int buffer, const Expr& index) const {
-    const std::string name = buffer_identifier(kernel_.buffers[static_cast<std::size_t>(buffer)].name);
+    const kir::BufferParam& b = kernel_.buffers[static_cast<std::size_t>(buffer)];
+    const std::string name = buffer_identifier(b.name);
+    if (b.texel_width == 1) return format(lang_.texel_load, "texel_load", {{"name", name}, {"index", expr(index)}});
+    if (b.texel_width == 4)
+      return format(lang_.texel_component_load, "texel_component_load", {{"name", name}, {"index", expr(index)}});
     return format(lang_.buffer_access, "buffer_access", {{"name", name}, {"index", expr(index)}});
   }
 
@@ -467,7 +507,26 @@ backend::KernelSource make_kernel_source(const kir::Kernel& kernel, const backen
   source.workgroup_size = kernel.workgroup_size;
   source.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
   source.num_params = static_cast<std::uint32_t>(kernel.params.size());
+  for (const kir::BufferParam& b : kernel.buffers)
+    if (b.texel_width != 0) source.texel_widths.resize(kernel.buffers.size(), 0);
+  for (std::size_t i = 0; i < source.texel_widths.size(); ++i) source.texel_widths[i] = kernel.buffers[i].texel_width;
   return source;
+}
+
+backend::KernelRequirements kernel_requirements(const kir::Kernel& kernel) {
+  backend::KernelRequirements needs;
+  needs.kernel_name = kernel.name;
+  needs.workgroup_size = kernel.workgroup_size;
+  needs.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
+  needs.shared_memory_bytes = kir::shared_memory_bytes(kernel);
+  needs.param_bytes = static_cast<std::uint32_t>(kernel.params.size() * sizeof(std::int32_t));
+  if (kir::uses_subgroup_ops(kernel)) needs.subgroup_size = kernel.subgroup_size;
+  needs.subgroup_broadcast = kir::uses_subgroup_broadcast(kernel);
+  for (const kir::BufferParam& b : kernel.buffers) {
+    needs.texel_width_1 = needs.texel_width_1 || b.texel_width == 1;
+    needs.texel_width_4 = needs.texel_width_4 || b.texel_width == 4;
+  }
+  return needs;
 }
 
 }  // namespace kiln::render

@@ -24,6 +24,9 @@
 // (GLSL push constants, a CUDA/HIP/C99 struct argument); param(i) reads p<i>.
 // A vector load reads one vector into "kiln_vec<n>", through the buffer's
 // vector view "kiln_v<width>_<buffer>" where the language declares one.
+// Texel buffers are declared and read with the table's texel_* spellings;
+// a kernel with subgroup operations gets the table's subgroup directives
+// after its version line and guards whole workgroups, as barriers need.
 #pragma once
 
 #include <string>
@@ -37,7 +40,12 @@ namespace kiln::render {
 // Verifies `kernel` (throws Error(Internal) if malformed) and renders it.
 std::string render(const kir::Kernel& kernel, const backend::LanguageTable& language);
 
-// render() plus the metadata a compiler needs: name, language, workgroup size, buffer count.
+// render() plus the metadata a compiler needs: name, language, workgroup size, buffer count,
+// parameter count, texel widths.
 backend::KernelSource make_kernel_source(const kir::Kernel& kernel, const backend::LanguageTable& language);
+
+// What `kernel` needs of a target (Backend::supports): workgroup, shared
+// memory, buffers, parameters, subgroup operations, texel buffers.
+backend::KernelRequirements kernel_requirements(const kir::Kernel& kernel);
 
 }  // namespace kiln::render

@@ -35,12 +35,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::remember(std::string source_
 std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const kir::Kernel& kernel,
                                                                   const backend::KernelSource& source) {
   const backend::TargetDesc& target = device_->target();
-  backend::KernelRequirements needs;
-  needs.kernel_name = kernel.name;
-  needs.workgroup_size = kernel.workgroup_size;
-  needs.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
-  needs.shared_memory_bytes = kir::shared_memory_bytes(kernel);
-  needs.param_bytes = static_cast<std::uint32_t>(kernel.params.size() * sizeof(std::int32_t));
+  const backend::KernelRequirements needs = render::kernel_requirements(kernel);
   if (auto why = backend_.supports(needs, target))
     throw_error(ErrorKind::Unsupported, "kernel '" + kernel.name + "' cannot run on " + target.device_name + ": " + *why);
 
