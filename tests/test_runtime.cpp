@@ -224,10 +224,16 @@ BOOST_AUTO_TEST_CASE(eager_default_and_reduce_overhead_agree_with_reference) {
   BOOST_TEST(r.stats().dispatches_per_run == d.stats().dispatches_per_run);
 }
 
-BOOST_AUTO_TEST_CASE(max_autotune_is_a_clear_error_for_now) {
-  auto e = expect_error([] { kiln::compile(small_resnet(), {.backend = "vulkan", .mode = kiln::Mode::max_autotune}); });
-  BOOST_TEST(e.kind() == ErrorKind::Unsupported);
-  BOOST_TEST(contains(e.what(), "max-autotune"));
+BOOST_AUTO_TEST_CASE(max_autotune_with_records_only_matches_default) {
+  // No records and no budget: the heuristic's kernels, and explain says why.
+  const kiln::Model model = small_resnet();
+  kiln::CompiledModel tuned = kiln::compile(model, {.backend = "vulkan", .mode = kiln::Mode::max_autotune,
+                                                    .cache_dir = "off", .settings = {{"tune_budget", "0"}}});
+  kiln::CompiledModel plain = kiln::compile(model, {.backend = "vulkan"});
+  const std::vector<kiln::Tensor> inputs = {kiln::Tensor(kiln::DType::f32, model.inputs()[0].shape)};
+  BOOST_TEST(kiln::max_abs_diff(tuned(inputs)[0], plain(inputs)[0]) == 0.0f);
+  BOOST_TEST(contains(tuned.explain(), "autotune:"));
+  BOOST_TEST(contains(tuned.explain(), "heuristic (no record"));
 }
 
 BOOST_AUTO_TEST_CASE(mode_names_round_trip) {

@@ -129,7 +129,7 @@ void add_bench_command(CLI::App& app) {
                                                          "detection");
   models_opt->excludes(task_opt);
   cmd->add_option("--batch", c.batches, "comma-separated batch sizes")->delimiter(',')->capture_default_str();
-  cmd->add_option("--modes", c.modes, "comma-separated: eager, default, reduce-overhead (max-autotune: not available yet)")
+  cmd->add_option("--modes", c.modes, "comma-separated: eager, default, reduce-overhead, max-autotune (its tuning database: run `kiln tune` first)")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--iters", c.iters, "timed calls per cell (the reference benchmark takes 300)")->capture_default_str();
   cmd->add_option("--warmup", c.warmup, "untimed calls before timing, after compiling")->capture_default_str();

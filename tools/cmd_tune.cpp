@@ -28,6 +28,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <filesystem>
 #include <cstdio>
 #include <map>
 #include <memory>
@@ -237,7 +238,10 @@ void run(const TuneArgs& args) {
     return tune::estimated_work(a.site) > tune::estimated_work(b.site);
   });
 
-  tune::Database db = args.explain ? tune::Database::open_read_only(db_path) : tune::Database::open(db_path);
+  // --explain changes nothing on disk; with no database there, nothing applies.
+  tune::Database db = !args.explain                    ? tune::Database::open(db_path)
+                      : std::filesystem::exists(db_path) ? tune::Database::open_read_only(db_path)
+                                                         : tune::Database::in_memory();
   if (args.explain) {
     std::printf("tuning sites of %zu model(s) on %s (%s, %s), database %s:\n", models.size(), target.device_name.c_str(),
                 target.backend.c_str(), target.driver.c_str(), db_path.c_str());
@@ -354,6 +358,10 @@ void add_tune_command(CLI::App& app) {
   tune->add_option("--calls", args->calls, "calls per mode in the end-to-end comparison (0: skip it)")->capture_default_str();
   tune->callback([tune, args] {
     if (!tune->get_subcommands().empty()) return;  // merge, export, import, show
+    KILN_CHECK(!args->model.model_file.empty() || tune->count("--model") > 0 || !args->models.empty() || args->zoo,
+               ErrorKind::InvalidArgument,
+               "kiln tune needs the models to tune: MODEL.onnx, --model NAME, --models a,b or --zoo (or a subcommand: "
+               "merge, export, import, show)");
     run(*args);
   });
   add_tune_database_commands(*tune);

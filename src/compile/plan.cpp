@@ -1,6 +1,7 @@
 #include "src/compile/plan.h"
 
 #include "src/fuse/schedule.h"
+#include "src/render/cstyle.h"
 #include "src/runtime/log.h"
 
 #include <kiln/error.h>
@@ -40,12 +41,7 @@ void plan_kernels(Plan& plan, const backend::Backend& backend) {
   options.target = fuse::lower_target(target);
   if (plan.autotune) options.target.knob_overrides = plan.autotune->overrides;
   options.kernel_unsupported = [&](const kir::Kernel& kernel) -> std::optional<std::string> {
-    backend::KernelRequirements needs;
-    needs.kernel_name = kernel.name;
-    needs.workgroup_size = kernel.workgroup_size;
-    needs.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
-    needs.shared_memory_bytes = kir::shared_memory_bytes(kernel);
-    if (auto why = backend.supports(needs, target))
+    if (auto why = backend.supports(render::kernel_requirements(kernel), target))
       return "kernel '" + kernel.name + "' cannot run on " + target.device_name + ": " + *why;
     return std::nullopt;
   };

@@ -27,15 +27,15 @@ struct LowerTarget {
   // a separate instruction and registers spill cheaply to L1, so larger
   // register blocks (fewer loads per multiply-add) win there.
   bool cpu_device = false;
-  // Null: every template takes the heuristic's knobs. Shared and immutable,
-  // so copying a target (fuse::PlanOptions::target) stays cheap.
-  std::shared_ptr<const KnobOverrides> knob_overrides = nullptr;
   // Subgroup broadcasts in compute kernels written for subgroup_size lanes
   // (the GEMM's subgroup path, shaders/gemm_subgroup.h).
   bool subgroup_broadcast = false;
   // Uniform texel buffers of R32 and RGBA32 floats up to this many texels
   // (GemmKnobs::texel_loads); 0: none.
   std::uint64_t max_texel_buffer_elements = 0;
+  // Null: every template takes the heuristic's knobs. Shared and immutable,
+  // so copying a target (fuse::PlanOptions::target) stays cheap.
+  std::shared_ptr<const KnobOverrides> knob_overrides = nullptr;
 
   friend bool operator==(const LowerTarget&, const LowerTarget&) = default;
 };

@@ -101,9 +101,9 @@ std::optional<Site> site_of(const graph::Graph& graph, const graph::Node& node, 
   plain.knob_overrides.reset();
   const std::vector<graph::TensorType> inputs_by_slot = slot_types(site);
   if (lower::unsupported_reason(node, inputs_by_slot, site.outputs, plain)) return std::nullopt;
-  const kir::Kernel kernel = site.lower(plain);
-  if (!kernel.tuning_site) return std::nullopt;
-  site.id = *kernel.tuning_site;
+  lower::LoweredNode lowered = lower::lower_node(site.node, inputs_by_slot, site.outputs, plain);
+  if (!lowered.kernel || !lowered.kernel->tuning_site) return std::nullopt;  // a view, or no choices
+  site.id = *lowered.kernel->tuning_site;
   return site;
 }
 

@@ -3,6 +3,9 @@
 #include "agreement.h"
 #include "image.h"
 #include "rotation.h"
+
+// The tuning database's default path (no public API yet; tools/README.md).
+#include "src/tune/database.h"
 #include "temp_dir.h"
 
 #include <kiln/kiln.h>
@@ -104,8 +107,15 @@ struct Contender {
 void prepare_compiled(Contender& c, const Model& model, const Config& config) {
   Cell& cell = *c.cell;
   c.cache = std::make_unique<TempDir>("kiln-bench-cache");
-  const CompileOptions options{.backend = config.backend, .device = config.device, .mode = parse_mode(cell.mode),
-                               .cache_dir = c.cache->path().string()};
+  CompileOptions options{.backend = config.backend, .device = config.device, .mode = parse_mode(cell.mode),
+                         .cache_dir = c.cache->path().string()};
+  // max-autotune reads (and adds to) the user's tuning database, not one in
+  // the temporary kernel cache: tuning is what `kiln tune` did beforehand.
+  if (options.mode == Mode::max_autotune) {
+    const Settings settings = Settings::resolve(options.mode);
+    const std::string db = settings.text("tune_db").empty() ? tune::default_database_path("") : settings.text("tune_db");
+    if (!db.empty()) options.settings.emplace_back("tune_db", db);
+  }
   {
     // The device context (and its in-memory kernels) goes away with this
     // model, so the warm compile below reads the disk.
