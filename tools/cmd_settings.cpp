@@ -1,6 +1,7 @@
 // `kiln settings`: the compiler's settings table, and the values a mode, the
 // environment and --set give them.
 #include "commands.h"
+#include "model_args.h"
 
 #include <kiln/kiln.h>
 
@@ -25,14 +26,7 @@ void add_settings_command(CLI::App& app) {
   cmd->add_option("--mode", args->mode, "compile mode: default, reduce-overhead, max-autotune")->capture_default_str();
   cmd->add_option("--set", args->settings, "a setting, NAME=VALUE (repeatable)");
   cmd->callback([args] {
-    SettingOverrides overrides;
-    for (const std::string& setting : args->settings) {
-      const std::size_t eq = setting.find('=');
-      KILN_CHECK(eq != std::string::npos && eq > 0, ErrorKind::InvalidArgument,
-                 "--set takes NAME=VALUE, got '" + setting + "'");
-      overrides.emplace_back(setting.substr(0, eq), setting.substr(eq + 1));
-    }
-    const Settings settings = Settings::resolve(parse_mode(args->mode), overrides);
+    const Settings settings = Settings::resolve(parse_mode(args->mode), parse_settings(args->settings));
     std::cout << "settings for mode " << mode_name(settings.mode()) << " (value, then where it came from):\n";
     for (const Settings::Entry& e : settings.entries()) {
       std::cout << "  " << e.def->name << " = " << (e.value.empty() ? "(empty)" : e.value) << "  [" << e.origin

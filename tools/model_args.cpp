@@ -4,6 +4,17 @@
 
 namespace kiln::tools {
 
+SettingOverrides parse_settings(const std::vector<std::string>& settings) {
+  SettingOverrides overrides;
+  for (const std::string& setting : settings) {
+    const std::size_t eq = setting.find('=');
+    KILN_CHECK(eq != std::string::npos && eq > 0, ErrorKind::InvalidArgument,
+               "--set takes NAME=VALUE, got '" + setting + "'");
+    overrides.emplace_back(setting.substr(0, eq), setting.substr(eq + 1));
+  }
+  return overrides;
+}
+
 void ModelArgs::add_to(CLI::App& command) {
   std::string names;
   for (const auto& n : models::names()) names += (names.empty() ? "" : ", ") + n;
@@ -40,12 +51,7 @@ CompileOptions ModelArgs::compile_options() const {
   options.mode = parse_mode(mode);
   options.fullgraph = fullgraph;
   options.cache_dir = cache_dir;
-  for (const std::string& setting : settings) {
-    const std::size_t eq = setting.find('=');
-    KILN_CHECK(eq != std::string::npos && eq > 0, ErrorKind::InvalidArgument,
-               "--set takes NAME=VALUE, got '" + setting + "'");
-    options.settings.emplace_back(setting.substr(0, eq), setting.substr(eq + 1));
-  }
+  options.settings = parse_settings(settings);
   return options;
 }
 

@@ -11,6 +11,10 @@
 
 namespace kiln::tools {
 
+// "NAME=VALUE" options (--set) as compiler setting overrides; throws
+// InvalidArgument for one without a name or an '='.
+SettingOverrides parse_settings(const std::vector<std::string>& settings);
+
 struct ModelArgs {
   std::string model_file;  // an ONNX file; when given it replaces --model
   std::string model = "resnet18";

@@ -4,6 +4,7 @@
 #include "shaders/heuristic.h"
 #include "src/fuse/schedule.h"
 #include "src/lower/tuning_site.h"
+#include "src/render/cstyle.h"
 
 #include <kiln/error.h>
 
@@ -164,13 +165,7 @@ CandidateList candidates(const Site& site, const backend::Backend& backend, cons
       list.filtered.emplace_back(text, "lowering did not build these knobs");
       continue;
     }
-    backend::KernelRequirements needs;
-    needs.kernel_name = kernel.name;
-    needs.workgroup_size = kernel.workgroup_size;
-    needs.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
-    needs.shared_memory_bytes = kir::shared_memory_bytes(kernel);
-    needs.param_bytes = static_cast<std::uint32_t>(kernel.params.size() * sizeof(std::int32_t));
-    if (auto why = backend.supports(needs, target)) {
+    if (auto why = backend.supports(render::kernel_requirements(kernel), target)) {
       if (group == 0) list.knobs.push_back(text);  // the heuristic's stays first: its failure is reported, not hidden
       else list.filtered.emplace_back(text, *why);
       continue;
