@@ -125,13 +125,7 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
   if (!kernel.tuning_site || kernel.tuning_site->knobs != knobs)
     return failed(knobs, CandidateStatus::compile_failed, "lowering did not take these knobs (its warning says why)");
 
-  backend::KernelRequirements needs;
-  needs.kernel_name = kernel.name;
-  needs.workgroup_size = kernel.workgroup_size;
-  needs.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
-  needs.shared_memory_bytes = kir::shared_memory_bytes(kernel);
-  needs.param_bytes = static_cast<std::uint32_t>(kernel.params.size() * sizeof(std::int32_t));
-  if (auto why = backend_.supports(needs, target)) return failed(knobs, CandidateStatus::compile_failed, *why);
+  if (auto why = backend_.supports(render::kernel_requirements(kernel), target)) return failed(knobs, CandidateStatus::compile_failed, *why);
 
   std::shared_ptr<backend::LoadedKernel> loaded;
   try {
