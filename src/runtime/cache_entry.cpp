@@ -1,5 +1,7 @@
 #include "src/runtime/cache_entry.h"
 
+#include "src/runtime/file_type.h"
+
 #include <xxhash.h>
 
 #include <cerrno>
@@ -61,15 +63,6 @@ class Reader {
   std::string_view bytes_;
   std::size_t pos_ = 0;
 };
-
-std::string file_type_name(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
 
 class FileDescriptor {
  public:

@@ -1,5 +1,7 @@
 #include "src/tune/database_file.h"
 
+#include "src/runtime/file_type.h"
+
 #include <kiln/error.h>
 
 #include <cerrno>
@@ -19,15 +21,6 @@ constexpr const char* kCompanions[] = {"-wal", "-shm", "-journal"};
 
 std::string errno_text(int error) { return std::error_code(error, std::generic_category()).message(); }
 
-std::string type_name(mode_t mode) {
-  if (S_ISDIR(mode)) return "a directory";
-  if (S_ISFIFO(mode)) return "a FIFO";
-  if (S_ISCHR(mode)) return "a character device";
-  if (S_ISBLK(mode)) return "a block device";
-  if (S_ISSOCK(mode)) return "a socket";
-  return "not a regular file";
-}
-
 // Throws unless `path` is absent or a regular file (or a link to one).
 std::optional<FileIdentity> check_one(const std::string& path, const std::string& database) {
   const std::string what = path == database ? "tuning database " + path : path + " (beside tuning database " + database + ")";
@@ -40,9 +33,9 @@ std::optional<FileIdentity> check_one(const std::string& path, const std::string
     if (::stat(path.c_str(), &info) != 0)
       throw_error(ErrorKind::Io, what + " is a symbolic link to nothing usable: " + errno_text(errno));
     if (!S_ISREG(info.st_mode))
-      throw_error(ErrorKind::Io, what + " is a symbolic link to " + type_name(info.st_mode) + ", not a regular file");
+      throw_error(ErrorKind::Io, what + " is a symbolic link to " + runtime::file_type_name(info.st_mode) + ", not a regular file");
   } else if (!S_ISREG(info.st_mode)) {
-    throw_error(ErrorKind::Io, what + " is " + type_name(info.st_mode) + ", not a regular file");
+    throw_error(ErrorKind::Io, what + " is " + runtime::file_type_name(info.st_mode) + ", not a regular file");
   }
   return FileIdentity{info.st_dev, info.st_ino};
 }
