@@ -71,16 +71,27 @@ std::optional<std::size_t> CandidateSearch::next() {
   ++steps_after_neighbours_;
   if (climb && best_)
     if (std::optional<std::size_t> i = unmeasured_neighbour_of(*best_)) return i;
-  std::optional<std::size_t> farthest;
-  for (std::size_t i = 0; i < knobs_.size(); ++i)
-    if (!measured_[i] && (!farthest || nearest_measured_[i] > nearest_measured_[*farthest])) farthest = i;
-  return farthest;
+  // Exploring: the most field values never measured yet, then the farthest
+  // from everything measured, then the list's order.
+  std::optional<std::size_t> pick;
+  std::size_t pick_novel = 0;
+  for (std::size_t i = 0; i < knobs_.size(); ++i) {
+    if (measured_[i]) continue;
+    std::size_t novel = 0;
+    for (const std::string& field : fields_[i]) novel += seen_fields_.count(field) == 0 ? 1 : 0;
+    if (!pick || novel > pick_novel || (novel == pick_novel && nearest_measured_[i] > nearest_measured_[*pick])) {
+      pick = i;
+      pick_novel = novel;
+    }
+  }
+  return pick;
 }
 
 void CandidateSearch::measured(std::size_t index, std::optional<double> median_ms) {
   if (index >= knobs_.size() || measured_[index]) return;
   measured_[index] = true;
   ++measured_count_;
+  seen_fields_.insert(fields_[index].begin(), fields_[index].end());
   for (std::size_t i = 0; i < knobs_.size(); ++i)
     nearest_measured_[i] = std::min(nearest_measured_[i], distance(i, index));
   if (median_ms && (!best_ || *median_ms < best_ms_)) {
