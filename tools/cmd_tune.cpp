@@ -64,6 +64,10 @@ struct WorkItem {
   tune::Site site;
   tune::RecordKey key;
   double ms = 0;               // profiled device time of its dispatches, all models together
+  // Its mean share of each model's device time: what orders the work, so
+  // that every model's biggest kernels come early, not only the slowest
+  // model's (a model's speed-up counts as much as another's).
+  double share = 0;
   std::vector<std::string> models;
 };
 
@@ -199,6 +203,8 @@ void run(const TuneArgs& args) {
     device = {plan.backend, 0};
     const std::vector<KernelTiming> timings = args.explain ? std::vector<KernelTiming>{} : compiled.profile(random_inputs(model, 1), 3);
     std::map<std::string, double> ms_by_problem;
+    double model_ms = 0;
+    for (const KernelTiming& timing : timings) model_ms += timing.ms;
     std::size_t index = 0;
     for (const compiler::Step& step : plan.steps) {
       if (!step.dispatch) continue;
@@ -215,6 +221,7 @@ void run(const TuneArgs& args) {
         item.key = key;
       }
       item.ms += ms_by_problem[site.id.problem];
+      if (model_ms > 0) item.share += ms_by_problem[site.id.problem] / model_ms;
       item.models.push_back(model.name());
     }
     models.push_back(model);
@@ -228,14 +235,13 @@ void run(const TuneArgs& args) {
   }
 
   std::vector<WorkItem> items;
-  double total_ms = 0;
   for (auto& [id, item] : work) {
-    total_ms += item.ms;
+    item.share /= static_cast<double>(models.size());
     items.push_back(std::move(item));
   }
-  // Most device time first; the key text breaks ties, so the order is the same every run.
+  // Largest share first; the key text breaks ties, so the order is the same every run.
   std::stable_sort(items.begin(), items.end(), [](const WorkItem& a, const WorkItem& b) {
-    if (a.ms != b.ms) return a.ms > b.ms;
+    if (a.share != b.share) return a.share > b.share;
     return tune::estimated_work(a.site) > tune::estimated_work(b.site);
   });
 
@@ -295,11 +301,11 @@ void run(const TuneArgs& args) {
   };
   std::vector<Done> done;
   bool stopped = false;
-  // Each site's budget is its share of what is left by device time (by
+  // Each site's budget is its share of what is left (by
   // estimated work where nothing was profiled).
-  double remaining_ms = 0, remaining_work = 0;
+  double remaining_share = 0, remaining_work = 0;
   for (const WorkItem* item : todo) {
-    remaining_ms += item->ms;
+    remaining_share += item->share;
     remaining_work += tune::estimated_work(item->site);
   }
   for (std::size_t i = 0; i < todo.size() && !stopped; ++i) {
@@ -307,9 +313,9 @@ void run(const TuneArgs& args) {
     if (left() <= 0.5) break;
     tune::TuneOptions options;
     const double work = tune::estimated_work(item.site);
-    options.budget_s = remaining_ms > 0 ? tune::site_budget(left(), item.ms, remaining_ms)
-                                        : tune::site_budget(left(), work, remaining_work);
-    remaining_ms -= item.ms;
+    options.budget_s = remaining_share > 0 ? tune::site_budget(left(), item.share, remaining_share)
+                                           : tune::site_budget(left(), work, remaining_work);
+    remaining_share -= item.share;
     remaining_work -= work;
     options.candidate_limit_s = args.candidate_limit_s;
     options.max_candidates = args.max_candidates;
@@ -347,7 +353,7 @@ void run(const TuneArgs& args) {
     for (const Done& d : done)
       std::printf("  %-10s %-52s %6s%% %12s %12s %7.2fx\n", d.item->key.template_name.c_str(),
                   short_text(d.item->key.kernel, 52).c_str(),
-                  fixed(total_ms > 0 ? 100.0 * d.item->ms / total_ms : 0.0, 1).c_str(), fixed(d.record.heuristic_ms, 3).c_str(),
+                  fixed(100.0 * d.item->share, 1).c_str(), fixed(d.record.heuristic_ms, 3).c_str(),
                   fixed(d.record.winner_ms, 3).c_str(), d.record.speedup());
   }
   if (stopped || args.calls <= 0) return;
