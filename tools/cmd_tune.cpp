@@ -98,6 +98,19 @@ std::uint64_t shard_of(const tune::RecordKey& key, std::uint64_t shards) {
   return XXH3_64bits(identity.data(), identity.size()) % shards;
 }
 
+// The tuning problem a dispatch runs. Not its kernel's: kernels of one
+// structure share a source with their sizes as parameters, and the shared
+// kernel carries the first one's site. The dispatch's own node of the
+// kernel's template says.
+std::string dispatch_problem(const graph::Graph& graph, const compiler::Dispatch& dispatch,
+                             const kir::TuningSite& shared, const lower::LowerTarget& target) {
+  for (graph::NodeId node : dispatch.nodes) {
+    const std::optional<tune::Site> site = tune::site_of(graph, graph.node(node), target);
+    if (site && site->id.template_name == shared.template_name) return site->id.problem;
+  }
+  return shared.problem;
+}
+
 std::vector<Tensor> random_inputs(const Model& model, std::uint64_t seed) {
   std::vector<Tensor> inputs;
   std::mt19937_64 rng(seed);
@@ -205,11 +218,14 @@ void run(const TuneArgs& args) {
     std::map<std::string, double> ms_by_problem;
     double model_ms = 0;
     for (const KernelTiming& timing : timings) model_ms += timing.ms;
+    const lower::LowerTarget lower_target = fuse::lower_target(plan.target);
     std::size_t index = 0;
     for (const compiler::Step& step : plan.steps) {
       if (!step.dispatch) continue;
       const kir::Kernel& kernel = plan.kernels[step.dispatch->kernel];
-      if (index < timings.size() && kernel.tuning_site) ms_by_problem[kernel.tuning_site->problem] += timings[index].ms;
+      if (index < timings.size() && kernel.tuning_site)
+        ms_by_problem[dispatch_problem(*plan.graph, *step.dispatch, *kernel.tuning_site, lower_target)] +=
+            timings[index].ms;
       ++index;
     }
     for (const tune::Site& site : tune::sites_of(*plan.graph, fuse::lower_target(plan.target))) {
