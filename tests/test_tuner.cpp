@@ -725,6 +725,13 @@ BOOST_AUTO_TEST_CASE(workgroup_candidates_are_the_sizes_the_target_takes) {
   BOOST_TEST(with8.knobs.size() == 7u);
   BOOST_TEST((std::find(with8.knobs.begin(), with8.knobs.end(), "wg8") != with8.knobs.end()));
   BOOST_TEST((tn::candidates(site, null, lanes8).knobs == with8.knobs));
+  // Limits lowering does not know (the x extent of a workgroup) filter through Backend::supports.
+  kb::TargetDesc narrow = gpu_target(65536);
+  narrow.max_workgroup_size[0] = 256;
+  const tn::CandidateList narrowed = tn::candidates(site, null, narrow);
+  BOOST_TEST(narrowed.knobs.size() == 4u);  // 32, 64, 128, 256
+  BOOST_TEST_REQUIRE(narrowed.filtered.size() == 2u);
+  for (const auto& [knobs, why] : narrowed.filtered) BOOST_TEST(contains(why, "in x"), knobs << ": " << why);
 }
 
 BOOST_AUTO_TEST_CASE(workgroup_problem_texts_tell_different_attributes_apart) {
