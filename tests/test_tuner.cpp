@@ -19,6 +19,7 @@
 #include "src/tune/candidates.h"
 #include "src/tune/choice.h"
 #include "src/tune/protocol.h"
+#include "src/tune/search.h"
 #include "src/tune/site.h"
 #include "src/tune/tuner.h"
 
@@ -422,6 +423,50 @@ BOOST_AUTO_TEST_CASE(the_choice_rule_is_deterministic_and_keeps_ties_with_the_he
   const std::size_t first = choose(r).index;
   for (int i = 0; i < 10; ++i) BOOST_TEST(choose(r).index == first);
   BOOST_TEST(first == 1u);
+}
+
+BOOST_AUTO_TEST_CASE(the_search_climbs_from_the_best_and_explores_far_from_what_was_measured) {
+  // [0] the heuristic; [1] and [2] its neighbours; [3] a neighbour of [2]
+  // only; [4] two fields from [0]; [5] differs from everything in 4 fields.
+  const std::vector<std::string> knobs = {"4x4_k4_v4",  "4x8_k4_v4",  "8x4_k4_v4",
+                                          "8x8_k4_v4",  "4x4_k8_v1",  "16x16_k16_v2_sg8"};
+  tn::CandidateSearch search(knobs);
+  auto step = [&](std::size_t expected, std::optional<double> ms) {
+    const std::optional<std::size_t> next = search.next();
+    BOOST_TEST_REQUIRE(next.has_value());
+    BOOST_TEST(*next == expected);
+    search.measured(*next, ms);
+  };
+  step(0, 1.0);  // the heuristic
+  step(1, 1.1);  // its neighbours, in list order
+  step(2, 0.8);  // the best so far
+  step(3, 0.9);  // climbing: the best's unmeasured neighbour
+  step(5, 0.7);  // exploring: the farthest from everything measured
+  step(4, std::nullopt);  // what is left; a failure never becomes the best
+  BOOST_TEST(!search.next().has_value());
+  BOOST_TEST(*search.best() == 5u);
+  // The same timings give the same path.
+  tn::CandidateSearch again(knobs);
+  for (std::size_t expected : {0u, 1u, 2u, 3u, 5u, 4u}) {
+    const std::optional<std::size_t> next = again.next();
+    BOOST_TEST_REQUIRE(next.has_value());
+    BOOST_TEST(*next == expected);
+    again.measured(*next, expected == 4 ? std::nullopt : std::optional<double>(1.0 / (1.0 + expected)));
+  }
+  BOOST_TEST(!tn::CandidateSearch({}).next().has_value());
+}
+
+BOOST_AUTO_TEST_CASE(a_site_gets_its_share_of_the_budget_within_a_floor_and_what_is_left) {
+  // 30% of the remaining device time: 30% of what is left.
+  BOOST_TEST(tn::site_budget(600, 30, 100, 15) == 180.0);
+  // A small share still gets the floor ...
+  BOOST_TEST(tn::site_budget(600, 1, 100, 15) == 15.0);
+  // ... but never more than is left.
+  BOOST_TEST(tn::site_budget(10, 1, 100, 15) == 10.0);
+  BOOST_TEST(tn::site_budget(0, 50, 100, 15) == 0.0);
+  // The last site (or one with no weights at all) takes all that is left.
+  BOOST_TEST(tn::site_budget(120, 5, 5, 15) == 120.0);
+  BOOST_TEST(tn::site_budget(120, 0, 0, 15) == 120.0);
 }
 
 BOOST_AUTO_TEST_CASE(summaries_and_protocol_text) {

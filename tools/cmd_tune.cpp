@@ -55,6 +55,7 @@ struct TuneArgs {
   std::string shard;    // "I/N"
   bool explain = false;
   double candidate_limit_s = 30;
+  std::size_t max_candidates = 0;  // 0: every candidate the budget allows
   int calls = 10;       // for the end-to-end comparison
 };
 
@@ -243,9 +244,13 @@ void run(const TuneArgs& args) {
                       : std::filesystem::exists(db_path) ? tune::Database::open_read_only(db_path)
                                                          : tune::Database::in_memory();
   if (args.explain) {
-    std::printf("tuning sites of %zu model(s) on %s (%s, %s), database %s:\n", models.size(), target.device_name.c_str(),
+    std::printf("tuning sites of %zu model(s) on %s (%s, %s), database %s", models.size(), target.device_name.c_str(),
                 target.backend.c_str(), target.driver.c_str(), db_path.c_str());
+    if (shards > 1)
+      std::printf(", shard %llu/%llu", static_cast<unsigned long long>(shard), static_cast<unsigned long long>(shards));
+    std::printf(":\n");
     for (const WorkItem& item : items) {
+      if (shard_of(item.key, shards) != shard) continue;
       const tune::Lookup lookup = db.find(item.key);
       std::printf("  %-10s %-60s %s%s%s\n", item.key.template_name.c_str(), short_text(item.key.kernel, 60).c_str(),
                   tune::applicability_name(lookup.status), lookup.reason.empty() ? "" : ": ", lookup.reason.c_str());
@@ -290,12 +295,24 @@ void run(const TuneArgs& args) {
   };
   std::vector<Done> done;
   bool stopped = false;
+  // Each site's budget is its share of what is left by device time (by
+  // estimated work where nothing was profiled).
+  double remaining_ms = 0, remaining_work = 0;
+  for (const WorkItem* item : todo) {
+    remaining_ms += item->ms;
+    remaining_work += tune::estimated_work(item->site);
+  }
   for (std::size_t i = 0; i < todo.size() && !stopped; ++i) {
     const WorkItem& item = *todo[i];
     if (left() <= 0.5) break;
     tune::TuneOptions options;
-    options.budget_s = left();
+    const double work = tune::estimated_work(item.site);
+    options.budget_s = remaining_ms > 0 ? tune::site_budget(left(), item.ms, remaining_ms)
+                                        : tune::site_budget(left(), work, remaining_work);
+    remaining_ms -= item.ms;
+    remaining_work -= work;
     options.candidate_limit_s = args.candidate_limit_s;
+    options.max_candidates = args.max_candidates;
     int finished = 0;
     double heuristic_ms = 0, best_ms = 0;
     options.on_result = [&](const tune::CandidateResult& r) {
@@ -354,6 +371,10 @@ void add_tune_command(CLI::App& app) {
   tune->add_option("--shard", args->shard, "tune shard I of N (0-based): a fixed 1/N of the kernels, for array jobs");
   tune->add_flag("--explain", args->explain, "say for every kernel whether a record applies, and if not why; tune nothing");
   tune->add_option("--candidate-limit", args->candidate_limit_s, "seconds one candidate may take before it is stopped")
+      ->capture_default_str();
+  tune->add_option("--max-candidates", args->max_candidates,
+                   "measure at most this many candidates per kernel: the heuristic's choice and its nearest "
+                   "neighbours first (0: as many as the budget allows)")
       ->capture_default_str();
   tune->add_option("--calls", args->calls, "calls per mode in the end-to-end comparison (0: skip it)")->capture_default_str();
   tune->callback([tune, args] {

@@ -134,16 +134,20 @@ AutotuneResult autotune(const graph::Graph& graph, const backend::TargetDesc& ta
     return estimated_work(result.decisions[a].site) > estimated_work(result.decisions[b].site);
   });
   const auto start = Clock::now();
+  double remaining_work = 0;
+  for (std::size_t i : pending) remaining_work += estimated_work(result.decisions[i].site);
   if (db && options.tune_missing && options.budget_s > 0) {
     for (std::size_t i : pending) {
       SiteDecision& d = result.decisions[i];
+      const double work = estimated_work(d.site);
       const double left = options.budget_s - seconds_since(start);
       if (left <= 0.5) {
         d.reason += d.reason.empty() ? "the tuning budget was spent" : "; the tuning budget was spent";
         continue;
       }
       TuneOptions tune = options.tune;
-      tune.budget_s = left;
+      tune.budget_s = site_budget(left, work, remaining_work);
+      remaining_work -= work;
       try {
         const Record record = tune_site(d.site, options.device, tune);
         db->put(record);

@@ -1,4 +1,5 @@
 #include "src/tune/candidates.h"
+#include "src/tune/search.h"
 
 #include "shaders/attention_template.h"
 #include "shaders/heuristic.h"
@@ -19,41 +20,6 @@
 namespace kiln::tune {
 
 namespace {
-
-// "direct:c8_w8_wg64" -> {"algorithm=direct", "c8", "w8", "wg64"}; "8x4_k4..." -> {"m8", "n4", "k4", ...};
-// "r2c64k4v4" -> {"r2", "c64", "k4", "v4"}.
-std::set<std::string> fields(const std::string& knobs) {
-  std::set<std::string> out;
-  std::string text = knobs;
-  const std::size_t colon = text.find(':');
-  if (colon != std::string::npos) {
-    out.insert("algorithm=" + text.substr(0, colon));
-    text = text.substr(colon + 1);
-  }
-  std::size_t start = 0;
-  bool first = true;
-  while (start <= text.size()) {
-    const std::size_t end = std::min(text.find('_', start), text.size());
-    const std::string token = text.substr(start, end - start);
-    const std::size_t x = token.find('x');
-    if (first && x != std::string::npos) {
-      out.insert("m" + token.substr(0, x));
-      out.insert("n" + token.substr(x + 1));
-    } else {
-      // Fields without separators ("r2c64k4v4"): a field ends where a digit meets a letter.
-      std::size_t field_start = 0;
-      for (std::size_t i = 1; i <= token.size(); ++i)
-        if (i == token.size() || (std::isdigit(static_cast<unsigned char>(token[i - 1])) &&
-                                  !std::isdigit(static_cast<unsigned char>(token[i])))) {
-          out.insert(token.substr(field_start, i - field_start));
-          field_start = i;
-        }
-    }
-    first = false;
-    start = end + 1;
-  }
-  return out;
-}
 
 // The GEMM configurations worth trying on `target`: its heuristic's space
 // and the shared-memory tilings a GPU with room for them would get.
@@ -126,7 +92,7 @@ std::vector<std::string> space_of(const Site& site, const lower::LowerTarget& ta
 }  // namespace
 
 int knob_distance(const std::string& a, const std::string& b) {
-  const std::set<std::string> fa = fields(a), fb = fields(b);
+  const std::set<std::string> fa = knob_fields(a), fb = knob_fields(b);
   std::vector<std::string> only_a, only_b;
   std::set_difference(fa.begin(), fa.end(), fb.begin(), fb.end(), std::back_inserter(only_a));
   std::set_difference(fb.begin(), fb.end(), fa.begin(), fa.end(), std::back_inserter(only_b));

@@ -5,6 +5,7 @@
 #include "src/tune/candidates.h"
 #include "src/tune/choice.h"
 #include "src/tune/protocol.h"
+#include "src/tune/search.h"
 #include "src/tune/tune_build_config.h"
 #include "src/tune/worker_process.h"
 
@@ -76,6 +77,12 @@ void check_ready(const std::string& reply, const std::string& what) {
 
 std::string kiln_version() { return KILN_PROJECT_VERSION; }
 
+double site_budget(double left_s, double weight, double remaining_weight, double floor_s) {
+  if (left_s <= 0) return 0;
+  const double share = remaining_weight > 0 ? left_s * std::clamp(weight / remaining_weight, 0.0, 1.0) : left_s;
+  return std::min(left_s, std::max(share, floor_s));
+}
+
 std::string worker_path(const TuneOptions& options) {
   if (!options.worker_path.empty()) return options.worker_path;
   if (const char* value = std::getenv(kWorkerVariable); value && *value) return value;
@@ -116,7 +123,9 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
   std::unique_ptr<WorkerProcess> worker;
   bool started_once = false;
   double best_ms = 0;  // the fastest median so far
-  for (CandidateResult& result : record.candidates) {
+  CandidateSearch search(list.knobs);
+  while (const std::optional<std::size_t> index = search.next()) {
+    CandidateResult& result = record.candidates[*index];
     if (seconds_until(deadline) <= 0) break;
     if (!worker) {
       // A fresh worker: open the device, then compute the site's reference
@@ -192,6 +201,7 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
         break;
     }
     if (result.status == CandidateStatus::ok && (best_ms == 0 || result.median_ms < best_ms)) best_ms = result.median_ms;
+    search.measured(*index, result.status == CandidateStatus::ok ? std::optional<double>(result.median_ms) : std::nullopt);
     if (options.on_result) options.on_result(result);
   }
   worker.reset();

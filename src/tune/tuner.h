@@ -16,7 +16,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::tune {
 
@@ -57,11 +59,19 @@ std::string worker_path(const TuneOptions& options);
 // The kiln version (Meson's project version).
 std::string kiln_version();
 
-// Tunes `site` on the selected device: the record's candidates are those
-// tried (in search order, the heuristic's first) and those the budget left
-// not_measured; provenance is filled. Throws Error(NotFound) for a bad device
+// Tunes `site` on the selected device, measuring candidates in the order
+// search.h gives until the budget ends it. The record's candidates keep the list's order (candidates.h), those the
+// budget left not_measured; provenance is filled. Throws Error(NotFound) for a bad device
 // selection or worker path, Error(DeviceUnavailable) if the worker cannot
 // open the device.
 Record tune_site(const Site& site, const DeviceSelection& device, const TuneOptions& options = {});
+
+// The budget of one site when `left_s` is left for several, tuned one after
+// another: its share by `weight` (device time, or estimated work) of the
+// sites still to tune, `remaining_weight` (its own included), but at least
+// `floor_s`, so that a site with a small share still gets its heuristic and
+// neighbours measured, and never more than is left. One site with a large
+// candidate space would otherwise spend a whole run's budget.
+double site_budget(double left_s, double weight, double remaining_weight, double floor_s = 15);
 
 }  // namespace kiln::tune

@@ -1,0 +1,92 @@
+#include "src/tune/search.h"
+
+#include <algorithm>
+#include <cctype>
+#include <iterator>
+#include <limits>
+
+namespace kiln::tune {
+
+std::set<std::string> knob_fields(const std::string& knobs) {
+  std::set<std::string> out;
+  std::string text = knobs;
+  const std::size_t colon = text.find(':');
+  if (colon != std::string::npos) {
+    out.insert("algorithm=" + text.substr(0, colon));
+    text = text.substr(colon + 1);
+  }
+  std::size_t start = 0;
+  bool first = true;
+  while (start <= text.size()) {
+    const std::size_t end = std::min(text.find('_', start), text.size());
+    const std::string token = text.substr(start, end - start);
+    const std::size_t x = token.find('x');
+    if (first && x != std::string::npos) {
+      out.insert("m" + token.substr(0, x));
+      out.insert("n" + token.substr(x + 1));
+    } else {
+      // Fields without separators ("r2c64k4v4"): a field ends where a digit meets a letter.
+      std::size_t field_start = 0;
+      for (std::size_t i = 1; i <= token.size(); ++i)
+        if (i == token.size() || (std::isdigit(static_cast<unsigned char>(token[i - 1])) &&
+                                  !std::isdigit(static_cast<unsigned char>(token[i])))) {
+          out.insert(token.substr(field_start, i - field_start));
+          field_start = i;
+        }
+    }
+    first = false;
+    start = end + 1;
+  }
+  return out;
+}
+
+CandidateSearch::CandidateSearch(std::vector<std::string> knobs)
+    : knobs_(std::move(knobs)),
+      measured_(knobs_.size(), false),
+      nearest_measured_(knobs_.size(), std::numeric_limits<std::size_t>::max()) {
+  for (const std::string& k : knobs_) fields_.push_back(knob_fields(k));
+}
+
+std::size_t CandidateSearch::distance(std::size_t a, std::size_t b) const {
+  std::vector<std::string> only_a, only_b;
+  std::set_difference(fields_[a].begin(), fields_[a].end(), fields_[b].begin(), fields_[b].end(),
+                      std::back_inserter(only_a));
+  std::set_difference(fields_[b].begin(), fields_[b].end(), fields_[a].begin(), fields_[a].end(),
+                      std::back_inserter(only_b));
+  return std::max(only_a.size(), only_b.size());
+}
+
+std::optional<std::size_t> CandidateSearch::unmeasured_neighbour_of(std::size_t index) const {
+  for (std::size_t i = 0; i < knobs_.size(); ++i)
+    if (!measured_[i] && distance(i, index) <= 1) return i;
+  return std::nullopt;
+}
+
+std::optional<std::size_t> CandidateSearch::next() {
+  if (measured_count_ == knobs_.size()) return std::nullopt;
+  if (!measured_[0]) return 0;
+  if (std::optional<std::size_t> i = unmeasured_neighbour_of(0)) return i;
+  // Alternate: climb from the best (when it has unmeasured neighbours), explore.
+  const bool climb = steps_after_neighbours_ % 2 == 0;
+  ++steps_after_neighbours_;
+  if (climb && best_)
+    if (std::optional<std::size_t> i = unmeasured_neighbour_of(*best_)) return i;
+  std::optional<std::size_t> farthest;
+  for (std::size_t i = 0; i < knobs_.size(); ++i)
+    if (!measured_[i] && (!farthest || nearest_measured_[i] > nearest_measured_[*farthest])) farthest = i;
+  return farthest;
+}
+
+void CandidateSearch::measured(std::size_t index, std::optional<double> median_ms) {
+  if (index >= knobs_.size() || measured_[index]) return;
+  measured_[index] = true;
+  ++measured_count_;
+  for (std::size_t i = 0; i < knobs_.size(); ++i)
+    nearest_measured_[i] = std::min(nearest_measured_[i], distance(i, index));
+  if (median_ms && (!best_ || *median_ms < best_ms_)) {
+    best_ = index;
+    best_ms_ = *median_ms;
+  }
+}
+
+}  // namespace kiln::tune
