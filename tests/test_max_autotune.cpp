@@ -154,3 +154,71 @@ BOOST_AUTO_TEST_CASE(default_mode_never_looks_at_the_database) {
   BOOST_TEST(!compiled.engine().plan()->autotune.has_value());
   BOOST_TEST(!fs::exists(dir.path / "cache" / "tuning.db"));
 }
+
+BOOST_AUTO_TEST_CASE(a_reduction_anchor_is_tuned_and_its_record_sets_the_fused_kernels_workgroup) {
+  if (!have_vulkan()) {
+    BOOST_TEST_MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  TempDir dir;
+  // x + mask, then Softmax: the Add runs as the Softmax kernel's prologue, so the one site is the Softmax's.
+  kiln::Builder b("masked_softmax");
+  auto x = b.input("x", kiln::DType::f32, {48, 40});
+  const kiln::Model model = b.build({b.softmax(b.add(x, b.constant("mask", random_tensor({40}, 4))))});
+  const std::vector<kiln::Tensor> inputs = {random_tensor({48, 40}, 5)};
+  kiln::EagerModel eager = kiln::eager(model);
+  const kiln::Tensor want = eager(inputs)[0];
+
+  kiln::CompiledModel first = kiln::compile(model, tuned_options(dir.path, "60s"));
+  BOOST_TEST(kiln::max_abs_diff(first(inputs)[0], want) <= 1e-5f);
+  const kiln::compiler::Plan& tuned_plan = *first.engine().plan();
+  BOOST_REQUIRE(tuned_plan.autotune.has_value());
+  BOOST_REQUIRE(tuned_plan.autotune->decisions.size() == 1u);
+  const kiln::tune::SiteDecision& d = tuned_plan.autotune->decisions[0];
+  BOOST_TEST(d.site.id.template_name == "reduction");
+  BOOST_TEST(d.site.id.problem == "reduction Softmax in=f32[48,40] out=f32[48,40] axis=-1");
+  BOOST_TEST((d.source == kiln::tune::ChoiceSource::tuned_now), d.reason);
+  BOOST_TEST(contains(first.explain(), "reduction 'softmax"));
+  const std::string db_path = (dir.path / "cache" / "tuning.db").string();
+  {
+    const kiln::tune::Database db = kiln::tune::Database::open_read_only(db_path);
+    BOOST_REQUIRE(db.size() == 1u);
+    const kiln::tune::Record record = db.all().at(0);
+    BOOST_TEST(record.heuristic_knobs == "wg64");
+    BOOST_TEST(record.candidates.size() >= 5u);  // 32 to 1024 (and the subgroup size) within the device's limit
+    for (const kiln::tune::CandidateResult& c : record.candidates) {
+      BOOST_TEST((c.status == kiln::tune::CandidateStatus::ok), c.knobs << ": " << c.detail);
+      BOOST_TEST(c.median_ms > 0, c.knobs);
+      BOOST_TEST_MESSAGE(c.knobs << ": " << c.median_ms << " ms, " << c.times_ms.size() << " runs");
+    }
+  }
+
+  // A record choosing 32 invocations: the fused kernel (Add and Softmax) takes it, and its grid follows.
+  kiln::tune::Record record;
+  record.key = kiln::tune::record_key(d.site, tuned_plan.target);
+  record.heuristic_knobs = "wg64";
+  record.winner_knobs = "wg32";
+  record.heuristic_ms = 2;
+  record.winner_ms = 1;
+  record.provenance = {"2026-01-01T00:00:00Z", "test", "0.1.0", 10};
+  {
+    kiln::tune::Database db = kiln::tune::Database::open(db_path);
+    db.put(record);
+  }
+  kiln::CompiledModel second = kiln::compile(model, tuned_options(dir.path, "0"));
+  BOOST_TEST(kiln::max_abs_diff(second(inputs)[0], want) <= 1e-5f);
+  const kiln::compiler::Plan& plan = *second.engine().plan();
+  BOOST_TEST((plan.autotune->decisions.at(0).source == kiln::tune::ChoiceSource::database));
+  int dispatches = 0;
+  for (const kiln::compiler::Step& step : plan.steps) {
+    if (!step.dispatch) continue;
+    ++dispatches;
+    const kiln::kir::Kernel& kernel = plan.kernels.at(step.dispatch->kernel);
+    BOOST_TEST(step.dispatch->nodes.size() == 2u);
+    BOOST_TEST(kernel.workgroup_size == 32u);
+    BOOST_TEST(kernel.tuning_site->knobs == "wg32");
+    const auto& grid = step.dispatch->grid;
+    BOOST_TEST(grid[0] * grid[1] * grid[2] == 2u);  // 48 rows in workgroups of 32
+  }
+  BOOST_TEST(dispatches == 1);
+}

@@ -14,6 +14,7 @@
 #include "shaders/knobs.h"
 #include "src/fuse/schedule.h"
 #include "src/lower/lower.h"
+#include "src/lower/workgroup_site.h"
 #include "src/runtime/log.h"
 #include "src/tune/candidates.h"
 #include "src/tune/choice.h"
@@ -24,6 +25,8 @@
 
 #include <kiln/error.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdlib>
 #include <string>
@@ -611,4 +614,257 @@ BOOST_AUTO_TEST_CASE(attention_candidates_are_verified_and_timed) {
   BOOST_TEST((record.candidates[1].status == tn::CandidateStatus::ok), record.candidates[1].detail);
   BOOST_TEST((record.candidates[2].status == tn::CandidateStatus::wrong_result), record.candidates[2].detail);
   BOOST_TEST(record.winner_knobs != order[2]);
+}
+
+// ---- workgroup sizes of pointwise and reduction kernels ---------------------------
+
+namespace {
+
+// x [rows, cols] -> `op` (one node).
+Graph unary_graph(const std::string& op, std::int64_t rows, std::int64_t cols, kiln::graph::Attributes attrs = {}) {
+  Graph g;
+  const auto x = g.add_input("x", {DType::f32, {rows, cols}});
+  g.set_outputs(g.add_node(op, {x}, attrs, "node"));
+  return g;
+}
+
+kiln::graph::Attributes ints_attr(const std::string& name, std::vector<std::int64_t> values) {
+  kiln::graph::Attributes attrs;
+  attrs.set(name, std::move(values));
+  return attrs;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(pointwise_and_reduction_nodes_record_a_workgroup_site_kept_through_fusion) {
+  const kiln::kir::Kernel sigmoid = lower_first(unary_graph("Sigmoid", 4, 50), {});
+  BOOST_TEST_REQUIRE(sigmoid.tuning_site.has_value());
+  BOOST_TEST(sigmoid.tuning_site->template_name == "pointwise");
+  BOOST_TEST(sigmoid.tuning_site->template_version == kiln::lower::kWorkgroupTemplateVersion);
+  BOOST_TEST(sigmoid.tuning_site->problem == "pointwise Sigmoid in=f32[4,50] out=f32[4,50]");
+  BOOST_TEST(sigmoid.tuning_site->knobs == "wg64");
+  BOOST_TEST(!sigmoid.tuning_site->overridden);
+  BOOST_TEST(sigmoid.workgroup_size == 64u);
+
+  kiln::graph::Attributes keep = ints_attr("axes", {1});
+  keep.set("keepdims", std::int64_t{0});
+  const Graph reduce = unary_graph("ReduceMean", 6, 70, keep);
+  const tn::Site site = only_site(reduce);
+  BOOST_TEST(site.id.template_name == "reduction");
+  BOOST_TEST(site.id.problem == "reduction ReduceMean in=f32[6,70] out=f32[6] axes=[1] keepdims=0");
+  BOOST_TEST(site.id.knobs == "wg64");
+
+  // x + b feeds a Softmax: the Add runs as the Softmax kernel's prologue, which keeps the Softmax's site.
+  Graph g;
+  const auto x = g.add_input("x", {DType::f32, {8, 30}});
+  const auto b = g.add_input("b", {DType::f32, {30}});
+  const auto sum = g.add_node("Add", {x, b}, {}, "add");
+  g.set_outputs(g.add_node("Softmax", sum, {}, "softmax"));
+  kiln::fuse::PlanOptions options;
+  options.fuse = true;
+  const kiln::fuse::KernelPlan plan = kiln::fuse::plan_kernels(g, options);
+  BOOST_TEST_REQUIRE(plan.steps.size() == 1u);
+  BOOST_TEST(plan.steps.front().nodes.size() == 2u);
+  const auto& fused = plan.steps.front().kernel->kernel;
+  BOOST_TEST_REQUIRE(fused.tuning_site.has_value());
+  BOOST_TEST(fused.tuning_site->problem == "reduction Softmax in=f32[8,30] out=f32[8,30]");
+  // The Add's site would tune nothing: only the anchor's is listed.
+  const std::vector<tn::Site> sites = tn::sites_of(g, LowerTarget{});
+  BOOST_TEST_REQUIRE(sites.size() == 1u);
+  BOOST_TEST(sites.front().node.name == "softmax");
+
+  // A pointwise chain after a graph input fuses into its first op, whose site the kernel keeps;
+  // with the Softmax's workgroup overridden the fused kernel takes that size.
+  Graph chain;
+  const auto in = chain.add_input("x", {DType::f32, {8, 30}});
+  const auto relu = chain.add_node("Relu", {in}, {}, "relu");
+  chain.set_outputs(chain.add_node("Softmax", chain.add_node("Tanh", relu, {}, "tanh"), {}, "softmax"));
+  options.target = with_override({}, "reduction Softmax in=f32[8,30] out=f32[8,30]", "wg32");
+  const kiln::fuse::KernelPlan chain_plan = kiln::fuse::plan_kernels(chain, options);
+  BOOST_TEST_REQUIRE(chain_plan.steps.size() == 1u);
+  BOOST_TEST(chain_plan.steps.front().kernel->kernel.workgroup_size == 32u);
+  BOOST_TEST(chain_plan.steps.front().kernel->kernel.tuning_site->overridden);
+
+  // An epilogue keeps the producer's workgroup: an override of the fused Relu changes nothing.
+  const Graph conv = conv_relu_graph();
+  options.target = with_override({}, "pointwise Relu in=f32[1,16,10,10] out=f32[1,16,10,10]", "wg256");
+  const kiln::fuse::KernelPlan conv_plan = kiln::fuse::plan_kernels(conv, options);
+  BOOST_TEST_REQUIRE(conv_plan.steps.size() == 1u);
+  const auto& conv_kernel = conv_plan.steps.front().kernel->kernel;
+  BOOST_TEST(conv_kernel.tuning_site->template_name == "conv");
+  BOOST_TEST(conv_kernel.workgroup_size == sh::parse_conv_plan(conv_kernel.tuning_site->knobs).conv.workgroup_size);
+  BOOST_TEST(conv_kernel.workgroup_size != 256u);
+}
+
+BOOST_AUTO_TEST_CASE(a_workgroup_override_changes_the_size_and_grid_and_keeps_the_result) {
+  // 1000 elements: 16 groups of 64, 4 of 256 (the last one partly idle).
+  const Graph g = unary_graph("Sigmoid", 10, 100);
+  const tn::Site site = only_site(g);
+  WarningLog log;
+  const kiln::kir::Kernel plain = lower_first(g, {});
+  const kiln::kir::Kernel tuned = lower_first(g, with_override({}, site.id.problem, "wg256"));
+  BOOST_TEST(log.messages().empty());
+  BOOST_TEST(tuned.workgroup_size == 256u);
+  BOOST_TEST(tuned.name == plain.name + "_wg256");
+  BOOST_TEST(tuned.tuning_site->knobs == "wg256");
+  BOOST_TEST(tuned.tuning_site->overridden);
+  BOOST_TEST(tuned.tuning_site->problem == site.id.problem);
+  const auto groups = [](const std::array<std::uint32_t, 3>& grid) { return grid[0] * grid[1] * grid[2]; };
+  BOOST_TEST(groups(kiln::kir::dispatch_grid(plain, 65535)) == 16u);
+  BOOST_TEST(groups(kiln::kir::dispatch_grid(tuned, 65535)) == 4u);
+
+  if (!vulkan_available()) return;
+  // On the device, every size the target takes gives the reference's result (the worker's check).
+  const kb::Backend& vulkan = kb::get_backend("vulkan");
+  tn::Measurer measurer(vulkan, vulkan.create_device(0));
+  tn::MeasureOptions options = quick_options().measure;
+  for (const std::string& knobs : {std::string("wg256"), std::string("wg32")}) {
+    const tn::CandidateResult result = measurer.measure(site, knobs, options);
+    BOOST_TEST((result.status == tn::CandidateStatus::ok), knobs << ": " << result.detail);
+  }
+  const tn::Site reduction = only_site(unary_graph("Softmax", 37, 50));
+  const tn::CandidateResult result = measurer.measure(reduction, "wg128", options);
+  BOOST_TEST((result.status == tn::CandidateStatus::ok), result.detail);
+}
+
+BOOST_AUTO_TEST_CASE(a_workgroup_override_the_target_cannot_take_is_ignored_with_the_warning) {
+  const Graph g = unary_graph("Softmax", 8, 16);
+  const std::string problem = only_site(g).id.problem;
+  LowerTarget small;
+  small.max_workgroup_invocations = 128;
+  for (const auto& [bad, why] : {std::pair<std::string, std::string>{"wg256", "exceeds the target's 128"},
+                                 {"wg0", "workgroup_size"},
+                                 {"wg64x", "workgroup_size"},
+                                 {"8x8_k4_p8_wg64_v4", "wg<workgroup_size>"}}) {
+    WarningLog log;
+    const kiln::kir::Kernel kernel = lower_first(g, with_override(small, problem, bad));
+    BOOST_TEST(kernel.workgroup_size == 64u, bad);
+    BOOST_TEST(!kernel.tuning_site->overridden, bad);
+    BOOST_TEST(kernel.tuning_site->knobs == "wg64", bad);
+    BOOST_TEST_REQUIRE(log.messages().size() == 1u, bad);
+    BOOST_TEST(contains(log.messages().front(), "'" + bad + "' for '" + problem + "' ignored"), log.messages().front());
+    BOOST_TEST(contains(log.messages().front(), why), log.messages().front());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(workgroup_candidates_are_the_sizes_the_target_takes) {
+  const tn::Site site = only_site(unary_graph("Relu", 64, 64));
+  const kb::Backend& null = kb::get_backend("null");
+  const tn::CandidateList list = tn::candidates(site, null, gpu_target(65536, 128));
+  BOOST_TEST_REQUIRE(!list.knobs.empty());
+  BOOST_TEST(list.knobs.front() == "wg64");
+  std::vector<std::string> sorted = list.knobs;
+  std::sort(sorted.begin(), sorted.end());
+  BOOST_TEST((sorted == std::vector<std::string>{"wg128", "wg32", "wg64"}));
+  std::vector<std::string> filtered;
+  for (const auto& [knobs, why] : list.filtered) {
+    filtered.push_back(knobs);
+    BOOST_TEST(contains(why, "exceeds the target's 128"), knobs << ": " << why);
+  }
+  std::sort(filtered.begin(), filtered.end());
+  BOOST_TEST((filtered == std::vector<std::string>{"wg1024", "wg256", "wg512"}));
+  // A subgroup of 8 lanes (lavapipe) is a candidate too.
+  kb::TargetDesc lanes8 = gpu_target(65536);
+  lanes8.subgroup_size = 8;
+  const tn::CandidateList with8 = tn::candidates(site, null, lanes8);
+  BOOST_TEST(with8.knobs.size() == 7u);
+  BOOST_TEST((std::find(with8.knobs.begin(), with8.knobs.end(), "wg8") != with8.knobs.end()));
+  BOOST_TEST((tn::candidates(site, null, lanes8).knobs == with8.knobs));
+  // Limits lowering does not know (the x extent of a workgroup) filter through Backend::supports.
+  kb::TargetDesc narrow = gpu_target(65536);
+  narrow.max_workgroup_size[0] = 256;
+  const tn::CandidateList narrowed = tn::candidates(site, null, narrow);
+  BOOST_TEST(narrowed.knobs.size() == 4u);  // 32, 64, 128, 256
+  BOOST_TEST_REQUIRE(narrowed.filtered.size() == 2u);
+  for (const auto& [knobs, why] : narrowed.filtered) BOOST_TEST(contains(why, "in x"), knobs << ": " << why);
+}
+
+BOOST_AUTO_TEST_CASE(workgroup_problem_texts_tell_different_attributes_apart) {
+  auto clip = [](double low, double high) {
+    kiln::graph::Attributes attrs;
+    attrs.set("min", low);
+    attrs.set("max", high);
+    return only_site(unary_graph("Clip", 4, 8, attrs)).id.problem;
+  };
+  BOOST_TEST(clip(0, 6) == "pointwise Clip in=f32[4,8] out=f32[4,8] max=6.0 min=0.0");
+  BOOST_TEST(clip(0, 6) == clip(0, 6));
+  BOOST_TEST(clip(0, 6) != clip(0, 6.5));
+  BOOST_TEST(clip(0, 6) != clip(-1, 6));
+  // An int and a float of one value do not read alike.
+  kiln::graph::Attributes as_int, as_float;
+  as_int.set("axis", std::int64_t{1});
+  as_float.set("axis", 1.0);
+  const kiln::graph::Node a{0, "Softmax", "a", {0}, {1}, as_int};
+  const kiln::graph::Node b{0, "Softmax", "b", {0}, {1}, as_float};
+  const TensorType type{DType::f32, {2, 3}};
+  const TensorType* in[] = {&type};
+  const TensorType out[] = {type};
+  BOOST_TEST(kiln::lower::workgroup_problem_text("reduction", a, in, out) !=
+             kiln::lower::workgroup_problem_text("reduction", b, in, out));
+  // Softmax over another axis: another kernel, another text.
+  const std::string last = only_site(unary_graph("Softmax", 8, 16)).id.problem;
+  const std::string first = only_site(unary_graph("Softmax", 8, 16, [] {
+                                        kiln::graph::Attributes attrs;
+                                        attrs.set("axis", std::int64_t{0});
+                                        return attrs;
+                                      }())).id.problem;
+  BOOST_TEST(last != first);
+  // Strings are quoted; a long index list becomes a digest, still told apart.
+  kiln::graph::Attributes mode;
+  mode.set("mode", std::string("a b"));
+  const kiln::graph::Node m{0, "Resize", "m", {0}, {1}, mode};
+  BOOST_TEST(contains(kiln::lower::workgroup_problem_text("pointwise", m, in, out), " mode=\"a b\""));
+  std::vector<std::int64_t> many(100, 1), other(100, 1);
+  other[57] = 2;
+  const kiln::graph::Node ga{0, "Gather", "ga", {0}, {1}, ints_attr("indices", many)};
+  const kiln::graph::Node gb{0, "Gather", "gb", {0}, {1}, ints_attr("indices", other)};
+  const std::string ta = kiln::lower::workgroup_problem_text("pointwise", ga, in, out);
+  BOOST_TEST(contains(ta, " indices=#"), ta);
+  BOOST_TEST(ta.size() < 100u);
+  BOOST_TEST(ta != kiln::lower::workgroup_problem_text("pointwise", gb, in, out));
+  // Two nodes that build the same kernel share one site.
+  Graph twice = unary_graph("Sigmoid", 4, 50);
+  const auto y = twice.add_input("y", {DType::f32, {4, 50}});
+  twice.set_outputs({twice.outputs()[0], twice.add_node("Sigmoid", {y}, {}, "other")[0]});
+  BOOST_TEST(tn::sites_of(twice, LowerTarget{}).size() == 1u);
+  // And the site's JSON carries what the worker needs to rebuild it.
+  const tn::Site site = only_site(unary_graph("Clip", 4, 8, [] {
+    kiln::graph::Attributes attrs;
+    attrs.set("max", 6.0);
+    return attrs;
+  }()));
+  const tn::Site back = tn::site_from_json(tn::to_json(site));
+  BOOST_TEST((back.id == site.id));
+  BOOST_TEST(back.lower(LowerTarget{}, "wg128").workgroup_size == 128u);
+}
+
+BOOST_AUTO_TEST_CASE(workgroup_candidates_are_verified_timed_and_chosen_deterministically) {
+  BOOST_TEST_REQUIRE(vulkan_available());
+  const tn::Site site = only_site(unary_graph("Softmax", 96, 64));
+  const kb::Backend& vulkan = kb::get_backend("vulkan");
+  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  BOOST_TEST_REQUIRE(order.size() >= 4u);
+  BOOST_TEST(order.front() == "wg64");
+  FaultInjection fault("wrong=" + order[1]);
+  tn::TuneOptions options = quick_options();
+  options.max_candidates = 4;
+  const tn::Record record = tn::tune_site(site, {"vulkan", 0}, options);
+  BOOST_TEST_REQUIRE(record.candidates.size() == 4u);
+  BOOST_TEST(record.key.template_name == "reduction");
+  BOOST_TEST(record.key.kernel == site.id.problem);
+  BOOST_TEST(record.heuristic_knobs == "wg64");
+  for (std::size_t i = 0; i < 4; ++i) {
+    const tn::CandidateResult& c = record.candidates[i];
+    BOOST_TEST(c.knobs == order[i]);
+    if (i == 1) {
+      BOOST_TEST((c.status == tn::CandidateStatus::wrong_result), c.detail);
+      continue;
+    }
+    BOOST_TEST((c.status == tn::CandidateStatus::ok), c.knobs << ": " << c.detail);
+    BOOST_TEST(c.median_ms > 0);
+    BOOST_TEST(!c.times_ms.empty());
+  }
+  BOOST_TEST(record.winner_knobs != order[1]);
+  // The record's timings choose its winner, every time.
+  for (int i = 0; i < 3; ++i) BOOST_TEST(record.candidates[tn::choose(record.candidates).index].knobs == record.winner_knobs);
 }

@@ -3,6 +3,7 @@
 
 #include "src/lower/lowerings.h"
 #include "src/lower/tuning_site.h"
+#include "src/lower/workgroup_site.h"
 
 #include <kiln/error.h>
 
@@ -201,6 +202,8 @@ LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorTyp
   }
   lowered.kind = LoweredNode::Kind::kernel;
   lowered.kernel = lowering->lower(ctx);
+  if (const char* kind = workgroup_template(node.op))
+    build_tuned_workgroup(*lowered.kernel, kind, workgroup_problem_text(kind, node, ctx.inputs, outputs), target);
   return lowered;
 }
 

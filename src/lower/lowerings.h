@@ -33,7 +33,8 @@ struct OpLowering {
 
 constexpr std::size_t kAnyCount = std::numeric_limits<std::size_t>::max();
 
-// Every kernel's invocations per workgroup; one constant so tuning can change it.
+// Invocations per workgroup of every kernel make_kernel builds; the ops in
+// workgroup_site.cpp's table take another size from a knob override.
 inline constexpr std::uint32_t kWorkgroupSize = 64;
 
 // A node with its input types resolved per input slot (omitted optional

@@ -25,25 +25,13 @@ std::string layout(std::int64_t first_stride, std::int64_t second_stride, std::i
 
 std::string pair(std::int64_t a, std::int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
 
-std::optional<std::string> override_for(const LowerTarget& target, const std::string& problem) {
-  if (!target.knob_overrides) return std::nullopt;
-  auto it = target.knob_overrides->find(problem);
-  if (it == target.knob_overrides->end()) return std::nullopt;
-  return it->second;
-}
-
-void warn_ignored(const std::string& problem, const std::string& knobs, const std::string& why) {
-  runtime::log(runtime::LogLevel::warning,
-               "knob override '" + knobs + "' for '" + problem + "' ignored: " + why);
-}
-
 // Builds with the override when it parses, fits and builds; else with the
 // heuristic's knobs. `parse`, `unfit` and `build` are the template's.
 template <class Knobs, class Parse, class Unfit, class Build>
 Knobs build_with_override(kir::Kernel& kernel, const LowerTarget& target, const std::string& problem,
                           const Knobs& heuristic, Parse parse, Unfit unfit, Build build, bool& overridden) {
   overridden = false;
-  if (const std::optional<std::string> wanted = override_for(target, problem)) {
+  if (const std::optional<std::string> wanted = knob_override(target, problem)) {
     try {
       const Knobs knobs = parse(*wanted);
       if (auto why = unfit(knobs)) throw_error(ErrorKind::InvalidArgument, *why);
@@ -53,7 +41,7 @@ Knobs build_with_override(kir::Kernel& kernel, const LowerTarget& target, const 
       overridden = true;
       return knobs;
     } catch (const Error& error) {
-      warn_ignored(problem, *wanted, error.what());
+      warn_override_ignored(problem, *wanted, error.what());
     }
   }
   build(kernel, heuristic);
@@ -61,6 +49,18 @@ Knobs build_with_override(kir::Kernel& kernel, const LowerTarget& target, const 
 }
 
 }  // namespace
+
+std::optional<std::string> knob_override(const LowerTarget& target, const std::string& problem) {
+  if (!target.knob_overrides) return std::nullopt;
+  auto it = target.knob_overrides->find(problem);
+  if (it == target.knob_overrides->end()) return std::nullopt;
+  return it->second;
+}
+
+void warn_override_ignored(const std::string& problem, const std::string& knobs, const std::string& why) {
+  runtime::log(runtime::LogLevel::warning,
+               "knob override '" + knobs + "' for '" + problem + "' ignored: " + why);
+}
 
 std::string gemm_problem_text(const shaders::GemmProblem& p) {
   std::string text = "gemm batch=" + std::to_string(p.batch) + " m=" + std::to_string(p.m) +

@@ -71,7 +71,12 @@ double estimated_work(const Site& site) {
     const graph::TensorType& k = *input(1);
     return out * static_cast<double>(k.shape[k.shape.size() - 2]) * 2;
   }
-  return out;
+  // Pointwise and reduction kernels (the workgroup size): the elements they
+  // read or write, far fewer than a GEMM's or convolution's multiply-adds.
+  double touched = out;
+  for (std::size_t i = 0; i < site.inputs.size(); ++i)
+    if (input(i)) touched = std::max(touched, elements(*input(i)));
+  return touched;
 }
 
 AutotuneResult autotune(const graph::Graph& graph, const backend::TargetDesc& target,

@@ -63,8 +63,9 @@ std::string database_path(const Settings& settings, const std::string& cache_dir
 // The record key of `site` on `target`.
 RecordKey record_key(const Site& site, const backend::TargetDesc& target);
 
-// Multiply-adds the site's kernel does (an estimate from its node's shapes):
-// the order sites are tuned in when no profile says better.
+// Multiply-adds the site's kernel does (an estimate from its node's shapes;
+// for pointwise and reduction sites the elements they read or write): the
+// order sites are tuned in when no profile says better.
 double estimated_work(const Site& site);
 
 // Decides every site of `graph` (after passes) for `target`. A database that

@@ -5,6 +5,7 @@
 #include "shaders/heuristic.h"
 #include "src/fuse/schedule.h"
 #include "src/lower/tuning_site.h"
+#include "src/lower/workgroup_site.h"
 #include "src/render/cstyle.h"
 
 #include <kiln/error.h>
@@ -75,6 +76,13 @@ std::vector<std::string> space_of(const Site& site, const lower::LowerTarget& ta
             knobs.rows = rows, knobs.columns = columns, knobs.key_block = key_block, knobs.vector_width = vector;
             texts.push_back(shaders::to_string(knobs));
           }
+  } else if (const char* kind = lower::workgroup_template(site.node.op); kind && site.id.template_name == kind) {
+    // Pointwise and reduction kernels: only the workgroup size.
+    for (std::uint32_t size : lower::workgroup_size_space(target)) {
+      const std::string text = lower::workgroup_knob_text(size);
+      if (auto why = lower::workgroup_unfit(size, target)) filtered.emplace_back(text, *why);
+      else texts.push_back(text);
+    }
   } else {
     throw_error(ErrorKind::Unsupported, "the autotuner has no knob space for template '" + site.id.template_name + "'");
   }

@@ -21,8 +21,9 @@ struct CandidateList {
 };
 
 // Every configuration of the site's template that the target can run: the
-// heuristic's space for the target plus the shared-memory GEMM tilings,
-// kept only where they fit the target's limits (invocations per workgroup,
+// heuristic's space for the target plus the shared-memory GEMM tilings (for
+// pointwise and reduction sites, the workgroup sizes of
+// lower::workgroup_size_space), kept only where they fit the target's limits (invocations per workgroup,
 // shared memory, buffers: Backend::supports on the built kernel) and, for
 // convolutions, where the algorithm applies. Neighbours are the knobs that
 // differ from the heuristic's in one field; ties in the seeded order fall to

@@ -1,6 +1,8 @@
 #include "src/tune/site.h"
 
+#include "src/fuse/schedule.h"
 #include "src/lower/lower.h"
+#include "src/lower/workgroup_site.h"
 
 #include <kiln/error.h>
 
@@ -62,6 +64,20 @@ graph::Attribute attribute_from_json(const std::string& name, const json& value)
   throw_error(ErrorKind::Corrupt, "tuning site: attribute '" + name + "' has no known type");
 }
 
+// The problems of the tuning sites that compiled mode's fused kernels keep:
+// a pointwise op fused into another kernel's epilogue or prologue runs at
+// that kernel's workgroup size, so its own site would tune nothing.
+std::set<std::string> anchored_problems(const graph::Graph& graph, const lower::LowerTarget& target) {
+  fuse::PlanOptions options;
+  options.fuse = true;
+  options.target = target;
+  options.target.knob_overrides.reset();
+  std::set<std::string> problems;
+  for (const fuse::PlanStep& step : fuse::plan_kernels(graph, options).steps)
+    if (step.kernel && step.kernel->kernel.tuning_site) problems.insert(step.kernel->kernel.tuning_site->problem);
+  return problems;
+}
+
 }  // namespace
 
 kir::Kernel Site::lower(const lower::LowerTarget& target, const std::optional<std::string>& knobs) const {
@@ -110,9 +126,15 @@ std::optional<Site> site_of(const graph::Graph& graph, const graph::Node& node, 
 std::vector<Site> sites_of(const graph::Graph& graph, const lower::LowerTarget& target) {
   std::vector<Site> sites;
   std::set<std::pair<std::string, std::string>> seen;
+  std::optional<std::set<std::string>> anchored;  // planned only once a graph has a workgroup site
   for (const graph::Node& node : graph.nodes()) {
     std::optional<Site> site = site_of(graph, node, target);
-    if (site && seen.insert({site->id.template_name, site->id.problem}).second) sites.push_back(std::move(*site));
+    if (!site) continue;
+    if (lower::workgroup_template(node.op)) {
+      if (!anchored) anchored = anchored_problems(graph, target);
+      if (!anchored->contains(site->id.problem)) continue;
+    }
+    if (seen.insert({site->id.template_name, site->id.problem}).second) sites.push_back(std::move(*site));
   }
   return sites;
 }

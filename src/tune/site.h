@@ -34,7 +34,10 @@ std::optional<Site> site_of(const graph::Graph& graph, const graph::Node& node, 
 // Every tuning site of `graph`, one per distinct (template, problem), in
 // graph order: what a model-level loop tunes (ordering them by their share
 // of device time is its job; Site::node.name says which node each came
-// from).
+// from). A pointwise or reduction site (the workgroup size,
+// lower/workgroup_site.h) is listed only where it anchors a kernel of
+// compiled mode's fused plan: one fused into another kernel keeps that
+// kernel's workgroup size, so tuning it would change nothing.
 std::vector<Site> sites_of(const graph::Graph& graph, const lower::LowerTarget& target);
 
 // A site as one JSON line and back (the worker protocol); from_json throws
