@@ -11,8 +11,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -156,4 +159,30 @@ BOOST_AUTO_TEST_CASE(the_budget_bounds_the_run_and_keeps_what_finished) {
   BOOST_TEST(spent <= 8, "tuning took " << spent << " s against a budget of 6 s");
   // What was measured before the budget ran out is in the database.
   BOOST_TEST(!record_keys(dir, dir.file("tuning.db")).empty());
+}
+
+BOOST_AUTO_TEST_CASE(ctrl_c_stops_the_run_and_keeps_what_the_site_being_tuned_finished) {
+  if (!have_vulkan()) {
+    BOOST_TEST_MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  TempDir dir;
+  const char* binary = std::getenv("KILN_BINARY");
+  BOOST_REQUIRE(binary != nullptr);
+  // SIGINT to kiln alone, a few seconds into tuning the first site (whose
+  // space takes far longer): it must stop at once and keep that site's record.
+  const std::string command = "cd '" + cli_test::source_root() + "' && '" + binary + "' tune " + kModel +
+                              " --budget 5m --db " + dir.file("tuning.db") + " > " + dir.file("out.txt") +
+                              " 2>&1 & pid=$!; sleep 12; kill -INT $pid; wait $pid; echo \"exit $?\" >> " +
+                              dir.file("out.txt");
+  const auto start = std::chrono::steady_clock::now();
+  BOOST_REQUIRE(std::system(command.c_str()) == 0);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::ifstream in(dir.file("out.txt"));
+  const std::string output((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  BOOST_TEST_MESSAGE(output);
+  BOOST_TEST(output.find("stopped by Ctrl-C") != std::string::npos);
+  BOOST_TEST(output.find("exit 0") != std::string::npos);
+  BOOST_TEST(seconds < 40, "kiln took " << seconds << " s to stop");
+  BOOST_TEST(record_keys(dir, dir.file("tuning.db")).size() >= 1u);
 }

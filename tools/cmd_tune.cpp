@@ -43,8 +43,6 @@ using Clock = std::chrono::steady_clock;
 
 std::atomic<bool> g_interrupted{false};
 
-struct Interrupted {};
-
 struct TuneArgs {
   ModelArgs model;
   std::string models;   // comma-separated built-in models
@@ -346,14 +344,14 @@ void run(const TuneArgs& args) {
       std::fprintf(stderr, "\r\033[K[%zu/%zu] %s %s | candidates %d | best %.2fx | %s left", i + 1, todo.size(),
                    item.key.template_name.c_str(), short_text(item.key.kernel, 48).c_str(), finished,
                    best_ms > 0 && heuristic_ms > 0 ? heuristic_ms / best_ms : 1.0, clock_text(left()).c_str());
-      if (g_interrupted) throw Interrupted{};
     };
+    options.stop_requested = [] { return g_interrupted.load(); };
     try {
+      // Stopped by Ctrl-C, the site's record keeps what it finished.
       tune::Record record = tune::tune_site(item.site, device, options);
       db.put(record);
       done.push_back({&item, std::move(record)});
-    } catch (const Interrupted&) {
-      stopped = true;
+      stopped = g_interrupted;
     } catch (const Error& e) {
       std::fprintf(stderr, "\n%s: %s\n", item.key.kernel.c_str(), e.what());
       if (e.kind() == ErrorKind::DeviceUnavailable || e.kind() == ErrorKind::NotFound) throw;

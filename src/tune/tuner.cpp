@@ -126,7 +126,8 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
   CandidateSearch search(list.knobs);
   while (const std::optional<std::size_t> index = search.next()) {
     CandidateResult& result = record.candidates[*index];
-    if (seconds_until(deadline) <= 0) break;
+    const auto stopping = [&] { return options.stop_requested && options.stop_requested(); };
+    if (seconds_until(deadline) <= 0 || stopping()) break;
     if (!worker) {
       // A fresh worker: open the device, then compute the site's reference
       // (once per worker, outside any candidate's time limit).
@@ -199,6 +200,10 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
         }
         worker.reset();
         break;
+    }
+    if (stopping()) {  // what it measured may be cut short: not a result
+      result = not_measured(result.knobs, "the run was stopped first");
+      break;
     }
     if (result.status == CandidateStatus::ok && (best_ms == 0 || result.median_ms < best_ms)) best_ms = result.median_ms;
     search.measured(*index, result.status == CandidateStatus::ok ? std::optional<double>(result.median_ms) : std::nullopt);

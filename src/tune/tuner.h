@@ -51,6 +51,10 @@ struct TuneOptions {
   std::string worker_path;
   // Called after each candidate's result (progress, logs).
   std::function<void(const CandidateResult&)> on_result;
+  // Asked before each candidate and after each measurement: true stops the
+  // site as the budget would (Ctrl-C); the candidate being measured and the
+  // rest are not_measured, and the record keeps every finished result.
+  std::function<bool()> stop_requested;
 };
 
 // The worker executable tune_site would start.

@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -36,6 +37,9 @@ void send(FILE* channel, const nlohmann::json& message) {
 
 int main() {
   using namespace kiln;
+  // Ctrl-C in a terminal reaches the whole process group; the tuner decides
+  // what stops (and kills this process when it is done with it).
+  std::signal(SIGINT, SIG_IGN);
   FILE* channel = open_channel();
   if (!channel) return 1;
   std::string line;
