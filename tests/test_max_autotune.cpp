@@ -1,7 +1,8 @@
 // max-autotune end to end on the Vulkan device: the first compile tunes the
 // sites the database lacks within the budget and records them; the next
 // compile takes them from the database and tunes nothing; explain says per
-// site where its knobs came from, and why a record did not apply.
+// site where its knobs came from, and why a record did not apply. Graph-level
+// choices (Winograd or direct, packed or plain weights) are sites too.
 #define BOOST_TEST_MODULE max_autotune
 #include <boost/test/unit_test.hpp>
 
@@ -47,7 +48,8 @@ kiln::Tensor random_tensor(kiln::Shape shape, std::uint64_t seed) {
   return t;
 }
 
-// One GEMM site: x [64, 96] @ w [96, 80] + bias, then a Relu that fuses into it.
+// One GEMM site: x [64, 96] @ w [96, 80] + bias, then a Relu that fuses into
+// it; and, before it, one graph site: whether w is packed.
 kiln::Model small_model() {
   kiln::Builder b("tiny_linear");
   auto x = b.input("x", kiln::DType::f32, {64, 96});
@@ -162,17 +164,23 @@ BOOST_AUTO_TEST_CASE(first_compile_tunes_and_records_the_next_reads_the_record) 
   BOOST_TEST(kiln::max_abs_diff(first(inputs)[0], want) <= 1e-4f);
   const std::string explained = first.explain();
   BOOST_TEST_MESSAGE(explained);
-  BOOST_TEST(contains(explained, "autotune: 1 tuning sites"));
+  BOOST_TEST(contains(explained, "autotune: 2 tuning sites"));
+  BOOST_TEST(contains(explained, "pack_matmul_weights '"), explained);
   BOOST_TEST(contains(explained, "tuned now"));
   const std::string db_path = (dir.path / "cache" / "tuning.db").string();
   BOOST_REQUIRE(fs::exists(db_path));
   {
     const kiln::tune::Database db = kiln::tune::Database::open_read_only(db_path);
-    BOOST_TEST(db.size() == 1u);
-    const kiln::tune::Record record = db.all().at(0);
-    BOOST_TEST(record.key.template_name == "gemm");
-    BOOST_TEST(record.candidates.size() >= 2u);
-    BOOST_TEST(record.candidates.front().knobs == record.heuristic_knobs);  // the heuristic is measured first
+    BOOST_TEST_REQUIRE(db.size() == 2u);
+    for (const kiln::tune::Record& record : db.all()) {
+      BOOST_TEST((record.key.template_name == "gemm" || record.key.template_name == "pack_matmul_weights"));
+      BOOST_TEST(record.candidates.size() >= 2u);
+      BOOST_TEST(record.candidates.front().knobs == record.heuristic_knobs);  // the heuristic is measured first
+      for (const kiln::tune::CandidateResult& c : record.candidates)
+        BOOST_TEST((c.status == kiln::tune::CandidateStatus::ok || c.status == kiln::tune::CandidateStatus::not_measured),
+                   c.knobs << ": " << c.detail);
+    }
+    BOOST_TEST(db.all().at(0).key.template_name != db.all().at(1).key.template_name);
   }
 
   // The next compile (budget 0: it may not tune) takes the record.
@@ -182,8 +190,10 @@ BOOST_AUTO_TEST_CASE(first_compile_tunes_and_records_the_next_reads_the_record) 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const kiln::compiler::Plan& plan = *second.engine().plan();
   BOOST_REQUIRE(plan.autotune.has_value());
-  BOOST_REQUIRE(plan.autotune->decisions.size() == 1u);
-  BOOST_TEST((plan.autotune->decisions[0].source == kiln::tune::ChoiceSource::database));
+  BOOST_REQUIRE(plan.autotune->decisions.size() == 2u);
+  BOOST_TEST(plan.autotune->decisions[0].site.id.template_name == "pack_matmul_weights");  // graph choices first
+  for (const kiln::tune::SiteDecision& d : plan.autotune->decisions)
+    BOOST_TEST((d.source == kiln::tune::ChoiceSource::database), d.site.id.template_name);
   BOOST_TEST(plan.autotune->tuning_s < 1.0);
   BOOST_TEST(contains(second.explain(), ": database ("));
   BOOST_TEST_MESSAGE("second compile: " << seconds << " s");
@@ -200,8 +210,10 @@ BOOST_AUTO_TEST_CASE(without_a_record_or_budget_the_heuristic_stays_and_explain_
   compiled.prepare();
   const kiln::compiler::Plan& plan = *compiled.engine().plan();
   BOOST_REQUIRE(plan.autotune.has_value());
-  BOOST_REQUIRE(plan.autotune->decisions.size() == 1u);
-  const kiln::tune::SiteDecision& d = plan.autotune->decisions[0];
+  BOOST_REQUIRE(plan.autotune->decisions.size() == 2u);
+  const kiln::tune::SiteDecision& d = plan.autotune->decisions[1];
+  BOOST_TEST(d.site.id.template_name == "gemm");
+  BOOST_TEST((plan.autotune->decisions[0].source == kiln::tune::ChoiceSource::heuristic));
   BOOST_TEST((d.source == kiln::tune::ChoiceSource::heuristic));
   BOOST_TEST((d.lookup == kiln::tune::Applicability::no_record));
   BOOST_TEST(d.knobs == d.site.id.knobs);
@@ -220,7 +232,7 @@ BOOST_AUTO_TEST_CASE(without_a_record_or_budget_the_heuristic_stays_and_explain_
   }
   kiln::CompiledModel again = kiln::compile(model, tuned_options(dir.path, "0"));
   again.prepare();
-  const kiln::tune::SiteDecision& d2 = again.engine().plan()->autotune->decisions.at(0);
+  const kiln::tune::SiteDecision& d2 = again.engine().plan()->autotune->decisions.at(1);
   BOOST_TEST((d2.lookup == kiln::tune::Applicability::other_driver));
   BOOST_TEST(contains(again.explain(), "other driver"));
 }

@@ -87,7 +87,8 @@ CandidateResult GraphMeasurer::measure(const Site& site, const std::string& opti
   run_options.backend = backend_;
   run_options.device = std::to_string(device_);
   run_options.compiled = true;
-  run_options.settings = Settings::resolve(Mode::default_);
+  // Default mode, whatever the environment says about autotuning: the worker never tunes.
+  run_options.settings = Settings::resolve(Mode::default_).with("autotune", "off");
   bool asked = false;
   run_options.graph_chooser = forcing_chooser(site, option, &asked);
   std::unique_ptr<Executor> executor;
