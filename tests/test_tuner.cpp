@@ -285,6 +285,21 @@ BOOST_AUTO_TEST_CASE(the_passes_ask_the_chooser_for_each_qualifying_conv_and_mat
     for (const std::string& line : report.details) reported |= contains(line, "by the chooser");
   BOOST_TEST(reported);
 
+  // On a CPU device the rule packs; a chooser answering "plain" keeps B as it is.
+  std::string cpu_rule;
+  const passes::PipelineResult cpu_plain = passes::run_compile_passes(
+      g, {.cpu_device = true, .settings = settings, .chooser = [&](const passes::GraphChoice& c) {
+            if (c.pass == "pack_matmul_weights") cpu_rule = c.rule;
+            return std::string(c.pass == "pack_matmul_weights" ? "plain" : "");
+          }});
+  BOOST_TEST(cpu_rule == "packed");
+  for (const auto& node : cpu_plain.graph.nodes())
+    if (node.op == "MatMul") BOOST_TEST(!node.attrs.has("weight_layout"), node.name);
+  const passes::PipelineResult cpu_ruled = passes::run_compile_passes(g, {.cpu_device = true, .settings = settings});
+  int cpu_packed = 0;
+  for (const auto& node : cpu_ruled.graph.nodes()) cpu_packed += node.op == "MatMul" && node.attrs.has("weight_layout");
+  BOOST_TEST(cpu_packed == 1);
+
   // An answer outside the options keeps the rule; with winograd off nothing is asked about Convs.
   const passes::PipelineResult odd = passes::run_compile_passes(
       g, {.cpu_device = false, .settings = settings, .chooser = [](const passes::GraphChoice&) { return std::string("f9"); }});
