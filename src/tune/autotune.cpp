@@ -153,8 +153,7 @@ std::string Autotuner::choose(const graph::passes::GraphChoice& choice) {
   SiteDecision d = look_up(*site);
   // A few options each: the site may take what is left (kernel sites, found later, share the rest).
   if (d.source == ChoiceSource::heuristic) tune_now(d, budget_left());
-  const std::vector<std::string> options = choice.options;
-  if (std::find(options.begin(), options.end(), d.knobs) == options.end()) {
+  if (std::find(choice.options.begin(), choice.options.end(), d.knobs) == choice.options.end()) {
     d.reason += std::string(d.reason.empty() ? "" : "; ") + "'" + d.knobs + "' is not an option here";
     d.source = ChoiceSource::heuristic;
     d.knobs = choice.rule;
