@@ -25,7 +25,8 @@ namespace kiln::tune {
 
 class GraphMeasurer {
  public:
-  // The executor opens `backend` device `device` through the device pool.
+  // The executor opens `backend` device `device` through the device pool
+  // (with the default cache folder: the worker's own device).
   GraphMeasurer(std::string backend, int device);
   ~GraphMeasurer();
 

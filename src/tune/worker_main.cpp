@@ -3,6 +3,7 @@
 // candidate, not the tuning run (src/tune/tuner.h starts and kills it; the
 // protocol is in src/tune/protocol.h).
 #include "backends/registry.h"
+#include "src/runtime/device_pool.h"
 #include "src/tune/graph_measure.h"
 #include "src/tune/graph_site.h"
 #include "src/tune/measure.h"
@@ -42,6 +43,10 @@ int main() {
   if (!channel) return 1;
   std::string line;
   if (!std::getline(std::cin, line)) return 1;
+  // From the device pool, with the cache folder compiles use by default: the
+  // executor that measures graph-level sites (graph_measure.h) then gets
+  // this same device.
+  std::shared_ptr<runtime::DeviceContext> context;
   std::shared_ptr<backend::Device> device;
   const backend::Backend* backend = nullptr;
   int device_index = 0;
@@ -49,7 +54,8 @@ int main() {
     const nlohmann::json hello = nlohmann::json::parse(line);
     backend = &backend::get_backend(hello.at("backend").get<std::string>());
     device_index = hello.at("device").get<int>();
-    device = backend->create_device(device_index);
+    context = runtime::acquire_device(backend->name(), std::to_string(device_index), "");
+    device = context->device;
   } catch (const std::exception& error) {
     send(channel, {{"error", std::string("cannot open the device: ") + error.what()}});
     return 1;
