@@ -356,6 +356,7 @@ void run(const TuneArgs& args) {
     remaining_share -= item.share;
     remaining_work -= work;
     options.candidate_limit_s = args.candidate_limit_s;
+    options.measure.kernel_records = db_path;  // a graph site's kernels as the database has them so far
     options.max_candidates = args.max_candidates;
     int finished = 0;
     double heuristic_ms = 0, best_ms = 0;

@@ -127,6 +127,7 @@ void Autotuner::tune_now(SiteDecision& d, double budget_s) {
   }
   TuneOptions tune = options_.tune;
   tune.budget_s = std::min(budget_s, left);
+  tune.measure.kernel_records = options_.database_path;  // a graph site's kernels as this database has them
   const auto start = Clock::now();
   try {
     const Record record = tune_site(d.site, options_.device, tune);

@@ -87,8 +87,13 @@ CandidateResult GraphMeasurer::measure(const Site& site, const std::string& opti
   run_options.backend = backend_;
   run_options.device = std::to_string(device_);
   run_options.compiled = true;
-  // Default mode, whatever the environment says about autotuning: the worker never tunes.
+  // Default mode, whatever the environment says about autotuning: the worker
+  // never tunes; with kernel records, max-autotune that reads them only.
   run_options.settings = Settings::resolve(Mode::default_).with("autotune", "off");
+  if (!options.kernel_records.empty())
+    run_options.settings = run_options.settings.with("autotune", "on")
+                               .with("tune_budget", "0")
+                               .with("tune_db", options.kernel_records);
   bool asked = false;
   run_options.graph_chooser = forcing_chooser(site, option, &asked);
   std::unique_ptr<Executor> executor;

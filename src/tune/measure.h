@@ -34,6 +34,10 @@ struct MeasureOptions {
   double give_up_ms = 0;
   // Largest accepted |got - expected| / max(1, |expected|) of any output element.
   double tolerance = 1e-3;
+  // Graph-level sites (graph_measure.h): the tuning database whose kernel
+  // records the candidate's kernels are built with, so that Winograd and
+  // direct compare tuned kernels where records exist ("": the heuristic's).
+  std::string kernel_records;
 };
 
 // The environment variable naming candidates to break, for tests of the
