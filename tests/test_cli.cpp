@@ -541,3 +541,17 @@ BOOST_AUTO_TEST_CASE(tune_database_commands_import_show_export_and_merge) {
   BOOST_TEST(kiln_cli("tune").exit_code != 0);
   std::filesystem::remove_all(dir);
 }
+
+// kiln tune lists the graph passes' choices (Winograd or direct) beside the
+// kernel sites, and --explain writes no database.
+BOOST_AUTO_TEST_CASE(tune_explain_lists_graph_choices_beside_kernel_sites) {
+  const auto dir = fresh_folder("tune_explain");
+  const std::string db = (dir / "tuning.db").string();
+  auto explained = kiln_cli("tune --model resnet18 --image-size 32 --explain --db '" + db + "'");
+  BOOST_TEST(explained.exit_code == 0);
+  BOOST_TEST(has(explained, "winograd   conv batch=1 in=64x8x8 out=64x8x8"));
+  BOOST_TEST(has(explained, "conv       conv batch=1 in=64x8x8 out=64x8x8"));
+  BOOST_TEST(has(explained, "gemm       gemm batch=1 m=1 n=1000 k=512"));
+  BOOST_TEST(!std::filesystem::exists(db));
+  std::filesystem::remove_all(dir);
+}

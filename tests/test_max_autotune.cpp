@@ -1,7 +1,8 @@
 // max-autotune end to end on the Vulkan device: the first compile tunes the
 // sites the database lacks within the budget and records them; the next
 // compile takes them from the database and tunes nothing; explain says per
-// site where its knobs came from, and why a record did not apply.
+// site where its knobs came from, and why a record did not apply. Graph-level
+// choices (Winograd or direct, packed or plain weights) are sites too.
 #define BOOST_TEST_MODULE max_autotune
 #include <boost/test/unit_test.hpp>
 
@@ -9,10 +10,13 @@
 #include "src/runtime/executor.h"
 #include "src/tune/autotune.h"
 #include "src/tune/database.h"
+#include "src/tune/graph_site.h"
 
 #include <kiln/kiln.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <random>
 #include <string>
@@ -44,7 +48,8 @@ kiln::Tensor random_tensor(kiln::Shape shape, std::uint64_t seed) {
   return t;
 }
 
-// One GEMM site: x [64, 96] @ w [96, 80] + bias, then a Relu that fuses into it.
+// One GEMM site: x [64, 96] @ w [96, 80] + bias, then a Relu that fuses into
+// it; and, before it, one graph site: whether w is packed.
 kiln::Model small_model() {
   kiln::Builder b("tiny_linear");
   auto x = b.input("x", kiln::DType::f32, {64, 96});
@@ -61,7 +66,88 @@ kiln::CompileOptions tuned_options(const fs::path& dir, const std::string& budge
   return options;
 }
 
+// Two 3x3 convolutions the Winograd rule takes (different shapes: two graph
+// sites), with bias and Relu.
+kiln::Model two_conv_model() {
+  kiln::Builder b("two_convs");
+  auto x = b.input("x", kiln::DType::f32, {1, 64, 16, 16});
+  auto y = b.relu(b.conv2d(x, b.constant("w_a", random_tensor({64, 64, 3, 3}, 1)),
+                           b.constant("b_a", random_tensor({64}, 2)), {.padding = {1, 1, 1, 1}}));
+  auto z = b.conv2d(y, b.constant("w_b", random_tensor({72, 64, 3, 3}, 3)), std::nullopt, {.padding = {1, 1, 1, 1}});
+  return b.build({z});
+}
+
+// |got - want| over the largest |want|: F(4x4)'s fp32 error is about 1e-4 of the scale.
+double relative_error(const kiln::Tensor& got, const kiln::Tensor& want) {
+  double scale = 0;
+  for (float v : want.values<float>()) scale = std::max(scale, double(std::fabs(v)));
+  return kiln::max_abs_diff(got, want) / std::max(scale, 1e-30);
+}
+
+int count_op(const kiln::graph::Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes()) n += node.op == op;
+  return n;
+}
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(a_record_that_says_direct_keeps_that_conv_direct_and_only_that_one) {
+  if (!have_vulkan()) {
+    BOOST_TEST_MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  TempDir dir;
+  const kiln::Model model = two_conv_model();
+  const std::vector<kiln::Tensor> inputs = {random_tensor({1, 64, 16, 16}, 4)};
+  const kiln::Tensor want = kiln::eager(model)(inputs)[0];
+
+  // No record, no budget: the rule's Winograd for both, and explain says why.
+  kiln::CompiledModel ruled = kiln::compile(model, tuned_options(dir.path, "0"));
+  BOOST_TEST(relative_error(ruled(inputs)[0], want) <= 2e-4);
+  const kiln::compiler::Plan& plan = *ruled.engine().plan();
+  BOOST_TEST(count_op(*plan.graph, "WinogradInput") == 2);
+  BOOST_REQUIRE(plan.autotune.has_value());
+  std::vector<kiln::tune::SiteDecision> graph_decisions;
+  for (const kiln::tune::SiteDecision& d : plan.autotune->decisions)
+    if (kiln::tune::is_graph_site(d.site)) graph_decisions.push_back(d);
+  BOOST_REQUIRE(graph_decisions.size() == 2u);
+  for (const kiln::tune::SiteDecision& d : graph_decisions) {
+    BOOST_TEST((d.source == kiln::tune::ChoiceSource::heuristic));
+    BOOST_TEST(d.knobs != "direct");
+    BOOST_TEST(d.knobs == d.site.id.knobs);
+  }
+  const std::string first_conv = graph_decisions[0].node_name;
+  BOOST_TEST(contains(ruled.explain(), "winograd '" + first_conv + "' ["));
+
+  // A record for the first conv's site says "direct".
+  kiln::tune::Record record;
+  record.key = kiln::tune::record_key(graph_decisions[0].site, plan.target);
+  record.heuristic_knobs = graph_decisions[0].site.id.knobs;
+  record.winner_knobs = "direct";
+  record.heuristic_ms = 2;
+  record.winner_ms = 1;
+  record.provenance = {"2026-12-01T00:00:00Z", "test", "0.1.0", 10};
+  {
+    kiln::tune::Database db = kiln::tune::Database::open((dir.path / "cache" / "tuning.db").string());
+    db.put(record);
+  }
+  kiln::CompiledModel tuned = kiln::compile(model, tuned_options(dir.path, "0"));
+  BOOST_TEST(relative_error(tuned(inputs)[0], want) <= 2e-4);
+  const kiln::compiler::Plan& tuned_plan = *tuned.engine().plan();
+  BOOST_TEST(count_op(*tuned_plan.graph, "WinogradInput") == 1);
+  bool first_is_conv = false;
+  for (const auto& node : tuned_plan.graph->nodes())
+    if (node.name == first_conv) first_is_conv = node.op == "Conv";
+  BOOST_TEST(first_is_conv);
+  const std::string explained = tuned.explain();
+  BOOST_TEST_MESSAGE(explained);
+  BOOST_TEST(contains(explained, "winograd '" + first_conv + "' [" + graph_decisions[0].site.id.problem +
+                                     "]: database (2.00x): direct"));
+  BOOST_TEST(contains(explained, "winograd '" + graph_decisions[1].node_name + "' [" +
+                                     graph_decisions[1].site.id.problem + "]: heuristic (no record"));
+  BOOST_TEST(contains(explained, "by the chooser (the rule: " + graph_decisions[0].site.id.knobs + ")"));
+}
 
 BOOST_AUTO_TEST_CASE(first_compile_tunes_and_records_the_next_reads_the_record) {
   if (!have_vulkan()) {
@@ -78,17 +164,23 @@ BOOST_AUTO_TEST_CASE(first_compile_tunes_and_records_the_next_reads_the_record) 
   BOOST_TEST(kiln::max_abs_diff(first(inputs)[0], want) <= 1e-4f);
   const std::string explained = first.explain();
   BOOST_TEST_MESSAGE(explained);
-  BOOST_TEST(contains(explained, "autotune: 1 tuning sites"));
+  BOOST_TEST(contains(explained, "autotune: 2 tuning sites"));
+  BOOST_TEST(contains(explained, "pack_matmul_weights '"), explained);
   BOOST_TEST(contains(explained, "tuned now"));
   const std::string db_path = (dir.path / "cache" / "tuning.db").string();
   BOOST_REQUIRE(fs::exists(db_path));
   {
     const kiln::tune::Database db = kiln::tune::Database::open_read_only(db_path);
-    BOOST_TEST(db.size() == 1u);
-    const kiln::tune::Record record = db.all().at(0);
-    BOOST_TEST(record.key.template_name == "gemm");
-    BOOST_TEST(record.candidates.size() >= 2u);
-    BOOST_TEST(record.candidates.front().knobs == record.heuristic_knobs);  // the heuristic is measured first
+    BOOST_TEST_REQUIRE(db.size() == 2u);
+    for (const kiln::tune::Record& record : db.all()) {
+      BOOST_TEST((record.key.template_name == "gemm" || record.key.template_name == "pack_matmul_weights"));
+      BOOST_TEST(record.candidates.size() >= 2u);
+      BOOST_TEST(record.candidates.front().knobs == record.heuristic_knobs);  // the heuristic is measured first
+      for (const kiln::tune::CandidateResult& c : record.candidates)
+        BOOST_TEST((c.status == kiln::tune::CandidateStatus::ok || c.status == kiln::tune::CandidateStatus::not_measured),
+                   c.knobs << ": " << c.detail);
+    }
+    BOOST_TEST(db.all().at(0).key.template_name != db.all().at(1).key.template_name);
   }
 
   // The next compile (budget 0: it may not tune) takes the record.
@@ -98,8 +190,10 @@ BOOST_AUTO_TEST_CASE(first_compile_tunes_and_records_the_next_reads_the_record) 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const kiln::compiler::Plan& plan = *second.engine().plan();
   BOOST_REQUIRE(plan.autotune.has_value());
-  BOOST_REQUIRE(plan.autotune->decisions.size() == 1u);
-  BOOST_TEST((plan.autotune->decisions[0].source == kiln::tune::ChoiceSource::database));
+  BOOST_REQUIRE(plan.autotune->decisions.size() == 2u);
+  BOOST_TEST(plan.autotune->decisions[0].site.id.template_name == "pack_matmul_weights");  // graph choices first
+  for (const kiln::tune::SiteDecision& d : plan.autotune->decisions)
+    BOOST_TEST((d.source == kiln::tune::ChoiceSource::database), d.site.id.template_name);
   BOOST_TEST(plan.autotune->tuning_s < 1.0);
   BOOST_TEST(contains(second.explain(), ": database ("));
   BOOST_TEST_MESSAGE("second compile: " << seconds << " s");
@@ -116,8 +210,10 @@ BOOST_AUTO_TEST_CASE(without_a_record_or_budget_the_heuristic_stays_and_explain_
   compiled.prepare();
   const kiln::compiler::Plan& plan = *compiled.engine().plan();
   BOOST_REQUIRE(plan.autotune.has_value());
-  BOOST_REQUIRE(plan.autotune->decisions.size() == 1u);
-  const kiln::tune::SiteDecision& d = plan.autotune->decisions[0];
+  BOOST_REQUIRE(plan.autotune->decisions.size() == 2u);
+  const kiln::tune::SiteDecision& d = plan.autotune->decisions[1];
+  BOOST_TEST(d.site.id.template_name == "gemm");
+  BOOST_TEST((plan.autotune->decisions[0].source == kiln::tune::ChoiceSource::heuristic));
   BOOST_TEST((d.source == kiln::tune::ChoiceSource::heuristic));
   BOOST_TEST((d.lookup == kiln::tune::Applicability::no_record));
   BOOST_TEST(d.knobs == d.site.id.knobs);
@@ -136,7 +232,7 @@ BOOST_AUTO_TEST_CASE(without_a_record_or_budget_the_heuristic_stays_and_explain_
   }
   kiln::CompiledModel again = kiln::compile(model, tuned_options(dir.path, "0"));
   again.prepare();
-  const kiln::tune::SiteDecision& d2 = again.engine().plan()->autotune->decisions.at(0);
+  const kiln::tune::SiteDecision& d2 = again.engine().plan()->autotune->decisions.at(1);
   BOOST_TEST((d2.lookup == kiln::tune::Applicability::other_driver));
   BOOST_TEST(contains(again.explain(), "other driver"));
 }

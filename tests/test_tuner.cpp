@@ -7,6 +7,8 @@
 
 #include "backends/registry.h"
 #include "graph/ir.h"
+#include "graph/op_registry.h"
+#include "graph/passes/passes.h"
 #include "shaders/attention_template.h"
 #include "shaders/conv_template.h"
 #include "shaders/gemm_shared.h"
@@ -18,6 +20,7 @@
 #include "src/runtime/log.h"
 #include "src/tune/candidates.h"
 #include "src/tune/choice.h"
+#include "src/tune/graph_site.h"
 #include "src/tune/protocol.h"
 #include "src/tune/search.h"
 #include "src/tune/site.h"
@@ -25,9 +28,12 @@
 
 #include <kiln/error.h>
 
+#include "tensor_checks.h"
+
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <map>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -180,7 +186,211 @@ tn::TuneOptions quick_options() {
   return options;
 }
 
+// A graph with two 3x3 convolutions the Winograd ops compute (the first big
+// enough for the rule, the second not), a 1x1 one they do not, a MatMul with
+// a packable constant B and one whose N is not a multiple of 16.
+Graph graph_choices_graph() {
+  Graph g;
+  const auto x = g.add_input("x", {DType::f32, {1, 64, 20, 20}});
+  kiln::graph::Attributes pad1;
+  pad1.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  const auto big = g.add_node("Conv",
+                              {x, g.add_constant("w_big", tensor_checks::random_tensor({64, 64, 3, 3}, 1)),
+                               g.add_constant("b_big", tensor_checks::random_tensor({64}, 2))},
+                              pad1, "conv_big")[0];
+  const auto small =
+      g.add_node("Conv", {big, g.add_constant("w_small", tensor_checks::random_tensor({8, 64, 3, 3}, 3))}, pad1,
+                 "conv_small")[0];
+  const auto pointwise =
+      g.add_node("Conv", {small, g.add_constant("w_1x1", tensor_checks::random_tensor({16, 8, 1, 1}, 4))}, {},
+                 "conv_1x1")[0];
+  kiln::graph::Attributes to_rows;
+  to_rows.set("shape", std::vector<std::int64_t>{80, 80});
+  const auto rows = g.add_node("Reshape", {pointwise}, to_rows, "rows")[0];
+  const auto packable =
+      g.add_node("MatMul", {rows, g.add_constant("w_mm", tensor_checks::random_tensor({80, 32}, 5))}, {}, "mm")[0];
+  g.set_outputs(
+      g.add_node("MatMul", {packable, g.add_constant("w_odd", tensor_checks::random_tensor({32, 20}, 6))}, {}, "mm_odd"));
+  return g;
+}
+
+std::vector<std::string> ops_of(const Graph& g) {
+  std::vector<std::string> ops;
+  for (const auto& node : g.nodes()) ops.push_back(node.op);
+  return ops;
+}
+
+int count_op(const Graph& g, const std::string& op) {
+  const std::vector<std::string> ops = ops_of(g);
+  return static_cast<int>(std::count(ops.begin(), ops.end(), op));
+}
+
 }  // namespace
+
+// ---- graph-level choices -------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(the_passes_ask_the_chooser_for_each_qualifying_conv_and_matmul) {
+  namespace passes = kiln::graph::passes;
+  const Graph g = graph_choices_graph();
+  const std::vector<kiln::Tensor> inputs = {tensor_checks::random_tensor({1, 64, 20, 20}, 7)};
+  const kiln::Tensor want = kiln::graph::run_reference(g, inputs)[0];
+  const kiln::Settings settings = kiln::Settings::resolve(kiln::Mode::default_, {}, [](const char*) -> const char* {
+    return nullptr;
+  });
+
+  // Without a chooser: the rules (GPU-like device: Winograd for the big conv only, nothing packed).
+  const passes::PipelineResult ruled = passes::run_compile_passes(g, {.cpu_device = false, .settings = settings});
+  BOOST_TEST(count_op(ruled.graph, "WinogradInput") == 1);
+
+  // A chooser that keeps everything plain: it is asked once per qualifying node, with the rule's choice.
+  std::map<std::string, kiln::graph::passes::GraphChoice> asked;
+  const passes::PipelineResult plain = passes::run_compile_passes(
+      g, {.cpu_device = false, .settings = settings, .chooser = [&](const passes::GraphChoice& c) {
+            BOOST_TEST(asked.count(c.node->name) == 0u, c.node->name << " asked twice");
+            asked[c.node->name] = c;
+            return std::string(c.pass == "winograd" ? "direct" : "plain");
+          }});
+  BOOST_TEST_REQUIRE(asked.size() == 3u);
+  BOOST_TEST(asked.at("conv_big").pass == "winograd");
+  BOOST_TEST(asked.at("conv_big").rule != "direct");
+  BOOST_TEST((asked.at("conv_big").options == std::vector<std::string>{"direct", "f2", "f4"}));
+  BOOST_TEST(asked.at("conv_small").rule == "direct");  // under the rule's thresholds, but offered
+  BOOST_TEST(asked.at("mm").pass == "pack_matmul_weights");
+  BOOST_TEST(asked.at("mm").rule == "plain");  // not a CPU device
+  BOOST_TEST((asked.at("mm").options == std::vector<std::string>{"plain", "packed"}));
+  BOOST_TEST(count_op(plain.graph, "WinogradInput") == 0);
+  BOOST_TEST(count_op(plain.graph, "Conv") == 3);
+  for (const auto& node : plain.graph.nodes())
+    if (node.op == "MatMul") BOOST_TEST(!node.attrs.has("weight_layout"), node.name);
+  BOOST_TEST(tensor_checks::relative_difference(kiln::graph::run_reference(plain.graph, inputs)[0], want) < 1e-5);
+
+  // Against the rules: F(2x2) for the small conv, the packable MatMul packed on a GPU; "" keeps the rule.
+  const passes::PipelineResult chosen = passes::run_compile_passes(
+      g, {.cpu_device = false, .settings = settings, .chooser = [&](const passes::GraphChoice& c) {
+            if (c.node->name == "conv_small") return std::string("f2");
+            if (c.node->name == "mm") return std::string("packed");
+            return std::string();
+          }});
+  BOOST_TEST(count_op(chosen.graph, "WinogradInput") == 2);
+  int packed = 0;
+  for (const auto& node : chosen.graph.nodes()) {
+    if (node.op == "WinogradInput" && node.name == "conv_small.winograd_input")
+      BOOST_TEST(node.attrs.get_int("output_tile", 0) == 2);
+    if (node.op == "MatMul" && node.attrs.has("weight_layout")) {
+      BOOST_TEST(node.name == "mm");
+      ++packed;
+    }
+  }
+  BOOST_TEST(packed == 1);
+  BOOST_TEST(tensor_checks::relative_difference(kiln::graph::run_reference(chosen.graph, inputs)[0], want) < 1e-4);
+  bool reported = false;
+  for (const passes::PassReport& report : chosen.reports)
+    for (const std::string& line : report.details) reported |= contains(line, "by the chooser");
+  BOOST_TEST(reported);
+
+  // On a CPU device the rule packs; a chooser answering "plain" keeps B as it is.
+  std::string cpu_rule;
+  const passes::PipelineResult cpu_plain = passes::run_compile_passes(
+      g, {.cpu_device = true, .settings = settings, .chooser = [&](const passes::GraphChoice& c) {
+            if (c.pass == "pack_matmul_weights") cpu_rule = c.rule;
+            return std::string(c.pass == "pack_matmul_weights" ? "plain" : "");
+          }});
+  BOOST_TEST(cpu_rule == "packed");
+  for (const auto& node : cpu_plain.graph.nodes())
+    if (node.op == "MatMul") BOOST_TEST(!node.attrs.has("weight_layout"), node.name);
+  const passes::PipelineResult cpu_ruled = passes::run_compile_passes(g, {.cpu_device = true, .settings = settings});
+  int cpu_packed = 0;
+  for (const auto& node : cpu_ruled.graph.nodes()) cpu_packed += node.op == "MatMul" && node.attrs.has("weight_layout");
+  BOOST_TEST(cpu_packed == 1);
+
+  // An answer outside the options keeps the rule; with winograd off nothing is asked about Convs.
+  const passes::PipelineResult odd = passes::run_compile_passes(
+      g, {.cpu_device = false, .settings = settings, .chooser = [](const passes::GraphChoice&) { return std::string("f9"); }});
+  BOOST_TEST((ops_of(odd.graph) == ops_of(ruled.graph)));
+  int winograd_asked = 0;
+  passes::run_compile_passes(g, {.cpu_device = false, .settings = settings.with("winograd", "off"),
+                                 .chooser = [&](const passes::GraphChoice& c) {
+                                   winograd_asked += c.pass == "winograd";
+                                   return c.rule;
+                                 }});
+  BOOST_TEST(winograd_asked == 0);
+}
+
+// The graph-level sites of graph_choices_graph() on a GPU-like device, by node name.
+std::map<std::string, tn::Site> graph_sites_by_node() {
+  namespace passes = kiln::graph::passes;
+  std::map<std::string, tn::Site> sites;
+  const kiln::Settings settings = kiln::Settings::resolve(kiln::Mode::default_, {}, [](const char*) -> const char* {
+    return nullptr;
+  });
+  passes::run_compile_passes(graph_choices_graph(),
+                             {.cpu_device = false, .settings = settings, .chooser = [&](const passes::GraphChoice& c) {
+                                if (auto site = tn::graph_site_of(c)) sites.emplace(c.node->name, *site);
+                                return c.rule;
+                              }});
+  return sites;
+}
+
+BOOST_AUTO_TEST_CASE(graph_choice_sites_name_their_options_and_rebuild_their_node) {
+  const std::map<std::string, tn::Site> sites = graph_sites_by_node();
+  BOOST_TEST_REQUIRE(sites.size() == 3u);
+  const tn::Site& small = sites.at("conv_small");
+  BOOST_TEST(tn::is_graph_site(small));
+  BOOST_TEST(!tn::is_graph_site(only_site(matmul_graph(8, 8, 8))));
+  BOOST_TEST(small.id.template_name == "winograd");
+  BOOST_TEST(small.id.knobs == "direct");
+  BOOST_TEST(contains(small.id.problem, "conv batch=1 in=64x20x20 out=8x20x20"), small.id.problem);
+  BOOST_TEST(contains(small.id.problem, " choices=direct|f2|f4"), small.id.problem);
+  const tn::Site& big = sites.at("conv_big");
+  BOOST_TEST((tn::graph_site_candidates(big) == std::vector<std::string>{big.id.knobs, "direct",
+                                                                         big.id.knobs == "f4" ? "f2" : "f4"}));
+  const tn::Site& mm = sites.at("mm");
+  BOOST_TEST(mm.id.template_name == "pack_matmul_weights");
+  BOOST_TEST(mm.id.problem == "gemm batch=1 m=80 n=32 k=80 a=row b=row choices=plain|packed");
+  BOOST_TEST((tn::graph_site_candidates(mm) == std::vector<std::string>{"plain", "packed"}));
+  // Through the worker protocol and back.
+  const tn::Site again = tn::site_from_json(tn::to_json(small));
+  BOOST_TEST((again.id == small.id));
+  BOOST_TEST((tn::graph_site_candidates(again) == tn::graph_site_candidates(small)));
+  // The node alone: a graph input, then made-up constants of the weight's type.
+  const Graph alone = tn::graph_site_graph(small, 1);
+  BOOST_TEST_REQUIRE(alone.nodes().size() == 1u);
+  BOOST_TEST(alone.inputs().size() == 1u);
+  BOOST_TEST(alone.nodes()[0].name == "conv_small");
+  BOOST_TEST(alone.value(alone.nodes()[0].inputs[1]).constant.has_value());
+  BOOST_TEST((alone.value(alone.outputs()[0]).type == small.outputs[0]));
+}
+
+BOOST_AUTO_TEST_CASE(a_graph_choice_site_tunes_verifies_and_rejects_a_wrong_option) {
+  BOOST_TEST_REQUIRE(vulkan_available());
+  const std::map<std::string, tn::Site> sites = graph_sites_by_node();
+  const tn::Site& small = sites.at("conv_small");
+  FaultInjection fault("wrong=f4;crash=packed");
+  const tn::Record record = tn::tune_site(small, {"vulkan", 0}, quick_options());
+  BOOST_TEST(record.key.template_name == "winograd");
+  BOOST_TEST(record.key.template_version == tn::kGraphChoiceVersion);
+  BOOST_TEST(record.key.kernel == small.id.problem);
+  BOOST_TEST(record.heuristic_knobs == "direct");
+  BOOST_TEST_REQUIRE(record.candidates.size() == 3u);
+  BOOST_TEST(record.candidates[0].knobs == "direct");
+  BOOST_TEST((record.candidates[0].status == tn::CandidateStatus::ok), record.candidates[0].detail);
+  BOOST_TEST(record.candidates[1].knobs == "f2");
+  BOOST_TEST((record.candidates[1].status == tn::CandidateStatus::ok), record.candidates[1].detail);
+  BOOST_TEST(record.candidates[2].knobs == "f4");
+  BOOST_TEST((record.candidates[2].status == tn::CandidateStatus::wrong_result), record.candidates[2].detail);
+  BOOST_TEST(contains(record.candidates[2].detail, "expected"), record.candidates[2].detail);
+  BOOST_TEST(record.winner_knobs != "f4");
+  for (std::size_t i = 0; i < 2; ++i) BOOST_TEST(record.candidates[i].median_ms > 0);
+  BOOST_TEST(record.heuristic_ms > 0);
+
+  // Packed or plain: a worker that dies measuring "packed" costs that candidate only.
+  const tn::Record packing = tn::tune_site(sites.at("mm"), {"vulkan", 0}, quick_options());
+  BOOST_TEST_REQUIRE(packing.candidates.size() == 2u);
+  BOOST_TEST(packing.candidates[0].knobs == "plain");
+  BOOST_TEST((packing.candidates[0].status == tn::CandidateStatus::ok), packing.candidates[0].detail);
+  BOOST_TEST((packing.candidates[1].status == tn::CandidateStatus::crashed), packing.candidates[1].detail);
+  BOOST_TEST(packing.winner_knobs == "plain");
+}
 
 // ---- knob text ---------------------------------------------------------------
 

@@ -6,7 +6,8 @@
 // needs "./merge").
 //
 // The run: each model is compiled (default mode) and profiled, its tuning
-// sites are ordered by their share of the models' device time, this shard's
+// sites (kernels', and the graph passes' choices: Winograd or direct, packed
+// or plain weights) are ordered by their share of the models' device time, this shard's
 // sites (--shard I/N: a fixed hash of each site's identity, so N machines
 // cover the work exactly once) that the database lacks (--resume) are tuned
 // within the budget, biggest first, and every finished record is written at
@@ -19,6 +20,7 @@
 #include "src/runtime/executor.h"
 #include "src/tune/autotune.h"
 #include "src/tune/candidates.h"
+#include "src/tune/graph_site.h"
 
 #include <kiln/kiln.h>
 
@@ -217,6 +219,7 @@ void run(const TuneArgs& args) {
     double model_ms = 0;
     for (const KernelTiming& timing : timings) model_ms += timing.ms;
     const lower::LowerTarget lower_target = fuse::lower_target(plan.target);
+    std::map<std::string, double> ms_by_node;  // each dispatch's time, for every node it runs
     std::size_t index = 0;
     for (const compiler::Step& step : plan.steps) {
       if (!step.dispatch) continue;
@@ -224,9 +227,11 @@ void run(const TuneArgs& args) {
       if (index < timings.size() && kernel.tuning_site)
         ms_by_problem[dispatch_problem(*plan.graph, *step.dispatch, *kernel.tuning_site, lower_target)] +=
             timings[index].ms;
+      if (index < timings.size())
+        for (const std::string& node : timings[index].nodes) ms_by_node[node] += timings[index].ms;
       ++index;
     }
-    for (const tune::Site& site : tune::sites_of(*plan.graph, fuse::lower_target(plan.target))) {
+    const auto add_site = [&](const tune::Site& site, double ms) {
       const tune::RecordKey key = tune::record_key(site, plan.target);
       const std::string id = key.template_name + "@" + std::to_string(key.template_version) + " " + key.kernel;
       WorkItem& item = work[id];
@@ -234,10 +239,27 @@ void run(const TuneArgs& args) {
         item.site = site;
         item.key = key;
       }
-      item.ms += ms_by_problem[site.id.problem];
-      if (model_ms > 0) item.share += ms_by_problem[site.id.problem] / model_ms;
-      item.models.push_back(model.name());
-    }
+      item.ms += ms;
+      if (model_ms > 0) item.share += ms / model_ms;
+      if (std::find(item.models.begin(), item.models.end(), model.name()) == item.models.end())
+        item.models.push_back(model.name());
+    };
+    for (const tune::Site& site : tune::sites_of(*plan.graph, lower_target)) add_site(site, ms_by_problem[site.id.problem]);
+    // Graph-level sites (Winograd or direct, packed or plain): the passes
+    // again, with a chooser that records each choice and answers the rule's,
+    // as the default compile did. Their time: the dispatches of the nodes
+    // the rule's choice made (a Winograd conv's three keep its name as prefix).
+    graph::passes::run_compile_passes(
+        model.graph(), {.cpu_device = plan.target.device_type == "cpu",
+                        .settings = plan.settings,
+                        .chooser = [&](const graph::passes::GraphChoice& choice) {
+                          if (const std::optional<tune::Site> site = tune::graph_site_of(choice)) {
+                            const std::string& name = choice.node->name;
+                            add_site(*site, ms_by_node[name] + ms_by_node[name + ".winograd_input"] +
+                                                ms_by_node[name + ".winograd_matmul"]);
+                          }
+                          return choice.rule;
+                        }});
     models.push_back(model);
   }
   // The device index the models compiled on.
@@ -332,6 +354,7 @@ void run(const TuneArgs& args) {
     remaining_share -= item.share;
     remaining_work -= work;
     options.candidate_limit_s = args.candidate_limit_s;
+    options.measure.kernel_records = db_path;  // a graph site's kernels as the database has them so far
     options.max_candidates = args.max_candidates;
     int finished = 0;
     double heuristic_ms = 0, best_ms = 0;

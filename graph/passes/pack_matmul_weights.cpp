@@ -41,7 +41,7 @@ Tensor pack(const Tensor& plain) {
 
 }  // namespace
 
-PassResult pack_matmul_weights(const Graph& graph) {
+PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& options) {
   PassReport report{"pack_matmul_weights", 0, {}};
   // For A/B measurements of the packed kernels against the plain ones.
   // keep_used: a weight only packed MatMuls read is not copied.
@@ -51,15 +51,28 @@ PassResult pack_matmul_weights(const Graph& graph) {
       rw.copy_node(node);
       continue;
     }
+    bool pack_it = options.pack;
+    if (options.chooser) {
+      const std::string rule = options.pack ? "packed" : "plain";
+      const std::string chosen = options.chooser({"pack_matmul_weights", &graph, &node, {"plain", "packed"}, rule});
+      if (chosen == "plain" || chosen == "packed") pack_it = chosen == "packed";
+      if (pack_it != options.pack)
+        report.details.push_back("MatMul '" + node.name + "': " + (pack_it ? "packed" : "plain") +
+                                 " by the chooser (the rule: " + rule + ")");
+    }
+    if (!pack_it) {
+      rw.copy_node(node);
+      continue;
+    }
     Tensor packed = pack(*graph.value(node.inputs[1]).constant);
     const std::string shape_text = shape_str(packed.shape());
     std::vector<ValueId> inputs = {rw.map(node.inputs[0]), rw.add_constant(node.name + ".packed_weight", std::move(packed))};
     Attributes attrs = node.attrs;
     attrs.set("weight_layout", std::string(kMatMulPackedLayout));
     rw.copy_node(node, std::move(inputs), std::move(attrs));
+    ++report.changes;
     report.details.push_back("packed B of MatMul '" + node.name + "' as " + kMatMulPackedLayout + " " + shape_text);
   }
-  report.changes = static_cast<int>(report.details.size());
   return {rw.finish(), std::move(report)};
 }
 

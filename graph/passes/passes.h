@@ -7,6 +7,7 @@
 
 #include <kiln/settings.h>
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,20 @@ struct PipelineResult {
   Graph graph;
   std::vector<PassReport> reports;  // in the order the passes ran
 };
+
+// A choice a pass makes per node by a fixed rule, which a chooser (the
+// autotuner, in max-autotune) may make instead: Winograd or direct for a 3x3
+// convolution, packed or plain weights for a MatMul. The pass asks the
+// chooser for every node it could rewrite, the rule's own "no" included.
+struct GraphChoice {
+  std::string pass;                  // "winograd", "pack_matmul_weights"
+  const Graph* graph = nullptr;      // the graph the pass runs on
+  const Node* node = nullptr;        // the node it may rewrite
+  std::vector<std::string> options;  // winograd: "direct", "f2", "f4" as the node allows; pack: "plain", "packed"
+  std::string rule;                  // the pass's own choice, one of options
+};
+// Returns one of choice.options; any other answer keeps the rule's choice.
+using GraphChooser = std::function<std::string(const GraphChoice&)>;
 
 // Elements one fold may create (1 GiB of f32), at import and in compile():
 // a node with larger outputs stays a node and computes them when it runs, so
@@ -64,8 +79,13 @@ PassResult narrow_before_gather(const Graph& graph);
 
 // Gives a MatMul whose B is a constant f32 [K, N] (N a multiple of 16, A of
 // rank >= 2) B packed as NK16n [N / 16, K, 16] with weight_layout="NK16n"
-// (graph/weight_layouts.h).
-PassResult pack_matmul_weights(const Graph& graph);
+// (graph/weight_layouts.h). The rule packs every such MatMul (pack) or none;
+// a chooser, when given, decides per MatMul ("plain" or "packed").
+struct PackMatMulOptions {
+  bool pack = true;
+  GraphChooser chooser{};
+};
+PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& options = {});
 
 // Removes nodes and constants that no graph output depends on. Graph inputs
 // are kept even when unused: they are the model's interface.
@@ -131,6 +151,9 @@ PassResult recognise_attention(const Graph& graph);
 // weight [(m+2)^2, K, C], and WinogradOutput (bias and activation), kiln ops
 // (graph/ops/winograd.cpp).
 // Runs before pack_weights, which then no longer sees those Convs.
+// With a chooser, every Conv the Winograd ops can compute (the channel and
+// multiply-add thresholds are the rule's, not limits) is offered: "direct",
+// "f2" and "f4" (not with max_tile 2), each where its transformed weight fits.
 //
 struct WinogradOptions {
   int max_tile = 4;  // 4: F(4x4, 3x3) where the map allows, else F(2x2); 2: F(2x2) only
@@ -139,6 +162,7 @@ struct WinogradOptions {
   // that computes it from the weight every call, as a vendor library's eager
   // Winograd does, with no ahead-of-time work (eager mode).
   bool runtime_weight_transform = false;
+  GraphChooser chooser{};
 };
 PassResult winograd(const Graph& graph, const WinogradOptions& options = {});
 
@@ -163,9 +187,15 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options = {});
 // 1.5-2x); GPU GEMMs stage tiles of a row-major B in shared memory, and a
 // batch of 16-column GEMMs would leave their 64-wide tiles three-quarters
 // empty. Its report then says why it did nothing.
+//
+// A chooser (max-autotune) decides per node where winograd and
+// pack_matmul_weights have a choice: winograd while its setting is on,
+// pack_matmul_weights while its setting is auto (on any device; the rule's
+// answer stays the device-kind one above). Without one, the rules decide.
 struct PipelineOptions {
   bool cpu_device = false;
   Settings settings{};
+  GraphChooser chooser{};
 };
 PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& options = {});
 

@@ -7,7 +7,12 @@ namespace kiln::graph::passes {
 
 PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& options) {
   const Settings& settings = options.settings;
-  const WinogradOptions winograd_options{.max_tile = settings.choice("winograd_tile") == "2" ? 2 : 4};
+  const WinogradOptions winograd_options{.max_tile = settings.choice("winograd_tile") == "2" ? 2 : 4,
+                                         .chooser = options.chooser};
+  // auto: the device kind's rule, which a chooser may overrule per MatMul; on: every MatMul.
+  const bool pack_automatic = settings.choice("pack_matmul_weights") == "auto";
+  const PackMatMulOptions pack_options{.pack = !pack_automatic || options.cpu_device,
+                                       .chooser = pack_automatic ? options.chooser : GraphChooser{}};
   struct Step {
     const char* pass;     // the report's name
     const char* setting;  // the flag that switches it (pack_matmul_weights: a choice)
@@ -31,7 +36,8 @@ PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& opt
       {"recognise_attention", "recognise_attention", &recognise_attention},
       {"narrow_before_gather", "narrow_gather", &narrow_before_gather},
       {"transpose_to_reshape", "transpose_to_reshape", &transpose_to_reshape},
-      {"pack_matmul_weights", "pack_matmul_weights", &pack_matmul_weights},
+      {"pack_matmul_weights", "pack_matmul_weights",
+       [&](const Graph& g) { return pack_matmul_weights(g, pack_options); }},
   };
 
   PipelineResult result{graph, {}};
@@ -42,7 +48,7 @@ PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& opt
       result.reports.push_back({step.pass, 0, {"off: setting " + std::string(step.setting) + "=off (" + setting.origin + ")"}});
       continue;
     }
-    if (automatic && std::string_view(step.pass) == "pack_matmul_weights" && !options.cpu_device) {
+    if (automatic && std::string_view(step.pass) == "pack_matmul_weights" && !options.cpu_device && !options.chooser) {
       result.reports.push_back({step.pass, 0, {"not for this device: NK16n MatMul weights are chosen for CPU devices"}});
       continue;
     }

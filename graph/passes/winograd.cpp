@@ -14,8 +14,10 @@
 #include "graph/passes/rewrite.h"
 #include "graph/winograd_weights.h"
 
-#include <utility>
+#include <algorithm>
+#include <optional>
 #include <span>
+#include <utility>
 
 namespace kiln::graph::passes {
 
@@ -59,22 +61,28 @@ constexpr std::int64_t kMinF4Extent = 14;
 constexpr std::int64_t kMaxWeightBytes = std::int64_t{1} << 27;
 
 // Whether the Conv is one the three Winograd ops compute: 2-D, group 1, a
-// constant f32 3x3 weight, stride 1, a static 4-D input, channels enough to
-// pay, and an activation WinogradOutput applies.
-bool suits_winograd(const Graph& graph, const Node& conv) {
+// constant f32 3x3 weight, stride 1, a static 4-D input and an activation
+// WinogradOutput applies.
+bool winograd_computes(const Graph& graph, const Node& conv) {
   if (conv.op != "Conv" || conv.attrs.has("weight_layout") || conv.inputs.size() < 2 || conv.inputs[1] < 0)
     return false;
   const Value& x = graph.value(conv.inputs[0]);
   const Value& weight = graph.value(conv.inputs[1]);
   if (!weight.constant || weight.type.dtype != DType::f32 || x.type.dynamic || x.type.shape.size() != 4) return false;
   const Shape& w = weight.type.shape;
-  if (w.size() != 4 || w[2] != 3 || w[3] != 3 || w[0] < kMinOutChannels || w[1] < kMinInChannels) return false;
-  const Shape& y = graph.value(conv.outputs[0]).type.shape;
-  if (y.size() != 4 || w[0] * w[1] * 9 * y[0] * y[2] * y[3] < kMinMultiplyAdds) return false;
+  if (w.size() != 4 || w[2] != 3 || w[3] != 3) return false;
+  if (graph.value(conv.outputs[0]).type.shape.size() != 4) return false;
   const std::string activation = conv.attrs.get_string("activation", "");
   return conv.attrs.get_int("group", 1) == 1 && (activation.empty() || activation == "Relu") &&
          conv.attrs.get_string("auto_pad", "NOTSET") == "NOTSET" &&
          conv.attrs.get_ints("strides", {1, 1}) == std::vector<std::int64_t>{1, 1};
+}
+
+// The rule's first test: channels and work enough to pay.
+bool worth_winograd(const Graph& graph, const Node& conv) {
+  const Shape& w = graph.value(conv.inputs[1]).type.shape;
+  const Shape& y = graph.value(conv.outputs[0]).type.shape;
+  return w[0] >= kMinOutChannels && w[1] >= kMinInChannels && w[0] * w[1] * 9 * y[0] * y[2] * y[3] >= kMinMultiplyAdds;
 }
 
 // One candidate rewrite: F(tile x tile) and the GEMM's column count.
@@ -117,7 +125,7 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options) {
   if (only_f2) report.details.push_back("F(4x4, 3x3) off: output tiles of 2x2 only");
   Rewriter rw(graph);
   for (const Node& node : graph.nodes()) {
-    if (!suits_winograd(graph, node)) {
+    if (!winograd_computes(graph, node)) {
       rw.copy_node(node);
       continue;
     }
@@ -136,23 +144,46 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options) {
       return (y[2 + static_cast<std::size_t>(axis)] + d - 1) / d;
     };
     const Shape& weight_shape = graph.value(node.inputs[1]).type.shape;
-    Choice choice = plan_tiles(graph, node, input_attrs, 2);
-    if (!only_f2 && sub_grid_extent(0) >= kMinF4Extent && sub_grid_extent(1) >= kMinF4Extent) {
-      const Choice f4 = plan_tiles(graph, node, input_attrs, 4);
-      if (saves_multiplies(f4, output_pixels) && weight_fits(f4, weight_shape)) choice = f4;
+    const Choice f2 = plan_tiles(graph, node, input_attrs, 2);
+    const std::optional<Choice> f4 = only_f2 ? std::nullopt : std::optional(plan_tiles(graph, node, input_attrs, 4));
+
+    // The rule: nullopt keeps the direct convolution (with why, when it is worth saying).
+    std::optional<Choice> rule;
+    std::string kept;
+    if (worth_winograd(graph, node)) {
+      Choice choice = f2;
+      if (f4 && sub_grid_extent(0) >= kMinF4Extent && sub_grid_extent(1) >= kMinF4Extent &&
+          saves_multiplies(*f4, output_pixels) && weight_fits(*f4, weight_shape))
+        choice = *f4;
+      if (!saves_multiplies(choice, output_pixels))
+        kept = "kept Conv '" + node.name + "': " + std::to_string(choice.columns) + " tiles for " +
+               std::to_string(output_pixels) + " output pixels save too few multiplies";
+      else if (!weight_fits(choice, weight_shape))
+        kept = "kept Conv '" + node.name + "': its transformed weight would exceed " +
+               std::to_string(kMaxWeightBytes) + " bytes";
+      else
+        rule = choice;
     }
-    if (!saves_multiplies(choice, output_pixels)) {
+    std::optional<Choice> chosen = rule;
+    if (options.chooser) {
+      const auto name = [](const std::optional<Choice>& c) { return c ? "f" + std::to_string(c->tile) : "direct"; };
+      std::vector<std::string> allowed = {"direct"};
+      if (weight_fits(f2, weight_shape)) allowed.push_back("f2");
+      if (f4 && weight_fits(*f4, weight_shape)) allowed.push_back("f4");
+      const std::string answer = options.chooser({"winograd", &graph, &node, allowed, name(rule)});
+      if (answer != name(rule) && std::find(allowed.begin(), allowed.end(), answer) != allowed.end()) {
+        chosen = answer == "direct" ? std::nullopt : answer == "f2" ? std::optional(f2) : f4;
+        kept = "Conv '" + node.name + "': " + (answer == "direct" ? "direct convolution" : answer) +
+               " by the chooser (the rule: " + name(rule) + ")";
+        if (chosen) report.details.push_back(kept);
+      }
+    }
+    if (!chosen) {
       rw.copy_node(node);
-      report.details.push_back("kept Conv '" + node.name + "': " + std::to_string(choice.columns) + " tiles for " +
-                               std::to_string(output_pixels) + " output pixels save too few multiplies");
+      if (!kept.empty()) report.details.push_back(kept);
       continue;
     }
-    if (!weight_fits(choice, weight_shape)) {
-      rw.copy_node(node);
-      report.details.push_back("kept Conv '" + node.name + "': its transformed weight would exceed " +
-                               std::to_string(kMaxWeightBytes) + " bytes");
-      continue;
-    }
+    const Choice choice = *chosen;
     input_attrs.set("output_tile", choice.tile);
     if (choice.columns != choice.tiles) input_attrs.set("columns", choice.columns);
     const ValueId v =

@@ -224,7 +224,9 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   };
   if (plan->compiled) {
     graph::passes::PipelineResult passed =
-        graph::passes::run_compile_passes(*graph, {.cpu_device = target.device_type == "cpu", .settings = plan->settings});
+        graph::passes::run_compile_passes(*graph, {.cpu_device = target.device_type == "cpu",
+                                                   .settings = plan->settings,
+                                                   .chooser = request.graph_chooser});
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   } else {

@@ -108,6 +108,12 @@ struct PlanRequest {
   // knobs each tuning site gets (the executor tunes on its device; kiln dump
   // reads records only). Null: the heuristic's knobs everywhere.
   std::function<tune::AutotuneResult(const graph::Graph& passed, const lower::LowerTarget& target)> autotune{};
+  // Compiled mode: asked by the graph passes where they have a choice
+  // (Winograd or direct, packed or plain weights; graph/passes/passes.h).
+  // max-autotune's is tune::Autotuner::choose, whose decisions its autotune
+  // callback then returns; the tuning worker's forces one option. Null: the
+  // passes' rules.
+  graph::passes::GraphChooser graph_chooser{};
 };
 
 // Throws Unsupported (fullgraph with graph breaks), and what lowering throws

@@ -7,6 +7,7 @@
 #include <kiln/error.h>
 
 #include <cstdio>
+#include <memory>
 #include <string>
 
 namespace kiln::compiler {
@@ -41,11 +42,14 @@ BackendSources generate_sources(const Model& model, const std::string& backend_n
   const backend::TargetDesc target = plan_target(b);
   compiler::PlanRequest request{.model_name = model.name(), .compiled = true, .fullgraph = false, .settings = settings};
   // max-autotune without a device: the tuning database's records, no tuning.
-  request.autotune = [&](const graph::Graph& passed, const lower::LowerTarget& lower_target) {
-    tune::AutotuneOptions options;
-    options.database_path = tune::database_path(settings, "");
-    options.tune_missing = false;
-    return tune::autotune(passed, target, lower_target, options);
+  tune::AutotuneOptions options;
+  options.database_path = tune::database_path(settings, "");
+  options.tune_missing = false;
+  auto tuner = std::make_shared<tune::Autotuner>(target, std::move(options));
+  if (settings.flag("autotune"))
+    request.graph_chooser = [tuner](const graph::passes::GraphChoice& choice) { return tuner->choose(choice); };
+  request.autotune = [tuner](const graph::Graph& passed, const lower::LowerTarget& lower_target) {
+    return tuner->finish(passed, lower_target);
   };
   const std::shared_ptr<const compiler::Plan> plan = compiler::build_plan(model.graph_ptr(), b, target, request);
   const graph::Graph& g = *plan->graph;

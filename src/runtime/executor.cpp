@@ -85,14 +85,17 @@ void Executor::plan_and_bind() {
   request.fullgraph = options_.compiled && options_.compile.fullgraph;
   request.settings = options_.settings;
   if (options_.compiled && options_.settings.flag("autotune")) {
-    request.autotune = [this](const graph::Graph& passed, const lower::LowerTarget& lower_target) {
-      tune::AutotuneOptions autotune;
-      autotune.database_path = tune::database_path(options_.settings, options_.compile.cache_dir);
-      autotune.budget_s = options_.settings.seconds("tune_budget");
-      autotune.device = {options_.backend, ctx_->index};
-      return tune::autotune(passed, ctx_->device->target(), lower_target, autotune);
+    tune::AutotuneOptions autotune;
+    autotune.database_path = tune::database_path(options_.settings, options_.compile.cache_dir);
+    autotune.budget_s = options_.settings.seconds("tune_budget");
+    autotune.device = {options_.backend, ctx_->index};
+    auto tuner = std::make_shared<tune::Autotuner>(ctx_->device->target(), std::move(autotune));
+    request.graph_chooser = [tuner](const graph::passes::GraphChoice& choice) { return tuner->choose(choice); };
+    request.autotune = [tuner](const graph::Graph& passed, const lower::LowerTarget& lower_target) {
+      return tuner->finish(passed, lower_target);
     };
   }
+  if (options_.compiled && options_.graph_chooser) request.graph_chooser = options_.graph_chooser;
   plan_ = compiler::build_plan(model_.graph_ptr(), *ctx_->backend, ctx_->device->target(), request);
   const compiler::Plan& plan = *plan_;
 

@@ -45,6 +45,9 @@ class Executor {
     bool compiled = false;
     CompileOptions compile;  // when compiled
     Settings settings{};     // resolved from compile.mode and compile.settings (compiled)
+    // Compiled: the graph passes' choices (PlanRequest::graph_chooser); the
+    // tuning worker forces one. Null: the rules, or max-autotune's choices.
+    graph::passes::GraphChooser graph_chooser{};
   };
 
   using GraphBreak = compiler::GraphBreak;

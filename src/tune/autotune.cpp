@@ -1,6 +1,7 @@
 #include "src/tune/autotune.h"
 
 #include "src/runtime/log.h"
+#include "src/tune/graph_site.h"
 
 #include <kiln/error.h>
 
@@ -79,95 +80,131 @@ double estimated_work(const Site& site) {
   return touched;
 }
 
-AutotuneResult autotune(const graph::Graph& graph, const backend::TargetDesc& target,
-                        const lower::LowerTarget& lower_target, const AutotuneOptions& options) {
+Autotuner::Autotuner(backend::TargetDesc target, AutotuneOptions options)
+    : target_(std::move(target)), options_(std::move(options)) {}
+
+void Autotuner::open_database() {
+  if (opened_) return;
+  opened_ = true;
+  try {
+    if (options_.database_path.empty())  // the disk cache is off: records last for this process only
+      db_ = options_.tune_missing ? std::optional<Database>(Database::in_memory()) : std::nullopt;
+    else
+      db_ = options_.tune_missing ? Database::open(options_.database_path)
+                                  : Database::open_read_only(options_.database_path);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::NotFound) {
+      no_database_ = "no tuning database at " + options_.database_path;
+    } else {
+      no_database_ = std::string("the tuning database cannot be used: ") + e.what();
+      runtime::log(runtime::LogLevel::warning, "max-autotune: " + no_database_ + "; the heuristic's knobs are kept");
+    }
+  }
+}
+
+SiteDecision Autotuner::look_up(const Site& site) {
+  open_database();
+  SiteDecision d;
+  d.site = site;
+  d.node_name = site.node.name;
+  d.knobs = site.id.knobs;
+  if (!db_) {
+    d.reason = no_database_;
+    return d;
+  }
+  const Lookup lookup = db_->find(record_key(site, target_));
+  d.lookup = lookup.status;
+  d.reason = lookup.reason;
+  if (lookup.status == Applicability::applies && lookup.record) {
+    d.source = ChoiceSource::database;
+    d.knobs = lookup.record->winner_knobs;
+    d.speedup = lookup.record->speedup();
+  }
+  return d;
+}
+
+void Autotuner::tune_now(SiteDecision& d, double budget_s) {
+  if (!db_ || !options_.tune_missing || options_.budget_s <= 0 || device_failed_) return;
+  const double left = budget_left();
+  if (left <= 0.5) {
+    d.reason += d.reason.empty() ? "the tuning budget was spent" : "; the tuning budget was spent";
+    return;
+  }
+  TuneOptions tune = options_.tune;
+  tune.budget_s = std::min(budget_s, left);
+  tune.measure.kernel_records = options_.database_path;  // a graph site's kernels as this database has them
+  const auto start = Clock::now();
+  try {
+    const Record record = tune_site(d.site, options_.device, tune);
+    db_->put(record);
+    d.source = ChoiceSource::tuned_now;
+    d.knobs = record.winner_knobs;
+    d.speedup = record.speedup();
+    runtime::log(runtime::LogLevel::info, "max-autotune: " + d.site.id.problem + " -> " + record.winner_knobs + " (" +
+                                              std::to_string(record.speedup()) + "x over the heuristic)");
+  } catch (const Error& e) {
+    d.reason += std::string(d.reason.empty() ? "" : "; ") + "tuning failed: " + e.what();
+    runtime::log(runtime::LogLevel::warning, "max-autotune: tuning " + d.site.id.problem + " failed: " + e.what());
+    // No point trying the rest.
+    if (e.kind() == ErrorKind::DeviceUnavailable || e.kind() == ErrorKind::NotFound) device_failed_ = true;
+  }
+  tuning_s_ += seconds_since(start);
+}
+
+std::string Autotuner::choose(const graph::passes::GraphChoice& choice) {
+  const std::optional<Site> site = graph_site_of(choice);
+  if (!site) return choice.rule;
+  const std::string id = site->id.template_name + " " + site->id.problem;
+  if (auto seen = graph_index_.find(id); seen != graph_index_.end()) return graph_decisions_[seen->second].knobs;
+  SiteDecision d = look_up(*site);
+  // A few options each: the site may take what is left (kernel sites, found later, share the rest).
+  if (d.source == ChoiceSource::heuristic) tune_now(d, budget_left());
+  if (std::find(choice.options.begin(), choice.options.end(), d.knobs) == choice.options.end()) {
+    d.reason += std::string(d.reason.empty() ? "" : "; ") + "'" + d.knobs + "' is not an option here";
+    d.source = ChoiceSource::heuristic;
+    d.knobs = choice.rule;
+  }
+  graph_index_.emplace(id, graph_decisions_.size());
+  graph_decisions_.push_back(d);
+  return d.knobs;
+}
+
+AutotuneResult Autotuner::finish(const graph::Graph& graph, const lower::LowerTarget& lower_target) {
   AutotuneResult result;
-  result.database_path = options.database_path;
+  result.database_path = options_.database_path;
+  result.decisions = graph_decisions_;
   auto overrides = std::make_shared<lower::KnobOverrides>();
 
   const std::vector<Site> sites = sites_of(graph, lower_target);
-  if (sites.empty()) {
-    result.overrides = std::move(overrides);
-    return result;
-  }
-  std::optional<Database> db;
-  std::string no_database = "no tuning database";
-  try {
-    if (options.database_path.empty())  // the disk cache is off: records last for this process only
-      db = options.tune_missing ? std::optional<Database>(Database::in_memory()) : std::nullopt;
-    else
-      db = options.tune_missing ? Database::open(options.database_path) : Database::open_read_only(options.database_path);
-  } catch (const Error& e) {
-    if (e.kind() == ErrorKind::NotFound) {
-      no_database = "no tuning database at " + options.database_path;
-    } else {
-      no_database = std::string("the tuning database cannot be used: ") + e.what();
-      runtime::log(runtime::LogLevel::warning, "max-autotune: " + no_database + "; the heuristic's knobs are kept");
-    }
-  }
+  const std::size_t first_kernel = result.decisions.size();
+  for (const Site& site : sites) result.decisions.push_back(look_up(site));
 
-  for (const Site& site : sites) {
-    SiteDecision d;
-    d.site = site;
-    d.node_name = site.node.name;
-    d.knobs = site.id.knobs;
-    if (db) {
-      const Lookup lookup = db->find(record_key(site, target));
-      d.lookup = lookup.status;
-      d.reason = lookup.reason;
-      if (lookup.status == Applicability::applies && lookup.record) {
-        d.source = ChoiceSource::database;
-        d.knobs = lookup.record->winner_knobs;
-        d.speedup = lookup.record->speedup();
-      }
-    } else {
-      d.reason = no_database;
-    }
-    result.decisions.push_back(std::move(d));
-  }
-
-  // Sites without a record, biggest first, within the budget.
+  // Kernel sites without a record, biggest first, within what is left of the budget.
   std::vector<std::size_t> pending;
-  for (std::size_t i = 0; i < result.decisions.size(); ++i)
+  for (std::size_t i = first_kernel; i < result.decisions.size(); ++i)
     if (result.decisions[i].source == ChoiceSource::heuristic) pending.push_back(i);
   std::stable_sort(pending.begin(), pending.end(), [&](std::size_t a, std::size_t b) {
     return estimated_work(result.decisions[a].site) > estimated_work(result.decisions[b].site);
   });
-  const auto start = Clock::now();
   double remaining_work = 0;
   for (std::size_t i : pending) remaining_work += estimated_work(result.decisions[i].site);
-  if (db && options.tune_missing && options.budget_s > 0) {
-    for (std::size_t i : pending) {
-      SiteDecision& d = result.decisions[i];
-      const double work = estimated_work(d.site);
-      const double left = options.budget_s - seconds_since(start);
-      if (left <= 0.5) {
-        d.reason += d.reason.empty() ? "the tuning budget was spent" : "; the tuning budget was spent";
-        continue;
-      }
-      TuneOptions tune = options.tune;
-      tune.budget_s = site_budget(left, work, remaining_work);
-      remaining_work -= work;
-      try {
-        const Record record = tune_site(d.site, options.device, tune);
-        db->put(record);
-        d.source = ChoiceSource::tuned_now;
-        d.knobs = record.winner_knobs;
-        d.speedup = record.speedup();
-        runtime::log(runtime::LogLevel::info, "max-autotune: " + d.site.id.problem + " -> " + record.winner_knobs +
-                                                  " (" + std::to_string(record.speedup()) + "x over the heuristic)");
-      } catch (const Error& e) {
-        d.reason += std::string(d.reason.empty() ? "" : "; ") + "tuning failed: " + e.what();
-        runtime::log(runtime::LogLevel::warning, "max-autotune: tuning " + d.site.id.problem + " failed: " + e.what());
-        if (e.kind() == ErrorKind::DeviceUnavailable || e.kind() == ErrorKind::NotFound) break;  // no point trying the rest
-      }
-    }
+  for (std::size_t i : pending) {
+    const double work = estimated_work(result.decisions[i].site);
+    tune_now(result.decisions[i], site_budget(budget_left(), work, remaining_work));
+    remaining_work -= work;
   }
-  result.tuning_s = seconds_since(start);
-  for (const SiteDecision& d : result.decisions)
+  result.tuning_s = tuning_s_;
+  for (std::size_t i = first_kernel; i < result.decisions.size(); ++i) {
+    const SiteDecision& d = result.decisions[i];
     if (d.source != ChoiceSource::heuristic && d.knobs != d.site.id.knobs) overrides->emplace(d.site.id.problem, d.knobs);
+  }
   result.overrides = std::move(overrides);
   return result;
+}
+
+AutotuneResult autotune(const graph::Graph& graph, const backend::TargetDesc& target,
+                        const lower::LowerTarget& lower_target, const AutotuneOptions& options) {
+  return Autotuner(target, options).finish(graph, lower_target);
 }
 
 std::string describe(const AutotuneResult& result) {

@@ -1,13 +1,17 @@
-// max-autotune for one compile: every tuning site of the graph after passes
-// looks up the tuning database; a site with no record that applies is tuned
-// now, within the per-compile budget (the tune_budget setting), biggest
-// kernels first, and its record kept, so the next process compiles as fast as
-// default mode does. What was decided per site is part of the plan, for
-// `kiln explain --mode max-autotune` and `kiln tune --explain`.
+// max-autotune for one compile: every tuning site looks up the tuning
+// database; a site with no record that applies is tuned now, within the
+// per-compile budget (the tune_budget setting), and its record kept, so the
+// next process compiles as fast as default mode does. Graph-level sites
+// (graph_site.h: Winograd or direct, packed or plain weights) are decided
+// while the passes run, in graph order; then the kernel sites of the graph
+// after passes, biggest kernels first, with what is left of the budget. What
+// was decided per site is part of the plan, for `kiln explain --mode
+// max-autotune` and `kiln tune --explain`.
 #pragma once
 
 #include "backends/backend.h"
 #include "graph/ir.h"
+#include "graph/passes/passes.h"
 
 #include <kiln/settings.h>
 
@@ -16,7 +20,9 @@
 #include "src/tune/site.h"
 #include "src/tune/tuner.h"
 
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,12 +37,12 @@ enum class ChoiceSource {
 const char* choice_source_name(ChoiceSource source);  // "heuristic", "database", "tuned now"
 
 struct SiteDecision {
-  Site site;
+  Site site;                      // a kernel's, or a graph pass's choice (is_graph_site)
   std::string node_name;          // the graph node it was found at
   Applicability lookup = Applicability::no_record;  // the database's verdict before tuning
   std::string reason;             // why no record applied ("" when one did)
   ChoiceSource source = ChoiceSource::heuristic;
-  std::string knobs;              // the knobs the kernel is built with
+  std::string knobs;              // the knobs the kernel is built with (a graph site: the option taken)
   double speedup = 1;             // the record's, when one is used
 };
 
@@ -50,7 +56,7 @@ struct AutotuneOptions {
 
 struct AutotuneResult {
   std::shared_ptr<const lower::KnobOverrides> overrides;  // problem -> knobs, for lowering
-  std::vector<SiteDecision> decisions;                    // one per distinct site, graph order
+  std::vector<SiteDecision> decisions;                    // one per distinct site: graph choices, then kernels
   double tuning_s = 0;                                    // time spent tuning now
   std::string database_path;
 };
@@ -68,9 +74,45 @@ RecordKey record_key(const Site& site, const backend::TargetDesc& target);
 // order sites are tuned in when no profile says better.
 double estimated_work(const Site& site);
 
-// Decides every site of `graph` (after passes) for `target`. A database that
-// cannot be opened is reported (a warning) and treated as empty; a site whose
-// tuning fails is left at the heuristic's knobs, with the reason.
+// One compile's autotuning: the graph passes call choose() (as
+// PlanRequest::graph_chooser), then build_plan calls finish() with the graph
+// after passes (as PlanRequest::autotune). One budget and one database for
+// both. A database that cannot be opened is reported (a warning) and treated
+// as empty; a site whose tuning fails keeps the heuristic's (the rule's)
+// choice, with the reason.
+class Autotuner {
+ public:
+  Autotuner(backend::TargetDesc target, AutotuneOptions options);
+
+  // A graph pass's choice: the database's record, else tuned now within the
+  // budget, else the rule's. A site seen before in this compile (a repeated
+  // block) gets the same answer.
+  std::string choose(const graph::passes::GraphChoice& choice);
+
+  // Decides every kernel site of `graph` (after passes) for the target; the
+  // result lists the graph choices decided so far first.
+  AutotuneResult finish(const graph::Graph& graph, const lower::LowerTarget& lower_target);
+
+ private:
+  void open_database();
+  SiteDecision look_up(const Site& site);
+  // Tunes `d` now within `budget_s` (at most what is left); records it on success.
+  void tune_now(SiteDecision& d, double budget_s);
+  double budget_left() const { return options_.budget_s - tuning_s_; }
+
+  backend::TargetDesc target_;
+  AutotuneOptions options_;
+  bool opened_ = false;
+  std::optional<Database> db_;
+  std::string no_database_ = "no tuning database";
+  bool device_failed_ = false;  // the device or worker is unusable: tune nothing more
+  double tuning_s_ = 0;
+  std::vector<SiteDecision> graph_decisions_;
+  std::map<std::string, std::size_t> graph_index_;  // by template and problem
+};
+
+// Decides every kernel site of `graph` (after passes) for `target`:
+// Autotuner(target, options).finish(graph, lower_target).
 AutotuneResult autotune(const graph::Graph& graph, const backend::TargetDesc& target,
                         const lower::LowerTarget& lower_target, const AutotuneOptions& options);
 

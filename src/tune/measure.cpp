@@ -23,35 +23,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// The fault the test hook names for `knobs` ("wrong", "crash", "hang"), or "".
-std::string injected_fault(const std::string& knobs) {
-  const char* value = std::getenv(kFaultVariable);
-  if (!value) return "";
-  const std::string text = value;
-  for (std::size_t start = 0; start <= text.size();) {
-    const std::size_t end = std::min(text.find(';', start), text.size());
-    const std::string entry = text.substr(start, end - start);
-    const std::size_t equals = entry.find('=');
-    if (equals != std::string::npos && entry.substr(equals + 1) == knobs) return entry.substr(0, equals);
-    start = end + 1;
-  }
-  return "";
-}
-
-// Fixed-seed values in [-1, 1): splitmix64 per element, the same on every platform.
-std::vector<float> random_values(std::size_t count, std::uint64_t seed) {
-  std::vector<float> values(count);
-  std::uint64_t state = seed;
-  for (float& v : values) {
-    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    v = static_cast<float>(static_cast<double>(z >> 40) / double(1ull << 24) * 2.0 - 1.0);
-  }
-  return values;
-}
-
 CandidateResult failed(const std::string& knobs, CandidateStatus status, std::string detail) {
   CandidateResult result;
   result.knobs = knobs;
@@ -69,6 +40,43 @@ std::uint64_t buffer_bytes(std::int64_t elements) {
 }
 
 }  // namespace
+
+std::string injected_fault(const std::string& knobs) {
+  const char* value = std::getenv(kFaultVariable);
+  if (!value) return "";
+  const std::string text = value;
+  for (std::size_t start = 0; start <= text.size();) {
+    const std::size_t end = std::min(text.find(';', start), text.size());
+    const std::string entry = text.substr(start, end - start);
+    const std::size_t equals = entry.find('=');
+    if (equals != std::string::npos && entry.substr(equals + 1) == knobs) return entry.substr(0, equals);
+    start = end + 1;
+  }
+  return "";
+}
+
+void crash_or_hang_if_injected(const std::string& fault) {
+  if (fault == "crash") {
+    const rlimit no_core{0, 0};  // a deliberate crash leaves no core file behind
+    setrlimit(RLIMIT_CORE, &no_core);
+    std::abort();
+  }
+  if (fault == "hang")
+    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+}
+
+std::vector<float> random_values(std::size_t count, std::uint64_t seed) {
+  std::vector<float> values(count);
+  std::uint64_t state = seed;
+  for (float& v : values) {
+    std::uint64_t z = (state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    v = static_cast<float>(static_cast<double>(z >> 40) / double(1ull << 24) * 2.0 - 1.0);
+  }
+  return values;
+}
 
 struct Measurer::Reference {
   std::vector<std::vector<float>> inputs;   // per present input, in kernel buffer order
@@ -107,13 +115,7 @@ const Measurer::Reference& Measurer::reference(const Site& site, const MeasureOp
 
 CandidateResult Measurer::measure(const Site& site, const std::string& knobs, const MeasureOptions& options) {
   const std::string fault = injected_fault(knobs);
-  if (fault == "crash") {
-    const rlimit no_core{0, 0};  // a deliberate crash leaves no core file behind
-    setrlimit(RLIMIT_CORE, &no_core);
-    std::abort();
-  }
-  if (fault == "hang")
-    for (;;) std::this_thread::sleep_for(std::chrono::seconds(1));
+  crash_or_hang_if_injected(fault);
 
   const backend::TargetDesc& target = device_->target();
   kir::Kernel kernel("candidate");

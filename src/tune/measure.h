@@ -34,6 +34,10 @@ struct MeasureOptions {
   double give_up_ms = 0;
   // Largest accepted |got - expected| / max(1, |expected|) of any output element.
   double tolerance = 1e-3;
+  // Graph-level sites (graph_measure.h): the tuning database whose kernel
+  // records the candidate's kernels are built with, so that Winograd and
+  // direct compare tuned kernels where records exist ("": the heuristic's).
+  std::string kernel_records;
 };
 
 // The environment variable naming candidates to break, for tests of the
@@ -41,6 +45,14 @@ struct MeasureOptions {
 // repeatable). The worker gives a wrong result for, aborts on, or never
 // finishes a candidate whose knob text it names; nothing else reads it.
 inline constexpr const char* kFaultVariable = "KILN_TUNE_FAULT";
+// The fault it names for `knobs` ("wrong", "crash", "hang"), or "".
+std::string injected_fault(const std::string& knobs);
+// Aborts for "crash", never returns for "hang"; returns for anything else.
+void crash_or_hang_if_injected(const std::string& fault);
+
+// Fixed-seed values in [-1, 1): splitmix64 per element, the same on every
+// platform (the inputs candidates are checked and timed on).
+std::vector<float> random_values(std::size_t count, std::uint64_t seed);
 
 // One device and the reference results of the sites it has seen.
 class Measurer {

@@ -43,7 +43,8 @@ nlohmann::json options_json(const MeasureOptions& o) {
           {"rotate_bytes", o.rotate_bytes},
           {"max_copies", o.max_copies},
           {"give_up_ms", o.give_up_ms},
-          {"tolerance", o.tolerance}};
+          {"tolerance", o.tolerance},
+          {"kernel_records", o.kernel_records}};
 }
 
 MeasureOptions options_from_json(const nlohmann::json& v) {
@@ -59,6 +60,7 @@ MeasureOptions options_from_json(const nlohmann::json& v) {
     o.max_copies = v.at("max_copies").get<int>();
     o.give_up_ms = v.at("give_up_ms").get<double>();
     o.tolerance = v.at("tolerance").get<double>();
+    o.kernel_records = v.at("kernel_records").get<std::string>();
     return o;
   } catch (const nlohmann::json::exception& error) {
     throw_error(ErrorKind::Corrupt, std::string("tuning worker: malformed measure options: ") + error.what());

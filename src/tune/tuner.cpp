@@ -4,6 +4,7 @@
 #include "src/runtime/log.h"
 #include "src/tune/candidates.h"
 #include "src/tune/choice.h"
+#include "src/tune/graph_site.h"
 #include "src/tune/protocol.h"
 #include "src/tune/search.h"
 #include "src/tune/tune_build_config.h"
@@ -101,7 +102,9 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.budget_s));
   const backend::Backend& backend = backend::get_backend(device.backend);
   const backend::TargetDesc target = find_target(backend, device);
-  CandidateList list = candidates(site, backend, target, options.seed);
+  // A graph pass's choice offers its options; a kernel's, the template's knob space.
+  CandidateList list = is_graph_site(site) ? CandidateList{graph_site_candidates(site), {}}
+                                           : candidates(site, backend, target, options.seed);
   if (options.max_candidates != 0 && list.knobs.size() > options.max_candidates) list.knobs.resize(options.max_candidates);
   for (const auto& [knobs, why] : list.filtered)
     runtime::log(runtime::LogLevel::debug, "tune '" + site.id.problem + "': " + knobs + " filtered out: " + why);
