@@ -41,9 +41,11 @@ struct MeasureOptions {
 };
 
 // The environment variable naming candidates to break, for tests of the
-// tuner's fault handling: "wrong=KNOBS;crash=KNOBS;hang=KNOBS" (any subset,
-// repeatable). The worker gives a wrong result for, aborts on, or never
-// finishes a candidate whose knob text it names; nothing else reads it.
+// tuner's fault handling: "wrong=KNOBS;crash=KNOBS;hang=KNOBS;slow_first=KNOBS"
+// (any subset, repeatable). The worker gives a wrong result for, aborts on,
+// or never finishes a candidate whose knob text it names, or reports the
+// first measurement of it in the process 10 times slower than it was (as a
+// burst of other load would); nothing else reads it.
 inline constexpr const char* kFaultVariable = "KILN_TUNE_FAULT";
 // The fault it names for `knobs` ("wrong", "crash", "hang"), or "".
 std::string injected_fault(const std::string& knobs);
