@@ -17,14 +17,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-CandidateResult failed(const std::string& option, CandidateStatus status, std::string detail) {
-  CandidateResult result;
-  result.knobs = option;
-  result.status = status;
-  result.detail = std::move(detail);
-  return result;
-}
-
 // Whether the compiled graph took `option` for the site's pass.
 bool applied(const graph::Graph& passed, const Site& site, const std::string& option) {
   bool winograd = false, packed = false;
@@ -101,15 +93,13 @@ CandidateResult GraphMeasurer::measure(const Site& site, const std::string& opti
     executor = std::make_unique<Executor>(Model(ref.graph, "graph_site"), run_options);
     executor->prepare();
   } catch (const Error& error) {
-    return failed(option, error.kind() == ErrorKind::OutOfMemory ? CandidateStatus::out_of_memory
-                                                                 : CandidateStatus::compile_failed,
-                  error.what());
+    return failed_candidate(option, status_of(error, CandidateStatus::compile_failed), error.what());
   }
   if (!asked)
-    return failed(option, CandidateStatus::compile_failed,
+    return failed_candidate(option, CandidateStatus::compile_failed,
                   "the " + site.id.template_name + " pass did not offer this choice (is its setting off?)");
   if (!applied(executor->planned_graph(), site, option))
-    return failed(option, CandidateStatus::compile_failed,
+    return failed_candidate(option, CandidateStatus::compile_failed,
                   "the " + site.id.template_name + " pass did not take '" + option + "' for this node");
 
   CandidateResult result;
@@ -121,17 +111,17 @@ CandidateResult GraphMeasurer::measure(const Site& site, const std::string& opti
     };
     auto [outputs, first_ms] = timed_call();
     if (outputs.size() != ref.outputs.size())
-      return failed(option, CandidateStatus::wrong_result,
+      return failed_candidate(option, CandidateStatus::wrong_result,
                     std::to_string(outputs.size()) + " outputs, expected " + std::to_string(ref.outputs.size()));
     for (std::size_t o = 0; o < outputs.size(); ++o) {
       std::vector<float> got(outputs[o].values<float>().begin(), outputs[o].values<float>().end());
       if (fault == "wrong" && !got.empty()) got.back() += 1.0f;  // the test hook: an edge element off by one
       const std::span<const float> want = ref.outputs[o].values<float>();
       if (got.size() != want.size())
-        return failed(option, CandidateStatus::wrong_result, "output " + std::to_string(o) + " has the wrong size");
+        return failed_candidate(option, CandidateStatus::wrong_result, "output " + std::to_string(o) + " has the wrong size");
       const auto [worst, at] = worst_error(got, want);
       if (!(worst <= options.tolerance))
-        return failed(option, CandidateStatus::wrong_result,
+        return failed_candidate(option, CandidateStatus::wrong_result,
                       "output " + std::to_string(o) + " element " + std::to_string(at) + " is " +
                           std::to_string(got[at]) + ", expected " + std::to_string(want[at]) + " (relative error " +
                           std::to_string(worst) + ", tolerance " + std::to_string(options.tolerance) + ")");
@@ -146,9 +136,7 @@ CandidateResult GraphMeasurer::measure(const Site& site, const std::string& opti
       if (r + 1 >= options.min_repeats && summarize(result.times_ms).spread <= options.target_spread) break;
     }
   } catch (const Error& error) {
-    return failed(option,
-                  error.kind() == ErrorKind::OutOfMemory ? CandidateStatus::out_of_memory : CandidateStatus::crashed,
-                  std::string("device error: ") + error.what());
+    return failed_candidate(option, status_of(error, CandidateStatus::crashed), std::string("device error: ") + error.what());
   }
   const TimeSummary summary = summarize(result.times_ms);
   result.status = CandidateStatus::ok;

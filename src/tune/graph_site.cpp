@@ -54,25 +54,9 @@ std::optional<Site> graph_site_of(const graph::passes::GraphChoice& choice) {
   KILN_CHECK(choice.graph && choice.node, ErrorKind::Internal, "a graph choice without its graph or node");
   const graph::Graph& g = *choice.graph;
   const graph::Node& node = *choice.node;
-  Site site;
-  site.node.op = node.op;
-  site.node.name = node.name;
-  site.node.attrs = node.attrs;
-  graph::ValueId next = 0;
-  for (graph::ValueId id : node.inputs) {
-    site.node.inputs.push_back(id < 0 ? -1 : next++);
-    if (id < 0) {
-      site.inputs.push_back(std::nullopt);
-      continue;
-    }
-    if (g.value(id).type.dynamic) return std::nullopt;
-    site.inputs.push_back(g.value(id).type);
-  }
-  for (graph::ValueId id : node.outputs) {
-    site.node.outputs.push_back(next++);
-    if (g.value(id).type.dynamic) return std::nullopt;
-    site.outputs.push_back(g.value(id).type);
-  }
+  std::optional<Site> alone = node_alone(g, node);
+  if (!alone) return std::nullopt;
+  Site& site = *alone;
   const std::optional<std::string> problem = node_problem(site);
   if (!problem) return std::nullopt;
   site.id.template_name = choice.pass;

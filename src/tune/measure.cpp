@@ -24,7 +24,13 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-CandidateResult failed(const std::string& knobs, CandidateStatus status, std::string detail) {
+std::uint64_t buffer_bytes(std::int64_t elements) {
+  return static_cast<std::uint64_t>(std::max<std::int64_t>(elements, 1)) * sizeof(float);
+}
+
+}  // namespace
+
+CandidateResult failed_candidate(const std::string& knobs, CandidateStatus status, std::string detail) {
   CandidateResult result;
   result.knobs = knobs;
   result.status = status;
@@ -35,12 +41,6 @@ CandidateResult failed(const std::string& knobs, CandidateStatus status, std::st
 CandidateStatus status_of(const Error& error, CandidateStatus otherwise) {
   return error.kind() == ErrorKind::OutOfMemory ? CandidateStatus::out_of_memory : otherwise;
 }
-
-std::uint64_t buffer_bytes(std::int64_t elements) {
-  return static_cast<std::uint64_t>(std::max<std::int64_t>(elements, 1)) * sizeof(float);
-}
-
-}  // namespace
 
 std::string injected_fault(const std::string& knobs) {
   const char* value = std::getenv(kFaultVariable);
@@ -123,19 +123,19 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
   try {
     kernel = site.lower(fuse::lower_target(target), knobs);
   } catch (const Error& error) {
-    return failed(knobs, CandidateStatus::compile_failed, std::string("lowering failed: ") + error.what());
+    return failed_candidate(knobs, CandidateStatus::compile_failed, std::string("lowering failed: ") + error.what());
   }
   if (!kernel.tuning_site || kernel.tuning_site->knobs != knobs)
-    return failed(knobs, CandidateStatus::compile_failed, "lowering did not take these knobs (its warning says why)");
+    return failed_candidate(knobs, CandidateStatus::compile_failed, "lowering did not take these knobs (its warning says why)");
 
-  if (auto why = backend_.supports(render::kernel_requirements(kernel), target)) return failed(knobs, CandidateStatus::compile_failed, *why);
+  if (auto why = backend_.supports(render::kernel_requirements(kernel), target)) return failed_candidate(knobs, CandidateStatus::compile_failed, *why);
 
   std::shared_ptr<backend::LoadedKernel> loaded;
   try {
     const backend::KernelSource source = render::make_kernel_source(kernel, backend_.language());
     loaded = device_->load_kernel(source, backend_.compiler().compile(source, target));
   } catch (const Error& error) {
-    return failed(knobs, status_of(error, CandidateStatus::compile_failed), error.what());
+    return failed_candidate(knobs, status_of(error, CandidateStatus::compile_failed), error.what());
   }
 
   const Reference& ref = reference(site, options);
@@ -144,7 +144,7 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
     if (type) elements.push_back(num_elements(type->shape));
   for (const graph::TensorType& type : site.outputs) elements.push_back(num_elements(type.shape));
   if (elements.size() != kernel.buffers.size())
-    return failed(knobs, CandidateStatus::compile_failed,
+    return failed_candidate(knobs, CandidateStatus::compile_failed,
                   "the kernel binds " + std::to_string(kernel.buffers.size()) + " buffers, the node has " +
                       std::to_string(elements.size()) + " inputs and outputs");
   std::uint64_t copy_bytes = 0;
@@ -206,7 +206,7 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
         }
       }
       if (!(worst <= options.tolerance))
-        return failed(knobs, CandidateStatus::wrong_result,
+        return failed_candidate(knobs, CandidateStatus::wrong_result,
                       "output " + std::to_string(o) + " element " + std::to_string(worst_at) + " is " +
                           std::to_string(got[worst_at]) + ", expected " + std::to_string(ref.outputs[o][worst_at]) +
                           " (relative error " + std::to_string(worst) + ", tolerance " +
@@ -225,7 +225,7 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
       if (r + 1 >= options.min_repeats && summarize(result.times_ms).spread <= options.target_spread) break;
     }
   } catch (const Error& error) {
-    return failed(knobs, status_of(error, CandidateStatus::crashed), std::string("device error: ") + error.what());
+    return failed_candidate(knobs, status_of(error, CandidateStatus::crashed), std::string("device error: ") + error.what());
   }
   const TimeSummary summary = summarize(result.times_ms);
   result.status = CandidateStatus::ok;

@@ -8,6 +8,8 @@
 #include "src/tune/database.h"
 #include "src/tune/site.h"
 
+#include <kiln/error.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -39,6 +41,12 @@ struct MeasureOptions {
   // direct compare tuned kernels where records exist ("": the heuristic's).
   std::string kernel_records;
 };
+
+// A candidate that failed: its knobs, status and why.
+CandidateResult failed_candidate(const std::string& knobs, CandidateStatus status, std::string detail);
+
+// A device error's status: out_of_memory where the device ran out, else `otherwise`.
+CandidateStatus status_of(const Error& error, CandidateStatus otherwise);
 
 // The environment variable naming candidates to break, for tests of the
 // tuner's fault handling: "wrong=KNOBS;crash=KNOBS;hang=KNOBS;slow_first=KNOBS"

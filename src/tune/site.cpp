@@ -91,12 +91,11 @@ kir::Kernel Site::lower(const lower::LowerTarget& target, const std::optional<st
   return std::move(*lowered.kernel);
 }
 
-std::optional<Site> site_of(const graph::Graph& graph, const graph::Node& node, const lower::LowerTarget& target) {
+std::optional<Site> node_alone(const graph::Graph& graph, const graph::Node& node) {
   Site site;
   site.node.op = node.op;
   site.node.name = node.name;
   site.node.attrs = node.attrs;
-  // The node's value ids are renumbered 0, 1, ...: only which slots are present matters.
   graph::ValueId next = 0;
   for (graph::ValueId id : node.inputs) {
     site.node.inputs.push_back(id < 0 ? -1 : next++);
@@ -113,6 +112,13 @@ std::optional<Site> site_of(const graph::Graph& graph, const graph::Node& node, 
     if (graph.value(id).type.dynamic) return std::nullopt;
     site.outputs.push_back(graph.value(id).type);
   }
+  return site;
+}
+
+std::optional<Site> site_of(const graph::Graph& graph, const graph::Node& node, const lower::LowerTarget& target) {
+  std::optional<Site> alone = node_alone(graph, node);
+  if (!alone) return std::nullopt;
+  Site& site = *alone;
   lower::LowerTarget plain = target;
   plain.knob_overrides.reset();
   const std::vector<graph::TensorType> inputs_by_slot = slot_types(site);

@@ -26,6 +26,11 @@ struct Site {
   kir::Kernel lower(const lower::LowerTarget& target, const std::optional<std::string>& knobs = std::nullopt) const;
 };
 
+// `node` on its own, as a site holds it: op, name, attributes, its input
+// and output types, value ids renumbered 0, 1, ... (only which slots are
+// present matters); `id` left empty. Nullopt when a type is dynamic.
+std::optional<Site> node_alone(const graph::Graph& graph, const graph::Node& node);
+
 // The site of `node` in `graph` for `target` (the heuristic's knobs, any
 // override in `target` ignored), or nullopt when its kernel has no choices
 // or it cannot be lowered.
