@@ -15,7 +15,6 @@ namespace kiln::tune {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
 
 // Whether the compiled graph took `option` for the site's pass.
 bool applied(const graph::Graph& passed, const Site& site, const std::string& option) {
@@ -126,15 +125,7 @@ CandidateResult GraphMeasurer::measure(const Site& site, const std::string& opti
                           std::to_string(got[at]) + ", expected " + std::to_string(want[at]) + " (relative error " +
                           std::to_string(worst) + ", tolerance " + std::to_string(options.tolerance) + ")");
     }
-    const bool gave_up = options.give_up_ms > 0 && first_ms > options.give_up_ms;
-    if (gave_up) result.times_ms = {first_ms};
-    for (int w = 0; w < options.warmup && !gave_up; ++w) timed_call();
-    const Clock::time_point start = Clock::now();
-    for (int r = 0; r < options.max_repeats && !gave_up; ++r) {
-      result.times_ms.push_back(timed_call().second);
-      if (std::chrono::duration<double>(Clock::now() - start).count() >= options.time_cap_s) break;
-      if (r + 1 >= options.min_repeats && summarize(result.times_ms).spread <= options.target_spread) break;
-    }
+    result.times_ms = time_calls(options, first_ms, [&](int) { return timed_call().second; });
   } catch (const Error& error) {
     return failed_candidate(option, status_of(error, CandidateStatus::crashed), std::string("device error: ") + error.what());
   }

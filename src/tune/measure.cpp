@@ -42,6 +42,20 @@ CandidateStatus status_of(const Error& error, CandidateStatus otherwise) {
   return error.kind() == ErrorKind::OutOfMemory ? CandidateStatus::out_of_memory : otherwise;
 }
 
+std::vector<double> time_calls(const MeasureOptions& options, double first_ms, const std::function<double(int)>& call) {
+  // Far slower than the best so far on its first run: that run is its only timing.
+  if (options.give_up_ms > 0 && first_ms > options.give_up_ms) return {first_ms};
+  for (int w = 0; w < options.warmup; ++w) call(w);
+  std::vector<double> times;
+  const Clock::time_point start = Clock::now();
+  for (int r = 0; r < options.max_repeats; ++r) {
+    times.push_back(call(r));
+    if (std::chrono::duration<double>(Clock::now() - start).count() >= options.time_cap_s) break;
+    if (r + 1 >= options.min_repeats && summarize(times).spread <= options.target_spread) break;
+  }
+  return times;
+}
+
 std::string injected_fault(const std::string& knobs) {
   const char* value = std::getenv(kFaultVariable);
   if (!value) return "";
@@ -213,17 +227,9 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
                           std::to_string(options.tolerance) + ")");
     }
 
-    // Far slower than the best so far on its first run: that run is its only timing.
-    const bool gave_up = options.give_up_ms > 0 && first_ms > options.give_up_ms;
-    if (gave_up) result.times_ms = {first_ms};
-    for (int w = 0; w < options.warmup && !gave_up; ++w) timed_submit(*lists[static_cast<std::size_t>(w % copies)]);
-    const Clock::time_point start = Clock::now();
-    for (int r = 0; r < options.max_repeats && !gave_up; ++r) {
-      result.times_ms.push_back(timed_submit(*lists[static_cast<std::size_t>(r % copies)]));
-      const double elapsed_s = std::chrono::duration<double>(Clock::now() - start).count();
-      if (elapsed_s >= options.time_cap_s) break;
-      if (r + 1 >= options.min_repeats && summarize(result.times_ms).spread <= options.target_spread) break;
-    }
+    result.times_ms = time_calls(options, first_ms, [&](int i) {
+      return timed_submit(*lists[static_cast<std::size_t>(i % copies)]);
+    });
   } catch (const Error& error) {
     return failed_candidate(knobs, status_of(error, CandidateStatus::crashed), std::string("device error: ") + error.what());
   }

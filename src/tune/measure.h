@@ -11,6 +11,7 @@
 #include <kiln/error.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -41,6 +42,13 @@ struct MeasureOptions {
   // direct compare tuned kernels where records exist ("": the heuristic's).
   std::string kernel_records;
 };
+
+// The timing method every candidate gets, kernel or whole graph: `call(i)`
+// runs once and returns its milliseconds. After a first (verifying) run of
+// `first_ms`: that run alone where it exceeds options.give_up_ms, else the
+// warm-up calls, then repeats until the spread is small, the time cap or
+// max_repeats.
+std::vector<double> time_calls(const MeasureOptions& options, double first_ms, const std::function<double(int)>& call);
 
 // A candidate that failed: its knobs, status and why.
 CandidateResult failed_candidate(const std::string& knobs, CandidateStatus status, std::string detail);
