@@ -65,10 +65,11 @@ std::optional<std::size_t> CandidateSearch::unmeasured_neighbour_of(std::size_t 
 std::optional<std::size_t> CandidateSearch::next() {
   if (measured_count_ == knobs_.size()) return std::nullopt;
   if (!measured_[0]) return 0;
-  if (std::optional<std::size_t> i = unmeasured_neighbour_of(0)) return i;
-  // Alternate: climb from the best (when it has unmeasured neighbours), explore.
-  const bool climb = steps_after_neighbours_ % 2 == 0;
-  ++steps_after_neighbours_;
+  // Alternate, exploring first: a site's budget often ends after a handful
+  // of candidates, and those must not all be the heuristic's neighbours
+  // when another family (the subgroup path, another algorithm) is faster.
+  const bool climb = steps_after_heuristic_ % 2 == 1;
+  ++steps_after_heuristic_;
   if (climb && best_)
     if (std::optional<std::size_t> i = unmeasured_neighbour_of(*best_)) return i;
   // Exploring: the most field values never measured yet, then the farthest

@@ -1,10 +1,11 @@
 // The order a site's candidates are measured in when the budget may end the
-// search early: the heuristic's knobs first, then their neighbours (knobs
-// that differ in one field), then, alternately, a neighbour of the fastest
-// so far (climbing) and the candidate with the most field values not yet
-// measured, the farthest from everything measured among equals (exploring:
-// every value of every knob, such as the subgroup path when the heuristic
-// took the register path, is tried early rather than by chance).
+// search early: the heuristic's knobs first, then, alternately, the
+// candidate with the most field values not yet measured, the farthest from
+// everything measured among equals (exploring: every value of every knob,
+// such as the subgroup path when the heuristic took the register path, or
+// another convolution algorithm, is tried early rather than by chance), and
+// a neighbour (one field different) of the fastest so far (climbing; at
+// first the heuristic's neighbours).
 // Ties fall to the list's order (candidates.h: seeded, the same every run),
 // so the same timings give the same path.
 #pragma once
@@ -41,7 +42,7 @@ class CandidateSearch {
   std::vector<std::size_t> nearest_measured_;  // per candidate: distance to the closest measured one
   std::set<std::string> seen_fields_;          // every field value of the measured candidates
   std::size_t measured_count_ = 0;
-  std::size_t steps_after_neighbours_ = 0;
+  std::size_t steps_after_heuristic_ = 0;
   std::optional<std::size_t> best_;
   double best_ms_ = 0;
 };
