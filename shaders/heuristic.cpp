@@ -221,23 +221,28 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
 }
 
 ConvPlan choose_conv_plan(const ConvProblem& p, const lower::LowerTarget& target) {
-  ConvPlan plan;
   const bool pointwise = conv_algorithm_applies(p, ConvAlgorithm::gemm_1x1);
-  if (pointwise || (conv_algorithm_applies(p, ConvAlgorithm::implicit_gemm) && prefers_implicit_gemm(p))) {
-    plan.algorithm = pointwise ? ConvAlgorithm::gemm_1x1 : ConvAlgorithm::implicit_gemm;
+  if (pointwise || (conv_algorithm_applies(p, ConvAlgorithm::implicit_gemm) && prefers_implicit_gemm(p)))
+    return choose_conv_plan(p, pointwise ? ConvAlgorithm::gemm_1x1 : ConvAlgorithm::implicit_gemm, target);
+  if (conv_algorithm_applies(p, ConvAlgorithm::depthwise)) return choose_conv_plan(p, ConvAlgorithm::depthwise, target);
+  return choose_conv_plan(p, ConvAlgorithm::direct, target);
+}
+
+ConvPlan choose_conv_plan(const ConvProblem& p, ConvAlgorithm algorithm, const lower::LowerTarget& target) {
+  ConvPlan plan;
+  plan.algorithm = algorithm;
+  if (algorithm == ConvAlgorithm::gemm_1x1 || algorithm == ConvAlgorithm::implicit_gemm) {
     plan.gemm = choose_gemm_knobs(p.batch * p.groups, p.out_channels_per_group(), p.out_h * p.out_w,
                                   p.in_channels_per_group() * p.kernel_h * p.kernel_w, target);
     return plan;
   }
   plan.conv.workgroup_size = workgroup_size(target);
-  if (conv_algorithm_applies(p, ConvAlgorithm::depthwise)) {
-    plan.algorithm = ConvAlgorithm::depthwise;
+  if (algorithm == ConvAlgorithm::depthwise) {
     plan.conv.tile_channels = 1;
     plan.conv.tile_width = fit_tile(p.out_w, kDepthwiseWidths);
     while (plan.conv.tile_width > 1 && conv_invocations(p, plan) < min_invocations(target)) plan.conv.tile_width /= 2;
     return plan;
   }
-  plan.algorithm = ConvAlgorithm::direct;
   plan.conv.tile_channels = fit_tile(p.out_channels_per_group(), kTiles);
   plan.conv.tile_width = fit_conv_width(p.out_w);
   while ((plan.conv.tile_channels > 1 || plan.conv.tile_width > 1) &&

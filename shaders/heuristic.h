@@ -22,6 +22,10 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
 // implicit_gemm where prefers_implicit_gemm, else depthwise (one input
 // channel per group), else direct.
 ConvPlan choose_conv_plan(const ConvProblem& problem, const lower::LowerTarget& target);
+// The heuristic's knobs for `algorithm` (which must apply to `problem`):
+// what choose_conv_plan would pick had it chosen that algorithm. The
+// autotuner measures these first for each algorithm it may try.
+ConvPlan choose_conv_plan(const ConvProblem& problem, ConvAlgorithm algorithm, const lower::LowerTarget& target);
 
 // The implicit GEMM's share, from the geometry alone (never the target), so
 // the compile pass that packs direct-convolution weights

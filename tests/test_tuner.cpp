@@ -34,6 +34,7 @@
 #include <array>
 #include <chrono>
 #include <map>
+#include <set>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -565,11 +566,32 @@ BOOST_AUTO_TEST_CASE(candidates_are_filtered_by_the_capability_record) {
   }
   BOOST_TEST(!list.filtered.empty());
   for (const auto& [knobs, why] : list.filtered) BOOST_TEST(contains(why, "shared memory"), knobs << ": " << why);
-  // The heuristic's choice comes first, then its neighbours (one field away).
+  // The heuristic's choice comes first, then one head of each other family
+  // (search.h), then its neighbours (one field away).
   BOOST_TEST(list.knobs.front() == sh::to_string(sh::choose_gemm_knobs(1, 256, 256, 512, kiln::fuse::lower_target(small))));
-  BOOST_TEST(tn::knob_distance(list.knobs[1], list.knobs[0]) == 1);
+  std::set<std::string> families = {tn::knob_family(roomy.knobs[0])};
+  std::size_t first_neighbour = 1;
+  while (first_neighbour < roomy.knobs.size() && tn::knob_distance(roomy.knobs[first_neighbour], roomy.knobs[0]) > 1) {
+    BOOST_TEST(families.insert(tn::knob_family(roomy.knobs[first_neighbour])).second, roomy.knobs[first_neighbour]);
+    ++first_neighbour;
+  }
+  BOOST_TEST(families.size() > 2u);  // the shared tilings' families and the register path
+  BOOST_TEST_REQUIRE(first_neighbour < roomy.knobs.size());
+  for (std::size_t i = first_neighbour + 1; i < roomy.knobs.size(); ++i)
+    BOOST_TEST(families.count(tn::knob_family(roomy.knobs[i])) == 1u, roomy.knobs[i]);
+  BOOST_TEST(tn::knob_family("8x16_k1_p1_wg64_v4_sg8_tex") == "k m n p sg tex v wg");
+  BOOST_TEST(tn::knob_family("direct:c8_w8_wg64") == "algorithm=direct c w wg");
   BOOST_TEST(tn::knob_distance("8x8_k4_p8_wg64_v4", "8x4_k4_p8_wg64_v4") == 1);
   BOOST_TEST(tn::knob_distance("direct:c8_w8_wg64", "depthwise:c1_w8_wg64") == 2);
+
+  // A CPU device gets no shared-memory tiling, and the filtered list says why.
+  kb::TargetDesc cpu = gpu_target(65536);
+  cpu.device_type = "cpu";
+  const tn::CandidateList on_cpu = tn::candidates(site, null, cpu);
+  BOOST_TEST_REQUIRE(!on_cpu.knobs.empty());
+  for (const std::string& knobs : on_cpu.knobs) BOOST_TEST(!needs_shared(knobs), knobs);
+  BOOST_TEST(std::any_of(on_cpu.filtered.begin(), on_cpu.filtered.end(),
+                         [](const auto& f) { return contains(f.second, "CPU device"); }));
 
   // Few invocations per workgroup: nothing larger.
   for (const std::string& knobs : tn::candidates(site, null, gpu_target(65536, 32)).knobs)
@@ -635,18 +657,19 @@ BOOST_AUTO_TEST_CASE(the_choice_rule_is_deterministic_and_keeps_ties_with_the_he
   BOOST_TEST(first == 1u);
 }
 
-BOOST_AUTO_TEST_CASE(the_search_explores_far_from_what_was_measured_and_climbs_from_the_best) {
-  // [0] the heuristic; [1] and [2] its neighbours; [3] a neighbour of [1]
-  // and [2]; [4] two fields from [0]; [5] differs from everything in 4+ fields.
-  const std::vector<std::string> knobs = {"4x4_k4_v4",  "4x8_k4_v4",  "8x4_k4_v4",
-                                          "8x8_k4_v4",  "4x4_k8_v1",  "16x16_k16_v2_sg8"};
+BOOST_AUTO_TEST_CASE(the_search_tries_every_family_then_climbs_and_explores_near_the_best) {
+  // [0] the heuristic; [1] two new values, two fields away; [2] and [3] its
+  // neighbours; [4] a neighbour of [2] and [3]; [5] another family (sg).
+  const std::vector<std::string> knobs = {"4x4_k4_v4", "4x4_k8_v1", "4x8_k4_v4",
+                                          "8x4_k4_v4", "8x8_k4_v4", "16x16_k16_v2_sg8"};
   const std::map<std::size_t, std::optional<double>> timings = {
-      {0, 1.0}, {1, 1.2}, {2, 0.8}, {3, 0.9}, {4, std::nullopt}, {5, 1.1}};
-  // The heuristic; exploring: the most knob values never measured ([5]);
-  // climbing: the best's (still the heuristic's) first unmeasured neighbour;
-  // exploring: k8 and v1 are new ([4], which fails: a failure never becomes
-  // the best); climbing: [2], now the best; what is left.
-  const std::vector<std::size_t> path = {0, 5, 1, 4, 2, 3};
+      {0, 1.0}, {1, std::nullopt}, {2, 1.2}, {3, 0.8}, {4, 0.9}, {5, 1.1}};
+  // The heuristic; the other family ([5]); climbing: the best's (still the
+  // heuristic's) first unmeasured neighbour ([2]); exploring: a new value
+  // nearest to the best ([3], one field away, before [1] with two new values
+  // two fields away); climbing: [4], the neighbour of [3], now the best;
+  // what is left ([1], which fails: a failure never becomes the best).
+  const std::vector<std::size_t> path = {0, 5, 2, 3, 4, 1};
   for (int run = 0; run < 2; ++run) {  // the same timings give the same path
     tn::CandidateSearch search(knobs);
     for (std::size_t expected : path) {
@@ -656,7 +679,7 @@ BOOST_AUTO_TEST_CASE(the_search_explores_far_from_what_was_measured_and_climbs_f
       search.measured(*next, timings.at(*next));
     }
     BOOST_TEST(!search.next().has_value());
-    BOOST_TEST(*search.best() == 2u);
+    BOOST_TEST(*search.best() == 3u);
   }
   BOOST_TEST(!tn::CandidateSearch({}).next().has_value());
 }

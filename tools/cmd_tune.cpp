@@ -416,8 +416,8 @@ void add_tune_command(CLI::App& app) {
   tune->add_option("--candidate-limit", args->candidate_limit_s, "seconds one candidate may take before it is stopped")
       ->capture_default_str();
   tune->add_option("--max-candidates", args->max_candidates,
-                   "measure at most this many candidates per kernel: the heuristic's choice and its nearest "
-                   "neighbours first (0: as many as the budget allows)")
+                   "measure at most this many candidates per kernel, in the search's order: the heuristic's "
+                   "choice first (0: as many as the budget allows)")
       ->capture_default_str();
   tune->add_option("--calls", args->calls, "calls per mode in the end-to-end comparison (0: skip it)")->capture_default_str();
   tune->callback([tune, args] {

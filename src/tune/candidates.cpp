@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -21,10 +22,23 @@ namespace kiln::tune {
 
 namespace {
 
+// Why a CPU device gets no shared-memory tiling: it runs a workgroup's
+// invocations one after another, so every barrier switches between all of
+// them, and each such candidate costs the search a timeout.
+constexpr const char* kSharedOnCpu =
+    "shared-memory tiling on a CPU device: its invocations run one after another, so every barrier switches "
+    "between all of them";
+
 // The GEMM configurations worth trying on `target`: its heuristic's space
-// and the shared-memory tilings a GPU with room for them would get.
-std::vector<shaders::GemmKnobs> gemm_space(const lower::LowerTarget& target) {
+// and the shared-memory tilings a GPU with room for them would get (none on
+// a CPU device: `filtered` says why).
+std::vector<shaders::GemmKnobs> gemm_space(const lower::LowerTarget& target,
+                                           std::vector<std::pair<std::string, std::string>>& filtered) {
   std::vector<shaders::GemmKnobs> space = shaders::gemm_knob_space(target);
+  if (target.cpu_device) {
+    filtered.emplace_back("shared-memory tilings (_s<N>)", kSharedOnCpu);
+    return space;
+  }
   lower::LowerTarget roomy = target;
   roomy.cpu_device = false;
   roomy.max_workgroup_invocations = std::max<std::uint32_t>(target.max_workgroup_invocations, 1024);
@@ -34,11 +48,14 @@ std::vector<shaders::GemmKnobs> gemm_space(const lower::LowerTarget& target) {
   return space;
 }
 
+// The site's knob space for `target`; `heads` receives the heuristic's own
+// knobs for each algorithm it did not choose, where the template has them.
 std::vector<std::string> space_of(const Site& site, const lower::LowerTarget& target,
-                                  std::vector<std::pair<std::string, std::string>>& filtered) {
+                                  std::vector<std::pair<std::string, std::string>>& filtered,
+                                  std::vector<std::string>& heads) {
   std::vector<std::string> texts;
   if (site.id.template_name == "gemm") {
-    for (const shaders::GemmKnobs& knobs : gemm_space(target)) {
+    for (const shaders::GemmKnobs& knobs : gemm_space(target, filtered)) {
       if (auto why = lower::gemm_knobs_unfit(knobs, target)) filtered.emplace_back(shaders::to_string(knobs), *why);
       else texts.push_back(shaders::to_string(knobs));
     }
@@ -47,10 +64,14 @@ std::vector<std::string> space_of(const Site& site, const lower::LowerTarget& ta
     for (const std::optional<graph::TensorType>& type : site.inputs) inputs.push_back(type.value_or(graph::TensorType{}));
     const shaders::ConvProblem problem = lower::conv_problem_of(site.node, inputs, site.outputs);
     std::vector<shaders::ConvPlan> plans = shaders::conv_plan_space(target);
-    for (const shaders::GemmKnobs& knobs : gemm_space(target))
+    for (const shaders::GemmKnobs& knobs : gemm_space(target, filtered))
       if (knobs.shared_k_tile != 0)
         for (shaders::ConvAlgorithm algorithm : {shaders::ConvAlgorithm::gemm_1x1, shaders::ConvAlgorithm::implicit_gemm})
           plans.push_back({algorithm, knobs, {}});
+    for (shaders::ConvAlgorithm algorithm : {shaders::ConvAlgorithm::gemm_1x1, shaders::ConvAlgorithm::implicit_gemm,
+                                             shaders::ConvAlgorithm::direct, shaders::ConvAlgorithm::depthwise})
+      if (shaders::conv_algorithm_applies(problem, algorithm))
+        heads.push_back(shaders::to_string(shaders::choose_conv_plan(problem, algorithm, target)));
     for (const shaders::ConvPlan& plan : plans) {
       // A plan whose algorithm does not apply is not a candidate at all (not a capability limit).
       if (!shaders::conv_algorithm_applies(problem, plan.algorithm)) continue;
@@ -118,17 +139,42 @@ CandidateList candidates(const Site& site, const backend::Backend& backend, cons
              "tuning site '" + site.node.name + "' lowers to a kernel without a tuning site");
   const std::string heuristic = chosen.tuning_site->knobs;
 
-  std::vector<std::string> texts = space_of(site, lower_target, list.filtered);
+  std::vector<std::string> heads;
+  std::vector<std::string> texts = space_of(site, lower_target, list.filtered, heads);
   texts.push_back(heuristic);
   std::sort(texts.begin(), texts.end());
   texts.erase(std::unique(texts.begin(), texts.end()), texts.end());
 
-  // (group, seeded hash, text): the heuristic's, its neighbours, then the rest.
+  // Each family's head (search.h: a family is a set of knobs; a convolution
+  // algorithm is one): the heuristic's own knobs for it where the template
+  // has them, else its member nearest to the heuristic's (ties: seeded).
+  const auto seeded_hash = [seed](const std::string& text) {
+    return XXH3_64bits_withSeed(text.data(), text.size(), seed);
+  };
+  std::map<std::string, std::string> head_of;  // family -> head
+  std::set<std::string> fixed = {heuristic};   // heads no nearer member replaces
+  head_of[knob_family(heuristic)] = heuristic;
+  for (const std::string& head : heads)
+    if (std::binary_search(texts.begin(), texts.end(), head) && head_of.emplace(knob_family(head), head).second)
+      fixed.insert(head);
+  for (const std::string& text : texts) {
+    auto [it, added] = head_of.emplace(knob_family(text), text);
+    if (added || fixed.count(it->second) != 0) continue;
+    const int d = knob_distance(text, heuristic), nearest = knob_distance(it->second, heuristic);
+    if (d < nearest || (d == nearest && seeded_hash(text) < seeded_hash(it->second))) it->second = text;
+  }
+  std::set<std::string> family_heads;
+  for (const auto& [family, head] : head_of) family_heads.insert(head);
+
+  // (group, seeded hash, text): the heuristic's, the other families' heads,
+  // the heuristic's neighbours, then the rest.
   std::vector<std::tuple<int, std::uint64_t, std::string>> order;
   for (const std::string& text : texts) {
-    const int distance = knob_distance(text, heuristic);
-    const int group = text == heuristic ? 0 : distance <= 1 ? 1 : 2;
-    order.emplace_back(group, XXH3_64bits_withSeed(text.data(), text.size(), seed), text);
+    const int group = text == heuristic                  ? 0
+                      : family_heads.count(text) != 0    ? 1
+                      : knob_distance(text, heuristic) <= 1 ? 2
+                                                            : 3;
+    order.emplace_back(group, seeded_hash(text), text);
   }
   std::sort(order.begin(), order.end());
 

@@ -1,6 +1,7 @@
 // The candidates of a tuning site: the template's knob space, filtered by
 // the device's capability record, in search order (the heuristic's choice,
-// then its neighbours, then the rest in a seeded order).
+// each other family's head, the heuristic's neighbours, then the rest in a
+// seeded order).
 #pragma once
 
 #include "backends/backend.h"
@@ -21,11 +22,13 @@ struct CandidateList {
 };
 
 // Every configuration of the site's template that the target can run: the
-// heuristic's space for the target plus the shared-memory GEMM tilings (for
+// heuristic's space for the target plus the shared-memory GEMM tilings on GPUs (for
 // pointwise and reduction sites, the workgroup sizes of
 // lower::workgroup_size_space), kept only where they fit the target's limits (invocations per workgroup,
 // shared memory, buffers: Backend::supports on the built kernel) and, for
-// convolutions, where the algorithm applies. Neighbours are the knobs that
+// convolutions, where the algorithm applies. A family's head (search.h) is
+// the heuristic's own knobs for that convolution algorithm, else the member
+// nearest to the heuristic's. Neighbours are the knobs that
 // differ from the heuristic's in one field; ties in the seeded order fall to
 // the knob text, so the order is the same on every run. Throws
 // Error(Unsupported) when one of the site's tensors exceeds the target's

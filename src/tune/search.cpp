@@ -4,6 +4,7 @@
 #include <cctype>
 #include <iterator>
 #include <limits>
+#include <tuple>
 
 namespace kiln::tune {
 
@@ -40,11 +41,25 @@ std::set<std::string> knob_fields(const std::string& knobs) {
   return out;
 }
 
+std::string knob_family(const std::string& knobs) {
+  std::set<std::string> names;
+  for (std::string name : knob_fields(knobs)) {
+    if (name.rfind("algorithm=", 0) != 0)
+      while (!name.empty() && std::isdigit(static_cast<unsigned char>(name.back()))) name.pop_back();
+    names.insert(name);
+  }
+  std::string family;
+  for (const std::string& name : names) family += (family.empty() ? "" : " ") + name;
+  return family;
+}
+
 CandidateSearch::CandidateSearch(std::vector<std::string> knobs)
     : knobs_(std::move(knobs)),
-      measured_(knobs_.size(), false),
-      nearest_measured_(knobs_.size(), std::numeric_limits<std::size_t>::max()) {
-  for (const std::string& k : knobs_) fields_.push_back(knob_fields(k));
+      measured_(knobs_.size(), false) {
+  for (const std::string& k : knobs_) {
+    fields_.push_back(knob_fields(k));
+    families_.push_back(knob_family(k));
+  }
 }
 
 std::size_t CandidateSearch::distance(std::size_t a, std::size_t b) const {
@@ -65,24 +80,28 @@ std::optional<std::size_t> CandidateSearch::unmeasured_neighbour_of(std::size_t 
 std::optional<std::size_t> CandidateSearch::next() {
   if (measured_count_ == knobs_.size()) return std::nullopt;
   if (!measured_[0]) return 0;
-  // Alternate, exploring first: a site's budget often ends after a handful
-  // of candidates, and those must not all be the heuristic's neighbours
-  // when another family (the subgroup path, another algorithm) is faster.
-  const bool climb = steps_after_heuristic_ % 2 == 1;
-  ++steps_after_heuristic_;
-  if (climb && best_)
-    if (std::optional<std::size_t> i = unmeasured_neighbour_of(*best_)) return i;
-  // Exploring: the most field values never measured yet, then the farthest
-  // from everything measured, then the list's order.
+  for (std::size_t i = 0; i < knobs_.size(); ++i)
+    if (!measured_[i] && measured_families_.count(families_[i]) == 0) return i;
+  // Alternate: climb from the best (when it has unmeasured neighbours), explore.
+  const bool climb = steps_after_families_ % 2 == 0;
+  ++steps_after_families_;
+  const std::size_t anchor = best_.value_or(0);
+  if (climb)
+    if (std::optional<std::size_t> i = unmeasured_neighbour_of(anchor)) return i;
+  // Exploring: a knob value never measured, nearest to the best; then more
+  // such values; then the list's order.
   std::optional<std::size_t> pick;
-  std::size_t pick_novel = 0;
+  std::size_t pick_novel = 0, pick_distance = 0;
   for (std::size_t i = 0; i < knobs_.size(); ++i) {
     if (measured_[i]) continue;
     std::size_t novel = 0;
     for (const std::string& field : fields_[i]) novel += seen_fields_.count(field) == 0 ? 1 : 0;
-    if (!pick || novel > pick_novel || (novel == pick_novel && nearest_measured_[i] > nearest_measured_[*pick])) {
+    const std::size_t d = distance(i, anchor);
+    const auto key = [](std::size_t n, std::size_t dist) { return std::make_tuple(n == 0, dist, ~n); };
+    if (!pick || key(novel, d) < key(pick_novel, pick_distance)) {
       pick = i;
       pick_novel = novel;
+      pick_distance = d;
     }
   }
   return pick;
@@ -93,8 +112,7 @@ void CandidateSearch::measured(std::size_t index, std::optional<double> median_m
   measured_[index] = true;
   ++measured_count_;
   seen_fields_.insert(fields_[index].begin(), fields_[index].end());
-  for (std::size_t i = 0; i < knobs_.size(); ++i)
-    nearest_measured_[i] = std::min(nearest_measured_[i], distance(i, index));
+  measured_families_.insert(families_[index]);
   if (median_ms && (!best_ || *median_ms < best_ms_)) {
     best_ = index;
     best_ms_ = *median_ms;
