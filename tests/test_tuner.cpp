@@ -641,6 +641,10 @@ BOOST_AUTO_TEST_CASE(the_choice_rule_is_deterministic_and_keeps_ties_with_the_he
   // A tie group's first member must itself beat the heuristic beyond the noise.
   r = {measured("h", 1.030), measured("a", 1.015), measured("b", 1.000)};
   BOOST_TEST(choose(r).index == 0u);
+  // A candidate that scatters widely does not tie with a clear best by its own
+  // scatter (and then lose to the heuristic in the best's stead).
+  r = {measured("h", 74.0, 0.03), measured("a", 66.0, 0.30), measured("b", 56.6, 0.02)};
+  BOOST_TEST(choose(r).index == 2u);
   // Failed candidates are never chosen, however fast they claim to be.
   r = {measured("h", 1.0), failed("wrong", tn::CandidateStatus::wrong_result), measured("c", 0.5)};
   r[1].median_ms = 0.01;

@@ -344,6 +344,39 @@ void run(const TuneArgs& args) {
     remaining_share += item->share;
     remaining_work += tune::estimated_work(item->site);
   }
+  // A graph choice's other options bring kernels of their own (the GEMM of
+  // a plain weight, of a Winograd convolution) that no default compile
+  // lists: those without a record are tuned first, from `budget_s`, so that
+  // the choice compares tuned kernels.
+  std::size_t option_kernels = 0;
+  const auto tune_option_kernels = [&](const WorkItem& item, double budget) {
+    const graph::passes::PipelineOptions passes{.cpu_device = target.device_type == "cpu", .settings = settings};
+    std::vector<tune::Site> sites;
+    std::set<std::string> seen;
+    const std::vector<std::string> options = tune::graph_site_candidates(item.site);
+    for (std::size_t o = 1; o < options.size(); ++o)
+      for (tune::Site& site : tune::option_kernel_sites(item.site, options[o], passes, fuse::lower_target(target)))
+        if (seen.insert(site.id.template_name + " " + site.id.problem).second &&
+            db.find(tune::record_key(site, target)).status != tune::Applicability::applies)
+          sites.push_back(std::move(site));
+    for (const tune::Site& site : sites) {
+      if (left() <= 0.5 || g_interrupted) return;
+      tune::TuneOptions options;
+      options.budget_s = std::min(left(), std::max(15.0, budget / static_cast<double>(sites.size())));
+      options.candidate_limit_s = args.candidate_limit_s;
+      options.max_candidates = args.max_candidates;
+      options.stop_requested = [] { return g_interrupted.load(); };
+      std::fprintf(stderr, "\r\033[K%s %s, for %s ... | %s left", site.id.template_name.c_str(),
+                   short_text(site.id.problem, 40).c_str(), item.key.template_name.c_str(), clock_text(left()).c_str());
+      try {
+        db.put(tune::tune_site(site, device, options));
+        ++option_kernels;
+      } catch (const Error& e) {
+        std::fprintf(stderr, "\n%s: %s\n", site.id.problem.c_str(), e.what());
+        if (e.kind() == ErrorKind::DeviceUnavailable || e.kind() == ErrorKind::NotFound) throw;
+      }
+    }
+  };
   for (std::size_t i = 0; i < todo.size() && !stopped; ++i) {
     const WorkItem& item = *todo[i];
     if (left() <= 0.5) break;
@@ -369,6 +402,7 @@ void run(const TuneArgs& args) {
                    best_ms > 0 && heuristic_ms > 0 ? heuristic_ms / best_ms : 1.0, clock_text(left()).c_str());
     };
     options.stop_requested = [] { return g_interrupted.load(); };
+    if (tune::is_graph_site(item.site)) tune_option_kernels(item, options.budget_s / 2);
     try {
       // Stopped by Ctrl-C, the site's record keeps what it finished.
       tune::Record record = tune::tune_site(item.site, device, options);
@@ -385,6 +419,8 @@ void run(const TuneArgs& args) {
   const double spent = std::chrono::duration<double>(Clock::now() - start).count();
   std::printf("tuned %zu of %zu sites in %s (budget %s)%s; records in %s\n", done.size(), todo.size(),
               clock_text(spent).c_str(), args.budget.c_str(), stopped ? ", stopped by Ctrl-C" : "", db_path.c_str());
+  if (option_kernels > 0)
+    std::printf("and %zu kernel(s) that graph choices' other options build, tuned before those choices\n", option_kernels);
   if (!done.empty()) {
     std::printf("\n  %-10s %-52s %7s %12s %12s %8s\n", "template", "kernel", "share", "heuristic ms", "tuned ms", "speed-up");
     for (const Done& d : done)

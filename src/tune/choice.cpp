@@ -51,10 +51,10 @@ Choice choose(std::span<const CandidateResult> candidates, double floor) {
   if (!best) return {0, "no candidate measured ok: the heuristic's choice stays"};
   // The first candidate in search order that ties with the best.
   std::size_t winner = *best;
+  const double tie = std::max(candidates[*best].spread, floor);
   for (std::size_t i = 0; i < *best; ++i) {
     const CandidateResult& c = candidates[i];
-    if (c.status == CandidateStatus::ok &&
-        c.median_ms <= candidates[*best].median_ms * (1 + noise_between(c, candidates[*best], floor))) {
+    if (c.status == CandidateStatus::ok && c.median_ms <= candidates[*best].median_ms * (1 + tie)) {
       winner = i;
       break;
     }

@@ -33,8 +33,11 @@ struct Choice {
 
 // `candidates` in search order, the heuristic's first. Among the candidates
 // whose status is ok, the fastest median is the best; the candidates within
-// the noise of it are ties, and the first of them in search order wins (the
-// heuristic's, when it is one). That winner replaces the heuristic's choice
+// the best's own noise (its spread, at least `floor`) are ties, and the first
+// of them in search order wins (the heuristic's, when it is one). The best's
+// noise alone, because a candidate whose repeats scatter widely must not
+// tie with a clear best by its own scatter and then lose to the heuristic
+// in its stead. That winner replaces the heuristic's choice
 // only if the heuristic's median exceeds the winner's by more than the noise
 // between the two. A heuristic that did not measure ok loses to any candidate
 // that did; with none ok the heuristic's stays.

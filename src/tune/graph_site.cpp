@@ -121,4 +121,16 @@ graph::passes::GraphChooser forcing_chooser(const Site& site, const std::string&
   };
 }
 
+std::vector<Site> option_kernel_sites(const Site& site, const std::string& option,
+                                      graph::passes::PipelineOptions passes, const lower::LowerTarget& target) {
+  passes.chooser = forcing_chooser(site, option);
+  const graph::passes::PipelineResult after = graph::passes::run_compile_passes(graph_site_graph(site, 1), passes);
+  std::vector<Site> out;
+  for (Site& kernel_site : sites_of(after.graph, target))
+    if (kernel_site.id.template_name == "gemm" || kernel_site.id.template_name == "conv" ||
+        kernel_site.id.template_name == "attention")
+      out.push_back(std::move(kernel_site));
+  return out;
+}
+
 }  // namespace kiln::tune

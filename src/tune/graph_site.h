@@ -48,4 +48,13 @@ graph::Graph graph_site_graph(const Site& site, std::uint64_t seed);
 // `asked` (if given) is set when the site's pass asked.
 graph::passes::GraphChooser forcing_chooser(const Site& site, const std::string& option, bool* asked = nullptr);
 
+// The kernel sites (GEMM, convolution, attention) that taking `option` at
+// the site builds: the one-node graph through the compile passes (`passes`,
+// its chooser replaced) with that option forced. kiln tune tunes them before
+// the choice, so that an option the rule does not take is measured with its
+// kernels tuned (a plain weight's GEMM on the subgroup path), not only with
+// the heuristic's knobs.
+std::vector<Site> option_kernel_sites(const Site& site, const std::string& option,
+                                      graph::passes::PipelineOptions passes, const lower::LowerTarget& target);
+
 }  // namespace kiln::tune
