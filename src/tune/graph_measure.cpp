@@ -108,7 +108,7 @@ CandidateResult GraphMeasurer::measure(const Site& site, const std::string& opti
       const std::vector<Tensor> outputs = executor->run(ref.inputs);
       return std::pair(outputs, executor->stats().last_device_ms.value_or(executor->stats().last_run_ms));
     };
-    auto [outputs, first_ms] = timed_call();
+    const std::vector<Tensor> outputs = timed_call().first;
     if (outputs.size() != ref.outputs.size())
       return failed_candidate(option, CandidateStatus::wrong_result,
                     std::to_string(outputs.size()) + " outputs, expected " + std::to_string(ref.outputs.size()));
@@ -125,7 +125,7 @@ CandidateResult GraphMeasurer::measure(const Site& site, const std::string& opti
                           std::to_string(got[at]) + ", expected " + std::to_string(want[at]) + " (relative error " +
                           std::to_string(worst) + ", tolerance " + std::to_string(options.tolerance) + ")");
     }
-    result.times_ms = time_calls(options, first_ms, [&](int) { return timed_call().second; });
+    result.times_ms = time_calls(options, [&](int) { return timed_call().second; });
   } catch (const Error& error) {
     return failed_candidate(option, status_of(error, CandidateStatus::crashed), std::string("device error: ") + error.what());
   }

@@ -42,10 +42,13 @@ CandidateStatus status_of(const Error& error, CandidateStatus otherwise) {
   return error.kind() == ErrorKind::OutOfMemory ? CandidateStatus::out_of_memory : otherwise;
 }
 
-std::vector<double> time_calls(const MeasureOptions& options, double first_ms, const std::function<double(int)>& call) {
-  // Far slower than the best so far on its first run: that run is its only timing.
-  if (options.give_up_ms > 0 && first_ms > options.give_up_ms) return {first_ms};
-  for (int w = 0; w < options.warmup; ++w) call(w);
+std::vector<double> time_calls(const MeasureOptions& options, const std::function<double(int)>& call) {
+  // Far slower than the best so far on its first warm-up run: that run is its only timing.
+  if (options.warmup > 0) {
+    const double first_warm_ms = call(0);
+    if (options.give_up_ms > 0 && first_warm_ms > options.give_up_ms) return {first_warm_ms};
+  }
+  for (int w = 1; w < options.warmup; ++w) call(w);
   std::vector<double> times;
   const Clock::time_point start = Clock::now();
   for (int r = 0; r < options.max_repeats; ++r) {
@@ -199,7 +202,7 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
       const std::vector<float> poison(ref.outputs[o].size(), std::numeric_limits<float>::quiet_NaN());
       device_->upload(*storage[0][first_output + o], 0, std::as_bytes(std::span(poison)));
     }
-    const double first_ms = timed_submit(*lists[0]);
+    timed_submit(*lists[0]);
     for (std::size_t o = 0; o < ref.outputs.size(); ++o) {
       std::vector<float> got(ref.outputs[o].size());
       device_->download(*storage[0][first_output + o], 0, std::as_writable_bytes(std::span(got)));
@@ -227,7 +230,7 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
                           std::to_string(options.tolerance) + ")");
     }
 
-    result.times_ms = time_calls(options, first_ms, [&](int i) {
+    result.times_ms = time_calls(options, [&](int i) {
       return timed_submit(*lists[static_cast<std::size_t>(i % copies)]);
     });
   } catch (const Error& error) {

@@ -43,12 +43,15 @@ struct MeasureOptions {
   std::string kernel_records;
 };
 
-// The timing method every candidate gets, kernel or whole graph: `call(i)`
-// runs once and returns its milliseconds. After a first (verifying) run of
-// `first_ms`: that run alone where it exceeds options.give_up_ms, else the
-// warm-up calls, then repeats until the spread is small, the time cap or
-// max_repeats.
-std::vector<double> time_calls(const MeasureOptions& options, double first_ms, const std::function<double(int)>& call);
+// The timing method every candidate gets, kernel or whole graph, after its
+// first (verifying) run: `call(i)` runs once and returns its milliseconds.
+// The first warm-up call alone where it exceeds options.give_up_ms, else the
+// other warm-up calls, then repeats until the spread is small, the time cap
+// or max_repeats. Never the verifying run: a driver may do one-time work in
+// a pipeline's first dispatch (lavapipe compiles the subgroup and texel
+// variants then, 20-30x a later run), which must not make a fast kernel
+// give up.
+std::vector<double> time_calls(const MeasureOptions& options, const std::function<double(int)>& call);
 
 // A candidate that failed: its knobs, status and why.
 CandidateResult failed_candidate(const std::string& knobs, CandidateStatus status, std::string detail);
