@@ -8,6 +8,7 @@
 #include "src/tune/protocol.h"
 #include "src/tune/search.h"
 #include "src/tune/tune_build_config.h"
+#include "src/tune/worker_location.h"
 #include "src/tune/worker_process.h"
 
 #include <kiln/error.h>
@@ -87,13 +88,7 @@ double site_budget(double left_s, double weight, double remaining_weight, double
 std::string worker_path(const TuneOptions& options) {
   if (!options.worker_path.empty()) return options.worker_path;
   if (const char* value = std::getenv(kWorkerVariable); value && *value) return value;
-  std::error_code error;
-  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-  if (!error) {
-    const std::filesystem::path beside = self.parent_path() / "kiln-tune-worker";
-    if (std::filesystem::is_regular_file(beside, error)) return beside.string();
-  }
-  return KILN_TUNE_WORKER_DEFAULT;
+  return find_worker();
 }
 
 // Rounds of the heuristic and a winner timed alternately (each a full

@@ -1,4 +1,5 @@
-// The C++ example of README.md, verbatim: built and run by `meson test`.
+// The C++ example of README.md, verbatim: built and run by `meson test`
+// (readme_example; the install suite builds it against an installed kiln).
 #include <kiln/kiln.h>
 #include <iostream>
 

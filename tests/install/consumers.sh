@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# kiln as an application uses it: installed from this build into a temporary
+# folder (meson install --destdir), then consumed from there. One check per
+# test (tests/meson.build):
+#   headers     the installed headers are include/kiln's, and each compiles
+#               alone with only the installed include folder
+#   pkg-config  the README example built with c++ and pkg-config's flags, run
+#   cmake       examples/ built with find_package(kiln); the README example,
+#               classify and segment run, and their answers are `kiln run`'s;
+#               max-autotune finds the installed tuning worker, both from a
+#               program linked with libkiln and from the installed kiln tool
+#   subproject  examples/ built by Meson with kiln as its subproject; the
+#               README example run
+#
+# Environment (set by tests/meson.build): KILN_SOURCE_ROOT, KILN_BUILD_ROOT,
+# MESON, KILN_CXX (the build's C++ compiler command), CMAKE, PKG_CONFIG,
+# KILN_PREFIX, KILN_LIBDIR, KILN_INCLUDEDIR, KILN_BINDIR, KILN_LIBEXECDIR (as
+# configured), KILN_BUILDTYPE.
+set -euo pipefail
+# meson test points LD_LIBRARY_PATH at the build tree's libkiln; the programs
+# here must load the installed one.
+unset LD_LIBRARY_PATH
+
+mode=${1:?usage: consumers.sh headers|pkg-config|cmake|subproject}
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/kiln-install-$mode.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+fail() {
+  echo "FAIL ($mode): $*" >&2
+  exit 1
+}
+
+# Runs a command, keeping its output in $tmp/NAME.out and .err; fails with
+# both shown if it fails.
+run() {
+  local name=$1
+  shift
+  if ! "$@" >"$tmp/$name.out" 2>"$tmp/$name.err"; then
+    cat "$tmp/$name.out" "$tmp/$name.err" >&2
+    fail "$name: '$*' exited with an error"
+  fi
+}
+
+# Fails unless $tmp/NAME.out has a line matching the extended regex.
+expect_line() {
+  local name=$1 regex=$2
+  grep -Eq -- "$regex" "$tmp/$name.out" || { cat "$tmp/$name.out" >&2; fail "$name: no line matches '$regex'"; }
+}
+
+# The compiler as a word list; the last word is the compiler itself (the
+# others a launcher such as ccache).
+read -r -a cxx <<<"$KILN_CXX"
+
+install_kiln() {
+  run install "$MESON" install -C "$KILN_BUILD_ROOT" --no-rebuild --destdir "$tmp/stage"
+  prefix="$tmp/stage$KILN_PREFIX"
+  libdir="$prefix/$KILN_LIBDIR"
+  includedir="$prefix/$KILN_INCLUDEDIR"
+  [[ -e "$libdir/libkiln.so" || -e "$libdir/libkiln.a" ]] || fail "no libkiln in $libdir"
+}
+
+# The README example prints "1000 logits, compiled in <ms> ms" and "8".
+check_readme() {
+  local binary=$1 name=$2
+  run "$name" "$binary"
+  expect_line "$name" '^1000 logits, compiled in [0-9.e+-]+ ms$'
+  expect_line "$name" '^8$'
+}
+
+# The number after "class" on the first ranked line ("  1. ...").
+first_class() {
+  grep -E -m1 '^ +1\. ' "$tmp/$1.out" | sed -E 's/.*class +([0-9]+).*/\1/'
+}
+# The percentage on the first ranked line.
+first_share() {
+  grep -E -m1 '^ +1\. ' "$tmp/$1.out" | sed -E 's/.* ([0-9.]+)% of pixels.*/\1/'
+}
+
+case "$mode" in
+headers)
+  install_kiln
+  installed=$(cd "$includedir/kiln" && ls)
+  expected=$(cd "$KILN_SOURCE_ROOT/include/kiln" && ls)
+  [[ "$installed" == "$expected" ]] ||
+    fail "installed headers differ from include/kiln (add new ones to include/meson.build): installed [$installed], source [$expected]"
+  for header in $installed; do
+    if grep -Eq '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' "$includedir/kiln/$header"; then
+      fail "kiln/$header includes a header by \"...\": a public header includes only <kiln/...> and the standard library"
+    fi
+    printf '#include <kiln/%s>\n' "$header" >"$tmp/alone.cpp"
+    run "alone_$header" "${cxx[@]}" -std=c++20 -fsyntax-only -Wall -Wextra -Werror -I"$includedir" "$tmp/alone.cpp"
+  done
+  echo "ok: $(echo "$installed" | wc -w) public headers installed, each compiles alone"
+  ;;
+
+pkg-config)
+  install_kiln
+  export PKG_CONFIG_PATH="$libdir/pkgconfig"
+  run flags "$PKG_CONFIG" --define-variable=prefix="$prefix" --cflags --libs kiln
+  flags=$(cat "$tmp/flags.out")
+  [[ "$flags" == *"-I$includedir"* && "$flags" == *"-L$libdir"* && "$flags" == *"-lkiln"* ]] ||
+    fail "pkg-config's flags do not name the installed kiln: $flags"
+  # shellcheck disable=SC2086 # pkg-config's flags are words
+  run compile "${cxx[@]}" -std=c++20 "$KILN_SOURCE_ROOT/examples/readme.cpp" -o "$tmp/readme" $flags -Wl,-rpath,"$libdir"
+  if [[ -e "$libdir/libkiln.so" ]]; then
+    run ldd ldd "$tmp/readme"
+    expect_line ldd "libkiln\.so.* => $libdir/libkiln\.so"
+  fi
+  check_readme "$tmp/readme" readme
+  echo "ok: the README example built with pkg-config ran"
+  ;;
+
+cmake)
+  install_kiln
+  run configure "$CMAKE" -S "$KILN_SOURCE_ROOT/examples" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="${cxx[-1]}"
+  run build "$CMAKE" --build "$tmp/build"
+  check_readme "$tmp/build/readme" readme
+  images="$KILN_SOURCE_ROOT/data/images"
+  kiln_tool="$prefix/$KILN_BINDIR/kiln"
+
+  # classify's answer is `kiln run`'s: the same model, picture and preparation.
+  run classify "$tmp/build/classify" resnet18 "$images/chelsea.png" --size 64 --labels "$KILN_SOURCE_ROOT/data/imagenet_classes.txt"
+  expect_line classify '^  1\. class [0-9]+ .+  p = [01]\.[0-9]{4}$'
+  [[ $(grep -Ec '^  [1-5]\. class ' "$tmp/classify.out") == 5 ]] || fail "classify did not list five classes"
+  run kiln_classify "$kiln_tool" run --model resnet18 --image "$images/chelsea.png" --image-size 64 --iters 0
+  [[ "$(first_class classify)" == "$(first_class kiln_classify)" ]] ||
+    fail "classify's top class $(first_class classify) is not kiln run's $(first_class kiln_classify)"
+
+  # segment's mask agrees with `kiln run`'s on the largest class and its share.
+  run segment "$tmp/build/segment" segformer_b0 "$images/chelsea.png" "$tmp/mask.png" --size 32
+  expect_line segment "^mask written to $tmp/mask.png$"
+  [[ "$(head -c 8 "$tmp/mask.png" | od -An -tx1 | tr -d ' \n')" == 89504e470d0a1a0a ]] || fail "segment's mask is not a PNG file"
+  mkdir "$tmp/run"
+  run kiln_segment "$kiln_tool" run --model segformer_b0 --image "$images/chelsea.png" --image-size 32 --iters 0 --output-dir "$tmp/run"
+  [[ "$(first_class segment) $(first_share segment)" == "$(first_class kiln_segment) $(first_share kiln_segment)" ]] ||
+    fail "segment's largest class and share ($(first_class segment) $(first_share segment)) are not kiln run's ($(first_class kiln_segment) $(first_share kiln_segment))"
+
+  # max-autotune starts the installed worker: found from libkiln's folder by a
+  # program, and from bin/ by the kiln tool (both staged, so only a lookup
+  # relative to them finds it).
+  worker="$prefix/$KILN_LIBEXECDIR/kiln/kiln-tune-worker"
+  [[ -x "$worker" ]] || fail "the tuning worker is not installed at $worker"
+  # A database each, or the second run would find every site tuned and start no worker.
+  tuning=(env -u KILN_TUNE_WORKER KILN_LOG=debug KILN_TUNE_BUDGET=3s)
+  run tune_program "${tuning[@]}" KILN_TUNE_DB="$tmp/program.db" \
+    "$tmp/build/classify" resnet18 "$images/chelsea.png" --size 32 --mode max-autotune
+  grep -Fqx "kiln debug: tuning worker: $worker" "$tmp/tune_program.err" ||
+    { cat "$tmp/tune_program.err" >&2; fail "classify (libkiln) did not start the installed worker $worker"; }
+  grep -Eq '^kiln info: max-autotune: .+ -> ' "$tmp/tune_program.err" ||
+    { cat "$tmp/tune_program.err" >&2; fail "classify (libkiln) tuned no kernel"; }
+  run tune_tool "${tuning[@]}" KILN_TUNE_DB="$tmp/tool.db" \
+    "$kiln_tool" run --model resnet18 --image "$images/chelsea.png" --image-size 32 --iters 0 --mode max-autotune
+  grep -Fqx "kiln debug: tuning worker: $worker" "$tmp/tune_tool.err" ||
+    { cat "$tmp/tune_tool.err" >&2; fail "the installed kiln tool did not start the installed worker $worker"; }
+  echo "ok: examples built with CMake ran and agree with kiln run; max-autotune found the installed worker"
+  ;;
+
+subproject)
+  # examples/ as a project of its own with kiln's source as subprojects/kiln
+  # (links, so nothing is copied); the build is configured as this one was,
+  # so that a compiler cache can serve kiln's objects.
+  cp -r "$KILN_SOURCE_ROOT/examples" "$tmp/examples"
+  mkdir -p "$tmp/examples/subprojects/kiln"
+  for item in meson.build meson_options.txt include src graph backends shaders tools data; do
+    ln -s "$KILN_SOURCE_ROOT/$item" "$tmp/examples/subprojects/kiln/$item"
+  done
+  run configure env CXX="$KILN_CXX" "$MESON" setup "$tmp/build" "$tmp/examples" --buildtype="$KILN_BUILDTYPE" \
+    -Db_ndebug=if-release --force-fallback-for=kiln
+  # The examples and what they need (libkiln), not kiln's tools.
+  run build "$MESON" compile -C "$tmp/build" readme classify segment
+  check_readme "$tmp/build/readme" readme
+  echo "ok: examples/ built with kiln as a Meson subproject; the README example ran"
+  ;;
+
+*)
+  fail "unknown mode '$mode'"
+  ;;
+esac
