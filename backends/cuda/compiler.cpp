@@ -1,18 +1,10 @@
 #include "backends/cuda/compiler.h"
 
-#include <nvrtc.h>
+#include "backends/cuda/nvrtc_library.h"
 
 #include <algorithm>
 #include <charconv>
-#include <cstdlib>
-#include <filesystem>
 #include <memory>
-#include <sstream>
-
-// Set by backends/cuda/meson.build to the toolkit meson found.
-#ifndef KILN_CUDA_INCLUDE_DIR
-#define KILN_CUDA_INCLUDE_DIR ""
-#endif
 
 namespace kiln::backend::cuda {
 namespace {
@@ -20,32 +12,21 @@ namespace {
 // The renderer's language name for CUDA C++ (backends/cuda/language.cpp).
 constexpr std::string_view kLanguage = "cuda";
 
-std::string nvrtc_error(nvrtcResult result) {
-  return std::string(nvrtcGetErrorString(result)) + " (" + std::to_string(static_cast<int>(result)) + ")";
+std::string nvrtc_error(const NvrtcLibrary& nvrtc, nvrtcResult result) {
+  return std::string(nvrtc.nvrtcGetErrorString(result)) + " (" + std::to_string(static_cast<int>(result)) + ")";
 }
 
 // NVRTC failing outside compilation proper (out of memory, bad option) is a
 // kiln bug or a broken toolkit, never a user error.
-void check_nvrtc(nvrtcResult result, const char* call, const std::string& kernel) {
+void check_nvrtc(const NvrtcLibrary& nvrtc, nvrtcResult result, const char* call, const std::string& kernel) {
   if (result != NVRTC_SUCCESS)
-    throw_error(ErrorKind::Internal, std::string(call) + " failed for kernel '" + kernel + "': " + nvrtc_error(result));
+    throw_error(ErrorKind::Internal,
+                std::string(call) + " failed for kernel '" + kernel + "': " + nvrtc_error(nvrtc, result));
 }
 
-// The compute capabilities this NVRTC accepts (75, 80, 86, ...), read once.
-const std::vector<int>& supported_archs() {
-  static const std::vector<int> archs = [] {
-    int count = 0;
-    check_nvrtc(nvrtcGetNumSupportedArchs(&count), "nvrtcGetNumSupportedArchs", "-");
-    std::vector<int> result(static_cast<std::size_t>(count));
-    if (count > 0) check_nvrtc(nvrtcGetSupportedArchs(result.data()), "nvrtcGetSupportedArchs", "-");
-    return result;
-  }();
-  return archs;
-}
-
-std::string supported_arch_list() {
+std::string supported_arch_list(const NvrtcLibrary& nvrtc) {
   std::string list;
-  for (int arch : supported_archs()) list += (list.empty() ? "" : ", ") + std::to_string(arch);
+  for (int arch : nvrtc.supported_archs) list += (list.empty() ? "" : ", ") + std::to_string(arch);
   return list;
 }
 
@@ -54,7 +35,7 @@ struct ArchSpec {
   int capability = 0;
 };
 
-ArchSpec parse_arch(const std::string& arch) {
+ArchSpec parse_arch(const NvrtcLibrary& nvrtc, const std::string& arch) {
   ArchSpec spec;
   std::string_view digits;
   if (arch.starts_with("compute_")) {
@@ -66,66 +47,51 @@ ArchSpec parse_arch(const std::string& arch) {
   auto [end, error] = std::from_chars(digits.data(), digits.data() + digits.size(), spec.capability);
   KILN_CHECK(!digits.empty() && error == std::errc() && end == digits.data() + digits.size(), ErrorKind::Unsupported,
              "CUDA target arch '" + arch + "' is neither compute_<cc> (PTX) nor sm_<cc> (CUBIN)");
-  const auto& archs = supported_archs();
+  const auto& archs = nvrtc.supported_archs;
   KILN_CHECK(std::find(archs.begin(), archs.end(), spec.capability) != archs.end(), ErrorKind::Unsupported,
-             "NVRTC cannot compile for " + arch + ": it supports compute capabilities " + supported_arch_list());
+             "NVRTC cannot compile for " + arch + ": it supports compute capabilities " + supported_arch_list(nvrtc));
   return spec;
 }
 
-// The toolkit's include folder (cuda_fp16.h and friends). The one meson found
-// matches the linked NVRTC; $CUDA_HOME / $CUDA_PATH serve where the binary
-// moved to a machine with the toolkit elsewhere.
-std::string toolkit_include_dir() {
-  static const std::string dir = [] {
-    std::vector<std::string> candidates{KILN_CUDA_INCLUDE_DIR};
-    for (const char* variable : {"CUDA_HOME", "CUDA_PATH"})
-      if (const char* root = std::getenv(variable); root && *root) candidates.push_back(std::string(root) + "/include");
-    for (const auto& candidate : candidates) {
-      std::error_code error;
-      if (std::filesystem::exists(std::filesystem::path(candidate) / "cuda_fp16.h", error)) return candidate;
-    }
-    return std::string();
-  }();
-  return dir;
-}
-
 struct ProgramDeleter {
-  void operator()(nvrtcProgram program) const { nvrtcDestroyProgram(&program); }
+  const NvrtcLibrary* nvrtc;
+  void operator()(nvrtcProgram program) const { nvrtc->nvrtcDestroyProgram(&program); }
 };
 using Program = std::unique_ptr<std::remove_pointer_t<nvrtcProgram>, ProgramDeleter>;
 
-std::string program_log(nvrtcProgram program, const std::string& kernel) {
+std::string program_log(const NvrtcLibrary& nvrtc, nvrtcProgram program, const std::string& kernel) {
   std::size_t size = 0;
-  check_nvrtc(nvrtcGetProgramLogSize(program, &size), "nvrtcGetProgramLogSize", kernel);
+  check_nvrtc(nvrtc, nvrtc.nvrtcGetProgramLogSize(program, &size), "nvrtcGetProgramLogSize", kernel);
   std::string log(size, '\0');
-  if (size > 0) check_nvrtc(nvrtcGetProgramLog(program, log.data()), "nvrtcGetProgramLog", kernel);
+  if (size > 0) check_nvrtc(nvrtc, nvrtc.nvrtcGetProgramLog(program, log.data()), "nvrtcGetProgramLog", kernel);
   return trim_log(std::move(log));
 }
 
-std::vector<std::byte> program_code(nvrtcProgram program, bool ptx, const std::string& kernel) {
+std::vector<std::byte> program_code(const NvrtcLibrary& nvrtc, nvrtcProgram program, bool ptx,
+                                    const std::string& kernel) {
   std::size_t size = 0;
   std::vector<std::byte> code;
   if (ptx) {
-    check_nvrtc(nvrtcGetPTXSize(program, &size), "nvrtcGetPTXSize", kernel);
+    check_nvrtc(nvrtc, nvrtc.nvrtcGetPTXSize(program, &size), "nvrtcGetPTXSize", kernel);
     code.resize(size);
-    check_nvrtc(nvrtcGetPTX(program, reinterpret_cast<char*>(code.data())), "nvrtcGetPTX", kernel);
+    check_nvrtc(nvrtc, nvrtc.nvrtcGetPTX(program, reinterpret_cast<char*>(code.data())), "nvrtcGetPTX", kernel);
   } else {
-    check_nvrtc(nvrtcGetCUBINSize(program, &size), "nvrtcGetCUBINSize", kernel);
+    check_nvrtc(nvrtc, nvrtc.nvrtcGetCUBINSize(program, &size), "nvrtcGetCUBINSize", kernel);
     code.resize(size);
-    check_nvrtc(nvrtcGetCUBIN(program, reinterpret_cast<char*>(code.data())), "nvrtcGetCUBIN", kernel);
+    check_nvrtc(nvrtc, nvrtc.nvrtcGetCUBIN(program, reinterpret_cast<char*>(code.data())), "nvrtcGetCUBIN", kernel);
   }
   KILN_CHECK(!code.empty(), ErrorKind::Internal, "NVRTC returned no code for kernel '" + kernel + "'");
   return code;
 }
 
 TargetDesc offline_target(const std::string& arch, const std::string& description, std::uint64_t memory_bytes,
-                          const std::string& compiler_version) {
+                          const std::string& compiler_version, const std::string& cuda_version) {
   TargetDesc target;
   target.backend = "cuda";
   target.device_name = description;
   target.device_type = "offline";
   target.driver = compiler_version;
-  target.api_version = "CUDA " + compiler_version.substr(compiler_version.find(' ') + 1);
+  target.api_version = cuda_version;
   target.arch = arch;
   target.subgroup_size = 32;
   target.max_workgroup_size = {1024, 1024, 64};
@@ -144,10 +110,18 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
 
 }  // namespace
 
+const NvrtcLibrary& NvrtcCompiler::library() const { return library_ != nullptr ? *library_ : nvrtc_library(); }
+
 std::string NvrtcCompiler::version() const {
-  int major = 0, minor = 0;
-  check_nvrtc(nvrtcVersion(&major, &minor), "nvrtcVersion", "-");
-  return "NVRTC " + std::to_string(major) + "." + std::to_string(minor);
+  const NvrtcLibrary& nvrtc = library();
+  if (!nvrtc.loaded()) return "NVRTC (not loaded)";
+  return "NVRTC " + std::to_string(nvrtc.major) + "." + std::to_string(nvrtc.minor);
+}
+
+std::optional<std::string> NvrtcCompiler::unavailable_reason() const {
+  const NvrtcLibrary& nvrtc = library();
+  if (nvrtc.loaded()) return std::nullopt;
+  return nvrtc.failure;
 }
 
 KernelBinary NvrtcCompiler::compile(const KernelSource& source, const TargetDesc& target) const {
@@ -155,40 +129,47 @@ KernelBinary NvrtcCompiler::compile(const KernelSource& source, const TargetDesc
              "the CUDA compiler got kernel '" + source.name + "' in language '" + source.language + "'");
   KILN_CHECK(target.backend == "cuda", ErrorKind::Internal,
              "the CUDA compiler got a target of backend '" + target.backend + "' (" + target.arch + ")");
-  const ArchSpec arch = parse_arch(target.arch);
+  const NvrtcLibrary& nvrtc = library();
+  KILN_CHECK(nvrtc.loaded(), ErrorKind::Unsupported,
+             "cannot compile CUDA kernel '" + source.name + "' for " + target.arch + ": " + nvrtc.failure);
+  const ArchSpec arch = parse_arch(nvrtc, target.arch);
 
   nvrtcProgram raw = nullptr;
   const std::string file_name = source.name + ".cu";
-  check_nvrtc(nvrtcCreateProgram(&raw, source.text.c_str(), file_name.c_str(), 0, nullptr, nullptr),
+  check_nvrtc(nvrtc, nvrtc.nvrtcCreateProgram(&raw, source.text.c_str(), file_name.c_str(), 0, nullptr, nullptr),
               "nvrtcCreateProgram", source.name);
-  Program program(raw);
+  Program program(raw, ProgramDeleter{&nvrtc});
 
   std::vector<std::string> options{"--gpu-architecture=" + target.arch, "-std=c++17", "-default-device"};
-  if (std::string include = toolkit_include_dir(); !include.empty()) options.push_back("-I" + include);
+  if (!nvrtc.include_dir.empty()) options.push_back("-I" + nvrtc.include_dir);
   std::vector<const char*> option_pointers;
   for (const auto& option : options) option_pointers.push_back(option.c_str());
 
   const nvrtcResult result =
-      nvrtcCompileProgram(program.get(), static_cast<int>(option_pointers.size()), option_pointers.data());
+      nvrtc.nvrtcCompileProgram(program.get(), static_cast<int>(option_pointers.size()), option_pointers.data());
   KernelBinary binary;
-  binary.log = program_log(program.get(), source.name);
+  binary.log = program_log(nvrtc, program.get(), source.name);
   if (result != NVRTC_SUCCESS) {
     throw_error(ErrorKind::Internal, "NVRTC could not compile kernel '" + source.name + "' for " + target.arch +
-                                         " (" + nvrtc_error(result) + "); this is a kiln bug.\n" + binary.log +
+                                         " (" + nvrtc_error(nvrtc, result) + "); this is a kiln bug.\n" + binary.log +
                                          "\n--- source ---\n" + numbered_source(source.text));
   }
   binary.format = arch.ptx ? "ptx" : "cubin";
-  binary.data = program_code(program.get(), arch.ptx, source.name);
+  binary.data = program_code(nvrtc, program.get(), arch.ptx, source.name);
   return binary;
 }
 
 std::vector<TargetDesc> offline_targets() {
+  const NvrtcLibrary& nvrtc = nvrtc_library();
   const std::string compiler_version = NvrtcCompiler().version();
+  const std::string cuda_version =
+      nvrtc.loaded() ? "CUDA " + std::to_string(nvrtc.major) + "." + std::to_string(nvrtc.minor) : "CUDA";
   constexpr std::uint64_t GiB = 1ull << 30;
   // Memory is that of the arch's smallest data-centre part (A100 40 GB, H100 80 GB).
   return {
-      offline_target("compute_80", "PTX for compute capability 8.0+ (offline)", 40 * GiB, compiler_version),
-      offline_target("sm_90", "CUBIN for sm_90, Hopper (offline)", 80 * GiB, compiler_version),
+      offline_target("compute_80", "PTX for compute capability 8.0+ (offline)", 40 * GiB, compiler_version,
+                     cuda_version),
+      offline_target("sm_90", "CUBIN for sm_90, Hopper (offline)", 80 * GiB, compiler_version, cuda_version),
   };
 }
 

@@ -1,5 +1,6 @@
 // The CUDA backend: NVRTC code generation (works without a GPU) and driver
-// probing. Running kernels on CUDA devices is not implemented yet.
+// probing, both through libraries opened at run time. Running kernels on CUDA
+// devices is not implemented yet.
 #include "backends/cuda/cuda_backend.h"
 
 #include "backends/cuda/compiler.h"
@@ -13,7 +14,14 @@ class CudaBackend final : public Backend {
  public:
   std::string name() const override { return "cuda"; }
 
-  std::optional<std::string> unavailable_reason() const override { return cuda::probe_driver().unavailable_reason; }
+  // Running needs both NVRTC and the driver: a machine with a driver but no
+  // toolkit (the usual case) reports NVRTC, one with neither reports both.
+  std::optional<std::string> unavailable_reason() const override {
+    std::optional<std::string> compiler = compiler_.unavailable_reason();
+    const std::optional<std::string>& driver = cuda::probe_driver().unavailable_reason;
+    if (compiler && driver) return *compiler + "; " + *driver;
+    return compiler ? compiler : driver;
+  }
 
   std::vector<DeviceInfo> enumerate_devices() const override {
     std::vector<DeviceInfo> devices;
@@ -24,8 +32,8 @@ class CudaBackend final : public Backend {
   }
 
   std::shared_ptr<Device> create_device(int index) const override {
+    if (auto reason = unavailable_reason()) throw_error(ErrorKind::DeviceUnavailable, "cuda: " + *reason);
     const cuda::DriverProbe& probe = cuda::probe_driver();
-    if (probe.unavailable_reason) throw_error(ErrorKind::DeviceUnavailable, "cuda: " + *probe.unavailable_reason);
     KILN_CHECK(index >= 0 && static_cast<std::size_t>(index) < probe.devices.size(), ErrorKind::NotFound,
                "cuda: no device " + std::to_string(index) + " (" + std::to_string(probe.devices.size()) +
                    " found)");

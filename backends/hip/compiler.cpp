@@ -1,10 +1,10 @@
 #include "backends/hip/compiler.h"
 
+#include "backends/hip/hip_runtime_library.h"
+#include "backends/hip/hiprtc_library.h"
 #include "backends/hip/runtime.h"
 
 #include <amd_comgr.h>
-#include <hip/hip_runtime_api.h>
-#include <hip/hiprtc.h>
 
 #include <dlfcn.h>
 
@@ -21,14 +21,15 @@ constexpr std::string_view kLanguage = "hip";
 // hiprtc compiles through comgr, which it loads under this name.
 constexpr const char* kComgrLibrary = "libamd_comgr.so.2";
 
-std::string hiprtc_error(hiprtcResult result) {
-  return std::string(hiprtcGetErrorString(result)) + " (" + std::to_string(static_cast<int>(result)) + ")";
+std::string hiprtc_error(const HiprtcLibrary& hiprtc, hiprtcResult result) {
+  return std::string(hiprtc.hiprtcGetErrorString(result)) + " (" + std::to_string(static_cast<int>(result)) + ")";
 }
 
 // hiprtc failing outside compilation proper is a kiln bug or a broken ROCm.
-void check_hiprtc(hiprtcResult result, const char* call, const std::string& kernel) {
+void check_hiprtc(const HiprtcLibrary& hiprtc, hiprtcResult result, const char* call, const std::string& kernel) {
   if (result != HIPRTC_SUCCESS)
-    throw_error(ErrorKind::Internal, std::string(call) + " failed for kernel '" + kernel + "': " + hiprtc_error(result));
+    throw_error(ErrorKind::Internal,
+                std::string(call) + " failed for kernel '" + kernel + "': " + hiprtc_error(hiprtc, result));
 }
 
 // What the installed comgr reports: its version and the processors it knows.
@@ -95,15 +96,16 @@ void check_processor(const std::string& arch) {
 }
 
 struct ProgramDeleter {
-  void operator()(hiprtcProgram program) const { hiprtcDestroyProgram(&program); }
+  const HiprtcLibrary* hiprtc;
+  void operator()(hiprtcProgram program) const { hiprtc->hiprtcDestroyProgram(&program); }
 };
 using Program = std::unique_ptr<std::remove_pointer_t<hiprtcProgram>, ProgramDeleter>;
 
-std::string program_log(hiprtcProgram program, const std::string& kernel) {
+std::string program_log(const HiprtcLibrary& hiprtc, hiprtcProgram program, const std::string& kernel) {
   std::size_t size = 0;
-  check_hiprtc(hiprtcGetProgramLogSize(program, &size), "hiprtcGetProgramLogSize", kernel);
+  check_hiprtc(hiprtc, hiprtc.hiprtcGetProgramLogSize(program, &size), "hiprtcGetProgramLogSize", kernel);
   std::string log(size, '\0');
-  if (size > 0) check_hiprtc(hiprtcGetProgramLog(program, log.data()), "hiprtcGetProgramLog", kernel);
+  if (size > 0) check_hiprtc(hiprtc, hiprtc.hiprtcGetProgramLog(program, log.data()), "hiprtcGetProgramLog", kernel);
   return trim_log(std::move(log));
 }
 
@@ -142,17 +144,33 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
 
 const std::vector<std::string>& supported_processors() { return comgr_info().processors; }
 
+const HiprtcLibrary& HiprtcCompiler::library() const { return library_ != nullptr ? *library_ : hiprtc_library(); }
+
 std::string HiprtcCompiler::version() const {
-  // hiprtc ships inside the HIP runtime library and has no version of its own
-  // (hiprtcVersion reports an internal 9.0); the runtime's and comgr's
-  // versions are what change the generated code.
-  int runtime_version = 0;
-  const hipError_t result = hipRuntimeGetVersion(&runtime_version);
-  KILN_CHECK(result == hipSuccess, ErrorKind::Internal,
-             std::string("hipRuntimeGetVersion failed: ") + hipGetErrorName(result));
-  std::string version = "hiprtc " + version_text(runtime_version);
+  const HiprtcLibrary& hiprtc = library();
+  if (!hiprtc.loaded()) return "hiprtc (not loaded)";
+  // hiprtc has no version of its own (hiprtcVersion reports an internal
+  // 9.0); the HIP runtime's and comgr's versions are what change the code.
+  // Without the runtime, the library's path tells installations apart.
+  std::string version = "hiprtc ";
+  const HipRuntimeLibrary& runtime = hip_runtime_library();
+  if (runtime.loaded()) {
+    int runtime_version = 0;
+    const hipError_t result = runtime.hipRuntimeGetVersion(&runtime_version);
+    KILN_CHECK(result == hipSuccess, ErrorKind::Internal,
+               std::string("hipRuntimeGetVersion failed: ") + runtime.hipGetErrorName(result));
+    version += version_text(runtime_version);
+  } else {
+    version += "(" + hiprtc.library.path + ")";
+  }
   if (!comgr_info().version.empty()) version += " (comgr " + comgr_info().version + ")";
   return version;
+}
+
+std::optional<std::string> HiprtcCompiler::unavailable_reason() const {
+  const HiprtcLibrary& hiprtc = library();
+  if (hiprtc.loaded()) return std::nullopt;
+  return hiprtc.failure;
 }
 
 KernelBinary HiprtcCompiler::compile(const KernelSource& source, const TargetDesc& target) const {
@@ -160,31 +178,35 @@ KernelBinary HiprtcCompiler::compile(const KernelSource& source, const TargetDes
              "the HIP compiler got kernel '" + source.name + "' in language '" + source.language + "'");
   KILN_CHECK(target.backend == "hip", ErrorKind::Internal,
              "the HIP compiler got a target of backend '" + target.backend + "' (" + target.arch + ")");
+  const HiprtcLibrary& hiprtc = library();
+  KILN_CHECK(hiprtc.loaded(), ErrorKind::Unsupported,
+             "cannot compile HIP kernel '" + source.name + "' for " + target.arch + ": " + hiprtc.failure);
   check_processor(target.arch);
 
   std::lock_guard lock(hiprtc_mutex());
   hiprtcProgram raw = nullptr;
   const std::string file_name = source.name + ".hip";
-  check_hiprtc(hiprtcCreateProgram(&raw, source.text.c_str(), file_name.c_str(), 0, nullptr, nullptr),
+  check_hiprtc(hiprtc, hiprtc.hiprtcCreateProgram(&raw, source.text.c_str(), file_name.c_str(), 0, nullptr, nullptr),
                "hiprtcCreateProgram", source.name);
-  Program program(raw);
+  Program program(raw, ProgramDeleter{&hiprtc});
 
   const std::string arch_option = "--offload-arch=" + target.arch;
   const char* options[] = {arch_option.c_str(), "-std=c++17", "-O3"};
-  const hiprtcResult result = hiprtcCompileProgram(program.get(), static_cast<int>(std::size(options)), options);
+  const hiprtcResult result =
+      hiprtc.hiprtcCompileProgram(program.get(), static_cast<int>(std::size(options)), options);
   KernelBinary binary;
-  binary.log = program_log(program.get(), source.name);
+  binary.log = program_log(hiprtc, program.get(), source.name);
   if (result != HIPRTC_SUCCESS) {
     throw_error(ErrorKind::Internal, "hiprtc could not compile kernel '" + source.name + "' for " + target.arch +
-                                         " (" + hiprtc_error(result) + "); this is a kiln bug.\n" + binary.log +
-                                         "\n--- source ---\n" + numbered_source(source.text));
+                                         " (" + hiprtc_error(hiprtc, result) + "); this is a kiln bug.\n" +
+                                         binary.log + "\n--- source ---\n" + numbered_source(source.text));
   }
   std::size_t size = 0;
-  check_hiprtc(hiprtcGetCodeSize(program.get(), &size), "hiprtcGetCodeSize", source.name);
+  check_hiprtc(hiprtc, hiprtc.hiprtcGetCodeSize(program.get(), &size), "hiprtcGetCodeSize", source.name);
   KILN_CHECK(size > 0, ErrorKind::Internal, "hiprtc returned no code for kernel '" + source.name + "'");
   binary.data.resize(size);
-  check_hiprtc(hiprtcGetCode(program.get(), reinterpret_cast<char*>(binary.data.data())), "hiprtcGetCode",
-               source.name);
+  check_hiprtc(hiprtc, hiprtc.hiprtcGetCode(program.get(), reinterpret_cast<char*>(binary.data.data())),
+               "hiprtcGetCode", source.name);
   binary.format = "hsaco";
   return binary;
 }

@@ -1,5 +1,6 @@
 // The HIP backend: hiprtc code generation for AMD GPUs (works without a GPU)
-// and runtime probing. Running kernels on HIP devices is not implemented yet.
+// and runtime probing, both through libraries opened at run time. Running
+// kernels on HIP devices is not implemented yet.
 #include "backends/hip/hip_backend.h"
 
 #include "backends/hip/compiler.h"
@@ -13,7 +14,14 @@ class HipBackend final : public Backend {
  public:
   std::string name() const override { return "hip"; }
 
-  std::optional<std::string> unavailable_reason() const override { return hip::probe_runtime().unavailable_reason; }
+  // Running needs both hiprtc and the runtime; without either, each missing
+  // one is named.
+  std::optional<std::string> unavailable_reason() const override {
+    std::optional<std::string> compiler = compiler_.unavailable_reason();
+    const std::optional<std::string>& runtime = hip::probe_runtime().unavailable_reason;
+    if (compiler && runtime) return *compiler + "; " + *runtime;
+    return compiler ? compiler : runtime;
+  }
 
   std::vector<DeviceInfo> enumerate_devices() const override {
     std::vector<DeviceInfo> devices;
@@ -24,8 +32,8 @@ class HipBackend final : public Backend {
   }
 
   std::shared_ptr<Device> create_device(int index) const override {
+    if (auto reason = unavailable_reason()) throw_error(ErrorKind::DeviceUnavailable, "hip: " + *reason);
     const hip::RuntimeProbe& probe = hip::probe_runtime();
-    if (probe.unavailable_reason) throw_error(ErrorKind::DeviceUnavailable, "hip: " + *probe.unavailable_reason);
     KILN_CHECK(index >= 0 && static_cast<std::size_t>(index) < probe.devices.size(), ErrorKind::NotFound,
                "hip: no device " + std::to_string(index) + " (" + std::to_string(probe.devices.size()) +
                    " found)");

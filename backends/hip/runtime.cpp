@@ -1,58 +1,19 @@
 #include "backends/hip/runtime.h"
 
-#include <hip/hip_runtime_api.h>
-
-#include <dlfcn.h>
+#include "backends/hip/hip_runtime_library.h"
 
 #include <string>
 
 namespace kiln::backend::hip {
 namespace {
 
-constexpr const char* kRuntimeLibrary = "libamdhip64.so.5";
-
-// The runtime entry points kiln uses, resolved with dlsym; the header only
-// supplies their types. hipDeviceProp_t matches the .so.5 ABI it is built for.
-struct RuntimeApi {
-  decltype(&hipInit) init = nullptr;
-  decltype(&hipGetErrorName) get_error_name = nullptr;
-  decltype(&hipDriverGetVersion) driver_get_version = nullptr;
-  decltype(&hipGetDeviceCount) get_device_count = nullptr;
-  decltype(&hipGetDeviceProperties) get_device_properties = nullptr;
-};
-
-template <typename Function>
-void resolve(void* library, const char* symbol, Function& function) {
-  function = reinterpret_cast<Function>(dlsym(library, symbol));
-  KILN_CHECK(function != nullptr, ErrorKind::DeviceUnavailable,
-             std::string("HIP runtime unusable: ") + kRuntimeLibrary + " lacks " + symbol);
-}
-
-// The library stays loaded for the life of the process (kiln links it for
-// hiprtc anyway, and the runtime does not support being unloaded).
-RuntimeApi load_runtime() {
-  void* library = dlopen(kRuntimeLibrary, RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    const char* reason = dlerror();
-    throw_error(ErrorKind::DeviceUnavailable,
-                std::string("no HIP runtime: ") + (reason ? reason : kRuntimeLibrary));
-  }
-  RuntimeApi api;
-  resolve(library, "hipInit", api.init);
-  resolve(library, "hipGetErrorName", api.get_error_name);
-  resolve(library, "hipDriverGetVersion", api.driver_get_version);
-  resolve(library, "hipGetDeviceCount", api.get_device_count);
-  resolve(library, "hipGetDeviceProperties", api.get_device_properties);
-  return api;
-}
-
 // "hipErrorInvalidDevice (101)"
-std::string result_name(const RuntimeApi& api, hipError_t result) {
-  const char* name = api.get_error_name(result);
+std::string result_name(const HipRuntimeLibrary& api, hipError_t result) {
+  const char* name = api.hipGetErrorName(result);
   return std::string(name ? name : "hipError") + " (" + std::to_string(static_cast<int>(result)) + ")";
 }
 
-void check(const RuntimeApi& api, hipError_t result, const std::string& call) {
+void check(const HipRuntimeLibrary& api, hipError_t result, const std::string& call) {
   if (result == hipSuccess) return;
   // Without an AMD GPU the runtime answers hipInit with InvalidDevice and
   // hipGetDeviceCount with NoDevice: both mean "no GPU", not a fault.
@@ -69,9 +30,10 @@ std::string processor_name(const char* arch_name) {
 
 std::uint32_t positive(int value) { return value > 0 ? static_cast<std::uint32_t>(value) : 0; }
 
-TargetDesc read_device(const RuntimeApi& api, int ordinal, int driver_version) {
+TargetDesc read_device(const HipRuntimeLibrary& api, int ordinal, int driver_version) {
   hipDeviceProp_t properties{};
-  check(api, api.get_device_properties(&properties, ordinal), "hipGetDeviceProperties(" + std::to_string(ordinal) + ")");
+  check(api, api.hipGetDeviceProperties(&properties, ordinal),
+        "hipGetDeviceProperties(" + std::to_string(ordinal) + ")");
 
   TargetDesc target;
   target.backend = "hip";
@@ -98,13 +60,14 @@ TargetDesc read_device(const RuntimeApi& api, int ordinal, int driver_version) {
 }
 
 RuntimeProbe run_probe() {
-  const RuntimeApi api = load_runtime();
-  check(api, api.init(0), "hipInit");
+  const HipRuntimeLibrary& api = hip_runtime_library();
+  if (!api.loaded()) throw_error(ErrorKind::DeviceUnavailable, api.failure);
+  check(api, api.hipInit(0), "hipInit");
   int count = 0;
-  check(api, api.get_device_count(&count), "hipGetDeviceCount");
+  check(api, api.hipGetDeviceCount(&count), "hipGetDeviceCount");
   KILN_CHECK(count > 0, ErrorKind::DeviceUnavailable, "no AMD GPU: the HIP runtime reports 0 devices");
   int driver_version = 0;
-  check(api, api.driver_get_version(&driver_version), "hipDriverGetVersion");
+  check(api, api.hipDriverGetVersion(&driver_version), "hipDriverGetVersion");
 
   RuntimeProbe probe;
   for (int ordinal = 0; ordinal < count; ++ordinal) probe.devices.push_back(read_device(api, ordinal, driver_version));

@@ -1,6 +1,6 @@
-// Probing the HIP runtime (libamdhip64.so.5) for AMD GPUs. The runtime is
-// loaded with dlopen so that probing reads the same on every machine and a
-// missing GPU becomes a reason, not a failure to start.
+// Probing the HIP runtime (libamdhip64.so.5, opened at run time:
+// hip_runtime_library.h) for AMD GPUs, so that a missing runtime or GPU
+// becomes a reason, not a failure to start.
 #pragma once
 
 #include "backends/backend.h"
