@@ -353,9 +353,9 @@ void run(const TuneArgs& args) {
     const graph::passes::PipelineOptions passes{.cpu_device = target.device_type == "cpu", .settings = settings};
     std::vector<tune::Site> sites;
     std::set<std::string> seen;
-    const std::vector<std::string> options = tune::graph_site_candidates(item.site);
-    for (std::size_t o = 1; o < options.size(); ++o)
-      for (tune::Site& site : tune::option_kernel_sites(item.site, options[o], passes, fuse::lower_target(target)))
+    const std::vector<std::string> choices = tune::graph_site_candidates(item.site);  // the rule's first
+    for (std::size_t c = 1; c < choices.size(); ++c)
+      for (tune::Site& site : tune::option_kernel_sites(item.site, choices[c], passes, fuse::lower_target(target)))
         if (seen.insert(site.id.template_name + " " + site.id.problem).second &&
             db.find(tune::record_key(site, target)).status != tune::Applicability::applies)
           sites.push_back(std::move(site));
