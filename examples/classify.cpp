@@ -3,9 +3,11 @@
 //   classify MODEL IMAGE [--labels FILE] [--size 224] [--backend vulkan]
 //            [--mode default|reduce-overhead|max-autotune]
 //
-// MODEL is an ONNX file (an ImageNet classifier exported from PyTorch, say)
-// or a built-in model's name ("resnet18"). Prints the five likeliest classes,
-// named from FILE (one label per line, in the order of the logits) if given.
+// MODEL is an ONNX file (an ImageNet classifier exported from PyTorch, say),
+// a compiled-model file (`kiln compile ... -o model.kiln`: loaded as it is,
+// nothing compiled; --mode and --size do not apply) or a built-in model's
+// name ("resnet18"). Prints the five likeliest classes, named from FILE (one
+// label per line, in the order of the logits) if given.
 #include "image_input.h"
 #include "model_source.h"
 
@@ -48,9 +50,13 @@ int run(int argc, char** argv) {
     return 2;
   }
 
-  const kiln::Model model = examples::load_model(positional[0], size);
+  kiln::CompiledModel compiled =
+      examples::is_compiled_model_file(positional[0])
+          ? kiln::load(positional[0], {.backend = backend})
+          : kiln::compile(examples::load_model(positional[0], size), {.backend = backend, .mode = kiln::parse_mode(mode)});
+  const kiln::Model& model = compiled.model();
+  mode = std::string(kiln::mode_name(compiled.options().mode));
   const kiln::Tensor input = examples::imagenet_input(examples::read_picture(positional[1]), examples::input_size(model));
-  kiln::CompiledModel compiled = kiln::compile(model, {.backend = backend, .mode = kiln::parse_mode(mode)});
   const kiln::Tensor logits = compiled({input}).at(0);
   if (logits.dtype() != kiln::DType::f32 || logits.rank() != 2)
     throw kiln::Error(kiln::ErrorKind::InvalidArgument,
@@ -69,8 +75,8 @@ int run(int argc, char** argv) {
                     [&](std::size_t a, std::size_t b) { return p[a] > p[b]; });
 
   const std::vector<std::string> labels = labels_path.empty() ? std::vector<std::string>{} : read_lines(labels_path);
-  std::printf("%s on %s (%s), compiled in %.0f ms; top-%zu:\n", model.name().c_str(), backend.c_str(), mode.c_str(),
-              compiled.stats().compile_ms, shown);
+  std::printf("%s on %s (%s), %s in %.0f ms; top-%zu:\n", model.name().c_str(), backend.c_str(), mode.c_str(),
+              compiled.stats().graph_passes_run == 0 ? "loaded" : "compiled", compiled.stats().compile_ms, shown);
   for (std::size_t r = 0; r < shown; ++r) {
     const std::size_t c = order[r];
     std::printf("  %zu. class %zu%s%s  p = %.4f\n", r + 1, c, c < labels.size() ? " " : "",

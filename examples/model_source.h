@@ -25,6 +25,10 @@ inline int size_argument(const std::string& text) {
   return value;
 }
 
+inline bool is_compiled_model_file(const std::string& name) {
+  return name.size() > 5 && name.compare(name.size() - 5, 5, ".kiln") == 0;
+}
+
 inline bool is_onnx_file(const std::string& name) {
   return name.size() > 5 && name.compare(name.size() - 5, 5, ".onnx") == 0;
 }

@@ -235,6 +235,17 @@ template <class Item> std::optional<std::string_view> repeated_name(const std::v
 
 }  // namespace
 
+Graph Graph::from_parts(std::vector<Value> values, std::vector<Node> nodes, std::vector<ValueId> inputs,
+                        std::vector<ValueId> outputs) {
+  Graph g;
+  g.values_ = std::move(values);
+  g.nodes_ = std::move(nodes);
+  g.inputs_ = std::move(inputs);
+  g.outputs_ = std::move(outputs);
+  g.verify();
+  return g;
+}
+
 void Graph::verify() const {
   const auto num_values = static_cast<ValueId>(values_.size());
   auto fail = [](const std::string& message) { throw_error(ErrorKind::InvalidArgument, "invalid graph: " + message); };

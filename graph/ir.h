@@ -90,6 +90,10 @@ class Graph {
   std::vector<ValueId> add_node(const std::string& op, std::vector<ValueId> inputs,
                                 Attributes attrs = {}, const std::string& name = "");
   void set_outputs(std::vector<ValueId> outputs);
+  // A graph from its parts as a file holds them (src/artifact): ids must be
+  // the indices; verify()ed, so a malformed file throws naming the problem.
+  static Graph from_parts(std::vector<Value> values, std::vector<Node> nodes, std::vector<ValueId> inputs,
+                          std::vector<ValueId> outputs);
   // Room for this many nodes and values in all, for builders that know.
   void reserve(std::size_t nodes, std::size_t values) {
     nodes_.reserve(nodes);

@@ -385,9 +385,9 @@ BOOST_AUTO_TEST_CASE(second_process_starts_warm_and_corrupt_entries_recompile) {
     BOOST_TEST(m.stats().kernel_cache_misses == 0);
     BOOST_TEST(kiln::max_abs_diff(again[0], first[0]) == 0.0f);
   }
-  // Corrupt every entry: truncate some, flip bytes in others.
+  // Corrupt every kernel entry: truncate some, flip bytes in others.
   int corrupted = 0;
-  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir / "kernels")) {
     if (!entry.is_regular_file()) continue;
     if (corrupted % 2 == 0) {
       fs::resize_file(entry.path(), fs::file_size(entry.path()) / 2);
@@ -427,7 +427,7 @@ BOOST_AUTO_TEST_CASE(entries_swapped_between_kernels_are_recompiled_not_run) {
     kernels = m.stats().kernels;
   }
   std::vector<fs::path> entries;
-  for (const auto& entry : fs::recursive_directory_iterator(dir))
+  for (const auto& entry : fs::recursive_directory_iterator(dir / "kernels"))
     if (entry.is_regular_file()) entries.push_back(entry.path());
   std::sort(entries.begin(), entries.end());
   BOOST_TEST_REQUIRE(static_cast<int>(entries.size()) == kernels);

@@ -196,6 +196,8 @@ void run(const TuneArgs& args) {
   const auto [shard, shards] = parse_shard(args.shard);
   CompileOptions base = args.model.compile_options();
   base.mode = Mode::default_;
+  // Profiling reads the kernels' IR (their tuning sites), which a cached plan does not keep.
+  base.settings.emplace_back("plan_cache", "off");
   const Settings settings = Settings::resolve(Mode::max_autotune, base.settings);
   const std::string db_path = args.db.empty() ? tune::database_path(settings, base.cache_dir) : args.db;
   KILN_CHECK(!db_path.empty(), ErrorKind::InvalidArgument,

@@ -1,5 +1,8 @@
 #include "model_args.h"
 
+#include <fstream>
+#include <string_view>
+
 #include <kiln/onnx.h>
 
 namespace kiln::tools {
@@ -18,7 +21,7 @@ SettingOverrides parse_settings(const std::vector<std::string>& settings) {
 void ModelArgs::add_to(CLI::App& command) {
   std::string names;
   for (const auto& n : models::names()) names += (names.empty() ? "" : ", ") + n;
-  command.add_option("model_file", model_file, "an ONNX model file (.onnx); replaces --model");
+  command.add_option("model_file", model_file, "an ONNX model file (.onnx), or where the command takes one, a compiled-model file (.kiln, from `kiln compile`); replaces --model");
   command.add_option("--model", model, "built-in model (" + names + ")")->capture_default_str();
   command.add_option("--image-size", image_size, "input height and width")->capture_default_str()->check(CLI::Range(32, 1024));
   command.add_option("--batch", batch, "batch size")->capture_default_str()->check(CLI::Range(1, 256));
@@ -31,7 +34,18 @@ void ModelArgs::add_to(CLI::App& command) {
   command.add_option("--cache-dir", cache_dir, "compiled-kernel cache directory ('off' disables; default $KILN_CACHE_DIR or ~/.cache/kiln)");
 }
 
+bool ModelArgs::compiled_file() const {
+  if (model_file.empty()) return false;
+  std::ifstream in(model_file, std::ios::binary);
+  char magic[8] = {};
+  in.read(magic, sizeof magic);
+  return in.gcount() == sizeof magic && std::string_view(magic, sizeof magic) == "KILNMODL";
+}
+
 Model ModelArgs::load() const {
+  KILN_CHECK(!compiled_file(), ErrorKind::InvalidArgument,
+             "'" + model_file + "' is a compiled-model file: `kiln run` takes it; this command needs the model itself "
+             "(an ONNX file or --model)");
   if (from_file()) {
     OnnxOptions onnx;
     onnx.default_dim = batch;

@@ -16,7 +16,7 @@ namespace kiln::tools {
 SettingOverrides parse_settings(const std::vector<std::string>& settings);
 
 struct ModelArgs {
-  std::string model_file;  // an ONNX file; when given it replaces --model
+  std::string model_file;  // an ONNX file or a compiled-model file (.kiln); when given it replaces --model
   std::string model = "resnet18";
   std::int64_t image_size = 224;
   std::int64_t batch = 1;
@@ -33,6 +33,8 @@ struct ModelArgs {
   // The ONNX file if one was given (symbolic dims take --batch), else the built-in model.
   Model load() const;
   bool from_file() const { return !model_file.empty(); }
+  // Whether the model file is a compiled-model file (kiln compile's .kiln), by its header.
+  bool compiled_file() const;
   CompileOptions compile_options() const;
   // The settings --mode and --set give (the environment's included), as compile() resolves them.
   Settings resolved_settings() const;

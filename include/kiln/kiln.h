@@ -54,6 +54,9 @@ struct RunStats {
   std::uint64_t peak_device_bytes = 0;  // activations and weights on the device
   int kernel_cache_hits = 0;      // binaries read from the disk cache
   int kernel_cache_misses = 0;    // binaries compiled
+  int kernels_from_file = 0;      // binaries loaded from a compiled-model file (kiln::load)
+  int graph_passes_run = 0;       // graph passes run by the first call (0: the plan was read from a file)
+  bool plan_from_cache = false;   // the plan came from the plan cache (a warm start: no graph pass ran)
 };
 
 // One dispatch's cost, measured by running it alone (see profile()).
@@ -66,6 +69,7 @@ struct KernelTiming {
 };
 
 class Executor;  // src/runtime: the shared engine behind both callables
+struct LoadOptions;
 
 // Op by op: one kernel per op on the chosen device, no graph passes, no
 // fusion. The honest baseline that compiled code is measured against.
@@ -107,11 +111,42 @@ class CompiledModel {
 
  private:
   friend CompiledModel compile(const Model&, const CompileOptions&);
+  friend CompiledModel load(const std::string&, const LoadOptions&);
   std::shared_ptr<Executor> impl_;
 };
 
 EagerModel eager(const Model& model, const DeviceOptions& options = {});
 CompiledModel compile(const Model& model, const CompileOptions& options = {});
+
+// ---- compiled-model files (.kiln) -------------------------------------------
+// A model compiled ahead of time for one or more targets: the compiled plan
+// and the kernels' binaries of each. `kiln compile` writes one; so does
+// compile_to_file().
+struct AheadOfTimeOptions {
+  // "vulkan" (the first Vulkan device here), "vulkan:NAME" (a device by index
+  // or name), "cuda:sm_80,sm_90" (CUBIN and PTX per architecture, no GPU
+  // needed), "hip:gfx90a,gfx1030" (AMD code objects).
+  std::vector<std::string> targets = {"vulkan"};
+  Mode mode = Mode::default_;  // max-autotune uses the tuning database's records (it tunes nothing)
+  SettingOverrides settings{};
+  std::string cache_dir{};     // as CompileOptions::cache_dir: binaries go through the kernel cache
+};
+// Writes the file atomically (a temporary file, then a rename).
+void compile_to_file(const Model& model, const std::string& path, const AheadOfTimeOptions& options = {});
+
+struct LoadOptions {
+  // "" (the default): the first backend the file holds a plan for that has a
+  // device here.
+  std::string backend{};
+  std::string device{};
+  std::string cache_dir{};  // the device's kernel cache (loading itself compiles nothing)
+};
+// Reads a compiled-model file and binds the plan that fits the device: no
+// graph pass and no kernel compiler run (stats(): graph_passes_run and
+// kernel_cache_misses stay 0). Throws Corrupt for a truncated or altered
+// file, Unsupported for one written by another kiln version or holding no
+// plan the device can run (naming what it holds), NotFound for no file.
+CompiledModel load(const std::string& path, const LoadOptions& options = {});
 
 // ---- devices ---------------------------------------------------------------
 struct DeviceDescription {

@@ -242,6 +242,10 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   }
   plan_kernels(*plan, backend);
   phase_done("lowering, fusion and parameterisation");
+  plan->rendered.reserve(plan->kernels.size());
+  for (const kir::Kernel& kernel : plan->kernels)
+    plan->rendered.push_back({render::make_kernel_source(kernel, backend.language()), render::kernel_requirements(kernel), {}});
+  phase_done("rendering");
   check_fullgraph(*plan, request.fullgraph);
   plan_storage(*plan);
   phase_done("memory plan");

@@ -54,6 +54,16 @@ struct Dispatch {
   std::vector<std::int32_t> params;    // the kernel's per-dispatch parameters
 };
 
+// A distinct kernel rendered for the plan's backend: what a device loads.
+// binaries is empty for a plan built here (the kernel cache compiles the
+// source); a plan read from a compiled-model file carries them, best first
+// (CUBIN before PTX), and nothing is compiled.
+struct RenderedKernel {
+  backend::KernelSource source;
+  backend::KernelRequirements requirements;
+  std::vector<backend::KernelBinary> binaries;
+};
+
 struct Step {
   bool host = false;                          // a graph break run on the reference implementation
   graph::NodeId host_node = graph::kNoNode;
@@ -84,7 +94,9 @@ struct Plan {
   std::shared_ptr<const graph::Graph> graph;  // after passes in compiled mode
   std::vector<graph::passes::PassReport> pass_reports;
   std::vector<Step> steps;
-  std::vector<kir::Kernel> kernels;           // distinct kernels (one per source), in first-use order
+  std::vector<kir::Kernel> kernels;           // distinct kernels (one per source), in first-use order;
+                                              // empty in a plan read from a file (src/artifact)
+  std::vector<RenderedKernel> rendered;       // by kernel index: each kernel rendered for `backend`
   std::vector<graph::ValueId> root;           // by value id: the value whose memory it views
   std::vector<bool> fused_away;               // by value id: lives only in registers
   std::vector<bool> read_by_kernel;           // by root value id: some dispatch binds it
@@ -95,6 +107,11 @@ struct Plan {
   // With the autotune setting: what the tuning database (or tuning now)
   // decided for each tuning site, and the knobs lowering was given.
   std::optional<tune::AutotuneResult> autotune;
+  // Where the plan came from when it was not built here: "" (built by
+  // build_plan), else the file it was read from (a compiled-model file, the
+  // plan cache). Such a plan ran no graph pass; its kernels and reports are
+  // what the file holds.
+  std::string read_from;
 
   int dispatch_count() const;
 };

@@ -2,6 +2,8 @@
 #include <kiln/kiln.h>
 
 #include "backends/registry.h"
+#include "src/artifact/model_file.h"
+#include "src/runtime/device_pool.h"
 #include "src/runtime/executor.h"
 
 namespace kiln {
@@ -28,6 +30,63 @@ CompiledModel compile(const Model& model, const CompileOptions& options) {
   o.settings = Settings::resolve(options.mode, options.settings);
   CompiledModel m;
   m.impl_ = std::make_shared<Executor>(model, o);
+  return m;
+}
+
+void compile_to_file(const Model& model, const std::string& path, const AheadOfTimeOptions& options) {
+  artifact::ModelFileOptions o;
+  for (const std::string& spec : options.targets) o.targets.push_back(artifact::parse_target_spec(spec));
+  o.mode = options.mode;
+  o.settings = options.settings;
+  o.cache_dir = options.cache_dir;
+  artifact::write_model_file(model, path, o);
+}
+
+CompiledModel load(const std::string& path, const LoadOptions& options) {
+  const artifact::ModelFile file = artifact::read_model_file(path);
+  std::string backend = options.backend;
+  if (backend.empty()) {
+    // The file's backends in order; the first with a device here.
+    std::string why;
+    for (const auto& plan : file.plans) {
+      const backend::Backend* b = nullptr;
+      for (const backend::Backend* candidate : backend::all_backends())
+        if (candidate->name() == plan->backend) b = candidate;
+      if (b == nullptr) {
+        why += "\n  " + plan->backend + ": not built into this kiln";
+      } else if (auto reason = b->unavailable_reason()) {
+        why += "\n  " + plan->backend + ": " + *reason;
+      } else if (b->enumerate_devices().empty()) {
+        why += "\n  " + plan->backend + ": no device";
+      } else {
+        backend = plan->backend;
+        break;
+      }
+    }
+    KILN_CHECK(!backend.empty(), ErrorKind::DeviceUnavailable,
+               "'" + path + "' holds plans for " + artifact::describe_targets(file) + "; none can run here:" + why);
+  }
+  bool any_for_backend = false;
+  for (const auto& plan : file.plans) any_for_backend = any_for_backend || plan->backend == backend;
+  KILN_CHECK(any_for_backend, ErrorKind::Unsupported,
+             "'" + path + "' holds no plan for backend " + backend + "; it holds " + artifact::describe_targets(file) +
+                 ": compile it for " + backend + " with `kiln compile --target " + backend + "`");
+  const std::shared_ptr<runtime::DeviceContext> ctx =
+      runtime::acquire_device(backend, options.device, options.cache_dir);
+  std::shared_ptr<const compiler::Plan> plan = artifact::select_plan(file, *ctx->backend, ctx->device->target());
+
+  Executor::Options o;
+  o.backend = backend;
+  o.device = options.device;
+  o.compiled = true;
+  o.compile.backend = backend;
+  o.compile.device = options.device;
+  o.compile.mode = plan->settings.mode();
+  o.compile.cache_dir = options.cache_dir;
+  o.settings = plan->settings;
+  o.plan = plan;
+  CompiledModel m;
+  m.impl_ = std::make_shared<Executor>(Model(plan->graph, file.model_name).with_task(file.task), o);
   return m;
 }
 

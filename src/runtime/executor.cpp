@@ -1,5 +1,7 @@
 #include "src/runtime/executor.h"
 
+#include "src/artifact/plan_cache.h"
+
 #include "graph/op_registry.h"
 #include "src/runtime/log.h"
 
@@ -74,11 +76,7 @@ void Executor::warm_up() {
   list->submit();
 }
 
-void Executor::plan_and_bind() {
-  const auto start = Clock::now();
-  const int hits_before = ctx_->kernels->disk_hits();
-  const int compiled_before = ctx_->kernels->compiled();
-
+std::shared_ptr<const compiler::Plan> Executor::build_plan() const {
   compiler::PlanRequest request;
   request.model_name = model_.name();
   request.compiled = options_.compiled;
@@ -96,14 +94,54 @@ void Executor::plan_and_bind() {
     };
   }
   if (options_.compiled && options_.graph_chooser) request.graph_chooser = options_.graph_chooser;
-  plan_ = compiler::build_plan(model_.graph_ptr(), *ctx_->backend, ctx_->device->target(), request);
+  return compiler::build_plan(model_.graph_ptr(), *ctx_->backend, ctx_->device->target(), request);
+}
+
+std::shared_ptr<const compiler::Plan> Executor::cached_or_built_plan() {
+  // A plan with autotuning reflects the tuning database as it was, and a
+  // forced graph choice (the tuning worker's) is not the model's plan: those
+  // are always built.
+  const Settings& settings = options_.settings;
+  const bool cacheable = options_.compiled && settings.flag("plan_cache") && !settings.flag("autotune") &&
+                         !options_.graph_chooser;
+  const artifact::PlanCache cache(options_.compile.cache_dir);
+  std::optional<artifact::PlanKey> key;
+  if (cacheable && cache.enabled()) {
+    key = artifact::PlanCache::key(model_.graph(), model_.name(), true, options_.compile.fullgraph, settings,
+                                   ctx_->device->target(), "");
+    if (std::shared_ptr<const compiler::Plan> cached = cache.load(*key)) {
+      stats_.plan_from_cache = true;
+      runtime::log(runtime::LogLevel::debug, model_.name() + ": plan read from " + cached->read_from);
+      return cached;
+    }
+  }
+  std::shared_ptr<const compiler::Plan> built = build_plan();
+  stats_.graph_passes_run = static_cast<int>(built->pass_reports.size());
+  if (key) cache.store(*key, *built);
+  return built;
+}
+
+void Executor::plan_and_bind() {
+  const auto start = Clock::now();
+  const int hits_before = ctx_->kernels->disk_hits();
+  const int compiled_before = ctx_->kernels->compiled();
+  const int from_binaries_before = ctx_->kernels->loaded_from_binaries();
+
+  if (options_.plan) {
+    KILN_CHECK(options_.plan->backend == ctx_->backend->name(), ErrorKind::InvalidArgument,
+               "model '" + model_.name() + "': its plan is for backend " + options_.plan->backend + ", not " +
+                   ctx_->backend->name());
+    plan_ = options_.plan;
+  } else {
+    plan_ = cached_or_built_plan();
+  }
   const compiler::Plan& plan = *plan_;
 
   const auto kernels_start = Clock::now();
   load_kernels();
   runtime::log(runtime::LogLevel::debug, model_.name() + ": " + std::to_string(plan.dispatch_count()) +
-                                             " kernels (" + std::to_string(plan.kernels.size()) +
-                                             " to render) compiled and loaded in " +
+                                             " dispatches (" + std::to_string(plan.rendered.size()) +
+                                             " distinct kernels) compiled and loaded in " +
                                              std::to_string(static_cast<int>(ms_since(kernels_start))) + " ms");
   for (const compiler::Step& step : plan.steps) {
     if (step.host) {
@@ -129,11 +167,12 @@ void Executor::plan_and_bind() {
     }
   }
 
-  stats_.kernels = static_cast<int>(plan.kernels.size());
+  stats_.kernels = static_cast<int>(plan.rendered.size());
   stats_.dispatches_per_run = plan.dispatch_count();
   stats_.host_steps_per_run = static_cast<int>(plan.breaks.size());
   stats_.kernel_cache_hits = ctx_->kernels->disk_hits() - hits_before;
   stats_.kernel_cache_misses = ctx_->kernels->compiled() - compiled_before;
+  stats_.kernels_from_file = ctx_->kernels->loaded_from_binaries() - from_binaries_before;
   stats_.peak_device_bytes = plan.storage.memory_plan.arena_bytes + constant_bytes_ + io_bytes_;
   stats_.compile_ms = ms_since(start);
   prepared_ = true;
@@ -147,9 +186,9 @@ void Executor::plan_and_bind() {
 
 void Executor::load_kernels() {
   // Distinct kernels compile (shaderc) and load concurrently.
-  std::vector<const kir::Kernel*> kernels;
-  kernels.reserve(plan_->kernels.size());
-  for (const kir::Kernel& kernel : plan_->kernels) kernels.push_back(&kernel);
+  std::vector<const compiler::RenderedKernel*> kernels;
+  kernels.reserve(plan_->rendered.size());
+  for (const compiler::RenderedKernel& kernel : plan_->rendered) kernels.push_back(&kernel);
   loaded_ = ctx_->kernels->get_all(kernels);
 }
 
@@ -381,6 +420,10 @@ std::string Executor::explain() const {
     return out.str();
   }
   const compiler::Plan& plan = *plan_;
+  if (!plan.read_from.empty())
+    out << "plan: read from " << plan.read_from << " (planned for " << plan.target.device_name
+        << "): no graph pass ran here; " << stats_.kernels_from_file << " kernels loaded from its binaries, "
+        << stats_.kernel_cache_hits << " from the kernel cache, " << stats_.kernel_cache_misses << " compiled\n";
   out << "graph breaks: " << plan.breaks.size() << "\n";
   for (const GraphBreak& b : plan.breaks) out << "  " << graph_break_line(b) << "\n";
   out << ops_per_backend();
@@ -417,7 +460,7 @@ std::string Executor::fusion_groups() const {
   int fused_values = 0;
   for (bool fused : plan.fused_away) fused_values += fused ? 1 : 0;
   out << "fusion: " << plan.kernel_nodes << " kernel nodes -> " << plan.dispatch_count() << " dispatches ("
-      << fused_values << " intermediate values fused away), " << plan.kernels.size() << " distinct kernels, "
+      << fused_values << " intermediate values fused away), " << plan.rendered.size() << " distinct kernels, "
       << plan.breaks.size() << " host steps\n";
   std::size_t next_break = 0;
   int index = 0;

@@ -48,6 +48,10 @@ class Executor {
     // Compiled: the graph passes' choices (PlanRequest::graph_chooser); the
     // tuning worker forces one. Null: the rules, or max-autotune's choices.
     graph::passes::GraphChooser graph_chooser{};
+    // A plan read from a file (a compiled-model file, the plan cache): bound
+    // as it is, with no graph pass and, where it carries binaries, no kernel
+    // compiler. Its backend must be `backend`.
+    std::shared_ptr<const compiler::Plan> plan{};
   };
 
   using GraphBreak = compiler::GraphBreak;
@@ -120,6 +124,11 @@ class Executor {
   const compiler::Plan& prepared_plan() const;
   // Everything prepare() does but the warm-up.
   void plan_and_bind();
+  // The plan for this model and device: compiler::build_plan with the options' settings (and autotuner).
+  std::shared_ptr<const compiler::Plan> build_plan() const;
+  // Compiled mode: the plan cache's entry for this model, device and
+  // settings (src/artifact/plan_cache.h), else build_plan() (then stored).
+  std::shared_ptr<const compiler::Plan> cached_or_built_plan();
   // One submission dispatching each distinct kernel once (a single workgroup,
   // on its planned bindings): it writes only intermediates and outputs, which
   // every run rewrites before reading them.

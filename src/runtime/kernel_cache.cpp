@@ -32,12 +32,30 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::remember(std::string source_
   return loaded_.try_emplace(std::move(source_text), std::move(loaded)).first->second;
 }
 
-std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const kir::Kernel& kernel,
-                                                                  const backend::KernelSource& source) {
+std::shared_ptr<backend::LoadedKernel> KernelCache::load_given(const compiler::RenderedKernel& kernel) {
   const backend::TargetDesc& target = device_->target();
-  const backend::KernelRequirements needs = render::kernel_requirements(kernel);
-  if (auto why = backend_.supports(needs, target))
-    throw_error(ErrorKind::Unsupported, "kernel '" + kernel.name + "' cannot run on " + target.device_name + ": " + *why);
+  const std::string& name = kernel.source.name;
+  std::string reasons;
+  for (const backend::KernelBinary& binary : kernel.binaries) {
+    try {
+      auto loaded = device_->load_kernel(kernel.source, binary);
+      ++from_binaries_;
+      return loaded;
+    } catch (const Error& e) {
+      if (e.kind() == ErrorKind::OutOfMemory || e.kind() == ErrorKind::DeviceUnavailable) throw;
+      reasons += "\n  " + binary.format + ": " + e.what();
+    }
+  }
+  throw_error(ErrorKind::Unsupported, "kernel '" + name + "': none of its " + std::to_string(kernel.binaries.size()) +
+                                          " binaries loads on " + target.device_name + ":" + reasons);
+}
+
+std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const compiler::RenderedKernel& kernel) {
+  const backend::TargetDesc& target = device_->target();
+  const backend::KernelSource& source = kernel.source;
+  if (auto why = backend_.supports(kernel.requirements, target))
+    throw_error(ErrorKind::Unsupported, "kernel '" + source.name + "' cannot run on " + target.device_name + ": " + *why);
+  if (!kernel.binaries.empty()) return load_given(kernel);
 
   const CacheKey key = CompileCache::key(source, target, compiler_version_);
   using Clock = std::chrono::steady_clock;
@@ -49,7 +67,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const kir::Ker
     backend::KernelBinary binary = backend_.compiler().compile(source, target);
     ++compiled_;
     disk_.store(key, binary);
-    log(LogLevel::debug, "compiled kernel '" + kernel.name + "' (" + std::to_string(binary.data.size()) + " bytes " +
+    log(LogLevel::debug, "compiled kernel '" + source.name + "' (" + std::to_string(binary.data.size()) + " bytes " +
                              binary.format + ") in " + ms_since(start) + " ms");
     return binary;
   };
@@ -58,7 +76,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const kir::Ker
     auto loaded = device_->load_kernel(source, binary);
     // Loading is where a driver finishes compiling (lavapipe's LLVM, a GPU driver's
     // back end): often the larger part of a cold compile.
-    log(LogLevel::debug, "loaded kernel '" + kernel.name + "' in " + ms_since(start) + " ms");
+    log(LogLevel::debug, "loaded kernel '" + source.name + "' in " + ms_since(start) + " ms");
     return loaded;
   };
 
@@ -74,7 +92,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const kir::Ker
     // An entry that passed every check but that the driver refuses (another
     // driver's binary, a forged one) would fail every later run: replace it
     // once with a fresh compile; a second failure is the kernel's own.
-    log(LogLevel::warning, "kernel '" + kernel.name + "' from cache entry " + disk_.path_for(key).string() +
+    log(LogLevel::warning, "kernel '" + source.name + "' from cache entry " + disk_.path_for(key).string() +
                                " failed to load (" + e.what() + "); removed it, compiling again");
     disk_.discard(key);
   }
@@ -82,30 +100,31 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const kir::Ker
 }
 
 std::shared_ptr<backend::LoadedKernel> KernelCache::get(const kir::Kernel& kernel) {
-  backend::KernelSource source = render::make_kernel_source(kernel, backend_.language());
-  if (auto loaded = find(source.text)) return loaded;
-  auto loaded = load_uncached(kernel, source);
-  return remember(std::move(source.text), std::move(loaded));
+  const compiler::RenderedKernel rendered{render::make_kernel_source(kernel, backend_.language()),
+                                          render::kernel_requirements(kernel), {}};
+  if (auto loaded = find(rendered.source.text)) return loaded;
+  return remember(rendered.source.text, load_uncached(rendered));
+}
+
+std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(std::span<const kir::Kernel* const> kernels,
+                                                                         unsigned max_threads) {
+  std::vector<compiler::RenderedKernel> rendered;
+  rendered.reserve(kernels.size());
+  for (const kir::Kernel* kernel : kernels)
+    rendered.push_back({render::make_kernel_source(*kernel, backend_.language()), render::kernel_requirements(*kernel), {}});
+  std::vector<const compiler::RenderedKernel*> pointers;
+  for (const compiler::RenderedKernel& kernel : rendered) pointers.push_back(&kernel);
+  return get_all(std::span<const compiler::RenderedKernel* const>(pointers), max_threads);
 }
 
 std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(
-    std::span<const kir::Kernel* const> kernels, unsigned max_threads) {
-  const auto render_start = std::chrono::steady_clock::now();
-  std::vector<backend::KernelSource> sources;
-  sources.reserve(kernels.size());
-  for (const kir::Kernel* kernel : kernels) sources.push_back(render::make_kernel_source(*kernel, backend_.language()));
-  log(LogLevel::debug, "rendered " + std::to_string(kernels.size()) + " kernels in " +
-                           std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                              std::chrono::steady_clock::now() - render_start)
-                                              .count()) +
-                           " ms");
-
+    std::span<const compiler::RenderedKernel* const> kernels, unsigned max_threads) {
   // The first occurrence of each source not loaded yet: the work to share out.
   std::vector<std::size_t> work;
   {
     std::unordered_map<std::string_view, bool> queued;
-    for (std::size_t i = 0; i < sources.size(); ++i)
-      if (queued.try_emplace(sources[i].text, true).second && !find(sources[i].text)) work.push_back(i);
+    for (std::size_t i = 0; i < kernels.size(); ++i)
+      if (queued.try_emplace(kernels[i]->source.text, true).second && !find(kernels[i]->source.text)) work.push_back(i);
   }
 
   std::vector<std::exception_ptr> failures(kernels.size());
@@ -114,7 +133,7 @@ std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(
     for (std::size_t w = next++; w < work.size(); w = next++) {
       const std::size_t i = work[w];
       try {
-        remember(sources[i].text, load_uncached(*kernels[i], sources[i]));
+        remember(kernels[i]->source.text, load_uncached(*kernels[i]));
       } catch (...) {
         failures[i] = std::current_exception();
       }
@@ -131,7 +150,7 @@ std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(
 
   std::vector<std::shared_ptr<backend::LoadedKernel>> loaded;
   loaded.reserve(kernels.size());
-  for (const backend::KernelSource& source : sources) loaded.push_back(find(source.text));
+  for (const compiler::RenderedKernel* kernel : kernels) loaded.push_back(find(kernel->source.text));
   return loaded;
 }
 

@@ -1,8 +1,11 @@
 // Kernels ready to dispatch on one device: render -> supports? -> compile
 // (through the disk cache) -> load, each step done once per distinct source.
+// A kernel that comes with binaries (a compiled-model file's) is loaded from
+// them and never compiled.
 #pragma once
 
 #include "backends/backend.h"
+#include "src/compile/plan.h"
 #include "src/kernel/ir.h"
 #include "src/runtime/compile_cache.h"
 
@@ -29,17 +32,23 @@ class KernelCache {
   // thread), so one kernel's compiler time overlaps another's driver work
   // (lavapipe compiles each pipeline to machine code when it is loaded).
   // The first failure in `kernels` order is rethrown after all finish.
+  std::vector<std::shared_ptr<backend::LoadedKernel>> get_all(std::span<const compiler::RenderedKernel* const> kernels,
+                                                              unsigned max_threads = 0);
+
+  // get_all() of kernels rendered for this cache's backend first.
   std::vector<std::shared_ptr<backend::LoadedKernel>> get_all(std::span<const kir::Kernel* const> kernels,
                                                               unsigned max_threads = 0);
 
   int distinct_kernels() const;
   int disk_hits() const { return disk_hits_; }
   int compiled() const { return compiled_; }
+  int loaded_from_binaries() const { return from_binaries_; }
 
  private:
   // Checks support, compiles (or reads the disk cache) and loads; no lock held.
-  std::shared_ptr<backend::LoadedKernel> load_uncached(const kir::Kernel& kernel,
-                                                       const backend::KernelSource& source);
+  std::shared_ptr<backend::LoadedKernel> load_uncached(const compiler::RenderedKernel& kernel);
+  // The first of the kernel's own binaries the device loads.
+  std::shared_ptr<backend::LoadedKernel> load_given(const compiler::RenderedKernel& kernel);
   std::shared_ptr<backend::LoadedKernel> find(const std::string& source_text) const;
   std::shared_ptr<backend::LoadedKernel> remember(std::string source_text,
                                                   std::shared_ptr<backend::LoadedKernel> loaded);
@@ -52,6 +61,7 @@ class KernelCache {
   std::unordered_map<std::string, std::shared_ptr<backend::LoadedKernel>> loaded_;  // by source text
   std::atomic<int> disk_hits_ = 0;
   std::atomic<int> compiled_ = 0;
+  std::atomic<int> from_binaries_ = 0;
 };
 
 }  // namespace kiln::runtime

@@ -127,6 +127,13 @@ cmake)
   [[ "$(first_class classify)" == "$(first_class kiln_classify)" ]] ||
     fail "classify's top class $(first_class classify) is not kiln run's $(first_class kiln_classify)"
 
+  # A compiled-model file from the installed tool, loaded by the program: the same answer, nothing compiled.
+  run kiln_compile "$kiln_tool" compile --model resnet18 --image-size 64 -o "$tmp/resnet18.kiln"
+  run classify_file "$tmp/build/classify" "$tmp/resnet18.kiln" "$images/chelsea.png"
+  expect_line classify_file '^resnet18 on vulkan \(default\), loaded in [0-9]+ ms; top-5:$'
+  [[ "$(first_class classify_file)" == "$(first_class kiln_classify)" ]] ||
+    fail "classify's top class from resnet18.kiln $(first_class classify_file) is not kiln run's $(first_class kiln_classify)"
+
   # segment's mask agrees with `kiln run`'s on the largest class and its share.
   run segment "$tmp/build/segment" segformer_b0 "$images/chelsea.png" "$tmp/mask.png" --size 32
   expect_line segment "^mask written to $tmp/mask.png$"

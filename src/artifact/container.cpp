@@ -1,0 +1,186 @@
+#include "src/artifact/container.h"
+
+#include "src/runtime/file_type.h"
+
+#include <kiln/error.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+
+namespace kiln::artifact {
+namespace {
+
+constexpr std::size_t kHeaderBytes = 48;
+constexpr char kMagic[4] = {'K', 'I', 'L', 'N'};
+// Metadata is small (the graph's structure, kernel sources); anything larger
+// in a header is damage, not a model.
+constexpr std::uint64_t kMaxMetadataBytes = 1ull << 30;
+
+void put_u32(std::byte* at, std::uint32_t v) {
+  for (int i = 0; i < 4; ++i) at[i] = static_cast<std::byte>(v >> (8 * i));
+}
+void put_u64(std::byte* at, std::uint64_t v) {
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<std::byte>(v >> (8 * i));
+}
+std::uint32_t get_u32(const std::byte* at) {
+  std::uint32_t v = 0;
+  for (int i = 0; i < 4; ++i) v |= static_cast<std::uint32_t>(at[i]) << (8 * i);
+  return v;
+}
+std::uint64_t get_u64(const std::byte* at) {
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= static_cast<std::uint64_t>(at[i]) << (8 * i);
+  return v;
+}
+
+std::string hex128(XXH128_hash_t h) {
+  char text[33];
+  std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return text;
+}
+
+std::string kind_text(const std::byte* at) {
+  std::string text;
+  for (int i = 0; i < 4; ++i) {
+    const auto c = static_cast<unsigned char>(at[i]);
+    text += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
+  }
+  return text;
+}
+
+}  // namespace
+
+std::uint64_t BlobWriter::add(std::span<const std::byte> bytes) {
+  std::string digest = hex128(XXH3_128bits(bytes.data(), bytes.size())) + ":" + std::to_string(bytes.size());
+  if (auto it = by_digest_.find(digest); it != by_digest_.end()) return it->second;
+  const std::uint64_t index = blobs_.size();
+  blobs_.push_back({total_, std::vector<std::byte>(bytes.begin(), bytes.end())});
+  total_ += bytes.size();
+  by_digest_.emplace(std::move(digest), index);
+  return index;
+}
+
+void write_container(const std::filesystem::path& path, std::string_view kind, const nlohmann::json& metadata,
+                     const BlobWriter& blobs) {
+  KILN_ASSERT(kind.size() == 4);
+  nlohmann::json with_table = metadata;
+  nlohmann::json table = nlohmann::json::array();
+  for (const BlobWriter::Entry& blob : blobs.blobs_) table.push_back({blob.offset, blob.bytes.size()});
+  with_table["blobs"] = std::move(table);
+  const std::vector<std::uint8_t> cbor = nlohmann::json::to_cbor(with_table);
+
+  XXH3_state_t* state = XXH3_createState();
+  KILN_ASSERT(state != nullptr);
+  XXH3_128bits_reset(state);
+  XXH3_128bits_update(state, cbor.data(), cbor.size());
+  for (const BlobWriter::Entry& blob : blobs.blobs_) XXH3_128bits_update(state, blob.bytes.data(), blob.bytes.size());
+  const XXH128_hash_t digest = XXH3_128bits_digest(state);
+  XXH3_freeState(state);
+
+  std::byte header[kHeaderBytes] = {};
+  std::memcpy(header, kMagic, 4);
+  std::memcpy(header + 4, kind.data(), 4);
+  put_u32(header + 8, kContainerVersion);
+  put_u64(header + 16, cbor.size());
+  put_u64(header + 24, blobs.total_bytes());
+  put_u64(header + 32, digest.high64);
+  put_u64(header + 40, digest.low64);
+
+  // The process id and a counter keep concurrent writers (threads, processes)
+  // of one path from sharing a temporary file; the rename makes the file
+  // appear whole or not at all.
+  static std::atomic<unsigned> counter = 0;
+  std::filesystem::path temp = path;
+  temp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  auto fail = [&](const std::string& what) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw_error(ErrorKind::Io, "cannot write '" + path.string() + "': " + what);
+  };
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    if (!out.good()) fail("cannot create '" + temp.string() + "'");
+    out.write(reinterpret_cast<const char*>(header), kHeaderBytes);
+    out.write(reinterpret_cast<const char*>(cbor.data()), static_cast<std::streamsize>(cbor.size()));
+    for (const BlobWriter::Entry& blob : blobs.blobs_)
+      out.write(reinterpret_cast<const char*>(blob.bytes.data()), static_cast<std::streamsize>(blob.bytes.size()));
+    out.close();
+    if (!out) fail("writing '" + temp.string() + "' failed (disk full?)");
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  if (ec) fail("cannot rename '" + temp.string() + "' into place: " + ec.message());
+}
+
+std::span<const std::byte> Container::blob(std::uint64_t index, std::string_view what) const {
+  KILN_CHECK(index < blobs_.size(), ErrorKind::Corrupt,
+             "'" + path_ + "': " + std::string(what) + " refers to blob " + std::to_string(index) + " of " +
+                 std::to_string(blobs_.size()));
+  const auto [offset, size] = blobs_[index];
+  return std::span<const std::byte>(bytes_).subspan(offset, size);
+}
+
+Container read_container(const std::filesystem::path& path, std::string_view kind) {
+  const std::string name = "'" + path.string() + "'";
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    KILN_CHECK(errno != ENOENT, ErrorKind::NotFound, "no such file: " + name);
+    throw_error(ErrorKind::Io, "cannot read " + name + ": " + std::strerror(errno));
+  }
+  KILN_CHECK(S_ISREG(st.st_mode), ErrorKind::Io, "cannot read " + name + ": " + runtime::file_type_name(st.st_mode));
+
+  Container c;
+  c.path_ = path.string();
+  {
+    std::ifstream in(path, std::ios::binary);
+    KILN_CHECK(in.good(), ErrorKind::Io, "cannot open " + name);
+    c.bytes_.resize(static_cast<std::size_t>(st.st_size));
+    in.read(reinterpret_cast<char*>(c.bytes_.data()), static_cast<std::streamsize>(c.bytes_.size()));
+    KILN_CHECK(static_cast<std::size_t>(in.gcount()) == c.bytes_.size(), ErrorKind::Io, "cannot read all of " + name);
+  }
+  const std::byte* h = c.bytes_.data();
+  KILN_CHECK(c.bytes_.size() >= kHeaderBytes && std::memcmp(h, kMagic, 4) == 0, ErrorKind::Corrupt,
+             name + " is not a kiln file (no KILN header)");
+  KILN_CHECK(std::memcmp(h + 4, kind.data(), 4) == 0, ErrorKind::Corrupt,
+             name + " is a kiln file of kind '" + kind_text(h + 4) + "', not '" + std::string(kind) + "'");
+  const std::uint32_t version = get_u32(h + 8);
+  KILN_CHECK(version == kContainerVersion, ErrorKind::Corrupt,
+             name + " has container version " + std::to_string(version) + "; this kiln reads version " +
+                 std::to_string(kContainerVersion) + ": write it again with this kiln");
+  const std::uint64_t metadata_bytes = get_u64(h + 16);
+  const std::uint64_t blob_bytes = get_u64(h + 24);
+  const std::uint64_t body = c.bytes_.size() - kHeaderBytes;
+  KILN_CHECK(metadata_bytes <= kMaxMetadataBytes && blob_bytes <= body && metadata_bytes == body - blob_bytes,
+             ErrorKind::Corrupt,
+             name + " is truncated or damaged: the header announces " + std::to_string(metadata_bytes) + " + " +
+                 std::to_string(blob_bytes) + " bytes, the file holds " + std::to_string(body));
+  const XXH128_hash_t digest = XXH3_128bits(h + kHeaderBytes, body);
+  KILN_CHECK(digest.high64 == get_u64(h + 32) && digest.low64 == get_u64(h + 40), ErrorKind::Corrupt,
+             name + " fails its checksum: the file was altered or damaged");
+
+  const auto* meta = reinterpret_cast<const std::uint8_t*>(h + kHeaderBytes);
+  c.metadata_ = nlohmann::json::from_cbor(meta, meta + metadata_bytes, true, false);
+  KILN_CHECK(!c.metadata_.is_discarded() && c.metadata_.is_object(), ErrorKind::Corrupt,
+             name + " has malformed metadata");
+  const auto table = c.metadata_.find("blobs");
+  KILN_CHECK(table != c.metadata_.end() && table->is_array(), ErrorKind::Corrupt, name + " has no blob table");
+  const std::uint64_t blobs_at = kHeaderBytes + metadata_bytes;
+  for (const nlohmann::json& entry : *table) {
+    KILN_CHECK(entry.is_array() && entry.size() == 2 && entry[0].is_number_unsigned() && entry[1].is_number_unsigned(),
+               ErrorKind::Corrupt, name + " has a malformed blob table");
+    const std::uint64_t offset = entry[0].get<std::uint64_t>();
+    const std::uint64_t size = entry[1].get<std::uint64_t>();
+    KILN_CHECK(offset <= blob_bytes && size <= blob_bytes - offset, ErrorKind::Corrupt,
+               name + " has a blob past the end of the file");
+    c.blobs_.emplace_back(blobs_at + offset, size);
+  }
+  return c;
+}
+
+}  // namespace kiln::artifact

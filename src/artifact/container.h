@@ -1,0 +1,80 @@
+// The file container of compiled-model files (.kiln) and cached plans: a
+// fixed header, metadata as CBOR, then raw blobs (weights, kernel binaries)
+// that the metadata refers to by index. Every byte after the header is
+// covered by a checksum, so a truncated or altered file is reported, never
+// parsed; writes go to a temporary file that is renamed into place.
+//
+//   offset  size  field
+//   0       4     magic "KILN"
+//   4       4     kind ("MODL" a compiled-model file, "PLAN" a cached plan)
+//   8       4     container version (little-endian u32)
+//   12      4     reserved, 0
+//   16      8     metadata bytes (u64)
+//   24      8     blob bytes (u64)
+//   32      16    XXH3-128 of everything after the header
+//   48            metadata (CBOR), then the blobs
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace kiln::artifact {
+
+inline constexpr std::uint32_t kContainerVersion = 1;
+
+// Collects blobs for a file; equal contents are stored once (weights shared
+// by several targets' plans).
+class BlobWriter {
+ public:
+  // The blob's index, for the metadata.
+  std::uint64_t add(std::span<const std::byte> bytes);
+  std::uint64_t total_bytes() const { return total_; }
+
+ private:
+  friend void write_container(const std::filesystem::path&, std::string_view, const nlohmann::json&,
+                              const BlobWriter&);
+  struct Entry {
+    std::uint64_t offset = 0;
+    std::vector<std::byte> bytes;
+  };
+  std::vector<Entry> blobs_;
+  std::unordered_map<std::string, std::uint64_t> by_digest_;
+  std::uint64_t total_ = 0;
+};
+
+// A file read and checked whole: its metadata and its blobs.
+class Container {
+ public:
+  const nlohmann::json& metadata() const { return metadata_; }
+  // Throws Corrupt naming `what` when `index` is not a blob of the file.
+  std::span<const std::byte> blob(std::uint64_t index, std::string_view what) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  friend Container read_container(const std::filesystem::path&, std::string_view);
+  std::string path_;
+  nlohmann::json metadata_;
+  std::vector<std::byte> bytes_;  // the whole file
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> blobs_;  // offset into bytes_, size
+};
+
+// Writes atomically (a temporary file beside `path`, then a rename); the
+// metadata gets the blob table. Throws Io naming the file.
+void write_container(const std::filesystem::path& path, std::string_view kind, const nlohmann::json& metadata,
+                     const BlobWriter& blobs);
+
+// Reads and checks a file of `kind`. Throws NotFound (no such file), Io
+// (unreadable, not a regular file) or Corrupt (another kind of file, another
+// container version, truncated, checksum mismatch, malformed metadata), each
+// naming the file.
+Container read_container(const std::filesystem::path& path, std::string_view kind);
+
+}  // namespace kiln::artifact

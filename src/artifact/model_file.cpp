@@ -1,0 +1,267 @@
+#include "src/artifact/model_file.h"
+
+#include "backends/registry.h"
+#include "src/artifact/container.h"
+#include "src/artifact/plan_codec.h"
+#include "src/runtime/compile_cache.h"
+#include "src/runtime/device_pool.h"
+#include "src/runtime/log.h"
+#include "src/tune/autotune.h"
+#include "src/tune/tuner.h"
+
+#include <kiln/error.h>
+
+#include <ctime>
+
+namespace kiln::artifact {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kKind = "MODL";
+
+std::vector<std::string> split(const std::string& text, char separator) {
+  std::vector<std::string> parts;
+  std::size_t begin = 0;
+  while (true) {
+    const std::size_t end = text.find(separator, begin);
+    parts.push_back(text.substr(begin, end == std::string::npos ? std::string::npos : end - begin));
+    if (end == std::string::npos) return parts;
+    begin = end + 1;
+  }
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return text;
+}
+
+// The offline target for `arch`: the backend's own when it lists it, else one
+// of its offline targets of the same family with the architecture replaced
+// (CUDA: sm_NN from sm_90, compute_NN from compute_80; HIP: wave64 gfx9 from
+// gfx90a, wave32 gfx10+ from gfx1030).
+backend::TargetDesc offline_target_for(const backend::Backend& b, const std::string& arch) {
+  const std::vector<backend::TargetDesc> offline = b.offline_targets();
+  for (const backend::TargetDesc& t : offline)
+    if (t.arch == arch) return t;
+  auto family = [](const std::string& a) -> std::string {
+    if (a.starts_with("sm_")) return "sm";
+    if (a.starts_with("compute_")) return "compute";
+    if (a.starts_with("gfx9")) return "gfx9";
+    if (a.starts_with("gfx")) return "gfx10+";
+    return a;
+  };
+  for (const backend::TargetDesc& t : offline)
+    if (family(t.arch) == family(arch)) {
+      backend::TargetDesc derived = t;
+      derived.arch = arch;
+      derived.device_name = arch + " (offline)";
+      return derived;
+    }
+  std::string listed;
+  for (const backend::TargetDesc& t : offline) listed += (listed.empty() ? "" : ", ") + t.arch;
+  throw_error(ErrorKind::InvalidArgument, "backend " + b.name() + " has no offline target like '" + arch +
+                                              "' (it has: " + (listed.empty() ? "none" : listed) + ")");
+}
+
+// The binaries a device of `target` may load, best first: CUDA gets the
+// CUBIN of its architecture and PTX for the same compute capability (which
+// newer GPUs JIT); every other target one binary.
+std::vector<backend::KernelBinary> compile_binaries(const backend::Backend& b, const backend::TargetDesc& target,
+                                                    const backend::KernelSource& source,
+                                                    const runtime::CompileCache& cache, const std::string& compiler) {
+  std::vector<backend::TargetDesc> targets = {target};
+  if (target.backend == "cuda" && target.arch.starts_with("sm_")) {
+    backend::TargetDesc ptx = target;
+    ptx.arch = "compute_" + target.arch.substr(3);
+    targets.push_back(ptx);
+  }
+  std::vector<backend::KernelBinary> binaries;
+  for (const backend::TargetDesc& t : targets) {
+    const runtime::CacheKey key = runtime::CompileCache::key(source, t, compiler);
+    if (std::optional<backend::KernelBinary> cached = cache.load(key)) {
+      binaries.push_back(std::move(*cached));
+      continue;
+    }
+    backend::KernelBinary binary = b.compiler().compile(source, t);
+    cache.store(key, binary);
+    binaries.push_back(std::move(binary));
+  }
+  for (backend::KernelBinary& binary : binaries) binary.log.clear();
+  return binaries;
+}
+
+std::shared_ptr<compiler::Plan> plan_for(const Model& model, const backend::Backend& b,
+                                         const backend::TargetDesc& target, const Settings& settings,
+                                         const std::string& cache_dir) {
+  compiler::PlanRequest request{.model_name = model.name(), .compiled = true, .fullgraph = false, .settings = settings};
+  // The tuning database's records for this target; nothing is tuned here.
+  tune::AutotuneOptions options;
+  options.database_path = tune::database_path(settings, cache_dir);
+  options.tune_missing = false;
+  auto tuner = std::make_shared<tune::Autotuner>(target, std::move(options));
+  if (settings.flag("autotune"))
+    request.graph_chooser = [tuner](const graph::passes::GraphChoice& choice) { return tuner->choose(choice); };
+  request.autotune = [tuner](const graph::Graph& passed, const lower::LowerTarget& lower_target) {
+    return tuner->finish(passed, lower_target);
+  };
+  return std::const_pointer_cast<compiler::Plan>(compiler::build_plan(model.graph_ptr(), b, target, request));
+}
+
+std::string target_label(const compiler::Plan& plan) {
+  const backend::TargetDesc& t = plan.target;
+  if (t.device_type == "offline") return plan.backend + " " + t.arch;
+  return plan.backend + " on " + t.device_name + " [" + t.driver + "]";
+}
+
+}  // namespace
+
+TargetSpec parse_target_spec(const std::string& spec) {
+  const std::size_t colon = spec.find(':');
+  TargetSpec t;
+  t.backend = spec.substr(0, colon);
+  KILN_CHECK(!t.backend.empty(), ErrorKind::InvalidArgument, "target '" + spec + "' names no backend");
+  if (colon == std::string::npos) return t;
+  const std::string rest = spec.substr(colon + 1);
+  KILN_CHECK(!rest.empty(), ErrorKind::InvalidArgument, "target '" + spec + "': nothing after ':'");
+  if (t.backend == "vulkan") {
+    t.device = rest;
+    return t;
+  }
+  for (const std::string& arch : split(rest, ','))
+    if (!arch.empty()) t.archs.push_back(arch);
+  KILN_CHECK(!t.archs.empty(), ErrorKind::InvalidArgument, "target '" + spec + "' lists no architecture");
+  return t;
+}
+
+std::vector<WrittenTarget> write_model_file(const Model& model, const std::string& path,
+                                            const ModelFileOptions& options) {
+  KILN_CHECK(!options.targets.empty(), ErrorKind::InvalidArgument, "kiln compile: no target");
+  const Settings settings = Settings::resolve(options.mode, options.settings);
+  const runtime::CompileCache cache(options.cache_dir);
+  BlobWriter blobs;
+  json entries = json::array();
+  std::vector<WrittenTarget> written;
+  for (const TargetSpec& spec : options.targets) {
+    const backend::Backend& b = backend::get_backend(spec.backend);
+    std::vector<backend::TargetDesc> targets;
+    if (spec.archs.empty()) {
+      if (auto why = b.unavailable_reason())
+        throw_error(ErrorKind::DeviceUnavailable,
+                    "target " + spec.backend + ": " + *why + " (name an architecture to compile offline, e.g. " +
+                        spec.backend + ":" + (b.offline_targets().empty() ? "ARCH" : b.offline_targets()[0].arch) + ")");
+      const int index = runtime::resolve_device(b, spec.device);
+      for (const backend::DeviceInfo& d : b.enumerate_devices())
+        if (d.index == index) targets.push_back(d.target);
+      KILN_ASSERT(!targets.empty());
+    } else {
+      for (const std::string& arch : spec.archs) targets.push_back(offline_target_for(b, arch));
+    }
+    const std::string compiler = b.compiler().version();
+    for (const backend::TargetDesc& target : targets) {
+      std::shared_ptr<compiler::Plan> plan = plan_for(model, b, target, settings, options.cache_dir);
+      WrittenTarget w{b.name(), target.device_type == "offline" ? target.arch : target.device_name, 0, 0, 0};
+      for (compiler::RenderedKernel& kernel : plan->rendered) {
+        kernel.binaries = compile_binaries(b, target, kernel.source, cache, compiler);
+        for (const backend::KernelBinary& binary : kernel.binaries) w.binary_bytes += binary.data.size();
+      }
+      w.kernels = static_cast<int>(plan->rendered.size());
+      if (plan->autotune)
+        for (const tune::SiteDecision& d : plan->autotune->decisions)
+          w.tuned_sites += d.source != tune::ChoiceSource::heuristic ? 1 : 0;
+      runtime::log(runtime::LogLevel::info, "kiln compile: " + model.name() + " for " + target_label(*plan) + ": " +
+                                                std::to_string(w.kernels) + " kernels");
+      entries.push_back(encode_plan(*plan, blobs));
+      written.push_back(std::move(w));
+    }
+  }
+  const json metadata = {{"format", kModelFileFormat},
+                         {"kiln_version", tune::kiln_version()},
+                         {"created", utc_now()},
+                         {"model_name", model.name()},
+                         {"task", model.task()},
+                         {"plans", std::move(entries)}};
+  write_container(path, kKind, metadata, blobs);
+  return written;
+}
+
+ModelFile read_model_file(const std::string& path) {
+  const Container file = read_container(path, kKind);
+  const json& meta = file.metadata();
+  return decoding(file, [&] {
+    const std::string version = meta.at("kiln_version").get<std::string>();
+    const int format = meta.at("format").get<int>();
+    KILN_CHECK(version == tune::kiln_version() && format == kModelFileFormat, ErrorKind::Unsupported,
+               "'" + path + "' was written by kiln " + version + " (format " + std::to_string(format) +
+                   "); this is kiln " + tune::kiln_version() + " (format " + std::to_string(kModelFileFormat) +
+                   "), which reads only its own: compile the model again with `kiln compile`");
+    ModelFile out;
+    out.path = path;
+    out.model_name = meta.at("model_name").get<std::string>();
+    out.task = meta.at("task").get<std::string>();
+    for (const json& entry : meta.at("plans")) out.plans.push_back(decode_plan(entry, file));
+    KILN_CHECK(!out.plans.empty(), ErrorKind::Corrupt, "'" + path + "' holds no plan");
+    return out;
+  });
+}
+
+std::string describe_targets(const ModelFile& file) {
+  std::string text;
+  for (const auto& plan : file.plans) text += (text.empty() ? "" : "; ") + target_label(*plan);
+  return text;
+}
+
+std::optional<std::string> plan_unfit(const compiler::Plan& plan, const backend::Backend& b,
+                                      const backend::TargetDesc& device) {
+  if (plan.backend != b.name()) return "it is for backend " + plan.backend;
+  if (plan.storage.alignment % std::max<std::uint64_t>(device.min_buffer_offset_alignment, 1) != 0)
+    return "its buffers are aligned to " + std::to_string(plan.storage.alignment) + " bytes, the device needs " +
+           std::to_string(device.min_buffer_offset_alignment);
+  for (const compiler::RenderedKernel& kernel : plan.rendered)
+    if (auto why = b.supports(kernel.requirements, device)) return "kernel '" + kernel.source.name + "': " + *why;
+  for (const compiler::Step& step : plan.steps)
+    if (step.dispatch)
+      for (int axis = 0; axis < 3; ++axis)
+        if (device.max_workgroup_count[axis] != 0 && step.dispatch->grid[axis] > device.max_workgroup_count[axis])
+          return "dispatch '" + step.dispatch->kernel_name + "' needs " + std::to_string(step.dispatch->grid[axis]) +
+                 " workgroups along axis " + std::to_string(axis) + ", the device allows " +
+                 std::to_string(device.max_workgroup_count[axis]);
+  if (device.device_type != "offline" && plan.target.device_type == "offline" && plan.backend == "cuda") {
+    // A CUBIN runs only on its own architecture; PTX on that compute capability and newer.
+    const bool own = plan.target.arch == device.arch;
+    bool ptx = false;
+    for (const compiler::RenderedKernel& kernel : plan.rendered)
+      for (const backend::KernelBinary& binary : kernel.binaries) ptx = ptx || binary.format == "ptx";
+    if (!own && !ptx) return "its CUBIN is for " + plan.target.arch + ", the device is " + device.arch;
+  }
+  if (plan.backend == "hip" && plan.target.arch != device.arch)
+    return "its code objects are for " + plan.target.arch + ", the device is " + device.arch;
+  return std::nullopt;
+}
+
+std::shared_ptr<const compiler::Plan> select_plan(const ModelFile& file, const backend::Backend& b,
+                                                  const backend::TargetDesc& device) {
+  const std::string fingerprint = device.fingerprint();
+  for (const auto& plan : file.plans)
+    if (plan->backend == b.name() && plan->target.fingerprint() == fingerprint) return plan;
+  // The device's own architecture first (its CUBIN over another's PTX).
+  for (const auto& plan : file.plans)
+    if (plan->target.arch == device.arch && !plan_unfit(*plan, b, device)) return plan;
+  std::string reasons;
+  for (const auto& plan : file.plans) {
+    const std::optional<std::string> why = plan_unfit(*plan, b, device);
+    if (!why) return plan;
+    reasons += "\n  " + target_label(*plan) + ": " + *why;
+  }
+  throw_error(ErrorKind::Unsupported, "'" + file.path + "' holds no plan for " + b.name() + " device " +
+                                          device.device_name + " (" + device.arch + "); it holds " +
+                                          describe_targets(file) + ":" + reasons +
+                                          "\ncompile it for this device with `kiln compile --target " + b.name() +
+                                          "`");
+}
+
+}  // namespace kiln::artifact

@@ -1,0 +1,132 @@
+#include "src/artifact/plan_cache.h"
+
+#include "src/artifact/container.h"
+#include "src/artifact/graph_codec.h"
+#include "src/artifact/plan_codec.h"
+#include "src/runtime/compile_cache.h"
+#include "src/runtime/log.h"
+#include "src/tune/tuner.h"
+
+#include <kiln/error.h>
+
+#include <xxhash.h>
+
+namespace kiln::artifact {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kKind = "PLAN";
+// Bump when a plan's meaning changes without its inputs changing.
+constexpr int kPlanCacheVersion = 1;
+
+std::string hex128(XXH128_hash_t h) {
+  char text[33];
+  std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
+                static_cast<unsigned long long>(h.low64));
+  return text;
+}
+
+void append_field(std::string& out, const std::string& field) {
+  // Length-prefixed so that no two different field lists give the same text.
+  out += std::to_string(field.size());
+  out += ':';
+  out += field;
+}
+
+}  // namespace
+
+std::string graph_digest(const graph::Graph& g) {
+  XXH3_state_t* state = XXH3_createState();
+  KILN_ASSERT(state != nullptr);
+  XXH3_128bits_reset(state);
+  auto add = [&](const std::string& field) {
+    const std::string size = std::to_string(field.size()) + ":";
+    XXH3_128bits_update(state, size.data(), size.size());
+    XXH3_128bits_update(state, field.data(), field.size());
+  };
+  for (const graph::Value& v : g.values()) {
+    add(v.name);
+    add(graph::type_str(v.type));
+    add(std::to_string(v.producer));
+    if (v.constant) {
+      add(std::string(dtype_name(v.constant->dtype())) + shape_str(v.constant->shape()));
+      const std::span<const std::byte> bytes = v.constant->bytes();
+      add(std::to_string(bytes.size()));
+      XXH3_128bits_update(state, bytes.data(), bytes.size());
+    } else {
+      add("-");
+    }
+  }
+  for (const graph::Node& n : g.nodes()) {
+    json attrs = json::object();
+    for (const auto& [name, a] : n.attrs.all()) std::visit([&](const auto& value) { attrs[name] = {a.index(), value}; }, a);
+    add(json{n.op, n.name, n.inputs, n.outputs, attrs}.dump());
+  }
+  add(json(g.inputs()).dump());
+  add(json(g.outputs()).dump());
+  const XXH128_hash_t digest = XXH3_128bits_digest(state);
+  XXH3_freeState(state);
+  return hex128(digest);
+}
+
+PlanCache::PlanCache(const std::string& dir) {
+  const std::string resolved = dir.empty() ? runtime::default_cache_dir() : dir;
+  if (resolved == "off") return;
+  dir_ = std::filesystem::path(resolved) / "plans";
+}
+
+PlanKey PlanCache::key(const graph::Graph& model, const std::string& model_name, bool compiled, bool fullgraph,
+                       const Settings& settings, const backend::TargetDesc& target, const std::string& extra) {
+  PlanKey key;
+  append_field(key.text, std::to_string(kPlanCacheVersion));
+  append_field(key.text, tune::kiln_version());
+  append_field(key.text, graph_digest(model));
+  append_field(key.text, model_name);
+  append_field(key.text, compiled ? "compiled" : "eager");
+  append_field(key.text, fullgraph ? "fullgraph" : "breaks allowed");
+  append_field(key.text, std::string(mode_name(settings.mode())));
+  append_field(key.text, settings.fingerprint());
+  append_field(key.text, target.fingerprint());
+  append_field(key.text, extra);
+  key.digest = hex128(XXH3_128bits(key.text.data(), key.text.size()));
+  return key;
+}
+
+std::filesystem::path PlanCache::path_for(const PlanKey& key) const { return dir_ / (key.digest + ".plan"); }
+
+std::shared_ptr<const compiler::Plan> PlanCache::load(const PlanKey& key) const {
+  if (!enabled()) return nullptr;
+  const std::filesystem::path path = path_for(key);
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return nullptr;
+  try {
+    const Container file = read_container(path, kKind);
+    const bool same_key = decoding(file, [&] { return file.metadata().at("key").get<std::string>() == key.text; });
+    KILN_CHECK(same_key, ErrorKind::Corrupt, "'" + path.string() + "' is another key's plan");
+    return decode_plan(file.metadata().at("plan"), file);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Internal || e.kind() == ErrorKind::OutOfMemory) throw;
+    runtime::log(runtime::LogLevel::warning, std::string("plan cache: ") + e.what() + "; removed it, planning again");
+    std::filesystem::remove(path, ec);
+    return nullptr;
+  }
+}
+
+void PlanCache::store(const PlanKey& key, const compiler::Plan& plan) const {
+  if (!enabled()) return;
+  try {
+    std::error_code ec;
+    std::filesystem::create_directories(dir_, ec);
+    KILN_CHECK(!ec, ErrorKind::Io, "cannot create '" + dir_.string() + "': " + ec.message());
+    BlobWriter blobs;
+    // A built plan's binaries stay in the kernel cache: none are stored here.
+    json metadata = {{"key", key.text}, {"plan", encode_plan(plan, blobs)}};
+    write_container(path_for(key), kKind, metadata, blobs);
+  } catch (const Error& e) {
+    if (e.kind() == ErrorKind::Internal) throw;
+    runtime::log(runtime::LogLevel::warning, std::string("plan cache: not stored: ") + e.what());
+  }
+}
+
+}  // namespace kiln::artifact

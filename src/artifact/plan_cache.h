@@ -1,0 +1,52 @@
+// Cached plans: a second process compiling the same model for the same device
+// with the same settings reads the plan the first one built (the graph after
+// passes, kernels rendered, the memory plan) instead of running the graph
+// passes, lowering and fusion again; its kernels then come from the kernel
+// cache. Entries live in <cache dir>/plans/, one container file (kind "PLAN")
+// per key, named by the key's digest; the file stores the whole key and is
+// used only for that key. A corrupt or unreadable entry is reported, removed
+// and rebuilt.
+#pragma once
+
+#include "graph/ir.h"
+#include "src/compile/plan.h"
+
+#include <kiln/settings.h>
+
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace kiln::artifact {
+
+// A digest of everything about a graph a plan depends on: its structure,
+// names, types, attributes and constants' bytes (hex XXH3-128).
+std::string graph_digest(const graph::Graph& graph);
+
+struct PlanKey {
+  std::string text;    // every field the plan depends on
+  std::string digest;  // XXH3-128 of text: the file name
+};
+
+class PlanCache {
+ public:
+  // `dir` as CompileOptions::cache_dir ("" the default, "off" none).
+  explicit PlanCache(const std::string& dir);
+  bool enabled() const { return !dir_.empty(); }
+
+  // `extra`: anything else the plan depends on (the tuning database's state
+  // for max-autotune).
+  static PlanKey key(const graph::Graph& model, const std::string& model_name, bool compiled, bool fullgraph,
+                     const Settings& settings, const backend::TargetDesc& target, const std::string& extra);
+  std::filesystem::path path_for(const PlanKey& key) const;
+
+  // nullptr on a miss; an unusable entry is logged and removed.
+  std::shared_ptr<const compiler::Plan> load(const PlanKey& key) const;
+  // Best effort: a failure is logged, never thrown.
+  void store(const PlanKey& key, const compiler::Plan& plan) const;
+
+ private:
+  std::filesystem::path dir_;
+};
+
+}  // namespace kiln::artifact

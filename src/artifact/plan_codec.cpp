@@ -1,0 +1,336 @@
+#include "src/artifact/plan_codec.h"
+
+#include "src/artifact/graph_codec.h"
+
+#include <kiln/error.h>
+
+namespace kiln::artifact {
+namespace {
+
+using nlohmann::json;
+
+json encode_settings(const Settings& settings) {
+  json values = json::object();
+  for (const Settings::Entry& e : settings.entries())
+    if (e.source == SettingSource::environment || e.source == SettingSource::options)
+      values[std::string(e.def->name)] = e.value;
+  return {{"mode", std::string(mode_name(settings.mode()))}, {"values", std::move(values)}};
+}
+
+// The table's defaults and the mode's patch are this kiln's (the file's kiln
+// version is checked first); what the environment or the options set then is
+// restored as options.
+Settings decode_settings(const json& j) {
+  SettingOverrides overrides;
+  for (const auto& [name, value] : j.at("values").items()) overrides.emplace_back(name, value.get<std::string>());
+  try {
+    return Settings::resolve(parse_mode(j.at("mode").get<std::string>()), overrides,
+                             [](const char*) -> const char* { return nullptr; });
+  } catch (const Error& e) {
+    throw_error(ErrorKind::Corrupt, std::string("its settings: ") + e.what());
+  }
+}
+
+json encode_source(const backend::KernelSource& s) {
+  return {{"name", s.name},
+          {"language", s.language},
+          {"text", s.text},
+          {"workgroup_size", s.workgroup_size},
+          {"num_buffers", s.num_buffers},
+          {"num_params", s.num_params},
+          {"texel_widths", s.texel_widths}};
+}
+
+backend::KernelSource decode_source(const json& j) {
+  backend::KernelSource s;
+  s.name = j.at("name").get<std::string>();
+  s.language = j.at("language").get<std::string>();
+  s.text = j.at("text").get<std::string>();
+  s.workgroup_size = j.at("workgroup_size").get<std::uint32_t>();
+  s.num_buffers = j.at("num_buffers").get<std::uint32_t>();
+  s.num_params = j.at("num_params").get<std::uint32_t>();
+  s.texel_widths = j.at("texel_widths").get<std::vector<std::uint32_t>>();
+  return s;
+}
+
+json encode_requirements(const backend::KernelRequirements& r) {
+  return {{"kernel_name", r.kernel_name},       {"workgroup_size", r.workgroup_size},
+          {"shared_memory_bytes", r.shared_memory_bytes}, {"num_buffers", r.num_buffers},
+          {"fp16", r.fp16},                     {"param_bytes", r.param_bytes},
+          {"subgroup_size", r.subgroup_size},   {"subgroup_broadcast", r.subgroup_broadcast},
+          {"texel_width_1", r.texel_width_1},   {"texel_width_4", r.texel_width_4}};
+}
+
+backend::KernelRequirements decode_requirements(const json& j) {
+  backend::KernelRequirements r;
+  r.kernel_name = j.at("kernel_name").get<std::string>();
+  r.workgroup_size = j.at("workgroup_size").get<std::uint32_t>();
+  r.shared_memory_bytes = j.at("shared_memory_bytes").get<std::uint64_t>();
+  r.num_buffers = j.at("num_buffers").get<std::uint32_t>();
+  r.fp16 = j.at("fp16").get<bool>();
+  r.param_bytes = j.at("param_bytes").get<std::uint32_t>();
+  r.subgroup_size = j.at("subgroup_size").get<std::uint32_t>();
+  r.subgroup_broadcast = j.at("subgroup_broadcast").get<bool>();
+  r.texel_width_1 = j.at("texel_width_1").get<bool>();
+  r.texel_width_4 = j.at("texel_width_4").get<bool>();
+  return r;
+}
+
+json encode_dispatch(const compiler::Dispatch& d) {
+  return {{"nodes", d.nodes},   {"kernel", d.kernel}, {"kernel_name", d.kernel_name},
+          {"grid", d.grid},     {"values", d.values}, {"params", d.params}};
+}
+
+compiler::Dispatch decode_dispatch(const json& j) {
+  compiler::Dispatch d;
+  d.nodes = j.at("nodes").get<std::vector<graph::NodeId>>();
+  d.kernel = j.at("kernel").get<std::size_t>();
+  d.kernel_name = j.at("kernel_name").get<std::string>();
+  d.grid = j.at("grid").get<std::array<std::uint32_t, 3>>();
+  d.values = j.at("values").get<std::vector<graph::ValueId>>();
+  d.params = j.at("params").get<std::vector<std::int32_t>>();
+  return d;
+}
+
+json encode_storage(const compiler::StoragePlan& s) {
+  json lifetimes = json::array();
+  for (const runtime::Lifetime& l : s.lifetimes) lifetimes.push_back({l.bytes, l.first, l.last});
+  const runtime::MemoryPlan& m = s.memory_plan;
+  return {{"alignment", s.alignment},
+          {"constants", s.constants},
+          {"inputs", s.inputs},
+          {"intermediates", s.intermediates},
+          {"arenas", s.arenas},
+          {"lifetimes", std::move(lifetimes)},
+          {"memory_plan",
+           {{"arena", m.arena},
+            {"offsets", m.offsets},
+            {"arena_sizes", m.arena_sizes},
+            {"arena_bytes", m.arena_bytes},
+            {"unshared_bytes", m.unshared_bytes}}}};
+}
+
+compiler::StoragePlan decode_storage(const json& j) {
+  compiler::StoragePlan s;
+  s.alignment = j.at("alignment").get<std::uint64_t>();
+  s.constants = j.at("constants").get<std::vector<graph::ValueId>>();
+  s.inputs = j.at("inputs").get<std::vector<graph::ValueId>>();
+  s.intermediates = j.at("intermediates").get<std::vector<graph::ValueId>>();
+  s.arenas = j.at("arenas").get<bool>();
+  for (const json& l : j.at("lifetimes"))
+    s.lifetimes.push_back({l.at(0).get<std::uint64_t>(), l.at(1).get<int>(), l.at(2).get<int>()});
+  const json& m = j.at("memory_plan");
+  s.memory_plan.arena = m.at("arena").get<std::vector<int>>();
+  s.memory_plan.offsets = m.at("offsets").get<std::vector<std::uint64_t>>();
+  s.memory_plan.arena_sizes = m.at("arena_sizes").get<std::vector<std::uint64_t>>();
+  s.memory_plan.arena_bytes = m.at("arena_bytes").get<std::uint64_t>();
+  s.memory_plan.unshared_bytes = m.at("unshared_bytes").get<std::uint64_t>();
+  return s;
+}
+
+// Every index of `plan` in range, and every dispatch matching its kernel's
+// interface; throws Corrupt with what is wrong.
+void check_plan(const compiler::Plan& plan) {
+  const graph::Graph& g = *plan.graph;
+  const auto values = static_cast<graph::ValueId>(g.values().size());
+  const auto nodes = static_cast<graph::NodeId>(g.nodes().size());
+  auto fail = [](const std::string& what) { throw_error(ErrorKind::Corrupt, "its plan: " + what); };
+  auto value_ok = [&](graph::ValueId v) { return v >= 0 && v < values; };
+  if (plan.root.size() != g.values().size() || plan.fused_away.size() != g.values().size() ||
+      plan.read_by_kernel.size() != g.values().size())
+    fail("the per-value tables do not match the graph's " + std::to_string(values) + " values");
+  for (graph::ValueId r : plan.root)
+    if (!value_ok(r)) fail("a view of value " + std::to_string(r) + ", which does not exist");
+  for (const compiler::Step& step : plan.steps) {
+    if (step.host) {
+      if (step.host_node < 0 || step.host_node >= nodes || step.dispatch) fail("a malformed host step");
+      continue;
+    }
+    if (!step.dispatch) fail("a device step without a dispatch");
+    const compiler::Dispatch& d = *step.dispatch;
+    if (d.kernel >= plan.rendered.size()) fail("dispatch '" + d.kernel_name + "' of a kernel that does not exist");
+    const backend::KernelSource& source = plan.rendered[d.kernel].source;
+    if (d.values.size() != source.num_buffers || d.params.size() != source.num_params)
+      fail("dispatch '" + d.kernel_name + "' does not match kernel '" + source.name + "'");
+    if (d.nodes.empty()) fail("dispatch '" + d.kernel_name + "' runs no node");
+    for (graph::NodeId n : d.nodes)
+      if (n < 0 || n >= nodes) fail("dispatch '" + d.kernel_name + "' runs a node that does not exist");
+    for (graph::ValueId v : d.values)
+      if (!value_ok(v) || plan.fused_away[v] || g.value(v).type.dynamic)
+        fail("dispatch '" + d.kernel_name + "' binds a value without device storage");
+  }
+  for (const compiler::GraphBreak& b : plan.breaks)
+    if (b.node < 0 || b.node >= nodes) fail("a graph break at a node that does not exist");
+  const compiler::StoragePlan& s = plan.storage;
+  if (s.alignment == 0 || (s.alignment & (s.alignment - 1)) != 0) fail("a storage alignment that is not a power of two");
+  for (const auto* ids : {&s.constants, &s.inputs, &s.intermediates})
+    for (graph::ValueId v : *ids)
+      if (!value_ok(v) || plan.root[v] != v) fail("storage for a value that does not exist or is a view");
+  for (graph::ValueId v : s.constants)
+    if (!g.value(v).constant) fail("constant storage for '" + g.value(v).name + "', which is not a constant");
+  if (s.arenas) {
+    const runtime::MemoryPlan& m = s.memory_plan;
+    if (s.lifetimes.size() != s.intermediates.size() || m.arena.size() != s.lifetimes.size() ||
+        m.offsets.size() != s.lifetimes.size())
+      fail("the memory plan does not match the intermediates");
+    for (std::size_t i = 0; i < s.lifetimes.size(); ++i) {
+      const int arena = m.arena[i];
+      if (arena < 0 || static_cast<std::size_t>(arena) >= m.arena_sizes.size()) fail("a tensor in no arena");
+      if (s.lifetimes[i].bytes < compiler::value_bytes(g.value(s.intermediates[i])) ||
+          m.offsets[i] > m.arena_sizes[static_cast<std::size_t>(arena)] ||
+          s.lifetimes[i].bytes > m.arena_sizes[static_cast<std::size_t>(arena)] - m.offsets[i])
+        fail("a tensor past the end of its arena");
+    }
+    try {
+      runtime::check_memory_plan(s.lifetimes, m, s.alignment);
+    } catch (const Error& e) {
+      fail(e.what());
+    }
+  }
+}
+
+}  // namespace
+
+json encode_target(const backend::TargetDesc& t) {
+  return {{"backend", t.backend},
+          {"device_name", t.device_name},
+          {"device_type", t.device_type},
+          {"driver", t.driver},
+          {"api_version", t.api_version},
+          {"arch", t.arch},
+          {"subgroup_size", t.subgroup_size},
+          {"max_workgroup_size", t.max_workgroup_size},
+          {"max_workgroup_invocations", t.max_workgroup_invocations},
+          {"max_workgroup_count", t.max_workgroup_count},
+          {"max_shared_memory_bytes", t.max_shared_memory_bytes},
+          {"max_buffer_bytes", t.max_buffer_bytes},
+          {"device_memory_bytes", t.device_memory_bytes},
+          {"min_buffer_offset_alignment", t.min_buffer_offset_alignment},
+          {"max_kernel_buffers", t.max_kernel_buffers},
+          {"max_kernel_param_bytes", t.max_kernel_param_bytes},
+          {"fp16", t.fp16},
+          {"int64", t.int64},
+          {"timestamps", t.timestamps},
+          {"subgroup_basic", t.subgroup_basic},
+          {"subgroup_broadcast", t.subgroup_broadcast},
+          {"subgroup_partitions", t.subgroup_partitions},
+          {"texel_r32f", t.texel_r32f},
+          {"texel_rgba32f", t.texel_rgba32f},
+          {"max_texel_buffer_elements", t.max_texel_buffer_elements}};
+}
+
+backend::TargetDesc decode_target(const json& j) {
+  backend::TargetDesc t;
+  j.at("backend").get_to(t.backend);
+  j.at("device_name").get_to(t.device_name);
+  j.at("device_type").get_to(t.device_type);
+  j.at("driver").get_to(t.driver);
+  j.at("api_version").get_to(t.api_version);
+  j.at("arch").get_to(t.arch);
+  j.at("subgroup_size").get_to(t.subgroup_size);
+  j.at("max_workgroup_size").get_to(t.max_workgroup_size);
+  j.at("max_workgroup_invocations").get_to(t.max_workgroup_invocations);
+  j.at("max_workgroup_count").get_to(t.max_workgroup_count);
+  j.at("max_shared_memory_bytes").get_to(t.max_shared_memory_bytes);
+  j.at("max_buffer_bytes").get_to(t.max_buffer_bytes);
+  j.at("device_memory_bytes").get_to(t.device_memory_bytes);
+  j.at("min_buffer_offset_alignment").get_to(t.min_buffer_offset_alignment);
+  j.at("max_kernel_buffers").get_to(t.max_kernel_buffers);
+  j.at("max_kernel_param_bytes").get_to(t.max_kernel_param_bytes);
+  j.at("fp16").get_to(t.fp16);
+  j.at("int64").get_to(t.int64);
+  j.at("timestamps").get_to(t.timestamps);
+  j.at("subgroup_basic").get_to(t.subgroup_basic);
+  j.at("subgroup_broadcast").get_to(t.subgroup_broadcast);
+  j.at("subgroup_partitions").get_to(t.subgroup_partitions);
+  j.at("texel_r32f").get_to(t.texel_r32f);
+  j.at("texel_rgba32f").get_to(t.texel_rgba32f);
+  j.at("max_texel_buffer_elements").get_to(t.max_texel_buffer_elements);
+  return t;
+}
+
+json encode_plan(const compiler::Plan& plan, BlobWriter& blobs) {
+  json reports = json::array();
+  for (const graph::passes::PassReport& r : plan.pass_reports)
+    reports.push_back({{"pass", r.pass}, {"changes", r.changes}, {"details", r.details}});
+  json steps = json::array();
+  for (const compiler::Step& step : plan.steps)
+    steps.push_back(step.host ? json{{"host_node", step.host_node}} : json{{"dispatch", encode_dispatch(*step.dispatch)}});
+  json kernels = json::array();
+  for (const compiler::RenderedKernel& k : plan.rendered) {
+    json binaries = json::array();
+    for (const backend::KernelBinary& b : k.binaries) binaries.push_back({{"format", b.format}, {"blob", blobs.add(b.data)}});
+    kernels.push_back({{"source", encode_source(k.source)},
+                       {"requirements", encode_requirements(k.requirements)},
+                       {"binaries", std::move(binaries)}});
+  }
+  json breaks = json::array();
+  for (const compiler::GraphBreak& b : plan.breaks)
+    breaks.push_back({{"node", b.node}, {"op", b.op}, {"node_name", b.node_name}, {"reason", b.reason}, {"kind", b.kind}});
+  std::vector<int> fused_away(plan.fused_away.begin(), plan.fused_away.end());
+  std::vector<int> read_by_kernel(plan.read_by_kernel.begin(), plan.read_by_kernel.end());
+  return {{"model_name", plan.model_name},
+          {"compiled", plan.compiled},
+          {"settings", encode_settings(plan.settings)},
+          {"backend", plan.backend},
+          {"target", encode_target(plan.target)},
+          {"graph", encode_graph(*plan.graph, blobs)},
+          {"pass_reports", std::move(reports)},
+          {"steps", std::move(steps)},
+          {"kernels", std::move(kernels)},
+          {"root", plan.root},
+          {"fused_away", fused_away},
+          {"read_by_kernel", read_by_kernel},
+          {"kernel_nodes", plan.kernel_nodes},
+          {"breaks", std::move(breaks)},
+          {"storage", encode_storage(plan.storage)}};
+}
+
+std::shared_ptr<const compiler::Plan> decode_plan(const json& j, const Container& file) {
+  return decoding(file, [&] {
+    auto plan = std::make_shared<compiler::Plan>();
+    plan->read_from = file.path();
+    try {
+      j.at("model_name").get_to(plan->model_name);
+      j.at("compiled").get_to(plan->compiled);
+      plan->settings = decode_settings(j.at("settings"));
+      j.at("backend").get_to(plan->backend);
+      plan->target = decode_target(j.at("target"));
+      plan->graph = decode_graph(j.at("graph"), file);
+      for (const json& r : j.at("pass_reports"))
+        plan->pass_reports.push_back({r.at("pass").get<std::string>(), r.at("changes").get<int>(),
+                                      r.at("details").get<std::vector<std::string>>()});
+      for (const json& s : j.at("steps")) {
+        if (s.contains("host_node"))
+          plan->steps.push_back({.host = true, .host_node = s.at("host_node").get<graph::NodeId>(), .dispatch = {}});
+        else
+          plan->steps.push_back({.host = false, .host_node = graph::kNoNode, .dispatch = decode_dispatch(s.at("dispatch"))});
+      }
+      for (const json& k : j.at("kernels")) {
+        compiler::RenderedKernel& kernel = plan->rendered.emplace_back();
+        kernel.source = decode_source(k.at("source"));
+        kernel.requirements = decode_requirements(k.at("requirements"));
+        for (const json& b : k.at("binaries")) {
+          const std::span<const std::byte> data = file.blob(b.at("blob").get<std::uint64_t>(), "a kernel binary");
+          kernel.binaries.push_back({b.at("format").get<std::string>(), {data.begin(), data.end()}, ""});
+        }
+      }
+      j.at("root").get_to(plan->root);
+      for (int f : j.at("fused_away").get<std::vector<int>>()) plan->fused_away.push_back(f != 0);
+      for (int r : j.at("read_by_kernel").get<std::vector<int>>()) plan->read_by_kernel.push_back(r != 0);
+      j.at("kernel_nodes").get_to(plan->kernel_nodes);
+      for (const json& b : j.at("breaks"))
+        plan->breaks.push_back({b.at("node").get<graph::NodeId>(), b.at("op").get<std::string>(),
+                                b.at("node_name").get<std::string>(), b.at("reason").get<std::string>(),
+                                b.at("kind").get<std::string>()});
+      plan->storage = decode_storage(j.at("storage"));
+      check_plan(*plan);
+    } catch (const Error& e) {
+      if (e.kind() != ErrorKind::Corrupt || std::string_view(e.what()).starts_with("'")) throw;
+      throw_error(ErrorKind::Corrupt, "'" + file.path() + "': " + e.what());
+    }
+    return std::shared_ptr<const compiler::Plan>(std::move(plan));
+  });
+}
+
+}  // namespace kiln::artifact

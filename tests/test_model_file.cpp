@@ -1,0 +1,310 @@
+// Compiled-model files (.kiln): kiln::compile_to_file / `kiln compile` write
+// one, kiln::load / `kiln run` run it without compiling; damaged, foreign and
+// mismatched files are refused by name.
+#define BOOST_TEST_MODULE model_file
+#include <boost/test/unit_test.hpp>
+
+#include <kiln/kiln.h>
+
+#include "backends/registry.h"
+#include "cli_runner.h"
+#include "src/artifact/container.h"
+#include "src/artifact/model_file.h"
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+namespace fs = std::filesystem;
+using kiln::ErrorKind;
+
+namespace {
+
+kiln::Model small_resnet() {
+  return kiln::models::resnet18({.batch = 1, .image_size = 32, .num_classes = 10, .seed = 3});
+}
+
+kiln::Tensor random_input(const kiln::Shape& shape, unsigned seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  kiln::Tensor t(kiln::DType::f32, shape);
+  for (float& v : t.values<float>()) v = dist(rng);
+  return t;
+}
+
+template <class Fn> kiln::Error expect_error(Fn&& fn) {
+  try {
+    fn();
+  } catch (const kiln::Error& e) {
+    BOOST_TEST_MESSAGE("error: " << e.what());
+    return e;
+  }
+  BOOST_FAIL("expected a kiln::Error");
+  throw std::logic_error("unreachable");
+}
+
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("kiln-test-" + name + "-" + std::to_string(std::random_device{}()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::vector<char> read_bytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const fs::path& path, const std::vector<char>& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// One file for the whole suite: compiling it is the slow part.
+struct CompiledFile {
+  fs::path dir = fresh_dir("model-file");
+  fs::path path = dir / "resnet.kiln";
+  kiln::Model model = small_resnet();
+  CompiledFile() {
+    kiln::compile_to_file(model, path.string(), {.targets = {"vulkan"}, .cache_dir = (dir / "cache").string()});
+  }
+  ~CompiledFile() {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
+};
+
+const CompiledFile& compiled_file() {
+  static CompiledFile file;
+  return file;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_loaded_file_runs_no_pass_and_no_compiler_and_matches_a_compile) {
+  const CompiledFile& file = compiled_file();
+  const kiln::Tensor input = random_input({1, 3, 32, 32}, 11);
+  // An empty kernel cache: any kernel compiled would count as a miss.
+  const fs::path cache = file.dir / "empty-cache";
+  kiln::CompiledModel loaded = kiln::load(file.path.string(), {.cache_dir = cache.string()});
+  const std::vector<kiln::Tensor> out = loaded({input});
+  const kiln::RunStats& stats = loaded.stats();
+  BOOST_TEST(stats.graph_passes_run == 0);
+  BOOST_TEST(stats.kernel_cache_misses == 0);
+  BOOST_TEST(stats.kernel_cache_hits == 0);
+  BOOST_TEST(stats.kernels > 0);
+  BOOST_TEST(stats.kernels_from_file == stats.kernels);
+  BOOST_TEST(contains(loaded.explain(), "read from " + file.path.string()));
+
+  kiln::CompiledModel compiled = kiln::compile(file.model, {.cache_dir = "off"});
+  const std::vector<kiln::Tensor> expected = compiled({input});
+  BOOST_TEST(compiled.stats().graph_passes_run > 0);
+  BOOST_REQUIRE(out.size() == expected.size());
+  // The same kernels on the same data: the same result.
+  BOOST_TEST(kiln::max_abs_diff(out[0], expected[0]) == 0.0f);
+  const std::vector<kiln::Tensor> reference = kiln::eager(file.model)({input});
+  BOOST_TEST(kiln::max_abs_diff(out[0], reference[0]) < 1e-3f);
+  BOOST_TEST(loaded.model().inputs().at(0).name == file.model.inputs().at(0).name);
+}
+
+BOOST_AUTO_TEST_CASE(truncated_files_are_refused) {
+  const CompiledFile& file = compiled_file();
+  const std::vector<char> bytes = read_bytes(file.path);
+  const fs::path damaged = file.dir / "truncated.kiln";
+  for (std::size_t size : {std::size_t{0}, std::size_t{4}, std::size_t{47}, std::size_t{48}, std::size_t{100},
+                           bytes.size() / 2, bytes.size() - 1}) {
+    write_bytes(damaged, std::vector<char>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(size)));
+    const kiln::Error e = expect_error([&] { kiln::load(damaged.string()); });
+    BOOST_TEST((e.kind() == ErrorKind::Corrupt), "truncated to " << size << " bytes: " << e.what());
+    BOOST_TEST(contains(e.what(), damaged.string()));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(altered_bytes_are_refused_wherever_they_are) {
+  const CompiledFile& file = compiled_file();
+  const std::vector<char> bytes = read_bytes(file.path);
+  const fs::path damaged = file.dir / "altered.kiln";
+  std::vector<std::size_t> positions = {0, 3, 4, 8, 16, 24, 32, 47, 48, 60, bytes.size() - 1};
+  for (std::size_t i = 1; i < 24; ++i) positions.push_back(bytes.size() * i / 24);
+  for (std::size_t at : positions) {
+    std::vector<char> altered = bytes;
+    altered[at] = static_cast<char>(altered[at] ^ 0x5a);
+    write_bytes(damaged, altered);
+    const kiln::Error e = expect_error([&] { kiln::load(damaged.string()); });
+    BOOST_TEST((e.kind() == ErrorKind::Corrupt), "byte " << at << " altered: " << e.what());
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_file_from_another_kiln_version_is_refused_naming_both) {
+  const CompiledFile& file = compiled_file();
+  const kiln::artifact::Container original = kiln::artifact::read_container(file.path, "MODL");
+  // The same content, written as another kiln would: a valid container.
+  nlohmann::json metadata = original.metadata();
+  metadata["kiln_version"] = "0.0.1";
+  kiln::artifact::BlobWriter blobs;
+  for (std::size_t i = 0; i < metadata["blobs"].size(); ++i) blobs.add(original.blob(i, "test"));
+  metadata.erase("blobs");
+  const fs::path other = file.dir / "other-version.kiln";
+  kiln::artifact::write_container(other, "MODL", metadata, blobs);
+  const kiln::Error e = expect_error([&] { kiln::load(other.string()); });
+  BOOST_TEST((e.kind() == ErrorKind::Unsupported));
+  BOOST_TEST(contains(e.what(), "kiln 0.0.1"));
+  BOOST_TEST(contains(e.what(), "kiln compile"));
+
+  // Another kind of kiln file, and a file that is not kiln's at all.
+  const fs::path plan_kind = file.dir / "plan-kind.kiln";
+  kiln::artifact::write_container(plan_kind, "PLAN", metadata, blobs);
+  BOOST_TEST((expect_error([&] { kiln::load(plan_kind.string()); }).kind() == ErrorKind::Corrupt));
+  const fs::path text = file.dir / "text.kiln";
+  write_bytes(text, std::vector<char>(100, 'x'));
+  BOOST_TEST(contains(expect_error([&] { kiln::load(text.string()); }).what(), "not a kiln file"));
+  BOOST_TEST((expect_error([&] { kiln::load((file.dir / "missing.kiln").string()); }).kind() == ErrorKind::NotFound));
+  BOOST_TEST((expect_error([&] { kiln::load(file.dir.string()); }).kind() == ErrorKind::Io));
+}
+
+BOOST_AUTO_TEST_CASE(a_device_no_plan_fits_gets_an_error_naming_what_the_file_holds) {
+  const CompiledFile& file = compiled_file();
+  const kiln::artifact::ModelFile read = kiln::artifact::read_model_file(file.path.string());
+  BOOST_REQUIRE(read.plans.size() == 1);
+  const kiln::backend::Backend& vulkan = kiln::backend::get_backend("vulkan");
+  kiln::backend::TargetDesc device = read.plans[0]->target;
+  BOOST_TEST(kiln::artifact::select_plan(read, vulkan, device) == read.plans[0]);
+  // Another device whose bindings need a coarser alignment than the plan's.
+  device.device_name = "a stricter GPU";
+  device.driver = "another driver";
+  device.min_buffer_offset_alignment = 1u << 20;
+  const kiln::Error e = expect_error([&] { kiln::artifact::select_plan(read, vulkan, device); });
+  BOOST_TEST((e.kind() == ErrorKind::Unsupported));
+  BOOST_TEST(contains(e.what(), "a stricter GPU"));
+  BOOST_TEST(contains(e.what(), "vulkan on " + read.plans[0]->target.device_name));
+  BOOST_TEST(contains(e.what(), "aligned"));
+  // Asking for a backend the file holds nothing for.
+  const kiln::Error null_backend = expect_error([&] { kiln::load(file.path.string(), {.backend = "null"}); });
+  BOOST_TEST(contains(null_backend.what(), "vulkan on "));
+}
+
+BOOST_AUTO_TEST_CASE(one_file_holds_several_targets_and_each_device_gets_its_own) {
+  const kiln::backend::Backend& cuda = kiln::backend::get_backend("cuda");
+  const fs::path dir = fresh_dir("model-file-cuda");
+  const fs::path path = dir / "two.kiln";
+  const kiln::Model model = small_resnet();
+  try {
+    kiln::compile_to_file(model, path.string(),
+                          {.targets = {"vulkan", "cuda:sm_80,sm_90"}, .cache_dir = (dir / "cache").string()});
+  } catch (const kiln::Error& e) {
+    // NVRTC is opened at run time: without it there is nothing to compile CUDA with.
+    BOOST_REQUIRE_MESSAGE(e.kind() == ErrorKind::Unsupported, e.what());
+    BOOST_TEST_MESSAGE("skipped the CUDA targets: " << e.what());
+    fs::remove_all(dir);
+    return;
+  }
+  const kiln::artifact::ModelFile read = kiln::artifact::read_model_file(path.string());
+  BOOST_REQUIRE(read.plans.size() == 3);
+  BOOST_TEST(read.plans[1]->target.arch == "sm_80");
+  BOOST_TEST(read.plans[2]->target.arch == "sm_90");
+  for (std::size_t i = 1; i < 3; ++i) {
+    const kiln::compiler::RenderedKernel& kernel = read.plans[i]->rendered.at(0);
+    BOOST_REQUIRE(kernel.binaries.size() == 2);
+    BOOST_TEST(kernel.binaries[0].format == "cubin");
+    BOOST_TEST(kernel.binaries[1].format == "ptx");
+  }
+  // An sm_90 device gets the sm_90 plan (its own CUBIN), not the first that could run (sm_80's PTX).
+  kiln::backend::TargetDesc hopper = read.plans[2]->target;
+  hopper.device_type = "discrete-gpu";
+  hopper.device_name = "NVIDIA H100";
+  BOOST_TEST(kiln::artifact::select_plan(read, cuda, hopper)->target.arch == "sm_90");
+  // The Vulkan device here still gets the Vulkan plan, and runs it.
+  kiln::CompiledModel loaded = kiln::load(path.string(), {.backend = "vulkan", .cache_dir = (dir / "empty").string()});
+  loaded({random_input({1, 3, 32, 32}, 5)});
+  BOOST_TEST(loaded.stats().kernel_cache_misses == 0);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(kiln_compile_then_kiln_run_from_the_command_line) {
+  const fs::path dir = fresh_dir("model-file-cli");
+  const std::string file = (dir / "resnet18.kiln").string();
+  const cli_test::Result compiled =
+      cli_test::run_kiln("compile --model resnet18 --image-size 32 -o " + file + " --cache-dir " + (dir / "c").string());
+  BOOST_TEST(compiled.exit_code == 0);
+  BOOST_TEST(fs::exists(file));
+  const cli_test::Result run = cli_test::run_kiln("run " + file + " --iters 1 --cache-dir " + (dir / "empty").string());
+  BOOST_TEST(run.exit_code == 0);
+  BOOST_TEST(cli_test::has(run, "0 graph passes run"));
+  BOOST_TEST(cli_test::has(run, "0 compiled"));
+  BOOST_TEST(!cli_test::has(run, "WARNING"));
+  // A command that needs the model itself says so.
+  const cli_test::Result dump = cli_test::run_kiln("dump " + file + " --output-dir " + (dir / "dump").string());
+  BOOST_TEST(dump.exit_code != 0);
+  BOOST_TEST(cli_test::has(dump, "compiled-model file"));
+  // A failed write leaves nothing behind.
+  const cli_test::Result unwritable =
+      cli_test::run_kiln("compile --model resnet18 --image-size 32 -o " + (dir / "no-such-dir" / "x.kiln").string());
+  BOOST_TEST(unwritable.exit_code != 0);
+  BOOST_TEST(cli_test::has(unwritable, "cannot write"));
+  std::size_t files = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) files += entry.is_regular_file() ? 1 : 0;
+  BOOST_TEST(files == 1u);
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(a_second_compile_reads_its_plan_from_the_plan_cache_and_a_bad_entry_is_rebuilt) {
+  const fs::path dir = fresh_dir("plan-cache");
+  const kiln::Model model = small_resnet();
+  const kiln::Tensor input = random_input({1, 3, 32, 32}, 4);
+  const kiln::CompileOptions options{.cache_dir = dir.string()};
+  std::vector<kiln::Tensor> first;
+  {
+    kiln::CompiledModel m = kiln::compile(model, options);
+    first = m({input});
+    BOOST_TEST(!m.stats().plan_from_cache);
+    BOOST_TEST(m.stats().graph_passes_run > 0);
+  }
+  std::vector<fs::path> plans;
+  for (const auto& entry : fs::directory_iterator(dir / "plans")) plans.push_back(entry.path());
+  BOOST_REQUIRE(plans.size() == 1u);
+  {
+    kiln::CompiledModel m = kiln::compile(model, options);
+    BOOST_TEST(kiln::max_abs_diff(m({input})[0], first[0]) == 0.0f);
+    BOOST_TEST(m.stats().plan_from_cache);
+    BOOST_TEST(m.stats().graph_passes_run == 0);
+    BOOST_TEST(m.stats().kernel_cache_misses == 0);
+    BOOST_TEST(contains(m.explain(), "read from " + plans[0].string()));
+  }
+  // Other settings or another model: another plan.
+  {
+    kiln::CompileOptions other = options;
+    other.settings = {{"winograd", "off"}};
+    kiln::CompiledModel m = kiln::compile(model, other);
+    m({input});
+    BOOST_TEST(!m.stats().plan_from_cache);
+    kiln::CompiledModel n = kiln::compile(kiln::models::resnet18({.batch = 1, .image_size = 32, .num_classes = 10,
+                                                                 .seed = 4}), options);
+    n({input});
+    BOOST_TEST(!n.stats().plan_from_cache);
+  }
+  // A damaged entry is removed and the plan built again (and stored again).
+  std::vector<char> bytes = read_bytes(plans[0]);
+  bytes[bytes.size() / 2] = static_cast<char>(bytes[bytes.size() / 2] ^ 1);
+  write_bytes(plans[0], bytes);
+  {
+    kiln::CompiledModel m = kiln::compile(model, options);
+    BOOST_TEST(kiln::max_abs_diff(m({input})[0], first[0]) == 0.0f);
+    BOOST_TEST(!m.stats().plan_from_cache);
+  }
+  {
+    kiln::CompiledModel m = kiln::compile(model, options);
+    m({input});
+    BOOST_TEST(m.stats().plan_from_cache);
+  }
+  // The setting turns it off.
+  {
+    kiln::CompileOptions off = options;
+    off.settings = {{"plan_cache", "off"}};
+    kiln::CompiledModel m = kiln::compile(model, off);
+    m({input});
+    BOOST_TEST(!m.stats().plan_from_cache);
+  }
+  fs::remove_all(dir);
+}
