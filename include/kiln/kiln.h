@@ -46,6 +46,14 @@ struct CompileOptions {
 // What a run cost; filled after every call.
 struct RunStats {
   double compile_ms = 0;          // first call only (0 for eager)
+  // compile_ms split: the plan (graph passes, lowering, fusion, memory plan;
+  // or reading it from a file or the plan cache), the kernels (compiling or
+  // reading binaries, and the driver's pipeline creation), the weights'
+  // upload, and prepare()'s warm-up submission (0 without prepare()).
+  double plan_ms = 0;
+  double kernels_ms = 0;
+  double upload_ms = 0;
+  double warm_up_ms = 0;
   double last_run_ms = 0;         // host wall time of the last call
   std::optional<double> last_device_ms{};  // device time of the last call, if measured
   int kernels = 0;                // distinct kernels loaded

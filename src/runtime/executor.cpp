@@ -49,6 +49,7 @@ void Executor::prepare() {
   warm_up();
   const double warm_up_ms = ms_since(start);
   stats_.compile_ms += warm_up_ms;
+  stats_.warm_up_ms = warm_up_ms;
   runtime::log(runtime::LogLevel::info, "warmed up " + std::to_string(stats_.kernels) + " kernels of " +
                                             model_.name() + " in " + std::to_string(static_cast<int>(warm_up_ms)) +
                                             " ms");
@@ -136,9 +137,11 @@ void Executor::plan_and_bind() {
     plan_ = cached_or_built_plan();
   }
   const compiler::Plan& plan = *plan_;
+  stats_.plan_ms = ms_since(start);
 
   const auto kernels_start = Clock::now();
   load_kernels();
+  stats_.kernels_ms = ms_since(kernels_start);
   runtime::log(runtime::LogLevel::debug, model_.name() + ": " + std::to_string(plan.dispatch_count()) +
                                              " dispatches (" + std::to_string(plan.rendered.size()) +
                                              " distinct kernels) compiled and loaded in " +
@@ -155,6 +158,7 @@ void Executor::plan_and_bind() {
   }
   const auto storage_start = Clock::now();
   assign_storage();
+  stats_.upload_ms = ms_since(storage_start);
   runtime::log(runtime::LogLevel::debug, model_.name() + ": storage and constant upload in " +
                                              std::to_string(static_cast<int>(ms_since(storage_start))) + " ms");
 
