@@ -234,6 +234,9 @@ BOOST_AUTO_TEST_CASE(kiln_compile_then_kiln_run_from_the_command_line) {
   BOOST_TEST(cli_test::has(run, "0 graph passes run"));
   BOOST_TEST(cli_test::has(run, "0 compiled"));
   BOOST_TEST(!cli_test::has(run, "WARNING"));
+  const cli_test::Result explain = cli_test::run_kiln("explain " + file + " --cache-dir " + (dir / "empty").string());
+  BOOST_TEST(explain.exit_code == 0);
+  BOOST_TEST(cli_test::has(explain, "plan: read from " + file));
   // A command that needs the model itself says so.
   const cli_test::Result dump = cli_test::run_kiln("dump " + file + " --output-dir " + (dir / "dump").string());
   BOOST_TEST(dump.exit_code != 0);

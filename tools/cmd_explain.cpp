@@ -1,4 +1,4 @@
-// `kiln explain`: compile a model and print what the compiler did.
+// `kiln explain`: compile a model (or load a compiled-model file) and print what the compiler did.
 #include "commands.h"
 #include "model_args.h"
 
@@ -12,7 +12,11 @@ void add_explain_command(CLI::App& app) {
   auto args = std::make_shared<ModelArgs>();
   args->add_to(*cmd);
   cmd->callback([args] {
-    CompiledModel compiled = compile(args->load(), args->compile_options());
+    // A compiled-model file: what its plan for this device holds.
+    CompiledModel compiled =
+        args->compiled_file()
+            ? load(args->model_file, {.backend = args->backend, .device = args->device, .cache_dir = args->cache_dir})
+            : compile(args->load(), args->compile_options());
     compiled.prepare();
     std::cout << compiled.explain();
   });
