@@ -1,5 +1,6 @@
 #include "src/artifact/container.h"
 
+#include "src/runtime/cache_key.h"
 #include "src/runtime/file_type.h"
 
 #include <kiln/error.h>
@@ -14,6 +15,8 @@
 
 namespace kiln::artifact {
 namespace {
+
+using runtime::hex_digest;
 
 constexpr std::size_t kHeaderBytes = 48;
 constexpr char kMagic[4] = {'K', 'I', 'L', 'N'};
@@ -38,12 +41,6 @@ std::uint64_t get_u64(const std::byte* at) {
   return v;
 }
 
-std::string hex128(XXH128_hash_t h) {
-  char text[33];
-  std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return text;
-}
 
 std::string kind_text(const std::byte* at) {
   std::string text;
@@ -57,7 +54,7 @@ std::string kind_text(const std::byte* at) {
 }  // namespace
 
 std::uint64_t BlobWriter::add(std::span<const std::byte> bytes) {
-  std::string digest = hex128(XXH3_128bits(bytes.data(), bytes.size())) + ":" + std::to_string(bytes.size());
+  std::string digest = hex_digest(XXH3_128bits(bytes.data(), bytes.size())) + ":" + std::to_string(bytes.size());
   if (auto it = by_digest_.find(digest); it != by_digest_.end()) return it->second;
   const std::uint64_t index = blobs_.size();
   blobs_.push_back({total_, std::vector<std::byte>(bytes.begin(), bytes.end())});

@@ -1,5 +1,6 @@
 #include "src/artifact/plan_cache.h"
 
+#include "src/runtime/cache_key.h"
 #include "src/artifact/container.h"
 #include "src/artifact/graph_codec.h"
 #include "src/artifact/plan_codec.h"
@@ -14,25 +15,16 @@
 namespace kiln::artifact {
 namespace {
 
+using runtime::append_key_field;
+using runtime::hex_digest;
+
 using nlohmann::json;
 
 constexpr const char* kKind = "PLAN";
 // Bump when a plan's meaning changes without its inputs changing.
 constexpr int kPlanCacheVersion = 1;
 
-std::string hex128(XXH128_hash_t h) {
-  char text[33];
-  std::snprintf(text, sizeof text, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return text;
-}
 
-void append_field(std::string& out, const std::string& field) {
-  // Length-prefixed so that no two different field lists give the same text.
-  out += std::to_string(field.size());
-  out += ':';
-  out += field;
-}
 
 }  // namespace
 
@@ -67,7 +59,7 @@ std::string graph_digest(const graph::Graph& g) {
   add(json(g.outputs()).dump());
   const XXH128_hash_t digest = XXH3_128bits_digest(state);
   XXH3_freeState(state);
-  return hex128(digest);
+  return hex_digest(digest);
 }
 
 PlanCache::PlanCache(const std::string& dir) {
@@ -79,17 +71,17 @@ PlanCache::PlanCache(const std::string& dir) {
 PlanKey PlanCache::key(const graph::Graph& model, const std::string& model_name, bool compiled, bool fullgraph,
                        const Settings& settings, const backend::TargetDesc& target, const std::string& extra) {
   PlanKey key;
-  append_field(key.text, std::to_string(kPlanCacheVersion));
-  append_field(key.text, tune::kiln_version());
-  append_field(key.text, graph_digest(model));
-  append_field(key.text, model_name);
-  append_field(key.text, compiled ? "compiled" : "eager");
-  append_field(key.text, fullgraph ? "fullgraph" : "breaks allowed");
-  append_field(key.text, std::string(mode_name(settings.mode())));
-  append_field(key.text, settings.fingerprint());
-  append_field(key.text, target.fingerprint());
-  append_field(key.text, extra);
-  key.digest = hex128(XXH3_128bits(key.text.data(), key.text.size()));
+  append_key_field(key.text, std::to_string(kPlanCacheVersion));
+  append_key_field(key.text, tune::kiln_version());
+  append_key_field(key.text, graph_digest(model));
+  append_key_field(key.text, model_name);
+  append_key_field(key.text, compiled ? "compiled" : "eager");
+  append_key_field(key.text, fullgraph ? "fullgraph" : "breaks allowed");
+  append_key_field(key.text, std::string(mode_name(settings.mode())));
+  append_key_field(key.text, settings.fingerprint());
+  append_key_field(key.text, target.fingerprint());
+  append_key_field(key.text, extra);
+  key.digest = hex_digest(XXH3_128bits(key.text.data(), key.text.size()));
   return key;
 }
 

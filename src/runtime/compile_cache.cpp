@@ -1,5 +1,6 @@
 #include "src/runtime/compile_cache.h"
 
+#include "src/runtime/cache_key.h"
 #include "src/runtime/cache_entry.h"
 #include "src/runtime/log.h"
 
@@ -22,19 +23,7 @@ constexpr char kEntryKind[] = "kernel";
 constexpr std::uint64_t kMaxEntryBytes = 256ull << 20;
 constexpr std::size_t kMaxFormatBytes = 64;
 
-std::string hex128(XXH128_hash_t h) {
-  char buf[33];
-  std::snprintf(buf, sizeof buf, "%016llx%016llx", static_cast<unsigned long long>(h.high64),
-                static_cast<unsigned long long>(h.low64));
-  return buf;
-}
 
-void append_field(std::string& out, const std::string& field) {
-  // Length-prefixed so that no two different field lists give the same text.
-  out += std::to_string(field.size());
-  out += ':';
-  out += field;
-}
 
 // Payload: format length (one byte) | format | binary.
 std::string encode(const backend::KernelBinary& binary) {
@@ -73,13 +62,13 @@ CompileCache::CompileCache(const std::string& dir) {
 CacheKey CompileCache::key(const backend::KernelSource& source, const backend::TargetDesc& target,
                            const std::string& compiler_version) {
   CacheKey key;
-  append_field(key.text, std::to_string(kSchemaVersion));
-  append_field(key.text, source.language);
-  append_field(key.text, source.name);
-  append_field(key.text, target.fingerprint());
-  append_field(key.text, compiler_version);
-  append_field(key.text, source.text);
-  key.digest = hex128(XXH3_128bits(key.text.data(), key.text.size()));
+  append_key_field(key.text, std::to_string(kSchemaVersion));
+  append_key_field(key.text, source.language);
+  append_key_field(key.text, source.name);
+  append_key_field(key.text, target.fingerprint());
+  append_key_field(key.text, compiler_version);
+  append_key_field(key.text, source.text);
+  key.digest = hex_digest(XXH3_128bits(key.text.data(), key.text.size()));
   return key;
 }
 
