@@ -21,9 +21,13 @@
 #include "src/tune/candidates.h"
 #include "src/tune/choice.h"
 #include "src/tune/graph_site.h"
+#include "src/tune/measure.h"
 #include "src/tune/protocol.h"
 #include "src/tune/search.h"
 #include "src/tune/site.h"
+
+#include <cmath>
+#include <limits>
 #include "src/tune/tuner.h"
 
 #include <kiln/error.h>
@@ -394,6 +398,29 @@ BOOST_AUTO_TEST_CASE(a_graph_choice_site_tunes_verifies_and_rejects_a_wrong_opti
 }
 
 // ---- knob text ---------------------------------------------------------------
+
+BOOST_AUTO_TEST_CASE(a_candidates_error_is_judged_against_its_outputs_scale) {
+  using kiln::tune::output_error;
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  // 0.001 off an element of 0.08 in an output whose largest element is 4: 0.00025 of its scale.
+  const std::vector<double> want = {0.08, -4.0, 1.5};
+  const std::vector<float> close = {0.081f, -4.0f, 1.5f};
+  BOOST_TEST(output_error(close, want).error == 0.001 / 4.0, boost::test_tools::tolerance(1e-4));
+  BOOST_TEST(output_error(close, want).at == 0u);
+  // Below a scale of 1 the error is absolute; the worst element is named.
+  const std::vector<double> small = {0.1, 0.2};
+  const std::vector<float> off = {0.1f, 0.205f};
+  BOOST_TEST(output_error(off, small).error == 0.005, boost::test_tools::tolerance(1e-4));
+  BOOST_TEST(output_error(off, small).at == 1u);
+  // A NaN where the reference has a number is the worst error; the same NaN or infinity is right.
+  const std::vector<float> with_nan = {0.08f, std::numeric_limits<float>::quiet_NaN(), 1.5f};
+  BOOST_TEST(std::isnan(output_error(with_nan, want).error));
+  BOOST_TEST(output_error(with_nan, want).at == 1u);
+  const std::vector<double> domain = {nan, inf, 2.0};
+  const std::vector<float> same = {std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(), 2.0f};
+  BOOST_TEST(output_error(same, domain).error == 0.0);
+}
 
 BOOST_AUTO_TEST_CASE(gemm_and_conv_knob_text_round_trips) {
   const LowerTarget lavapipe{"vulkan", 8, 1024, 32768, true};

@@ -28,19 +28,6 @@ bool applied(const graph::Graph& passed, const Site& site, const std::string& op
 }
 
 // The worst |got - want| / max(1, |want|) and where, NaN included.
-std::pair<double, std::size_t> worst_error(std::span<const float> got, std::span<const float> want) {
-  double worst = 0;
-  std::size_t at = 0;
-  for (std::size_t i = 0; i < got.size(); ++i) {
-    const double error = std::fabs(double(got[i]) - double(want[i])) / std::max(1.0, std::fabs(double(want[i])));
-    if (!(error <= worst)) {
-      worst = error;
-      at = i;
-      if (std::isnan(error)) break;
-    }
-  }
-  return {worst, at};
-}
 
 }  // namespace
 
@@ -115,10 +102,11 @@ CandidateResult GraphMeasurer::measure(const Site& site, const std::string& opti
     for (std::size_t o = 0; o < outputs.size(); ++o) {
       std::vector<float> got(outputs[o].values<float>().begin(), outputs[o].values<float>().end());
       if (fault == "wrong" && !got.empty()) got.back() += 1.0f;  // the test hook: an edge element off by one
-      const std::span<const float> want = ref.outputs[o].values<float>();
-      if (got.size() != want.size())
+      const std::span<const float> reference = ref.outputs[o].values<float>();
+      if (got.size() != reference.size())
         return failed_candidate(option, CandidateStatus::wrong_result, "output " + std::to_string(o) + " has the wrong size");
-      const auto [worst, at] = worst_error(got, want);
+      const std::vector<double> want(reference.begin(), reference.end());
+      const auto [worst, at] = output_error(got, want);
       if (!(worst <= options.tolerance))
         return failed_candidate(option, CandidateStatus::wrong_result,
                       "output " + std::to_string(o) + " element " + std::to_string(at) + " is " +

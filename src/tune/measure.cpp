@@ -30,6 +30,23 @@ std::uint64_t buffer_bytes(std::int64_t elements) {
 
 }  // namespace
 
+OutputError output_error(std::span<const float> got, std::span<const double> want) {
+  double scale = 1;
+  for (double w : want)
+    if (std::isfinite(w)) scale = std::max(scale, std::fabs(w));
+  OutputError out;
+  for (std::size_t i = 0; i < got.size() && i < want.size(); ++i) {
+    if (!std::isfinite(want[i]) && (std::isnan(want[i]) ? std::isnan(got[i]) : static_cast<double>(got[i]) == want[i]))
+      continue;
+    const double error = std::fabs(static_cast<double>(got[i]) - want[i]) / scale;
+    if (!(error <= out.error)) {  // NaN included
+      out = {error, i};
+      if (std::isnan(error)) break;
+    }
+  }
+  return out;
+}
+
 CandidateResult failed_candidate(const std::string& knobs, CandidateStatus status, std::string detail) {
   CandidateResult result;
   result.knobs = knobs;
@@ -207,21 +224,7 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
       std::vector<float> got(ref.outputs[o].size());
       device_->download(*storage[0][first_output + o], 0, std::as_writable_bytes(std::span(got)));
       if (fault == "wrong" && !got.empty()) got.back() += 1.0f;  // the test hook: an edge element off by one
-      double worst = 0;
-      std::size_t worst_at = 0;
-      for (std::size_t i = 0; i < got.size(); ++i) {
-        const double want = ref.outputs[o][i];
-        // Random inputs put some elements outside an op's domain (Log, Sqrt, Pow
-        // of negatives): a NaN or infinity where the reference has the same is right.
-        if (!std::isfinite(want) && (std::isnan(want) ? std::isnan(got[i]) : static_cast<double>(got[i]) == want))
-          continue;
-        const double error = std::fabs(static_cast<double>(got[i]) - want) / std::max(1.0, std::fabs(want));
-        if (!(error <= worst)) {  // NaN included
-          worst = error;
-          worst_at = i;
-          if (std::isnan(error)) break;
-        }
-      }
+      const auto [worst, worst_at] = output_error(got, ref.outputs[o]);
       if (!(worst <= options.tolerance))
         return failed_candidate(knobs, CandidateStatus::wrong_result,
                       "output " + std::to_string(o) + " element " + std::to_string(worst_at) + " is " +

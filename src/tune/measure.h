@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -35,7 +36,8 @@ struct MeasureOptions {
   // by that submit alone (it cannot win; the tuner passes a multiple of the
   // best median so far). 0: every candidate is timed in full.
   double give_up_ms = 0;
-  // Largest accepted |got - expected| / max(1, |expected|) of any output element.
+  // Largest accepted |got - expected| of any output element, relative to the
+  // output's scale (output_error()).
   double tolerance = 1e-3;
   // Graph-level sites (graph_measure.h): the tuning database whose kernel
   // records the candidate's kernels are built with, so that Winograd and
@@ -52,6 +54,18 @@ struct MeasureOptions {
 // variants then, 20-30x a later run), which must not make a fast kernel
 // give up.
 std::vector<double> time_calls(const MeasureOptions& options, const std::function<double(int)>& call);
+
+// How far `got` is from the reference `want`: the largest |got - want| over
+// the elements, divided by the output's scale, max(1, largest finite
+// |want|), as kiln bench compares two modes' outputs. A per-element relative
+// rule rejected rounding that default mode itself produces (Winograd F(4,3)
+// on a 4608-term convolution). An element outside an op's domain (NaN or
+// infinity in the reference) is right where `got` has the same.
+struct OutputError {
+  double error = 0;     // NaN when an element is NaN where the reference is not
+  std::size_t at = 0;   // the worst element
+};
+OutputError output_error(std::span<const float> got, std::span<const double> want);
 
 // A candidate that failed: its knobs, status and why.
 CandidateResult failed_candidate(const std::string& knobs, CandidateStatus status, std::string detail);
