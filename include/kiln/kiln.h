@@ -7,8 +7,8 @@
 //
 // Threads. A CompiledModel or EagerModel (and its copies, which share it) may
 // be called from several threads at once: its calls (operator(),
-// call_on_device, prepare, profile, submitted calls) take a lock of their
-// own and run one at a time, in no promised order, except that calls
+// call_on_device, prepare, profile, submitted calls) hold the model's lock
+// and run one at a time, in no promised order, except that calls
 // submitted to one model finish in the order submitted. Different models
 // run at once, also on one device. stats() copies the last finished call's
 // figures. compile(), eager(), load(), list_backends() and DeviceTensor's
