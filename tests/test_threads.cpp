@@ -7,11 +7,16 @@
 
 #include <kiln/kiln.h>
 
+#include "backends/vulkan/buffer.h"
+#include "backends/vulkan/device.h"
+#include "backends/vulkan/instance.h"
+#include "backends/vulkan/physical_device.h"
 #include "src/runtime/device_pool.h"
 #include "src/runtime/executor.h"
 #include "small_models.h"
 
 #include <atomic>
+#include <cstring>
 #include <filesystem>
 #include <functional>
 #include <mutex>
@@ -213,4 +218,31 @@ BOOST_AUTO_TEST_CASE(dropping_a_model_waits_for_its_submitted_calls) {
     BOOST_TEST(calls[c].ready());
     BOOST_TEST(max_difference(to_host(calls[c].wait()), w.expected[c]) == 0.0f);
   }
+}
+
+BOOST_AUTO_TEST_CASE(threads_share_a_device_s_staging_copier_and_queue) {
+  // The discrete-GPU path (no mapped device memory): every upload and
+  // download goes through the device's one staging buffer.
+  namespace kv = backend::vulkan;
+  const auto instance = kv::Instance::shared();
+  kv::VulkanDevice device(instance, kv::query_physical_devices(*instance).at(0), 0,
+                          kv::DeviceOptions{.map_device_memory = false});
+  run_threads(kThreads, [&](int t, std::vector<std::string>& failures) {
+    std::mt19937 rng(static_cast<unsigned>(t));
+    for (int round = 0; round < 8; ++round) {
+      const std::size_t bytes = 64 + 16 * (rng() % 64);
+      std::vector<std::byte> data(bytes), back(bytes);
+      for (std::byte& b : data) b = static_cast<std::byte>(rng() & 0xff);
+      auto a = device.allocate(bytes), b = device.allocate(bytes + 32);
+      if (dynamic_cast<kv::VulkanBuffer&>(*a).mapped() != nullptr) return failures.push_back("a mapped buffer");
+      device.upload(*a, 0, data);
+      auto list = device.create_command_list();
+      list->copy(*a, 0, *b, 32, bytes);
+      list->finish();
+      list->submit();
+      device.download(*b, 32, back);
+      if (std::memcmp(back.data(), data.data(), bytes) != 0)
+        failures.push_back("round " + std::to_string(round) + ": the copy came back different");
+    }
+  });
 }
