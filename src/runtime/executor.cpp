@@ -45,11 +45,17 @@ const compiler::Plan& Executor::prepared_plan() const {
 void Executor::prepare() {
   std::lock_guard lock(mutex_);
   prepare_locked();
+  publish_stats();
 }
 
 RunStats Executor::stats() const {
-  std::lock_guard lock(mutex_);
-  return stats_;
+  std::lock_guard lock(published_mutex_);
+  return published_;
+}
+
+void Executor::publish_stats() {
+  std::lock_guard lock(published_mutex_);
+  published_ = stats_;
 }
 
 void Executor::prepare_locked() {
@@ -429,6 +435,7 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   }
   host_values_.clear();
   stats_.last_run_ms = ms_since(start);
+  publish_stats();
   return outputs;
 }
 
@@ -469,6 +476,7 @@ std::vector<DeviceTensor> Executor::run_on_device(const std::vector<CallInput>& 
   std::vector<DeviceTensor> outputs = device_outputs();
   host_values_.clear();
   stats_.last_run_ms = ms_since(start);
+  publish_stats();
   return outputs;
 }
 

@@ -22,8 +22,9 @@
 // Device calls (run_on_device, submit) take DeviceTensors as inputs, copied
 // device to device into the inputs' storage, and copy each output into a
 // buffer of its own. Threads: the public members that run or describe the
-// model (prepare, run, run_on_device, profile, stats, explain) hold one lock
-// per executor, so calls run one at a time; submit() queues the call on the
+// model (prepare, run, run_on_device, profile, explain) hold one lock per
+// executor, so calls run one at a time; stats() copies what the last
+// finished call published, without waiting for a running one; submit() queues the call on the
 // executor's own thread (call_queue.h) and to_device() touches no executor
 // state. The plan inspectors (plan(), graph_breaks(), placement(), ...) are
 // not locked: use them once prepare() has returned.
@@ -140,6 +141,8 @@ class Executor {
 
   const compiler::Plan& prepared_plan() const;
   void prepare_locked();
+  // Makes stats_ what stats() returns (at the end of every call).
+  void publish_stats();
   // Everything prepare() does but the warm-up.
   void plan_and_bind();
   // The plan for this model and device: compiler::build_plan with the options' settings (and autotuner).
@@ -185,8 +188,11 @@ class Executor {
   std::uint64_t constant_bytes_ = 0;
   std::uint64_t io_bytes_ = 0;
   bool prepared_ = false;
-  RunStats stats_;
+  RunStats stats_;            // the call in progress writes it
   mutable std::mutex mutex_;  // held by every call (see above)
+  // The last finished call's stats, so that stats() never waits for a call.
+  RunStats published_;
+  mutable std::mutex published_mutex_;
   // Last: destroyed first, so that pending calls finish while the executor is whole.
   runtime::CallQueue calls_;
 };
