@@ -137,9 +137,11 @@ struct BufferBinding {
   std::uint64_t size = 0;    // bytes visible to the kernel
 };
 
-// A recorded sequence of dispatches. Record, finish(), then submit() as many
-// times as wanted (replay). Dispatches run in order: each one sees every
-// write of the dispatches recorded before it.
+// A recorded sequence of dispatches and copies. Record, finish(), then
+// submit() as many times as wanted (replay). Commands run in order: each one
+// sees every write of the commands recorded before it. One list is used by
+// one thread at a time; different lists may be recorded and submitted on
+// different threads at once.
 class CommandList {
  public:
   virtual ~CommandList() = default;
@@ -150,6 +152,13 @@ class CommandList {
   void dispatch(LoadedKernel& kernel, std::array<std::uint32_t, 3> groups, std::span<const BufferBinding> bindings) {
     dispatch(kernel, groups, bindings, {});
   }
+  // Copies `bytes` from `src` at `src_offset` to `dst` at `dst_offset` (both
+  // on this list's device; regions within the buffers, not overlapping when
+  // src is dst). Ordered like a dispatch: it sees every earlier write, and
+  // later dispatches and copies see its writes. Throws InvalidArgument for a
+  // buffer of another device or a region outside a buffer.
+  virtual void copy(const Buffer& src, std::uint64_t src_offset, Buffer& dst, std::uint64_t dst_offset,
+                    std::uint64_t bytes) = 0;
   virtual void finish() = 0;
   // Runs the recorded work and waits for it to complete.
   virtual void submit() = 0;

@@ -236,12 +236,46 @@ void VulkanCommandList::dispatch(LoadedKernel& kernel, std::array<std::uint32_t,
   vk.vkCmdDispatch(commands_, groups[0], groups[1], groups[2]);
 }
 
+const VulkanBuffer& VulkanCommandList::own_buffer(const Buffer& buffer, std::uint64_t offset, std::uint64_t bytes,
+                                                  const std::string& where) const {
+  const auto* vulkan_buffer = dynamic_cast<const VulkanBuffer*>(&buffer);
+  KILN_CHECK(vulkan_buffer != nullptr, ErrorKind::InvalidArgument, where + " is not a Vulkan buffer");
+  KILN_CHECK(&vulkan_buffer->context() == context_.get(), ErrorKind::InvalidArgument,
+             where + " belongs to another device than " + context_->label());
+  KILN_CHECK(offset <= buffer.size() && bytes <= buffer.size() - offset, ErrorKind::InvalidArgument,
+             where + ": bytes [" + std::to_string(offset) + ", " + std::to_string(offset + bytes) +
+                 ") exceed the buffer's " + std::to_string(buffer.size()) + " bytes");
+  return *vulkan_buffer;
+}
+
+void VulkanCommandList::copy(const Buffer& src, std::uint64_t src_offset, Buffer& dst, std::uint64_t dst_offset,
+                             std::uint64_t bytes) {
+  context_->raise_validation_errors();
+  KILN_CHECK(!finished_, ErrorKind::Internal, "copy into a command list after finish()");
+  const VulkanBuffer& from = own_buffer(src, src_offset, bytes, "copy source");
+  const VulkanBuffer& to = own_buffer(dst, dst_offset, bytes, "copy destination");
+  KILN_CHECK(&from != &to || src_offset + bytes <= dst_offset || dst_offset + bytes <= src_offset,
+             ErrorKind::InvalidArgument,
+             "copy of " + std::to_string(bytes) + " bytes from offset " + std::to_string(src_offset) + " to offset " +
+                 std::to_string(dst_offset) + " of one buffer: the regions overlap");
+  if (bytes == 0) return;  // Vulkan forbids empty copies
+  retained_.push_back(from.shared_from_this());
+  retained_.push_back(to.shared_from_this());
+  // Earlier kernels, copies and submissions -> this copy (RAW, WAR, WAW).
+  memory_barrier(kWritingStages, kWrites, VK_PIPELINE_STAGE_TRANSFER_BIT,
+                 VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+  VkBufferCopy region{};
+  region.srcOffset = src_offset;
+  region.dstOffset = dst_offset;
+  region.size = bytes;
+  context_->vk().vkCmdCopyBuffer(commands_, from.handle(), to.handle(), 1, &region);
+}
+
 void VulkanCommandList::finish() {
   context_->raise_validation_errors();
   KILN_CHECK(!finished_, ErrorKind::Internal, "finish() called twice on a command list");
-  // Shader writes -> host reads after the fence, and later copies.
-  memory_barrier(VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-                 VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
+  // Shader and copy writes -> host reads after the fence, and later copies.
+  memory_barrier(kWritingStages, kWrites, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                  VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
   if (timestamps_.get() != VK_NULL_HANDLE)
     context_->vk().vkCmdWriteTimestamp(commands_, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, timestamps_.get(), 1);

@@ -1,9 +1,10 @@
-// Recorded dispatches in one VkCommandBuffer, replayable.
+// Recorded dispatches and copies in one VkCommandBuffer, replayable.
 //
-// Recording starts at creation. Every dispatch is preceded by a memory barrier
-// (earlier shader and transfer writes -> shader reads and writes), so each one
-// sees every write before it, including those of earlier submissions; the
-// list ends with a barrier that makes shader writes visible to the host.
+// Recording starts at creation. Every dispatch and copy is preceded by a
+// memory barrier (earlier shader and transfer writes -> its reads and
+// writes), so each one sees every write before it, including those of
+// earlier submissions; the list ends with a barrier that makes shader and
+// transfer writes visible to the host and to later copies.
 // Timestamps bracket the whole list when the device has them. Texel-buffer
 // bindings get a VkBufferView each, made once per (buffer, offset, range,
 // format) in this list and destroyed with it (after its last submit, which
@@ -19,9 +20,12 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace kiln::backend::vulkan {
+
+class VulkanBuffer;
 
 class VulkanCommandList final : public CommandList {
  public:
@@ -34,6 +38,12 @@ class VulkanCommandList final : public CommandList {
   void dispatch(LoadedKernel& kernel, std::array<std::uint32_t, 3> groups, std::span<const BufferBinding> bindings,
                 std::span<const std::int32_t> params) override;
   using CommandList::dispatch;
+  // Records a vkCmdCopyBuffer behind a barrier (earlier shader and transfer
+  // writes -> this copy); the next dispatch's barrier and finish()'s cover
+  // its writes. Throws InvalidArgument as dispatch() does for buffers;
+  // Internal after finish().
+  void copy(const Buffer& src, std::uint64_t src_offset, Buffer& dst, std::uint64_t dst_offset,
+            std::uint64_t bytes) override;
   // Ends recording. Throws Internal when called twice.
   void finish() override;
   // Runs the recorded work and waits for it. Throws Internal before finish().
@@ -47,6 +57,10 @@ class VulkanCommandList final : public CommandList {
   void memory_barrier(VkPipelineStageFlags src_stages, VkAccessFlags src_access, VkPipelineStageFlags dst_stages,
                       VkAccessFlags dst_access);
   std::optional<double> read_device_ms() const;
+  // The Vulkan buffer behind `buffer`, checked to be on this list's device
+  // and to hold [offset, offset + bytes); `where` names it in errors.
+  const VulkanBuffer& own_buffer(const Buffer& buffer, std::uint64_t offset, std::uint64_t bytes,
+                                       const std::string& where) const;
 
   std::shared_ptr<const DeviceContext> context_;
   Owned<VkCommandPool, &DeviceFunctions::vkDestroyCommandPool> command_pool_;

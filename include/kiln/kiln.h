@@ -4,6 +4,18 @@
 //   kiln::CompiledModel fast = kiln::compile(model, {.backend = "vulkan",
 //                                                    .mode = kiln::Mode::reduce_overhead});
 //   std::vector<kiln::Tensor> out = fast({input});  // first call compiles
+//
+// Threads. A CompiledModel or EagerModel (and its copies, which share it) may
+// be called from several threads at once: its calls (operator(),
+// call_on_device, prepare, profile, submitted calls) hold the model's lock
+// and run one at a time, in no promised order, except that calls
+// submitted to one model finish in the order submitted. Different models
+// run at once, also on one device. stats() copies the last finished call's
+// figures. compile(), eager(), load(), list_backends() and DeviceTensor's
+// methods may be called from any threads at once. Not locked: engine() (for
+// tests and tools, once the model is prepared) and TracedFunction (one
+// thread at a time). Tensor copies share their data: do not write a tensor
+// while a call reads it (submit() copies its host inputs before returning).
 #pragma once
 
 #include <kiln/builder.h>
@@ -14,10 +26,13 @@
 #include <kiln/settings.h>
 #include <kiln/tensor.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 namespace kiln {
@@ -65,6 +80,12 @@ struct RunStats {
   int kernels_from_file = 0;      // binaries loaded from a compiled-model file (kiln::load)
   int graph_passes_run = 0;       // graph passes run by the first call (0: the plan was read from a file)
   bool plan_from_cache = false;   // the plan came from the plan cache (a warm start: no graph pass ran)
+  // Bytes the last call copied from the host to the device (host inputs, a
+  // graph break's results that kernels read) and back (outputs returned as
+  // host tensors, a graph break's operands). Device inputs and outputs
+  // (DeviceTensor) are copied on the device and count in neither.
+  std::uint64_t uploaded_bytes = 0;
+  std::uint64_t downloaded_bytes = 0;
 };
 
 // One dispatch's cost, measured by running it alone (see profile()).
@@ -79,12 +100,65 @@ struct KernelTiming {
 class Executor;  // src/runtime: the shared engine behind both callables
 struct LoadOptions;
 
+// ---- device-resident tensors and asynchronous calls -------------------------
+struct DeviceTensorData;  // src/runtime/device_tensor.h
+
+// A tensor that stays on a device: an output of call_on_device() or submit(),
+// or a host tensor copied there with to_device(). It has a buffer of its own
+// that no later call writes, so it may be kept, read, and passed as an input
+// to any model on the same device, which copies it on the device (no host
+// round trip). A value only the host has (a graph break's dynamic output)
+// stays a host tensor inside: on_device() is false. Copies share the data;
+// it lives, and keeps its device, as long as some copy does.
+class DeviceTensor {
+ public:
+  DeviceTensor();  // empty: an f32 [0] on no device
+  DType dtype() const;
+  const Shape& shape() const;
+  std::size_t nbytes() const;
+  // Whether the data is in device memory (false: held on the host, see above).
+  bool on_device() const;
+  // The device, "vulkan:0 'llvmpipe (LLVM 15.0.6, 256 bits)'", or "host".
+  std::string device() const;
+  // A new host tensor with the data (a download when on_device()).
+  Tensor to_host() const;
+
+ private:
+  friend struct DeviceTensorData;
+  std::shared_ptr<const DeviceTensorData> data_;
+};
+
+// An input of call_on_device() and submit(): a host tensor, uploaded, or a
+// DeviceTensor of the model's device, copied on the device.
+using CallInput = std::variant<Tensor, DeviceTensor>;
+
+// A call started by submit(); wait() for its outputs.
+class PendingCall {
+ public:
+  PendingCall() = default;  // no call: valid() is false
+  // Blocks until the call has finished and returns its outputs, or rethrows
+  // its error (a kiln::Error). May be called again: the same outputs.
+  std::vector<DeviceTensor> wait() const;
+  // Whether the call has finished, so that wait() returns at once.
+  bool ready() const;
+  bool valid() const { return result_.valid(); }
+
+ private:
+  friend class Executor;
+  explicit PendingCall(std::shared_future<std::vector<DeviceTensor>> result) : result_(std::move(result)) {}
+  std::shared_future<std::vector<DeviceTensor>> result_;
+};
+
 // Op by op: one kernel per op on the chosen device, no graph passes, no
 // fusion. The honest baseline that compiled code is measured against.
 class EagerModel {
  public:
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
-  const RunStats& stats() const;
+  // As CompiledModel's: outputs left on the device, calls submitted.
+  std::vector<DeviceTensor> call_on_device(const std::vector<CallInput>& inputs);
+  PendingCall submit(std::vector<CallInput> inputs);
+  DeviceTensor to_device(const Tensor& tensor) const;
+  RunStats stats() const;
   const Model& model() const;
   // Runs the model `calls` times with every dispatch in its own submission and
   // returns each dispatch's median time, in execution order. Slower than a
@@ -103,11 +177,27 @@ class CompiledModel {
   // The first call compiles; later calls reuse everything. Throws
   // ShapeMismatch naming the input and both shapes if inputs do not match.
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
+  // A call whose inputs may be DeviceTensors of this model's device and whose
+  // outputs stay on the device: model B can take model A's outputs without a
+  // host round trip. Throws ShapeMismatch as operator() does, and
+  // InvalidArgument naming the input and both devices for a DeviceTensor of
+  // another device.
+  std::vector<DeviceTensor> call_on_device(const std::vector<CallInput>& inputs);
+  // call_on_device() on the model's own thread: returns at once (after
+  // checking the inputs as call_on_device() does and copying host inputs),
+  // while the call runs. Calls submitted to one model finish in the order
+  // submitted. Destroying the model's last copy waits for its pending calls.
+  //   kiln::PendingCall call = model.submit({image});
+  //   ... other work ...
+  //   kiln::Tensor logits = call.wait()[0].to_host();
+  PendingCall submit(std::vector<CallInput> inputs);
+  // Copies a host tensor to this model's device, once, for inputs that several calls read.
+  DeviceTensor to_device(const Tensor& tensor) const;
   // Compiles now, ahead of the first call: passes, kernels, memory plan, and
   // one warm-up submission of every kernel (drivers such as lavapipe compile a
   // pipeline on its first dispatch), so the first call costs what later ones do.
   void prepare();
-  const RunStats& stats() const;
+  RunStats stats() const;
   const Model& model() const;
   const CompileOptions& options() const;
   // What the compiler did, as text: passes, kernels, memory plan.

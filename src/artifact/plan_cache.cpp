@@ -52,7 +52,11 @@ std::string graph_digest(const graph::Graph& g) {
   }
   for (const graph::Node& n : g.nodes()) {
     json attrs = json::object();
-    for (const auto& [name, a] : n.attrs.all()) std::visit([&](const auto& value) { attrs[name] = {a.index(), value}; }, a);
+    // Not a structured binding: clang 15 cannot capture one in a lambda.
+    for (const auto& entry : n.attrs.all()) {
+      const auto& a = entry.second;
+      std::visit([&](const auto& value) { attrs[entry.first] = {a.index(), value}; }, a);
+    }
     add(json{n.op, n.name, n.inputs, n.outputs, attrs}.dump());
   }
   add(json(g.inputs()).dump());

@@ -91,12 +91,22 @@ CompiledModel load(const std::string& path, const LoadOptions& options) {
 }
 
 std::vector<Tensor> EagerModel::operator()(const std::vector<Tensor>& inputs) { return impl_->run(inputs); }
-const RunStats& EagerModel::stats() const { return impl_->stats(); }
+std::vector<DeviceTensor> EagerModel::call_on_device(const std::vector<CallInput>& inputs) {
+  return impl_->run_on_device(inputs);
+}
+PendingCall EagerModel::submit(std::vector<CallInput> inputs) { return impl_->submit(std::move(inputs)); }
+DeviceTensor EagerModel::to_device(const Tensor& tensor) const { return impl_->to_device(tensor); }
+RunStats EagerModel::stats() const { return impl_->stats(); }
 const Model& EagerModel::model() const { return impl_->model(); }
 
 std::vector<Tensor> CompiledModel::operator()(const std::vector<Tensor>& inputs) { return impl_->run(inputs); }
+std::vector<DeviceTensor> CompiledModel::call_on_device(const std::vector<CallInput>& inputs) {
+  return impl_->run_on_device(inputs);
+}
+PendingCall CompiledModel::submit(std::vector<CallInput> inputs) { return impl_->submit(std::move(inputs)); }
+DeviceTensor CompiledModel::to_device(const Tensor& tensor) const { return impl_->to_device(tensor); }
 void CompiledModel::prepare() { impl_->prepare(); }
-const RunStats& CompiledModel::stats() const { return impl_->stats(); }
+RunStats CompiledModel::stats() const { return impl_->stats(); }
 const Model& CompiledModel::model() const { return impl_->model(); }
 const CompileOptions& CompiledModel::options() const { return impl_->options().compile; }
 std::string CompiledModel::explain() const { return impl_->explain(); }

@@ -1,5 +1,6 @@
 // One device (and its loaded-kernel cache) per (backend, device index, cache
-// directory) per process, shared by every model that runs there.
+// directory) per process, shared by every model that runs there. Everything
+// here is safe to use from several threads at once.
 #pragma once
 
 #include "backends/backend.h"
@@ -13,8 +14,12 @@ namespace kiln::runtime {
 struct DeviceContext {
   const backend::Backend* backend = nullptr;
   int index = 0;
+  std::string cache_dir;  // as given to acquire_device ("": the default)
   std::shared_ptr<backend::Device> device;
   std::unique_ptr<KernelCache> kernels;
+
+  // "vulkan:0 'llvmpipe (LLVM 15.0.6, 256 bits)'", for messages.
+  std::string label() const;
 };
 
 // Resolves `device_spec` ("" = first device, "2" = index, otherwise a

@@ -92,6 +92,10 @@ int resolve_device(const backend::Backend& backend, const std::string& spec) {
   throw_error(ErrorKind::NotFound, "no " + backend.name() + " device matching '" + spec + "'; devices:" + listing);
 }
 
+std::string DeviceContext::label() const {
+  return backend->name() + ":" + std::to_string(index) + " '" + device->target().device_name + "'";
+}
+
 std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, const std::string& device_spec,
                                               const std::string& cache_dir) {
   const backend::Backend& backend = backend::get_backend(backend_name);
@@ -106,6 +110,7 @@ std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, c
   auto ctx = std::make_shared<DeviceContext>();
   ctx->backend = &backend;
   ctx->index = index;
+  ctx->cache_dir = cache_dir;
   ctx->device = backend.create_device(index);
   ctx->kernels = std::make_unique<KernelCache>(backend, ctx->device, CompileCache(cache_dir));
   pool[key] = ctx;

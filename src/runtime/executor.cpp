@@ -3,6 +3,7 @@
 #include "src/artifact/plan_cache.h"
 
 #include "graph/op_registry.h"
+#include "src/runtime/device_tensor.h"
 #include "src/runtime/log.h"
 
 #include <algorithm>
@@ -42,6 +43,22 @@ const compiler::Plan& Executor::prepared_plan() const {
 }
 
 void Executor::prepare() {
+  std::lock_guard lock(mutex_);
+  prepare_locked();
+  publish_stats();
+}
+
+RunStats Executor::stats() const {
+  std::lock_guard lock(published_mutex_);
+  return published_;
+}
+
+void Executor::publish_stats() {
+  std::lock_guard lock(published_mutex_);
+  published_ = stats_;
+}
+
+void Executor::prepare_locked() {
   if (prepared_) return;
   plan_and_bind();
   if (!options_.compiled) return;
@@ -124,9 +141,6 @@ std::shared_ptr<const compiler::Plan> Executor::cached_or_built_plan() {
 
 void Executor::plan_and_bind() {
   const auto start = Clock::now();
-  const int hits_before = ctx_->kernels->disk_hits();
-  const int compiled_before = ctx_->kernels->compiled();
-  const int from_binaries_before = ctx_->kernels->loaded_from_binaries();
 
   if (options_.plan) {
     KILN_CHECK(options_.plan->backend == ctx_->backend->name(), ErrorKind::InvalidArgument,
@@ -140,7 +154,7 @@ void Executor::plan_and_bind() {
   stats_.plan_ms = ms_since(start);
 
   const auto kernels_start = Clock::now();
-  load_kernels();
+  const runtime::KernelCache::LoadCounts counts = load_kernels();
   stats_.kernels_ms = ms_since(kernels_start);
   runtime::log(runtime::LogLevel::debug, model_.name() + ": " + std::to_string(plan.dispatch_count()) +
                                              " dispatches (" + std::to_string(plan.rendered.size()) +
@@ -174,9 +188,9 @@ void Executor::plan_and_bind() {
   stats_.kernels = static_cast<int>(plan.rendered.size());
   stats_.dispatches_per_run = plan.dispatch_count();
   stats_.host_steps_per_run = static_cast<int>(plan.breaks.size());
-  stats_.kernel_cache_hits = ctx_->kernels->disk_hits() - hits_before;
-  stats_.kernel_cache_misses = ctx_->kernels->compiled() - compiled_before;
-  stats_.kernels_from_file = ctx_->kernels->loaded_from_binaries() - from_binaries_before;
+  stats_.kernel_cache_hits = counts.disk_hits;
+  stats_.kernel_cache_misses = counts.compiled;
+  stats_.kernels_from_file = counts.from_binaries;
   stats_.peak_device_bytes = plan.storage.memory_plan.arena_bytes + constant_bytes_ + io_bytes_;
   stats_.compile_ms = ms_since(start);
   prepared_ = true;
@@ -188,12 +202,15 @@ void Executor::plan_and_bind() {
                    std::to_string(static_cast<int>(stats_.compile_ms)) + " ms");
 }
 
-void Executor::load_kernels() {
-  // Distinct kernels compile (shaderc) and load concurrently.
+runtime::KernelCache::LoadCounts Executor::load_kernels() {
+  // Distinct kernels compile (shaderc) and load concurrently. Other models
+  // may load on this device at the same time: count only this model's.
   std::vector<const compiler::RenderedKernel*> kernels;
   kernels.reserve(plan_->rendered.size());
   for (const compiler::RenderedKernel& kernel : plan_->rendered) kernels.push_back(&kernel);
-  loaded_ = ctx_->kernels->get_all(kernels);
+  runtime::KernelCache::LoadCounts counts;
+  loaded_ = ctx_->kernels->get_all(kernels, 0, &counts);
+  return counts;
 }
 
 void Executor::assign_storage() {
@@ -291,7 +308,7 @@ void Executor::run_host_node(const Segment& segment) {
   }
 }
 
-Tensor Executor::read_value(graph::ValueId id) const {
+Tensor Executor::read_value(graph::ValueId id) {
   const graph::Value& v = plan_->graph->value(id);
   const graph::ValueId root = plan_->root[id];
   if (v.constant) return *v.constant;
@@ -300,25 +317,40 @@ Tensor Executor::read_value(graph::ValueId id) const {
   return download(id);
 }
 
-void Executor::check_inputs(const std::vector<Tensor>& inputs) const {
+void Executor::check_inputs(const std::vector<CallInput>& inputs) const {
   const graph::Graph& g = model_.graph();
   KILN_CHECK(inputs.size() == g.inputs().size(), ErrorKind::ShapeMismatch,
              "model '" + model_.name() + "' takes " + std::to_string(g.inputs().size()) + " input(s) but " +
                  std::to_string(inputs.size()) + " were given");
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const graph::Value& v = g.value(g.inputs()[i]);
-    graph::TensorType got{inputs[i].dtype(), inputs[i].shape()};
+    const auto* device_input = std::get_if<DeviceTensor>(&inputs[i]);
+    const graph::TensorType got =
+        device_input ? graph::TensorType{device_input->dtype(), device_input->shape()}
+                     : graph::TensorType{std::get<Tensor>(inputs[i]).dtype(), std::get<Tensor>(inputs[i]).shape()};
     KILN_CHECK(got == v.type, ErrorKind::ShapeMismatch,
                "input '" + v.name + "' of model '" + model_.name() + "' expects " + graph::type_str(v.type) +
                    " but got " + graph::type_str(got));
+    if (device_input == nullptr) continue;
+    const DeviceTensorData& data = DeviceTensorData::of(*device_input);
+    // Pooled devices differ by cache folder too: each is its own VkDevice, whose buffers no other can bind.
+    auto where = [](const runtime::DeviceContext& d) {
+      return d.label() + " (kernel cache " + (d.cache_dir.empty() ? std::string("default") : "'" + d.cache_dir + "'") +
+             ")";
+    };
+    KILN_CHECK(data.device == nullptr || data.device == ctx_, ErrorKind::InvalidArgument,
+               "input '" + v.name + "' of model '" + model_.name() + "' is a DeviceTensor on " + where(*data.device) +
+                   ", but the model runs on " + where(*ctx_) +
+                   ": pass it through the host (to_host()) or make it on the model's device");
   }
 }
 
-Tensor Executor::download(graph::ValueId id) const {
+Tensor Executor::download(graph::ValueId id) {
   const graph::Value& v = plan_->graph->value(id);
   Tensor t(v.type.dtype, v.type.shape);
   const Storage& s = storage_[id];
   if (t.nbytes() > 0) ctx_->device->download(*s.buffer, s.offset, t.bytes());
+  stats_.downloaded_bytes += t.nbytes();
   return t;
 }
 
@@ -326,24 +358,38 @@ void Executor::upload(graph::ValueId id, const Tensor& tensor) {
   const Storage& s = storage_[id];
   KILN_ASSERT(s.buffer != nullptr);
   if (tensor.nbytes() > 0) ctx_->device->upload(*s.buffer, s.offset, tensor.bytes());
+  stats_.uploaded_bytes += tensor.nbytes();
 }
 
-void Executor::load_inputs(const std::vector<Tensor>& inputs) {
+void Executor::load_inputs(const std::vector<CallInput>& inputs) {
   // The graph after passes keeps the model's inputs and outputs in order.
   const graph::Graph& g = *plan_->graph;
   host_values_.assign(g.values().size(), std::nullopt);
+  std::unique_ptr<backend::CommandList> copies;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    upload(g.inputs()[i], inputs[i]);
-    host_values_[g.inputs()[i]] = inputs[i];  // host steps read inputs without a download
+    const graph::ValueId id = g.inputs()[i];
+    const Tensor* host = std::get_if<Tensor>(&inputs[i]);
+    if (host == nullptr) {
+      const DeviceTensorData& data = DeviceTensorData::of(std::get<DeviceTensor>(inputs[i]));
+      if (data.device == nullptr) {
+        host = &*data.host;
+      } else {
+        if (!copies) copies = ctx_->device->create_command_list();
+        const Storage& s = storage_[id];
+        copies->copy(*data.buffer, 0, *s.buffer, s.offset, s.bytes);
+        continue;
+      }
+    }
+    upload(id, *host);
+    host_values_[id] = *host;  // host steps read inputs without a download
+  }
+  if (copies) {
+    copies->finish();
+    copies->submit();
   }
 }
 
-std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
-  check_inputs(inputs);
-  if (!prepared_) plan_and_bind();  // this call is its own warm-up
-  const auto start = Clock::now();
-  load_inputs(inputs);
-
+std::optional<double> Executor::run_segments() {
   std::optional<double> device_ms = 0.0;
   for (Segment& segment : segments_) {
     if (segment.host) {
@@ -362,7 +408,23 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
     if (auto ms = list->last_device_ms(); ms && device_ms) *device_ms += *ms;
     else device_ms.reset();
   }
+  return device_ms;
+}
 
+Clock::time_point Executor::run_steps(const std::vector<CallInput>& inputs) {
+  check_inputs(inputs);
+  if (!prepared_) plan_and_bind();  // this call is its own warm-up
+  const auto start = Clock::now();
+  stats_.uploaded_bytes = stats_.downloaded_bytes = 0;
+  load_inputs(inputs);
+  stats_.last_device_ms = run_segments();
+  return start;
+}
+
+std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
+  const std::vector<CallInput> arguments(inputs.begin(), inputs.end());
+  std::lock_guard lock(mutex_);
+  const auto start = run_steps(arguments);
   std::vector<Tensor> outputs;
   const graph::Graph& g = *plan_->graph;
   for (graph::ValueId v : g.outputs()) {
@@ -373,9 +435,70 @@ std::vector<Tensor> Executor::run(const std::vector<Tensor>& inputs) {
   }
   host_values_.clear();
   stats_.last_run_ms = ms_since(start);
-  stats_.last_device_ms = device_ms;
+  publish_stats();
   return outputs;
 }
+
+std::vector<DeviceTensor> Executor::device_outputs() {
+  const graph::Graph& g = *plan_->graph;
+  std::vector<DeviceTensor> outputs;
+  std::unique_ptr<backend::CommandList> copies;
+  for (graph::ValueId v : g.outputs()) {
+    const graph::Value& value = g.value(v);
+    const graph::ValueId root = plan_->root[v];
+    // What a host step made (dynamic values, or static ones it computed)
+    // and constants stay on the host; a copy, since the host step's tensor
+    // or the constant is shared.
+    if (host_values_[root] || value.constant || storage_[v].buffer == nullptr) {
+      outputs.push_back(make_host_device_tensor(read_value(v).clone()));
+      continue;
+    }
+    auto data = std::make_shared<DeviceTensorData>();
+    data->dtype = value.type.dtype;
+    data->shape = value.type.shape;
+    data->device = ctx_;
+    const Storage& s = storage_[v];
+    data->buffer = ctx_->device->allocate(s.bytes);
+    if (!copies) copies = ctx_->device->create_command_list();
+    copies->copy(*s.buffer, s.offset, *data->buffer, 0, s.bytes);
+    outputs.push_back(DeviceTensorData::wrap(std::move(data)));
+  }
+  if (copies) {
+    copies->finish();
+    copies->submit();
+  }
+  return outputs;
+}
+
+std::vector<DeviceTensor> Executor::run_on_device(const std::vector<CallInput>& inputs) {
+  std::lock_guard lock(mutex_);
+  const auto start = run_steps(inputs);
+  std::vector<DeviceTensor> outputs = device_outputs();
+  host_values_.clear();
+  stats_.last_run_ms = ms_since(start);
+  publish_stats();
+  return outputs;
+}
+
+PendingCall Executor::submit(std::vector<CallInput> inputs) {
+  // Errors in the arguments belong to the caller, now, not to wait().
+  check_inputs(inputs);
+  // The caller may reuse its tensors as soon as submit() returns.
+  for (CallInput& input : inputs)
+    if (Tensor* host = std::get_if<Tensor>(&input)) *host = host->clone();
+  auto result = std::make_shared<std::promise<std::vector<DeviceTensor>>>();
+  PendingCall call(result->get_future().share());
+  calls_.push([this, result, inputs = std::move(inputs)] {
+    try {
+      result->set_value(run_on_device(inputs));
+    } catch (...) {
+      result->set_exception(std::current_exception());
+    }
+  });
+  return call;
+}
+
+DeviceTensor Executor::to_device(const Tensor& tensor) const { return make_device_tensor(ctx_, tensor); }
 
 std::string Executor::ops_per_backend() const {
   const compiler::Plan& plan = prepared_plan();
@@ -409,6 +532,7 @@ std::string Executor::ops_per_backend() const {
 }
 
 std::string Executor::explain() const {
+  std::lock_guard lock(mutex_);
   std::ostringstream out;
   const backend::TargetDesc& target = ctx_->device->target();
   out << "model " << model_.name() << ": "

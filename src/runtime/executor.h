@@ -18,6 +18,16 @@
 // Graph breaks (the plan's host steps) run on the reference implementation
 // between device segments. Dynamic values live on the host only; a static
 // value a host step produces is uploaded only if a kernel reads it.
+//
+// Device calls (run_on_device, submit) take DeviceTensors as inputs, copied
+// device to device into the inputs' storage, and copy each output into a
+// buffer of its own. Threads: the public members that run or describe the
+// model (prepare, run, run_on_device, profile, explain) hold one lock per
+// executor, so calls run one at a time; stats() copies what the last
+// finished call published, without waiting for a running one; submit() queues the call on the
+// executor's own thread (call_queue.h) and to_device() touches no executor
+// state. The plan inspectors (plan(), graph_breaks(), placement(), ...) are
+// not locked: use them once prepare() has returned.
 #pragma once
 
 #include <kiln/kiln.h>
@@ -25,11 +35,13 @@
 #include "graph/ir.h"
 #include "src/compile/plan.h"
 #include "src/kernel/ir.h"
+#include "src/runtime/call_queue.h"
 #include "src/runtime/device_pool.h"
 #include "src/runtime/memory_plan.h"
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -60,13 +72,19 @@ class Executor {
   ~Executor();
 
   // Plans, compiles and (compiled mode) warms the device up (see above); only
-  // the first call does anything. Thread-compatible, not thread-safe.
+  // the first call does anything.
   void prepare();
   std::vector<Tensor> run(const std::vector<Tensor>& inputs);
+  // A call with host or device inputs whose outputs stay on the device.
+  std::vector<DeviceTensor> run_on_device(const std::vector<CallInput>& inputs);
+  // run_on_device() on the executor's thread; inputs checked (and host ones copied) first.
+  PendingCall submit(std::vector<CallInput> inputs);
+  // `tensor` copied into a buffer of its own on this executor's device.
+  DeviceTensor to_device(const Tensor& tensor) const;
   // Each dispatch alone, in execution order, median over `calls` (executor_profile.cpp).
   std::vector<KernelTiming> profile(const std::vector<Tensor>& inputs, int calls);
 
-  const RunStats& stats() const { return stats_; }
+  RunStats stats() const;
   const Model& model() const { return model_; }
   const Options& options() const { return options_; }
   std::string explain() const;
@@ -122,6 +140,9 @@ class Executor {
   };
 
   const compiler::Plan& prepared_plan() const;
+  void prepare_locked();
+  // Makes stats_ what stats() returns (at the end of every call).
+  void publish_stats();
   // Everything prepare() does but the warm-up.
   void plan_and_bind();
   // The plan for this model and device: compiler::build_plan with the options' settings (and autotuner).
@@ -133,16 +154,26 @@ class Executor {
   // on its planned bindings): it writes only intermediates and outputs, which
   // every run rewrites before reading them.
   void warm_up();
-  void load_kernels();
+  // Loads the plan's kernels; returns what this model's load did.
+  runtime::KernelCache::LoadCounts load_kernels();
   void assign_storage();
   void record(const Segment& segment, backend::CommandList& list) const;
   void run_host_node(const Segment& segment);
-  void check_inputs(const std::vector<Tensor>& inputs) const;
-  // run()'s first step: the inputs uploaded and visible to host steps.
-  void load_inputs(const std::vector<Tensor>& inputs);
+  // The count and types of the inputs, and the device of DeviceTensors.
+  void check_inputs(const std::vector<CallInput>& inputs) const;
+  // A call up to its outputs: checks, plans on the first call, loads the
+  // inputs and runs every segment. Returns when the call started.
+  std::chrono::steady_clock::time_point run_steps(const std::vector<CallInput>& inputs);
+  // run_steps()'s first step: host inputs uploaded and visible to host
+  // steps, device inputs copied into the inputs' storage.
+  void load_inputs(const std::vector<CallInput>& inputs);
+  // Every segment in order; the device time of the dispatches if measured.
+  std::optional<double> run_segments();
+  // The graph outputs, each in a buffer of its own (or held on the host).
+  std::vector<DeviceTensor> device_outputs();
   // The value's tensor: from the host if a host step made it, else from the device.
-  Tensor read_value(graph::ValueId id) const;
-  Tensor download(graph::ValueId id) const;
+  Tensor read_value(graph::ValueId id);
+  Tensor download(graph::ValueId id);
   void upload(graph::ValueId id, const Tensor& tensor);
 
   Model model_;
@@ -157,7 +188,13 @@ class Executor {
   std::uint64_t constant_bytes_ = 0;
   std::uint64_t io_bytes_ = 0;
   bool prepared_ = false;
-  RunStats stats_;
+  RunStats stats_;            // the call in progress writes it
+  mutable std::mutex mutex_;  // held by every call (see above)
+  // The last finished call's stats, so that stats() never waits for a call.
+  RunStats published_;
+  mutable std::mutex published_mutex_;
+  // Last: destroyed first, so that pending calls finish while the executor is whole.
+  runtime::CallQueue calls_;
 };
 
 using compiler::graph_break_line;

@@ -32,7 +32,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::remember(std::string source_
   return loaded_.try_emplace(std::move(source_text), std::move(loaded)).first->second;
 }
 
-std::shared_ptr<backend::LoadedKernel> KernelCache::load_given(const compiler::RenderedKernel& kernel) {
+std::shared_ptr<backend::LoadedKernel> KernelCache::load_given(const compiler::RenderedKernel& kernel, Tally& tally) {
   const backend::TargetDesc& target = device_->target();
   const std::string& name = kernel.source.name;
   std::string reasons;
@@ -40,6 +40,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_given(const compiler::R
     try {
       auto loaded = device_->load_kernel(kernel.source, binary);
       ++from_binaries_;
+      ++tally.from_binaries;
       return loaded;
     } catch (const Error& e) {
       if (e.kind() == ErrorKind::OutOfMemory || e.kind() == ErrorKind::DeviceUnavailable) throw;
@@ -50,12 +51,13 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_given(const compiler::R
                                           " binaries loads on " + target.device_name + ":" + reasons);
 }
 
-std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const compiler::RenderedKernel& kernel) {
+std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const compiler::RenderedKernel& kernel,
+                                                                 Tally& tally) {
   const backend::TargetDesc& target = device_->target();
   const backend::KernelSource& source = kernel.source;
   if (auto why = backend_.supports(kernel.requirements, target))
     throw_error(ErrorKind::Unsupported, "kernel '" + source.name + "' cannot run on " + target.device_name + ": " + *why);
-  if (!kernel.binaries.empty()) return load_given(kernel);
+  if (!kernel.binaries.empty()) return load_given(kernel, tally);
 
   const CacheKey key = CompileCache::key(source, target, compiler_version_);
   using Clock = std::chrono::steady_clock;
@@ -66,6 +68,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const compiler
     const Clock::time_point start = Clock::now();
     backend::KernelBinary binary = backend_.compiler().compile(source, target);
     ++compiled_;
+    ++tally.compiled;
     disk_.store(key, binary);
     log(LogLevel::debug, "compiled kernel '" + source.name + "' (" + std::to_string(binary.data.size()) + " bytes " +
                              binary.format + ") in " + ms_since(start) + " ms");
@@ -85,6 +88,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const compiler
   try {
     auto loaded = load(*cached);
     ++disk_hits_;
+    ++tally.disk_hits;
     return loaded;
   } catch (const Error& e) {
     // Out of memory or a lost device is the device's state, not the entry's.
@@ -103,7 +107,8 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::get(const kir::Kernel& kerne
   const compiler::RenderedKernel rendered{render::make_kernel_source(kernel, backend_.language()),
                                           render::kernel_requirements(kernel), {}};
   if (auto loaded = find(rendered.source.text)) return loaded;
-  return remember(rendered.source.text, load_uncached(rendered));
+  Tally tally;
+  return remember(rendered.source.text, load_uncached(rendered, tally));
 }
 
 std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(std::span<const kir::Kernel* const> kernels,
@@ -118,7 +123,7 @@ std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(std::sp
 }
 
 std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(
-    std::span<const compiler::RenderedKernel* const> kernels, unsigned max_threads) {
+    std::span<const compiler::RenderedKernel* const> kernels, unsigned max_threads, LoadCounts* counts) {
   // The first occurrence of each source not loaded yet: the work to share out.
   std::vector<std::size_t> work;
   {
@@ -128,12 +133,13 @@ std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(
   }
 
   std::vector<std::exception_ptr> failures(kernels.size());
+  Tally tally;
   std::atomic<std::size_t> next = 0;
   auto worker = [&] {
     for (std::size_t w = next++; w < work.size(); w = next++) {
       const std::size_t i = work[w];
       try {
-        remember(kernels[i]->source.text, load_uncached(*kernels[i]));
+        remember(kernels[i]->source.text, load_uncached(*kernels[i], tally));
       } catch (...) {
         failures[i] = std::current_exception();
       }
@@ -145,6 +151,7 @@ std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(
   for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(worker);
   worker();
   helpers.clear();  // joins
+  if (counts != nullptr) *counts = {tally.disk_hits, tally.compiled, tally.from_binaries};
   for (const std::exception_ptr& failure : failures)
     if (failure) std::rethrow_exception(failure);
 

@@ -19,8 +19,16 @@
 
 namespace kiln::runtime {
 
+// Thread-safe: models on one device share one cache and load at once.
 class KernelCache {
  public:
+  // What one get_all() did, apart from what other threads' calls did at the same time.
+  struct LoadCounts {
+    int disk_hits = 0;      // binaries read from the disk cache
+    int compiled = 0;       // binaries compiled
+    int from_binaries = 0;  // loaded from a kernel's own binaries
+  };
+
   KernelCache(const backend::Backend& backend, std::shared_ptr<backend::Device> device, CompileCache disk);
 
   // The loaded kernel for `kernel`. Throws Error(Unsupported) with the
@@ -32,8 +40,9 @@ class KernelCache {
   // thread), so one kernel's compiler time overlaps another's driver work
   // (lavapipe compiles each pipeline to machine code when it is loaded).
   // The first failure in `kernels` order is rethrown after all finish.
+  // `counts`, if given, receives what this call loaded.
   std::vector<std::shared_ptr<backend::LoadedKernel>> get_all(std::span<const compiler::RenderedKernel* const> kernels,
-                                                              unsigned max_threads = 0);
+                                                              unsigned max_threads = 0, LoadCounts* counts = nullptr);
 
   // get_all() of kernels rendered for this cache's backend first.
   std::vector<std::shared_ptr<backend::LoadedKernel>> get_all(std::span<const kir::Kernel* const> kernels,
@@ -45,10 +54,16 @@ class KernelCache {
   int loaded_from_binaries() const { return from_binaries_; }
 
  private:
+  // LoadCounts as the threads of one get_all() count them.
+  struct Tally {
+    std::atomic<int> disk_hits = 0;
+    std::atomic<int> compiled = 0;
+    std::atomic<int> from_binaries = 0;
+  };
   // Checks support, compiles (or reads the disk cache) and loads; no lock held.
-  std::shared_ptr<backend::LoadedKernel> load_uncached(const compiler::RenderedKernel& kernel);
+  std::shared_ptr<backend::LoadedKernel> load_uncached(const compiler::RenderedKernel& kernel, Tally& tally);
   // The first of the kernel's own binaries the device loads.
-  std::shared_ptr<backend::LoadedKernel> load_given(const compiler::RenderedKernel& kernel);
+  std::shared_ptr<backend::LoadedKernel> load_given(const compiler::RenderedKernel& kernel, Tally& tally);
   std::shared_ptr<backend::LoadedKernel> find(const std::string& source_text) const;
   std::shared_ptr<backend::LoadedKernel> remember(std::string source_text,
                                                   std::shared_ptr<backend::LoadedKernel> loaded);

@@ -99,7 +99,7 @@ struct Contender {
   std::vector<Tensor> call(const std::vector<Tensor>& inputs) {
     return eager_model ? (*eager_model)(inputs) : (*compiled_model)(inputs);
   }
-  const RunStats& stats() const { return eager_model ? eager_model->stats() : compiled_model->stats(); }
+  RunStats stats() const { return eager_model ? eager_model->stats() : compiled_model->stats(); }
 };
 
 // Compiles a compiled mode's model twice: cold (an empty disk cache), then
