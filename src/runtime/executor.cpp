@@ -194,6 +194,7 @@ void Executor::load_kernels() {
   kernels.reserve(plan_->rendered.size());
   for (const compiler::RenderedKernel& kernel : plan_->rendered) kernels.push_back(&kernel);
   loaded_ = ctx_->kernels->get_all(kernels);
+  runtime::save_pipeline_cache(*ctx_);
 }
 
 void Executor::assign_storage() {
