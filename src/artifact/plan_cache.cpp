@@ -11,6 +11,9 @@
 
 #include <xxhash.h>
 
+#include <chrono>
+#include <cstdio>
+
 namespace kiln::artifact {
 namespace {
 
@@ -32,6 +35,13 @@ void append_field(std::string& out, const std::string& field) {
   out += std::to_string(field.size());
   out += ':';
   out += field;
+}
+
+std::string ms_since(std::chrono::steady_clock::time_point start) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f ms",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  return text;
 }
 
 }  // namespace
@@ -81,7 +91,9 @@ PlanKey PlanCache::key(const graph::Graph& model, const std::string& model_name,
   PlanKey key;
   append_field(key.text, std::to_string(kPlanCacheVersion));
   append_field(key.text, tune::kiln_version());
+  const auto digest_start = std::chrono::steady_clock::now();
   append_field(key.text, graph_digest(model));
+  runtime::log(runtime::LogLevel::debug, "plan cache: digest of " + model_name + " in " + ms_since(digest_start));
   append_field(key.text, model_name);
   append_field(key.text, compiled ? "compiled" : "eager");
   append_field(key.text, fullgraph ? "fullgraph" : "breaks allowed");
@@ -101,10 +113,16 @@ std::shared_ptr<const compiler::Plan> PlanCache::load(const PlanKey& key) const 
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return nullptr;
   try {
+    const auto start = std::chrono::steady_clock::now();
     const Container file = read_container(path, kKind);
+    const std::string read_ms = ms_since(start);
     const bool same_key = decoding(file, [&] { return file.metadata().at("key").get<std::string>() == key.text; });
     KILN_CHECK(same_key, ErrorKind::Corrupt, "'" + path.string() + "' is another key's plan");
-    return decode_plan(file.metadata().at("plan"), file);
+    const auto decode_start = std::chrono::steady_clock::now();
+    std::shared_ptr<const compiler::Plan> plan = decode_plan(file.metadata().at("plan"), file);
+    runtime::log(runtime::LogLevel::debug, "plan cache: " + path.string() + " read and checked in " + read_ms +
+                                               ", decoded in " + ms_since(decode_start));
+    return plan;
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Internal || e.kind() == ErrorKind::OutOfMemory) throw;
     runtime::log(runtime::LogLevel::warning, std::string("plan cache: ") + e.what() + "; removed it, planning again");
