@@ -123,7 +123,7 @@ std::span<const std::byte> Container::blob(std::uint64_t index, std::string_view
              "'" + path_ + "': " + std::string(what) + " refers to blob " + std::to_string(index) + " of " +
                  std::to_string(blobs_.size()));
   const auto [offset, size] = blobs_[index];
-  return std::span<const std::byte>(bytes_).subspan(offset, size);
+  return std::span<const std::byte>(bytes_.get(), size_).subspan(offset, size);
 }
 
 Container read_container(const std::filesystem::path& path, std::string_view kind) {
@@ -140,12 +140,13 @@ Container read_container(const std::filesystem::path& path, std::string_view kin
   {
     std::ifstream in(path, std::ios::binary);
     KILN_CHECK(in.good(), ErrorKind::Io, "cannot open " + name);
-    c.bytes_.resize(static_cast<std::size_t>(st.st_size));
-    in.read(reinterpret_cast<char*>(c.bytes_.data()), static_cast<std::streamsize>(c.bytes_.size()));
-    KILN_CHECK(static_cast<std::size_t>(in.gcount()) == c.bytes_.size(), ErrorKind::Io, "cannot read all of " + name);
+    c.size_ = static_cast<std::size_t>(st.st_size);
+    c.bytes_ = std::make_unique_for_overwrite<std::byte[]>(c.size_);
+    in.read(reinterpret_cast<char*>(c.bytes_.get()), static_cast<std::streamsize>(c.size_));
+    KILN_CHECK(static_cast<std::size_t>(in.gcount()) == c.size_, ErrorKind::Io, "cannot read all of " + name);
   }
-  const std::byte* h = c.bytes_.data();
-  KILN_CHECK(c.bytes_.size() >= kHeaderBytes && std::memcmp(h, kMagic, 4) == 0, ErrorKind::Corrupt,
+  const std::byte* h = c.bytes_.get();
+  KILN_CHECK(c.size_ >= kHeaderBytes && std::memcmp(h, kMagic, 4) == 0, ErrorKind::Corrupt,
              name + " is not a kiln file (no KILN header)");
   KILN_CHECK(std::memcmp(h + 4, kind.data(), 4) == 0, ErrorKind::Corrupt,
              name + " is a kiln file of kind '" + kind_text(h + 4) + "', not '" + std::string(kind) + "'");
@@ -155,7 +156,7 @@ Container read_container(const std::filesystem::path& path, std::string_view kin
                  std::to_string(kContainerVersion) + ": write it again with this kiln");
   const std::uint64_t metadata_bytes = get_u64(h + 16);
   const std::uint64_t blob_bytes = get_u64(h + 24);
-  const std::uint64_t body = c.bytes_.size() - kHeaderBytes;
+  const std::uint64_t body = c.size_ - kHeaderBytes;
   KILN_CHECK(metadata_bytes <= kMaxMetadataBytes && blob_bytes <= body && metadata_bytes == body - blob_bytes,
              ErrorKind::Corrupt,
              name + " is truncated or damaged: the header announces " + std::to_string(metadata_bytes) + " + " +

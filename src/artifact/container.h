@@ -20,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -62,7 +63,10 @@ class Container {
   friend Container read_container(const std::filesystem::path&, std::string_view);
   std::string path_;
   nlohmann::json metadata_;
-  std::vector<std::byte> bytes_;  // the whole file
+  // The whole file, read into memory that is not zero-filled first (plans
+  // with their weights run to hundreds of MB).
+  std::unique_ptr<std::byte[]> bytes_;
+  std::size_t size_ = 0;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> blobs_;  // offset into bytes_, size
 };
 
