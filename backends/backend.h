@@ -182,6 +182,25 @@ class Device {
   virtual void download(const Buffer& buffer, std::uint64_t offset, std::span<std::byte> data) = 0;
   virtual std::shared_ptr<LoadedKernel> load_kernel(const KernelSource& source, const KernelBinary& binary) = 0;
   virtual std::unique_ptr<CommandList> create_command_list() = 0;
+
+  // The driver's cache of compiled pipelines, which the runtime keeps in its
+  // cache folder so that another process hands it back (optional: the
+  // defaults are a device without one).
+  // What saved data must have been made by to be restored here (device,
+  // driver and the driver's cache format), usable as a file name; nullopt:
+  // this device keeps no pipeline cache.
+  virtual std::optional<std::string> pipeline_cache_name() const { return std::nullopt; }
+  // Gives the driver data that pipeline_cache_data() returned in an earlier
+  // process for the same name. Call before loading kernels. Returns "" when
+  // the driver took it, else why the data was refused (the driver never sees
+  // refused data).
+  virtual std::string restore_pipeline_cache(std::span<const std::byte> data) {
+    (void)data;
+    return "this device keeps no pipeline cache";
+  }
+  // The driver's cache as it is now, if pipelines were created since the
+  // last call (or since the device was made); nullopt otherwise.
+  virtual std::optional<std::vector<std::byte>> pipeline_cache_data() { return std::nullopt; }
 };
 
 // Helpers every KernelCompiler uses for its error messages.

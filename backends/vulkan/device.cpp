@@ -18,7 +18,8 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, PhysicalDevice ph
                            DeviceOptions options)
     : context_(std::make_shared<const DeviceContext>(std::move(instance), std::move(physical), index)),
       options_(options),
-      staging_(context_) {}
+      staging_(context_),
+      pipeline_cache_(context_) {}
 
 std::shared_ptr<Buffer> VulkanDevice::allocate(std::uint64_t bytes) {
   context_->raise_validation_errors();
@@ -83,9 +84,12 @@ std::shared_ptr<LoadedKernel> VulkanDevice::load_kernel(const KernelSource& sour
   // Pipeline creation can take milliseconds: do it unlocked; a racing load of
   // the same binary wastes one pipeline, never correctness.
   const bool new_pipeline = !pipeline;
-  if (new_pipeline)
+  if (new_pipeline) {
+    std::shared_lock cache_lock(pipeline_cache_mutex_);
     pipeline = std::make_shared<const VulkanPipeline>(context_, binary, source.num_buffers, source.num_params,
-                                                      source.texel_widths, source.name);
+                                                      source.texel_widths, source.name, pipeline_cache_.handle());
+    ++pipelines_since_cache_data_;
+  }
   auto kernel = std::make_shared<VulkanKernel>(source.name, pipeline, context_);
   if (new_pipeline && target.device_type == "cpu") compile_now(*kernel);
   context_->raise_validation_errors();
@@ -107,6 +111,29 @@ void VulkanDevice::compile_now(VulkanKernel& kernel) {
 std::unique_ptr<CommandList> VulkanDevice::create_command_list() {
   context_->raise_validation_errors();
   return std::make_unique<VulkanCommandList>(context_);
+}
+
+std::optional<std::string> VulkanDevice::pipeline_cache_name() const {
+  return vulkan::pipeline_cache_name(context_->physical());
+}
+
+std::string VulkanDevice::restore_pipeline_cache(std::span<const std::byte> data) {
+  std::unique_lock cache_lock(pipeline_cache_mutex_);
+  try {
+    return pipeline_cache_.restore(data);
+  } catch (const Error& error) {
+    return error.what();  // the driver refused it: the device keeps its empty cache
+  }
+}
+
+std::optional<std::vector<std::byte>> VulkanDevice::pipeline_cache_data() {
+  if (pipelines_since_cache_data_.exchange(0) == 0) return std::nullopt;
+  return pipeline_cache_contents();
+}
+
+std::vector<std::byte> VulkanDevice::pipeline_cache_contents() const {
+  std::shared_lock cache_lock(pipeline_cache_mutex_);
+  return pipeline_cache_.data();
 }
 
 std::size_t VulkanDevice::pipeline_count() const {

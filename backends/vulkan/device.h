@@ -5,15 +5,21 @@
 #include "backends/backend.h"
 #include "backends/vulkan/context.h"
 #include "backends/vulkan/pipeline.h"
+#include "backends/vulkan/pipeline_cache.h"
 #include "backends/vulkan/staging.h"
 
 #include <array>
+#include <atomic>
 #include <cstddef>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <span>
 #include <string>
 #include <tuple>
+#include <vector>
 
 namespace kiln::backend::vulkan {
 
@@ -40,6 +46,15 @@ class VulkanDevice final : public Device {
   std::shared_ptr<LoadedKernel> load_kernel(const KernelSource& source, const KernelBinary& binary) override;
   std::unique_ptr<CommandList> create_command_list() override;
 
+  // The driver's pipeline cache: every pipeline is created with it.
+  std::optional<std::string> pipeline_cache_name() const override;
+  // Refuses data whose header is not this device's and driver's (see
+  // check_pipeline_cache_header) or that the driver rejects.
+  std::string restore_pipeline_cache(std::span<const std::byte> data) override;
+  std::optional<std::vector<std::byte>> pipeline_cache_data() override;
+  // The cache's contents now, whether or not anything changed (for tests).
+  std::vector<std::byte> pipeline_cache_contents() const;
+
   // How many distinct pipelines the cache holds.
   std::size_t pipeline_count() const;
   const DeviceContext& context() const { return *context_; }
@@ -60,6 +75,12 @@ class VulkanDevice final : public Device {
   std::shared_ptr<const DeviceContext> context_;
   DeviceOptions options_;
   StagingCopier staging_;
+
+  // Pipelines are created under a shared lock, a restore replaces the cache
+  // under an exclusive one.
+  mutable std::shared_mutex pipeline_cache_mutex_;
+  PipelineCache pipeline_cache_;
+  std::atomic<std::uint64_t> pipelines_since_cache_data_ = 0;
 
   std::once_flag placeholder_once_;
   std::shared_ptr<Buffer> placeholder_;  // bound to every binding by compile_now()

@@ -61,6 +61,9 @@ namespace kiln::backend::vulkan {
   X(vkDestroyPipelineLayout)           \
   X(vkCreateComputePipelines)          \
   X(vkDestroyPipeline)                 \
+  X(vkCreatePipelineCache)             \
+  X(vkDestroyPipelineCache)            \
+  X(vkGetPipelineCacheData)            \
   X(vkCreateDescriptorPool)            \
   X(vkDestroyDescriptorPool)           \
   X(vkAllocateDescriptorSets)          \

@@ -126,6 +126,11 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   device.storage_buffer_16bit = storage16.storageBuffer16BitAccess == VK_TRUE;
   device.shader_int64 = features.features.shaderInt64 == VK_TRUE;
   device.timestamp_period_ns = limits.timestampPeriod;
+  device.vendor_id = basic.vendorID;
+  device.device_id = basic.deviceID;
+  device.driver_version = basic.driverVersion;
+  std::copy(std::begin(basic.pipelineCacheUUID), std::end(basic.pipelineCacheUUID),
+            device.pipeline_cache_uuid.begin());
   device.max_allocation_bytes = maintenance3.maxMemoryAllocationSize;
   device.max_bound_storage_buffers = std::min({limits.maxPerStageDescriptorStorageBuffers,
                                                limits.maxDescriptorSetStorageBuffers, limits.maxPerStageResources});

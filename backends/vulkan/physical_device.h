@@ -4,6 +4,7 @@
 #include "backends/backend.h"
 #include "backends/vulkan/instance.h"
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -19,6 +20,11 @@ struct PhysicalDevice {
   std::uint64_t max_allocation_bytes = 0;  // maxMemoryAllocationSize
   std::uint32_t max_bound_storage_buffers = 0;
   VkPhysicalDeviceMemoryProperties memory{};
+  // What a pipeline cache's header names (VkPipelineCacheHeaderVersionOne).
+  std::uint32_t vendor_id = 0;
+  std::uint32_t device_id = 0;
+  std::uint32_t driver_version = 0;
+  std::array<std::uint8_t, VK_UUID_SIZE> pipeline_cache_uuid{};
   // Optional features kiln enables when present.
   bool shader_float16 = false;
   bool storage_buffer_16bit = false;

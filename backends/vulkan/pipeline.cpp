@@ -27,7 +27,8 @@ void check_spirv(const KernelBinary& binary, const std::string& kernel_name) {
 
 VulkanPipeline::VulkanPipeline(std::shared_ptr<const DeviceContext> context, const KernelBinary& binary,
                                std::uint32_t num_buffers, std::uint32_t num_params,
-                               std::vector<std::uint32_t> texel_widths, const std::string& kernel_name)
+                               std::vector<std::uint32_t> texel_widths, const std::string& kernel_name,
+                               VkPipelineCache cache)
     : num_buffers_(num_buffers), num_params_(num_params), texel_widths_(std::move(texel_widths)) {
   check_spirv(binary, kernel_name);
   const DeviceFunctions& vk = context->vk();
@@ -103,7 +104,7 @@ VulkanPipeline::VulkanPipeline(std::shared_ptr<const DeviceContext> context, con
   pipeline_info.stage.pName = "main";
   pipeline_info.layout = layout;
   VkPipeline pipeline = VK_NULL_HANDLE;
-  check_vk(vk.vkCreateComputePipelines(device, VK_NULL_HANDLE, 1, &pipeline_info, nullptr, &pipeline),
+  check_vk(vk.vkCreateComputePipelines(device, cache, 1, &pipeline_info, nullptr, &pipeline),
            "vkCreateComputePipelines" + where);
   pipeline_ = {context, pipeline};
 }

@@ -21,9 +21,10 @@ class VulkanPipeline {
   // Creates the shader module, layouts and compute pipeline (entry point
   // "main"). Throws Error(InvalidArgument) or Error(Corrupt) for a binary that
   // is not SPIR-V, Error(Internal) when the driver rejects it. `kernel_name`
-  // is for messages.
+  // is for messages; `cache` is the driver's pipeline cache (or VK_NULL_HANDLE).
   VulkanPipeline(std::shared_ptr<const DeviceContext> context, const KernelBinary& binary, std::uint32_t num_buffers,
-                 std::uint32_t num_params, std::vector<std::uint32_t> texel_widths, const std::string& kernel_name);
+                 std::uint32_t num_params, std::vector<std::uint32_t> texel_widths, const std::string& kernel_name,
+                 VkPipelineCache cache);
 
   VkPipeline handle() const { return pipeline_.get(); }
   VkPipelineLayout layout() const { return layout_.get(); }

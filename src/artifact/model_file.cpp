@@ -11,6 +11,8 @@
 
 #include <kiln/error.h>
 
+#include <chrono>
+#include <cstdio>
 #include <ctime>
 
 namespace kiln::artifact {
@@ -190,9 +192,11 @@ std::vector<WrittenTarget> write_model_file(const Model& model, const std::strin
 }
 
 ModelFile read_model_file(const std::string& path) {
+  const auto start = std::chrono::steady_clock::now();
   const Container file = read_container(path, kKind);
+  const double read_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const json& meta = file.metadata();
-  return decoding(file, [&] {
+  ModelFile model = decoding(file, [&] {
     const std::string version = meta.at("kiln_version").get<std::string>();
     const int format = meta.at("format").get<int>();
     KILN_CHECK(version == tune::kiln_version() && format == kModelFileFormat, ErrorKind::Unsupported,
@@ -207,6 +211,11 @@ ModelFile read_model_file(const std::string& path) {
     KILN_CHECK(!out.plans.empty(), ErrorKind::Corrupt, "'" + path + "' holds no plan");
     return out;
   });
+  char timing[96];
+  std::snprintf(timing, sizeof timing, " read and checked in %.1f ms, decoded in %.1f ms", read_ms,
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() - read_ms);
+  runtime::log(runtime::LogLevel::debug, "'" + path + "'" + timing);
+  return model;
 }
 
 std::string describe_targets(const ModelFile& file) {

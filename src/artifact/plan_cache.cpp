@@ -12,6 +12,9 @@
 
 #include <xxhash.h>
 
+#include <chrono>
+#include <cstdio>
+
 namespace kiln::artifact {
 namespace {
 
@@ -25,6 +28,13 @@ constexpr const char* kKind = "PLAN";
 constexpr int kPlanCacheVersion = 1;
 
 
+
+std::string ms_since(std::chrono::steady_clock::time_point start) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f ms",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  return text;
+}
 
 }  // namespace
 
@@ -75,6 +85,7 @@ PlanCache::PlanCache(const std::string& dir) {
 PlanKey PlanCache::key(const graph::Graph& model, const std::string& model_name, bool compiled, bool fullgraph,
                        const Settings& settings, const backend::TargetDesc& target, const std::string& extra) {
   PlanKey key;
+<<<<<<< HEAD
   append_key_field(key.text, std::to_string(kPlanCacheVersion));
   append_key_field(key.text, tune::kiln_version());
   append_key_field(key.text, graph_digest(model));
@@ -86,6 +97,21 @@ PlanKey PlanCache::key(const graph::Graph& model, const std::string& model_name,
   append_key_field(key.text, target.fingerprint());
   append_key_field(key.text, extra);
   key.digest = hex_digest(XXH3_128bits(key.text.data(), key.text.size()));
+=======
+  append_field(key.text, std::to_string(kPlanCacheVersion));
+  append_field(key.text, tune::kiln_version());
+  const auto digest_start = std::chrono::steady_clock::now();
+  append_field(key.text, graph_digest(model));
+  runtime::log(runtime::LogLevel::debug, "plan cache: digest of " + model_name + " in " + ms_since(digest_start));
+  append_field(key.text, model_name);
+  append_field(key.text, compiled ? "compiled" : "eager");
+  append_field(key.text, fullgraph ? "fullgraph" : "breaks allowed");
+  append_field(key.text, std::string(mode_name(settings.mode())));
+  append_field(key.text, settings.fingerprint());
+  append_field(key.text, target.fingerprint());
+  append_field(key.text, extra);
+  key.digest = hex128(XXH3_128bits(key.text.data(), key.text.size()));
+>>>>>>> warm
   return key;
 }
 
@@ -97,10 +123,16 @@ std::shared_ptr<const compiler::Plan> PlanCache::load(const PlanKey& key) const 
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return nullptr;
   try {
+    const auto start = std::chrono::steady_clock::now();
     const Container file = read_container(path, kKind);
+    const std::string read_ms = ms_since(start);
     const bool same_key = decoding(file, [&] { return file.metadata().at("key").get<std::string>() == key.text; });
     KILN_CHECK(same_key, ErrorKind::Corrupt, "'" + path.string() + "' is another key's plan");
-    return decode_plan(file.metadata().at("plan"), file);
+    const auto decode_start = std::chrono::steady_clock::now();
+    std::shared_ptr<const compiler::Plan> plan = decode_plan(file.metadata().at("plan"), file);
+    runtime::log(runtime::LogLevel::debug, "plan cache: " + path.string() + " read and checked in " + read_ms +
+                                               ", decoded in " + ms_since(decode_start));
+    return plan;
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Internal || e.kind() == ErrorKind::OutOfMemory) throw;
     runtime::log(runtime::LogLevel::warning, std::string("plan cache: ") + e.what() + "; removed it, planning again");

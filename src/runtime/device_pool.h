@@ -4,9 +4,14 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "src/runtime/cache_entry.h"
 #include "src/runtime/kernel_cache.h"
 
+#include <cstdint>
+#include <filesystem>
 #include <memory>
+#include <mutex>
+#include <span>
 #include <string>
 
 namespace kiln::runtime {
@@ -17,9 +22,18 @@ struct DeviceContext {
   std::string cache_dir;  // as given to acquire_device ("": the default)
   std::shared_ptr<backend::Device> device;
   std::unique_ptr<KernelCache> kernels;
+<<<<<<< HEAD
 
   // "vulkan:0 'llvmpipe (LLVM 15.0.6, 256 bits)'", for messages.
   std::string label() const;
+=======
+  // Where the driver's pipeline cache is kept (<cache dir>/pipelines/<the
+  // device's pipeline cache name>); empty when the cache dir is "off" or the
+  // device keeps none.
+  std::filesystem::path pipeline_cache_file;
+  std::mutex pipeline_cache_mutex;  // one save at a time, so an older copy never replaces a newer one
+  std::uint64_t pipeline_cache_restored_bytes = 0;  // what the driver was given from the file (for tests)
+>>>>>>> warm
 };
 
 // Resolves `device_spec` ("" = first device, "2" = index, otherwise a
@@ -27,7 +41,20 @@ struct DeviceContext {
 // devices, or DeviceUnavailable with the backend's reason.
 int resolve_device(const backend::Backend& backend, const std::string& device_spec);
 
+// The pooled device for (backend, device, cache dir); a new one is given the
+// driver's pipeline cache kept in the cache dir, if there is a valid one (a
+// file that is not is logged as a warning and removed).
 std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, const std::string& device_spec,
                                               const std::string& cache_dir);
+
+// Writes the driver's pipeline cache to ctx.pipeline_cache_file if pipelines
+// were created since the last save (call after loading kernels). Best
+// effort: a failure is logged, not thrown.
+void save_pipeline_cache(DeviceContext& ctx);
+
+// The pipeline cache entry at ctx.pipeline_cache_file (read_cache_entry with
+// its kind and key), and writing one there (returns "" or what went wrong).
+CacheEntryRead read_pipeline_cache(const DeviceContext& ctx);
+std::string write_pipeline_cache(const DeviceContext& ctx, std::span<const std::byte> data);
 
 }  // namespace kiln::runtime

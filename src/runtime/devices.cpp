@@ -2,13 +2,20 @@
 #include "backends/registry.h"
 #include "src/runtime/device_pool.h"
 
+#include "src/runtime/cache_entry.h"
+#include "src/runtime/compile_cache.h"
+#include "src/runtime/log.h"
+
 #include <kiln/kiln.h>
 
 #include <algorithm>
 #include <charconv>
 #include <cctype>
+#include <chrono>
+#include <cstdio>
 #include <map>
 #include <mutex>
+#include <span>
 #include <tuple>
 
 namespace kiln {
@@ -70,6 +77,77 @@ std::vector<BackendDescription> list_backends() {
 }
 
 namespace runtime {
+namespace {
+
+// Pipeline caches in the cache dir: one entry per device and driver.
+constexpr char kPipelineCacheKind[] = "pipelines";
+// Drivers keep every pipeline's machine code; this bounds what is read back.
+constexpr std::uint64_t kMaxPipelineCacheBytes = 1ull << 30;
+
+// The name is the device's, which changes with the device and driver.
+std::string pipeline_cache_key(const DeviceContext& ctx) {
+  return "kiln pipeline cache 1\n" + ctx.device->pipeline_cache_name().value_or("");
+}
+
+std::string ms_text(std::chrono::steady_clock::time_point start) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f ms",
+                std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  return text;
+}
+
+// Gives a new device the pipeline cache kept in `cache_dir`, if any; a file
+// that cannot be used is logged, removed and never given to the driver.
+void restore_pipeline_cache(DeviceContext& ctx, const std::string& cache_dir) {
+  const std::optional<std::string> name = ctx.device->pipeline_cache_name();
+  const std::string root = cache_dir.empty() ? default_cache_dir() : cache_dir;
+  if (!name || root == "off") return;
+  const auto start = std::chrono::steady_clock::now();
+  const std::filesystem::path path = std::filesystem::path(root) / "pipelines" / (*name + ".bin");
+  ctx.pipeline_cache_file = path;
+  const CacheEntryRead read = read_pipeline_cache(ctx);
+  std::string problem = read.problem;
+  if (read.payload) {
+    problem = ctx.device->restore_pipeline_cache(std::as_bytes(std::span(*read.payload)));
+    if (problem.empty()) {
+      ctx.pipeline_cache_restored_bytes = read.payload->size();
+      log(LogLevel::debug, "pipeline cache: " + std::to_string(read.payload->size()) + " bytes from " +
+                               path.string() + " given to the driver in " + ms_text(start));
+    }
+  }
+  if (problem.empty()) return;
+  const std::string removed = discard_cache_entry(path);
+  log(LogLevel::warning, "pipeline cache " + path.string() + " not used: " + problem +
+                             (removed.empty() ? "; removed" : "; cannot remove it: " + removed));
+}
+
+}  // namespace
+
+CacheEntryRead read_pipeline_cache(const DeviceContext& ctx) {
+  return read_cache_entry(ctx.pipeline_cache_file, kPipelineCacheKind, pipeline_cache_key(ctx),
+                          kMaxPipelineCacheBytes);
+}
+
+std::string write_pipeline_cache(const DeviceContext& ctx, std::span<const std::byte> data) {
+  return write_cache_entry(ctx.pipeline_cache_file, kPipelineCacheKind, pipeline_cache_key(ctx),
+                           std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
+}
+
+void save_pipeline_cache(DeviceContext& ctx) {
+  if (ctx.pipeline_cache_file.empty()) return;
+  std::lock_guard lock(ctx.pipeline_cache_mutex);
+  const auto start = std::chrono::steady_clock::now();
+  const std::optional<std::vector<std::byte>> data = ctx.device->pipeline_cache_data();
+  if (!data) return;
+  const std::string problem = write_pipeline_cache(ctx, *data);
+  if (!problem.empty()) {
+    log(LogLevel::warning, "pipeline cache not saved: " + problem);
+    return;
+  }
+  log(LogLevel::debug, "pipeline cache: " + std::to_string(data->size()) + " bytes saved to " +
+                           ctx.pipeline_cache_file.string() + " in " + ms_text(start));
+}
+
 
 int resolve_device(const backend::Backend& backend, const std::string& spec) {
   if (auto reason = backend.unavailable_reason())
@@ -113,6 +191,7 @@ std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, c
   ctx->cache_dir = cache_dir;
   ctx->device = backend.create_device(index);
   ctx->kernels = std::make_unique<KernelCache>(backend, ctx->device, CompileCache(cache_dir));
+  restore_pipeline_cache(*ctx, cache_dir);
   pool[key] = ctx;
   return ctx;
 }
