@@ -85,10 +85,11 @@ PlanCache::PlanCache(const std::string& dir) {
 PlanKey PlanCache::key(const graph::Graph& model, const std::string& model_name, bool compiled, bool fullgraph,
                        const Settings& settings, const backend::TargetDesc& target, const std::string& extra) {
   PlanKey key;
-<<<<<<< HEAD
   append_key_field(key.text, std::to_string(kPlanCacheVersion));
   append_key_field(key.text, tune::kiln_version());
+  const auto digest_start = std::chrono::steady_clock::now();
   append_key_field(key.text, graph_digest(model));
+  runtime::log(runtime::LogLevel::debug, "plan cache: digest of " + model_name + " in " + ms_since(digest_start));
   append_key_field(key.text, model_name);
   append_key_field(key.text, compiled ? "compiled" : "eager");
   append_key_field(key.text, fullgraph ? "fullgraph" : "breaks allowed");
@@ -97,21 +98,6 @@ PlanKey PlanCache::key(const graph::Graph& model, const std::string& model_name,
   append_key_field(key.text, target.fingerprint());
   append_key_field(key.text, extra);
   key.digest = hex_digest(XXH3_128bits(key.text.data(), key.text.size()));
-=======
-  append_field(key.text, std::to_string(kPlanCacheVersion));
-  append_field(key.text, tune::kiln_version());
-  const auto digest_start = std::chrono::steady_clock::now();
-  append_field(key.text, graph_digest(model));
-  runtime::log(runtime::LogLevel::debug, "plan cache: digest of " + model_name + " in " + ms_since(digest_start));
-  append_field(key.text, model_name);
-  append_field(key.text, compiled ? "compiled" : "eager");
-  append_field(key.text, fullgraph ? "fullgraph" : "breaks allowed");
-  append_field(key.text, std::string(mode_name(settings.mode())));
-  append_field(key.text, settings.fingerprint());
-  append_field(key.text, target.fingerprint());
-  append_field(key.text, extra);
-  key.digest = hex128(XXH3_128bits(key.text.data(), key.text.size()));
->>>>>>> warm
   return key;
 }
 

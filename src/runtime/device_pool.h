@@ -22,18 +22,15 @@ struct DeviceContext {
   std::string cache_dir;  // as given to acquire_device ("": the default)
   std::shared_ptr<backend::Device> device;
   std::unique_ptr<KernelCache> kernels;
-<<<<<<< HEAD
 
   // "vulkan:0 'llvmpipe (LLVM 15.0.6, 256 bits)'", for messages.
   std::string label() const;
-=======
   // Where the driver's pipeline cache is kept (<cache dir>/pipelines/<the
   // device's pipeline cache name>); empty when the cache dir is "off" or the
   // device keeps none.
   std::filesystem::path pipeline_cache_file;
   std::mutex pipeline_cache_mutex;  // one save at a time, so an older copy never replaces a newer one
   std::uint64_t pipeline_cache_restored_bytes = 0;  // what the driver was given from the file (for tests)
->>>>>>> warm
 };
 
 // Resolves `device_spec` ("" = first device, "2" = index, otherwise a

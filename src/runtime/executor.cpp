@@ -208,14 +208,10 @@ runtime::KernelCache::LoadCounts Executor::load_kernels() {
   std::vector<const compiler::RenderedKernel*> kernels;
   kernels.reserve(plan_->rendered.size());
   for (const compiler::RenderedKernel& kernel : plan_->rendered) kernels.push_back(&kernel);
-<<<<<<< HEAD
   runtime::KernelCache::LoadCounts counts;
   loaded_ = ctx_->kernels->get_all(kernels, 0, &counts);
-  return counts;
-=======
-  loaded_ = ctx_->kernels->get_all(kernels);
   runtime::save_pipeline_cache(*ctx_);
->>>>>>> warm
+  return counts;
 }
 
 void Executor::assign_storage() {
