@@ -5,8 +5,6 @@
 
 #include <kiln/error.h>
 
-#include <fcntl.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -137,27 +135,12 @@ Container read_container(const std::filesystem::path& path, std::string_view kin
   Container c;
   c.path_ = path.string();
   {
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO swapped in: no wait
-    KILN_CHECK(fd >= 0, ErrorKind::Io, "cannot open " + name + ": " + std::strerror(errno));
-    struct stat opened {};
-    const bool examined = ::fstat(fd, &opened) == 0;
-    if (!examined || !S_ISREG(opened.st_mode)) ::close(fd);
-    KILN_CHECK(examined, ErrorKind::Io, "cannot read " + name + ": " + std::strerror(errno));
-    KILN_CHECK(S_ISREG(opened.st_mode), ErrorKind::Io,
-               "cannot read " + name + ": " + runtime::file_type_name(opened.st_mode));
-    c.size_ = static_cast<std::size_t>(opened.st_size);
-    if (c.size_ > 0) {
-      // MAP_POPULATE maps the pages already in the page cache in one go.
-      void* mapped = ::mmap(nullptr, c.size_, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
-      const int map_errno = errno;
-      ::close(fd);
-      KILN_CHECK(mapped != MAP_FAILED, ErrorKind::Io, "cannot read " + name + ": " + std::strerror(map_errno));
-      const std::size_t size = c.size_;
-      c.bytes_ = std::shared_ptr<const std::byte>(
-          static_cast<const std::byte*>(mapped), [size](const std::byte* p) { ::munmap(const_cast<std::byte*>(p), size); });
-    } else {
-      ::close(fd);
-    }
+    std::ifstream in(path, std::ios::binary);
+    KILN_CHECK(in.good(), ErrorKind::Io, "cannot open " + name);
+    c.size_ = static_cast<std::size_t>(st.st_size);
+    c.bytes_ = std::make_unique_for_overwrite<std::byte[]>(c.size_);
+    in.read(reinterpret_cast<char*>(c.bytes_.get()), static_cast<std::streamsize>(c.size_));
+    KILN_CHECK(static_cast<std::size_t>(in.gcount()) == c.size_, ErrorKind::Io, "cannot read all of " + name);
   }
   const std::byte* h = c.bytes_.get();
   KILN_CHECK(c.size_ >= kHeaderBytes && std::memcmp(h, kMagic, 4) == 0, ErrorKind::Corrupt,

@@ -63,13 +63,9 @@ class Container {
   friend Container read_container(const std::filesystem::path&, std::string_view);
   std::string path_;
   nlohmann::json metadata_;
-  // The whole file, mapped read-only while the Container lives (decoding):
-  // plans with their weights run to hundreds of MB, and copying them into
-  // fresh memory cost more than the rest of reading (docs/benchmarks/
-  // warm-start.md). kiln replaces its files by renaming, which leaves a
-  // mapping intact; only a file truncated in place by another program while
-  // it is decoded would fault.
-  std::shared_ptr<const std::byte> bytes_;
+  // The whole file, read into memory that is not zero-filled first (plans
+  // with their weights run to hundreds of MB).
+  std::unique_ptr<std::byte[]> bytes_;
   std::size_t size_ = 0;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> blobs_;  // offset into bytes_, size
 };
