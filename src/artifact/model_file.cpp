@@ -3,6 +3,7 @@
 #include "backends/registry.h"
 #include "src/artifact/container.h"
 #include "src/artifact/plan_codec.h"
+#include "src/compile/sources.h"
 #include "src/runtime/compile_cache.h"
 #include "src/runtime/device_pool.h"
 #include "src/runtime/log.h"
@@ -97,22 +98,6 @@ std::vector<backend::KernelBinary> compile_binaries(const backend::Backend& b, c
   return binaries;
 }
 
-std::shared_ptr<compiler::Plan> plan_for(const Model& model, const backend::Backend& b,
-                                         const backend::TargetDesc& target, const Settings& settings,
-                                         const std::string& cache_dir) {
-  compiler::PlanRequest request{.model_name = model.name(), .compiled = true, .fullgraph = false, .settings = settings};
-  // The tuning database's records for this target; nothing is tuned here.
-  tune::AutotuneOptions options;
-  options.database_path = tune::database_path(settings, cache_dir);
-  options.tune_missing = false;
-  auto tuner = std::make_shared<tune::Autotuner>(target, std::move(options));
-  if (settings.flag("autotune"))
-    request.graph_chooser = [tuner](const graph::passes::GraphChoice& choice) { return tuner->choose(choice); };
-  request.autotune = [tuner](const graph::Graph& passed, const lower::LowerTarget& lower_target) {
-    return tuner->finish(passed, lower_target);
-  };
-  return std::const_pointer_cast<compiler::Plan>(compiler::build_plan(model.graph_ptr(), b, target, request));
-}
 
 std::string target_label(const compiler::Plan& plan) {
   const backend::TargetDesc& t = plan.target;
@@ -165,7 +150,9 @@ std::vector<WrittenTarget> write_model_file(const Model& model, const std::strin
     }
     const std::string compiler = b.compiler().version();
     for (const backend::TargetDesc& target : targets) {
-      std::shared_ptr<compiler::Plan> plan = plan_for(model, b, target, settings, options.cache_dir);
+      // A copy: its kernels get their binaries.
+      auto plan = std::make_shared<compiler::Plan>(
+          *compiler::plan_from_records(model, b, target, settings, options.cache_dir));
       WrittenTarget w{b.name(), target.device_type == "offline" ? target.arch : target.device_name, 0, 0, 0};
       for (compiler::RenderedKernel& kernel : plan->rendered) {
         kernel.binaries = compile_binaries(b, target, kernel.source, cache, compiler);

@@ -37,13 +37,12 @@ backend::TargetDesc plan_target(const backend::Backend& b) {
 
 }  // namespace
 
-BackendSources generate_sources(const Model& model, const std::string& backend_name, const Settings& settings) {
-  const backend::Backend& b = backend::get_backend(backend_name);
-  const backend::TargetDesc target = plan_target(b);
-  compiler::PlanRequest request{.model_name = model.name(), .compiled = true, .fullgraph = false, .settings = settings};
-  // max-autotune without a device: the tuning database's records, no tuning.
+std::shared_ptr<const Plan> plan_from_records(const Model& model, const backend::Backend& b,
+                                              const backend::TargetDesc& target, const Settings& settings,
+                                              const std::string& cache_dir) {
+  PlanRequest request{.model_name = model.name(), .compiled = true, .fullgraph = false, .settings = settings};
   tune::AutotuneOptions options;
-  options.database_path = tune::database_path(settings, "");
+  options.database_path = tune::database_path(settings, cache_dir);
   options.tune_missing = false;
   auto tuner = std::make_shared<tune::Autotuner>(target, std::move(options));
   if (settings.flag("autotune"))
@@ -51,7 +50,13 @@ BackendSources generate_sources(const Model& model, const std::string& backend_n
   request.autotune = [tuner](const graph::Graph& passed, const lower::LowerTarget& lower_target) {
     return tuner->finish(passed, lower_target);
   };
-  const std::shared_ptr<const compiler::Plan> plan = compiler::build_plan(model.graph_ptr(), b, target, request);
+  return build_plan(model.graph_ptr(), b, target, request);
+}
+
+BackendSources generate_sources(const Model& model, const std::string& backend_name, const Settings& settings) {
+  const backend::Backend& b = backend::get_backend(backend_name);
+  const backend::TargetDesc target = plan_target(b);
+  const std::shared_ptr<const compiler::Plan> plan = plan_from_records(model, b, target, settings, "");
   const graph::Graph& g = *plan->graph;
 
   BackendSources out;

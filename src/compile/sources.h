@@ -9,11 +9,15 @@
 #include <kiln/model.h>
 #include <kiln/settings.h>
 
+#include <memory>
+
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace kiln::compiler {
+
+struct Plan;
 
 struct KernelSourceFile {
   std::string file_name;    // "007_conv2d_add_relu.glsl": execution order, kernel name, extension
@@ -34,6 +38,13 @@ struct BackendSources {
 // compiler::build_plan's (src/compile/plan.h), as the executor builds it for
 // the backend's first device: the sources are the ones the device compiles.
 BackendSources generate_sources(const Model& model, const std::string& backend, const Settings& settings = {});
+
+// The plan compiled mode builds for `target` where nothing is tuned (no
+// device, or ahead of time): max-autotune takes the tuning database's
+// records (tune::database_path(settings, cache_dir)) and tunes nothing.
+std::shared_ptr<const Plan> plan_from_records(const Model& model, const backend::Backend& backend,
+                                              const backend::TargetDesc& target, const Settings& settings,
+                                              const std::string& cache_dir);
 
 // Every built-in backend's name, in preference order.
 std::vector<std::string> source_backends();
