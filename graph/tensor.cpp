@@ -30,14 +30,33 @@ Tensor::Tensor() : Tensor(DType::f32, Shape{0}) {}
 Tensor::Tensor(DType dtype, Shape shape) : dtype_(dtype), shape_(std::move(shape)) {
   for (std::int64_t d : shape_)
     KILN_CHECK(d >= 0, ErrorKind::ShapeMismatch, "negative dimension in tensor shape " + shape_str(shape_));
-  storage_ = std::make_shared<std::vector<std::byte>>(nbytes());
+  const std::shared_ptr<std::byte[]> owned(new std::byte[nbytes()]());
+  data_ = std::shared_ptr<std::byte>(owned, owned.get());
+}
+
+Tensor Tensor::wrap(DType dtype, Shape shape, std::shared_ptr<std::byte> data, std::size_t size) {
+  for (std::int64_t d : shape)
+    KILN_CHECK(d >= 0, ErrorKind::ShapeMismatch, "negative dimension in tensor shape " + shape_str(shape));
+  const std::size_t expected = static_cast<std::size_t>(num_elements(shape)) * dtype_size(dtype);
+  KILN_CHECK(size == expected, ErrorKind::InvalidArgument,
+             "Tensor::wrap: " + std::to_string(size) + " bytes for " + std::string(dtype_name(dtype)) +
+                 shape_str(shape) + ", which needs " + std::to_string(expected));
+  KILN_CHECK(size == 0 || data != nullptr, ErrorKind::InvalidArgument, "Tensor::wrap: no data");
+  KILN_CHECK(reinterpret_cast<std::uintptr_t>(data.get()) % dtype_size(dtype) == 0, ErrorKind::InvalidArgument,
+             "Tensor::wrap: data for " + std::string(dtype_name(dtype)) + " elements must be aligned to " +
+                 std::to_string(dtype_size(dtype)) + " bytes");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_ = std::move(shape);
+  t.data_ = std::move(data);
+  return t;
 }
 
 Tensor Tensor::from_f32(Shape shape, std::vector<float> values) {
   Tensor t(DType::f32, std::move(shape));
   KILN_CHECK(static_cast<std::int64_t>(values.size()) == t.numel(), ErrorKind::ShapeMismatch,
              "Tensor::from_f32: " + std::to_string(values.size()) + " values for shape " + shape_str(t.shape()));
-  if (!values.empty()) std::memcpy(t.storage_->data(), values.data(), t.nbytes());
+  if (!values.empty()) std::memcpy(t.data_.get(), values.data(), t.nbytes());
   return t;
 }
 
@@ -45,14 +64,14 @@ Tensor Tensor::from_i64(Shape shape, std::vector<std::int64_t> values) {
   Tensor t(DType::i64, std::move(shape));
   KILN_CHECK(static_cast<std::int64_t>(values.size()) == t.numel(), ErrorKind::ShapeMismatch,
              "Tensor::from_i64: " + std::to_string(values.size()) + " values for shape " + shape_str(t.shape()));
-  if (!values.empty()) std::memcpy(t.storage_->data(), values.data(), t.nbytes());
+  if (!values.empty()) std::memcpy(t.data_.get(), values.data(), t.nbytes());
   return t;
 }
 
 Tensor Tensor::scalar_f32(float value) { return from_f32({}, {value}); }
 
-std::span<std::byte> Tensor::bytes() { return {storage_->data(), nbytes()}; }
-std::span<const std::byte> Tensor::bytes() const { return {storage_->data(), nbytes()}; }
+std::span<std::byte> Tensor::bytes() { return {data_.get(), nbytes()}; }
+std::span<const std::byte> Tensor::bytes() const { return {data_.get(), nbytes()}; }
 
 namespace {
 template <class T> constexpr bool matches(DType d) {
@@ -68,13 +87,13 @@ template <class T> constexpr bool matches(DType d) {
 template <class T> std::span<T> Tensor::values() {
   KILN_CHECK(matches<T>(dtype_), ErrorKind::ShapeMismatch,
              std::string("tensor of dtype ") + std::string(dtype_name(dtype_)) + " read with the wrong element type");
-  return {reinterpret_cast<T*>(storage_->data()), static_cast<std::size_t>(numel())};
+  return {reinterpret_cast<T*>(data_.get()), static_cast<std::size_t>(numel())};
 }
 
 template <class T> std::span<const T> Tensor::values() const {
   KILN_CHECK(matches<T>(dtype_), ErrorKind::ShapeMismatch,
              std::string("tensor of dtype ") + std::string(dtype_name(dtype_)) + " read with the wrong element type");
-  return {reinterpret_cast<const T*>(storage_->data()), static_cast<std::size_t>(numel())};
+  return {reinterpret_cast<const T*>(data_.get()), static_cast<std::size_t>(numel())};
 }
 
 template std::span<float> Tensor::values<float>();
@@ -90,7 +109,7 @@ template std::span<const std::uint16_t> Tensor::values<std::uint16_t>() const;
 
 Tensor Tensor::clone() const {
   Tensor t(dtype_, shape_);
-  if (nbytes() != 0) std::memcpy(t.storage_->data(), storage_->data(), nbytes());  // empty: no storage to copy
+  if (nbytes() != 0) std::memcpy(t.data_.get(), data_.get(), nbytes());  // empty: no storage to copy
   return t;
 }
 

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <functional>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "graph/ir.h"
 #include "graph/op_registry.h"
@@ -431,3 +433,27 @@ BOOST_AUTO_TEST_CASE(direct_reference_calls_validate_their_tensors) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+BOOST_AUTO_TEST_CASE(a_wrapped_tensor_uses_the_callers_bytes_and_checks_their_size_and_alignment) {
+  auto owner = std::make_shared<std::vector<float>>(std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7});
+  // Elements 2..5 of the owner's buffer, as a [2, 2] tensor; the tensor keeps the owner alive.
+  std::shared_ptr<std::byte> at(owner, reinterpret_cast<std::byte*>(owner->data() + 2));
+  kiln::Tensor t = kiln::Tensor::wrap(kiln::DType::f32, {2, 2}, at, 4 * sizeof(float));
+  const std::weak_ptr<std::vector<float>> watch = owner;
+  owner.reset();
+  BOOST_TEST(!watch.expired());
+  BOOST_TEST(t.values<float>()[0] == 2.0f);
+  BOOST_TEST(t.values<float>()[3] == 5.0f);
+  t.values<float>()[1] = 30.0f;  // no copy: the owner sees the write
+  BOOST_TEST((*watch.lock())[3] == 30.0f);
+  BOOST_TEST(t.clone().values<float>()[1] == 30.0f);
+
+  expect_error([&] { kiln::Tensor::wrap(kiln::DType::f32, {2, 2}, at, 3 * sizeof(float)); },
+               ErrorKind::InvalidArgument, {"12 bytes", "needs 16"});
+  std::shared_ptr<std::byte> odd(at, at.get() + 1);
+  expect_error([&] { kiln::Tensor::wrap(kiln::DType::f32, {1}, odd, sizeof(float)); }, ErrorKind::InvalidArgument,
+               {"aligned to 4 bytes"});
+  expect_error([&] { kiln::Tensor::wrap(kiln::DType::f32, {1}, nullptr, sizeof(float)); },
+               ErrorKind::InvalidArgument, {"no data"});
+  BOOST_TEST(kiln::Tensor::wrap(kiln::DType::f32, {0, 3}, nullptr, 0).numel() == 0);
+}

@@ -9,6 +9,7 @@
 #include "backends/registry.h"
 #include "cli_runner.h"
 #include "src/artifact/container.h"
+#include "src/artifact/graph_codec.h"
 #include "src/artifact/model_file.h"
 
 #include <filesystem>
@@ -162,6 +163,40 @@ BOOST_AUTO_TEST_CASE(a_file_from_another_kiln_version_is_refused_naming_both) {
   BOOST_TEST(contains(expect_error([&] { kiln::load(text.string()); }).what(), "not a kiln file"));
   BOOST_TEST((expect_error([&] { kiln::load((file.dir / "missing.kiln").string()); }).kind() == ErrorKind::NotFound));
   BOOST_TEST((expect_error([&] { kiln::load(file.dir.string()); }).kind() == ErrorKind::Io));
+}
+
+BOOST_AUTO_TEST_CASE(blobs_lie_aligned_and_decoded_weights_use_the_read_file_in_place) {
+  const fs::path dir = fresh_dir("blobs");
+  // Odd sizes, so that only padding can align the blobs after the first.
+  const kiln::Tensor odd = random_input({3}, 1);
+  const kiln::Tensor weights = random_input({5, 7}, 2);
+  kiln::artifact::BlobWriter blobs;
+  nlohmann::json metadata = {{"odd", kiln::artifact::encode_tensor(odd, blobs)},
+                             {"weights", kiln::artifact::encode_tensor(weights, blobs)},
+                             {"again", kiln::artifact::encode_tensor(weights, blobs)}};  // stored once
+  const fs::path path = dir / "blobs.kiln";
+  kiln::artifact::write_container(path, "PLAN", metadata, blobs);
+
+  const kiln::artifact::Container file = kiln::artifact::read_container(path, "PLAN");
+  BOOST_TEST(file.metadata()["blobs"].size() == 2u);
+  for (std::uint64_t i = 0; i < 2; ++i)
+    BOOST_TEST(reinterpret_cast<std::uintptr_t>(file.blob(i, "test").data()) % kiln::artifact::kBlobAlignment == 0u);
+  const kiln::Tensor decoded = kiln::artifact::decode_tensor(file.metadata()["weights"], file);
+  const kiln::Tensor again = kiln::artifact::decode_tensor(file.metadata()["again"], file);
+  BOOST_TEST(kiln::max_abs_diff(decoded, weights) == 0.0f);
+  BOOST_TEST(kiln::max_abs_diff(kiln::artifact::decode_tensor(file.metadata()["odd"], file), odd) == 0.0f);
+  // In place: the decoded tensor's bytes are the file's blob, not a copy.
+  BOOST_TEST((decoded.bytes().data() == file.blob(1, "test").data()));
+  BOOST_TEST((again.bytes().data() == decoded.bytes().data()));
+
+  // A container of the previous layout (version 1, blobs unaligned) is refused by version.
+  std::vector<char> bytes = read_bytes(path);
+  bytes[8] = 1;
+  write_bytes(path, bytes);
+  const kiln::Error e = expect_error([&] { kiln::artifact::read_container(path, "PLAN"); });
+  BOOST_TEST((e.kind() == ErrorKind::Corrupt));
+  BOOST_TEST(contains(e.what(), "container version 1; this kiln reads version 2"));
+  fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(a_device_no_plan_fits_gets_an_error_naming_what_the_file_holds) {

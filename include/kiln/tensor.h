@@ -2,7 +2,8 @@
 //
 // Copies share storage (like torch.Tensor); clone() makes a deep copy. It is
 // the value type of model inputs, outputs, constants and the reference
-// implementation.
+// implementation. Storage is either the tensor's own (zero-filled at
+// construction) or bytes owned elsewhere (wrap()).
 #pragma once
 
 #include <kiln/dtype.h>
@@ -23,6 +24,11 @@ class Tensor {
   static Tensor from_f32(Shape shape, std::vector<float> values);
   static Tensor from_i64(Shape shape, std::vector<std::int64_t> values);
   static Tensor scalar_f32(float value);
+  // A tensor over bytes owned elsewhere, without a copy: `data` keeps them
+  // alive (shared_ptr's aliasing constructor points into a larger buffer).
+  // Throws InvalidArgument unless `size` is the shape's byte count and `data`
+  // is aligned to the element size.
+  static Tensor wrap(DType dtype, Shape shape, std::shared_ptr<std::byte> data, std::size_t size);
 
   DType dtype() const { return dtype_; }
   const Shape& shape() const { return shape_; }
@@ -44,7 +50,7 @@ class Tensor {
  private:
   DType dtype_;
   Shape shape_;
-  std::shared_ptr<std::vector<std::byte>> storage_;
+  std::shared_ptr<std::byte> data_;  // nbytes() bytes; may point into a larger owner
 };
 
 // The largest |a - b| over all elements; throws ShapeMismatch if they differ in

@@ -9,9 +9,11 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <new>
 
 namespace kiln::artifact {
 namespace {
@@ -51,14 +53,24 @@ std::string kind_text(const std::byte* at) {
   return text;
 }
 
+std::uint64_t align_up(std::uint64_t n) { return (n + kBlobAlignment - 1) / kBlobAlignment * kBlobAlignment; }
+
+// Memory for a whole file, aligned like its blobs and not zero-filled.
+std::shared_ptr<std::byte> allocate_aligned(std::size_t size) {
+  constexpr auto alignment = std::align_val_t{kBlobAlignment};
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(::operator new(std::max<std::size_t>(size, 1), alignment)),
+                                    [](std::byte* p) { ::operator delete(p, alignment); });
+}
+
 }  // namespace
 
 std::uint64_t BlobWriter::add(std::span<const std::byte> bytes) {
   std::string digest = hex_digest(XXH3_128bits(bytes.data(), bytes.size())) + ":" + std::to_string(bytes.size());
   if (auto it = by_digest_.find(digest); it != by_digest_.end()) return it->second;
   const std::uint64_t index = blobs_.size();
-  blobs_.push_back({total_, std::vector<std::byte>(bytes.begin(), bytes.end())});
-  total_ += bytes.size();
+  const std::uint64_t offset = align_up(total_);
+  blobs_.push_back({offset, std::vector<std::byte>(bytes.begin(), bytes.end())});
+  total_ = offset + bytes.size();
   by_digest_.emplace(std::move(digest), index);
   return index;
 }
@@ -71,12 +83,25 @@ void write_container(const std::filesystem::path& path, std::string_view kind, c
   for (const BlobWriter::Entry& blob : blobs.blobs_) table.push_back({blob.offset, blob.bytes.size()});
   with_table["blobs"] = std::move(table);
   const std::vector<std::uint8_t> cbor = nlohmann::json::to_cbor(with_table);
+  // Zeros after the metadata and between blobs put every blob at a multiple
+  // of kBlobAlignment from the file's start.
+  const std::vector<std::byte> zeros(kBlobAlignment);
+  const std::uint64_t metadata_padding = align_up(kHeaderBytes + cbor.size()) - (kHeaderBytes + cbor.size());
+  std::vector<std::uint64_t> padding_before;  // of each blob
+  for (std::uint64_t end = 0; const BlobWriter::Entry& blob : blobs.blobs_) {
+    padding_before.push_back(blob.offset - end);
+    end = blob.offset + blob.bytes.size();
+  }
 
   XXH3_state_t* state = XXH3_createState();
   KILN_ASSERT(state != nullptr);
   XXH3_128bits_reset(state);
   XXH3_128bits_update(state, cbor.data(), cbor.size());
-  for (const BlobWriter::Entry& blob : blobs.blobs_) XXH3_128bits_update(state, blob.bytes.data(), blob.bytes.size());
+  XXH3_128bits_update(state, zeros.data(), metadata_padding);
+  for (std::size_t i = 0; i < blobs.blobs_.size(); ++i) {
+    XXH3_128bits_update(state, zeros.data(), padding_before[i]);
+    XXH3_128bits_update(state, blobs.blobs_[i].bytes.data(), blobs.blobs_[i].bytes.size());
+  }
   const XXH128_hash_t digest = XXH3_128bits_digest(state);
   XXH3_freeState(state);
 
@@ -105,8 +130,12 @@ void write_container(const std::filesystem::path& path, std::string_view kind, c
     if (!out.good()) fail("cannot create '" + temp.string() + "'");
     out.write(reinterpret_cast<const char*>(header), kHeaderBytes);
     out.write(reinterpret_cast<const char*>(cbor.data()), static_cast<std::streamsize>(cbor.size()));
-    for (const BlobWriter::Entry& blob : blobs.blobs_)
+    out.write(reinterpret_cast<const char*>(zeros.data()), static_cast<std::streamsize>(metadata_padding));
+    for (std::size_t i = 0; i < blobs.blobs_.size(); ++i) {
+      const BlobWriter::Entry& blob = blobs.blobs_[i];
+      out.write(reinterpret_cast<const char*>(zeros.data()), static_cast<std::streamsize>(padding_before[i]));
       out.write(reinterpret_cast<const char*>(blob.bytes.data()), static_cast<std::streamsize>(blob.bytes.size()));
+    }
     out.close();
     if (!out) fail("writing '" + temp.string() + "' failed (disk full?)");
   }
@@ -121,6 +150,11 @@ std::span<const std::byte> Container::blob(std::uint64_t index, std::string_view
                  std::to_string(blobs_.size()));
   const auto [offset, size] = blobs_[index];
   return std::span<const std::byte>(bytes_.get(), size_).subspan(offset, size);
+}
+
+std::shared_ptr<std::byte> Container::shared_blob(std::uint64_t index, std::string_view what) const {
+  const std::span<const std::byte> bytes = blob(index, what);
+  return std::shared_ptr<std::byte>(bytes_, bytes_.get() + (bytes.data() - bytes_.get()));
 }
 
 Container read_container(const std::filesystem::path& path, std::string_view kind) {
@@ -138,7 +172,7 @@ Container read_container(const std::filesystem::path& path, std::string_view kin
     std::ifstream in(path, std::ios::binary);
     KILN_CHECK(in.good(), ErrorKind::Io, "cannot open " + name);
     c.size_ = static_cast<std::size_t>(st.st_size);
-    c.bytes_ = std::make_unique_for_overwrite<std::byte[]>(c.size_);
+    c.bytes_ = allocate_aligned(c.size_);
     in.read(reinterpret_cast<char*>(c.bytes_.get()), static_cast<std::streamsize>(c.size_));
     KILN_CHECK(static_cast<std::size_t>(in.gcount()) == c.size_, ErrorKind::Io, "cannot read all of " + name);
   }
@@ -154,10 +188,11 @@ Container read_container(const std::filesystem::path& path, std::string_view kin
   const std::uint64_t metadata_bytes = get_u64(h + 16);
   const std::uint64_t blob_bytes = get_u64(h + 24);
   const std::uint64_t body = c.size_ - kHeaderBytes;
-  KILN_CHECK(metadata_bytes <= kMaxMetadataBytes && blob_bytes <= body && metadata_bytes == body - blob_bytes,
+  KILN_CHECK(metadata_bytes <= kMaxMetadataBytes && blob_bytes <= body &&
+                 align_up(kHeaderBytes + metadata_bytes) == c.size_ - blob_bytes,
              ErrorKind::Corrupt,
              name + " is truncated or damaged: the header announces " + std::to_string(metadata_bytes) + " + " +
-                 std::to_string(blob_bytes) + " bytes, the file holds " + std::to_string(body));
+                 std::to_string(blob_bytes) + " bytes (with alignment), the file holds " + std::to_string(body));
   const XXH128_hash_t digest = XXH3_128bits(h + kHeaderBytes, body);
   KILN_CHECK(digest.high64 == get_u64(h + 32) && digest.low64 == get_u64(h + 40), ErrorKind::Corrupt,
              name + " fails its checksum: the file was altered or damaged");
@@ -168,7 +203,7 @@ Container read_container(const std::filesystem::path& path, std::string_view kin
              name + " has malformed metadata");
   const auto table = c.metadata_.find("blobs");
   KILN_CHECK(table != c.metadata_.end() && table->is_array(), ErrorKind::Corrupt, name + " has no blob table");
-  const std::uint64_t blobs_at = kHeaderBytes + metadata_bytes;
+  const std::uint64_t blobs_at = align_up(kHeaderBytes + metadata_bytes);
   for (const nlohmann::json& entry : *table) {
     KILN_CHECK(entry.is_array() && entry.size() == 2 && entry[0].is_number_unsigned() && entry[1].is_number_unsigned(),
                ErrorKind::Corrupt, name + " has a malformed blob table");

@@ -10,9 +10,13 @@
 //   8       4     container version (little-endian u32)
 //   12      4     reserved, 0
 //   16      8     metadata bytes (u64)
-//   24      8     blob bytes (u64)
+//   24      8     blob bytes (u64, from the first blob to the end of the file)
 //   32      16    XXH3-128 of everything after the header
-//   48            metadata (CBOR), then the blobs
+//   48            metadata (CBOR), zeros up to a multiple of kBlobAlignment,
+//                 then the blobs, each at a multiple of kBlobAlignment
+//
+// Aligned blobs let a reader use weights where they lie in the read file
+// (Tensor::wrap) instead of copying them into new memory.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -29,7 +33,8 @@
 
 namespace kiln::artifact {
 
-inline constexpr std::uint32_t kContainerVersion = 1;
+inline constexpr std::uint32_t kContainerVersion = 2;
+inline constexpr std::uint64_t kBlobAlignment = 64;
 
 // Collects blobs for a file; equal contents are stored once (weights shared
 // by several targets' plans).
@@ -57,6 +62,9 @@ class Container {
   const nlohmann::json& metadata() const { return metadata_; }
   // Throws Corrupt naming `what` when `index` is not a blob of the file.
   std::span<const std::byte> blob(std::uint64_t index, std::string_view what) const;
+  // The same bytes, sharing ownership of the read file (which they keep in
+  // memory): for tensors that use weights where they lie.
+  std::shared_ptr<std::byte> shared_blob(std::uint64_t index, std::string_view what) const;
   const std::string& path() const { return path_; }
 
  private:
@@ -64,8 +72,8 @@ class Container {
   std::string path_;
   nlohmann::json metadata_;
   // The whole file, read into memory that is not zero-filled first (plans
-  // with their weights run to hundreds of MB).
-  std::unique_ptr<std::byte[]> bytes_;
+  // with their weights run to hundreds of MB), aligned to kBlobAlignment.
+  std::shared_ptr<std::byte> bytes_;
   std::size_t size_ = 0;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> blobs_;  // offset into bytes_, size
 };

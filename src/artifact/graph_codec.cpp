@@ -2,6 +2,7 @@
 
 #include <kiln/error.h>
 
+#include <cstdint>
 #include <cstring>
 
 namespace kiln::artifact {
@@ -72,6 +73,11 @@ Tensor decode_tensor(const json& j, const Container& file) {
   KILN_CHECK(elements * dtype_size(dtype) == bytes.size(), ErrorKind::Corrupt,
              "'" + file.path() + "': a tensor of " + std::string(dtype_name(dtype)) + shape_str(shape) + " has " +
                  std::to_string(bytes.size()) + " bytes");
+  // Weights stay where they lie in the read file (its blobs are aligned), so
+  // a warm start writes them into new memory once fewer; a blob at an odd
+  // offset (a file kiln did not write) is copied.
+  if (reinterpret_cast<std::uintptr_t>(bytes.data()) % dtype_size(dtype) == 0)
+    return Tensor::wrap(dtype, shape, file.shared_blob(j.at("blob").get<std::uint64_t>(), "a tensor"), bytes.size());
   Tensor t(dtype, shape);
   if (!bytes.empty()) std::memcpy(t.bytes().data(), bytes.data(), bytes.size());
   return t;
