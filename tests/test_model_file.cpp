@@ -97,11 +97,15 @@ BOOST_AUTO_TEST_CASE(a_loaded_file_runs_no_pass_and_no_compiler_and_matches_a_co
   BOOST_TEST(stats.kernel_cache_hits == 0);
   BOOST_TEST(stats.kernels > 0);
   BOOST_TEST(stats.kernels_from_file == stats.kernels);
+  BOOST_TEST(stats.kernel_compile_ms == 0.0);  // no compiler ran
+  BOOST_TEST(stats.pipeline_ms > 0.0);         // the driver still creates every pipeline
   BOOST_TEST(contains(loaded.explain(), "read from " + file.path.string()));
 
   kiln::CompiledModel compiled = kiln::compile(file.model, {.cache_dir = "off"});
   const std::vector<kiln::Tensor> expected = compiled({input});
   BOOST_TEST(compiled.stats().graph_passes_run > 0);
+  BOOST_TEST(compiled.stats().kernel_compile_ms > 0.0);  // no cache: every kernel compiled
+  BOOST_TEST(compiled.stats().pipeline_ms > 0.0);
   BOOST_REQUIRE(out.size() == expected.size());
   // The same kernels on the same data: the same result.
   BOOST_TEST(kiln::max_abs_diff(out[0], expected[0]) == 0.0f);

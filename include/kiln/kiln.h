@@ -67,6 +67,13 @@ struct RunStats {
   // upload, and prepare()'s warm-up submission (0 without prepare()).
   double plan_ms = 0;
   double kernels_ms = 0;
+  // kernels_ms's two parts, each summed over the kernels (distinct kernels
+  // load on several threads at once, so a sum can exceed kernels_ms): the
+  // kernel compiler (shaderc, NVRTC, hiprtc; 0 when every binary came from a
+  // cache or a file) and the driver's pipeline creation (where lavapipe and
+  // GPU drivers compile to machine code).
+  double kernel_compile_ms = 0;
+  double pipeline_ms = 0;
   double upload_ms = 0;
   double warm_up_ms = 0;
   double last_run_ms = 0;         // host wall time of the last call

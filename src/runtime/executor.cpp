@@ -191,6 +191,8 @@ void Executor::plan_and_bind() {
   stats_.kernel_cache_hits = counts.disk_hits;
   stats_.kernel_cache_misses = counts.compiled;
   stats_.kernels_from_file = counts.from_binaries;
+  stats_.kernel_compile_ms = counts.compile_ms;
+  stats_.pipeline_ms = counts.load_ms;
   stats_.peak_device_bytes = plan.storage.memory_plan.arena_bytes + constant_bytes_ + io_bytes_;
   stats_.compile_ms = ms_since(start);
   prepared_ = true;

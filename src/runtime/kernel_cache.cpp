@@ -38,7 +38,10 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_given(const compiler::R
   std::string reasons;
   for (const backend::KernelBinary& binary : kernel.binaries) {
     try {
+      const auto start = std::chrono::steady_clock::now();
       auto loaded = device_->load_kernel(kernel.source, binary);
+      tally.load_us += std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start)
+                           .count();
       ++from_binaries_;
       ++tally.from_binaries;
       return loaded;
@@ -61,12 +64,14 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const compiler
 
   const CacheKey key = CompileCache::key(source, target, compiler_version_);
   using Clock = std::chrono::steady_clock;
-  auto ms_since = [](Clock::time_point start) {
-    return std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start).count());
+  auto us_since = [](Clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
   };
+  auto ms_since = [&](Clock::time_point start) { return std::to_string(us_since(start) / 1000); };
   auto compile = [&] {
     const Clock::time_point start = Clock::now();
     backend::KernelBinary binary = backend_.compiler().compile(source, target);
+    tally.compile_us += us_since(start);
     ++compiled_;
     ++tally.compiled;
     disk_.store(key, binary);
@@ -77,6 +82,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const compiler
   auto load = [&](const backend::KernelBinary& binary) {
     const Clock::time_point start = Clock::now();
     auto loaded = device_->load_kernel(source, binary);
+    tally.load_us += us_since(start);
     // Loading is where a driver finishes compiling (lavapipe's LLVM, a GPU driver's
     // back end): often the larger part of a cold compile.
     log(LogLevel::debug, "loaded kernel '" + source.name + "' in " + ms_since(start) + " ms");
@@ -151,7 +157,9 @@ std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(
   for (std::size_t t = 1; t < threads; ++t) helpers.emplace_back(worker);
   worker();
   helpers.clear();  // joins
-  if (counts != nullptr) *counts = {tally.disk_hits, tally.compiled, tally.from_binaries};
+  if (counts != nullptr)
+    *counts = {tally.disk_hits, tally.compiled, tally.from_binaries, static_cast<double>(tally.compile_us) / 1000.0,
+               static_cast<double>(tally.load_us) / 1000.0};
   for (const std::exception_ptr& failure : failures)
     if (failure) std::rethrow_exception(failure);
 

@@ -10,6 +10,7 @@
 #include "src/runtime/compile_cache.h"
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -27,6 +28,8 @@ class KernelCache {
     int disk_hits = 0;      // binaries read from the disk cache
     int compiled = 0;       // binaries compiled
     int from_binaries = 0;  // loaded from a kernel's own binaries
+    double compile_ms = 0;  // the kernel compiler, summed over kernels (threads overlap)
+    double load_ms = 0;     // the device's load_kernel (pipeline creation), summed likewise
   };
 
   KernelCache(const backend::Backend& backend, std::shared_ptr<backend::Device> device, CompileCache disk);
@@ -59,6 +62,8 @@ class KernelCache {
     std::atomic<int> disk_hits = 0;
     std::atomic<int> compiled = 0;
     std::atomic<int> from_binaries = 0;
+    std::atomic<std::int64_t> compile_us = 0;
+    std::atomic<std::int64_t> load_us = 0;
   };
   // Checks support, compiles (or reads the disk cache) and loads; no lock held.
   std::shared_ptr<backend::LoadedKernel> load_uncached(const compiler::RenderedKernel& kernel, Tally& tally);
