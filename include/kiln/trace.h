@@ -23,6 +23,7 @@
 // fn free of side effects, since it runs again on every call.
 #pragma once
 
+#include <kiln/attributes.h>
 #include <kiln/builder.h>
 #include <kiln/kiln.h>
 #include <kiln/tensor.h>
@@ -36,7 +37,7 @@
 
 namespace kiln {
 
-namespace graph { class Attributes; class Graph; }
+namespace graph { class Graph; }
 
 // ---- ops (eager on the host; recorded while tracing) ---------------------------
 Tensor relu(const Tensor& x);
@@ -61,7 +62,7 @@ Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape);  // 0 copies a
 Tensor transpose(const Tensor& x, std::vector<std::int64_t> perm);
 Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis);
 // Any registered op with ONNX-style attributes; returns all its outputs.
-std::vector<Tensor> op(const std::string& name, const std::vector<Tensor>& inputs, const graph::Attributes& attrs);
+std::vector<Tensor> op(const std::string& name, const std::vector<Tensor>& inputs, const Attributes& attrs);
 
 // ---- host reads (graph breaks while tracing) -----------------------------------
 // Where a host read is written: std::source_location's fields, captured with

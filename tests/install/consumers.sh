@@ -3,7 +3,8 @@
 # folder (meson install --destdir), then consumed from there. One check per
 # test (tests/meson.build):
 #   headers     the installed headers are include/kiln's, and each compiles
-#               alone with only the installed include folder
+#               alone with only the installed include folder; trace.h's
+#               example and Builder::op with attributes built and run
 #   pkg-config  the README example built with c++ and pkg-config's flags, run
 #   cmake       examples/ built with find_package(kiln); the README example,
 #               classify and segment run, and their answers are `kiln run`'s;
@@ -90,7 +91,17 @@ headers)
     printf '#include <kiln/%s>\n' "$header" >"$tmp/alone.cpp"
     run "alone_$header" "${cxx[@]}" -std=c++20 -fsyntax-only -Wall -Wextra -Werror -I"$includedir" "$tmp/alone.cpp"
   done
-  echo "ok: $(echo "$installed" | wc -w) public headers installed, each compiles alone"
+  # What the headers declare can be called with them alone: trace.h's own
+  # example and Builder::op with attributes, built and run.
+  export PKG_CONFIG_PATH="$libdir/pkgconfig"
+  run flags "$PKG_CONFIG" --define-variable=prefix="$prefix" --cflags --libs kiln
+  # shellcheck disable=SC2086 # pkg-config's flags are words
+  run compile "${cxx[@]}" -std=c++20 "$KILN_SOURCE_ROOT/tests/install/public_api.cpp" -o "$tmp/public_api" \
+    $(cat "$tmp/flags.out") -Wl,-rpath,"$libdir"
+  run public_api "$tmp/public_api"
+  expect_line public_api '^traced: 1 graph break\(s\); out = \[1 4 9 16\]$'
+  expect_line public_api '^ReduceMean over axis 1: shape \[2\] = \[2 5\]$'
+  echo "ok: $(echo "$installed" | wc -w) public headers installed, each compiles alone; trace.h's example and Builder::op ran"
   ;;
 
 pkg-config)
