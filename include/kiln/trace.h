@@ -37,7 +37,9 @@
 
 namespace kiln {
 
+// Private implementation details (see TracedFunction).
 namespace graph { class Graph; }
+namespace internal { struct Access; }
 
 // ---- ops (eager on the host; recorded while tracing) ---------------------------
 Tensor relu(const Tensor& x);
@@ -114,16 +116,17 @@ class TracedFunction {
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
   // The breaks of the current trace, in the order fn met them.
   const std::vector<TraceBreak>& graph_breaks() const;
-  // The traced graph that is compiled (the prefix up to the first break).
-  const graph::Graph& graph() const;
   // How often fn was traced (1 after compile()).
   int traces() const;
   // The compiled graph's explanation (see CompiledModel::explain), plus the breaks.
   std::string explain() const;
 
-  struct State;  // src/trace/traced_function.cpp
-
  private:
+  struct State;  // src/trace/traced_function.cpp
+  friend struct internal::Access;
+  // The traced graph that is compiled (the prefix up to the first break), for
+  // kiln's tests (src/runtime/internal_access.h).
+  const graph::Graph& traced_graph() const;
   friend TracedFunction compile(TensorFunction, const std::vector<Tensor>&, const CompileOptions&);
   std::shared_ptr<State> state_;
 };
