@@ -3,6 +3,7 @@
 #include <kiln/builder.h>
 
 #include "graph/ir.h"
+#include "graph/model_access.h"
 #include "graph/op_registry.h"
 
 #include <cctype>
@@ -267,7 +268,7 @@ Model Builder::build(const std::vector<Value>& outputs) {
   // Empty the builder first: it is spent whether or not verification passes.
   std::shared_ptr<const graph::Graph> finished(std::move(graph_));
   scopes_.clear();
-  return Model(std::move(finished), model_name_);
+  return internal::make_model(std::move(finished), model_name_);
 }
 
 }  // namespace kiln

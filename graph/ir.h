@@ -5,6 +5,7 @@
 // it). Passes build a new Graph rather than editing one in place.
 #pragma once
 
+#include <kiln/attributes.h>
 #include <kiln/dtype.h>
 #include <kiln/error.h>
 #include <kiln/tensor.h>
@@ -53,23 +54,9 @@ struct Value {
   std::optional<Tensor> constant;   // set for constants (weights, folded values)
 };
 
-using Attribute = std::variant<std::int64_t, double, std::string, std::vector<std::int64_t>, std::vector<double>>;
-
-class Attributes {
- public:
-  void set(const std::string& name, Attribute value) { map_[name] = std::move(value); }
-  bool has(const std::string& name) const { return map_.count(name) != 0; }
-  // Getters throw InvalidArgument naming the attribute if it has another type.
-  std::int64_t get_int(const std::string& name, std::int64_t fallback) const;
-  double get_float(const std::string& name, double fallback) const;
-  std::string get_string(const std::string& name, const std::string& fallback) const;
-  std::vector<std::int64_t> get_ints(const std::string& name, std::vector<std::int64_t> fallback) const;
-  const std::map<std::string, Attribute>& all() const { return map_; }
-  bool operator==(const Attributes&) const = default;
-
- private:
-  std::map<std::string, Attribute> map_;
-};
+// An op's attributes are the public kiln::Attributes (include/kiln/attributes.h).
+using kiln::Attribute;
+using kiln::Attributes;
 
 struct Node {
   NodeId id = kNoNode;

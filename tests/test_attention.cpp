@@ -16,6 +16,7 @@
 #include "src/kernel/ir.h"
 #include "src/lower/lower.h"
 #include "src/render/cstyle.h"
+#include "src/runtime/internal_access.h"
 
 #include <kiln/error.h>
 #include <kiln/kiln.h>
@@ -315,8 +316,8 @@ const ModelCase kModels[] = {{"vit_b_16", 32, 12, 12}, {"segformer_b0", 64, 8, 8
 BOOST_AUTO_TEST_CASE(pass_fires_on_every_attention_of_the_builtin_models) {
   for (const ModelCase& m : kModels) {
     const kiln::Model model = kiln::models::build(m.name, {.image_size = m.image_size, .num_classes = 10});
-    const auto result = kiln::graph::passes::run_compile_passes(model.graph());
-    BOOST_TEST(count_op(model.graph(), "Softmax") == m.attention_layers, m.name);
+    const auto result = kiln::graph::passes::run_compile_passes(kiln::internal::graph(model));
+    BOOST_TEST(count_op(kiln::internal::graph(model), "Softmax") == m.attention_layers, m.name);
     BOOST_TEST(count_op(result.graph, "Attention") == m.builtin_attention, m.name);
     BOOST_TEST(count_op(result.graph, "Softmax") == 0u, m.name);
     BOOST_TEST(report_of(result, "recognise_attention").changes == static_cast<int>(m.builtin_attention), m.name);
@@ -329,7 +330,7 @@ BOOST_AUTO_TEST_CASE(pass_fires_on_every_attention_of_the_torch_exports) {
   for (const ModelCase& m : kModels) {
     const auto path = std::filesystem::path(root) / "tests" / "fixtures" / "pytorch" / (std::string(m.name) + ".onnx");
     const kiln::Model model = kiln::load_onnx(path.string());
-    const auto result = kiln::graph::passes::run_compile_passes(model.graph());
+    const auto result = kiln::graph::passes::run_compile_passes(kiln::internal::graph(model));
     BOOST_TEST(count_op(result.graph, "Attention") == m.attention_layers, m.name);
     BOOST_TEST(count_op(result.graph, "Softmax") == 0u, m.name);
     for (const std::string& line : report_of(result, "recognise_attention").details)
@@ -341,8 +342,8 @@ BOOST_AUTO_TEST_CASE(compiled_matches_eager) {
   for (const ModelCase& m : kModels) {
     const kiln::Model model = kiln::models::build(m.name, {.image_size = m.image_size, .num_classes = 10, .seed = 3});
     std::vector<Tensor> inputs;
-    for (kiln::graph::ValueId id : model.graph().inputs())
-      inputs.push_back(random_tensor(model.graph().value(id).type.shape, 9));
+    for (kiln::graph::ValueId id : kiln::internal::graph(model).inputs())
+      inputs.push_back(random_tensor(kiln::internal::graph(model).value(id).type.shape, 9));
     auto eager = kiln::eager(model, {.backend = "vulkan"});
     auto compiled = kiln::compile(model, {.backend = "vulkan", .fullgraph = true, .cache_dir = "off"});
     const std::vector<Tensor> e = eager(inputs);

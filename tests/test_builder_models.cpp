@@ -7,6 +7,7 @@
 #include "graph/ir.h"
 #include "graph/models/init.h"
 #include "graph/op_registry.h"
+#include "src/runtime/internal_access.h"
 
 #include <algorithm>
 #include <cmath>
@@ -90,7 +91,7 @@ BOOST_AUTO_TEST_CASE(conv_and_pool_shapes) {
   BOOST_TEST(static_cast<int>(b.dtype(y)) == static_cast<int>(DType::f32));
 
   kiln::Model m = b.build({y});
-  const auto* conv = find_node(m.graph(), "conv");
+  const auto* conv = find_node(kiln::internal::graph(m), "conv");
   BOOST_REQUIRE(conv != nullptr);
   BOOST_TEST(conv->op == "Conv");
   BOOST_TEST(conv->attrs.get_ints("strides", {}) == (std::vector<std::int64_t>{2, 2}));
@@ -140,7 +141,7 @@ BOOST_AUTO_TEST_CASE(dense_and_elementwise_shapes) {
   BOOST_REQUIRE(out.size() == 1u);
   BOOST_TEST(b.shape(out[0]) == (Shape{6, 3}));
   kiln::Model model = b.build({g, ln});
-  const auto* gemm = find_node(model.graph(), "gemm");
+  const auto* gemm = find_node(kiln::internal::graph(model), "gemm");
   BOOST_REQUIRE(gemm != nullptr);
   BOOST_TEST(gemm->attrs.get_int("transB", 0) == 1);
   BOOST_TEST(gemm->attrs.get_float("alpha", 0.0) == 0.5);
@@ -162,7 +163,7 @@ BOOST_AUTO_TEST_CASE(scopes_name_nodes_and_constants) {
   auto top = b.relu(r2);
   auto top2 = b.relu(top);
   kiln::Model m = b.build({top2});
-  const auto& g = m.graph();
+  const auto& g = kiln::internal::graph(m);
 
   BOOST_TEST(g.value(w.id).name == "layer1.0.conv1.weight");
   BOOST_TEST(g.node(g.value(y.id).producer).name == "layer1.0.conv1");
@@ -191,7 +192,7 @@ BOOST_AUTO_TEST_CASE(generated_suffixes_skip_taken_names_and_reuse_freed_ones) {
   b.set_name(c, "bias");  // "relu_2" is free again
   auto r4 = b.relu(r3);
   kiln::Model m = b.build({r4});
-  const auto& g = m.graph();
+  const auto& g = kiln::internal::graph(m);
   auto node_name = [&](Builder::Value v) { return g.node(g.value(v.id).producer).name; };
   BOOST_TEST(node_name(r0) == "relu");
   BOOST_TEST(node_name(r1) == "relu_1");
@@ -242,7 +243,7 @@ BOOST_AUTO_TEST_CASE(build_empties_the_builder) {
   auto x = b.input("x", DType::f32, {3});
   auto y = b.relu(x);
   kiln::Model m = b.build({y});
-  BOOST_TEST(m.graph().nodes().size() == 1u);
+  BOOST_TEST(kiln::internal::graph(m).nodes().size() == 1u);
   expect_error([&] { b.build({y}); }, ErrorKind::InvalidArgument, {"once", "already built"});
   expect_error([&] { b.relu(x); }, ErrorKind::InvalidArgument, {"already built"});
   expect_error([&] { b.input("z", DType::f32, {1}); }, ErrorKind::InvalidArgument, {"already built"});
@@ -305,7 +306,7 @@ BOOST_AUTO_TEST_SUITE(models)
 
 BOOST_AUTO_TEST_CASE(resnet18_structure_and_names) {
   kiln::Model m = kiln::models::resnet18({.batch = 2, .image_size = 40, .num_classes = 10});
-  const auto& g = m.graph();
+  const auto& g = kiln::internal::graph(m);
   BOOST_TEST(m.name() == "resnet18");
   BOOST_TEST(count_op(g, "Conv") == 20);
   BOOST_TEST(count_op(g, "BatchNormalization") == 20);
@@ -341,7 +342,7 @@ BOOST_AUTO_TEST_CASE(resnet18_structure_and_names) {
 BOOST_AUTO_TEST_CASE(resnet18_parameter_count_matches_torchvision) {
   kiln::Model m = kiln::models::resnet18({.image_size = 32});
   std::int64_t parameters = 0;
-  for (const auto& v : m.graph().values())
+  for (const auto& v : kiln::internal::graph(m).values())
     if (v.constant && v.name.find("running_") == std::string::npos) parameters += v.constant->numel();
   BOOST_TEST(parameters == 11689512);
   BOOST_TEST(m.outputs()[0].shape == (Shape{1, 1000}));
@@ -349,7 +350,7 @@ BOOST_AUTO_TEST_CASE(resnet18_parameter_count_matches_torchvision) {
 
 BOOST_AUTO_TEST_CASE(resnet18_initialisation_follows_torchvision) {
   kiln::Model m = kiln::models::resnet18({.image_size = 32, .num_classes = 10});
-  const auto& g = m.graph();
+  const auto& g = kiln::internal::graph(m);
   auto stats = [&](const std::string& name) {
     auto values = find_value(g, name)->constant->values<float>();
     double sum = 0, sum_sq = 0;
@@ -386,15 +387,15 @@ BOOST_AUTO_TEST_CASE(resnet18_weights_are_deterministic) {
   kiln::models::ModelOptions other = options;
   other.seed = 8;
   kiln::Model c = kiln::models::resnet18(other);
-  BOOST_REQUIRE(a.graph().values().size() == b.graph().values().size());
-  BOOST_REQUIRE(a.graph().values().size() == c.graph().values().size());
+  BOOST_REQUIRE(kiln::internal::graph(a).values().size() == kiln::internal::graph(b).values().size());
+  BOOST_REQUIRE(kiln::internal::graph(a).values().size() == kiln::internal::graph(c).values().size());
   int constants = 0, differing = 0;
-  for (std::size_t i = 0; i < a.graph().values().size(); ++i) {
-    const auto& va = a.graph().values()[i];
+  for (std::size_t i = 0; i < kiln::internal::graph(a).values().size(); ++i) {
+    const auto& va = kiln::internal::graph(a).values()[i];
     if (!va.constant) continue;
     ++constants;
-    BOOST_TEST(same_bits(*va.constant, *b.graph().values()[i].constant), va.name);
-    if (!same_bits(*va.constant, *c.graph().values()[i].constant)) ++differing;
+    BOOST_TEST(same_bits(*va.constant, *kiln::internal::graph(b).values()[i].constant), va.name);
+    if (!same_bits(*va.constant, *kiln::internal::graph(c).values()[i].constant)) ++differing;
   }
   BOOST_TEST(constants == 20 + 20 * 4 + 2);
   BOOST_TEST(differing == constants);
@@ -405,7 +406,7 @@ BOOST_AUTO_TEST_CASE(resnet18_reference_run_gives_varied_logits) {
   Tensor input(DType::f32, {2, 3, 32, 32});
   auto x = input.values<float>();
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = std::sin(0.37f * float(i)) + (i < x.size() / 2 ? 0.0f : 0.5f);
-  std::vector<Tensor> out = kiln::graph::run_reference(m.graph(), std::span<const Tensor>(&input, 1));
+  std::vector<Tensor> out = kiln::graph::run_reference(kiln::internal::graph(m), std::span<const Tensor>(&input, 1));
   BOOST_REQUIRE(out.size() == 1u);
   BOOST_TEST(out[0].shape() == (Shape{2, 10}));
   auto logits = out[0].values<float>();

@@ -18,6 +18,7 @@
 #include "src/lower/lower.h"
 #include "src/render/cstyle.h"
 #include "op_cases.h"
+#include "src/runtime/internal_access.h"
 
 #include <algorithm>
 #include <chrono>
@@ -342,7 +343,7 @@ BOOST_AUTO_TEST_CASE(every_op_case_kernel_compiles_for_every_offline_target) {
   const std::vector<kiln::testing::OpCase> cases = kiln::testing::make_op_cases();
   BOOST_TEST_REQUIRE(!cases.empty());
   for (const kiln::testing::OpCase& op_case : cases) {
-    const kiln::graph::Graph& graph = op_case.model.graph();
+    const kiln::graph::Graph& graph = kiln::internal::graph(op_case.model);
     lowered += queue_graph_kernels(graph, op_case.name, queue);
     try {
       // As for a CPU device: the superset of layouts (packed MatMul weights too).

@@ -18,6 +18,7 @@
 #include "src/fuse/schedule.h"
 #include "tensor_checks.h"
 #include "tools/bench/scaling_models.h"
+#include "src/runtime/internal_access.h"
 
 #include <string>
 #include <vector>
@@ -54,7 +55,7 @@ BOOST_AUTO_TEST_CASE(long_pointwise_chain_compiles_to_bounded_kernels_and_matche
   constexpr int kNodes = 20000;
   const kiln::Model model = pointwise_chain(kNodes);
   const std::vector<Tensor> inputs = {random_tensor({4, 64}, 1)};
-  const Tensor expected = kiln::graph::run_reference(model.graph(), inputs)[0];
+  const Tensor expected = kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0];
 
   kiln::CompiledModel compiled = kiln::compile(model, kPlanEveryTime);
   compiled.prepare();
@@ -68,9 +69,9 @@ BOOST_AUTO_TEST_CASE(long_pointwise_chain_compiles_to_bounded_kernels_and_matche
 BOOST_AUTO_TEST_CASE(transformer_shaped_graph_compiles_and_matches_the_reference) {
   constexpr int kBlocks = 150;
   const kiln::Model model = kiln::tools::bench::transformer_stack(kBlocks);
-  BOOST_TEST(model.graph().nodes().size() == static_cast<std::size_t>(kBlocks * kiln::tools::bench::kTransformerBlockNodes));
+  BOOST_TEST(kiln::internal::graph(model).nodes().size() == static_cast<std::size_t>(kBlocks * kiln::tools::bench::kTransformerBlockNodes));
   const std::vector<Tensor> inputs = {random_tensor({8, 16}, 3)};
-  const Tensor expected = kiln::graph::run_reference(model.graph(), inputs)[0];
+  const Tensor expected = kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0];
 
   kiln::CompiledModel compiled = kiln::compile(model, kPlanEveryTime);
   compiled.prepare();
@@ -85,9 +86,9 @@ BOOST_AUTO_TEST_CASE(hundred_thousand_node_chain_builds_passes_and_plans) {
   // No device: building, the compile passes, lowering and fusion alone.
   constexpr std::size_t kNodes = 100000;
   const kiln::Model model = kiln::tools::bench::relu_chain(static_cast<std::int64_t>(kNodes));
-  BOOST_TEST(model.graph().nodes().back().name == "relu_" + std::to_string(kNodes - 1));
+  BOOST_TEST(kiln::internal::graph(model).nodes().back().name == "relu_" + std::to_string(kNodes - 1));
   const kiln::graph::passes::PipelineResult passed =
-      kiln::graph::passes::run_compile_passes(model.graph(), {.cpu_device = true});
+      kiln::graph::passes::run_compile_passes(kiln::internal::graph(model), {.cpu_device = true});
   BOOST_REQUIRE(passed.graph.nodes().size() == kNodes);
 
   kiln::fuse::PlanOptions options;

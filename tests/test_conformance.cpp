@@ -9,6 +9,7 @@
 #include <kiln/kiln.h>
 
 #include "graph/op_registry.h"
+#include "src/runtime/internal_access.h"
 
 #include <algorithm>
 #include <cmath>
@@ -39,7 +40,7 @@ void check_outputs(const OpCase& c, const std::vector<kiln::Tensor>& got, const 
 enum class Way { eager, default_mode, reduce_overhead };
 
 void run_case(const OpCase& c, const std::string& backend, Way way) {
-  const std::vector<kiln::Tensor> want = kiln::graph::run_reference(c.model.graph(), c.inputs);
+  const std::vector<kiln::Tensor> want = kiln::graph::run_reference(kiln::internal::graph(c.model), c.inputs);
   std::vector<kiln::Tensor> got;
   if (way == Way::eager) {
     auto m = kiln::eager(c.model, {.backend = backend});
@@ -70,7 +71,7 @@ bool init_suite() {
     const OpCase* cp = &c;
     reference->add(boost::unit_test::make_test_case(
         [cp] {
-          const auto out = kiln::graph::run_reference(cp->model.graph(), cp->inputs);
+          const auto out = kiln::graph::run_reference(kiln::internal::graph(cp->model), cp->inputs);
           const auto specs = cp->model.outputs();
           BOOST_REQUIRE_EQUAL(out.size(), specs.size());
           for (std::size_t i = 0; i < out.size(); ++i) {

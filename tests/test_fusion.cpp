@@ -21,6 +21,7 @@
 #include "src/render/cstyle.h"
 #include "src/runtime/executor.h"
 #include "src/runtime/memory_plan.h"
+#include "src/runtime/internal_access.h"
 
 #include <algorithm>
 #include <cmath>
@@ -120,7 +121,7 @@ kiln::fuse::PlanOptions plan_options(bool fuse, std::uint32_t max_kernel_buffers
 // interpreter and checks every output against the reference; returns the plan.
 kiln::fuse::KernelPlan check_on_interpreter(const kiln::Model& model, const std::vector<Tensor>& inputs,
                                             kiln::fuse::PlanOptions options = plan_options(true)) {
-  const kiln::graph::Graph& g = model.graph();
+  const kiln::graph::Graph& g = kiln::internal::graph(model);
   kiln::fuse::KernelPlan plan = kiln::fuse::plan_kernels(g, options);
   const std::vector<Tensor> expected = reference_values(g, inputs);
   const std::vector<Tensor> got = interpret_plan(g, plan, inputs);
@@ -183,7 +184,7 @@ BOOST_AUTO_TEST_CASE(conv_bias_residual_add_relu_is_one_kernel) {
   const std::vector<Tensor> inputs = {random_tensor({1, 4, 8, 8}, 3)};
   auto plan = check_on_interpreter(model, inputs);
   BOOST_REQUIRE(plan.steps.size() == 1u);
-  BOOST_TEST((ops_of(model.graph(), plan.steps[0].nodes) == std::vector<std::string>{"Conv", "Add", "Relu"}));
+  BOOST_TEST((ops_of(kiln::internal::graph(model), plan.steps[0].nodes) == std::vector<std::string>{"Conv", "Add", "Relu"}));
   // x is read by the convolution and by the residual add: one binding serves both.
   BOOST_TEST(plan.steps[0].kernel->kernel.buffers.size() == 4u);
 
@@ -215,7 +216,7 @@ BOOST_AUTO_TEST_CASE(pointwise_chain_with_broadcasting_collapses_into_its_first_
   const std::vector<Tensor> inputs = {random_tensor({2, 3, 4, 5}, 6, -3, 3), random_tensor({2, 1, 4, 1}, 7)};
   auto plan = check_on_interpreter(model, inputs);
   BOOST_REQUIRE(plan.steps.size() == 1u);
-  BOOST_TEST((ops_of(model.graph(), plan.steps[0].nodes) ==
+  BOOST_TEST((ops_of(kiln::internal::graph(model), plan.steps[0].nodes) ==
               std::vector<std::string>{"Mul", "Add", "Sigmoid", "Sub", "Clip"}));
   auto compiled = check_on_vulkan(model, inputs);
   BOOST_TEST(compiled.stats().dispatches_per_run == 1);
@@ -230,7 +231,7 @@ BOOST_AUTO_TEST_CASE(hard_swish_and_gelu_fuse_into_conv) {
   const std::vector<Tensor> inputs = {random_tensor({1, 3, 6, 6}, 9, -4, 4)};
   auto plan = check_on_interpreter(model, inputs);
   BOOST_REQUIRE(plan.steps.size() == 1u);
-  BOOST_TEST((ops_of(model.graph(), plan.steps[0].nodes) == std::vector<std::string>{"Conv", "HardSwish", "Gelu"}));
+  BOOST_TEST((ops_of(kiln::internal::graph(model), plan.steps[0].nodes) == std::vector<std::string>{"Conv", "HardSwish", "Gelu"}));
   check_on_vulkan(model, inputs);
 }
 
@@ -243,18 +244,18 @@ BOOST_AUTO_TEST_CASE(silu_as_exported_fuses_into_conv_after_the_compile_passes) 
   const kiln::Model model = b.build({b.mul(y, b.sigmoid(y))});
   const std::vector<Tensor> inputs = {random_tensor({1, 3, 7, 7}, 42, -4, 4)};
 
-  const kiln::Model passed(std::make_shared<const kiln::graph::Graph>(
-      kiln::graph::passes::run_compile_passes(model.graph()).graph));
+  const kiln::Model passed = kiln::internal::make_model(std::make_shared<const kiln::graph::Graph>(
+      kiln::graph::passes::run_compile_passes(kiln::internal::graph(model)).graph));
   auto plan = check_on_interpreter(passed, inputs);
   BOOST_REQUIRE(plan.steps.size() == 1u);
-  BOOST_TEST((ops_of(passed.graph(), plan.steps[0].nodes) == std::vector<std::string>{"Conv", "Silu"}));
+  BOOST_TEST((ops_of(kiln::internal::graph(passed), plan.steps[0].nodes) == std::vector<std::string>{"Conv", "Silu"}));
   // Without the pass the Sigmoid-Mul pair is a kernel of its own.
   BOOST_TEST(check_on_interpreter(model, inputs).steps.size() == 2u);
 
   kiln::CompiledModel compiled = check_on_vulkan(model, inputs);
   BOOST_TEST(compiled.stats().dispatches_per_run == 1);
-  const std::vector<Tensor> expected = reference_values(model.graph(), inputs);
-  const float diff = max_difference(compiled({inputs})[0], expected[static_cast<std::size_t>(model.graph().outputs()[0])]);
+  const std::vector<Tensor> expected = reference_values(kiln::internal::graph(model), inputs);
+  const float diff = max_difference(compiled({inputs})[0], expected[static_cast<std::size_t>(kiln::internal::graph(model).outputs()[0])]);
   BOOST_TEST_MESSAGE("max |compiled - reference| = " << diff);
   BOOST_TEST(diff < 1e-4f);
 }
@@ -269,21 +270,21 @@ BOOST_AUTO_TEST_CASE(squeeze_excitation_scale_moved_onto_the_projection_weight) 
   const kiln::Model model = b.build({y});
   const std::vector<Tensor> inputs = {random_tensor({1, 8, 48, 48}, 46, -3, 3)};
 
-  const kiln::Model passed(std::make_shared<const kiln::graph::Graph>(
-      kiln::graph::passes::run_compile_passes(model.graph()).graph));
+  const kiln::Model passed = kiln::internal::make_model(std::make_shared<const kiln::graph::Graph>(
+      kiln::graph::passes::run_compile_passes(kiln::internal::graph(model)).graph));
   auto plan = check_on_interpreter(passed, inputs);
   std::vector<std::vector<std::string>> kernels;
-  for (const auto& step : plan.steps) kernels.push_back(ops_of(passed.graph(), step.nodes));
+  for (const auto& step : plan.steps) kernels.push_back(ops_of(kiln::internal::graph(passed), step.nodes));
   BOOST_TEST((kernels == std::vector<std::vector<std::string>>{
                   {"GlobalAveragePool"}, {"Conv", "Sigmoid"}, {"Mul"}, {"Conv"}}));
   const auto& mul_step = plan.steps[2];
-  BOOST_TEST(kiln::graph::type_str(passed.graph().value(passed.graph().node(mul_step.nodes[0]).outputs[0]).type) ==
+  BOOST_TEST(kiln::graph::type_str(kiln::internal::graph(passed).value(kiln::internal::graph(passed).node(mul_step.nodes[0]).outputs[0]).type) ==
              "f32[4, 8, 1, 1]");
 
   kiln::CompiledModel compiled = check_on_vulkan(model, inputs);
   BOOST_TEST(compiled.stats().dispatches_per_run == 4);
-  const std::vector<Tensor> expected = reference_values(model.graph(), inputs);
-  const float diff = max_difference(compiled({inputs})[0], expected[static_cast<std::size_t>(model.graph().outputs()[0])]);
+  const std::vector<Tensor> expected = reference_values(kiln::internal::graph(model), inputs);
+  const float diff = max_difference(compiled({inputs})[0], expected[static_cast<std::size_t>(kiln::internal::graph(model).outputs()[0])]);
   BOOST_TEST_MESSAGE("max |compiled - reference| = " << diff);
   BOOST_TEST(diff < 1e-4f);
 }
@@ -302,10 +303,10 @@ BOOST_AUTO_TEST_CASE(single_head_transpose_is_a_view_after_the_compile_passes) {
   eager(inputs);
   BOOST_TEST(eager.stats().dispatches_per_run == 3);
   BOOST_TEST(compiled.stats().dispatches_per_run == 2);
-  const std::vector<Tensor> expected = reference_values(model.graph(), inputs);
+  const std::vector<Tensor> expected = reference_values(kiln::internal::graph(model), inputs);
   const std::vector<Tensor> got = compiled(inputs);
   for (std::size_t i = 0; i < got.size(); ++i)
-    BOOST_TEST(max_difference(got[i], expected[static_cast<std::size_t>(model.graph().outputs()[i])]) < 1e-6f);
+    BOOST_TEST(max_difference(got[i], expected[static_cast<std::size_t>(kiln::internal::graph(model).outputs()[i])]) < 1e-6f);
 }
 
 BOOST_AUTO_TEST_CASE(batch_norm_after_conv_fuses_without_folding) {
@@ -321,7 +322,7 @@ BOOST_AUTO_TEST_CASE(batch_norm_after_conv_fuses_without_folding) {
   const std::vector<Tensor> inputs = {random_tensor({2, 3, 5, 5}, 15)};
   auto plan = check_on_interpreter(model, inputs);
   BOOST_REQUIRE(plan.steps.size() == 1u);
-  BOOST_TEST((ops_of(model.graph(), plan.steps[0].nodes) ==
+  BOOST_TEST((ops_of(kiln::internal::graph(model), plan.steps[0].nodes) ==
               std::vector<std::string>{"Conv", "BatchNormalization", "Relu"}));
   BOOST_TEST(plan.steps[0].kernel->kernel.buffers.size() == 7u);  // x, w, y + BN's four
   check_on_vulkan(model, inputs);
@@ -355,7 +356,7 @@ BOOST_AUTO_TEST_CASE(group_is_limited_by_max_kernel_buffers) {
   auto limited = check_on_interpreter(model, inputs, plan_options(true, 6));
   BOOST_REQUIRE(limited.steps.size() == 2u);
   for (const auto& step : limited.steps) BOOST_TEST(step.kernel->kernel.buffers.size() <= 6u);
-  BOOST_TEST((ops_of(model.graph(), limited.steps[0].nodes) == std::vector<std::string>{"Conv", "Add", "Add"}));
+  BOOST_TEST((ops_of(kiln::internal::graph(model), limited.steps[0].nodes) == std::vector<std::string>{"Conv", "Add", "Add"}));
 }
 
 BOOST_AUTO_TEST_CASE(long_chain_becomes_identical_kernels_of_bounded_size) {
@@ -392,7 +393,7 @@ BOOST_AUTO_TEST_CASE(value_with_two_consumers_is_not_fused) {
   auto shared = b.sigmoid(b.add(x, constant(b, "c", {8}, 22)));
   const kiln::Model model = b.build({b.mul(b.tanh(shared), b.relu(shared))});
   auto plan = check_on_interpreter(model, {random_tensor({2, 8}, 23)});
-  const kiln::graph::Graph& g = model.graph();
+  const kiln::graph::Graph& g = kiln::internal::graph(model);
   ValueId shared_id = -1;
   for (const auto& node : g.nodes())
     if (node.op == "Sigmoid") shared_id = node.outputs[0];
@@ -428,7 +429,7 @@ BOOST_AUTO_TEST_CASE(consumer_reading_a_later_value_moves_the_group_after_it) {
   const std::vector<Tensor> inputs = {random_tensor({1, 2, 5, 5}, 28)};
   auto plan = check_on_interpreter(model, inputs);
   BOOST_REQUIRE(plan.steps.size() == 2u);
-  BOOST_TEST(ops_of(model.graph(), plan.steps[1].nodes).size() == 3u);
+  BOOST_TEST(ops_of(kiln::internal::graph(model), plan.steps[1].nodes).size() == 3u);
   check_on_vulkan(model, inputs);
 }
 
@@ -611,7 +612,7 @@ BOOST_AUTO_TEST_CASE(residual_add_fuses_into_layer_norm_loads) {
   const kiln::Model model = b.build({ln});
   const std::vector<Tensor> inputs = {random_tensor({3, 10}, 42), random_tensor({3, 10}, 43)};
   auto plan = check_on_interpreter(model, inputs);
-  BOOST_TEST((kernel_ops(model.graph(), plan) == std::vector<std::vector<std::string>>{{"Add", "LayerNormalization"}}));
+  BOOST_TEST((kernel_ops(kiln::internal::graph(model), plan) == std::vector<std::vector<std::string>>{{"Add", "LayerNormalization"}}));
   auto compiled = check_on_vulkan(model, inputs);
   BOOST_TEST(compiled.stats().dispatches_per_run == 1);
 }
@@ -627,7 +628,7 @@ BOOST_AUTO_TEST_CASE(scale_and_mask_fuse_into_softmax_then_its_epilogue) {
   const kiln::Model model = b.build({b.mul(probs, constant(b, "gain", {7}, 44))});
   const std::vector<Tensor> inputs = {random_tensor({2, 5, 7}, 45, -8, 8), random_tensor({1, 1, 7}, 46, -3, 0)};
   auto plan = check_on_interpreter(model, inputs);
-  BOOST_TEST((kernel_ops(model.graph(), plan) ==
+  BOOST_TEST((kernel_ops(kiln::internal::graph(model), plan) ==
               std::vector<std::vector<std::string>>{{"Mul", "Add", "Softmax", "Mul"}}));
   check_on_vulkan(model, inputs);
 }
@@ -644,7 +645,7 @@ BOOST_AUTO_TEST_CASE(transposed_matmul_operand_is_a_prologue) {
   const std::vector<Tensor> inputs = {random_tensor({2, 16, 8}, 56), random_tensor({2, 16, 8}, 57)};
   auto plan = check_on_interpreter(model, inputs);
   BOOST_REQUIRE(kernel_steps(plan) == 2);
-  BOOST_TEST((ops_of(model.graph(), plan.steps[1].nodes) == std::vector<std::string>{"Transpose", "MatMul"}));
+  BOOST_TEST((ops_of(kiln::internal::graph(model), plan.steps[1].nodes) == std::vector<std::string>{"Transpose", "MatMul"}));
   check_on_vulkan(model, inputs);
 }
 
@@ -662,7 +663,7 @@ BOOST_AUTO_TEST_CASE(shared_memory_gemm_takes_an_epilogue_and_keeps_its_tiles) {
   gpu.target.cpu_device = false;
   auto plan = check_on_interpreter(model, inputs, gpu);
   BOOST_REQUIRE(kernel_steps(plan) == 1);
-  BOOST_TEST((ops_of(model.graph(), plan.steps[0].nodes) == std::vector<std::string>{"MatMul", "Add", "Relu"}));
+  BOOST_TEST((ops_of(kiln::internal::graph(model), plan.steps[0].nodes) == std::vector<std::string>{"MatMul", "Add", "Relu"}));
   BOOST_TEST(!plan.steps[0].kernel->kernel.shared.empty());
 }
 
@@ -676,7 +677,7 @@ BOOST_AUTO_TEST_CASE(prologue_and_epilogue_fuse_through_views) {
   const kiln::Model model = b.build({b.relu(b.flatten(probs, 1))});
   const std::vector<Tensor> inputs = {random_tensor({2, 12}, 48, -4, 4)};
   auto plan = check_on_interpreter(model, inputs);
-  BOOST_TEST((kernel_ops(model.graph(), plan) == std::vector<std::vector<std::string>>{{"Add", "Softmax", "Relu"}}));
+  BOOST_TEST((kernel_ops(kiln::internal::graph(model), plan) == std::vector<std::vector<std::string>>{{"Add", "Softmax", "Relu"}}));
   check_on_vulkan(model, inputs);
 }
 
@@ -799,7 +800,7 @@ BOOST_AUTO_TEST_SUITE(models)
 // and a memory plan where no two live tensors share memory.
 void check_zoo_model(const std::string& name, std::int64_t image_size, int max_compiled_dispatches) {
   const kiln::Model model = kiln::models::build(name, {.image_size = image_size, .num_classes = 10, .seed = 3});
-  const Tensor input = random_tensor(model.graph().value(model.graph().inputs()[0]).type.shape, 29);
+  const Tensor input = random_tensor(kiln::internal::graph(model).value(kiln::internal::graph(model).inputs()[0]).type.shape, 29);
   kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
   kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
   const Tensor expected = eager({input})[0];
@@ -816,7 +817,7 @@ void check_zoo_model(const std::string& name, std::int64_t image_size, int max_c
 
   // No two live tensors share memory: replay the dispatches and check every
   // value a dispatch binds against every value still live at that step.
-  const kiln::Executor& engine = compiled.engine();
+  const kiln::Executor& engine = kiln::internal::engine(compiled);
   kiln::runtime::check_memory_plan(engine.lifetimes(), engine.memory_plan(), 16);
   const kiln::graph::Graph& g = engine.planned_graph();
   const auto dispatches = engine.dispatches();
@@ -873,7 +874,7 @@ BOOST_AUTO_TEST_CASE(dumped_sources_are_the_compiled_kernels) {
   const kiln::Model model = kiln::models::build("resnet18", {.image_size = 32, .num_classes = 10, .seed = 3});
   kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
   compiled.prepare();
-  const auto dispatches = compiled.engine().dispatches();
+  const auto dispatches = kiln::internal::engine(compiled).dispatches();
   for (const std::string& backend : kiln::compiler::source_backends()) {
     const kiln::compiler::BackendSources sources = kiln::compiler::generate_sources(model, backend);
     BOOST_TEST_MESSAGE(backend << " (" << sources.language << "): " << sources.kernels.size() << " kernels");

@@ -6,6 +6,7 @@
 #include "graph/ir.h"
 #include "graph/op_registry.h"
 #include "src/runtime/executor.h"
+#include "src/runtime/internal_access.h"
 
 #include <algorithm>
 #include <functional>
@@ -350,7 +351,7 @@ BOOST_AUTO_TEST_CASE(breaks_run_on_the_host_in_every_mode) {
   auto replayed = compile(model, {.mode = Mode::reduce_overhead});
   for (unsigned seed : {1u, 2u}) {
     const auto inputs = break_inputs(seed);
-    const auto want = run_reference(model.graph(), inputs);
+    const auto want = run_reference(kiln::internal::graph(model), inputs);
     BOOST_TEST_CONTEXT("seed " << seed) {
       check_same(eager_model(inputs), want);
       check_same(compiled(inputs), want);
@@ -361,7 +362,7 @@ BOOST_AUTO_TEST_CASE(breaks_run_on_the_host_in_every_mode) {
   BOOST_TEST(compiled.stats().host_steps_per_run == 4);
   BOOST_TEST(replayed.stats().host_steps_per_run == 4);
   BOOST_TEST(compiled.stats().dispatches_per_run >= 2);
-  const auto& breaks = compiled.engine().graph_breaks();
+  const auto& breaks = kiln::internal::engine(compiled).graph_breaks();
   BOOST_TEST_REQUIRE(breaks.size() == 4u);
   BOOST_TEST(breaks[1].op == "NonZero");
   BOOST_TEST(breaks[1].reason == "output shape depends on data");
@@ -400,7 +401,7 @@ Model small_ssdlite() {
 BOOST_AUTO_TEST_CASE(outputs_are_dynamic_detections) {
   const Model model = small_ssdlite();
   BOOST_TEST(model.task() == "detection");
-  const Graph& g = model.graph();
+  const Graph& g = kiln::internal::graph(model);
   BOOST_TEST_REQUIRE(g.outputs().size() == 3u);
   BOOST_TEST(type_str(g.value(g.outputs()[0]).type) == "f32[?, 4]");
   BOOST_TEST(type_str(g.value(g.outputs()[1]).type) == "f32[?]");
@@ -410,7 +411,7 @@ BOOST_AUTO_TEST_CASE(outputs_are_dynamic_detections) {
 BOOST_AUTO_TEST_CASE(compiled_with_breaks_matches_the_reference) {
   const Model model = small_ssdlite();
   const Tensor image = random_f32({1, 3, 64, 64}, 21);
-  const auto want = run_reference(model.graph(), std::vector<Tensor>{image});
+  const auto want = run_reference(kiln::internal::graph(model), std::vector<Tensor>{image});
   BOOST_TEST(want[0].shape()[0] > 0);
   BOOST_TEST(want[0].shape()[0] <= 300);
   auto compiled = compile(model);

@@ -11,6 +11,7 @@
 #include "src/tune/autotune.h"
 #include "src/tune/database.h"
 #include "src/tune/graph_site.h"
+#include "src/runtime/internal_access.h"
 
 #include <kiln/kiln.h>
 
@@ -105,7 +106,7 @@ BOOST_AUTO_TEST_CASE(a_record_that_says_direct_keeps_that_conv_direct_and_only_t
   // No record, no budget: the rule's Winograd for both, and explain says why.
   kiln::CompiledModel ruled = kiln::compile(model, tuned_options(dir.path, "0"));
   BOOST_TEST(relative_error(ruled(inputs)[0], want) <= 2e-4);
-  const kiln::compiler::Plan& plan = *ruled.engine().plan();
+  const kiln::compiler::Plan& plan = *kiln::internal::engine(ruled).plan();
   BOOST_TEST(count_op(*plan.graph, "WinogradInput") == 2);
   BOOST_REQUIRE(plan.autotune.has_value());
   std::vector<kiln::tune::SiteDecision> graph_decisions;
@@ -134,7 +135,7 @@ BOOST_AUTO_TEST_CASE(a_record_that_says_direct_keeps_that_conv_direct_and_only_t
   }
   kiln::CompiledModel tuned = kiln::compile(model, tuned_options(dir.path, "0"));
   BOOST_TEST(relative_error(tuned(inputs)[0], want) <= 2e-4);
-  const kiln::compiler::Plan& tuned_plan = *tuned.engine().plan();
+  const kiln::compiler::Plan& tuned_plan = *kiln::internal::engine(tuned).plan();
   BOOST_TEST(count_op(*tuned_plan.graph, "WinogradInput") == 1);
   bool first_is_conv = false;
   for (const auto& node : tuned_plan.graph->nodes())
@@ -188,7 +189,7 @@ BOOST_AUTO_TEST_CASE(first_compile_tunes_and_records_the_next_reads_the_record) 
   kiln::CompiledModel second = kiln::compile(model, tuned_options(dir.path, "0"));
   BOOST_TEST(kiln::max_abs_diff(second(inputs)[0], want) <= 1e-4f);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const kiln::compiler::Plan& plan = *second.engine().plan();
+  const kiln::compiler::Plan& plan = *kiln::internal::engine(second).plan();
   BOOST_REQUIRE(plan.autotune.has_value());
   BOOST_REQUIRE(plan.autotune->decisions.size() == 2u);
   BOOST_TEST(plan.autotune->decisions[0].site.id.template_name == "pack_matmul_weights");  // graph choices first
@@ -208,7 +209,7 @@ BOOST_AUTO_TEST_CASE(without_a_record_or_budget_the_heuristic_stays_and_explain_
   const kiln::Model model = small_model();
   kiln::CompiledModel compiled = kiln::compile(model, tuned_options(dir.path, "0"));
   compiled.prepare();
-  const kiln::compiler::Plan& plan = *compiled.engine().plan();
+  const kiln::compiler::Plan& plan = *kiln::internal::engine(compiled).plan();
   BOOST_REQUIRE(plan.autotune.has_value());
   BOOST_REQUIRE(plan.autotune->decisions.size() == 2u);
   const kiln::tune::SiteDecision& d = plan.autotune->decisions[1];
@@ -232,7 +233,7 @@ BOOST_AUTO_TEST_CASE(without_a_record_or_budget_the_heuristic_stays_and_explain_
   }
   kiln::CompiledModel again = kiln::compile(model, tuned_options(dir.path, "0"));
   again.prepare();
-  const kiln::tune::SiteDecision& d2 = again.engine().plan()->autotune->decisions.at(1);
+  const kiln::tune::SiteDecision& d2 = kiln::internal::engine(again).plan()->autotune->decisions.at(1);
   BOOST_TEST((d2.lookup == kiln::tune::Applicability::other_driver));
   BOOST_TEST(contains(again.explain(), "other driver"));
 }
@@ -247,7 +248,7 @@ BOOST_AUTO_TEST_CASE(default_mode_never_looks_at_the_database) {
   options.mode = kiln::Mode::default_;
   kiln::CompiledModel compiled = kiln::compile(small_model(), options);
   compiled.prepare();
-  BOOST_TEST(!compiled.engine().plan()->autotune.has_value());
+  BOOST_TEST(!kiln::internal::engine(compiled).plan()->autotune.has_value());
   BOOST_TEST(!fs::exists(dir.path / "cache" / "tuning.db"));
 }
 
@@ -267,7 +268,7 @@ BOOST_AUTO_TEST_CASE(a_reduction_anchor_is_tuned_and_its_record_sets_the_fused_k
 
   kiln::CompiledModel first = kiln::compile(model, tuned_options(dir.path, "60s"));
   BOOST_TEST(kiln::max_abs_diff(first(inputs)[0], want) <= 1e-5f);
-  const kiln::compiler::Plan& tuned_plan = *first.engine().plan();
+  const kiln::compiler::Plan& tuned_plan = *kiln::internal::engine(first).plan();
   BOOST_REQUIRE(tuned_plan.autotune.has_value());
   BOOST_REQUIRE(tuned_plan.autotune->decisions.size() == 1u);
   const kiln::tune::SiteDecision& d = tuned_plan.autotune->decisions[0];
@@ -303,7 +304,7 @@ BOOST_AUTO_TEST_CASE(a_reduction_anchor_is_tuned_and_its_record_sets_the_fused_k
   }
   kiln::CompiledModel second = kiln::compile(model, tuned_options(dir.path, "0"));
   BOOST_TEST(kiln::max_abs_diff(second(inputs)[0], want) <= 1e-5f);
-  const kiln::compiler::Plan& plan = *second.engine().plan();
+  const kiln::compiler::Plan& plan = *kiln::internal::engine(second).plan();
   BOOST_TEST((plan.autotune->decisions.at(0).source == kiln::tune::ChoiceSource::database));
   int dispatches = 0;
   for (const kiln::compiler::Step& step : plan.steps) {

@@ -23,6 +23,7 @@
 
 #if KILN_HAVE_ONNX
 #include "graph/onnx/options.h"
+#include "src/runtime/internal_access.h"
 
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
@@ -142,7 +143,7 @@ const kiln::graph::Node& only_node(const Graph& g, const std::string& op) {
 }
 
 std::vector<Tensor> run(const kiln::Model& m, std::vector<Tensor> inputs) {
-  return kiln::graph::run_reference(m.graph(), inputs);
+  return kiln::graph::run_reference(kiln::internal::graph(m), inputs);
 }
 
 // The error thrown by `fn`, which must throw kiln::Error.
@@ -173,7 +174,7 @@ BOOST_AUTO_TEST_CASE(conv_same_upper_becomes_explicit_pads_and_matches_reference
   attr(conv, "strides", std::vector<std::int64_t>{2, 2});
   m.output("y");
   const kiln::Model model = m.load();
-  const auto& node = only_node(model.graph(), "Conv");
+  const auto& node = only_node(kiln::internal::graph(model), "Conv");
   BOOST_TEST(!node.attrs.has("auto_pad"));
   // in 5, stride 2 -> out 3; total padding (3-1)*2+3-5 = 2, split 1/1.
   BOOST_TEST(node.attrs.get_ints("pads", {}) == (std::vector<std::int64_t>{1, 1, 1, 1}), boost::test_tools::per_element());
@@ -209,8 +210,8 @@ BOOST_AUTO_TEST_CASE(torch_shape_chain_folds_away) {
   m.node("Reshape", {"x", "target"}, {"y"});
   m.output("y");
   const kiln::Model model = m.load();
-  BOOST_TEST(ops_of(model.graph()) == (std::vector<std::string>{"Reshape"}), boost::test_tools::per_element());
-  const auto& reshape = only_node(model.graph(), "Reshape");
+  BOOST_TEST(ops_of(kiln::internal::graph(model)) == (std::vector<std::string>{"Reshape"}), boost::test_tools::per_element());
+  const auto& reshape = only_node(kiln::internal::graph(model), "Reshape");
   BOOST_TEST(reshape.attrs.get_ints("shape", {}) == (std::vector<std::int64_t>{2, -1}), boost::test_tools::per_element());
   BOOST_TEST(model.outputs().at(0).shape == (kiln::Shape{2, 12}), boost::test_tools::per_element());
 }
@@ -235,7 +236,7 @@ BOOST_AUTO_TEST_CASE(constants_identity_and_dropout_disappear) {
   m.node("Mul", {"xd", "bias"}, {"y"});
   m.output("y");
   const kiln::Model model = m.load();
-  BOOST_TEST(ops_of(model.graph()) == (std::vector<std::string>{"Mul"}), boost::test_tools::per_element());
+  BOOST_TEST(ops_of(kiln::internal::graph(model)) == (std::vector<std::string>{"Mul"}), boost::test_tools::per_element());
   const auto y = run(model, {Tensor::from_f32({2, 3}, {1, 1, 1, 2, 2, 2})}).at(0);
   BOOST_TEST(std::vector<float>(y.values<float>().begin(), y.values<float>().end()) ==
                  (std::vector<float>{3, 4, 5, 6, 8, 10}),
@@ -257,7 +258,7 @@ BOOST_AUTO_TEST_CASE(a_long_chain_of_mostly_unnamed_nodes_imports_whole) {
   }
   m.output(previous);
   const kiln::Model model = m.load();
-  BOOST_TEST(model.graph().nodes().size() == static_cast<std::size_t>(kNodes));
+  BOOST_TEST(kiln::internal::graph(model).nodes().size() == static_cast<std::size_t>(kNodes));
   const auto y = run(model, {Tensor::from_f32({2, 3}, {-1, 0, 1, 2, 0, -1})}).at(0);
   const float added = kNodes / 2;
   BOOST_TEST(std::vector<float>(y.values<float>().begin(), y.values<float>().end()) ==
@@ -273,7 +274,7 @@ BOOST_AUTO_TEST_CASE(clip_inputs_become_attributes) {
   m.node("Clip", {"x", "lo", "hi"}, {"y"});
   m.output("y");
   const kiln::Model model = m.load();
-  const auto& clip = only_node(model.graph(), "Clip");
+  const auto& clip = only_node(kiln::internal::graph(model), "Clip");
   BOOST_TEST(clip.inputs.size() == 1u);
   BOOST_TEST(clip.attrs.get_float("min", -1) == 0.0);
   BOOST_TEST(clip.attrs.get_float("max", -1) == 6.0);
@@ -305,7 +306,7 @@ BOOST_AUTO_TEST_CASE(softmax_opset_11_uses_flatten_semantics) {
   auto* s2 = last.node("Softmax", {"x"}, {"y"});
   attr(s2, "axis", std::int64_t{1});
   last.output("y");
-  BOOST_TEST(ops_of(last.load().graph()) == (std::vector<std::string>{"Softmax"}), boost::test_tools::per_element());
+  BOOST_TEST(ops_of(kiln::internal::graph(last.load())) == (std::vector<std::string>{"Softmax"}), boost::test_tools::per_element());
 }
 
 BOOST_AUTO_TEST_CASE(split_sizes_from_input_and_num_outputs) {
@@ -317,7 +318,7 @@ BOOST_AUTO_TEST_CASE(split_sizes_from_input_and_num_outputs) {
   m.output("a");
   m.output("b");
   const kiln::Model model = m.load();
-  BOOST_TEST(only_node(model.graph(), "Split").attrs.get_ints("split", {}) == (std::vector<std::int64_t>{2, 3}),
+  BOOST_TEST(only_node(kiln::internal::graph(model), "Split").attrs.get_ints("split", {}) == (std::vector<std::int64_t>{2, 3}),
              boost::test_tools::per_element());
   BOOST_TEST(model.outputs().at(1).shape == (kiln::Shape{2, 3}), boost::test_tools::per_element());
 
@@ -328,7 +329,7 @@ BOOST_AUTO_TEST_CASE(split_sizes_from_input_and_num_outputs) {
   m18.output("a");
   m18.output("b");
   m18.output("c");
-  BOOST_TEST(only_node(m18.load().graph(), "Split").attrs.get_ints("split", {}) == (std::vector<std::int64_t>{3, 3, 1}),
+  BOOST_TEST(only_node(kiln::internal::graph(m18.load()), "Split").attrs.get_ints("split", {}) == (std::vector<std::int64_t>{3, 3, 1}),
              boost::test_tools::per_element());
 }
 
@@ -347,7 +348,7 @@ BOOST_AUTO_TEST_CASE(squeeze_slice_reduce_and_pad_inputs_become_attributes) {
   m.node("Pad", {"r", "pads"}, {"y"});
   m.output("y");
   const kiln::Model model = m.load();
-  const Graph& g = model.graph();
+  const Graph& g = kiln::internal::graph(model);
   BOOST_TEST(only_node(g, "Squeeze").attrs.get_ints("axes", {}) == (std::vector<std::int64_t>{0}), boost::test_tools::per_element());
   BOOST_TEST(only_node(g, "Slice").attrs.get_ints("starts", {}) == (std::vector<std::int64_t>{1}), boost::test_tools::per_element());
   BOOST_TEST(only_node(g, "ReduceMean").attrs.get_ints("axes", {}) == (std::vector<std::int64_t>{1}), boost::test_tools::per_element());
@@ -366,7 +367,7 @@ BOOST_AUTO_TEST_CASE(resize_scales_become_sizes_with_the_floor_rule) {
   attr(r, "mode", std::string("nearest"));
   m.output("y");
   const kiln::Model model = m.load();
-  const auto& resize = only_node(model.graph(), "Resize");
+  const auto& resize = only_node(kiln::internal::graph(model), "Resize");
   BOOST_TEST(resize.inputs.size() == 1u);
   BOOST_TEST(resize.attrs.get_ints("sizes", {}) == (std::vector<std::int64_t>{1, 1, 6, 7}), boost::test_tools::per_element());
   BOOST_TEST(model.outputs().at(0).shape == (kiln::Shape{1, 1, 6, 7}), boost::test_tools::per_element());
@@ -379,7 +380,7 @@ BOOST_AUTO_TEST_CASE(gather_with_constant_indices_takes_the_constant_form) {
   m.node("Gather", {"x", "idx"}, {"y"});
   m.output("y");
   const kiln::Model model = m.load();
-  const auto& gather = only_node(model.graph(), "Gather");
+  const auto& gather = only_node(kiln::internal::graph(model), "Gather");
   BOOST_TEST(gather.inputs.size() == 1u);
   BOOST_TEST(gather.attrs.get_ints("indices", {}) == (std::vector<std::int64_t>{2, 0}), boost::test_tools::per_element());
   const Tensor x = random_f32({3, 4}, 5);
@@ -497,10 +498,10 @@ BOOST_AUTO_TEST_CASE(torch_layer_norm_is_recognised) {
     m.node("Add", {"ns", "beta"}, {"y"});
     m.output("y");
     const kiln::Model model = m.load();
-    const auto compiled = kiln::graph::passes::run_compile_passes(model.graph());
+    const auto compiled = kiln::graph::passes::run_compile_passes(kiln::internal::graph(model));
     BOOST_TEST(ops_of(compiled.graph) == (std::vector<std::string>{"LayerNormalization"}), boost::test_tools::per_element());
     const Tensor x = random_f32({2, 3, 8}, 9);
-    const auto before = kiln::graph::run_reference(model.graph(), std::vector<Tensor>{x}).at(0);
+    const auto before = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<Tensor>{x}).at(0);
     const auto after = kiln::graph::run_reference(compiled.graph, std::vector<Tensor>{x}).at(0);
     BOOST_TEST(kiln::max_abs_diff(before, after) < 1e-5f);
     BOOST_TEST(compiled.graph.value(compiled.graph.outputs()[0]).name == "y");
@@ -523,7 +524,7 @@ BOOST_AUTO_TEST_CASE(layer_norm_with_a_shared_intermediate_is_left_alone) {
   m.node("Div", {"d", "s"}, {"y"});
   m.output("y");
   m.output("var");  // the variance is also an output: the pattern must stay
-  const auto compiled = kiln::graph::passes::run_compile_passes(m.load().graph());
+  const auto compiled = kiln::graph::passes::run_compile_passes(kiln::internal::graph(m.load()));
   BOOST_TEST(!has_op(compiled.graph, "LayerNormalization"));
 }
 
@@ -546,10 +547,10 @@ BOOST_AUTO_TEST_CASE(torch_gelu_is_recognised) {
     }
     m.output("y");
     const kiln::Model model = m.load();
-    const auto compiled = kiln::graph::passes::run_compile_passes(model.graph());
+    const auto compiled = kiln::graph::passes::run_compile_passes(kiln::internal::graph(model));
     BOOST_TEST(ops_of(compiled.graph) == (std::vector<std::string>{"Gelu"}), boost::test_tools::per_element());
     const Tensor x = random_f32({2, 5}, 10);
-    const auto before = kiln::graph::run_reference(model.graph(), std::vector<Tensor>{x}).at(0);
+    const auto before = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<Tensor>{x}).at(0);
     const auto after = kiln::graph::run_reference(compiled.graph, std::vector<Tensor>{x}).at(0);
     BOOST_TEST(kiln::max_abs_diff(before, after) < 1e-6f);
   }

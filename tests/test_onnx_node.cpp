@@ -26,6 +26,7 @@
 #include "graph/op_registry.h"
 #include "src/lower/lower.h"
 #include "src/runtime/device_pool.h"
+#include "src/runtime/internal_access.h"
 
 #ifdef KILN_HAVE_ONNX
 #include <onnx/onnx_pb.h>  // defines ONNX_API, then includes onnx-ml.pb.h
@@ -471,9 +472,9 @@ void run_data_set(const std::string& name, const fs::path& test_dir, const onnx:
 
   const std::string set_name = set_dir.filename().string();
   merge(result.reference,
-        run_and_compare([&] { return kiln::graph::run_reference(kmodel.graph(), inputs); }, expected), set_name);
+        run_and_compare([&] { return kiln::graph::run_reference(kiln::internal::graph(kmodel), inputs); }, expected), set_name);
 
-  const Lowerability lower = lowerability(kmodel.graph());
+  const Lowerability lower = lowerability(kiln::internal::graph(kmodel));
   result.graph_breaks = result.graph_breaks || (lower.lowerable > 0 && lower.breaks > 0);
   if (lower.lowerable == 0) result.vulkan_not_run = lower.first_reason.empty() ? "no nodes" : lower.first_reason;
   if (suite().vulkan_unavailable || lower.lowerable == 0) return;

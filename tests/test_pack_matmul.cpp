@@ -14,6 +14,7 @@
 #include "graph/passes/passes.h"
 #include "tensor_checks.h"
 #include "graph/weight_layouts.h"
+#include "src/runtime/internal_access.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -103,7 +104,7 @@ BOOST_AUTO_TEST_CASE(packs_constant_weights_in_16_column_slabs) {
   b.pop_scope();
   const kiln::Model m = b.build({packed, ragged, runtime, vector});
 
-  const passes::PassResult result = passes::pack_matmul_weights(m.graph());
+  const passes::PassResult result = passes::pack_matmul_weights(kiln::internal::graph(m));
   BOOST_TEST(result.report.changes == 1);
   BOOST_TEST(mentions(result.report, "packed B of MatMul 'packed' as NK16n [2, 24, 16]"));
   const kiln::graph::Node* node = find_node(result.graph, "packed");
@@ -113,7 +114,7 @@ BOOST_AUTO_TEST_CASE(packs_constant_weights_in_16_column_slabs) {
     BOOST_TEST(!find_node(result.graph, name)->attrs.has("weight_layout"), name);
 
   // Column j of row q sits at lane j % 16 of slab j / 16, row q.
-  const Tensor& plain = *m.graph().value(find_node(m.graph(), "packed")->inputs[1]).constant;
+  const Tensor& plain = *kiln::internal::graph(m).value(find_node(kiln::internal::graph(m), "packed")->inputs[1]).constant;
   const Tensor& slabs = *result.graph.value(node->inputs[1]).constant;
   const auto from = plain.values<float>();
   const auto to = slabs.values<float>();
@@ -122,7 +123,7 @@ BOOST_AUTO_TEST_CASE(packs_constant_weights_in_16_column_slabs) {
 
   // The reference reads either layout: the same outputs, bit for bit.
   std::vector<Tensor> inputs = {random_tensor({2, 5, 24}, 4), random_tensor({24, 32}, 5)};
-  const std::vector<Tensor> before = kiln::graph::run_reference(m.graph(), inputs);
+  const std::vector<Tensor> before = kiln::graph::run_reference(kiln::internal::graph(m), inputs);
   const std::vector<Tensor> after = kiln::graph::run_reference(result.graph, inputs);
   for (std::size_t i = 0; i < before.size(); ++i) BOOST_TEST(relative_difference(after[i], before[i]) == 0.0);
   // Packing twice changes nothing.
@@ -155,7 +156,7 @@ BOOST_AUTO_TEST_CASE(compiled_linear_layers_match_the_reference) {
     BOOST_TEST_CONTEXT(c.name) {
       const kiln::Model model = linear_model(c);
       const std::vector<Tensor> inputs = random_inputs(model);
-      const Tensor expected = kiln::graph::run_reference(model.graph(), inputs)[0];
+      const Tensor expected = kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0];
       kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
       const double diff = relative_difference(compiled(inputs)[0], expected);
       BOOST_TEST_MESSAGE(c.name << ": relative difference on Vulkan " << diff);
@@ -170,23 +171,23 @@ BOOST_AUTO_TEST_CASE(compiled_linear_layers_match_the_reference) {
 BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
   const kiln::Model model = linear_model(kCases[0]);
   const passes::PipelineResult off = passes::run_compile_passes(
-      model.graph(), {.cpu_device = true, .settings = kiln::Settings().with("pack_matmul_weights", "off")});
+      kiln::internal::graph(model), {.cpu_device = true, .settings = kiln::Settings().with("pack_matmul_weights", "off")});
   BOOST_TEST(off.reports.back().changes == 0);
   BOOST_TEST(mentions(off.reports.back(), "off: setting pack_matmul_weights=off"));
   // "on" packs for a GPU too.
   const passes::PipelineResult on =
-      passes::run_compile_passes(model.graph(), {.settings = kiln::Settings().with("pack_matmul_weights", "on")});
+      passes::run_compile_passes(kiln::internal::graph(model), {.settings = kiln::Settings().with("pack_matmul_weights", "on")});
   BOOST_TEST(on.reports.back().changes == 1);
 }
 
 BOOST_AUTO_TEST_CASE(pipeline_packs_last_for_cpu_devices_only) {
   const kiln::Model model = linear_model(kCases[0]);
-  const passes::PipelineResult cpu = passes::run_compile_passes(model.graph(), {.cpu_device = true});
+  const passes::PipelineResult cpu = passes::run_compile_passes(kiln::internal::graph(model), {.cpu_device = true});
   BOOST_REQUIRE(!cpu.reports.empty());
   BOOST_TEST(cpu.reports.back().pass == "pack_matmul_weights");
   BOOST_TEST(cpu.reports.back().changes == 1);
   // A GPU keeps row-major B (its GEMMs stage B's tiles in shared memory) and is told why.
-  const passes::PipelineResult gpu = passes::run_compile_passes(model.graph());
+  const passes::PipelineResult gpu = passes::run_compile_passes(kiln::internal::graph(model));
   BOOST_TEST(gpu.reports.back().pass == "pack_matmul_weights");
   BOOST_TEST(gpu.reports.back().changes == 0);
   BOOST_TEST(mentions(gpu.reports.back(), "CPU devices"));

@@ -13,6 +13,7 @@
 #include "src/kernel/interpreter.h"
 #include "src/kernel/parameterise.h"
 #include "src/render/cstyle.h"
+#include "src/runtime/internal_access.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -305,7 +306,7 @@ kiln::Tensor random_tensor(const kiln::Shape& shape, unsigned seed) {
 BOOST_AUTO_TEST_CASE(differently_shaped_convolutions_share_one_vulkan_pipeline) {
   const kiln::Model model = two_shapes_model();
   const std::vector<kiln::Tensor> inputs = {random_tensor({1, 64, 28, 28}, 1), random_tensor({1, 64, 56, 56}, 2)};
-  const auto want = kiln::graph::run_reference(model.graph(), inputs);
+  const auto want = kiln::graph::run_reference(kiln::internal::graph(model), inputs);
   for (kiln::Mode mode : {kiln::Mode::default_, kiln::Mode::reduce_overhead}) {
     kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan", .mode = mode});
     for (int call = 0; call < 2; ++call) {  // reduce-overhead: the second call replays the recording

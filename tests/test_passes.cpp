@@ -10,6 +10,7 @@
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
 #include "graph/passes/rewrite.h"
+#include "src/runtime/internal_access.h"
 
 #include <algorithm>
 #include <cmath>
@@ -92,7 +93,7 @@ const kiln::graph::Node* find_node(const Graph& g, const std::string& name) {
 // Built once: weights for 11.7M parameters take a fraction of a second each time.
 const Graph& resnet18_graph() {
   static const kiln::Model model = kiln::models::resnet18({.batch = 1, .image_size = 32, .num_classes = 10, .seed = 5});
-  return model.graph();
+  return kiln::internal::graph(model);
 }
 
 }  // namespace
@@ -106,11 +107,11 @@ BOOST_AUTO_TEST_CASE(copy_keeps_everything) {
   b.constant("unused", random_tensor({2}, 2));
   auto y = b.relu(b.matmul(x, w));
   kiln::Model m = b.build({y});
-  passes::Rewriter rw(m.graph());
-  for (const auto& node : m.graph().nodes()) rw.copy_node(node);
+  passes::Rewriter rw(kiln::internal::graph(m));
+  for (const auto& node : kiln::internal::graph(m).nodes()) rw.copy_node(node);
   Graph copy = rw.finish();
-  check_interface(m.graph(), copy);
-  BOOST_TEST(copy.to_string() == m.graph().to_string());
+  check_interface(kiln::internal::graph(m), copy);
+  BOOST_TEST(copy.to_string() == kiln::internal::graph(m).to_string());
 }
 
 BOOST_AUTO_TEST_CASE(graph_input_returned_under_another_name_gets_an_identity) {
@@ -119,10 +120,10 @@ BOOST_AUTO_TEST_CASE(graph_input_returned_under_another_name_gets_an_identity) {
   auto y = b.op("Identity", {x}, {})[0];
   b.set_name(y, "y");
   kiln::Model m = b.build({y, x});
-  passes::Rewriter rw(m.graph());
+  passes::Rewriter rw(kiln::internal::graph(m));
   rw.replace(y.id, rw.map(x.id));  // drop the Identity; the rewriter must restore the name
   Graph g = rw.finish();
-  check_interface(m.graph(), g);
+  check_interface(kiln::internal::graph(m), g);
   BOOST_TEST(count_op(g, "Identity") == 1);
 }
 
@@ -133,7 +134,7 @@ BOOST_AUTO_TEST_CASE(names_a_pass_adds_stay_distinct_from_copied_ones) {
   auto s = b.sigmoid(r);  // "sigmoid", replaced below
   auto t = b.relu(s);     // "relu_1"
   kiln::Model m = b.build({t});
-  const Graph& source = m.graph();
+  const Graph& source = kiln::internal::graph(m);
   passes::Rewriter rw(source);
   rw.copy_node(source.node(0));
   // Node and value names are separate: the node may be "x", its value may not.
@@ -169,8 +170,8 @@ BOOST_AUTO_TEST_CASE(folds_constant_subgraphs_and_removes_identity) {
   b.set_name(passthrough, "x_copy");
   kiln::Model m = b.build({y, z, passthrough});
 
-  passes::PassResult r = passes::fold_constants(m.graph());
-  check_interface(m.graph(), r.graph);
+  passes::PassResult r = passes::fold_constants(kiln::internal::graph(m));
+  check_interface(kiln::internal::graph(m), r.graph);
   BOOST_TEST(r.report.pass == "fold_constants");
   BOOST_TEST(r.report.changes == 4);
   BOOST_TEST(r.report.details.size() == 4u);
@@ -182,7 +183,7 @@ BOOST_AUTO_TEST_CASE(folds_constant_subgraphs_and_removes_identity) {
   BOOST_TEST(count_op(r.graph, "Relu") == 0);
   BOOST_TEST(count_op(r.graph, "Identity") == 1);
   BOOST_TEST(r.graph.value(r.graph.outputs()[1]).constant.has_value());
-  BOOST_TEST(relative_difference(m.graph(), r.graph) <= 1e-4);
+  BOOST_TEST(relative_difference(kiln::internal::graph(m), r.graph) <= 1e-4);
 
   passes::PassResult again = passes::fold_constants(r.graph);
   BOOST_TEST(again.report.changes == 0);
@@ -257,8 +258,8 @@ BOOST_AUTO_TEST_CASE(folds_only_foldable_pairs) {
   auto z = b.add(b.batch_norm(shared, r[0], r[1], r[2], r[3]), shared);
   kiln::Model m = b.build({y, z});
 
-  passes::PassResult result = passes::fold_batch_norm(m.graph());
-  check_interface(m.graph(), result.graph);
+  passes::PassResult result = passes::fold_batch_norm(kiln::internal::graph(m));
+  check_interface(kiln::internal::graph(m), result.graph);
   BOOST_TEST(result.report.changes == 1);
   BOOST_TEST(mentions(result.report, "folded BatchNormalization 'batch_normalization' into Conv 'conv'"));
   BOOST_TEST(count_op(result.graph, "BatchNormalization") == 2);
@@ -267,7 +268,7 @@ BOOST_AUTO_TEST_CASE(folds_only_foldable_pairs) {
   BOOST_REQUIRE(folded->inputs.size() == 3u);
   BOOST_TEST(result.graph.value(folded->inputs[1]).constant.has_value());
   BOOST_TEST(result.graph.value(folded->inputs[2]).constant.has_value());
-  BOOST_TEST(relative_difference(m.graph(), result.graph) <= 1e-4);
+  BOOST_TEST(relative_difference(kiln::internal::graph(m), result.graph) <= 1e-4);
 }
 
 BOOST_AUTO_TEST_CASE(conv_with_activation_is_not_folded) {
@@ -279,7 +280,7 @@ BOOST_AUTO_TEST_CASE(conv_with_activation_is_not_folded) {
   auto ones = b.constant("ones", kiln::models::init::uniform({2}, 1.0, 1.0, 0));
   auto y = b.batch_norm(conv, ones, ones, ones, ones);
   kiln::Model m = b.build({y});
-  passes::PassResult result = passes::fold_batch_norm(m.graph());
+  passes::PassResult result = passes::fold_batch_norm(kiln::internal::graph(m));
   BOOST_TEST(result.report.changes == 0);
   BOOST_TEST(count_op(result.graph, "BatchNormalization") == 1);
 }
@@ -318,8 +319,8 @@ BOOST_AUTO_TEST_CASE(fuses_conv_and_gemm_with_a_single_reader) {
   b.set_name(logits, "logits");
   kiln::Model m = b.build({logits});
 
-  passes::PassResult result = passes::fuse_activation(m.graph());
-  check_interface(m.graph(), result.graph);
+  passes::PassResult result = passes::fuse_activation(kiln::internal::graph(m));
+  check_interface(kiln::internal::graph(m), result.graph);
   BOOST_TEST(result.report.changes == 2);
   BOOST_TEST(mentions(result.report, "into Conv 'fused'"));
   BOOST_TEST(mentions(result.report, "into Gemm 'fc'"));
@@ -327,7 +328,7 @@ BOOST_AUTO_TEST_CASE(fuses_conv_and_gemm_with_a_single_reader) {
   BOOST_TEST(find_node(result.graph, "fused")->attrs.get_string("activation", "") == "Relu");
   BOOST_TEST(find_node(result.graph, "fc")->attrs.get_string("activation", "") == "Relu");
   BOOST_TEST(find_node(result.graph, "kept")->attrs.get_string("activation", "").empty());
-  BOOST_TEST(relative_difference(m.graph(), result.graph) <= 1e-4);
+  BOOST_TEST(relative_difference(kiln::internal::graph(m), result.graph) <= 1e-4);
 }
 
 BOOST_AUTO_TEST_CASE(fuses_nine_relus_of_resnet18_after_bn_folding) {
@@ -367,8 +368,8 @@ BOOST_AUTO_TEST_CASE(removes_an_unused_branch) {
   auto y = b.relu(b.mul(x, used));
   kiln::Model m = b.build({y});
 
-  passes::PassResult result = passes::eliminate_dead_code(m.graph());
-  check_interface(m.graph(), result.graph);
+  passes::PassResult result = passes::eliminate_dead_code(kiln::internal::graph(m));
+  check_interface(kiln::internal::graph(m), result.graph);
   BOOST_TEST(result.report.changes == 5);
   BOOST_TEST(mentions(result.report, "removed MatMul 'dead'"));
   BOOST_TEST(mentions(result.report, "removed Sigmoid 'dead.sigmoid'"));
@@ -378,7 +379,7 @@ BOOST_AUTO_TEST_CASE(removes_an_unused_branch) {
   BOOST_TEST(result.graph.nodes().size() == 2u);
   BOOST_TEST(count_constants(result.graph) == 1);
   BOOST_TEST(result.graph.inputs().size() == 2u);  // "mask" stays: it is the interface
-  BOOST_TEST(relative_difference(m.graph(), result.graph) == 0.0);
+  BOOST_TEST(relative_difference(kiln::internal::graph(m), result.graph) == 0.0);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -408,8 +409,8 @@ BOOST_AUTO_TEST_CASE(packs_direct_convs_only) {
   b.pop_scope();
   kiln::Model m = b.build({narrow});
 
-  passes::PassResult result = passes::pack_weights(m.graph());
-  check_interface(m.graph(), result.graph);
+  passes::PassResult result = passes::pack_weights(kiln::internal::graph(m));
+  check_interface(kiln::internal::graph(m), result.graph);
   BOOST_TEST(result.report.changes == 2);
   BOOST_TEST(mentions(result.report, "packed the weight of Conv 'tail' as OIhw4o [2, 4, 3, 3, 4]"));
   BOOST_TEST(mentions(result.report, "packed the weight of Conv 'grouped' as OIhw4o [4, 3, 3, 3, 4]"));
@@ -424,7 +425,7 @@ BOOST_AUTO_TEST_CASE(packs_direct_convs_only) {
 
   // Channel m's taps sit at lane m % 4 of its group's block m / 4; the
   // padding lanes are zero.
-  const Tensor& plain = *m.graph().value(find_node(m.graph(), "grouped")->inputs[1]).constant;
+  const Tensor& plain = *kiln::internal::graph(m).value(find_node(kiln::internal::graph(m), "grouped")->inputs[1]).constant;
   const Tensor& packed = *result.graph.value(find_node(result.graph, "grouped")->inputs[1]).constant;
   const auto from = plain.values<float>();
   const auto to = packed.values<float>();
@@ -437,7 +438,7 @@ BOOST_AUTO_TEST_CASE(packs_direct_convs_only) {
     BOOST_TEST(to[(3 * taps + t) * 4 + 3] == 0.0f);                // group 1 padding
   }
   // The reference reads either layout: same outputs, bit for bit.
-  BOOST_TEST(relative_difference(m.graph(), result.graph) == 0.0);
+  BOOST_TEST(relative_difference(kiln::internal::graph(m), result.graph) == 0.0);
   // Packing twice changes nothing.
   BOOST_TEST(passes::pack_weights(result.graph).report.changes == 0);
 }
@@ -453,15 +454,15 @@ BOOST_AUTO_TEST_CASE(keeps_fused_activations_and_runtime_weights) {
   auto dynamic = b.conv2d(x, runtime_weight, std::nullopt);
   b.pop_scope();
   kiln::Model m = b.build({fused, dynamic});
-  passes::PassResult activated = passes::fuse_activation(m.graph());
+  passes::PassResult activated = passes::fuse_activation(kiln::internal::graph(m));
   passes::PassResult result = passes::pack_weights(activated.graph);
-  check_interface(m.graph(), result.graph);
+  check_interface(kiln::internal::graph(m), result.graph);
   BOOST_TEST(result.report.changes == 1);
   const kiln::graph::Node* conv = find_node(result.graph, "fused");
   BOOST_TEST(conv->attrs.get_string("activation", "") == "Relu");
   BOOST_TEST(conv->attrs.get_string("weight_layout", "") == "OIhw4o");
   BOOST_TEST(!find_node(result.graph, "dynamic")->attrs.has("weight_layout"));
-  BOOST_TEST(relative_difference(m.graph(), result.graph) == 0.0);
+  BOOST_TEST(relative_difference(kiln::internal::graph(m), result.graph) == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(conv_checks_the_packed_layout) {
@@ -519,8 +520,8 @@ BOOST_AUTO_TEST_CASE(strided_1x1_convs_become_a_slice_and_a_gemm) {
   b.pop_scope();
   kiln::Model m = b.build({downsample, uneven, padded, narrow, window, small});
 
-  passes::PassResult result = passes::slice_strided_pointwise_conv(m.graph());
-  check_interface(m.graph(), result.graph);
+  passes::PassResult result = passes::slice_strided_pointwise_conv(kiln::internal::graph(m));
+  check_interface(kiln::internal::graph(m), result.graph);
   BOOST_TEST(result.report.changes == 2);
   BOOST_TEST(mentions(result.report, "sliced the input of Conv 'downsample' (strides 2x2)"));
   BOOST_TEST(mentions(result.report, "sliced the input of Conv 'uneven' (strides 3x1)"));
@@ -530,7 +531,7 @@ BOOST_AUTO_TEST_CASE(strided_1x1_convs_become_a_slice_and_a_gemm) {
   for (const char* name : {"padded", "narrow", "window", "small"})
     BOOST_TEST((find_node(result.graph, name)->attrs.get_ints("strides", {}) != std::vector<std::int64_t>{1, 1}), name);
   // The same products in the same order: bit for bit.
-  BOOST_TEST(relative_difference(m.graph(), result.graph) == 0.0);
+  BOOST_TEST(relative_difference(kiln::internal::graph(m), result.graph) == 0.0);
   // Once sliced, a Conv has stride 1: a second run changes nothing.
   BOOST_TEST(passes::slice_strided_pointwise_conv(result.graph).report.changes == 0);
 }
@@ -580,8 +581,8 @@ BOOST_AUTO_TEST_CASE(computes_only_the_gathered_token) {
   auto token = take(b, encoder_block(b, x), 1, 0);  // [2, 8]
   kiln::Model m = b.build({token});
 
-  passes::PassResult result = passes::narrow_before_gather(m.graph());
-  check_interface(m.graph(), result.graph);
+  passes::PassResult result = passes::narrow_before_gather(kiln::internal::graph(m));
+  check_interface(kiln::internal::graph(m), result.graph);
   BOOST_TEST(result.report.changes == 1);
   BOOST_TEST(mentions(result.report, "computed only index 0 of axis 1 before Gather"));
   // Every MatMul after the Q/K/V projection and the attention run on one token.
@@ -594,14 +595,14 @@ BOOST_AUTO_TEST_CASE(computes_only_the_gathered_token) {
   BOOST_TEST(count_op(result.graph, "Attention") == 1);
   BOOST_TEST(count_op(result.graph, "LayerNormalization") == 3);
   // Each output element is computed by the same ops in the same order.
-  BOOST_TEST(relative_difference(m.graph(), result.graph) == 0.0);
+  BOOST_TEST(relative_difference(kiln::internal::graph(m), result.graph) == 0.0);
   // A Gather keeping its axis narrows the same way.
   Builder kept;
   auto kept_x = kept.input("x", DType::f32, {2, 5, 8});
   kiln::Model keep_axis = kept.build({take(kept, encoder_block(kept, kept_x), 1, 3, true)});
-  passes::PassResult kept_result = passes::narrow_before_gather(keep_axis.graph());
+  passes::PassResult kept_result = passes::narrow_before_gather(kiln::internal::graph(keep_axis));
   BOOST_TEST(kept_result.report.changes == 1);
-  BOOST_TEST(relative_difference(keep_axis.graph(), kept_result.graph) == 0.0);
+  BOOST_TEST(relative_difference(kiln::internal::graph(keep_axis), kept_result.graph) == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(values_needed_whole_are_computed_whole) {
@@ -613,11 +614,11 @@ BOOST_AUTO_TEST_CASE(values_needed_whole_are_computed_whole) {
   b.pop_scope();
   // `normalised` is also a graph output: the Gather reads it whole.
   kiln::Model m = b.build({normalised, take(b, normalised, 1, 0), mixed});
-  passes::PassResult result = passes::narrow_before_gather(m.graph());
-  check_interface(m.graph(), result.graph);
+  passes::PassResult result = passes::narrow_before_gather(kiln::internal::graph(m));
+  check_interface(kiln::internal::graph(m), result.graph);
   BOOST_TEST(result.report.changes == 0);
   BOOST_TEST(count_op(result.graph, "LayerNormalization") == 1);
-  BOOST_TEST(relative_difference(m.graph(), result.graph) == 0.0);
+  BOOST_TEST(relative_difference(kiln::internal::graph(m), result.graph) == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
@@ -625,13 +626,13 @@ BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
   auto x = b.input("x", DType::f32, {2, 5, 8});
   kiln::Model m = b.build({take(b, b.gelu(x), 1, 2)});
   const passes::PipelineResult off =
-      passes::run_compile_passes(m.graph(), {.settings = kiln::Settings().with("narrow_gather", "off")});
+      passes::run_compile_passes(kiln::internal::graph(m), {.settings = kiln::Settings().with("narrow_gather", "off")});
   for (const passes::PassReport& report : off.reports)
     if (report.pass == "narrow_before_gather") {
       BOOST_TEST(report.changes == 0);
       BOOST_TEST(report.details.at(0) == "off: setting narrow_gather=off (CompileOptions::settings)");
     }
-  BOOST_TEST(passes::narrow_before_gather(m.graph()).report.changes == 1);
+  BOOST_TEST(passes::narrow_before_gather(kiln::internal::graph(m)).report.changes == 1);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -716,7 +717,7 @@ Graph attention_graph(bool split_scale, bool with_mask, bool scores_read_twice =
   auto context = b.matmul(b.softmax(scores, -1), v);
   std::vector<Builder::Value> outputs = {context};
   if (scores_read_twice) outputs.push_back(scores);
-  return b.build(outputs).graph();
+  return kiln::internal::graph(b.build(outputs));
 }
 
 BOOST_AUTO_TEST_CASE(recognises_scaled_masked_attention) {
@@ -762,7 +763,7 @@ Graph silu_graph(bool sigmoid_first) {
   y = sigmoid_first ? b.mul(gate, y) : b.mul(y, gate);
   auto z = b.input("z", DType::f32, {4, 6, 6});
   auto other = sigmoid_first ? b.mul(z, b.sigmoid(z)) : b.mul(b.sigmoid(z), z);
-  return b.build({b.add(y, other)}).graph();
+  return kiln::internal::graph(b.build({b.add(y, other)}));
 }
 
 BOOST_AUTO_TEST_CASE(recognises_silu_in_either_operand_order) {
@@ -795,7 +796,7 @@ BOOST_AUTO_TEST_CASE(keeps_sigmoid_read_elsewhere_and_other_products) {
   auto other_operand = b.mul(y, b.sigmoid(x));                 // sigmoid of another value
   auto squared = b.sigmoid(y);
   auto gate_squared = b.mul(squared, squared);                 // sigmoid(y)^2
-  const Graph g = b.build({read_twice, exported, gate_as_output, other_operand, gate_squared}).graph();
+  const Graph g = kiln::internal::graph(b.build({read_twice, exported, gate_as_output, other_operand, gate_squared}));
   passes::PassResult result = passes::recognise_silu(g);
   check_interface(g, result.graph);
   BOOST_TEST(result.report.changes == 0);
@@ -805,7 +806,7 @@ BOOST_AUTO_TEST_CASE(keeps_sigmoid_read_elsewhere_and_other_products) {
 
 BOOST_AUTO_TEST_CASE(pipeline_turns_efficientnet_silus_into_silu_and_keeps_the_se_gates) {
   const kiln::Model model = kiln::models::build("efficientnet_b0", {.image_size = 32, .num_classes = 10, .seed = 3});
-  const Graph& g = model.graph();
+  const Graph& g = kiln::internal::graph(model);
   const int sigmoids = count_op(g, "Sigmoid");
   passes::PipelineResult result = passes::run_compile_passes(g);
   check_interface(g, result.graph);
@@ -884,7 +885,7 @@ Graph squeeze_excitation(const SqueezeExcitation& o) {
   auto y = b.conv2d(scaled, w, b.constant("proj_bias", random_tensor({o.out_channels}, 34)), {.groups = o.groups});
   std::vector<Builder::Value> outputs = {y};
   if (o.product_read_twice) outputs.push_back(b.relu(scaled));
-  return b.build(outputs).graph();
+  return kiln::internal::graph(b.build(outputs));
 }
 
 BOOST_AUTO_TEST_CASE(moves_the_channel_scale_onto_a_smaller_weight) {
@@ -938,7 +939,7 @@ BOOST_AUTO_TEST_CASE(moves_efficientnet_squeeze_excitation_scales_at_224) {
   // The 11 projections from 112x112 to 14x14 have weights smaller than their
   // input; the 5 at 7x7 keep the multiply on the activation.
   const kiln::Model model = kiln::models::build("efficientnet_b0", {.image_size = 224, .seed = 3});
-  passes::PipelineResult result = passes::run_compile_passes(model.graph());
+  passes::PipelineResult result = passes::run_compile_passes(kiln::internal::graph(model));
   const auto report = std::find_if(result.reports.begin(), result.reports.end(),
                                    [](const passes::PassReport& r) { return r.pass == "scale_conv_weights"; });
   BOOST_REQUIRE((report != result.reports.end()));
@@ -960,7 +961,7 @@ BOOST_AUTO_TEST_CASE(transpose_of_unit_axes_becomes_a_view) {
   auto kept = b.transpose(two_heads, {0, 2, 1, 3});  // moves 5 past 2: a real transpose
   auto reversed = b.op("Transpose", {column}, {})[0];  // default perm: [3, 1, 1]
   auto swapped = b.transpose(single_head, {0, 3, 2, 1});  // moves 4 past 5: a real transpose
-  const Graph g = b.build({b.relu(a), kept, reversed, swapped}).graph();
+  const Graph g = kiln::internal::graph(b.build({b.relu(a), kept, reversed, swapped}));
   passes::PassResult result = passes::transpose_to_reshape(g);
   check_interface(g, result.graph);
   BOOST_TEST(result.report.changes == 2);
@@ -986,7 +987,7 @@ BOOST_AUTO_TEST_CASE(trims_conv_taps_that_only_read_padding) {
   auto rows = b.conv2d(x, w("w_rows", 3), std::nullopt, {.padding = {20, 1, 20, 1}, .dilation = {20, 1}});
   // An ordinary 3x3 with padding 1: kept.
   auto plain = b.conv2d(x, w("w_plain", 4), std::nullopt, {.padding = {1, 1, 1, 1}});
-  const Graph g = b.build({far, near, rows, plain}).graph();
+  const Graph g = kiln::internal::graph(b.build({far, near, rows, plain}));
   passes::PassResult result = passes::trim_conv_window(g);
   check_interface(g, result.graph);
   BOOST_TEST(result.report.changes == 2);
@@ -1030,7 +1031,7 @@ Graph decode_head(const DecodeHead& o) {
   auto bias = o.bias ? std::optional(b.constant("bias", random_tensor({6}, 41))) : std::nullopt;
   auto y = b.conv2d(b.concat(parts, 1), b.constant("w", random_tensor({6, channels, 1, 1}, 40)), bias);
   if (o.relu) y = b.relu(y);
-  return b.build({y}).graph();
+  return kiln::internal::graph(b.build({y}));
 }
 
 BOOST_AUTO_TEST_CASE(convolves_upsampled_parts_before_their_resize) {
@@ -1065,7 +1066,7 @@ BOOST_AUTO_TEST_CASE(full_resolution_parts_share_one_conv) {
                                            b.input("p2", DType::f32, {1, 4, 8, 8})};
   auto y = b.relu(b.conv2d(b.concat(parts, 1), b.constant("w", random_tensor({6, 12, 1, 1}, 45)),
                            b.constant("bias", random_tensor({6}, 46))));
-  const Graph g = passes::fuse_activation(b.build({y}).graph()).graph;
+  const Graph g = passes::fuse_activation(kiln::internal::graph(b.build({y}))).graph;
   passes::PassResult result = passes::conv_before_upsample(g);
   check_interface(g, result.graph);
   BOOST_TEST(mentions(result.report, "3 concatenated inputs, 1 of them convolved before upsampling"));
@@ -1082,7 +1083,7 @@ BOOST_AUTO_TEST_CASE(keeps_convs_where_moving_is_wrong_or_no_cheaper) {
     auto parts = std::vector<Builder::Value>{resize_to(b, b.input("a", DType::f32, {1, 3, 16, 16}), 8),
                                              b.input("b", DType::f32, {1, 2, 8, 8})};
     auto y = b.conv2d(b.concat(parts, 1), b.constant("w", random_tensor({4, 5, 1, 1}, 42)), std::nullopt);
-    const Graph g = b.build({y}).graph();
+    const Graph g = kiln::internal::graph(b.build({y}));
     BOOST_TEST(passes::conv_before_upsample(g).report.changes == 0);
   }
   // A 3x3 convolution mixes pixels: it does not commute with the Resize.
@@ -1092,7 +1093,7 @@ BOOST_AUTO_TEST_CASE(keeps_convs_where_moving_is_wrong_or_no_cheaper) {
                                              b.input("b", DType::f32, {1, 2, 8, 8})};
     auto y = b.conv2d(b.concat(parts, 1), b.constant("w", random_tensor({4, 5, 3, 3}, 43)), std::nullopt,
                       {.padding = {1, 1, 1, 1}});
-    const Graph g = b.build({y}).graph();
+    const Graph g = kiln::internal::graph(b.build({y}));
     BOOST_TEST(passes::conv_before_upsample(g).report.changes == 0);
   }
   // The concatenation is read elsewhere too: it must still be built.
@@ -1101,7 +1102,7 @@ BOOST_AUTO_TEST_CASE(keeps_convs_where_moving_is_wrong_or_no_cheaper) {
     auto cat = b.concat({resize_to(b, b.input("a", DType::f32, {1, 3, 4, 4}), 8), b.input("b", DType::f32, {1, 2, 8, 8})},
                         1);
     auto y = b.conv2d(cat, b.constant("w", random_tensor({4, 5, 1, 1}, 44)), std::nullopt);
-    const Graph g = b.build({y, b.relu(cat)}).graph();
+    const Graph g = kiln::internal::graph(b.build({y, b.relu(cat)}));
     BOOST_TEST(passes::conv_before_upsample(g).report.changes == 0);
   }
   // The setting for A/B runs, from the environment as a user sets it.
@@ -1126,7 +1127,7 @@ BOOST_AUTO_TEST_CASE(drops_a_resize_to_its_own_size) {
   auto x = b.input("x", DType::f32, {1, 3, 8, 8});
   auto same = resize_to(b, x, 8);
   auto bigger = resize_to(b, x, 16);
-  const Graph g = b.build({b.relu(same), bigger}).graph();
+  const Graph g = kiln::internal::graph(b.build({b.relu(same), bigger}));
   passes::PassResult result = passes::drop_identity_resize(g);
   check_interface(g, result.graph);
   BOOST_TEST(result.report.changes == 1);
@@ -1136,13 +1137,13 @@ BOOST_AUTO_TEST_CASE(drops_a_resize_to_its_own_size) {
 
 BOOST_AUTO_TEST_CASE(segformer_decode_head_fuses_at_each_part_resolution) {
   const kiln::Model model = kiln::models::build("segformer_b0", {.image_size = 64, .seed = 3});
-  passes::PipelineResult result = passes::run_compile_passes(model.graph());
+  passes::PipelineResult result = passes::run_compile_passes(kiln::internal::graph(model));
   const auto report = std::find_if(result.reports.begin(), result.reports.end(),
                                    [](const passes::PassReport& r) { return r.pass == "conv_before_upsample"; });
   BOOST_REQUIRE((report != result.reports.end()));
   BOOST_TEST(report->changes == 1);
   BOOST_TEST(mentions(*report, "split Conv 'decode_head.linear_fuse' over its 4 concatenated inputs, 3 of them"));
-  BOOST_TEST(relative_difference(model.graph(), result.graph) <= 1e-4);
+  BOOST_TEST(relative_difference(kiln::internal::graph(model), result.graph) <= 1e-4);
 }
 
 BOOST_AUTO_TEST_SUITE_END()

@@ -6,6 +6,7 @@
 
 #include "graph/ir.h"
 #include "tools/npy.h"
+#include "src/runtime/internal_access.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -199,11 +200,11 @@ void check_same_graph_shape(const Family& family, const Export& exported) {
   const kiln::Model builtin = kiln::models::build(family.name, {.image_size = family.image_size});
   std::map<std::string, kiln::Shape> builtin_constants;
   std::map<std::string, bool> matmul_weight;  // the constant is a MatMul's right operand
-  for (const auto& v : builtin.graph().values())
+  for (const auto& v : kiln::internal::graph(builtin).values())
     if (v.constant) builtin_constants[v.name] = v.type.shape;
-  for (const auto& node : builtin.graph().nodes())
-    if (node.op == "MatMul" && builtin.graph().value(node.inputs[1]).constant)
-      matmul_weight[builtin.graph().value(node.inputs[1]).name] = true;
+  for (const auto& node : kiln::internal::graph(builtin).nodes())
+    if (node.op == "MatMul" && kiln::internal::graph(builtin).value(node.inputs[1]).constant)
+      matmul_weight[kiln::internal::graph(builtin).value(node.inputs[1]).name] = true;
   for (const auto& [name, shape] : exported.parameters) {
     BOOST_TEST_CONTEXT(family.name << ": the export's parameter " << name) {
       const auto it = builtin_constants.find(name);
@@ -224,7 +225,7 @@ void check_same_graph_shape(const Family& family, const Export& exported) {
   }
   auto count = [](const kiln::Model& m, std::initializer_list<const char*> ops) {
     int n = 0;
-    for (const auto& node : m.graph().nodes())
+    for (const auto& node : kiln::internal::graph(m).nodes())
       for (const char* op : ops) n += node.op == op;
     return n;
   };
@@ -237,10 +238,10 @@ void check_same_graph_shape(const Family& family, const Export& exported) {
   BOOST_TEST(count(builtin, {"Conv"}) == exported_count({"Conv"}), family.name << ": Conv count");
   if (family.builtin == Builtin::adds_post_processing) return;
   // Same outputs, same number of matrix products.
-  BOOST_TEST_REQUIRE(builtin.graph().outputs().size() == exported.model.graph().outputs().size());
-  for (std::size_t i = 0; i < builtin.graph().outputs().size(); ++i)
-    BOOST_TEST((builtin.graph().value(builtin.graph().outputs()[i]).type.shape ==
-                exported.model.graph().value(exported.model.graph().outputs()[i]).type.shape));
+  BOOST_TEST_REQUIRE(kiln::internal::graph(builtin).outputs().size() == kiln::internal::graph(exported.model).outputs().size());
+  for (std::size_t i = 0; i < kiln::internal::graph(builtin).outputs().size(); ++i)
+    BOOST_TEST((kiln::internal::graph(builtin).value(kiln::internal::graph(builtin).outputs()[i]).type.shape ==
+                kiln::internal::graph(exported.model).value(kiln::internal::graph(exported.model).outputs()[i]).type.shape));
   BOOST_TEST(count(builtin, {"MatMul", "Gemm"}) == exported_count({"MatMul", "Gemm"}),
              family.name << ": MatMul + Gemm count");
 }

@@ -4,6 +4,7 @@
 #include <kiln/kiln.h>
 
 #include "graph/op_registry.h"
+#include "src/runtime/internal_access.h"
 
 #include <algorithm>
 #include <cmath>
@@ -31,7 +32,7 @@ float max_abs(const kiln::Tensor& t) {
 void check_model(std::int64_t batch, std::int64_t size) {
   auto model = kiln::models::resnet18({.batch = batch, .image_size = size, .num_classes = 1000, .seed = 0});
   auto x = ramp_input({batch, 3, size, size});
-  auto want = kiln::graph::run_reference(model.graph(), std::vector<kiln::Tensor>{x});
+  auto want = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<kiln::Tensor>{x});
   BOOST_REQUIRE_EQUAL(want.size(), 1u);
   BOOST_REQUIRE(want[0].shape() == (kiln::Shape{batch, 1000}));
   const float scale = std::max(1.0f, max_abs(want[0]));

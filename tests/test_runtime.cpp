@@ -8,6 +8,7 @@
 #include "graph/op_registry.h"
 #include "src/runtime/executor.h"
 #include "src/runtime/memory_plan.h"
+#include "src/runtime/internal_access.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -101,8 +102,8 @@ BOOST_AUTO_TEST_CASE(large_batch_splits_activations_across_buffers) {
   auto model = kiln::models::resnet18({.batch = 36, .image_size = 224});
   auto compiled = kiln::compile(model, {.backend = "vulkan"});
   compiled.prepare();
-  const auto& plan = compiled.engine().memory_plan();
-  kiln::runtime::check_memory_plan(compiled.engine().lifetimes(), plan, 16);
+  const auto& plan = kiln::internal::engine(compiled).memory_plan();
+  kiln::runtime::check_memory_plan(kiln::internal::engine(compiled).lifetimes(), plan, 16);
   BOOST_TEST_MESSAGE("arenas: " << plan.arena_sizes.size() << ", total " << plan.arena_bytes);
   const std::uint64_t max_buffer =
       kiln::backend::get_backend("vulkan").enumerate_devices().at(0).target.max_buffer_bytes;
@@ -194,7 +195,7 @@ BOOST_AUTO_TEST_CASE(compiled_resnet_plan_reuses_memory_safely) {
   auto model = small_resnet();
   auto compiled = kiln::compile(model, {.backend = "vulkan"});
   compiled.prepare();
-  const kiln::Executor& engine = compiled.engine();
+  const kiln::Executor& engine = kiln::internal::engine(compiled);
   kiln::runtime::check_memory_plan(engine.lifetimes(), engine.memory_plan(), 16);
   BOOST_TEST(engine.memory_plan().arena_bytes < engine.memory_plan().unshared_bytes / 2);
   BOOST_TEST(compiled.stats().peak_device_bytes > 0u);
@@ -207,13 +208,13 @@ BOOST_AUTO_TEST_SUITE(modes)
 BOOST_AUTO_TEST_CASE(eager_default_and_reduce_overhead_agree_with_reference) {
   auto model = small_resnet();
   auto input = random_input({1, 3, 32, 32}, 1);
-  auto want = kiln::graph::run_reference(model.graph(), std::vector<kiln::Tensor>{input});
+  auto want = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<kiln::Tensor>{input});
   auto e = kiln::eager(model, {.backend = "vulkan"});
   auto d = kiln::compile(model, {.backend = "vulkan", .mode = kiln::Mode::default_});
   auto r = kiln::compile(model, {.backend = "vulkan", .mode = kiln::Mode::reduce_overhead});
   for (int call = 0; call < 3; ++call) {
     auto x = random_input({1, 3, 32, 32}, 10 + call);
-    auto ref = kiln::graph::run_reference(model.graph(), std::vector<kiln::Tensor>{x});
+    auto ref = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<kiln::Tensor>{x});
     const float scale = 1.0f + std::fabs(ref[0].values<float>()[0]);
     BOOST_TEST(kiln::max_abs_diff(e({x})[0], ref[0]) <= 1e-3f * scale);
     BOOST_TEST(kiln::max_abs_diff(d({x})[0], ref[0]) <= 1e-3f * scale);
@@ -310,7 +311,7 @@ BOOST_AUTO_TEST_CASE(breaks_run_on_the_host_without_fullgraph) {
   auto i = kiln::Tensor::from_i64({2, 3}, {1, 2, 3, -4, 5, 600});
   auto m = kiln::compile(model, {.backend = "vulkan"});
   auto out = m({x, i});
-  auto want = kiln::graph::run_reference(model.graph(), std::vector<kiln::Tensor>{x, i});
+  auto want = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<kiln::Tensor>{x, i});
   BOOST_TEST(kiln::max_abs_diff(out[0], want[0]) <= 1e-6f);
   auto got_i = out[1].values<std::int64_t>();
   auto want_i = want[1].values<std::int64_t>();
@@ -325,7 +326,7 @@ BOOST_AUTO_TEST_CASE(profile_times_every_dispatch_and_leaves_calls_intact) {
   auto d = kiln::compile(model, {.backend = "vulkan"});
   const kiln::Tensor before = d({x})[0];
   const auto timings = d.profile({x}, 3);
-  const auto dispatches = d.engine().dispatches();
+  const auto dispatches = kiln::internal::engine(d).dispatches();
   BOOST_REQUIRE(timings.size() == dispatches.size());
   for (std::size_t i = 0; i < timings.size(); ++i) {
     BOOST_TEST(timings[i].kernel == dispatches[i].kernel_name);

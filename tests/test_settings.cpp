@@ -7,6 +7,7 @@
 
 #include "src/compile/plan.h"
 #include "backends/registry.h"
+#include "src/runtime/internal_access.h"
 
 #include <map>
 #include <set>
@@ -147,12 +148,12 @@ BOOST_AUTO_TEST_CASE(the_plan_follows_the_settings) {
   const kiln::backend::Backend& null_backend = kiln::backend::get_backend("null");
   const kiln::backend::TargetDesc target = null_backend.offline_targets().at(0);
   auto dispatches = [&](const Settings& settings) {
-    return kiln::compiler::build_plan(model.graph_ptr(), null_backend, target, {.settings = settings})->dispatch_count();
+    return kiln::compiler::build_plan(kiln::internal::graph_ptr(model), null_backend, target, {.settings = settings})->dispatch_count();
   };
   BOOST_TEST(dispatches(Settings()) == 1);
   BOOST_TEST(dispatches(Settings().with("fuse", "off")) == 6);
   BOOST_TEST(dispatches(Settings().with("max_fused_nodes", "2")) == 3);
-  const auto plan = kiln::compiler::build_plan(model.graph_ptr(), null_backend, target,
+  const auto plan = kiln::compiler::build_plan(kiln::internal::graph_ptr(model), null_backend, target,
                                                {.settings = Settings().with("fold_constants", "off")});
   BOOST_TEST(plan->pass_reports.front().details.at(0) == "off: setting fold_constants=off (CompileOptions::settings)");
 }

@@ -19,6 +19,7 @@
 #include "src/kernel/ir.h"
 #include "src/lower/lower.h"
 #include "src/render/cstyle.h"
+#include "src/runtime/internal_access.h"
 
 #include <kiln/builder.h>
 #include <kiln/error.h>
@@ -884,7 +885,7 @@ BOOST_AUTO_TEST_CASE(pack_weights_packs_exactly_the_direct_convolutions) {
                                                  .padding = {c.pad_top, c.pad_left, c.pad_bottom, c.pad_right},
                                                  .dilation = {c.dilation, c.dilation},
                                                  .groups = c.groups})});
-    const kiln::graph::Graph result = kiln::graph::passes::pack_weights(model.graph()).graph;
+    const kiln::graph::Graph result = kiln::graph::passes::pack_weights(kiln::internal::graph(model)).graph;
     const bool was_packed = result.nodes().back().attrs.has("weight_layout");
     for (const LowerTarget& target : {LowerTarget{}, lavapipe(), small_device()}) {
       const bool direct = sh::choose_conv_plan(p, target).algorithm == sh::ConvAlgorithm::direct;
@@ -1046,7 +1047,7 @@ BOOST_AUTO_TEST_CASE(lower_node_takes_its_knobs_from_the_target) {
   auto x = b.input("x", kiln::DType::f32, {1, 8, 16, 16});
   auto w = b.constant("w", kiln::Tensor(kiln::DType::f32, {8, 8, 3, 3}));
   const kiln::Model model = b.build({b.conv2d(x, w, std::nullopt, {.padding = {1, 1, 1, 1}})});
-  const kiln::graph::Graph& g = model.graph();
+  const kiln::graph::Graph& g = kiln::internal::graph(model);
   const kiln::graph::Node& node = g.nodes().back();
   std::vector<kiln::graph::TensorType> inputs, outputs;
   for (auto id : node.inputs)

@@ -14,6 +14,7 @@
 #include "src/runtime/device_pool.h"
 #include "src/runtime/executor.h"
 #include "small_models.h"
+#include "src/runtime/internal_access.h"
 
 #include <atomic>
 #include <cstring>
@@ -122,7 +123,7 @@ BOOST_AUTO_TEST_CASE(models_sharing_a_device_run_at_once) {
   Workload head_work = make_workload(head, {1, 8, 16, 16}, 400);
   // One device: the pool hands every model the same context.
   BOOST_TEST(trunk.to_device(Tensor()).device() == mlp.to_device(Tensor()).device());
-  BOOST_TEST(&trunk.engine() != &mlp.engine());
+  BOOST_TEST(&kiln::internal::engine(trunk) != &kiln::internal::engine(mlp));
   run_threads(3, [&](int t, std::vector<std::string>& failures) {
     for (int i = 0; i < kThreads * kCallsPerThread; ++i) {
       const std::string what = "call " + std::to_string(i);
@@ -143,8 +144,8 @@ BOOST_AUTO_TEST_CASE(first_calls_race_to_compile_one_model) {
   });
   // Compiled once: the one compile found every kernel missing from the empty cache.
   const RunStats stats = model.stats();
-  BOOST_TEST_REQUIRE(model.engine().plan() != nullptr);
-  BOOST_TEST(stats.kernel_cache_misses == static_cast<int>(model.engine().plan()->rendered.size()));
+  BOOST_TEST_REQUIRE(kiln::internal::engine(model).plan() != nullptr);
+  BOOST_TEST(stats.kernel_cache_misses == static_cast<int>(kiln::internal::engine(model).plan()->rendered.size()));
   BOOST_TEST(stats.kernel_cache_hits == 0);
   std::filesystem::remove_all(cache);
 }
@@ -164,7 +165,7 @@ BOOST_AUTO_TEST_CASE(models_of_one_graph_compile_at_once_on_one_device) {
   });
   // Kernels raced into one cache: one loaded kernel per distinct source.
   auto device = runtime::acquire_device("vulkan", "", cache);
-  BOOST_TEST(device->kernels->distinct_kernels() == static_cast<int>(models[0].engine().plan()->rendered.size()));
+  BOOST_TEST(device->kernels->distinct_kernels() == static_cast<int>(kiln::internal::engine(models[0]).plan()->rendered.size()));
   // The plan cache entries written at once are whole: a new model reads one.
   CompiledModel warm = compile(source, {.cache_dir = cache});
   BOOST_TEST(max_difference(warm(w.inputs[0]), w.expected[0]) == 0.0f);

@@ -18,6 +18,7 @@
 #include "src/runtime/executor.h"
 #include "src/render/cstyle.h"
 #include "tensor_checks.h"
+#include "src/runtime/internal_access.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -111,7 +112,7 @@ kiln::Model weight_transform_model(const Shape& weight, std::int64_t tile) {
   kiln::graph::Attributes attrs;
   attrs.set("output_tile", tile);
   g->set_outputs({g->add_node("WinogradWeight", {w}, attrs)[0]});
-  return kiln::Model(g, "winograd_weight");
+  return kiln::internal::make_model(g, "winograd_weight");
 }
 
 }  // namespace
@@ -122,13 +123,13 @@ BOOST_AUTO_TEST_CASE(rewritten_convolutions_match_the_original) {
   for (const ConvCase& c : kCases) {
     BOOST_TEST_CONTEXT(c.name) {
       const kiln::Model model = conv_model(c);
-      const passes::PassResult result = passes::winograd(passes::fuse_activation(model.graph()).graph);
+      const passes::PassResult result = passes::winograd(passes::fuse_activation(kiln::internal::graph(model)).graph);
       BOOST_TEST(result.report.changes == 1);
       BOOST_REQUIRE((ops_of(result.graph) == std::vector<std::string>{"WinogradInput", "MatMul", "WinogradOutput"}));
       BOOST_TEST(result.graph.node(0).attrs.get_int("output_tile", 0) == c.tile);
       BOOST_TEST(result.graph.node(2).attrs.get_int("output_tile", 0) == c.tile);
       const std::vector<Tensor> inputs = {random_tensor(model.inputs()[0].shape, 3)};
-      const Tensor expected = kiln::graph::run_reference(model.graph(), inputs)[0];
+      const Tensor expected = kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0];
       const Tensor actual = kiln::graph::run_reference(result.graph, inputs)[0];
       const double diff = relative_difference(actual, expected);
       BOOST_TEST_MESSAGE(c.name << ": relative difference " << diff);
@@ -139,7 +140,7 @@ BOOST_AUTO_TEST_CASE(rewritten_convolutions_match_the_original) {
 
 BOOST_AUTO_TEST_CASE(matmul_is_batched_over_the_16_transformed_planes) {
   const ConvCase& c = find_case("batch2_odd");  // 13x9 output: 7x5 F(2x2) tiles per image
-  const kiln::graph::Graph g = winograd_graph(conv_model(c).graph());
+  const kiln::graph::Graph g = winograd_graph(kiln::internal::graph(conv_model(c)));
   const auto& matmul = g.node(1);
   BOOST_TEST(g.value(matmul.inputs[0]).constant.has_value());
   BOOST_TEST((g.value(matmul.inputs[0]).type.shape == Shape{16, 72, 64}));
@@ -147,12 +148,12 @@ BOOST_AUTO_TEST_CASE(matmul_is_batched_over_the_16_transformed_planes) {
   BOOST_TEST((g.value(matmul.inputs[1]).type.shape == Shape{16, 64, 80}));
   BOOST_TEST((g.value(matmul.outputs[0]).type.shape == Shape{16, 72, 80}));
   // The Conv's name and its output's name survive on WinogradOutput.
-  BOOST_TEST(g.node(2).name == conv_model(c).graph().nodes()[0].name);
+  BOOST_TEST(g.node(2).name == kiln::internal::graph(conv_model(c)).nodes()[0].name);
 }
 
 BOOST_AUTO_TEST_CASE(f4_matmul_is_batched_over_36_transformed_planes) {
   const ConvCase& c = find_case("f4_batch2_odd");  // 17x15 output: 5x4 F(4x4) tiles per image
-  const kiln::graph::Graph g = winograd_graph(conv_model(c).graph());
+  const kiln::graph::Graph g = winograd_graph(kiln::internal::graph(conv_model(c)));
   const auto& matmul = g.node(1);
   BOOST_TEST((g.value(matmul.inputs[0]).type.shape == Shape{36, 72, 64}));
   // 2 * 5 * 4 = 40 tiles, padded to 48 columns.
@@ -182,7 +183,7 @@ BOOST_AUTO_TEST_CASE(pass_picks_f4_where_the_sub_grids_are_large) {
       const std::int64_t d = pick.dilation;
       auto y = b.conv2d(x, b.constant("w", random_tensor({pick.channels, pick.channels, 3, 3}, 12)), std::nullopt,
                         {.padding = {d, d, d, d}, .dilation = {d, d}});
-      const passes::PassResult result = passes::winograd(b.build({y}).graph());
+      const passes::PassResult result = passes::winograd(kiln::internal::graph(b.build({y})));
       BOOST_REQUIRE(result.report.changes == 1);
       BOOST_TEST(result.graph.node(0).attrs.get_int("output_tile", 0) == pick.tile);
       const std::string f = std::to_string(pick.tile);
@@ -197,7 +198,7 @@ BOOST_AUTO_TEST_CASE(pass_picks_f2_where_the_f4_weight_would_not_fit_a_storage_b
   kiln::Builder b("classifier");
   auto x = b.input("x", DType::f32, {1, 2048, 28, 28});
   auto y = b.conv2d(x, b.constant("w", random_tensor({512, 2048, 3, 3}, 13)), std::nullopt, {.padding = {1, 1, 1, 1}});
-  const passes::PassResult result = passes::winograd(b.build({y}).graph());
+  const passes::PassResult result = passes::winograd(kiln::internal::graph(b.build({y})));
   BOOST_REQUIRE(result.report.changes == 1);
   BOOST_TEST(result.graph.node(0).attrs.get_int("output_tile", 0) == 2);
   BOOST_TEST((result.graph.value(result.graph.node(1).inputs[0]).type.shape == Shape{16, 512, 2048}));
@@ -205,14 +206,14 @@ BOOST_AUTO_TEST_CASE(pass_picks_f2_where_the_f4_weight_would_not_fit_a_storage_b
 
 BOOST_AUTO_TEST_CASE(switch_forces_f2) {
   const kiln::Model model = conv_model(find_case("f4_pad1_bias_relu"));
-  BOOST_TEST(passes::winograd(model.graph()).graph.node(0).attrs.get_int("output_tile", 0) == 4);
-  const passes::PassResult result = passes::winograd(model.graph(), {.max_tile = 2});
+  BOOST_TEST(passes::winograd(kiln::internal::graph(model)).graph.node(0).attrs.get_int("output_tile", 0) == 4);
+  const passes::PassResult result = passes::winograd(kiln::internal::graph(model), {.max_tile = 2});
   BOOST_TEST(result.report.changes == 1);
   BOOST_TEST(result.graph.node(0).attrs.get_int("output_tile", 0) == 2);
   BOOST_TEST(result.report.details.at(0) == "F(4x4, 3x3) off: output tiles of 2x2 only");
   // The pipeline takes it from the winograd_tile setting.
   const passes::PipelineResult piped =
-      passes::run_compile_passes(model.graph(), {.settings = kiln::Settings().with("winograd_tile", "2")});
+      passes::run_compile_passes(kiln::internal::graph(model), {.settings = kiln::Settings().with("winograd_tile", "2")});
   bool found = false;
   for (const kiln::graph::Node& node : piped.graph.nodes())
     if (node.op == "WinogradInput") found = node.attrs.get_int("output_tile", 0) == 2;
@@ -246,7 +247,7 @@ BOOST_AUTO_TEST_CASE(convolutions_it_does_not_pay_for_are_left_alone) {
       auto x = b.input("x", DType::f32, {1, skip.weight[1] * groups, skip.size, skip.size});
       auto y = b.conv2d(x, b.constant("w", random_tensor(skip.weight, 4)), std::nullopt, skip.options);
       const kiln::Model model = b.build({y});
-      BOOST_TEST(passes::winograd(model.graph()).report.changes == 0);
+      BOOST_TEST(passes::winograd(kiln::internal::graph(model)).report.changes == 0);
     }
   }
 }
@@ -254,7 +255,7 @@ BOOST_AUTO_TEST_CASE(convolutions_it_does_not_pay_for_are_left_alone) {
 BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
   const kiln::Model model = conv_model(find_case("f4_pad1_bias_relu"));
   const kiln::Settings off = kiln::Settings::resolve(kiln::Mode::default_, {{"winograd", "off"}});
-  const passes::PipelineResult result = passes::run_compile_passes(model.graph(), {.settings = off});
+  const passes::PipelineResult result = passes::run_compile_passes(kiln::internal::graph(model), {.settings = off});
   for (const kiln::graph::Node& node : result.graph.nodes()) BOOST_TEST(node.op != "WinogradInput");
   const auto report = std::find_if(result.reports.begin(), result.reports.end(),
                                    [](const passes::PassReport& r) { return r.pass == "winograd"; });
@@ -264,7 +265,7 @@ BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
 }
 
 BOOST_AUTO_TEST_CASE(pipeline_runs_it_before_pack_weights) {
-  const passes::PipelineResult result = passes::run_compile_passes(conv_model(find_case("f4_pad1_bias_relu")).graph());
+  const passes::PipelineResult result = passes::run_compile_passes(kiln::internal::graph(conv_model(find_case("f4_pad1_bias_relu"))));
   const auto position = [&](const std::string& pass) {
     return std::find_if(result.reports.begin(), result.reports.end(),
                         [&](const passes::PassReport& r) { return r.pass == pass; }) -
@@ -280,9 +281,9 @@ BOOST_AUTO_TEST_CASE(weight_op_reference_is_the_compile_time_transform) {
   for (const char* name : {"batch2_odd", "f4_pad1_bias_relu"}) {
     BOOST_TEST_CONTEXT(name) {
       const kiln::Model model = conv_model(find_case(name));
-      const kiln::graph::Graph compiled = winograd_graph(model.graph());
+      const kiln::graph::Graph compiled = winograd_graph(kiln::internal::graph(model));
       const Tensor& folded = *compiled.value(compiled.node(1).inputs[0]).constant;
-      const kiln::graph::Graph eager = eager_graph(model.graph());
+      const kiln::graph::Graph eager = eager_graph(kiln::internal::graph(model));
       const auto& transform = eager.node(1);
       BOOST_REQUIRE(transform.op == "WinogradWeight");
       const Tensor weight = *eager.value(transform.inputs[0]).constant;
@@ -318,7 +319,7 @@ BOOST_AUTO_TEST_CASE(eager_graph_transforms_the_weight_every_call) {
   for (const ConvCase& c : kCases) {
     BOOST_TEST_CONTEXT(c.name) {
       const kiln::Model model = conv_model(c);
-      const passes::PipelineResult result = passes::run_eager_passes(model.graph());
+      const passes::PipelineResult result = passes::run_eager_passes(kiln::internal::graph(model));
       BOOST_REQUIRE(result.reports.size() == 1u);
       BOOST_TEST(result.reports[0].changes == 1);
       // No fusion: the Relu stays a node of its own; no fold: the only
@@ -326,11 +327,11 @@ BOOST_AUTO_TEST_CASE(eager_graph_transforms_the_weight_every_call) {
       std::vector<std::string> expected = {"WinogradInput", "WinogradWeight", "MatMul", "WinogradOutput"};
       if (c.relu) expected.push_back("Relu");
       BOOST_REQUIRE(ops_of(result.graph) == expected);
-      BOOST_TEST(constant_names(result.graph) == constant_names(model.graph()));
+      BOOST_TEST(constant_names(result.graph) == constant_names(kiln::internal::graph(model)));
       BOOST_TEST(result.graph.node(1).attrs.get_int("output_tile", 0) == c.tile);
       BOOST_TEST(result.graph.node(0).attrs.get_int("output_tile", 0) == c.tile);
       // The same F(m x m) and GEMM shape as compile() picks.
-      const kiln::graph::Graph compiled = winograd_graph(model.graph());
+      const kiln::graph::Graph compiled = winograd_graph(kiln::internal::graph(model));
       const auto gemm_shape = [](const kiln::graph::Graph& g) {
         for (const auto& node : g.nodes())
           if (node.op == "MatMul") return g.value(node.outputs[0]).type.shape;
@@ -339,7 +340,7 @@ BOOST_AUTO_TEST_CASE(eager_graph_transforms_the_weight_every_call) {
       BOOST_TEST(gemm_shape(result.graph) == gemm_shape(compiled));
 
       const std::vector<Tensor> inputs = {random_tensor(model.inputs()[0].shape, 3)};
-      const Tensor expected_y = kiln::graph::run_reference(model.graph(), inputs)[0];
+      const Tensor expected_y = kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0];
       const double diff = relative_difference(kiln::graph::run_reference(result.graph, inputs)[0], expected_y);
       BOOST_TEST(diff < tolerance(c.tile));
     }
@@ -348,7 +349,7 @@ BOOST_AUTO_TEST_CASE(eager_graph_transforms_the_weight_every_call) {
 
 BOOST_AUTO_TEST_CASE(eager_switch_keeps_the_direct_convolution) {
   const kiln::Model model = conv_model(find_case("f4_pad1_bias_relu"));
-  const passes::PipelineResult result = passes::run_eager_passes(model.graph(), {.eager_winograd = false});
+  const passes::PipelineResult result = passes::run_eager_passes(kiln::internal::graph(model), {.eager_winograd = false});
   BOOST_TEST((ops_of(result.graph) == std::vector<std::string>{"Conv", "Relu"}));
   BOOST_REQUIRE(result.reports.size() == 1u);
   BOOST_TEST(result.reports[0].changes == 0);
@@ -369,9 +370,9 @@ BOOST_AUTO_TEST_CASE(eager_passes_leave_other_ops_alone) {
                    b.constant("mean", random_tensor({64}, 17)), b.constant("var", variance));
   y = b.conv2d(b.relu(y), b.constant("w1", random_tensor({64, 64, 1, 1}, 19)), std::nullopt);
   const kiln::Model model = b.build({y});
-  const passes::PipelineResult result = passes::run_eager_passes(model.graph());
+  const passes::PipelineResult result = passes::run_eager_passes(kiln::internal::graph(model));
   BOOST_TEST(result.reports.at(0).changes == 0);
-  BOOST_TEST(result.graph.to_string() == model.graph().to_string());
+  BOOST_TEST(result.graph.to_string() == kiln::internal::graph(model).to_string());
 }
 
 BOOST_AUTO_TEST_CASE(ops_reject_shapes_that_do_not_fit) {
@@ -413,7 +414,7 @@ BOOST_AUTO_TEST_CASE(output_transform_is_not_recomputed_inside_a_following_convo
   auto y = b.conv2d(x, b.constant("w", random_tensor({64, 64, 3, 3}, 9)), std::nullopt, {.padding = {1, 1, 1, 1}});
   auto z = b.conv2d(y, b.constant("w2", random_tensor({64, 64, 1, 1}, 10)), std::nullopt);
   const kiln::Model model = b.build({z});
-  const kiln::graph::Graph passed = passes::run_compile_passes(model.graph()).graph;
+  const kiln::graph::Graph passed = passes::run_compile_passes(kiln::internal::graph(model)).graph;
   kiln::fuse::PlanOptions options;
   options.fuse = true;
   const kiln::fuse::KernelPlan plan = kiln::fuse::plan_kernels(passed, options);
@@ -430,7 +431,7 @@ BOOST_AUTO_TEST_CASE(compiled_convolutions_match_the_reference) {
     BOOST_TEST_CONTEXT(c.name) {
       const kiln::Model model = conv_model(c);
       const std::vector<Tensor> inputs = {random_tensor(model.inputs()[0].shape, 5)};
-      const Tensor expected = kiln::graph::run_reference(model.graph(), inputs)[0];
+      const Tensor expected = kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0];
       kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
       const double diff = relative_difference(compiled(inputs)[0], expected);
       BOOST_TEST_MESSAGE(c.name << ": relative difference on Vulkan " << diff);
@@ -449,12 +450,12 @@ BOOST_AUTO_TEST_CASE(residual_add_and_relu_fuse_into_the_output_transform) {
                     {.padding = {1, 1, 1, 1}});
   const kiln::Model model = b.build({b.relu(b.add(y, x))});
   const std::vector<Tensor> inputs = {random_tensor({1, 64, 16, 16}, 8)};
-  const Tensor expected = kiln::graph::run_reference(model.graph(), inputs)[0];
+  const Tensor expected = kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0];
 
   for (const std::int64_t tile : {4, 2}) {
     BOOST_TEST_CONTEXT("F(" << tile << "x" << tile << ")") {
       const kiln::Settings settings = kiln::Settings().with("winograd_tile", tile == 2 ? "2" : "auto");
-      const kiln::graph::Graph passed = passes::run_compile_passes(model.graph(), {.settings = settings}).graph;
+      const kiln::graph::Graph passed = passes::run_compile_passes(kiln::internal::graph(model), {.settings = settings}).graph;
       kiln::fuse::PlanOptions options;
       options.fuse = true;
       const kiln::fuse::KernelPlan plan = kiln::fuse::plan_kernels(passed, options);
@@ -498,7 +499,7 @@ BOOST_AUTO_TEST_CASE(eager_convolutions_run_as_four_dispatches_and_match_the_ref
     BOOST_TEST_CONTEXT(c.name) {
       const kiln::Model model = conv_model(c);
       const std::vector<Tensor> inputs = {random_tensor(model.inputs()[0].shape, 5)};
-      const Tensor expected = kiln::graph::run_reference(model.graph(), inputs)[0];
+      const Tensor expected = kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0];
       kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
       const double diff = relative_difference(eager(inputs)[0], expected);
       BOOST_TEST_MESSAGE(c.name << ": relative difference in eager mode on Vulkan " << diff);
@@ -506,7 +507,7 @@ BOOST_AUTO_TEST_CASE(eager_convolutions_run_as_four_dispatches_and_match_the_ref
       // Weight transform, input transform, GEMM, output transform (with the
       // bias); eager fuses nothing, so a Relu is one more.
       std::vector<std::string> kernels;
-      for (const auto& d : eager.engine().dispatches()) kernels.push_back(d.kernel_name);
+      for (const auto& d : kiln::internal::engine(eager).dispatches()) kernels.push_back(d.kernel_name);
       BOOST_REQUIRE(kernels.size() == (c.relu ? 5u : 4u));
       const std::string f = c.tile == 4 ? "winograd4_" : "winograd_";
       BOOST_TEST(kernels[0] == f + "input");
@@ -527,10 +528,10 @@ BOOST_AUTO_TEST_CASE(eager_keeps_the_direct_convolution_where_winograd_does_not_
   const kiln::Model model = b.build({y});
   const std::vector<Tensor> inputs = {random_tensor({1, 64, 64, 64}, 22)};
   kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
-  const double diff = relative_difference(eager(inputs)[0], kiln::graph::run_reference(model.graph(), inputs)[0]);
+  const double diff = relative_difference(eager(inputs)[0], kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0]);
   BOOST_TEST(diff < 1e-5);
   BOOST_TEST(eager.stats().dispatches_per_run == 1);
-  BOOST_TEST((ops_of(eager.engine().planned_graph()) == std::vector<std::string>{"Conv"}));
+  BOOST_TEST((ops_of(kiln::internal::engine(eager).planned_graph()) == std::vector<std::string>{"Conv"}));
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -544,12 +545,12 @@ BOOST_AUTO_TEST_CASE(kernels_compile_for_every_offline_cuda_and_hip_target) {
   kiln::Builder b("winograd_residual");
   auto x = b.input("x", DType::f32, {1, 64, 16, 16});
   auto y = b.conv2d(x, b.constant("w", random_tensor({64, 64, 3, 3}, 11)), std::nullopt, {.padding = {1, 1, 1, 1}});
-  std::vector<kiln::graph::Graph> graphs = {passes::run_compile_passes(b.build({b.relu(b.add(y, x))}).graph()).graph};
+  std::vector<kiln::graph::Graph> graphs = {passes::run_compile_passes(kiln::internal::graph(b.build({b.relu(b.add(y, x))}))).graph};
   // F(2x2) with padding columns, with dilation 2; F(4x4) with dilation (2, 1) and with batch 2 and padding columns.
   for (const char* name : {"batch2_odd", "batch2_dilation2_relu", "f4_asymmetric_dilation2x1", "f4_batch2_odd"})
-    graphs.push_back(passes::run_compile_passes(conv_model(find_case(name)).graph()).graph);
+    graphs.push_back(passes::run_compile_passes(kiln::internal::graph(conv_model(find_case(name)))).graph);
   // Eager mode's weight transforms, F(2x2) and F(4x4).
-  for (const std::int64_t tile : {2, 4}) graphs.push_back(weight_transform_model({72, 64, 3, 3}, tile).graph());
+  for (const std::int64_t tile : {2, 4}) graphs.push_back(kiln::internal::graph(weight_transform_model({72, 64, 3, 3}, tile)));
 
   int compiled = 0;
   for (const kiln::backend::Backend* backend : kiln::backend::all_backends()) {

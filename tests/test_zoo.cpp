@@ -7,6 +7,7 @@
 #include "graph/ir.h"
 #include "graph/models/backbones.h"
 #include "graph/op_registry.h"
+#include "src/runtime/internal_access.h"
 
 #include <algorithm>
 #include <cmath>
@@ -62,14 +63,14 @@ std::int64_t parameter_count(const kiln::Model& model) {
                                                          "in_proj_bias",  "class_token", "pos_embedding",
                                                          "layer_scale"};
   std::int64_t count = 0;
-  for (const auto& v : model.graph().values())
+  for (const auto& v : kiln::internal::graph(model).values())
     if (v.constant && kParameterLeaves.count(leaf_name(v.name))) count += v.constant->numel();
   return count;
 }
 
 std::map<std::string, int> op_counts(const kiln::Model& model) {
   std::map<std::string, int> counts;
-  for (const auto& node : model.graph().nodes()) ++counts[node.op];
+  for (const auto& node : kiln::internal::graph(model).nodes()) ++counts[node.op];
   return counts;
 }
 
@@ -81,7 +82,7 @@ void check_op_counts(const kiln::Model& model, const std::map<std::string, int>&
   }
   int total = 0;
   for (const auto& [op, n] : expected) total += n;
-  BOOST_TEST_CONTEXT(model.name() << " total nodes") { BOOST_TEST(static_cast<int>(model.graph().nodes().size()) >= total); }
+  BOOST_TEST_CONTEXT(model.name() << " total nodes") { BOOST_TEST(static_cast<int>(kiln::internal::graph(model).nodes().size()) >= total); }
 }
 
 void check_classifier_io(const kiln::Model& model, std::int64_t batch, std::int64_t size, std::int64_t classes) {
@@ -103,11 +104,11 @@ void check_deterministic(const std::string& name, const kiln::models::ModelOptio
   auto other_options = options;
   other_options.seed = options.seed + 1;
   const auto c = kiln::models::build(name, other_options);
-  BOOST_TEST(a.graph().to_string() == b.graph().to_string());
-  BOOST_TEST(a.graph().to_string() == c.graph().to_string());
-  const auto& va = a.graph().values();
-  const auto& vb = b.graph().values();
-  const auto& vc = c.graph().values();
+  BOOST_TEST(kiln::internal::graph(a).to_string() == kiln::internal::graph(b).to_string());
+  BOOST_TEST(kiln::internal::graph(a).to_string() == kiln::internal::graph(c).to_string());
+  const auto& va = kiln::internal::graph(a).values();
+  const auto& vb = kiln::internal::graph(b).values();
+  const auto& vc = kiln::internal::graph(c).values();
   BOOST_REQUIRE_EQUAL(va.size(), vb.size());
   BOOST_REQUIRE_EQUAL(va.size(), vc.size());
   int differing = 0;
@@ -127,7 +128,7 @@ void check_deterministic(const std::string& name, const kiln::models::ModelOptio
 void check_runs(const std::string& name, const kiln::models::ModelOptions& options, bool fullgraph) {
   const auto model = kiln::models::build(name, options);
   const auto x = ramp_input({options.batch, 3, options.image_size, options.image_size});
-  const auto want = kiln::graph::run_reference(model.graph(), std::vector<kiln::Tensor>{x});
+  const auto want = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<kiln::Tensor>{x});
   BOOST_REQUIRE_EQUAL(want.size(), 1u);
   // Relative to the largest logit: some heads (MobileNetV2's N(0, 0.01)) give small logits.
   const float scale = max_abs(want[0]);
@@ -165,7 +166,7 @@ BOOST_AUTO_TEST_CASE(short_aliases_build_the_large_variants) {
   const kiln::Model alias = kiln::models::build("deeplabv3_mobilenet_v3", {.image_size = 32});
   const kiln::Model canonical = kiln::models::build("deeplabv3_mobilenet_v3_large", {.image_size = 32});
   BOOST_TEST(alias.name() == "deeplabv3_mobilenet_v3_large");
-  BOOST_TEST(alias.graph().nodes().size() == canonical.graph().nodes().size());
+  BOOST_TEST(kiln::internal::graph(alias).nodes().size() == kiln::internal::graph(canonical).nodes().size());
   BOOST_TEST(kiln::models::build("lraspp_mobilenet_v3", {.image_size = 32}).name() == "lraspp_mobilenet_v3_large");
   const auto names = kiln::models::names();
   BOOST_TEST(std::count(names.begin(), names.end(), "deeplabv3_mobilenet_v3") == 0);  // listed once, canonically
@@ -195,7 +196,7 @@ BOOST_AUTO_TEST_CASE(architecture_matches_torchvision) {
                           {"GlobalAveragePool", 1}, {"Flatten", 1}, {"Gemm", 1}});
   // torchvision's state_dict names.
   std::set<std::string> names;
-  for (const auto& v : model.graph().values()) names.insert(v.name);
+  for (const auto& v : kiln::internal::graph(model).values()) names.insert(v.name);
   for (const char* key : {"conv1.weight", "layer1.0.downsample.0.weight", "layer3.5.bn3.running_var",
                           "layer4.2.conv3.weight", "fc.weight", "fc.bias"})
     BOOST_TEST_CONTEXT(key) { BOOST_TEST(names.count(key) == 1u); }
@@ -216,7 +217,7 @@ BOOST_AUTO_TEST_CASE(trunk_dilation_keeps_resolution) {
     const auto model = b.build({y});
     // torchvision: the first block of a dilated stage keeps the previous dilation.
     std::map<std::string, std::vector<std::int64_t>> dilations;
-    for (const auto& node : model.graph().nodes())
+    for (const auto& node : kiln::internal::graph(model).nodes())
       if (node.op == "Conv") dilations[node.name] = node.attrs.get_ints("dilations", {1, 1});
     BOOST_TEST(dilations.at("layer3.0.conv2")[0] == 1);
     BOOST_TEST(dilations.at("layer3.1.conv2")[0] == (dilate3 ? 2 : 1));
@@ -316,7 +317,7 @@ BOOST_AUTO_TEST_CASE(token_count_follows_image_size) {
     check_classifier_io(model, 2, size, 7);
     const std::int64_t tokens = (size / 16) * (size / 16) + 1;
     bool found = false;
-    for (const auto& v : model.graph().values())
+    for (const auto& v : kiln::internal::graph(model).values())
       if (v.name == "encoder.pos_embedding") {
         found = true;
         BOOST_TEST(v.type.shape == (kiln::Shape{1, tokens, 768}));
@@ -351,7 +352,7 @@ BOOST_AUTO_TEST_SUITE_END()  // classification
 namespace {
 
 bool has_value_named(const kiln::Model& model, const std::string& name) {
-  const auto& values = model.graph().values();
+  const auto& values = kiln::internal::graph(model).values();
   return std::any_of(values.begin(), values.end(), [&](const auto& v) { return v.name == name; });
 }
 
@@ -375,7 +376,7 @@ std::vector<kiln::Tensor> check_dense_runs(const std::string& name, const kiln::
                                            bool fullgraph) {
   const auto model = kiln::models::build(name, options);
   const auto x = ramp_input({options.batch, 3, options.image_size, options.image_size});
-  const auto want = kiln::graph::run_reference(model.graph(), std::vector<kiln::Tensor>{x});
+  const auto want = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<kiln::Tensor>{x});
   BOOST_REQUIRE_EQUAL(want.size(), model.outputs().size());
   auto eager = kiln::eager(model, {.backend = "vulkan"});
   const auto e = eager({x});
@@ -498,7 +499,7 @@ BOOST_AUTO_TEST_CASE(mobilenet_v3_backbone_dilates_its_last_stage) {
     BOOST_TEST(parameter_count(model) == kMobileNetV3LargeFeatureParameters);
     check_op_counts(model, kMobileNetV3Ops);
     int depthwise_convs = 0;
-    for (const auto& node : model.graph().nodes())
+    for (const auto& node : kiln::internal::graph(model).nodes())
       if (node.name == "13.block.1.0") {
         ++depthwise_convs;
         BOOST_TEST(node.attrs.get_ints("dilations", {1, 1})[0] == (dilated ? 2 : 1));
@@ -506,7 +507,7 @@ BOOST_AUTO_TEST_CASE(mobilenet_v3_backbone_dilates_its_last_stage) {
       }
     BOOST_TEST(depthwise_convs == 1);
     // BatchNorm eps 0.001 as torchvision's MobileNetV3.
-    for (const auto& node : model.graph().nodes())
+    for (const auto& node : kiln::internal::graph(model).nodes())
       if (node.op == "BatchNormalization") BOOST_TEST(std::fabs(node.attrs.get_float("epsilon", 0) - 1e-3) < 1e-8);
   }
 }
@@ -528,7 +529,7 @@ BOOST_AUTO_TEST_CASE(architecture_matches_torchvision) {
                           "classifier.0.convs.3.0.weight", "classifier.0.convs.4.1.weight",
                           "classifier.0.project.0.weight", "classifier.4.bias"})
     BOOST_TEST_CONTEXT(key) { BOOST_TEST(has_value_named(model, key)); }
-  for (const auto& node : model.graph().nodes())
+  for (const auto& node : kiln::internal::graph(model).nodes())
     if (node.op == "Resize") {
       BOOST_TEST(node.attrs.get_string("mode", "") == "linear");
       BOOST_TEST(node.attrs.get_string("coordinate_transformation_mode", "") == "pytorch_half_pixel");
@@ -585,10 +586,10 @@ BOOST_AUTO_TEST_CASE(architecture_matches_torchvision) {
                           {"Resize", 1}});
   // Output stride 8: layer3 and layer4 dilated.
   int head_convs = 0;
-  for (const auto& node : model.graph().nodes())
+  for (const auto& node : kiln::internal::graph(model).nodes())
     if (node.name == "classifier.0") {
       ++head_convs;
-      BOOST_TEST(model.graph().value(node.inputs[0]).type.shape == (kiln::Shape{1, 2048, 8, 8}));
+      BOOST_TEST(kiln::internal::graph(model).value(node.inputs[0]).type.shape == (kiln::Shape{1, 2048, 8, 8}));
     }
   BOOST_TEST(head_convs == 1);
   BOOST_TEST(has_value_named(model, "backbone.layer4.2.conv2.weight"));
@@ -684,7 +685,7 @@ BOOST_AUTO_TEST_CASE(architecture_matches_detr) {
 BOOST_AUTO_TEST_CASE(sine_position_embedding_follows_detr) {
   const auto model = kiln::models::build("detr_resnet50", {.image_size = 96});
   const kiln::Tensor* pos = nullptr;
-  for (const auto& v : model.graph().values())
+  for (const auto& v : kiln::internal::graph(model).values())
     if (v.name == "model.position_embeddings") pos = &*v.constant;
   BOOST_REQUIRE(pos != nullptr);
   BOOST_REQUIRE(pos->shape() == (kiln::Shape{1, 9, 256}));  // a 3x3 map at 96 pixels
@@ -731,7 +732,7 @@ BOOST_AUTO_TEST_SUITE(ssdlite320_mobilenet_v3_large)
 constexpr std::int64_t kReducedTailFeatureParameters = 1'620'512;
 
 const kiln::Shape* constant_shape(const kiln::Model& model, const std::string& name) {
-  for (const auto& v : model.graph().values())
+  for (const auto& v : kiln::internal::graph(model).values())
     if (v.constant && v.name == name) return &v.type.shape;
   return nullptr;
 }

@@ -21,6 +21,7 @@
 #include "src/tune/autotune.h"
 #include "src/tune/candidates.h"
 #include "src/tune/graph_site.h"
+#include "src/runtime/internal_access.h"
 
 #include <kiln/kiln.h>
 
@@ -213,7 +214,7 @@ void run(const TuneArgs& args) {
     std::fprintf(stderr, "profiling %s ...\n", model.name().c_str());
     CompiledModel compiled = compile(model, base);
     compiled.prepare();
-    const compiler::Plan& plan = *compiled.engine().plan();
+    const compiler::Plan& plan = *kiln::internal::engine(compiled).plan();
     target = plan.target;
     device = {plan.backend, 0};
     const std::vector<KernelTiming> timings = args.explain ? std::vector<KernelTiming>{} : compiled.profile(random_inputs(model, 1), 3);
@@ -252,7 +253,7 @@ void run(const TuneArgs& args) {
     // as the default compile did. Their time: the dispatches of the nodes
     // the rule's choice made (a Winograd conv's three keep its name as prefix).
     graph::passes::run_compile_passes(
-        model.graph(), {.cpu_device = plan.target.device_type == "cpu",
+        kiln::internal::graph(model), {.cpu_device = plan.target.device_type == "cpu",
                         .settings = plan.settings,
                         .chooser = [&](const graph::passes::GraphChoice& choice) {
                           if (const std::optional<tune::Site> site = tune::graph_site_of(choice)) {

@@ -4,6 +4,7 @@
 #include <kiln/onnx.h>
 
 #include "graph/ir.h"
+#include "graph/model_access.h"
 #include "graph/onnx/attributes.h"
 #include "graph/onnx/convert_ops.h"
 #include "graph/onnx/limits.h"
@@ -73,7 +74,7 @@ class Importer final : public ImportContext {
     // Folding leaves the constants it consumed behind; drop what nothing reads.
     graph::Graph clean = graph::passes::eliminate_dead_code(graph_).graph;
     std::string name = g.name().empty() ? std::filesystem::path(file_).stem().string() : g.name();
-    return Model(std::make_shared<const graph::Graph>(std::move(clean)), name);
+    return internal::make_model(std::make_shared<const graph::Graph>(std::move(clean)), name);
   }
 
   // ---- ImportContext -------------------------------------------------------------

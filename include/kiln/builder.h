@@ -11,6 +11,7 @@
 // ("layer1.0.conv1") or are generated.
 #pragma once
 
+#include <kiln/attributes.h>
 #include <kiln/model.h>
 #include <kiln/tensor.h>
 
@@ -24,7 +25,7 @@
 
 namespace kiln {
 
-namespace graph { class Graph; class Attributes; }
+namespace graph { class Graph; }
 
 struct Conv2dOptions {
   std::vector<std::int64_t> stride = {1, 1};
@@ -93,7 +94,7 @@ class Builder {
   Value concat(const std::vector<Value>& xs, std::int64_t axis);
   // Any registered op, with ONNX-style attributes; returns all outputs.
   std::vector<Value> op(const std::string& op_name, const std::vector<std::optional<Value>>& inputs,
-                        const graph::Attributes& attrs);
+                        const Attributes& attrs);
 
   Shape shape(Value v) const;
   DType dtype(Value v) const;
@@ -109,7 +110,7 @@ class Builder {
   void check_value(Value v) const;
   std::string scope_path() const;
   Value single(const std::string& op_name, const std::vector<std::optional<Value>>& inputs,
-               const graph::Attributes& attrs);
+               const Attributes& attrs);
 
   std::string model_name_;
   std::unique_ptr<graph::Graph> graph_;

@@ -12,9 +12,8 @@
 // submitted to one model finish in the order submitted. Different models
 // run at once, also on one device. stats() copies the last finished call's
 // figures. compile(), eager(), load(), list_backends() and DeviceTensor's
-// methods may be called from any threads at once. Not locked: engine() (for
-// tests and tools, once the model is prepared) and TracedFunction (one
-// thread at a time). Tensor copies share their data: do not write a tensor
+// methods may be called from any threads at once. Not locked: TracedFunction
+// (one thread at a time). Tensor copies share their data: do not write a tensor
 // while a call reads it (submit() copies its host inputs before returning).
 #pragma once
 
@@ -104,7 +103,11 @@ struct KernelTiming {
   bool device_time = false;        // ms is device time (timestamps); else host wall time of a submit
 };
 
-class Executor;  // src/runtime: the shared engine behind both callables
+// Private implementation details: the engine behind both callables
+// (src/runtime/executor.h), and kiln's own tests' and tools' way in
+// (src/runtime/internal_access.h).
+class Executor;
+namespace internal { struct Access; }
 struct LoadOptions;
 
 // ---- device-resident tensors and asynchronous calls -------------------------
@@ -171,10 +174,9 @@ class EagerModel {
   // returns each dispatch's median time, in execution order. Slower than a
   // call (one submit per kernel): for finding where time goes, not for totals.
   std::vector<KernelTiming> profile(const std::vector<Tensor>& inputs, int calls = 5);
-  // The engine (src/runtime/executor.h), for tests and tools that inspect plans.
-  const Executor& engine() const { return *impl_; }
 
  private:
+  friend struct internal::Access;
   friend EagerModel eager(const Model&, const DeviceOptions&);
   std::shared_ptr<Executor> impl_;
 };
@@ -211,10 +213,9 @@ class CompiledModel {
   std::string explain() const;
   // As EagerModel::profile(): each fused dispatch's median time, alone.
   std::vector<KernelTiming> profile(const std::vector<Tensor>& inputs, int calls = 5);
-  // The engine (src/runtime/executor.h), for tests and tools that inspect plans.
-  const Executor& engine() const { return *impl_; }
 
  private:
+  friend struct internal::Access;
   friend CompiledModel compile(const Model&, const CompileOptions&);
   friend CompiledModel load(const std::string&, const LoadOptions&);
   std::shared_ptr<Executor> impl_;

@@ -9,7 +9,10 @@
 
 namespace kiln {
 
+// Private implementation details: the graph IR, and kiln's own tests' and
+// tools' way in (graph/model_access.h).
 namespace graph { class Graph; }
+namespace internal { struct ModelAccess; }
 
 struct TensorSpec {
   std::string name;
@@ -17,12 +20,9 @@ struct TensorSpec {
   Shape shape;
 };
 
+// Made by kiln::Builder::build(), kiln::models and kiln::load_onnx().
 class Model {
  public:
-  // Verifies the graph; throws kiln::Error naming the first problem.
-  explicit Model(std::shared_ptr<const graph::Graph> graph, std::string name = "model");
-  const graph::Graph& graph() const { return *graph_; }
-  std::shared_ptr<const graph::Graph> graph_ptr() const { return graph_; }
   const std::string& name() const { return name_; }
   std::vector<TensorSpec> inputs() const;
   std::vector<TensorSpec> outputs() const;
@@ -35,6 +35,10 @@ class Model {
   Model with_task(std::string task) const;
 
  private:
+  friend struct internal::ModelAccess;
+  // Verifies the graph; throws kiln::Error naming the first problem.
+  Model(std::shared_ptr<const graph::Graph> graph, std::string name);
+
   std::shared_ptr<const graph::Graph> graph_;
   std::string name_;
   std::string task_;

@@ -23,6 +23,7 @@
 // fn free of side effects, since it runs again on every call.
 #pragma once
 
+#include <kiln/attributes.h>
 #include <kiln/builder.h>
 #include <kiln/kiln.h>
 #include <kiln/tensor.h>
@@ -36,7 +37,9 @@
 
 namespace kiln {
 
-namespace graph { class Attributes; class Graph; }
+// Private implementation details (see TracedFunction).
+namespace graph { class Graph; }
+namespace internal { struct Access; }
 
 // ---- ops (eager on the host; recorded while tracing) ---------------------------
 Tensor relu(const Tensor& x);
@@ -61,7 +64,7 @@ Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape);  // 0 copies a
 Tensor transpose(const Tensor& x, std::vector<std::int64_t> perm);
 Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis);
 // Any registered op with ONNX-style attributes; returns all its outputs.
-std::vector<Tensor> op(const std::string& name, const std::vector<Tensor>& inputs, const graph::Attributes& attrs);
+std::vector<Tensor> op(const std::string& name, const std::vector<Tensor>& inputs, const Attributes& attrs);
 
 // ---- host reads (graph breaks while tracing) -----------------------------------
 // Where a host read is written: std::source_location's fields, captured with
@@ -113,16 +116,17 @@ class TracedFunction {
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
   // The breaks of the current trace, in the order fn met them.
   const std::vector<TraceBreak>& graph_breaks() const;
-  // The traced graph that is compiled (the prefix up to the first break).
-  const graph::Graph& graph() const;
   // How often fn was traced (1 after compile()).
   int traces() const;
   // The compiled graph's explanation (see CompiledModel::explain), plus the breaks.
   std::string explain() const;
 
-  struct State;  // src/trace/traced_function.cpp
-
  private:
+  struct State;  // src/trace/traced_function.cpp
+  friend struct internal::Access;
+  // The traced graph that is compiled (the prefix up to the first break), for
+  // kiln's tests (src/runtime/internal_access.h).
+  const graph::Graph& traced_graph() const;
   friend TracedFunction compile(TensorFunction, const std::vector<Tensor>&, const CompileOptions&);
   std::shared_ptr<State> state_;
 };

@@ -3,6 +3,7 @@
 #include "backends/registry.h"
 #include "src/compile/plan.h"
 #include "src/render/cstyle.h"
+#include "graph/model_access.h"
 
 #include <kiln/error.h>
 
@@ -50,7 +51,7 @@ std::shared_ptr<const Plan> plan_from_records(const Model& model, const backend:
   request.autotune = [tuner](const graph::Graph& passed, const lower::LowerTarget& lower_target) {
     return tuner->finish(passed, lower_target);
   };
-  return build_plan(model.graph_ptr(), b, target, request);
+  return build_plan(kiln::internal::graph_ptr(model), b, target, request);
 }
 
 BackendSources generate_sources(const Model& model, const std::string& backend_name, const Settings& settings) {

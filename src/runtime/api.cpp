@@ -1,6 +1,7 @@
 // kiln::eager, kiln::compile and the callables they return.
 #include <kiln/kiln.h>
 
+#include "graph/model_access.h"
 #include "backends/registry.h"
 #include "src/artifact/model_file.h"
 #include "src/runtime/device_pool.h"
@@ -86,7 +87,7 @@ CompiledModel load(const std::string& path, const LoadOptions& options) {
   o.settings = plan->settings;
   o.plan = plan;
   CompiledModel m;
-  m.impl_ = std::make_shared<Executor>(Model(plan->graph, file.model_name).with_task(file.task), o);
+  m.impl_ = std::make_shared<Executor>(internal::make_model(plan->graph, file.model_name).with_task(file.task), o);
   return m;
 }
 

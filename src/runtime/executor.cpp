@@ -5,6 +5,7 @@
 #include "graph/op_registry.h"
 #include "src/runtime/device_tensor.h"
 #include "src/runtime/log.h"
+#include "graph/model_access.h"
 
 #include <algorithm>
 #include <limits>
@@ -112,7 +113,7 @@ std::shared_ptr<const compiler::Plan> Executor::build_plan() const {
     };
   }
   if (options_.compiled && options_.graph_chooser) request.graph_chooser = options_.graph_chooser;
-  return compiler::build_plan(model_.graph_ptr(), *ctx_->backend, ctx_->device->target(), request);
+  return compiler::build_plan(kiln::internal::graph_ptr(model_), *ctx_->backend, ctx_->device->target(), request);
 }
 
 std::shared_ptr<const compiler::Plan> Executor::cached_or_built_plan() {
@@ -125,7 +126,7 @@ std::shared_ptr<const compiler::Plan> Executor::cached_or_built_plan() {
   const artifact::PlanCache cache(options_.compile.cache_dir);
   std::optional<artifact::PlanKey> key;
   if (cacheable && cache.enabled()) {
-    key = artifact::PlanCache::key(model_.graph(), model_.name(), true, options_.compile.fullgraph, settings,
+    key = artifact::PlanCache::key(kiln::internal::graph(model_), model_.name(), true, options_.compile.fullgraph, settings,
                                    ctx_->device->target(), "");
     if (std::shared_ptr<const compiler::Plan> cached = cache.load(*key)) {
       stats_.plan_from_cache = true;
@@ -321,7 +322,7 @@ Tensor Executor::read_value(graph::ValueId id) {
 }
 
 void Executor::check_inputs(const std::vector<CallInput>& inputs) const {
-  const graph::Graph& g = model_.graph();
+  const graph::Graph& g = kiln::internal::graph(model_);
   KILN_CHECK(inputs.size() == g.inputs().size(), ErrorKind::ShapeMismatch,
              "model '" + model_.name() + "' takes " + std::to_string(g.inputs().size()) + " input(s) but " +
                  std::to_string(inputs.size()) + " were given");
@@ -565,7 +566,7 @@ std::string Executor::explain() const {
       for (const auto& line : report.details) out << "      " << line << "\n";
     }
   }
-  out << "nodes: " << model_.graph().nodes().size() << " in the model, " << plan.graph->nodes().size()
+  out << "nodes: " << kiln::internal::graph(model_).nodes().size() << " in the model, " << plan.graph->nodes().size()
       << " after passes\n";
   if (plan.autotune) {
     const tune::AutotuneResult& tuned = *plan.autotune;

@@ -1,6 +1,7 @@
 // kiln::compile(fn, ...) and TracedFunction (include/kiln/trace.h).
 #include <kiln/trace.h>
 
+#include "graph/model_access.h"
 #include "src/runtime/log.h"
 #include "src/trace/recorder.h"
 #include "src/trace/replayer.h"
@@ -34,7 +35,7 @@ struct TracedFunction::State {
     }
     compiled.reset();
     if (trace.complete() || !trace.exported.empty())
-      compiled = compile(Model(trace.graph, "traced_function"), options);
+      compiled = compile(internal::make_model(trace.graph, "traced_function"), options);
   }
 
   bool inputs_match(const std::vector<Tensor>& inputs, std::string& why) const {
@@ -87,7 +88,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Tensor>& inputs
 }
 
 const std::vector<TraceBreak>& TracedFunction::graph_breaks() const { return state_->trace.breaks; }
-const graph::Graph& TracedFunction::graph() const { return *state_->trace.graph; }
+const graph::Graph& TracedFunction::traced_graph() const { return *state_->trace.graph; }
 int TracedFunction::traces() const { return state_->traces; }
 
 std::string TracedFunction::explain() const {

@@ -1,5 +1,6 @@
 #include "src/tune/graph_measure.h"
 
+#include "graph/model_access.h"
 #include "graph/op_registry.h"
 #include "src/runtime/executor.h"
 #include "src/tune/choice.h"
@@ -76,7 +77,7 @@ CandidateResult GraphMeasurer::measure(const Site& site, const std::string& opti
   run_options.graph_chooser = forcing_chooser(site, option, &asked);
   std::unique_ptr<Executor> executor;
   try {
-    executor = std::make_unique<Executor>(Model(ref.graph, "graph_site"), run_options);
+    executor = std::make_unique<Executor>(internal::make_model(ref.graph, "graph_site"), run_options);
     executor->prepare();
   } catch (const Error& error) {
     return failed_candidate(option, status_of(error, CandidateStatus::compile_failed), error.what());

@@ -2,8 +2,11 @@
 # kiln as an application uses it: installed from this build into a temporary
 # folder (meson install --destdir), then consumed from there. One check per
 # test (tests/meson.build):
-#   headers     the installed headers are include/kiln's, and each compiles
-#               alone with only the installed include folder
+#   headers     the installed headers are include/kiln's, each compiles
+#               alone with only the installed include folder, and none names
+#               an internal type outside a private section
+#               (public_surface.awk); trace.h's example and Builder::op with
+#               attributes built and run
 #   pkg-config  the README example built with c++ and pkg-config's flags, run
 #   cmake       examples/ built with find_package(kiln); the README example,
 #               classify and segment run, and their answers are `kiln run`'s;
@@ -90,7 +93,30 @@ headers)
     printf '#include <kiln/%s>\n' "$header" >"$tmp/alone.cpp"
     run "alone_$header" "${cxx[@]}" -std=c++20 -fsyntax-only -Wall -Wextra -Werror -I"$includedir" "$tmp/alone.cpp"
   done
-  echo "ok: $(echo "$installed" | wc -w) public headers installed, each compiles alone"
+  # The headers are the whole API: no public member or free function takes or
+  # returns an internal type (public_surface.awk). The checker must also catch
+  # a planted accessor, so that a change to it cannot make it pass anything.
+  surface="$KILN_SOURCE_ROOT/tests/install/public_surface.awk"
+  if ! awk -f "$surface" "$includedir"/kiln/*.h >"$tmp/surface.out" 2>&1; then
+    cat "$tmp/surface.out" >&2
+    fail "public headers name internal types outside private sections (kiln's tools and tests reach them through src/runtime/internal_access.h)"
+  fi
+  printf 'namespace kiln {\nnamespace graph { class Graph; }\nclass Model {\n private:\n  int x_;\n public:\n  const graph::Graph& graph() const;\n};\n}\n' >"$tmp/planted.h"
+  if awk -f "$surface" "$tmp/planted.h" >"$tmp/planted.out" 2>&1 || ! grep -q 'planted.h:7:' "$tmp/planted.out"; then
+    cat "$tmp/planted.out" >&2
+    fail "public_surface.awk missed a public accessor returning graph::Graph"
+  fi
+  # What the headers declare can be called with them alone: trace.h's own
+  # example and Builder::op with attributes, built and run.
+  export PKG_CONFIG_PATH="$libdir/pkgconfig"
+  run flags "$PKG_CONFIG" --define-variable=prefix="$prefix" --cflags --libs kiln
+  # shellcheck disable=SC2086 # pkg-config's flags are words
+  run compile "${cxx[@]}" -std=c++20 "$KILN_SOURCE_ROOT/tests/install/public_api.cpp" -o "$tmp/public_api" \
+    $(cat "$tmp/flags.out") -Wl,-rpath,"$libdir"
+  run public_api "$tmp/public_api"
+  expect_line public_api '^traced: 1 graph break\(s\); out = \[1 4 9 16\]$'
+  expect_line public_api '^ReduceMean over axis 1: shape \[2\] = \[2 5\]$'
+  echo "ok: $(echo "$installed" | wc -w) public headers installed, each compiles alone and names no internal type; trace.h's example and Builder::op ran"
   ;;
 
 pkg-config)

@@ -1,0 +1,40 @@
+// Built against an installed kiln (tests/install/consumers.sh, headers mode):
+// trace.h's own example and Builder::op with attributes, so that what the
+// public headers declare can be called with the public headers alone.
+#include <kiln/kiln.h>
+#include <kiln/trace.h>
+
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+int main() {
+  // trace.h's example, as its comment writes it.
+  auto fn = [](const std::vector<kiln::Tensor>& in) {
+    kiln::Tensor h = kiln::relu(kiln::matmul(in[0], in[1]));
+    if (kiln::item(kiln::op("ReduceMax", {h}, {})[0]) > 1.0)  // graph break
+      h = h * h;
+    return std::vector<kiln::Tensor>{h};
+  };
+  const kiln::Tensor a = kiln::Tensor::from_f32({2, 2}, {1, 2, 3, 4});
+  const kiln::Tensor b = kiln::Tensor::from_f32({2, 2}, {1, 0, 0, 1});
+  kiln::TracedFunction f = kiln::compile(fn, {a, b});
+  const std::vector<kiln::Tensor> out = f({a, b});
+  // relu(a @ I) = a, whose largest value 4 > 1, so h * h.
+  std::printf("traced: %zu graph break(s); out = [%g %g %g %g]\n", f.graph_breaks().size(),
+              double(out[0].values<float>()[0]), double(out[0].values<float>()[1]), double(out[0].values<float>()[2]),
+              double(out[0].values<float>()[3]));
+
+  // Builder::op: any registered op by name, with attributes.
+  kiln::Builder builder("attributes");
+  const auto x = builder.input("x", kiln::DType::f32, {2, 3});
+  kiln::Attributes attrs;
+  attrs.set("axes", std::vector<std::int64_t>{1});
+  attrs.set("keepdims", std::int64_t{0});
+  const auto mean = builder.op("ReduceMean", {x}, attrs)[0];
+  kiln::Model model = builder.build({mean});
+  kiln::EagerModel eager = kiln::eager(model);
+  const kiln::Tensor means = eager({kiln::Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6})})[0];
+  std::printf("ReduceMean over axis 1: shape %s = [%g %g]\n", kiln::shape_str(means.shape()).c_str(),
+              double(means.values<float>()[0]), double(means.values<float>()[1]));
+}
