@@ -336,6 +336,21 @@ BOOST_AUTO_TEST_CASE(the_task_of_a_built_in_model_is_known_without_building_it) 
   BOOST_CHECK_THROW(kiln::models::task_of("no_such_model"), kiln::Error);
 }
 
+// `kiln tune` and `kiln bench` both take a model's usual size when none is
+// given, so tuning records are for the shapes the benchmark runs (SSDLite at
+// 320 once got no record: the tuning ran it at 224).
+BOOST_AUTO_TEST_CASE(every_command_takes_one_usual_image_size_per_model) {
+  for (const std::string& name : kiln::models::names())
+    BOOST_TEST(kiln::models::usual_image_size(name) == (name == "ssdlite320_mobilenet_v3_large" ? 320 : 224), name);
+  BOOST_TEST(kiln::models::usual_image_size("ssdlite320_mobilenet_v3") == 320);
+  try {
+    kiln::models::usual_image_size("no_such_model");
+    BOOST_FAIL("expected NotFound");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST((e.kind() == kiln::ErrorKind::NotFound));
+  }
+}
+
 // ---- the command -----------------------------------------------------------------
 
 BOOST_AUTO_TEST_CASE(quick_run_writes_every_format_with_consistent_figures) {

@@ -133,7 +133,7 @@ std::vector<Tensor> gather_inputs(const Model& model, const std::vector<std::str
     if (!given[i]) open.push_back(i);
   if (open.size() == 1) {
     const TensorSpec& w = wanted[open[0]];
-    ImageSlot slot{open[0], args.batch, args.image_size};
+    ImageSlot slot{open[0], args.batch, args.from_file() ? 0 : args.effective_image_size()};
     if (args.from_file()) {
       // An ONNX model fixes the image size and batch itself.
       KILN_CHECK(w.dtype == DType::f32 && w.shape.size() == 4 && w.shape[1] == 3 && w.shape[2] == w.shape[3],

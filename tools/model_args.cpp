@@ -23,7 +23,9 @@ void ModelArgs::add_to(CLI::App& command) {
   for (const auto& n : models::names()) names += (names.empty() ? "" : ", ") + n;
   command.add_option("model_file", model_file, "an ONNX model file (.onnx), or where the command takes one, a compiled-model file (.kiln, from `kiln compile`); replaces --model");
   command.add_option("--model", model, "built-in model (" + names + ")")->capture_default_str();
-  command.add_option("--image-size", image_size, "input height and width")->capture_default_str()->check(CLI::Range(32, 1024));
+  command.add_option("--image-size", image_size, "input height and width (default: the built-in model's usual size: 224, "
+                                                "320 for SSDLite320)")
+      ->check(CLI::Range(32, 1024));
   command.add_option("--batch", batch, "batch size")->capture_default_str()->check(CLI::Range(1, 256));
   command.add_option("--seed", seed, "seed of the built-in model's weights")->capture_default_str();
   command.add_option("--backend", backend, "vulkan, cuda, hip or null (see `kiln devices`)")->capture_default_str();
@@ -42,6 +44,10 @@ bool ModelArgs::compiled_file() const {
   return in.gcount() == sizeof magic && std::string_view(magic, sizeof magic) == "KILNMODL";
 }
 
+std::int64_t ModelArgs::effective_image_size() const {
+  return image_size > 0 ? image_size : models::usual_image_size(model);
+}
+
 Model ModelArgs::load() const {
   KILN_CHECK(!compiled_file(), ErrorKind::InvalidArgument,
              "'" + model_file + "' is a compiled-model file: `kiln run` takes it; this command needs the model itself "
@@ -53,7 +59,7 @@ Model ModelArgs::load() const {
   }
   models::ModelOptions options;
   options.batch = batch;
-  options.image_size = image_size;
+  options.image_size = effective_image_size();
   options.seed = seed;
   return models::build(model, options);
 }

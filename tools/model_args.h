@@ -18,7 +18,7 @@ SettingOverrides parse_settings(const std::vector<std::string>& settings);
 struct ModelArgs {
   std::string model_file;  // an ONNX file or a compiled-model file (.kiln); when given it replaces --model
   std::string model = "resnet18";
-  std::int64_t image_size = 224;
+  std::int64_t image_size = 0;  // 0: the built-in model's usual size (models::usual_image_size)
   std::int64_t batch = 1;
   std::uint64_t seed = 0;
   std::string backend = "vulkan";
@@ -32,6 +32,8 @@ struct ModelArgs {
   void add_to(CLI::App& command);
   // The ONNX file if one was given (symbolic dims take --batch), else the built-in model.
   Model load() const;
+  // --image-size, else the built-in model's usual size.
+  std::int64_t effective_image_size() const;
   bool from_file() const { return !model_file.empty(); }
   // Whether the model file is a compiled-model file (kiln compile's .kiln), by its header.
   bool compiled_file() const;

@@ -65,6 +65,11 @@ const TaskedEntry& find_entry(const std::vector<TaskedEntry>& entries, const std
 
 }  // namespace
 
+std::int64_t usual_image_size(const std::string& name) {
+  const TaskedEntry& e = find_entry(all_entries(), name);
+  return e.entry.name == "ssdlite320_mobilenet_v3_large" ? 320 : 224;
+}
+
 std::vector<std::string> names() {
   std::vector<std::string> result;
   for (const TaskedEntry& e : all_entries()) result.emplace_back(e.entry.name);

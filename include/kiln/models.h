@@ -30,6 +30,12 @@ std::vector<std::string> names();
 // ("classification", "segmentation" or "detection") without building it.
 // Accepts the aliases below; throws Error(NotFound) listing the known names.
 std::string task_of(const std::string& name);
+// The input height and width a built-in model is usually run at (its
+// torchvision weights' training size): 320 for SSDLite320, else 224. What
+// `kiln run`, `kiln tune` and `kiln bench` use when no --image-size is given,
+// so that tuning records are for the shapes benchmarks run. Accepts the
+// aliases below; throws Error(NotFound) listing the known names.
+std::int64_t usual_image_size(const std::string& name);
 // Also accepts the short aliases "deeplabv3_mobilenet_v3",
 // "lraspp_mobilenet_v3" and "ssdlite320_mobilenet_v3" for the MobileNetV3-Large
 // variants (the model keeps its canonical name). Throws Error(NotFound)

@@ -346,10 +346,6 @@ void fill_speedups(std::vector<Cell>& cells) {
 
 }  // namespace
 
-std::int64_t usual_image_size(const std::string& model) {
-  return model == "ssdlite320_mobilenet_v3_large" ? 320 : 224;
-}
-
 void validate(const Config& config) {
   const std::vector<std::string> known = models::names();
   std::set<std::string> seen;
@@ -432,7 +428,7 @@ Results run_benchmark(const Config& config, const Observer& observer) {
 
   for (const std::string& name : config.models) {
     for (const std::int64_t batch : config.batches) {
-      const std::int64_t size = config.image_size > 0 ? config.image_size : usual_image_size(name);
+      const std::int64_t size = config.image_size > 0 ? config.image_size : models::usual_image_size(name);
       std::vector<Cell> cells;
       for (const std::string& mode : modes) {
         Cell cell;

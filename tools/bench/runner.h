@@ -18,9 +18,6 @@ struct Observer {
   std::function<void(const Cell&)> cell_finished;
 };
 
-// The input size `kiln bench` uses for a model unless --image-size is given:
-// the one its architecture is known for (320 for SSDLite320, 224 otherwise).
-std::int64_t usual_image_size(const std::string& model);
 
 // Throws Error(InvalidArgument) naming the first bad value: an unknown model
 // or mode, a repeated one, batch <= 0, iters <= 0, warmup < 0, an image
