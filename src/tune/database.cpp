@@ -344,7 +344,13 @@ Database Database::open(const std::string& path) {
         return Database(std::move(impl));
       }
     } catch (const sql::Failure& f) {
-      if (!f.is_corruption()) fail(f, path, "cannot open it");
+      if (!f.is_corruption()) {
+        // Another process set the file aside and made a new one while this
+        // one opened it (SQLite then fails on the old file's I/O): open again
+        // what the path holds now.
+        if (check_database_path(path) != identity) continue;
+        fail(f, path, "cannot open it");
+      }
       verdict = {false, false, "corrupt", "SQLite: " + f.message};
     }
     impl->db.reset();  // close before renaming
