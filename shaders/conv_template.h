@@ -34,9 +34,10 @@
 namespace kiln::shaders {
 
 // The version of this template's knobs: bump it when a change to the
-// template makes the same knob text build a different kernel (a tuning
-// record for another version is stale).
-inline constexpr int kConvTemplateVersion = 1;
+// template makes the same knob text build a different kernel, or its knob
+// space grows (a tuning record for another version is stale, so the new
+// candidates get measured). 2: 1x1 GEMMs with swapped operands (_swap).
+inline constexpr int kConvTemplateVersion = 2;
 
 struct ConvProblem {
   std::int64_t batch = 1, in_channels = 0, out_channels = 0, groups = 1;

@@ -12,8 +12,11 @@ namespace kiln::shaders::detail {
 
 // Vector index bases, set for each operand loaded as vec4: A's row r starts
 // at vec4 a_vrows[r]; columns 4q..4q+3 of B's block start at b_vcols[q].
+// b_loaded: B's elements were declared by the caller as b<suffix>_<j>
+// (the subgroup path's vec4 loads along K).
 struct VectorBases {
   std::vector<kir::Expr> a_vrows, b_vcols;
+  bool b_loaded = false;
 };
 
 // Where a gathered B (p.gather_b) is read in one K step: element
@@ -60,6 +63,8 @@ void append_output_stage(kir::Kernel& kernel, const GemmProblem& p, const GemmKn
 // Declares A and B texel buffers (knobs.texel_loads): RGBA32 where the
 // operand is read as vec4 and holds whole texels, R32 where it is read with
 // scalar loads; a storage buffer otherwise, or when A and B are one buffer.
-void use_texel_buffers(kir::Kernel& kernel, const GemmProblem& p, bool a_vector, bool b_vector);
+// b_along_k: B is read as vec4 along K (the subgroup path).
+void use_texel_buffers(kir::Kernel& kernel, const GemmProblem& p, bool a_vector, bool b_vector,
+                       bool b_along_k = false);
 
 }  // namespace kiln::shaders::detail

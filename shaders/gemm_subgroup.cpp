@@ -87,7 +87,12 @@ void build_subgroup_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKn
   const bool b_vector = vectors && k_main > 0 && knobs.tile_n % kVector == 0 && p.n % kVector == 0 &&
                         p.b_col_stride == 1 && p.b_k_stride % kVector == 0 &&
                         (!p.bases || p.b_base_multiple % kVector == 0);
-  if (knobs.texel_loads) use_texel_buffers(kernel, p, a_vector && k_main > 0, b_vector);
+  // Else B as vec4 along K, a vec4 per column every 4 K steps, where each
+  // column's K run is contiguous and aligned (a swapped problem's B is the
+  // original A: a weight [N, K] row-major).
+  const bool b_along_k = vectors && !b_vector && k_main > 0 && chunk % kVector == 0 && p.b_k_stride == 1 &&
+                         p.b_col_stride % kVector == 0 && (!p.bases || p.b_base_multiple % kVector == 0);
+  if (knobs.texel_loads) use_texel_buffers(kernel, p, a_vector && k_main > 0, b_vector, b_along_k);
 
   VectorBases vec;
   if (b_vector)
@@ -96,6 +101,10 @@ void build_subgroup_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKn
       vec.b_vcols.push_back(
           declare_i32(body, indexed("b_vcol", q), add_scaled(bases.b, safe, 1) / kir::i32(kVector)));
     }
+  std::vector<Expr> b_kvcols;  // b_along_k: column j's vec4 index at K = 0
+  if (b_along_k)
+    for (std::uint32_t j = 0; j < knobs.tile_n; ++j)
+      b_kvcols.push_back(declare_i32(body, indexed("b_kvcol", j), b_cols[j] / kir::i32(kVector)));
   std::vector<Expr> a_vrows;
   if (a_vector && k_main > 0)
     for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
@@ -110,6 +119,9 @@ void build_subgroup_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKn
   if (k_main > 0) {
     const Expr kc = kir::var("kc", ScalarType::i32);
     std::vector<Stmt> step;
+    const Expr kq = b_along_k ? declare_i32(step, "kq", kc / kir::i32(kVector)) : Expr();
+    VectorBases chunk_vec = vec;
+    chunk_vec.b_loaded = b_along_k;
     for (std::uint32_t i = 0; i < knobs.tile_m; ++i) {
       if (a_vector) {
         const Expr at = declare_i32(step, indexed("a_at", i), a_vrows[i] + kc / kir::i32(kVector));
@@ -125,11 +137,17 @@ void build_subgroup_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKn
       const std::string suffix = std::to_string(u);
       const std::int64_t component = a_vector ? u % kVector : 0;
       const std::int64_t source = a_vector ? u / kVector : u;
+      if (b_along_k && u % kVector == 0)
+        for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
+          std::vector<std::string> names;
+          for (std::int64_t c = 0; c < kVector; ++c) names.push_back(indexed("b" + std::to_string(u + c) + "_", j));
+          append_vector_load(step, p.b, add_constant(b_kvcols[j] + kq, u / kVector), std::move(names));
+        }
       for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
         step.push_back(kir::declare(
             indexed("a" + suffix + "_", i), ScalarType::f32,
             kir::subgroup_broadcast(kir::var(indexed("a_lane", i, component), ScalarType::f32), source)));
-      append_k_step(step, p, knobs, a_rows, b_cols, vec, kc, u, suffix, true);
+      append_k_step(step, p, knobs, a_rows, b_cols, chunk_vec, kc, u, suffix, true);
     }
     body.push_back(kir::loop("kc", kir::i32(0), kir::i32(k_main), std::move(step), chunk));
   }

@@ -15,8 +15,10 @@
 // stretch of K that falls to it (lane l: k0 + l, or the vec4 at k0 + 4l);
 // then every K step of the chunk takes A's value for that step by a
 // subgroup broadcast from the lane that read it, and reads B as the
-// register path does (vec4 along N where B allows). K past the last whole
-// chunk is read directly, one step at a time.
+// register path does (vec4 along N where B allows), or else as vec4 along K
+// every 4 steps where each column's K run is contiguous and aligned (a
+// swapped problem's B: a row-major weight). K past the last whole chunk is
+// read directly, one step at a time.
 //
 // Everything an invocation computes derives from its workgroup, subgroup
 // and lane indices, never from its global or local index, so the kernel is

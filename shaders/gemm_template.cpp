@@ -44,6 +44,8 @@ void append_k_step(std::vector<Stmt>& out, const GemmProblem& p, const GemmKnobs
       p.gather_b->load(out, name, gather.outer, gather.tap, j);
       b_values.push_back(kir::var(name, ScalarType::f32));
     }
+  } else if (vec.b_loaded) {
+    for (std::uint32_t j = 0; j < knobs.tile_n; ++j) b_values.push_back(kir::var(indexed("b" + suffix + "_", j), ScalarType::f32));
   } else if (!vec.b_vcols.empty()) {
     const std::int64_t vk_stride = p.b_k_stride / kVector;
     for (std::size_t q = 0; q < vec.b_vcols.size(); ++q) {
@@ -134,6 +136,35 @@ using detail::append_output_stage;
 using detail::OutputTile;
 using detail::split_blocks;
 
+// The same products as Y^T = op(B)^T op(A)^T (GemmKnobs::swap_operands):
+// A and B trade places and strides, Y's strides trade places, and the
+// epilogue still sees Y's own (row, col).
+GemmProblem swapped(const GemmProblem& p) {
+  GemmProblem q = p;
+  q.m = p.n;
+  q.n = p.m;
+  q.a = p.b;
+  q.b = p.a;
+  q.a_row_stride = p.b_col_stride;
+  q.a_k_stride = p.b_k_stride;
+  q.b_k_stride = p.a_k_stride;
+  q.b_col_stride = p.a_row_stride;
+  q.y_row_stride = p.y_col_stride;
+  q.y_col_stride = p.y_row_stride;
+  q.a_base_multiple = p.b_base_multiple;
+  q.b_base_multiple = p.a_base_multiple;
+  if (p.bases)
+    q.bases = [bases = p.bases](std::vector<Stmt>& body, Expr batch) {
+      const GemmBases given = bases(body, std::move(batch));
+      return GemmBases{given.b, given.a, given.y};
+    };
+  if (p.epilogue)
+    q.epilogue = [epilogue = p.epilogue](Expr acc, Expr row, Expr col, Expr batch) {
+      return epilogue(std::move(acc), std::move(col), std::move(row), std::move(batch));
+    };
+  return q;
+}
+
 // Whether build_gemm takes the subgroup path (gemm_subgroup.h): subgroup
 // broadcast is on and B is not gathered (a gather keeps the register path).
 bool subgroup_path(const GemmProblem& p, const GemmKnobs& knobs) {
@@ -193,18 +224,25 @@ void append_output_stage(kir::Kernel& kernel, const GemmProblem& p, const GemmKn
   if (!row_edges) kernel.body.push_back(kir::branch(in_panel, std::move(tile)));
 }
 
-void use_texel_buffers(kir::Kernel& kernel, const GemmProblem& p, bool a_vector, bool b_vector) {
+void use_texel_buffers(kir::Kernel& kernel, const GemmProblem& p, bool a_vector, bool b_vector, bool b_along_k) {
   if (p.a.index == p.b.index) return;
   // A width-4 texel buffer holds whole texels only: every element read must
-  // lie in one that the operand holds whole (K, N multiples of 4).
+  // lie in one that the operand holds whole (K, N multiples of 4; along K,
+  // columns b_col_stride apart, a multiple of 4).
   auto width = [](bool vector, bool whole_texels) -> std::uint32_t { return vector ? (whole_texels ? 4 : 0) : 1; };
   kernel.buffers[static_cast<std::size_t>(p.a.index)].texel_width = width(a_vector, p.k % kVector == 0);
-  kernel.buffers[static_cast<std::size_t>(p.b.index)].texel_width = width(b_vector, p.n % kVector == 0);
+  kernel.buffers[static_cast<std::size_t>(p.b.index)].texel_width =
+      width(b_vector || b_along_k, b_along_k || p.n % kVector == 0);
 }
 
 }  // namespace detail
 
 std::int64_t gemm_invocations(const GemmProblem& p, const GemmKnobs& given) {
+  if (given.swap_operands && !p.gather_b) {
+    GemmKnobs knobs = given;
+    knobs.swap_operands = false;
+    return gemm_invocations(swapped(p), knobs);
+  }
   if (shared_path(p, given)) return detail::shared_gemm_invocations(p, given);
   if (subgroup_path(p, given)) return detail::subgroup_gemm_invocations(p, given);
   const GemmKnobs knobs = register_knobs(given, p);
@@ -225,6 +263,15 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& give
              ErrorKind::Internal,
              "GEMM template for '" + kernel.name + "': a gathered B needs prepare, load and taps dividing K " +
                  std::to_string(p.k));
+  KILN_CHECK(!(given.swap_operands && p.gather_b), ErrorKind::Internal,
+             "GEMM template for '" + kernel.name + "': a gathered B cannot trade places with A (knobs " +
+                 to_string(given) + ")");
+  if (given.swap_operands) {
+    GemmKnobs knobs = given;
+    knobs.swap_operands = false;
+    build_gemm(kernel, swapped(p), knobs);
+    return;
+  }
   if (shared_path(p, given)) {
     detail::build_shared_gemm(kernel, p, given);
     return;

@@ -5,6 +5,9 @@
 // described by strides, so transposed operands, batched MatMul and 1x1
 // convolutions (W [Co, Ci] times X [Ci, H*W]) are all this one kernel; a
 // gathered B (GemmGatherB) makes it the implicit GEMM of any convolution.
+// knobs.swap_operands builds Y^T = op(B)^T op(A)^T from the same problem
+// (A and B trade places and strides; the epilogue still sees Y's row and
+// column), so every path can also run along Y's other side.
 //
 // Vector loads (knobs.vector_width 4): A is read as vec4 along K when
 // a_k_stride is 1, a_row_stride and a's bases are multiples of 4 and k_unroll
@@ -47,9 +50,10 @@
 namespace kiln::shaders {
 
 // The version of this template's knobs: bump it when a change to the
-// template makes the same knob text build a different kernel (a tuning
-// record for another version is stale).
-inline constexpr int kGemmTemplateVersion = 1;
+// template makes the same knob text build a different kernel, or its knob
+// space grows (a tuning record for another version is stale, so the new
+// candidates get measured). 2: swapped operands (_swap).
+inline constexpr int kGemmTemplateVersion = 2;
 
 // Base offsets of one batch entry's operands (i32 expressions).
 struct GemmBases {

@@ -266,6 +266,12 @@ std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target) {
     for (SharedShape shape : {SharedShape::square, SharedShape::column, SharedShape::row})
       for (std::uint32_t split = 1; split <= kMaxSplitK; split *= 2) space.push_back(shared_knobs(shape, split));
   for (const GemmKnobs& knobs : subgroup_knobs(target)) space.push_back(knobs);
+  // The subgroup path's lanes span N: with the operands swapped they span M,
+  // for products with many rows and few columns.
+  for (GemmKnobs knobs : subgroup_knobs(target)) {
+    knobs.swap_operands = true;
+    space.push_back(knobs);
+  }
   return space;
 }
 
@@ -291,9 +297,10 @@ std::vector<ConvPlan> conv_plan_space(const lower::LowerTarget& target) {
   std::vector<ConvPlan> space;
   for (const GemmKnobs& gemm : gemm_knob_space(target)) space.push_back({ConvAlgorithm::gemm_1x1, gemm, {}});
   // A gathered B keeps the register path, which the subgroup knobs' wide
-  // lane blocks would only slow down.
+  // lane blocks would only slow down, and cannot trade places with A.
   for (const GemmKnobs& gemm : gemm_knob_space(target))
-    if (gemm.subgroup_broadcast == 0) space.push_back({ConvAlgorithm::implicit_gemm, gemm, {}});
+    if (gemm.subgroup_broadcast == 0 && !gemm.swap_operands)
+      space.push_back({ConvAlgorithm::implicit_gemm, gemm, {}});
   for (std::uint32_t channels : kTiles)
     for (std::uint32_t width : kTiles)
       space.push_back({ConvAlgorithm::direct, {}, {channels, width, workgroup_size(target)}});

@@ -71,8 +71,10 @@ constexpr KnobField<GemmKnobs> kGemmFields[] = {
     {"workgroup_n", "wn", &GemmKnobs::workgroup_n, 0},
     {"subgroup_broadcast", "sg", &GemmKnobs::subgroup_broadcast, 0},
 };
-// GemmKnobs::texel_loads, a flag, is the token "tex" when on.
+// GemmKnobs::texel_loads, a flag, is the token "tex" when on;
+// GemmKnobs::swap_operands the token "swap".
 constexpr std::string_view kTexelToken = "tex";
+constexpr std::string_view kSwapToken = "swap";
 
 constexpr KnobField<ConvKnobs> kConvFields[] = {
     {"tile_channels", "c", &ConvKnobs::tile_channels, std::nullopt},
@@ -164,6 +166,7 @@ std::string to_string(const GemmKnobs& knobs) {
   std::string text = std::to_string(knobs.tile_m) + "x" + std::to_string(knobs.tile_n);
   print_fields(text, knobs, kGemmFields);
   if (knobs.texel_loads) text += "_" + std::string(kTexelToken);
+  if (knobs.swap_operands) text += "_" + std::string(kSwapToken);
   return text;
 }
 
@@ -192,6 +195,9 @@ GemmKnobs parse_gemm_knobs(std::string_view text) {
   const auto texel = std::find(fields.begin(), fields.end(), kTexelToken);
   knobs.texel_loads = texel != fields.end();
   if (knobs.texel_loads) fields.erase(texel);
+  const auto swap = std::find(fields.begin(), fields.end(), kSwapToken);
+  knobs.swap_operands = swap != fields.end();
+  if (knobs.swap_operands) fields.erase(swap);
   parse_fields(knobs, std::span<const std::string_view>(fields), kGemmFields, "GEMM", text);
   check_parsed(knobs, "GEMM", text);
   return knobs;

@@ -57,6 +57,13 @@ struct GemmKnobs {
   // texels where the operand is read as vec4, R32 ones otherwise. lavapipe
   // keeps texel fetches vectorised where it scalarises storage-buffer loads.
   bool texel_loads = false;
+  // Compute Y^T = op(B)^T op(A)^T instead (every path; not with a gathered
+  // B): the kernel's rows are Y's columns, so a path that spreads its lanes
+  // along N (the subgroup path) spreads them along M. For products whose
+  // columns are few and rows many (a late-stage 1x1 convolution at batch 1:
+  // 2048 channels x 49 pixels), whose N leaves most lanes idle or
+  // most vec4 groups short. tile_m and tile_n tile the swapped product.
+  bool swap_operands = false;
 
   friend bool operator==(const GemmKnobs&, const GemmKnobs&) = default;
 };
@@ -87,7 +94,7 @@ struct ConvKnobs {
 // "4x4_k4_p8_wg64_v4", "c4_w4_wg64": part of kernel names and logs. Shared
 // tiling adds "_s8" (shared_k_tile), "_sk4" (split_k > 1) and "_wn1"
 // (workgroup_n set), only when on; subgroup broadcast "_sg8", texel loads
-// "_tex", only when on.
+// "_tex" and swapped operands "_swap", only when on.
 std::string to_string(const GemmKnobs& knobs);
 std::string to_string(const ConvKnobs& knobs);
 

@@ -243,11 +243,14 @@ std::vector<T> union_of(std::vector<T> a, const std::vector<T>& b) {
 // wide): scalar A and B with a K chunk of 8 and a remainder, batched (N = 70:
 // lanes wholly past N); vec4 A and B with a chunk of 32 and a remainder, row
 // tails; both operands transposed (scalar, R32 texels) with K below a vec4
-// chunk. Each with or without a bias and ReLU epilogue.
+// chunk; B transposed with aligned columns (vec4 loads along K, as a
+// swapped problem's B) after vec4 A and a remainder. Each with or without a
+// bias and ReLU epilogue.
 const GemmCase kSubgroupGemmCases[] = {
     {2, 13, 70, 45, false, false, true},
     {1, 9, 36, 72, false, false, true},
     {3, 5, 20, 30, true, true, false},
+    {2, 13, 24, 40, false, true, true},
 };
 
 BOOST_AUTO_TEST_CASE(every_gemm_configuration_matches_the_reference) {
@@ -260,11 +263,49 @@ BOOST_AUTO_TEST_CASE(every_gemm_configuration_matches_the_reference) {
     // definition).
     if (knobs.subgroup_broadcast != 0) {
       const std::span<const GemmCase> cases(kSubgroupGemmCases);
+      // Swapped, a block builds the kernel its unswapped knobs build for the
+      // swapped problem: the narrowest runs every case, which checks the swap.
+      if (knobs.swap_operands) {
+        if (knobs.tile_m * knobs.tile_n <= 16)
+          for (const GemmCase& c : cases) check_gemm(c, knobs);
+        continue;
+      }
       for (const GemmCase& c : knobs.tile_m * knobs.tile_n >= 64 ? cases.first(1) : cases) check_gemm(c, knobs);
       continue;
     }
     for (const GemmCase& c : kGemmCases) check_gemm(c, knobs);
   }
+}
+
+BOOST_AUTO_TEST_CASE(swapped_operands_compute_the_same_product) {
+  // The register path with A and B trading places: vec4 loads fall back
+  // where the swapped strides deny them, the per-row bias becomes per-column,
+  // batch bases trade places.
+  sh::GemmKnobs knobs = sh::parse_gemm_knobs("4x8_k4_p2_wg64_v4_swap");
+  BOOST_TEST(knobs.swap_operands);
+  BOOST_TEST(sh::to_string(knobs).ends_with("_swap"));
+  BOOST_TEST((sh::parse_gemm_knobs(sh::to_string(knobs)) == knobs));
+  for (const GemmCase& c : kGemmCases) check_gemm(c, knobs);
+  // A 1x1 convolution's shape swapped onto the subgroup path: the weight,
+  // now B with each column's K run contiguous, is read as vec4 along K
+  // (RGBA texels); X, now A with K strided, with scalar loads (R texels).
+  kir::Kernel kernel("swapped_conv");
+  sh::GemmProblem p;
+  p.m = 64, p.n = 10, p.k = 32;
+  p.a_row_stride = p.k, p.a_k_stride = 1, p.b_k_stride = p.n, p.b_col_stride = 1, p.y_row_stride = p.n;
+  p.a = kernel.add_buffer("w", kir::ScalarType::f32, kir::Access::read);
+  p.b = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
+  p.y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+  sh::build_gemm(kernel, p, sh::parse_gemm_knobs("8x16_k1_p1_wg64_v4_sg8_tex_swap"));
+  BOOST_TEST(kernel.buffers[static_cast<std::size_t>(p.a.index)].texel_width == 4u);
+  BOOST_TEST(kernel.buffers[static_cast<std::size_t>(p.b.index)].texel_width == 1u);
+  check_gemm({1, 64, 10, 32, false, false, true}, sh::parse_gemm_knobs("2x8_k1_p1_wg64_v4_sg8_tex_swap"));
+  // Offered to the tuner on the subgroup path, whose lanes then span M; never for an implicit GEMM's gathered B.
+  int swapped = 0;
+  for (const sh::GemmKnobs& offered : sh::gemm_knob_space(lavapipe())) swapped += offered.swap_operands;
+  BOOST_TEST(swapped >= 2);
+  for (const sh::ConvPlan& plan : sh::conv_plan_space(lavapipe()))
+    if (plan.gemm.swap_operands) BOOST_TEST(plan.algorithm == sh::ConvAlgorithm::gemm_1x1);
 }
 
 BOOST_AUTO_TEST_CASE(subgroup_gemm_configurations_are_offered_where_the_target_broadcasts) {
@@ -1140,6 +1181,7 @@ BOOST_AUTO_TEST_CASE(gemm_throughput) {
   // texel loads, e.g. 8,64,1,1,4,64,0,1,0,8,1); KILN_GEMM_BENCH_PACKED_B=P reads B in slabs of P columns,
   // [N / P, K, P] (P = 16: as the pack_matmul_weights pass lays constant
   // weights out), as a batch of N / P products (N must be a multiple of P).
+  // KILN_GEMM_BENCH_KNOBS also takes knob text ("8x16_k1_p1_wg64_v4_sg8_tex_swap").
   const char* size_text = std::getenv("KILN_GEMM_BENCH_SIZE");
   const std::int64_t size = size_text ? std::atoll(size_text) : 256;
   std::int64_t m = size, n = size, k = size;
@@ -1147,7 +1189,10 @@ BOOST_AUTO_TEST_CASE(gemm_throughput) {
     BOOST_TEST_REQUIRE(std::sscanf(text, "%ld,%ld,%ld", &m, &n, &k) == 3);
   BOOST_TEST_REQUIRE(std::min({m, n, k}) >= 1);
   sh::GemmKnobs knobs = sh::choose_gemm_knobs(1, m, n, k, lavapipe());
-  if (const char* text = std::getenv("KILN_GEMM_BENCH_KNOBS")) {
+  const char* knob_text = std::getenv("KILN_GEMM_BENCH_KNOBS");
+  if (knob_text && std::string_view(knob_text).find('x') != std::string_view::npos) {
+    knobs = sh::parse_gemm_knobs(knob_text);
+  } else if (const char* text = knob_text) {
     unsigned texel = 0;
     BOOST_TEST_REQUIRE(std::sscanf(text, "%u,%u,%u,%u,%u,%u,%u,%u,%u,%u,%u", &knobs.tile_m, &knobs.tile_n,
                                    &knobs.k_unroll, &knobs.panel_width, &knobs.vector_width, &knobs.workgroup_size,

@@ -112,6 +112,8 @@ std::optional<std::string> conv_plan_unfit(const shaders::ConvPlan& plan, const 
            conv_problem_text(problem);
   const bool gemm = plan.algorithm == shaders::ConvAlgorithm::gemm_1x1 ||
                     plan.algorithm == shaders::ConvAlgorithm::implicit_gemm;
+  if (plan.algorithm == shaders::ConvAlgorithm::implicit_gemm && plan.gemm.swap_operands)
+    return std::string("implicit_gemm gathers B, which cannot trade places with A (swap)");
   if (gemm) return gemm_knobs_unfit(plan.gemm, target);
   if (plan.conv.workgroup_size > target.max_workgroup_invocations)
     return "workgroup of " + std::to_string(plan.conv.workgroup_size) + " invocations exceeds the target's " +

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <map>
 #include <set>
 #include <tuple>
@@ -48,6 +49,16 @@ std::vector<shaders::GemmKnobs> gemm_space(const lower::LowerTarget& target,
   return space;
 }
 
+// Swapped operands (GemmKnobs::swap_operands) turn the kernel's wide side
+// to Y's rows: worth measuring only where Y has more rows than columns.
+constexpr const char* kSwapNotTaller = "swapped operands (_swap): Y has no more rows than columns";
+
+// A GEMM problem text's "m=" or "n=" value (lower::gemm_problem_text); 0 if absent.
+std::int64_t problem_extent(const std::string& problem, const std::string& field) {
+  const std::size_t at = problem.find(" " + field + "=");
+  return at == std::string::npos ? 0 : std::atoll(problem.c_str() + at + field.size() + 2);
+}
+
 // The site's knob space for `target`; `heads` receives the heuristic's own
 // knobs for each algorithm it did not choose, where the template has them.
 std::vector<std::string> space_of(const Site& site, const lower::LowerTarget& target,
@@ -55,14 +66,17 @@ std::vector<std::string> space_of(const Site& site, const lower::LowerTarget& ta
                                   std::vector<std::string>& heads) {
   std::vector<std::string> texts;
   if (site.id.template_name == "gemm") {
+    const bool taller = problem_extent(site.id.problem, "m") > problem_extent(site.id.problem, "n");
     for (const shaders::GemmKnobs& knobs : gemm_space(target, filtered)) {
       if (auto why = lower::gemm_knobs_unfit(knobs, target)) filtered.emplace_back(shaders::to_string(knobs), *why);
+      else if (knobs.swap_operands && !taller) filtered.emplace_back(shaders::to_string(knobs), kSwapNotTaller);
       else texts.push_back(shaders::to_string(knobs));
     }
   } else if (site.id.template_name == "conv") {
     std::vector<graph::TensorType> inputs;
     for (const std::optional<graph::TensorType>& type : site.inputs) inputs.push_back(type.value_or(graph::TensorType{}));
     const shaders::ConvProblem problem = lower::conv_problem_of(site.node, inputs, site.outputs);
+    const bool taller = problem.out_channels_per_group() > problem.out_h * problem.out_w;
     std::vector<shaders::ConvPlan> plans = shaders::conv_plan_space(target);
     for (const shaders::GemmKnobs& knobs : gemm_space(target, filtered))
       if (knobs.shared_k_tile != 0)
@@ -76,6 +90,7 @@ std::vector<std::string> space_of(const Site& site, const lower::LowerTarget& ta
       // A plan whose algorithm does not apply is not a candidate at all (not a capability limit).
       if (!shaders::conv_algorithm_applies(problem, plan.algorithm)) continue;
       if (auto why = lower::conv_plan_unfit(plan, problem, target)) filtered.emplace_back(shaders::to_string(plan), *why);
+      else if (plan.gemm.swap_operands && !taller) filtered.emplace_back(shaders::to_string(plan), kSwapNotTaller);
       else texts.push_back(shaders::to_string(plan));
     }
   } else if (site.id.template_name == "attention") {
