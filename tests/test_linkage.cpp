@@ -24,6 +24,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -139,6 +140,61 @@ BOOST_AUTO_TEST_CASE(no_binary_needs_a_vendor_library) {
       for (std::string_view prefix : vendor)
         BOOST_TEST(!library.starts_with(prefix), binary << " needs the vendor library " << library);
   }
+}
+
+// The shared libkiln exports its public API (KILN_API, include/kiln/export.h)
+// and nothing of its insides: no internal namespace, no code it compiles in
+// from other libraries. libstdc++'s template instantiations over public types
+// are exported by the compiler's rules and allowed.
+BOOST_AUTO_TEST_CASE(the_shared_library_exports_only_the_public_api) {
+  std::optional<std::string> library;
+  for (const std::string& binary : custom_arguments())
+    if (std::filesystem::path(binary).filename().string().starts_with("libkiln.so")) library = binary;
+  if (!library) {
+    BOOST_TEST_MESSAGE("libkiln is static in this build (-Ddefault_library=static): nothing to check");
+    return;
+  }
+  FILE* pipe = popen(("nm -D --defined-only -C '" + *library + "' 2>&1").c_str(), "r");
+  BOOST_REQUIRE(pipe != nullptr);
+  std::string output;
+  std::array<char, 4096> chunk{};
+  while (std::fgets(chunk.data(), chunk.size(), pipe) != nullptr) output += chunk.data();
+  const int status = pclose(pipe);
+  BOOST_REQUIRE_MESSAGE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "nm -D " << *library << " failed:\n" << output);
+
+  const std::array<std::string_view, 15> internal{
+      "kiln::graph::",  "kiln::backend::", "kiln::runtime::", "kiln::tune::",   "kiln::lower::",
+      "kiln::fuse::",   "kiln::kir::",     "kiln::render::",  "kiln::shaders::", "kiln::artifact::",
+      "kiln::compiler::", "kiln::trace::", "kiln::internal::", "kiln::onnx_import::", "kiln::models::init::"};
+  // What a symbol may be: kiln's (public), the standard library's, or the
+  // ELF housekeeping every shared library defines.
+  const std::array<std::string_view, 8> allowed_prefixes{"kiln::",     "std::",          "__gnu_cxx::", "typeinfo for ",
+                                                         "vtable for ", "typeinfo name for ", "guard variable for ",
+                                                         "VTT for "};
+  const std::array<std::string_view, 5> housekeeping{"_init", "_fini", "__bss_start", "_edata", "_end"};
+  int kiln_symbols = 0;
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    // "<address> <type> <name>"
+    const std::size_t second_space = line.find(' ', line.find(' ') + 1);
+    if (second_space == std::string::npos) continue;
+    std::string_view name = std::string_view(line).substr(second_space + 1);
+    if (std::find(housekeeping.begin(), housekeeping.end(), name) != housekeeping.end()) continue;
+    std::string_view subject = name;  // what a typeinfo, vtable, ... is for
+    for (std::string_view prefix : {"typeinfo name for ", "typeinfo for ", "vtable for ", "guard variable for ", "VTT for "})
+      if (subject.starts_with(prefix)) subject.remove_prefix(prefix.size());
+    bool allowed = false;
+    for (std::string_view prefix : allowed_prefixes) allowed = allowed || name.starts_with(prefix);
+    BOOST_TEST(allowed, "libkiln exports a symbol that is neither kiln's nor the standard library's: " << name);
+    for (std::string_view prefix : internal)
+      BOOST_TEST(!subject.starts_with(prefix), "libkiln exports an internal symbol: " << name);
+    if (subject.starts_with("kiln::")) ++kiln_symbols;
+  }
+  // Proves the listing was read: the API is there.
+  BOOST_TEST(kiln_symbols > 50, kiln_symbols << " kiln symbols exported");
+  BOOST_TEST(contains(output, "kiln::compile(kiln::Model const&, kiln::CompileOptions const&)"), output.substr(0, 2000));
+  BOOST_TEST(contains(output, "typeinfo for kiln::Error"));
 }
 
 BOOST_AUTO_TEST_CASE(devices_runs_without_vendor_libraries_and_names_what_it_tried) {
