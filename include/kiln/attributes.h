@@ -12,6 +12,8 @@
 // are attributes here; docs/architecture.md lists them.
 #pragma once
 
+#include <kiln/export.h>
+
 #include <cstdint>
 #include <map>
 #include <string>
@@ -23,7 +25,7 @@ namespace kiln {
 
 using Attribute = std::variant<std::int64_t, double, std::string, std::vector<std::int64_t>, std::vector<double>>;
 
-class Attributes {
+class KILN_API Attributes {
  public:
   void set(const std::string& name, Attribute value) { map_[name] = std::move(value); }
   bool has(const std::string& name) const { return map_.count(name) != 0; }

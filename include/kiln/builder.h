@@ -12,6 +12,7 @@
 #pragma once
 
 #include <kiln/attributes.h>
+#include <kiln/export.h>
 #include <kiln/model.h>
 #include <kiln/tensor.h>
 
@@ -27,14 +28,14 @@ namespace kiln {
 
 namespace graph { class Graph; }
 
-struct Conv2dOptions {
+struct KILN_API Conv2dOptions {
   std::vector<std::int64_t> stride = {1, 1};
   std::vector<std::int64_t> padding = {0, 0, 0, 0};  // top, left, bottom, right (ONNX order)
   std::vector<std::int64_t> dilation = {1, 1};
   std::int64_t groups = 1;
 };
 
-struct Pool2dOptions {
+struct KILN_API Pool2dOptions {
   std::vector<std::int64_t> kernel = {2, 2};
   std::vector<std::int64_t> stride = {2, 2};
   std::vector<std::int64_t> padding = {0, 0, 0, 0};
@@ -42,14 +43,14 @@ struct Pool2dOptions {
   bool count_include_pad = false;  // average pool only
 };
 
-struct GemmOptions {
+struct KILN_API GemmOptions {
   bool trans_a = false;
   bool trans_b = false;
   float alpha = 1.0f;
   float beta = 1.0f;
 };
 
-class Builder {
+class KILN_API Builder {
  public:
   // A handle on a value of the graph being built.
   struct Value {

@@ -1,6 +1,8 @@
 // Element types and shapes shared by every layer of kiln.
 #pragma once
 
+#include <kiln/export.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -11,16 +13,16 @@ namespace kiln {
 
 enum class DType : std::uint8_t { f32, f16, i32, i64, u8, boolean };
 
-std::size_t dtype_size(DType dtype);
-std::string_view dtype_name(DType dtype);  // "f32", "i64", ...
+KILN_API std::size_t dtype_size(DType dtype);
+KILN_API std::string_view dtype_name(DType dtype);  // "f32", "i64", ...
 
 // A static shape: one extent per dimension, outermost first; {} is a scalar.
 using Shape = std::vector<std::int64_t>;
 
-std::int64_t num_elements(const Shape& shape);
+KILN_API std::int64_t num_elements(const Shape& shape);
 // "[1, 3, 224, 224]". Shapes and attribute lists in messages come from files,
 // so at most kMaxListedEntries are printed, then "... (N more)".
 inline constexpr std::size_t kMaxListedEntries = 32;
-std::string shape_str(const Shape& shape);
+KILN_API std::string shape_str(const Shape& shape);
 
 }  // namespace kiln

@@ -5,6 +5,8 @@
 // change; internal errors ask for a bug report.
 #pragma once
 
+#include <kiln/export.h>
+
 #include <cstddef>
 #include <iosfwd>
 #include <stdexcept>
@@ -25,8 +27,8 @@ enum class ErrorKind {
   Internal,           // a bug in kiln
 };
 
-std::string_view error_kind_name(ErrorKind kind);
-std::ostream& operator<<(std::ostream& out, ErrorKind kind);
+KILN_API std::string_view error_kind_name(ErrorKind kind);
+KILN_API std::ostream& operator<<(std::ostream& out, ErrorKind kind);
 
 // The most of a message an Error keeps. Formatting sites bound what they
 // print (lists end in "... (N more)"); this is the backstop: a longer message
@@ -36,7 +38,7 @@ std::ostream& operator<<(std::ostream& out, ErrorKind kind);
 inline constexpr std::size_t kMaxErrorMessageBytes = 4096;
 inline constexpr std::size_t kErrorContextMargin = 512;
 
-class Error : public std::runtime_error {
+class KILN_API Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message);
   ErrorKind kind() const { return kind_; }
@@ -46,7 +48,7 @@ class Error : public std::runtime_error {
   ErrorKind kind_;
 };
 
-[[noreturn]] void throw_error(ErrorKind kind, const std::string& message);
+[[noreturn]] KILN_API void throw_error(ErrorKind kind, const std::string& message);
 
 }  // namespace kiln
 

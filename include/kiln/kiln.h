@@ -20,6 +20,7 @@
 #include <kiln/builder.h>
 #include <kiln/dtype.h>
 #include <kiln/error.h>
+#include <kiln/export.h>
 #include <kiln/model.h>
 #include <kiln/models.h>
 #include <kiln/settings.h>
@@ -36,14 +37,14 @@
 
 namespace kiln {
 
-struct DeviceOptions {
+struct KILN_API DeviceOptions {
   std::string backend = "vulkan";
   // Device index ("0") or a case-insensitive substring of its name; "" picks
   // the first device.
   std::string device{};
 };
 
-struct CompileOptions {
+struct KILN_API CompileOptions {
   std::string backend = "vulkan";
   std::string device{};
   Mode mode = Mode::default_;
@@ -58,7 +59,7 @@ struct CompileOptions {
 };
 
 // What a run cost; filled after every call.
-struct RunStats {
+struct KILN_API RunStats {
   double compile_ms = 0;          // first call only (0 for eager)
   // compile_ms split: the plan (graph passes, lowering, fusion, memory plan;
   // or reading it from a file or the plan cache), the kernels (compiling or
@@ -95,7 +96,7 @@ struct RunStats {
 };
 
 // One dispatch's cost, measured by running it alone (see profile()).
-struct KernelTiming {
+struct KILN_API KernelTiming {
   std::string kernel;              // the kernel's name ("conv2d_direct_c4_w4_wg64_oihw4o_add_relu")
   std::vector<std::string> nodes;  // the graph nodes it runs, producer first
   std::string output;              // the type of what it writes ("f32[1, 64, 56, 56]")
@@ -120,7 +121,7 @@ struct DeviceTensorData;  // src/runtime/device_tensor.h
 // round trip). A value only the host has (a graph break's dynamic output)
 // stays a host tensor inside: on_device() is false. Copies share the data;
 // it lives, and keeps its device, as long as some copy does.
-class DeviceTensor {
+class KILN_API DeviceTensor {
  public:
   DeviceTensor();  // empty: an f32 [0] on no device
   DType dtype() const;
@@ -143,7 +144,7 @@ class DeviceTensor {
 using CallInput = std::variant<Tensor, DeviceTensor>;
 
 // A call started by submit(); wait() for its outputs.
-class PendingCall {
+class KILN_API PendingCall {
  public:
   PendingCall() = default;  // no call: valid() is false
   // Blocks until the call has finished and returns its outputs, or rethrows
@@ -161,7 +162,7 @@ class PendingCall {
 
 // Op by op: one kernel per op on the chosen device, no graph passes, no
 // fusion. The honest baseline that compiled code is measured against.
-class EagerModel {
+class KILN_API EagerModel {
  public:
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
   // As CompiledModel's: outputs left on the device, calls submitted.
@@ -181,7 +182,7 @@ class EagerModel {
   std::shared_ptr<Executor> impl_;
 };
 
-class CompiledModel {
+class KILN_API CompiledModel {
  public:
   // The first call compiles; later calls reuse everything. Throws
   // ShapeMismatch naming the input and both shapes if inputs do not match.
@@ -221,14 +222,14 @@ class CompiledModel {
   std::shared_ptr<Executor> impl_;
 };
 
-EagerModel eager(const Model& model, const DeviceOptions& options = {});
-CompiledModel compile(const Model& model, const CompileOptions& options = {});
+KILN_API EagerModel eager(const Model& model, const DeviceOptions& options = {});
+KILN_API CompiledModel compile(const Model& model, const CompileOptions& options = {});
 
 // ---- compiled-model files (.kiln) -------------------------------------------
 // A model compiled ahead of time for one or more targets: the compiled plan
 // and the kernels' binaries of each. `kiln compile` writes one; so does
 // compile_to_file().
-struct AheadOfTimeOptions {
+struct KILN_API AheadOfTimeOptions {
   // "vulkan" (the first Vulkan device here), "vulkan:NAME" (a device by index
   // or name), "cuda:sm_80,sm_90" (CUBIN and PTX per architecture, no GPU
   // needed), "hip:gfx90a,gfx1030" (AMD code objects).
@@ -238,9 +239,9 @@ struct AheadOfTimeOptions {
   std::string cache_dir{};     // as CompileOptions::cache_dir: binaries go through the kernel cache
 };
 // Writes the file atomically (a temporary file, then a rename).
-void compile_to_file(const Model& model, const std::string& path, const AheadOfTimeOptions& options = {});
+KILN_API void compile_to_file(const Model& model, const std::string& path, const AheadOfTimeOptions& options = {});
 
-struct LoadOptions {
+struct KILN_API LoadOptions {
   // "" (the default): the first backend the file holds a plan for that has a
   // device here.
   std::string backend{};
@@ -252,10 +253,10 @@ struct LoadOptions {
 // kernel_cache_misses stay 0). Throws Corrupt for a truncated or altered
 // file, Unsupported for one written by another kiln version or holding no
 // plan the device can run (naming what it holds), NotFound for no file.
-CompiledModel load(const std::string& path, const LoadOptions& options = {});
+KILN_API CompiledModel load(const std::string& path, const LoadOptions& options = {});
 
 // ---- devices ---------------------------------------------------------------
-struct DeviceDescription {
+struct KILN_API DeviceDescription {
   int index = 0;
   std::string name;
   std::string type;
@@ -264,7 +265,7 @@ struct DeviceDescription {
   std::vector<std::pair<std::string, std::string>> limits;  // key limits, as text
 };
 
-struct BackendDescription {
+struct KILN_API BackendDescription {
   std::string name;
   bool available = false;
   std::string unavailable_reason;
@@ -273,6 +274,6 @@ struct BackendDescription {
   std::vector<std::string> offline_targets;  // archs code is generated for without a device
 };
 
-std::vector<BackendDescription> list_backends();
+KILN_API std::vector<BackendDescription> list_backends();
 
 }  // namespace kiln

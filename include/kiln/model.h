@@ -2,6 +2,7 @@
 #pragma once
 
 #include <kiln/dtype.h>
+#include <kiln/export.h>
 
 #include <memory>
 #include <string>
@@ -14,14 +15,14 @@ namespace kiln {
 namespace graph { class Graph; }
 namespace internal { struct ModelAccess; }
 
-struct TensorSpec {
+struct KILN_API TensorSpec {
   std::string name;
   DType dtype;
   Shape shape;
 };
 
 // Made by kiln::Builder::build(), kiln::models and kiln::load_onnx().
-class Model {
+class KILN_API Model {
  public:
   const std::string& name() const { return name_; }
   std::vector<TensorSpec> inputs() const;

@@ -2,6 +2,7 @@
 // that tests and benchmarks need no downloads.
 #pragma once
 
+#include <kiln/export.h>
 #include <kiln/model.h>
 
 #include <cstdint>
@@ -10,7 +11,7 @@
 
 namespace kiln::models {
 
-struct ModelOptions {
+struct KILN_API ModelOptions {
   std::int64_t batch = 1;
   std::int64_t image_size = 224;   // square input, NCHW f32
   // 0: the model's usual head (1000 ImageNet classes, 21 VOC classes for
@@ -21,25 +22,25 @@ struct ModelOptions {
 
 // torchvision's ResNet-18 architecture (BasicBlock, [2, 2, 2, 2]); input
 // "input" [batch, 3, image_size, image_size], output "logits" [batch, num_classes].
-Model resnet18(const ModelOptions& options = {});
+KILN_API Model resnet18(const ModelOptions& options = {});
 
 // Names accepted by build(): "resnet18", ... (every family of the zoo; see
 // docs/models.md for each one's inputs, outputs and task).
-std::vector<std::string> names();
+KILN_API std::vector<std::string> names();
 // What a built-in model's outputs mean, the same as build(name).task()
 // ("classification", "segmentation" or "detection") without building it.
 // Accepts the aliases below; throws Error(NotFound) listing the known names.
-std::string task_of(const std::string& name);
+KILN_API std::string task_of(const std::string& name);
 // The input height and width a built-in model is usually run at (its
 // torchvision weights' training size): 320 for SSDLite320, else 224. What
 // `kiln run`, `kiln tune` and `kiln bench` use when no --image-size is given,
 // so that tuning records are for the shapes benchmarks run. Accepts the
 // aliases below; throws Error(NotFound) listing the known names.
-std::int64_t usual_image_size(const std::string& name);
+KILN_API std::int64_t usual_image_size(const std::string& name);
 // Also accepts the short aliases "deeplabv3_mobilenet_v3",
 // "lraspp_mobilenet_v3" and "ssdlite320_mobilenet_v3" for the MobileNetV3-Large
 // variants (the model keeps its canonical name). Throws Error(NotFound)
 // listing the known names.
-Model build(const std::string& name, const ModelOptions& options = {});
+KILN_API Model build(const std::string& name, const ModelOptions& options = {});
 
 }  // namespace kiln::models

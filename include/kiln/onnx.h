@@ -9,6 +9,7 @@
 // at once.
 #pragma once
 
+#include <kiln/export.h>
 #include <kiln/model.h>
 #include <kiln/tensor.h>
 
@@ -20,7 +21,7 @@
 
 namespace kiln {
 
-struct OnnxOptions {
+struct KILN_API OnnxOptions {
   // Full shapes for inputs, by input name; they override the file's shapes.
   std::map<std::string, Shape> input_shapes{};
   // The size of any remaining symbolic or unknown dimension (usually batch).
@@ -42,19 +43,19 @@ struct OnnxOptions {
 // read from the file is checked against kiln's limits before use),
 // Error(InvalidArgument) when folding would pass max_folded_bytes, and
 // Error(Unsupported) listing every unsupported op with its node name.
-Model load_onnx(const std::string& path, const OnnxOptions& options = {});
+KILN_API Model load_onnx(const std::string& path, const OnnxOptions& options = {});
 
 // The same from bytes in memory; `base_dir` is where external data files are
 // looked up ("" refuses external data), `name` names the model in messages.
-Model load_onnx_bytes(std::string_view bytes, const std::string& name, const std::string& base_dir = "",
+KILN_API Model load_onnx_bytes(std::string_view bytes, const std::string& name, const std::string& base_dir = "",
                       const OnnxOptions& options = {});
 
 // Reads one serialized onnx.TensorProto (.pb), as ONNX's test data stores
 // inputs and expected outputs.
-Tensor load_onnx_tensor(const std::string& path);
+KILN_API Tensor load_onnx_tensor(const std::string& path);
 
 // ONNX op types load_onnx can import (some may still be graph breaks on a
 // given backend).
-std::vector<std::string> onnx_supported_ops();
+KILN_API std::vector<std::string> onnx_supported_ops();
 
 }  // namespace kiln

@@ -12,6 +12,8 @@
 //   KILN_WINOGRAD=off kiln run --model resnet18 ...
 #pragma once
 
+#include <kiln/export.h>
+
 #include <cstdint>
 #include <span>
 #include <string>
@@ -26,9 +28,9 @@ enum class Mode {
   reduce_overhead,  // the whole model recorded once into static buffers and replayed
   max_autotune,     // kernel variants timed on the device, kept in the tuning database
 };
-std::string_view mode_name(Mode mode);  // "default", "reduce-overhead", "max-autotune"
+KILN_API std::string_view mode_name(Mode mode);  // "default", "reduce-overhead", "max-autotune"
 // Parses "default", "reduce-overhead", "max-autotune"; throws InvalidArgument.
-Mode parse_mode(std::string_view text);
+KILN_API Mode parse_mode(std::string_view text);
 
 enum class SettingKind {
   flag,      // on | off (also true/false, 1/0, yes/no)
@@ -38,7 +40,7 @@ enum class SettingKind {
   text,      // free text (a path)
 };
 
-struct SettingDef {
+struct KILN_API SettingDef {
   std::string_view name;           // "winograd"
   SettingKind kind;
   std::string_view default_value;  // "on"
@@ -51,14 +53,14 @@ struct SettingDef {
 };
 
 // Every setting, in the order `kiln explain` prints them.
-std::span<const SettingDef> setting_table();
+KILN_API std::span<const SettingDef> setting_table();
 
 enum class SettingSource { default_value, mode, environment, options };
-std::string_view setting_source_name(SettingSource source);  // "default", "mode", "environment", "options"
+KILN_API std::string_view setting_source_name(SettingSource source);  // "default", "mode", "environment", "options"
 
 using SettingOverrides = std::vector<std::pair<std::string, std::string>>;
 
-class Settings {
+class KILN_API Settings {
  public:
   struct Entry {
     const SettingDef* def = nullptr;

@@ -8,6 +8,7 @@
 
 #include <kiln/dtype.h>
 #include <kiln/error.h>
+#include <kiln/export.h>
 
 #include <cstddef>
 #include <memory>
@@ -16,7 +17,7 @@
 
 namespace kiln {
 
-class Tensor {
+class KILN_API Tensor {
  public:
   Tensor();                          // an empty f32 tensor of shape [0]
   Tensor(DType dtype, Shape shape);  // zero-filled
@@ -55,6 +56,6 @@ class Tensor {
 
 // The largest |a - b| over all elements; throws ShapeMismatch if they differ in
 // shape or dtype. Only for f32 tensors.
-float max_abs_diff(const Tensor& a, const Tensor& b);
+KILN_API float max_abs_diff(const Tensor& a, const Tensor& b);
 
 }  // namespace kiln

@@ -25,6 +25,7 @@
 
 #include <kiln/attributes.h>
 #include <kiln/builder.h>
+#include <kiln/export.h>
 #include <kiln/kiln.h>
 #include <kiln/tensor.h>
 
@@ -42,36 +43,36 @@ namespace graph { class Graph; }
 namespace internal { struct Access; }
 
 // ---- ops (eager on the host; recorded while tracing) ---------------------------
-Tensor relu(const Tensor& x);
-Tensor sigmoid(const Tensor& x);
-Tensor tanh(const Tensor& x);
-Tensor gelu(const Tensor& x, bool tanh_approximation = false);
-Tensor add(const Tensor& a, const Tensor& b);  // numpy broadcasting
-Tensor sub(const Tensor& a, const Tensor& b);
-Tensor mul(const Tensor& a, const Tensor& b);
-Tensor div(const Tensor& a, const Tensor& b);
-Tensor operator+(const Tensor& a, const Tensor& b);
-Tensor operator-(const Tensor& a, const Tensor& b);
-Tensor operator*(const Tensor& a, const Tensor& b);
-Tensor operator/(const Tensor& a, const Tensor& b);
-Tensor matmul(const Tensor& a, const Tensor& b);
-Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
+KILN_API Tensor relu(const Tensor& x);
+KILN_API Tensor sigmoid(const Tensor& x);
+KILN_API Tensor tanh(const Tensor& x);
+KILN_API Tensor gelu(const Tensor& x, bool tanh_approximation = false);
+KILN_API Tensor add(const Tensor& a, const Tensor& b);  // numpy broadcasting
+KILN_API Tensor sub(const Tensor& a, const Tensor& b);
+KILN_API Tensor mul(const Tensor& a, const Tensor& b);
+KILN_API Tensor div(const Tensor& a, const Tensor& b);
+KILN_API Tensor operator+(const Tensor& a, const Tensor& b);
+KILN_API Tensor operator-(const Tensor& a, const Tensor& b);
+KILN_API Tensor operator*(const Tensor& a, const Tensor& b);
+KILN_API Tensor operator/(const Tensor& a, const Tensor& b);
+KILN_API Tensor matmul(const Tensor& a, const Tensor& b);
+KILN_API Tensor conv2d(const Tensor& x, const Tensor& weight, const std::optional<Tensor>& bias,
               const Conv2dOptions& options = {});
-Tensor softmax(const Tensor& x, std::int64_t axis = -1);
-Tensor layer_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, std::int64_t axis = -1,
+KILN_API Tensor softmax(const Tensor& x, std::int64_t axis = -1);
+KILN_API Tensor layer_norm(const Tensor& x, const Tensor& scale, const Tensor& bias, std::int64_t axis = -1,
                   float epsilon = 1e-5f);
-Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape);  // 0 copies a dim, one -1 is inferred
-Tensor transpose(const Tensor& x, std::vector<std::int64_t> perm);
-Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis);
+KILN_API Tensor reshape(const Tensor& x, std::vector<std::int64_t> shape);  // 0 copies a dim, one -1 is inferred
+KILN_API Tensor transpose(const Tensor& x, std::vector<std::int64_t> perm);
+KILN_API Tensor concat(const std::vector<Tensor>& xs, std::int64_t axis);
 // Any registered op with ONNX-style attributes; returns all its outputs.
-std::vector<Tensor> op(const std::string& name, const std::vector<Tensor>& inputs, const Attributes& attrs);
+KILN_API std::vector<Tensor> op(const std::string& name, const std::vector<Tensor>& inputs, const Attributes& attrs);
 
 // ---- host reads (graph breaks while tracing) -----------------------------------
 // Where a host read is written: std::source_location's fields, captured with
 // __builtin_FILE/LINE/FUNCTION because those name the caller on every
 // supported compiler, while clang 15 gives std::source_location::current() in
 // a default argument the declaration's own place.
-class SourceLocation {
+class KILN_API SourceLocation {
  public:
   static constexpr SourceLocation current(const char* file = __builtin_FILE(), std::uint_least32_t line = __builtin_LINE(),
                                           const char* function = __builtin_FUNCTION()) noexcept {
@@ -92,24 +93,24 @@ class SourceLocation {
 };
 
 // The value of a one-element f32, i32, i64, u8 or bool tensor.
-double item(const Tensor& x, SourceLocation where = SourceLocation::current());
+KILN_API double item(const Tensor& x, SourceLocation where = SourceLocation::current());
 // A host copy of the tensor, whose values the caller may read.
-Tensor to_host(const Tensor& x, SourceLocation where = SourceLocation::current());
+KILN_API Tensor to_host(const Tensor& x, SourceLocation where = SourceLocation::current());
 
 // ---- compiling a function -------------------------------------------------------
 using TensorFunction = std::function<std::vector<Tensor>(const std::vector<Tensor>&)>;
 
 // A host read found while tracing.
-struct TraceBreak {
+struct KILN_API TraceBreak {
   std::string file;
   std::uint32_t line = 0;
   std::string function;
   std::string what;  // "item()" or "to_host()"
 };
 // "graph break: item() at tests/test_tracing.cpp:42 (in f): reads a tensor's value on the host"
-std::string trace_break_str(const TraceBreak& b);
+KILN_API std::string trace_break_str(const TraceBreak& b);
 
-class TracedFunction {
+class KILN_API TracedFunction {
  public:
   // Runs fn: the compiled graph, or the compiled prefix and the rest replayed
   // eagerly; re-traces (logged) when the inputs' types or fn's ops change.
@@ -134,7 +135,7 @@ class TracedFunction {
 // Traces fn with the example inputs and compiles the result. Throws
 // Unsupported listing every graph break (with its file:line) when
 // options.fullgraph is set and fn reads tensor values on the host.
-TracedFunction compile(TensorFunction fn, const std::vector<Tensor>& example_inputs,
+KILN_API TracedFunction compile(TensorFunction fn, const std::vector<Tensor>& example_inputs,
                        const CompileOptions& options = {});
 
 }  // namespace kiln

@@ -16,7 +16,10 @@ void CallQueue::push(std::function<void()> task) {
     std::lock_guard lock(mutex_);
     // A model that never submits never has a thread. Started before the
     // task is queued, so that a failure to start queues nothing.
-    if (!thread_.joinable()) thread_ = std::thread(&CallQueue::work, this);
+    // A lambda, not &CallQueue::work: GCC gives std::thread's state for a
+    // member-function pointer default visibility, so libkiln would export
+    // its typeinfo and vtable naming kiln::runtime (the linkage suite).
+    if (!thread_.joinable()) thread_ = std::thread([this] { work(); });
     tasks_.push_back(std::move(task));
   }
   ready_.notify_one();

@@ -6,7 +6,8 @@
 #               alone with only the installed include folder, and none names
 #               an internal type outside a private section
 #               (public_surface.awk); trace.h's example and Builder::op with
-#               attributes built and run
+#               attributes built and run, libkiln's errors caught as
+#               kiln::Error (its typeinfo exported)
 #   pkg-config  the README example built with c++ and pkg-config's flags, run
 #   cmake       examples/ built with find_package(kiln); the README example,
 #               classify and segment run, and their answers are `kiln run`'s;
@@ -116,7 +117,9 @@ headers)
   run public_api "$tmp/public_api"
   expect_line public_api '^traced: 1 graph break\(s\); out = \[1 4 9 16\]$'
   expect_line public_api '^ReduceMean over axis 1: shape \[2\] = \[2 5\]$'
-  echo "ok: $(echo "$installed" | wc -w) public headers installed, each compiles alone and names no internal type; trace.h's example and Builder::op ran"
+  expect_line public_api '^unknown model: caught kiln::Error \(not found\)$'
+  expect_line public_api '^wrong input shape: caught kiln::Error \(shape mismatch\)$'
+  echo "ok: $(echo "$installed" | wc -w) public headers installed, each compiles alone and names no internal type; trace.h's example and Builder::op ran; libkiln's errors caught as kiln::Error"
   ;;
 
 pkg-config)

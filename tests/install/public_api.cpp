@@ -1,11 +1,14 @@
 // Built against an installed kiln (tests/install/consumers.sh, headers mode):
 // trace.h's own example and Builder::op with attributes, so that what the
-// public headers declare can be called with the public headers alone.
+// public headers declare can be called with the public headers alone, and
+// libkiln's errors caught as kiln::Error across the library boundary.
 #include <kiln/kiln.h>
 #include <kiln/trace.h>
 
 #include <cmath>
 #include <cstdio>
+#include <exception>
+#include <string>
 #include <vector>
 
 int main() {
@@ -37,4 +40,21 @@ int main() {
   const kiln::Tensor means = eager({kiln::Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6})})[0];
   std::printf("ReduceMean over axis 1: shape %s = [%g %g]\n", kiln::shape_str(means.shape()).c_str(),
               double(means.values<float>()[0]), double(means.values<float>()[1]));
+
+  // Errors thrown inside libkiln are caught here by their type, which needs
+  // kiln::Error's typeinfo to match across the library boundary. libkiln
+  // exports it (KILN_API; the linkage suite checks), so it matches on any C++
+  // runtime, not only where typeinfo is compared by name (libstdc++ does).
+  const auto report = [](const char* what, auto&& call) {
+    try {
+      call();
+      std::printf("%s: no error\n", what);
+    } catch (const kiln::Error& error) {
+      std::printf("%s: caught kiln::Error (%s)\n", what, std::string(kiln::error_kind_name(error.kind())).c_str());
+    } catch (const std::exception& error) {
+      std::printf("%s: caught another exception: %s\n", what, error.what());
+    }
+  };
+  report("unknown model", [] { kiln::models::build("no_such_model"); });
+  report("wrong input shape", [&] { eager({kiln::Tensor::from_f32({3}, {1, 2, 3})}); });
 }
