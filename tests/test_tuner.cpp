@@ -574,6 +574,28 @@ BOOST_AUTO_TEST_CASE(site_json_round_trips) {
 
 // ---- candidates ----------------------------------------------------------------
 
+BOOST_AUTO_TEST_CASE(swapped_operands_are_offered_only_where_y_has_more_rows_than_columns) {
+  // A CPU device with subgroups of 8 that broadcast and texel buffers, as lavapipe.
+  kb::TargetDesc cpu = gpu_target(65536);
+  cpu.device_type = "cpu";
+  cpu.subgroup_size = 8;
+  cpu.subgroup_basic = cpu.subgroup_broadcast = true;
+  cpu.texel_r32f = cpu.texel_rgba32f = true;
+  cpu.max_texel_buffer_elements = 1u << 27;
+  const kb::Backend& null = kb::get_backend("null");
+  auto swapped = [](const tn::CandidateList& list) {
+    return std::count_if(list.knobs.begin(), list.knobs.end(),
+                         [](const std::string& k) { return sh::parse_gemm_knobs(k).swap_operands; });
+  };
+  const tn::CandidateList tall = tn::candidates(only_site(matmul_graph(512, 48, 64)), null, cpu);
+  BOOST_TEST(swapped(tall) >= 2);
+  const tn::CandidateList wide = tn::candidates(only_site(matmul_graph(48, 512, 64)), null, cpu);
+  BOOST_TEST_REQUIRE(!wide.knobs.empty());
+  BOOST_TEST(swapped(wide) == 0);
+  BOOST_TEST(std::any_of(wide.filtered.begin(), wide.filtered.end(),
+                         [](const auto& f) { return contains(f.second, "no more rows than columns"); }));
+}
+
 BOOST_AUTO_TEST_CASE(candidates_are_filtered_by_the_capability_record) {
   const tn::Site site = only_site(matmul_graph(256, 256, 512));
   const kb::Backend& null = kb::get_backend("null");
