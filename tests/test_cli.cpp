@@ -555,3 +555,16 @@ BOOST_AUTO_TEST_CASE(tune_explain_lists_graph_choices_beside_kernel_sites) {
   BOOST_TEST(!std::filesystem::exists(db));
   std::filesystem::remove_all(dir);
 }
+
+// --db on a model command moves max-autotune's tuning database, as
+// `--set tune_db=FILE` does; explain names the file it read.
+BOOST_AUTO_TEST_CASE(db_option_moves_the_tuning_database_on_model_commands) {
+  const auto dir = fresh_folder("db_option");
+  const std::string db = (dir / "elsewhere.db").string();
+  auto explained = kiln_cli("explain --mode max-autotune --model resnet18 --image-size 32 --set tune_budget=0 --db '" +
+                            db + "'");
+  BOOST_TEST(explained.exit_code == 0);
+  BOOST_TEST(has(explained, "database " + db + ", 0 s tuning now"));
+  BOOST_TEST(has(explained, "no record for this kernel"));
+  std::filesystem::remove_all(dir);
+}

@@ -140,6 +140,8 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--device", c.device, "device index or part of its name (default: the first)");
   cmd->add_option("--tolerance", c.tolerance, "allowed max |compiled - eager|, relative to the largest |eager output|")
       ->capture_default_str();
+  cmd->add_option("--db", c.tune_db, "max-autotune's tuning database (default: the tune_db setting, else tuning.db in "
+                                    "the user's kernel cache)");
   cmd->add_option("--output-dir", args->output_dir, "also write DIR/bench.{md,csv,json,svg}");
   cmd->add_flag("--quick", args->quick, "a smoke subset in seconds: resnet18 and mobilenet_v2 at 64x64, batch 1 and 2, "
                                         "3 calls (explicit options still apply)");

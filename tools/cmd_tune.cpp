@@ -51,7 +51,6 @@ struct TuneArgs {
   std::string models;   // comma-separated built-in models
   bool zoo = false;
   std::string budget = "10m";
-  std::string db;
   bool resume = false;
   std::string shard;    // "I/N"
   bool explain = false;
@@ -200,7 +199,7 @@ void run(const TuneArgs& args) {
   // Profiling reads the kernels' IR (their tuning sites), which a cached plan does not keep.
   base.settings.emplace_back("plan_cache", "off");
   const Settings settings = Settings::resolve(Mode::max_autotune, base.settings);
-  const std::string db_path = args.db.empty() ? tune::database_path(settings, base.cache_dir) : args.db;
+  const std::string db_path = tune::database_path(settings, base.cache_dir);
   KILN_CHECK(!db_path.empty(), ErrorKind::InvalidArgument,
              "the kernel cache is off, so there is no default tuning database: give --db FILE");
 
@@ -448,7 +447,6 @@ void add_tune_command(CLI::App& app) {
   tune->add_option("--models", args->models, "comma-separated built-in models to tune together");
   tune->add_flag("--zoo", args->zoo, "tune every built-in model");
   tune->add_option("--budget", args->budget, "wall time for the whole run (90s, 10m, 1h)")->capture_default_str();
-  tune->add_option("--db", args->db, "the tuning database (default: tuning.db beside the kernel cache)");
   tune->add_flag("--resume", args->resume, "skip kernels the database already holds a complete record for");
   tune->add_option("--shard", args->shard, "tune shard I of N (0-based): a fixed 1/N of the kernels, for array jobs");
   tune->add_flag("--explain", args->explain, "say for every kernel whether a record applies, and if not why; tune nothing");

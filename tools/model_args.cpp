@@ -34,6 +34,8 @@ void ModelArgs::add_to(CLI::App& command) {
   command.add_flag("--fullgraph", fullgraph, "fail if the model has graph breaks instead of running them eagerly");
   command.add_option("--set", settings, "a compiler setting, NAME=VALUE (repeatable; `kiln settings` lists them)");
   command.add_option("--cache-dir", cache_dir, "compiled-kernel cache directory ('off' disables; default $KILN_CACHE_DIR or ~/.cache/kiln)");
+  command.add_option("--db", tune_db, "the tuning database max-autotune reads (default: tuning.db beside the kernel cache; "
+                                      "the same as --set tune_db=FILE)");
 }
 
 bool ModelArgs::compiled_file() const {
@@ -72,6 +74,7 @@ CompileOptions ModelArgs::compile_options() const {
   options.fullgraph = fullgraph;
   options.cache_dir = cache_dir;
   options.settings = parse_settings(settings);
+  if (!tune_db.empty()) options.settings.emplace_back("tune_db", tune_db);
   return options;
 }
 

@@ -27,6 +27,7 @@ struct ModelArgs {
   bool fullgraph = false;
   std::string cache_dir;
   std::vector<std::string> settings;  // NAME=VALUE, repeatable
+  std::string tune_db;                // --db: the tuning database (the tune_db setting)
 
 
   void add_to(CLI::App& command);

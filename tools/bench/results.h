@@ -26,6 +26,7 @@ struct Config {
   std::string backend = "vulkan";
   std::string device;           // index or part of the name; "" is the first
   double tolerance = 1e-3;      // allowed |compiled - eager|, relative to max |eager|
+  std::string tune_db;          // max-autotune's tuning database; "" is the tune_db setting's, else the default
 };
 
 struct Metadata {

@@ -113,7 +113,9 @@ void prepare_compiled(Contender& c, const Model& model, const Config& config) {
   // the temporary kernel cache: tuning is what `kiln tune` did beforehand.
   if (options.mode == Mode::max_autotune) {
     const Settings settings = Settings::resolve(options.mode);
-    const std::string db = settings.text("tune_db").empty() ? tune::default_database_path("") : settings.text("tune_db");
+    const std::string db = !config.tune_db.empty()              ? config.tune_db
+                           : settings.text("tune_db").empty() ? tune::default_database_path("")
+                                                              : settings.text("tune_db");
     if (!db.empty()) options.settings.emplace_back("tune_db", db);
   }
   {
