@@ -64,7 +64,9 @@ struct KILN_API RunStats {
   // compile_ms split: the plan (graph passes, lowering, fusion, memory plan;
   // or reading it from a file or the plan cache), the kernels (compiling or
   // reading binaries, and the driver's pipeline creation), the weights'
-  // upload, and prepare()'s warm-up submission (0 without prepare()).
+  // upload, and prepare()'s warm-up submission (0 without prepare()). The
+  // kernels and the upload run at the same time, so compile_ms holds the
+  // longer of the two, not their sum.
   double plan_ms = 0;
   double kernels_ms = 0;
   // kernels_ms's two parts, each summed over the kernels (distinct kernels
