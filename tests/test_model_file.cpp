@@ -169,6 +169,42 @@ BOOST_AUTO_TEST_CASE(a_file_from_another_kiln_version_is_refused_naming_both) {
   BOOST_TEST((expect_error([&] { kiln::load(file.dir.string()); }).kind() == ErrorKind::Io));
 }
 
+// The plan cache maps its files instead of reading them: the same metadata,
+// blobs in place and aligned, and damage reported the same way.
+BOOST_AUTO_TEST_CASE(a_mapped_file_reads_as_a_read_one_and_its_damage_is_reported) {
+  using kiln::artifact::FileHolding;
+  const fs::path dir = fresh_dir("mapped");
+  const kiln::Tensor weights = random_input({9, 13}, 3);
+  kiln::artifact::BlobWriter blobs;
+  const nlohmann::json metadata = {{"weights", kiln::artifact::encode_tensor(weights, blobs)}};
+  const fs::path path = dir / "mapped.plan";
+  kiln::artifact::write_container(path, "PLAN", metadata, blobs);
+
+  const kiln::artifact::Container read = kiln::artifact::read_container(path, "PLAN", FileHolding::read);
+  const kiln::artifact::Container mapped = kiln::artifact::read_container(path, "PLAN", FileHolding::map);
+  BOOST_TEST(mapped.metadata() == read.metadata());
+  const kiln::Tensor decoded = kiln::artifact::decode_tensor(mapped.metadata()["weights"], mapped);
+  BOOST_TEST(kiln::max_abs_diff(decoded, weights) == 0.0f);
+  BOOST_TEST((decoded.bytes().data() == mapped.blob(0, "test").data()));
+  BOOST_TEST(reinterpret_cast<std::uintptr_t>(mapped.blob(0, "test").data()) % kiln::artifact::kBlobAlignment == 0u);
+
+  std::vector<char> bytes = read_bytes(path);
+  bytes.back() ^= 1;  // a flipped bit in the last blob
+  write_bytes(path, bytes);
+  const kiln::Error altered = expect_error([&] { kiln::artifact::read_container(path, "PLAN", FileHolding::map); });
+  BOOST_TEST((altered.kind() == ErrorKind::Corrupt));
+  BOOST_TEST(contains(altered.what(), "fails its checksum"));
+  bytes.resize(bytes.size() / 2);
+  write_bytes(path, bytes);
+  const kiln::Error truncated = expect_error([&] { kiln::artifact::read_container(path, "PLAN", FileHolding::map); });
+  BOOST_TEST((truncated.kind() == ErrorKind::Corrupt));
+  BOOST_TEST(contains(truncated.what(), "truncated or damaged"));
+  write_bytes(path, {});
+  const kiln::Error empty = expect_error([&] { kiln::artifact::read_container(path, "PLAN", FileHolding::map); });
+  BOOST_TEST(contains(empty.what(), "not a kiln file"));
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(blobs_lie_aligned_and_decoded_weights_use_the_read_file_in_place) {
   const fs::path dir = fresh_dir("blobs");
   // Odd sizes, so that only padding can align the blobs after the first.

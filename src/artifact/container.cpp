@@ -5,6 +5,8 @@
 
 #include <kiln/error.h>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -60,6 +62,20 @@ std::shared_ptr<std::byte> allocate_aligned(std::size_t size) {
   constexpr auto alignment = std::align_val_t{kBlobAlignment};
   return std::shared_ptr<std::byte>(static_cast<std::byte*>(::operator new(std::max<std::size_t>(size, 1), alignment)),
                                     [](std::byte* p) { ::operator delete(p, alignment); });
+}
+
+// The file mapped copy-on-write and its pages read in; nullptr where the
+// system will not map it (the caller reads it instead).
+std::shared_ptr<std::byte> map_private(const std::filesystem::path& path, std::size_t size) {
+  if (size == 0) return nullptr;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return nullptr;
+  // Read-only: populating a writable private mapping costs as much as reading
+  // the file (about 60 ms for ResNet-50's 160 MB plan), a read-only one ~3 ms.
+  void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+  ::close(fd);  // the mapping keeps the file
+  if (p == MAP_FAILED) return nullptr;
+  return std::shared_ptr<std::byte>(static_cast<std::byte*>(p), [size](std::byte* q) { ::munmap(q, size); });
 }
 
 }  // namespace
@@ -157,7 +173,7 @@ std::shared_ptr<std::byte> Container::shared_blob(std::uint64_t index, std::stri
   return std::shared_ptr<std::byte>(bytes_, bytes_.get() + (bytes.data() - bytes_.get()));
 }
 
-Container read_container(const std::filesystem::path& path, std::string_view kind) {
+Container read_container(const std::filesystem::path& path, std::string_view kind, FileHolding holding) {
   const std::string name = "'" + path.string() + "'";
   struct stat st {};
   if (::stat(path.c_str(), &st) != 0) {
@@ -168,10 +184,11 @@ Container read_container(const std::filesystem::path& path, std::string_view kin
 
   Container c;
   c.path_ = path.string();
-  {
+  c.size_ = static_cast<std::size_t>(st.st_size);
+  if (holding == FileHolding::map) c.bytes_ = map_private(path, c.size_);
+  if (!c.bytes_) {
     std::ifstream in(path, std::ios::binary);
     KILN_CHECK(in.good(), ErrorKind::Io, "cannot open " + name);
-    c.size_ = static_cast<std::size_t>(st.st_size);
     c.bytes_ = allocate_aligned(c.size_);
     in.read(reinterpret_cast<char*>(c.bytes_.get()), static_cast<std::streamsize>(c.size_));
     KILN_CHECK(static_cast<std::size_t>(in.gcount()) == c.size_, ErrorKind::Io, "cannot read all of " + name);

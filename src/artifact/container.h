@@ -56,6 +56,14 @@ class BlobWriter {
   std::uint64_t total_ = 0;
 };
 
+// How read_container holds a file's bytes: read into memory of its own, or
+// mapped read-only, which skips copying the whole file (a cached plan with
+// its weights runs to hundreds of MB). Map only files whose blobs nothing
+// writes to and that are replaced by rename, never rewritten in place, as
+// kiln's plan cache is: a mapped file truncated under its reader would fault
+// on access.
+enum class FileHolding { read, map };
+
 // A file read and checked whole: its metadata and its blobs.
 class Container {
  public:
@@ -68,11 +76,11 @@ class Container {
   const std::string& path() const { return path_; }
 
  private:
-  friend Container read_container(const std::filesystem::path&, std::string_view);
+  friend Container read_container(const std::filesystem::path&, std::string_view, FileHolding);
   std::string path_;
   nlohmann::json metadata_;
-  // The whole file, read into memory that is not zero-filled first (plans
-  // with their weights run to hundreds of MB), aligned to kBlobAlignment.
+  // The whole file, mapped or read into memory that is not zero-filled first,
+  // aligned to kBlobAlignment.
   std::shared_ptr<std::byte> bytes_;
   std::size_t size_ = 0;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> blobs_;  // offset into bytes_, size
@@ -87,6 +95,7 @@ void write_container(const std::filesystem::path& path, std::string_view kind, c
 // (unreadable, not a regular file) or Corrupt (another kind of file, another
 // container version, truncated, checksum mismatch, malformed metadata), each
 // naming the file.
-Container read_container(const std::filesystem::path& path, std::string_view kind);
+Container read_container(const std::filesystem::path& path, std::string_view kind,
+                         FileHolding holding = FileHolding::read);
 
 }  // namespace kiln::artifact

@@ -110,7 +110,7 @@ std::shared_ptr<const compiler::Plan> PlanCache::load(const PlanKey& key) const 
   if (!std::filesystem::exists(path, ec)) return nullptr;
   try {
     const auto start = std::chrono::steady_clock::now();
-    const Container file = read_container(path, kKind);
+    const Container file = read_container(path, kKind, FileHolding::map);  // replaced only by rename
     const std::string read_ms = ms_since(start);
     const bool same_key = decoding(file, [&] { return file.metadata().at("key").get<std::string>() == key.text; });
     KILN_CHECK(same_key, ErrorKind::Corrupt, "'" + path.string() + "' is another key's plan");
