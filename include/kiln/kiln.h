@@ -255,10 +255,6 @@ struct KILN_API LoadOptions {
 // kernel_cache_misses stay 0). Throws Corrupt for a truncated or altered
 // file, Unsupported for one written by another kiln version or holding no
 // plan the device can run (naming what it holds), NotFound for no file.
-// The file is mapped read-only (its weights are used where they lie) while
-// the model lives: replace it by writing a new file and renaming it over
-// the old one, as compile_to_file and `kiln compile` do, never by writing
-// into it in place.
 KILN_API CompiledModel load(const std::string& path, const LoadOptions& options = {});
 
 // ---- devices ---------------------------------------------------------------

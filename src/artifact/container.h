@@ -59,9 +59,9 @@ class BlobWriter {
 // How read_container holds a file's bytes: read into memory of its own, or
 // mapped read-only, which skips copying the whole file (a cached plan with
 // its weights runs to hundreds of MB). Map only files whose blobs nothing
-// writes to and that are replaced by rename, never rewritten in place (the
-// plan cache; compiled-model files, as kiln::load documents): a mapped file
-// truncated under its reader would fault on access.
+// writes to and that are replaced by rename, never rewritten in place, as
+// kiln's plan cache is: a mapped file truncated under its reader would fault
+// on access.
 enum class FileHolding { read, map };
 
 // A file read and checked whole: its metadata and its blobs.

@@ -180,7 +180,7 @@ std::vector<WrittenTarget> write_model_file(const Model& model, const std::strin
 
 ModelFile read_model_file(const std::string& path) {
   const auto start = std::chrono::steady_clock::now();
-  const Container file = read_container(path, kKind, FileHolding::map);  // kiln::load's contract: replaced by rename
+  const Container file = read_container(path, kKind);
   const double read_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const json& meta = file.metadata();
   ModelFile model = decoding(file, [&] {
