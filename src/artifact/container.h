@@ -60,8 +60,9 @@ class BlobWriter {
 // mapped read-only, which skips copying the whole file (a cached plan with
 // its weights runs to hundreds of MB). Map only files whose blobs nothing
 // writes to and that are replaced by rename, never rewritten in place, as
-// kiln's plan cache is: a mapped file truncated under its reader would fault
-// on access.
+// kiln's plan cache is: a mapped file truncated or rewritten under its
+// reader faults on access or changes weights after their checksum, so a
+// user's compiled-model file (which `cp` may overwrite) is read.
 enum class FileHolding { read, map };
 
 // A file read and checked whole: its metadata and its blobs.
