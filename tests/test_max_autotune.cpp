@@ -198,6 +198,30 @@ BOOST_AUTO_TEST_CASE(first_compile_tunes_and_records_the_next_reads_the_record) 
   BOOST_TEST(plan.autotune->tuning_s < 1.0);
   BOOST_TEST(contains(second.explain(), ": database ("));
   BOOST_TEST_MESSAGE("second compile: " << seconds << " s");
+  BOOST_TEST(!second.stats().plan_from_cache);  // budget 0 has a plan cache key of its own
+
+  // With the budget back, the first compile's plan (every site recorded) comes
+  // from the plan cache: no graph pass, the decisions kept for explain.
+  kiln::CompiledModel third = kiln::compile(model, tuned_options(dir.path, "60s"));
+  BOOST_TEST(kiln::max_abs_diff(third(inputs)[0], want) <= 1e-4f);
+  BOOST_TEST(third.stats().plan_from_cache);
+  BOOST_TEST(third.stats().graph_passes_run == 0);
+  const std::string third_explained = third.explain();
+  BOOST_TEST(contains(third_explained, "autotune: 2 tuning sites"), third_explained);
+  BOOST_TEST(contains(third_explained, ": database ("), third_explained);
+  BOOST_TEST(!contains(third_explained, "tuned now ("), third_explained);
+
+  // A changed record changes the database's digest: the plan is built again.
+  {
+    kiln::tune::Database db = kiln::tune::Database::open(db_path);
+    kiln::tune::Record record = db.all().at(0);
+    record.provenance.date = "2027-01-01T00:00:00Z";
+    db.put(record);
+  }
+  kiln::CompiledModel fourth = kiln::compile(model, tuned_options(dir.path, "60s"));
+  BOOST_TEST(kiln::max_abs_diff(fourth(inputs)[0], want) <= 1e-4f);
+  BOOST_TEST(!fourth.stats().plan_from_cache);
+  BOOST_TEST(fourth.stats().graph_passes_run > 0);
 }
 
 BOOST_AUTO_TEST_CASE(without_a_record_or_budget_the_heuristic_stays_and_explain_says_why) {

@@ -249,6 +249,51 @@ backend::TargetDesc decode_target(const json& j) {
   return t;
 }
 
+// What explain prints of a plan's autotuning: each site's decision (its
+// Site keeps only the template and problem) and the database's path.
+json encode_autotune(const tune::AutotuneResult& tuned) {
+  json decisions = json::array();
+  for (const tune::SiteDecision& d : tuned.decisions)
+    decisions.push_back({{"template", d.site.id.template_name},
+                         {"template_version", d.site.id.template_version},
+                         {"problem", d.site.id.problem},
+                         {"node", d.node_name},
+                         {"lookup", static_cast<int>(d.lookup)},
+                         {"reason", d.reason},
+                         {"source", static_cast<int>(d.source)},
+                         {"knobs", d.knobs},
+                         {"speedup", d.speedup}});
+  return {{"database", tuned.database_path}, {"decisions", std::move(decisions)}};
+}
+
+// A decision read back was tuned in an earlier process at most: "tuned now"
+// becomes "database", and no time was spent tuning.
+tune::AutotuneResult decode_autotune(const json& j) {
+  tune::AutotuneResult tuned;
+  j.at("database").get_to(tuned.database_path);
+  for (const json& d : j.at("decisions")) {
+    tune::SiteDecision& decision = tuned.decisions.emplace_back();
+    d.at("template").get_to(decision.site.id.template_name);
+    d.at("template_version").get_to(decision.site.id.template_version);
+    d.at("problem").get_to(decision.site.id.problem);
+    d.at("node").get_to(decision.node_name);
+    const int lookup = d.at("lookup").get<int>();
+    const int source = d.at("source").get<int>();
+    KILN_CHECK(lookup >= 0 && lookup <= static_cast<int>(tune::Applicability::stale_template) && source >= 0 &&
+                   source <= static_cast<int>(tune::ChoiceSource::tuned_now),
+               ErrorKind::Corrupt, "an autotune decision with lookup " + std::to_string(lookup) + " and source " +
+                                       std::to_string(source));
+    decision.lookup = static_cast<tune::Applicability>(lookup);
+    decision.source = static_cast<tune::ChoiceSource>(source);
+    if (decision.source == tune::ChoiceSource::tuned_now) decision.source = tune::ChoiceSource::database;
+    d.at("reason").get_to(decision.reason);
+    d.at("knobs").get_to(decision.knobs);
+    d.at("speedup").get_to(decision.speedup);
+    decision.site.id.knobs = decision.knobs;
+  }
+  return tuned;
+}
+
 json encode_plan(const compiler::Plan& plan, BlobWriter& blobs) {
   json reports = json::array();
   for (const graph::passes::PassReport& r : plan.pass_reports)
@@ -269,7 +314,7 @@ json encode_plan(const compiler::Plan& plan, BlobWriter& blobs) {
     breaks.push_back({{"node", b.node}, {"op", b.op}, {"node_name", b.node_name}, {"reason", b.reason}, {"kind", b.kind}});
   std::vector<int> fused_away(plan.fused_away.begin(), plan.fused_away.end());
   std::vector<int> read_by_kernel(plan.read_by_kernel.begin(), plan.read_by_kernel.end());
-  return {{"model_name", plan.model_name},
+  json encoded = {{"model_name", plan.model_name},
           {"compiled", plan.compiled},
           {"settings", encode_settings(plan.settings)},
           {"backend", plan.backend},
@@ -284,6 +329,8 @@ json encode_plan(const compiler::Plan& plan, BlobWriter& blobs) {
           {"kernel_nodes", plan.kernel_nodes},
           {"breaks", std::move(breaks)},
           {"storage", encode_storage(plan.storage)}};
+  if (plan.autotune) encoded["autotune"] = encode_autotune(*plan.autotune);
+  return encoded;
 }
 
 std::shared_ptr<const compiler::Plan> decode_plan(const json& j, const Container& file) {
@@ -324,6 +371,7 @@ std::shared_ptr<const compiler::Plan> decode_plan(const json& j, const Container
                                 b.at("node_name").get<std::string>(), b.at("reason").get<std::string>(),
                                 b.at("kind").get<std::string>()});
       plan->storage = decode_storage(j.at("storage"));
+      if (j.contains("autotune")) plan->autotune = decode_autotune(j.at("autotune"));
       check_plan(*plan);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Corrupt || std::string_view(e.what()).starts_with("'")) throw;

@@ -118,25 +118,49 @@ std::shared_ptr<const compiler::Plan> Executor::build_plan() const {
 }
 
 std::shared_ptr<const compiler::Plan> Executor::cached_or_built_plan() {
-  // A plan with autotuning reflects the tuning database as it was, and a
-  // forced graph choice (the tuning worker's) is not the model's plan: those
-  // are always built.
+  // A forced graph choice (the tuning worker's) is not the model's plan: it
+  // is always built. A max-autotune plan reflects the tuning database, so its
+  // key holds the database's path and a digest of its records; with a
+  // tuning budget it is kept only when every site had a record (one missing
+  // now may be tuned by the next compile), with none ("records only", a key
+  // of its own) always.
   const Settings& settings = options_.settings;
-  const bool cacheable = options_.compiled && settings.flag("plan_cache") && !settings.flag("autotune") &&
-                         !options_.graph_chooser;
+  const bool cacheable = options_.compiled && settings.flag("plan_cache") && !options_.graph_chooser;
+  const bool autotune = settings.flag("autotune");
+  const std::string db_path = autotune ? tune::database_path(settings, options_.compile.cache_dir) : "";
+  const bool records_only = autotune && settings.seconds("tune_budget") <= 0;
   const artifact::PlanCache cache(options_.compile.cache_dir);
+  auto key_for = [&]() -> std::optional<artifact::PlanKey> {
+    std::string tuning;
+    if (autotune) {
+      const std::optional<std::string> digest = tune::database_digest(db_path);
+      if (!digest) return std::nullopt;
+      tuning = "tuning database " + db_path + " " + *digest + (records_only ? " records only" : "");
+    }
+    return artifact::PlanCache::key(kiln::internal::graph(model_), model_.name(), true, options_.compile.fullgraph,
+                                    settings, ctx_->device->target(), tuning);
+  };
   std::optional<artifact::PlanKey> key;
   if (cacheable && cache.enabled()) {
-    key = artifact::PlanCache::key(kiln::internal::graph(model_), model_.name(), true, options_.compile.fullgraph, settings,
-                                   ctx_->device->target(), "");
-    if (std::shared_ptr<const compiler::Plan> cached = cache.load(*key)) {
-      stats_.plan_from_cache = true;
-      runtime::log(runtime::LogLevel::debug, model_.name() + ": plan read from " + cached->read_from);
-      return cached;
+    key = key_for();
+    if (key) {
+      if (std::shared_ptr<const compiler::Plan> cached = cache.load(*key)) {
+        stats_.plan_from_cache = true;
+        runtime::log(runtime::LogLevel::debug, model_.name() + ": plan read from " + cached->read_from);
+        return cached;
+      }
     }
   }
   std::shared_ptr<const compiler::Plan> built = build_plan();
   stats_.graph_passes_run = static_cast<int>(built->pass_reports.size());
+  if (key && autotune) {
+    const bool every_site_recorded =
+        built->autotune && std::ranges::all_of(built->autotune->decisions, [](const tune::SiteDecision& d) {
+          return d.source != tune::ChoiceSource::heuristic;
+        });
+    // The records as they are now, those tuned by this compile included.
+    key = every_site_recorded || records_only ? key_for() : std::nullopt;
+  }
   if (key) cache.store(*key, *built);
   return built;
 }

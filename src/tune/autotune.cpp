@@ -1,5 +1,6 @@
 #include "src/tune/autotune.h"
 
+#include "src/runtime/cache_key.h"
 #include "src/runtime/log.h"
 #include "src/tune/graph_site.h"
 
@@ -7,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <numeric>
 
 namespace kiln::tune {
@@ -205,6 +207,17 @@ AutotuneResult Autotuner::finish(const graph::Graph& graph, const lower::LowerTa
 AutotuneResult autotune(const graph::Graph& graph, const backend::TargetDesc& target,
                         const lower::LowerTarget& lower_target, const AutotuneOptions& options) {
   return Autotuner(target, options).finish(graph, lower_target);
+}
+
+std::optional<std::string> database_digest(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || !std::filesystem::exists(path, ec)) return "no database";
+  try {
+    const std::string records = Database::open_read_only(path).export_json();
+    return runtime::hex_digest(XXH3_128bits(records.data(), records.size()));
+  } catch (const Error&) {
+    return std::nullopt;
+  }
 }
 
 std::string describe(const AutotuneResult& result) {

@@ -66,6 +66,11 @@ struct AutotuneResult {
 // the cache is off: then records last for the process only).
 std::string database_path(const Settings& settings, const std::string& cache_dir);
 
+// What a cached max-autotune plan is keyed by: a digest of every record in
+// the database at `path` ("no database" when there is no file); nullopt
+// when the file cannot be read (the compile reports it and plans afresh).
+std::optional<std::string> database_digest(const std::string& path);
+
 // The record key of `site` on `target`.
 RecordKey record_key(const Site& site, const backend::TargetDesc& target);
 
