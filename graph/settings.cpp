@@ -42,7 +42,7 @@ constexpr std::array kTable = {
     SettingDef{"parameterise", K::flag, "on", "KILN_PARAMETERISE", "same-structure kernels share one source, differing constants passed per dispatch"},
     SettingDef{"parameterise_loop_bounds", K::choice, "auto", "KILN_PARAMETERISE_LOOP_BOUNDS", "loop bounds as parameters too: auto (CPU devices only), on, off", "auto|on|off"},
     // Running.
-    SettingDef{"plan_cache", K::flag, "on", "KILN_PLAN_CACHE", "keep compiled plans in the cache folder so that a second process skips the graph passes (not with autotune)", {}, false},
+    SettingDef{"plan_cache", K::flag, "on", "KILN_PLAN_CACHE", "keep compiled plans in the cache folder so that a second process skips the graph passes (max-autotune: keyed by the tuning database's records)", {}, false},
     SettingDef{"replay", K::flag, "off", "KILN_REPLAY", "record each segment's commands once and replay them on every call"},
     // Tuning.
     SettingDef{"autotune", K::flag, "off", "KILN_AUTOTUNE", "use the tuning database's kernel choices, and tune kernels it has no record for"},
