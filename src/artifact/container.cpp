@@ -64,8 +64,8 @@ std::shared_ptr<std::byte> allocate_aligned(std::size_t size) {
                                     [](std::byte* p) { ::operator delete(p, alignment); });
 }
 
-// The file mapped copy-on-write and its pages read in; nullptr where the
-// system will not map it (the caller reads it instead).
+// The file mapped read-only (private) with its pages read in; nullptr where
+// the system will not map it (the caller reads it instead).
 std::shared_ptr<std::byte> map_private(const std::filesystem::path& path, std::size_t size) {
   if (size == 0) return nullptr;
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
