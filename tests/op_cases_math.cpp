@@ -85,6 +85,18 @@ void unary_cases(MathCases& c) {
   c.add_op("HardSigmoid/alpha_beta", "HardSigmoid", {{2, 3, 5}}, -5.0f, 5.0f,
            attrs_of({{"alpha", 1.0 / 6.0}, {"beta", 0.25}}));
   c.add_op("HardSwish", "HardSwish", {{2, 3, 5}}, -5.0f, 5.0f);
+  // The exporters' activations (lower_elementwise.cpp).
+  c.add_op("LeakyRelu/default", "LeakyRelu", {{3, 11}}, -3.0f, 3.0f);
+  c.add_op("LeakyRelu/alpha", "LeakyRelu", {{3, 11}}, -3.0f, 3.0f, attrs_of({{"alpha", 0.2}}));
+  c.add_op("Elu/default", "Elu", {{3, 11}}, -4.0f, 3.0f);
+  c.add_op("Elu/alpha", "Elu", {{3, 11}}, -4.0f, 3.0f, attrs_of({{"alpha", 2.0}}));
+  c.add_op("Selu/default", "Selu", {{3, 11}}, -4.0f, 3.0f);
+  c.add_op("Selu/alpha_gamma", "Selu", {{3, 11}}, -4.0f, 3.0f, attrs_of({{"alpha", 2.0}, {"gamma", 3.0}}));
+  c.add_op("Celu/alpha", "Celu", {{3, 11}}, -4.0f, 3.0f, attrs_of({{"alpha", 2.0}}));
+  c.add_op("ThresholdedRelu/alpha", "ThresholdedRelu", {{3, 11}}, -3.0f, 3.0f, attrs_of({{"alpha", 0.5}}));
+  c.add_op("Softplus", "Softplus", {{3, 11}}, -30.0f, 30.0f);
+  c.add_op("Softsign", "Softsign", {{3, 11}}, -5.0f, 5.0f);
+  c.add_op("Mish", "Mish", {{3, 11}}, -6.0f, 6.0f);
 }
 
 void broadcast_cases(MathCases& c) {

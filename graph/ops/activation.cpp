@@ -1,4 +1,6 @@
-// Elementwise activations on f32: Relu, Sigmoid, Tanh, Gelu, Clip.
+// Elementwise activations on f32: Relu, Sigmoid, Tanh, Gelu, Clip, and the
+// exporters' others (LeakyRelu, Elu, Selu, Celu, ThresholdedRelu, Softplus,
+// Softsign, Mish).
 #include <algorithm>
 #include <cmath>
 #include <functional>
@@ -38,6 +40,31 @@ ElementFn make_clip(const Node& node) {
   return [lo, hi](double x) { return std::isnan(x) ? x : std::min(std::max(x, lo), hi); };
 }
 
+// log(1 + e^x) without overflow for large x.
+double softplus(double x) { return std::max(x, 0.0) + std::log1p(std::exp(-std::fabs(x))); }
+
+// An ElementFn from a formula of x and the node's float attribute `name`
+// (default `fallback`).
+template <class F>
+std::function<ElementFn(const Node&)> with_alpha(double fallback, F formula) {
+  return [fallback, formula](const Node& node) -> ElementFn {
+    const double alpha = node.attrs.get_float("alpha", fallback);
+    return [alpha, formula](double x) { return formula(x, alpha); };
+  };
+}
+
+ElementFn make_selu(const Node& node) {
+  const double alpha = node.attrs.get_float("alpha", 1.67326319217681884765625);
+  const double gamma = node.attrs.get_float("gamma", 1.05070102214813232421875);
+  return [alpha, gamma](double x) { return x > 0 ? gamma * x : std::isnan(x) ? x : gamma * alpha * std::expm1(x); };
+}
+
+ElementFn make_celu(const Node& node) {
+  const double alpha = node.attrs.get_float("alpha", 1.0);
+  KILN_CHECK(alpha != 0.0, ErrorKind::InvalidArgument, "Celu's attribute 'alpha' must not be 0");
+  return [alpha](double x) { return x >= 0 || std::isnan(x) ? x : alpha * std::expm1(x / alpha); };
+}
+
 }  // namespace
 
 void register_activation_ops(OpTable& table) {
@@ -56,6 +83,27 @@ void register_activation_ops(OpTable& table) {
   add_op(table,
          f32_unary_schema("Gelu", {"approximate"}, make_gelu, "x * Phi(x); approximate=\"tanh\" uses the tanh formula"));
   add_op(table, f32_unary_schema("Clip", {"min", "max"}, make_clip, "min(max(x, min), max)"));
+  add_op(table, f32_unary_schema("LeakyRelu", {"alpha"},
+                                   with_alpha(0.01, [](double x, double a) { return x < 0 ? a * x : x; }),
+                                   "x, or alpha * x below 0; alpha 0.01"));
+  add_op(table, f32_unary_schema("Elu", {"alpha"},
+                                   with_alpha(1.0, [](double x, double a) { return x < 0 ? a * std::expm1(x) : x; }),
+                                   "x, or alpha * (e^x - 1) below 0; alpha 1"));
+  add_op(table, f32_unary_schema("Selu", {"alpha", "gamma"}, make_selu,
+                                   "gamma * x, or gamma * alpha * (e^x - 1) at or below 0; alpha 1.6733, gamma 1.0507"));
+  add_op(table, f32_unary_schema("Celu", {"alpha"}, make_celu,
+                                   "x, or alpha * (e^(x / alpha) - 1) below 0; alpha 1"));
+  add_op(table, f32_unary_schema("ThresholdedRelu", {"alpha"},
+                                   with_alpha(1.0, [](double x, double a) { return x > a || std::isnan(x) ? x : 0.0; }),
+                                   "x above alpha, else 0; alpha 1"));
+  add_op(table, f32_unary_schema(
+                    "Softplus", {}, [](const Node&) -> ElementFn { return softplus; }, "log(1 + e^x)"));
+  add_op(table, f32_unary_schema(
+                    "Softsign", {}, [](const Node&) -> ElementFn { return [](double x) { return x / (1 + std::fabs(x)); }; },
+                    "x / (1 + |x|)"));
+  add_op(table, f32_unary_schema(
+                    "Mish", {}, [](const Node&) -> ElementFn { return [](double x) { return x * std::tanh(softplus(x)); }; },
+                    "x * tanh(log(1 + e^x))"));
 }
 
 }  // namespace kiln::graph::ops

@@ -39,7 +39,7 @@ struct Slice {
 // Elementwise one-input ops (their attributes never depend on the shape).
 const std::set<std::string> kUnary = {"Relu", "Gelu", "Sigmoid", "Tanh", "Erf",       "Silu",        "Neg",
                                       "Abs",  "Exp",  "Log",     "Sqrt", "Identity",  "HardSwish", "HardSigmoid",
-                                      "Clip", "LeakyRelu"};
+                                      "Clip", "LeakyRelu", "Elu", "Selu", "Celu", "ThresholdedRelu", "Softplus", "Softsign", "Mish"};
 const std::set<std::string> kBinary = {"Add", "Sub", "Mul", "Div"};
 
 // A one-input Gather of a single constant index: the slice it keeps of its input.

@@ -49,6 +49,11 @@ Expr clip(Expr x, const graph::Attributes& attrs) {
   return x;
 }
 
+// log(1 + e^x) without overflow: max(x, 0) + log(1 + e^-|x|).
+Expr softplus(Expr x) {
+  return kir::max(x, kir::f32(0.0)) + kir::log(kir::f32(1.0) + kir::exp(-kir::abs(x)));
+}
+
 Expr apply_unary(const graph::Node& node, Expr x) {
   const std::string& op = node.op;
   if (op == "Relu") return kir::max(x, kir::f32(0.0));
@@ -56,8 +61,25 @@ Expr apply_unary(const graph::Node& node, Expr x) {
   if (op == "Silu") return x / (kir::f32(1.0) + kir::exp(-x));
   if (op == "Tanh") return kir::tanh(x);
   if (op == "Gelu") return gelu(x, node.attrs.get_string("approximate", "none"));
-  KILN_ASSERT(op == "Clip");
-  return clip(x, node.attrs);
+  if (op == "Clip") return clip(x, node.attrs);
+  // select(x < 0, ..., x) rather than min/max: NaN stays NaN on every target.
+  const auto alpha = [&](double fallback) { return kir::f32(node.attrs.get_float("alpha", fallback)); };
+  if (op == "LeakyRelu") return kir::select(x < kir::f32(0.0), alpha(0.01) * x, x);
+  if (op == "Elu") return kir::select(x < kir::f32(0.0), alpha(1.0) * (kir::exp(x) - kir::f32(1.0)), x);
+  if (op == "Selu") {
+    const double a = node.attrs.get_float("alpha", 1.67326319217681884765625);
+    const double g = node.attrs.get_float("gamma", 1.05070102214813232421875);
+    return kir::select(x > kir::f32(0.0), kir::f32(g) * x, kir::f32(g * a) * (kir::exp(x) - kir::f32(1.0)));
+  }
+  if (op == "Celu") {
+    const double a = node.attrs.get_float("alpha", 1.0);
+    return kir::select(x < kir::f32(0.0), kir::f32(a) * (kir::exp(x * kir::f32(1.0 / a)) - kir::f32(1.0)), x);
+  }
+  if (op == "ThresholdedRelu") return kir::select(x <= alpha(1.0), kir::f32(0.0), x);
+  if (op == "Softsign") return x / (kir::f32(1.0) + kir::abs(x));
+  if (op == "Softplus") return softplus(x);
+  KILN_ASSERT(op == "Mish");
+  return x * kir::tanh(softplus(x));
 }
 
 // "elementwise_add", "elementwise_tanh": the prefix keeps names such as tanh
@@ -86,6 +108,7 @@ std::optional<std::string> elementwise_unsupported(const OpContext& ctx) {
     if (approximate != "none" && approximate != "tanh")
       return "approximate='" + approximate + "' is not one of 'none', 'tanh'";
   }
+  if (op == "Celu" && ctx.node.attrs.get_float("alpha", 1.0) == 0.0) return "Celu's alpha must not be 0";
   if (op == "Clip") {
     const double lo = ctx.node.attrs.get_float("min", -INFINITY);
     const double hi = ctx.node.attrs.get_float("max", INFINITY);

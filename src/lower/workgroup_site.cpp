@@ -36,6 +36,8 @@ constexpr WorkgroupOp kWorkgroupOps[] = {
     {"Add", kPointwise}, {"Sub", kPointwise}, {"Mul", kPointwise}, {"Div", kPointwise},
     {"Relu", kPointwise}, {"Sigmoid", kPointwise}, {"Silu", kPointwise}, {"Tanh", kPointwise},
     {"Gelu", kPointwise}, {"Clip", kPointwise}, {"BatchNormalization", kPointwise},
+    {"LeakyRelu", kPointwise}, {"Elu", kPointwise}, {"Selu", kPointwise}, {"Celu", kPointwise},
+    {"ThresholdedRelu", kPointwise}, {"Softplus", kPointwise}, {"Softsign", kPointwise}, {"Mish", kPointwise},
     // lower_math.cpp: unary math and n-ary broadcasts.
     {"Sqrt", kPointwise}, {"Exp", kPointwise}, {"Log", kPointwise}, {"Erf", kPointwise},
     {"Sin", kPointwise}, {"Cos", kPointwise}, {"Neg", kPointwise}, {"Abs", kPointwise},
