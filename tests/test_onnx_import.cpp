@@ -685,13 +685,41 @@ BOOST_AUTO_TEST_CASE(absurd_and_negative_dims_are_rejected_without_allocating) {
 }
 
 BOOST_AUTO_TEST_CASE(an_unknown_opset_is_unsupported_and_named) {
+  for (int opset : {0, 19}) {
+    OnnxModel m(opset);
+    m.input("x", {2});
+    m.node("Relu", {"x"}, {"y"});
+    m.output("y");
+    const auto e = error_of([&] { m.load(); });
+    BOOST_TEST(e.kind() == ErrorKind::Unsupported);
+    BOOST_TEST(contains(e.what(), "opset " + std::to_string(opset) + " of the default domain"), e.what());
+  }
+}
+
+// An opset older than 11 is read when each op kept its definition since
+// (Relu since 6, Elu since 6, Add since 7); otherwise the ops that changed
+// are named, each once.
+BOOST_AUTO_TEST_CASE(an_old_opset_is_read_when_its_ops_are_unchanged_since) {
   OnnxModel m(7);
-  m.input("x", {2});
-  m.node("Relu", {"x"}, {"y"});
+  m.input("x", {2, 3});
+  m.node("Elu", {"x"}, {"a"});
+  m.node("Relu", {"a"}, {"b"});
+  m.node("Add", {"b", "x"}, {"y"});
   m.output("y");
-  const auto e = error_of([&] { m.load(); });
+  const kiln::Model model = m.load();
+  BOOST_TEST(ops_of(kiln::internal::graph(model)) == (std::vector<std::string>{"Elu", "Relu", "Add"}),
+             boost::test_tools::per_element());
+
+  OnnxModel old(6);  // Add's numpy broadcasting begins at opset 7
+  old.input("x", {2, 3});
+  old.node("Relu", {"x"}, {"a"});
+  old.node("Add", {"a", "x"}, {"b"});
+  old.node("Clip", {"b"}, {"c"});
+  old.node("Clip", {"c"}, {"y"});
+  old.output("y");
+  const auto e = error_of([&] { old.load(); });
   BOOST_TEST(e.kind() == ErrorKind::Unsupported);
-  BOOST_TEST(contains(e.what(), "opset 7"));
+  BOOST_TEST(contains(e.what(), "opset 6 of the default domain is not supported for Add, Clip ("), e.what());
 }
 
 BOOST_AUTO_TEST_CASE(unsupported_ops_are_listed_at_once_with_node_names) {

@@ -34,6 +34,22 @@ namespace {
 
 constexpr int kMinOpset = 11;
 constexpr int kMaxOpset = 18;
+// For models older than kMinOpset: the opset from which each op is defined
+// as kiln reads it (later versions only added types or negative axes), from
+// ONNX's operator changelog. An op missing here changed at or after opset
+// 10 in a way the converters do not read (Clip's attributes, Pad, Slice,
+// Resize, pooling's ceil_mode, ...).
+const std::map<std::string, int> kUnchangedSince = {
+    {"Identity", 1}, {"Transpose", 1}, {"Shape", 1}, {"MatMul", 1}, {"Flatten", 1}, {"Not", 1},
+    {"GlobalAveragePool", 1}, {"Softplus", 1}, {"Softsign", 1}, {"Softmax", 1}, {"LogSoftmax", 1},
+    {"Abs", 6}, {"Neg", 6}, {"Sqrt", 6}, {"Exp", 6}, {"Log", 6}, {"Reciprocal", 6}, {"Floor", 6}, {"Ceil", 6},
+    {"Relu", 6}, {"Sigmoid", 6}, {"Tanh", 6}, {"Elu", 6}, {"Selu", 6}, {"HardSigmoid", 6}, {"LeakyRelu", 6},
+    {"Sin", 7}, {"Cos", 7}, {"And", 7}, {"Or", 7}, {"Equal", 7}, {"Less", 7}, {"Greater", 7},
+    {"Add", 7}, {"Sub", 7}, {"Mul", 7}, {"Div", 7}, {"Pow", 7},
+    {"Max", 8}, {"Min", 8},
+    {"Erf", 9}, {"Sign", 9}, {"Where", 9}, {"ConstantOfShape", 9},
+    {"ThresholdedRelu", 10},
+};
 
 std::string read_file(const std::string& path, std::int64_t limit) {
   std::error_code ec;
@@ -67,6 +83,7 @@ class Importer final : public ImportContext {
     KILN_CHECK(g.node_size() <= kMaxNodes, ErrorKind::Corrupt, where(file_) + "more than " + std::to_string(kMaxNodes) + " nodes");
     collect_names(g);
     check_ops(g);
+    check_old_opset(g);
     add_initializers(g);
     add_inputs(g);
     for (int i = 0; i < g.node_size(); ++i) convert_node(g.node(i), i);
@@ -172,9 +189,29 @@ class Importer final : public ImportContext {
       if (n.domain().empty() || n.domain() == "ai.onnx") uses_default_domain = true;
     if (!found && !uses_default_domain) return;
     KILN_CHECK(found, ErrorKind::Corrupt, where(file_) + "the model declares no opset for the default ONNX domain");
-    KILN_CHECK(opset_ >= kMinOpset && opset_ <= kMaxOpset, ErrorKind::Unsupported,
+    KILN_CHECK(opset_ >= 1 && opset_ <= kMaxOpset, ErrorKind::Unsupported,
                where(file_) + "opset " + std::to_string(opset_) + " of the default domain is not supported (kiln reads opsets " +
                    std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + "; re-export with one of those)");
+  }
+
+  // A model older than kMinOpset is read when each of its ops is defined
+  // there as kiln reads it (kUnchangedSince); else every other op is named.
+  void check_old_opset(const onnx::GraphProto& g) const {
+    if (opset_ >= kMinOpset) return;
+    std::set<std::string> changed;
+    for (const onnx::NodeProto& n : g.node()) {
+      if (!n.domain().empty() && n.domain() != "ai.onnx") continue;
+      auto since = kUnchangedSince.find(n.op_type());
+      if (since == kUnchangedSince.end() || since->second > opset_) changed.insert(n.op_type());
+    }
+    if (changed.empty()) return;
+    std::string list;
+    for (const std::string& op : changed) list += (list.empty() ? "" : ", ") + op;
+    throw_error(ErrorKind::Unsupported,
+                where(file_) + "opset " + std::to_string(opset_) + " of the default domain is not supported for " + list +
+                    " (kiln reads opsets " + std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) +
+                    ", and older models whose ops have kept their definition since; re-export with opset " +
+                    std::to_string(kMinOpset) + " to " + std::to_string(kMaxOpset) + ")");
   }
 
   // ONNX value names are unique; names kiln makes up must not collide with them.
