@@ -124,6 +124,12 @@ void reduce_cases(MathCases& c) {
   c.add_op("ReduceMax/axis0", "ReduceMax", {{6, 5}}, -1.0f, 1.0f, attrs_of({{"axes", Ints{0}}}));
   c.add_op("ReduceMin/axes_1_2", "ReduceMin", {{2, 3, 4, 5}}, -1.0f, 1.0f, attrs_of({{"axes", Ints{1, 2}}}));
   c.add_op("ReduceProd/axis1", "ReduceProd", {{3, 6}}, 0.5f, 1.5f, attrs_of({{"axes", Ints{1}}}));
+  c.add_op("ReduceL1/axis1", "ReduceL1", {{3, 7, 4}}, -1.0f, 1.0f, attrs_of({{"axes", Ints{1}}}));
+  c.add_op("ReduceL2/all_axes", "ReduceL2", {{3, 5, 4}}, -1.0f, 1.0f, attrs_of({{"keepdims", std::int64_t{0}}}));
+  c.add_op("ReduceSumSquare/axes_0_2", "ReduceSumSquare", {{3, 4, 5}}, -1.0f, 1.0f, attrs_of({{"axes", Ints{0, 2}}}));
+  c.add_op("ReduceLogSum/last_axis", "ReduceLogSum", {{2, 3, 16}}, 0.1f, 2.0f, attrs_of({{"axes", Ints{-1}}}));
+  // Past e^88 a plain f32 sum of e^x overflows; the kernel subtracts the maximum first.
+  c.add_op("ReduceLogSumExp/large_values", "ReduceLogSumExp", {{4, 9}}, 80.0f, 120.0f, attrs_of({{"axes", Ints{1}}}));
   c.add_op("ReduceSum/noop_with_empty_axes", "ReduceSum", {{2, 5}}, -1.0f, 1.0f,
            attrs_of({{"noop_with_empty_axes", std::int64_t{1}}}));
 }

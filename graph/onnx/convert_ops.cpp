@@ -569,7 +569,9 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("Tile", ints_input_to_attr("Tile", "repeats", false));
     r.emplace("Pad", OpRule{"Pad", convert_pad});
     r.emplace("Resize", OpRule{"Resize", convert_resize});
-    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd"}) r.emplace(op, reduce(op));
+    for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                           "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"})
+      r.emplace(op, reduce(op));
     r.emplace("Gather", OpRule{"Gather", convert_gather});
     r.emplace("CumSum", OpRule{"CumSum", convert_cumsum});
     r.emplace("Trilu", OpRule{"Trilu", convert_trilu});

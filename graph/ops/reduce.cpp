@@ -1,5 +1,6 @@
-// Reductions (ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd),
-// CumSum, and ArgMax/ArgMin (i64 positions), on f32, i32 and i64.
+// Reductions (ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd on f32,
+// i32 and i64; ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum,
+// ReduceLogSumExp on f32), CumSum, and ArgMax/ArgMin (i64 positions).
 //
 // The axes are attributes in kiln's IR (ONNX opset 13+ passes them as an
 // input; the importer folds it). Absent or empty axes reduce every axis,
@@ -53,7 +54,28 @@ T wrapping_mul(T a, T b) {
 
 // ---- reductions -----------------------------------------------------------------
 
-enum class Reduction { mean, sum, max, min, prod };
+enum class Reduction { mean, sum, max, min, prod, l1, l2, sum_square, log_sum, log_sum_exp };
+
+// The sums of a mapped input (f32 only): each element is mapped before it is
+// summed (|x|, x^2, e^x) and the sum after (sqrt, log).
+bool is_mapped_sum(Reduction kind) {
+  return kind == Reduction::l1 || kind == Reduction::l2 || kind == Reduction::sum_square ||
+         kind == Reduction::log_sum || kind == Reduction::log_sum_exp;
+}
+double map_element(Reduction kind, double x) {
+  switch (kind) {
+    case Reduction::l1: return std::fabs(x);
+    case Reduction::l2:
+    case Reduction::sum_square: return x * x;
+    case Reduction::log_sum_exp: return std::exp(x);
+    default: return x;
+  }
+}
+double map_sum(Reduction kind, double sum) {
+  if (kind == Reduction::l2) return std::sqrt(sum);
+  if (kind == Reduction::log_sum || kind == Reduction::log_sum_exp) return std::log(sum);
+  return sum;
+}
 
 // Which input axes a reduce node reduces (all false: the op is an identity).
 std::vector<bool> reduced_axes(const Node& node, std::size_t rank) {
@@ -85,6 +107,11 @@ Acc identity_of(Reduction kind) {
   switch (kind) {
     case Reduction::mean:
     case Reduction::sum:
+    case Reduction::l1:
+    case Reduction::l2:
+    case Reduction::sum_square:
+    case Reduction::log_sum:
+    case Reduction::log_sum_exp:
       return Acc{0};
     case Reduction::prod:
       return Acc{1};
@@ -103,6 +130,11 @@ Acc combine(Reduction kind, Acc acc, Acc v) {
   switch (kind) {
     case Reduction::mean:
     case Reduction::sum:
+    case Reduction::l1:
+    case Reduction::l2:
+    case Reduction::sum_square:
+    case Reduction::log_sum:
+    case Reduction::log_sum_exp:
       return wrapping_add(acc, v);
     case Reduction::prod:
       return wrapping_mul(acc, v);
@@ -133,7 +165,10 @@ Tensor reduce_tensor(Reduction kind, const Tensor& x, const std::vector<bool>& r
   std::int64_t out_offset = 0;
   for (std::size_t i = 0; i < in.size(); ++i) {
     Acc& slot = acc[static_cast<std::size_t>(out_offset)];
-    slot = combine<Acc>(kind, slot, static_cast<Acc>(in[i]));
+    Acc v = static_cast<Acc>(in[i]);
+    if constexpr (std::is_floating_point_v<Acc>)
+      if (is_mapped_sum(kind)) v = map_element(kind, v);
+    slot = combine<Acc>(kind, slot, v);
     for (std::size_t d = shape.size(); d-- > 0;) {
       ++coords[d];
       out_offset += out_strides[d];
@@ -147,6 +182,12 @@ Tensor reduce_tensor(Reduction kind, const Tensor& x, const std::vector<bool>& r
   Tensor out(x.dtype(), out_shape);
   auto y = out.values<T>();
   for (std::size_t i = 0; i < acc.size(); ++i) {
+    if constexpr (std::is_floating_point_v<T>) {
+      if (is_mapped_sum(kind)) {
+        y[i] = static_cast<T>(map_sum(kind, acc[i]));  // log of an empty sum: -inf
+        continue;
+      }
+    }
     if (kind != Reduction::mean) {
       y[i] = static_cast<T>(acc[i]);
     } else if constexpr (std::is_floating_point_v<T>) {
@@ -162,9 +203,11 @@ Tensor reduce_tensor(Reduction kind, const Tensor& x, const std::vector<bool>& r
 OpSchema reduce_schema(const std::string& name, Reduction kind, const std::string& summary) {
   OpSchema s;
   s.name = name;
-  s.infer = [](const Node& node, std::span<const TensorType> in) -> std::vector<TensorType> {
+  s.infer = [kind](const Node& node, std::span<const TensorType> in) -> std::vector<TensorType> {
     check_known_attributes(node, {"axes", "keepdims", "noop_with_empty_axes"});
     require_arithmetic_dtype(in[0]);
+    KILN_CHECK(!is_mapped_sum(kind) || in[0].dtype == DType::f32, ErrorKind::Unsupported,
+               describe("input", in[0]) + ": " + node.op + " takes f32 only");
     const std::vector<bool> reduced = reduced_axes(node, in[0].shape.size());
     return {{in[0].dtype, reduced_shape(in[0].shape, reduced, get_flag(node, "keepdims", true))}};
   };
@@ -321,6 +364,12 @@ void register_reduce_ops(OpTable& table) {
   add_op(table, reduce_schema("ReduceMax", Reduction::max, "maximum over `axes` (all when absent)"));
   add_op(table, reduce_schema("ReduceMin", Reduction::min, "minimum over `axes` (all when absent)"));
   add_op(table, reduce_schema("ReduceProd", Reduction::prod, "product over `axes` (all when absent)"));
+  add_op(table, reduce_schema("ReduceL1", Reduction::l1, "sum of |x| over `axes` (all when absent)"));
+  add_op(table, reduce_schema("ReduceL2", Reduction::l2, "sqrt of the sum of x^2 over `axes` (all when absent)"));
+  add_op(table, reduce_schema("ReduceSumSquare", Reduction::sum_square, "sum of x^2 over `axes` (all when absent)"));
+  add_op(table, reduce_schema("ReduceLogSum", Reduction::log_sum, "log of the sum over `axes` (all when absent)"));
+  add_op(table, reduce_schema("ReduceLogSumExp", Reduction::log_sum_exp,
+                              "log of the sum of e^x over `axes` (all when absent)"));
   add_op(table, cumsum_schema());
   add_op(table, arg_schema("ArgMax", true,
                            "i64 position of the maximum along `axis` (first, or last with `select_last_index`)"));

@@ -240,26 +240,40 @@ kir::Kernel lower_reduce(const OpContext& ctx) {
       runs.push_back({shape[d], strides[d]});
   }
 
-  const bool is_extremum = op == "ReduceMax" || op == "ReduceMin";
-  const Expr initial = is_extremum ? load_f32(x, base) : kir::f32(op == "ReduceProd" ? 1.0 : 0.0);
-  kernel.body.push_back(kir::declare("acc", ScalarType::f32, initial));
-  const Expr acc = kir::var("acc", ScalarType::f32);
-
   IndexSum offset;
   offset.add(base);
   for (std::size_t k = 0; k < runs.size(); ++k) offset.add(kir::var("r" + std::to_string(k), ScalarType::i32), runs[k].stride);
   const Expr value = load_f32(x, offset.expr());
-  Expr combined;
-  if (op == "ReduceMax") combined = kir::max(acc, value);
-  else if (op == "ReduceMin") combined = kir::min(acc, value);
-  else if (op == "ReduceProd") combined = acc * value;
-  else combined = acc + value;
-  std::vector<kir::Stmt> loop_body = {kir::assign("acc", combined)};
-  for (std::size_t k = runs.size(); k-- > 0;)
-    loop_body = {kir::loop("r" + std::to_string(k), kir::i32(0), kir::i32(runs[k].extent), std::move(loop_body))};
-  for (kir::Stmt& stmt : loop_body) kernel.body.push_back(std::move(stmt));
-
-  const Expr result = op == "ReduceMean" ? acc / kir::f32(static_cast<double>(count)) : acc;
+  // One walk over the reduced elements: `name` starts at `initial` and takes `step`.
+  auto reduce_into = [&](const std::string& name, Expr initial, Expr step) {
+    kernel.body.push_back(kir::declare(name, ScalarType::f32, std::move(initial)));
+    std::vector<kir::Stmt> loop_body = {kir::assign(name, std::move(step))};
+    for (std::size_t k = runs.size(); k-- > 0;)
+      loop_body = {kir::loop("r" + std::to_string(k), kir::i32(0), kir::i32(runs[k].extent), std::move(loop_body))};
+    for (kir::Stmt& stmt : loop_body) kernel.body.push_back(std::move(stmt));
+    return kir::var(name, ScalarType::f32);
+  };
+  const Expr acc = kir::var("acc", ScalarType::f32);
+  Expr result;
+  if (op == "ReduceMax" || op == "ReduceMin") {
+    result = reduce_into("acc", load_f32(x, base), op == "ReduceMax" ? kir::max(acc, value) : kir::min(acc, value));
+  } else if (op == "ReduceProd") {
+    result = reduce_into("acc", kir::f32(1.0), acc * value);
+  } else if (op == "ReduceLogSumExp") {
+    // max + log(sum e^(x - max)): no overflow where e^x would.
+    const Expr m = kir::var("m", ScalarType::f32);
+    reduce_into("m", load_f32(x, base), kir::max(m, value));
+    result = m + kir::log(reduce_into("acc", kir::f32(0.0), acc + kir::exp(value - m)));
+  } else {
+    const Expr mapped = op == "ReduceL1"                                 ? kir::abs(value)
+                        : op == "ReduceL2" || op == "ReduceSumSquare" ? value * value
+                                                                        : value;
+    const Expr sum = reduce_into("acc", kir::f32(0.0), acc + mapped);
+    result = op == "ReduceMean"     ? sum / kir::f32(static_cast<double>(count))
+             : op == "ReduceL2"     ? kir::sqrt(sum)
+             : op == "ReduceLogSum" ? kir::log(sum)
+                                    : sum;
+  }
   kernel.body.push_back(kir::store(y, index, result));
   return kernel;
 }
@@ -397,6 +411,11 @@ constexpr OpLowering kMathLowerings[] = {
     {"ReduceMax", 1, 1, reduce_unsupported, lower_reduce},
     {"ReduceMin", 1, 1, reduce_unsupported, lower_reduce},
     {"ReduceProd", 1, 1, reduce_unsupported, lower_reduce},
+    {"ReduceL1", 1, 1, reduce_unsupported, lower_reduce},
+    {"ReduceL2", 1, 1, reduce_unsupported, lower_reduce},
+    {"ReduceSumSquare", 1, 1, reduce_unsupported, lower_reduce},
+    {"ReduceLogSum", 1, 1, reduce_unsupported, lower_reduce},
+    {"ReduceLogSumExp", 1, 1, reduce_unsupported, lower_reduce},
     {"CumSum", 1, 1, cumsum_unsupported, lower_cumsum},
     {"LogSoftmax", 1, 1, log_softmax_unsupported, lower_log_softmax},
     {"ArgMax", 1, 1, index_op_unsupported, lower_host_only},

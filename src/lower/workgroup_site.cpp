@@ -54,6 +54,8 @@ constexpr WorkgroupOp kWorkgroupOps[] = {
     // lower_math.cpp: one invocation per kept element, row or scan line.
     {"ReduceMean", kReduction}, {"ReduceSum", kReduction}, {"ReduceMax", kReduction},
     {"ReduceMin", kReduction}, {"ReduceProd", kReduction}, {"CumSum", kReduction},
+    {"ReduceL1", kReduction}, {"ReduceL2", kReduction}, {"ReduceSumSquare", kReduction},
+    {"ReduceLogSum", kReduction}, {"ReduceLogSumExp", kReduction},
     {"LogSoftmax", kReduction},
     // lower_normalization.cpp: one invocation per row.
     {"Softmax", kReduction}, {"LayerNormalization", kReduction},
