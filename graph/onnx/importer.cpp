@@ -44,7 +44,7 @@ const std::map<std::string, int> kUnchangedSince = {
     {"GlobalAveragePool", 1}, {"Softplus", 1}, {"Softsign", 1}, {"Softmax", 1}, {"LogSoftmax", 1},
     {"Abs", 6}, {"Neg", 6}, {"Sqrt", 6}, {"Exp", 6}, {"Log", 6}, {"Reciprocal", 6}, {"Floor", 6}, {"Ceil", 6},
     {"Relu", 6}, {"Sigmoid", 6}, {"Tanh", 6}, {"Elu", 6}, {"Selu", 6}, {"HardSigmoid", 6}, {"LeakyRelu", 6},
-    {"Sin", 7}, {"Cos", 7}, {"And", 7}, {"Or", 7}, {"Equal", 7}, {"Less", 7}, {"Greater", 7},
+    {"Sin", 7}, {"Cos", 7}, {"And", 7}, {"Or", 7}, {"Xor", 7}, {"Equal", 7}, {"Less", 7}, {"Greater", 7},
     {"Add", 7}, {"Sub", 7}, {"Mul", 7}, {"Div", 7}, {"Pow", 7},
     {"Max", 8}, {"Min", 8},
     {"Erf", 9}, {"Sign", 9}, {"Where", 9}, {"ConstantOfShape", 9},
