@@ -111,6 +111,8 @@ void broadcast_cases(MathCases& c) {
   c.add_op("Max/three_inputs_broadcast", "Max", {{2, 3, 4}, {3, 1}, {4}}, -1.0f, 1.0f);
   c.add_op("Min/two_inputs", "Min", {{5, 6}, {5, 6}}, -1.0f, 1.0f);
   c.add_op("Max/single_input", "Max", {{7}}, -1.0f, 1.0f);
+  c.add_op("Sum/three_inputs_broadcast", "Sum", {{2, 3, 4}, {3, 1}, {4}}, -1.0f, 1.0f);
+  c.add_op("Mean/two_inputs_broadcast", "Mean", {{2, 5}, {5}}, -1.0f, 1.0f);
 }
 
 void reduce_cases(MathCases& c) {

@@ -46,7 +46,7 @@ const std::map<std::string, int> kUnchangedSince = {
     {"Relu", 6}, {"Sigmoid", 6}, {"Tanh", 6}, {"Elu", 6}, {"Selu", 6}, {"HardSigmoid", 6}, {"LeakyRelu", 6},
     {"Sin", 7}, {"Cos", 7}, {"And", 7}, {"Or", 7}, {"Xor", 7}, {"Equal", 7}, {"Less", 7}, {"Greater", 7},
     {"Add", 7}, {"Sub", 7}, {"Mul", 7}, {"Div", 7}, {"Pow", 7},
-    {"Max", 8}, {"Min", 8},
+    {"Max", 8}, {"Min", 8}, {"Sum", 8}, {"Mean", 8},
     {"Erf", 9}, {"Sign", 9}, {"Where", 9}, {"ConstantOfShape", 9},
     {"ThresholdedRelu", 10},
 };

@@ -1,5 +1,5 @@
 // The math op family: unary math (Sqrt ... Sign), HardSigmoid, HardSwish,
-// Pow, variadic Min/Max, comparisons, boolean logic, Where and Cast.
+// Pow, variadic Min/Max/Sum/Mean, comparisons, boolean logic, Where and Cast.
 //
 // f32 is the dtype every op supports; integer and bool variants exist where
 // real exports and ONNX's node tests use them (shape arithmetic, masks).
@@ -233,6 +233,38 @@ OpSchema extremum_schema(const std::string& name, bool is_max) {
   };
   s.summary = is_max ? "elementwise maximum of all inputs, numpy broadcasting"
                      : "elementwise minimum of all inputs, numpy broadcasting";
+  return s;
+}
+
+// ---- Sum, Mean ----------------------------------------------------------------------
+
+// Sum and Mean of 1..N f32 inputs, numpy broadcasting (accumulated in double).
+OpSchema variadic_sum_schema(const std::string& name, bool mean) {
+  OpSchema s;
+  s.name = name;
+  s.min_inputs = 1;
+  s.max_inputs = kUnboundedInputs;
+  s.infer = [](const Node& node, std::span<const TensorType> in) -> std::vector<TensorType> {
+    check_known_attributes(node, {});
+    require_dtype_in("input 0", in[0], {DType::f32});
+    for (std::size_t i = 1; i < in.size(); ++i) require_same_dtype("input 0", in[0], "input " + std::to_string(i), in[i]);
+    return {{in[0].dtype, broadcast_all(in)}};
+  };
+  s.reference = [mean](const Node&, std::span<const Tensor> in) -> std::vector<Tensor> {
+    const Shape shape = broadcast_all(types_of(in));
+    Tensor out(DType::f32, shape);
+    auto z = out.values<float>();
+    std::vector<std::span<const float>> x;
+    for (const Tensor& t : in) x.push_back(t.values<float>());
+    for_each_broadcast(shape, in, [&](std::int64_t i, std::span<const std::int64_t> at) {
+      double sum = 0;
+      for (std::size_t j = 0; j < in.size(); ++j) sum += x[j][static_cast<std::size_t>(at[j])];
+      z[static_cast<std::size_t>(i)] = static_cast<float>(mean ? sum / static_cast<double>(in.size()) : sum);
+    });
+    return {out};
+  };
+  s.summary = mean ? "elementwise mean of all inputs (f32), numpy broadcasting"
+                   : "elementwise sum of all inputs (f32), numpy broadcasting";
   return s;
 }
 
@@ -536,6 +568,8 @@ void register_math_ops(OpTable& table) {
   add_op(table, pow_schema());
   add_op(table, extremum_schema("Max", true));
   add_op(table, extremum_schema("Min", false));
+  add_op(table, variadic_sum_schema("Sum", false));
+  add_op(table, variadic_sum_schema("Mean", true));
   add_op(table, compare_schema("Equal", Compare::equal, "A == B -> bool, numpy broadcasting"));
   add_op(table, compare_schema("Less", Compare::less, "A < B -> bool, numpy broadcasting"));
   add_op(table, compare_schema("Greater", Compare::greater, "A > B -> bool, numpy broadcasting"));

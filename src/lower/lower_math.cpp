@@ -167,6 +167,10 @@ kir::Kernel lower_broadcast(const OpContext& ctx) {
   Expr result;
   if (op == "Pow") {
     result = signed_pow(kernel.body, values[0], values[1]);
+  } else if (op == "Sum" || op == "Mean") {
+    result = values[0];
+    for (std::size_t slot = 1; slot < values.size(); ++slot) result = result + values[slot];
+    if (op == "Mean") result = result * kir::f32(1.0 / static_cast<double>(values.size()));
   } else {
     KILN_ASSERT(op == "Max" || op == "Min");
     result = values[0];
@@ -406,6 +410,8 @@ constexpr OpLowering kMathLowerings[] = {
     {"Pow", 2, 2, broadcast_unsupported, lower_broadcast},
     {"Max", 1, kAnyCount, broadcast_unsupported, lower_broadcast},
     {"Min", 1, kAnyCount, broadcast_unsupported, lower_broadcast},
+    {"Sum", 1, kAnyCount, broadcast_unsupported, lower_broadcast},
+    {"Mean", 1, kAnyCount, broadcast_unsupported, lower_broadcast},
     {"ReduceMean", 1, 1, reduce_unsupported, lower_reduce},
     {"ReduceSum", 1, 1, reduce_unsupported, lower_reduce},
     {"ReduceMax", 1, 1, reduce_unsupported, lower_reduce},

@@ -43,7 +43,7 @@ constexpr WorkgroupOp kWorkgroupOps[] = {
     {"Sin", kPointwise}, {"Cos", kPointwise}, {"Neg", kPointwise}, {"Abs", kPointwise},
     {"Reciprocal", kPointwise}, {"Floor", kPointwise}, {"Ceil", kPointwise}, {"Sign", kPointwise},
     {"HardSigmoid", kPointwise}, {"HardSwish", kPointwise}, {"Pow", kPointwise}, {"Max", kPointwise},
-    {"Min", kPointwise},
+    {"Min", kPointwise}, {"Sum", kPointwise}, {"Mean", kPointwise},
     // lower_shape_ops.cpp, lower_data.cpp: copies, one invocation per output
     // element (Split: per input element).
     {"Transpose", kPointwise}, {"Concat", kPointwise}, {"Slice", kPointwise}, {"Split", kPointwise},
