@@ -81,6 +81,12 @@ void unary_cases(MathCases& c) {
   c.add_op("Floor", "Floor", {{2, 9}}, -3.0f, 3.0f);
   c.add_op("Ceil", "Ceil", {{2, 9}}, -3.0f, 3.0f);
   c.add_op("Sign", "Sign", {{2, 9}}, -2.0f, 2.0f);
+  c.add_op("Round", "Round", {{3, 11}}, -4.0f, 4.0f);
+  c.add_op("Sinh", "Sinh", {{2, 9}}, -3.0f, 3.0f);
+  c.add_op("Cosh", "Cosh", {{2, 9}}, -3.0f, 3.0f);
+  c.add_op("Asinh", "Asinh", {{2, 9}}, -5.0f, 5.0f);
+  c.add_op("Acosh", "Acosh", {{2, 9}}, 1.0f, 6.0f);
+  c.add_op("Atanh", "Atanh", {{2, 9}}, -0.9f, 0.9f);
   c.add_op("HardSigmoid/default", "HardSigmoid", {{2, 3, 5}}, -5.0f, 5.0f);
   c.add_op("HardSigmoid/alpha_beta", "HardSigmoid", {{2, 3, 5}}, -5.0f, 5.0f,
            attrs_of({{"alpha", 1.0 / 6.0}, {"beta", 0.25}}));

@@ -437,6 +437,13 @@ BOOST_AUTO_TEST_CASE(unary_kernels_match_the_reference) {
   for (const char* op : {"Sqrt", "Log", "Reciprocal"}) check_lowered(op, {uniform({3, 11}, 0.01f, 10.0f)});
   check_lowered("HardSigmoid", {signed_values});
   check_lowered("HardSigmoid", {signed_values}, attrs_of({{"alpha", 0.3}, {"beta", 0.1}}));
+  // Round's ties go to the even neighbour, both signs; others to the nearest.
+  const Tensor ties = f32({10}, {-2.5f, -1.5f, -0.5f, 0.5f, 1.5f, 2.5f, 3.5f, 2.4f, -2.6f, 0.0f});
+  check_lowered("Round", {ties});
+  expect_f32(run("Round", {ties}), {10}, {-2, -2, -0.0f, 0, 2, 2, 4, 2, -3, 0});
+  for (const char* op : {"Round", "Sinh", "Cosh", "Asinh"}) check_lowered(op, {signed_values});
+  check_lowered("Acosh", {uniform({3, 11}, 1.0f, 20.0f)});
+  check_lowered("Atanh", {uniform({3, 11}, -0.95f, 0.95f)});
   // The polynomial sine and cosine over several periods, both signs, and far
   // from zero (hundreds of turns), where range reduction loses accuracy first.
   for (const char* op : {"Sin", "Cos"}) {

@@ -47,7 +47,7 @@ const std::map<std::string, int> kUnchangedSince = {
     {"Sin", 7}, {"Cos", 7}, {"And", 7}, {"Or", 7}, {"Xor", 7}, {"Equal", 7}, {"Less", 7}, {"Greater", 7},
     {"Add", 7}, {"Sub", 7}, {"Mul", 7}, {"Div", 7}, {"Pow", 7},
     {"Max", 8}, {"Min", 8}, {"Sum", 8}, {"Mean", 8},
-    {"Erf", 9}, {"Sign", 9}, {"Where", 9}, {"ConstantOfShape", 9},
+    {"Erf", 9}, {"Sign", 9}, {"Sinh", 9}, {"Cosh", 9}, {"Asinh", 9}, {"Acosh", 9}, {"Atanh", 9}, {"Where", 9}, {"ConstantOfShape", 9},
     {"ThresholdedRelu", 10},
 };
 

@@ -559,6 +559,12 @@ void register_math_ops(OpTable& table) {
   add_op(table, simple_float_unary("Reciprocal", [](double x) { return 1.0 / x; }, "1 / x"));
   add_op(table, simple_float_unary("Floor", [](double x) { return std::floor(x); }, "round toward -infinity"));
   add_op(table, simple_float_unary("Ceil", [](double x) { return std::ceil(x); }, "round toward +infinity"));
+  add_op(table, simple_float_unary("Round", [](double x) { return std::nearbyint(x); }, "round to nearest, ties to even"));
+  add_op(table, simple_float_unary("Sinh", [](double x) { return std::sinh(x); }, "hyperbolic sine"));
+  add_op(table, simple_float_unary("Cosh", [](double x) { return std::cosh(x); }, "hyperbolic cosine"));
+  add_op(table, simple_float_unary("Asinh", [](double x) { return std::asinh(x); }, "inverse hyperbolic sine"));
+  add_op(table, simple_float_unary("Acosh", [](double x) { return std::acosh(x); }, "inverse hyperbolic cosine"));
+  add_op(table, simple_float_unary("Atanh", [](double x) { return std::atanh(x); }, "inverse hyperbolic tangent"));
   add_op(table, f32_unary_schema("HardSigmoid", {"alpha", "beta"}, make_hard_sigmoid,
                                    "max(0, min(1, alpha * x + beta)); alpha 0.2, beta 0.5"));
   add_op(table, simple_float_unary("HardSwish", hard_swish, "x * max(0, min(1, x / 6 + 1/2))"));

@@ -91,6 +91,23 @@ Expr apply_unary(const graph::Node& node, std::vector<kir::Stmt>& body, Expr x) 
   if (op == "Reciprocal") return kir::f32(1.0) / x;
   if (op == "Floor") return kir::floor(x);
   if (op == "Ceil") return kir::ceil(x);
+  if (op == "Round") {
+    // Ties to even: floor(x + 0.5), less one where x sat halfway below an odd result.
+    body.push_back(kir::declare("up", ScalarType::f32, kir::floor(x + kir::f32(0.5))));
+    const Expr up = kir::var("up", ScalarType::f32);
+    const Expr tie = kir::eq(up - x, kir::f32(0.5));
+    const Expr odd = kir::eq(up - kir::f32(2.0) * kir::floor(up * kir::f32(0.5)), kir::f32(1.0));
+    return kir::select(tie, kir::select(odd, up - kir::f32(1.0), up), up);
+  }
+  if (op == "Sinh") return (kir::exp(x) - kir::exp(-x)) * kir::f32(0.5);
+  if (op == "Cosh") return (kir::exp(x) + kir::exp(-x)) * kir::f32(0.5);
+  // asinh(-x) = -asinh(x): the formula on |x| keeps negative inputs accurate.
+  if (op == "Asinh") {
+    const Expr magnitude = kir::log(kir::abs(x) + kir::sqrt(x * x + kir::f32(1.0)));
+    return kir::select(x < kir::f32(0.0), -magnitude, magnitude);
+  }
+  if (op == "Acosh") return kir::log(x + kir::sqrt(x * x - kir::f32(1.0)));
+  if (op == "Atanh") return kir::f32(0.5) * kir::log((kir::f32(1.0) + x) / (kir::f32(1.0) - x));
   // Zero and NaN are their own sign.
   if (op == "Sign") return kir::select(x > kir::f32(0.0), kir::f32(1.0), kir::select(x < kir::f32(0.0), kir::f32(-1.0), x));
   if (op == "Sin" || op == "Cos") return sin_or_cos(body, x, op == "Cos");
@@ -404,6 +421,12 @@ constexpr OpLowering kMathLowerings[] = {
     {"Reciprocal", 1, 1, unary_unsupported, lower_unary},
     {"Floor", 1, 1, unary_unsupported, lower_unary},
     {"Ceil", 1, 1, unary_unsupported, lower_unary},
+    {"Round", 1, 1, unary_unsupported, lower_unary},
+    {"Sinh", 1, 1, unary_unsupported, lower_unary},
+    {"Cosh", 1, 1, unary_unsupported, lower_unary},
+    {"Asinh", 1, 1, unary_unsupported, lower_unary},
+    {"Acosh", 1, 1, unary_unsupported, lower_unary},
+    {"Atanh", 1, 1, unary_unsupported, lower_unary},
     {"Sign", 1, 1, unary_unsupported, lower_unary},
     {"HardSigmoid", 1, 1, unary_unsupported, lower_unary},
     {"HardSwish", 1, 1, unary_unsupported, lower_unary},

@@ -42,6 +42,8 @@ constexpr WorkgroupOp kWorkgroupOps[] = {
     {"Sqrt", kPointwise}, {"Exp", kPointwise}, {"Log", kPointwise}, {"Erf", kPointwise},
     {"Sin", kPointwise}, {"Cos", kPointwise}, {"Neg", kPointwise}, {"Abs", kPointwise},
     {"Reciprocal", kPointwise}, {"Floor", kPointwise}, {"Ceil", kPointwise}, {"Sign", kPointwise},
+    {"Round", kPointwise}, {"Sinh", kPointwise}, {"Cosh", kPointwise}, {"Asinh", kPointwise},
+    {"Acosh", kPointwise}, {"Atanh", kPointwise},
     {"HardSigmoid", kPointwise}, {"HardSwish", kPointwise}, {"Pow", kPointwise}, {"Max", kPointwise},
     {"Min", kPointwise}, {"Sum", kPointwise}, {"Mean", kPointwise},
     // lower_shape_ops.cpp, lower_data.cpp: copies, one invocation per output
