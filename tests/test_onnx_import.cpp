@@ -1053,3 +1053,24 @@ BOOST_AUTO_TEST_CASE(load_onnx_says_onnx_support_is_missing) {
 }
 
 #endif
+
+// DepthToSpace is a reshape, transpose and reshape; a shape it cannot split
+// is named, with the numbers.
+BOOST_AUTO_TEST_CASE(depth_to_space_is_written_as_reshape_transpose_reshape) {
+  OnnxModel m;
+  m.input("x", {1, 8, 2, 3});
+  attr(m.node("DepthToSpace", {"x"}, {"y"}, "d2s"), "blocksize", std::int64_t{2});
+  m.output("y");
+  const kiln::Model model = m.load();
+  BOOST_TEST(ops_of(kiln::internal::graph(model)) == (std::vector<std::string>{"Reshape", "Transpose", "Reshape"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(model.outputs().at(0).shape == (kiln::Shape{1, 2, 4, 6}), boost::test_tools::per_element());
+
+  OnnxModel bad;
+  bad.input("x", {1, 6, 2, 3});
+  attr(bad.node("DepthToSpace", {"x"}, {"y"}, "d2s"), "blocksize", std::int64_t{2});
+  bad.output("y");
+  const auto e = error_of([&] { bad.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::ShapeMismatch);
+  BOOST_TEST(contains(e.what(), "6 channels do not divide into blocks of 4"), e.what());
+}

@@ -164,6 +164,60 @@ std::vector<ValueId> convert_clip(const OnnxNode& n, ImportContext& ctx) {
   return ctx.emit(n, "Clip", inputs_upto(n, 1), std::move(attrs));
 }
 
+// ---- ops written as others ------------------------------------------------------
+
+// GlobalMaxPool: ReduceMax over the spatial axes, kept.
+std::vector<ValueId> convert_global_max_pool(const OnnxNode& n, ImportContext& ctx) {
+  const std::size_t rank = ctx.type(n.inputs.at(0)).shape.size();
+  KILN_CHECK(rank >= 3, ErrorKind::ShapeMismatch, n.where + "the input has rank " + std::to_string(rank) +
+                                                      "; GlobalMaxPool needs N, C and at least one spatial axis");
+  std::vector<std::int64_t> axes;
+  for (std::size_t d = 2; d < rank; ++d) axes.push_back(static_cast<std::int64_t>(d));
+  Attributes attrs;
+  attrs.set("axes", std::move(axes));
+  attrs.set("keepdims", std::int64_t{1});
+  return ctx.emit(n, "ReduceMax", inputs_upto(n, 1), std::move(attrs));
+}
+
+// DepthToSpace and SpaceToDepth: a reshape to six axes, a transpose, a
+// reshape back (the ONNX definitions, DCR and CRD modes).
+std::vector<ValueId> convert_depth_space(const OnnxNode& n, ImportContext& ctx) {
+  const Shape& shape = ctx.type(n.inputs.at(0)).shape;
+  KILN_CHECK(shape.size() == 4, ErrorKind::ShapeMismatch,
+             n.where + "the input has rank " + std::to_string(shape.size()) + "; " + n.op + " needs N, C, H, W");
+  KILN_CHECK(n.attrs.has("blocksize"), ErrorKind::InvalidArgument, n.where + "attribute 'blocksize' is required");
+  const std::int64_t b = n.attrs.get_int("blocksize", 0);
+  const std::int64_t N = shape[0], C = shape[1], H = shape[2], W = shape[3];
+  KILN_CHECK(b > 0 && b <= (1 << 16), ErrorKind::InvalidArgument,
+             n.where + "attribute 'blocksize' is " + std::to_string(b) + "; it must be positive");
+  std::vector<std::int64_t> six, perm, out;
+  if (n.op == "DepthToSpace") {
+    KILN_CHECK(C % (b * b) == 0, ErrorKind::ShapeMismatch,
+               n.where + std::to_string(C) + " channels do not divide into blocks of " + std::to_string(b * b));
+    const std::string mode = n.attrs.get_string("mode", "DCR");
+    KILN_CHECK(mode == "DCR" || mode == "CRD", ErrorKind::InvalidArgument,
+               n.where + "attribute 'mode' is '" + mode + "'; expected DCR or CRD");
+    const std::int64_t c = C / (b * b);
+    six = mode == "DCR" ? std::vector<std::int64_t>{N, b, b, c, H, W} : std::vector<std::int64_t>{N, c, b, b, H, W};
+    perm = mode == "DCR" ? std::vector<std::int64_t>{0, 3, 4, 1, 5, 2} : std::vector<std::int64_t>{0, 1, 4, 2, 5, 3};
+    out = {N, c, H * b, W * b};
+  } else {
+    KILN_CHECK(H % b == 0 && W % b == 0, ErrorKind::ShapeMismatch,
+               n.where + "height " + std::to_string(H) + " and width " + std::to_string(W) +
+                   " must be multiples of the block size " + std::to_string(b));
+    six = {N, C, H / b, b, W / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    out = {N, C * b * b, H / b, W / b};
+  }
+  Attributes to_six, transpose, back;
+  to_six.set("shape", std::move(six));
+  transpose.set("perm", std::move(perm));
+  back.set("shape", std::move(out));
+  const ValueId blocks = ctx.emit(n, "Reshape", inputs_upto(n, 1), std::move(to_six), "blocks").at(0);
+  const ValueId moved = ctx.emit(n, "Transpose", {blocks}, std::move(transpose), "moved").at(0);
+  return ctx.emit(n, "Reshape", {moved}, std::move(back));
+}
+
 std::vector<ValueId> convert_reshape(const OnnxNode& n, ImportContext& ctx) {
   Attributes attrs = n.attrs;
   attrs.set("shape", to_ints(n, require_constant(n, ctx, 1, "the shape input"), "shape"));
@@ -558,6 +612,9 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("MaxPool", pool("MaxPool"));
     r.emplace("AveragePool", pool("AveragePool"));
     r.emplace("Clip", OpRule{"Clip", convert_clip});
+    r.emplace("GlobalMaxPool", OpRule{"ReduceMax", convert_global_max_pool});
+    r.emplace("DepthToSpace", OpRule{"Transpose", convert_depth_space});
+    r.emplace("SpaceToDepth", OpRule{"Transpose", convert_depth_space});
     r.emplace("Softmax", OpRule{"Softmax", convert_softmax});
     r.emplace("LogSoftmax", OpRule{"LogSoftmax", convert_softmax});
     r.emplace("Reshape", OpRule{"Reshape", convert_reshape});

@@ -41,7 +41,7 @@ constexpr int kMaxOpset = 18;
 // Resize, pooling's ceil_mode, ...).
 const std::map<std::string, int> kUnchangedSince = {
     {"Identity", 1}, {"Transpose", 1}, {"Shape", 1}, {"MatMul", 1}, {"Flatten", 1}, {"Not", 1},
-    {"GlobalAveragePool", 1}, {"Softplus", 1}, {"Softsign", 1}, {"Softmax", 1}, {"LogSoftmax", 1},
+    {"GlobalAveragePool", 1}, {"GlobalMaxPool", 1}, {"DepthToSpace", 1}, {"SpaceToDepth", 1}, {"Softplus", 1}, {"Softsign", 1}, {"Softmax", 1}, {"LogSoftmax", 1},
     {"Abs", 6}, {"Neg", 6}, {"Sqrt", 6}, {"Exp", 6}, {"Log", 6}, {"Reciprocal", 6}, {"Floor", 6}, {"Ceil", 6},
     {"Relu", 6}, {"Sigmoid", 6}, {"Tanh", 6}, {"Elu", 6}, {"Selu", 6}, {"HardSigmoid", 6}, {"LeakyRelu", 6},
     {"Sin", 7}, {"Cos", 7}, {"And", 7}, {"Or", 7}, {"Xor", 7}, {"Equal", 7}, {"Less", 7}, {"Greater", 7},
