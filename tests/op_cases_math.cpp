@@ -103,6 +103,7 @@ void unary_cases(MathCases& c) {
   c.add_op("Softplus", "Softplus", {{3, 11}}, -30.0f, 30.0f);
   c.add_op("Softsign", "Softsign", {{3, 11}}, -5.0f, 5.0f);
   c.add_op("Mish", "Mish", {{3, 11}}, -6.0f, 6.0f);
+  c.add_op("Shrink/lambd_bias", "Shrink", {{3, 11}}, -3.0f, 3.0f, attrs_of({{"lambd", 1.0}, {"bias", 0.5}}));
 }
 
 void broadcast_cases(MathCases& c) {

@@ -59,6 +59,12 @@ ElementFn make_selu(const Node& node) {
   return [alpha, gamma](double x) { return x > 0 ? gamma * x : std::isnan(x) ? x : gamma * alpha * std::expm1(x); };
 }
 
+ElementFn make_shrink(const Node& node) {
+  const double lambd = node.attrs.get_float("lambd", 0.5);
+  const double bias = node.attrs.get_float("bias", 0.0);
+  return [lambd, bias](double x) { return x < -lambd ? x + bias : x > lambd ? x - bias : std::isnan(x) ? x : 0.0; };
+}
+
 ElementFn make_celu(const Node& node) {
   const double alpha = node.attrs.get_float("alpha", 1.0);
   KILN_CHECK(alpha != 0.0, ErrorKind::InvalidArgument, "Celu's attribute 'alpha' must not be 0");
@@ -96,6 +102,8 @@ void register_activation_ops(OpTable& table) {
   add_op(table, f32_unary_schema("ThresholdedRelu", {"alpha"},
                                    with_alpha(1.0, [](double x, double a) { return x > a || std::isnan(x) ? x : 0.0; }),
                                    "x above alpha, else 0; alpha 1"));
+  add_op(table, f32_unary_schema("Shrink", {"lambd", "bias"}, make_shrink,
+                                   "x + bias below -lambd, x - bias above lambd, else 0; lambd 0.5, bias 0"));
   add_op(table, f32_unary_schema(
                     "Softplus", {}, [](const Node&) -> ElementFn { return softplus; }, "log(1 + e^x)"));
   add_op(table, f32_unary_schema(

@@ -322,6 +322,33 @@ OpSchema compare_schema(const std::string& name, Compare op, const std::string& 
   return s;
 }
 
+// IsNaN and IsInf (detect_negative, detect_positive) of an f32 tensor, giving bool.
+OpSchema float_class_schema(const std::string& name) {
+  OpSchema s;
+  s.name = name;
+  s.infer = [name](const Node& node, std::span<const TensorType> in) -> std::vector<TensorType> {
+    if (name == "IsInf") check_known_attributes(node, {"detect_negative", "detect_positive"});
+    else check_known_attributes(node, {});
+    require_dtype_in("input X", in[0], {DType::f32});
+    return {{DType::boolean, in[0].shape}};
+  };
+  s.reference = [name](const Node& node, std::span<const Tensor> in) -> std::vector<Tensor> {
+    const bool negative = get_flag(node, "detect_negative", true);
+    const bool positive = get_flag(node, "detect_positive", true);
+    Tensor out(DType::boolean, in[0].shape());
+    auto z = out.values<std::uint8_t>();
+    auto x = in[0].values<float>();
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      const bool hit = name == "IsNaN" ? std::isnan(x[i])
+                                       : std::isinf(x[i]) && (x[i] < 0 ? negative : positive);
+      z[i] = hit ? 1 : 0;
+    }
+    return {out};
+  };
+  s.summary = name == "IsNaN" ? "x is NaN -> bool" : "x is an infinity (of the signs asked for) -> bool";
+  return s;
+}
+
 OpSchema not_schema() {
   OpSchema s;
   s.name = "Not";
@@ -574,6 +601,8 @@ void register_math_ops(OpTable& table) {
   add_op(table, pow_schema());
   add_op(table, extremum_schema("Max", true));
   add_op(table, extremum_schema("Min", false));
+  add_op(table, float_class_schema("IsNaN"));
+  add_op(table, float_class_schema("IsInf"));
   add_op(table, variadic_sum_schema("Sum", false));
   add_op(table, variadic_sum_schema("Mean", true));
   add_op(table, compare_schema("Equal", Compare::equal, "A == B -> bool, numpy broadcasting"));

@@ -33,6 +33,7 @@ constexpr OpLowering kLowerings[] = {
     {"Softplus", 1, 1, elementwise_unsupported, lower_elementwise},
     {"Softsign", 1, 1, elementwise_unsupported, lower_elementwise},
     {"Mish", 1, 1, elementwise_unsupported, lower_elementwise},
+    {"Shrink", 1, 1, elementwise_unsupported, lower_elementwise},
     {"BatchNormalization", 5, 5, batch_norm_unsupported, lower_batch_norm},
     {"Conv", 2, 3, conv_unsupported, lower_conv},
     {"Gemm", 2, 3, gemm_unsupported, lower_gemm},

@@ -77,6 +77,12 @@ Expr apply_unary(const graph::Node& node, Expr x) {
   }
   if (op == "ThresholdedRelu") return kir::select(x <= alpha(1.0), kir::f32(0.0), x);
   if (op == "Softsign") return x / (kir::f32(1.0) + kir::abs(x));
+  if (op == "Shrink") {
+    const double lambd = node.attrs.get_float("lambd", 0.5);
+    const double bias = node.attrs.get_float("bias", 0.0);
+    return kir::select(x < kir::f32(-lambd), x + kir::f32(bias),
+                       kir::select(x > kir::f32(lambd), x - kir::f32(bias), x * kir::f32(0.0)));
+  }
   if (op == "Softplus") return softplus(x);
   KILN_ASSERT(op == "Mish");
   return x * kir::tanh(softplus(x));

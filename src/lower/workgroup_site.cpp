@@ -38,6 +38,7 @@ constexpr WorkgroupOp kWorkgroupOps[] = {
     {"Gelu", kPointwise}, {"Clip", kPointwise}, {"BatchNormalization", kPointwise},
     {"LeakyRelu", kPointwise}, {"Elu", kPointwise}, {"Selu", kPointwise}, {"Celu", kPointwise},
     {"ThresholdedRelu", kPointwise}, {"Softplus", kPointwise}, {"Softsign", kPointwise}, {"Mish", kPointwise},
+    {"Shrink", kPointwise},
     // lower_math.cpp: unary math and n-ary broadcasts.
     {"Sqrt", kPointwise}, {"Exp", kPointwise}, {"Log", kPointwise}, {"Erf", kPointwise},
     {"Sin", kPointwise}, {"Cos", kPointwise}, {"Neg", kPointwise}, {"Abs", kPointwise},
