@@ -538,3 +538,29 @@ BOOST_AUTO_TEST_CASE(cast_f32_to_f32_is_a_view) {
   BOOST_TEST((lowered.kind == lower::LoweredNode::Kind::alias));
   BOOST_TEST(!lowered.kernel.has_value());
 }
+
+// Mod: fmod=0 takes the divisor's sign (Python's %), fmod=1 the dividend's
+// (C's fmod); an integer zero divisor is an error, not a crash; the lowest
+// value % -1 (which overflows in C) is 0; floats need fmod=1.
+BOOST_AUTO_TEST_CASE(mod_follows_the_sign_its_fmod_attribute_names) {
+  const Tensor a = i64({6}, {7, -7, 7, -7, 0, std::numeric_limits<std::int64_t>::min()});
+  const Tensor b = i64({6}, {3, 3, -3, -3, 5, -1});
+  BOOST_TEST(run("Mod", {a, b}).values<std::int64_t>()[0] == 1);
+  const Ints python{1, 2, -2, -1, 0, 0};
+  const Ints c_style{1, -1, 1, -1, 0, 0};
+  const Tensor floor_mod = run("Mod", {a, b});
+  const Tensor trunc_mod = run("Mod", {a, b}, attrs_of({{"fmod", std::int64_t{1}}}));
+  for (std::size_t i = 0; i < python.size(); ++i) {
+    BOOST_TEST(floor_mod.values<std::int64_t>()[i] == python[i], "element " << i);
+    BOOST_TEST(trunc_mod.values<std::int64_t>()[i] == c_style[i], "element " << i);
+  }
+  expect_f32(run("Mod", {f32({3}, {5.5f, -5.5f, 5.5f}), f32({3}, {2, 2, -2})}, attrs_of({{"fmod", std::int64_t{1}}})),
+             {3}, {1.5f, -1.5f, 1.5f});
+  try {
+    run("Mod", {i64({1}, {4}), i64({1}, {0})});
+    BOOST_ERROR("expected an error for an integer zero divisor");
+  } catch (const Error& e) {
+    BOOST_TEST(std::string(e.what()).find("Mod by an integer zero") != std::string::npos, e.what());
+  }
+  expect_infer_error("Mod", {kF32x23, kF32x23}, {}, ErrorKind::InvalidArgument, {"fmod=1"});
+}

@@ -236,6 +236,59 @@ OpSchema extremum_schema(const std::string& name, bool is_max) {
   return s;
 }
 
+// ---- Mod ----------------------------------------------------------------------------
+
+// The remainder of a / b: with fmod=1 C's fmod (the sign of a); with fmod=0
+// (integers only, as ONNX requires) the sign of b, as Python's %.
+template <class T>
+T remainder_of(T a, T b, bool fmod) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return std::fmod(a, b);
+  } else {
+    KILN_CHECK(b != 0, ErrorKind::InvalidArgument, "Mod by an integer zero");
+    if constexpr (std::is_signed_v<T>) {
+      if (b == -1) return 0;  // the lowest value % -1 would overflow
+      const T r = static_cast<T>(a % b);
+      return !fmod && r != 0 && ((r < 0) != (b < 0)) ? static_cast<T>(r + b) : r;
+    } else {
+      return static_cast<T>(a % b);
+    }
+  }
+}
+
+OpSchema mod_schema() {
+  OpSchema s;
+  s.name = "Mod";
+  s.min_inputs = 2;
+  s.max_inputs = 2;
+  s.infer = [](const Node& node, std::span<const TensorType> in) -> std::vector<TensorType> {
+    check_known_attributes(node, {"fmod"});
+    require_dtype_in("input A", in[0], {DType::f32, DType::i32, DType::i64, DType::u8});
+    require_same_dtype("A", in[0], "B", in[1]);
+    const bool fmod = get_flag(node, "fmod", false);
+    KILN_CHECK(fmod || in[0].dtype != DType::f32, ErrorKind::InvalidArgument,
+               "Mod of floating-point inputs needs fmod=1 (the ONNX definition)");
+    return {{in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape)}};
+  };
+  s.reference = [](const Node& node, std::span<const Tensor> in) -> std::vector<Tensor> {
+    const bool fmod = get_flag(node, "fmod", false);
+    const Shape shape = broadcast_shapes(in[0].shape(), in[1].shape());
+    Tensor out(in[0].dtype(), shape);
+    visit_numeric(in[0].dtype(), [&]<class T>(T) {
+      auto a = in[0].values<T>();
+      auto b = in[1].values<T>();
+      auto z = out.values<T>();
+      for_each_broadcast(shape, in, [&](std::int64_t i, std::span<const std::int64_t> at) {
+        z[static_cast<std::size_t>(i)] =
+            remainder_of<T>(a[static_cast<std::size_t>(at[0])], b[static_cast<std::size_t>(at[1])], fmod);
+      });
+    });
+    return {out};
+  };
+  s.summary = "remainder of A / B, numpy broadcasting: fmod=1 takes A's sign (C's fmod), fmod=0 B's (integers)";
+  return s;
+}
+
 // ---- Sum, Mean ----------------------------------------------------------------------
 
 // Sum and Mean of 1..N f32 inputs, numpy broadcasting (accumulated in double).
@@ -601,6 +654,7 @@ void register_math_ops(OpTable& table) {
   add_op(table, pow_schema());
   add_op(table, extremum_schema("Max", true));
   add_op(table, extremum_schema("Min", false));
+  add_op(table, mod_schema());
   add_op(table, float_class_schema("IsNaN"));
   add_op(table, float_class_schema("IsInf"));
   add_op(table, variadic_sum_schema("Sum", false));
