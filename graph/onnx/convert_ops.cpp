@@ -404,7 +404,7 @@ std::vector<ValueId> convert_resize(const OnnxNode& n, ImportContext& ctx) {
   return ctx.emit(n, "Resize", {n.inputs[0]}, std::move(attrs));
 }
 
-// Softmax and LogSoftmax before opset 13 normalise over the dims from `axis`
+// Softmax, LogSoftmax and Hardmax before opset 13 normalise over the dims from `axis`
 // on, flattened: Flatten, the op over the last axis, Reshape back.
 std::vector<ValueId> convert_softmax(const OnnxNode& n, ImportContext& ctx) {
   KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
@@ -617,6 +617,7 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("SpaceToDepth", OpRule{"Transpose", convert_depth_space});
     r.emplace("Softmax", OpRule{"Softmax", convert_softmax});
     r.emplace("LogSoftmax", OpRule{"LogSoftmax", convert_softmax});
+    r.emplace("Hardmax", OpRule{"Hardmax", convert_softmax});
     r.emplace("Reshape", OpRule{"Reshape", convert_reshape});
     r.emplace("Slice", OpRule{"Slice", convert_slice});
     r.emplace("Split", OpRule{"Split", convert_split});

@@ -1,6 +1,6 @@
 // Reductions (ReduceMean, ReduceSum, ReduceMax, ReduceMin, ReduceProd on f32,
 // i32 and i64; ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum,
-// ReduceLogSumExp on f32), CumSum, and ArgMax/ArgMin (i64 positions).
+// ReduceLogSumExp on f32), CumSum, ArgMax/ArgMin (i64 positions) and Hardmax.
 //
 // The axes are attributes in kiln's IR (ONNX opset 13+ passes them as an
 // input; the importer folds it). Absent or empty axes reduce every axis,
@@ -356,6 +356,42 @@ OpSchema arg_schema(const std::string& name, bool is_max, const std::string& sum
   return make_schema(name, 1, 1, std::move(infer), std::move(reference), summary);
 }
 
+// ---- Hardmax -----------------------------------------------------------------------
+
+// 1 where an element is the first maximum of its line along `axis`, else 0
+// (ONNX opset 13: any axis; the importer rewrites older opsets' flattening).
+OpSchema hardmax_schema() {
+  auto infer = [](const Node& node, std::span<const TensorType> in) -> std::vector<TensorType> {
+    check_known_attributes(node, {"axis"});
+    KILN_CHECK(in[0].dtype == DType::f32, ErrorKind::Unsupported, describe("input", in[0]) + ": Hardmax takes f32 only");
+    KILN_CHECK(!in[0].shape.empty(), ErrorKind::ShapeMismatch, describe("input", in[0]) + " is a scalar; Hardmax needs an axis");
+    normalize_axis(node.attrs.get_int("axis", -1), static_cast<std::int64_t>(in[0].shape.size()), "axis");
+    return {in[0]};
+  };
+  auto reference = [](const Node& node, std::span<const Tensor> in) -> std::vector<Tensor> {
+    const Shape& shape = in[0].shape();
+    const auto axis = static_cast<std::size_t>(
+        normalize_axis(node.attrs.get_int("axis", -1), static_cast<std::int64_t>(shape.size()), "axis"));
+    const std::int64_t extent = shape[axis];
+    const std::int64_t inner = num_elements(Shape(shape.begin() + static_cast<std::ptrdiff_t>(axis) + 1, shape.end()));
+    const std::int64_t outer = num_elements(Shape(shape.begin(), shape.begin() + static_cast<std::ptrdiff_t>(axis)));
+    auto x = in[0].values<float>();
+    Tensor out(DType::f32, shape);  // zero-filled
+    auto y = out.values<float>();
+    for (std::int64_t o = 0; o < outer && extent > 0; ++o)
+      for (std::int64_t i = 0; i < inner; ++i) {
+        auto at = [&](std::int64_t e) { return static_cast<std::size_t>((o * extent + e) * inner + i); };
+        std::int64_t best = 0;
+        for (std::int64_t e = 1; e < extent; ++e)
+          if (replaces_best<float>(x[at(e)], x[at(best)], true, false)) best = e;
+        y[at(best)] = 1.0f;
+      }
+    return {out};
+  };
+  return make_schema("Hardmax", 1, 1, std::move(infer), std::move(reference),
+                     "1 at the first maximum along `axis` (default -1), 0 elsewhere");
+}
+
 }  // namespace
 
 void register_reduce_ops(OpTable& table) {
@@ -371,6 +407,7 @@ void register_reduce_ops(OpTable& table) {
   add_op(table, reduce_schema("ReduceLogSumExp", Reduction::log_sum_exp,
                               "log of the sum of e^x over `axes` (all when absent)"));
   add_op(table, cumsum_schema());
+  add_op(table, hardmax_schema());
   add_op(table, arg_schema("ArgMax", true,
                            "i64 position of the maximum along `axis` (first, or last with `select_last_index`)"));
   add_op(table, arg_schema("ArgMin", false,
