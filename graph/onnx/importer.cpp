@@ -41,6 +41,8 @@ constexpr int kMaxOpset = 18;
 // Resize, pooling's ceil_mode, ...).
 const std::map<std::string, int> kUnchangedSince = {
     {"Identity", 1}, {"Transpose", 1}, {"Shape", 1}, {"MatMul", 1}, {"Flatten", 1}, {"Not", 1},
+    {"ReduceMean", 1}, {"ReduceSum", 1}, {"ReduceMax", 1}, {"ReduceMin", 1}, {"ReduceProd", 1}, {"ReduceL1", 1},
+    {"ReduceL2", 1}, {"ReduceSumSquare", 1}, {"ReduceLogSum", 1}, {"ReduceLogSumExp", 1}, {"ArgMax", 1}, {"ArgMin", 1},
     {"GlobalAveragePool", 1}, {"GlobalMaxPool", 1}, {"DepthToSpace", 1}, {"SpaceToDepth", 1}, {"Softplus", 1}, {"Softsign", 1}, {"Softmax", 1}, {"LogSoftmax", 1},
     {"Abs", 6}, {"Neg", 6}, {"Sqrt", 6}, {"Exp", 6}, {"Log", 6}, {"Reciprocal", 6}, {"Floor", 6}, {"Ceil", 6},
     {"Relu", 6}, {"Sigmoid", 6}, {"Tanh", 6}, {"Elu", 6}, {"Selu", 6}, {"HardSigmoid", 6}, {"LeakyRelu", 6},
