@@ -521,6 +521,47 @@ std::vector<ValueId> convert_size(const OnnxNode& n, ImportContext& ctx) {
   return {ctx.add_constant(n, Tensor::from_i64({}, {num_elements(ctx.type(n.inputs[0]).shape)}))};
 }
 
+// EyeLike: ones on the k-th diagonal of a matrix shaped like the input (only
+// its shape is read), in the `dtype` attribute's type or the input's.
+std::vector<ValueId> convert_eye_like(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
+  const graph::TensorType& like = ctx.type(n.inputs[0]);
+  KILN_CHECK(like.shape.size() == 2, ErrorKind::ShapeMismatch,
+             n.where + "the input has rank " + std::to_string(like.shape.size()) + "; EyeLike needs a matrix");
+  DType dtype = like.dtype;
+  if (n.attrs.has("dtype")) {
+    const std::int64_t code = n.attrs.get_int("dtype", 0);
+    const std::optional<DType> given = dtype_from_onnx(static_cast<int>(code));
+    KILN_CHECK(given.has_value(), ErrorKind::Unsupported,
+               n.where + "attribute 'dtype' = " + std::to_string(code) + " is not a type kiln has");
+    dtype = *given;
+  }
+  const std::int64_t rows = like.shape[0], cols = like.shape[1];
+  const std::int64_t k = n.attrs.get_int("k", 0);
+  const std::optional<std::int64_t> elements = graph::checked_product(like.shape);
+  const std::optional<std::int64_t> bytes_needed =
+      elements ? graph::checked_mul(*elements, static_cast<std::int64_t>(dtype_size(dtype))) : std::nullopt;
+  KILN_CHECK(bytes_needed.has_value(), ErrorKind::InvalidArgument,
+             n.where + "a " + shape_str(like.shape) + " matrix overflows 64-bit sizes");
+  ctx.charge_folded_bytes(n, *bytes_needed);
+  Tensor eye(dtype, like.shape);  // zero-filled
+  const std::span<std::byte> bytes = eye.bytes();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    const std::int64_t c = r + k;
+    if (c < 0 || c >= cols) continue;
+    std::byte* at = bytes.data() + static_cast<std::size_t>(r * cols + c) * dtype_size(dtype);
+    switch (dtype) {
+      case DType::f32: { const float one = 1.0f; std::memcpy(at, &one, sizeof one); break; }
+      case DType::f16: { const std::uint16_t one = 0x3c00; std::memcpy(at, &one, sizeof one); break; }
+      case DType::i32: { const std::int32_t one = 1; std::memcpy(at, &one, sizeof one); break; }
+      case DType::i64: { const std::int64_t one = 1; std::memcpy(at, &one, sizeof one); break; }
+      case DType::u8:
+      case DType::boolean: *at = std::byte{1}; break;
+    }
+  }
+  return {ctx.add_constant(n, std::move(eye))};
+}
+
 // Range: integer ranges in int64 arithmetic (exact, and a distance that
 // overflows is an error), f32 ranges in double as ONNX's reference does.
 std::vector<ValueId> convert_range(const OnnxNode& n, ImportContext& ctx) {
@@ -637,6 +678,7 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("Constant", OpRule{"", convert_constant});
     r.emplace("ConstantOfShape", OpRule{"", convert_constant_of_shape});
     r.emplace("Shape", OpRule{"", convert_shape});
+    r.emplace("EyeLike", OpRule{"", convert_eye_like});
     r.emplace("Size", OpRule{"", convert_size});
     r.emplace("Range", OpRule{"", convert_range});
     r.emplace("Identity", OpRule{"", alias_input});

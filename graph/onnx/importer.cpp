@@ -50,7 +50,7 @@ const std::map<std::string, int> kUnchangedSince = {
     {"Add", 7}, {"Sub", 7}, {"Mul", 7}, {"Div", 7}, {"Pow", 7},
     {"Max", 8}, {"Min", 8}, {"Sum", 8}, {"Mean", 8},
     {"Erf", 9}, {"Sign", 9}, {"Sinh", 9}, {"Cosh", 9}, {"Asinh", 9}, {"Acosh", 9}, {"Atanh", 9}, {"Where", 9}, {"ConstantOfShape", 9},
-    {"Shrink", 9}, {"IsNaN", 9}, {"IsInf", 10}, {"Mod", 10}, {"ThresholdedRelu", 10},
+    {"EyeLike", 9}, {"Shrink", 9}, {"IsNaN", 9}, {"IsInf", 10}, {"Mod", 10}, {"ThresholdedRelu", 10},
 };
 
 std::string read_file(const std::string& path, std::int64_t limit) {
