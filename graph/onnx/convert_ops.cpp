@@ -521,6 +521,14 @@ std::vector<ValueId> convert_size(const OnnxNode& n, ImportContext& ctx) {
   return {ctx.add_constant(n, Tensor::from_i64({}, {num_elements(ctx.type(n.inputs[0]).shape)}))};
 }
 
+// CastLike: Cast to the second input's element type.
+std::vector<ValueId> convert_cast_like(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0) && present(n, 1), ErrorKind::Corrupt, n.where + "CastLike needs two inputs");
+  Attributes attrs;
+  attrs.set("to", static_cast<std::int64_t>(onnx_from_dtype(ctx.type(n.inputs[1]).dtype)));
+  return ctx.emit(n, "Cast", inputs_upto(n, 1), std::move(attrs));
+}
+
 // EyeLike: ones on the k-th diagonal of a matrix shaped like the input (only
 // its shape is read), in the `dtype` attribute's type or the input's.
 std::vector<ValueId> convert_eye_like(const OnnxNode& n, ImportContext& ctx) {
@@ -679,6 +687,7 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("ConstantOfShape", OpRule{"", convert_constant_of_shape});
     r.emplace("Shape", OpRule{"", convert_shape});
     r.emplace("EyeLike", OpRule{"", convert_eye_like});
+    r.emplace("CastLike", OpRule{"Cast", convert_cast_like});
     r.emplace("Size", OpRule{"", convert_size});
     r.emplace("Range", OpRule{"", convert_range});
     r.emplace("Identity", OpRule{"", alias_input});
