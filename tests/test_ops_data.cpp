@@ -525,3 +525,41 @@ BOOST_AUTO_TEST_CASE(what_stays_off_the_device) {
   OneNode trilu = one_node("Trilu", {seeded({3, 3}, 14), Tensor::from_i64({}, {1})}, attrs({}));
   BOOST_TEST(kiln::lower::unsupported_reason(*trilu.node, trilu.input_types, trilu.output_types).has_value());
 }
+
+// ScatterElements writes (or combines) updates at the indices along an axis;
+// integer sums wrap; an index out of range is an error naming it.
+BOOST_AUTO_TEST_CASE(scatter_elements_writes_or_combines_along_one_axis) {
+  const Tensor data = Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6});
+  const Tensor indices = Tensor::from_i64({2, 2}, {2, 0, -1, 2});
+  const Tensor updates = Tensor::from_f32({2, 2}, {10, 20, 30, 40});
+  check_values(reference1("ScatterElements", {data, indices, updates}, attrs({{"axis", std::int64_t{1}}})), {2, 3},
+               {20, 2, 10, 4, 5, 40});
+  check_values(reference1("ScatterElements", {data, indices, updates},
+                          attrs({{"axis", std::int64_t{1}}, {"reduction", std::string("add")}})),
+               {2, 3}, {21, 2, 13, 4, 5, 76});
+  const Tensor big = Tensor::from_i64({1}, {std::numeric_limits<std::int64_t>::max()});
+  const Tensor y = reference1("ScatterElements", {big, Tensor::from_i64({1}, {0}), Tensor::from_i64({1}, {1})},
+                              attrs({{"reduction", std::string("add")}}));
+  BOOST_TEST(y.values<std::int64_t>()[0] == std::numeric_limits<std::int64_t>::min());
+  try {
+    reference("ScatterElements", {data, Tensor::from_i64({2, 2}, {0, 3, 0, 0}), updates}, attrs({{"axis", std::int64_t{1}}}));
+    BOOST_ERROR("expected an error");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("index 3 is out of range") != std::string::npos, e.what());
+  }
+}
+
+// GatherND picks slices by index tuples, after shared batch axes; an index
+// out of range is an error naming its axis.
+BOOST_AUTO_TEST_CASE(gather_nd_picks_slices_by_index_tuples) {
+  const Tensor data = iota({2, 2, 2});  // 0..7
+  check_values(reference1("GatherND", {data, Tensor::from_i64({2, 2}, {0, 1, 1, 0})}, attrs({})), {2, 2}, {2, 3, 4, 5});
+  check_values(reference1("GatherND", {data, Tensor::from_i64({2, 1}, {1, 0})}, attrs({{"batch_dims", std::int64_t{1}}})),
+               {2, 2}, {2, 3, 4, 5});
+  try {
+    reference("GatherND", {data, Tensor::from_i64({1, 3}, {0, 2, 0})}, attrs({}));
+    BOOST_ERROR("expected an error");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("index 2 is out of range for axis 1") != std::string::npos, e.what());
+  }
+}

@@ -655,7 +655,7 @@ const std::map<std::string, OpRule>& op_rules() {
                            "LeakyRelu", "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Cast", "Transpose",
                            "Flatten", "Concat", "GlobalAveragePool", "LayerNormalization", "BatchNormalization",
                            "MatMul", "Gemm", "NonZero", "NonMaxSuppression", "Min", "Max", "ArgMax", "ArgMin",
-                           "GatherElements", "Mod", "IsNaN", "IsInf", "Shrink", "Round", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Sum", "Mean", "Sign", "Xor", "LessOrEqual", "GreaterOrEqual", "Elu", "Selu", "Celu", "ThresholdedRelu", "Softplus", "Softsign", "Mish"})
+                           "GatherElements", "ScatterElements", "GatherND", "Mod", "IsNaN", "IsInf", "Shrink", "Round", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Sum", "Mean", "Sign", "Xor", "LessOrEqual", "GreaterOrEqual", "Elu", "Selu", "Celu", "ThresholdedRelu", "Softplus", "Softsign", "Mish"})
       r.emplace(op, direct(op));
     r.emplace("Conv", OpRule{"Conv", convert_conv});
     r.emplace("MaxPool", pool("MaxPool"));

@@ -1,7 +1,10 @@
-// Ops whose output elements are chosen by position: GatherElements (by an
-// index tensor along one axis) and Trilu (by the side of a diagonal). Both
-// move raw elements, so they accept every dtype.
+// Ops whose output elements are chosen by position: GatherElements and
+// ScatterElements (by an index tensor along one axis), GatherND (by index
+// tuples) and Trilu (by the side of a diagonal). They move raw elements, so
+// they accept every dtype (ScatterElements' reductions: f32, i32, i64).
+#include <algorithm>
 #include <cstring>
+#include <type_traits>
 
 #include "graph/broadcast.h"
 #include "graph/ops/data_plans.h"
@@ -17,7 +20,8 @@ namespace {
 // indices fit the data: the same rank, and no larger than the data along
 // every other axis (ONNX's reference reads data at the indices' coordinates).
 std::size_t gather_elements_axis(const Node& node, const TensorType& data, const TensorType& indices) {
-  check_known_attributes(node, {"axis"});
+  if (node.op == "ScatterElements") check_known_attributes(node, {"axis", "reduction"});
+  else check_known_attributes(node, {"axis"});
   KILN_CHECK(indices.dtype == DType::i64 || indices.dtype == DType::i32, ErrorKind::ShapeMismatch,
              "indices must be i64 or i32, got " + describe("indices", indices));
   KILN_CHECK(!data.shape.empty(), ErrorKind::ShapeMismatch, "cannot gather from a scalar " + describe("data", data));
@@ -63,6 +67,172 @@ std::vector<Tensor> reference_gather_elements(const Node& node, std::span<const 
       offset += (d == axis ? indices[static_cast<std::size_t>(position)] : coords[d]) * data_strides[d];
     return offset;
   })};
+}
+
+// ---- ScatterElements ----------------------------------------------------------------
+
+enum class ScatterReduction { none, add, mul, max, min };
+
+ScatterReduction scatter_reduction(const Node& node) {
+  const std::string r = node.attrs.get_string("reduction", "none");
+  if (r == "none") return ScatterReduction::none;
+  if (r == "add") return ScatterReduction::add;
+  if (r == "mul") return ScatterReduction::mul;
+  if (r == "max") return ScatterReduction::max;
+  if (r == "min") return ScatterReduction::min;
+  throw_error(ErrorKind::InvalidArgument, "attribute 'reduction' is '" + r + "'; expected none, add, mul, max or min");
+}
+
+// The axis of a ScatterElements node, after checking data, indices and updates fit.
+std::size_t scatter_elements_axis(const Node& node, std::span<const TensorType> in) {
+  KILN_CHECK(in[2].dtype == in[0].dtype && in[2].shape == in[1].shape, ErrorKind::ShapeMismatch,
+             "updates must have the data's dtype and the indices' shape: " + describe("data", in[0]) + ", " +
+                 describe("indices", in[1]) + ", " + describe("updates", in[2]));
+  KILN_CHECK(scatter_reduction(node) == ScatterReduction::none || in[0].dtype == DType::f32 ||
+                 in[0].dtype == DType::i32 || in[0].dtype == DType::i64,
+             ErrorKind::Unsupported, "a scatter reduction needs f32, i32 or i64 data, got " + describe("data", in[0]));
+  return gather_elements_axis(node, in[0], in[1]);
+}
+
+std::vector<TensorType> infer_scatter_elements(const Node& node, std::span<const TensorType> in) {
+  scatter_elements_axis(node, in);
+  return {in[0]};
+}
+
+// Integer sums and products wrap around (as numpy's do) instead of overflowing.
+template <class T>
+T wrapping(T a, T b, bool multiply) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(multiply ? static_cast<U>(a) * static_cast<U>(b) : static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return multiply ? a * b : a + b;
+  }
+}
+
+template <class T>
+T scatter_combine(ScatterReduction r, T old_value, T update) {
+  switch (r) {
+    case ScatterReduction::add: return wrapping(old_value, update, false);
+    case ScatterReduction::mul: return wrapping(old_value, update, true);
+    case ScatterReduction::max: return std::max(old_value, update);
+    case ScatterReduction::min: return std::min(old_value, update);
+    case ScatterReduction::none: break;
+  }
+  return update;
+}
+
+// A copy of data; then, in the indices' order, data[c with c[axis] =
+// indices[c]] takes (or is combined with) updates[c].
+std::vector<Tensor> reference_scatter_elements(const Node& node, std::span<const Tensor> in) {
+  const std::size_t axis = scatter_elements_axis(node, types_of(in));
+  const ScatterReduction reduction = scatter_reduction(node);
+  const Tensor& data = in[0];
+  const std::vector<std::int64_t> indices = normalize_gather_indices(index_values(in[1]), data.shape()[axis]);
+  Tensor out = data.clone();
+  const Strides data_strides = row_major_strides(data.shape());
+  const Shape& index_shape = in[1].shape();
+  const std::size_t size = dtype_size(data.dtype());
+  std::vector<std::int64_t> coords(index_shape.size(), 0);
+  for (std::size_t i = 0; i < indices.size(); ++i) {
+    std::int64_t offset = 0;
+    for (std::size_t d = 0; d < coords.size(); ++d) offset += (d == axis ? indices[i] : coords[d]) * data_strides[d];
+    std::byte* target = out.bytes().data() + static_cast<std::size_t>(offset) * size;
+    const std::byte* update = in[2].bytes().data() + i * size;
+    if (reduction == ScatterReduction::none) {
+      std::memcpy(target, update, size);
+    } else {
+      auto apply = [&]<class T>(T) {
+        T a, b;
+        std::memcpy(&a, target, sizeof a);
+        std::memcpy(&b, update, sizeof b);
+        const T c = scatter_combine<T>(reduction, a, b);
+        std::memcpy(target, &c, sizeof c);
+      };
+      if (data.dtype() == DType::f32) apply(float{});
+      else if (data.dtype() == DType::i32) apply(std::int32_t{});
+      else apply(std::int64_t{});
+    }
+    for (std::size_t d = coords.size(); d-- > 0;) {
+      if (++coords[d] < index_shape[d]) break;
+      coords[d] = 0;
+    }
+  }
+  return {out};
+}
+
+// ---- GatherND ---------------------------------------------------------------------
+
+// GatherND: each index tuple (the indices' last axis, k long) picks a slice
+// of the data after `batch_dims` shared leading axes.
+struct GatherNdPlan {
+  std::int64_t batch_dims = 0, k = 0;
+  std::int64_t batches = 1, tuples = 1, slice = 1;  // tuples per batch, elements per slice
+  Shape output_shape;
+};
+
+GatherNdPlan gather_nd_plan(const Node& node, const TensorType& data, const TensorType& indices) {
+  check_known_attributes(node, {"batch_dims"});
+  KILN_CHECK(indices.dtype == DType::i64, ErrorKind::ShapeMismatch, "indices must be i64, got " + describe("indices", indices));
+  GatherNdPlan p;
+  p.batch_dims = node.attrs.get_int("batch_dims", 0);
+  const auto r = static_cast<std::int64_t>(data.shape.size());
+  const auto q = static_cast<std::int64_t>(indices.shape.size());
+  KILN_CHECK(q >= 1 && r >= 1 && p.batch_dims >= 0 && p.batch_dims < std::min(q, r), ErrorKind::ShapeMismatch,
+             "batch_dims " + std::to_string(p.batch_dims) + " does not fit " + describe("data", data) + " and " +
+                 describe("indices", indices));
+  p.k = indices.shape.back();
+  KILN_CHECK(p.k >= 1 && p.k <= r - p.batch_dims, ErrorKind::ShapeMismatch,
+             "index tuples of " + std::to_string(p.k) + " do not fit " + describe("data", data) + " after " +
+                 std::to_string(p.batch_dims) + " batch axes");
+  for (std::int64_t d = 0; d < p.batch_dims; ++d) {
+    KILN_CHECK(indices.shape[static_cast<std::size_t>(d)] == data.shape[static_cast<std::size_t>(d)],
+               ErrorKind::ShapeMismatch, "batch axis " + std::to_string(d) + " differs: " + describe("data", data) +
+                                             ", " + describe("indices", indices));
+    p.batches *= data.shape[static_cast<std::size_t>(d)];
+    p.output_shape.push_back(data.shape[static_cast<std::size_t>(d)]);
+  }
+  for (std::int64_t d = p.batch_dims; d < q - 1; ++d) {
+    p.tuples *= indices.shape[static_cast<std::size_t>(d)];
+    p.output_shape.push_back(indices.shape[static_cast<std::size_t>(d)]);
+  }
+  for (std::int64_t d = p.batch_dims + p.k; d < r; ++d) {
+    p.slice *= data.shape[static_cast<std::size_t>(d)];
+    p.output_shape.push_back(data.shape[static_cast<std::size_t>(d)]);
+  }
+  return p;
+}
+
+std::vector<TensorType> infer_gather_nd(const Node& node, std::span<const TensorType> in) {
+  return {{in[0].dtype, gather_nd_plan(node, in[0], in[1]).output_shape}};
+}
+
+std::vector<Tensor> reference_gather_nd(const Node& node, std::span<const Tensor> in) {
+  const Tensor& data = in[0];
+  const GatherNdPlan p = gather_nd_plan(node, {data.dtype(), data.shape()}, {in[1].dtype(), in[1].shape()});
+  const Strides strides = row_major_strides(data.shape());
+  const std::int64_t batch_stride = p.batch_dims > 0 ? strides[static_cast<std::size_t>(p.batch_dims - 1)] : 0;
+  auto indices = in[1].values<std::int64_t>();
+  Tensor out(data.dtype(), p.output_shape);
+  const std::size_t size = dtype_size(data.dtype());
+  const auto slice_bytes = static_cast<std::size_t>(p.slice) * size;
+  for (std::int64_t b = 0; b < p.batches; ++b)
+    for (std::int64_t t = 0; t < p.tuples; ++t) {
+      std::int64_t offset = b * batch_stride;
+      for (std::int64_t j = 0; j < p.k; ++j) {
+        const auto d = static_cast<std::size_t>(p.batch_dims + j);
+        std::int64_t index = indices[static_cast<std::size_t>((b * p.tuples + t) * p.k + j)];
+        const std::int64_t extent = data.shape()[d];
+        KILN_CHECK(index >= -extent && index < extent, ErrorKind::InvalidArgument,
+                   "index " + std::to_string(index) + " is out of range for axis " + std::to_string(d) + " of extent " +
+                       std::to_string(extent));
+        if (index < 0) index += extent;
+        offset += index * strides[d];
+      }
+      std::memcpy(out.bytes().data() + static_cast<std::size_t>(b * p.tuples + t) * slice_bytes,
+                  data.bytes().data() + static_cast<std::size_t>(offset) * size, slice_bytes);
+    }
+  return {out};
 }
 
 // ---- Trilu --------------------------------------------------------------------------
@@ -114,6 +284,10 @@ std::vector<Tensor> reference_trilu(const Node& node, std::span<const Tensor> in
 void register_indexing_ops(OpTable& table) {
   add_op(table, make_schema("GatherElements", 2, 2, infer_gather_elements, reference_gather_elements,
                             "data at the indices' coordinates, `axis` replaced by the index (output: indices' shape)"));
+  add_op(table, make_schema("ScatterElements", 3, 3, infer_scatter_elements, reference_scatter_elements,
+                            "data with updates written (or combined by `reduction`) at the indices along `axis`"));
+  add_op(table, make_schema("GatherND", 2, 2, infer_gather_nd, reference_gather_nd,
+                            "the data slices the indices' last axis names as tuples, after `batch_dims` shared axes"));
   add_op(table, make_schema("Trilu", 1, 2, infer_trilu, reference_trilu,
                             "keep the upper (`upper`=1) or lower triangle from diagonal `k` of the last two axes"));
 }
