@@ -253,7 +253,7 @@ const GemmCase kSubgroupGemmCases[] = {
     {2, 13, 24, 40, false, true, true},
 };
 
-BOOST_AUTO_TEST_CASE(every_gemm_configuration_matches_the_reference) {
+BOOST_AUTO_TEST_CASE(every_gemm_configuration_matches_the_reference, *boost::unit_test::label("exhaustive") * boost::unit_test::label("gemm_space")) {
   for (const sh::GemmKnobs& knobs : union_of(sh::gemm_knob_space(LowerTarget{}), sh::gemm_knob_space(lavapipe()))) {
     // The subgroup path has its own cases. Its wide lane blocks take
     // lavapipe 2-25 s of CPU each to compile (4 x 16 to 8 x 64 per lane):
@@ -732,7 +732,7 @@ const ConvCase kDepthwiseCases[] = {
     {1, 4, 4, 4, 8, 8, 3, 3, 1, 2, 2, 2, 2, 2, false},   // dilated
 };
 
-BOOST_AUTO_TEST_CASE(every_conv_configuration_matches_the_reference) {
+BOOST_AUTO_TEST_CASE(every_conv_configuration_matches_the_reference, *boost::unit_test::label("exhaustive") * boost::unit_test::label("conv_space")) {
   int runs = 0;
   for (const sh::ConvPlan& plan : union_of(sh::conv_plan_space(LowerTarget{}), sh::conv_plan_space(lavapipe()))) {
     std::span<const ConvCase> cases = kDirectCases;
@@ -1106,7 +1106,7 @@ BOOST_AUTO_TEST_CASE(lower_node_takes_its_knobs_from_the_target) {
 
 // ---- Code generation for CUDA and HIP ------------------------------------
 
-BOOST_AUTO_TEST_CASE(every_configuration_compiles_for_cuda_and_hip) {
+BOOST_AUTO_TEST_CASE(every_configuration_compiles_for_cuda_and_hip, *boost::unit_test::label("exhaustive") * boost::unit_test::label("offline_space")) {
   // One kernel per register block and per convolution plan (the other GEMM
   // knobs change only constants), rendered and compiled for each offline target.
   std::vector<kir::Kernel> kernels;
