@@ -83,6 +83,7 @@ const ops::OpTable& table() {
     ops::register_elementwise_ops(ops_table);
     ops::register_activation_ops(ops_table);
     ops::register_conv_ops(ops_table);
+    ops::register_conv_transpose_ops(ops_table);
     ops::register_matmul_ops(ops_table);
     ops::register_normalization_ops(ops_table);
     ops::register_pooling_ops(ops_table);

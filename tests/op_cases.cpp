@@ -89,6 +89,39 @@ void conv_cases(CaseBuilder& c) {
   }
 }
 
+void conv_transpose_cases(CaseBuilder& c) {
+  struct ConvTransposeCase {
+    const char* name;
+    Shape x, w;  // w: [C, M / group, kH, kW]
+    std::vector<std::int64_t> strides, pads, dilations, output_padding;
+    std::int64_t group;
+    bool bias, relu;
+  };
+  const ConvTransposeCase cases[] = {
+      {"ConvTranspose/3x3", {1, 3, 5, 5}, {3, 4, 3, 3}, {1, 1}, {0, 0, 0, 0}, {1, 1}, {0, 0}, 1, true, false},
+      {"ConvTranspose/stride2_pads_output_padding", {2, 4, 4, 3}, {4, 3, 3, 3}, {2, 2}, {1, 1, 1, 0}, {1, 1}, {1, 1}, 1,
+       true, false},
+      {"ConvTranspose/2x2_stride2_relu", {1, 8, 6, 6}, {8, 4, 2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, {0, 0}, 1, true, true},
+      {"ConvTranspose/groups2_dilation2", {1, 4, 5, 4}, {4, 3, 3, 2}, {1, 2}, {1, 0, 0, 1}, {2, 2}, {0, 1}, 2, false,
+       false},
+      {"ConvTranspose/stride3_depthwise", {1, 6, 3, 3}, {6, 1, 4, 4}, {3, 3}, {1, 1, 1, 1}, {1, 1}, {2, 0}, 6, true, false},
+  };
+  for (const ConvTransposeCase& ct : cases) {
+    c.add(ct.name, {ct.x}, [&](Builder& b, Values& v, Vs& xs) {
+      graph::Attributes a;
+      a.set("strides", ct.strides);
+      a.set("pads", ct.pads);
+      a.set("dilations", ct.dilations);
+      a.set("output_padding", ct.output_padding);
+      a.set("group", ct.group);
+      std::vector<std::optional<V>> ins = {xs[0], b.constant("w", v.tensor(ct.w))};
+      if (ct.bias) ins.push_back(b.constant("b", v.tensor({ct.w[1] * ct.group})));
+      Vs y = b.op("ConvTranspose", ins, a);
+      return ct.relu ? Vs{b.relu(y[0])} : y;
+    });
+  }
+}
+
 void matmul_cases(CaseBuilder& c) {
   c.add("MatMul/2d", {{5, 7}, {7, 3}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.matmul(xs[0], xs[1])}; });
   c.add("MatMul/batched_broadcast", {{2, 1, 4, 6}, {3, 6, 5}},
@@ -201,6 +234,7 @@ std::vector<OpCase> make_op_cases() {
   pooling_cases(c);
   shape_cases(c);
   chain_cases(c);
+  conv_transpose_cases(c);
   add_math_cases(cases);
   add_data_cases(cases);
   return cases;

@@ -175,6 +175,27 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(matrix_products)
 
+// ConvTranspose scatters each input pixel's weighted kernel: with stride 2
+// and a 2x2 kernel of ones every pixel becomes a 2x2 block; with stride 1 the
+// blocks overlap and add; pads trim the borders, output_padding extends the
+// end (with the bias only), and groups keep channels apart.
+BOOST_AUTO_TEST_CASE(conv_transpose_scatters_the_kernel) {
+  const Tensor x = f32({1, 1, 2, 2}, {1, 2, 3, 4});
+  const Tensor ones = f32({1, 1, 2, 2}, {1, 1, 1, 1});
+  expect_values(run("ConvTranspose", {x, ones}, attrs_of({{"strides", Ints{2, 2}}})), {1, 1, 4, 4},
+                {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4});
+  expect_values(run("ConvTranspose", {x, ones}), {1, 1, 3, 3}, {1, 3, 2, 4, 10, 6, 3, 7, 4});
+  expect_values(run("ConvTranspose", {x, ones}, attrs_of({{"pads", Ints{1, 1, 1, 1}}})), {1, 1, 1, 1}, {10});
+  expect_values(run("ConvTranspose", {x, ones, f32({1}, {0.5f})},
+                    attrs_of({{"strides", Ints{2, 2}}, {"pads", Ints{0, 0, 0, 1}}, {"output_padding", Ints{1, 0}}})),
+                {1, 1, 5, 3},
+                {1.5f, 1.5f, 2.5f, 1.5f, 1.5f, 2.5f, 3.5f, 3.5f, 4.5f, 3.5f, 3.5f, 4.5f, 0.5f, 0.5f, 0.5f});
+  expect_values(run("ConvTranspose", {f32({1, 2, 1, 1}, {1, 2}), f32({2, 1, 1, 1}, {3, 5})},
+                    attrs_of({{"group", std::int64_t{2}}})),
+                {1, 2, 1, 1}, {3, 10});
+  BOOST_CHECK_THROW(run("ConvTranspose", {x, ones}, attrs_of({{"pads", Ints{2, 0, 1, 0}}})), kiln::Error);
+}
+
 BOOST_AUTO_TEST_CASE(gemm_with_transposes_alpha_and_beta) {
   // A' = [[1, 2], [3, 4]], B' = [[5, 6], [7, 8]], A'B' = [[19, 22], [43, 50]].
   const Tensor a = f32({2, 2}, {1, 3, 2, 4});  // A = A'^T

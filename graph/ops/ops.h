@@ -26,6 +26,7 @@ void add_op(OpTable& table, OpSchema schema);
 void register_elementwise_ops(OpTable& table);    // Add Sub Mul Div
 void register_activation_ops(OpTable& table);     // Relu Sigmoid Tanh Gelu Clip
 void register_conv_ops(OpTable& table);           // Conv
+void register_conv_transpose_ops(OpTable& table); // ConvTranspose
 void register_matmul_ops(OpTable& table);         // MatMul Gemm
 void register_normalization_ops(OpTable& table);  // LayerNormalization BatchNormalization
 void register_pooling_ops(OpTable& table);        // MaxPool AveragePool GlobalAveragePool

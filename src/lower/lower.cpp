@@ -36,6 +36,7 @@ constexpr OpLowering kLowerings[] = {
     {"Shrink", 1, 1, elementwise_unsupported, lower_elementwise},
     {"BatchNormalization", 5, 5, batch_norm_unsupported, lower_batch_norm},
     {"Conv", 2, 3, conv_unsupported, lower_conv},
+    {"ConvTranspose", 2, 3, conv_transpose_unsupported, lower_conv_transpose},
     {"Gemm", 2, 3, gemm_unsupported, lower_gemm},
     {"MatMul", 2, 2, matmul_unsupported, lower_matmul},
     {"Softmax", 1, 1, softmax_unsupported, lower_softmax},

@@ -86,6 +86,9 @@ kir::Kernel lower_conv(const OpContext& ctx);
 // The convolution's geometry as the template sees it (no buffers).
 shaders::ConvProblem conv_problem(const OpContext& ctx);
 
+std::optional<std::string> conv_transpose_unsupported(const OpContext& ctx);
+kir::Kernel lower_conv_transpose(const OpContext& ctx);  // one invocation per output element
+
 std::optional<std::string> gemm_unsupported(const OpContext& ctx);
 kir::Kernel lower_gemm(const OpContext& ctx);
 std::optional<std::string> matmul_unsupported(const OpContext& ctx);

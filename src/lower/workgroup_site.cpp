@@ -64,6 +64,8 @@ constexpr WorkgroupOp kWorkgroupOps[] = {
     {"Softmax", kReduction}, {"LayerNormalization", kReduction},
     // lower_pooling.cpp: one invocation per output element (window) or channel.
     {"MaxPool", kReduction}, {"AveragePool", kReduction}, {"GlobalAveragePool", kReduction},
+    // lower_conv_transpose.cpp: one invocation per output element.
+    {"ConvTranspose", kReduction},
 };
 
 constexpr std::size_t kMaxAttributeText = 64;
