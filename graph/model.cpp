@@ -2,6 +2,7 @@
 #include <kiln/model.h>
 
 #include "graph/ir.h"
+#include "graph/model_access.h"
 
 namespace kiln {
 
@@ -29,7 +30,14 @@ Model::Model(std::shared_ptr<const graph::Graph> graph, std::string name)
   }
 }
 
-std::vector<TensorSpec> Model::inputs() const { return specs(*graph_, graph_->inputs()); }
+std::vector<TensorSpec> Model::inputs() const {
+  std::vector<TensorSpec> result = specs(*graph_, graph_->inputs());
+  if (shapes_ != nullptr) {
+    const auto& symbolic = shapes_->symbolic_dims();
+    for (std::size_t i = 0; i < result.size() && i < symbolic.size(); ++i) result[i].symbolic_dims = symbolic[i];
+  }
+  return result;
+}
 
 std::vector<TensorSpec> Model::outputs() const { return specs(*graph_, graph_->outputs()); }
 

@@ -11,14 +11,35 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace kiln::internal {
+
+// How a model whose inputs have symbolic dims is made again for other input
+// shapes (for ONNX: the import re-run with those shapes, as torch.compile
+// re-traces). Shared by every model made from one source.
+class ShapeSource {
+ public:
+  virtual ~ShapeSource() = default;
+  // Per input (in the model's order), per dim: "" for a fixed extent, else
+  // the symbolic name ("?" when unnamed).
+  virtual const std::vector<std::vector<std::string>>& symbolic_dims() const = 0;
+  // The model for these input shapes. Throws ShapeMismatch naming the input
+  // and dim when a shape breaks what the file fixes: the rank, a fixed
+  // extent, or two dims of one name that differ.
+  virtual Model instantiate(const std::vector<Shape>& input_shapes) const = 0;
+};
 
 // Model's friend: the only code that reads or sets its private members.
 struct ModelAccess {
   static const std::shared_ptr<const graph::Graph>& graph_ptr(const Model& model) { return model.graph_; }
   static Model make(std::shared_ptr<const graph::Graph> graph, std::string name) {
     return Model(std::move(graph), std::move(name));
+  }
+  static const std::shared_ptr<const ShapeSource>& shape_source(const Model& model) { return model.shapes_; }
+  static Model with_shape_source(Model model, std::shared_ptr<const ShapeSource> source) {
+    model.shapes_ = std::move(source);
+    return model;
   }
 };
 

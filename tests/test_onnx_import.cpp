@@ -19,6 +19,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #if KILN_HAVE_ONNX
@@ -1040,20 +1041,6 @@ BOOST_AUTO_TEST_CASE(messages_about_huge_files_stay_short) {
   BOOST_TEST(contains(unsupported.what(), "'fancy31', ... (968 more)"), unsupported.what());
 }
 
-#else  // built without ONNX
-
-BOOST_AUTO_TEST_CASE(load_onnx_says_onnx_support_is_missing) {
-  try {
-    kiln::load_onnx("model.onnx");
-    BOOST_FAIL("expected an error");
-  } catch (const kiln::Error& e) {
-    BOOST_TEST(e.kind() == kiln::ErrorKind::Unsupported);
-    BOOST_TEST(std::string(e.what()).find("without ONNX support") != std::string::npos);
-  }
-}
-
-#endif
-
 // DepthToSpace is a reshape, transpose and reshape; a shape it cannot split
 // is named, with the numbers.
 BOOST_AUTO_TEST_CASE(depth_to_space_is_written_as_reshape_transpose_reshape) {
@@ -1074,3 +1061,180 @@ BOOST_AUTO_TEST_CASE(depth_to_space_is_written_as_reshape_transpose_reshape) {
   BOOST_TEST(e.kind() == ErrorKind::ShapeMismatch);
   BOOST_TEST(contains(e.what(), "6 channels do not divide into blocks of 4"), e.what());
 }
+
+// EyeLike folds at import; a diagonal that misses the matrix (k near the
+// int64 limits, where r + k would overflow) leaves it all zero.
+BOOST_AUTO_TEST_CASE(eye_like_folds_and_a_diagonal_past_the_matrix_is_zero) {
+  for (const std::int64_t k : {std::int64_t{1}, std::numeric_limits<std::int64_t>::max(),
+                               std::numeric_limits<std::int64_t>::min()}) {
+    OnnxModel m;
+    m.input("x", {2, 3});
+    attr(m.node("EyeLike", {"x"}, {"eye"}, "eye"), "k", k);
+    m.node("Add", {"x", "eye"}, {"y"});
+    m.output("y");
+    const Tensor x = Tensor::from_f32({2, 3}, {0, 0, 0, 0, 0, 0});
+    const std::vector<float> expected = k == 1 ? std::vector<float>{0, 1, 0, 0, 0, 1} : std::vector<float>(6, 0.0f);
+    const Tensor out = run(m.load(), {x}).at(0);
+    const auto y = out.values<float>();
+    BOOST_TEST(std::vector<float>(y.begin(), y.end()) == expected, boost::test_tools::per_element());
+  }
+}
+
+// Shape of a value whose extents are known only at run time is read then,
+// never folded with -1 for the unknown extent; Size of one is refused.
+BOOST_AUTO_TEST_CASE(shape_of_a_data_dependent_value_is_read_at_run_time) {
+  OnnxModel m;
+  m.input("x", {5});
+  m.node("NonZero", {"x"}, {"nz"});
+  m.node("Shape", {"nz"}, {"y"});
+  m.output("y");
+  const Tensor out = run(m.load(), {Tensor::from_f32({5}, {1, 0, 2, 0, 3})}).at(0);
+  const auto y = out.values<std::int64_t>();
+  BOOST_TEST(std::vector<std::int64_t>(y.begin(), y.end()) == (std::vector<std::int64_t>{1, 3}),
+             boost::test_tools::per_element());
+
+  OnnxModel size;
+  size.input("x", {5});
+  size.node("NonZero", {"x"}, {"nz"});
+  size.node("Size", {"nz"}, {"y"});
+  size.output("y");
+  const auto e = error_of([&] { size.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(contains(e.what(), "only known at run time"), e.what());
+}
+
+// An If whose condition is a constant at import is replaced by the branch it
+// takes (both ways); a condition computed from the inputs, and an op kiln
+// lacks inside a branch, are named.
+BOOST_AUTO_TEST_CASE(an_if_with_a_constant_condition_takes_its_branch) {
+  auto make = [](bool constant, bool value, const std::string& else_op) {
+    OnnxModel m;
+    m.input("x", {2, 3});
+    if (constant) {
+      auto* c = m.node("Constant", {}, {"cond"});
+      auto* a = c->add_attribute();
+      a->set_name("value");
+      a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
+      a->mutable_t()->set_data_type(onnx::TensorProto_DataType_BOOL);
+      a->mutable_t()->add_int32_data(value ? 1 : 0);
+    } else {
+      m.input("cond", {}, onnx::TensorProto_DataType_BOOL);
+    }
+    auto* node = m.node("If", {"cond"}, {"y"}, "choose");
+    for (const auto& [name, op, out] : {std::tuple<std::string, std::string, std::string>{"then_branch", "Relu", "a"},
+                                        {"else_branch", else_op, "b"}}) {
+      auto* a = node->add_attribute();
+      a->set_name(name);
+      a->set_type(onnx::AttributeProto_AttributeType_GRAPH);
+      onnx::GraphProto* g = a->mutable_g();
+      g->set_name(name);
+      auto* inner = g->add_node();
+      inner->set_op_type(op);
+      inner->set_name(name + "_node");
+      inner->add_input("x");
+      inner->add_output(out);
+      g->add_output()->set_name(out);
+    }
+    m.output("y");
+    return m;
+  };
+  const Tensor x = Tensor::from_f32({2, 3}, {-1, 2, -3, 4, -5, 6});
+  const kiln::Model taken = make(true, true, "Neg").load();
+  BOOST_TEST(has_op(kiln::internal::graph(taken), "Relu"));
+  BOOST_TEST(!has_op(kiln::internal::graph(taken), "Neg"));
+  const Tensor relu = run(taken, {x}).at(0);
+  BOOST_TEST(relu.values<float>()[0] == 0.0f);
+  BOOST_TEST(relu.values<float>()[1] == 2.0f);
+  const kiln::Model other = make(true, false, "Neg").load();
+  BOOST_TEST(has_op(kiln::internal::graph(other), "Neg"));
+  BOOST_TEST(!has_op(kiln::internal::graph(other), "Relu"));
+  const Tensor neg = run(other, {x}).at(0);
+  BOOST_TEST(neg.values<float>()[0] == 1.0f);
+
+  const auto computed = error_of([&] { make(false, true, "Neg").load(); });
+  BOOST_TEST(computed.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(contains(computed.what(), "node 'choose'"), computed.what());
+  BOOST_TEST(contains(computed.what(), "the condition is computed from the model's inputs"), computed.what());
+  const auto inside = error_of([&] { make(true, true, "NoSuchOp").load(); });
+  BOOST_TEST(inside.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(contains(inside.what(), "NoSuchOp: 'else_branch_node'"), inside.what());
+}
+
+// Symbolic dims take default_dim, except an image input's height and width,
+// which take image_size when it is given (kiln run's --image-size).
+BOOST_AUTO_TEST_CASE(symbolic_height_and_width_take_the_image_size) {
+  OnnxModel m;
+  m.input("x", {-1, 3, -1, -1});
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y");
+  kiln::OnnxOptions options;
+  options.default_dim = 2;
+  BOOST_TEST(m.load(options).inputs().at(0).shape == (kiln::Shape{2, 3, 2, 2}), boost::test_tools::per_element());
+  options.image_size = 40;
+  BOOST_TEST(m.load(options).inputs().at(0).shape == (kiln::Shape{2, 3, 40, 40}), boost::test_tools::per_element());
+}
+
+// ConvTranspose: auto_pad SAME_UPPER and output_shape become explicit pads
+// (a longer target extends the end as output_padding), and 1-D runs as 2-D
+// between reshapes; all match ONNX's output extents.
+BOOST_AUTO_TEST_CASE(conv_transpose_padding_rules_become_explicit_and_1d_runs_as_2d) {
+  OnnxModel same;
+  same.input("x", {1, 1, 3, 3});
+  same.initializer("w", random_f32({1, 2, 3, 3}, 1));
+  auto* node = same.node("ConvTranspose", {"x", "w"}, {"y"}, "up");
+  attr(node, "strides", std::vector<std::int64_t>{2, 2});
+  attr(node, "auto_pad", std::string("SAME_UPPER"));
+  same.output("y");
+  const kiln::Model same_model = same.load();
+  BOOST_TEST(same_model.outputs().at(0).shape == (kiln::Shape{1, 2, 6, 6}), boost::test_tools::per_element());
+  BOOST_TEST(only_node(kiln::internal::graph(same_model), "ConvTranspose").attrs.get_ints("pads", {}) ==
+                 (std::vector<std::int64_t>{0, 0, 1, 1}),
+             boost::test_tools::per_element());
+
+  OnnxModel target;
+  target.input("x", {1, 1, 3, 3});
+  target.initializer("w", random_f32({1, 2, 3, 3}, 2));
+  node = target.node("ConvTranspose", {"x", "w"}, {"y"}, "up");
+  attr(node, "strides", std::vector<std::int64_t>{3, 2});
+  attr(node, "output_shape", std::vector<std::int64_t>{10, 8});
+  target.output("y");
+  const kiln::Model target_model = target.load();
+  BOOST_TEST(target_model.outputs().at(0).shape == (kiln::Shape{1, 2, 10, 8}), boost::test_tools::per_element());
+  BOOST_TEST(only_node(kiln::internal::graph(target_model), "ConvTranspose").attrs.get_ints("output_padding", {}) ==
+                 (std::vector<std::int64_t>{1, 1}),
+             boost::test_tools::per_element());
+
+  OnnxModel one_d;
+  one_d.input("x", {2, 3, 5});
+  one_d.initializer("w", random_f32({3, 4, 3}, 3));
+  attr(one_d.node("ConvTranspose", {"x", "w"}, {"y"}, "up"), "strides", std::vector<std::int64_t>{2});
+  one_d.output("y");
+  const kiln::Model one_d_model = one_d.load();
+  BOOST_TEST(one_d_model.outputs().at(0).shape == (kiln::Shape{2, 4, 11}), boost::test_tools::per_element());
+  BOOST_TEST(ops_of(kiln::internal::graph(one_d_model)) ==
+                 (std::vector<std::string>{"Reshape", "ConvTranspose", "Reshape"}),
+             boost::test_tools::per_element());
+
+  OnnxModel three_d;
+  three_d.input("x", {1, 1, 2, 2, 2});
+  three_d.initializer("w", random_f32({1, 1, 2, 2, 2}, 4));
+  three_d.node("ConvTranspose", {"x", "w"}, {"y"}, "up3d");
+  three_d.output("y");
+  const auto e = error_of([&] { three_d.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(contains(e.what(), "only 1-D and 2-D ConvTranspose"), e.what());
+}
+
+#else  // built without ONNX
+
+BOOST_AUTO_TEST_CASE(load_onnx_says_onnx_support_is_missing) {
+  try {
+    kiln::load_onnx("model.onnx");
+    BOOST_FAIL("expected an error");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(e.kind() == kiln::ErrorKind::Unsupported);
+    BOOST_TEST(std::string(e.what()).find("without ONNX support") != std::string::npos);
+  }
+}
+
+#endif

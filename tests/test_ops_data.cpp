@@ -563,3 +563,43 @@ BOOST_AUTO_TEST_CASE(gather_nd_picks_slices_by_index_tuples) {
     BOOST_TEST(std::string(e.what()).find("index 2 is out of range for axis 1") != std::string::npos, e.what());
   }
 }
+
+// OneHot puts values[1] where an index names a position along the new axis
+// and values[0] elsewhere; negative indices count from the end, float indices
+// are truncated, and an index outside [-depth, depth) (or NaN) leaves its row
+// all off rather than failing.
+BOOST_AUTO_TEST_CASE(one_hot_marks_the_named_position_along_a_new_axis) {
+  const Tensor values = Tensor::from_f32({2}, {0, 5});
+  check_values(reference1("OneHot", {Tensor::from_i64({3}, {0, -1, 7}), values}, attrs({{"depth", std::int64_t{3}}})), {3, 3},
+               {5, 0, 0, 0, 0, 5, 0, 0, 0});
+  check_values(reference1("OneHot", {Tensor::from_i64({3}, {0, 2, 1}), values},
+                          attrs({{"depth", std::int64_t{3}}, {"axis", std::int64_t{0}}})),
+               {3, 3}, {5, 0, 0, 0, 0, 5, 0, 5, 0});
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  check_values(reference1("OneHot", {Tensor::from_f32({4}, {1.7f, -0.5f, nan, -3.5f}), values}, attrs({{"depth", std::int64_t{2}}})),
+               {4, 2}, {0, 5, 5, 0, 0, 0, 0, 0});
+  try {
+    reference("OneHot", {Tensor::from_i64({1}, {0}), values}, attrs({{"depth", std::int64_t{0}}}));
+    BOOST_ERROR("expected an error");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("depth 0 must be positive") != std::string::npos, e.what());
+  }
+}
+
+// ScatterND replaces (or combines) the slices its index tuples name, in the
+// indices' order; an index out of range is an error naming its axis.
+BOOST_AUTO_TEST_CASE(scatter_nd_writes_the_slices_its_tuples_name) {
+  const Tensor data = iota({2, 3});  // 0..5
+  check_values(reference1("ScatterND", {data, Tensor::from_i64({2, 1}, {1, 0}), Tensor::from_f32({2, 3}, {7, 8, 9, 10, 11, 12})},
+                          attrs({})),
+               {2, 3}, {10, 11, 12, 7, 8, 9});
+  check_values(reference1("ScatterND", {data, Tensor::from_i64({2, 2}, {0, 2, 0, -1}), Tensor::from_f32({2}, {10, 20})},
+                          attrs({{"reduction", std::string("add")}})),
+               {2, 3}, {0, 1, 32, 3, 4, 5});
+  try {
+    reference("ScatterND", {data, Tensor::from_i64({1, 2}, {2, 0}), Tensor::from_f32({1}, {1})}, attrs({}));
+    BOOST_ERROR("expected an error");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("index 2 is out of range for axis 0") != std::string::npos, e.what());
+  }
+}

@@ -24,7 +24,8 @@ void ModelArgs::add_to(CLI::App& command) {
   command.add_option("model_file", model_file, "an ONNX model file (.onnx), or where the command takes one, a compiled-model file (.kiln, from `kiln compile`); replaces --model");
   command.add_option("--model", model, "built-in model (" + names + ")")->capture_default_str();
   command.add_option("--image-size", image_size, "input height and width (default: the built-in model's usual size: 224, "
-                                                "320 for SSDLite320)")
+                                                "320 for SSDLite320); for an ONNX file, the size of symbolic ones "
+                                                "(default 224)")
       ->check(CLI::Range(32, 1024));
   command.add_option("--batch", batch, "batch size")->capture_default_str()->check(CLI::Range(1, 256));
   command.add_option("--seed", seed, "seed of the built-in model's weights")->capture_default_str();
@@ -57,6 +58,8 @@ Model ModelArgs::load() const {
   if (from_file()) {
     OnnxOptions onnx;
     onnx.default_dim = batch;
+    // Symbolic height and width: --image-size, else the usual 224.
+    onnx.image_size = image_size > 0 ? image_size : 224;
     return load_onnx(model_file, onnx);
   }
   models::ModelOptions options;

@@ -26,7 +26,8 @@ graph::Attributes convert_attributes(const onnx::NodeProto& node, const std::str
         attrs.set(a.name(), std::move(values));
         break;
       }
-      case onnx::AttributeProto_AttributeType_TENSOR: break;
+      case onnx::AttributeProto_AttributeType_TENSOR: break;  // read by the rules that take one
+      case onnx::AttributeProto_AttributeType_GRAPH: break;   // If's branches, read by its rule
       default:
         throw_error(ErrorKind::Unsupported, name_what + "attributes of type " +
                                                 onnx::AttributeProto_AttributeType_Name(a.type()) +

@@ -146,6 +146,101 @@ std::vector<ValueId> convert_conv(const OnnxNode& n, ImportContext& ctx) {
   return ctx.emit(n, "Conv", inputs_upto(n, 3), std::move(attrs));
 }
 
+// ConvTranspose: auto_pad and output_shape become explicit pads (a target
+// longer than the natural output extends its end, as output_padding does);
+// 1-D runs as 2-D with a height of 1.
+std::vector<ValueId> convert_conv_transpose(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0) && present(n, 1), ErrorKind::Corrupt, n.where + "ConvTranspose needs inputs X and W");
+  const Shape x = ctx.type(n.inputs[0]).shape;  // copies: emit() may move the graph's values
+  const Shape w = ctx.type(n.inputs[1]).shape;
+  KILN_CHECK(x.size() == w.size() && (x.size() == 3 || x.size() == 4), ErrorKind::Unsupported,
+             n.where + "only 1-D and 2-D ConvTranspose is supported (X " + shape_str(x) + ", W " + shape_str(w) + ")");
+  const std::size_t spatial = x.size() - 2;
+  const auto ints = [&](const std::string& name, std::int64_t fallback, std::size_t count) {
+    const auto values = n.attrs.get_ints(name, std::vector<std::int64_t>(count, fallback));
+    KILN_CHECK(values.size() == count, ErrorKind::Corrupt,
+               n.where + "attribute '" + name + "' needs " + std::to_string(count) + " values, got " + shape_str(values));
+    return values;
+  };
+  const auto strides = ints("strides", 1, spatial);
+  const auto dilations = ints("dilations", 1, spatial);
+  auto output_padding = ints("output_padding", 0, spatial);
+  auto pads = ints("pads", 0, 2 * spatial);
+  const std::string mode = n.attrs.get_string("auto_pad", "NOTSET");
+  KILN_CHECK(mode == "NOTSET" || mode == "VALID" || mode == "SAME_UPPER" || mode == "SAME_LOWER", ErrorKind::Corrupt,
+             n.where + "unknown auto_pad '" + mode + "'");
+  std::vector<std::int64_t> target;
+  if (n.attrs.has("output_shape")) {
+    target = n.attrs.get_ints("output_shape", {});
+    if (target.size() == spatial + 2) target.erase(target.begin(), target.begin() + 2);
+    KILN_CHECK(target.size() == spatial, ErrorKind::Corrupt,
+               n.where + "attribute 'output_shape' " + shape_str(target) + " does not have " + std::to_string(spatial) +
+                   " spatial extents");
+  } else if (mode == "SAME_UPPER" || mode == "SAME_LOWER") {
+    for (std::size_t i = 0; i < spatial; ++i) {
+      const std::optional<std::int64_t> extent = graph::checked_mul(x[i + 2], strides[i]);
+      KILN_CHECK(extent && *extent <= kMaxTensorElements, ErrorKind::Corrupt,
+                 n.where + "auto_pad " + mode + ": input extent " + std::to_string(x[i + 2]) + " times stride " +
+                     std::to_string(strides[i]) + " is more than kiln's limit of " + std::to_string(kMaxTensorElements));
+      target.push_back(*extent);
+    }
+  } else if (mode == "VALID") {
+    std::fill(pads.begin(), pads.end(), 0);
+  }
+  if (!target.empty()) {
+    // total padding = stride * (in - 1) + output_padding + window - target
+    for (std::size_t i = 0; i < spatial; ++i) {
+      KILN_CHECK(strides[i] > 0 && dilations[i] > 0 && output_padding[i] >= 0 && w[i + 2] > 0 && x[i + 2] > 0 &&
+                     target[i] > 0 && target[i] <= kMaxTensorElements,
+                 ErrorKind::Corrupt,
+                 n.where + "strides, dilations, the kernel, the input and output_shape must be positive (and " +
+                     "output_padding not negative) to resolve the padding");
+      std::optional<std::int64_t> natural = graph::checked_mul(strides[i], x[i + 2] - 1);
+      const std::optional<std::int64_t> window = graph::checked_mul(w[i + 2] - 1, dilations[i]);
+      if (natural && window) natural = graph::checked_add(*natural, *window + 1);
+      if (natural) natural = graph::checked_add(*natural, output_padding[i]);
+      KILN_CHECK(natural.has_value(), ErrorKind::Corrupt, n.where + "the output extent overflows int64");
+      const std::int64_t total = *natural - target[i];
+      if (total < 0) {
+        pads[i] = pads[i + spatial] = 0;
+        output_padding[i] -= total;
+        continue;
+      }
+      const std::int64_t half = total / 2;
+      pads[i] = mode == "SAME_LOWER" || mode == "NOTSET" ? total - half : half;
+      pads[i + spatial] = total - pads[i];
+    }
+  }
+  Attributes attrs;
+  if (n.attrs.has("group")) attrs.set("group", n.attrs.get_int("group", 1));
+  const bool one_d = spatial == 1;
+  // 1-D: height 1, kernel height 1, stride and dilation 1 along it.
+  const auto as_2d = [&](std::vector<std::int64_t> v, std::int64_t fill) {
+    if (one_d) v.insert(v.begin(), fill);
+    return v;
+  };
+  attrs.set("strides", as_2d(strides, 1));
+  attrs.set("dilations", as_2d(dilations, 1));
+  attrs.set("output_padding", as_2d(output_padding, 0));
+  attrs.set("pads", one_d ? std::vector<std::int64_t>{0, pads[0], 0, pads[1]} : pads);
+  if (n.attrs.has("kernel_shape")) attrs.set("kernel_shape", as_2d(ints("kernel_shape", 0, spatial), 1));
+  if (!one_d) return ctx.emit(n, "ConvTranspose", inputs_upto(n, 3), std::move(attrs));
+  KILN_CHECK(!ctx.type(n.inputs[0]).dynamic, ErrorKind::Unsupported,
+             n.where + "a 1-D ConvTranspose needs an input shape known before run time");
+
+  Attributes x_shape, w_shape;
+  x_shape.set("shape", std::vector<std::int64_t>{x[0], x[1], 1, x[2]});
+  w_shape.set("shape", std::vector<std::int64_t>{w[0], w[1], 1, w[2]});
+  std::vector<ValueId> inputs = inputs_upto(n, 3);
+  inputs[0] = ctx.emit(n, "Reshape", {inputs[0]}, std::move(x_shape), "x_2d").at(0);
+  inputs[1] = ctx.emit(n, "Reshape", {inputs[1]}, std::move(w_shape), "w_2d").at(0);
+  const ValueId y = ctx.emit(n, "ConvTranspose", inputs, std::move(attrs), "y_2d").at(0);
+  const Shape y_shape = ctx.type(y).shape;
+  Attributes back;
+  back.set("shape", std::vector<std::int64_t>{y_shape[0], y_shape[1], y_shape[3]});
+  return ctx.emit(n, "Reshape", {y}, std::move(back));
+}
+
 OpRule pool(const std::string& op) {
   return {op, [op](const OnnxNode& n, ImportContext& ctx) {
             Attributes attrs = n.attrs;
@@ -168,7 +263,7 @@ std::vector<ValueId> convert_clip(const OnnxNode& n, ImportContext& ctx) {
 
 // GlobalMaxPool: ReduceMax over the spatial axes, kept.
 std::vector<ValueId> convert_global_max_pool(const OnnxNode& n, ImportContext& ctx) {
-  const std::size_t rank = ctx.type(n.inputs.at(0)).shape.size();
+  const std::size_t rank = ctx.type(n.inputs[0]).shape.size();
   KILN_CHECK(rank >= 3, ErrorKind::ShapeMismatch, n.where + "the input has rank " + std::to_string(rank) +
                                                       "; GlobalMaxPool needs N, C and at least one spatial axis");
   std::vector<std::int64_t> axes;
@@ -182,7 +277,7 @@ std::vector<ValueId> convert_global_max_pool(const OnnxNode& n, ImportContext& c
 // DepthToSpace and SpaceToDepth: a reshape to six axes, a transpose, a
 // reshape back (the ONNX definitions, DCR and CRD modes).
 std::vector<ValueId> convert_depth_space(const OnnxNode& n, ImportContext& ctx) {
-  const Shape& shape = ctx.type(n.inputs.at(0)).shape;
+  const Shape& shape = ctx.type(n.inputs[0]).shape;
   KILN_CHECK(shape.size() == 4, ErrorKind::ShapeMismatch,
              n.where + "the input has rank " + std::to_string(shape.size()) + "; " + n.op + " needs N, C, H, W");
   KILN_CHECK(n.attrs.has("blocksize"), ErrorKind::InvalidArgument, n.where + "attribute 'blocksize' is required");
@@ -512,13 +607,140 @@ std::vector<ValueId> convert_shape(const OnnxNode& n, ImportContext& ctx) {
   const std::int64_t start = clamp(n.attrs.get_int("start", 0));
   const std::int64_t end = std::max(start, clamp(n.attrs.get_int("end", rank)));
   std::vector<std::int64_t> dims(shape.begin() + start, shape.begin() + end);
+  // A dim known only at run time (or an unknown rank) is read then, on the host.
+  const bool unknown = ctx.type(n.inputs[0]).dynamic &&
+                       (shape.empty() || std::find(dims.begin(), dims.end(), graph::kDynamicDim) != dims.end());
+  if (unknown) return ctx.emit(n, "Shape", inputs_upto(n, 1), n.attrs);
   const auto count = static_cast<std::int64_t>(dims.size());
   return {ctx.add_constant(n, Tensor::from_i64({count}, std::move(dims)))};
 }
 
 std::vector<ValueId> convert_size(const OnnxNode& n, ImportContext& ctx) {
   KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
+  KILN_CHECK(!ctx.type(n.inputs[0]).dynamic, ErrorKind::Unsupported,
+             n.where + "Size of a value whose shape is only known at run time is not supported");
   return {ctx.add_constant(n, Tensor::from_i64({}, {num_elements(ctx.type(n.inputs[0]).shape)}))};
+}
+
+// OneHot: the constant depth input becomes an attribute (a float depth is
+// truncated, as ONNX says).
+std::vector<ValueId> convert_one_hot(const OnnxNode& n, ImportContext& ctx) {
+  const Tensor& depth = require_constant(n, ctx, 1, "the depth input");
+  KILN_CHECK(depth.numel() == 1, ErrorKind::Corrupt, n.where + "the depth input must hold one value");
+  const double value = to_floats(n, depth, "the depth input").at(0);
+  const std::optional<std::int64_t> extent = graph::to_int64_in_range(std::trunc(value), 1, kMaxTensorElements);
+  KILN_CHECK(extent.has_value(), ErrorKind::InvalidArgument,
+             n.where + "depth " + float_str(value) + " must be at least 1 and at most " +
+                 std::to_string(kMaxTensorElements));
+  Attributes attrs = n.attrs;
+  attrs.set("depth", *extent);
+  KILN_CHECK(present(n, 0) && present(n, 2), ErrorKind::Corrupt, n.where + "OneHot needs indices and values");
+  return ctx.emit(n, "OneHot", {n.inputs[0], n.inputs[2]}, std::move(attrs));
+}
+
+// ---- normalizations and PRelu, written as ops kiln has kernels for ----------------
+
+graph::ValueId reshaped(const OnnxNode& n, ImportContext& ctx, graph::ValueId value, std::vector<std::int64_t> shape,
+                        const std::string& suffix) {
+  Attributes attrs;
+  attrs.set("shape", std::move(shape));
+  return ctx.emit(n, "Reshape", {value}, std::move(attrs), suffix).at(0);
+}
+
+// Each row of x ([rows..., length]) normalised to zero mean and unit variance
+// by a LayerNormalization over its last axis with unit scale.
+graph::ValueId normalized_rows(const OnnxNode& n, ImportContext& ctx, graph::ValueId x, std::int64_t length,
+                               double epsilon) {
+  ctx.charge_folded_bytes(n, length * static_cast<std::int64_t>(sizeof(float)));
+  const graph::ValueId ones =
+      ctx.add_constant(n, Tensor::from_f32({length}, std::vector<float>(static_cast<std::size_t>(length), 1.0f)));
+  Attributes attrs;
+  attrs.set("axis", std::int64_t{-1});
+  attrs.set("epsilon", epsilon);
+  return ctx.emit(n, "LayerNormalization", {x, ones}, std::move(attrs), "normalized").at(0);
+}
+
+// InstanceNormalization and GroupNormalization (opset 18: scale and bias per
+// group): x [N, C, spatial...] as rows [N, G, C/G * spatial], each normalised,
+// then scaled and shifted per channel (instance) or group, and reshaped back.
+std::vector<ValueId> convert_instance_group_norm(const OnnxNode& n, ImportContext& ctx) {
+  const bool instance = n.op == "InstanceNormalization";
+  KILN_CHECK(present(n, 0) && present(n, 1) && present(n, 2), ErrorKind::Corrupt,
+             n.where + n.op + " needs inputs X, scale and B");
+  const graph::TensorType x = ctx.type(n.inputs[0]);  // a copy: emit() may move the graph's values
+  KILN_CHECK(!x.dynamic && x.shape.size() >= 3, ErrorKind::Unsupported,
+             n.where + n.op + " needs a static input with channels and spatial axes, got " + graph::type_str(x));
+  const std::int64_t batch = x.shape[0], channels = x.shape[1];
+  const std::int64_t groups = instance ? channels : n.attrs.get_int("num_groups", 0);
+  KILN_CHECK(groups >= 1 && channels % groups == 0, ErrorKind::InvalidArgument,
+             n.where + "num_groups " + std::to_string(groups) + " must divide the " + std::to_string(channels) +
+                 " channels");
+  const std::int64_t per_group = channels / groups;
+  const std::int64_t spatial = num_elements(Shape(x.shape.begin() + 2, x.shape.end()));
+  const std::int64_t length = per_group * spatial;
+  for (int slot : {1, 2})
+    KILN_CHECK(ctx.type(n.inputs[static_cast<std::size_t>(slot)]).shape == Shape{groups}, ErrorKind::ShapeMismatch,
+               n.where + (slot == 1 ? "scale" : "B") + " must hold " + std::to_string(groups) + " values, got " +
+                   graph::type_str(ctx.type(n.inputs[static_cast<std::size_t>(slot)])));
+  const double epsilon = n.attrs.get_float("epsilon", 1e-5);
+  const graph::ValueId rows = reshaped(n, ctx, n.inputs[0], {batch, groups, length}, "rows");
+  const graph::ValueId normal = normalized_rows(n, ctx, rows, length, epsilon);
+  const graph::ValueId scale = reshaped(n, ctx, n.inputs[1], {groups, 1}, "scale");
+  const graph::ValueId bias = reshaped(n, ctx, n.inputs[2], {groups, 1}, "bias");
+  const graph::ValueId scaled = ctx.emit(n, "Mul", {normal, scale}, {}, "scaled").at(0);
+  const graph::ValueId shifted = ctx.emit(n, "Add", {scaled, bias}, {}, "shifted").at(0);
+  Attributes back;
+  back.set("shape", std::vector<std::int64_t>(x.shape.begin(), x.shape.end()));
+  return ctx.emit(n, "Reshape", {shifted}, std::move(back));
+}
+
+// LpNormalization: x divided by its L1 or L2 norm along `axis`.
+std::vector<ValueId> convert_lp_normalization(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
+  const std::int64_t p = n.attrs.get_int("p", 2);
+  KILN_CHECK(p == 1 || p == 2, ErrorKind::InvalidArgument, n.where + "p is " + std::to_string(p) + "; it must be 1 or 2");
+  Attributes reduce;
+  reduce.set("axes", std::vector<std::int64_t>{n.attrs.get_int("axis", -1)});
+  reduce.set("keepdims", std::int64_t{1});
+  const graph::ValueId norm =
+      ctx.emit(n, p == 1 ? "ReduceL1" : "ReduceL2", {n.inputs[0]}, std::move(reduce), "norm").at(0);
+  return ctx.emit(n, "Div", {n.inputs[0], norm}, {});
+}
+
+// PRelu: x where x >= 0, slope * x elsewhere, as Relu(x) - slope * Relu(-x)
+// (slope broadcasts to x; the pointwise chain fuses into one kernel).
+std::vector<ValueId> convert_prelu(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0) && present(n, 1), ErrorKind::Corrupt, n.where + "PRelu needs inputs X and slope");
+  const graph::ValueId x = n.inputs[0];
+  const graph::ValueId positive = ctx.emit(n, "Relu", {x}, {}, "positive").at(0);
+  const graph::ValueId negated = ctx.emit(n, "Neg", {x}, {}, "negated").at(0);
+  const graph::ValueId magnitude = ctx.emit(n, "Relu", {negated}, {}, "magnitude").at(0);
+  const graph::ValueId sloped = ctx.emit(n, "Mul", {n.inputs[1], magnitude}, {}, "sloped").at(0);
+  const auto out = ctx.emit(n, "Sub", {positive, sloped}, {});
+  const Shape slope = ctx.type(n.inputs[1]).shape;
+  const Shape x_shape = ctx.type(x).shape;
+  KILN_CHECK(ctx.type(out.at(0)).shape == x_shape, ErrorKind::ShapeMismatch,
+             n.where + "slope " + shape_str(slope) + " must broadcast to X " + shape_str(x_shape));
+  return out;
+}
+
+// If whose condition is a constant after import (an exporter's check of a
+// shape kiln now knows): the chosen branch's nodes take its place.
+std::vector<ValueId> convert_if(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "the condition input is missing");
+  const Tensor* cond = ctx.constant(n.inputs[0]);
+  KILN_CHECK(cond != nullptr, ErrorKind::Unsupported,
+             n.where + "the condition is computed from the model's inputs; kiln folds an If only when its condition "
+                       "is a constant after import");
+  KILN_CHECK(cond->dtype() == DType::boolean && cond->numel() == 1, ErrorKind::Corrupt,
+             n.where + "the condition must be one bool, it is " + graph::type_str({cond->dtype(), cond->shape()}));
+  const bool taken = cond->bytes()[0] != std::byte{0};
+  const std::string branch_name = taken ? "then_branch" : "else_branch";
+  const onnx::GraphProto* branch = nullptr;
+  for (const onnx::AttributeProto& a : n.proto->attribute())
+    if (a.name() == branch_name && a.type() == onnx::AttributeProto_AttributeType_GRAPH) branch = &a.g();
+  KILN_CHECK(branch != nullptr, ErrorKind::Corrupt, n.where + "attribute '" + branch_name + "' (a graph) is missing");
+  return ctx.inline_branch(n, *branch);
 }
 
 // CastLike: Cast to the second input's element type.
@@ -544,6 +766,8 @@ std::vector<ValueId> convert_eye_like(const OnnxNode& n, ImportContext& ctx) {
                n.where + "attribute 'dtype' = " + std::to_string(code) + " is not a type kiln has");
     dtype = *given;
   }
+  KILN_CHECK(!like.dynamic, ErrorKind::Unsupported,
+             n.where + "the input's shape is only known at run time; EyeLike folds at import");
   const std::int64_t rows = like.shape[0], cols = like.shape[1];
   const std::int64_t k = n.attrs.get_int("k", 0);
   const std::optional<std::int64_t> elements = graph::checked_product(like.shape);
@@ -554,7 +778,9 @@ std::vector<ValueId> convert_eye_like(const OnnxNode& n, ImportContext& ctx) {
   ctx.charge_folded_bytes(n, *bytes_needed);
   Tensor eye(dtype, like.shape);  // zero-filled
   const std::span<std::byte> bytes = eye.bytes();
-  for (std::int64_t r = 0; r < rows; ++r) {
+  // k from the file may be any int64: a diagonal that misses the matrix
+  // writes nothing, and r + k cannot overflow for one that meets it.
+  for (std::int64_t r = 0; k > -rows && k < cols && r < rows; ++r) {
     const std::int64_t c = r + k;
     if (c < 0 || c >= cols) continue;
     std::byte* at = bytes.data() + static_cast<std::size_t>(r * cols + c) * dtype_size(dtype);
@@ -655,9 +881,10 @@ const std::map<std::string, OpRule>& op_rules() {
                            "LeakyRelu", "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Cast", "Transpose",
                            "Flatten", "Concat", "GlobalAveragePool", "LayerNormalization", "BatchNormalization",
                            "MatMul", "Gemm", "NonZero", "NonMaxSuppression", "Min", "Max", "ArgMax", "ArgMin",
-                           "GatherElements", "ScatterElements", "GatherND", "Mod", "IsNaN", "IsInf", "Shrink", "Round", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Sum", "Mean", "Sign", "Xor", "LessOrEqual", "GreaterOrEqual", "Elu", "Selu", "Celu", "ThresholdedRelu", "Softplus", "Softsign", "Mish"})
+                           "GatherElements", "ScatterElements", "ScatterND", "GatherND", "Mod", "IsNaN", "IsInf", "Shrink", "Round", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Tan", "Atan", "Asin", "Acos", "Sum", "Mean", "Sign", "Xor", "LessOrEqual", "GreaterOrEqual", "Elu", "Selu", "Celu", "ThresholdedRelu", "Softplus", "Softsign", "Mish"})
       r.emplace(op, direct(op));
     r.emplace("Conv", OpRule{"Conv", convert_conv});
+    r.emplace("ConvTranspose", OpRule{"ConvTranspose", convert_conv_transpose});
     r.emplace("MaxPool", pool("MaxPool"));
     r.emplace("AveragePool", pool("AveragePool"));
     r.emplace("Clip", OpRule{"Clip", convert_clip});
@@ -685,9 +912,15 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("TopK", OpRule{"TopK", convert_topk});
     r.emplace("Constant", OpRule{"", convert_constant});
     r.emplace("ConstantOfShape", OpRule{"", convert_constant_of_shape});
-    r.emplace("Shape", OpRule{"", convert_shape});
+    r.emplace("Shape", OpRule{"Shape", convert_shape});
     r.emplace("EyeLike", OpRule{"", convert_eye_like});
     r.emplace("CastLike", OpRule{"Cast", convert_cast_like});
+    r.emplace("OneHot", OpRule{"OneHot", convert_one_hot});
+    r.emplace("If", OpRule{"", convert_if});
+    r.emplace("InstanceNormalization", OpRule{"LayerNormalization", convert_instance_group_norm});
+    r.emplace("GroupNormalization", OpRule{"LayerNormalization", convert_instance_group_norm});
+    r.emplace("LpNormalization", OpRule{"ReduceL2", convert_lp_normalization});
+    r.emplace("PRelu", OpRule{"Sub", convert_prelu});
     r.emplace("Size", OpRule{"", convert_size});
     r.emplace("Range", OpRule{"", convert_range});
     r.emplace("Identity", OpRule{"", alias_input});

@@ -16,12 +16,22 @@
 namespace kiln::onnx_import {
 
 // One ONNX node, ready for its conversion rule.
+// A node's inputs. Reading past the last gives -1, as an omitted optional
+// input does, so a rule's n.inputs[i] never reads out of range on a file
+// whose node has fewer inputs than its op needs; ImportContext::type() and
+// constant() of -1 are then a Corrupt error naming the node.
+class NodeInputs : public std::vector<graph::ValueId> {
+ public:
+  using std::vector<graph::ValueId>::vector;
+  graph::ValueId operator[](std::size_t i) const { return i < size() ? data()[i] : -1; }
+};
+
 struct OnnxNode {
   const onnx::NodeProto* proto = nullptr;
   std::string op;       // ONNX op type
   std::string name;     // unique kiln node name
   std::string where;    // "<file>: node '<name>' (<op>): ", for messages
-  std::vector<graph::ValueId> inputs;  // -1 for an omitted optional input
+  NodeInputs inputs;                   // -1 for an omitted optional input
   graph::Attributes attrs;             // INT/FLOAT/STRING/INTS/FLOATS attributes
   int num_outputs = 0;                 // outputs the ONNX node declares
   int opset = 0;                       // of the default domain
@@ -44,6 +54,9 @@ class ImportContext {
   // fold, ConstantOfShape, Range) against OnnxOptions::max_folded_bytes; call
   // it before allocating. Throws InvalidArgument naming the node past the budget.
   virtual void charge_folded_bytes(const OnnxNode& source, std::int64_t bytes) = 0;
+  // Converts the nodes of an If branch into the graph (they may read the
+  // enclosing graph's values by name) and returns the branch's outputs.
+  virtual std::vector<graph::ValueId> inline_branch(const OnnxNode& source, const onnx::GraphProto& branch) = 0;
   // Where external data files are looked up.
   virtual const std::string& base_dir() const = 0;
 };

@@ -33,6 +33,8 @@ namespace onnx_import {
 namespace {
 
 constexpr int kMinOpset = 11;
+// How deep If branches may nest (a hostile file could nest thousands).
+constexpr int kMaxBranchDepth = 8;
 constexpr int kMaxOpset = 18;
 // For models older than kMinOpset: the opset from which each op is defined
 // as kiln reads it (later versions only added types or negative axes), from
@@ -44,9 +46,10 @@ const std::map<std::string, int> kUnchangedSince = {
     {"ReduceMean", 1}, {"ReduceSum", 1}, {"ReduceMax", 1}, {"ReduceMin", 1}, {"ReduceProd", 1}, {"ReduceL1", 1},
     {"ReduceL2", 1}, {"ReduceSumSquare", 1}, {"ReduceLogSum", 1}, {"ReduceLogSumExp", 1}, {"ArgMax", 1}, {"ArgMin", 1},
     {"GlobalAveragePool", 1}, {"GlobalMaxPool", 1}, {"DepthToSpace", 1}, {"SpaceToDepth", 1}, {"Softplus", 1}, {"Softsign", 1}, {"Softmax", 1}, {"LogSoftmax", 1},
+    {"LpNormalization", 1}, {"InstanceNormalization", 6}, {"PRelu", 7},
     {"Abs", 6}, {"Neg", 6}, {"Sqrt", 6}, {"Exp", 6}, {"Log", 6}, {"Reciprocal", 6}, {"Floor", 6}, {"Ceil", 6},
     {"Relu", 6}, {"Sigmoid", 6}, {"Tanh", 6}, {"Elu", 6}, {"Selu", 6}, {"HardSigmoid", 6}, {"LeakyRelu", 6},
-    {"Sin", 7}, {"Cos", 7}, {"And", 7}, {"Or", 7}, {"Xor", 7}, {"Equal", 7}, {"Less", 7}, {"Greater", 7},
+    {"Sin", 7}, {"Cos", 7}, {"Tan", 7}, {"Asin", 7}, {"Acos", 7}, {"Atan", 7}, {"And", 7}, {"Or", 7}, {"Xor", 7}, {"Equal", 7}, {"Less", 7}, {"Greater", 7},
     {"Add", 7}, {"Sub", 7}, {"Mul", 7}, {"Div", 7}, {"Pow", 7},
     {"Max", 8}, {"Min", 8}, {"Sum", 8}, {"Mean", 8},
     {"Erf", 9}, {"Sign", 9}, {"Sinh", 9}, {"Cosh", 9}, {"Asinh", 9}, {"Acosh", 9}, {"Atanh", 9}, {"Where", 9}, {"ConstantOfShape", 9},
@@ -98,11 +101,42 @@ class Importer final : public ImportContext {
 
   // ---- ImportContext -------------------------------------------------------------
   const Tensor* constant(ValueId value) const override {
-    const auto& v = graph_.value(value);
+    const auto& v = graph_.value(present_input(value));
     return v.constant ? &*v.constant : nullptr;
   }
-  const TensorType& type(ValueId value) const override { return graph_.value(value).type; }
+  const TensorType& type(ValueId value) const override { return graph_.value(present_input(value)).type; }
+  // A converter asks about an input the node does not have (convert_node
+  // prefixes the node to the message).
+  static ValueId present_input(ValueId value) {
+    KILN_CHECK(value >= 0, ErrorKind::Corrupt, "an input the op requires is missing");
+    return value;
+  }
   const std::string& base_dir() const override { return base_dir_; }
+
+  std::vector<ValueId> inline_branch(const OnnxNode& source, const onnx::GraphProto& branch) override {
+    KILN_CHECK(branch_depth_ < kMaxBranchDepth, ErrorKind::Unsupported,
+               source.where + "If branches nest more than " + std::to_string(kMaxBranchDepth) + " deep");
+    nodes_converted_ += branch.node_size();
+    KILN_CHECK(nodes_converted_ <= kMaxNodes, ErrorKind::Corrupt,
+               where(file_) + "more than " + std::to_string(kMaxNodes) + " nodes with the If branches taken");
+    KILN_CHECK(branch.output_size() == source.num_outputs, ErrorKind::Corrupt,
+               source.where + "the branch has " + std::to_string(branch.output_size()) + " outputs, the If node " +
+                   std::to_string(source.num_outputs));
+    ++branch_depth_;
+    collect_names(branch);
+    add_initializers(branch);
+    // Branch nodes read their own values and the enclosing graphs' by name.
+    for (int i = 0; i < branch.node_size(); ++i) convert_node(branch.node(i), i);
+    --branch_depth_;
+    std::vector<ValueId> outputs;
+    for (const onnx::ValueInfoProto& o : branch.output()) {
+      auto it = values_.find(o.name());
+      KILN_CHECK(it != values_.end(), ErrorKind::Corrupt,
+                 source.where + "branch output '" + o.name() + "' is not produced by the branch or the graph");
+      outputs.push_back(it->second);
+    }
+    return outputs;
+  }
 
   ValueId add_constant(const OnnxNode& source, Tensor value) override {
     return graph_.add_constant(unique_value_name(source.name + "/constant"), std::move(value));
@@ -230,9 +264,12 @@ class Importer final : public ImportContext {
     }
   }
 
-  // Every unsupported op, with its node names, in one error.
-  void check_ops(const onnx::GraphProto& g) {
-    std::map<std::string, std::vector<std::string>> unsupported;
+  // The op types of g and of the branches of its If nodes (to kMaxBranchDepth)
+  // that kiln does not import, with the nodes that use them.
+  void collect_unsupported(const onnx::GraphProto& g, int depth,
+                           std::map<std::string, std::vector<std::string>>& unsupported) const {
+    KILN_CHECK(depth <= kMaxBranchDepth, ErrorKind::Unsupported,
+               where(file_) + "If branches nest more than " + std::to_string(kMaxBranchDepth) + " deep");
     for (int i = 0; i < g.node_size(); ++i) {
       const onnx::NodeProto& n = g.node(i);
       const std::string label = n.name().empty() ? "#" + std::to_string(i) : "'" + n.name() + "'";
@@ -242,7 +279,16 @@ class Importer final : public ImportContext {
       const bool ok = default_domain && rule != op_rules().end() &&
                       (rule->second.kiln_op.empty() || graph::find_op(rule->second.kiln_op) != nullptr);
       if (!ok) unsupported[op].push_back(label);
+      if (ok && n.op_type() == "If")
+        for (const onnx::AttributeProto& a : n.attribute())
+          if (a.type() == onnx::AttributeProto_AttributeType_GRAPH) collect_unsupported(a.g(), depth + 1, unsupported);
     }
+  }
+
+  // Every unsupported op, with its node names, in one error.
+  void check_ops(const onnx::GraphProto& g) {
+    std::map<std::string, std::vector<std::string>> unsupported;
+    collect_unsupported(g, 0, unsupported);
     if (unsupported.empty()) return;
     // A hostile file may hold a million unknown nodes: the list is bounded.
     std::string list;
@@ -271,6 +317,38 @@ class Importer final : public ImportContext {
     }
   }
 
+  // What the file fixes of an input's shape: per dim, "" and the extent, or
+  // the symbolic name ("?" unnamed) and -1; a file without the input's shape
+  // fixes nothing (its rank comes from OnnxOptions::input_shapes).
+  void record_symbolic_dims(const onnx::ValueInfoProto& v) {
+    InputDims dims;
+    dims.name = v.name();
+    const auto& tt = v.type().tensor_type();
+    if (!tt.has_shape()) {
+      dims.rank_fixed = false;
+      dims.names.assign(graph_.value(values_.at(v.name())).type.shape.size(), "?");
+      dims.extents.assign(dims.names.size(), -1);
+    } else {
+      for (const auto& d : tt.shape().dim()) {
+        dims.names.push_back(d.has_dim_value() ? "" : d.dim_param().empty() ? "?" : d.dim_param());
+        dims.extents.push_back(d.has_dim_value() ? d.dim_value() : -1);
+      }
+    }
+    for (const std::string& name : dims.names) any_symbolic_ = any_symbolic_ || !name.empty();
+    input_dims_.push_back(std::move(dims));
+  }
+
+ public:
+  struct InputDims {
+    std::string name;
+    bool rank_fixed = true;
+    std::vector<std::string> names;     // "" fixed, else symbolic
+    std::vector<std::int64_t> extents;  // the fixed extent, -1 for symbolic
+  };
+  const std::vector<InputDims>& input_dims() const { return input_dims_; }
+  bool any_symbolic() const { return any_symbolic_; }
+
+ private:
   Shape input_shape(const onnx::ValueInfoProto& v, const std::string& what) const {
     auto given = options_.input_shapes.find(v.name());
     if (given != options_.input_shapes.end()) return checked_shape(given->second, what);
@@ -278,9 +356,13 @@ class Importer final : public ImportContext {
     KILN_CHECK(tt.has_shape(), ErrorKind::Unsupported,
                what + "the input has no shape in the file; give one in OnnxOptions::input_shapes");
     Shape dims;
-    for (const auto& d : tt.shape().dim()) {
-      // Symbolic ("batch") or unknown dims take the default size.
-      dims.push_back(d.has_dim_value() ? d.dim_value() : options_.default_dim);
+    const int rank = tt.shape().dim_size();
+    for (int i = 0; i < rank; ++i) {
+      // Symbolic ("batch") or unknown dims take the default size; an image's
+      // height and width the image size, if one is given.
+      const auto& d = tt.shape().dim(i);
+      const bool spatial = rank == 4 && i >= 2 && options_.image_size > 0;
+      dims.push_back(d.has_dim_value() ? d.dim_value() : spatial ? options_.image_size : options_.default_dim);
     }
     return checked_shape(dims, what);
   }
@@ -296,6 +378,7 @@ class Importer final : public ImportContext {
       KILN_CHECK(dtype.has_value(), ErrorKind::Unsupported, what + "element type " + onnx_type_name(elem) + " is not supported");
       values_[v.name()] = graph_.add_input(v.name(), TensorType{*dtype, input_shape(v, what)});
       value_names_.insert(v.name());
+      record_symbolic_dims(v);
     }
   }
 
@@ -405,6 +488,10 @@ class Importer final : public ImportContext {
   std::int64_t max_folded_bytes_;  // resolved from options_ and the environment
   std::int64_t folded_bytes_ = 0;  // charged so far
   int opset_ = 0;
+  std::vector<InputDims> input_dims_;  // per graph input, in order
+  bool any_symbolic_ = false;
+  int branch_depth_ = 0;        // If branches being inlined
+  int nodes_converted_ = 0;     // branch nodes, counted against kMaxNodes
   graph::Graph graph_;
   std::unordered_map<std::string, ValueId> values_;  // ONNX value name -> kiln value
   std::set<std::string> onnx_names_;                 // every name the file uses
@@ -416,12 +503,79 @@ class Importer final : public ImportContext {
 }  // namespace
 }  // namespace onnx_import
 
+namespace onnx_import {
+namespace {
+
+// A model with symbolic input dims, imported again for each new shape set:
+// the parsed file stays in memory (shared by every model made from it).
+class OnnxShapeSource final : public internal::ShapeSource,
+                              public std::enable_shared_from_this<OnnxShapeSource> {
+ public:
+  OnnxShapeSource(std::shared_ptr<const onnx::ModelProto> proto, std::string name, std::string base_dir,
+                  OnnxOptions options, std::vector<Importer::InputDims> inputs)
+      : proto_(std::move(proto)), name_(std::move(name)), base_dir_(std::move(base_dir)),
+        options_(std::move(options)), inputs_(std::move(inputs)) {
+    for (const auto& input : inputs_) symbolic_.push_back(input.names);
+  }
+
+  const std::vector<std::vector<std::string>>& symbolic_dims() const override { return symbolic_; }
+
+  Model instantiate(const std::vector<Shape>& shapes) const override {
+    KILN_CHECK(shapes.size() == inputs_.size(), ErrorKind::ShapeMismatch,
+               "model '" + name_ + "' takes " + std::to_string(inputs_.size()) + " inputs, got " +
+                   std::to_string(shapes.size()));
+    std::map<std::string, std::pair<std::int64_t, std::string>> named;  // symbolic name -> extent, where first seen
+    OnnxOptions options = options_;
+    for (std::size_t i = 0; i < inputs_.size(); ++i) {
+      const auto& input = inputs_[i];
+      const Shape& shape = shapes[i];
+      const std::string what = "input '" + input.name + "' " + shape_str(shape) + ": ";
+      KILN_CHECK(!input.rank_fixed || shape.size() == input.names.size(), ErrorKind::ShapeMismatch,
+                 what + "the model's input has rank " + std::to_string(input.names.size()));
+      for (std::size_t d = 0; d < shape.size(); ++d) {
+        const std::string dim = "dim " + std::to_string(d);
+        KILN_CHECK(shape[d] >= 0, ErrorKind::ShapeMismatch, what + dim + " is negative");
+        if (input.rank_fixed && input.names[d].empty()) {
+          KILN_CHECK(shape[d] == input.extents[d], ErrorKind::ShapeMismatch,
+                     what + dim + " is fixed at " + std::to_string(input.extents[d]) + " by the model");
+          continue;
+        }
+        const std::string& symbol = input.rank_fixed ? input.names[d] : "?";
+        if (symbol == "?") continue;
+        const auto [it, first] = named.try_emplace(symbol, shape[d], "input '" + input.name + "' " + dim);
+        KILN_CHECK(first || it->second.first == shape[d], ErrorKind::ShapeMismatch,
+                   what + dim + " ('" + symbol + "') is " + std::to_string(shape[d]) + ", but " + it->second.second +
+                       " ('" + symbol + "') is " + std::to_string(it->second.first) + ": dims of one name must agree");
+      }
+      options.input_shapes[input.name] = shape;
+    }
+    Importer importer(name_, base_dir_, options, options.max_folded_bytes);
+    return internal::ModelAccess::with_shape_source(importer.import(*proto_), shared_from_this());
+  }
+
+ private:
+  std::shared_ptr<const onnx::ModelProto> proto_;
+  std::string name_, base_dir_;
+  OnnxOptions options_;  // max_folded_bytes resolved
+  std::vector<Importer::InputDims> inputs_;
+  std::vector<std::vector<std::string>> symbolic_;
+};
+
+}  // namespace
+}  // namespace onnx_import
+
 Model load_onnx_bytes(std::string_view bytes, const std::string& name, const std::string& base_dir,
                       const OnnxOptions& options) {
-  onnx::ModelProto model;
-  const std::int64_t max_folded_bytes = onnx_import::resolve_max_folded_bytes(options);
-  onnx_import::parse(model, bytes, name, "model");
-  return onnx_import::Importer(name, base_dir, options, max_folded_bytes).import(model);
+  auto model = std::make_shared<onnx::ModelProto>();
+  OnnxOptions resolved = options;
+  resolved.max_folded_bytes = onnx_import::resolve_max_folded_bytes(options);
+  onnx_import::parse(*model, bytes, name, "model");
+  onnx_import::Importer importer(name, base_dir, resolved, resolved.max_folded_bytes);
+  Model imported = importer.import(*model);
+  if (!importer.any_symbolic()) return imported;
+  auto source = std::make_shared<const onnx_import::OnnxShapeSource>(std::move(model), name, base_dir, resolved,
+                                                                    importer.input_dims());
+  return internal::ModelAccess::with_shape_source(std::move(imported), std::move(source));
 }
 
 Model load_onnx(const std::string& path, const OnnxOptions& options) {

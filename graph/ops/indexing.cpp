@@ -7,6 +7,7 @@
 #include <type_traits>
 
 #include "graph/broadcast.h"
+#include "graph/checked_math.h"
 #include "graph/ops/data_plans.h"
 #include "graph/ops/ops.h"
 
@@ -235,6 +236,162 @@ std::vector<Tensor> reference_gather_nd(const Node& node, std::span<const Tensor
   return {out};
 }
 
+// ---- ScatterND --------------------------------------------------------------------
+
+// ScatterND: a copy of data where each index tuple (the indices' last axis,
+// k long) names a slice of data[k:] that takes (or is combined with) the
+// matching slice of updates, in the indices' order.
+struct ScatterNdPlan {
+  std::int64_t k = 0, tuples = 1, slice = 1;
+};
+
+ScatterNdPlan scatter_nd_plan(const Node& node, std::span<const TensorType> in) {
+  check_known_attributes(node, {"reduction"});
+  const TensorType& data = in[0];
+  const TensorType& indices = in[1];
+  const TensorType& updates = in[2];
+  KILN_CHECK(indices.dtype == DType::i64, ErrorKind::ShapeMismatch, "indices must be i64, got " + describe("indices", indices));
+  KILN_CHECK(updates.dtype == data.dtype, ErrorKind::ShapeMismatch,
+             "updates must have the data's dtype: " + describe("data", data) + ", " + describe("updates", updates));
+  KILN_CHECK(scatter_reduction(node) == ScatterReduction::none || data.dtype == DType::f32 ||
+                 data.dtype == DType::i32 || data.dtype == DType::i64,
+             ErrorKind::Unsupported, "a scatter reduction needs f32, i32 or i64 data, got " + describe("data", data));
+  const auto r = static_cast<std::int64_t>(data.shape.size());
+  KILN_CHECK(!indices.shape.empty() && indices.shape.back() >= 1 && indices.shape.back() <= r, ErrorKind::ShapeMismatch,
+             "the indices' last axis must hold 1 to " + std::to_string(r) + " coordinates: " + describe("data", data) +
+                 ", " + describe("indices", indices));
+  ScatterNdPlan p;
+  p.k = indices.shape.back();
+  Shape expected(indices.shape.begin(), indices.shape.end() - 1);
+  for (std::size_t d = 0; d + 1 < indices.shape.size(); ++d) p.tuples *= indices.shape[d];
+  for (auto d = static_cast<std::size_t>(p.k); d < data.shape.size(); ++d) {
+    p.slice *= data.shape[d];
+    expected.push_back(data.shape[d]);
+  }
+  KILN_CHECK(updates.shape == expected, ErrorKind::ShapeMismatch,
+             "updates must be " + shape_str(expected) + " (the indices' tuples, then the slice each names): " +
+                 describe("data", data) + ", " + describe("indices", indices) + ", " + describe("updates", updates));
+  return p;
+}
+
+std::vector<TensorType> infer_scatter_nd(const Node& node, std::span<const TensorType> in) {
+  scatter_nd_plan(node, in);
+  return {in[0]};
+}
+
+std::vector<Tensor> reference_scatter_nd(const Node& node, std::span<const Tensor> in) {
+  const ScatterNdPlan p = scatter_nd_plan(node, types_of(in));
+  const ScatterReduction reduction = scatter_reduction(node);
+  const Tensor& data = in[0];
+  const Strides strides = row_major_strides(data.shape());
+  auto indices = in[1].values<std::int64_t>();
+  Tensor out = data.clone();
+  const std::size_t size = dtype_size(data.dtype());
+  for (std::int64_t t = 0; t < p.tuples; ++t) {
+    std::int64_t offset = 0;
+    for (std::int64_t j = 0; j < p.k; ++j) {
+      const auto d = static_cast<std::size_t>(j);
+      std::int64_t index = indices[static_cast<std::size_t>(t * p.k + j)];
+      const std::int64_t extent = data.shape()[d];
+      KILN_CHECK(index >= -extent && index < extent, ErrorKind::InvalidArgument,
+                 "index " + std::to_string(index) + " is out of range for axis " + std::to_string(d) + " of extent " +
+                     std::to_string(extent));
+      if (index < 0) index += extent;
+      offset += index * strides[d];
+    }
+    std::byte* target = out.bytes().data() + static_cast<std::size_t>(offset) * size;
+    const std::byte* update = in[2].bytes().data() + static_cast<std::size_t>(t * p.slice) * size;
+    if (reduction == ScatterReduction::none) {
+      std::memcpy(target, update, static_cast<std::size_t>(p.slice) * size);
+      continue;
+    }
+    for (std::int64_t e = 0; e < p.slice; ++e) {
+      auto apply = [&]<class T>(T) {
+        T a, b;
+        std::memcpy(&a, target + static_cast<std::size_t>(e) * size, sizeof a);
+        std::memcpy(&b, update + static_cast<std::size_t>(e) * size, sizeof b);
+        const T c = scatter_combine<T>(reduction, a, b);
+        std::memcpy(target + static_cast<std::size_t>(e) * size, &c, sizeof c);
+      };
+      if (data.dtype() == DType::f32) apply(float{});
+      else if (data.dtype() == DType::i32) apply(std::int32_t{});
+      else apply(std::int64_t{});
+    }
+  }
+  return {out};
+}
+
+// ---- OneHot -----------------------------------------------------------------------
+
+// OneHot: inputs (indices, values [off, on]); `depth` (ONNX's constant
+// input, folded by the importer) and `axis`, where the new axis goes.
+struct OneHotPlan {
+  std::int64_t depth = 0;
+  std::size_t axis = 0;
+  Shape output_shape;
+};
+
+OneHotPlan one_hot_plan(const Node& node, const TensorType& indices, const TensorType& values) {
+  check_known_attributes(node, {"depth", "axis"});
+  KILN_CHECK(indices.dtype == DType::f32 || indices.dtype == DType::i32 || indices.dtype == DType::i64 ||
+                 indices.dtype == DType::u8,
+             ErrorKind::Unsupported, "indices must be numeric, got " + describe("indices", indices));
+  KILN_CHECK(num_elements(values.shape) == 2 && values.shape.size() == 1, ErrorKind::ShapeMismatch,
+             "values must hold [off, on], got " + describe("values", values));
+  KILN_CHECK(node.attrs.has("depth"), ErrorKind::InvalidArgument,
+             "attribute 'depth' is required (the importer folds ONNX's constant depth input into it)");
+  OneHotPlan p;
+  p.depth = node.attrs.get_int("depth", 0);
+  KILN_CHECK(p.depth > 0, ErrorKind::InvalidArgument, "depth " + std::to_string(p.depth) + " must be positive");
+  const auto rank = static_cast<std::int64_t>(indices.shape.size());
+  p.axis = static_cast<std::size_t>(normalize_axis(node.attrs.get_int("axis", -1), rank + 1, "axis"));
+  p.output_shape = indices.shape;
+  p.output_shape.insert(p.output_shape.begin() + static_cast<std::ptrdiff_t>(p.axis), p.depth);
+  KILN_CHECK(checked_product(p.output_shape).has_value(), ErrorKind::InvalidArgument,
+             "the one-hot output " + shape_str(p.output_shape) + " overflows 64-bit sizes");
+  return p;
+}
+
+std::vector<TensorType> infer_one_hot(const Node& node, std::span<const TensorType> in) {
+  return {{in[1].dtype, one_hot_plan(node, in[0], in[1]).output_shape}};
+}
+
+// The position an index names in [0, depth), or -1 (every entry off) for
+// one outside [-depth, depth); float indices are truncated, as ONNX's are.
+std::int64_t one_hot_position(double index, std::int64_t depth) {
+  if (!(index > -static_cast<double>(depth) - 1.0 && index < static_cast<double>(depth))) return -1;  // NaN too
+  auto i = static_cast<std::int64_t>(index);  // in range: no overflow
+  if (i < 0) i += depth;
+  return i >= 0 && i < depth ? i : -1;
+}
+
+std::vector<Tensor> reference_one_hot(const Node& node, std::span<const Tensor> in) {
+  const Tensor& indices = in[0];
+  const OneHotPlan p = one_hot_plan(node, {indices.dtype(), indices.shape()}, {in[1].dtype(), in[1].shape()});
+  const std::size_t size = dtype_size(in[1].dtype());
+  const std::byte* off = in[1].bytes().data();
+  const std::byte* on = off + size;
+  std::int64_t outer = 1, inner = 1;
+  for (std::size_t d = 0; d < indices.shape().size(); ++d) (d < p.axis ? outer : inner) *= indices.shape()[d];
+  Tensor out(in[1].dtype(), p.output_shape);
+  std::byte* y = out.bytes().data();
+  for (std::int64_t o = 0; o < outer; ++o)
+    for (std::int64_t i = 0; i < inner; ++i) {
+      const auto at = static_cast<std::size_t>(o * inner + i);
+      double index = 0;
+      switch (indices.dtype()) {
+        case DType::f32: index = indices.values<float>()[at]; break;
+        case DType::i32: index = indices.values<std::int32_t>()[at]; break;
+        case DType::i64: index = static_cast<double>(indices.values<std::int64_t>()[at]); break;
+        default: index = indices.values<std::uint8_t>()[at]; break;
+      }
+      const std::int64_t hot = one_hot_position(index, p.depth);
+      for (std::int64_t k = 0; k < p.depth; ++k)
+        std::memcpy(y + static_cast<std::size_t>((o * p.depth + k) * inner + i) * size, k == hot ? on : off, size);
+    }
+  return {out};
+}
+
 // ---- Trilu --------------------------------------------------------------------------
 
 // Trilu keeps the elements on and above (upper=1) or on and below (upper=0)
@@ -288,6 +445,10 @@ void register_indexing_ops(OpTable& table) {
                             "data with updates written (or combined by `reduction`) at the indices along `axis`"));
   add_op(table, make_schema("GatherND", 2, 2, infer_gather_nd, reference_gather_nd,
                             "the data slices the indices' last axis names as tuples, after `batch_dims` shared axes"));
+  add_op(table, make_schema("ScatterND", 3, 3, infer_scatter_nd, reference_scatter_nd,
+                            "data with the slices the indices' tuples name replaced (or combined by `reduction`) by updates"));
+  add_op(table, make_schema("OneHot", 2, 2, infer_one_hot, reference_one_hot,
+                            "values[1] where an index names the position along the new `axis` of `depth`, else values[0]"));
   add_op(table, make_schema("Trilu", 1, 2, infer_trilu, reference_trilu,
                             "keep the upper (`upper`=1) or lower triangle from diagonal `k` of the last two axes"));
 }

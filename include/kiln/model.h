@@ -13,12 +13,16 @@ namespace kiln {
 // Private implementation details: the graph IR, and kiln's own tests' and
 // tools' way in (graph/model_access.h).
 namespace graph { class Graph; }
-namespace internal { struct ModelAccess; }
+namespace internal { struct ModelAccess; class ShapeSource; }
 
 struct KILN_API TensorSpec {
   std::string name;
   DType dtype;
-  Shape shape;
+  Shape shape;  // as this model was made for (symbolic dims at the sizes chosen)
+  // Per dim, for a model with symbolic input dims: "" where the extent is
+  // fixed, else the dim's name in the file ("batch"; "?" when unnamed). Empty
+  // for outputs and for models without symbolic dims.
+  std::vector<std::string> symbolic_dims{};
 };
 
 // Made by kiln::Builder::build(), kiln::models and kiln::load_onnx().
@@ -35,6 +39,11 @@ class KILN_API Model {
   const std::string& task() const { return task_; }
   Model with_task(std::string task) const;
 
+  // Whether some input dim is symbolic (an ONNX file exported with dynamic
+  // axes): compile() and eager() then take calls of other input shapes, each
+  // new shape set compiled once (CompileOptions::recompile_limit).
+  bool has_symbolic_dims() const { return shapes_ != nullptr; }
+
  private:
   friend struct internal::ModelAccess;
   // Verifies the graph; throws kiln::Error naming the first problem.
@@ -43,6 +52,7 @@ class KILN_API Model {
   std::shared_ptr<const graph::Graph> graph_;
   std::string name_;
   std::string task_;
+  std::shared_ptr<const internal::ShapeSource> shapes_;  // null: every input shape is fixed
 };
 
 }  // namespace kiln

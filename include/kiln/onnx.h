@@ -26,6 +26,9 @@ struct KILN_API OnnxOptions {
   std::map<std::string, Shape> input_shapes{};
   // The size of any remaining symbolic or unknown dimension (usually batch).
   std::int64_t default_dim = 1;
+  // The size of symbolic or unknown height and width (the last two dims of a
+  // rank-4 input, as image models are exported with dynamic axes); 0: default_dim.
+  std::int64_t image_size = 0;
   // The most bytes of constants import may create by folding, in total: every
   // evaluated all-constant node (shape arithmetic, Expand/Tile/Transpose of
   // weights, ...), ConstantOfShape, Range and Dropout masks. A file of a few
