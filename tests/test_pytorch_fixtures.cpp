@@ -96,6 +96,8 @@ enum class Builtin {
   // detection post-processing to boxes, scores and labels: the same
   // parameters and Conv count, but other outputs.
   adds_post_processing,
+  // No built-in model: the family checks import and kernels only.
+  none,
 };
 
 struct Family {
@@ -103,6 +105,9 @@ struct Family {
   std::int64_t image_size;
   std::vector<std::string> outputs;  // the export's, as make_fixtures.py names them
   Builtin builtin = Builtin::same_network;
+  // Exported with symbolic batch, height and width: also run at these image
+  // sizes, each imported with the input's shape given (<family>.<output>.<size>.npy).
+  std::vector<std::int64_t> extra_image_sizes = {};
 };
 
 const std::vector<Family>& families() {
@@ -118,6 +123,7 @@ const std::vector<Family>& families() {
       {"ssdlite320_mobilenet_v3_large", 64, {"bbox_regression", "cls_logits"}, Builtin::adds_post_processing},
       {"detr_resnet50", 64, {"logits", "boxes"}},
       {"segformer_b0", 64, {"logits"}},
+      {"unet_small", 32, {"mask"}, Builtin::none, {48}},
   };
   return kFamilies;
 }
@@ -140,7 +146,7 @@ struct Export {
 };
 
 // The exported graph with every weight input turned into a generated initializer.
-Export load_export(const Family& family) {
+Export load_export(const Family& family, std::int64_t image_size) {
   onnx::ModelProto proto;
   BOOST_TEST_REQUIRE(proto.ParseFromString(read_file(fixture_dir() / (family.name + ".onnx"))));
   onnx::GraphProto& graph = *proto.mutable_graph();
@@ -165,8 +171,10 @@ Export load_export(const Family& family) {
   graph.mutable_input()->Swap(&inputs);
   std::map<std::string, int> exported_ops;
   for (const onnx::NodeProto& node : graph.node()) ++exported_ops[node.op_type()];
-  return Export{kiln::load_onnx_bytes(proto.SerializeAsString(), family.name + ".onnx"), std::move(parameters),
-                std::move(exported_ops)};
+  kiln::OnnxOptions options;
+  options.input_shapes["input"] = {1, 3, image_size, image_size};
+  return Export{kiln::load_onnx_bytes(proto.SerializeAsString(), family.name + ".onnx", "", options),
+                std::move(parameters), std::move(exported_ops)};
 }
 
 float max_abs(std::span<const float> values) {
@@ -246,17 +254,30 @@ void check_same_graph_shape(const Family& family, const Export& exported) {
              family.name << ": MatMul + Gemm count");
 }
 
+void check_outputs(const Family& family, const Export& exported, std::int64_t image_size,
+                   const std::vector<kiln::Tensor>& want);
+
 void check_family(const std::string& name) {
   const auto it = std::find_if(families().begin(), families().end(), [&](const Family& f) { return f.name == name; });
   BOOST_TEST_REQUIRE((it != families().end()));
   const Family& family = *it;
-  const Export exported = load_export(family);
-  check_same_graph_shape(family, exported);
+  std::vector<std::int64_t> sizes = {family.image_size};
+  sizes.insert(sizes.end(), family.extra_image_sizes.begin(), family.extra_image_sizes.end());
+  for (const std::int64_t size : sizes) {
+    const Export exported = load_export(family, size);
+    if (family.builtin != Builtin::none && size == family.image_size) check_same_graph_shape(family, exported);
+    const std::string suffix = size == family.image_size ? "" : "." + std::to_string(size);
+    std::vector<kiln::Tensor> want;
+    for (const std::string& output : family.outputs)
+      want.push_back(kiln::tools::read_npy((fixture_dir() / (family.name + "." + output + suffix + ".npy")).string()));
+    check_outputs(family, exported, size, want);
+  }
+}
 
-  const kiln::Tensor image = generated_tensor("input", {1, 3, family.image_size, family.image_size});
-  std::vector<kiln::Tensor> want;
-  for (const std::string& output : family.outputs)
-    want.push_back(kiln::tools::read_npy((fixture_dir() / (family.name + "." + output + ".npy")).string()));
+// The export run eagerly and compiled (fullgraph) on Vulkan against PyTorch's outputs.
+void check_outputs(const Family& family, const Export& exported, std::int64_t image_size,
+                   const std::vector<kiln::Tensor>& want) {
+  const kiln::Tensor image = generated_tensor("input", {1, 3, image_size, image_size});
 
   auto eager = kiln::eager(exported.model, {.backend = "vulkan"});
   const std::vector<kiln::Tensor> eager_out = eager({image});
@@ -264,9 +285,10 @@ void check_family(const std::string& name) {
   const std::vector<kiln::Tensor> compiled_out = compiled({image});
   BOOST_TEST_REQUIRE(eager_out.size() == want.size());
   BOOST_TEST_REQUIRE(compiled_out.size() == want.size());
+  const std::string at = " at " + std::to_string(image_size) + "x" + std::to_string(image_size) + " ";
   for (std::size_t i = 0; i < want.size(); ++i) {
-    check_close(eager_out[i], want[i], family.name + " eager " + family.outputs[i]);
-    check_close(compiled_out[i], want[i], family.name + " compiled " + family.outputs[i]);
+    check_close(eager_out[i], want[i], family.name + at + "eager " + family.outputs[i]);
+    check_close(compiled_out[i], want[i], family.name + at + "compiled " + family.outputs[i]);
   }
 }
 
@@ -299,3 +321,62 @@ BOOST_AUTO_TEST_CASE(fcn_resnet50) { check_family("fcn_resnet50"); }
 BOOST_AUTO_TEST_CASE(ssdlite320_mobilenet_v3_large) { check_family("ssdlite320_mobilenet_v3_large"); }
 BOOST_AUTO_TEST_CASE(detr_resnet50) { check_family("detr_resnet50"); }
 BOOST_AUTO_TEST_CASE(segformer_b0) { check_family("segformer_b0"); }
+BOOST_AUTO_TEST_CASE(unet_small) { check_family("unet_small"); }
+
+// One compiled U-Net (symbolic batch, height and width) serves calls of
+// several image sizes: each new size compiles once, is kept, and matches
+// PyTorch; explain() lists the symbolic dims and each shape set with what
+// changed; past the recompile limit a call is an error naming it, or runs
+// eagerly when asked; shapes the file fixes (3 channels) are refused.
+BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
+  const auto it = std::find_if(families().begin(), families().end(), [](const Family& f) { return f.name == "unet_small"; });
+  BOOST_TEST_REQUIRE((it != families().end()));
+  const Export exported = load_export(*it, 32);
+  BOOST_TEST_REQUIRE(exported.model.has_symbolic_dims());
+  BOOST_TEST(exported.model.inputs().at(0).symbolic_dims ==
+                 (std::vector<std::string>{"batch", "", "height", "width"}),
+             boost::test_tools::per_element());
+  auto compiled = kiln::compile(exported.model, {.backend = "vulkan", .fullgraph = true});
+  auto want = [](const std::string& suffix) {
+    return kiln::tools::read_npy((fixture_dir() / ("unet_small.mask" + suffix + ".npy")).string());
+  };
+  for (const std::int64_t size : {32, 48, 32}) {
+    const kiln::Tensor image = generated_tensor("input", {1, 3, size, size});
+    check_close(compiled({image}).at(0), want(size == 32 ? "" : ".48"),
+                "unet_small, one compiled model, at " + std::to_string(size));
+  }
+  BOOST_TEST(compiled.stats().shape_sets == 2);
+  const std::string explained = compiled.explain();
+  BOOST_TEST(explained.find("input [batch=1, 3, height=32, width=32]") != std::string::npos, explained);
+  BOOST_TEST(explained.find("shape sets (compiled): 2 of 8") != std::string::npos, explained);
+  BOOST_TEST(explained.find("input 'input' dim 2 was 32, now 48, input 'input' dim 3 was 32, now 48") !=
+                 std::string::npos,
+             explained);
+
+  const kiln::Tensor at40 = generated_tensor("input", {1, 3, 40, 40});
+  auto limited = kiln::compile(exported.model, {.backend = "vulkan", .recompile_limit = 1});
+  try {
+    limited({at40});
+    BOOST_ERROR("expected the recompile limit");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(e.kind() == kiln::ErrorKind::ShapeMismatch);
+    BOOST_TEST(std::string(e.what()).find("past the recompile limit of 1") != std::string::npos, e.what());
+  }
+  auto falls_back = kiln::compile(exported.model, {.backend = "vulkan", .recompile_limit = 1,
+                                                   .eager_past_recompile_limit = true});
+  const kiln::Tensor eager_out = falls_back({at40}).at(0);
+  BOOST_TEST((eager_out.shape() == kiln::Shape{1, 2, 40, 40}));
+  BOOST_TEST(falls_back.stats().shape_sets == 1);
+  BOOST_TEST(falls_back.explain().find("(eager: past the limit)") != std::string::npos, falls_back.explain());
+  // The eager fallback computes what a compiled model made for 40x40 does.
+  const kiln::Tensor compiled_out = kiln::compile(load_export(*it, 40).model, {.backend = "vulkan"})({at40}).at(0);
+  check_close(eager_out, compiled_out, "unet_small at 40, eager fallback against compiled");
+
+  try {
+    compiled({generated_tensor("input", {1, 4, 32, 32})});
+    BOOST_ERROR("expected a shape error");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(e.kind() == kiln::ErrorKind::ShapeMismatch);
+    BOOST_TEST(std::string(e.what()).find("dim 1 is fixed at 3 by the model") != std::string::npos, e.what());
+  }
+}

@@ -56,6 +56,14 @@ struct KILN_API CompileOptions {
   // Compiler settings by name (include/kiln/settings.h): they take precedence
   // over the mode's and the environment's values.
   SettingOverrides settings{};
+  // A model with symbolic input dims (Model::has_symbolic_dims: an ONNX file
+  // exported with dynamic axes) compiles for the shapes of the model it was
+  // made for; a call with other shapes makes and compiles the model for them
+  // once and keeps both (logged with the reason at KILN_LOG=info), up to this
+  // many shape sets. Past it a call throws ShapeMismatch naming the limit, or
+  // with eager_past_recompile_limit runs eagerly (a warning per shape set).
+  int recompile_limit = 8;
+  bool eager_past_recompile_limit = false;
 };
 
 // What a run cost; filled after every call.
@@ -89,6 +97,7 @@ struct KILN_API RunStats {
   int kernels_from_file = 0;      // binaries loaded from a compiled-model file (kiln::load)
   int graph_passes_run = 0;       // graph passes run by the first call (0: the plan was read from a file)
   bool plan_from_cache = false;   // the plan came from the plan cache (a warm start: no graph pass ran)
+  int shape_sets = 1;             // input shape sets compiled so far (see CompileOptions::recompile_limit)
   // Bytes the last call copied from the host to the device (host inputs, a
   // graph break's results that kernels read) and back (outputs returned as
   // host tensors, a graph break's operands). Device inputs and outputs
@@ -111,6 +120,7 @@ struct KILN_API KernelTiming {
 // (src/runtime/internal_access.h).
 class Executor;
 namespace internal { struct Access; }
+namespace runtime { class ShapeSets; }
 struct LoadOptions;
 
 // ---- device-resident tensors and asynchronous calls -------------------------
@@ -181,13 +191,17 @@ class KILN_API EagerModel {
  private:
   friend struct internal::Access;
   friend EagerModel eager(const Model&, const DeviceOptions&);
-  std::shared_ptr<Executor> impl_;
+  std::shared_ptr<Executor> impl_;                // the shapes the model was made for
+  std::shared_ptr<runtime::ShapeSets> shape_sets_;  // other shapes (a model with symbolic dims), else null
 };
 
 class KILN_API CompiledModel {
  public:
   // The first call compiles; later calls reuse everything. Throws
-  // ShapeMismatch naming the input and both shapes if inputs do not match.
+  // ShapeMismatch naming the input and both shapes if inputs do not match,
+  // except for a model with symbolic dims, where new shapes compile once more
+  // (CompileOptions::recompile_limit). Calls of one shape set finish in the
+  // order submitted; model(), prepare() and to_device() are the first set's.
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);
   // A call whose inputs may be DeviceTensors of this model's device and whose
   // outputs stay on the device: model B can take model A's outputs without a
@@ -221,7 +235,8 @@ class KILN_API CompiledModel {
   friend struct internal::Access;
   friend CompiledModel compile(const Model&, const CompileOptions&);
   friend CompiledModel load(const std::string&, const LoadOptions&);
-  std::shared_ptr<Executor> impl_;
+  std::shared_ptr<Executor> impl_;                // the shapes the model was made for
+  std::shared_ptr<runtime::ShapeSets> shape_sets_;  // other shapes (a model with symbolic dims), else null
 };
 
 KILN_API EagerModel eager(const Model& model, const DeviceOptions& options = {});

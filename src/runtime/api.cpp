@@ -6,6 +6,7 @@
 #include "src/artifact/model_file.h"
 #include "src/runtime/device_pool.h"
 #include "src/runtime/executor.h"
+#include "src/runtime/shape_sets.h"
 
 namespace kiln {
 
@@ -18,6 +19,7 @@ EagerModel eager(const Model& model, const DeviceOptions& options) {
   o.compile.device = options.device;
   EagerModel m;
   m.impl_ = std::make_shared<Executor>(model, o);
+  if (model.has_symbolic_dims()) m.shape_sets_ = std::make_shared<runtime::ShapeSets>(m.impl_, o, CompileOptions{}.recompile_limit, false);
   return m;
 }
 
@@ -31,6 +33,9 @@ CompiledModel compile(const Model& model, const CompileOptions& options) {
   o.settings = Settings::resolve(options.mode, options.settings);
   CompiledModel m;
   m.impl_ = std::make_shared<Executor>(model, o);
+  if (model.has_symbolic_dims())
+    m.shape_sets_ = std::make_shared<runtime::ShapeSets>(m.impl_, o, options.recompile_limit,
+                                                         options.eager_past_recompile_limit);
   return m;
 }
 
@@ -91,31 +96,61 @@ CompiledModel load(const std::string& path, const LoadOptions& options) {
   return m;
 }
 
-std::vector<Tensor> EagerModel::operator()(const std::vector<Tensor>& inputs) { return impl_->run(inputs); }
-std::vector<DeviceTensor> EagerModel::call_on_device(const std::vector<CallInput>& inputs) {
-  return impl_->run_on_device(inputs);
+namespace {
+
+// The executor for a call's inputs: the model's own, or its shape set's.
+template <class Inputs>
+std::shared_ptr<Executor> executor_for(const std::shared_ptr<Executor>& impl,
+                                       const std::shared_ptr<runtime::ShapeSets>& sets, const Inputs& inputs) {
+  return sets ? sets->select(runtime::shapes_of(inputs)) : impl;
 }
-PendingCall EagerModel::submit(std::vector<CallInput> inputs) { return impl_->submit(std::move(inputs)); }
+
+RunStats with_shape_sets(RunStats stats, const std::shared_ptr<runtime::ShapeSets>& sets) {
+  if (sets) stats.shape_sets = sets->compiled_sets();
+  return stats;
+}
+
+}  // namespace
+
+std::vector<Tensor> EagerModel::operator()(const std::vector<Tensor>& inputs) {
+  return executor_for(impl_, shape_sets_, inputs)->run(inputs);
+}
+std::vector<DeviceTensor> EagerModel::call_on_device(const std::vector<CallInput>& inputs) {
+  return executor_for(impl_, shape_sets_, inputs)->run_on_device(inputs);
+}
+PendingCall EagerModel::submit(std::vector<CallInput> inputs) {
+  return executor_for(impl_, shape_sets_, inputs)->submit(std::move(inputs));
+}
 DeviceTensor EagerModel::to_device(const Tensor& tensor) const { return impl_->to_device(tensor); }
-RunStats EagerModel::stats() const { return impl_->stats(); }
+RunStats EagerModel::stats() const {
+  return with_shape_sets((shape_sets_ ? shape_sets_->latest() : impl_)->stats(), shape_sets_);
+}
 const Model& EagerModel::model() const { return impl_->model(); }
 
-std::vector<Tensor> CompiledModel::operator()(const std::vector<Tensor>& inputs) { return impl_->run(inputs); }
-std::vector<DeviceTensor> CompiledModel::call_on_device(const std::vector<CallInput>& inputs) {
-  return impl_->run_on_device(inputs);
+std::vector<Tensor> CompiledModel::operator()(const std::vector<Tensor>& inputs) {
+  return executor_for(impl_, shape_sets_, inputs)->run(inputs);
 }
-PendingCall CompiledModel::submit(std::vector<CallInput> inputs) { return impl_->submit(std::move(inputs)); }
+std::vector<DeviceTensor> CompiledModel::call_on_device(const std::vector<CallInput>& inputs) {
+  return executor_for(impl_, shape_sets_, inputs)->run_on_device(inputs);
+}
+PendingCall CompiledModel::submit(std::vector<CallInput> inputs) {
+  return executor_for(impl_, shape_sets_, inputs)->submit(std::move(inputs));
+}
 DeviceTensor CompiledModel::to_device(const Tensor& tensor) const { return impl_->to_device(tensor); }
 void CompiledModel::prepare() { impl_->prepare(); }
-RunStats CompiledModel::stats() const { return impl_->stats(); }
+RunStats CompiledModel::stats() const {
+  return with_shape_sets((shape_sets_ ? shape_sets_->latest() : impl_)->stats(), shape_sets_);
+}
 const Model& CompiledModel::model() const { return impl_->model(); }
 const CompileOptions& CompiledModel::options() const { return impl_->options().compile; }
-std::string CompiledModel::explain() const { return impl_->explain(); }
+std::string CompiledModel::explain() const {
+  return impl_->explain() + (shape_sets_ ? shape_sets_->describe() : std::string());
+}
 std::vector<KernelTiming> CompiledModel::profile(const std::vector<Tensor>& inputs, int calls) {
-  return impl_->profile(inputs, calls);
+  return executor_for(impl_, shape_sets_, inputs)->profile(inputs, calls);
 }
 std::vector<KernelTiming> EagerModel::profile(const std::vector<Tensor>& inputs, int calls) {
-  return impl_->profile(inputs, calls);
+  return executor_for(impl_, shape_sets_, inputs)->profile(inputs, calls);
 }
 
 }  // namespace kiln

@@ -574,6 +574,17 @@ std::string Executor::explain() const {
   out << "model " << model_.name() << ": "
       << (options_.compiled ? "compiled, mode " + std::string(mode_name(options_.settings.mode())) : std::string("eager"))
       << ", on " << options_.backend << ":" << ctx_->index << " (" << target.device_name << ")\n";
+  if (model_.has_symbolic_dims()) {
+    out << "symbolic input dims (the model runs at the shapes below; other shapes compile again):\n";
+    for (const TensorSpec& input : model_.inputs()) {
+      std::string dims;
+      for (std::size_t d = 0; d < input.shape.size(); ++d) {
+        const bool symbolic = d < input.symbolic_dims.size() && !input.symbolic_dims[d].empty();
+        dims += (d ? ", " : "") + (symbolic ? input.symbolic_dims[d] + "=" : std::string()) + std::to_string(input.shape[d]);
+      }
+      out << "  " << input.name << " [" << dims << "]\n";
+    }
+  }
   if (options_.compiled) {
     out << "settings (value, then where it came from):\n";
     std::istringstream lines(options_.settings.describe());
