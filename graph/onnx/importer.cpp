@@ -506,12 +506,19 @@ class Importer final : public ImportContext {
 namespace onnx_import {
 namespace {
 
+// The parsed file, held in a type of kiln's own: a shared_ptr of
+// onnx::ModelProto itself would export the control block's vtable (ONNX's
+// types have default visibility; tests/test_linkage.cpp).
+struct ParsedModel {
+  onnx::ModelProto proto;
+};
+
 // A model with symbolic input dims, imported again for each new shape set:
 // the parsed file stays in memory (shared by every model made from it).
 class OnnxShapeSource final : public internal::ShapeSource,
                               public std::enable_shared_from_this<OnnxShapeSource> {
  public:
-  OnnxShapeSource(std::shared_ptr<const onnx::ModelProto> proto, std::string name, std::string base_dir,
+  OnnxShapeSource(std::shared_ptr<const ParsedModel> proto, std::string name, std::string base_dir,
                   OnnxOptions options, std::vector<Importer::InputDims> inputs)
       : proto_(std::move(proto)), name_(std::move(name)), base_dir_(std::move(base_dir)),
         options_(std::move(options)), inputs_(std::move(inputs)) {
@@ -550,11 +557,11 @@ class OnnxShapeSource final : public internal::ShapeSource,
       options.input_shapes[input.name] = shape;
     }
     Importer importer(name_, base_dir_, options, options.max_folded_bytes);
-    return internal::ModelAccess::with_shape_source(importer.import(*proto_), shared_from_this());
+    return internal::ModelAccess::with_shape_source(importer.import(proto_->proto), shared_from_this());
   }
 
  private:
-  std::shared_ptr<const onnx::ModelProto> proto_;
+  std::shared_ptr<const ParsedModel> proto_;
   std::string name_, base_dir_;
   OnnxOptions options_;  // max_folded_bytes resolved
   std::vector<Importer::InputDims> inputs_;
@@ -566,12 +573,12 @@ class OnnxShapeSource final : public internal::ShapeSource,
 
 Model load_onnx_bytes(std::string_view bytes, const std::string& name, const std::string& base_dir,
                       const OnnxOptions& options) {
-  auto model = std::make_shared<onnx::ModelProto>();
+  auto model = std::make_shared<onnx_import::ParsedModel>();
   OnnxOptions resolved = options;
   resolved.max_folded_bytes = onnx_import::resolve_max_folded_bytes(options);
-  onnx_import::parse(*model, bytes, name, "model");
+  onnx_import::parse(model->proto, bytes, name, "model");
   onnx_import::Importer importer(name, base_dir, resolved, resolved.max_folded_bytes);
-  Model imported = importer.import(*model);
+  Model imported = importer.import(model->proto);
   if (!importer.any_symbolic()) return imported;
   auto source = std::make_shared<const onnx_import::OnnxShapeSource>(std::move(model), name, base_dir, resolved,
                                                                     importer.input_dims());
