@@ -164,6 +164,25 @@ std::vector<Tensor> reference_scatter_elements(const Node& node, std::span<const
 
 // ---- GatherND ---------------------------------------------------------------------
 
+// The element offset an index tuple names along the axes from `first_axis`
+// (GatherND, ScatterND): each index checked against its axis, negative ones
+// counted from the end.
+std::int64_t tuple_offset(std::span<const std::int64_t> tuple, std::size_t first_axis, const Shape& shape,
+                          const Strides& strides) {
+  std::int64_t offset = 0;
+  for (std::size_t j = 0; j < tuple.size(); ++j) {
+    const std::size_t d = first_axis + j;
+    std::int64_t index = tuple[j];
+    const std::int64_t extent = shape[d];
+    KILN_CHECK(index >= -extent && index < extent, ErrorKind::InvalidArgument,
+               "index " + std::to_string(index) + " is out of range for axis " + std::to_string(d) + " of extent " +
+                   std::to_string(extent));
+    if (index < 0) index += extent;
+    offset += index * strides[d];
+  }
+  return offset;
+}
+
 // GatherND: each index tuple (the indices' last axis, k long) picks a slice
 // of the data after `batch_dims` shared leading axes.
 struct GatherNdPlan {
@@ -219,17 +238,10 @@ std::vector<Tensor> reference_gather_nd(const Node& node, std::span<const Tensor
   const auto slice_bytes = static_cast<std::size_t>(p.slice) * size;
   for (std::int64_t b = 0; b < p.batches; ++b)
     for (std::int64_t t = 0; t < p.tuples; ++t) {
-      std::int64_t offset = b * batch_stride;
-      for (std::int64_t j = 0; j < p.k; ++j) {
-        const auto d = static_cast<std::size_t>(p.batch_dims + j);
-        std::int64_t index = indices[static_cast<std::size_t>((b * p.tuples + t) * p.k + j)];
-        const std::int64_t extent = data.shape()[d];
-        KILN_CHECK(index >= -extent && index < extent, ErrorKind::InvalidArgument,
-                   "index " + std::to_string(index) + " is out of range for axis " + std::to_string(d) + " of extent " +
-                       std::to_string(extent));
-        if (index < 0) index += extent;
-        offset += index * strides[d];
-      }
+      const std::int64_t offset =
+          b * batch_stride + tuple_offset(indices.subspan(static_cast<std::size_t>((b * p.tuples + t) * p.k),
+                                                          static_cast<std::size_t>(p.k)),
+                                          static_cast<std::size_t>(p.batch_dims), data.shape(), strides);
       std::memcpy(out.bytes().data() + static_cast<std::size_t>(b * p.tuples + t) * slice_bytes,
                   data.bytes().data() + static_cast<std::size_t>(offset) * size, slice_bytes);
     }
@@ -288,17 +300,8 @@ std::vector<Tensor> reference_scatter_nd(const Node& node, std::span<const Tenso
   Tensor out = data.clone();
   const std::size_t size = dtype_size(data.dtype());
   for (std::int64_t t = 0; t < p.tuples; ++t) {
-    std::int64_t offset = 0;
-    for (std::int64_t j = 0; j < p.k; ++j) {
-      const auto d = static_cast<std::size_t>(j);
-      std::int64_t index = indices[static_cast<std::size_t>(t * p.k + j)];
-      const std::int64_t extent = data.shape()[d];
-      KILN_CHECK(index >= -extent && index < extent, ErrorKind::InvalidArgument,
-                 "index " + std::to_string(index) + " is out of range for axis " + std::to_string(d) + " of extent " +
-                     std::to_string(extent));
-      if (index < 0) index += extent;
-      offset += index * strides[d];
-    }
+    const std::int64_t offset = tuple_offset(
+        indices.subspan(static_cast<std::size_t>(t * p.k), static_cast<std::size_t>(p.k)), 0, data.shape(), strides);
     std::byte* target = out.bytes().data() + static_cast<std::size_t>(offset) * size;
     const std::byte* update = in[2].bytes().data() + static_cast<std::size_t>(t * p.slice) * size;
     if (reduction == ScatterReduction::none) {
