@@ -63,6 +63,11 @@ std::optional<std::string> Backend::supports(const KernelRequirements& kernel, c
     return who + " takes " + std::to_string(kernel.param_bytes) + " bytes of parameters; " + target_label(target) +
            " allows at most " + std::to_string(target.max_kernel_param_bytes);
   if (kernel.fp16 && !target.fp16) return who + " needs fp16 arithmetic, which " + target_label(target) + " lacks";
+  if (kernel.int64 && !target.int64)
+    return who + " computes with 64-bit integers, which " + target_label(target) + " lacks (shaderInt64)";
+  if (kernel.storage8 && !target.storage8)
+    return who + " reads or writes 8-bit buffer elements (bool tensors), which " + target_label(target) +
+           " lacks (storageBuffer8BitAccess)";
   if (kernel.subgroup_size != 0) {
     const std::uint32_t lanes = target.subgroup_size;
     if (!target.subgroup_basic || (kernel.subgroup_broadcast && !target.subgroup_broadcast))

@@ -47,6 +47,7 @@ struct TargetDesc {
   std::uint32_t max_kernel_param_bytes = 0;
   bool fp16 = false;
   bool int64 = false;
+  bool storage8 = false;  // one-byte elements in buffers (kernels with bool tensors)
   bool timestamps = false;
   // Subgroup operations kernels may use in compute (Vulkan: supportedStages
   // has COMPUTE and supportedOperations BASIC / BALLOT; CUDA/HIP: warp
@@ -82,6 +83,8 @@ struct KernelRequirements {
   std::uint64_t shared_memory_bytes = 0;
   std::uint32_t num_buffers = 0;
   bool fp16 = false;
+  bool int64 = false;     // it computes with i64 values
+  bool storage8 = false;  // it reads or writes one-byte (bool) buffer elements
   std::uint32_t param_bytes = 0;  // per-dispatch parameters (4 bytes each)
   std::uint32_t subgroup_size = 0;  // lanes its subgroup operations assume; 0: none used
   bool subgroup_broadcast = false;  // it broadcasts between lanes

@@ -16,6 +16,11 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
   t.type_i32 = "int";
   t.type_u32 = "unsigned int";
   t.type_bool = "bool";
+  t.type_i64 = "long long";
+  t.i64_suffix = "LL";
+  t.bool_storage = "unsigned char";
+  t.bool_from_storage = "(({a}) != 0)";
+  t.bool_to_storage = "((unsigned char)(({a}) ? 1 : 0))";
   t.float_suffix = "f";
   t.float_inf = "__int_as_float(0x7f800000)";
   t.float_nan = "__int_as_float(0x7fc00000)";
@@ -63,6 +68,15 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
   t.erf = "erff({a})";
   t.abs = "fabsf({a})";
   t.iabs = "abs({a})";
+  // Helpers of their own: CUDA and HIP differ in their long long overloads.
+  t.int64_helpers =
+      "__device__ __forceinline__ long long kiln_lmin(long long a, long long b) { return a < b ? a : b; }\n"
+      "__device__ __forceinline__ long long kiln_lmax(long long a, long long b) { return a > b ? a : b; }\n"
+      "__device__ __forceinline__ long long kiln_labs(long long a) { return a < 0 ? "
+      "(long long)(0ull - (unsigned long long)a) : a; }\n";
+  t.labs = "kiln_labs({a})";
+  t.lmin = "kiln_lmin({a}, {b})";
+  t.lmax = "kiln_lmax({a}, {b})";
   t.floor = "floorf({a})";
   t.ceil = "ceilf({a})";
   t.pow = "powf({a}, {b})";

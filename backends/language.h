@@ -18,7 +18,18 @@ struct LanguageTable {
   std::string prelude;  // text emitted before every kernel (helpers such as erf for GLSL)
 
   // Scalar type spellings.
-  std::string type_f32, type_i32, type_u32, type_bool;
+  std::string type_f32, type_i32, type_u32, type_bool, type_i64;
+  // The suffix of an i64 literal (GLSL "l", C/C++ "LL").
+  std::string i64_suffix;
+  // Booleans in buffers: one byte each (kir element_bytes), declared as
+  // bool_storage; bool_from_storage turns a loaded byte {a} into a bool and
+  // bool_to_storage a bool {a} into the byte to store.
+  std::string bool_storage, bool_from_storage, bool_to_storage;
+  // Directives after version_directive of a kernel with i64 values or
+  // one-byte (bool) buffer elements (GLSL extensions), and helper functions
+  // after the prelude of a kernel with i64 values (CUDA/HIP); empty where
+  // the language needs none.
+  std::string int64_directives, storage8_directives, int64_helpers;
   // Float literal suffix ("" for GLSL, "f" for CUDA/HIP).
   std::string float_suffix;
   // Expressions for +infinity and a quiet NaN (no language has a literal).
@@ -112,6 +123,7 @@ struct LanguageTable {
   // Math spellings. Placeholders: {a} {b}.
   std::string exp, log, sqrt, rsqrt, tanh, erf, abs, floor, ceil, pow, fmin, fmax, imin, imax;
   std::string iabs, umin, umax;     // abs for i32, min/max for u32
+  std::string labs, lmin, lmax;     // abs, min and max for i64
   std::string cast;                 // "{type}({a})" or "(({type})({a}))"; placeholders {type} {a}
 };
 

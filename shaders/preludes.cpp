@@ -148,6 +148,9 @@ const std::string& c99_prelude() {
       "\n"
       "typedef struct { uint32_t x, y, z; } kiln_uvec3;\n"
       "static inline int32_t kiln_imin(int32_t a, int32_t b) { return a < b ? a : b; }\n"
+      "static inline int64_t kiln_lmin(int64_t a, int64_t b) { return a < b ? a : b; }\n"
+      "static inline int64_t kiln_lmax(int64_t a, int64_t b) { return a > b ? a : b; }\n"
+      "static inline int64_t kiln_labs(int64_t a) { return a < 0 ? (int64_t)(0u - (uint64_t)a) : a; }\n"
       "static inline int32_t kiln_imax(int32_t a, int32_t b) { return a > b ? a : b; }\n"
       "static inline uint32_t kiln_umin(uint32_t a, uint32_t b) { return a < b ? a : b; }\n"
       "static inline uint32_t kiln_umax(uint32_t a, uint32_t b) { return a > b ? a : b; }\n";

@@ -237,6 +237,7 @@ std::vector<OpCase> make_op_cases() {
   conv_transpose_cases(c);
   add_math_cases(cases);
   add_data_cases(cases);
+  add_typed_cases(cases);
   return cases;
 }
 

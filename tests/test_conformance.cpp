@@ -30,6 +30,12 @@ void check_outputs(const OpCase& c, const std::vector<kiln::Tensor>& got, const 
   for (std::size_t i = 0; i < got.size(); ++i) {
     BOOST_TEST_CONTEXT("output " << i) {
       BOOST_REQUIRE(got[i].shape() == want[i].shape());
+      BOOST_REQUIRE(got[i].dtype() == want[i].dtype());
+      if (want[i].dtype() != kiln::DType::f32) {
+        const auto a = got[i].bytes(), b = want[i].bytes();
+        BOOST_TEST(std::equal(a.begin(), a.end(), b.begin(), b.end()), "integer or bool output differs from the reference");
+        continue;
+      }
       const float diff = kiln::max_abs_diff(got[i], want[i]);
       const float bound = c.tolerance * reference_scale(want[i]);
       BOOST_TEST(diff <= bound, "max |backend - reference| = " << diff << " > " << bound);
@@ -76,6 +82,8 @@ bool init_suite() {
           BOOST_REQUIRE_EQUAL(out.size(), specs.size());
           for (std::size_t i = 0; i < out.size(); ++i) {
             BOOST_TEST(out[i].shape() == specs[i].shape);
+            BOOST_TEST((out[i].dtype() == specs[i].dtype));
+            if (out[i].dtype() != kiln::DType::f32) continue;
             for (float v : out[i].values<float>()) BOOST_REQUIRE(std::isfinite(v));
           }
         },

@@ -151,9 +151,12 @@ BOOST_AUTO_TEST_CASE(add_buffer_checks_names_and_types) {
   BOOST_TEST(a.index == 0);
   BOOST_TEST(b.index == 1);
   BOOST_TEST(contains(internal_error([&] { k.add_buffer("a", F, Access::read); }), "duplicate buffer name 'a'"));
-  BOOST_TEST(contains(internal_error([&] { k.add_buffer("flag", B, Access::read); }), "bool"));
   BOOST_TEST(contains(internal_error([&] { k.add_buffer("x.y", F, Access::read); }), "'x.y' is not an identifier"));
-  BOOST_TEST(k.buffers.size() == 2u);
+  // Bools are one byte in buffers, but shared arrays hold 4-byte elements only.
+  BOOST_TEST(k.add_buffer("flag", B, Access::read).index == 2);
+  BOOST_TEST(contains(internal_error([&] { k.add_shared("flags", B, 4); }), "bool"));
+  BOOST_TEST(contains(internal_error([&] { k.add_shared("wide", ScalarType::i64, 4); }), "i64"));
+  BOOST_TEST(k.buffers.size() == 3u);
 }
 
 BOOST_AUTO_TEST_SUITE_END()
@@ -714,6 +717,37 @@ BOOST_AUTO_TEST_CASE(vector_loads_read_aligned_consecutive_elements) {
   k.body = {load_vector({"a", "b"}, x, i - i32(1), F), store(y, i, var("a", F))};
   BOOST_TEST(contains(internal_error([&] { run(k, {bytes(in), bytes(ints), bytes(out)}); }),
                       "invocation 0: vector load of width 2 from buffer 0 'x' at vector index -1"));
+}
+
+BOOST_AUTO_TEST_CASE(i64_and_bool_buffers_hold_elements_as_c_does) {
+  // y[i] = x[i] * 2^33 / 2^32 + (flag[i] ? 1 : 0): products past 2^32;
+  // positive[i] = x[i] > 0 as one byte.
+  constexpr ScalarType L = ScalarType::i64;
+  Kernel k("wide");
+  Buf x = k.add_buffer("x", L, Access::read);
+  Buf flag = k.add_buffer("flag", B, Access::read);
+  Buf y = k.add_buffer("y", L, Access::write);
+  Buf positive = k.add_buffer("positive", B, Access::write);
+  k.global_size = 4;
+  const Expr i = global_index();
+  const Expr v = load(x, i, L);
+  k.body = {store(y, i, v * i64(std::int64_t{1} << 33) / i64(std::int64_t{1} << 32) +
+                            select(load(flag, i, B), i64(1), i64(0))),
+            store(positive, i, v > i64(0))};
+  std::vector<std::int64_t> in = {3, -5, std::int64_t{1} << 20, 0}, out(4);
+  std::vector<std::uint8_t> flags = {1, 0, 0, 1}, positives(4, 9);
+  run(k, {bytes(in), bytes(flags), bytes(out), bytes(positives)});
+  BOOST_TEST(out == (std::vector<std::int64_t>{7, -10, std::int64_t{1} << 21, 1}), boost::test_tools::per_element());
+  BOOST_TEST(positives == (std::vector<std::uint8_t>{1, 0, 1, 0}), boost::test_tools::per_element());
+  // Casts: i64 -> i32 keeps the low bits; f32 -> i64 truncates.
+  const auto low = map_kernel<std::int64_t, std::int32_t>(L, I, {(std::int64_t{1} << 32) + 5, -1},
+                                                         [](Expr e) { return cast(I, e); });
+  BOOST_TEST(low == (std::vector<std::int32_t>{5, -1}), boost::test_tools::per_element());
+  const auto truncated = map_kernel<float, std::int64_t>(F, L, {-2.5f, 0x1p40f}, [](Expr e) { return cast(L, e); });
+  BOOST_TEST(truncated == (std::vector<std::int64_t>{-2, std::int64_t{1} << 40}), boost::test_tools::per_element());
+  // No vector access of i64 or bool buffers.
+  k.body = {load_vector({"a", "b"}, x, i, L), store(y, i, var("a", L))};
+  BOOST_TEST(contains(internal_error([&] { verify(k); }), "vectors are f32, i32 or u32"));
 }
 
 BOOST_AUTO_TEST_CASE(vector_stores_write_aligned_consecutive_elements) {

@@ -103,6 +103,7 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
   target.min_buffer_offset_alignment = 256;  // cudaMalloc's alignment
   target.fp16 = true;
   target.int64 = true;
+  target.storage8 = true;
   target.timestamps = true;
   set_pointer_style_capabilities(target);
   return target;

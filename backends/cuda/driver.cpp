@@ -138,6 +138,7 @@ TargetDesc read_device(const DriverApi& api, int ordinal, const std::string& cud
   target.min_buffer_offset_alignment = 256;  // cudaMalloc's alignment
   target.fp16 = major * 10 + minor >= 53;     // native half arithmetic since sm_53
   target.int64 = true;
+  target.storage8 = true;
   target.timestamps = true;  // CUDA events
   set_pointer_style_capabilities(target);
   return target;

@@ -54,6 +54,7 @@ TargetDesc read_device(const HipRuntimeLibrary& api, int ordinal, int driver_ver
   target.min_buffer_offset_alignment = 256;
   target.fp16 = true;  // every GPU ROCm supports has half arithmetic
   target.int64 = true;
+  target.storage8 = true;
   target.timestamps = true;  // HIP events
   set_pointer_style_capabilities(target);
   return target;

@@ -16,6 +16,11 @@ const LanguageTable& null_language() {
     t.type_i32 = "int32_t";
     t.type_u32 = "uint32_t";
     t.type_bool = "bool";
+    t.type_i64 = "int64_t";
+    t.i64_suffix = "LL";
+    t.bool_storage = "uint8_t";
+    t.bool_from_storage = "(({a}) != 0)";
+    t.bool_to_storage = "((uint8_t)(({a}) ? 1 : 0))";
     t.float_suffix = "f";
     t.float_inf = "INFINITY";
     t.float_nan = "NAN";
@@ -62,6 +67,9 @@ const LanguageTable& null_language() {
     t.fmin = "fminf({a}, {b})";
     t.fmax = "fmaxf({a}, {b})";
     t.imin = "kiln_imin({a}, {b})";
+    t.lmin = "kiln_lmin({a}, {b})";
+    t.lmax = "kiln_lmax({a}, {b})";
+    t.labs = "kiln_labs({a})";
     t.imax = "kiln_imax({a}, {b})";
     t.umin = "kiln_umin({a}, {b})";
     t.umax = "kiln_umax({a}, {b})";

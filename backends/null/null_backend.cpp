@@ -64,6 +64,8 @@ TargetDesc null_target(const std::string& compiler_version) {
   target.max_workgroup_count = {65535, 65535, 65535};
   target.max_shared_memory_bytes = 32 * 1024;
   target.max_buffer_bytes = 1ull << 32;
+  target.int64 = true;  // C99's int64_t and uint8_t
+  target.storage8 = true;
   set_pointer_style_capabilities(target);
   return target;
 }

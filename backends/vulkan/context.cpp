@@ -25,6 +25,10 @@ DeviceContext::DeviceContext(std::shared_ptr<Instance> instance, PhysicalDevice 
   VkPhysicalDeviceShaderFloat16Int8Features float16{};
   float16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
   float16.shaderFloat16 = physical_.shader_float16 ? VK_TRUE : VK_FALSE;
+  VkPhysicalDevice8BitStorageFeatures storage8{};
+  storage8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
+  storage8.storageBuffer8BitAccess = physical_.storage_buffer_8bit ? VK_TRUE : VK_FALSE;
+  float16.pNext = &storage8;
   VkPhysicalDevice16BitStorageFeatures storage16{};
   storage16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
   storage16.storageBuffer16BitAccess = physical_.storage_buffer_16bit ? VK_TRUE : VK_FALSE;

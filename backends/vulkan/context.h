@@ -14,7 +14,7 @@ namespace kiln::backend::vulkan {
 class DeviceContext {
  public:
   // Creates the VkDevice with one compute queue and the optional features the
-  // device has (fp16, 16-bit storage, int64). `index` is for messages.
+  // device has (fp16, 8- and 16-bit storage, int64). `index` is for messages.
   DeviceContext(std::shared_ptr<Instance> instance, PhysicalDevice physical, int index);
   // Destroys the VkDevice. Fatal validation mode: messages nobody raised
   // (including leaks reported at destruction) are printed, then abort().

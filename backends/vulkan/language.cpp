@@ -20,6 +20,15 @@ const LanguageTable& glsl_language() {
     t.type_i32 = "int";
     t.type_u32 = "uint";
     t.type_bool = "bool";
+    t.type_i64 = "int64_t";
+    t.i64_suffix = "l";
+    // GL_EXT_shader_8bit_storage allows 8-bit values only in buffers and in
+    // conversions to and from 32-bit integers.
+    t.bool_storage = "uint8_t";
+    t.bool_from_storage = "(uint({a}) != 0u)";
+    t.bool_to_storage = "uint8_t(({a}) ? 1u : 0u)";
+    t.int64_directives = "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
+    t.storage8_directives = "#extension GL_EXT_shader_8bit_storage : require\n";
     t.float_suffix = "";
     t.float_inf = "uintBitsToFloat(0x7F800000u)";
     t.float_nan = "uintBitsToFloat(0x7FC00000u)";
@@ -84,6 +93,9 @@ const LanguageTable& glsl_language() {
     t.imax = "max({a}, {b})";
     t.umin = "min({a}, {b})";
     t.umax = "max({a}, {b})";
+    t.labs = "abs({a})";
+    t.lmin = "min({a}, {b})";
+    t.lmax = "max({a}, {b})";
     t.cast = "{type}({a})";
     return t;
   }();

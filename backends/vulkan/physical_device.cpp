@@ -102,6 +102,9 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
 
   VkPhysicalDeviceShaderFloat16Int8Features float16{};
   float16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_FLOAT16_INT8_FEATURES;
+  VkPhysicalDevice8BitStorageFeatures storage8{};
+  storage8.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_8BIT_STORAGE_FEATURES;
+  float16.pNext = &storage8;
   VkPhysicalDevice16BitStorageFeatures storage16{};
   storage16.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_16BIT_STORAGE_FEATURES;
   storage16.pNext = vulkan_1_2 ? &float16 : nullptr;
@@ -125,6 +128,7 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   device.shader_float16 = float16.shaderFloat16 == VK_TRUE;
   device.storage_buffer_16bit = storage16.storageBuffer16BitAccess == VK_TRUE;
   device.shader_int64 = features.features.shaderInt64 == VK_TRUE;
+  device.storage_buffer_8bit = vulkan_1_2 && storage8.storageBuffer8BitAccess == VK_TRUE;
   device.timestamp_period_ns = limits.timestampPeriod;
   device.vendor_id = basic.vendorID;
   device.device_id = basic.deviceID;
@@ -172,6 +176,7 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   t.max_kernel_param_bytes = limits.maxPushConstantsSize;
   t.fp16 = device.shader_float16;
   t.int64 = device.shader_int64;
+  t.storage8 = device.storage_buffer_8bit;
   t.timestamps = limits.timestampComputeAndGraphics == VK_TRUE && device.timestamp_valid_bits > 0;
   return device;
 }

@@ -29,6 +29,7 @@ struct PhysicalDevice {
   bool shader_float16 = false;
   bool storage_buffer_16bit = false;
   bool shader_int64 = false;
+  bool storage_buffer_8bit = false;  // Vulkan 1.2's storageBuffer8BitAccess
   bool portability_subset = false;  // the device requires VK_KHR_portability_subset
 };
 

@@ -58,7 +58,8 @@ json encode_requirements(const backend::KernelRequirements& r) {
           {"shared_memory_bytes", r.shared_memory_bytes}, {"num_buffers", r.num_buffers},
           {"fp16", r.fp16},                     {"param_bytes", r.param_bytes},
           {"subgroup_size", r.subgroup_size},   {"subgroup_broadcast", r.subgroup_broadcast},
-          {"texel_width_1", r.texel_width_1},   {"texel_width_4", r.texel_width_4}};
+          {"texel_width_1", r.texel_width_1},   {"texel_width_4", r.texel_width_4},
+          {"int64", r.int64},                   {"storage8", r.storage8}};
 }
 
 backend::KernelRequirements decode_requirements(const json& j) {
@@ -73,6 +74,8 @@ backend::KernelRequirements decode_requirements(const json& j) {
   r.subgroup_broadcast = j.at("subgroup_broadcast").get<bool>();
   r.texel_width_1 = j.at("texel_width_1").get<bool>();
   r.texel_width_4 = j.at("texel_width_4").get<bool>();
+  r.int64 = j.at("int64").get<bool>();
+  r.storage8 = j.at("storage8").get<bool>();
   return r;
 }
 
@@ -210,6 +213,7 @@ json encode_target(const backend::TargetDesc& t) {
           {"max_kernel_param_bytes", t.max_kernel_param_bytes},
           {"fp16", t.fp16},
           {"int64", t.int64},
+          {"storage8", t.storage8},
           {"timestamps", t.timestamps},
           {"subgroup_basic", t.subgroup_basic},
           {"subgroup_broadcast", t.subgroup_broadcast},
@@ -239,6 +243,7 @@ backend::TargetDesc decode_target(const json& j) {
   j.at("max_kernel_param_bytes").get_to(t.max_kernel_param_bytes);
   j.at("fp16").get_to(t.fp16);
   j.at("int64").get_to(t.int64);
+  j.at("storage8").get_to(t.storage8);
   j.at("timestamps").get_to(t.timestamps);
   j.at("subgroup_basic").get_to(t.subgroup_basic);
   j.at("subgroup_broadcast").get_to(t.subgroup_broadcast);

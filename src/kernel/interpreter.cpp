@@ -21,23 +21,39 @@
 namespace kiln::kir {
 namespace {
 
-// One scalar; booleans are stored as u == 0 or 1.
+// One scalar; booleans are stored as u == 0 or 1. Every value is zeroed
+// before it is set, so a 4-byte member read back as l is its zero extension.
 union Value {
   float f;
   std::int32_t i;
   std::uint32_t u;
+  std::int64_t l;
 };
 
-Value of_f32(float v) { return {.f = v}; }
-Value of_i32(std::int32_t v) { return {.i = v}; }
-Value of_u32(std::uint32_t v) { return {.u = v}; }
+Value of_f32(float v) { Value x{.l = 0}; x.f = v; return x; }
+Value of_i32(std::int32_t v) { Value x{.l = 0}; x.i = v; return x; }
+Value of_u32(std::uint32_t v) { Value x{.l = 0}; x.u = v; return x; }
+Value of_i64(std::int64_t v) { return {.l = v}; }
 Value of_bool(bool v) { return of_u32(v ? 1u : 0u); }
 
 // Wrap-around i32 arithmetic without signed overflow in C++.
 std::int32_t wrap(std::uint32_t bits) { return static_cast<std::int32_t>(bits); }
 std::uint32_t bits(std::int32_t v) { return static_cast<std::uint32_t>(v); }
+std::int64_t wrap64(std::uint64_t bits) { return static_cast<std::int64_t>(bits); }
+std::uint64_t bits64(std::int64_t v) { return static_cast<std::uint64_t>(v); }
 
-constexpr std::size_t kElementBytes = 4;  // f32, i32 and u32 buffers
+// A buffer element as its buffer stores it (element_bytes of its type).
+Value read_element(const std::byte* data, ScalarType type) {
+  Value v{.l = 0};
+  if (type == ScalarType::boolean) v.u = std::to_integer<std::uint32_t>(*data) != 0 ? 1u : 0u;
+  else std::memcpy(&v, data, element_bytes(type));
+  return v;
+}
+
+void write_element(std::byte* data, ScalarType type, Value v) {
+  if (type == ScalarType::boolean) *data = std::byte{static_cast<unsigned char>(v.u != 0 ? 1 : 0)};
+  else std::memcpy(data, &v, element_bytes(type));
+}
 
 struct Node {
   ExprKind kind = ExprKind::constant;
@@ -171,6 +187,8 @@ class Compiler {
           n.constant = of_f32(static_cast<float>(src.fvalue));
         else if (src.type == ScalarType::i32)
           n.constant = of_i32(static_cast<std::int32_t>(src.ivalue));
+        else if (src.type == ScalarType::i64)
+          n.constant = of_i64(src.ivalue);
         else
           n.constant = of_u32(static_cast<std::uint32_t>(src.ivalue));
         break;
@@ -254,7 +272,7 @@ class Machine {
     if (i < 0 || i >= count)
       error(std::string(what) + " " + buffer_label(buffer) + " at index " + std::to_string(i) +
             " is out of bounds (size " + std::to_string(count) + " elements)");
-    return static_cast<std::size_t>(i) * kElementBytes;
+    return static_cast<std::size_t>(i) * element_bytes(kernel_.buffers[static_cast<std::size_t>(buffer)].type);
   }
 
   // Byte offset of vector `index` (width: the vars or values of op) of op.buffer:
@@ -270,7 +288,7 @@ class Machine {
             (is_store ? " to " : " from ") + buffer_label(op.buffer) + " at vector index " +
             std::to_string(i) + " (elements " + std::to_string(i * width) + ".." + std::to_string(i * width + width - 1) +
             ") is out of bounds (size " + std::to_string(count) + " elements)");
-    return static_cast<std::size_t>(i * width) * kElementBytes;
+    return static_cast<std::size_t>(i * width) * element_bytes(kernel_.buffers[static_cast<std::size_t>(op.buffer)].type);
   }
 
   // A workgroup at a time, each invocation with its own slots. Statements
@@ -441,8 +459,8 @@ class Machine {
           const Value index = eval(op.index);
           const std::size_t offset =
               element_offset("store to", op.buffer, index, nodes_[static_cast<std::size_t>(op.index)].type);
-          const Value v = eval(op.value);
-          std::memcpy(buffers_[static_cast<std::size_t>(op.buffer)].data + offset, &v, kElementBytes);
+          write_element(buffers_[static_cast<std::size_t>(op.buffer)].data + offset,
+                        kernel_.buffers[static_cast<std::size_t>(op.buffer)].type, eval(op.value));
           break;
         }
         case StmtKind::loop: {
@@ -459,17 +477,17 @@ class Machine {
         case StmtKind::load_vector: {
           const std::size_t offset = vector_offset(op, eval(op.index));
           const std::byte* data = buffers_[static_cast<std::size_t>(op.buffer)].data + offset;
+          const ScalarType type = kernel_.buffers[static_cast<std::size_t>(op.buffer)].type;
           for (std::size_t c = 0; c < op.slots.size(); ++c)
-            std::memcpy(&slots_[static_cast<std::size_t>(op.slots[c])], data + c * kElementBytes, kElementBytes);
+            slots_[static_cast<std::size_t>(op.slots[c])] = read_element(data + c * element_bytes(type), type);
           break;
         }
         case StmtKind::store_vector: {
           const std::size_t offset = vector_offset(op, eval(op.index));
           std::byte* data = buffers_[static_cast<std::size_t>(op.buffer)].data + offset;
-          for (std::size_t c = 0; c < op.values.size(); ++c) {
-            const Value v = eval(op.values[c]);
-            std::memcpy(data + c * kElementBytes, &v, kElementBytes);
-          }
+          const ScalarType type = kernel_.buffers[static_cast<std::size_t>(op.buffer)].type;
+          for (std::size_t c = 0; c < op.values.size(); ++c)
+            write_element(data + c * element_bytes(type), type, eval(op.values[c]));
           break;
         }
         case StmtKind::branch: exec(eval(op.value).u ? op.body : op.else_body); break;
@@ -512,9 +530,8 @@ class Machine {
       }
       case ExprKind::load: {
         const std::size_t offset = element_offset("load from", n.ref, eval(n.a), n.operand);
-        Value v;
-        std::memcpy(&v, buffers_[static_cast<std::size_t>(n.ref)].data + offset, kElementBytes);
-        return v;
+        return read_element(buffers_[static_cast<std::size_t>(n.ref)].data + offset,
+                            kernel_.buffers[static_cast<std::size_t>(n.ref)].type);
       }
       case ExprKind::unary: return unary(n, eval(n.a));
       case ExprKind::binary:
@@ -534,6 +551,12 @@ class Machine {
       switch (n.unary) {
         case UnaryOp::neg: return of_i32(wrap(0u - bits(a.i)));
         case UnaryOp::abs: return of_i32(a.i < 0 ? wrap(0u - bits(a.i)) : a.i);
+        default: break;
+      }
+    } else if (n.type == ScalarType::i64) {
+      switch (n.unary) {
+        case UnaryOp::neg: return of_i64(wrap64(0u - bits64(a.l)));
+        case UnaryOp::abs: return of_i64(a.l < 0 ? wrap64(0u - bits64(a.l)) : a.l);
         default: break;
       }
     } else if (n.type == ScalarType::f32) {
@@ -563,6 +586,7 @@ class Machine {
       case ScalarType::f32: return binary_f32(n.binary, a.f, b.f);
       case ScalarType::i32: return binary_i32(n.binary, a.i, b.i);
       case ScalarType::u32: return binary_u32(n.binary, a.u, b.u);
+      case ScalarType::i64: return binary_i64(n.binary, a.l, b.l);
       case ScalarType::boolean:
         if (n.binary == BinaryOp::eq) return of_bool(a.u == b.u);
         if (n.binary == BinaryOp::ne) return of_bool(a.u != b.u);
@@ -620,6 +644,33 @@ class Machine {
     return {};
   }
 
+  Value binary_i64(BinaryOp op, std::int64_t a, std::int64_t b) const {
+    switch (op) {
+      case BinaryOp::add: return of_i64(wrap64(bits64(a) + bits64(b)));
+      case BinaryOp::sub: return of_i64(wrap64(bits64(a) - bits64(b)));
+      case BinaryOp::mul: return of_i64(wrap64(bits64(a) * bits64(b)));
+      case BinaryOp::div:
+        if (b == 0) error("i64 division " + std::to_string(a) + " / 0");
+        if (b == -1) return of_i64(wrap64(0u - bits64(a)));  // INT64_MIN / -1 wraps
+        return of_i64(a / b);
+      case BinaryOp::mod:
+        if (a < 0 || b <= 0)
+          error("i64 mod " + std::to_string(a) + " % " + std::to_string(b) + " needs a >= 0 and b > 0");
+        return of_i64(a % b);
+      case BinaryOp::min: return of_i64(std::min(a, b));
+      case BinaryOp::max: return of_i64(std::max(a, b));
+      case BinaryOp::lt: return of_bool(a < b);
+      case BinaryOp::le: return of_bool(a <= b);
+      case BinaryOp::gt: return of_bool(a > b);
+      case BinaryOp::ge: return of_bool(a >= b);
+      case BinaryOp::eq: return of_bool(a == b);
+      case BinaryOp::ne: return of_bool(a != b);
+      default: break;
+    }
+    KILN_ASSERT(false && "i64 binary op without semantics");
+    return {};
+  }
+
   Value binary_u32(BinaryOp op, std::uint32_t a, std::uint32_t b) const {
     switch (op) {
       case BinaryOp::add: return of_u32(a + b);
@@ -652,19 +703,30 @@ class Machine {
         if (from == ScalarType::f32) return a;
         if (from == ScalarType::i32) return of_f32(static_cast<float>(a.i));
         if (from == ScalarType::u32) return of_f32(static_cast<float>(a.u));
+        if (from == ScalarType::i64) return of_f32(static_cast<float>(a.l));
         return of_f32(a.u ? 1.0f : 0.0f);
       case ScalarType::i32:
         if (from == ScalarType::f32)
           return of_i32(static_cast<std::int32_t>(checked_trunc(a.f, "i32", -2147483648.0, 2147483648.0)));
         if (from == ScalarType::boolean) return of_i32(a.u ? 1 : 0);
+        if (from == ScalarType::i64) return of_i32(wrap(static_cast<std::uint32_t>(bits64(a.l))));  // the low bits
         return of_i32(wrap(a.u));  // i32 or u32: same bits
+      case ScalarType::i64:
+        if (from == ScalarType::f32)
+          return of_i64(static_cast<std::int64_t>(checked_trunc(a.f, "i64", -9223372036854775808.0, 9223372036854775808.0)));
+        if (from == ScalarType::i32) return of_i64(a.i);
+        if (from == ScalarType::u32) return of_i64(a.u);
+        if (from == ScalarType::boolean) return of_i64(a.u ? 1 : 0);
+        return a;
       case ScalarType::u32:
         if (from == ScalarType::f32)
           return of_u32(static_cast<std::uint32_t>(checked_trunc(a.f, "u32", 0.0, 4294967296.0)));
         if (from == ScalarType::boolean) return of_u32(a.u ? 1u : 0u);
+        if (from == ScalarType::i64) return of_u32(static_cast<std::uint32_t>(bits64(a.l)));
         return of_u32(a.u);
       case ScalarType::boolean:
         if (from == ScalarType::f32) return of_bool(a.f != 0.0f);
+        if (from == ScalarType::i64) return of_bool(a.l != 0);
         return of_bool(a.u != 0);
     }
     KILN_ASSERT(false && "cast to an unknown type");
@@ -705,13 +767,14 @@ void interpret(const Kernel& kernel, std::span<const std::span<std::byte>> buffe
   std::vector<BufferView> views;
   views.reserve(buffers.size());
   for (std::size_t i = 0; i < buffers.size(); ++i) {
-    if (buffers[i].size() % kElementBytes != 0)
+    const std::size_t bytes = element_bytes(kernel.buffers[i].type);
+    if (buffers[i].size() % bytes != 0)
       throw_error(ErrorKind::Internal, "kernel '" + kernel.name + "': buffer " + std::to_string(i) + " '" +
                                            kernel.buffers[i].name + "' has " + std::to_string(buffers[i].size()) +
                                            " bytes, not a whole number of " + scalar_type_name(kernel.buffers[i].type) +
                                            " elements");
     // A width-4 texel buffer reads whole texels only: the view ends at the last one.
-    const auto count = static_cast<std::int64_t>(buffers[i].size() / kElementBytes);
+    const auto count = static_cast<std::int64_t>(buffers[i].size() / bytes);
     const std::int64_t width = std::max<std::int64_t>(kernel.buffers[i].texel_width, 1);
     views.push_back({buffers[i].data(), count / width * width});
   }

@@ -5,12 +5,13 @@
 // - f32 arithmetic and math functions are computed in float (not double):
 //   min/max follow fminf/fmaxf, rsqrt is 1/sqrt, erf/tanh/exp/... are the
 //   C library's float functions;
-// - i32 and u32 add/sub/mul/neg/abs wrap around (two's complement);
+// - i32, u32 and i64 add/sub/mul/neg/abs wrap around (two's complement);
 //   integer division truncates toward zero;
 // - select, && and || evaluate only the operand they need (as in C and GLSL),
 //   so a select may guard an out-of-bounds load;
 // - casts follow C: f32 -> integer truncates toward zero, numbers -> bool
-//   are "!= 0", bool -> number is 0 or 1, i32 <-> u32 keep the bits;
+//   are "!= 0", bool -> number is 0 or 1, i32 <-> u32 keep the bits, i64 ->
+//   i32/u32 keeps the low 32 bits;
 // - a loop's end bound is re-evaluated before every iteration;
 // - load_vector reads `width` consecutive elements starting at a multiple of
 //   the width, as one aligned vector (so buffers must be bound at offsets
@@ -52,7 +53,7 @@
 namespace kiln::kir {
 
 // Runs `kernel` on `buffers` (one per Kernel::buffers entry, in order; each a
-// whole number of 4-byte elements). Verifies the kernel first. Slow by design.
+// whole number of its elements: kir::element_bytes). Verifies the kernel first. Slow by design.
 void interpret(const Kernel& kernel, std::span<const std::span<std::byte>> buffers);
 
 }  // namespace kiln::kir

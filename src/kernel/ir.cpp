@@ -43,8 +43,17 @@ const char* scalar_type_name(ScalarType type) {
     case ScalarType::i32: return "i32";
     case ScalarType::u32: return "u32";
     case ScalarType::boolean: return "bool";
+    case ScalarType::i64: return "i64";
   }
   return "?";
+}
+
+std::size_t element_bytes(ScalarType type) {
+  switch (type) {
+    case ScalarType::boolean: return 1;
+    case ScalarType::i64: return 8;
+    default: return 4;
+  }
 }
 
 const char* unary_op_name(UnaryOp op) {
@@ -110,13 +119,13 @@ namespace {
 [[noreturn]] void fail(const std::string& message) { throw_error(ErrorKind::Internal, message); }
 
 bool is_numeric(ScalarType t) { return t != ScalarType::boolean; }
-bool is_integer(ScalarType t) { return t == ScalarType::i32 || t == ScalarType::u32; }
+bool is_integer(ScalarType t) { return t == ScalarType::i32 || t == ScalarType::u32 || t == ScalarType::i64; }
 
 std::optional<ScalarType> unary_result_type(UnaryOp op, ScalarType a) {
   switch (op) {
     case UnaryOp::neg:
     case UnaryOp::abs:
-      if (a == ScalarType::f32 || a == ScalarType::i32) return a;
+      if (a == ScalarType::f32 || a == ScalarType::i32 || a == ScalarType::i64) return a;
       return std::nullopt;
     case UnaryOp::logical_not:
       if (a == ScalarType::boolean) return a;
@@ -170,7 +179,7 @@ std::string binary_type_error(BinaryOp op, ScalarType a, ScalarType b) {
   return msg + "does not accept operands of type " + scalar_type_name(a);
 }
 
-bool is_index_type(ScalarType t) { return is_integer(t); }
+bool is_index_type(ScalarType t) { return t == ScalarType::i32 || t == ScalarType::u32; }
 
 // Names must be identifiers in GLSL, C99 and C++ once the renderer prefixes
 // them, so: a letter first, then letters, digits and single underscores
@@ -254,9 +263,6 @@ Buf Kernel::add_buffer(const std::string& buffer_name, ScalarType type, Access a
          "' is not an identifier (a letter, then letters, digits and single underscores)");
   for (const BufferParam& b : buffers)
     if (b.name == buffer_name) fail("kernel '" + name + "': duplicate buffer name '" + buffer_name + "'");
-  if (type == ScalarType::boolean)
-    fail("kernel '" + name + "': buffer '" + buffer_name + "' has element type bool, which has no portable " +
-         "storage layout; store booleans as i32 or u32");
   buffers.push_back({buffer_name, type, access});
   return Buf{static_cast<int>(buffers.size()) - 1};
 }
@@ -276,8 +282,9 @@ Shared Kernel::add_shared(const std::string& array_name, ScalarType type, std::i
          "' is not an identifier (a letter, then letters, digits and single underscores)");
   for (const SharedArray& a : shared)
     if (a.name == array_name) fail("kernel '" + name + "': duplicate shared array name '" + array_name + "'");
-  if (type == ScalarType::boolean)
-    fail("kernel '" + name + "': shared array '" + array_name + "' has element type bool; use i32 or u32");
+  if (type == ScalarType::boolean || type == ScalarType::i64)
+    fail("kernel '" + name + "': shared array '" + array_name + "' has element type " + scalar_type_name(type) +
+         "; use f32, i32 or u32");
   if (count < 1 || count > kMaxSharedElements)
     fail("kernel '" + name + "': shared array '" + array_name + "' has " + std::to_string(count) +
          " elements, outside [1, " + std::to_string(kMaxSharedElements) + "]");
@@ -348,6 +355,12 @@ Expr u32(std::int64_t value) {
   if (value < 0 || value > std::numeric_limits<std::uint32_t>::max())
     fail("kir: u32 constant " + std::to_string(value) + " is out of range");
   ExprNode n = node_of(ExprKind::constant, ScalarType::u32);
+  n.ivalue = value;
+  return make(std::move(n));
+}
+
+Expr i64(std::int64_t value) {
+  ExprNode n = node_of(ExprKind::constant, ScalarType::i64);
   n.ivalue = value;
   return make(std::move(n));
 }
@@ -721,7 +734,6 @@ class Verifier {
       const BufferParam& b = kernel_.buffers[i];
       if (!is_identifier(b.name)) error("buffer " + std::to_string(i) + " name '" + b.name + "' is not an identifier");
       if (!names.insert(b.name).second) error("duplicate buffer name '" + b.name + "'");
-      if (b.type == ScalarType::boolean) error("buffer '" + b.name + "' has element type bool; use i32 or u32");
       if (b.texel_width != 0 && b.texel_width != 1 && b.texel_width != 4)
         error("buffer '" + b.name + "' has texel width " + std::to_string(b.texel_width) + "; it must be 0, 1 or 4");
       if (b.texel_width != 0 && (b.type != ScalarType::f32 || b.access != Access::read))
@@ -787,7 +799,8 @@ class Verifier {
       if (!is_identifier(a.name))
         error("shared array " + std::to_string(i) + " name '" + a.name + "' is not an identifier");
       if (!names.insert(a.name).second) error("duplicate shared array name '" + a.name + "'");
-      if (a.type == ScalarType::boolean) error("shared array '" + a.name + "' has element type bool; use i32 or u32");
+      if (a.type == ScalarType::boolean || a.type == ScalarType::i64)
+        error("shared array '" + a.name + "' has element type " + scalar_type_name(a.type) + "; use f32, i32 or u32");
       if (a.count < 1 || a.count > kMaxSharedElements)
         error("shared array '" + a.name + "' has " + std::to_string(a.count) + " elements, outside [1, " +
               std::to_string(kMaxSharedElements) + "]");
@@ -892,6 +905,9 @@ class Verifier {
         if (s.type != b.type)
           error("vector load of type " + std::string(scalar_type_name(s.type)) + " from " + buffer_label(s.buffer) +
                 " of type " + scalar_type_name(b.type));
+        if (b.type == ScalarType::boolean || b.type == ScalarType::i64)
+          error("vector load from " + buffer_label(s.buffer) + " of type " + scalar_type_name(b.type) +
+                " (vectors are f32, i32 or u32)");
         if (!is_vector_width(s.vars.size()))
           error("vector load from " + buffer_label(s.buffer) + " declares " + std::to_string(s.vars.size()) +
                 " variables; the width must be 2 or 4");
@@ -910,6 +926,9 @@ class Verifier {
         const BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
         if (b.access == Access::read)
           error("vector store to " + buffer_label(s.buffer) + ", which is declared read-only");
+        if (b.type == ScalarType::boolean || b.type == ScalarType::i64)
+          error("vector store to " + buffer_label(s.buffer) + " of type " + scalar_type_name(b.type) +
+                " (vectors are f32, i32 or u32)");
         if (!is_vector_width(s.values.size()))
           error("vector store to " + buffer_label(s.buffer) + " writes " + std::to_string(s.values.size()) +
                 " values; the width must be 2 or 4");
@@ -1032,7 +1051,7 @@ class Verifier {
         arity(1);
         check_broadcast_place(n, where);
         const ScalarType t = expr(n.args[0], where);
-        if (t == ScalarType::boolean || t != n.type)
+        if (t == ScalarType::boolean || t == ScalarType::i64 || t != n.type)
           error(std::string("subgroup_broadcast of type ") + scalar_type_name(n.type) + " has an operand of type " +
                 scalar_type_name(t) + " (f32, i32 or u32, the same)");
         return n.type;

@@ -59,8 +59,13 @@
 
 namespace kiln::kir {
 
-enum class ScalarType : std::uint8_t { f32, i32, u32, boolean };
-const char* scalar_type_name(ScalarType type);  // "f32", "i32", "u32", "bool"
+// Buffer elements are stored as C stores them: f32, i32 and u32 in 4 bytes,
+// i64 in 8, a bool in one byte (0 or 1; kiln's DType::boolean). i64 is
+// arithmetic (a model's int64 tensors); indices and loop variables are i32.
+enum class ScalarType : std::uint8_t { f32, i32, u32, boolean, i64 };
+const char* scalar_type_name(ScalarType type);  // "f32", "i32", "u32", "bool", "i64"
+// Bytes of one buffer element of `type` (see above).
+std::size_t element_bytes(ScalarType type);
 
 enum class UnaryOp : std::uint8_t { neg, exp, log, sqrt, rsqrt, tanh, erf, abs, floor, ceil, logical_not };
 enum class BinaryOp : std::uint8_t {
@@ -237,6 +242,7 @@ inline constexpr std::uint32_t kMaxSubgroupSize = 128;
 Expr f32(double value);
 Expr i32(std::int64_t value);
 Expr u32(std::int64_t value);
+Expr i64(std::int64_t value);
 Expr boolean(bool value);
 Expr var(const std::string& name, ScalarType type);
 Expr global_index();  // i32

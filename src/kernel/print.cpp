@@ -162,6 +162,7 @@ class Printer {
           case ScalarType::i32: out_ += std::to_string(n.ivalue); break;
           case ScalarType::u32: out_ += std::to_string(n.ivalue) + "u"; break;
           case ScalarType::boolean: out_ += n.ivalue ? "true" : "false"; break;
+          case ScalarType::i64: out_ += std::to_string(n.ivalue) + "l"; break;
         }
         return;
       case ExprKind::var: out_ += n.name; return;

@@ -15,10 +15,10 @@ namespace kiln::lower {
 namespace {
 
 constexpr OpLowering kLowerings[] = {
-    {"Add", 2, 2, elementwise_unsupported, lower_elementwise},
-    {"Sub", 2, 2, elementwise_unsupported, lower_elementwise},
-    {"Mul", 2, 2, elementwise_unsupported, lower_elementwise},
-    {"Div", 2, 2, elementwise_unsupported, lower_elementwise},
+    {"Add", 2, 2, elementwise_unsupported, lower_elementwise, 1, KernelDTypes::any},
+    {"Sub", 2, 2, elementwise_unsupported, lower_elementwise, 1, KernelDTypes::any},
+    {"Mul", 2, 2, elementwise_unsupported, lower_elementwise, 1, KernelDTypes::any},
+    {"Div", 2, 2, elementwise_unsupported, lower_elementwise, 1, KernelDTypes::any},
     {"Relu", 1, 1, elementwise_unsupported, lower_elementwise},
     {"Sigmoid", 1, 1, elementwise_unsupported, lower_elementwise},
     {"Silu", 1, 1, elementwise_unsupported, lower_elementwise},
@@ -48,11 +48,11 @@ constexpr OpLowering kLowerings[] = {
     {"WinogradInput", 1, 1, winograd_input_unsupported, lower_winograd_input},
     {"WinogradOutput", 1, 2, winograd_output_unsupported, lower_winograd_output},
     {"WinogradWeight", 1, 1, winograd_weight_unsupported, lower_winograd_weight},
-    {"Transpose", 1, 1, transpose_unsupported, lower_transpose},
-    {"Concat", 1, kAnyCount, concat_unsupported, lower_concat},
-    {"Reshape", 1, 1, nullptr, nullptr},
-    {"Flatten", 1, 1, nullptr, nullptr},
-    {"Identity", 1, 1, nullptr, nullptr},
+    {"Transpose", 1, 1, transpose_unsupported, lower_transpose, 1, KernelDTypes::any},
+    {"Concat", 1, kAnyCount, concat_unsupported, lower_concat, 1, KernelDTypes::any},
+    {"Reshape", 1, 1, nullptr, nullptr, 1, KernelDTypes::any},
+    {"Flatten", 1, 1, nullptr, nullptr, 1, KernelDTypes::any},
+    {"Identity", 1, 1, nullptr, nullptr, 1, KernelDTypes::any},
 };
 
 const OpLowering* find_lowering(std::string_view op) {
@@ -89,16 +89,28 @@ OpContext make_context(const graph::Node& node, std::span<const graph::TensorTyp
 
 constexpr std::int64_t kMaxElements = std::numeric_limits<std::int32_t>::max();
 
-std::optional<std::string> check_tensor(const graph::TensorType& type, const std::string& what, bool kernel) {
-  if (kernel && type.dtype != DType::f32)
-    return "dtype " + std::string(dtype_name(type.dtype)) + " of " + what + " is not supported by kernels yet (f32 only)";
+std::optional<std::string> check_tensor(const graph::TensorType& type, const std::string& what, bool kernel,
+                                        KernelDTypes dtypes) {
+  if (kernel && dtypes == KernelDTypes::f32 && type.dtype != DType::f32)
+    return "dtype " + std::string(dtype_name(type.dtype)) + " of " + what + " is not supported by this op's kernel (f32 only)";
+  if (kernel && !kernel_type(type.dtype))
+    return "dtype " + std::string(dtype_name(type.dtype)) + " of " + what +
+           " is not supported by kernels (f32, i32, i64 and bool are)";
   if (num_elements(type.shape) > kMaxElements)
     return what + " " + type_str(type) + " has more than 2^31 - 1 elements (kernels index with i32)";
   return std::nullopt;
 }
 
+// Whether the node's output views input 0 (no kernel): the alias ops, and a
+// Cast to the type it already has.
+bool is_view(const OpLowering& lowering, const OpContext& ctx) {
+  if (lowering.lower == nullptr) return true;
+  return ctx.node.op == "Cast" && ctx.has_input(0) && !ctx.outputs.empty() &&
+         ctx.inputs[0]->dtype == ctx.outputs[0].dtype;
+}
+
 std::optional<std::string> generic_reason(const OpLowering& lowering, const OpContext& ctx) {
-  const bool kernel = lowering.lower != nullptr;
+  const bool kernel = !is_view(lowering, ctx);
   if (ctx.inputs.size() < lowering.min_inputs || ctx.inputs.size() > lowering.max_inputs) {
     std::string expected = std::to_string(lowering.min_inputs);
     if (lowering.max_inputs == kAnyCount) expected += " or more";
@@ -110,7 +122,8 @@ std::optional<std::string> generic_reason(const OpLowering& lowering, const OpCo
       if (slot < lowering.min_inputs) return "required input " + std::to_string(slot) + " is missing";
       continue;
     }
-    if (auto reason = check_tensor(*ctx.inputs[slot], "input " + std::to_string(slot), kernel)) return reason;
+    if (auto reason = check_tensor(*ctx.inputs[slot], "input " + std::to_string(slot), kernel, lowering.dtypes))
+      return reason;
   }
   // Only lowerings that declare it write several outputs (Split); a view is one.
   const std::size_t max_outputs = kernel ? lowering.max_outputs : 1;
@@ -120,7 +133,7 @@ std::optional<std::string> generic_reason(const OpLowering& lowering, const OpCo
            (max_outputs == kAnyCount ? "any number" : std::to_string(max_outputs)) + ")";
   for (std::size_t slot = 0; slot < ctx.outputs.size(); ++slot) {
     const std::string what = "output " + std::to_string(slot);
-    if (auto reason = check_tensor(ctx.outputs[slot], what, kernel)) return reason;
+    if (auto reason = check_tensor(ctx.outputs[slot], what, kernel, lowering.dtypes)) return reason;
     if (kernel && num_elements(ctx.outputs[slot].shape) == 0)
       return what + " " + type_str(ctx.outputs[slot]) + " is empty: there is no kernel to run";
   }
@@ -153,6 +166,34 @@ const Shape& OpContext::input_shape(std::size_t slot) const {
 const Shape& OpContext::output_shape(std::size_t slot) const {
   KILN_ASSERT(slot < outputs.size());
   return outputs[slot].shape;
+}
+
+std::optional<kir::ScalarType> kernel_type(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return kir::ScalarType::f32;
+    case DType::i32: return kir::ScalarType::i32;
+    case DType::i64: return kir::ScalarType::i64;
+    case DType::boolean: return kir::ScalarType::boolean;
+    default: return std::nullopt;
+  }
+}
+
+kir::ScalarType element_type(DType dtype) {
+  const std::optional<kir::ScalarType> type = kernel_type(dtype);
+  KILN_ASSERT(type.has_value());
+  return *type;
+}
+
+kir::Expr constant_of(kir::ScalarType type, double value) {
+  switch (type) {
+    case kir::ScalarType::f32: return kir::f32(value);
+    case kir::ScalarType::i32: return kir::i32(static_cast<std::int64_t>(value));
+    case kir::ScalarType::u32: return kir::u32(static_cast<std::int64_t>(value));
+    case kir::ScalarType::i64: return kir::i64(static_cast<std::int64_t>(value));
+    case kir::ScalarType::boolean: return kir::boolean(value != 0.0);
+  }
+  KILN_ASSERT(false && "constant of an unknown type");
+  return {};
 }
 
 kir::Kernel make_kernel(const std::string& name, std::int64_t global_size) {
@@ -206,7 +247,7 @@ LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorTyp
   if (auto reason = reason_for(lowering, ctx))
     throw_error(ErrorKind::Unsupported, "node '" + node.name + "' (" + node.op + "): " + *reason);
   LoweredNode lowered;
-  if (!lowering->lower) {
+  if (is_view(*lowering, ctx)) {
     lowered.kind = LoweredNode::Kind::alias;
     return lowered;
   }

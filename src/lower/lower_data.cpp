@@ -31,17 +31,22 @@ using kir::Stmt;
 
 namespace {
 
-// A kernel over the output elements with buffers x (input 0) and y (output 0).
+// A kernel over the output elements with buffers x (input 0) and y (output
+// 0), both of the output's element type: these ops move elements of any type.
 struct CopyKernel {
   kir::Kernel kernel;
   kir::Buf x, y;
   Expr index;
+  ScalarType type;
+
+  Expr load_x(Expr at) const { return kir::load(x, std::move(at), type); }
 };
 
 CopyKernel make_copy_kernel(const std::string& name, const OpContext& ctx) {
-  CopyKernel k{make_kernel(name, num_elements(ctx.output_shape())), {}, {}, kir::global_index()};
-  k.x = k.kernel.add_buffer("x", ScalarType::f32, Access::read);
-  k.y = k.kernel.add_buffer("y", ScalarType::f32, Access::write);
+  const ScalarType type = element_type(ctx.outputs[0].dtype);
+  CopyKernel k{make_kernel(name, num_elements(ctx.output_shape())), {}, {}, kir::global_index(), type};
+  k.x = k.kernel.add_buffer("x", type, Access::read);
+  k.y = k.kernel.add_buffer("y", type, Access::write);
   return k;
 }
 
@@ -57,7 +62,7 @@ kir::Kernel lower_slice(const OpContext& ctx) {
     source.add(plan.starts[d] * strides[d]);
     source.add(coords[d], plan.steps[d] * strides[d]);
   }
-  k.kernel.body.push_back(kir::store(k.y, k.index, kir::load(k.x, source.expr(), ScalarType::f32)));
+  k.kernel.body.push_back(kir::store(k.y, k.index, k.load_x(source.expr())));
   return std::move(k.kernel);
 }
 
@@ -71,14 +76,15 @@ kir::Kernel lower_split(const OpContext& ctx) {
   const std::int64_t inner = extent_product(in_shape, axis + 1, in_shape.size());
 
   kir::Kernel kernel = make_kernel("split", num_elements(in_shape));
-  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
+  const ScalarType type = element_type(ctx.inputs[0]->dtype);
+  const kir::Buf x = kernel.add_buffer("x", type, Access::read);
   std::vector<kir::Buf> outputs;
   for (std::size_t k = 0; k < plan.sizes.size(); ++k)
-    outputs.push_back(kernel.add_buffer("y" + std::to_string(k), ScalarType::f32, Access::write));
+    outputs.push_back(kernel.add_buffer("y" + std::to_string(k), type, Access::write));
 
   const Expr index = kir::global_index();
   const std::vector<Expr> c = unravel(kernel.body, index, {outer, in_shape[axis], inner}, "in");
-  const Expr value = kir::load(x, index, ScalarType::f32);
+  const Expr value = kir::load(x, index, type);
   // if (a < end0) store0 else if (a < end1) store1 ... else store_last
   std::vector<std::vector<Stmt>> stores;
   std::vector<std::int64_t> ends;
@@ -148,7 +154,7 @@ kir::Kernel lower_gather(const OpContext& ctx) {
   for (std::size_t r = runs.size() - 1; r-- > 0;) picked = kir::select(c[1] < kir::i32(runs[r].end), run_value(runs[r]), picked);
   const Expr row = runs.size() == 1 ? picked : declare_index(k.kernel.body, "row", picked);
   const Expr source = IndexSum().add(c[0], plan.extent * plan.inner).add(row, plan.inner).add(c[2]).expr();
-  k.kernel.body.push_back(kir::store(k.y, k.index, kir::load(k.x, source, ScalarType::f32)));
+  k.kernel.body.push_back(kir::store(k.y, k.index, k.load_x(source)));
   return std::move(k.kernel);
 }
 
@@ -158,7 +164,7 @@ kir::Kernel lower_expand(const OpContext& ctx) {
   CopyKernel k = make_copy_kernel("expand", ctx);
   const Shape in_shapes[] = {ctx.input_shape(0)};
   const std::vector<Expr> offsets = broadcast_offsets(k.kernel.body, k.index, ctx.output_shape(), in_shapes, "out");
-  k.kernel.body.push_back(kir::store(k.y, k.index, kir::load(k.x, offsets[0], ScalarType::f32)));
+  k.kernel.body.push_back(kir::store(k.y, k.index, k.load_x(offsets[0])));
   return std::move(k.kernel);
 }
 
@@ -173,7 +179,7 @@ kir::Kernel lower_tile(const OpContext& ctx) {
     const bool repeated = ctx.output_shape()[d] != in_shape[d];
     source.add(repeated ? coords[d] % kir::i32(in_shape[d]) : coords[d], strides[d]);
   }
-  k.kernel.body.push_back(kir::store(k.y, k.index, kir::load(k.x, source.expr(), ScalarType::f32)));
+  k.kernel.body.push_back(kir::store(k.y, k.index, k.load_x(source.expr())));
   return std::move(k.kernel);
 }
 
@@ -214,9 +220,9 @@ kir::Kernel lower_pad(const OpContext& ctx) {
     }
     source.add(position, strides[d]);
   }
-  Expr value = kir::load(k.x, source.expr(), ScalarType::f32);
+  Expr value = k.load_x(source.expr());
   // select evaluates only the chosen operand, so padding never loads out of bounds.
-  if (inside) value = kir::select(inside, value, kir::f32(plan.value));
+  if (inside) value = kir::select(inside, value, constant_of(k.type, plan.value));
   body.push_back(kir::store(k.y, k.index, value));
   return std::move(k.kernel);
 }
@@ -396,7 +402,7 @@ kir::Kernel lower_resize(const OpContext& ctx) {
       KILN_ASSERT(code.has_value());  // resize_unsupported checked it
       source.add(nearest_expr(body, *code, axis, plan.nearest, coords[d], "in" + std::to_string(d)), strides[d]);
     }
-    body.push_back(kir::store(k.y, k.index, kir::load(k.x, source.expr(), ScalarType::f32)));
+    body.push_back(kir::store(k.y, k.index, k.load_x(source.expr())));
     return std::move(k.kernel);
   }
 
@@ -467,15 +473,14 @@ kir::Kernel lower_trilu(const OpContext& ctx) {
   const std::vector<Expr> c = unravel(body, t.index, {matrices, rows, columns}, "m");
   const Expr diagonal = declare_index(body, "diagonal", IndexSum().add(c[2]).add(c[1], -1).expr());
   const Expr keep = upper ? diagonal >= kir::i32(k) : diagonal <= kir::i32(k);
-  const Expr value = kir::load(t.x, t.index, ScalarType::f32);
-  body.push_back(kir::store(t.y, t.index, kir::select(keep, value, kir::f32(0.0))));
+  body.push_back(kir::store(t.y, t.index, kir::select(keep, t.load_x(t.index), constant_of(t.type, 0.0))));
   return std::move(t.kernel);
 }
 
 // ---- ops that stay on the host ----------------------------------------------------
 
 std::optional<std::string> gather_elements_unsupported(const OpContext&) {
-  return "the indices are a runtime i64/i32 tensor; device buffers hold f32 only (it runs on the host reference)";
+  return "the indices are a runtime tensor, which kernels do not bounds-check yet (it runs on the host reference)";
 }
 
 // Never reached: gather_elements_unsupported always gives a reason.
@@ -484,16 +489,16 @@ kir::Kernel lower_host_only(const OpContext& ctx) {
 }
 
 constexpr OpLowering kDataLowerings[] = {
-    {"Slice", 1, 1, nullptr, lower_slice},
-    {"Split", 1, 1, nullptr, lower_split, kAnyCount},
-    {"Gather", 1, 2, gather_unsupported, lower_gather},
-    {"Squeeze", 1, 1, nullptr, nullptr},
-    {"Unsqueeze", 1, 1, nullptr, nullptr},
-    {"Expand", 1, 1, nullptr, lower_expand},
-    {"Tile", 1, 1, nullptr, lower_tile},
-    {"Pad", 1, 1, nullptr, lower_pad},
+    {"Slice", 1, 1, nullptr, lower_slice, 1, KernelDTypes::any},
+    {"Split", 1, 1, nullptr, lower_split, kAnyCount, KernelDTypes::any},
+    {"Gather", 1, 2, gather_unsupported, lower_gather, 1, KernelDTypes::any},
+    {"Squeeze", 1, 1, nullptr, nullptr, 1, KernelDTypes::any},
+    {"Unsqueeze", 1, 1, nullptr, nullptr, 1, KernelDTypes::any},
+    {"Expand", 1, 1, nullptr, lower_expand, 1, KernelDTypes::any},
+    {"Tile", 1, 1, nullptr, lower_tile, 1, KernelDTypes::any},
+    {"Pad", 1, 1, nullptr, lower_pad, 1, KernelDTypes::any},
     {"Resize", 1, 1, resize_unsupported, lower_resize},
-    {"Trilu", 1, 2, trilu_unsupported, lower_trilu},
+    {"Trilu", 1, 2, trilu_unsupported, lower_trilu, 1, KernelDTypes::any},
     {"GatherElements", 2, 2, gather_elements_unsupported, lower_host_only},
 };
 

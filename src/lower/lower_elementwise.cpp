@@ -100,6 +100,10 @@ std::string kernel_name(const std::string& op) {
 
 std::optional<std::string> elementwise_unsupported(const OpContext& ctx) {
   const std::string& op = ctx.node.op;
+  const DType dtype = ctx.outputs[0].dtype;
+  if (dtype == DType::boolean || (!is_binary_op(op) && dtype != DType::f32))
+    return "dtype " + std::string(dtype_name(dtype)) + " is not supported by " + op + "'s kernel (" +
+           (is_binary_op(op) ? "f32, i32 and i64" : "f32 only") + ")";
   if (is_binary_op(op)) {
     for (std::size_t slot = 0; slot < 2; ++slot)
       if (!graph::is_broadcastable_to(ctx.input_shape(slot), ctx.output_shape()))
@@ -130,13 +134,14 @@ kir::Kernel lower_elementwise(const OpContext& ctx) {
   const Expr index = kir::global_index();
 
   if (is_binary_op(op)) {
-    const kir::Buf a = kernel.add_buffer("a", ScalarType::f32, Access::read);
-    const kir::Buf b = kernel.add_buffer("b", ScalarType::f32, Access::read);
-    const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+    // Integer Div truncates toward zero, as the reference does.
+    const ScalarType type = element_type(ctx.outputs[0].dtype);
+    const kir::Buf a = kernel.add_buffer("a", type, Access::read);
+    const kir::Buf b = kernel.add_buffer("b", type, Access::read);
+    const kir::Buf y = kernel.add_buffer("y", type, Access::write);
     const Shape inputs[] = {ctx.input_shape(0), ctx.input_shape(1)};
     const std::vector<Expr> offsets = broadcast_offsets(kernel.body, index, out_shape, inputs, "bc");
-    const Expr value =
-        apply_binary(op, kir::load(a, offsets[0], ScalarType::f32), kir::load(b, offsets[1], ScalarType::f32));
+    const Expr value = apply_binary(op, kir::load(a, offsets[0], type), kir::load(b, offsets[1], type));
     kernel.body.push_back(kir::store(y, index, value));
     return kernel;
   }

@@ -1,9 +1,7 @@
 // Lowerings of the math op family: f32 unary math, HardSigmoid/HardSwish,
-// Pow, variadic Min/Max, the Reduce* ops, CumSum and LogSoftmax, one kernel
-// each. Comparisons, logic, Where, non-trivial Casts and ArgMax/ArgMin
-// produce or consume bool or integer tensors, which device buffers (f32 only)
-// cannot hold: they are reported unsupported, so they are constant-folded or
-// run on the host.
+// Pow, variadic Min/Max/Sum, the Reduce* ops, CumSum and LogSoftmax, one
+// kernel each; and the ops of any element type (f32, i32, i64, bool): Cast,
+// comparisons, logic, Where, ArgMax/ArgMin, and Min/Max/Sum of integers.
 #include "graph/broadcast.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
@@ -140,6 +138,12 @@ kir::Kernel lower_unary(const OpContext& ctx) {
 // ---- Pow, Min, Max: numpy broadcasting over every input --------------------------
 
 std::optional<std::string> broadcast_unsupported(const OpContext& ctx) {
+  const std::string& op = ctx.node.op;
+  const DType dtype = ctx.outputs[0].dtype;
+  if (dtype == DType::boolean && (op == "Max" || op == "Min" || op == "Sum" || op == "Mean" || op == "Pow"))
+    return op + " of bool tensors";
+  if ((op == "Mean" || op == "Pow") && dtype != DType::f32)
+    return op + " of " + std::string(dtype_name(dtype)) + " tensors (f32 only)";
   for (std::size_t slot = 0; slot < ctx.inputs.size(); ++slot)
     if (!graph::is_broadcastable_to(ctx.input_shape(slot), ctx.output_shape()))
       return "input " + std::to_string(slot) + " " + shape_str(ctx.input_shape(slot)) +
@@ -167,19 +171,25 @@ kir::Kernel lower_broadcast(const OpContext& ctx) {
   kir::Kernel kernel = make_kernel(kernel_name("elementwise_", op), num_elements(out_shape));
   std::vector<kir::Buf> inputs;
   std::vector<Shape> shapes;
+  std::vector<ScalarType> types;
   for (std::size_t slot = 0; slot < ctx.inputs.size(); ++slot) {
-    inputs.push_back(kernel.add_buffer("x" + std::to_string(slot), ScalarType::f32, Access::read));
+    types.push_back(element_type(ctx.inputs[slot]->dtype));
+    inputs.push_back(kernel.add_buffer("x" + std::to_string(slot), types.back(), Access::read));
     shapes.push_back(ctx.input_shape(slot));
   }
-  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  const ScalarType type = element_type(ctx.outputs[0].dtype);
+  const kir::Buf y = kernel.add_buffer("y", type, Access::write);
   const Expr index = kir::global_index();
   const std::vector<Expr> offsets = broadcast_offsets(kernel.body, index, out_shape, shapes, "bc");
 
+  // Values in the output's type: Pow's exponent may be an integer tensor.
   std::vector<Expr> values;
   for (std::size_t slot = 0; slot < inputs.size(); ++slot) {
     const std::string name = "v" + std::to_string(slot);
-    kernel.body.push_back(kir::declare(name, ScalarType::f32, load_f32(inputs[slot], offsets[slot])));
-    values.push_back(kir::var(name, ScalarType::f32));
+    Expr loaded = kir::load(inputs[slot], offsets[slot], types[slot]);
+    if (types[slot] != type) loaded = kir::cast(type, loaded);
+    kernel.body.push_back(kir::declare(name, type, loaded));
+    values.push_back(kir::var(name, type));
   }
   Expr result;
   if (op == "Pow") {
@@ -385,28 +395,119 @@ kir::Kernel lower_log_softmax(const OpContext& ctx) {
   return kernel;
 }
 
-// ---- ops that stay on the host ----------------------------------------------------
+// ---- Cast ----------------------------------------------------------------------------
 
-// Cast between f32 and f32 is a view; any other Cast changes the element type.
-std::optional<std::string> cast_unsupported(const OpContext& ctx) {
-  const std::int64_t to = ctx.node.attrs.get_int("to", 0);
-  if (ctx.inputs[0]->dtype == DType::f32 && to == 1) return std::nullopt;
-  return "Cast from " + std::string(dtype_name(ctx.inputs[0]->dtype)) + " to " +
-         std::string(dtype_name(ctx.outputs[0].dtype)) +
-         " changes the element type; device buffers hold f32 only (it runs on the host reference)";
+// Between the dtypes kernels hold, as C converts: to bool is "!= 0", from bool
+// 0 or 1, f32 to an integer truncates (NaN and out-of-range values are
+// undefined, as ONNX leaves them). A Cast to the input's own dtype is a
+// view (lower.cpp), never lowered here.
+kir::Kernel lower_cast(const OpContext& ctx) {
+  const ScalarType from = element_type(ctx.inputs[0]->dtype), to = element_type(ctx.outputs[0].dtype);
+  kir::Kernel kernel = make_kernel("cast", num_elements(ctx.output_shape()));
+  const kir::Buf x = kernel.add_buffer("x", from, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", to, Access::write);
+  const Expr index = kir::global_index();
+  kernel.body.push_back(kir::store(y, index, kir::cast(to, kir::load(x, index, from))));
+  return kernel;
 }
 
-std::optional<std::string> bool_op_unsupported(const OpContext& ctx) {
-  return ctx.node.op + " reads or produces bool tensors; device buffers hold f32 only (it runs on the host reference)";
+// ---- comparisons, logic and Where: numpy broadcasting, any element type --------------
+
+bool is_comparison(const std::string& op) {
+  return op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual";
 }
 
-std::optional<std::string> index_op_unsupported(const OpContext& ctx) {
-  return ctx.node.op + " produces i64 positions; device buffers hold f32 only (it runs on the host reference)";
+std::optional<std::string> logic_unsupported(const OpContext& ctx) {
+  const std::string& op = ctx.node.op;
+  if (op == "Where" && ctx.inputs[0]->dtype != DType::boolean) return "the condition is not a bool tensor";
+  if (!is_comparison(op) && op != "Where")
+    for (std::size_t slot = 0; slot < ctx.inputs.size(); ++slot)
+      if (ctx.inputs[slot]->dtype != DType::boolean) return "input " + std::to_string(slot) + " is not a bool tensor";
+  return broadcast_unsupported(ctx);
 }
 
-// Never reached: bool_op_unsupported and index_op_unsupported always give a reason.
-kir::Kernel lower_host_only(const OpContext& ctx) {
-  throw_error(ErrorKind::Internal, "internal error: no kernel exists for " + ctx.node.op);
+kir::Kernel lower_logic(const OpContext& ctx) {
+  const std::string& op = ctx.node.op;
+  const Shape& out_shape = ctx.output_shape();
+  kir::Kernel kernel = make_kernel(kernel_name("logic_", op), num_elements(out_shape));
+  std::vector<kir::Buf> inputs;
+  std::vector<Shape> shapes;
+  std::vector<ScalarType> types;
+  for (std::size_t slot = 0; slot < ctx.inputs.size(); ++slot) {
+    types.push_back(element_type(ctx.inputs[slot]->dtype));
+    inputs.push_back(kernel.add_buffer("x" + std::to_string(slot), types.back(), Access::read));
+    shapes.push_back(ctx.input_shape(slot));
+  }
+  const kir::Buf y = kernel.add_buffer("y", element_type(ctx.outputs[0].dtype), Access::write);
+  const Expr index = kir::global_index();
+  const std::vector<Expr> offsets = broadcast_offsets(kernel.body, index, out_shape, shapes, "bc");
+  auto value = [&](std::size_t slot) { return kir::load(inputs[slot], offsets[slot], types[slot]); };
+  Expr result;
+  if (op == "Equal") result = kir::eq(value(0), value(1));
+  else if (op == "Less") result = value(0) < value(1);
+  else if (op == "Greater") result = value(0) > value(1);
+  else if (op == "LessOrEqual") result = value(0) <= value(1);
+  else if (op == "GreaterOrEqual") result = value(0) >= value(1);
+  else if (op == "And") result = value(0) && value(1);
+  else if (op == "Or") result = value(0) || value(1);
+  else if (op == "Xor") result = kir::ne(value(0), value(1));
+  else if (op == "Not") result = kir::unary(kir::UnaryOp::logical_not, value(0));
+  else {
+    KILN_ASSERT(op == "Where");
+    // select loads only the chosen side.
+    result = kir::select(value(0), value(1), value(2));
+  }
+  kernel.body.push_back(kir::store(y, index, result));
+  return kernel;
+}
+
+// ---- ArgMax, ArgMin ------------------------------------------------------------------
+
+std::optional<std::string> arg_reduce_unsupported(const OpContext& ctx) {
+  const Shape& shape = ctx.input_shape(0);
+  if (ctx.inputs[0]->dtype == DType::boolean) return "the input is a bool tensor";
+  if (ctx.outputs[0].dtype != DType::i64) return "the output is not an i64 tensor";
+  if (shape.empty()) return "a scalar input has no axis to reduce";
+  const std::size_t axis = get_axis(ctx, "axis", 0, shape.size());
+  if (shape[axis] == 0) return "reduces axis " + std::to_string(axis) + " of extent 0";
+  return std::nullopt;
+}
+
+// One invocation per output element walks its line along the axis. Ties go
+// to the first index (the last with select_last_index); NaN counts as the
+// largest value for ArgMax and the smallest for ArgMin (numpy's rule: the
+// first NaN wins).
+kir::Kernel lower_arg_reduce(const OpContext& ctx) {
+  const Shape& shape = ctx.input_shape(0);
+  const std::size_t axis = get_axis(ctx, "axis", 0, shape.size());
+  const bool last = ctx.node.attrs.get_int("select_last_index", 0) != 0;
+  const bool is_max = ctx.node.op == "ArgMax";
+  const std::int64_t length = shape[axis];
+  const std::int64_t inner = extent_product(shape, axis + 1, shape.size());
+  const std::int64_t outer = extent_product(shape, 0, axis);
+  const ScalarType type = element_type(ctx.inputs[0]->dtype);
+
+  kir::Kernel kernel = make_kernel(kernel_name("arg_reduce_", ctx.node.op), outer * inner);
+  const kir::Buf x = kernel.add_buffer("x", type, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", ScalarType::i64, Access::write);
+  std::vector<kir::Stmt>& body = kernel.body;
+  const std::vector<Expr> row = unravel(body, kir::global_index(), {outer, inner}, "row");
+  const Expr base = declare_index(body, "base", IndexSum().add(row[0], length * inner).add(row[1]).expr());
+  body.push_back(kir::declare("best", type, kir::load(x, base, type)));
+  body.push_back(kir::declare("best_at", ScalarType::i32, kir::i32(0)));
+  const Expr best = kir::var("best", type);
+  const Expr j = kir::var("j", ScalarType::i32);
+  std::vector<kir::Stmt> step;
+  step.push_back(kir::declare("v", type, kir::load(x, IndexSum().add(base).add(j, inner).expr(), type)));
+  const Expr v = kir::var("v", type);
+  Expr better = is_max ? v > best : v < best;
+  if (last) better = better || kir::eq(v, best);
+  // NaN: a NaN v beats a number; nothing beats a NaN best.
+  if (type == ScalarType::f32) better = kir::select(kir::ne(best, best), kir::boolean(false), better || kir::ne(v, v));
+  step.push_back(kir::branch(better, {kir::assign("best", v), kir::assign("best_at", j)}));
+  body.push_back(kir::loop("j", kir::i32(1), kir::i32(length), std::move(step)));
+  body.push_back(kir::store(y, kir::global_index(), kir::cast(ScalarType::i64, kir::var("best_at", ScalarType::i32))));
+  return kernel;
 }
 
 constexpr OpLowering kMathLowerings[] = {
@@ -430,11 +531,11 @@ constexpr OpLowering kMathLowerings[] = {
     {"Sign", 1, 1, unary_unsupported, lower_unary},
     {"HardSigmoid", 1, 1, unary_unsupported, lower_unary},
     {"HardSwish", 1, 1, unary_unsupported, lower_unary},
-    {"Pow", 2, 2, broadcast_unsupported, lower_broadcast},
-    {"Max", 1, kAnyCount, broadcast_unsupported, lower_broadcast},
-    {"Min", 1, kAnyCount, broadcast_unsupported, lower_broadcast},
-    {"Sum", 1, kAnyCount, broadcast_unsupported, lower_broadcast},
-    {"Mean", 1, kAnyCount, broadcast_unsupported, lower_broadcast},
+    {"Pow", 2, 2, broadcast_unsupported, lower_broadcast, 1, KernelDTypes::any},
+    {"Max", 1, kAnyCount, broadcast_unsupported, lower_broadcast, 1, KernelDTypes::any},
+    {"Min", 1, kAnyCount, broadcast_unsupported, lower_broadcast, 1, KernelDTypes::any},
+    {"Sum", 1, kAnyCount, broadcast_unsupported, lower_broadcast, 1, KernelDTypes::any},
+    {"Mean", 1, kAnyCount, broadcast_unsupported, lower_broadcast, 1, KernelDTypes::any},
     {"ReduceMean", 1, 1, reduce_unsupported, lower_reduce},
     {"ReduceSum", 1, 1, reduce_unsupported, lower_reduce},
     {"ReduceMax", 1, 1, reduce_unsupported, lower_reduce},
@@ -447,19 +548,19 @@ constexpr OpLowering kMathLowerings[] = {
     {"ReduceLogSumExp", 1, 1, reduce_unsupported, lower_reduce},
     {"CumSum", 1, 1, cumsum_unsupported, lower_cumsum},
     {"LogSoftmax", 1, 1, log_softmax_unsupported, lower_log_softmax},
-    {"ArgMax", 1, 1, index_op_unsupported, lower_host_only},
-    {"ArgMin", 1, 1, index_op_unsupported, lower_host_only},
-    {"Cast", 1, 1, cast_unsupported, nullptr},
-    {"Equal", 2, 2, bool_op_unsupported, lower_host_only},
-    {"Less", 2, 2, bool_op_unsupported, lower_host_only},
-    {"Greater", 2, 2, bool_op_unsupported, lower_host_only},
-    {"LessOrEqual", 2, 2, bool_op_unsupported, lower_host_only},
-    {"GreaterOrEqual", 2, 2, bool_op_unsupported, lower_host_only},
-    {"Not", 1, 1, bool_op_unsupported, lower_host_only},
-    {"And", 2, 2, bool_op_unsupported, lower_host_only},
-    {"Or", 2, 2, bool_op_unsupported, lower_host_only},
-    {"Xor", 2, 2, bool_op_unsupported, lower_host_only},
-    {"Where", 3, 3, bool_op_unsupported, lower_host_only},
+    {"ArgMax", 1, 1, arg_reduce_unsupported, lower_arg_reduce, 1, KernelDTypes::any},
+    {"ArgMin", 1, 1, arg_reduce_unsupported, lower_arg_reduce, 1, KernelDTypes::any},
+    {"Cast", 1, 1, nullptr, lower_cast, 1, KernelDTypes::any},
+    {"Equal", 2, 2, logic_unsupported, lower_logic, 1, KernelDTypes::any},
+    {"Less", 2, 2, logic_unsupported, lower_logic, 1, KernelDTypes::any},
+    {"Greater", 2, 2, logic_unsupported, lower_logic, 1, KernelDTypes::any},
+    {"LessOrEqual", 2, 2, logic_unsupported, lower_logic, 1, KernelDTypes::any},
+    {"GreaterOrEqual", 2, 2, logic_unsupported, lower_logic, 1, KernelDTypes::any},
+    {"Not", 1, 1, logic_unsupported, lower_logic, 1, KernelDTypes::any},
+    {"And", 2, 2, logic_unsupported, lower_logic, 1, KernelDTypes::any},
+    {"Or", 2, 2, logic_unsupported, lower_logic, 1, KernelDTypes::any},
+    {"Xor", 2, 2, logic_unsupported, lower_logic, 1, KernelDTypes::any},
+    {"Where", 3, 3, logic_unsupported, lower_logic, 1, KernelDTypes::any},
 };
 
 }  // namespace

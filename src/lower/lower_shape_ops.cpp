@@ -48,8 +48,9 @@ kir::Kernel lower_transpose(const OpContext& ctx) {
   const Shape& out_shape = ctx.output_shape();
   const std::vector<std::int64_t> perm = transpose_perm(ctx);
   kir::Kernel kernel = make_kernel("transpose", num_elements(out_shape));
-  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
-  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  const ScalarType type = element_type(ctx.outputs[0].dtype);
+  const kir::Buf x = kernel.add_buffer("x", type, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", type, Access::write);
 
   // Output dimension d walks input dimension perm[d].
   const Expr index = kir::global_index();
@@ -57,7 +58,7 @@ kir::Kernel lower_transpose(const OpContext& ctx) {
   const std::vector<std::int64_t> in_strides = graph::row_major_strides(in_shape);
   IndexSum source;
   for (std::size_t d = 0; d < out_shape.size(); ++d) source.add(coords[d], in_strides[static_cast<std::size_t>(perm[d])]);
-  kernel.body.push_back(kir::store(y, index, kir::load(x, source.expr(), ScalarType::f32)));
+  kernel.body.push_back(kir::store(y, index, kir::load(x, source.expr(), type)));
   return kernel;
 }
 
@@ -91,10 +92,11 @@ kir::Kernel lower_concat(const OpContext& ctx) {
   const std::int64_t inner = extent_product(out_shape, axis + 1, out_shape.size());
 
   kir::Kernel kernel = make_kernel("concat", num_elements(out_shape));
+  const ScalarType type = element_type(ctx.outputs[0].dtype);
   std::vector<kir::Buf> inputs;
   for (std::size_t slot = 0; slot < ctx.inputs.size(); ++slot)
-    inputs.push_back(kernel.add_buffer("x" + std::to_string(slot), ScalarType::f32, Access::read));
-  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+    inputs.push_back(kernel.add_buffer("x" + std::to_string(slot), type, Access::read));
+  const kir::Buf y = kernel.add_buffer("y", type, Access::write);
 
   // Output element (o, a, i) of [outer, total, inner] comes from the input
   // whose slice [start, start + length) of the axis holds a.
@@ -107,7 +109,7 @@ kir::Kernel lower_concat(const OpContext& ctx) {
     const std::int64_t length = ctx.input_shape(slot)[axis];
     if (length == 0) continue;  // an empty input contributes nothing
     const Expr source = IndexSum(-start * inner).add(c[0], length * inner).add(c[1], inner).add(c[2]).expr();
-    copies.push_back({kir::store(y, index, kir::load(inputs[slot], source, ScalarType::f32))});
+    copies.push_back({kir::store(y, index, kir::load(inputs[slot], source, type))});
     start += length;
     ends.push_back(start);
   }

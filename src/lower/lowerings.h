@@ -22,6 +22,10 @@ struct OpContext;
 using Reason = std::optional<std::string> (*)(const OpContext&);
 using Lower = kir::Kernel (*)(const OpContext&);
 
+// The tensor dtypes an op's kernel takes: f32 only, or every dtype kernels
+// hold (kernel_type); the op's own check narrows further.
+enum class KernelDTypes : std::uint8_t { f32, any };
+
 struct OpLowering {
   std::string_view op;
   std::size_t min_inputs;
@@ -29,6 +33,7 @@ struct OpLowering {
   Reason unsupported;      // nullptr: nothing op-specific to check
   Lower lower;             // nullptr: an alias (the output views input 0)
   std::size_t max_outputs = 1;  // outputs the kernel writes (Split: kAnyCount)
+  KernelDTypes dtypes = KernelDTypes::f32;
 };
 
 constexpr std::size_t kAnyCount = std::numeric_limits<std::size_t>::max();
@@ -52,6 +57,14 @@ struct OpContext {
   // The shape of output `slot`.
   const Shape& output_shape(std::size_t slot = 0) const;
 };
+
+// The kernel element type of a tensor dtype: f32, i32, i64 and bool tensors
+// live in device buffers as kir stores them; f16 and u8 do not (yet).
+std::optional<kir::ScalarType> kernel_type(DType dtype);
+// kernel_type of a dtype an op's check admitted (asserts that there is one).
+kir::ScalarType element_type(DType dtype);
+// `value` as a constant of `type` (bool: value != 0).
+kir::Expr constant_of(kir::ScalarType type, double value);
 
 // A kernel named `name` with the workgroup size set; buffers are added by the
 // lowering, present inputs first, then outputs.

@@ -66,6 +66,37 @@ bool uses(const std::vector<Stmt>& stmts, ExprKind kind) {
   return false;
 }
 
+bool has_type(const Expr& e, ScalarType type) {
+  if (e->type == type) return true;
+  for (const Expr& arg : e->args)
+    if (has_type(arg, type)) return true;
+  return false;
+}
+
+bool has_type(const std::vector<Stmt>& stmts, ScalarType type) {
+  for (const Stmt& s : stmts) {
+    if ((s.kind == StmtKind::declare || s.kind == StmtKind::load_vector) && s.type == type) return true;
+    for (const Expr* e : {&s.value, &s.index, &s.begin, &s.end})
+      if (*e && has_type(*e, type)) return true;
+    for (const Expr& e : s.values)
+      if (has_type(e, type)) return true;
+    if (has_type(s.body, type) || has_type(s.else_body, type)) return true;
+  }
+  return false;
+}
+
+// Whether any buffer, variable or expression of `kernel` has type `type`.
+bool uses_type(const kir::Kernel& kernel, ScalarType type) {
+  for (const kir::BufferParam& b : kernel.buffers)
+    if (b.type == type) return true;
+  return has_type(kernel.body, type);
+}
+
+bool has_bool_buffer(const kir::Kernel& kernel) {
+  return std::any_of(kernel.buffers.begin(), kernel.buffers.end(),
+                     [](const kir::BufferParam& b) { return b.type == ScalarType::boolean; });
+}
+
 // (buffer, width) of every vector load and store in `stmts`.
 void collect_vector_views(const std::vector<Stmt>& stmts, std::set<std::pair<int, std::size_t>>& views) {
   for (const Stmt& s : stmts) {
@@ -84,8 +115,11 @@ class Renderer {
     const bool subgroups = kir::uses_subgroup_ops(kernel_);
     std::string out = lang_.version_directive;
     if (subgroups) out += lang_.subgroup_directives;
+    if (uses_type(kernel_, ScalarType::i64)) out += lang_.int64_directives;
+    if (has_bool_buffer(kernel_)) out += lang_.storage8_directives;
     out += lang_.prelude;
     if (!out.empty() && out.back() != '\n') out += '\n';
+    if (uses_type(kernel_, ScalarType::i64)) out += lang_.int64_helpers;
     // A parameterised kernel's source is shared by every instance: nothing
     // instance-specific (the global size) may appear in it.
     const std::string global_size = kernel_.global_size_param ? "from its parameters"
@@ -106,7 +140,7 @@ class Renderer {
       const kir::BufferParam& b = kernel_.buffers[i];
       const std::string binding = std::to_string(i);
       const std::string name = buffer_identifier(b.name);
-      const std::string& type = type_name(b.type);
+      const std::string& type = b.type == ScalarType::boolean ? lang_.bool_storage : type_name(b.type);
       const std::string readonly = readonly_text(static_cast<int>(i));
       if (b.texel_width != 0) {
         const std::string width = std::to_string(b.texel_width);
@@ -246,6 +280,7 @@ class Renderer {
       case ScalarType::i32: return lang_.type_i32;
       case ScalarType::u32: return lang_.type_u32;
       case ScalarType::boolean: return lang_.type_bool;
+      case ScalarType::i64: return lang_.type_i64;
     }
     table_error("unknown scalar type");
   }
@@ -261,7 +296,8 @@ class Renderer {
       case ScalarType::f32: return format(lang_.vector_f32, "vector_f32", {{"width", w}});
       case ScalarType::i32: return format(lang_.vector_i32, "vector_i32", {{"width", w}});
       case ScalarType::u32: return format(lang_.vector_u32, "vector_u32", {{"width", w}});
-      case ScalarType::boolean: break;
+      case ScalarType::boolean:
+      case ScalarType::i64: break;
     }
     table_error("vector of unsupported type " + std::string(kir::scalar_type_name(type)));
   }
@@ -360,6 +396,12 @@ class Renderer {
         return n.ivalue < 0 ? "(" + std::to_string(n.ivalue) + ")" : std::to_string(n.ivalue);
       case ScalarType::u32: return std::to_string(n.ivalue) + "u";
       case ScalarType::boolean: return n.ivalue ? "true" : "false";
+      case ScalarType::i64:
+        // As for i32: -2^63 has no literal.
+        if (n.ivalue == std::numeric_limits<std::int64_t>::min())
+          return "(-9223372036854775807" + lang_.i64_suffix + " - 1" + lang_.i64_suffix + ")";
+        return n.ivalue < 0 ? "(" + std::to_string(n.ivalue) + lang_.i64_suffix + ")"
+                            : std::to_string(n.ivalue) + lang_.i64_suffix;
     }
     table_error("constant of unknown type");
   }
@@ -377,7 +419,10 @@ class Renderer {
       case ExprKind::subgroup_id: return subgroup_text(lang_.subgroup_id_expr, "subgroup_id_expr", {});
       case ExprKind::subgroup_broadcast:
         return subgroup_text(lang_.subgroup_broadcast, "subgroup_broadcast", expr(n.args[0]), n.ivalue);
-      case ExprKind::load: return buffer_element(n.buffer, n.args[0]);
+      case ExprKind::load:
+        if (kernel_.buffers[static_cast<std::size_t>(n.buffer)].type == ScalarType::boolean)
+          return call(lang_.bool_from_storage, "bool_from_storage", buffer_element(n.buffer, n.args[0]));
+        return buffer_element(n.buffer, n.args[0]);
       case ExprKind::shared_load: return shared_element(n.buffer, n.args[0]);
       case ExprKind::unary: return unary(n);
       case ExprKind::binary: return binary(n);
@@ -423,7 +468,9 @@ class Renderer {
       case UnaryOp::erf: return call(lang_.erf, "erf", a);
       case UnaryOp::floor: return call(lang_.floor, "floor", a);
       case UnaryOp::ceil: return call(lang_.ceil, "ceil", a);
-      case UnaryOp::abs: return n.type == ScalarType::f32 ? call(lang_.abs, "abs", a) : call(lang_.iabs, "iabs", a);
+      case UnaryOp::abs:
+        if (n.type == ScalarType::i64) return call(lang_.labs, "labs", a);
+        return n.type == ScalarType::f32 ? call(lang_.abs, "abs", a) : call(lang_.iabs, "iabs", a);
     }
     table_error(std::string("unary op '") + kir::unary_op_name(n.unary) + "' has no rendering");
   }
@@ -438,10 +485,12 @@ class Renderer {
       case BinaryOp::min:
         if (t == ScalarType::f32) return call(lang_.fmin, "fmin", a, b);
         if (t == ScalarType::i32) return call(lang_.imin, "imin", a, b);
+        if (t == ScalarType::i64) return call(lang_.lmin, "lmin", a, b);
         return call(lang_.umin, "umin", a, b);
       case BinaryOp::max:
         if (t == ScalarType::f32) return call(lang_.fmax, "fmax", a, b);
         if (t == ScalarType::i32) return call(lang_.imax, "imax", a, b);
+        if (t == ScalarType::i64) return call(lang_.lmax, "lmax", a, b);
         return call(lang_.umax, "umax", a, b);
       default: break;
     }
@@ -459,7 +508,12 @@ class Renderer {
         out += indent + type_name(s.type) + " " + var_identifier(s.var) + " = " + expr(s.value) + ";\n";
         return;
       case StmtKind::assign: out += indent + var_identifier(s.var) + " = " + expr(s.value) + ";\n"; return;
-      case StmtKind::store: out += indent + buffer_element(s.buffer, s.index) + " = " + expr(s.value) + ";\n"; return;
+      case StmtKind::store: {
+        const bool byte = kernel_.buffers[static_cast<std::size_t>(s.buffer)].type == ScalarType::boolean;
+        const std::string value = byte ? call(lang_.bool_to_storage, "bool_to_storage", expr(s.value)) : expr(s.value);
+        out += indent + buffer_element(s.buffer, s.index) + " = " + value + ";\n";
+        return;
+      }
       case StmtKind::loop: {
         const std::string v = var_identifier(s.var);
         out += indent + "for (" + type_name(ScalarType::i32) + " " + v + " = " + expr(s.begin) + "; " + v + " < " +
@@ -522,6 +576,8 @@ backend::KernelRequirements kernel_requirements(const kir::Kernel& kernel) {
   needs.param_bytes = static_cast<std::uint32_t>(kernel.params.size() * sizeof(std::int32_t));
   if (kir::uses_subgroup_ops(kernel)) needs.subgroup_size = kernel.subgroup_size;
   needs.subgroup_broadcast = kir::uses_subgroup_broadcast(kernel);
+  needs.int64 = uses_type(kernel, ScalarType::i64);
+  needs.storage8 = has_bool_buffer(kernel);
   for (const kir::BufferParam& b : kernel.buffers) {
     needs.texel_width_1 = needs.texel_width_1 || b.texel_width == 1;
     needs.texel_width_4 = needs.texel_width_4 || b.texel_width == 4;

@@ -1,0 +1,165 @@
+// Op cases with integer and bool tensors in kernels: comparisons, logic and
+// Where, Cast between every pair kernels hold, ArgMax/ArgMin, integer
+// arithmetic and Min/Max/Sum, and the data-movement ops over i64, i32 and
+// bool elements. Inputs are seeded; integers are small and include
+// negatives, so ties, zero and sign all occur. Each case compiles without
+// graph breaks (test_conformance runs them with fullgraph); integer and bool
+// outputs must equal the reference's exactly.
+#include "op_cases.h"
+
+#include <kiln/builder.h>
+
+#include "graph/ir.h"
+
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <optional>
+
+namespace kiln::testing {
+namespace {
+
+using V = Builder::Value;
+using Vs = std::vector<V>;
+using Ints = std::vector<std::int64_t>;
+
+struct Input {
+  DType dtype;
+  Shape shape;
+};
+
+// Seeded values: f32 in [-2, 2) in steps of 0.5 (so comparisons tie), i32
+// and i64 in [-4, 4), bool 0 or 1.
+Tensor seeded_tensor(std::uint64_t seed, const Input& in) {
+  Tensor t(in.dtype, in.shape);
+  std::uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<std::int64_t>((state >> 40) % 8) - 4;
+  };
+  switch (in.dtype) {
+    case DType::f32:
+      for (float& v : t.values<float>()) v = static_cast<float>(next()) * 0.5f;
+      break;
+    case DType::i32:
+      for (std::int32_t& v : t.values<std::int32_t>()) v = static_cast<std::int32_t>(next());
+      break;
+    case DType::i64:
+      for (std::int64_t& v : t.values<std::int64_t>()) v = next();
+      break;
+    case DType::boolean: {
+      std::span<std::byte> bytes = t.bytes();
+      for (std::byte& b : bytes) b = std::byte{static_cast<unsigned char>(next() < 0 ? 1 : 0)};
+      break;
+    }
+    default: break;
+  }
+  return t;
+}
+
+graph::Attributes attrs(std::initializer_list<std::pair<std::string, graph::Attribute>> list) {
+  graph::Attributes a;
+  for (const auto& [name, value] : list) a.set(name, value);
+  return a;
+}
+
+struct TypedCases {
+  std::vector<OpCase>& cases;
+  std::uint64_t seed = 3000;
+
+  void add(const std::string& name, const std::vector<Input>& ins, const std::function<Vs(Builder&, Vs&)>& body) {
+    Builder b(name);
+    Vs xs;
+    std::vector<Tensor> inputs;
+    for (std::size_t i = 0; i < ins.size(); ++i) {
+      xs.push_back(b.input("x" + std::to_string(i), ins[i].dtype, ins[i].shape));
+      inputs.push_back(seeded_tensor(seed++, ins[i]));
+    }
+    const Vs outputs = body(b, xs);
+    cases.push_back({name, b.build(outputs), std::move(inputs), 1e-5f});
+  }
+
+  void add_op(const std::string& name, const std::vector<Input>& ins, const std::string& op,
+              const graph::Attributes& a = {}) {
+    add(name, ins, [&](Builder& b, Vs& xs) {
+      return b.op(op, std::vector<std::optional<V>>(xs.begin(), xs.end()), a);
+    });
+  }
+};
+
+// ONNX's TensorProto code of a dtype (Cast's `to`).
+std::int64_t onnx_code(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 1;
+    case DType::i32: return 6;
+    case DType::i64: return 7;
+    case DType::boolean: return 9;
+    default: return 0;
+  }
+}
+
+constexpr DType f32 = DType::f32, i32 = DType::i32, i64 = DType::i64, boolean = DType::boolean;
+
+void logic_cases(TypedCases& c) {
+  c.add_op("Equal/i64_broadcast", {{i64, {3, 4}}, {i64, {4}}}, "Equal");
+  c.add_op("Less/f32", {{f32, {2, 3, 5}}, {f32, {2, 3, 5}}}, "Less");
+  c.add_op("GreaterOrEqual/i32_broadcast", {{i32, {4, 1}}, {i32, {1, 6}}}, "GreaterOrEqual");
+  c.add_op("And/bool_broadcast", {{boolean, {2, 3, 4}}, {boolean, {3, 1}}}, "And");
+  c.add_op("Xor/bool", {{boolean, {5, 7}}, {boolean, {5, 7}}}, "Xor");
+  c.add_op("Not/bool", {{boolean, {3, 9}}}, "Not");
+  c.add_op("Where/f32_broadcast", {{boolean, {2, 1, 4}}, {f32, {3, 4}}, {f32, {2, 3, 1}}}, "Where");
+  c.add_op("Where/i64", {{boolean, {6}}, {i64, {6}}, {i64, {1}}}, "Where");
+  // A comparison feeding Where: the compiled form fuses them.
+  c.add("Where/of_greater", {{f32, {4, 8}}, {f32, {4, 8}}}, [](Builder& b, Vs& xs) {
+    const V mask = b.op("Greater", {xs[0], xs[1]}, {})[0];
+    return b.op("Where", {mask, xs[0], xs[1]}, {});
+  });
+}
+
+void cast_cases(TypedCases& c) {
+  const std::pair<DType, DType> pairs[] = {{f32, boolean}, {boolean, f32}, {i64, f32}, {f32, i64},
+                                           {i32, i64},     {i64, i32},     {i64, boolean}, {boolean, i32}};
+  for (const auto& [from, to] : pairs)
+    c.add_op("Cast/" + std::string(dtype_name(from)) + "_to_" + std::string(dtype_name(to)), {{from, {3, 5}}}, "Cast",
+             attrs({{"to", onnx_code(to)}}));
+}
+
+void arg_reduce_cases(TypedCases& c) {
+  c.add_op("ArgMax/f32_axis1_keepdims", {{f32, {3, 7, 2}}}, "ArgMax", attrs({{"axis", std::int64_t{1}}}));
+  c.add_op("ArgMin/i64_last_axis_last_index", {{i64, {4, 6}}}, "ArgMin",
+           attrs({{"axis", std::int64_t{-1}}, {"keepdims", std::int64_t{0}}, {"select_last_index", std::int64_t{1}}}));
+  c.add_op("ArgMax/i32_axis0", {{i32, {5, 3}}}, "ArgMax", attrs({{"axis", std::int64_t{0}}}));
+}
+
+void arithmetic_cases(TypedCases& c) {
+  c.add_op("Add/i64_broadcast", {{i64, {2, 3}}, {i64, {3}}}, "Add");
+  c.add_op("Mul/i64", {{i64, {4, 4}}, {i64, {4, 4}}}, "Mul");
+  c.add_op("Max/i64_three_inputs", {{i64, {2, 5}}, {i64, {5}}, {i64, {2, 1}}}, "Max");
+  c.add_op("Min/i32", {{i32, {6}}, {i32, {6}}}, "Min");
+  c.add_op("Pow/f32_i64_exponent", {{f32, {2, 4}}, {i64, {4}}}, "Pow");
+}
+
+void data_cases(TypedCases& c) {
+  c.add_op("Transpose/i64", {{i64, {2, 3, 4}}}, "Transpose", attrs({{"perm", Ints{2, 0, 1}}}));
+  c.add_op("Concat/bool", {{boolean, {2, 3}}, {boolean, {2, 2}}}, "Concat", attrs({{"axis", std::int64_t{1}}}));
+  c.add_op("Slice/i32", {{i32, {4, 6}}}, "Slice", attrs({{"starts", Ints{1}}, {"ends", Ints{5}}, {"axes", Ints{1}}}));
+  c.add_op("Trilu/i64_lower", {{i64, {2, 4, 5}}}, "Trilu", attrs({{"upper", std::int64_t{0}}, {"k", std::int64_t{1}}}));
+  c.add_op("Pad/i64_constant", {{i64, {2, 3}}}, "Pad",
+           attrs({{"pads", Ints{1, 0, 0, 2}}, {"value", 7.0}}));
+  c.add_op("Expand/bool", {{boolean, {3, 1}}}, "Expand", attrs({{"shape", Ints{2, 3, 4}}}));
+  c.add_op("Gather/i64_constant_indices", {{i64, {5, 3}}}, "Gather",
+           attrs({{"axis", std::int64_t{0}}, {"indices", Ints{4, 0, 2}}, {"indices_shape", Ints{3}}}));
+}
+
+}  // namespace
+
+void add_typed_cases(std::vector<OpCase>& cases) {
+  TypedCases c{cases};
+  logic_cases(c);
+  cast_cases(c);
+  arg_reduce_cases(c);
+  arithmetic_cases(c);
+  data_cases(c);
+}
+
+}  // namespace kiln::testing
