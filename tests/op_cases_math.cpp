@@ -87,6 +87,10 @@ void unary_cases(MathCases& c) {
   c.add_op("Asinh", "Asinh", {{2, 9}}, -5.0f, 5.0f);
   c.add_op("Acosh", "Acosh", {{2, 9}}, 1.0f, 6.0f);
   c.add_op("Atanh", "Atanh", {{2, 9}}, -0.9f, 0.9f);
+  c.add_op("Tan", "Tan", {{3, 11}}, -1.5f, 1.5f);
+  c.add_op("Atan", "Atan", {{4, 25}}, -30.0f, 30.0f);
+  c.add_op("Asin", "Asin", {{3, 17}}, -1.0f, 1.0f);
+  c.add_op("Acos", "Acos", {{3, 17}}, -1.0f, 1.0f);
   c.add_op("HardSigmoid/default", "HardSigmoid", {{2, 3, 5}}, -5.0f, 5.0f);
   c.add_op("HardSigmoid/alpha_beta", "HardSigmoid", {{2, 3, 5}}, -5.0f, 5.0f,
            attrs_of({{"alpha", 1.0 / 6.0}, {"beta", 0.25}}));

@@ -12,6 +12,7 @@
 #include "graph/ir.h"
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -139,6 +140,35 @@ void arithmetic_cases(TypedCases& c) {
   c.add_op("Pow/f32_i64_exponent", {{f32, {2, 4}}, {i64, {4}}}, "Pow");
 }
 
+// A constant i64 tensor of `values`.
+Tensor i64_tensor(const Ints& values) {
+  Tensor t(DType::i64, {static_cast<std::int64_t>(values.size())});
+  std::copy(values.begin(), values.end(), t.values<std::int64_t>().begin());
+  return t;
+}
+
+void special_value_cases(TypedCases& c) {
+  // x / y over values with zeros in y: +-inf and 0/0 NaN, then classified.
+  c.add("IsNaN/IsInf/of_division_by_zero", {{f32, {4, 6}}, {f32, {4, 6}}}, [](Builder& b, Vs& xs) {
+    const V q = b.op("Div", {xs[0], xs[1]}, {})[0];
+    return Vs{b.op("IsNaN", {q}, {})[0], b.op("IsInf", {q}, {})[0],
+              b.op("IsInf", {q}, attrs({{"detect_negative", std::int64_t{0}}}))[0]};
+  });
+  c.add_op("Hardmax/ties_axis1", {{f32, {3, 5, 2}}}, "Hardmax", attrs({{"axis", std::int64_t{1}}}));
+  // Divisors without zero: both signs and -1.
+  for (const std::int64_t fmod : {0, 1})
+    c.add("Mod/i64_fmod" + std::to_string(fmod), {{i64, {3, 5}}}, [fmod](Builder& b, Vs& xs) {
+      const V divisors = b.constant("divisors", i64_tensor({3, -2, -1, 5, -4}));
+      return b.op("Mod", {xs[0], divisors}, attrs({{"fmod", fmod}}));
+    });
+  c.add("Mod/f32_fmod", {{f32, {4, 4}}}, [](Builder& b, Vs& xs) {
+    Tensor divisors(DType::f32, {4});
+    const float values[] = {1.5f, -0.5f, 2.0f, -1.0f};
+    std::copy(std::begin(values), std::end(values), divisors.values<float>().begin());
+    return b.op("Mod", {xs[0], b.constant("divisors", divisors)}, attrs({{"fmod", std::int64_t{1}}}));
+  });
+}
+
 void data_cases(TypedCases& c) {
   c.add_op("Transpose/i64", {{i64, {2, 3, 4}}}, "Transpose", attrs({{"perm", Ints{2, 0, 1}}}));
   c.add_op("Concat/bool", {{boolean, {2, 3}}, {boolean, {2, 2}}}, "Concat", attrs({{"axis", std::int64_t{1}}}));
@@ -159,6 +189,7 @@ void add_typed_cases(std::vector<OpCase>& cases) {
   cast_cases(c);
   arg_reduce_cases(c);
   arithmetic_cases(c);
+  special_value_cases(c);
   data_cases(c);
 }
 

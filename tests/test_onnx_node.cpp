@@ -359,7 +359,7 @@ const std::map<std::string, std::set<int>>& constant_input_positions() {
       {"TopK", {1}},           {"ConstantOfShape", {0}}, {"Dropout", {1, 2}},     {"ReduceMean", {1}},
       {"ReduceSum", {1}},      {"ReduceMax", {1}},     {"ReduceMin", {1}},        {"ReduceProd", {1}},
       {"ReduceL1", {1}},       {"ReduceL2", {1}},      {"ReduceLogSum", {1}},     {"ReduceLogSumExp", {1}},
-      {"ReduceSumSquare", {1}},
+      {"ReduceSumSquare", {1}}, {"Trilu", {1}},
   };
   return table;
 }

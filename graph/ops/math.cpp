@@ -646,10 +646,10 @@ void register_math_ops(OpTable& table) {
   add_op(table, simple_float_unary("Acosh", [](double x) { return std::acosh(x); }, "inverse hyperbolic cosine"));
   add_op(table, simple_float_unary("Atanh", [](double x) { return std::atanh(x); }, "inverse hyperbolic tangent"));
   // References only for now: the kernel IR has no arctangent to build them from.
-  add_op(table, simple_float_unary("Tan", [](double x) { return std::tan(x); }, "tangent (radians); host only"));
-  add_op(table, simple_float_unary("Atan", [](double x) { return std::atan(x); }, "arctangent; host only"));
-  add_op(table, simple_float_unary("Asin", [](double x) { return std::asin(x); }, "arcsine; host only"));
-  add_op(table, simple_float_unary("Acos", [](double x) { return std::acos(x); }, "arccosine; host only"));
+  add_op(table, simple_float_unary("Tan", [](double x) { return std::tan(x); }, "tangent (radians)"));
+  add_op(table, simple_float_unary("Atan", [](double x) { return std::atan(x); }, "arctangent"));
+  add_op(table, simple_float_unary("Asin", [](double x) { return std::asin(x); }, "arcsine"));
+  add_op(table, simple_float_unary("Acos", [](double x) { return std::acos(x); }, "arccosine"));
   add_op(table, f32_unary_schema("HardSigmoid", {"alpha", "beta"}, make_hard_sigmoid,
                                    "max(0, min(1, alpha * x + beta)); alpha 0.2, beta 0.5"));
   add_op(table, simple_float_unary("HardSwish", hard_swish, "x * max(0, min(1, x / 6 + 1/2))"));

@@ -34,9 +34,9 @@ std::string kernel_name(const std::string& prefix, const std::string& op) {
 
 // sin(s) for s in [-pi/2, pi/2] by its Taylor polynomial to s^11 (truncation
 // error below 6e-8, under f32 rounding): kir has no sin/cos.
-Expr sin_polynomial(std::vector<kir::Stmt>& body, Expr s) {
-  body.push_back(kir::declare("s2", ScalarType::f32, s * s));
-  const Expr s2 = kir::var("s2", ScalarType::f32);
+Expr sin_polynomial(std::vector<kir::Stmt>& body, Expr s, const std::string& prefix) {
+  body.push_back(kir::declare(prefix + "s2", ScalarType::f32, s * s));
+  const Expr s2 = kir::var(prefix + "s2", ScalarType::f32);
   Expr p = kir::f32(-1.0 / 39916800.0);
   for (double c : {1.0 / 362880.0, -1.0 / 5040.0, 1.0 / 120.0, -1.0 / 6.0}) p = kir::f32(c) + s2 * p;
   return s + s * s2 * p;
@@ -52,19 +52,20 @@ double leading_bits(double value, int bits) {
 
 // Sin or Cos of x: reduce x to r = x - turns * 2pi in [-pi, pi], with 2pi split
 // in three parts (Cody-Waite) so that the reduction stays accurate for |x| up
-// to about 2^12 turns; then fold r into [-pi/2, pi/2].
-Expr sin_or_cos(std::vector<kir::Stmt>& body, Expr x, bool cosine) {
+// to about 2^12 turns; then fold r into [-pi/2, pi/2]. Helpers are named
+// with `prefix` (one kernel may take both).
+Expr sin_or_cos(std::vector<kir::Stmt>& body, Expr x, bool cosine, const std::string& prefix = "") {
   constexpr double two_pi = 2.0 * std::numbers::pi;
   const double two_pi_1 = leading_bits(two_pi, 12);
   const double two_pi_2 = leading_bits(two_pi - two_pi_1, 12);
   const double two_pi_3 = two_pi - two_pi_1 - two_pi_2;
   constexpr double half_pi = std::numbers::pi / 2.0;
-  body.push_back(kir::declare("turns", ScalarType::f32, kir::floor(x * kir::f32(1.0 / two_pi) + kir::f32(0.5))));
-  const Expr turns = kir::var("turns", ScalarType::f32);
+  body.push_back(kir::declare(prefix + "turns", ScalarType::f32, kir::floor(x * kir::f32(1.0 / two_pi) + kir::f32(0.5))));
+  const Expr turns = kir::var(prefix + "turns", ScalarType::f32);
   body.push_back(kir::declare(
-      "r", ScalarType::f32,
+      prefix + "r", ScalarType::f32,
       ((x - turns * kir::f32(two_pi_1)) - turns * kir::f32(two_pi_2)) - turns * kir::f32(two_pi_3)));
-  const Expr r = kir::var("r", ScalarType::f32);
+  const Expr r = kir::var(prefix + "r", ScalarType::f32);
   Expr folded;
   if (cosine) {
     folded = kir::f32(half_pi) - kir::abs(r);  // cos(r) = sin(pi/2 - |r|)
@@ -73,8 +74,37 @@ Expr sin_or_cos(std::vector<kir::Stmt>& body, Expr x, bool cosine) {
     folded = kir::select(r > kir::f32(half_pi), kir::f32(std::numbers::pi) - r,
                          kir::select(r < kir::f32(-half_pi), kir::f32(-std::numbers::pi) - r, r));
   }
-  body.push_back(kir::declare("folded", ScalarType::f32, folded));
-  return sin_polynomial(body, kir::var("folded", ScalarType::f32));
+  body.push_back(kir::declare(prefix + "folded", ScalarType::f32, folded));
+  return sin_polynomial(body, kir::var(prefix + "folded", ScalarType::f32), prefix);
+}
+
+// atan(x): |x| > 1 folds to pi/2 - atan(1/|x|) (atan(inf) = pi/2), then
+// t > tan(pi/12) shifts by pi/6 through atan(t) = pi/6 + atan((t - 1/sqrt3) /
+// (1 + t/sqrt3)), leaving |u| <= tan(pi/12) for the Taylor series to u^13
+// (truncation below 3e-9); the sign comes back last. NaN stays NaN.
+Expr arctangent(std::vector<kir::Stmt>& body, Expr x) {
+  constexpr double pi = std::numbers::pi;
+  const double tan_pi_12 = 2.0 - std::sqrt(3.0);
+  const double inv_sqrt3 = 1.0 / std::sqrt(3.0);
+  body.push_back(kir::declare("at_a", ScalarType::f32, kir::abs(x)));
+  const Expr a = kir::var("at_a", ScalarType::f32);
+  const Expr inverted = a > kir::f32(1.0);
+  body.push_back(kir::declare("at_t", ScalarType::f32, kir::select(inverted, kir::f32(1.0) / a, a)));
+  const Expr t = kir::var("at_t", ScalarType::f32);
+  const Expr shifted = t > kir::f32(tan_pi_12);
+  body.push_back(kir::declare(
+      "at_u", ScalarType::f32,
+      kir::select(shifted, (t - kir::f32(inv_sqrt3)) / (kir::f32(1.0) + t * kir::f32(inv_sqrt3)), t)));
+  const Expr u = kir::var("at_u", ScalarType::f32);
+  body.push_back(kir::declare("at_u2", ScalarType::f32, u * u));
+  const Expr u2 = kir::var("at_u2", ScalarType::f32);
+  Expr p = kir::f32(1.0 / 13.0);
+  for (double c : {-1.0 / 11.0, 1.0 / 9.0, -1.0 / 7.0, 1.0 / 5.0, -1.0 / 3.0}) p = kir::f32(c) + u2 * p;
+  body.push_back(kir::declare("at_r", ScalarType::f32, u + u * u2 * p + kir::select(shifted, kir::f32(pi / 6.0), kir::f32(0.0))));
+  const Expr r = kir::var("at_r", ScalarType::f32);
+  body.push_back(kir::declare("at_m", ScalarType::f32, kir::select(inverted, kir::f32(pi / 2.0) - r, r)));
+  const Expr m = kir::var("at_m", ScalarType::f32);
+  return kir::select(x < kir::f32(0.0), -m, m);
 }
 
 // The value of a unary op at x (a variable, read once); may declare helpers in body.
@@ -109,6 +139,14 @@ Expr apply_unary(const graph::Node& node, std::vector<kir::Stmt>& body, Expr x) 
   // Zero and NaN are their own sign.
   if (op == "Sign") return kir::select(x > kir::f32(0.0), kir::f32(1.0), kir::select(x < kir::f32(0.0), kir::f32(-1.0), x));
   if (op == "Sin" || op == "Cos") return sin_or_cos(body, x, op == "Cos");
+  if (op == "Tan") return sin_or_cos(body, x, false, "sin_") / sin_or_cos(body, x, true, "cos_");
+  if (op == "Atan") return arctangent(body, x);
+  // asin(x) = atan(x / sqrt((1 - x)(1 + x))): the product keeps precision
+  // near |x| = 1, where the quotient goes to +-inf and atan to +-pi/2;
+  // |x| > 1 gives NaN. acos(x) = 2 atan(sqrt((1 - x) / (1 + x))), accurate
+  // near x = 1 where pi/2 - asin(x) would cancel.
+  if (op == "Asin") return arctangent(body, x / kir::sqrt((kir::f32(1.0) - x) * (kir::f32(1.0) + x)));
+  if (op == "Acos") return kir::f32(2.0) * arctangent(body, kir::sqrt((kir::f32(1.0) - x) / (kir::f32(1.0) + x)));
   if (op == "HardSigmoid") {
     const double alpha = node.attrs.get_float("alpha", 0.2);
     const double beta = node.attrs.get_float("beta", 0.5);
@@ -140,7 +178,7 @@ kir::Kernel lower_unary(const OpContext& ctx) {
 std::optional<std::string> broadcast_unsupported(const OpContext& ctx) {
   const std::string& op = ctx.node.op;
   const DType dtype = ctx.outputs[0].dtype;
-  if (dtype == DType::boolean && (op == "Max" || op == "Min" || op == "Sum" || op == "Mean" || op == "Pow"))
+  if (dtype == DType::boolean && (op == "Max" || op == "Min" || op == "Sum" || op == "Mean" || op == "Pow" || op == "Mod"))
     return op + " of bool tensors";
   if ((op == "Mean" || op == "Pow") && dtype != DType::f32)
     return op + " of " + std::string(dtype_name(dtype)) + " tensors (f32 only)";
@@ -163,6 +201,30 @@ Expr signed_pow(std::vector<kir::Stmt>& body, Expr x, Expr y) {
   const Expr negative_base = kir::select(odd_exponent, -magnitude, magnitude);
   return kir::select(x < kir::f32(0.0),
                      kir::select(integer_exponent, negative_base, kir::pow(x, y)), magnitude);
+}
+
+// Mod as the reference's remainder_of: integers from truncating division
+// (b = -1 gives 0: the lowest value / -1 is undefined on GPUs), moved to b's
+// sign unless fmod; f32 (always fmod) as a - b * trunc(a / b), corrected into
+// C fmod's range (|r| < |b|, a's sign) where a / b rounded to an integer.
+// Integer division by zero is undefined on GPUs, as Div's is.
+Expr remainder(std::vector<kir::Stmt>& body, Expr a, Expr b, bool fmod) {
+  const ScalarType type = a.type();
+  if (type == ScalarType::f32) {
+    body.push_back(kir::declare("q", ScalarType::f32, a / b));
+    const Expr q = kir::var("q", ScalarType::f32);
+    const Expr truncated = kir::select(q < kir::f32(0.0), kir::ceil(q), kir::floor(q));
+    body.push_back(kir::declare("r", ScalarType::f32, a - b * truncated));
+    const Expr r = kir::var("r", ScalarType::f32);
+    const Expr magnitude = kir::abs(b);
+    return kir::select(a >= kir::f32(0.0) && r < kir::f32(0.0), r + magnitude,
+                       kir::select(a < kir::f32(0.0) && r > kir::f32(0.0), r - magnitude, r));
+  }
+  const Expr zero = constant_of(type, 0.0);
+  body.push_back(kir::declare("r", type, kir::select(kir::eq(b, constant_of(type, -1.0)), zero, a - (a / b) * b)));
+  const Expr r = kir::var("r", type);
+  if (fmod) return r;
+  return kir::select(kir::ne(r, zero) && kir::ne(r < zero, b < zero), r + b, r);
 }
 
 kir::Kernel lower_broadcast(const OpContext& ctx) {
@@ -194,6 +256,8 @@ kir::Kernel lower_broadcast(const OpContext& ctx) {
   Expr result;
   if (op == "Pow") {
     result = signed_pow(kernel.body, values[0], values[1]);
+  } else if (op == "Mod") {
+    result = remainder(kernel.body, values[0], values[1], ctx.node.attrs.get_int("fmod", 0) != 0);
   } else if (op == "Sum" || op == "Mean") {
     result = values[0];
     for (std::size_t slot = 1; slot < values.size(); ++slot) result = result + values[slot];
@@ -420,6 +484,10 @@ bool is_comparison(const std::string& op) {
 std::optional<std::string> logic_unsupported(const OpContext& ctx) {
   const std::string& op = ctx.node.op;
   if (op == "Where" && ctx.inputs[0]->dtype != DType::boolean) return "the condition is not a bool tensor";
+  if (op == "IsNaN" || op == "IsInf") {
+    if (ctx.inputs[0]->dtype != DType::f32) return "the input is not an f32 tensor";
+    return broadcast_unsupported(ctx);
+  }
   if (!is_comparison(op) && op != "Where")
     for (std::size_t slot = 0; slot < ctx.inputs.size(); ++slot)
       if (ctx.inputs[slot]->dtype != DType::boolean) return "input " + std::to_string(slot) + " is not a bool tensor";
@@ -452,6 +520,16 @@ kir::Kernel lower_logic(const OpContext& ctx) {
   else if (op == "Or") result = value(0) || value(1);
   else if (op == "Xor") result = kir::ne(value(0), value(1));
   else if (op == "Not") result = kir::unary(kir::UnaryOp::logical_not, value(0));
+  else if (op == "IsNaN") result = kir::ne(value(0), value(0));
+  else if (op == "IsInf") {
+    const bool positive = ctx.node.attrs.get_int("detect_positive", 1) != 0;
+    const bool negative = ctx.node.attrs.get_int("detect_negative", 1) != 0;
+    kernel.body.push_back(kir::declare("x", ScalarType::f32, value(0)));
+    const Expr x = kir::var("x", ScalarType::f32);
+    result = kir::boolean(false);
+    if (positive) result = kir::eq(x, kir::f32(INFINITY));
+    if (negative) result = positive ? (result || kir::eq(x, kir::f32(-INFINITY))) : kir::eq(x, kir::f32(-INFINITY));
+  }
   else {
     KILN_ASSERT(op == "Where");
     // select loads only the chosen side.
@@ -473,40 +551,82 @@ std::optional<std::string> arg_reduce_unsupported(const OpContext& ctx) {
   return std::nullopt;
 }
 
-// One invocation per output element walks its line along the axis. Ties go
-// to the first index (the last with select_last_index); NaN counts as the
-// largest value for ArgMax and the smallest for ArgMin (numpy's rule: the
-// first NaN wins).
-kir::Kernel lower_arg_reduce(const OpContext& ctx) {
-  const Shape& shape = ctx.input_shape(0);
-  const std::size_t axis = get_axis(ctx, "axis", 0, shape.size());
-  const bool last = ctx.node.attrs.get_int("select_last_index", 0) != 0;
-  const bool is_max = ctx.node.op == "ArgMax";
+// A line along an axis: `length` elements `inner` apart from `base`.
+struct Line {
+  Expr base;
+  std::int64_t length, inner;
+  Expr at(Expr j) const { return IndexSum().add(base).add(std::move(j), inner).expr(); }
+};
+
+// The line of the invocation's output element: one per (outer, inner) pair.
+Line declare_line(std::vector<kir::Stmt>& body, const Shape& shape, std::size_t axis) {
   const std::int64_t length = shape[axis];
   const std::int64_t inner = extent_product(shape, axis + 1, shape.size());
   const std::int64_t outer = extent_product(shape, 0, axis);
-  const ScalarType type = element_type(ctx.inputs[0]->dtype);
-
-  kir::Kernel kernel = make_kernel(kernel_name("arg_reduce_", ctx.node.op), outer * inner);
-  const kir::Buf x = kernel.add_buffer("x", type, Access::read);
-  const kir::Buf y = kernel.add_buffer("y", ScalarType::i64, Access::write);
-  std::vector<kir::Stmt>& body = kernel.body;
   const std::vector<Expr> row = unravel(body, kir::global_index(), {outer, inner}, "row");
-  const Expr base = declare_index(body, "base", IndexSum().add(row[0], length * inner).add(row[1]).expr());
-  body.push_back(kir::declare("best", type, kir::load(x, base, type)));
+  return {declare_index(body, "base", IndexSum().add(row[0], length * inner).add(row[1]).expr()), length, inner};
+}
+
+// Declares `best_at` (i32): the position of the line's maximum (or minimum).
+// Ties go to the first position (the last with `last`); NaN counts as the
+// extreme value, the first NaN winning (the last with `last`), as the
+// reference's replaces_best does.
+Expr declare_best_position(std::vector<kir::Stmt>& body, kir::Buf x, ScalarType type, const Line& line, bool is_max,
+                           bool last) {
+  body.push_back(kir::declare("best", type, kir::load(x, line.base, type)));
   body.push_back(kir::declare("best_at", ScalarType::i32, kir::i32(0)));
   const Expr best = kir::var("best", type);
   const Expr j = kir::var("j", ScalarType::i32);
   std::vector<kir::Stmt> step;
-  step.push_back(kir::declare("v", type, kir::load(x, IndexSum().add(base).add(j, inner).expr(), type)));
+  step.push_back(kir::declare("v", type, kir::load(x, line.at(j), type)));
   const Expr v = kir::var("v", type);
   Expr better = is_max ? v > best : v < best;
   if (last) better = better || kir::eq(v, best);
-  // NaN: a NaN v beats a number; nothing beats a NaN best.
-  if (type == ScalarType::f32) better = kir::select(kir::ne(best, best), kir::boolean(false), better || kir::ne(v, v));
+  if (type == ScalarType::f32) {
+    const Expr v_nan = kir::ne(v, v);
+    better = kir::select(kir::ne(best, best), last ? v_nan : kir::boolean(false), better || v_nan);
+  }
   step.push_back(kir::branch(better, {kir::assign("best", v), kir::assign("best_at", j)}));
-  body.push_back(kir::loop("j", kir::i32(1), kir::i32(length), std::move(step)));
-  body.push_back(kir::store(y, kir::global_index(), kir::cast(ScalarType::i64, kir::var("best_at", ScalarType::i32))));
+  body.push_back(kir::loop("j", kir::i32(1), kir::i32(line.length), std::move(step)));
+  return kir::var("best_at", ScalarType::i32);
+}
+
+kir::Kernel lower_arg_reduce(const OpContext& ctx) {
+  const Shape& shape = ctx.input_shape(0);
+  const std::size_t axis = get_axis(ctx, "axis", 0, shape.size());
+  const ScalarType type = element_type(ctx.inputs[0]->dtype);
+  kir::Kernel kernel = make_kernel(kernel_name("arg_reduce_", ctx.node.op), num_elements(shape) / shape[axis]);
+  const kir::Buf x = kernel.add_buffer("x", type, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", ScalarType::i64, Access::write);
+  const Line line = declare_line(kernel.body, shape, axis);
+  const Expr best_at = declare_best_position(kernel.body, x, type, line, ctx.node.op == "ArgMax",
+                                             ctx.node.attrs.get_int("select_last_index", 0) != 0);
+  kernel.body.push_back(kir::store(y, kir::global_index(), kir::cast(ScalarType::i64, best_at)));
+  return kernel;
+}
+
+// ---- Hardmax: 1 at the first maximum of each line, 0 elsewhere ----------------------
+
+std::optional<std::string> hardmax_unsupported(const OpContext& ctx) {
+  const Shape& shape = ctx.input_shape(0);
+  if (shape.empty()) return "a scalar input has no axis";
+  const std::size_t axis = get_axis(ctx, "axis", -1, shape.size());
+  if (shape[axis] == 0) return "axis " + std::to_string(axis) + " has extent 0";
+  return std::nullopt;
+}
+
+kir::Kernel lower_hardmax(const OpContext& ctx) {
+  const Shape& shape = ctx.input_shape(0);
+  const std::size_t axis = get_axis(ctx, "axis", -1, shape.size());
+  kir::Kernel kernel = make_kernel("hardmax", num_elements(shape) / shape[axis]);
+  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  const Line line = declare_line(kernel.body, shape, axis);
+  const Expr best_at = declare_best_position(kernel.body, x, ScalarType::f32, line, true, false);
+  const Expr k = kir::var("k", ScalarType::i32);
+  kernel.body.push_back(kir::loop(
+      "k", kir::i32(0), kir::i32(line.length),
+      {kir::store(y, line.at(k), kir::select(kir::eq(k, best_at), kir::f32(1.0), kir::f32(0.0)))}));
   return kernel;
 }
 
@@ -528,6 +648,10 @@ constexpr OpLowering kMathLowerings[] = {
     {"Asinh", 1, 1, unary_unsupported, lower_unary},
     {"Acosh", 1, 1, unary_unsupported, lower_unary},
     {"Atanh", 1, 1, unary_unsupported, lower_unary},
+    {"Tan", 1, 1, unary_unsupported, lower_unary},
+    {"Atan", 1, 1, unary_unsupported, lower_unary},
+    {"Asin", 1, 1, unary_unsupported, lower_unary},
+    {"Acos", 1, 1, unary_unsupported, lower_unary},
     {"Sign", 1, 1, unary_unsupported, lower_unary},
     {"HardSigmoid", 1, 1, unary_unsupported, lower_unary},
     {"HardSwish", 1, 1, unary_unsupported, lower_unary},
@@ -536,6 +660,10 @@ constexpr OpLowering kMathLowerings[] = {
     {"Min", 1, kAnyCount, broadcast_unsupported, lower_broadcast, 1, KernelDTypes::any},
     {"Sum", 1, kAnyCount, broadcast_unsupported, lower_broadcast, 1, KernelDTypes::any},
     {"Mean", 1, kAnyCount, broadcast_unsupported, lower_broadcast, 1, KernelDTypes::any},
+    {"Mod", 2, 2, broadcast_unsupported, lower_broadcast, 1, KernelDTypes::any},
+    {"Hardmax", 1, 1, hardmax_unsupported, lower_hardmax},
+    {"IsNaN", 1, 1, logic_unsupported, lower_logic, 1, KernelDTypes::any},
+    {"IsInf", 1, 1, logic_unsupported, lower_logic, 1, KernelDTypes::any},
     {"ReduceMean", 1, 1, reduce_unsupported, lower_reduce},
     {"ReduceSum", 1, 1, reduce_unsupported, lower_reduce},
     {"ReduceMax", 1, 1, reduce_unsupported, lower_reduce},

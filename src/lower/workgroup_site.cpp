@@ -44,7 +44,8 @@ constexpr WorkgroupOp kWorkgroupOps[] = {
     {"Sin", kPointwise}, {"Cos", kPointwise}, {"Neg", kPointwise}, {"Abs", kPointwise},
     {"Reciprocal", kPointwise}, {"Floor", kPointwise}, {"Ceil", kPointwise}, {"Sign", kPointwise},
     {"Round", kPointwise}, {"Sinh", kPointwise}, {"Cosh", kPointwise}, {"Asinh", kPointwise},
-    {"Acosh", kPointwise}, {"Atanh", kPointwise},
+    {"Acosh", kPointwise}, {"Atanh", kPointwise}, {"Tan", kPointwise}, {"Atan", kPointwise},
+    {"Asin", kPointwise}, {"Acos", kPointwise},
     {"HardSigmoid", kPointwise}, {"HardSwish", kPointwise}, {"Pow", kPointwise}, {"Max", kPointwise},
     {"Min", kPointwise}, {"Sum", kPointwise}, {"Mean", kPointwise},
     // lower_shape_ops.cpp, lower_data.cpp: copies, one invocation per output
