@@ -178,6 +178,13 @@ void normalization_cases(CaseBuilder& c) {
   c.add("LayerNormalization/axis1", {{2, 3, 4}}, [](Builder& b, Values& v, Vs& xs) {
     return Vs{b.layer_norm(xs[0], b.constant("s", v.tensor({3, 4})), b.constant("b", v.tensor({3, 4})), 1, 1e-3f)};
   });
+  // ONNX's optional Mean and InvStdDev outputs (kiln's statistics=1).
+  c.add("LayerNormalization/statistics", {{3, 2, 5}}, [](Builder& b, Values& v, Vs& xs) {
+    graph::Attributes a;
+    a.set("axis", std::int64_t{1});
+    a.set("statistics", std::int64_t{1});
+    return b.op("LayerNormalization", {xs[0], b.constant("s", v.tensor({2, 5}))}, a);
+  });
 }
 
 void pooling_cases(CaseBuilder& c) {

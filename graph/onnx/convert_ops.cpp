@@ -851,6 +851,14 @@ std::vector<ValueId> alias_input(const OnnxNode& n, ImportContext&) {
   return {n.inputs[0]};
 }
 
+// LayerNormalization's optional Mean and InvStdDev outputs, when the file
+// declares them, come from the same node (kiln's `statistics` attribute).
+std::vector<ValueId> convert_layer_norm(const OnnxNode& n, ImportContext& ctx) {
+  Attributes attrs = n.attrs;
+  if (n.num_outputs > 1) attrs.set("statistics", std::int64_t{1});
+  return ctx.emit(n, "LayerNormalization", inputs_upto(n, n.inputs.size()), std::move(attrs));
+}
+
 // Dropout at inference is the identity, with an all-true mask if one is asked for.
 std::vector<ValueId> convert_dropout(const OnnxNode& n, ImportContext& ctx) {
   KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
@@ -879,7 +887,7 @@ const std::map<std::string, OpRule>& op_rules() {
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Erf", "Exp", "Sin", "Cos", "Neg", "Abs", "Log",
                            "Reciprocal", "Floor", "Ceil", "Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Gelu",
                            "LeakyRelu", "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Cast", "Transpose",
-                           "Flatten", "Concat", "GlobalAveragePool", "LayerNormalization", "BatchNormalization",
+                           "Flatten", "Concat", "GlobalAveragePool", "BatchNormalization",
                            "MatMul", "Gemm", "NonZero", "NonMaxSuppression", "Min", "Max", "ArgMax", "ArgMin",
                            "GatherElements", "ScatterElements", "ScatterND", "GatherND", "Mod", "IsNaN", "IsInf", "Shrink", "Round", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Tan", "Atan", "Asin", "Acos", "Sum", "Mean", "Sign", "Xor", "LessOrEqual", "GreaterOrEqual", "Elu", "Selu", "Celu", "ThresholdedRelu", "Softplus", "Softsign", "Mish"})
       r.emplace(op, direct(op));
@@ -925,6 +933,7 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("Range", OpRule{"", convert_range});
     r.emplace("Identity", OpRule{"", alias_input});
     r.emplace("Dropout", OpRule{"", convert_dropout});
+    r.emplace("LayerNormalization", OpRule{"LayerNormalization", convert_layer_norm});
     return r;
   }();
   return rules;

@@ -409,7 +409,8 @@ class Importer final : public ImportContext {
         {"Conv", {"activation", "weight_layout", "out_channels"}},
         {"Gemm", {"activation", "weight_layout", "out_channels"}},
         {"MatMul", {"weight_layout"}},
-        {"TopK", {"clamp_k"}}};
+        {"TopK", {"clamp_k"}},
+        {"LayerNormalization", {"statistics"}}};
     if (auto it = kiln_only.find(n.op); it != kiln_only.end())
       for (const std::string& internal : it->second)
         KILN_CHECK(!n.attrs.has(internal), ErrorKind::Corrupt,

@@ -19,7 +19,7 @@ double read_epsilon(const Node& node) {
 
 // X is normalised over dims [axis, rank): returns axis in [0, rank).
 std::int64_t layer_norm_axis(const Node& node, const TensorType& x) {
-  check_known_attributes(node, {"axis", "epsilon", "stash_type"});
+  check_known_attributes(node, {"axis", "epsilon", "stash_type", "statistics"});
   read_epsilon(node);
   const std::int64_t stash_type = node.attrs.get_int("stash_type", 1);
   KILN_CHECK(stash_type == 1, ErrorKind::Unsupported,
@@ -41,7 +41,11 @@ std::vector<TensorType> infer_layer_norm(const Node& node, std::span<const Tenso
                describe(names[i], in[i]) + " does not broadcast to the normalized shape " + shape_str(normalized) +
                    " of " + describe("X", x) + " (axis " + std::to_string(axis) + ")");
   }
-  return {x};
+  if (!get_flag(node, "statistics", false)) return {x};
+  // Mean and InvStdDev: X's shape with the normalised dims reduced to 1.
+  Shape stats_shape = x.shape;
+  for (std::size_t d = static_cast<std::size_t>(axis); d < stats_shape.size(); ++d) stats_shape[d] = 1;
+  return {x, {DType::f32, stats_shape}, {DType::f32, stats_shape}};
 }
 
 std::vector<Tensor> reference_layer_norm(const Node& node, std::span<const Tensor> in) {
@@ -58,6 +62,9 @@ std::vector<Tensor> reference_layer_norm(const Node& node, std::span<const Tenso
   auto scale = in[1].values<float>();
   Tensor y(DType::f32, x.shape());
   auto yv = y.values<float>();
+  Shape stats_shape = x.shape();
+  for (std::size_t d = static_cast<std::size_t>(axis); d < stats_shape.size(); ++d) stats_shape[d] = 1;
+  Tensor means(DType::f32, stats_shape), inv_stds(DType::f32, stats_shape);
   // Offset of normalized element j in a broadcast parameter.
   auto param_offset = [&](std::int64_t j, const Strides& strides) {
     const std::vector<std::int64_t> coords = unravel_index(j, normalized);
@@ -74,13 +81,16 @@ std::vector<Tensor> reference_layer_norm(const Node& node, std::span<const Tenso
     for (std::int64_t j = 0; j < inner; ++j) variance += (xv[base + j] - mean) * (xv[base + j] - mean);
     variance /= static_cast<double>(inner);
     const double inv_std = 1.0 / std::sqrt(variance + epsilon);
+    means.values<float>()[static_cast<std::size_t>(row)] = static_cast<float>(mean);
+    inv_stds.values<float>()[static_cast<std::size_t>(row)] = static_cast<float>(inv_std);
     for (std::int64_t j = 0; j < inner; ++j) {
       double value = (xv[base + j] - mean) * inv_std * scale[param_offset(j, scale_strides)];
       if (has_bias) value += in[2].values<float>()[param_offset(j, bias_strides)];
       yv[base + j] = static_cast<float>(value);
     }
   }
-  return {y};
+  if (!get_flag(node, "statistics", false)) return {y};
+  return {y, means, inv_stds};
 }
 
 // ---- BatchNormalization -------------------------------------------------------------
@@ -140,9 +150,12 @@ void register_normalization_ops(OpTable& table) {
   layer_norm.name = "LayerNormalization";
   layer_norm.min_inputs = 2;
   layer_norm.max_inputs = 3;
+  layer_norm.variadic_outputs = true;  // Y, or Y, Mean and InvStdDev with `statistics`
   layer_norm.infer = infer_layer_norm;
   layer_norm.reference = reference_layer_norm;
-  layer_norm.summary = "normalise X over dims [axis, rank), then * Scale + B (both broadcast to those dims)";
+  layer_norm.summary =
+      "normalise X over dims [axis, rank), then * Scale + B (both broadcast to those dims); with statistics=1 "
+      "also Mean and InvStdDev";
   add_op(table, layer_norm);
 
   OpSchema batch_norm;

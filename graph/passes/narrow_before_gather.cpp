@@ -83,6 +83,7 @@ std::optional<std::vector<std::optional<Slice>>> input_slices(const Graph& g, co
       if (std::optional<std::int64_t> axis = spanned_axis(input_shape(i), rank, out.axis))
         slices[i] = Slice{*axis, out.index};
   } else if (node.op == "LayerNormalization") {
+    if (node.outputs.size() != 1) return std::nullopt;  // Mean and InvStdDev are read too
     std::int64_t axis = node.attrs.get_int("axis", -1);
     if (axis < 0) axis += static_cast<std::int64_t>(rank);
     if (out.axis >= axis) return std::nullopt;

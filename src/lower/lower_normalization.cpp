@@ -87,6 +87,9 @@ kir::Kernel lower_layer_norm(const OpContext& ctx) {
   const bool has_bias = ctx.has_input(2);
   const kir::Buf bias = has_bias ? kernel.add_buffer("bias", ScalarType::f32, Access::read) : kir::Buf{};
   const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  const bool statistics = ctx.outputs.size() == 3;  // Mean and InvStdDev, one per row
+  const kir::Buf mean_out = statistics ? kernel.add_buffer("mean_out", ScalarType::f32, Access::write) : kir::Buf{};
+  const kir::Buf inv_std_out = statistics ? kernel.add_buffer("inv_std_out", ScalarType::f32, Access::write) : kir::Buf{};
   std::vector<Stmt>& body = kernel.body;
 
   const Expr base = declare_index(body, "base", IndexSum().add(kir::global_index(), length).expr());
@@ -109,6 +112,10 @@ kir::Kernel lower_layer_norm(const OpContext& ctx) {
                             kir::assign("sq_sum", f32_var("sq_sum") + f32_var("dev") * f32_var("dev"))}));
   body.push_back(kir::declare("inv_std", ScalarType::f32,
                               kir::rsqrt(f32_var("sq_sum") * inv_length + kir::f32(epsilon))));
+  if (statistics) {
+    body.push_back(kir::store(mean_out, kir::global_index(), mean));
+    body.push_back(kir::store(inv_std_out, kir::global_index(), f32_var("inv_std")));
+  }
 
   // Scale and B broadcast over the normalised shape; a full-shape operand is
   // indexed by j directly (broadcast_offsets computes no coordinates then).
