@@ -169,6 +169,23 @@ void special_value_cases(TypedCases& c) {
   });
 }
 
+void loss_cases(TypedCases& c) {
+  // Log-probabilities [N=2, C=3, d=4] against constant targets, one of them
+  // the ignore_index (1 here), with class weights.
+  for (const char* reduction : {"none", "sum", "mean"})
+    c.add(std::string("NegativeLogLikelihoodLoss/") + reduction, {{f32, {2, 3, 4}}}, [reduction](Builder& b, Vs& xs) {
+      Tensor targets(DType::i64, {2, 4});
+      const Ints values = {0, 2, 1, 2, 2, 0, 0, 1};
+      std::copy(values.begin(), values.end(), targets.values<std::int64_t>().begin());
+      Tensor weights(DType::f32, {3});
+      const float w[] = {0.5f, 2.0f, 1.5f};
+      std::copy(std::begin(w), std::end(w), weights.values<float>().begin());
+      return b.op("NegativeLogLikelihoodLoss",
+                  {xs[0], b.constant("targets", targets), b.constant("weights", weights)},
+                  attrs({{"reduction", std::string(reduction)}, {"ignore_index", std::int64_t{1}}}));
+    });
+}
+
 void data_cases(TypedCases& c) {
   c.add_op("Transpose/i64", {{i64, {2, 3, 4}}}, "Transpose", attrs({{"perm", Ints{2, 0, 1}}}));
   c.add_op("Concat/bool", {{boolean, {2, 3}}, {boolean, {2, 2}}}, "Concat", attrs({{"axis", std::int64_t{1}}}));
@@ -190,6 +207,7 @@ void add_typed_cases(std::vector<OpCase>& cases) {
   arg_reduce_cases(c);
   arithmetic_cases(c);
   special_value_cases(c);
+  loss_cases(c);
   data_cases(c);
 }
 

@@ -859,6 +859,23 @@ std::vector<ValueId> convert_layer_norm(const OnnxNode& n, ImportContext& ctx) {
   return ctx.emit(n, "LayerNormalization", inputs_upto(n, n.inputs.size()), std::move(attrs));
 }
 
+// SoftmaxCrossEntropyLoss = NegativeLogLikelihoodLoss of LogSoftmax over the
+// class axis (ONNX's own function body); the log-probabilities are its
+// optional second output.
+std::vector<ValueId> convert_softmax_cross_entropy(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0) && present(n, 1), ErrorKind::Corrupt, n.where + "scores and labels are required");
+  Attributes softmax_attrs;
+  softmax_attrs.set("axis", std::int64_t{1});
+  const ValueId log_prob = ctx.emit(n, "LogSoftmax", {n.inputs[0]}, std::move(softmax_attrs), "log_prob").at(0);
+  Attributes loss_attrs;
+  loss_attrs.set("reduction", n.attrs.get_string("reduction", "mean"));
+  if (n.attrs.has("ignore_index")) loss_attrs.set("ignore_index", n.attrs.get_int("ignore_index", 0));
+  std::vector<ValueId> loss_inputs = {log_prob, n.inputs[1]};
+  if (present(n, 2)) loss_inputs.push_back(n.inputs[2]);
+  const ValueId loss = ctx.emit(n, "NegativeLogLikelihoodLoss", loss_inputs, std::move(loss_attrs)).at(0);
+  return {loss, log_prob};
+}
+
 // Dropout at inference is the identity, with an all-true mask if one is asked for.
 std::vector<ValueId> convert_dropout(const OnnxNode& n, ImportContext& ctx) {
   KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
@@ -934,6 +951,8 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("Identity", OpRule{"", alias_input});
     r.emplace("Dropout", OpRule{"", convert_dropout});
     r.emplace("LayerNormalization", OpRule{"LayerNormalization", convert_layer_norm});
+    r.emplace("NegativeLogLikelihoodLoss", direct("NegativeLogLikelihoodLoss"));
+    r.emplace("SoftmaxCrossEntropyLoss", OpRule{"NegativeLogLikelihoodLoss", convert_softmax_cross_entropy});
     return r;
   }();
   return rules;

@@ -41,6 +41,7 @@ void register_host_ops(OpTable& table);          // NonZero TopK NonMaxSuppressi
 void register_attention_ops(OpTable& table);     // Attention (kiln's, from recognise_attention)
 void register_silu_ops(OpTable& table);          // Silu (kiln's, from recognise_silu)
 void register_winograd_ops(OpTable& table);      // WinogradInput WinogradOutput (kiln's, from winograd)
+void register_loss_ops(OpTable& table);          // NegativeLogLikelihoodLoss
 
 // ---- node inputs and attributes --------------------------------------------
 

@@ -56,7 +56,7 @@ constexpr OpLowering kLowerings[] = {
 };
 
 const OpLowering* find_lowering(std::string_view op) {
-  for (std::span<const OpLowering> family : {std::span<const OpLowering>(kLowerings), math_lowerings(), data_lowerings()}) {
+  for (std::span<const OpLowering> family : {std::span<const OpLowering>(kLowerings), math_lowerings(), data_lowerings(), loss_lowerings()}) {
     auto it = std::find_if(family.begin(), family.end(), [&](const OpLowering& lowering) { return lowering.op == op; });
     if (it != family.end()) return &*it;
   }

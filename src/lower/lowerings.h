@@ -83,9 +83,10 @@ std::optional<std::string> activation_unsupported(const OpContext& ctx);
 kir::Expr apply_activation(const OpContext& ctx, kir::Expr value);
 
 // The lowering tables of op families kept in their own files
-// (lower_math.cpp, lower_data.cpp); lower.cpp searches them after its own.
+// (lower_math.cpp, lower_data.cpp, lower_loss.cpp); lower.cpp searches them after its own.
 std::span<const OpLowering> math_lowerings();
 std::span<const OpLowering> data_lowerings();
+std::span<const OpLowering> loss_lowerings();  // lower_loss.cpp
 
 // Per-op entry points. *_unsupported returns why the node cannot be lowered
 // (after the generic dtype and size checks passed); lower_* builds the kernel.
