@@ -187,6 +187,12 @@ void loss_cases(TypedCases& c) {
 }
 
 void data_cases(TypedCases& c) {
+  // A zero-length slice (a decoder's empty past) concatenated with data: the
+  // empty value needs no kernel and no host step.
+  c.add("Concat/after_empty_slice", {{f32, {2, 3}}, {f32, {4, 3}}}, [](Builder& b, Vs& xs) {
+    const V empty = b.op("Slice", {xs[0]}, attrs({{"starts", Ints{1}}, {"ends", Ints{1}}, {"axes", Ints{0}}}))[0];
+    return b.op("Concat", {empty, xs[1]}, attrs({{"axis", std::int64_t{0}}}));
+  });
   c.add_op("Transpose/i64", {{i64, {2, 3, 4}}}, "Transpose", attrs({{"perm", Ints{2, 0, 1}}}));
   c.add_op("Concat/bool", {{boolean, {2, 3}}, {boolean, {2, 2}}}, "Concat", attrs({{"axis", std::int64_t{1}}}));
   c.add_op("Slice/i32", {{i32, {4, 6}}}, "Slice", attrs({{"starts", Ints{1}}, {"ends", Ints{5}}, {"axes", Ints{1}}}));

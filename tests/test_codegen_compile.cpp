@@ -190,7 +190,7 @@ int queue_graph_kernels(const kiln::graph::Graph& graph, const std::string& orig
       BOOST_CHECK_MESSAGE(!reason, where << " cannot be lowered: " << reason.value_or(""));
       if (reason) continue;
       kiln::lower::LoweredNode lowered = kiln::lower::lower_node(node, inputs, outputs);
-      if (lowered.kind == kiln::lower::LoweredNode::Kind::alias) continue;
+      if (lowered.kind != kiln::lower::LoweredNode::Kind::kernel) continue;
       BOOST_TEST_REQUIRE(lowered.kernel.has_value());
       queue.add(*lowered.kernel, where);
       ++kernels;

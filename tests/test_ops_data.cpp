@@ -507,7 +507,7 @@ BOOST_AUTO_TEST_CASE(what_stays_off_the_device) {
   OneNode gather = one_node("Gather", {seeded({4, 3}, 8), Tensor::from_i64({2}, {1, 0})}, attrs({}));
   const auto reason = kiln::lower::unsupported_reason(*gather.node, gather.input_types, gather.output_types);
   BOOST_REQUIRE(reason.has_value());
-  BOOST_TEST(reason->find("i64") != std::string::npos, *reason);
+  BOOST_TEST(reason->find("runtime tensor") != std::string::npos, *reason);
   OneNode shape = one_node("Shape", {seeded({4, 3}, 9)}, attrs({}));
   BOOST_TEST(kiln::lower::unsupported_reason(*shape.node, shape.input_types, shape.output_types).has_value());
   // Irregular constant indices beyond what a select chain should hold.

@@ -160,6 +160,8 @@ void plan_storage(Plan& plan) {
   storage.arenas = plan.compiled;
   if (storage.arenas) {
     for (graph::ValueId id : storage.intermediates) {
+      // A zero-sized value no step writes (fuse::plan_kernels skips its node).
+      if (first[id] > steps) first[id] = 0;
       KILN_ASSERT(first[id] <= steps);
       storage.lifetimes.push_back({value_bytes(g.value(id)), first[id], std::max(first[id], last[id])});
     }

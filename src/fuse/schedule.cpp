@@ -77,6 +77,9 @@ LoweredNodes lower_all(const graph::Graph& g, const PlanOptions& options, Kernel
       out.host[static_cast<std::size_t>(node.id)] = std::move(reason);
       continue;
     }
+    // Zero-sized outputs: no kernel, no host step (their storage is never
+    // written; reading one back gives an empty tensor).
+    if (lowered->kind == lower::LoweredNode::Kind::empty) continue;
     if (lowered->kind == lower::LoweredNode::Kind::alias) {
       plan.root[static_cast<std::size_t>(node.outputs[0])] = plan.root[static_cast<std::size_t>(node.inputs[0])];
       continue;

@@ -134,8 +134,6 @@ std::optional<std::string> generic_reason(const OpLowering& lowering, const OpCo
   for (std::size_t slot = 0; slot < ctx.outputs.size(); ++slot) {
     const std::string what = "output " + std::to_string(slot);
     if (auto reason = check_tensor(ctx.outputs[slot], what, kernel, lowering.dtypes)) return reason;
-    if (kernel && num_elements(ctx.outputs[slot].shape) == 0)
-      return what + " " + type_str(ctx.outputs[slot]) + " is empty: there is no kernel to run";
   }
   if (!kernel && num_elements(ctx.outputs[0].shape) != num_elements(ctx.input_shape(0)))
     return "output " + type_str(ctx.outputs[0]) + " does not have the element count of input " +
@@ -247,6 +245,10 @@ LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorTyp
   if (auto reason = reason_for(lowering, ctx))
     throw_error(ErrorKind::Unsupported, "node '" + node.name + "' (" + node.op + "): " + *reason);
   LoweredNode lowered;
+  if (std::all_of(outputs.begin(), outputs.end(), [](const graph::TensorType& t) { return num_elements(t.shape) == 0; })) {
+    lowered.kind = LoweredNode::Kind::empty;
+    return lowered;
+  }
   if (is_view(*lowering, ctx)) {
     lowered.kind = LoweredNode::Kind::alias;
     return lowered;

@@ -17,10 +17,11 @@
 namespace kiln::lower {
 
 struct LoweredNode {
-  enum class Kind { kernel, alias };
+  enum class Kind { kernel, alias, empty };
   Kind kind = Kind::kernel;
   // Set when kind == kernel. For alias (Reshape, Flatten, Identity) output 0
-  // is input 0's memory viewed with another shape.
+  // is input 0's memory viewed with another shape. For empty, every output
+  // has zero elements: there is nothing to compute.
   std::optional<kir::Kernel> kernel;
 };
 
