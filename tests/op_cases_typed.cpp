@@ -186,6 +186,20 @@ void loss_cases(TypedCases& c) {
     });
 }
 
+void runtime_index_cases(TypedCases& c) {
+  // Indices as inputs (input ids into an embedding table), negative ones
+  // included; every seeded index is in range.
+  c.add("Gather/runtime_i64_indices_axis0", {{f32, {8, 5}}, {i64, {2, 3}}}, [](Builder& b, Vs& xs) {
+    return b.op("Gather", {xs[0], xs[1]}, attrs({{"axis", std::int64_t{0}}}));
+  });
+  c.add("Gather/runtime_i32_indices_axis1", {{f32, {2, 4, 3}}, {i32, {5}}}, [](Builder& b, Vs& xs) {
+    return b.op("Gather", {xs[0], xs[1]}, attrs({{"axis", std::int64_t{1}}}));
+  });
+  c.add("GatherElements/axis1", {{f32, {3, 4}}, {i64, {3, 2}}}, [](Builder& b, Vs& xs) {
+    return b.op("GatherElements", {xs[0], xs[1]}, attrs({{"axis", std::int64_t{1}}}));
+  });
+}
+
 void data_cases(TypedCases& c) {
   // A zero-length slice (a decoder's empty past) concatenated with data: the
   // empty value needs no kernel and no host step.
@@ -214,6 +228,7 @@ void add_typed_cases(std::vector<OpCase>& cases) {
   arithmetic_cases(c);
   special_value_cases(c);
   loss_cases(c);
+  runtime_index_cases(c);
   data_cases(c);
 }
 

@@ -284,6 +284,31 @@ BOOST_AUTO_TEST_CASE(device_by_name_substring) {
 
 BOOST_AUTO_TEST_SUITE_END()
 
+BOOST_AUTO_TEST_SUITE(runtime_indices)
+
+// A kernel cannot raise: an index outside [-extent, extent) poisons its row
+// with NaN instead of reading past the table (the reference raises).
+BOOST_AUTO_TEST_CASE(an_out_of_range_index_gives_nan_rows_on_the_device) {
+  kiln::Builder b("embedding");
+  auto table = b.input("table", kiln::DType::f32, {4, 3});
+  auto ids = b.input("ids", kiln::DType::i64, {3});
+  kiln::Attributes axis;
+  axis.set("axis", std::int64_t{0});
+  auto model = b.build({b.op("Gather", {table, ids}, axis)[0]});
+  auto m = kiln::compile(model, {.backend = "vulkan", .fullgraph = true});
+  const auto x = random_input({4, 3}, 11);
+  const kiln::Tensor result = m({x, kiln::Tensor::from_i64({3}, {-1, 9, 2})})[0];
+  const auto out = result.values<float>();
+  for (int c = 0; c < 3; ++c) {
+    BOOST_TEST(out[c] == x.values<float>()[9 + c]);  // -1: the last row
+    BOOST_TEST(std::isnan(out[3 + c]));
+    BOOST_TEST(out[6 + c] == x.values<float>()[6 + c]);
+  }
+  BOOST_TEST(m.stats().host_steps_per_run == 0);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
 BOOST_AUTO_TEST_SUITE(graph_breaks)
 
 // An op on i64 tensors has no kernel: a graph break.

@@ -14,6 +14,7 @@
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <limits>
 
@@ -128,9 +129,59 @@ std::vector<IndexRun> index_runs(const std::vector<std::int64_t>& indices) {
   return runs;
 }
 
+// Runtime indices: a kernel cannot raise for an out-of-range index as the
+// reference does, so it poisons that element with NaN instead, which only
+// f32 data has (embedding tables are f32; other data stays on the host).
+std::optional<std::string> runtime_indices_unsupported(const OpContext& ctx) {
+  if (ctx.inputs[0]->dtype != DType::f32)
+    return "runtime indices into " + std::string(dtype_name(ctx.inputs[0]->dtype)) +
+           " data: an out-of-range index must poison its element with NaN, which only f32 has";
+  const DType indices = ctx.inputs[1]->dtype;
+  if (indices != DType::i64 && indices != DType::i32) return "the indices are not i32 or i64";
+  return std::nullopt;
+}
+
+// `raw` (an index of `type`) moved into [0, extent) if negative, into the
+// i32 variable `name`; `valid` tells whether it was in [-extent, extent).
+struct RuntimeIndex {
+  Expr index, valid;
+};
+
+RuntimeIndex declare_runtime_index(std::vector<Stmt>& body, const std::string& name, Expr raw, ScalarType type,
+                                   std::int64_t extent) {
+  body.push_back(kir::declare(name + "_raw", type, std::move(raw)));
+  const Expr r = kir::var(name + "_raw", type);
+  const Expr n = constant_of(type, static_cast<double>(extent));
+  const Expr zero = constant_of(type, 0.0);
+  const Expr valid = r >= -n && r < n;
+  // Narrowed only where valid (|r| < extent < 2^31), so the cast is exact there.
+  Expr normalised = kir::select(r < zero, r + n, r);
+  if (type != ScalarType::i32) normalised = kir::cast(ScalarType::i32, kir::select(valid, normalised, zero));
+  body.push_back(kir::declare(name, ScalarType::i32, normalised));
+  return {kir::var(name, ScalarType::i32), valid};
+}
+
+kir::Kernel lower_gather_runtime(const OpContext& ctx) {
+  std::vector<graph::TensorType> types{*ctx.inputs[0], *ctx.inputs[1]};
+  const graph::ops::GatherPlan plan = graph::ops::gather_plan(ctx.node, types);
+  const std::int64_t count = num_elements(ctx.input_shape(1));
+  const ScalarType index_type = element_type(ctx.inputs[1]->dtype);
+  kir::Kernel kernel = make_kernel("gather_runtime", num_elements(ctx.output_shape()));
+  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
+  const kir::Buf indices = kernel.add_buffer("indices", index_type, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  const Expr index = kir::global_index();
+  const std::vector<Expr> c = unravel(kernel.body, index, {plan.outer, count, plan.inner}, "out");
+  const RuntimeIndex row =
+      declare_runtime_index(kernel.body, "row", kir::load(indices, c[1], index_type), index_type, plan.extent);
+  const Expr source = IndexSum().add(c[0], plan.extent * plan.inner).add(row.index, plan.inner).add(c[2]).expr();
+  kernel.body.push_back(
+      kir::store(y, index, kir::select(row.valid, kir::load(x, source, ScalarType::f32), kir::f32(NAN))));
+  return kernel;
+}
+
 std::optional<std::string> gather_unsupported(const OpContext& ctx) {
-  if (ctx.has_input(1))
-    return "the indices are a runtime tensor; only constant indices (the one-input form) lower to a kernel";
+  if (ctx.has_input(1)) return runtime_indices_unsupported(ctx);
   std::vector<graph::TensorType> types{*ctx.inputs[0]};
   const graph::ops::GatherPlan plan = graph::ops::gather_plan(ctx.node, types);
   if (const std::size_t runs = index_runs(plan.indices).size(); runs > kMaxIndexRuns)
@@ -140,6 +191,7 @@ std::optional<std::string> gather_unsupported(const OpContext& ctx) {
 }
 
 kir::Kernel lower_gather(const OpContext& ctx) {
+  if (ctx.has_input(1)) return lower_gather_runtime(ctx);
   std::vector<graph::TensorType> types{*ctx.inputs[0]};
   const graph::ops::GatherPlan plan = graph::ops::gather_plan(ctx.node, types);
   const auto count = static_cast<std::int64_t>(plan.indices.size());
@@ -479,13 +531,31 @@ kir::Kernel lower_trilu(const OpContext& ctx) {
 
 // ---- ops that stay on the host ----------------------------------------------------
 
-std::optional<std::string> gather_elements_unsupported(const OpContext&) {
-  return "the indices are a runtime tensor, which kernels do not bounds-check yet (it runs on the host reference)";
+// ---- GatherElements: out[c] = data[c with c[axis] = indices[c]] -----------------------
+
+std::optional<std::string> gather_elements_unsupported(const OpContext& ctx) {
+  return runtime_indices_unsupported(ctx);
 }
 
-// Never reached: gather_elements_unsupported always gives a reason.
-kir::Kernel lower_host_only(const OpContext& ctx) {
-  throw_error(ErrorKind::Internal, "internal error: no kernel exists for " + ctx.node.op);
+kir::Kernel lower_gather_elements(const OpContext& ctx) {
+  const Shape& data_shape = ctx.input_shape(0);
+  const Shape& out_shape = ctx.input_shape(1);
+  const std::size_t axis = get_axis(ctx, "axis", 0, data_shape.size());
+  const ScalarType index_type = element_type(ctx.inputs[1]->dtype);
+  kir::Kernel kernel = make_kernel("gather_elements", num_elements(out_shape));
+  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
+  const kir::Buf indices = kernel.add_buffer("indices", index_type, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  const Expr index = kir::global_index();
+  const std::vector<Expr> c = unravel(kernel.body, index, out_shape, "out");
+  const RuntimeIndex at =
+      declare_runtime_index(kernel.body, "at", kir::load(indices, index, index_type), index_type, data_shape[axis]);
+  const graph::Strides strides = graph::row_major_strides(data_shape);
+  IndexSum source;
+  for (std::size_t d = 0; d < c.size(); ++d) source.add(d == axis ? at.index : c[d], strides[d]);
+  kernel.body.push_back(
+      kir::store(y, index, kir::select(at.valid, kir::load(x, source.expr(), ScalarType::f32), kir::f32(NAN))));
+  return kernel;
 }
 
 constexpr OpLowering kDataLowerings[] = {
@@ -499,7 +569,7 @@ constexpr OpLowering kDataLowerings[] = {
     {"Pad", 1, 1, nullptr, lower_pad, 1, KernelDTypes::any},
     {"Resize", 1, 1, resize_unsupported, lower_resize},
     {"Trilu", 1, 2, trilu_unsupported, lower_trilu, 1, KernelDTypes::any},
-    {"GatherElements", 2, 2, gather_elements_unsupported, lower_host_only},
+    {"GatherElements", 2, 2, gather_elements_unsupported, lower_gather_elements, 1, KernelDTypes::any},
 };
 
 }  // namespace
