@@ -178,6 +178,14 @@ void normalization_cases(CaseBuilder& c) {
   c.add("LayerNormalization/axis1", {{2, 3, 4}}, [](Builder& b, Values& v, Vs& xs) {
     return Vs{b.layer_norm(xs[0], b.constant("s", v.tensor({3, 4})), b.constant("b", v.tensor({3, 4})), 1, 1e-3f)};
   });
+  c.add("LRN/size3", {{2, 5, 3, 3}}, [](Builder& b, Values&, Vs& xs) {
+    graph::Attributes a;
+    a.set("size", std::int64_t{3});
+    a.set("alpha", 0.02);
+    a.set("beta", 0.6);
+    a.set("bias", 1.5);
+    return b.op("LRN", {xs[0]}, a);
+  });
   // ONNX's optional Mean and InvStdDev outputs (kiln's statistics=1).
   c.add("LayerNormalization/statistics", {{3, 2, 5}}, [](Builder& b, Values& v, Vs& xs) {
     graph::Attributes a;

@@ -499,6 +499,62 @@ std::vector<ValueId> convert_resize(const OnnxNode& n, ImportContext& ctx) {
   return ctx.emit(n, "Resize", {n.inputs[0]}, std::move(attrs));
 }
 
+// Upsample (deprecated in opset 10) is Resize with asymmetric coordinates
+// and floor rounding: out[i] = in[floor(i / scale)] for nearest. Its scales
+// are an attribute (opset 7) or a constant input (opset 9).
+std::vector<ValueId> convert_upsample(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input X is missing");
+  const Shape& in = ctx.type(n.inputs[0]).shape;
+  std::vector<double> scales;
+  if (auto it = n.attrs.all().find("scales"); it != n.attrs.all().end()) {
+    const auto* values = std::get_if<std::vector<double>>(&it->second);
+    KILN_CHECK(values != nullptr, ErrorKind::Corrupt, n.where + "attribute 'scales' is not a list of floats");
+    scales = *values;
+  }
+  if (present(n, 1)) scales = to_floats(n, require_constant(n, ctx, 1, "the scales input"), "scales");
+  KILN_CHECK(scales.size() == in.size(), ErrorKind::Corrupt,
+             n.where + "scales has " + std::to_string(scales.size()) + " values for input " + shape_str(in));
+  const std::string mode = n.attrs.get_string("mode", "nearest");
+  KILN_CHECK(mode == "nearest" || mode == "linear" || mode == "bilinear", ErrorKind::Corrupt,
+             n.where + "unknown mode '" + mode + "'");
+  Shape sizes = in;
+  for (std::size_t a = 0; a < in.size(); ++a) {
+    KILN_CHECK(scales[a] > 0 && std::isfinite(scales[a]), ErrorKind::Corrupt,
+               n.where + "scales must be positive and finite, got " + float_str(scales[a]) + " for axis " +
+                   std::to_string(a));
+    sizes[a] = resized_extent(n, std::floor(static_cast<double>(in[a]) * scales[a]), in[a], scales[a], a);
+  }
+  Attributes attrs;
+  attrs.set("mode", std::string(mode == "nearest" ? "nearest" : "linear"));
+  attrs.set("coordinate_transformation_mode", std::string("asymmetric"));
+  attrs.set("nearest_mode", std::string("floor"));
+  attrs.set("scales", scales);
+  attrs.set("sizes", checked_shape(sizes, n.where + "output size: "));
+  return ctx.emit(n, "Resize", {n.inputs[0]}, std::move(attrs));
+}
+
+// MeanVarianceNormalization as ONNX's function body defines it:
+// (X - E[X]) / (sqrt(E[X^2] - E[X]^2) + 1e-9), the means over `axes`.
+std::vector<ValueId> convert_mean_variance_normalization(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input X is missing");
+  Attributes mean_attrs;
+  mean_attrs.set("axes", n.attrs.get_ints("axes", {0, 2, 3}));
+  mean_attrs.set("keepdims", std::int64_t{1});
+  const ValueId x = n.inputs[0];
+  const ValueId mean = ctx.emit(n, "ReduceMean", {x}, mean_attrs, "mean").at(0);
+  const ValueId x_squared = ctx.emit(n, "Mul", {x, x}, {}, "x_squared").at(0);
+  const ValueId mean_of_squares = ctx.emit(n, "ReduceMean", {x_squared}, mean_attrs, "mean_of_squares").at(0);
+  const ValueId mean_squared = ctx.emit(n, "Mul", {mean, mean}, {}, "mean_squared").at(0);
+  const ValueId variance = ctx.emit(n, "Sub", {mean_of_squares, mean_squared}, {}, "variance").at(0);
+  const ValueId deviation = ctx.emit(n, "Sqrt", {variance}, {}, "deviation").at(0);
+  Tensor epsilon(DType::f32, {});
+  epsilon.values<float>()[0] = 1e-9f;
+  const ValueId denominator =
+      ctx.emit(n, "Add", {deviation, ctx.add_constant(n, std::move(epsilon))}, {}, "denominator").at(0);
+  const ValueId centred = ctx.emit(n, "Sub", {x, mean}, {}, "centred").at(0);
+  return ctx.emit(n, "Div", {centred, denominator}, {});
+}
+
 // Softmax, LogSoftmax and Hardmax before opset 13 normalise over the dims from `axis`
 // on, flattened: Flatten, the op over the last axis, Reshape back.
 std::vector<ValueId> convert_softmax(const OnnxNode& n, ImportContext& ctx) {
@@ -904,7 +960,7 @@ const std::map<std::string, OpRule>& op_rules() {
     for (const char* op : {"Add", "Sub", "Mul", "Div", "Pow", "Sqrt", "Erf", "Exp", "Sin", "Cos", "Neg", "Abs", "Log",
                            "Reciprocal", "Floor", "Ceil", "Relu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Gelu",
                            "LeakyRelu", "Where", "Equal", "Less", "Greater", "Not", "And", "Or", "Cast", "Transpose",
-                           "Flatten", "Concat", "GlobalAveragePool", "BatchNormalization",
+                           "Flatten", "Concat", "GlobalAveragePool", "BatchNormalization", "LRN",
                            "MatMul", "Gemm", "NonZero", "NonMaxSuppression", "Min", "Max", "ArgMax", "ArgMin",
                            "GatherElements", "ScatterElements", "ScatterND", "GatherND", "Mod", "IsNaN", "IsInf", "Shrink", "Round", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh", "Tan", "Atan", "Asin", "Acos", "Sum", "Mean", "Sign", "Xor", "LessOrEqual", "GreaterOrEqual", "Elu", "Selu", "Celu", "ThresholdedRelu", "Softplus", "Softsign", "Mish"})
       r.emplace(op, direct(op));
@@ -928,6 +984,8 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("Tile", ints_input_to_attr("Tile", "repeats", false));
     r.emplace("Pad", OpRule{"Pad", convert_pad});
     r.emplace("Resize", OpRule{"Resize", convert_resize});
+    r.emplace("Upsample", OpRule{"Resize", convert_upsample});
+    r.emplace("MeanVarianceNormalization", OpRule{"Div", convert_mean_variance_normalization});
     for (const char* op : {"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
                            "ReduceSumSquare", "ReduceLogSum", "ReduceLogSumExp"})
       r.emplace(op, reduce(op));

@@ -54,6 +54,9 @@ const std::map<std::string, int> kUnchangedSince = {
     {"Max", 8}, {"Min", 8}, {"Sum", 8}, {"Mean", 8},
     {"Erf", 9}, {"Sign", 9}, {"Sinh", 9}, {"Cosh", 9}, {"Asinh", 9}, {"Acosh", 9}, {"Atanh", 9}, {"Where", 9}, {"ConstantOfShape", 9},
     {"EyeLike", 9}, {"Shrink", 9}, {"IsNaN", 9}, {"IsInf", 10}, {"Mod", 10}, {"ThresholdedRelu", 10},
+    {"LRN", 1}, {"MeanVarianceNormalization", 9},
+    // Deprecated in opset 10: scales an attribute in 7, an input in 9 (convert_upsample reads both).
+    {"Upsample", 7},
 };
 
 std::string read_file(const std::string& path, std::int64_t limit) {

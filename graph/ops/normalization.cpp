@@ -1,4 +1,5 @@
-// LayerNormalization and BatchNormalization (inference form), f32.
+// LayerNormalization, BatchNormalization (inference form) and LRN, f32.
+#include <algorithm>
 #include <cmath>
 
 #include "graph/broadcast.h"
@@ -93,6 +94,54 @@ std::vector<Tensor> reference_layer_norm(const Node& node, std::span<const Tenso
   return {y, means, inv_stds};
 }
 
+// ---- LRN (local response normalization across channels) -----------------------------
+
+struct LrnParams {
+  double alpha, beta, bias;
+  std::int64_t size;
+};
+
+LrnParams read_lrn(const Node& node) {
+  check_known_attributes(node, {"alpha", "beta", "bias", "size"});
+  KILN_CHECK(node.attrs.has("size"), ErrorKind::InvalidArgument, "attribute 'size' is required");
+  const LrnParams p{node.attrs.get_float("alpha", 1e-4), node.attrs.get_float("beta", 0.75),
+                    node.attrs.get_float("bias", 1.0), node.attrs.get_int("size", 1)};
+  KILN_CHECK(p.size > 0, ErrorKind::InvalidArgument, "attribute 'size' must be positive, got " + std::to_string(p.size));
+  return p;
+}
+
+std::vector<TensorType> infer_lrn(const Node& node, std::span<const TensorType> in) {
+  read_lrn(node);
+  require_f32("X", in[0]);
+  KILN_CHECK(in[0].shape.size() >= 2, ErrorKind::ShapeMismatch,
+             "input must have rank >= 2 (N, C, ...), got " + describe("X", in[0]));
+  return {in[0]};
+}
+
+// y = x / (bias + alpha / size * sum of x^2 over channels [c - floor((size-1)/2), c + ceil((size-1)/2)])^beta
+std::vector<Tensor> reference_lrn(const Node& node, std::span<const Tensor> in) {
+  const LrnParams p = read_lrn(node);
+  const Tensor& x = in[0];
+  const std::int64_t batch = x.shape()[0], channels = x.shape()[1];
+  const std::int64_t spatial = batch * channels == 0 ? 0 : x.numel() / (batch * channels);
+  const std::int64_t below = (p.size - 1) / 2, above = p.size - 1 - below;
+  auto xv = x.values<float>();
+  Tensor y(DType::f32, x.shape());
+  auto yv = y.values<float>();
+  for (std::int64_t n = 0; n < batch; ++n)
+    for (std::int64_t c = 0; c < channels; ++c)
+      for (std::int64_t s = 0; s < spatial; ++s) {
+        double sum = 0.0;
+        for (std::int64_t k = std::max<std::int64_t>(0, c - below); k <= std::min(channels - 1, c + above); ++k) {
+          const double v = xv[static_cast<std::size_t>((n * channels + k) * spatial + s)];
+          sum += v * v;
+        }
+        const std::size_t i = static_cast<std::size_t>((n * channels + c) * spatial + s);
+        yv[i] = static_cast<float>(xv[i] / std::pow(p.bias + p.alpha / static_cast<double>(p.size) * sum, p.beta));
+      }
+  return {y};
+}
+
 // ---- BatchNormalization -------------------------------------------------------------
 
 void read_batch_norm_params(const Node& node) {
@@ -157,6 +206,9 @@ void register_normalization_ops(OpTable& table) {
       "normalise X over dims [axis, rank), then * Scale + B (both broadcast to those dims); with statistics=1 "
       "also Mean and InvStdDev";
   add_op(table, layer_norm);
+
+  add_op(table, make_schema("LRN", 1, 1, infer_lrn, reference_lrn,
+                            "x / (bias + alpha / size * sum of squares over `size` neighbouring channels)^beta"));
 
   OpSchema batch_norm;
   batch_norm.name = "BatchNormalization";

@@ -28,7 +28,7 @@ void register_activation_ops(OpTable& table);     // Relu Sigmoid Tanh Gelu Clip
 void register_conv_ops(OpTable& table);           // Conv
 void register_conv_transpose_ops(OpTable& table); // ConvTranspose
 void register_matmul_ops(OpTable& table);         // MatMul Gemm
-void register_normalization_ops(OpTable& table);  // LayerNormalization BatchNormalization
+void register_normalization_ops(OpTable& table);  // LayerNormalization BatchNormalization LRN
 void register_pooling_ops(OpTable& table);        // MaxPool AveragePool GlobalAveragePool
 void register_softmax_ops(OpTable& table);        // Softmax LogSoftmax
 void register_shape_ops(OpTable& table);          // Reshape Flatten Transpose Concat Identity

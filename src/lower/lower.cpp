@@ -41,6 +41,7 @@ constexpr OpLowering kLowerings[] = {
     {"MatMul", 2, 2, matmul_unsupported, lower_matmul},
     {"Softmax", 1, 1, softmax_unsupported, lower_softmax},
     {"LayerNormalization", 2, 3, layer_norm_unsupported, lower_layer_norm, 3},
+    {"LRN", 1, 1, lrn_unsupported, lower_lrn},
     {"Attention", 3, 4, attention_unsupported, lower_attention},
     {"MaxPool", 1, 1, pool_unsupported, lower_pool},
     {"AveragePool", 1, 1, pool_unsupported, lower_pool},

@@ -73,6 +73,44 @@ std::optional<std::string> layer_norm_unsupported(const OpContext& ctx) {
   return std::nullopt;
 }
 
+std::optional<std::string> lrn_unsupported(const OpContext& ctx) {
+  if (ctx.input_shape(0).size() < 2) return "the input has no channel axis";
+  if (ctx.node.attrs.get_int("size", 0) <= 0) return "attribute 'size' must be positive";
+  return std::nullopt;
+}
+
+// One invocation per element sums the squares of its channel window (the
+// window's bounds clamped to the channels), then x * (bias + alpha / size *
+// sum)^-beta, the power as exp(-beta * log(.)) (its base is positive).
+kir::Kernel lower_lrn(const OpContext& ctx) {
+  const Shape& shape = ctx.input_shape(0);
+  const std::int64_t channels = shape[1];
+  const std::int64_t spatial = extent_product(shape, 2, shape.size());
+  const std::int64_t size = ctx.node.attrs.get_int("size", 1);
+  const std::int64_t below = (size - 1) / 2, above = size - 1 - below;
+  const double alpha = ctx.node.attrs.get_float("alpha", 1e-4);
+  const double beta = ctx.node.attrs.get_float("beta", 0.75);
+  const double bias = ctx.node.attrs.get_float("bias", 1.0);
+
+  kir::Kernel kernel = make_kernel("lrn", num_elements(shape));
+  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
+  std::vector<Stmt>& body = kernel.body;
+  const Expr index = kir::global_index();
+  const std::vector<Expr> c = unravel(body, index, {shape[0], channels, spatial}, "at");
+  const Expr first = declare_index(body, "first", kir::max(IndexSum(-below).add(c[1]).expr(), kir::i32(0)));
+  const Expr last = declare_index(body, "last", kir::min(IndexSum(above).add(c[1]).expr(), kir::i32(channels - 1)));
+  body.push_back(kir::declare("sum", ScalarType::f32, kir::f32(0.0)));
+  const Expr k = i32_var("k");
+  const Expr at = IndexSum().add(c[0], channels * spatial).add(k, spatial).add(c[2]).expr();
+  body.push_back(kir::loop("k", first, IndexSum(1).add(last).expr(),
+                           {kir::declare("v", ScalarType::f32, kir::load(x, at, ScalarType::f32)),
+                            kir::assign("sum", f32_var("sum") + f32_var("v") * f32_var("v"))}));
+  const Expr base = kir::f32(bias) + kir::f32(alpha / static_cast<double>(size)) * f32_var("sum");
+  body.push_back(kir::store(y, index, kir::load(x, index, ScalarType::f32) * kir::exp(kir::f32(-beta) * kir::log(base))));
+  return kernel;
+}
+
 kir::Kernel lower_layer_norm(const OpContext& ctx) {
   const Shape& shape = ctx.input_shape(0);
   const std::size_t axis = get_axis(ctx, "axis", -1, shape.size());

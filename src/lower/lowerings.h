@@ -110,6 +110,8 @@ kir::Kernel lower_matmul(const OpContext& ctx);
 
 std::optional<std::string> softmax_unsupported(const OpContext& ctx);
 kir::Kernel lower_softmax(const OpContext& ctx);
+std::optional<std::string> lrn_unsupported(const OpContext& ctx);
+kir::Kernel lower_lrn(const OpContext& ctx);
 std::optional<std::string> layer_norm_unsupported(const OpContext& ctx);
 kir::Kernel lower_layer_norm(const OpContext& ctx);
 std::optional<std::string> attention_unsupported(const OpContext& ctx);
