@@ -241,11 +241,40 @@ std::vector<ValueId> convert_conv_transpose(const OnnxNode& n, ImportContext& ct
   return ctx.emit(n, "Reshape", {y}, std::move(back));
 }
 
+// A 1-D pool runs as a 2-D one over [N, C, 1, L]: its window, strides,
+// dilations and pads gain a leading unit axis.
+std::vector<ValueId> pool_1d_as_2d(const OnnxNode& n, ImportContext& ctx, const std::string& op, Attributes attrs) {
+  const Shape& x = ctx.type(n.inputs[0]).shape;
+  KILN_CHECK(!ctx.type(n.inputs[0]).dynamic, ErrorKind::Unsupported,
+             n.where + "a 1-D " + op + " needs an input shape known before run time");
+  for (const char* name : {"kernel_shape", "strides", "dilations"}) {
+    if (!attrs.has(name)) continue;
+    std::vector<std::int64_t> v = attrs.get_ints(name, {});
+    v.insert(v.begin(), 1);
+    attrs.set(name, std::move(v));
+  }
+  if (attrs.has("pads")) {
+    const std::vector<std::int64_t> pads = attrs.get_ints("pads", {});
+    KILN_CHECK(pads.size() == 2, ErrorKind::Corrupt, n.where + "pads has " + std::to_string(pads.size()) +
+                                                         " values for one spatial axis");
+    attrs.set("pads", std::vector<std::int64_t>{0, pads[0], 0, pads[1]});
+  }
+  Attributes x_shape;
+  x_shape.set("shape", std::vector<std::int64_t>{x[0], x[1], 1, x[2]});
+  const ValueId x_2d = ctx.emit(n, "Reshape", {n.inputs[0]}, std::move(x_shape), "x_2d").at(0);
+  const ValueId y = ctx.emit(n, op, {x_2d}, std::move(attrs), "y_2d").at(0);
+  const Shape y_shape = ctx.type(y).shape;
+  Attributes back;
+  back.set("shape", std::vector<std::int64_t>{y_shape[0], y_shape[1], y_shape[3]});
+  return ctx.emit(n, "Reshape", {y}, std::move(back));
+}
+
 OpRule pool(const std::string& op) {
   return {op, [op](const OnnxNode& n, ImportContext& ctx) {
             Attributes attrs = n.attrs;
             KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input X is missing");
             resolve_auto_pad(n, attrs, ctx.type(n.inputs[0]).shape, attrs.get_ints("kernel_shape", {}));
+            if (ctx.type(n.inputs[0]).shape.size() == 3) return pool_1d_as_2d(n, ctx, op, std::move(attrs));
             return ctx.emit(n, op, inputs_upto(n, 1), std::move(attrs));
           }};
 }
