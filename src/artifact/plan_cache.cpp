@@ -25,7 +25,8 @@ using nlohmann::json;
 
 constexpr const char* kKind = "PLAN";
 // Bump when a plan's meaning changes without its inputs changing.
-constexpr int kPlanCacheVersion = 1;
+// 2: i64 and bool tensors lower to kernels (plans from 1 broke on the host there).
+constexpr int kPlanCacheVersion = 2;
 
 
 

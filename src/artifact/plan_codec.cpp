@@ -74,8 +74,9 @@ backend::KernelRequirements decode_requirements(const json& j) {
   r.subgroup_broadcast = j.at("subgroup_broadcast").get<bool>();
   r.texel_width_1 = j.at("texel_width_1").get<bool>();
   r.texel_width_4 = j.at("texel_width_4").get<bool>();
-  r.int64 = j.at("int64").get<bool>();
-  r.storage8 = j.at("storage8").get<bool>();
+  // Absent in plans from before i64 and bool kernels, none of which needed them.
+  r.int64 = j.value("int64", false);
+  r.storage8 = j.value("storage8", false);
   return r;
 }
 
@@ -243,7 +244,7 @@ backend::TargetDesc decode_target(const json& j) {
   j.at("max_kernel_param_bytes").get_to(t.max_kernel_param_bytes);
   j.at("fp16").get_to(t.fp16);
   j.at("int64").get_to(t.int64);
-  j.at("storage8").get_to(t.storage8);
+  t.storage8 = j.value("storage8", false);  // absent before bool kernels
   j.at("timestamps").get_to(t.timestamps);
   j.at("subgroup_basic").get_to(t.subgroup_basic);
   j.at("subgroup_broadcast").get_to(t.subgroup_broadcast);
