@@ -15,6 +15,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
@@ -584,9 +585,9 @@ class Machine {
   Value binary(const Node& n, Value a, Value b) const {
     switch (n.operand) {
       case ScalarType::f32: return binary_f32(n.binary, a.f, b.f);
-      case ScalarType::i32: return binary_i32(n.binary, a.i, b.i);
+      case ScalarType::i32: return binary_signed<std::int32_t>(n.binary, a.i, b.i, "i32");
       case ScalarType::u32: return binary_u32(n.binary, a.u, b.u);
-      case ScalarType::i64: return binary_i64(n.binary, a.l, b.l);
+      case ScalarType::i64: return binary_signed<std::int64_t>(n.binary, a.l, b.l, "i64");
       case ScalarType::boolean:
         if (n.binary == BinaryOp::eq) return of_bool(a.u == b.u);
         if (n.binary == BinaryOp::ne) return of_bool(a.u != b.u);
@@ -617,21 +618,31 @@ class Machine {
     return {};
   }
 
-  Value binary_i32(BinaryOp op, std::int32_t a, std::int32_t b) const {
+  // Signed integer ops (i32, i64) as two's complement: add/sub/mul wrap,
+  // division truncates (the lowest value / -1 wraps to itself).
+  template <class T>
+  Value binary_signed(BinaryOp op, T a, T b, const char* type) const {
+    using U = std::make_unsigned_t<T>;
+    auto wrapped = [](U bits) { return static_cast<T>(bits); };
+    auto value = [](T v) {
+      if constexpr (sizeof(T) == 8) return of_i64(v);
+      else return of_i32(v);
+    };
     switch (op) {
-      case BinaryOp::add: return of_i32(wrap(bits(a) + bits(b)));
-      case BinaryOp::sub: return of_i32(wrap(bits(a) - bits(b)));
-      case BinaryOp::mul: return of_i32(wrap(bits(a) * bits(b)));
+      case BinaryOp::add: return value(wrapped(static_cast<U>(a) + static_cast<U>(b)));
+      case BinaryOp::sub: return value(wrapped(static_cast<U>(a) - static_cast<U>(b)));
+      case BinaryOp::mul: return value(wrapped(static_cast<U>(a) * static_cast<U>(b)));
       case BinaryOp::div:
-        if (b == 0) error("i32 division " + std::to_string(a) + " / 0");
-        // INT_MIN / -1 wraps to INT_MIN like the other i32 arithmetic.
-        return of_i32(wrap(static_cast<std::uint32_t>(std::int64_t{a} / std::int64_t{b})));
+        if (b == 0) error(std::string(type) + " division " + std::to_string(a) + " / 0");
+        if (b == -1) return value(wrapped(U{0} - static_cast<U>(a)));
+        return value(static_cast<T>(a / b));
       case BinaryOp::mod:
         if (a < 0 || b <= 0)
-          error("i32 mod " + std::to_string(a) + " % " + std::to_string(b) + " needs a >= 0 and b > 0");
-        return of_i32(a % b);
-      case BinaryOp::min: return of_i32(std::min(a, b));
-      case BinaryOp::max: return of_i32(std::max(a, b));
+          error(std::string(type) + " mod " + std::to_string(a) + " % " + std::to_string(b) +
+                " needs a >= 0 and b > 0");
+        return value(static_cast<T>(a % b));
+      case BinaryOp::min: return value(std::min(a, b));
+      case BinaryOp::max: return value(std::max(a, b));
       case BinaryOp::lt: return of_bool(a < b);
       case BinaryOp::le: return of_bool(a <= b);
       case BinaryOp::gt: return of_bool(a > b);
@@ -640,34 +651,7 @@ class Machine {
       case BinaryOp::ne: return of_bool(a != b);
       default: break;
     }
-    KILN_ASSERT(false && "i32 binary op without semantics");
-    return {};
-  }
-
-  Value binary_i64(BinaryOp op, std::int64_t a, std::int64_t b) const {
-    switch (op) {
-      case BinaryOp::add: return of_i64(wrap64(bits64(a) + bits64(b)));
-      case BinaryOp::sub: return of_i64(wrap64(bits64(a) - bits64(b)));
-      case BinaryOp::mul: return of_i64(wrap64(bits64(a) * bits64(b)));
-      case BinaryOp::div:
-        if (b == 0) error("i64 division " + std::to_string(a) + " / 0");
-        if (b == -1) return of_i64(wrap64(0u - bits64(a)));  // INT64_MIN / -1 wraps
-        return of_i64(a / b);
-      case BinaryOp::mod:
-        if (a < 0 || b <= 0)
-          error("i64 mod " + std::to_string(a) + " % " + std::to_string(b) + " needs a >= 0 and b > 0");
-        return of_i64(a % b);
-      case BinaryOp::min: return of_i64(std::min(a, b));
-      case BinaryOp::max: return of_i64(std::max(a, b));
-      case BinaryOp::lt: return of_bool(a < b);
-      case BinaryOp::le: return of_bool(a <= b);
-      case BinaryOp::gt: return of_bool(a > b);
-      case BinaryOp::ge: return of_bool(a >= b);
-      case BinaryOp::eq: return of_bool(a == b);
-      case BinaryOp::ne: return of_bool(a != b);
-      default: break;
-    }
-    KILN_ASSERT(false && "i64 binary op without semantics");
+    KILN_ASSERT(false && "signed integer binary op without semantics");
     return {};
   }
 

@@ -227,30 +227,42 @@ Expr remainder(std::vector<kir::Stmt>& body, Expr a, Expr b, bool fmod) {
   return kir::select(kir::ne(r, zero) && kir::ne(r < zero, b < zero), r + b, r);
 }
 
-kir::Kernel lower_broadcast(const OpContext& ctx) {
-  const std::string& op = ctx.node.op;
+// A kernel over the output elements reading every input at its numpy
+// broadcast offset: buffers x0.. (each of its input's element type), then y.
+struct BroadcastKernel {
+  kir::Kernel kernel;
+  kir::Buf y;
+  Expr index;
+  std::vector<Expr> loads;  // input slot -> its element for this invocation
+};
+
+BroadcastKernel make_broadcast_kernel(const OpContext& ctx, const std::string& prefix) {
   const Shape& out_shape = ctx.output_shape();
-  kir::Kernel kernel = make_kernel(kernel_name("elementwise_", op), num_elements(out_shape));
+  BroadcastKernel k{make_kernel(kernel_name(prefix, ctx.node.op), num_elements(out_shape)), {}, kir::global_index(), {}};
   std::vector<kir::Buf> inputs;
   std::vector<Shape> shapes;
-  std::vector<ScalarType> types;
   for (std::size_t slot = 0; slot < ctx.inputs.size(); ++slot) {
-    types.push_back(element_type(ctx.inputs[slot]->dtype));
-    inputs.push_back(kernel.add_buffer("x" + std::to_string(slot), types.back(), Access::read));
+    inputs.push_back(k.kernel.add_buffer("x" + std::to_string(slot), element_type(ctx.inputs[slot]->dtype), Access::read));
     shapes.push_back(ctx.input_shape(slot));
   }
-  const ScalarType type = element_type(ctx.outputs[0].dtype);
-  const kir::Buf y = kernel.add_buffer("y", type, Access::write);
-  const Expr index = kir::global_index();
-  const std::vector<Expr> offsets = broadcast_offsets(kernel.body, index, out_shape, shapes, "bc");
+  k.y = k.kernel.add_buffer("y", element_type(ctx.outputs[0].dtype), Access::write);
+  const std::vector<Expr> offsets = broadcast_offsets(k.kernel.body, k.index, out_shape, shapes, "bc");
+  for (std::size_t slot = 0; slot < inputs.size(); ++slot)
+    k.loads.push_back(kir::load(inputs[slot], offsets[slot], element_type(ctx.inputs[slot]->dtype)));
+  return k;
+}
 
+kir::Kernel lower_broadcast(const OpContext& ctx) {
+  const std::string& op = ctx.node.op;
+  BroadcastKernel k = make_broadcast_kernel(ctx, "elementwise_");
+  kir::Kernel& kernel = k.kernel;
+  const ScalarType type = element_type(ctx.outputs[0].dtype);
   // Values in the output's type: Pow's exponent may be an integer tensor.
   std::vector<Expr> values;
-  for (std::size_t slot = 0; slot < inputs.size(); ++slot) {
+  for (std::size_t slot = 0; slot < k.loads.size(); ++slot) {
     const std::string name = "v" + std::to_string(slot);
-    Expr loaded = kir::load(inputs[slot], offsets[slot], types[slot]);
-    if (types[slot] != type) loaded = kir::cast(type, loaded);
-    kernel.body.push_back(kir::declare(name, type, loaded));
+    const Expr& loaded = k.loads[slot];
+    kernel.body.push_back(kir::declare(name, type, loaded.type() == type ? loaded : kir::cast(type, loaded)));
     values.push_back(kir::var(name, type));
   }
   Expr result;
@@ -268,7 +280,7 @@ kir::Kernel lower_broadcast(const OpContext& ctx) {
     for (std::size_t slot = 1; slot < values.size(); ++slot)
       result = op == "Max" ? kir::max(result, values[slot]) : kir::min(result, values[slot]);
   }
-  kernel.body.push_back(kir::store(y, index, result));
+  kernel.body.push_back(kir::store(k.y, k.index, result));
   return kernel;
 }
 
@@ -496,20 +508,9 @@ std::optional<std::string> logic_unsupported(const OpContext& ctx) {
 
 kir::Kernel lower_logic(const OpContext& ctx) {
   const std::string& op = ctx.node.op;
-  const Shape& out_shape = ctx.output_shape();
-  kir::Kernel kernel = make_kernel(kernel_name("logic_", op), num_elements(out_shape));
-  std::vector<kir::Buf> inputs;
-  std::vector<Shape> shapes;
-  std::vector<ScalarType> types;
-  for (std::size_t slot = 0; slot < ctx.inputs.size(); ++slot) {
-    types.push_back(element_type(ctx.inputs[slot]->dtype));
-    inputs.push_back(kernel.add_buffer("x" + std::to_string(slot), types.back(), Access::read));
-    shapes.push_back(ctx.input_shape(slot));
-  }
-  const kir::Buf y = kernel.add_buffer("y", element_type(ctx.outputs[0].dtype), Access::write);
-  const Expr index = kir::global_index();
-  const std::vector<Expr> offsets = broadcast_offsets(kernel.body, index, out_shape, shapes, "bc");
-  auto value = [&](std::size_t slot) { return kir::load(inputs[slot], offsets[slot], types[slot]); };
+  BroadcastKernel k = make_broadcast_kernel(ctx, "logic_");
+  kir::Kernel& kernel = k.kernel;
+  auto value = [&](std::size_t slot) { return k.loads[slot]; };
   Expr result;
   if (op == "Equal") result = kir::eq(value(0), value(1));
   else if (op == "Less") result = value(0) < value(1);
@@ -535,7 +536,7 @@ kir::Kernel lower_logic(const OpContext& ctx) {
     // select loads only the chosen side.
     result = kir::select(value(0), value(1), value(2));
   }
-  kernel.body.push_back(kir::store(y, index, result));
+  kernel.body.push_back(kir::store(k.y, k.index, result));
   return kernel;
 }
 
