@@ -133,15 +133,9 @@ std::vector<Tensor> reference_conv_transpose(const Node& node, std::span<const T
 }  // namespace
 
 void register_conv_transpose_ops(OpTable& table) {
-  OpSchema s;
-  s.name = "ConvTranspose";
-  s.min_inputs = 2;
-  s.max_inputs = 3;
-  s.infer = infer_conv_transpose;
-  s.reference = reference_conv_transpose;
-  s.summary = "2-D transposed convolution (NCHW): X[N, C, H, W], W[C, M/group, kH, kW], optional B[M]; pads trim "
-              "the output, output_padding extends its end";
-  add_op(table, s);
+  add_op(table, make_schema("ConvTranspose", 2, 3, infer_conv_transpose, reference_conv_transpose,
+                            "2-D transposed convolution (NCHW): X[N, C, H, W], W[C, M/group, kH, kW], optional B[M]; "
+                            "pads trim the output, output_padding extends its end"));
 }
 
 }  // namespace kiln::graph::ops
