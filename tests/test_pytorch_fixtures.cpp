@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <string>
@@ -145,15 +146,15 @@ struct Export {
   std::map<std::string, int> exported_ops;
 };
 
-// The exported graph with every weight input turned into a generated initializer.
-Export load_export(const Family& family, std::int64_t image_size) {
-  onnx::ModelProto proto;
-  BOOST_TEST_REQUIRE(proto.ParseFromString(read_file(fixture_dir() / (family.name + ".onnx"))));
+// Every graph input of `proto` that `is_data` does not claim holds a weight:
+// it becomes an initializer made by the generator. Returns those weights' shapes.
+std::map<std::string, kiln::Shape> generate_weights(onnx::ModelProto& proto,
+                                                   const std::function<bool(const std::string&)>& is_data) {
   onnx::GraphProto& graph = *proto.mutable_graph();
   std::map<std::string, kiln::Shape> parameters;
   google::protobuf::RepeatedPtrField<onnx::ValueInfoProto> inputs;
   for (const onnx::ValueInfoProto& input : graph.input()) {
-    if (input.name() == "input") {
+    if (is_data(input.name())) {
       *inputs.Add() = input;
       continue;
     }
@@ -169,8 +170,17 @@ Export load_export(const Family& family, std::int64_t image_size) {
     init.set_raw_data(values.data(), values.size() * sizeof(float));
   }
   graph.mutable_input()->Swap(&inputs);
+  return parameters;
+}
+
+// The exported graph with every weight input turned into a generated initializer.
+Export load_export(const Family& family, std::int64_t image_size) {
+  onnx::ModelProto proto;
+  BOOST_TEST_REQUIRE(proto.ParseFromString(read_file(fixture_dir() / (family.name + ".onnx"))));
   std::map<std::string, int> exported_ops;
-  for (const onnx::NodeProto& node : graph.node()) ++exported_ops[node.op_type()];
+  for (const onnx::NodeProto& node : proto.graph().node()) ++exported_ops[node.op_type()];
+  std::map<std::string, kiln::Shape> parameters =
+      generate_weights(proto, [](const std::string& name) { return name == "input"; });
   kiln::OnnxOptions options;
   options.input_shapes["input"] = {1, 3, image_size, image_size};
   return Export{kiln::load_onnx_bytes(proto.SerializeAsString(), family.name + ".onnx", "", options),
@@ -353,8 +363,10 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
                  std::string::npos,
              explained);
 
+  const kiln::Tensor at24 = generated_tensor("input", {1, 3, 24, 24});
   const kiln::Tensor at40 = generated_tensor("input", {1, 3, 40, 40});
   auto limited = kiln::compile(exported.model, {.backend = "vulkan", .recompile_limit = 1});
+  limited({at24});
   try {
     limited({at40});
     BOOST_ERROR("expected the recompile limit");
@@ -364,13 +376,18 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
   }
   auto falls_back = kiln::compile(exported.model, {.backend = "vulkan", .recompile_limit = 1,
                                                    .eager_past_recompile_limit = true});
+  falls_back({at24});
   const kiln::Tensor eager_out = falls_back({at40}).at(0);
   BOOST_TEST((eager_out.shape() == kiln::Shape{1, 2, 40, 40}));
   BOOST_TEST(falls_back.stats().shape_sets == 1);
   BOOST_TEST(falls_back.explain().find("(eager: past the limit)") != std::string::npos, falls_back.explain());
-  // The eager fallback computes what a compiled model made for 40x40 does.
-  const kiln::Tensor compiled_out = kiln::compile(load_export(*it, 40).model, {.backend = "vulkan"})({at40}).at(0);
-  check_close(eager_out, compiled_out, "unet_small at 40, eager fallback against compiled");
+  // The eager fallback computes what a compiled model does at 40x40; that
+  // model's first call (not the 32x32 it was imported at) is its first shape set.
+  auto first_call_at_40 = kiln::compile(exported.model, {.backend = "vulkan"});
+  check_close(eager_out, first_call_at_40({at40}).at(0), "unet_small at 40, eager fallback against compiled");
+  BOOST_TEST(first_call_at_40.stats().shape_sets == 1);
+  BOOST_TEST(first_call_at_40.explain().find("[1, 3, 40, 40] (the first)") != std::string::npos,
+             first_call_at_40.explain());
 
   try {
     compiled({generated_tensor("input", {1, 4, 32, 32})});
@@ -379,4 +396,48 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
     BOOST_TEST(e.kind() == kiln::ErrorKind::ShapeMismatch);
     BOOST_TEST(std::string(e.what()).find("dim 1 is fixed at 3 by the model") != std::string::npos, e.what());
   }
+}
+
+// A decoder-only transformer exported as transformers' exporters lay one out
+// (hf_models.py's GPT2LMHeadModel: input_ids, attention_mask and per layer the
+// past keys and values in; logits and the presents out; symbolic batch,
+// sequence and past lengths), run as a generation loop runs it: a prefill of
+// 5 tokens with a zero-length past, then two one-token decode steps, each fed
+// the presents kiln returned the step before. Every step's outputs match
+// PyTorch's, eagerly and compiled; compiled, each new shape set compiles once.
+BOOST_AUTO_TEST_CASE(gpt2_tiny_prefill_and_decode_with_a_kv_cache) {
+  onnx::ModelProto proto;
+  BOOST_TEST_REQUIRE(proto.ParseFromString(read_file(fixture_dir() / "gpt2_tiny.onnx")));
+  generate_weights(proto, [](const std::string& name) { return name.rfind("transformer.", 0) != 0; });
+  const kiln::Model model = kiln::load_onnx_bytes(proto.SerializeAsString(), "gpt2_tiny.onnx", "", {});
+  BOOST_TEST_REQUIRE(model.has_symbolic_dims());
+  BOOST_TEST_REQUIRE(model.inputs().size() == 6u);
+  BOOST_TEST(model.inputs()[0].symbolic_dims == (std::vector<std::string>{"batch", "sequence"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(model.inputs()[2].symbolic_dims == (std::vector<std::string>{"batch", "", "past_sequence", ""}),
+             boost::test_tools::per_element());
+
+  auto fixture = [](const std::string& step, const std::string& name) {
+    return kiln::tools::read_npy((fixture_dir() / ("gpt2_tiny." + step + "." + name + ".npy")).string());
+  };
+  const std::vector<std::string> presents = {"present.0.key", "present.0.value", "present.1.key", "present.1.value"};
+  auto generate = [&](auto& run, const std::string& mode) {
+    std::vector<kiln::Tensor> past(presents.size(), kiln::Tensor(kiln::DType::f32, {2, 4, 0, 8}));
+    for (const std::string step : {"prefill", "decode0", "decode1"}) {
+      std::vector<kiln::Tensor> inputs = {fixture(step, "input_ids"), fixture(step, "attention_mask")};
+      inputs.insert(inputs.end(), past.begin(), past.end());
+      const std::vector<kiln::Tensor> out = run(inputs);
+      BOOST_TEST_REQUIRE(out.size() == 1 + presents.size());
+      check_close(out[0], fixture(step, "logits"), "gpt2_tiny " + mode + " " + step + " logits");
+      for (std::size_t i = 0; i < presents.size(); ++i)
+        check_close(out[1 + i], fixture(step, presents[i]), "gpt2_tiny " + mode + " " + step + " " + presents[i]);
+      past.assign(out.begin() + 1, out.end());
+    }
+  };
+  auto eager = kiln::eager(model, {.backend = "vulkan"});
+  generate(eager, "eager");
+  auto compiled = kiln::compile(model, {.backend = "vulkan", .fullgraph = true});
+  generate(compiled, "compiled");
+  // Prefill (sequence 5, past 0) and each decode step (sequence 1, past 5, then 6).
+  BOOST_TEST(compiled.stats().shape_sets == 3);
 }

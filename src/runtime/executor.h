@@ -40,6 +40,7 @@
 #include "src/runtime/memory_plan.h"
 
 #include <chrono>
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -94,6 +95,9 @@ class Executor {
   // execution order, and a summary (nodes -> kernels).
   std::string fusion_groups() const;
 
+  // Whether prepare() or a call has planned (and, compiled, compiled) the model.
+  // (Lock-free: a shape-set lookup must not wait for a running call.)
+  bool prepared() const { return prepared_.load(); }
   // The prepared plan (nullptr before prepare() or the first call).
   const compiler::Plan* plan() const { return plan_.get(); }
   // The graph breaks of the prepared plan, in execution order.
@@ -187,7 +191,7 @@ class Executor {
   std::vector<std::shared_ptr<backend::Buffer>> buffers_;
   std::uint64_t constant_bytes_ = 0;
   std::uint64_t io_bytes_ = 0;
-  bool prepared_ = false;
+  std::atomic<bool> prepared_ = false;
   RunStats stats_;            // the call in progress writes it
   mutable std::mutex mutex_;  // held by every call (see above)
   // The last finished call's stats, so that stats() never waits for a call.

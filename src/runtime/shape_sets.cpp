@@ -83,6 +83,15 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
       throw Error(e.kind(), "model '" + source_model_.name() + "': " + e.what());
     }
   }();
+  // Until the first set has run (a call or prepare()), its shapes are only
+  // those the model was imported at: the first call's shapes take its place,
+  // as torch.compile compiles for the shapes of its first call.
+  if (compiled_.size() == 1 && !compiled_.front().executor->prepared()) {
+    log(LogLevel::info, "model '" + source_model_.name() + "': " + (options_.compiled ? "compiling" : "preparing eager") +
+                            " for the first call's input shapes " + shapes_str(shapes));
+    compiled_.front() = {shapes, std::make_shared<Executor>(std::move(model), options_), ""};
+    return latest_ = compiled_.front().executor;
+  }
   const std::string why = why_new(shapes);
   const bool within_limit = static_cast<int>(compiled_.size()) < limit_;
   if (within_limit) {

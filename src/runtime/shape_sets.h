@@ -1,6 +1,7 @@
 // The input shapes a model with symbolic dims has been compiled for, as
 // torch.compile guards a compiled frame: the first call's shapes get the
-// first executor; a call with other shapes makes the model for them (an ONNX
+// first executor (the shapes the model was imported at, unless the first call
+// brings others); a call with other shapes makes the model for them (an ONNX
 // import re-run with those shapes), compiles it once and keeps it beside the
 // others, logging why ("input 'x' dim 2 was 160, now 320; 2 compiled shape
 // sets of 8"). Past the limit a call is an error naming the limit, or, if the
