@@ -1103,6 +1103,51 @@ BOOST_AUTO_TEST_CASE(shape_of_a_data_dependent_value_is_read_at_run_time) {
   BOOST_TEST(contains(e.what(), "only known at run time"), e.what());
 }
 
+// DOUBLE constants (torch.onnx writes Python floats so) are taken where a
+// Cast converts them at once, from the doubles themselves; any other use
+// of one is refused with its name.
+BOOST_AUTO_TEST_CASE(double_constants_are_taken_through_a_cast) {
+  auto make = [](const std::string& cast_to_or_use) {
+    OnnxModel m;
+    m.input("x", {3});
+    auto* c = m.node("Constant", {}, {"d"});
+    auto* a = c->add_attribute();
+    a->set_name("value");
+    a->set_type(onnx::AttributeProto_AttributeType_TENSOR);
+    onnx::TensorProto* t = a->mutable_t();
+    t->set_data_type(onnx::TensorProto_DataType_DOUBLE);
+    t->add_dims(3);
+    for (double v : {4.135166556742356, -2.9999999999, 1e300}) t->add_double_data(v);
+    if (cast_to_or_use == "Add") {
+      m.node("Add", {"x", "d"}, {"y"});
+    } else {
+      attr(m.node("Cast", {"d"}, {"dd"}), "to", std::int64_t{onnx::TensorProto_DataType_DOUBLE});
+      attr(m.node("Cast", {"dd"}, {"c"}), "to", std::int64_t{cast_to_or_use == "f32" ? onnx::TensorProto_DataType_FLOAT
+                                                                                      : onnx::TensorProto_DataType_INT64});
+      if (cast_to_or_use == "f32") m.node("Mul", {"x", "c"}, {"y"});
+      else m.node("Identity", {"c"}, {"y"});
+    }
+    m.output("y");
+    return m;
+  };
+  const Tensor x = Tensor::from_f32({3}, {1, 2, 0});
+  const Tensor scaled = run(make("f32").load(), {x}).at(0);
+  BOOST_TEST(scaled.values<float>()[0] == static_cast<float>(4.135166556742356));
+  BOOST_TEST(scaled.values<float>()[1] == 2.0f * static_cast<float>(-2.9999999999));
+  BOOST_TEST(std::isinf(static_cast<float>(1e300)));  // 1e300 rounds to inf in f32; times 0 is NaN
+  BOOST_TEST(std::isnan(scaled.values<float>()[2]));
+  // To int64 from the double: -2.9999999999 truncates to -2 (through f32 it
+  // would round to -3 first); 1e300 saturates as kiln's Cast does.
+  const Tensor ints = run(make("i64").load(), {x}).at(0);
+  const auto i = ints.values<std::int64_t>();
+  BOOST_TEST(std::vector<std::int64_t>(i.begin(), i.end()) ==
+                 (std::vector<std::int64_t>{4, -2, std::numeric_limits<std::int64_t>::max()}),
+             boost::test_tools::per_element());
+  const auto e = error_of([&] { make("Add").load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(contains(e.what(), "input 'd' is a DOUBLE tensor"), e.what());
+}
+
 // An If whose condition is a constant at import is replaced by the branch it
 // takes (both ways); a condition computed from the inputs, and an op kiln
 // lacks inside a branch, are named.

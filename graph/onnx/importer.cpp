@@ -314,7 +314,12 @@ class Importer final : public ImportContext {
     for (const onnx::TensorProto& t : g.initializer()) {
       const std::string what = where(file_) + "initializer '" + t.name() + "': ";
       KILN_CHECK(!t.name().empty(), ErrorKind::Corrupt, what + "has no name");
-      KILN_CHECK(values_.count(t.name()) == 0, ErrorKind::Corrupt, what + "is defined twice");
+      KILN_CHECK(values_.count(t.name()) == 0 && f64_constants_.count(t.name()) == 0, ErrorKind::Corrupt,
+                 what + "is defined twice");
+      if (is_f64(t)) {
+        f64_constants_[t.name()] = f64_from_proto(t, what);
+        continue;
+      }
       values_[t.name()] = graph_.add_constant(t.name(), tensor_from_proto(t, base_dir_, what));
       value_names_.insert(t.name());
     }
@@ -393,11 +398,15 @@ class Importer final : public ImportContext {
     n.where = where(file_, proto.name().empty() ? n.name : proto.name(), n.op);
     n.opset = opset_;
     n.num_outputs = proto.output_size();
+    if (convert_f64(n)) return;
     for (const std::string& input : proto.input()) {
       if (input.empty()) {
         n.inputs.push_back(-1);
         continue;
       }
+      KILN_CHECK(f64_constants_.count(input) == 0, ErrorKind::Unsupported,
+                 n.where + "input '" + input + "' is a DOUBLE tensor; kiln has no f64 and takes DOUBLE constants only "
+                           "where a Cast converts them to another type");
       auto it = values_.find(input);
       KILN_CHECK(it != values_.end(), ErrorKind::Corrupt,
                  n.where + "input '" + input + "' is not defined (no initializer, graph input or earlier node output)");
@@ -435,6 +444,49 @@ class Importer final : public ImportContext {
       values_[name] = outputs[static_cast<std::size_t>(k)];
       name_value(outputs[static_cast<std::size_t>(k)], name);
     }
+  }
+
+  // DOUBLE constants, which exporters write for Python floats and Cast at
+  // once: a Constant holding one is kept aside, and a Cast of one becomes the
+  // converted constant. Any other use is refused (convert_node). Returns
+  // whether the node was one of those two.
+  bool convert_f64(OnnxNode& n) {
+    const onnx::NodeProto& proto = *n.proto;
+    if (n.op == "Constant" && proto.output_size() == 1 && !proto.output(0).empty()) {
+      const onnx::AttributeProto* value = nullptr;
+      for (const onnx::AttributeProto& a : proto.attribute())
+        if (a.name() == "value" && a.type() == onnx::AttributeProto_AttributeType_TENSOR) value = &a;
+      if (value == nullptr || !is_f64(value->t())) return false;
+      KILN_CHECK(values_.count(proto.output(0)) == 0 && f64_constants_.count(proto.output(0)) == 0,
+                 ErrorKind::Corrupt, n.where + "output '" + proto.output(0) + "' is defined twice");
+      f64_constants_[proto.output(0)] = f64_from_proto(value->t(), n.where);
+      return true;
+    }
+    if (n.op != "Cast" || proto.input_size() != 1 || proto.output_size() != 1) return false;
+    const auto source = f64_constants_.find(proto.input(0));
+    if (source == f64_constants_.end()) return false;
+    n.attrs = convert_attributes(proto, n.where);
+    const std::int64_t code = n.attrs.get_int("to", 0);
+    const std::optional<DType> to = code == onnx::TensorProto_DataType_DOUBLE ? std::optional<DType>{}
+                                                                             : dtype_from_onnx(static_cast<int>(code));
+    if (code == onnx::TensorProto_DataType_DOUBLE) {  // DOUBLE to DOUBLE: still a DOUBLE constant
+      f64_constants_[proto.output(0)] = source->second;
+      return true;
+    }
+    KILN_CHECK(to.has_value(), ErrorKind::Unsupported,
+               n.where + "Cast to " + onnx_type_name(static_cast<int>(code)) + " is not supported");
+    ValueId out = -1;
+    if (*to == DType::f16) {
+      const ValueId narrowed = add_constant(n, cast_f64(source->second, DType::f32));
+      out = emit(n, "Cast", {narrowed}, n.attrs, "").at(0);
+    } else {
+      out = add_constant(n, cast_f64(source->second, *to));
+    }
+    KILN_CHECK(values_.count(proto.output(0)) == 0, ErrorKind::Corrupt,
+               n.where + "output '" + proto.output(0) + "' is defined twice");
+    values_[proto.output(0)] = out;
+    name_value(out, proto.output(0));
+    return true;
   }
 
   // Gives a value its ONNX name unless it already has one (aliases keep theirs).
@@ -498,6 +550,7 @@ class Importer final : public ImportContext {
   int nodes_converted_ = 0;     // branch nodes, counted against kMaxNodes
   graph::Graph graph_;
   std::unordered_map<std::string, ValueId> values_;  // ONNX value name -> kiln value
+  std::unordered_map<std::string, F64Constant> f64_constants_;  // DOUBLE constants, until a Cast reads them
   std::set<std::string> onnx_names_;                 // every name the file uses
   std::set<std::string> value_names_;                // names given to kiln values
   std::set<std::string> node_names_;

@@ -3,6 +3,7 @@
 #include "graph/onnx/limits.h"
 
 #include <charconv>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <system_error>
@@ -194,6 +195,57 @@ Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base
   if (nbytes != 0) std::memcpy(out.bytes().data(), proto.raw_data().data(), nbytes);
   if (*dtype == DType::boolean)
     for (std::byte& b : out.bytes()) b = static_cast<std::byte>(b != std::byte{0});
+  return out;
+}
+
+bool is_f64(const onnx::TensorProto& proto) { return proto.data_type() == onnx::TensorProto_DataType_DOUBLE; }
+
+F64Constant f64_from_proto(const onnx::TensorProto& proto, const std::string& what) {
+  KILN_ASSERT(is_f64(proto));
+  KILN_CHECK(!proto.has_segment(), ErrorKind::Unsupported, what + "segmented tensors are not supported");
+  KILN_CHECK(proto.data_location() != onnx::TensorProto_DataLocation_EXTERNAL, ErrorKind::Unsupported,
+             what + "DOUBLE tensors in external data are not supported (kiln has no f64)");
+  F64Constant out;
+  out.shape = checked_shape(proto.dims().data(), proto.dims_size(), what);
+  const std::int64_t n = num_elements(out.shape);
+  if (proto.has_raw_data()) {
+    const auto nbytes = static_cast<std::size_t>(n) * sizeof(double);
+    KILN_CHECK(proto.raw_data().size() == nbytes, ErrorKind::Corrupt,
+               what + "raw_data holds " + std::to_string(proto.raw_data().size()) + " bytes, but DOUBLE" +
+                   shape_str(out.shape) + " needs " + std::to_string(nbytes));
+    out.values.resize(static_cast<std::size_t>(n));
+    if (nbytes != 0) std::memcpy(out.values.data(), proto.raw_data().data(), nbytes);
+  } else {
+    check_count(proto.double_data(), n, "double_data", what);
+    out.values.assign(proto.double_data().begin(), proto.double_data().end());
+  }
+  return out;
+}
+
+namespace {
+
+// As kiln's Cast converts floats: toward zero, saturating, NaN to 0.
+template <class Int> Int saturated(double v) {
+  if (std::isnan(v)) return Int{0};
+  if (v <= static_cast<double>(std::numeric_limits<Int>::lowest())) return std::numeric_limits<Int>::lowest();
+  if (v >= static_cast<double>(std::numeric_limits<Int>::max())) return std::numeric_limits<Int>::max();
+  return static_cast<Int>(v);
+}
+
+}  // namespace
+
+Tensor cast_f64(const F64Constant& constant, DType to) {
+  KILN_ASSERT(to != DType::f16);
+  Tensor out(to, constant.shape);
+  const std::vector<double>& v = constant.values;
+  for (std::size_t i = 0; i < v.size(); ++i) switch (to) {
+      case DType::f32: out.values<float>()[i] = static_cast<float>(v[i]); break;
+      case DType::i64: out.values<std::int64_t>()[i] = saturated<std::int64_t>(v[i]); break;
+      case DType::i32: out.values<std::int32_t>()[i] = saturated<std::int32_t>(v[i]); break;
+      case DType::u8: out.values<std::uint8_t>()[i] = saturated<std::uint8_t>(v[i]); break;
+      case DType::boolean: out.values<std::uint8_t>()[i] = v[i] != 0.0; break;
+      case DType::f16: break;
+    }
   return out;
 }
 

@@ -8,6 +8,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kiln::onnx_import {
 
@@ -23,5 +24,21 @@ std::string onnx_type_name(int onnx_type);
 // absolute or leaves base_dir is rejected. `what` prefixes error messages
 // (it already names the file and the tensor).
 Tensor tensor_from_proto(const onnx::TensorProto& proto, const std::string& base_dir, const std::string& what);
+
+// A DOUBLE tensor: kiln has no f64, but exporters emit DOUBLE constants that a
+// Cast turns into another type at once (torch.onnx writes Python floats so).
+struct F64Constant {
+  Shape shape;
+  std::vector<double> values;
+};
+// Whether the proto holds DOUBLE data.
+bool is_f64(const onnx::TensorProto& proto);
+// The values of a DOUBLE TensorProto (raw_data or double_data; external
+// data is refused), sizes checked as tensor_from_proto checks them.
+F64Constant f64_from_proto(const onnx::TensorProto& proto, const std::string& what);
+// Cast of f64 values to `to` (not f16: cast to f32, then Cast that), from the
+// doubles themselves, as kiln's Cast converts floats: f32 rounds to nearest,
+// integers truncate toward zero and saturate, bool is value != 0.
+Tensor cast_f64(const F64Constant& constant, DType to);
 
 }  // namespace kiln::onnx_import
