@@ -17,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <random>
 #include <string>
 #include <tuple>
@@ -1146,6 +1147,110 @@ BOOST_AUTO_TEST_CASE(double_constants_are_taken_through_a_cast) {
   const auto e = error_of([&] { make("Add").load(); });
   BOOST_TEST(e.kind() == ErrorKind::Unsupported);
   BOOST_TEST(contains(e.what(), "input 'd' is a DOUBLE tensor"), e.what());
+}
+
+// Einsum by its definition: every assignment of the letters, the product of
+// the operands' elements summed into the output's. `explicit_eq` has no
+// ellipsis and names its output.
+Tensor naive_einsum(const std::string& explicit_eq, const std::vector<Tensor>& in) {
+  const std::size_t arrow = explicit_eq.find("->");
+  std::vector<std::string> terms;
+  std::string lhs = explicit_eq.substr(0, arrow) + ",";
+  for (std::size_t start = 0, comma; (comma = lhs.find(',', start)) != std::string::npos; start = comma + 1)
+    terms.push_back(lhs.substr(start, comma - start));
+  const std::string out_term = explicit_eq.substr(arrow + 2);
+  std::map<char, std::int64_t> extent;
+  for (std::size_t k = 0; k < terms.size(); ++k)
+    for (std::size_t d = 0; d < terms[k].size(); ++d) extent[terms[k][d]] = in[k].shape()[d];
+  kiln::Shape out_shape;
+  for (char c : out_term) out_shape.push_back(extent.at(c));
+  Tensor out(DType::f32, out_shape);
+  std::vector<char> letters;
+  for (const auto& [c, e] : extent) letters.push_back(c);
+  std::map<char, std::int64_t> at;
+  for (char c : letters) at[c] = 0;
+  auto offset = [&](const std::string& term, const kiln::Shape& shape) {
+    std::int64_t o = 0;
+    for (std::size_t d = 0; d < term.size(); ++d) o = o * shape[d] + at[term[d]];
+    return static_cast<std::size_t>(o);
+  };
+  for (bool done = kiln::num_elements(out_shape) == 0; !done;) {
+    double product = 1;
+    for (std::size_t k = 0; k < terms.size(); ++k) product *= in[k].values<float>()[offset(terms[k], in[k].shape())];
+    out.values<float>()[offset(out_term, out_shape)] += static_cast<float>(product);
+    done = true;
+    for (auto c = letters.rbegin(); c != letters.rend(); ++c) {
+      if (++at[*c] < extent[*c]) {
+        done = false;
+        break;
+      }
+      at[*c] = 0;
+    }
+  }
+  return out;
+}
+
+// Einsum becomes ReduceSum, Transpose, Reshape and MatMul: the contractions
+// exporters emit (attention, linear layers, outer products, traces, three
+// operands, implicit outputs, ellipses) match the definition; a diagonal is
+// refused with the equation.
+BOOST_AUTO_TEST_CASE(einsum_is_written_as_matmuls_and_matches_its_definition) {
+  struct Case {
+    std::string equation;
+    std::vector<kiln::Shape> shapes;
+    std::string explicit_eq;  // for naive_einsum
+  };
+  const std::vector<Case> cases = {
+      {"bij,bjk->bik", {{2, 3, 4}, {2, 4, 5}}, "bij,bjk->bik"},
+      {"bhqd,bhkd->bhqk", {{1, 2, 3, 4}, {1, 2, 5, 4}}, "bhqd,bhkd->bhqk"},
+      {"bnd,dm->bnm", {{2, 3, 4}, {4, 6}}, "bnd,dm->bnm"},
+      {"i,i", {{7}, {7}}, "i,i->"},
+      {"ij->i", {{3, 4}}, "ij->i"},
+      {"ij->ji", {{3, 4}}, "ij->ji"},
+      {"ji", {{3, 4}}, "ji->ij"},
+      {"i,j->ij", {{3}, {4}}, "i,j->ij"},
+      {"ij,jk", {{2, 3}, {3, 4}}, "ij,jk->ik"},
+      {"...ij,...jk->...ik", {{2, 2, 3}, {2, 3, 4}}, "aij,ajk->aik"},
+      {"ijk,jl,lk->i", {{2, 3, 4}, {3, 5}, {5, 4}}, "ijk,jl,lk->i"},
+      {"bij,bjk->k", {{2, 3, 4}, {2, 4, 5}}, "bij,bjk->k"},
+      {"ij->", {{3, 4}}, "ij->"},
+  };
+  unsigned seed = 1;
+  for (const Case& c : cases) {
+    BOOST_TEST_CONTEXT(c.equation) {
+      OnnxModel m(12);
+      std::vector<std::string> names;
+      std::vector<Tensor> inputs;
+      for (std::size_t k = 0; k < c.shapes.size(); ++k) {
+        names.push_back("x" + std::to_string(k));
+        m.input(names.back(), c.shapes[k]);
+        inputs.push_back(random_f32(c.shapes[k], seed++));
+      }
+      auto* n = m.node("Einsum", names, {"y"});
+      auto* a = n->add_attribute();
+      a->set_name("equation");
+      a->set_type(onnx::AttributeProto_AttributeType_STRING);
+      a->set_s(c.equation);
+      m.output("y");
+      const kiln::Model model = m.load();
+      BOOST_TEST(!has_op(kiln::internal::graph(model), "Einsum"));
+      const Tensor got = run(model, inputs).at(0);
+      const Tensor want = naive_einsum(c.explicit_eq, inputs);
+      BOOST_TEST_REQUIRE((got.shape() == want.shape()));
+      BOOST_TEST(kiln::max_abs_diff(got, want) <= 1e-5f);
+    }
+  }
+  OnnxModel diagonal(12);
+  diagonal.input("x", {3, 3});
+  auto* n = diagonal.node("Einsum", {"x"}, {"y"});
+  auto* a = n->add_attribute();
+  a->set_name("equation");
+  a->set_type(onnx::AttributeProto_AttributeType_STRING);
+  a->set_s("ii->i");
+  diagonal.output("y");
+  const auto e = error_of([&] { diagonal.load(); });
+  BOOST_TEST(e.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(contains(e.what(), "'ii->i': the letter 'i' labels two axes of one operand"), e.what());
 }
 
 // An If whose condition is a constant at import is replaced by the branch it

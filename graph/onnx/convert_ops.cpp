@@ -5,6 +5,7 @@
 #include "graph/onnx/convert_ops.h"
 
 #include "graph/checked_math.h"
+#include "graph/onnx/convert_einsum.h"
 #include "graph/onnx/attributes.h"
 #include "graph/onnx/limits.h"
 #include "graph/onnx/tensor_proto.h"
@@ -1036,6 +1037,7 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("Size", OpRule{"", convert_size});
     r.emplace("Range", OpRule{"", convert_range});
     r.emplace("Identity", OpRule{"", alias_input});
+    r.emplace("Einsum", OpRule{"MatMul", convert_einsum});
     r.emplace("Dropout", OpRule{"", convert_dropout});
     r.emplace("LayerNormalization", OpRule{"LayerNormalization", convert_layer_norm});
     r.emplace("NegativeLogLikelihoodLoss", direct("NegativeLogLikelihoodLoss"));
