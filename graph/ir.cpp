@@ -37,9 +37,13 @@ bool type_accepts(const TensorType& type, const TensorType& actual) {
 // ---- construction ---------------------------------------------------------------
 
 ValueId Graph::add_input(const std::string& name, TensorType type) {
-  KILN_CHECK(!name.empty(), ErrorKind::InvalidArgument, "graph input needs a name");
   KILN_CHECK(!type.dynamic, ErrorKind::Unsupported,
              "graph input '" + name + "' is " + type_str(type) + ": graph inputs need static shapes");
+  return add_subgraph_input(name, std::move(type));
+}
+
+ValueId Graph::add_subgraph_input(const std::string& name, TensorType type) {
+  KILN_CHECK(!name.empty(), ErrorKind::InvalidArgument, "graph input needs a name");
   Value v;
   v.id = static_cast<ValueId>(values_.size());
   v.name = name;
@@ -88,7 +92,7 @@ void Graph::rename_value(ValueId id, const std::string& name) {
 }
 
 std::vector<ValueId> Graph::add_node(const std::string& op, std::vector<ValueId> inputs, Attributes attrs,
-                                     const std::string& name) {
+                                     const std::string& name, std::vector<std::shared_ptr<const Graph>> subgraphs) {
   Node node;
   node.id = static_cast<NodeId>(nodes_.size());
   node.op = op;
@@ -102,6 +106,7 @@ std::vector<ValueId> Graph::add_node(const std::string& op, std::vector<ValueId>
   }
   node.inputs = std::move(inputs);
   node.attrs = std::move(attrs);
+  node.subgraphs = std::move(subgraphs);
 
   std::vector<TensorType> input_types;
   input_types.reserve(node.inputs.size());
@@ -265,8 +270,9 @@ void Graph::verify() const {
   }
   for (ValueId id = 0; id < num_values; ++id) {
     if (!defined[id]) fail("value '" + values_[id].name + "' is neither an input, a constant nor a node output");
-    if (values_[id].type.dynamic && values_[id].producer == kNoNode)
-      fail("value '" + values_[id].name + "' is dynamic but no node produces it");
+    const bool is_input = std::find(inputs_.begin(), inputs_.end(), id) != inputs_.end();
+    if (values_[id].type.dynamic && values_[id].producer == kNoNode && !is_input)
+      fail("value '" + values_[id].name + "' is dynamic but no node or graph input defines it");
   }
 
   if (outputs_.empty()) fail("the graph has no outputs");

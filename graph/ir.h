@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -58,6 +59,8 @@ struct Value {
 using kiln::Attribute;
 using kiln::Attributes;
 
+class Graph;
+
 struct Node {
   NodeId id = kNoNode;
   std::string op;     // registry name, e.g. "Conv"
@@ -65,17 +68,25 @@ struct Node {
   std::vector<ValueId> inputs;   // -1 marks an omitted optional input
   std::vector<ValueId> outputs;
   Attributes attrs;
+  // Graphs the node runs, as its op defines (If: the two branches, whose
+  // inputs are values of the enclosing graph the node passes on).
+  std::vector<std::shared_ptr<const Graph>> subgraphs;
 };
 
 class Graph {
  public:
   ValueId add_input(const std::string& name, TensorType type);
+  // An input of a subgraph (an If branch), which may be dynamic: it stands
+  // for a value of the enclosing graph, data-dependent values included.
+  ValueId add_subgraph_input(const std::string& name, TensorType type);
   ValueId add_constant(const std::string& name, Tensor value);
   // Adds a node; output types come from the op registry's shape inference,
   // which throws a user error naming the node if the inputs do not fit. A
-  // node with a dynamic input gets dynamic outputs (infer_node_types).
+  // node with a dynamic input gets outputs typed by probing (infer_node_types):
+  // dynamic where their extents follow the input's, static where not.
   std::vector<ValueId> add_node(const std::string& op, std::vector<ValueId> inputs,
-                                Attributes attrs = {}, const std::string& name = "");
+                                Attributes attrs = {}, const std::string& name = "",
+                                std::vector<std::shared_ptr<const Graph>> subgraphs = {});
   void set_outputs(std::vector<ValueId> outputs);
   // A graph from its parts as a file holds them (src/artifact): ids must be
   // the indices; verify()ed, so a malformed file throws naming the problem.

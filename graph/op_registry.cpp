@@ -99,6 +99,7 @@ const ops::OpTable& table() {
     ops::register_silu_ops(ops_table);
     ops::register_winograd_ops(ops_table);
     ops::register_loss_ops(ops_table);
+    ops::register_control_ops(ops_table);
     // Map nodes are stable, so each wrapper may keep a pointer to its schema.
     for (auto& [name, schema] : ops_table) schema.reference = checked_reference(&schema, schema.reference);
   });
@@ -152,32 +153,52 @@ std::optional<std::vector<TensorType>> probe_types(std::span<const TensorType> i
 // Outputs of a node with dynamic inputs: see infer_node_types.
 std::vector<TensorType> infer_dynamic(const OpSchema& schema, const Node& node,
                                       std::span<const TensorType> input_types) {
-  // Two probe extents that no static extent in a model is likely to follow by chance.
-  constexpr std::int64_t kProbeA = 2, kProbeB = 3;
-  const auto probe_a = probe_types(input_types, kProbeA);
-  const auto probe_b = probe_types(input_types, kProbeB);
-  if (probe_a && probe_b) {
-    try {
-      std::vector<TensorType> a = infer_unwrapped(schema, node, *probe_a);
-      std::vector<TensorType> b = infer_unwrapped(schema, node, *probe_b);
-      bool consistent = a.size() == b.size();
-      for (std::size_t i = 0; consistent && i < a.size(); ++i) {
-        consistent = a[i].dtype == b[i].dtype && a[i].shape.size() == b[i].shape.size();
-        if (!consistent) break;
-        if (a[i].dynamic || b[i].dynamic) {
-          // A data-dependent op downstream: its own dynamic type wins.
-          if (a[i] != b[i]) a[i] = dynamic_type(a[i].dtype, {});
-          continue;
-        }
-        for (std::size_t d = 0; d < a[i].shape.size(); ++d)
-          if (a[i].shape[d] != b[i].shape[d]) a[i].shape[d] = kDynamicDim;
-        a[i].dynamic = true;
-      }
-      if (consistent) return a;
-    } catch (const Error&) {
-      // The op cannot be inferred from probes (e.g. a Reshape whose target
-      // needs the real extent): its outputs are fully dynamic.
+  // Probe extents that no static extent in a model is likely to follow by
+  // chance (three, so that a window or stride that maps two of them to one
+  // extent still shows it depends on them).
+  constexpr std::int64_t kProbes[] = {2, 3, 5};
+  std::vector<std::vector<TensorType>> results;
+  try {
+    for (const std::int64_t extent : kProbes) {
+      const auto probe = probe_types(input_types, extent);
+      if (!probe) break;
+      results.push_back(infer_unwrapped(schema, node, *probe));
     }
+  } catch (const Error&) {
+    // The op cannot be inferred from probes (e.g. a Reshape whose target
+    // needs the real extent): its outputs are fully dynamic.
+    results.clear();
+  }
+  bool consistent = results.size() == std::size(kProbes);
+  for (std::size_t r = 1; consistent && r < results.size(); ++r) consistent = results[r].size() == results[0].size();
+  if (consistent) {
+    std::vector<TensorType> out = results[0];
+    for (std::size_t i = 0; consistent && i < out.size(); ++i) {
+      bool data_dependent = false;
+      for (const auto& result : results) {
+        const TensorType& t = result[i];
+        consistent = consistent && t.dtype == out[i].dtype && t.shape.size() == out[i].shape.size();
+        data_dependent = data_dependent || t.dynamic;
+      }
+      if (!consistent) break;
+      if (data_dependent) {
+        // A data-dependent op downstream: its own dynamic type wins.
+        for (const auto& result : results)
+          if (result[i] != out[i]) out[i] = dynamic_type(out[i].dtype, {});
+        continue;
+      }
+      // Extents that follow the probes are known at run time only; an output
+      // whose extents all stay put has a static type (a Shape of a
+      // data-dependent value, a reduction over its dynamic axis), and the
+      // host step that makes it is checked to agree (Executor::run_host_node).
+      for (std::size_t d = 0; d < out[i].shape.size(); ++d)
+        for (const auto& result : results)
+          if (result[i].shape[d] != out[i].shape[d]) {
+            out[i].shape[d] = kDynamicDim;
+            out[i].dynamic = true;
+          }
+    }
+    if (consistent) return out;
   }
   const auto first = std::find_if(node.inputs.begin(), node.inputs.end(), [](ValueId id) { return id >= 0; });
   const DType dtype = first == node.inputs.end() ? DType::f32 : input_types[first - node.inputs.begin()].dtype;
@@ -204,7 +225,8 @@ std::vector<Tensor> run_reference(const Graph& graph, std::span<const Tensor> in
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const Value& v = graph.value(graph_inputs[i]);
     const TensorType actual{inputs[i].dtype(), inputs[i].shape()};
-    KILN_CHECK(actual == v.type, ErrorKind::ShapeMismatch,
+    // (A subgraph's input may be dynamic: any instance of it is accepted.)
+    KILN_CHECK(type_accepts(v.type, actual), ErrorKind::ShapeMismatch,
                "input '" + v.name + "' expects " + type_str(v.type) + ", got " + type_str(actual));
     env[v.id] = inputs[i];
   }

@@ -42,9 +42,10 @@ std::vector<std::string> registered_ops();
 // error with the node's name and op.
 std::vector<TensorType> infer_node(const Node& node, std::span<const TensorType> input_types);
 // Output types of a node as the graph records them: infer_node for static
-// inputs; for a node with a dynamic input, dynamic outputs whose dtype, rank
-// and static extents come from probing inference with the unknown extents
-// set to two different sizes (an extent that follows them is dynamic). If a
+// inputs; for a node with a dynamic input, outputs whose dtype, rank and
+// extents come from probing inference with the unknown extents set to three
+// different sizes: an extent that follows them is dynamic, an output whose
+// extents all stay put is static (Shape of a data-dependent value). If a
 // probe fails, the outputs are dynamic of unknown rank, with the dtype of the
 // first present input.
 std::vector<TensorType> infer_node_types(const Node& node, std::span<const TensorType> input_types);

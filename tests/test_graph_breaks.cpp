@@ -340,6 +340,63 @@ BOOST_AUTO_TEST_CASE(topk_with_a_k_tensor_is_dynamic_and_with_an_attribute_stati
   BOOST_TEST(g.value(fixed[0]).type.shape == (Shape{2, 3}));
 }
 
+// torchvision's post-processing per class, as torch.onnx writes it: the
+// scores above a threshold (NonZero, GatherND), k = min(3, their count) from
+// the Shape of that data-dependent value, TopK with that k, and labels as
+// ConstantOfShape of the TopK result's Shape. Values whose extents do not
+// follow the data (the Shape, the count, k) get static types by probing.
+Model shape_of_data_model() {
+  Graph g;
+  const ValueId scores = g.add_input("scores", {DType::f32, {10}});
+  const ValueId threshold = g.add_constant("threshold", Tensor::scalar_f32(0.0f));
+  const ValueId above = g.add_node("Greater", {scores, threshold}, {}, "above")[0];
+  const ValueId nz = g.add_node("NonZero", {above}, {}, "nonzero")[0];
+  const ValueId idx = g.add_node("Transpose", {nz}, attrs_of({{"perm", std::vector<std::int64_t>{1, 0}}}), "idx")[0];
+  const ValueId kept = g.add_node("GatherND", {scores, idx}, {}, "kept")[0];
+  const ValueId shape = g.add_node("Shape", {kept}, {}, "shape")[0];
+  const ValueId three = g.add_constant("three", Tensor::from_i64({1}, {3}));
+  const ValueId both = g.add_node("Concat", {three, shape}, attrs_of({{"axis", std::int64_t{0}}}), "both")[0];
+  const ValueId k = g.add_node("ReduceMin", {both}, attrs_of({{"keepdims", std::int64_t{1}}}), "k")[0];
+  const auto top = g.add_node("TopK", {kept, k}, {}, "top");
+  const ValueId top_shape = g.add_node("Shape", {top[0]}, {}, "top_shape")[0];
+  const ValueId label = g.add_constant("label", Tensor::from_i64({}, {7}));
+  const ValueId labels = g.add_node("ConstantOfShape", {top_shape, label}, {}, "labels")[0];
+  g.set_outputs({top[0], top[1], labels, k});
+  g.verify();
+  return kiln::internal::make_model(std::make_shared<const Graph>(std::move(g)), "shape_of_data");
+}
+
+BOOST_AUTO_TEST_CASE(shapes_of_data_dependent_values_are_static_and_feed_topk_and_constant_of_shape) {
+  const Model model = shape_of_data_model();
+  const Graph& g = kiln::internal::graph(model);
+  auto type_of = [&](const std::string& name) {
+    for (const Value& v : g.values())
+      if (v.name == name) return type_str(v.type);
+    return std::string("(none)");
+  };
+  BOOST_TEST(type_of("kept") == "f32[?]");
+  BOOST_TEST(type_of("shape") == "i64[1]");  // static: its extent does not follow the data
+  BOOST_TEST(type_of("k") == "i64[1]");
+  BOOST_TEST(type_of("top:0") == "f32[?]");
+  BOOST_TEST(type_of("labels") == "i64[?]");
+  // 4 positive scores, so k = 3; then 1 positive score, so k = 1; then none.
+  const std::vector<Tensor> cases = {
+      Tensor::from_f32({10}, {-1, 0.5f, 2, -3, 0.25f, 0, 4, -1, -2, -0.5f}),
+      Tensor::from_f32({10}, {-1, -0.5f, -2, -3, 0.25f, 0, -4, -1, -2, -0.5f}),
+      Tensor::from_f32({10}, {-1, -0.5f, -2, -3, -0.25f, 0, -4, -1, -2, -0.5f})};
+  auto compiled = compile(model);
+  for (const Tensor& scores : cases) {
+    const auto want = run_reference(g, std::vector<Tensor>{scores});
+    check_same(compiled({scores}), want);
+  }
+  const auto first = run_reference(g, std::vector<Tensor>{cases[0]});
+  BOOST_TEST(floats(first[0]) == (std::vector<float>{4, 2, 0.5f}));
+  BOOST_TEST(ints(first[2]) == (std::vector<std::int64_t>{7, 7, 7}));
+  const auto none = compiled({cases[2]});
+  BOOST_TEST(none[0].shape() == (Shape{0}));
+  BOOST_TEST(ints(none[3]) == (std::vector<std::int64_t>{0}));
+}
+
 BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(executor)

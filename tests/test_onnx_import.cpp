@@ -1301,10 +1301,23 @@ BOOST_AUTO_TEST_CASE(an_if_with_a_constant_condition_takes_its_branch) {
   const Tensor neg = run(other, {x}).at(0);
   BOOST_TEST(neg.values<float>()[0] == 1.0f);
 
-  const auto computed = error_of([&] { make(false, true, "Neg").load(); });
-  BOOST_TEST(computed.kind() == ErrorKind::Unsupported);
-  BOOST_TEST(contains(computed.what(), "node 'choose'"), computed.what());
-  BOOST_TEST(contains(computed.what(), "the condition is computed from the model's inputs"), computed.what());
+  // A condition read at run time: both branches become subgraphs of an If
+  // node, a host step; compiled, the chosen branch runs either way, and
+  // fullgraph names the If as a break.
+  const kiln::Model computed = make(false, true, "Neg").load();
+  const auto& choose = only_node(kiln::internal::graph(computed), "If");
+  BOOST_TEST(choose.subgraphs.size() == 2u);
+  BOOST_TEST(!has_op(kiln::internal::graph(computed), "Relu"));
+  auto compiled = kiln::compile(computed);
+  for (const bool cond : {true, false}) {
+    Tensor c(DType::boolean, {});
+    c.bytes()[0] = std::byte{cond};
+    const Tensor want = cond ? relu : neg;
+    BOOST_TEST(kiln::max_abs_diff(run(computed, {x, c}).at(0), want) == 0.0f);
+    BOOST_TEST(kiln::max_abs_diff(compiled({x, c}).at(0), want) == 0.0f);
+  }
+  const auto fullgraph = error_of([&] { kiln::compile(computed, {.fullgraph = true})({x, Tensor(DType::boolean, {})}); });
+  BOOST_TEST(contains(fullgraph.what(), "If 'choose': control flow"), fullgraph.what());
   const auto inside = error_of([&] { make(true, true, "NoSuchOp").load(); });
   BOOST_TEST(inside.kind() == ErrorKind::Unsupported);
   BOOST_TEST(contains(inside.what(), "NoSuchOp: 'else_branch_node'"), inside.what());

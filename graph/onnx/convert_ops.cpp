@@ -636,9 +636,15 @@ std::vector<ValueId> convert_cumsum(const OnnxNode& n, ImportContext& ctx) {
   return ctx.emit(n, "CumSum", inputs_upto(n, 1), std::move(attrs));
 }
 
+// TopK: a constant K becomes attribute k; a K computed at run time (torchvision's
+// min(k, number of candidates)) stays an input, and the outputs' extent along
+// the axis is then known only at run time.
 std::vector<ValueId> convert_topk(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 1), ErrorKind::Corrupt, n.where + "the K input is missing");
+  const Tensor* k = ctx.constant(n.inputs[1]);
+  if (k == nullptr) return ctx.emit(n, "TopK", inputs_upto(n, 2), n.attrs);
   Attributes attrs = n.attrs;
-  attrs.set("k", to_scalar_int(n, require_constant(n, ctx, 1, "the K input"), "K"));
+  attrs.set("k", to_scalar_int(n, *k, "K"));
   return ctx.emit(n, "TopK", inputs_upto(n, 1), std::move(attrs));
 }
 
@@ -664,18 +670,23 @@ std::vector<ValueId> convert_constant(const OnnxNode& n, ImportContext& ctx) {
                                                "(sparse and string values are not supported)");
 }
 
+// ConstantOfShape: folded at import; a shape computed at run time (from a
+// data-dependent value's Shape) makes a host step filling a dynamic tensor.
 std::vector<ValueId> convert_constant_of_shape(const OnnxNode& n, ImportContext& ctx) {
-  const Shape shape = checked_shape(to_ints(n, require_constant(n, ctx, 0, "the shape input"), "shape"), n.where);
-  KILN_CHECK(num_elements(shape) <= kMaxFoldElements, ErrorKind::Corrupt,
-             n.where + "a constant of shape " + shape_str(shape) + " is larger than kiln's import limit");
-  // The value's bytes are repeated as they are: no round trip through double,
-  // which would lose int64 values past 2^53 (and overflow converting back).
+  KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "the shape input is missing");
   Tensor value = Tensor::from_f32({1}, {0.0f});
   if (const onnx::TensorProto* t = tensor_attribute(*n.proto, "value")) {
     value = tensor_from_proto(*t, "", n.where + "attribute 'value': ");
     KILN_CHECK(value.numel() == 1, ErrorKind::Corrupt,
                n.where + "attribute 'value' must hold one element, it has shape " + shape_str(value.shape()));
   }
+  if (ctx.constant(n.inputs[0]) == nullptr)
+    return ctx.emit(n, "ConstantOfShape", {n.inputs[0], ctx.add_constant(n, value.reshaped({}))}, {});
+  const Shape shape = checked_shape(to_ints(n, *ctx.constant(n.inputs[0]), "shape"), n.where);
+  KILN_CHECK(num_elements(shape) <= kMaxFoldElements, ErrorKind::Corrupt,
+             n.where + "a constant of shape " + shape_str(shape) + " is larger than kiln's import limit");
+  // The value's bytes are repeated as they are: no round trip through double,
+  // which would lose int64 values past 2^53 (and overflow converting back).
   ctx.charge_folded_bytes(n, num_elements(shape) * static_cast<std::int64_t>(dtype_size(value.dtype())));
   Tensor out(value.dtype(), shape);
   const std::size_t size = dtype_size(out.dtype());
@@ -811,22 +822,33 @@ std::vector<ValueId> convert_prelu(const OnnxNode& n, ImportContext& ctx) {
 }
 
 // If whose condition is a constant after import (an exporter's check of a
-// shape kiln now knows): the chosen branch's nodes take its place.
+// shape kiln now knows): the chosen branch's nodes take its place. Otherwise
+// both branches become subgraphs of an If node, a host step that reads the
+// condition and runs the branch it picks.
 std::vector<ValueId> convert_if(const OnnxNode& n, ImportContext& ctx) {
   KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "the condition input is missing");
+  auto branch = [&](const std::string& name) {
+    for (const onnx::AttributeProto& a : n.proto->attribute())
+      if (a.name() == name && a.type() == onnx::AttributeProto_AttributeType_GRAPH) return &a.g();
+    throw_error(ErrorKind::Corrupt, n.where + "attribute '" + name + "' (a graph) is missing");
+  };
   const Tensor* cond = ctx.constant(n.inputs[0]);
-  KILN_CHECK(cond != nullptr, ErrorKind::Unsupported,
-             n.where + "the condition is computed from the model's inputs; kiln folds an If only when its condition "
-                       "is a constant after import");
+  if (cond == nullptr) {
+    // Read at run time: both branches become subgraphs of a host step.
+    std::vector<ValueId> then_inputs, else_inputs;
+    auto then_graph = ctx.import_subgraph(n, *branch("then_branch"), then_inputs);
+    auto else_graph = ctx.import_subgraph(n, *branch("else_branch"), else_inputs);
+    std::vector<ValueId> inputs = {n.inputs[0]};
+    inputs.insert(inputs.end(), then_inputs.begin(), then_inputs.end());
+    inputs.insert(inputs.end(), else_inputs.begin(), else_inputs.end());
+    Attributes attrs;
+    attrs.set("then_inputs", static_cast<std::int64_t>(then_inputs.size()));
+    return ctx.emit_with_subgraphs(n, "If", std::move(inputs), std::move(attrs), {then_graph, else_graph});
+  }
   KILN_CHECK(cond->dtype() == DType::boolean && cond->numel() == 1, ErrorKind::Corrupt,
              n.where + "the condition must be one bool, it is " + graph::type_str({cond->dtype(), cond->shape()}));
   const bool taken = cond->bytes()[0] != std::byte{0};
-  const std::string branch_name = taken ? "then_branch" : "else_branch";
-  const onnx::GraphProto* branch = nullptr;
-  for (const onnx::AttributeProto& a : n.proto->attribute())
-    if (a.name() == branch_name && a.type() == onnx::AttributeProto_AttributeType_GRAPH) branch = &a.g();
-  KILN_CHECK(branch != nullptr, ErrorKind::Corrupt, n.where + "attribute '" + branch_name + "' (a graph) is missing");
-  return ctx.inline_branch(n, *branch);
+  return ctx.inline_branch(n, *branch(taken ? "then_branch" : "else_branch"));
 }
 
 // CastLike: Cast to the second input's element type.
@@ -1024,12 +1046,12 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("Trilu", OpRule{"Trilu", convert_trilu});
     r.emplace("TopK", OpRule{"TopK", convert_topk});
     r.emplace("Constant", OpRule{"", convert_constant});
-    r.emplace("ConstantOfShape", OpRule{"", convert_constant_of_shape});
+    r.emplace("ConstantOfShape", OpRule{"", convert_constant_of_shape});  // "ConstantOfShape" only at run time
     r.emplace("Shape", OpRule{"Shape", convert_shape});
     r.emplace("EyeLike", OpRule{"", convert_eye_like});
     r.emplace("CastLike", OpRule{"Cast", convert_cast_like});
     r.emplace("OneHot", OpRule{"OneHot", convert_one_hot});
-    r.emplace("If", OpRule{"", convert_if});
+    r.emplace("If", OpRule{"If", convert_if});
     r.emplace("InstanceNormalization", OpRule{"LayerNormalization", convert_instance_group_norm});
     r.emplace("GroupNormalization", OpRule{"LayerNormalization", convert_instance_group_norm});
     r.emplace("LpNormalization", OpRule{"ReduceL2", convert_lp_normalization});

@@ -10,6 +10,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,15 @@ class ImportContext {
   // Converts the nodes of an If branch into the graph (they may read the
   // enclosing graph's values by name) and returns the branch's outputs.
   virtual std::vector<graph::ValueId> inline_branch(const OnnxNode& source, const onnx::GraphProto& branch) = 0;
+  // Imports an If branch as a graph of its own (for a condition known only at
+  // run time): the enclosing graphs' values it reads become its inputs, and
+  // `captured` gets them, as values of this graph, in the branch's input order.
+  virtual std::shared_ptr<const graph::Graph> import_subgraph(const OnnxNode& source, const onnx::GraphProto& branch,
+                                                              std::vector<graph::ValueId>& captured) = 0;
+  // Adds a node that runs subgraphs (If).
+  virtual std::vector<graph::ValueId> emit_with_subgraphs(const OnnxNode& source, const std::string& op,
+                                                          std::vector<graph::ValueId> inputs, graph::Attributes attrs,
+                                                          std::vector<std::shared_ptr<const graph::Graph>> subgraphs) = 0;
   // Where external data files are looked up.
   virtual const std::string& base_dir() const = 0;
 };

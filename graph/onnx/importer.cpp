@@ -141,6 +141,47 @@ class Importer final : public ImportContext {
     return outputs;
   }
 
+  std::shared_ptr<const graph::Graph> import_subgraph(const OnnxNode& source, const onnx::GraphProto& branch,
+                                                      std::vector<ValueId>& captured) override {
+    KILN_CHECK(branch_depth_ < kMaxBranchDepth, ErrorKind::Unsupported,
+               source.where + "If branches nest more than " + std::to_string(kMaxBranchDepth) + " deep");
+    KILN_CHECK(branch.output_size() == source.num_outputs, ErrorKind::Corrupt,
+               source.where + "the branch has " + std::to_string(branch.output_size()) + " outputs, the If node " +
+                   std::to_string(source.num_outputs));
+    Importer child(file_, base_dir_, options_, max_folded_bytes_ - folded_bytes_);
+    child.parent_ = this;
+    child.opset_ = opset_;
+    child.branch_depth_ = branch_depth_ + 1;
+    child.nodes_converted_ = nodes_converted_ + branch.node_size();
+    KILN_CHECK(child.nodes_converted_ <= kMaxNodes, ErrorKind::Corrupt,
+               where(file_) + "more than " + std::to_string(kMaxNodes) + " nodes with the If branches");
+    child.collect_names(branch);
+    child.add_initializers(branch);
+    for (int i = 0; i < branch.node_size(); ++i) child.convert_node(branch.node(i), i);
+    std::vector<ValueId> outputs;
+    for (const onnx::ValueInfoProto& o : branch.output()) {
+      const std::optional<ValueId> id = child.resolve(o.name());
+      KILN_CHECK(id.has_value(), ErrorKind::Corrupt,
+                 source.where + "branch output '" + o.name() + "' is not produced by the branch or the graph");
+      outputs.push_back(*id);
+    }
+    child.graph_.set_outputs(std::move(outputs));
+    folded_bytes_ += child.folded_bytes_;
+    nodes_converted_ = child.nodes_converted_;
+    captured = child.captured_;
+    return std::make_shared<const graph::Graph>(graph::passes::eliminate_dead_code(child.graph_).graph);
+  }
+
+  std::vector<ValueId> emit_with_subgraphs(const OnnxNode& source, const std::string& op, std::vector<ValueId> inputs,
+                                           Attributes attrs,
+                                           std::vector<std::shared_ptr<const graph::Graph>> subgraphs) override {
+    try {
+      return graph_.add_node(op, std::move(inputs), std::move(attrs), source.name, std::move(subgraphs));
+    } catch (const Error& e) {
+      throw_error(e.kind(), where(file_) + e.what());
+    }
+  }
+
   ValueId add_constant(const OnnxNode& source, Tensor value) override {
     return graph_.add_constant(unique_value_name(source.name + "/constant"), std::move(value));
   }
@@ -172,7 +213,7 @@ class Importer final : public ImportContext {
     }
     std::vector<TensorType> out_types;
     try {
-      out_types = graph::infer_node(node, types);
+      out_types = graph::infer_node_types(node, types);
     } catch (const Error& e) {
       throw_error(e.kind(), where(file_) + e.what());
     }
@@ -407,10 +448,10 @@ class Importer final : public ImportContext {
       KILN_CHECK(f64_constants_.count(input) == 0, ErrorKind::Unsupported,
                  n.where + "input '" + input + "' is a DOUBLE tensor; kiln has no f64 and takes DOUBLE constants only "
                            "where a Cast converts them to another type");
-      auto it = values_.find(input);
-      KILN_CHECK(it != values_.end(), ErrorKind::Corrupt,
+      const std::optional<ValueId> id = resolve(input);
+      KILN_CHECK(id.has_value(), ErrorKind::Corrupt,
                  n.where + "input '" + input + "' is not defined (no initializer, graph input or earlier node output)");
-      n.inputs.push_back(it->second);
+      n.inputs.push_back(*id);
     }
     n.attrs = convert_attributes(proto, n.where);
     // kiln's own attributes, which compile passes and built-in models set (a
@@ -489,6 +530,22 @@ class Importer final : public ImportContext {
     return true;
   }
 
+  // The value an ONNX name stands for: this graph's, or in a subgraph one of
+  // the enclosing graphs' (a constant is copied in, any other value becomes
+  // an input of the subgraph and is captured).
+  std::optional<ValueId> resolve(const std::string& name) {
+    if (auto it = values_.find(name); it != values_.end()) return it->second;
+    if (parent_ == nullptr) return std::nullopt;
+    const std::optional<ValueId> outer = parent_->resolve(name);
+    if (!outer) return std::nullopt;
+    const graph::Value& v = parent_->graph_.value(*outer);
+    const ValueId inner = v.constant ? graph_.add_constant(unique_value_name(name), *v.constant)
+                                     : graph_.add_subgraph_input(unique_value_name(name), v.type);
+    if (!v.constant) captured_.push_back(*outer);
+    values_[name] = inner;
+    return inner;
+  }
+
   // Gives a value its ONNX name unless it already has one (aliases keep theirs).
   void name_value(ValueId id, const std::string& name) {
     if (value_names_.count(graph_.value(id).name)) return;
@@ -549,6 +606,8 @@ class Importer final : public ImportContext {
   int branch_depth_ = 0;        // If branches being inlined
   int nodes_converted_ = 0;     // branch nodes, counted against kMaxNodes
   graph::Graph graph_;
+  Importer* parent_ = nullptr;     // the enclosing graph's, importing an If branch as a subgraph
+  std::vector<ValueId> captured_;  // the parent's values this subgraph's inputs stand for
   std::unordered_map<std::string, ValueId> values_;  // ONNX value name -> kiln value
   std::unordered_map<std::string, F64Constant> f64_constants_;  // DOUBLE constants, until a Cast reads them
   std::set<std::string> onnx_names_;                 // every name the file uses

@@ -493,11 +493,37 @@ TensorType constant_of_shape_type(const Node& node) {
   return {dtype_from_onnx(node.attrs.get_int("dtype", kOnnxFloat)), shape};
 }
 
-std::vector<TensorType> infer_constant_of_shape(const Node& node, std::span<const TensorType>) {
-  return {constant_of_shape_type(node)};
+// With inputs (the shape, read at run time, and the scalar value) the output
+// is dynamic: the importer's form for a shape computed from a data-dependent
+// value (torchvision's full_like of a TopK result).
+std::vector<TensorType> infer_constant_of_shape(const Node& node, std::span<const TensorType> in) {
+  if (in.empty()) return {constant_of_shape_type(node)};
+  check_known_attributes(node, {});
+  KILN_CHECK(in.size() == 2, ErrorKind::InvalidArgument, "takes no inputs, or the shape and the value");
+  KILN_CHECK(in[0].dtype == DType::i64 && in[0].shape.size() == 1 && !in[0].dynamic, ErrorKind::ShapeMismatch,
+             "the shape must be a 1-D i64 tensor of known length, got " + describe("shape", in[0]));
+  KILN_CHECK(in[1].shape.empty() && !in[1].dynamic, ErrorKind::ShapeMismatch,
+             "the value must be a scalar, got " + describe("value", in[1]));
+  return {dynamic_type(in[1].dtype, Shape(static_cast<std::size_t>(in[0].shape[0]), kDynamicDim))};
 }
 
-std::vector<Tensor> reference_constant_of_shape(const Node& node, std::span<const Tensor>) {
+Tensor fill_read_shape(std::span<const Tensor> in) {
+  const auto dims = in[0].values<std::int64_t>();
+  const Shape shape(dims.begin(), dims.end());
+  for (std::int64_t d : shape)
+    KILN_CHECK(d >= 0, ErrorKind::InvalidArgument, "the shape " + shape_str(shape) + " has a negative extent");
+  const std::optional<std::int64_t> count = checked_product(shape);
+  KILN_CHECK(count && *count <= (std::int64_t{1} << 31), ErrorKind::InvalidArgument,
+             "the shape " + shape_str(shape) + " is too large to fill");
+  Tensor out(in[1].dtype(), shape);
+  const std::size_t size = dtype_size(out.dtype());
+  for (std::size_t offset = 0; offset < out.nbytes(); offset += size)
+    std::memcpy(out.bytes().data() + offset, in[1].bytes().data(), size);
+  return out;
+}
+
+std::vector<Tensor> reference_constant_of_shape(const Node& node, std::span<const Tensor> in) {
+  if (!in.empty()) return {fill_read_shape(in)};
   const TensorType type = constant_of_shape_type(node);
   Tensor y(type.dtype, type.shape);
   const std::vector<std::byte> element = encode_element(type.dtype, node.attrs.get_float("value", 0.0));
@@ -525,8 +551,9 @@ void register_data_ops(OpTable& table) {
                        "broadcast to `shape` (numpy rules, both ways)"));
   add_op(table, make_schema("Tile", 1, 1, infer_tile, reference_tile, "repeat the input `repeats` times per dim"));
   add_op(table, make_schema("Shape", 1, 1, infer_shape, reference_shape, "the input's dims [start, end) as i64"));
-  add_op(table, make_schema("ConstantOfShape", 0, 0, infer_constant_of_shape, reference_constant_of_shape,
-                       "a tensor of `shape` filled with `value` of ONNX `dtype`"));
+  add_op(table, make_schema("ConstantOfShape", 0, 2, infer_constant_of_shape, reference_constant_of_shape,
+                       "a tensor of `shape` filled with `value` of ONNX `dtype`; or, given inputs, of the shape "
+                       "input's extents (read at run time) filled with the scalar value input"));
 }
 
 }  // namespace kiln::graph::ops

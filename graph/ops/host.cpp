@@ -350,6 +350,7 @@ std::vector<Tensor> reference_nms(const Node& node, std::span<const Tensor> in) 
 }  // namespace
 
 void register_host_ops(OpTable& table) {
+
   OpSchema nonzero;
   nonzero.name = "NonZero";
   nonzero.infer = infer_nonzero;

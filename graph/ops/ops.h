@@ -42,6 +42,7 @@ void register_attention_ops(OpTable& table);     // Attention (kiln's, from reco
 void register_silu_ops(OpTable& table);          // Silu (kiln's, from recognise_silu)
 void register_winograd_ops(OpTable& table);      // WinogradInput WinogradOutput (kiln's, from winograd)
 void register_loss_ops(OpTable& table);          // NegativeLogLikelihoodLoss
+void register_control_ops(OpTable& table);       // If (a condition read at run time)
 
 // ---- node inputs and attributes --------------------------------------------
 

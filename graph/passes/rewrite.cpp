@@ -11,7 +11,7 @@ Rewriter::Rewriter(const Graph& source, Constants constants)
   target_.reserve(source.nodes().size(), source.values().size());
   for (ValueId input : source_.inputs()) {
     const Value& v = source_.value(input);
-    map_[static_cast<std::size_t>(input)] = target_.add_input(v.name, v.type);
+    map_[static_cast<std::size_t>(input)] = target_.add_subgraph_input(v.name, v.type);  // as the source has it
     add_name(map_[static_cast<std::size_t>(input)]);
   }
   if (constants_ == Constants::keep_all) {
@@ -64,7 +64,8 @@ std::vector<ValueId> Rewriter::copy_node(const Node& node) {
 
 std::vector<ValueId> Rewriter::copy_node(const Node& node, std::vector<ValueId> target_inputs,
                                          Attributes attrs) {
-  std::vector<ValueId> outputs = target_.add_node(node.op, std::move(target_inputs), std::move(attrs), node.name);
+  std::vector<ValueId> outputs =
+      target_.add_node(node.op, std::move(target_inputs), std::move(attrs), node.name, node.subgraphs);
   if (names_indexed_) node_names_.insert(node.name);
   KILN_ASSERT(outputs.size() == node.outputs.size());
   for (std::size_t k = 0; k < outputs.size(); ++k) {

@@ -94,12 +94,25 @@ json encode_graph(const graph::Graph& g, BlobWriter& blobs) {
   for (const graph::Node& n : g.nodes()) {
     json attrs = json::object();
     for (const auto& [name, a] : n.attrs.all()) attrs[name] = encode_attribute(a);
-    nodes.push_back({{"op", n.op}, {"name", n.name}, {"inputs", n.inputs}, {"outputs", n.outputs}, {"attrs", attrs}});
+    json node = {{"op", n.op}, {"name", n.name}, {"inputs", n.inputs}, {"outputs", n.outputs}, {"attrs", attrs}};
+    if (!n.subgraphs.empty()) {
+      json subgraphs = json::array();
+      for (const auto& sub : n.subgraphs) subgraphs.push_back(encode_graph(*sub, blobs));
+      node["subgraphs"] = std::move(subgraphs);
+    }
+    nodes.push_back(std::move(node));
   }
   return {{"values", std::move(values)}, {"nodes", std::move(nodes)}, {"inputs", g.inputs()}, {"outputs", g.outputs()}};
 }
 
-std::shared_ptr<const graph::Graph> decode_graph(const json& j, const Container& file) {
+namespace {
+
+// Subgraphs (If branches) nest no deeper than an import makes them.
+constexpr int kMaxSubgraphDepth = 8;
+
+std::shared_ptr<const graph::Graph> decode_graph_at(const json& j, const Container& file, int depth) {
+  KILN_CHECK(depth <= kMaxSubgraphDepth, ErrorKind::Corrupt,
+             "'" + file.path() + "' nests subgraphs more than " + std::to_string(kMaxSubgraphDepth) + " deep");
   std::vector<graph::Value> values;
   for (const json& jv : j.at("values")) {
     graph::Value& v = values.emplace_back();
@@ -118,6 +131,8 @@ std::shared_ptr<const graph::Graph> decode_graph(const json& j, const Container&
     n.inputs = jn.at("inputs").get<std::vector<graph::ValueId>>();
     n.outputs = jn.at("outputs").get<std::vector<graph::ValueId>>();
     for (const auto& [name, a] : jn.at("attrs").items()) n.attrs.set(name, decode_attribute(a));
+    if (auto subgraphs = jn.find("subgraphs"); subgraphs != jn.end())
+      for (const json& sub : *subgraphs) n.subgraphs.push_back(decode_graph_at(sub, file, depth + 1));
   }
   try {
     return std::make_shared<const graph::Graph>(graph::Graph::from_parts(
@@ -127,6 +142,12 @@ std::shared_ptr<const graph::Graph> decode_graph(const json& j, const Container&
     if (e.kind() == ErrorKind::Internal) throw;
     throw_error(ErrorKind::Corrupt, "'" + file.path() + "' holds an invalid graph: " + e.what());
   }
+}
+
+}  // namespace
+
+std::shared_ptr<const graph::Graph> decode_graph(const json& j, const Container& file) {
+  return decode_graph_at(j, file, 0);
 }
 
 }  // namespace kiln::artifact

@@ -69,6 +69,7 @@ std::string graph_digest(const graph::Graph& g) {
       std::visit([&](const auto& value) { attrs[entry.first] = {a.index(), value}; }, a);
     }
     add(json{n.op, n.name, n.inputs, n.outputs, attrs}.dump());
+    for (const auto& sub : n.subgraphs) add(graph_digest(*sub));
   }
   add(json(g.inputs()).dump());
   add(json(g.outputs()).dump());

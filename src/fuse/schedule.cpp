@@ -278,6 +278,7 @@ class Fuser {
 }  // namespace
 
 std::optional<std::string> dynamic_reason(const graph::Graph& g, const graph::Node& node) {
+  if (!node.subgraphs.empty()) return std::string("control flow: the branch is chosen by a condition read at run time");
   for (graph::ValueId v : node.inputs)
     if (v >= 0 && g.value(v).type.dynamic) return std::string(kDynamicInput) + " (input '" + g.value(v).name + "')";
   for (graph::ValueId v : node.outputs)

@@ -338,6 +338,13 @@ void Executor::run_host_node(const Segment& segment) {
   KILN_ASSERT(outputs.size() == node.outputs.size());
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const graph::ValueId v = node.outputs[i];
+    // A static type inferred from data-dependent inputs (by probing) holds
+    // at run time, or buffers planned for it would be wrong.
+    const graph::TensorType& planned = g.value(v).type;
+    KILN_CHECK(graph::type_accepts(planned, {outputs[i].dtype(), outputs[i].shape()}), ErrorKind::Internal,
+               "internal error: host step '" + node.name + "' (" + node.op + ") made " +
+                   graph::type_str({outputs[i].dtype(), outputs[i].shape()}) + " for '" + g.value(v).name +
+                   "', planned as " + graph::type_str(planned));
     // Only what a kernel reads goes to the device; the rest stays on the host.
     if (!g.value(v).type.dynamic && plan_->read_by_kernel[v]) upload(v, outputs[i]);
     host_values_[v] = std::move(outputs[i]);
