@@ -6,7 +6,9 @@ libonnx-testdata, and models whose initializers live in external data that
 name the files fuzz_onnx_import puts in the model's folder (weights.bin,
 sub/weights.bin, empty.bin, zero.bin -> /dev/zero, outside.bin -> a file
 outside it) or paths leaving it. Needs the `onnx` Python package (PyPI) and
-libonnx-testdata. The committed corpus was then minimised with libFuzzer's
+libonnx-testdata. Then models of the import paths node tests miss (a run-time
+If, data-dependent shapes feeding TopK and ConstantOfShape, Einsum, DOUBLE
+constants). The committed corpus was then minimised with libFuzzer's
 -merge=1 (see tests/README.md).
 """
 import hashlib
@@ -64,10 +66,50 @@ def external_seeds():
     ]
 
 
+def control_flow_seeds():
+    """An If whose condition is an input (both branches become subgraphs,
+    reading the enclosing graph's values), torchvision's data-dependent
+    post-processing (NonZero, Shape, a run-time TopK K and ConstantOfShape),
+    Einsum and a DOUBLE constant taken through a Cast."""
+    f = TensorProto.FLOAT
+
+    def model(nodes, inputs, outputs, inits=()):
+        graph = helper.make_graph(nodes, "seed", inputs, outputs, list(inits))
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]).SerializeToString()
+
+    def branch(name, op):
+        return helper.make_graph([helper.make_node(op, ["x"], [name + "_out"])], name, [],
+                                 [helper.make_tensor_value_info(name + "_out", f, None)])
+    x = helper.make_tensor_value_info("x", f, [2, 3])
+    cond = helper.make_tensor_value_info("cond", TensorProto.BOOL, [])
+    y = helper.make_tensor_value_info("y", f, None)
+    run_time_if = model([helper.make_node("If", ["cond"], ["y"], then_branch=branch("then", "Relu"),
+                                          else_branch=branch("else", "Neg"))], [x, cond], [y])
+    scores = helper.make_tensor_value_info("s", f, [10])
+    post = model([
+        helper.make_node("Greater", ["s", "t"], ["g"]), helper.make_node("NonZero", ["g"], ["nz"]),
+        helper.make_node("Transpose", ["nz"], ["tr"], perm=[1, 0]), helper.make_node("GatherND", ["s", "tr"], ["sel"]),
+        helper.make_node("Shape", ["sel"], ["sh"]), helper.make_node("Concat", ["c3", "sh"], ["cat"], axis=0),
+        helper.make_node("ReduceMin", ["cat"], ["k"], keepdims=1), helper.make_node("TopK", ["sel", "k"], ["v", "i"]),
+        helper.make_node("Shape", ["v"], ["vs"]),
+        helper.make_node("ConstantOfShape", ["vs"], ["labels"],
+                         value=helper.make_tensor("value", TensorProto.INT64, [1], [7]))],
+        [scores], [helper.make_tensor_value_info(n, TensorProto.INT64 if n == "labels" else f, None)
+                   for n in ("v", "labels")],
+        [helper.make_tensor("t", f, [], [0.0]), helper.make_tensor("c3", TensorProto.INT64, [1], [3])])
+    a = helper.make_tensor_value_info("a", f, [2, 3, 4])
+    b = helper.make_tensor_value_info("b", f, [2, 4, 5])
+    einsum = model([helper.make_node("Einsum", ["a", "b"], ["y"], equation="bij,bjk->bik")], [a, b], [y])
+    double = model([helper.make_node("Constant", [], ["d"], value=helper.make_tensor("v", TensorProto.DOUBLE, [3], [1.5, -2.5, 4.0])),
+                    helper.make_node("Cast", ["d"], ["c"], to=f), helper.make_node("Mul", ["s3", "c"], ["y"])],
+                   [helper.make_tensor_value_info("s3", f, [3])], [y])
+    return [run_time_if, post, einsum, double]
+
+
 def main():
     out = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else "tests/fuzz/corpus/onnx_import")
     out.mkdir(parents=True, exist_ok=True)
-    seeds = node_test_seeds() + external_seeds()
+    seeds = node_test_seeds() + external_seeds() + control_flow_seeds()
     for data in seeds:
         (out / hashlib.sha1(data).hexdigest()).write_bytes(data)
     print(f"{len(seeds)} seeds in {out}")
