@@ -96,7 +96,7 @@ struct Choice {
 Choice plan_tiles(const Graph& graph, const Node& conv, const Attributes& input_attrs, std::int64_t tile) {
   Attributes attrs = input_attrs;
   attrs.set("output_tile", tile);
-  const Node probe{kNoNode, "WinogradInput", conv.name, {conv.inputs[0]}, {}, attrs};
+  const Node probe{kNoNode, "WinogradInput", conv.name, {conv.inputs[0]}, {}, attrs, {}};
   const TensorType x_type = graph.value(conv.inputs[0]).type;
   const std::int64_t tiles = infer_node(probe, std::span<const TensorType>(&x_type, 1))[0].shape[2];
   const std::int64_t columns =
