@@ -356,10 +356,26 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
                 "unet_small, one compiled model, at " + std::to_string(size));
   }
   BOOST_TEST(compiled.stats().shape_sets == 2);
+  // Height and width changed once, so the second set was compiled with them
+  // dynamic (automatic_dynamic): other sizes are planned again and served by
+  // it, adding no shape set. 40x40 compiles the few kernels whose structure
+  // depends on how the extents divide (see the next test); 56x56, divisible
+  // as 40 is, loads no kernel at all (none compiled, none from the disk cache).
+  auto eager = kiln::eager(exported.model, {.backend = "vulkan"});
+  for (const std::int64_t size : {40, 56}) {
+    const kiln::Tensor image = generated_tensor("input", {1, 3, size, size});
+    check_close(compiled({image}).at(0), eager({image}).at(0),
+                "unet_small at " + std::to_string(size) + ", served by the dynamic set");
+    const kiln::RunStats stats = compiled.stats();
+    BOOST_TEST(stats.shape_sets == 2);
+    const int loaded = stats.kernel_cache_misses + stats.kernel_cache_hits;
+    BOOST_TEST(loaded * 3 <= (size == 40 ? stats.kernels : 0), size << ": " << loaded << " kernels loaded again");
+  }
   const std::string explained = compiled.explain();
   BOOST_TEST(explained.find("input [batch=1, 3, height=32, width=32]") != std::string::npos, explained);
   BOOST_TEST(explained.find("shape sets (compiled): 2 of 8") != std::string::npos, explained);
-  BOOST_TEST(explained.find("input 'input' dim 2 was 32, now 48, input 'input' dim 3 was 32, now 48") !=
+  BOOST_TEST(explained.find("input 'input' dim 2 was 32, now 48, input 'input' dim 3 was 32, now 48; dynamic: "
+                            "input 'input' dim 2 (height), input 'input' dim 3 (width) (3 input shape(s) served)") !=
                  std::string::npos,
              explained);
 
@@ -395,6 +411,72 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
   } catch (const kiln::Error& e) {
     BOOST_TEST(e.kind() == kiln::ErrorKind::ShapeMismatch);
     BOOST_TEST(std::string(e.what()).find("dim 1 is fixed at 3 by the model") != std::string::npos, e.what());
+  }
+}
+
+// Height and width marked dynamic (CompileOptions::dynamic_dims): the first
+// call compiles kernels that take the extents depending on them as
+// parameters; every later image size is planned again on the host and runs
+// those kernels, compiling nothing, and matches PyTorch (or eager, at sizes
+// without a PyTorch output). The bounds are kept; only symbolic dims can be marked.
+BOOST_AUTO_TEST_CASE(unet_small_with_dynamic_height_and_width_compiles_its_kernels_once) {
+  const auto it = std::find_if(families().begin(), families().end(), [](const Family& f) { return f.name == "unet_small"; });
+  BOOST_TEST_REQUIRE((it != families().end()));
+  const Export exported = load_export(*it, 32);
+  auto want = [](const std::string& suffix) {
+    return kiln::tools::read_npy((fixture_dir() / ("unet_small.mask" + suffix + ".npy")).string());
+  };
+  auto compiled = kiln::compile(exported.model, {.backend = "vulkan",
+                                                 .fullgraph = true,
+                                                 .dynamic_dims = {{.input = "input", .dim = 2, .max = 64},
+                                                                  {.input = "input", .dim = 3, .max = 64}}});
+  auto eager = kiln::eager(exported.model, {.backend = "vulkan"});
+  check_close(compiled({generated_tensor("input", {1, 3, 32, 32})}).at(0), want(""), "dynamic unet_small at 32");
+  const kiln::RunStats first = compiled.stats();
+  BOOST_TEST(first.kernels > 0);
+  const std::string explained = compiled.explain();
+  BOOST_TEST(explained.find("dynamic dims: input 'input' dim 2 (height), input 'input' dim 3 (width): ") !=
+                 std::string::npos,
+             explained);
+  // Some kernels' structure depends on how an extent divides (vector widths
+  // and register blocks along a row), as torch.compile's kernels specialise
+  // on alignment: the first extent of such a class compiles those few
+  // kernels, later extents of it none. 32 and 48 share one class for all.
+  struct Call {
+    std::int64_t h, w;
+    bool new_class;
+  };
+  for (const Call& call : {Call{48, 48, false}, Call{24, 40, true}, Call{40, 56, false}, Call{56, 16, true},
+                           Call{16, 48, false}}) {
+    const std::string at = "dynamic unet_small at " + std::to_string(call.h) + "x" + std::to_string(call.w);
+    const kiln::Tensor image = generated_tensor("input", {1, 3, call.h, call.w});
+    const kiln::Tensor out = compiled({image}).at(0);
+    if (call.h == 48 && call.w == 48) check_close(out, want(".48"), at);
+    else check_close(out, eager({image}).at(0), at + " (against eager)");
+    const kiln::RunStats stats = compiled.stats();
+    BOOST_TEST(stats.shape_sets == 1, at);
+    // Kernels loaded anew: compiled, or read from the disk cache (an earlier run's).
+    const int loaded = stats.kernel_cache_misses + stats.kernel_cache_hits;
+    if (call.new_class)
+      BOOST_TEST(loaded * 3 <= stats.kernels, at << ": " << loaded << " of " << stats.kernels << " kernels loaded again");
+    else
+      BOOST_TEST(loaded == 0, at << ": " << loaded << " kernels loaded again");
+  }
+  BOOST_TEST(compiled.explain().find("(6 input shape(s) served)") != std::string::npos, compiled.explain());
+  try {
+    compiled({generated_tensor("input", {1, 3, 72, 32})});
+    BOOST_ERROR("expected the bounds to hold");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(e.kind() == kiln::ErrorKind::ShapeMismatch);
+    BOOST_TEST(std::string(e.what()).find("input 'input' dim 2 is 72, outside the bounds [0, 64]") != std::string::npos,
+               e.what());
+  }
+  try {
+    kiln::compile(exported.model, {.backend = "vulkan", .dynamic_dims = {{.input = "input", .dim = 1}}});
+    BOOST_ERROR("expected a fixed dim to be refused");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(e.kind() == kiln::ErrorKind::InvalidArgument);
+    BOOST_TEST(std::string(e.what()).find("input 'input' dim 1 is fixed at 3") != std::string::npos, e.what());
   }
 }
 
@@ -438,8 +520,13 @@ BOOST_AUTO_TEST_CASE(gpt2_tiny_prefill_and_decode_with_a_kv_cache) {
   generate(eager, "eager");
   auto compiled = kiln::compile(model, {.backend = "vulkan", .fullgraph = true});
   generate(compiled, "compiled");
-  // Prefill (sequence 5, past 0) and each decode step (sequence 1, past 5, then 6).
-  BOOST_TEST(compiled.stats().shape_sets == 3);
+  // Prefill (sequence 5, past 0), then the first decode step (sequence 1,
+  // past 5), compiled with sequence and past dynamic (automatic_dynamic); the
+  // next step (past 6) is served by it, loading no kernel.
+  BOOST_TEST(compiled.stats().shape_sets == 2);
+  BOOST_TEST(compiled.stats().kernel_cache_misses == 0);
+  BOOST_TEST(compiled.stats().kernel_cache_hits == 0);
+  BOOST_TEST(compiled.explain().find("(2 input shape(s) served)") != std::string::npos, compiled.explain());
 }
 
 // torchvision's SSDLite exported whole (make_fixtures.py's ssdlite320_detections):

@@ -44,6 +44,18 @@ struct KILN_API DeviceOptions {
   std::string device{};
 };
 
+// An input dim whose extent may change from call to call without compiling
+// kernels again (a batch size, an image's height, a sequence length): the
+// kernels take the extents that depend on it as run-time parameters, so one
+// compile serves every extent in [min, max]. A call outside the bounds is a
+// ShapeMismatch naming them. The dim must be symbolic in the model.
+struct KILN_API DynamicDim {
+  std::string input;  // the input's name
+  int dim = 0;
+  std::int64_t min = 0;
+  std::int64_t max = INT32_MAX;
+};
+
 struct KILN_API CompileOptions {
   std::string backend = "vulkan";
   std::string device{};
@@ -64,6 +76,15 @@ struct KILN_API CompileOptions {
   // with eager_past_recompile_limit runs eagerly (a warning per shape set).
   int recompile_limit = 8;
   bool eager_past_recompile_limit = false;
+  // Dims compiled dynamic from the first call (see DynamicDim). Dims sharing
+  // a symbolic name with one of these are dynamic too.
+  std::vector<DynamicDim> dynamic_dims{};
+  // As torch.compile's automatic dynamic shapes: a dim whose extent changed
+  // once is compiled dynamic in the next shape set, which then serves every
+  // extent of it (each new extent is planned again on the host, its kernels
+  // reused; it counts as no new shape set). false: every new shape set is
+  // compiled for its own extents.
+  bool automatic_dynamic = true;
 };
 
 // What a run cost; filled after every call.

@@ -336,6 +336,10 @@ json encode_plan(const compiler::Plan& plan, BlobWriter& blobs) {
           {"breaks", std::move(breaks)},
           {"storage", encode_storage(plan.storage)}};
   if (plan.autotune) encoded["autotune"] = encode_autotune(*plan.autotune);
+  json sites = json::array();
+  for (const compiler::SiteKnobs& site : plan.site_knobs) sites.push_back({site.template_name, site.knobs});
+  encoded["site_knobs"] = std::move(sites);
+  encoded["dynamic_kernels"] = plan.dynamic_kernels;
   return encoded;
 }
 
@@ -378,6 +382,11 @@ std::shared_ptr<const compiler::Plan> decode_plan(const json& j, const Container
                                 b.at("kind").get<std::string>()});
       plan->storage = decode_storage(j.at("storage"));
       if (j.contains("autotune")) plan->autotune = decode_autotune(j.at("autotune"));
+      // Absent in plans from before dynamic dims.
+      if (j.contains("site_knobs"))
+        for (const json& site : j.at("site_knobs"))
+          plan->site_knobs.push_back({site.at(0).get<std::string>(), site.at(1).get<std::string>()});
+      plan->dynamic_kernels = j.value("dynamic_kernels", -1);
       check_plan(*plan);
     } catch (const Error& e) {
       if (e.kind() != ErrorKind::Corrupt || std::string_view(e.what()).starts_with("'")) throw;

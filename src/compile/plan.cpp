@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <limits>
+#include <map>
 
 namespace kiln::compiler {
 namespace {
@@ -30,8 +31,43 @@ std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
+std::vector<SiteKnobs> site_knobs(const fuse::KernelPlan& kernel_plan) {
+  std::vector<SiteKnobs> sites;
+  for (const fuse::PlanStep& step : kernel_plan.steps)
+    if (!step.host && step.kernel->kernel.tuning_site)
+      sites.push_back({step.kernel->kernel.tuning_site->template_name, step.kernel->kernel.tuning_site->knobs});
+  return sites;
+}
+
+// fuse::plan_kernels(), then, if some tuning site's knobs differ from the
+// pinned ones (the k-th site of a template against the k-th pinned of it),
+// again with those as knob overrides. Pins that do not fit are ignored by
+// lowering (with a warning) and the heuristic's knobs stay.
+fuse::KernelPlan plan_pinned(const graph::Graph& g, fuse::PlanOptions options, const std::vector<SiteKnobs>& pins) {
+  fuse::KernelPlan planned = fuse::plan_kernels(g, options);
+  if (pins.empty()) return planned;
+  std::map<std::string, std::vector<const std::string*>> pinned;
+  for (const SiteKnobs& pin : pins) pinned[pin.template_name].push_back(&pin.knobs);
+  auto overrides = std::make_shared<lower::KnobOverrides>();
+  if (options.target.knob_overrides) *overrides = *options.target.knob_overrides;
+  std::map<std::string, std::size_t> seen;
+  bool changed = false;
+  for (const fuse::PlanStep& step : planned.steps) {
+    if (step.host || !step.kernel->kernel.tuning_site) continue;
+    const kir::TuningSite& site = *step.kernel->kernel.tuning_site;
+    const std::size_t k = seen[site.template_name]++;
+    const auto it = pinned.find(site.template_name);
+    if (it == pinned.end() || k >= it->second.size() || *it->second[k] == site.knobs) continue;
+    changed = overrides->emplace(site.problem, *it->second[k]).second || changed;
+  }
+  if (!changed) return planned;
+  options.target.knob_overrides = std::move(overrides);
+  return fuse::plan_kernels(g, options);
+}
+
 // Steps: lowering, fusion, parameterisation; fills plan.steps, kernels, breaks.
-void plan_kernels(Plan& plan, const backend::Backend& backend) {
+void plan_kernels(Plan& plan, const backend::Backend& backend, const graph::Graph* probe,
+                  const std::vector<SiteKnobs>& pinned_sites) {
   const graph::Graph& g = *plan.graph;
   const backend::TargetDesc& target = plan.target;
   fuse::PlanOptions options;
@@ -46,7 +82,8 @@ void plan_kernels(Plan& plan, const backend::Backend& backend) {
     return std::nullopt;
   };
   const auto start = Clock::now();
-  fuse::KernelPlan kernel_plan = fuse::plan_kernels(g, options);
+  fuse::KernelPlan kernel_plan = probe ? plan_pinned(g, options, pinned_sites) : fuse::plan_kernels(g, options);
+  plan.site_knobs = site_knobs(kernel_plan);
   runtime::log(runtime::LogLevel::debug, plan.model_name + ": lowered " + std::to_string(kernel_plan.kernel_nodes) +
                                              " nodes and fused them into " + std::to_string(kernel_plan.steps.size()) +
                                              " steps in " + std::to_string(static_cast<int>(ms_since(start))) + " ms");
@@ -58,7 +95,16 @@ void plan_kernels(Plan& plan, const backend::Backend& backend) {
   for (fuse::PlanStep& step : kernel_plan.steps)
     if (!step.host) step_kernels.push_back(&step.kernel->kernel);
   const auto parameterise_start = Clock::now();
-  plan.parameterise_report = parameterise_for_target(step_kernels, target, plan.settings);
+  if (probe && plan.settings.flag("parameterise")) {
+    fuse::KernelPlan probe_plan = plan_pinned(*probe, options, plan.site_knobs);
+    std::vector<kir::Kernel*> probe_kernels;
+    for (fuse::PlanStep& step : probe_plan.steps)
+      if (!step.host) probe_kernels.push_back(&step.kernel->kernel);
+    plan.parameterise_report = kir::parameterise_with_probes(
+        step_kernels, probe_kernels, parameterise_options(target, plan.settings), &plan.dynamic_kernels);
+  } else {
+    plan.parameterise_report = parameterise_for_target(step_kernels, target, plan.settings);
+  }
   const kir::ParameteriseReport& report = plan.parameterise_report;
   runtime::log(runtime::LogLevel::debug,
                "parameterised " + std::to_string(report.kernels) + " kernels of " + plan.model_name + " into " +
@@ -193,6 +239,10 @@ int Plan::dispatch_count() const {
 kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> kernels,
                                                 const backend::TargetDesc& target, const Settings& settings) {
   if (!settings.flag("parameterise")) return {};
+  return kir::parameterise(kernels, parameterise_options(target, settings));
+}
+
+kir::ParameteriseOptions parameterise_options(const backend::TargetDesc& target, const Settings& settings) {
   constexpr std::uint32_t kParamBytes = sizeof(std::int32_t);
   constexpr std::uint32_t kUnstatedLimitBytes = 128;  // what every Vulkan device offers
   const std::uint32_t limit = target.max_kernel_param_bytes;
@@ -205,7 +255,7 @@ kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> ke
   // tens of milliseconds, so there the bounds stay constants.
   const std::string& loop_bounds = settings.choice("parameterise_loop_bounds");
   options.loop_bounds = loop_bounds == "auto" ? target.device_type == "cpu" : loop_bounds == "on";
-  return kir::parameterise(kernels, options);
+  return options;
 }
 
 std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph, const backend::Backend& backend,
@@ -237,12 +287,19 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   }
+  // The probe takes the same passes, without a chooser: its choices must be
+  // the rules', not a tuner's.
+  std::optional<graph::Graph> probe;
+  if (plan->compiled && request.probe_graph)
+    probe = graph::passes::run_compile_passes(*request.probe_graph, {.cpu_device = target.device_type == "cpu",
+                                                                     .settings = plan->settings})
+                .graph;
   phase_done("graph passes");
   if (request.autotune && plan->settings.flag("autotune")) {
     plan->autotune = request.autotune(*plan->graph, fuse::lower_target(target));
     phase_done("autotuning (tuning database lookups and tuning)");
   }
-  plan_kernels(*plan, backend);
+  plan_kernels(*plan, backend, probe ? &*probe : nullptr, request.pinned_sites);
   phase_done("lowering, fusion and parameterisation");
   plan->rendered.reserve(plan->kernels.size());
   for (const kir::Kernel& kernel : plan->kernels)

@@ -85,6 +85,13 @@ struct StoragePlan {
   runtime::MemoryPlan memory_plan;            // arenas: offsets; eager: the totals only
 };
 
+// A tuning site's template ("gemm", "conv") and the knobs its kernel was built with.
+struct SiteKnobs {
+  std::string template_name;
+  std::string knobs;
+  friend bool operator==(const SiteKnobs&, const SiteKnobs&) = default;
+};
+
 struct Plan {
   std::string model_name;
   bool compiled = false;                      // false: eager (no passes, no fusion)
@@ -104,6 +111,11 @@ struct Plan {
   std::vector<GraphBreak> breaks;             // in execution order
   StoragePlan storage;
   kir::ParameteriseReport parameterise_report;
+  // Built with a probe graph (dynamic dims): kernels whose literals vary
+  // with the dynamic extents, now parameters. -1: no probe.
+  int dynamic_kernels = -1;
+  // Every dispatch's tuning site, in step order (PlanRequest::pinned_sites).
+  std::vector<SiteKnobs> site_knobs;
   // With the autotune setting: what the tuning database (or tuning now)
   // decided for each tuning site, and the knobs lowering was given.
   std::optional<tune::AutotuneResult> autotune;
@@ -131,6 +143,17 @@ struct PlanRequest {
   // callback then returns; the tuning worker's forces one option. Null: the
   // passes' rules.
   graph::passes::GraphChooser graph_chooser{};
+  // Compiled mode, dynamic dims: the same model at other extents of those
+  // dims. Its kernels tell which literals vary with the extents, and those
+  // become kernel parameters (kir::parameterise_with_probes), so every shape
+  // set of the dims renders the same sources and compiles nothing new.
+  std::shared_ptr<const graph::Graph> probe_graph{};
+  // With probe_graph: knobs for the tuning sites, in step order (another
+  // shape set's Plan::site_knobs). The k-th site of each template takes the
+  // k-th pinned knobs of that template where they fit, as the probe takes
+  // this plan's, so the heuristic's shape-dependent choices do not change
+  // the kernels' structure from one extent to the next.
+  std::vector<SiteKnobs> pinned_sites{};
 };
 
 // Throws Unsupported (fullgraph with graph breaks), and what lowering throws
@@ -145,6 +168,8 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
 // parameterise setting is off.
 kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> kernels,
                                                 const backend::TargetDesc& target, const Settings& settings);
+// The options parameterise_for_target() uses.
+kir::ParameteriseOptions parameterise_options(const backend::TargetDesc& target, const Settings& settings);
 
 // Bytes a value takes in device memory (at least 4: Vulkan bindings must not be empty).
 std::uint64_t value_bytes(const graph::Value& v);

@@ -41,11 +41,16 @@ bool has_loop(const std::vector<Stmt>& stmts) {
 // evaluated once per invocation of a kernel with loops (a GEMM's block
 // coordinates) costs nothing measurable next to its loops. Loop bounds are
 // pinned too unless the options say otherwise.
+// `unpinned`, when given, holds per literal position (all integer literals,
+// pinned or not, in traversal order) whether the position must not be pinned:
+// it varies with a dynamic extent (parameterise_with_probes).
 template <class OnLiteral>
 class LiteralMapper {
  public:
-  LiteralMapper(const std::vector<Stmt>& body, bool pin_loop_bounds, OnLiteral& on_literal)
-      : on_literal_(on_literal), pin_loop_bounds_(pin_loop_bounds), kernel_has_loop_(has_loop(body)) {}
+  LiteralMapper(const std::vector<Stmt>& body, bool pin_loop_bounds, OnLiteral& on_literal,
+                const std::vector<bool>* unpinned)
+      : on_literal_(on_literal), unpinned_(unpinned), pin_loop_bounds_(pin_loop_bounds),
+        kernel_has_loop_(has_loop(body)) {}
 
   std::vector<Stmt> block(const std::vector<Stmt>& stmts, bool in_loop) {
     std::vector<Stmt> out;
@@ -67,7 +72,11 @@ class LiteralMapper {
  private:
   Expr expr(const Expr& e, bool in_loop, bool pinned) {
     if (!e) return e;
-    if (is_integer_literal(*e)) return on_literal_(e, pinned && (in_loop || !kernel_has_loop_));
+    if (is_integer_literal(*e)) {
+      const std::size_t position = position_++;
+      const bool varies = unpinned_ && position < unpinned_->size() && (*unpinned_)[position];
+      return on_literal_(e, pinned && (in_loop || !kernel_has_loop_) && !varies);
+    }
     if (e->args.empty()) return e;
     ExprNode copy = *e;
     bool changed = false;
@@ -82,6 +91,8 @@ class LiteralMapper {
   }
 
   OnLiteral& on_literal_;
+  const std::vector<bool>* unpinned_;
+  std::size_t position_ = 0;
   // Loop bounds are structure unless asked otherwise; a short constant trip
   // (a 3x3 or 7x7 window, a small K) stays structure either way: it is what
   // a driver unrolls, and a kernel family rarely differs there.
@@ -94,8 +105,9 @@ class LiteralMapper {
 };
 
 template <class OnLiteral>
-std::vector<Stmt> map_literals(const std::vector<Stmt>& body, bool pin_loop_bounds, OnLiteral& on_literal) {
-  return LiteralMapper<OnLiteral>(body, pin_loop_bounds, on_literal).block(body, false);
+std::vector<Stmt> map_literals(const std::vector<Stmt>& body, bool pin_loop_bounds, OnLiteral& on_literal,
+                               const std::vector<bool>* unpinned = nullptr) {
+  return LiteralMapper<OnLiteral>(body, pin_loop_bounds, on_literal, unpinned).block(body, false);
 }
 
 // A literal's value as the i32 bits a parameter carries (u32 keeps its bits).
@@ -106,11 +118,13 @@ struct Analysed {
   std::size_t index = 0;  // in the kernels given to parameterise()
   std::string key;
   std::vector<std::int32_t> literals;  // in traversal order
+  std::vector<bool> unpinned;          // positions that vary with a dynamic extent (may be empty)
 };
 
-Analysed analyse(Kernel& kernel, bool pin_loop_bounds) {
+Analysed analyse(Kernel& kernel, bool pin_loop_bounds, std::vector<bool> unpinned = {}) {
   Analysed a;
   a.kernel = &kernel;
+  a.unpinned = std::move(unpinned);
   // Literal types in order (i32 and u32 placeholders must not match), and
   // the values of pinned literals, which are structure.
   std::string types;
@@ -129,7 +143,7 @@ Analysed analyse(Kernel& kernel, bool pin_loop_bounds) {
   shape.workgroup_size = kernel.workgroup_size;
   shape.subgroup_size = kernel.subgroup_size;
   shape.global_size = 1;
-  shape.body = map_literals(kernel.body, pin_loop_bounds, placeholder);
+  shape.body = map_literals(kernel.body, pin_loop_bounds, placeholder, &a.unpinned);
   a.key = print(shape) + types;
   return a;
 }
@@ -176,7 +190,7 @@ int parameterise_group(const std::vector<Analysed*>& members, const Parameterise
       if (s < 0) return literal;
       return literal->type == ScalarType::i32 ? param(s) : cast(ScalarType::u32, param(s));
     };
-    kernel.body = map_literals(kernel.body, !options.loop_bounds, replace);
+    kernel.body = map_literals(kernel.body, !options.loop_bounds, replace, &members[m]->unpinned);
     KILN_ASSERT(position == positions);
     kernel.params.resize(columns.size());
     for (std::size_t s = 0; s < columns.size(); ++s) kernel.params[s] = columns[s][m];
@@ -185,21 +199,31 @@ int parameterise_group(const std::vector<Analysed*>& members, const Parameterise
   return static_cast<int>(columns.size());
 }
 
-}  // namespace
+// Every integer literal of `kernel` in traversal order, none pinned.
+std::vector<std::int32_t> all_literals(const Kernel& kernel, std::string* key) {
+  std::vector<std::int32_t> values;
+  auto collect = [&](const Expr& literal, bool) {
+    values.push_back(literal_bits(*literal));
+    return param(0);
+  };
+  Kernel shape(kernel.name);
+  shape.buffers = kernel.buffers;
+  shape.shared = kernel.shared;
+  shape.workgroup_size = kernel.workgroup_size;
+  shape.subgroup_size = kernel.subgroup_size;
+  shape.global_size = 1;
+  shape.body = map_literals(kernel.body, false, collect);
+  if (key) *key = print(shape);
+  return values;
+}
 
-ParameteriseReport parameterise(std::span<Kernel* const> kernels, const ParameteriseOptions& options) {
+// Groups `analysed` by structure and parameterises each group. Indices at or
+// past `real_kernels` are probes: they shape parameters but are not counted.
+ParameteriseReport group_and_parameterise(std::vector<Analysed>& analysed, std::size_t kernel_count,
+                                          std::size_t real_kernels, const ParameteriseOptions& options) {
   ParameteriseReport report;
-  report.same_source_as.resize(kernels.size());
-  std::vector<Analysed> analysed;
-  analysed.reserve(kernels.size());
-  for (std::size_t i = 0; i < kernels.size(); ++i) {
-    Kernel* kernel = kernels[i];
-    KILN_ASSERT(kernel != nullptr);
-    report.same_source_as[i] = i;
-    if (!kernel->params.empty() || kernel->global_size_param) continue;
-    analysed.push_back(analyse(*kernel, !options.loop_bounds));
-    analysed.back().index = i;
-  }
+  report.same_source_as.resize(kernel_count);
+  for (std::size_t i = 0; i < kernel_count; ++i) report.same_source_as[i] = i;
   // Groups in order of first appearance, so results do not depend on hashing.
   std::unordered_map<std::string_view, std::size_t> group_of_key;
   std::vector<std::vector<Analysed*>> groups;
@@ -220,9 +244,74 @@ ParameteriseReport parameterise(std::span<Kernel* const> kernels, const Paramete
     for (const Analysed* m : members) report.same_source_as[m->index] = members[0]->index;
     if (params == 0) continue;
     ++report.groups;
-    report.kernels += static_cast<int>(members.size());
+    report.kernels += static_cast<int>(
+        std::ranges::count_if(members, [&](const Analysed* m) { return m->index < real_kernels; }));
     report.max_params_used = std::max(report.max_params_used, params);
   }
+  return report;
+}
+
+}  // namespace
+
+ParameteriseReport parameterise(std::span<Kernel* const> kernels, const ParameteriseOptions& options) {
+  std::vector<Analysed> analysed;
+  analysed.reserve(kernels.size());
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    Kernel* kernel = kernels[i];
+    KILN_ASSERT(kernel != nullptr);
+    if (!kernel->params.empty() || kernel->global_size_param) continue;
+    analysed.push_back(analyse(*kernel, !options.loop_bounds));
+    analysed.back().index = i;
+  }
+  return group_and_parameterise(analysed, kernels.size(), kernels.size(), options);
+}
+
+ParameteriseReport parameterise_with_probes(std::span<Kernel* const> kernels, std::span<Kernel* const> probes,
+                                            const ParameteriseOptions& options, int* varying) {
+  // Twins: the k-th kernel of a name among `kernels` and the k-th of that
+  // name among `probes`, when they differ in literal values only.
+  std::map<std::string, std::vector<Kernel*>> probes_by_name;
+  for (Kernel* probe : probes)
+    if (probe->params.empty() && !probe->global_size_param) probes_by_name[probe->name].push_back(probe);
+  std::map<std::string, std::size_t> seen;
+  std::vector<Analysed> analysed;
+  analysed.reserve(kernels.size() * 2);
+  std::vector<std::pair<Kernel*, std::vector<bool>>> twins;
+  if (varying) *varying = 0;
+  for (std::size_t i = 0; i < kernels.size(); ++i) {
+    Kernel* kernel = kernels[i];
+    KILN_ASSERT(kernel != nullptr);
+    if (!kernel->params.empty() || kernel->global_size_param) continue;
+    std::vector<bool> unpinned;
+    const std::size_t occurrence = seen[kernel->name]++;
+    const auto twin_list = probes_by_name.find(kernel->name);
+    if (twin_list != probes_by_name.end() && occurrence < twin_list->second.size()) {
+      Kernel* twin = twin_list->second[occurrence];
+      std::string key, twin_key;
+      const std::vector<std::int32_t> values = all_literals(*kernel, &key);
+      const std::vector<std::int32_t> twin_values = all_literals(*twin, &twin_key);
+      if (key == twin_key) {
+        unpinned.resize(values.size());
+        for (std::size_t p = 0; p < values.size(); ++p) unpinned[p] = values[p] != twin_values[p];
+        if (varying && std::ranges::find(unpinned, true) != unpinned.end()) ++*varying;
+        twins.emplace_back(twin, unpinned);
+      }
+    }
+    analysed.push_back(analyse(*kernel, !options.loop_bounds, std::move(unpinned)));
+    analysed.back().index = i;
+  }
+  // The probes join their twins' groups (after every kernel, so a group's
+  // first member, whose index same_source_as reports, is one of `kernels`).
+  // Their own parameters are thrown away with them.
+  std::vector<Kernel> probe_copies;
+  probe_copies.reserve(twins.size());
+  for (auto& [twin, unpinned] : twins) {
+    probe_copies.push_back(*twin);
+    analysed.push_back(analyse(probe_copies.back(), !options.loop_bounds, std::move(unpinned)));
+    analysed.back().index = kernels.size() + probe_copies.size() - 1;
+  }
+  ParameteriseReport report = group_and_parameterise(analysed, kernels.size() + probe_copies.size(), kernels.size(), options);
+  report.same_source_as.resize(kernels.size());
   return report;
 }
 

@@ -60,4 +60,17 @@ struct ParameteriseReport {
 // Kernels that already have parameters are left alone.
 ParameteriseReport parameterise(std::span<Kernel* const> kernels, const ParameteriseOptions& options = {});
 
+// parameterise() for kernels that must serve other extents of some dims
+// (dynamic dims): `probes` are the same model's kernels lowered with those
+// dims at other extents. A kernel and its twin (the k-th probe of its name,
+// differing in literal values only) tell which literal positions vary with
+// the extents; those become parameters even where they would be structure
+// (divisors, loop bounds), so the kernel's source no longer depends on the
+// extents and another shape set's kernels render to the same source. Kernels
+// without a twin are parameterised as parameterise() would. The probes are
+// not changed. `varying`, if given, receives how many kernels had positions
+// that vary.
+ParameteriseReport parameterise_with_probes(std::span<Kernel* const> kernels, std::span<Kernel* const> probes,
+                                            const ParameteriseOptions& options = {}, int* varying = nullptr);
+
 }  // namespace kiln::kir

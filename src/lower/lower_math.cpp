@@ -376,7 +376,7 @@ kir::Kernel lower_reduce(const OpContext& ctx) {
                         : op == "ReduceL2" || op == "ReduceSumSquare" ? value * value
                                                                         : value;
     const Expr sum = reduce_into("acc", kir::f32(0.0), acc + mapped);
-    result = op == "ReduceMean"     ? sum / kir::f32(static_cast<double>(count))
+    result = op == "ReduceMean"     ? sum / kir::cast(ScalarType::f32, kir::i32(count))
              : op == "ReduceL2"     ? kir::sqrt(sum)
              : op == "ReduceLogSum" ? kir::log(sum)
                                     : sum;

@@ -135,7 +135,11 @@ kir::Kernel lower_layer_norm(const OpContext& ctx) {
     return kir::load(x, IndexSum().add(base).add(i32_var(j)).expr(), ScalarType::f32);
   };
   const Expr mean = f32_var("mean");
-  const Expr inv_length = kir::f32(1.0 / static_cast<double>(length));
+  // From an integer literal, so that a kernel serving several row lengths
+  // (dynamic dims) takes the length as a parameter; a driver folds it.
+  body.push_back(kir::declare("inv_length", ScalarType::f32,
+                              kir::f32(1.0) / kir::cast(ScalarType::f32, kir::i32(length))));
+  const Expr inv_length = f32_var("inv_length");
 
   // The mean is accumulated relative to the row's first element: a row far
   // from zero then sums small, nearly exact differences.

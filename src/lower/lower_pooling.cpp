@@ -185,7 +185,7 @@ kir::Kernel lower_global_average_pool(const OpContext& ctx) {
   kernel.body.push_back(kir::loop(
       "j", kir::i32(0), kir::i32(plane),
       {kir::assign("acc", acc + kir::load(x, base + kir::var("j", ScalarType::i32), ScalarType::f32))}));
-  kernel.body.push_back(kir::store(y, index, acc / kir::f32(static_cast<double>(plane))));
+  kernel.body.push_back(kir::store(y, index, acc / kir::cast(ScalarType::f32, kir::i32(plane))));
   return kernel;
 }
 

@@ -32,7 +32,9 @@ CompiledModel compile(const Model& model, const CompileOptions& options) {
   // The environment is read here, once; the compiler sees only the result.
   o.settings = Settings::resolve(options.mode, options.settings);
   CompiledModel m;
-  m.impl_ = std::make_shared<Executor>(model, o);
+  // Dims marked dynamic are checked here, and the first shape set is compiled with them.
+  const runtime::ShapeSets::Dims marked = runtime::ShapeSets::marked_dims(model, options);
+  m.impl_ = std::make_shared<Executor>(model, runtime::ShapeSets::with_dynamic_dims(model, marked, o));
   if (model.has_symbolic_dims())
     m.shape_sets_ = std::make_shared<runtime::ShapeSets>(m.impl_, o, options.recompile_limit,
                                                          options.eager_past_recompile_limit);

@@ -114,6 +114,10 @@ std::shared_ptr<const compiler::Plan> Executor::build_plan() const {
     };
   }
   if (options_.compiled && options_.graph_chooser) request.graph_chooser = options_.graph_chooser;
+  if (options_.compiled) {
+    request.probe_graph = options_.dynamic_probe;
+    request.pinned_sites = options_.pinned_sites;
+  }
   return compiler::build_plan(kiln::internal::graph_ptr(model_), *ctx_->backend, ctx_->device->target(), request);
 }
 
@@ -136,6 +140,10 @@ std::shared_ptr<const compiler::Plan> Executor::cached_or_built_plan() {
       const std::optional<std::string> digest = tune::database_digest(db_path);
       if (!digest) return std::nullopt;
       tuning = "tuning database " + db_path + " " + *digest + (records_only ? " records only" : "");
+    }
+    if (options_.dynamic_probe) {
+      tuning += "; dynamic " + options_.dynamic_dims + "; pinned";
+      for (const compiler::SiteKnobs& site : options_.pinned_sites) tuning += " " + site.template_name + ":" + site.knobs;
     }
     return artifact::PlanCache::key(kiln::internal::graph(model_), model_.name(), true, options_.compile.fullgraph,
                                     settings, ctx_->device->target(), tuning);
@@ -606,6 +614,9 @@ std::string Executor::explain() const {
     out << "plan: read from " << plan.read_from << " (planned for " << plan.target.device_name
         << "): no graph pass ran here; " << stats_.kernels_from_file << " kernels loaded from its binaries, "
         << stats_.kernel_cache_hits << " from the kernel cache, " << stats_.kernel_cache_misses << " compiled\n";
+  if (plan.dynamic_kernels >= 0)
+    out << "dynamic dims: " << options_.dynamic_dims << ": " << plan.dynamic_kernels << " of " << plan.dispatch_count()
+        << " dispatches take extents that depend on them as parameters\n";
   out << "graph breaks: " << plan.breaks.size() << "\n";
   for (const GraphBreak& b : plan.breaks) out << "  " << graph_break_line(b) << "\n";
   out << ops_per_backend();

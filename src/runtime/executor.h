@@ -65,6 +65,12 @@ class Executor {
     // as it is, with no graph pass and, where it carries binaries, no kernel
     // compiler. Its backend must be `backend`.
     std::shared_ptr<const compiler::Plan> plan{};
+    // Compiled, with dynamic dims: the model at other extents of those dims
+    // (PlanRequest::probe_graph), and the dims as text ("input 'x' dim 0"),
+    // which the plan cache's key holds.
+    std::shared_ptr<const graph::Graph> dynamic_probe{};
+    std::string dynamic_dims{};
+    std::vector<compiler::SiteKnobs> pinned_sites{};  // PlanRequest::pinned_sites
   };
 
   using GraphBreak = compiler::GraphBreak;

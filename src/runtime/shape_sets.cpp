@@ -6,6 +6,8 @@
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <map>
+#include <set>
 
 namespace kiln::runtime {
 
@@ -23,7 +25,114 @@ std::string shapes_str(const std::vector<Shape>& shapes) {
   return text;
 }
 
+bool any(const ShapeSets::Dims& dims) {
+  for (const std::vector<bool>& input : dims)
+    for (bool dynamic : input)
+      if (dynamic) return true;
+  return false;
+}
+
+// Marks every dim sharing a symbolic name with a dynamic one ("?" names none).
+void close_over_names(ShapeSets::Dims& dims, const std::vector<TensorSpec>& inputs) {
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    for (std::size_t d = 0; d < dims[i].size(); ++d)
+      if (dims[i][d] && d < inputs[i].symbolic_dims.size() && inputs[i].symbolic_dims[d] != "?")
+        names.insert(inputs[i].symbolic_dims[d]);
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    for (std::size_t d = 0; d < dims[i].size(); ++d)
+      if (d < inputs[i].symbolic_dims.size() && names.count(inputs[i].symbolic_dims[d])) dims[i][d] = true;
+}
+
+// "input 'x' dim 0 (batch), input 'x' dim 2 (height)"
+std::string dims_text(const ShapeSets::Dims& dims, const std::vector<TensorSpec>& inputs) {
+  std::string text;
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    for (std::size_t d = 0; d < dims[i].size(); ++d) {
+      if (!dims[i][d]) continue;
+      const std::string& name = d < inputs[i].symbolic_dims.size() ? inputs[i].symbolic_dims[d] : "";
+      text += (text.empty() ? "" : ", ") + ("input '" + inputs[i].name + "' dim " + std::to_string(d)) +
+              (name.empty() || name == "?" ? "" : " (" + name + ")");
+    }
+  return text;
+}
+
+// The probe's extents: each dynamic symbol (a name, or an unnamed dim) times
+// an odd factor. Odd factors keep each extent's power of two, on which vector
+// widths depend, so the probe's kernels have the same structure. With
+// `distinct`, each symbol has its own (3, 5, 7, ...), so literals of
+// different symbols do not look alike and each gets a parameter of its own;
+// otherwise all take 3, which keeps linear relations between symbols
+// ("past_sequence + sequence") that distinct factors break.
+std::vector<Shape> probe_shapes(const std::vector<Shape>& shapes, const ShapeSets::Dims& dims,
+                                const std::vector<TensorSpec>& inputs, bool distinct) {
+  std::map<std::string, std::int64_t> factor_of;
+  std::vector<Shape> probe = shapes;
+  for (std::size_t i = 0; i < dims.size(); ++i)
+    for (std::size_t d = 0; d < dims[i].size(); ++d) {
+      if (!dims[i][d]) continue;
+      const std::string& name = d < inputs[i].symbolic_dims.size() ? inputs[i].symbolic_dims[d] : "";
+      const std::string symbol = name.empty() || name == "?" ? "?" + std::to_string(i) + ":" + std::to_string(d) : name;
+      const std::int64_t next = distinct ? 3 + 2 * static_cast<std::int64_t>(factor_of.size()) : 3;
+      const std::int64_t factor = factor_of.try_emplace(symbol, next).first->second;
+      const std::int64_t extent = shapes[i][d];
+      probe[i][d] = extent == 0 ? factor : extent * factor;
+    }
+  return probe;
+}
+
 }  // namespace
+
+ShapeSets::Dims ShapeSets::marked_dims(const Model& model, const CompileOptions& options) {
+  if (options.dynamic_dims.empty()) return {};
+  const std::vector<TensorSpec> inputs = model.inputs();
+  Dims dims(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) dims[i].assign(inputs[i].shape.size(), false);
+  for (const DynamicDim& marked : options.dynamic_dims) {
+    const std::string what = "CompileOptions::dynamic_dims: input '" + marked.input + "' dim " + std::to_string(marked.dim);
+    std::size_t i = 0;
+    std::string names;
+    while (i < inputs.size() && inputs[i].name != marked.input) names += (names.empty() ? "" : ", ") + inputs[i++].name;
+    KILN_CHECK(i < inputs.size(), ErrorKind::InvalidArgument,
+               what + ": model '" + model.name() + "' has no such input (its inputs: " + names + ")");
+    KILN_CHECK(marked.dim >= 0 && static_cast<std::size_t>(marked.dim) < inputs[i].shape.size(),
+               ErrorKind::InvalidArgument, what + ": the input has rank " + std::to_string(inputs[i].shape.size()));
+    const auto d = static_cast<std::size_t>(marked.dim);
+    KILN_CHECK(d < inputs[i].symbolic_dims.size() && !inputs[i].symbolic_dims[d].empty(), ErrorKind::InvalidArgument,
+               what + " is fixed at " + std::to_string(inputs[i].shape[d]) + " by model '" + model.name() +
+                   "' (only symbolic dims can be dynamic)");
+    KILN_CHECK(marked.min >= 0 && marked.min <= marked.max, ErrorKind::InvalidArgument,
+               what + ": bounds [" + std::to_string(marked.min) + ", " + std::to_string(marked.max) + "] are empty");
+    dims[i][d] = true;
+  }
+  close_over_names(dims, inputs);
+  return dims;
+}
+
+Executor::Options ShapeSets::with_dynamic_dims(const Model& model, const Dims& dims, Executor::Options options) {
+  if (!options.compiled || !any(dims)) return options;
+  const auto& source = internal::ModelAccess::shape_source(model);
+  if (!source) return options;
+  const std::vector<TensorSpec> inputs = model.inputs();
+  std::vector<Shape> shapes;
+  for (const TensorSpec& input : inputs) shapes.push_back(input.shape);
+  const std::string text = dims_text(dims, inputs);
+  std::string why;
+  for (const bool distinct : {true, false}) {
+    try {
+      options.dynamic_probe = internal::graph_ptr(source->instantiate(probe_shapes(shapes, dims, inputs, distinct)));
+      options.dynamic_dims = text;
+      return options;
+    } catch (const Error& e) {
+      why = e.what();
+    }
+  }
+  // The model admits only some extents (a Reshape that needs a multiple):
+  // the set is compiled for its own extents.
+  log(LogLevel::info, "model '" + model.name() + "': " + text + " stay static: the model at other extents fails (" +
+                          why + ")");
+  return options;
+}
 
 std::vector<Shape> shapes_of(const std::vector<Tensor>& inputs) {
   std::vector<Shape> shapes;
@@ -44,8 +153,53 @@ ShapeSets::ShapeSets(std::shared_ptr<Executor> first, Executor::Options options,
     : options_(std::move(options)), limit_(limit), eager_past_limit_(eager_past_limit), source_model_(first->model()) {
   KILN_CHECK(limit_ >= 1, ErrorKind::InvalidArgument,
              "CompileOptions::recompile_limit is " + std::to_string(limit_) + "; it must be at least 1");
-  compiled_.push_back({model_shapes(source_model_), first, ""});
+  Dims marked = marked_dims(source_model_, options_.compile);
+  compiled_.push_back({model_shapes(source_model_), first, "", std::move(marked), {}, 1});
   latest_ = std::move(first);
+}
+
+std::shared_ptr<Executor> ShapeSets::make(Model model, const Dims& dims, std::vector<compiler::SiteKnobs> pins) const {
+  Executor::Options options = with_dynamic_dims(model, dims, options_);
+  if (options.dynamic_probe) options.pinned_sites = std::move(pins);
+  return std::make_shared<Executor>(std::move(model), std::move(options));
+}
+
+bool ShapeSets::serves(const Set& set, const std::vector<Shape>& shapes) const {
+  if (!any(set.dynamic) || shapes.size() != set.shapes.size()) return false;
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    if (shapes[i].size() != set.shapes[i].size()) return false;
+    for (std::size_t d = 0; d < shapes[i].size(); ++d)
+      if (!set.dynamic[i][d] && shapes[i][d] != set.shapes[i][d]) return false;
+  }
+  const std::vector<TensorSpec> inputs = source_model_.inputs();
+  for (const DynamicDim& marked : options_.compile.dynamic_dims)
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      if (inputs[i].name != marked.input || static_cast<std::size_t>(marked.dim) >= shapes[i].size()) continue;
+      const std::int64_t extent = shapes[i][static_cast<std::size_t>(marked.dim)];
+      KILN_CHECK(extent >= marked.min && extent <= marked.max, ErrorKind::ShapeMismatch,
+                 "model '" + source_model_.name() + "': input '" + marked.input + "' dim " + std::to_string(marked.dim) +
+                     " is " + std::to_string(extent) + ", outside the bounds [" + std::to_string(marked.min) + ", " +
+                     std::to_string(marked.max) + "] it was marked dynamic with");
+    }
+  return true;
+}
+
+ShapeSets::Dims ShapeSets::dims_for_new_set(const std::vector<Shape>& shapes) const {
+  Dims dims = compiled_.front().dynamic;
+  dims.resize(shapes.size());
+  for (std::size_t i = 0; i < shapes.size(); ++i) dims[i].resize(shapes[i].size(), false);
+  if (!options_.compiled || !options_.compile.automatic_dynamic) return dims;
+  // Dims whose extent changed from the first set's, and those dynamic already.
+  const std::vector<Shape>& first = compiled_.front().shapes;
+  for (std::size_t i = 0; i < shapes.size() && i < first.size(); ++i)
+    for (std::size_t d = 0; d < shapes[i].size() && shapes[i].size() == first[i].size(); ++d)
+      if (shapes[i][d] != first[i][d]) dims[i][d] = true;
+  for (const Set& set : compiled_)
+    for (std::size_t i = 0; i < set.dynamic.size() && i < dims.size(); ++i)
+      for (std::size_t d = 0; d < set.dynamic[i].size() && d < dims[i].size(); ++d)
+        if (set.dynamic[i][d]) dims[i][d] = true;
+  close_over_names(dims, source_model_.inputs());
+  return dims;
 }
 
 std::string ShapeSets::why_new(const std::vector<Shape>& shapes) const {
@@ -71,8 +225,14 @@ std::string ShapeSets::why_new(const std::vector<Shape>& shapes) const {
 std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
   std::lock_guard lock(mutex_);
   for (auto* sets : {&compiled_, &eager_})
-    for (const Set& set : *sets)
+    for (Set& set : *sets) {
       if (set.shapes == shapes) return latest_ = set.executor;
+      for (auto member = set.members.begin(); member != set.members.end(); ++member)
+        if (member->shapes == shapes) {
+          std::rotate(set.members.begin(), member, member + 1);  // most recent first
+          return latest_ = set.members.front().executor;
+        }
+    }
   const auto& source = internal::ModelAccess::shape_source(source_model_);
   KILN_ASSERT(source != nullptr);
   // The model for these shapes: errors name what the file fixes.
@@ -89,8 +249,25 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
   if (compiled_.size() == 1 && !compiled_.front().executor->prepared()) {
     log(LogLevel::info, "model '" + source_model_.name() + "': " + (options_.compiled ? "compiling" : "preparing eager") +
                             " for the first call's input shapes " + shapes_str(shapes));
-    compiled_.front() = {shapes, std::make_shared<Executor>(std::move(model), options_), ""};
+    Dims marked = std::move(compiled_.front().dynamic);
+    std::shared_ptr<Executor> first = make(std::move(model), marked);
+    compiled_.front() = {shapes, std::move(first), "", std::move(marked), {}, 1};
     return latest_ = compiled_.front().executor;
+  }
+  for (std::size_t k = 0; k < compiled_.size(); ++k) {
+    Set& set = compiled_[k];
+    if (!serves(set, shapes)) continue;
+    log(LogLevel::info, "model '" + source_model_.name() + "': input shapes " + shapes_str(shapes) +
+                            " served by shape set " + std::to_string(k + 1) + " (dynamic: " +
+                            dims_text(set.dynamic, source_model_.inputs()) + "): planned for them, its kernels reused");
+    // The set's knobs, so that the heuristic's choices for these extents do
+    // not change the kernels' structure.
+    std::vector<compiler::SiteKnobs> pins;
+    if (set.executor->prepared()) pins = set.executor->plan()->site_knobs;
+    set.members.insert(set.members.begin(), {shapes, make(std::move(model), set.dynamic, std::move(pins))});
+    if (set.members.size() > kKeptMembers) set.members.pop_back();
+    ++set.served;
+    return latest_ = set.members.front().executor;
   }
   const std::string why = why_new(shapes);
   const bool within_limit = static_cast<int>(compiled_.size()) < limit_;
@@ -98,7 +275,9 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
     log(LogLevel::info, "model '" + source_model_.name() + "': new input shapes (" + why + "): " +
                             (options_.compiled ? "compiling" : "preparing eager") + " shape set " +
                             std::to_string(compiled_.size() + 1) + " of " + std::to_string(limit_));
-    compiled_.push_back({shapes, std::make_shared<Executor>(std::move(model), options_), why});
+    Dims dims = dims_for_new_set(shapes);
+    std::shared_ptr<Executor> executor = make(std::move(model), dims);
+    compiled_.push_back({shapes, std::move(executor), why, std::move(dims), {}, 1});
     return latest_ = compiled_.back().executor;
   }
   const std::string past = "model '" + source_model_.name() + "': input shapes " + shapes_str(shapes) + " (" + why +
@@ -110,7 +289,7 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
   log(LogLevel::warning, past + ": running it eagerly");
   Executor::Options eager = options_;
   eager.compiled = false;
-  eager_.push_back({shapes, std::make_shared<Executor>(std::move(model), eager), why});
+  eager_.push_back({shapes, std::make_shared<Executor>(std::move(model), eager), why, {}, {}, 1});
   return latest_ = eager_.back().executor;
 }
 
@@ -128,8 +307,13 @@ std::string ShapeSets::describe() const {
   std::lock_guard lock(mutex_);
   std::string text = "shape sets (" + std::string(options_.compiled ? "compiled" : "eager") + "): " +
                      std::to_string(compiled_.size()) + " of " + std::to_string(limit_) + "\n";
-  for (const Set& set : compiled_)
-    text += "  " + shapes_str(set.shapes) + (set.why.empty() ? " (the first)" : ": " + set.why) + "\n";
+  for (const Set& set : compiled_) {
+    text += "  " + shapes_str(set.shapes) + (set.why.empty() ? " (the first)" : ": " + set.why);
+    if (any(set.dynamic) && set.executor->options().dynamic_probe)
+      text += "; dynamic: " + dims_text(set.dynamic, source_model_.inputs()) + " (" + std::to_string(set.served) +
+              " input shape(s) served)";
+    text += "\n";
+  }
   for (const Set& set : eager_) text += "  " + shapes_str(set.shapes) + ": " + set.why + " (eager: past the limit)\n";
   return text;
 }

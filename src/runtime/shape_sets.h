@@ -8,6 +8,16 @@
 // caller chose so, runs eagerly with a warning (each such shape set once).
 // Models without symbolic dims never get one of these: their executor checks
 // the shapes itself.
+//
+// Dynamic dims (CompileOptions::dynamic_dims, or a dim whose extent changed
+// once, with automatic_dynamic): a set compiled with some dims dynamic is
+// planned beside a probe, the model at other extents of those dims, so its
+// kernels take what depends on them as parameters (PlanRequest::probe_graph).
+// A call that differs from such a set only in its dynamic dims is served by
+// it: the model is planned again for the call's extents on the host, and its
+// kernels render to the sources already compiled, so nothing compiles and
+// no shape set is added. The most recent few such plans are kept (each holds
+// device memory for its activations); older ones are planned again if needed.
 #pragma once
 
 #include <kiln/kiln.h>
@@ -26,6 +36,17 @@ class ShapeSets {
  public:
   // `first` runs the shapes `model` was made for; new executors take `options`.
   ShapeSets(std::shared_ptr<Executor> first, Executor::Options options, int limit, bool eager_past_limit);
+
+  // Per input, per dim: whether the dim is dynamic.
+  using Dims = std::vector<std::vector<bool>>;
+  // The dims `options` marks dynamic in `model`, closed over symbolic names
+  // (empty when none). Throws InvalidArgument for a dim that is not a
+  // symbolic dim of an input of the model.
+  static Dims marked_dims(const Model& model, const CompileOptions& options);
+  // Executor options for `model` (its shapes) with `dims` dynamic: `options`
+  // with the probe model and the dims' description; `options` itself when
+  // no dim is dynamic, the mode is eager, or the probe cannot be made.
+  static Executor::Options with_dynamic_dims(const Model& model, const Dims& dims, Executor::Options options);
 
   // The executor for calls with these input shapes (the first one's shapes
   // take the fast path). Thread-safe. Throws ShapeMismatch for shapes the
@@ -46,11 +67,24 @@ class ShapeSets {
   int limit_;
   bool eager_past_limit_;
   Model source_model_;
+  struct Member {
+    std::vector<Shape> shapes;
+    std::shared_ptr<Executor> executor;
+  };
   struct Set {
     std::vector<Shape> shapes;
     std::shared_ptr<Executor> executor;
     std::string why;  // what differs from the first set ("" for the first)
+    Dims dynamic;     // empty: every dim as compiled
+    std::vector<Member> members;  // other shapes it served, most recent first (at most kKeptMembers)
+    int served = 1;               // distinct input shapes it served
   };
+  static constexpr std::size_t kKeptMembers = 4;
+  // Whether `set` (dynamic) serves `shapes`: they differ only in its dynamic
+  // dims. Throws ShapeMismatch for an extent outside a marked dim's bounds.
+  bool serves(const Set& set, const std::vector<Shape>& shapes) const;
+  std::shared_ptr<Executor> make(Model model, const Dims& dims, std::vector<compiler::SiteKnobs> pins = {}) const;
+  Dims dims_for_new_set(const std::vector<Shape>& shapes) const;
   std::vector<Set> compiled_;  // first: the model's own shapes
   std::vector<Set> eager_;     // past the limit
   std::shared_ptr<Executor> latest_;
