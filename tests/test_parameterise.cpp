@@ -211,6 +211,59 @@ BOOST_AUTO_TEST_CASE(per_element_divisors_stay_constants) {
   BOOST_TEST(contains(kiln::render::render(by3, glsl()), "/ 3)"));
 }
 
+// Dynamic dims: a kernel and its probe twin (the same kernel at another
+// extent) tell which literals vary with the extent; those become parameters
+// even where they would be structure (a per-element divisor, a short loop
+// bound), so the kernel at a third extent renders the same source and
+// computes what its baked version does. Literals that do not vary stay.
+BOOST_AUTO_TEST_CASE(probes_turn_the_literals_that_vary_into_parameters) {
+  // y[i] = sum over j < w of x[(i / w) * w + j] * 2: rows of width w (the
+  // dynamic extent), a divisor and a short loop bound both depending on it.
+  auto rows = [](std::int64_t count, std::int64_t w) {
+    kir::Kernel kernel("row_sum");
+    const kir::Buf x = kernel.add_buffer("x", kir::ScalarType::f32, kir::Access::read);
+    const kir::Buf y = kernel.add_buffer("y", kir::ScalarType::f32, kir::Access::write);
+    kernel.global_size = count * w;
+    const kir::Expr i = kir::global_index();
+    const kir::Expr acc = kir::var("acc", kir::ScalarType::f32);
+    kernel.body = {
+        kir::declare("acc", kir::ScalarType::f32, kir::f32(0.0)),
+        kir::loop("j", kir::i32(0), kir::i32(w),
+                  {kir::assign("acc", acc + kir::load(x, (i / kir::i32(w)) * kir::i32(w) + kir::var("j", kir::ScalarType::i32),
+                                                      kir::ScalarType::f32) *
+                                            kir::f32(2.0))}),
+        kir::store(y, i, acc),
+    };
+    return kernel;
+  };
+  kir::Kernel at4 = rows(3, 4), probe = rows(3, 12), at6 = rows(3, 6), probe6 = rows(3, 18);
+  int varying = 0;
+  kir::ParameteriseReport report = kir::parameterise_with_probes(std::vector<kir::Kernel*>{&at4},
+                                                                 std::vector<kir::Kernel*>{&probe}, {}, &varying);
+  BOOST_TEST(varying == 1);
+  BOOST_TEST(report.same_source_as == std::vector<std::size_t>{0});
+  kir::parameterise_with_probes(std::vector<kir::Kernel*>{&at6}, std::vector<kir::Kernel*>{&probe6});
+  BOOST_TEST(at4.params == (std::vector<std::int32_t>{4, 12}));  // w, then the global size
+  BOOST_TEST(at6.params == (std::vector<std::int32_t>{6, 18}));
+  BOOST_TEST(kiln::render::render(at4, glsl()) == kiln::render::render(at6, glsl()));
+  BOOST_TEST(contains(kir::print(at4), "j < param(0)"));
+  BOOST_TEST(contains(kir::print(at4), "/ param(0)"));
+  BOOST_TEST(probe.params.empty());  // the probes are left as they were
+  // Without a probe the divisor and the short bound stay constants.
+  kir::Kernel alone = rows(3, 4);
+  kir::parameterise_with_probes(std::vector<kir::Kernel*>{&alone}, {});
+  BOOST_TEST(alone.params.empty());
+  // The parameterised kernel computes what the baked one does, at each extent.
+  for (const std::int64_t w : {4, 6}) {
+    const kir::Kernel baked = rows(3, w);
+    const auto x = random_values(static_cast<std::size_t>(3 * w), 7);
+    const std::vector<float> y(static_cast<std::size_t>(3 * w), NAN);
+    const auto want = interpret(baked, {x, y});
+    const auto got = interpret(w == 4 ? at4 : at6, {x, y});
+    BOOST_TEST(std::memcmp(want[1].data(), got[1].data(), want[1].size() * sizeof(float)) == 0);
+  }
+}
+
 BOOST_AUTO_TEST_CASE(interpreter_results_equal_the_baked_kernels) {
   struct Shape {
     std::int64_t m, n, k;
