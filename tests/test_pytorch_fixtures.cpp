@@ -11,6 +11,8 @@
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
+#include <chrono>
+#include <iostream>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -477,6 +479,61 @@ BOOST_AUTO_TEST_CASE(unet_small_with_dynamic_height_and_width_compiles_its_kerne
   } catch (const kiln::Error& e) {
     BOOST_TEST(e.kind() == kiln::ErrorKind::InvalidArgument);
     BOOST_TEST(std::string(e.what()).find("input 'input' dim 1 is fixed at 3") != std::string::npos, e.what());
+  }
+}
+
+// Dynamic kernels against shape-specialised ones: each model compiled twice
+// at one input shape, once for those extents only (automatic_dynamic off)
+// and once with every symbolic input dim dynamic, called alternately; the
+// outputs agree, and the median call times are printed side by side. The
+// default is a smoke run; the figures in docs/benchmarks come from
+// KILN_DYNAMIC_BENCH_ITERS=30 and KILN_DYNAMIC_BENCH_MODELS=resnet50,mobilenet_v2,unet_small.
+BOOST_AUTO_TEST_CASE(dynamic_kernels_against_specialised_ones) {
+  const char* iters_text = std::getenv("KILN_DYNAMIC_BENCH_ITERS");
+  const int iters = iters_text ? std::max(1, std::atoi(iters_text)) : 3;
+  const char* models_text = std::getenv("KILN_DYNAMIC_BENCH_MODELS");
+  std::vector<std::string> models;
+  std::istringstream list(models_text ? models_text : "mobilenet_v2,unet_small");
+  for (std::string name; std::getline(list, name, ',');) models.push_back(name);
+  for (const std::string& name : models) {
+    const auto it = std::find_if(families().begin(), families().end(), [&](const Family& f) { return f.name == name; });
+    BOOST_TEST_REQUIRE((it != families().end()), name);
+    // Height and width made symbolic where the export fixed them (the
+    // classifiers pool globally, so any size runs); the batch stays as exported.
+    onnx::ModelProto proto;
+    BOOST_TEST_REQUIRE(proto.ParseFromString(read_file(fixture_dir() / (name + ".onnx"))));
+    auto* shape = proto.mutable_graph()->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->mutable_dim(2)->set_dim_param("height");
+    shape->mutable_dim(3)->set_dim_param("width");
+    generate_weights(proto, [](const std::string& input_name) { return input_name == "input"; });
+    kiln::OnnxOptions options;
+    options.input_shapes["input"] = {1, 3, it->image_size, it->image_size};
+    const kiln::Model model = kiln::load_onnx_bytes(proto.SerializeAsString(), name + ".onnx", "", options);
+    const kiln::TensorSpec input = model.inputs().at(0);
+    const std::vector<kiln::DynamicDim> dims = {{.input = "input", .dim = 2}, {.input = "input", .dim = 3}};
+    auto specialised = kiln::compile(model, {.backend = "vulkan", .automatic_dynamic = false});
+    auto dynamic = kiln::compile(model, {.backend = "vulkan", .dynamic_dims = dims});
+    const kiln::Tensor image = generated_tensor("input", input.shape);
+    check_close(dynamic({image}).at(0), specialised({image}).at(0), name + ": dynamic against specialised");
+    BOOST_TEST(dynamic.explain().find("dynamic dims: ") != std::string::npos);
+    std::vector<double> specialised_ms, dynamic_ms;
+    auto timed = [](auto& model, const kiln::Tensor& x) {
+      const auto start = std::chrono::steady_clock::now();
+      model({x});
+      return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    };
+    for (int i = 0; i < iters; ++i) {
+      specialised_ms.push_back(timed(specialised, image));
+      dynamic_ms.push_back(timed(dynamic, image));
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    std::cout << "dynamic_bench: " << name << " " << kiln::shape_str(input.shape) << ": specialised "
+              << median(specialised_ms) << " ms, dynamic " << median(dynamic_ms) << " ms (median of " << iters
+              << " calls each, alternating; dynamic/specialised " << median(dynamic_ms) / median(specialised_ms)
+              << "); kernels " << specialised.stats().kernels << " vs " << dynamic.stats().kernels << std::endl;
   }
 }
 
