@@ -1323,6 +1323,67 @@ BOOST_AUTO_TEST_CASE(an_if_with_a_constant_condition_takes_its_branch) {
   BOOST_TEST(contains(inside.what(), "NoSuchOp: 'else_branch_node'"), inside.what());
 }
 
+// Loop: the body (a subgraph with inputs of its own) runs on the host until
+// the trip count or the body's condition stops it; loop-carried values come
+// out final, scan outputs stacked over the iterations. The trip count may be
+// a constant or an input; compiled, fullgraph names the Loop as a break.
+BOOST_AUTO_TEST_CASE(a_loop_runs_its_body_until_the_trip_count_or_condition_stops_it) {
+  auto make = [](bool trip_count_input, bool stop_after_two) {
+    OnnxModel m;
+    m.input("x", {2, 3});
+    if (trip_count_input) m.input("trips", {}, onnx::TensorProto_DataType_INT64);
+    else m.initializer("trips", Tensor::from_i64({}, {3}));
+    m.initializer("one", Tensor::from_i64({}, {1}));
+    auto* node = m.node("Loop", {"trips", "", "x"}, {"acc_final", "doubled"}, "repeat");
+    auto* a = node->add_attribute();
+    a->set_name("body");
+    a->set_type(onnx::AttributeProto_AttributeType_GRAPH);
+    onnx::GraphProto* g = a->mutable_g();
+    g->set_name("body");
+    for (const char* name : {"i", "cond_in", "acc"}) g->add_input()->set_name(name);
+    auto add = [&](const std::string& op, std::vector<std::string> in, const std::string& out) {
+      auto* inner = g->add_node();
+      inner->set_op_type(op);
+      inner->set_name(out + "_node");
+      for (const std::string& i : in) inner->add_input(i);
+      inner->add_output(out);
+    };
+    if (stop_after_two) add("Less", {"i", "one"}, "cond_out");  // false from the second iteration
+    else add("Identity", {"cond_in"}, "cond_out");
+    add("Add", {"acc", "x"}, "acc_out");  // x from the enclosing graph
+    add("Add", {"acc_out", "acc_out"}, "twice");
+    for (const char* name : {"cond_out", "acc_out", "twice"}) g->add_output()->set_name(name);
+    m.output("acc_final");
+    m.output("doubled");
+    return m;
+  };
+  const Tensor x = Tensor::from_f32({2, 3}, {-1, 2, -3, 4, -5, 6});
+  auto check = [&](const std::vector<Tensor>& out, int iterations, const std::string& what) {
+    BOOST_TEST_CONTEXT(what) {
+      BOOST_TEST_REQUIRE(out.size() == 2u);
+      BOOST_TEST((out[0].shape() == kiln::Shape{2, 3}));
+      BOOST_TEST((out[1].shape() == kiln::Shape{iterations, 2, 3}));
+      for (std::size_t e = 0; e < 6; ++e) {
+        const float v = x.values<float>()[e];
+        BOOST_TEST(out[0].values<float>()[e] == v * static_cast<float>(1 + iterations));
+        for (int k = 0; k < iterations; ++k)
+          BOOST_TEST(out[1].values<float>()[static_cast<std::size_t>(k) * 6 + e] == 2 * v * static_cast<float>(2 + k));
+      }
+    }
+  };
+  const kiln::Model constant = make(false, false).load();
+  BOOST_TEST(only_node(kiln::internal::graph(constant), "Loop").subgraphs.size() == 1u);
+  check(run(constant, {x}), 3, "three trips");
+  check(kiln::compile(constant)({x}), 3, "three trips, compiled");
+  check(run(make(false, true).load(), {x}), 2, "stopped by the condition");
+  const kiln::Model counted = make(true, false).load();
+  auto compiled = kiln::compile(counted);
+  for (const std::int64_t trips : {0, 1, 4})
+    check(compiled({x, Tensor::from_i64({}, {trips})}), static_cast<int>(trips), std::to_string(trips) + " trips given");
+  const auto fullgraph = error_of([&] { kiln::compile(constant, {.fullgraph = true})({x}); });
+  BOOST_TEST(contains(fullgraph.what(), "Loop 'repeat': control flow"), fullgraph.what());
+}
+
 // Symbolic dims take default_dim, except an image input's height and width,
 // which take image_size when it is given (kiln run's --image-size).
 BOOST_AUTO_TEST_CASE(symbolic_height_and_width_take_the_image_size) {

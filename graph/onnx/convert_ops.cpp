@@ -11,6 +11,7 @@
 #include "graph/onnx/tensor_proto.h"
 
 #include <algorithm>
+#include <limits>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -376,6 +377,18 @@ OpRule reduce(const std::string& op) {
 }
 
 std::vector<ValueId> convert_slice(const OnnxNode& n, ImportContext& ctx) {
+  // A window computed at run time (a loop's iteration number): read then, a host step.
+  bool constant_window = true;
+  for (std::size_t i = 1; i < 5; ++i) constant_window = constant_window && (!present(n, i) || ctx.constant(n.inputs[i]));
+  if (!constant_window) {
+    KILN_CHECK(present(n, 0) && present(n, 1) && present(n, 2), ErrorKind::Corrupt,
+               n.where + "Slice needs data, starts and ends");
+    std::size_t count = 3;
+    while (count < 5 && present(n, count)) ++count;
+    for (std::size_t i = count; i < 5; ++i)
+      KILN_CHECK(!present(n, i), ErrorKind::Unsupported, n.where + "steps without axes are not supported at run time");
+    return ctx.emit(n, "Slice", inputs_upto(n, count), {});
+  }
   Attributes attrs = n.attrs;
   attrs.set("starts", to_ints(n, require_constant(n, ctx, 1, "the starts input"), "starts"));
   attrs.set("ends", to_ints(n, require_constant(n, ctx, 2, "the ends input"), "ends"));
@@ -851,6 +864,67 @@ std::vector<ValueId> convert_if(const OnnxNode& n, ImportContext& ctx) {
   return ctx.inline_branch(n, *branch(taken ? "then_branch" : "else_branch"));
 }
 
+// Loop: the body becomes a subgraph of a Loop node, a host step that runs it
+// on the reference implementation until the trip count or the condition
+// stops it. A missing trip count or condition becomes a constant (no limit,
+// true). The node's inputs: the trip count, the condition, the initial
+// loop-carried values, then the enclosing graph's values the body reads
+// (attribute `carried` counts the loop-carried ones).
+std::vector<ValueId> convert_loop(const OnnxNode& n, ImportContext& ctx) {
+  const onnx::GraphProto* body = nullptr;
+  for (const onnx::AttributeProto& a : n.proto->attribute())
+    if (a.name() == "body" && a.type() == onnx::AttributeProto_AttributeType_GRAPH) body = &a.g();
+  KILN_CHECK(body != nullptr, ErrorKind::Corrupt, n.where + "attribute 'body' (a graph) is missing");
+  const std::size_t carried = n.inputs.size() > 2 ? n.inputs.size() - 2 : 0;
+  for (std::size_t k = 0; k < carried; ++k)
+    KILN_CHECK(present(n, 2 + k), ErrorKind::Corrupt, n.where + "loop-carried input " + std::to_string(k) + " is missing");
+  KILN_CHECK(body->output_size() >= static_cast<int>(1 + carried) && n.num_outputs <= body->output_size() - 1,
+             ErrorKind::Corrupt,
+             n.where + "the body has " + std::to_string(body->output_size()) + " outputs for " +
+                 std::to_string(carried) + " loop-carried values and the node's " + std::to_string(n.num_outputs) +
+                 " outputs");
+  Tensor no_limit(DType::i64, {});
+  no_limit.values<std::int64_t>()[0] = std::numeric_limits<std::int64_t>::max();
+  Tensor always(DType::boolean, {});
+  always.bytes()[0] = std::byte{1};
+  const ValueId trip_count = present(n, 0) ? n.inputs[0] : ctx.add_constant(n, std::move(no_limit));
+  const ValueId condition = present(n, 1) ? n.inputs[1] : ctx.add_constant(n, std::move(always));
+  std::vector<graph::TensorType> formal = {{DType::i64, {}}, {DType::boolean, {}}};
+  for (std::size_t k = 0; k < carried; ++k) formal.push_back(ctx.type(n.inputs[2 + k]));
+  std::vector<ValueId> captured;
+  std::shared_ptr<const graph::Graph> graph = ctx.import_body(n, *body, formal, captured);
+  // A loop-carried value whose shape the body changes is dynamic in the body
+  // (and out of the loop): import it again with those inputs so typed.
+  bool retyped = false;
+  for (std::size_t k = 0; k < carried; ++k) {
+    const graph::TensorType& out = graph->value(graph->outputs()[1 + k]).type;
+    graph::TensorType& in = formal[2 + k];
+    KILN_CHECK(out.dtype == in.dtype, ErrorKind::ShapeMismatch,
+               n.where + "loop-carried value " + std::to_string(k) + " enters as " + graph::type_str(in) +
+                   " and leaves the body as " + graph::type_str(out));
+    if (out == in) continue;
+    Shape shape = in.shape;
+    if (out.shape.size() == shape.size() && !in.dynamic)
+      for (std::size_t d = 0; d < shape.size(); ++d) shape[d] = out.shape[d] == shape[d] ? shape[d] : graph::kDynamicDim;
+    else
+      shape.clear();
+    in = graph::dynamic_type(in.dtype, std::move(shape));
+    retyped = true;
+  }
+  if (retyped) {
+    captured.clear();
+    graph = ctx.import_body(n, *body, formal, captured);
+  }
+  std::vector<ValueId> inputs = {trip_count, condition};
+  for (std::size_t k = 0; k < carried; ++k) inputs.push_back(n.inputs[2 + k]);
+  inputs.insert(inputs.end(), captured.begin(), captured.end());
+  Attributes attrs;
+  attrs.set("carried", static_cast<std::int64_t>(carried));
+  std::vector<ValueId> outputs = ctx.emit_with_subgraphs(n, "Loop", std::move(inputs), std::move(attrs), {graph});
+  outputs.resize(std::min(outputs.size(), static_cast<std::size_t>(std::max(n.num_outputs, 0))));
+  return outputs;
+}
+
 // CastLike: Cast to the second input's element type.
 std::vector<ValueId> convert_cast_like(const OnnxNode& n, ImportContext& ctx) {
   KILN_CHECK(present(n, 0) && present(n, 1), ErrorKind::Corrupt, n.where + "CastLike needs two inputs");
@@ -1052,6 +1126,7 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("CastLike", OpRule{"Cast", convert_cast_like});
     r.emplace("OneHot", OpRule{"OneHot", convert_one_hot});
     r.emplace("If", OpRule{"If", convert_if});
+    r.emplace("Loop", OpRule{"Loop", convert_loop});
     r.emplace("InstanceNormalization", OpRule{"LayerNormalization", convert_instance_group_norm});
     r.emplace("GroupNormalization", OpRule{"LayerNormalization", convert_instance_group_norm});
     r.emplace("LpNormalization", OpRule{"ReduceL2", convert_lp_normalization});

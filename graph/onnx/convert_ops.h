@@ -63,7 +63,12 @@ class ImportContext {
   // `captured` gets them, as values of this graph, in the branch's input order.
   virtual std::shared_ptr<const graph::Graph> import_subgraph(const OnnxNode& source, const onnx::GraphProto& branch,
                                                               std::vector<graph::ValueId>& captured) = 0;
-  // Adds a node that runs subgraphs (If).
+  // As import_subgraph, for a body with inputs of its own (a Loop's): they
+  // are the graph's first inputs, typed `formal`; captured values follow.
+  virtual std::shared_ptr<const graph::Graph> import_body(const OnnxNode& source, const onnx::GraphProto& body,
+                                                          const std::vector<graph::TensorType>& formal,
+                                                          std::vector<graph::ValueId>& captured) = 0;
+  // Adds a node that runs subgraphs (If, Loop).
   virtual std::vector<graph::ValueId> emit_with_subgraphs(const OnnxNode& source, const std::string& op,
                                                           std::vector<graph::ValueId> inputs, graph::Attributes attrs,
                                                           std::vector<std::shared_ptr<const graph::Graph>> subgraphs) = 0;

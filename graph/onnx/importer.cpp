@@ -143,11 +143,21 @@ class Importer final : public ImportContext {
 
   std::shared_ptr<const graph::Graph> import_subgraph(const OnnxNode& source, const onnx::GraphProto& branch,
                                                       std::vector<ValueId>& captured) override {
-    KILN_CHECK(branch_depth_ < kMaxBranchDepth, ErrorKind::Unsupported,
-               source.where + "If branches nest more than " + std::to_string(kMaxBranchDepth) + " deep");
     KILN_CHECK(branch.output_size() == source.num_outputs, ErrorKind::Corrupt,
                source.where + "the branch has " + std::to_string(branch.output_size()) + " outputs, the If node " +
                    std::to_string(source.num_outputs));
+    return import_body(source, branch, {}, captured);
+  }
+
+  std::shared_ptr<const graph::Graph> import_body(const OnnxNode& source, const onnx::GraphProto& branch,
+                                                  const std::vector<TensorType>& formal,
+                                                  std::vector<ValueId>& captured) override {
+    KILN_CHECK(branch_depth_ < kMaxBranchDepth, ErrorKind::Unsupported,
+               source.where + "subgraphs (If branches, loop bodies) nest more than " + std::to_string(kMaxBranchDepth) +
+                   " deep");
+    KILN_CHECK(formal.empty() || static_cast<std::size_t>(branch.input_size()) == formal.size(), ErrorKind::Corrupt,
+               source.where + "the body declares " + std::to_string(branch.input_size()) + " inputs, the node passes " +
+                   std::to_string(formal.size()));
     Importer child(file_, base_dir_, options_, max_folded_bytes_ - folded_bytes_);
     child.parent_ = this;
     child.opset_ = opset_;
@@ -156,6 +166,14 @@ class Importer final : public ImportContext {
     KILN_CHECK(child.nodes_converted_ <= kMaxNodes, ErrorKind::Corrupt,
                where(file_) + "more than " + std::to_string(kMaxNodes) + " nodes with the If branches");
     child.collect_names(branch);
+    // A body's own inputs come first, in its order; captured values follow.
+    for (std::size_t i = 0; i < formal.size(); ++i) {
+      const std::string& name = branch.input(static_cast<int>(i)).name();
+      KILN_CHECK(!name.empty() && child.values_.count(name) == 0, ErrorKind::Corrupt,
+                 source.where + "body input " + std::to_string(i) + " has no name or a name used twice");
+      const ValueId id = child.graph_.add_subgraph_input(child.unique_value_name(name), formal[i]);
+      child.values_[name] = id;
+    }
     child.add_initializers(branch);
     for (int i = 0; i < branch.node_size(); ++i) child.convert_node(branch.node(i), i);
     std::vector<ValueId> outputs;
@@ -323,7 +341,7 @@ class Importer final : public ImportContext {
       const bool ok = default_domain && rule != op_rules().end() &&
                       (rule->second.kiln_op.empty() || graph::find_op(rule->second.kiln_op) != nullptr);
       if (!ok) unsupported[op].push_back(label);
-      if (ok && n.op_type() == "If")
+      if (ok && (n.op_type() == "If" || n.op_type() == "Loop"))
         for (const onnx::AttributeProto& a : n.attribute())
           if (a.type() == onnx::AttributeProto_AttributeType_GRAPH) collect_unsupported(a.g(), depth + 1, unsupported);
     }

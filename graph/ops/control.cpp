@@ -1,9 +1,10 @@
-// Control flow: If with a condition known only at run time. The node holds
+// Control flow: If with a condition known only at run time, and Loop. The node holds
 // its two branches as subgraphs (Node::subgraphs: then, else); its inputs are
 // the condition, then the values of the enclosing graph the then-branch
 // reads (attribute `then_inputs` counts them), then those the else-branch
 // reads, each in its branch's input order. The condition is read on the host
-// and the chosen branch runs, so an If is always a graph break.
+// and the chosen branch runs, so an If is always a graph break. Loop: a body
+// run on the host until its trip count or condition stops it.
 #include "graph/op_registry.h"
 #include "graph/ops/ops.h"
 
@@ -83,6 +84,106 @@ std::vector<Tensor> reference_if(const Node& node, std::span<const Tensor> in) {
   return run_reference(b.else_branch, in.subspan(1 + b.then_inputs));
 }
 
+// ---- Loop ----------------------------------------------------------------
+// Inputs: the trip count (i64), the condition (bool), `carried` initial
+// values, then the enclosing graph's values the body reads. The body takes
+// (iteration number, condition, carried values, captured values) and gives
+// (condition, carried values, scan outputs); the node gives the final
+// carried values, then each scan output stacked over the iterations.
+
+struct LoopBody {
+  const Graph& body;
+  std::size_t carried;
+  std::size_t scans;
+};
+
+LoopBody loop_body_of(const Node& node, std::size_t inputs) {
+  KILN_CHECK(node.subgraphs.size() == 1 && node.subgraphs[0], ErrorKind::InvalidArgument,
+             "needs one body, has " + std::to_string(node.subgraphs.size()) + " subgraphs");
+  const Graph& body = *node.subgraphs[0];
+  const std::int64_t carried = node.attrs.get_int("carried", -1);
+  KILN_CHECK(carried >= 0 && inputs >= 2 + static_cast<std::size_t>(carried) && body.inputs().size() == inputs &&
+                 body.outputs().size() >= 1 + static_cast<std::size_t>(carried),
+             ErrorKind::InvalidArgument,
+             "has " + std::to_string(inputs) + " inputs and carried = " + std::to_string(carried) + "; its body takes " +
+                 std::to_string(body.inputs().size()) + " and gives " + std::to_string(body.outputs().size()));
+  const auto n = static_cast<std::size_t>(carried);
+  return {body, n, body.outputs().size() - 1 - n};
+}
+
+bool is_scalar_of(const TensorType& t, DType dtype) {
+  return t.dtype == dtype && !t.dynamic && num_elements(t.shape) == 1;
+}
+
+std::vector<TensorType> infer_loop(const Node& node, std::span<const TensorType> in) {
+  check_known_attributes(node, {"carried"});
+  const LoopBody b = loop_body_of(node, in.size());
+  KILN_CHECK(is_scalar_of(in[0], DType::i64), ErrorKind::ShapeMismatch,
+             "the trip count must be one i64, got " + describe("trip count", in[0]));
+  KILN_CHECK(is_scalar_of(in[1], DType::boolean), ErrorKind::ShapeMismatch,
+             "the condition must be one bool, got " + describe("condition", in[1]));
+  for (std::size_t i = 2; i < in.size(); ++i) {
+    const TensorType& want = b.body.value(b.body.inputs()[i]).type;
+    KILN_CHECK(in[i] == want || (!in[i].dynamic && type_accepts(want, in[i])), ErrorKind::ShapeMismatch,
+               "the body's input '" + b.body.value(b.body.inputs()[i]).name + "' is " + type_str(want) +
+                   ", the node passes " + type_str(in[i]));
+  }
+  std::vector<TensorType> out;
+  for (std::size_t k = 0; k < b.carried; ++k)
+    out.push_back(joined(in[2 + k], b.body.value(b.body.outputs()[1 + k]).type, k));
+  for (std::size_t k = 0; k < b.scans; ++k) {
+    const TensorType& each = b.body.value(b.body.outputs()[1 + b.carried + k]).type;
+    const bool rank_known = !each.dynamic || !each.shape.empty();
+    Shape shape;
+    if (rank_known) {
+      shape.push_back(kDynamicDim);  // the iterations
+      shape.insert(shape.end(), each.shape.begin(), each.shape.end());
+    }
+    out.push_back(dynamic_type(each.dtype, std::move(shape)));
+  }
+  return out;
+}
+
+std::vector<Tensor> reference_loop(const Node& node, std::span<const Tensor> in) {
+  const LoopBody b = loop_body_of(node, in.size());
+  const std::int64_t trips = in[0].values<std::int64_t>()[0];
+  std::vector<Tensor> args(in.begin(), in.end());
+  args[0] = Tensor(DType::i64, {});
+  args[1] = Tensor(DType::boolean, {});
+  args[1].bytes()[0] = in[1].bytes()[0] != std::byte{0} ? std::byte{1} : std::byte{0};
+  std::vector<std::vector<Tensor>> scans(b.scans);
+  for (std::int64_t i = 0; i < trips && args[1].bytes()[0] != std::byte{0}; ++i) {
+    args[0] = Tensor(DType::i64, {});
+    args[0].values<std::int64_t>()[0] = i;
+    std::vector<Tensor> outs = run_reference(b.body, args);
+    args[1] = outs[0];
+    for (std::size_t k = 0; k < b.carried; ++k) args[2 + k] = outs[1 + k];
+    for (std::size_t k = 0; k < b.scans; ++k) {
+      KILN_CHECK(scans[k].empty() || outs[1 + b.carried + k].shape() == scans[k].front().shape(),
+                 ErrorKind::ShapeMismatch,
+                 "scan output " + std::to_string(k) + " is " + shape_str(outs[1 + b.carried + k].shape()) +
+                     " in iteration " + std::to_string(i) + ", " + shape_str(scans[k].front().shape()) + " before");
+      scans[k].push_back(std::move(outs[1 + b.carried + k]));
+    }
+  }
+  std::vector<Tensor> result(args.begin() + 2, args.begin() + 2 + static_cast<std::ptrdiff_t>(b.carried));
+  for (std::size_t k = 0; k < b.scans; ++k) {
+    const TensorType& each = b.body.value(b.body.outputs()[1 + b.carried + k]).type;
+    Shape shape = scans[k].empty() ? each.shape : scans[k].front().shape();
+    KILN_CHECK(!scans[k].empty() || !each.dynamic, ErrorKind::ShapeMismatch,
+               "scan output " + std::to_string(k) + " ran no iteration and its shape depends on data");
+    shape.insert(shape.begin(), static_cast<std::int64_t>(scans[k].size()));
+    Tensor stacked(each.dtype, shape);
+    std::size_t offset = 0;
+    for (const Tensor& t : scans[k]) {
+      std::copy(t.bytes().begin(), t.bytes().end(), stacked.bytes().begin() + static_cast<std::ptrdiff_t>(offset));
+      offset += t.bytes().size();
+    }
+    result.push_back(std::move(stacked));
+  }
+  return result;
+}
+
 }  // namespace
 
 void register_control_ops(OpTable& table) {
@@ -95,6 +196,16 @@ void register_control_ops(OpTable& table) {
   s.reference = reference_if;
   s.summary = "runs the then- or else-branch (subgraphs) as the bool condition, read at run time, says";
   add_op(table, std::move(s));
+
+  OpSchema loop;
+  loop.name = "Loop";
+  loop.min_inputs = 2;
+  loop.max_inputs = 1 << 16;
+  loop.variadic_outputs = true;
+  loop.infer = infer_loop;
+  loop.reference = reference_loop;
+  loop.summary = "runs its body (a subgraph) while the iteration count is below the trip count and the condition holds";
+  add_op(table, std::move(loop));
 }
 
 }  // namespace kiln::graph::ops

@@ -297,12 +297,42 @@ namespace {
 
 // ---- Slice ------------------------------------------------------------------------
 
+// With more inputs (starts, ends, then optionally axes and steps, read at
+// run time: the importer's form for a window computed from data, as a loop
+// body's iteration number) the output is dynamic.
 std::vector<TensorType> infer_slice(const Node& node, std::span<const TensorType> in) {
-  return {{in[0].dtype, slice_plan(node, in[0].shape).output_shape()}};
+  if (in.size() == 1) return {{in[0].dtype, slice_plan(node, in[0].shape).output_shape()}};
+  check_known_attributes(node, {});
+  KILN_CHECK(in.size() >= 3, ErrorKind::InvalidArgument, "takes the data alone, or with starts, ends[, axes[, steps]]");
+  for (std::size_t i = 1; i < in.size(); ++i)
+    KILN_CHECK((in[i].dtype == DType::i64 || in[i].dtype == DType::i32) && in[i].shape.size() == 1 && !in[i].dynamic &&
+                   in[i].shape[0] == in[1].shape[0],
+               ErrorKind::ShapeMismatch,
+               "starts, ends, axes and steps must be 1-D integer tensors of one length, got " + describe("input", in[i]));
+  const bool rank_known = !in[0].dynamic || !in[0].shape.empty();
+  return {dynamic_type(in[0].dtype, rank_known ? Shape(in[0].shape.size(), kDynamicDim) : Shape{})};
+}
+
+// The node with its run-time inputs as the one-input form's attributes.
+Node with_read_window(const Node& node, std::span<const Tensor> in) {
+  Node window = node;
+  auto ints = [&](std::size_t i) {
+    std::vector<std::int64_t> values;
+    if (in[i].dtype() == DType::i64)
+      for (std::int64_t v : in[i].values<std::int64_t>()) values.push_back(v);
+    else
+      for (std::int32_t v : in[i].values<std::int32_t>()) values.push_back(v);
+    return values;
+  };
+  window.attrs.set("starts", ints(1));
+  window.attrs.set("ends", ints(2));
+  if (in.size() > 3) window.attrs.set("axes", ints(3));
+  if (in.size() > 4) window.attrs.set("steps", ints(4));
+  return window;
 }
 
 std::vector<Tensor> reference_slice(const Node& node, std::span<const Tensor> in) {
-  const SlicePlan plan = slice_plan(node, in[0].shape());
+  const SlicePlan plan = in.size() == 1 ? slice_plan(node, in[0].shape()) : slice_plan(with_read_window(node, in), in[0].shape());
   return {gather_elements(in[0], plan.output_shape(), [&](std::span<const std::int64_t> coords) {
     return plan.source_offset(coords, row_major_strides(in[0].shape()));
   })};
@@ -535,8 +565,8 @@ std::vector<Tensor> reference_constant_of_shape(const Node& node, std::span<cons
 }  // namespace
 
 void register_data_ops(OpTable& table) {
-  add_op(table, make_schema("Slice", 1, 1, infer_slice, reference_slice,
-                       "strided window: `starts`, `ends`, `axes`, `steps` with ONNX clamping"));
+  add_op(table, make_schema("Slice", 1, 5, infer_slice, reference_slice,
+                       "strided window: `starts`, `ends`, `axes`, `steps` with ONNX clamping (attributes, or inputs read at run time)"));
   OpSchema split = make_schema("Split", 1, 1, infer_split, reference_split,
                           "pieces along `axis`: sizes `split`, or `num_outputs` equal pieces");
   split.variadic_outputs = true;
