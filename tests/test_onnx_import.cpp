@@ -1384,6 +1384,57 @@ BOOST_AUTO_TEST_CASE(a_loop_runs_its_body_until_the_trip_count_or_condition_stop
   BOOST_TEST(contains(fullgraph.what(), "Loop 'repeat': control flow"), fullgraph.what());
 }
 
+// Scan: the body runs once per slice of the scan input along axis 0 (in
+// reverse with scan_input_directions = 1), carrying its state; the running
+// sums come out stacked. Other scan axes are refused naming the attribute.
+BOOST_AUTO_TEST_CASE(a_scan_carries_state_over_the_slices_in_either_direction) {
+  auto make = [](std::int64_t direction, std::int64_t axis) {
+    OnnxModel m;
+    m.input("init", {2});
+    m.input("x", {3, 2});
+    auto* node = m.node("Scan", {"init", "x"}, {"total", "running"}, "cumulate");
+    attr(node, "num_scan_inputs", std::int64_t{1});
+    attr(node, "scan_input_directions", std::vector<std::int64_t>{direction});
+    attr(node, "scan_input_axes", std::vector<std::int64_t>{axis});
+    auto* a = node->add_attribute();
+    a->set_name("body");
+    a->set_type(onnx::AttributeProto_AttributeType_GRAPH);
+    onnx::GraphProto* g = a->mutable_g();
+    g->set_name("body");
+    for (const char* name : {"sum_in", "row"}) g->add_input()->set_name(name);
+    auto* add = g->add_node();
+    add->set_op_type("Add");
+    add->add_input("sum_in");
+    add->add_input("row");
+    add->add_output("sum_out");
+    auto* copy = g->add_node();
+    copy->set_op_type("Identity");
+    copy->add_input("sum_out");
+    copy->add_output("each");
+    for (const char* name : {"sum_out", "each"}) g->add_output()->set_name(name);
+    m.output("total");
+    m.output("running");
+    return m;
+  };
+  const Tensor init = Tensor::from_f32({2}, {10, 20});
+  const Tensor x = Tensor::from_f32({3, 2}, {1, 2, 3, 4, 5, 6});
+  for (const std::int64_t direction : {0, 1}) {
+    const kiln::Model model = make(direction, 0).load();
+    const std::vector<float> want = direction == 0 ? std::vector<float>{11, 22, 14, 26, 19, 32}
+                                                   : std::vector<float>{15, 26, 18, 30, 19, 32};
+    for (const auto& out : {run(model, {init, x}), kiln::compile(model)({init, x})}) {
+      BOOST_TEST(out.at(0).values<float>()[0] == 19.0f);
+      BOOST_TEST(out.at(0).values<float>()[1] == 32.0f);
+      BOOST_TEST((out.at(1).shape() == kiln::Shape{3, 2}));
+      const auto got = out.at(1).values<float>();
+      BOOST_TEST(std::vector<float>(got.begin(), got.end()) == want, boost::test_tools::per_element());
+    }
+  }
+  const auto other_axis = error_of([&] { make(0, 1).load(); });
+  BOOST_TEST(other_axis.kind() == ErrorKind::Unsupported);
+  BOOST_TEST(contains(other_axis.what(), "'scan_input_axes' scans along axis 1"), other_axis.what());
+}
+
 // Symbolic dims take default_dim, except an image input's height and width,
 // which take image_size when it is given (kiln run's --image-size).
 BOOST_AUTO_TEST_CASE(symbolic_height_and_width_take_the_image_size) {

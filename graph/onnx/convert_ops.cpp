@@ -925,6 +925,63 @@ std::vector<ValueId> convert_loop(const OnnxNode& n, ImportContext& ctx) {
   return outputs;
 }
 
+// Scan: the body becomes a subgraph of a Scan node, a host step that runs it
+// once per slice of the scan inputs along axis 0 (forward or reverse), with
+// the state carried from one run to the next; scan outputs are stacked along
+// axis 0. Other axes are refused naming them. Inputs: the initial states,
+// the scan inputs, then the enclosing graph's values the body reads
+// (attributes `states` and `scan_inputs` count the first two groups).
+std::vector<ValueId> convert_scan(const OnnxNode& n, ImportContext& ctx) {
+  const onnx::GraphProto* body = nullptr;
+  for (const onnx::AttributeProto& a : n.proto->attribute())
+    if (a.name() == "body" && a.type() == onnx::AttributeProto_AttributeType_GRAPH) body = &a.g();
+  KILN_CHECK(body != nullptr, ErrorKind::Corrupt, n.where + "attribute 'body' (a graph) is missing");
+  const std::int64_t scan_inputs = n.attrs.get_int("num_scan_inputs", -1);
+  KILN_CHECK(scan_inputs >= 1 && static_cast<std::size_t>(scan_inputs) <= n.inputs.size(), ErrorKind::Corrupt,
+             n.where + "num_scan_inputs " + std::to_string(scan_inputs) + " does not fit the node's " +
+                 std::to_string(n.inputs.size()) + " inputs");
+  const std::size_t m = static_cast<std::size_t>(scan_inputs);
+  const std::size_t states = n.inputs.size() - m;
+  for (std::size_t i = 0; i < n.inputs.size(); ++i)
+    KILN_CHECK(present(n, i), ErrorKind::Corrupt, n.where + "input " + std::to_string(i) + " is missing");
+  for (const char* axes : {"scan_input_axes", "scan_output_axes"})
+    for (std::int64_t axis : n.attrs.get_ints(axes, {}))
+      KILN_CHECK(axis == 0, ErrorKind::Unsupported,
+                 n.where + "attribute '" + axes + "' scans along axis " + std::to_string(axis) + "; only axis 0 is supported");
+  std::vector<graph::TensorType> formal;
+  for (std::size_t i = 0; i < states; ++i) formal.push_back(ctx.type(n.inputs[i]));
+  std::int64_t length = -1;
+  for (std::size_t i = states; i < n.inputs.size(); ++i) {
+    graph::TensorType slice = ctx.type(n.inputs[i]);
+    KILN_CHECK(!slice.dynamic && !slice.shape.empty(), ErrorKind::Unsupported,
+               n.where + "scan input " + std::to_string(i - states) + " must have a known shape of rank >= 1, it is " +
+                   graph::type_str(slice));
+    KILN_CHECK(length < 0 || slice.shape[0] == length, ErrorKind::ShapeMismatch,
+               n.where + "the scan inputs differ in length along axis 0");
+    length = slice.shape[0];
+    slice.shape.erase(slice.shape.begin());
+    formal.push_back(slice);
+  }
+  KILN_CHECK(body->output_size() >= static_cast<int>(states) && n.num_outputs <= body->output_size(),
+             ErrorKind::Corrupt,
+             n.where + "the body has " + std::to_string(body->output_size()) + " outputs for " +
+                 std::to_string(states) + " states and the node's " + std::to_string(n.num_outputs) + " outputs");
+  std::vector<ValueId> captured;
+  std::shared_ptr<const graph::Graph> graph = ctx.import_body(n, *body, formal, captured);
+  std::vector<ValueId> inputs(n.inputs.begin(), n.inputs.end());
+  inputs.insert(inputs.end(), captured.begin(), captured.end());
+  Attributes attrs;
+  attrs.set("states", static_cast<std::int64_t>(states));
+  attrs.set("scan_inputs", scan_inputs);
+  attrs.set("input_directions", n.attrs.get_ints("scan_input_directions", std::vector<std::int64_t>(m, 0)));
+  attrs.set("output_directions",
+            n.attrs.get_ints("scan_output_directions",
+                             std::vector<std::int64_t>(static_cast<std::size_t>(body->output_size()) - states, 0)));
+  std::vector<ValueId> outputs = ctx.emit_with_subgraphs(n, "Scan", std::move(inputs), std::move(attrs), {graph});
+  outputs.resize(std::min(outputs.size(), static_cast<std::size_t>(std::max(n.num_outputs, 0))));
+  return outputs;
+}
+
 // CastLike: Cast to the second input's element type.
 std::vector<ValueId> convert_cast_like(const OnnxNode& n, ImportContext& ctx) {
   KILN_CHECK(present(n, 0) && present(n, 1), ErrorKind::Corrupt, n.where + "CastLike needs two inputs");
@@ -1127,6 +1184,7 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("OneHot", OpRule{"OneHot", convert_one_hot});
     r.emplace("If", OpRule{"If", convert_if});
     r.emplace("Loop", OpRule{"Loop", convert_loop});
+    r.emplace("Scan", OpRule{"Scan", convert_scan});
     r.emplace("InstanceNormalization", OpRule{"LayerNormalization", convert_instance_group_norm});
     r.emplace("GroupNormalization", OpRule{"LayerNormalization", convert_instance_group_norm});
     r.emplace("LpNormalization", OpRule{"ReduceL2", convert_lp_normalization});

@@ -57,6 +57,8 @@ const std::map<std::string, int> kUnchangedSince = {
     {"LRN", 1}, {"MeanVarianceNormalization", 9},
     // Deprecated in opset 10: scales an attribute in 7, an input in 9 (convert_upsample reads both).
     {"Upsample", 7},
+    // Scan 11 only allows negative axes, which kiln refuses anyway (axis 0 only).
+    {"Scan", 9},
 };
 
 std::string read_file(const std::string& path, std::int64_t limit) {
@@ -341,7 +343,7 @@ class Importer final : public ImportContext {
       const bool ok = default_domain && rule != op_rules().end() &&
                       (rule->second.kiln_op.empty() || graph::find_op(rule->second.kiln_op) != nullptr);
       if (!ok) unsupported[op].push_back(label);
-      if (ok && (n.op_type() == "If" || n.op_type() == "Loop"))
+      if (ok && (n.op_type() == "If" || n.op_type() == "Loop" || n.op_type() == "Scan"))
         for (const onnx::AttributeProto& a : n.attribute())
           if (a.type() == onnx::AttributeProto_AttributeType_GRAPH) collect_unsupported(a.g(), depth + 1, unsupported);
     }

@@ -1,4 +1,4 @@
-// Control flow: If with a condition known only at run time, and Loop. The node holds
+// Control flow: If with a condition known only at run time, Loop and Scan. The node holds
 // its two branches as subgraphs (Node::subgraphs: then, else); its inputs are
 // the condition, then the values of the enclosing graph the then-branch
 // reads (attribute `then_inputs` counts them), then those the else-branch
@@ -184,6 +184,117 @@ std::vector<Tensor> reference_loop(const Node& node, std::span<const Tensor> in)
   return result;
 }
 
+// ---- Scan ----------------------------------------------------------------
+// Inputs: `states` initial states, `scan_inputs` tensors scanned along axis 0,
+// then the enclosing graph's values the body reads. The body takes (states,
+// one slice of each scan input, captured values) and gives (states, one
+// slice of each scan output); the node gives the final states, then the
+// scan outputs stacked along axis 0. A direction of 1 scans in reverse.
+
+struct ScanBody {
+  const Graph& body;
+  std::size_t states;
+  std::size_t scan_inputs;
+  std::size_t scan_outputs;
+  std::vector<std::int64_t> input_directions, output_directions;
+};
+
+ScanBody scan_body_of(const Node& node, std::size_t inputs) {
+  KILN_CHECK(node.subgraphs.size() == 1 && node.subgraphs[0], ErrorKind::InvalidArgument,
+             "needs one body, has " + std::to_string(node.subgraphs.size()) + " subgraphs");
+  const Graph& body = *node.subgraphs[0];
+  const std::int64_t states = node.attrs.get_int("states", -1);
+  const std::int64_t scans = node.attrs.get_int("scan_inputs", -1);
+  KILN_CHECK(states >= 0 && scans >= 1 && inputs >= static_cast<std::size_t>(states + scans) &&
+                 body.inputs().size() == inputs && body.outputs().size() >= static_cast<std::size_t>(states),
+             ErrorKind::InvalidArgument,
+             "has " + std::to_string(inputs) + " inputs, states = " + std::to_string(states) + " and scan_inputs = " +
+                 std::to_string(scans) + "; its body takes " + std::to_string(body.inputs().size()) + " and gives " +
+                 std::to_string(body.outputs().size()));
+  ScanBody b{body, static_cast<std::size_t>(states), static_cast<std::size_t>(scans),
+             body.outputs().size() - static_cast<std::size_t>(states), node.attrs.get_ints("input_directions", {}),
+             node.attrs.get_ints("output_directions", {})};
+  KILN_CHECK(b.input_directions.size() == b.scan_inputs && b.output_directions.size() == b.scan_outputs,
+             ErrorKind::InvalidArgument, "needs one direction per scan input and per scan output");
+  return b;
+}
+
+std::vector<TensorType> infer_scan(const Node& node, std::span<const TensorType> in) {
+  check_known_attributes(node, {"states", "scan_inputs", "input_directions", "output_directions"});
+  const ScanBody b = scan_body_of(node, in.size());
+  std::int64_t length = -1;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    TensorType want = b.body.value(b.body.inputs()[i]).type;
+    TensorType got = in[i];
+    if (i >= b.states && i < b.states + b.scan_inputs) {
+      KILN_CHECK(!got.dynamic && !got.shape.empty() && (length < 0 || got.shape[0] == length), ErrorKind::ShapeMismatch,
+                 "scan inputs must have known shapes of one length along axis 0, got " + describe("scan input", got));
+      length = got.shape[0];
+      got.shape.erase(got.shape.begin());
+    }
+    KILN_CHECK(got == want || (!got.dynamic && type_accepts(want, got)), ErrorKind::ShapeMismatch,
+               "the body's input '" + b.body.value(b.body.inputs()[i]).name + "' is " + type_str(want) +
+                   ", the node passes " + type_str(got));
+  }
+  std::vector<TensorType> out;
+  for (std::size_t k = 0; k < b.states; ++k) out.push_back(joined(in[k], b.body.value(b.body.outputs()[k]).type, k));
+  for (std::size_t k = 0; k < b.scan_outputs; ++k) {
+    TensorType each = b.body.value(b.body.outputs()[b.states + k]).type;
+    if (each.dynamic && each.shape.empty()) {
+      out.push_back(each);
+      continue;
+    }
+    each.shape.insert(each.shape.begin(), length);
+    out.push_back(each);
+  }
+  return out;
+}
+
+// Slice `index` of `t` along axis 0.
+Tensor slice_of(const Tensor& t, std::int64_t index) {
+  Shape shape(t.shape().begin() + 1, t.shape().end());
+  Tensor slice(t.dtype(), shape);
+  const std::size_t bytes = slice.nbytes();
+  std::copy_n(t.bytes().begin() + static_cast<std::ptrdiff_t>(bytes * static_cast<std::size_t>(index)), bytes,
+              slice.bytes().begin());
+  return slice;
+}
+
+std::vector<Tensor> reference_scan(const Node& node, std::span<const Tensor> in) {
+  const ScanBody b = scan_body_of(node, in.size());
+  const std::int64_t length = in[b.states].shape().at(0);
+  std::vector<Tensor> args(in.begin(), in.end());
+  std::vector<std::vector<Tensor>> scans(b.scan_outputs);
+  for (std::int64_t step = 0; step < length; ++step) {
+    for (std::size_t j = 0; j < b.scan_inputs; ++j)
+      args[b.states + j] = slice_of(in[b.states + j], b.input_directions[j] == 1 ? length - 1 - step : step);
+    std::vector<Tensor> outs = run_reference(b.body, args);
+    for (std::size_t k = 0; k < b.states; ++k) args[k] = outs[k];
+    for (std::size_t k = 0; k < b.scan_outputs; ++k) {
+      KILN_CHECK(scans[k].empty() || outs[b.states + k].shape() == scans[k].front().shape(), ErrorKind::ShapeMismatch,
+                 "scan output " + std::to_string(k) + " changes shape at step " + std::to_string(step));
+      scans[k].push_back(std::move(outs[b.states + k]));
+    }
+  }
+  std::vector<Tensor> result(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(b.states));
+  for (std::size_t k = 0; k < b.scan_outputs; ++k) {
+    const TensorType& each = b.body.value(b.body.outputs()[b.states + k]).type;
+    KILN_CHECK(!scans[k].empty() || !each.dynamic, ErrorKind::ShapeMismatch,
+               "scan output " + std::to_string(k) + " ran no step and its shape depends on data");
+    Shape shape = scans[k].empty() ? each.shape : scans[k].front().shape();
+    shape.insert(shape.begin(), length);
+    Tensor stacked(each.dtype, shape);
+    if (b.output_directions[k] == 1) std::reverse(scans[k].begin(), scans[k].end());
+    std::size_t offset = 0;
+    for (const Tensor& t : scans[k]) {
+      std::copy(t.bytes().begin(), t.bytes().end(), stacked.bytes().begin() + static_cast<std::ptrdiff_t>(offset));
+      offset += t.bytes().size();
+    }
+    result.push_back(std::move(stacked));
+  }
+  return result;
+}
+
 }  // namespace
 
 void register_control_ops(OpTable& table) {
@@ -206,6 +317,16 @@ void register_control_ops(OpTable& table) {
   loop.reference = reference_loop;
   loop.summary = "runs its body (a subgraph) while the iteration count is below the trip count and the condition holds";
   add_op(table, std::move(loop));
+
+  OpSchema scan;
+  scan.name = "Scan";
+  scan.min_inputs = 1;
+  scan.max_inputs = 1 << 16;
+  scan.variadic_outputs = true;
+  scan.infer = infer_scan;
+  scan.reference = reference_scan;
+  scan.summary = "runs its body (a subgraph) once per slice of the scan inputs, carrying state, stacking scan outputs";
+  add_op(table, std::move(scan));
 }
 
 }  // namespace kiln::graph::ops

@@ -278,7 +278,8 @@ class Fuser {
 }  // namespace
 
 std::optional<std::string> dynamic_reason(const graph::Graph& g, const graph::Node& node) {
-  if (node.op == "Loop") return std::string("control flow: a loop runs its body on the host");
+  if (node.op == "Loop" || node.op == "Scan")
+    return std::string("control flow: a ") + (node.op == "Loop" ? "loop" : "scan") + " runs its body on the host";
   if (!node.subgraphs.empty()) return std::string("control flow: the branch is chosen by a condition read at run time");
   for (graph::ValueId v : node.inputs)
     if (v >= 0 && g.value(v).type.dynamic) return std::string(kDynamicInput) + " (input '" + g.value(v).name + "')";
