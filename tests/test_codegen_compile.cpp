@@ -22,7 +22,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <atomic>
 #include <future>
 #include <iomanip>
 #include <iostream>
@@ -31,6 +33,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace kiln {
@@ -111,31 +114,58 @@ struct CompileOutcome {
   std::vector<std::string> failures;
 };
 
-CompileOutcome run_jobs(const std::vector<CompileJob>& jobs) {
+CompileOutcome run_job(const CompileJob& job) {
   CompileOutcome outcome;
-  for (const CompileJob& job : jobs) {
-    try {
-      const KernelBinary binary = job.backend->compiler().compile(job.source, job.target);
-      if (auto problem = binary_problem(job.source, job.target, binary))
-        outcome.failures.push_back(*problem);
-      else
-        ++outcome.compiled;
-    } catch (const Error& error) {
-      outcome.failures.push_back(std::string(kiln::error_kind_name(error.kind())) + ": " + error.what());
-    }
+  try {
+    const KernelBinary binary = job.backend->compiler().compile(job.source, job.target);
+    if (auto problem = binary_problem(job.source, job.target, binary))
+      outcome.failures.push_back(*problem);
+    else
+      ++outcome.compiled;
+  } catch (const Error& error) {
+    outcome.failures.push_back(std::string(kiln::error_kind_name(error.kind())) + ": " + error.what());
   }
   return outcome;
 }
 
-// Compiles every job, one thread per backend (NVRTC and hiprtc then overlap;
-// hiprtc itself compiles one program at a time), and checks the results on
-// the test thread, where Boost.Test assertions belong. Returns the count.
+// Whether `arch` is one of the offline targets KILN_OFFLINE_TARGETS lists
+// (comma-separated; unset: all). CI runs the long whole-op-set case as two
+// processes at once, each for some targets: hiprtc compiles one program at a
+// time per process.
+bool listed_target(const std::string& arch) {
+  const char* listed = std::getenv("KILN_OFFLINE_TARGETS");
+  if (listed == nullptr) return true;
+  std::istringstream list(listed);
+  for (std::string item; std::getline(list, item, ',');)
+    if (item == arch) return true;
+  return false;
+}
+
+// Compiles every job on one worker per hardware thread, taking the backends'
+// jobs in turn (NVRTC compiles on several threads at once; hiprtc one
+// program at a time, so its jobs are spread out rather than queued behind
+// each other), and checks the results on the test thread, where Boost.Test
+// assertions belong. Returns the count.
 int compile_all(const std::vector<CompileJob>& jobs) {
-  std::map<const Backend*, std::vector<CompileJob>> by_backend;
-  for (const CompileJob& job : jobs) by_backend[job.backend].push_back(job);
+  std::map<const Backend*, std::vector<const CompileJob*>> by_backend;
+  for (const CompileJob& job : jobs) by_backend[job.backend].push_back(&job);
+  std::vector<const CompileJob*> order;
+  for (std::size_t i = 0; order.size() < jobs.size(); ++i)
+    for (const auto& [backend, list] : by_backend)
+      if (i < list.size()) order.push_back(list[i]);
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    CompileOutcome outcome;
+    for (std::size_t i = next++; i < order.size(); i = next++) {
+      CompileOutcome one = run_job(*order[i]);
+      outcome.compiled += one.compiled;
+      outcome.failures.insert(outcome.failures.end(), one.failures.begin(), one.failures.end());
+    }
+    return outcome;
+  };
   std::vector<std::future<CompileOutcome>> outcomes;
-  for (const auto& [backend, backend_jobs] : by_backend)
-    outcomes.push_back(std::async(std::launch::async, run_jobs, std::cref(backend_jobs)));
+  for (unsigned t = 0; t < std::max(2u, std::thread::hardware_concurrency()); ++t)
+    outcomes.push_back(std::async(std::launch::async, worker));
   int compiled = 0;
   for (auto& future : outcomes) {
     const CompileOutcome outcome = future.get();
@@ -336,7 +366,7 @@ std::string summary_line(const JobQueue& queue, int compiled, double seconds) {
 
 BOOST_AUTO_TEST_SUITE(codegen_compile)
 
-BOOST_AUTO_TEST_CASE(every_op_case_kernel_compiles_for_every_offline_target) {
+BOOST_AUTO_TEST_CASE(every_op_case_kernel_compiles_for_every_offline_target, *boost::unit_test::label("offline_targets")) {
   const auto start = std::chrono::steady_clock::now();
   JobQueue queue;
   int lowered = 0;
@@ -357,11 +387,26 @@ BOOST_AUTO_TEST_CASE(every_op_case_kernel_compiles_for_every_offline_target) {
   BOOST_TEST(lowered > static_cast<int>(cases.size()));  // most cases lower to at least one kernel
   BOOST_TEST_REQUIRE(!queue.jobs().empty());
 
-  const int compiled = compile_all(queue.jobs());
-  BOOST_TEST(compiled == static_cast<int>(queue.jobs().size()));
+  std::vector<CompileJob> jobs;
+  std::set<std::string> skipped;
+  for (const CompileJob& job : queue.jobs()) {
+    if (listed_target(job.target.arch)) jobs.push_back(job);
+    else skipped.insert(job.target.arch);
+  }
+  if (jobs.empty() && std::getenv("KILN_OFFLINE_TARGETS")) {
+    // A part of CI's split whose targets this build does not have.
+    BOOST_TEST_MESSAGE("KILN_OFFLINE_TARGETS names no offline target of this build: nothing to compile");
+    return;
+  }
+  BOOST_TEST_REQUIRE(!jobs.empty());
+  const int compiled = compile_all(jobs);
+  BOOST_TEST(compiled == static_cast<int>(jobs.size()));
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string left_out;
+  for (const std::string& arch : skipped) left_out += (left_out.empty() ? "" : ", ") + arch;
   std::cout << summary_line(queue, compiled, seconds) << " (" << lowered << " kernels lowered from " << cases.size()
-            << " op cases, before and after the compile passes)" << std::endl;
+            << " op cases, before and after the compile passes"
+            << (left_out.empty() ? "" : "; not listed in KILN_OFFLINE_TARGETS: " + left_out) << ")" << std::endl;
 }
 
 BOOST_AUTO_TEST_CASE(every_kernel_ir_construct_compiles_for_every_offline_target) {

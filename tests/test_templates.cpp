@@ -32,6 +32,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <sstream>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -1151,10 +1152,22 @@ BOOST_AUTO_TEST_CASE(every_configuration_compiles_for_cuda_and_hip, *boost::unit
     sh::build_conv(kernel, p, plan);
     kernels.push_back(std::move(kernel));
   }
+  // KILN_OFFLINE_TARGETS (comma-separated arch names) limits the targets:
+  // CI runs this case as two processes at once, each for some targets
+  // (hiprtc compiles one program at a time per process).
+  const char* listed = std::getenv("KILN_OFFLINE_TARGETS");
+  auto listed_target = [&](const std::string& arch) {
+    if (listed == nullptr) return true;
+    std::istringstream list(listed);
+    for (std::string item; std::getline(list, item, ',');)
+      if (item == arch) return true;
+    return false;
+  };
   int compiled = 0;
   for (const kb::Backend* backend : kb::all_backends()) {
     if (backend->name() != "cuda" && backend->name() != "hip") continue;
     for (const kb::TargetDesc& target : backend->offline_targets()) {
+      if (!listed_target(target.arch)) continue;
       for (const kir::Kernel& kernel : kernels) {
         const kb::KernelSource source = kiln::render::make_kernel_source(kernel, backend->language());
         BOOST_TEST(!backend->compiler().compile(source, target).data.empty(),
@@ -1163,8 +1176,10 @@ BOOST_AUTO_TEST_CASE(every_configuration_compiles_for_cuda_and_hip, *boost::unit
       }
     }
   }
+  // None where a part of CI's split names targets this build does not have.
+  BOOST_TEST((compiled > 0 || listed != nullptr));
   std::cout << "templates: " << kernels.size() << " configurations compiled " << compiled
-            << " times for the offline CUDA/HIP targets\n";
+            << " times for the offline CUDA/HIP targets" << (listed ? std::string(" listed: ") + listed : "") << "\n";
 }
 
 // ---- Throughput ----------------------------------------------------------
