@@ -70,7 +70,8 @@ def control_flow_seeds():
     """An If whose condition is an input (both branches become subgraphs,
     reading the enclosing graph's values), torchvision's data-dependent
     post-processing (NonZero, Shape, a run-time TopK K and ConstantOfShape),
-    Einsum and a DOUBLE constant taken through a Cast."""
+    Einsum, a DOUBLE constant taken through a Cast, a Loop with a run-time
+    Slice in its body, and a reverse Scan."""
     f = TensorProto.FLOAT
 
     def model(nodes, inputs, outputs, inits=()):
@@ -103,7 +104,32 @@ def control_flow_seeds():
     double = model([helper.make_node("Constant", [], ["d"], value=helper.make_tensor("v", TensorProto.DOUBLE, [3], [1.5, -2.5, 4.0])),
                     helper.make_node("Cast", ["d"], ["c"], to=f), helper.make_node("Mul", ["s3", "c"], ["y"])],
                    [helper.make_tensor_value_info("s3", f, [3])], [y])
-    return [run_time_if, post, einsum, double]
+    # A Loop with a trip count input, a condition from the body, a loop-carried
+    # value, a captured value and a scan output; a Slice whose window is the
+    # iteration number; a Scan summing rows in reverse.
+    i64 = TensorProto.INT64
+    loop_body = helper.make_graph(
+        [helper.make_node("Less", ["i", "limit"], ["cond_out"]), helper.make_node("Add", ["acc", "x"], ["acc_out"]),
+         helper.make_node("Unsqueeze", ["i", "zero"], ["start"]), helper.make_node("Add", ["start", "one"], ["end"]),
+         helper.make_node("Slice", ["acc_out", "start", "end", "zero"], ["row"])],
+        "body", [helper.make_tensor_value_info("i", i64, []), helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+                 helper.make_tensor_value_info("acc", f, [2, 3])],
+        [helper.make_tensor_value_info(n, f if n != "cond_out" else TensorProto.BOOL, None)
+         for n in ("cond_out", "acc_out", "row")])
+    loop = model([helper.make_node("Loop", ["trips", "", "x"], ["acc_final", "rows"], body=loop_body)],
+                 [x, helper.make_tensor_value_info("trips", i64, [])],
+                 [helper.make_tensor_value_info(n, f, None) for n in ("acc_final", "rows")],
+                 [helper.make_tensor("limit", i64, [], [1]), helper.make_tensor("zero", i64, [1], [0]),
+                  helper.make_tensor("one", i64, [1], [1])])
+    scan_body = helper.make_graph(
+        [helper.make_node("Add", ["sum_in", "r"], ["sum_out"]), helper.make_node("Identity", ["sum_out"], ["each"])],
+        "scan_body", [helper.make_tensor_value_info("sum_in", f, [3]), helper.make_tensor_value_info("r", f, [3])],
+        [helper.make_tensor_value_info(n, f, [3]) for n in ("sum_out", "each")])
+    scan = model([helper.make_node("Scan", ["init", "x"], ["total", "running"], body=scan_body, num_scan_inputs=1,
+                                   scan_input_directions=[1])],
+                 [helper.make_tensor_value_info("init", f, [3]), x],
+                 [helper.make_tensor_value_info(n, f, None) for n in ("total", "running")])
+    return [run_time_if, post, einsum, double, loop, scan]
 
 
 def main():
