@@ -165,7 +165,8 @@ std::shared_ptr<Executor> ShapeSets::make(Model model, const Dims& dims, std::ve
 }
 
 bool ShapeSets::serves(const Set& set, const std::vector<Shape>& shapes) const {
-  if (!any(set.dynamic) || shapes.size() != set.shapes.size()) return false;
+  // A set whose probe could not be made was compiled static: it serves only its own shapes.
+  if (!any(set.dynamic) || !set.executor->options().dynamic_probe || shapes.size() != set.shapes.size()) return false;
   for (std::size_t i = 0; i < shapes.size(); ++i) {
     if (shapes[i].size() != set.shapes[i].size()) return false;
     for (std::size_t d = 0; d < shapes[i].size(); ++d)
