@@ -17,6 +17,7 @@
 #include "src/kernel/ir.h"
 #include "src/lower/lower.h"
 #include "src/render/cstyle.h"
+#include "offline_targets.h"
 #include "op_cases.h"
 #include "src/runtime/internal_access.h"
 
@@ -126,19 +127,6 @@ CompileOutcome run_job(const CompileJob& job) {
     outcome.failures.push_back(std::string(kiln::error_kind_name(error.kind())) + ": " + error.what());
   }
   return outcome;
-}
-
-// Whether `arch` is one of the offline targets KILN_OFFLINE_TARGETS lists
-// (comma-separated; unset: all). CI runs the long whole-op-set case as two
-// processes at once, each for some targets: hiprtc compiles one program at a
-// time per process.
-bool listed_target(const std::string& arch) {
-  const char* listed = std::getenv("KILN_OFFLINE_TARGETS");
-  if (listed == nullptr) return true;
-  std::istringstream list(listed);
-  for (std::string item; std::getline(list, item, ',');)
-    if (item == arch) return true;
-  return false;
 }
 
 // Compiles every job on one worker per hardware thread, taking the backends'
@@ -390,7 +378,7 @@ BOOST_AUTO_TEST_CASE(every_op_case_kernel_compiles_for_every_offline_target, *bo
   std::vector<CompileJob> jobs;
   std::set<std::string> skipped;
   for (const CompileJob& job : queue.jobs()) {
-    if (listed_target(job.target.arch)) jobs.push_back(job);
+    if (kiln::testing::offline_target_listed(job.target.arch)) jobs.push_back(job);
     else skipped.insert(job.target.arch);
   }
   if (jobs.empty() && std::getenv("KILN_OFFLINE_TARGETS")) {

@@ -20,6 +20,7 @@
 #include "src/lower/lower.h"
 #include "src/render/cstyle.h"
 #include "src/runtime/internal_access.h"
+#include "offline_targets.h"
 
 #include <kiln/builder.h>
 #include <kiln/error.h>
@@ -32,7 +33,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
-#include <sstream>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -1152,22 +1152,13 @@ BOOST_AUTO_TEST_CASE(every_configuration_compiles_for_cuda_and_hip, *boost::unit
     sh::build_conv(kernel, p, plan);
     kernels.push_back(std::move(kernel));
   }
-  // KILN_OFFLINE_TARGETS (comma-separated arch names) limits the targets:
-  // CI runs this case as two processes at once, each for some targets
-  // (hiprtc compiles one program at a time per process).
+  // KILN_OFFLINE_TARGETS limits the targets (tests/offline_targets.h).
   const char* listed = std::getenv("KILN_OFFLINE_TARGETS");
-  auto listed_target = [&](const std::string& arch) {
-    if (listed == nullptr) return true;
-    std::istringstream list(listed);
-    for (std::string item; std::getline(list, item, ',');)
-      if (item == arch) return true;
-    return false;
-  };
   int compiled = 0;
   for (const kb::Backend* backend : kb::all_backends()) {
     if (backend->name() != "cuda" && backend->name() != "hip") continue;
     for (const kb::TargetDesc& target : backend->offline_targets()) {
-      if (!listed_target(target.arch)) continue;
+      if (!kiln::testing::offline_target_listed(target.arch)) continue;
       for (const kir::Kernel& kernel : kernels) {
         const kb::KernelSource source = kiln::render::make_kernel_source(kernel, backend->language());
         BOOST_TEST(!backend->compiler().compile(source, target).data.empty(),

@@ -38,6 +38,9 @@ struct OnnxNode {
   int opset = 0;                       // of the default domain
 };
 
+// Whether the node's input `index` is given (ONNX leaves optional ones empty).
+inline bool present(const OnnxNode& n, std::size_t index) { return index < n.inputs.size() && n.inputs[index] >= 0; }
+
 // What conversion rules may do to the graph being built.
 class ImportContext {
  public:

@@ -39,6 +39,32 @@ Branches branches_of(const Node& node, std::size_t inputs) {
   return {then_branch, else_branch, static_cast<std::size_t>(then_inputs)};
 }
 
+// Checks that the node passes `got` for the subgraph's input `i`: a probe
+// (concrete) or the very type the subgraph was built for. `what` names the
+// subgraph ("then-branch", "body").
+void check_subgraph_input(const Graph& subgraph, std::size_t i, const TensorType& got, const std::string& what) {
+  const TensorType& want = subgraph.value(subgraph.inputs()[i]).type;
+  KILN_CHECK(got == want || (!got.dynamic && type_accepts(want, got)), ErrorKind::ShapeMismatch,
+             "the " + what + "'s input '" + subgraph.value(subgraph.inputs()[i]).name + "' is " + type_str(want) +
+                 ", the node passes " + type_str(got));
+}
+
+// `slices`, each of one shape, one after another along a new axis 0 (an
+// empty list gives [0] + `each`, which must then be static).
+Tensor stacked(const TensorType& each, const std::vector<Tensor>& slices, const std::string& what) {
+  KILN_CHECK(!slices.empty() || !each.dynamic, ErrorKind::ShapeMismatch,
+             what + " has no slice and its shape depends on data");
+  Shape shape = slices.empty() ? each.shape : slices.front().shape();
+  shape.insert(shape.begin(), static_cast<std::int64_t>(slices.size()));
+  Tensor out(each.dtype, shape);
+  std::size_t offset = 0;
+  for (const Tensor& t : slices) {
+    std::copy(t.bytes().begin(), t.bytes().end(), out.bytes().begin() + static_cast<std::ptrdiff_t>(offset));
+    offset += t.bytes().size();
+  }
+  return out;
+}
+
 // An output typed to hold what either branch makes.
 TensorType joined(const TensorType& a, const TensorType& b, std::size_t index) {
   KILN_CHECK(a.dtype == b.dtype, ErrorKind::ShapeMismatch,
@@ -59,14 +85,8 @@ std::vector<TensorType> infer_if(const Node& node, std::span<const TensorType> i
   KILN_CHECK(in[0].dtype == DType::boolean && !in[0].dynamic && num_elements(in[0].shape) == 1,
              ErrorKind::ShapeMismatch, "the condition must be one bool, got " + describe("condition", in[0]));
   auto check_inputs = [&](const Graph& branch, std::size_t first, const char* which) {
-    for (std::size_t i = 0; i < branch.inputs().size(); ++i) {
-      const TensorType& want = branch.value(branch.inputs()[i]).type;
-      const TensorType& got = in[first + i];
-      // A probe (concrete) or the very type the branch was built for.
-      KILN_CHECK(got == want || (!got.dynamic && type_accepts(want, got)), ErrorKind::ShapeMismatch,
-                 std::string("the ") + which + "-branch's input '" + branch.value(branch.inputs()[i]).name + "' is " +
-                     type_str(want) + ", the node passes " + type_str(got));
-    }
+    for (std::size_t i = 0; i < branch.inputs().size(); ++i)
+      check_subgraph_input(branch, i, in[first + i], std::string(which) + "-branch");
   };
   check_inputs(b.then_branch, 1, "then");
   check_inputs(b.else_branch, 1 + b.then_inputs, "else");
@@ -122,12 +142,7 @@ std::vector<TensorType> infer_loop(const Node& node, std::span<const TensorType>
              "the trip count must be one i64, got " + describe("trip count", in[0]));
   KILN_CHECK(is_scalar_of(in[1], DType::boolean), ErrorKind::ShapeMismatch,
              "the condition must be one bool, got " + describe("condition", in[1]));
-  for (std::size_t i = 2; i < in.size(); ++i) {
-    const TensorType& want = b.body.value(b.body.inputs()[i]).type;
-    KILN_CHECK(in[i] == want || (!in[i].dynamic && type_accepts(want, in[i])), ErrorKind::ShapeMismatch,
-               "the body's input '" + b.body.value(b.body.inputs()[i]).name + "' is " + type_str(want) +
-                   ", the node passes " + type_str(in[i]));
-  }
+  for (std::size_t i = 2; i < in.size(); ++i) check_subgraph_input(b.body, i, in[i], "body");
   std::vector<TensorType> out;
   for (std::size_t k = 0; k < b.carried; ++k)
     out.push_back(joined(in[2 + k], b.body.value(b.body.outputs()[1 + k]).type, k));
@@ -167,20 +182,9 @@ std::vector<Tensor> reference_loop(const Node& node, std::span<const Tensor> in)
     }
   }
   std::vector<Tensor> result(args.begin() + 2, args.begin() + 2 + static_cast<std::ptrdiff_t>(b.carried));
-  for (std::size_t k = 0; k < b.scans; ++k) {
-    const TensorType& each = b.body.value(b.body.outputs()[1 + b.carried + k]).type;
-    Shape shape = scans[k].empty() ? each.shape : scans[k].front().shape();
-    KILN_CHECK(!scans[k].empty() || !each.dynamic, ErrorKind::ShapeMismatch,
-               "scan output " + std::to_string(k) + " ran no iteration and its shape depends on data");
-    shape.insert(shape.begin(), static_cast<std::int64_t>(scans[k].size()));
-    Tensor stacked(each.dtype, shape);
-    std::size_t offset = 0;
-    for (const Tensor& t : scans[k]) {
-      std::copy(t.bytes().begin(), t.bytes().end(), stacked.bytes().begin() + static_cast<std::ptrdiff_t>(offset));
-      offset += t.bytes().size();
-    }
-    result.push_back(std::move(stacked));
-  }
+  for (std::size_t k = 0; k < b.scans; ++k)
+    result.push_back(stacked(b.body.value(b.body.outputs()[1 + b.carried + k]).type, scans[k],
+                             "scan output " + std::to_string(k)));
   return result;
 }
 
@@ -224,7 +228,6 @@ std::vector<TensorType> infer_scan(const Node& node, std::span<const TensorType>
   const ScanBody b = scan_body_of(node, in.size());
   std::int64_t length = -1;
   for (std::size_t i = 0; i < in.size(); ++i) {
-    TensorType want = b.body.value(b.body.inputs()[i]).type;
     TensorType got = in[i];
     if (i >= b.states && i < b.states + b.scan_inputs) {
       KILN_CHECK(!got.dynamic && !got.shape.empty() && (length < 0 || got.shape[0] == length), ErrorKind::ShapeMismatch,
@@ -232,9 +235,7 @@ std::vector<TensorType> infer_scan(const Node& node, std::span<const TensorType>
       length = got.shape[0];
       got.shape.erase(got.shape.begin());
     }
-    KILN_CHECK(got == want || (!got.dynamic && type_accepts(want, got)), ErrorKind::ShapeMismatch,
-               "the body's input '" + b.body.value(b.body.inputs()[i]).name + "' is " + type_str(want) +
-                   ", the node passes " + type_str(got));
+    check_subgraph_input(b.body, i, got, "body");
   }
   std::vector<TensorType> out;
   for (std::size_t k = 0; k < b.states; ++k) out.push_back(joined(in[k], b.body.value(b.body.outputs()[k]).type, k));
@@ -278,55 +279,32 @@ std::vector<Tensor> reference_scan(const Node& node, std::span<const Tensor> in)
   }
   std::vector<Tensor> result(args.begin(), args.begin() + static_cast<std::ptrdiff_t>(b.states));
   for (std::size_t k = 0; k < b.scan_outputs; ++k) {
-    const TensorType& each = b.body.value(b.body.outputs()[b.states + k]).type;
-    KILN_CHECK(!scans[k].empty() || !each.dynamic, ErrorKind::ShapeMismatch,
-               "scan output " + std::to_string(k) + " ran no step and its shape depends on data");
-    Shape shape = scans[k].empty() ? each.shape : scans[k].front().shape();
-    shape.insert(shape.begin(), length);
-    Tensor stacked(each.dtype, shape);
     if (b.output_directions[k] == 1) std::reverse(scans[k].begin(), scans[k].end());
-    std::size_t offset = 0;
-    for (const Tensor& t : scans[k]) {
-      std::copy(t.bytes().begin(), t.bytes().end(), stacked.bytes().begin() + static_cast<std::ptrdiff_t>(offset));
-      offset += t.bytes().size();
-    }
-    result.push_back(std::move(stacked));
+    result.push_back(stacked(b.body.value(b.body.outputs()[b.states + k]).type, scans[k],
+                             "scan output " + std::to_string(k)));
   }
   return result;
+}
+
+// A control-flow op: any number of inputs and outputs, run by its reference.
+OpSchema control_schema(const std::string& name, int min_inputs, decltype(OpSchema::infer) infer,
+                        decltype(OpSchema::reference) reference, const std::string& summary) {
+  OpSchema s = make_schema(name, min_inputs, 1 << 16, std::move(infer), std::move(reference), summary);
+  s.variadic_outputs = true;
+  return s;
 }
 
 }  // namespace
 
 void register_control_ops(OpTable& table) {
-  OpSchema s;
-  s.name = "If";
-  s.min_inputs = 1;
-  s.max_inputs = 1 << 16;
-  s.variadic_outputs = true;
-  s.infer = infer_if;
-  s.reference = reference_if;
-  s.summary = "runs the then- or else-branch (subgraphs) as the bool condition, read at run time, says";
-  add_op(table, std::move(s));
-
-  OpSchema loop;
-  loop.name = "Loop";
-  loop.min_inputs = 2;
-  loop.max_inputs = 1 << 16;
-  loop.variadic_outputs = true;
-  loop.infer = infer_loop;
-  loop.reference = reference_loop;
-  loop.summary = "runs its body (a subgraph) while the iteration count is below the trip count and the condition holds";
-  add_op(table, std::move(loop));
-
-  OpSchema scan;
-  scan.name = "Scan";
-  scan.min_inputs = 1;
-  scan.max_inputs = 1 << 16;
-  scan.variadic_outputs = true;
-  scan.infer = infer_scan;
-  scan.reference = reference_scan;
-  scan.summary = "runs its body (a subgraph) once per slice of the scan inputs, carrying state, stacking scan outputs";
-  add_op(table, std::move(scan));
+  add_op(table, control_schema("If", 1, infer_if, reference_if,
+                               "runs the then- or else-branch (subgraphs) as the bool condition, read at run time, says"));
+  add_op(table, control_schema("Loop", 2, infer_loop, reference_loop,
+                               "runs its body (a subgraph) while the iteration count is below the trip count and the "
+                               "condition holds"));
+  add_op(table, control_schema("Scan", 1, infer_scan, reference_scan,
+                               "runs its body (a subgraph) once per slice of the scan inputs, carrying state, stacking "
+                               "scan outputs"));
 }
 
 }  // namespace kiln::graph::ops

@@ -113,6 +113,18 @@ std::vector<Stmt> map_literals(const std::vector<Stmt>& body, bool pin_loop_boun
 // A literal's value as the i32 bits a parameter carries (u32 keeps its bits).
 std::int32_t literal_bits(const ExprNode& n) { return static_cast<std::int32_t>(static_cast<std::uint32_t>(n.ivalue)); }
 
+// `kernel` without its body and global size: what, with a body whose
+// literals are placeholders, prints as its structure key.
+Kernel skeleton(const Kernel& kernel) {
+  Kernel shape(kernel.name);
+  shape.buffers = kernel.buffers;
+  shape.shared = kernel.shared;  // array sizes are structure, never parameters
+  shape.workgroup_size = kernel.workgroup_size;
+  shape.subgroup_size = kernel.subgroup_size;
+  shape.global_size = 1;
+  return shape;
+}
+
 struct Analysed {
   Kernel* kernel = nullptr;
   std::size_t index = 0;  // in the kernels given to parameterise()
@@ -137,12 +149,7 @@ Analysed analyse(Kernel& kernel, bool pin_loop_bounds, std::vector<bool> unpinne
     types += literal->type == ScalarType::i32 ? 'i' : 'u';
     return param(0);
   };
-  Kernel shape(kernel.name);
-  shape.buffers = kernel.buffers;
-  shape.shared = kernel.shared;  // array sizes are structure, never parameters
-  shape.workgroup_size = kernel.workgroup_size;
-  shape.subgroup_size = kernel.subgroup_size;
-  shape.global_size = 1;
+  Kernel shape = skeleton(kernel);
   shape.body = map_literals(kernel.body, pin_loop_bounds, placeholder, &a.unpinned);
   a.key = print(shape) + types;
   return a;
@@ -206,12 +213,7 @@ std::vector<std::int32_t> all_literals(const Kernel& kernel, std::string* key) {
     values.push_back(literal_bits(*literal));
     return param(0);
   };
-  Kernel shape(kernel.name);
-  shape.buffers = kernel.buffers;
-  shape.shared = kernel.shared;
-  shape.workgroup_size = kernel.workgroup_size;
-  shape.subgroup_size = kernel.subgroup_size;
-  shape.global_size = 1;
+  Kernel shape = skeleton(kernel);
   shape.body = map_literals(kernel.body, false, collect);
   if (key) *key = print(shape);
   return values;
