@@ -29,6 +29,11 @@ struct OpSchema {
   // where it matters. Inputs are host tensors (an absent optional input is an
   // empty Tensor with shape [0]).
   std::function<std::vector<Tensor>(const Node&, std::span<const Tensor>)> reference;
+  // Control flow (If, Loop, Scan): the op with its subgraphs run by `run`.
+  // `reference` is this with run_reference; the executor passes a runner
+  // that compiles each subgraph like a model of its own.
+  using SubgraphRunner = std::function<std::vector<Tensor>(const Graph& subgraph, std::span<const Tensor> inputs)>;
+  std::function<std::vector<Tensor>(const Node&, std::span<const Tensor>, const SubgraphRunner&)> run_with_subgraphs;
   std::string summary;  // one line for `kiln explain` and docs
 };
 

@@ -1309,13 +1309,19 @@ BOOST_AUTO_TEST_CASE(an_if_with_a_constant_condition_takes_its_branch) {
   BOOST_TEST(choose.subgraphs.size() == 2u);
   BOOST_TEST(!has_op(kiln::internal::graph(computed), "Relu"));
   auto compiled = kiln::compile(computed);
+  auto eager = kiln::eager(computed);
   for (const bool cond : {true, false}) {
     Tensor c(DType::boolean, {});
     c.bytes()[0] = std::byte{cond};
     const Tensor want = cond ? relu : neg;
     BOOST_TEST(kiln::max_abs_diff(run(computed, {x, c}).at(0), want) == 0.0f);
     BOOST_TEST(kiln::max_abs_diff(compiled({x, c}).at(0), want) == 0.0f);
+    BOOST_TEST(kiln::max_abs_diff(eager({x, c}).at(0), want) == 0.0f);
   }
+  // Each branch ran as a compiled model of its own, with its own kernel.
+  const std::string explained = compiled.explain();
+  BOOST_TEST(contains(explained, "/choose/then': compiled, 1 kernels, 1 shape set(s), 1 call(s)"), explained);
+  BOOST_TEST(contains(explained, "/choose/else': compiled, 1 kernels, 1 shape set(s), 1 call(s)"), explained);
   const auto fullgraph = error_of([&] { kiln::compile(computed, {.fullgraph = true})({x, Tensor(DType::boolean, {})}); });
   BOOST_TEST(contains(fullgraph.what(), "If 'choose': control flow"), fullgraph.what());
   const auto inside = error_of([&] { make(true, true, "NoSuchOp").load(); });
@@ -1380,6 +1386,11 @@ BOOST_AUTO_TEST_CASE(a_loop_runs_its_body_until_the_trip_count_or_condition_stop
   auto compiled = kiln::compile(counted);
   for (const std::int64_t trips : {0, 1, 4})
     check(compiled({x, Tensor::from_i64({}, {trips})}), static_cast<int>(trips), std::to_string(trips) + " trips given");
+  // The body ran compiled, once per iteration: its two Adds fuse into kernels of its own.
+  const std::string explained = compiled.explain();
+  BOOST_TEST(contains(explained, "/repeat/body': compiled, "), explained);
+  BOOST_TEST(contains(explained, "1 shape set(s), 5 call(s)"), explained);
+  check(kiln::eager(counted)({x, Tensor::from_i64({}, {2})}), 2, "two trips, eager");
   const auto fullgraph = error_of([&] { kiln::compile(constant, {.fullgraph = true})({x}); });
   BOOST_TEST(contains(fullgraph.what(), "Loop 'repeat': control flow"), fullgraph.what());
 }
@@ -1422,7 +1433,7 @@ BOOST_AUTO_TEST_CASE(a_scan_carries_state_over_the_slices_in_either_direction) {
     const kiln::Model model = make(direction, 0).load();
     const std::vector<float> want = direction == 0 ? std::vector<float>{11, 22, 14, 26, 19, 32}
                                                    : std::vector<float>{15, 26, 18, 30, 19, 32};
-    for (const auto& out : {run(model, {init, x}), kiln::compile(model)({init, x})}) {
+    for (const auto& out : {run(model, {init, x}), kiln::compile(model)({init, x}), kiln::eager(model)({init, x})}) {
       BOOST_TEST(out.at(0).values<float>()[0] == 19.0f);
       BOOST_TEST(out.at(0).values<float>()[1] == 32.0f);
       BOOST_TEST((out.at(1).shape() == kiln::Shape{3, 2}));

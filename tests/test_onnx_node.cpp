@@ -321,6 +321,12 @@ Lowerability lowerability(const kiln::graph::Graph& graph) {
     }
     ++(reason ? result.breaks : result.lowerable);
     if (reason && result.first_reason.empty()) result.first_reason = node.op + " '" + node.name + "': " + *reason;
+    // Control flow's subgraphs run as compiled models of their own.
+    for (const auto& subgraph : node.subgraphs) {
+      const Lowerability inner = lowerability(*subgraph);
+      result.lowerable += inner.lowerable;
+      result.breaks += inner.breaks;
+    }
   }
   return result;
 }

@@ -590,8 +590,9 @@ BOOST_AUTO_TEST_CASE(gpt2_tiny_prefill_and_decode_with_a_kv_cache) {
 // the image in; resizing, the network and the post-processing (per-class
 // thresholds and top-k from data-dependent shapes, batched NMS behind an If
 // whose condition is read at run time) to boxes, scores and labels out. The
-// post-processing runs as host steps between compiled segments; the
-// detections match PyTorch's, and fullgraph names the breaks, the If among them.
+// post-processing runs as host steps between compiled segments, the branch
+// the If takes compiled as a model of its own; the detections match
+// PyTorch's, and fullgraph names the breaks, the If among them.
 BOOST_AUTO_TEST_CASE(ssdlite320_whole_export_with_post_processing) {
   onnx::ModelProto proto;
   BOOST_TEST_REQUIRE(proto.ParseFromString(read_file(fixture_dir() / "ssdlite320_detections.onnx")));
@@ -639,4 +640,9 @@ BOOST_AUTO_TEST_CASE(ssdlite320_whole_export_with_post_processing) {
   for (const auto& b : kiln::internal::engine(compiled).graph_breaks())
     listed_if = listed_if || (b.op == "If" && b.reason.find("control flow") != std::string::npos);
   BOOST_TEST(listed_if);
+  // The branch the If took (batched NMS) ran as a compiled model of its own.
+  const std::string explained = compiled.explain();
+  const bool branch_compiled = explained.find("/then': compiled, ") != std::string::npos ||
+                               explained.find("/else': compiled, ") != std::string::npos;
+  BOOST_TEST(branch_compiled, explained);
 }

@@ -4,7 +4,9 @@
 // reads (attribute `then_inputs` counts them), then those the else-branch
 // reads, each in its branch's input order. The condition is read on the host
 // and the chosen branch runs, so an If is always a graph break. Loop: a body
-// run on the host until its trip count or condition stops it.
+// run until its trip count or condition stops it; Scan: a body run once per
+// slice. Each op runs its subgraphs through a runner (OpSchema::
+// run_with_subgraphs): the reference's, or the executor's, which compiles them.
 #include "graph/op_registry.h"
 #include "graph/ops/ops.h"
 
@@ -97,11 +99,13 @@ std::vector<TensorType> infer_if(const Node& node, std::span<const TensorType> i
   return out;
 }
 
-std::vector<Tensor> reference_if(const Node& node, std::span<const Tensor> in) {
+using Runner = OpSchema::SubgraphRunner;
+
+std::vector<Tensor> run_if(const Node& node, std::span<const Tensor> in, const Runner& run) {
   const Branches b = branches_of(node, in.size());
   const bool taken = in[0].bytes()[0] != std::byte{0};
-  if (taken) return run_reference(b.then_branch, in.subspan(1, b.then_inputs));
-  return run_reference(b.else_branch, in.subspan(1 + b.then_inputs));
+  if (taken) return run(b.then_branch, in.subspan(1, b.then_inputs));
+  return run(b.else_branch, in.subspan(1 + b.then_inputs));
 }
 
 // ---- Loop ----------------------------------------------------------------
@@ -159,7 +163,7 @@ std::vector<TensorType> infer_loop(const Node& node, std::span<const TensorType>
   return out;
 }
 
-std::vector<Tensor> reference_loop(const Node& node, std::span<const Tensor> in) {
+std::vector<Tensor> run_loop(const Node& node, std::span<const Tensor> in, const Runner& run) {
   const LoopBody b = loop_body_of(node, in.size());
   const std::int64_t trips = in[0].values<std::int64_t>()[0];
   std::vector<Tensor> args(in.begin(), in.end());
@@ -170,7 +174,7 @@ std::vector<Tensor> reference_loop(const Node& node, std::span<const Tensor> in)
   for (std::int64_t i = 0; i < trips && args[1].bytes()[0] != std::byte{0}; ++i) {
     args[0] = Tensor(DType::i64, {});
     args[0].values<std::int64_t>()[0] = i;
-    std::vector<Tensor> outs = run_reference(b.body, args);
+    std::vector<Tensor> outs = run(b.body, args);
     args[1] = outs[0];
     for (std::size_t k = 0; k < b.carried; ++k) args[2 + k] = outs[1 + k];
     for (std::size_t k = 0; k < b.scans; ++k) {
@@ -261,7 +265,7 @@ Tensor slice_of(const Tensor& t, std::int64_t index) {
   return slice;
 }
 
-std::vector<Tensor> reference_scan(const Node& node, std::span<const Tensor> in) {
+std::vector<Tensor> run_scan(const Node& node, std::span<const Tensor> in, const Runner& run) {
   const ScanBody b = scan_body_of(node, in.size());
   const std::int64_t length = in[b.states].shape().at(0);
   std::vector<Tensor> args(in.begin(), in.end());
@@ -269,7 +273,7 @@ std::vector<Tensor> reference_scan(const Node& node, std::span<const Tensor> in)
   for (std::int64_t step = 0; step < length; ++step) {
     for (std::size_t j = 0; j < b.scan_inputs; ++j)
       args[b.states + j] = slice_of(in[b.states + j], b.input_directions[j] == 1 ? length - 1 - step : step);
-    std::vector<Tensor> outs = run_reference(b.body, args);
+    std::vector<Tensor> outs = run(b.body, args);
     for (std::size_t k = 0; k < b.states; ++k) args[k] = outs[k];
     for (std::size_t k = 0; k < b.scan_outputs; ++k) {
       KILN_CHECK(scans[k].empty() || outs[b.states + k].shape() == scans[k].front().shape(), ErrorKind::ShapeMismatch,
@@ -286,23 +290,30 @@ std::vector<Tensor> reference_scan(const Node& node, std::span<const Tensor> in)
   return result;
 }
 
-// A control-flow op: any number of inputs and outputs, run by its reference.
+// A control-flow op: any number of inputs and outputs; its reference runs
+// the subgraphs on the reference too.
 OpSchema control_schema(const std::string& name, int min_inputs, decltype(OpSchema::infer) infer,
-                        decltype(OpSchema::reference) reference, const std::string& summary) {
+                        decltype(OpSchema::run_with_subgraphs) run, const std::string& summary) {
+  auto reference = [run](const Node& node, std::span<const Tensor> in) {
+    return run(node, in, [](const Graph& subgraph, std::span<const Tensor> inputs) {
+      return run_reference(subgraph, inputs);
+    });
+  };
   OpSchema s = make_schema(name, min_inputs, 1 << 16, std::move(infer), std::move(reference), summary);
   s.variadic_outputs = true;
+  s.run_with_subgraphs = std::move(run);
   return s;
 }
 
 }  // namespace
 
 void register_control_ops(OpTable& table) {
-  add_op(table, control_schema("If", 1, infer_if, reference_if,
+  add_op(table, control_schema("If", 1, infer_if, run_if,
                                "runs the then- or else-branch (subgraphs) as the bool condition, read at run time, says"));
-  add_op(table, control_schema("Loop", 2, infer_loop, reference_loop,
+  add_op(table, control_schema("Loop", 2, infer_loop, run_loop,
                                "runs its body (a subgraph) while the iteration count is below the trip count and the "
                                "condition holds"));
-  add_op(table, control_schema("Scan", 1, infer_scan, reference_scan,
+  add_op(table, control_schema("Scan", 1, infer_scan, run_scan,
                                "runs its body (a subgraph) once per slice of the scan inputs, carrying state, stacking "
                                "scan outputs"));
 }

@@ -5,13 +5,18 @@
 
 namespace kiln::graph::passes {
 
-Rewriter::Rewriter(const Graph& source, Constants constants)
+Rewriter::Rewriter(const Graph& source, Constants constants, std::span<const TensorType> input_types)
     : source_(source), constants_(constants), map_(source.values().size(), -1) {
+  KILN_ASSERT(input_types.empty() || input_types.size() == source.inputs().size());
   // Most passes keep most of the graph.
   target_.reserve(source.nodes().size(), source.values().size());
-  for (ValueId input : source_.inputs()) {
+  for (std::size_t i = 0; i < source_.inputs().size(); ++i) {
+    const ValueId input = source_.inputs()[i];
     const Value& v = source_.value(input);
-    map_[static_cast<std::size_t>(input)] = target_.add_subgraph_input(v.name, v.type);  // as the source has it
+    const TensorType& type = input_types.empty() ? v.type : input_types[i];
+    KILN_CHECK(type_accepts(v.type, type) || type == v.type, ErrorKind::ShapeMismatch,
+               "input '" + v.name + "' is " + type_str(v.type) + ", got " + type_str(type));
+    map_[static_cast<std::size_t>(input)] = target_.add_subgraph_input(v.name, type);
     add_name(map_[static_cast<std::size_t>(input)]);
   }
   if (constants_ == Constants::keep_all) {
@@ -150,6 +155,12 @@ std::string Rewriter::unique_value_name(const std::string& base) const {
 
 void Rewriter::add_name(ValueId target_value) {
   if (names_indexed_) value_names_.insert(target_.value(target_value).name);
+}
+
+Graph with_input_types(const Graph& graph, std::span<const TensorType> input_types) {
+  Rewriter rw(graph, Rewriter::Constants::keep_all, input_types);
+  for (const Node& node : graph.nodes()) rw.copy_node(node);
+  return rw.finish();
 }
 
 std::vector<std::vector<NodeId>> consumers(const Graph& graph) {

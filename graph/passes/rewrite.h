@@ -5,6 +5,7 @@
 
 #include "graph/ir.h"
 
+#include <span>
 #include <string>
 #include <unordered_set>
 #include <vector>
@@ -18,8 +19,10 @@ class Rewriter {
     keep_used,  // a source constant is copied when map() first asks for it
   };
 
-  // Starts the new graph with the source's inputs (same names, same order).
-  explicit Rewriter(const Graph& source, Constants constants = Constants::keep_all);
+  // Starts the new graph with the source's inputs (same names, same order),
+  // of the source's types or, if given, of `input_types` (one per input).
+  explicit Rewriter(const Graph& source, Constants constants = Constants::keep_all,
+                    std::span<const TensorType> input_types = {});
 
   const Graph& source() const { return source_; }
   const Graph& target() const { return target_; }
@@ -66,6 +69,10 @@ class Rewriter {
   std::unordered_set<std::string> value_names_;
   std::unordered_set<std::string> node_names_;
 };
+
+// `graph` with its inputs of these types (instances of theirs: a subgraph's
+// dynamic inputs at the extents of a call), every node's types inferred again.
+Graph with_input_types(const Graph& graph, std::span<const TensorType> input_types);
 
 // Source node ids that read each source value (a node appears once per use).
 std::vector<std::vector<NodeId>> consumers(const Graph& graph);

@@ -161,7 +161,8 @@ void check_fullgraph(const Plan& plan, bool fullgraph) {
                                             std::to_string(plan.breaks.size()) + " graph break(s) on " + plan.backend +
                                             ":" + list);
   runtime::log(runtime::LogLevel::warning, "model '" + plan.model_name + "': " + std::to_string(plan.breaks.size()) +
-                                               " node(s) run on the host reference implementation:" + list);
+                                               " node(s) run on the host (on the reference implementation; "
+                                               "control flow runs its subgraphs as models of their own):" + list);
 }
 
 void plan_storage(Plan& plan) {

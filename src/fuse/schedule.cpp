@@ -278,9 +278,12 @@ class Fuser {
 }  // namespace
 
 std::optional<std::string> dynamic_reason(const graph::Graph& g, const graph::Node& node) {
-  if (node.op == "Loop" || node.op == "Scan")
-    return std::string("control flow: a ") + (node.op == "Loop" ? "loop" : "scan") + " runs its body on the host";
-  if (!node.subgraphs.empty()) return std::string("control flow: the branch is chosen by a condition read at run time");
+  // (The subgraphs themselves run as models of their own: src/runtime/subgraph_models.h.)
+  if (node.op == "Loop")
+    return std::string("control flow: the host counts the iterations and checks the condition, the body runs each time");
+  if (node.op == "Scan") return std::string("control flow: the host slices the scan inputs, the body runs per slice");
+  if (!node.subgraphs.empty())
+    return std::string("control flow: the host reads the condition, the branch it chooses runs");
   for (graph::ValueId v : node.inputs)
     if (v >= 0 && g.value(v).type.dynamic) return std::string(kDynamicInput) + " (input '" + g.value(v).name + "')";
   for (graph::ValueId v : node.outputs)

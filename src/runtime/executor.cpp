@@ -1,4 +1,5 @@
 #include "src/runtime/executor.h"
+#include "src/runtime/subgraph_models.h"
 
 #include "src/artifact/plan_cache.h"
 
@@ -342,7 +343,10 @@ void Executor::run_host_node(const Segment& segment) {
   const graph::Node& node = g.node(segment.host_node);
   std::vector<Tensor> inputs;
   for (graph::ValueId v : node.inputs) inputs.push_back(v >= 0 ? read_value(v) : Tensor());
-  std::vector<Tensor> outputs = graph::get_op(node.op).reference(node, inputs);
+  const graph::OpSchema& op = graph::get_op(node.op);
+  if (op.run_with_subgraphs && !subgraphs_) subgraphs_ = std::make_unique<runtime::SubgraphModels>(model_.name(), options_);
+  std::vector<Tensor> outputs =
+      op.run_with_subgraphs ? op.run_with_subgraphs(node, inputs, subgraphs_->runner(node)) : op.reference(node, inputs);
   KILN_ASSERT(outputs.size() == node.outputs.size());
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const graph::ValueId v = node.outputs[i];
@@ -639,6 +643,7 @@ std::string Executor::explain() const {
     for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
   }
   out << fusion_groups();
+  if (subgraphs_) out << "subgraph models (control flow, made as the nodes first ran):\n" << subgraphs_->describe();
   out << "memory: activations " << mib(plan.storage.memory_plan.arena_bytes);
   if (plan.storage.arenas)
     out << " (planned; " << mib(plan.storage.memory_plan.unshared_bytes) << " without buffer reuse)";
@@ -660,7 +665,9 @@ std::string Executor::fusion_groups() const {
   for (const compiler::Step& step : plan.steps) {
     if (step.host) {
       const GraphBreak& b = plan.breaks[next_break++];
-      out << "  [host] " << b.node_name << " (" << b.op << "): graph break, run on the reference implementation ("
+      const bool control = !g.node(b.node).subgraphs.empty();
+      out << "  [host] " << b.node_name << " (" << b.op << "): graph break, "
+          << (control ? "its subgraphs run as models of their own (" : "run on the reference implementation (")
           << b.reason << ")\n";
       continue;
     }

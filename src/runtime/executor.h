@@ -16,7 +16,8 @@
 // outputs.
 //
 // Graph breaks (the plan's host steps) run on the reference implementation
-// between device segments. Dynamic values live on the host only; a static
+// between device segments, except control flow, whose subgraphs run as
+// models of their own (subgraph_models.h). Dynamic values live on the host only; a static
 // value a host step produces is uploaded only if a kernel reads it.
 //
 // Device calls (run_on_device, submit) take DeviceTensors as inputs, copied
@@ -49,6 +50,8 @@
 #include <vector>
 
 namespace kiln {
+
+namespace runtime { class SubgraphModels; }
 
 class Executor {
  public:
@@ -194,6 +197,7 @@ class Executor {
   std::vector<Segment> segments_;
   std::vector<Storage> storage_;  // by value id
   std::vector<std::optional<Tensor>> host_values_;  // by value id: made by host steps this run
+  std::unique_ptr<runtime::SubgraphModels> subgraphs_;  // control flow's subgraphs, made at their first run
   std::vector<std::shared_ptr<backend::Buffer>> buffers_;
   std::uint64_t constant_bytes_ = 0;
   std::uint64_t io_bytes_ = 0;
