@@ -32,7 +32,8 @@ std::string trim_log(std::string log) {
 
 std::string TargetDesc::fingerprint() const {
   // Fields joined with a separator no device or driver name uses.
-  return backend + "|" + device_name + "|" + driver + "|" + api_version + "|" + arch;
+  const std::string own = backend + "|" + device_name + "|" + driver + "|" + api_version + "|" + arch;
+  return limits_profile.empty() ? own : own + "|profile " + limits_profile;
 }
 
 void set_pointer_style_capabilities(TargetDesc& target) {

@@ -64,9 +64,12 @@ struct TargetDesc {
   bool texel_r32f = false;
   bool texel_rgba32f = false;
   std::uint64_t max_texel_buffer_elements = 0;
+  // The device-limits profile these limits were clamped to ("android-baseline";
+  // src/runtime/device_profile.h), "" for the device's own.
+  std::string limits_profile{};
 
   // A stable string identifying everything that changes generated binaries
-  // (backend, device, driver, arch); part of every cache key.
+  // (backend, device, driver, arch, limits profile); part of every cache key.
   std::string fingerprint() const;
 };
 

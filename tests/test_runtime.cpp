@@ -6,6 +6,7 @@
 #include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/op_registry.h"
+#include "src/runtime/device_profile.h"
 #include "src/runtime/executor.h"
 #include "src/runtime/memory_plan.h"
 #include "src/runtime/internal_access.h"
@@ -471,6 +472,74 @@ BOOST_AUTO_TEST_CASE(entries_swapped_between_kernels_are_recompiled_not_run) {
     BOOST_TEST(kiln::max_abs_diff(again[0], first[0]) == 0.0f);
   }
   fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
+
+// Device-limits profiles (KILN_DEVICE_PROFILE): limits only come down, a
+// limit the device does not state takes the profile's, subgroup operations
+// are off where the profile's devices differ in subgroup size, and the
+// profile is part of the fingerprint, so no cache serves what was planned
+// without it.
+BOOST_AUTO_TEST_SUITE(device_profile)
+
+BOOST_AUTO_TEST_CASE(a_profile_clamps_the_limits_and_marks_the_fingerprint) {
+  const kiln::runtime::DeviceProfile& mobile = kiln::runtime::device_profile("android-baseline");
+  kiln::backend::TargetDesc roomy;
+  roomy.backend = "vulkan";
+  roomy.device_name = "a desktop GPU";
+  roomy.max_workgroup_invocations = 1024;
+  roomy.max_workgroup_size = {1024, 1024, 64};
+  roomy.max_shared_memory_bytes = 48 * 1024;
+  roomy.max_buffer_bytes = 4ull << 30;
+  roomy.max_kernel_param_bytes = 0;  // states no limit
+  roomy.subgroup_size = 32;
+  roomy.subgroup_basic = roomy.subgroup_broadcast = true;
+  roomy.max_texel_buffer_elements = 1ull << 30;
+  const kiln::backend::TargetDesc t = kiln::runtime::clamped_target(roomy, mobile);
+  BOOST_TEST(t.max_workgroup_invocations == 128u);
+  BOOST_TEST(t.max_workgroup_size[0] == 128u);
+  BOOST_TEST(t.max_workgroup_size[2] == 64u);
+  BOOST_TEST(t.max_shared_memory_bytes == 32u * 1024);
+  BOOST_TEST(t.max_buffer_bytes == 256ull << 20);
+  BOOST_TEST(t.max_kernel_param_bytes == 128u);
+  BOOST_TEST(t.max_texel_buffer_elements == (256ull << 20) / 4);
+  BOOST_TEST(!t.subgroup_basic);
+  BOOST_TEST(!t.subgroup_broadcast);
+  BOOST_TEST(t.limits_profile == "android-baseline");
+  BOOST_TEST(t.fingerprint() != roomy.fingerprint());
+  BOOST_TEST(contains(t.fingerprint(), "android-baseline"));
+
+  kiln::backend::TargetDesc small = roomy;
+  small.max_workgroup_invocations = 64;
+  small.max_shared_memory_bytes = 16 * 1024;
+  const kiln::backend::TargetDesc kept = kiln::runtime::clamped_target(small, mobile);
+  BOOST_TEST(kept.max_workgroup_invocations == 64u);
+  BOOST_TEST(kept.max_shared_memory_bytes == 16u * 1024);
+
+  const auto unknown = expect_error([] { kiln::runtime::device_profile("iphone-1"); });
+  BOOST_TEST(unknown.kind() == ErrorKind::InvalidArgument);
+  BOOST_TEST(contains(unknown.what(), "'iphone-1'"), unknown.what());
+  BOOST_TEST(contains(unknown.what(), "android-baseline"), unknown.what());
+}
+
+BOOST_AUTO_TEST_CASE(a_profiled_device_plans_within_the_profile_and_runs_as_the_device) {
+  const kiln::backend::Backend& vulkan = kiln::backend::get_backend("vulkan");
+  if (vulkan.unavailable_reason() || vulkan.enumerate_devices().empty()) {
+    BOOST_TEST_MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  const kiln::runtime::DeviceProfile& mobile = kiln::runtime::device_profile("android-baseline");
+  auto device = kiln::runtime::with_profile(vulkan.create_device(0), mobile);
+  BOOST_TEST(device->target().max_workgroup_invocations <= 128u);
+  BOOST_TEST(device->target().limits_profile == "android-baseline");
+  std::vector<std::byte> data(256);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i);
+  auto buffer = device->allocate(data.size());
+  device->upload(*buffer, 0, data);
+  std::vector<std::byte> back(data.size());
+  device->download(*buffer, 0, back);
+  BOOST_TEST((back == data));
 }
 
 BOOST_AUTO_TEST_SUITE_END()

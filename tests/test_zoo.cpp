@@ -7,6 +7,8 @@
 #include "graph/ir.h"
 #include "graph/models/backbones.h"
 #include "graph/op_registry.h"
+#include "src/runtime/device_profile.h"
+#include "src/runtime/executor.h"
 #include "src/runtime/internal_access.h"
 
 #include <algorithm>
@@ -124,6 +126,33 @@ void check_deterministic(const std::string& name, const kiln::models::ModelOptio
   BOOST_TEST(differing > constants / 2);
 }
 
+// Every kernel the compiled model planned fits its target's limits, every
+// binding its largest buffer; under KILN_DEVICE_PROFILE (the zoo's
+// android-baseline test) the target is the profile's, clamped.
+void check_within_limits(const kiln::CompiledModel& compiled) {
+  const kiln::Executor& engine = kiln::internal::engine(compiled);
+  const kiln::compiler::Plan& plan = *engine.plan();
+  const kiln::backend::TargetDesc& t = plan.target;
+  if (const kiln::runtime::DeviceProfile* profile = kiln::runtime::profile_from_environment()) {
+    BOOST_TEST(t.limits_profile == profile->name);
+    BOOST_TEST(t.max_workgroup_invocations <= profile->max_workgroup_invocations);
+    BOOST_TEST(t.max_shared_memory_bytes <= profile->max_shared_memory_bytes);
+    BOOST_TEST(t.max_buffer_bytes <= profile->max_buffer_bytes);
+    BOOST_TEST(t.max_kernel_param_bytes <= profile->max_kernel_param_bytes);
+  }
+  for (const kiln::compiler::RenderedKernel& k : plan.rendered) {
+    BOOST_TEST_CONTEXT("kernel " << k.requirements.kernel_name) {
+      BOOST_TEST(k.requirements.workgroup_size <= t.max_workgroup_invocations);
+      BOOST_TEST(k.requirements.shared_memory_bytes <= t.max_shared_memory_bytes);
+      BOOST_TEST((t.max_kernel_param_bytes == 0 || k.requirements.param_bytes <= t.max_kernel_param_bytes));
+      BOOST_TEST((k.requirements.subgroup_size == 0 || t.subgroup_basic));
+    }
+  }
+  for (const auto& dispatch : engine.dispatches())
+    for (const kiln::graph::ValueId v : dispatch.values)
+      if (const auto where = engine.placement(v)) BOOST_TEST(where->bytes <= t.max_buffer_bytes);
+}
+
 // Reference vs eager vs compiled (Vulkan) on a small input.
 void check_runs(const std::string& name, const kiln::models::ModelOptions& options, bool fullgraph) {
   const auto model = kiln::models::build(name, options);
@@ -145,6 +174,7 @@ void check_runs(const std::string& name, const kiln::models::ModelOptions& optio
   auto compiled = kiln::compile(model, {.backend = "vulkan", .fullgraph = fullgraph});
   const auto c = compiled({x});
   BOOST_TEST(kiln::max_abs_diff(c[0], want[0]) <= tolerance);
+  check_within_limits(compiled);
   BOOST_TEST_MESSAGE(name << ": largest |logit| " << scale << ", eager diff " << kiln::max_abs_diff(e[0], want[0])
                           << ", compiled diff " << kiln::max_abs_diff(c[0], want[0]));
   BOOST_TEST_MESSAGE(name << ": eager " << eager.stats().dispatches_per_run << " dispatches, compiled "
@@ -382,6 +412,7 @@ std::vector<kiln::Tensor> check_dense_runs(const std::string& name, const kiln::
   const auto e = eager({x});
   auto compiled = kiln::compile(model, {.backend = "vulkan", .fullgraph = fullgraph});
   const auto c = compiled({x});
+  check_within_limits(compiled);
   BOOST_REQUIRE_EQUAL(e.size(), want.size());
   BOOST_REQUIRE_EQUAL(c.size(), want.size());
   for (std::size_t i = 0; i < want.size(); ++i) {

@@ -221,7 +221,8 @@ json encode_target(const backend::TargetDesc& t) {
           {"subgroup_partitions", t.subgroup_partitions},
           {"texel_r32f", t.texel_r32f},
           {"texel_rgba32f", t.texel_rgba32f},
-          {"max_texel_buffer_elements", t.max_texel_buffer_elements}};
+          {"max_texel_buffer_elements", t.max_texel_buffer_elements},
+          {"limits_profile", t.limits_profile}};
 }
 
 backend::TargetDesc decode_target(const json& j) {
@@ -252,6 +253,7 @@ backend::TargetDesc decode_target(const json& j) {
   j.at("texel_r32f").get_to(t.texel_r32f);
   j.at("texel_rgba32f").get_to(t.texel_rgba32f);
   j.at("max_texel_buffer_elements").get_to(t.max_texel_buffer_elements);
+  t.limits_profile = j.value("limits_profile", std::string());  // absent in files written before profiles
   return t;
 }
 

@@ -4,6 +4,7 @@
 
 #include "src/runtime/cache_entry.h"
 #include "src/runtime/compile_cache.h"
+#include "src/runtime/device_profile.h"
 #include "src/runtime/log.h"
 
 #include <kiln/kiln.h>
@@ -69,7 +70,11 @@ std::vector<BackendDescription> list_backends() {
     d.available = !reason.has_value();
     d.unavailable_reason = reason.value_or("");
     d.compiler = b->compiler().version();
-    for (const backend::DeviceInfo& info : b->enumerate_devices()) d.devices.push_back(describe(info.index, info.target));
+    const runtime::DeviceProfile* profile = runtime::profile_from_environment();
+    for (const backend::DeviceInfo& info : b->enumerate_devices()) {
+      d.devices.push_back(describe(info.index, profile ? runtime::clamped_target(info.target, *profile) : info.target));
+      if (profile) d.devices.back().limits.push_back({"limits profile", profile->name + " (KILN_DEVICE_PROFILE)"});
+    }
     for (const backend::TargetDesc& t : b->offline_targets()) d.offline_targets.push_back(t.arch);
     out.push_back(std::move(d));
   }
@@ -190,6 +195,11 @@ std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, c
   ctx->index = index;
   ctx->cache_dir = cache_dir;
   ctx->device = backend.create_device(index);
+  if (const DeviceProfile* profile = profile_from_environment()) {
+    ctx->device = with_profile(std::move(ctx->device), *profile);
+    log(LogLevel::info, ctx->label() + ": planned for the limits of " + profile->summary + " (device profile " +
+                            profile->name + ")");
+  }
   ctx->kernels = std::make_unique<KernelCache>(backend, ctx->device, CompileCache(cache_dir));
   restore_pipeline_cache(*ctx, cache_dir);
   pool[key] = ctx;
