@@ -427,6 +427,19 @@ BOOST_AUTO_TEST_CASE(run_onnx_model_on_an_image_sized_from_its_input) {
   BOOST_TEST(has(r, "resized to 32x32"));
   BOOST_TEST(has(r, "mean: f32[2, 3, 1, 1]"));
   BOOST_TEST(!has(r, "top-5"));  // not a classification model
+  // A .npy input may have any extent where the model's dim is symbolic, and
+  // only there.
+  std::ofstream(dir / "three.npy", std::ios::binary) << npy_f32({3, 3, 32, 32}, std::vector<float>(3 * 3 * 32 * 32, 0.5f));
+  auto three = kiln_cli("run '" + (dir / "pool.onnx").string() + "' --input image='" + (dir / "three.npy").string() +
+                        "' --iters 0");
+  BOOST_TEST(three.exit_code == 0, three.output);
+  BOOST_TEST(has(three, "mean: f32[3, 3, 1, 1]"), three.output);
+  std::ofstream(dir / "small.npy", std::ios::binary) << npy_f32({1, 3, 16, 16}, std::vector<float>(3 * 16 * 16, 0.5f));
+  auto small = kiln_cli("run '" + (dir / "pool.onnx").string() + "' --input image='" + (dir / "small.npy").string() +
+                        "' --iters 0");
+  BOOST_TEST(small.exit_code == 2);
+  BOOST_TEST(has(small, "(dims 0 symbolic: batch)"), small.output);
+  BOOST_TEST(has(small, "f32[1, 3, 16, 16]"), small.output);
   std::filesystem::remove_all(dir);
 }
 

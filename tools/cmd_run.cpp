@@ -103,8 +103,31 @@ struct ImageSlot {
   std::int64_t batch = 1, size = 224;
 };
 
+// Whether an input takes this shape: its own, or (a model with symbolic
+// dims) any extents of the symbolic dims; the model compiles for them.
+bool admits(const TensorSpec& spec, const Shape& shape) {
+  if (shape.size() != spec.shape.size()) return false;
+  for (std::size_t d = 0; d < shape.size(); ++d) {
+    const bool symbolic = d < spec.symbolic_dims.size() && !spec.symbolic_dims[d].empty();
+    if (!symbolic && shape[d] != spec.shape[d]) return false;
+  }
+  return true;
+}
+
+// " (dims 0, 2, 3 symbolic: batch, height, width)", or "" when none is.
+std::string symbolic_text(const TensorSpec& spec) {
+  std::string dims, names;
+  for (std::size_t d = 0; d < spec.symbolic_dims.size(); ++d) {
+    if (spec.symbolic_dims[d].empty()) continue;
+    dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+    names += (names.empty() ? "" : ", ") + spec.symbolic_dims[d];
+  }
+  return dims.empty() ? "" : " (dims " + dims + " symbolic: " + names + ")";
+}
+
 // Builds the model's inputs from --input name=file.npy and, for the input they
-// leave open, the image. Each .npy must match its input's dtype and shape.
+// leave open, the image. Each .npy must have its input's dtype, and its shape
+// or, where the model's dims are symbolic, any extents there.
 std::vector<Tensor> gather_inputs(const Model& model, const std::vector<std::string>& specs,
                                   std::optional<ImageSlot>& image_slot, const ModelArgs& args) {
   const std::vector<TensorSpec> wanted = model.inputs();
@@ -122,9 +145,10 @@ std::vector<Tensor> gather_inputs(const Model& model, const std::vector<std::str
     const auto i = static_cast<std::size_t>(it - wanted.begin());
     KILN_CHECK(!given[i], ErrorKind::InvalidArgument, "--input '" + name + "' is given twice");
     Tensor t = read_npy(path);
-    KILN_CHECK(t.dtype() == it->dtype && t.shape() == it->shape, ErrorKind::ShapeMismatch,
+    KILN_CHECK(t.dtype() == it->dtype && admits(*it, t.shape()), ErrorKind::ShapeMismatch,
                "--input '" + name + "': the model expects " + std::string(dtype_name(it->dtype)) + shape_str(it->shape) +
-                   ", " + path + " holds " + std::string(dtype_name(t.dtype())) + shape_str(t.shape()));
+                   symbolic_text(*it) + ", " + path + " holds " + std::string(dtype_name(t.dtype())) +
+                   shape_str(t.shape()));
     given[i] = std::move(t);
   }
 
@@ -190,7 +214,7 @@ void add_run_command(CLI::App& app) {
                   "(8192x8192) and 32768 pixels a side")
       ->capture_default_str();
   cmd->add_option("--input", *input_specs, "name=file.npy: a model input from a NumPy file (repeatable; dtype and shape "
-                                           "must match the model's input)");
+                                           "must match the model's input, symbolic dims at any extent)");
   cmd->add_option("--output-dir", *output_dir,
                   "write every output as DIR/<output name>.npy (characters other than letters, digits, '.', '-', '_' "
                   "become '_'; names that then clash get _2, _3, ...) and a segmentation mask or detection picture as "
