@@ -1,0 +1,480 @@
+// The backend conformance kit: device-level checks written once against the
+// backend interface (backends/backend.h) and run on every backend that has a
+// device here (lavapipe's Vulkan on CI), each as backend/check. Kernels are
+// kir kernels rendered in the backend's own language (src/render), so a new
+// backend gets these checks without writing a test:
+//
+//   buffers, copies, dispatch chains, recorded replay, parameter blocks,
+//   shared memory with barriers, integer and math semantics against the kir
+//   interpreter, timestamps, errors (bad bindings, regions outside a
+//   buffer, out of memory, a bad device index) and a device still usable
+//   after them.
+//
+// kExpected lists the checks a backend is known to fail, with the reason: a
+// listed check that fails passes with that reason in the log, and one that
+// starts passing fails, saying to remove it, so the list only shrinks. A
+// check a device cannot take (no timestamps) is skipped with the reason.
+// kTolerance holds each backend's bound for math functions against the C
+// library's float functions (GPU drivers may use approximations).
+#include <boost/test/unit_test.hpp>
+
+#include "backends/backend.h"
+#include "backends/registry.h"
+#include "src/kernel/interpreter.h"
+#include "src/kernel/ir.h"
+#include "src/render/cstyle.h"
+
+#include <kiln/error.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace kb = kiln::backend;
+namespace kir = kiln::kir;
+using T = kir::ScalarType;
+using Outcome = std::optional<std::string>;  // nullopt: the check passed; else what went wrong
+
+struct Expected {
+  const char* backend;
+  const char* check;
+  const char* reason;
+};
+// Checks known to fail, per backend, each with its reason (none today).
+const std::vector<Expected> kExpected = {};
+
+// Bound on |device - interpreter| / max(1, |interpreter|) for math functions.
+const std::map<std::string, float> kTolerance = {{"vulkan", 1e-5f}};
+constexpr float kDefaultTolerance = 1e-5f;
+
+struct Skip {
+  std::string reason;
+};
+
+// One backend's device, and how to run kir kernels on it.
+struct Kit {
+  const kb::Backend& backend;
+  std::shared_ptr<kb::Device> device;
+
+  const kb::TargetDesc& target() const { return device->target(); }
+
+  std::shared_ptr<kb::LoadedKernel> load(const kir::Kernel& kernel) const {
+    kir::verify(kernel, target().max_shared_memory_bytes);
+    if (auto why = backend.supports(kiln::render::kernel_requirements(kernel), target())) throw Skip{*why};
+    const kb::KernelSource source = kiln::render::make_kernel_source(kernel, backend.language());
+    return device->load_kernel(source, backend.compiler().compile(source, target()));
+  }
+
+  std::shared_ptr<kb::Buffer> buffer_with(const std::vector<std::byte>& data) const {
+    auto b = device->allocate(data.size());
+    device->upload(*b, 0, data);
+    return b;
+  }
+
+  std::vector<std::byte> read(const kb::Buffer& b) const {
+    std::vector<std::byte> out(b.size());
+    device->download(b, 0, out);
+    return out;
+  }
+
+  std::array<std::uint32_t, 3> grid(const kir::Kernel& kernel) const {
+    return kir::dispatch_grid(kernel, target().max_workgroup_count[0]);
+  }
+
+  // Runs `kernel` once on copies of `buffers`; returns them afterwards.
+  std::vector<std::vector<std::byte>> run(const kir::Kernel& kernel, const std::vector<std::vector<std::byte>>& buffers) const {
+    auto loaded = load(kernel);
+    std::vector<std::shared_ptr<kb::Buffer>> held;
+    std::vector<kb::BufferBinding> bindings;
+    for (const auto& data : buffers) {
+      held.push_back(buffer_with(data));
+      bindings.push_back({held.back().get(), 0, data.size()});
+    }
+    auto list = device->create_command_list();
+    list->dispatch(*loaded, grid(kernel), bindings, kernel.params);
+    list->finish();
+    list->submit();
+    std::vector<std::vector<std::byte>> out;
+    for (const auto& b : held) out.push_back(read(*b));
+    return out;
+  }
+
+  float tolerance() const {
+    auto it = kTolerance.find(backend.name());
+    return it == kTolerance.end() ? kDefaultTolerance : it->second;
+  }
+};
+
+template <class V> std::vector<std::byte> bytes_of(const std::vector<V>& values) {
+  std::vector<std::byte> out(values.size() * sizeof(V));
+  std::memcpy(out.data(), values.data(), out.size());
+  return out;
+}
+
+template <class V> std::vector<V> values_of(const std::vector<std::byte>& bytes) {
+  std::vector<V> out(bytes.size() / sizeof(V));
+  std::memcpy(out.data(), bytes.data(), out.size() * sizeof(V));
+  return out;
+}
+
+std::vector<float> ramp(std::size_t n, float scale, float offset) {
+  std::vector<float> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = static_cast<float>(i % 97) * scale + offset;
+  return v;
+}
+
+// The first element where the device and the interpreter differ by more than
+// `tolerance` (relative to max(1, |expected|)), or nullopt.
+Outcome compare_f32(const std::string& what, const std::vector<std::byte>& got, const std::vector<std::byte>& want,
+                    float tolerance) {
+  const auto g = values_of<float>(got), w = values_of<float>(want);
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    const bool both_nan = std::isnan(g[i]) && std::isnan(w[i]);
+    if (both_nan || std::fabs(g[i] - w[i]) <= tolerance * std::max(1.0f, std::fabs(w[i]))) continue;
+    return what + "[" + std::to_string(i) + "] is " + std::to_string(g[i]) + ", the interpreter gives " +
+           std::to_string(w[i]);
+  }
+  return std::nullopt;
+}
+
+Outcome compare_exact(const std::string& what, const std::vector<std::byte>& got, const std::vector<std::byte>& want) {
+  if (got == want) return std::nullopt;
+  std::size_t i = 0;
+  while (i < got.size() && got[i] == want[i]) ++i;
+  return what + " differs from the interpreter at byte " + std::to_string(i);
+}
+
+std::vector<std::vector<std::byte>> interpreted(const kir::Kernel& kernel, std::vector<std::vector<std::byte>> buffers) {
+  std::vector<std::span<std::byte>> spans;
+  for (auto& b : buffers) spans.emplace_back(b);
+  kir::interpret(kernel, spans);
+  return buffers;
+}
+
+// y[i] = x[i] + 1 over n elements.
+kir::Kernel add_one(std::int64_t n) {
+  kir::Kernel k("add_one");
+  const kir::Buf x = k.add_buffer("x", T::f32, kir::Access::read);
+  const kir::Buf y = k.add_buffer("y", T::f32, kir::Access::write);
+  k.global_size = n;
+  k.body = {kir::store(y, kir::global_index(), kir::load(x, kir::global_index(), T::f32) + kir::f32(1.0))};
+  return k;
+}
+
+// ---- the checks ----------------------------------------------------------
+
+Outcome buffers_round_trip_at_offsets(const Kit& kit) {
+  std::vector<std::byte> data(4096);
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<std::byte>(i * 7 + 3);
+  auto b = kit.device->allocate(8192);
+  if (b->size() < 8192) return "allocate(8192) gave a buffer of " + std::to_string(b->size()) + " bytes";
+  kit.device->upload(*b, 256, data);
+  kit.device->upload(*b, 4352, std::span(data).subspan(0, 1000));
+  std::vector<std::byte> back(4096), tail(1000);
+  kit.device->download(*b, 256, back);
+  kit.device->download(*b, 4352, tail);
+  if (back != data) return std::string("bytes uploaded at offset 256 came back different");
+  if (!std::equal(tail.begin(), tail.end(), data.begin())) return std::string("bytes at offset 4352 came back different");
+  return std::nullopt;
+}
+
+// Three dependent dispatches and two copies in one list: each command sees
+// the writes of those before it.
+Outcome dispatch_chains_and_copies_see_earlier_writes(const Kit& kit) {
+  const std::int64_t n = 1000;
+  const kir::Kernel kernel = add_one(n);
+  auto loaded = kit.load(kernel);
+  const auto x = ramp(n, 0.5f, -10.0f);
+  const std::uint64_t bytes = n * sizeof(float);
+  auto a = kit.buffer_with(bytes_of(x));
+  auto b = kit.device->allocate(bytes);
+  const std::uint64_t offset = std::max<std::uint64_t>(kit.target().min_buffer_offset_alignment, 256);
+  auto c = kit.device->allocate(offset + bytes);
+  auto list = kit.device->create_command_list();
+  const kb::BufferBinding in_a{a.get(), 0, bytes}, in_b{b.get(), 0, bytes}, in_c{c.get(), offset, bytes};
+  const kb::BufferBinding ab[] = {in_a, in_b}, bc[] = {in_b, in_c}, ca[] = {in_c, in_a};
+  list->dispatch(*loaded, kit.grid(kernel), ab);  // b = x + 1
+  list->dispatch(*loaded, kit.grid(kernel), bc);  // c = x + 2, bound at an offset
+  list->copy(*c, offset, *b, 0, bytes);           // b = x + 2
+  list->dispatch(*loaded, kit.grid(kernel), bc);  // c = x + 3
+  list->dispatch(*loaded, kit.grid(kernel), ca);  // a = x + 4
+  list->finish();
+  list->submit();
+  const auto got_a = values_of<float>(kit.read(*a));
+  std::vector<std::byte> c_bytes(bytes);
+  kit.device->download(*c, offset, c_bytes);
+  const auto got_c = values_of<float>(c_bytes);
+  for (std::int64_t i = 0; i < n; ++i) {
+    if (got_a[i] != x[i] + 4.0f) return "a[" + std::to_string(i) + "] is " + std::to_string(got_a[i]) + ", not x + 4";
+    if (got_c[i] != x[i] + 3.0f) return "c[" + std::to_string(i) + "] is " + std::to_string(got_c[i]) + ", not x + 3";
+  }
+  return std::nullopt;
+}
+
+// A list recorded once and submitted three times runs three times.
+Outcome recorded_lists_replay(const Kit& kit) {
+  kir::Kernel k("accumulate");
+  const kir::Buf x = k.add_buffer("x", T::f32, kir::Access::read);
+  const kir::Buf acc = k.add_buffer("acc", T::f32, kir::Access::read_write);
+  k.global_size = 300;
+  const kir::Expr i = kir::global_index();
+  k.body = {kir::store(acc, i, kir::load(acc, i, T::f32) + kir::load(x, i, T::f32))};
+  auto loaded = kit.load(k);
+  const auto x_values = ramp(300, 0.25f, 1.0f);
+  auto xb = kit.buffer_with(bytes_of(x_values));
+  auto ab = kit.buffer_with(bytes_of(std::vector<float>(300, 0.0f)));
+  const kb::BufferBinding bindings[] = {{xb.get(), 0, 1200}, {ab.get(), 0, 1200}};
+  auto list = kit.device->create_command_list();
+  list->dispatch(*loaded, kit.grid(k), bindings);
+  list->finish();
+  for (int round = 0; round < 3; ++round) list->submit();
+  const auto got = values_of<float>(kit.read(*ab));
+  for (std::size_t i = 0; i < 300; ++i)
+    if (got[i] != 3.0f * x_values[i])
+      return "after three submits acc[" + std::to_string(i) + "] is " + std::to_string(got[i]) + ", not 3x";
+  return std::nullopt;
+}
+
+// Two dispatches of one kernel with different parameter blocks in one list.
+Outcome parameter_blocks_are_per_dispatch(const Kit& kit) {
+  kir::Kernel k("affine");
+  const kir::Buf x = k.add_buffer("x", T::f32, kir::Access::read);
+  const kir::Buf y = k.add_buffer("y", T::f32, kir::Access::write);
+  k.global_size = 256;
+  k.params = {3, -7};
+  const kir::Expr i = kir::global_index();
+  k.body = {kir::store(y, i, kir::load(x, i, T::f32) * kir::cast(T::f32, kir::param(0)) +
+                                 kir::cast(T::f32, kir::param(1)))};
+  auto loaded = kit.load(k);
+  const auto x_values = ramp(256, 1.0f, -40.0f);
+  auto xb = kit.buffer_with(bytes_of(x_values));
+  auto y1 = kit.device->allocate(1024), y2 = kit.device->allocate(1024);
+  const kb::BufferBinding first[] = {{xb.get(), 0, 1024}, {y1.get(), 0, 1024}};
+  const kb::BufferBinding second[] = {{xb.get(), 0, 1024}, {y2.get(), 0, 1024}};
+  const std::int32_t p1[] = {3, -7}, p2[] = {-2, 5};
+  auto list = kit.device->create_command_list();
+  list->dispatch(*loaded, kit.grid(k), first, p1);
+  list->dispatch(*loaded, kit.grid(k), second, p2);
+  list->finish();
+  list->submit();
+  const auto g1 = values_of<float>(kit.read(*y1)), g2 = values_of<float>(kit.read(*y2));
+  for (std::size_t i = 0; i < 256; ++i) {
+    if (g1[i] != x_values[i] * 3.0f - 7.0f) return "the first dispatch's y[" + std::to_string(i) + "] is wrong";
+    if (g2[i] != x_values[i] * -2.0f + 5.0f) return "the second dispatch's y[" + std::to_string(i) + "] is wrong";
+  }
+  return std::nullopt;
+}
+
+// A per-workgroup prefix sum in shared memory, with barriers at the top
+// level and inside a loop, against the interpreter.
+Outcome shared_memory_and_barriers(const Kit& kit) {
+  kir::Kernel k("group_prefix");
+  const kir::Buf x = k.add_buffer("x", T::f32, kir::Access::read);
+  const kir::Buf y = k.add_buffer("y", T::f32, kir::Access::write);
+  const kir::Buf groups = k.add_buffer("groups", T::i32, kir::Access::write);
+  const kir::Shared sums = k.add_shared("sums", T::f32, 64);
+  k.global_size = 64 * 5;
+  k.workgroup_size = 64;
+  const kir::Expr lid = kir::local_index();
+  const kir::Expr offset = kir::var("offset", T::i32);
+  k.body = {
+      kir::store(sums, lid, kir::load(x, kir::global_index(), T::f32)),
+      kir::barrier(),
+      kir::declare("offset", T::i32, kir::i32(1)),
+      kir::loop("round", kir::i32(0), kir::i32(6),
+                {kir::declare("add", T::f32,
+                              kir::select(lid >= offset, kir::load(sums, kir::max(lid - offset, kir::i32(0)), T::f32),
+                                          kir::f32(0.0))),
+                 kir::barrier(), kir::store(sums, lid, kir::load(sums, lid, T::f32) + kir::var("add", T::f32)),
+                 kir::barrier(), kir::assign("offset", offset * kir::i32(2))}),
+      kir::store(y, kir::global_index(), kir::load(sums, lid, T::f32)),
+      kir::store(groups, kir::global_index(), kir::workgroup_index()),
+  };
+  const std::vector<std::vector<std::byte>> buffers = {bytes_of(ramp(320, 1.0f, -20.0f)),
+                                                       bytes_of(std::vector<float>(320)),
+                                                       bytes_of(std::vector<std::int32_t>(320))};
+  const auto got = kit.run(k, buffers);
+  const auto want = interpreted(k, buffers);
+  if (auto bad = compare_f32("y", got[1], want[1], 0.0f)) return bad;
+  return compare_exact("groups", got[2], want[2]);
+}
+
+// Integer semantics (wrapping, truncating division, casts) exactly, and the
+// math functions within the backend's tolerance, against the interpreter.
+Outcome arithmetic_matches_the_interpreter(const Kit& kit) {
+  kir::Kernel k("arithmetic");
+  const kir::Buf x = k.add_buffer("x", T::f32, kir::Access::read);
+  const kir::Buf n = k.add_buffer("n", T::i32, kir::Access::read);
+  const kir::Buf math = k.add_buffer("math", T::f32, kir::Access::write);
+  const kir::Buf ints = k.add_buffer("ints", T::i32, kir::Access::write);
+  const kir::Buf bits = k.add_buffer("bits", T::u32, kir::Access::write);
+  k.global_size = 1000;
+  const kir::Expr i = kir::global_index();
+  const kir::Expr a = kir::var("a", T::f32), m = kir::var("m", T::i32);
+  k.body = {
+      kir::declare("a", T::f32, kir::load(x, i, T::f32)),
+      kir::declare("m", T::i32, kir::load(n, i, T::i32)),
+      kir::store(math, i,
+                 kir::exp(-kir::abs(a)) + kir::log(kir::abs(a) + kir::f32(1.0)) + kir::tanh(a) + kir::erf(a) +
+                     kir::sqrt(kir::abs(a)) + kir::pow(kir::abs(a), kir::f32(1.5)) * kir::f32(0.01) +
+                     kir::min(a, kir::f32(0.5)) - kir::max(a, kir::f32(-0.5)) + kir::floor(a) - kir::ceil(a)),
+      kir::store(ints, i,
+                 m * kir::i32(2147483) + m / kir::i32(7) - kir::min(m, kir::i32(40)) +
+                     kir::select(m >= kir::i32(0), m % kir::i32(5), kir::i32(-1)) + kir::cast(T::i32, a * kir::f32(3.0))),
+      kir::store(bits, i, kir::cast(T::u32, m) * kir::u32(2654435761) + kir::u32(12345)),
+  };
+  std::vector<std::int32_t> n_values(1000);
+  for (std::size_t j = 0; j < n_values.size(); ++j) n_values[j] = static_cast<std::int32_t>(j * 37 % 2001) - 1000;
+  const std::vector<std::vector<std::byte>> buffers = {
+      bytes_of(ramp(1000, 0.125f, -6.0f)), bytes_of(n_values), bytes_of(std::vector<float>(1000)),
+      bytes_of(std::vector<std::int32_t>(1000)), bytes_of(std::vector<std::uint32_t>(1000))};
+  const auto got = kit.run(k, buffers);
+  const auto want = interpreted(k, buffers);
+  if (auto bad = compare_exact("ints", got[3], want[3])) return bad;
+  if (auto bad = compare_exact("bits", got[4], want[4])) return bad;
+  return compare_f32("math", got[2], want[2], kit.tolerance());
+}
+
+Outcome timestamps_measure_the_work(const Kit& kit) {
+  if (!kit.target().timestamps) throw Skip{"the device has no timestamps"};
+  const kir::Kernel kernel = add_one(1 << 16);
+  auto loaded = kit.load(kernel);
+  auto a = kit.device->allocate(1 << 18), b = kit.device->allocate(1 << 18);
+  const kb::BufferBinding bindings[] = {{a.get(), 0, 1 << 18}, {b.get(), 0, 1 << 18}};
+  auto list = kit.device->create_command_list();
+  for (int k = 0; k < 4; ++k) list->dispatch(*loaded, kit.grid(kernel), bindings);
+  list->finish();
+  list->submit();
+  const std::optional<double> ms = list->last_device_ms();
+  if (!ms || !(*ms > 0.0)) return std::string("the target has timestamps, but the submit measured none");
+  return std::nullopt;
+}
+
+template <class Fn> Outcome expect_error(Fn&& fn, kiln::ErrorKind kind, const std::string& what) {
+  try {
+    fn();
+  } catch (const kiln::Error& e) {
+    if (e.kind() == kind) return std::nullopt;
+    return what + " threw " + std::string(kiln::error_kind_name(e.kind())) + ": " + e.what();
+  }
+  return what + " did not throw";
+}
+
+// Errors name the problem as kiln::Errors of the right kind, and the device
+// runs kernels correctly afterwards.
+Outcome errors_leave_the_device_usable(const Kit& kit) {
+  const kir::Kernel kernel = add_one(64);
+  auto loaded = kit.load(kernel);
+  auto a = kit.device->allocate(256), b = kit.device->allocate(256);
+  const kb::BufferBinding one[] = {{a.get(), 0, 256}};
+  Outcome bad = expect_error(
+      [&] {
+        auto list = kit.device->create_command_list();
+        list->dispatch(*loaded, kit.grid(kernel), one);
+        list->finish();
+        list->submit();
+      },
+      kiln::ErrorKind::InvalidArgument, "a dispatch with one binding for a kernel of two");
+  if (bad) return bad;
+  const kb::BufferBinding past_end[] = {{a.get(), 0, 256}, {b.get(), 0, 512}};
+  bad = expect_error([&] { kit.device->create_command_list()->dispatch(*loaded, kit.grid(kernel), past_end); },
+                     kiln::ErrorKind::InvalidArgument, "a binding past the end of its buffer");
+  if (bad) return bad;
+  bad = expect_error(
+      [&] {
+        auto list = kit.device->create_command_list();
+        list->copy(*a, 128, *b, 0, 256);
+      },
+      kiln::ErrorKind::InvalidArgument, "a copy reading past the end of its buffer");
+  if (bad) return bad;
+  const std::uint64_t too_much =
+      std::max<std::uint64_t>(kit.target().device_memory_bytes, std::uint64_t{1} << 40) * 64;
+  bad = expect_error([&] { kit.device->allocate(too_much); }, kiln::ErrorKind::OutOfMemory,
+                     "allocating " + std::to_string(too_much) + " bytes");
+  if (bad) return bad;
+  bad = expect_error([&] { kit.backend.create_device(1000); }, kiln::ErrorKind::NotFound, "create_device(1000)");
+  if (bad) return bad;
+  const auto out = kit.run(kernel, {bytes_of(ramp(64, 1.0f, 0.0f)), bytes_of(std::vector<float>(64))});
+  const auto y = values_of<float>(out[1]);
+  for (std::size_t i = 0; i < 64; ++i)
+    if (y[i] != static_cast<float>(i % 97) + 1.0f) return std::string("after the errors a dispatch computed wrong values");
+  return std::nullopt;
+}
+
+struct Check {
+  const char* name;
+  Outcome (*run)(const Kit&);
+};
+const Check kChecks[] = {
+    {"buffers_round_trip_at_offsets", buffers_round_trip_at_offsets},
+    {"dispatch_chains_and_copies_see_earlier_writes", dispatch_chains_and_copies_see_earlier_writes},
+    {"recorded_lists_replay", recorded_lists_replay},
+    {"parameter_blocks_are_per_dispatch", parameter_blocks_are_per_dispatch},
+    {"shared_memory_and_barriers", shared_memory_and_barriers},
+    {"arithmetic_matches_the_interpreter", arithmetic_matches_the_interpreter},
+    {"timestamps_measure_the_work", timestamps_measure_the_work},
+    {"errors_leave_the_device_usable", errors_leave_the_device_usable},
+};
+
+const Expected* expected_failure(const std::string& backend, const std::string& check) {
+  for (const Expected& e : kExpected)
+    if (backend == e.backend && check == e.check) return &e;
+  return nullptr;
+}
+
+void run_check(const kb::Backend& backend, const Check& check) {
+  static std::map<std::string, std::shared_ptr<kb::Device>> devices;  // one per backend for the suite
+  auto& device = devices[backend.name()];
+  if (!device) device = backend.create_device(0);
+  const Kit kit{backend, device};
+  Outcome outcome;
+  try {
+    outcome = check.run(kit);
+  } catch (const Skip& skip) {
+    BOOST_TEST_MESSAGE(backend.name() << "/" << check.name << " skipped: " << skip.reason);
+    return;
+  } catch (const kiln::Error& e) {
+    outcome = std::string("threw ") + std::string(kiln::error_kind_name(e.kind())) + ": " + e.what();
+  }
+  if (const Expected* known = expected_failure(backend.name(), check.name)) {
+    BOOST_TEST(outcome.has_value(), backend.name() << "/" << check.name
+                                                   << " now passes: remove it from kExpected (listed because: "
+                                                   << known->reason << ")");
+    if (outcome) BOOST_TEST_MESSAGE("expected failure (" << known->reason << "): " << *outcome);
+    return;
+  }
+  BOOST_TEST(!outcome.has_value(), backend.name() << "/" << check.name << ": " << outcome.value_or(""));
+}
+
+bool init_suite() {
+  auto& master = boost::unit_test::framework::master_test_suite();
+  master.p_name.value = "backend_conformance";
+  int backends_run = 0;
+  for (const kb::Backend* backend : kb::all_backends()) {
+    if (auto reason = backend->unavailable_reason(); reason || backend->enumerate_devices().empty()) {
+      std::cout << "backend_conformance: '" << backend->name() << "' not run here: " << reason.value_or("no devices")
+                << "\n";
+      continue;
+    }
+    ++backends_run;
+    auto* suite = BOOST_TEST_SUITE(backend->name());
+    for (const Check& check : kChecks)
+      suite->add(boost::unit_test::make_test_case([backend, &check] { run_check(*backend, check); }, check.name,
+                                                  __FILE__, __LINE__));
+    master.add(suite);
+  }
+  if (backends_run == 0) std::cout << "backend_conformance: no backend can run kernels here\n";
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char* argv[]) { return boost::unit_test::unit_test_main(&init_suite, argc, argv); }
