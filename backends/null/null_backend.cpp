@@ -13,8 +13,9 @@
 //      file per concept, and return the device from create_device().
 //   6. Add the folder to backends/meson.build behind a meson feature that
 //      defines KILN_HAVE_FOO, and add the factory to backends/registry.cpp.
-//   7. tests/test_conformance.cpp and tests/test_codegen_compile.cpp then run
-//      every op case on the new backend.
+//   7. tests/test_backend_conformance.cpp then runs the device-level checks,
+//      and tests/test_conformance.cpp every op case, on the new backend
+//      (docs/backends.md).
 #include "backends/null/null_backend.h"
 
 #include "backends/null/language.h"
