@@ -58,7 +58,10 @@ class HostKernel final : public LoadedKernel {
     const std::string path = "/proc/self/fd/" + std::to_string(fd);
     handle_ = written == binary.data.size() ? dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
     const char* why = handle_ == nullptr ? dlerror() : nullptr;
-    close(fd);
+    // dlopen knows a library by its path: the descriptor stays open while
+    // the kernel is loaded, so no other kernel's file gets this path.
+    if (handle_ == nullptr) close(fd);
+    else fd_ = fd;
     KILN_CHECK(handle_ != nullptr, ErrorKind::Internal,
                "the cpu device cannot load kernel '" + name_ + "': " + (why ? why : "the binary was not written"));
     entry_.run_groups = reinterpret_cast<RunGroupsFn>(dlsym(handle_, "kiln_cpu_run_groups"));
@@ -73,6 +76,7 @@ class HostKernel final : public LoadedKernel {
   }
   ~HostKernel() override {
     if (handle_ != nullptr) dlclose(handle_);
+    if (fd_ >= 0) close(fd_);
   }
   const std::string& name() const override { return name_; }
   const KernelEntry& entry() const { return entry_; }
@@ -82,6 +86,7 @@ class HostKernel final : public LoadedKernel {
  private:
   std::string name_;
   void* handle_ = nullptr;
+  int fd_ = -1;
   KernelEntry entry_;
   std::uint32_t num_buffers_ = 0;
   std::uint32_t num_params_ = 0;
