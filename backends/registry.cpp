@@ -13,6 +13,9 @@
 #ifdef KILN_HAVE_HIP
 #include "backends/hip/hip_backend.h"
 #endif
+#ifdef KILN_HAVE_CPU
+#include "backends/cpu/cpu_backend.h"
+#endif
 
 #include <memory>
 #include <string>
@@ -31,6 +34,9 @@ std::vector<std::unique_ptr<Backend>> create_built_in_backends() {
 #endif
 #ifdef KILN_HAVE_HIP
   backends.push_back(create_hip_backend());
+#endif
+#ifdef KILN_HAVE_CPU
+  backends.push_back(create_cpu_backend());
 #endif
   backends.push_back(create_null_backend());
   return backends;

@@ -29,7 +29,7 @@ void ModelArgs::add_to(CLI::App& command) {
       ->check(CLI::Range(32, 1024));
   command.add_option("--batch", batch, "batch size")->capture_default_str()->check(CLI::Range(1, 256));
   command.add_option("--seed", seed, "seed of the built-in model's weights")->capture_default_str();
-  command.add_option("--backend", backend, "vulkan, cuda, hip or null (see `kiln devices`)")->capture_default_str();
+  command.add_option("--backend", backend, "vulkan, cuda, hip, cpu or null (see `kiln devices`)")->capture_default_str();
   command.add_option("--device", device, "device index or part of its name (default: the first)");
   command.add_option("--mode", mode, "compile mode: default, reduce-overhead, max-autotune")->capture_default_str();
   command.add_flag("--fullgraph", fullgraph, "fail if the model has graph breaks instead of running them eagerly");
