@@ -39,8 +39,11 @@ class CpuBackend final : public Backend {
   const LanguageTable& language() const override { return cpu::cpu_language(); }
   const KernelCompiler& compiler() const override { return compiler_; }
 
-  // The host is the target: nothing to build for without it.
-  std::vector<TargetDesc> offline_targets() const override { return {}; }
+  // The host is the one target; compiling for it needs only the C compiler.
+  std::vector<TargetDesc> offline_targets() const override {
+    if (unavailable_reason()) return {};
+    return {cpu::host_target(compiler_.version(), host_threads())};
+  }
 
  private:
   cpu::CCompiler compiler_;
