@@ -4,7 +4,9 @@
 
 #include <kiln/error.h>
 
+#include <atomic>
 #include <chrono>
+#include <filesystem>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -12,6 +14,7 @@
 #include <vector>
 
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -40,28 +43,33 @@ class HostBuffer final : public Buffer {
   std::byte* data_ = nullptr;
 };
 
-// A kernel's shared object, loaded from memory (memfd) so nothing is written
-// to disk; unloaded with the last reference.
+// A kernel's shared object, loaded with dlopen; unloaded with the last
+// reference.
 class HostKernel final : public LoadedKernel {
  public:
   HostKernel(const KernelSource& source, const KernelBinary& binary) : name_(source.name) {
     KILN_CHECK(binary.format == "elf-so", ErrorKind::InvalidArgument,
                "the cpu device cannot load a '" + binary.format + "' binary (kernel '" + name_ + "')");
-    const int fd = memfd_create(("kiln-" + name_).c_str(), MFD_CLOEXEC);
-    KILN_CHECK(fd >= 0, ErrorKind::Internal, "the cpu device: memfd_create failed: " + std::string(std::strerror(errno)));
+    // dlopen knows a library by its path and hands back one already loaded
+    // under the same path (also one dlclose kept), so every load gets a path
+    // of its own: a file created for it alone, removed once mapped.
+    static std::atomic<std::uint64_t> loads{0};
+    const std::string path = (std::filesystem::temp_directory_path() /
+                              ("kiln-kernel-" + std::to_string(getpid()) + "-" + std::to_string(loads++) + ".so"))
+                                 .string();
+    const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    KILN_CHECK(fd >= 0, ErrorKind::Internal,
+               "the cpu device cannot write " + path + ": " + std::string(std::strerror(errno)));
     std::size_t written = 0;
     while (written < binary.data.size()) {
       const ssize_t n = write(fd, binary.data.data() + written, binary.data.size() - written);
       if (n <= 0) break;
       written += static_cast<std::size_t>(n);
     }
-    const std::string path = "/proc/self/fd/" + std::to_string(fd);
+    close(fd);
     handle_ = written == binary.data.size() ? dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL) : nullptr;
     const char* why = handle_ == nullptr ? dlerror() : nullptr;
-    // dlopen knows a library by its path: the descriptor stays open while
-    // the kernel is loaded, so no other kernel's file gets this path.
-    if (handle_ == nullptr) close(fd);
-    else fd_ = fd;
+    unlink(path.c_str());
     KILN_CHECK(handle_ != nullptr, ErrorKind::Internal,
                "the cpu device cannot load kernel '" + name_ + "': " + (why ? why : "the binary was not written"));
     entry_.run_groups = reinterpret_cast<RunGroupsFn>(dlsym(handle_, "kiln_cpu_run_groups"));
@@ -76,7 +84,6 @@ class HostKernel final : public LoadedKernel {
   }
   ~HostKernel() override {
     if (handle_ != nullptr) dlclose(handle_);
-    if (fd_ >= 0) close(fd_);
   }
   const std::string& name() const override { return name_; }
   const KernelEntry& entry() const { return entry_; }
@@ -86,7 +93,6 @@ class HostKernel final : public LoadedKernel {
  private:
   std::string name_;
   void* handle_ = nullptr;
-  int fd_ = -1;
   KernelEntry entry_;
   std::uint32_t num_buffers_ = 0;
   std::uint32_t num_params_ = 0;
