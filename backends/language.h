@@ -131,4 +131,11 @@ struct LanguageTable {
 // only in its name and prelude.
 LanguageTable cuda_style_language(std::string name, std::string prelude);
 
+// The table of C99 as the null template spells it: one call of the kernel
+// function runs one invocation, given its global id and the number of
+// workgroups; shared arrays are parameters and a barrier is the host's
+// kiln_barrier(). The cpu backend starts from it and changes what running
+// the code needs (backends/cpu/language.cpp).
+LanguageTable c99_language(std::string prelude);
+
 }  // namespace kiln::backend
