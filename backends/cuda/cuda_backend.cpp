@@ -1,14 +1,36 @@
-// The CUDA backend: NVRTC code generation (works without a GPU) and driver
-// probing, both through libraries opened at run time. Running kernels on CUDA
-// devices is not implemented yet.
+// The CUDA backend: NVRTC code generation (works without a GPU), and the
+// CUDA-style runtime (backends/cuda_style) over the driver API, both through
+// libraries opened at run time.
 #include "backends/cuda/cuda_backend.h"
 
 #include "backends/cuda/compiler.h"
+#include "backends/cuda/device_table.h"
 #include "backends/cuda/driver.h"
 #include "backends/cuda/language.h"
+#include "backends/cuda/nvrtc_library.h"
+#include "backends/cuda_style/device.h"
+
+#include <algorithm>
 
 namespace kiln::backend {
 namespace {
+
+// What kernels for a device are compiled to: CUBIN for its own architecture
+// when NVRTC knows it, else PTX for the newest architecture NVRTC knows below
+// it (the driver compiles that for the device when loading). Unchanged when
+// NVRTC is missing or knows nothing old enough: compiling then says why.
+TargetDesc with_compile_arch(TargetDesc target) {
+  const cuda::NvrtcLibrary& nvrtc = cuda::nvrtc_library();
+  if (!nvrtc.loaded() || !target.arch.starts_with("sm_")) return target;
+  const int capability = std::stoi(target.arch.substr(3));
+  const auto& archs = nvrtc.supported_archs;
+  if (std::find(archs.begin(), archs.end(), capability) != archs.end()) return target;
+  int below = 0;
+  for (int arch : archs)
+    if (arch <= capability) below = std::max(below, arch);
+  if (below > 0) target.arch = "compute_" + std::to_string(below);
+  return target;
+}
 
 class CudaBackend final : public Backend {
  public:
@@ -27,7 +49,7 @@ class CudaBackend final : public Backend {
     std::vector<DeviceInfo> devices;
     const auto& targets = cuda::probe_driver().devices;
     for (std::size_t index = 0; index < targets.size(); ++index)
-      devices.push_back(DeviceInfo{static_cast<int>(index), targets[index]});
+      devices.push_back(DeviceInfo{static_cast<int>(index), with_compile_arch(targets[index])});
     return devices;
   }
 
@@ -37,9 +59,7 @@ class CudaBackend final : public Backend {
     KILN_CHECK(index >= 0 && static_cast<std::size_t>(index) < probe.devices.size(), ErrorKind::NotFound,
                "cuda: no device " + std::to_string(index) + " (" + std::to_string(probe.devices.size()) +
                    " found)");
-    throw_error(ErrorKind::Unsupported, "cuda: running kernels on " + probe.devices[index].device_name +
-                                            " is not implemented yet; code generation (" + compiler_.version() +
-                                            ") is, see offline_targets()");
+    return cuda_style::create_device(cuda::device_table(), index, with_compile_arch(probe.devices[index]));
   }
 
   const LanguageTable& language() const override { return cuda_language(); }

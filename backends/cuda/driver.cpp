@@ -1,7 +1,6 @@
 #include "backends/cuda/driver.h"
 
-#include <cuda.h>
-#include <dlfcn.h>
+#include "backends/cuda/driver_library.h"
 
 #include <string>
 
@@ -9,46 +8,12 @@ namespace kiln::backend::cuda {
 namespace {
 
 constexpr const char* kDriverLibrary = "libcuda.so.1";
+using DriverApi = DriverLibrary;
 
-// The driver entry points kiln uses, resolved with dlsym. <cuda.h> only
-// supplies their types: nothing links against libcuda.
-struct DriverApi {
-  decltype(&cuInit) init = nullptr;
-  decltype(&cuGetErrorName) get_error_name = nullptr;
-  decltype(&cuDriverGetVersion) driver_get_version = nullptr;
-  decltype(&cuDeviceGetCount) device_get_count = nullptr;
-  decltype(&cuDeviceGet) device_get = nullptr;
-  decltype(&cuDeviceGetName) device_get_name = nullptr;
-  decltype(&cuDeviceGetAttribute) device_get_attribute = nullptr;
-  decltype(&cuDeviceTotalMem) device_total_mem = nullptr;
-};
-
-template <typename Function>
-void resolve(void* library, const char* symbol, Function& function) {
-  function = reinterpret_cast<Function>(dlsym(library, symbol));
-  KILN_CHECK(function != nullptr, ErrorKind::DeviceUnavailable,
-             std::string("NVIDIA driver too old: ") + kDriverLibrary + " lacks " + symbol);
-}
-
-// The library stays loaded for the life of the process: drivers do not
-// support being unloaded, and devices created later need it.
-DriverApi load_driver() {
-  void* library = dlopen(kDriverLibrary, RTLD_NOW | RTLD_LOCAL);
-  if (library == nullptr) {
-    const char* reason = dlerror();
-    throw_error(ErrorKind::DeviceUnavailable,
-                std::string("no NVIDIA driver: ") + (reason ? reason : kDriverLibrary));
-  }
-  DriverApi api;
-  resolve(library, "cuInit", api.init);
-  resolve(library, "cuGetErrorName", api.get_error_name);
-  resolve(library, "cuDriverGetVersion", api.driver_get_version);
-  resolve(library, "cuDeviceGetCount", api.device_get_count);
-  resolve(library, "cuDeviceGet", api.device_get);
-  resolve(library, "cuDeviceGetName", api.device_get_name);
-  resolve(library, "cuDeviceGetAttribute", api.device_get_attribute);
-  resolve(library, "cuDeviceTotalMem_v2", api.device_total_mem);  // what <cuda.h> maps cuDeviceTotalMem to
-  return api;
+const DriverLibrary& load_driver() {
+  const DriverLibrary& driver = driver_library();
+  if (!driver.loaded()) throw_error(ErrorKind::DeviceUnavailable, driver.failure);
+  return driver;
 }
 
 // cudaErrorInsufficientDriver: <cuda.h> no longer names it, but drivers older
@@ -60,7 +25,7 @@ constexpr int kInsufficientDriver = 35;
 std::string result_name(const DriverApi& api, CUresult result) {
   const int code = static_cast<int>(result);
   const char* name = nullptr;
-  if (api.get_error_name(result, &name) != CUDA_SUCCESS || name == nullptr) {
+  if (api.cuGetErrorName(result, &name) != CUDA_SUCCESS || name == nullptr) {
     switch (code) {
       case CUDA_ERROR_STUB_LIBRARY: name = "CUDA_ERROR_STUB_LIBRARY"; break;
       case kInsufficientDriver: name = "CUDA_ERROR_INSUFFICIENT_DRIVER"; break;
@@ -77,7 +42,7 @@ void check(const DriverApi& api, CUresult result, const std::string& call) {
 }
 
 void initialise(const DriverApi& api) {
-  const CUresult result = api.init(0);
+  const CUresult result = api.cuInit(0);
   if (result == CUDA_SUCCESS) return;
   const std::string failure = "cuInit failed: " + result_name(api, result);
   switch (static_cast<int>(result)) {
@@ -100,17 +65,17 @@ std::string version_text(int version) {
 
 std::uint32_t attribute(const DriverApi& api, CUdevice device, CUdevice_attribute which, const char* what) {
   int value = 0;
-  check(api, api.device_get_attribute(&value, which, device), std::string("cuDeviceGetAttribute(") + what + ")");
+  check(api, api.cuDeviceGetAttribute(&value, which, device), std::string("cuDeviceGetAttribute(") + what + ")");
   return static_cast<std::uint32_t>(value);
 }
 
 TargetDesc read_device(const DriverApi& api, int ordinal, const std::string& cuda_version) {
   CUdevice device = 0;
-  check(api, api.device_get(&device, ordinal), "cuDeviceGet(" + std::to_string(ordinal) + ")");
+  check(api, api.cuDeviceGet(&device, ordinal), "cuDeviceGet(" + std::to_string(ordinal) + ")");
   char name[256] = {};
-  check(api, api.device_get_name(name, sizeof(name) - 1, device), "cuDeviceGetName");
+  check(api, api.cuDeviceGetName(name, sizeof(name) - 1, device), "cuDeviceGetName");
   std::size_t memory = 0;
-  check(api, api.device_total_mem(&memory, device), "cuDeviceTotalMem");
+  check(api, api.cuDeviceTotalMem_v2(&memory, device), "cuDeviceTotalMem");
 
   auto get = [&](CUdevice_attribute which, const char* what) { return attribute(api, device, which, what); };
   const std::uint32_t major = get(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "compute capability major");
@@ -145,12 +110,12 @@ TargetDesc read_device(const DriverApi& api, int ordinal, const std::string& cud
 }
 
 DriverProbe run_probe() {
-  const DriverApi api = load_driver();
+  const DriverApi& api = load_driver();
   initialise(api);
   int driver_version = 0;
-  check(api, api.driver_get_version(&driver_version), "cuDriverGetVersion");
+  check(api, api.cuDriverGetVersion(&driver_version), "cuDriverGetVersion");
   int count = 0;
-  check(api, api.device_get_count(&count), "cuDeviceGetCount");
+  check(api, api.cuDeviceGetCount(&count), "cuDeviceGetCount");
   KILN_CHECK(count > 0, ErrorKind::DeviceUnavailable, "no NVIDIA GPU: the driver reports 0 devices");
 
   DriverProbe probe;
@@ -160,6 +125,12 @@ DriverProbe run_probe() {
 }
 
 }  // namespace
+
+std::string result_name(int result) {
+  const DriverLibrary& driver = driver_library();
+  if (!driver.loaded()) return "CUresult (" + std::to_string(result) + ")";
+  return result_name(driver, static_cast<CUresult>(result));
+}
 
 const DriverProbe& probe_driver() {
   static const DriverProbe probe = [] {

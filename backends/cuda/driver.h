@@ -22,4 +22,7 @@ struct DriverProbe {
 // limits; never throws (every failure becomes unavailable_reason). Thread-safe.
 const DriverProbe& probe_driver();
 
+// "CUDA_ERROR_OUT_OF_MEMORY (2)": a driver result code as the driver names it.
+std::string result_name(int result);
+
 }  // namespace kiln::backend::cuda

@@ -1,9 +1,11 @@
-// The HIP backend: hiprtc code generation for AMD GPUs (works without a GPU)
-// and runtime probing, both through libraries opened at run time. Running
-// kernels on HIP devices is not implemented yet.
+// The HIP backend: hiprtc code generation for AMD GPUs (works without a GPU),
+// and the CUDA-style runtime (backends/cuda_style) over the HIP runtime API,
+// both through libraries opened at run time.
 #include "backends/hip/hip_backend.h"
 
+#include "backends/cuda_style/device.h"
 #include "backends/hip/compiler.h"
+#include "backends/hip/device_table.h"
 #include "backends/hip/language.h"
 #include "backends/hip/runtime.h"
 
@@ -37,9 +39,7 @@ class HipBackend final : public Backend {
     KILN_CHECK(index >= 0 && static_cast<std::size_t>(index) < probe.devices.size(), ErrorKind::NotFound,
                "hip: no device " + std::to_string(index) + " (" + std::to_string(probe.devices.size()) +
                    " found)");
-    throw_error(ErrorKind::Unsupported, "hip: running kernels on " + probe.devices[index].device_name +
-                                            " is not implemented yet; code generation (" + compiler_.version() +
-                                            ") is, see offline_targets()");
+    return cuda_style::create_device(hip::device_table(), index, probe.devices[index]);
   }
 
   const LanguageTable& language() const override { return hip_language(); }

@@ -3,7 +3,8 @@
 namespace kiln::backend::hip {
 namespace {
 
-constexpr const char* kFunctionNames[] = {KILN_HIP_RUNTIME_FUNCTIONS(KILN_VENDOR_FUNCTION_NAME)};
+constexpr const char* kFunctionNames[] = {KILN_HIP_RUNTIME_FUNCTIONS(KILN_VENDOR_FUNCTION_NAME) "hipMalloc",
+                                          "hipHostMalloc"};
 
 }  // namespace
 
@@ -16,6 +17,8 @@ HipRuntimeLibrary open_hip_runtime(std::span<const std::string_view> sonames) {
   }
 #define KILN_HIP_RESOLVE(name) runtime.name = reinterpret_cast<decltype(runtime.name)>(runtime.library.symbol(#name));
   KILN_HIP_RUNTIME_FUNCTIONS(KILN_HIP_RESOLVE)
+  KILN_HIP_RESOLVE(hipMalloc)
+  KILN_HIP_RESOLVE(hipHostMalloc)
 #undef KILN_HIP_RESOLVE
   return runtime;
 }

@@ -21,7 +21,31 @@ namespace kiln::backend::hip {
   X(hipDriverGetVersion)              \
   X(hipRuntimeGetVersion)             \
   X(hipGetDeviceCount)                \
-  X(hipGetDeviceProperties)
+  X(hipGetDeviceProperties)           \
+  X(hipSetDevice)                     \
+  X(hipMemGetInfo)                    \
+  X(hipFree)                          \
+  X(hipHostFree)                      \
+  X(hipStreamCreateWithFlags)         \
+  X(hipStreamDestroy)                 \
+  X(hipStreamSynchronize)             \
+  X(hipMemcpyHtoDAsync)               \
+  X(hipMemcpyDtoHAsync)               \
+  X(hipMemcpyDtoDAsync)               \
+  X(hipEventCreate)                   \
+  X(hipEventDestroy)                  \
+  X(hipEventRecord)                   \
+  X(hipEventElapsedTime)              \
+  X(hipModuleLoadData)                \
+  X(hipModuleUnload)                  \
+  X(hipModuleGetFunction)             \
+  X(hipModuleLaunchKernel)            \
+  X(hipStreamBeginCapture)            \
+  X(hipStreamEndCapture)              \
+  X(hipGraphInstantiate)              \
+  X(hipGraphLaunch)                   \
+  X(hipGraphDestroy)                  \
+  X(hipGraphExecDestroy)
 
 // Only ROCm 5's runtime: hipDeviceProp_t is laid out as the ROCm 5 headers
 // kiln is built with say, and ROCm 6 changed it (libamdhip64.so.6).
@@ -29,6 +53,9 @@ inline constexpr std::array<std::string_view, 1> kHipRuntimeSonames{"libamdhip64
 
 struct HipRuntimeLibrary {
   KILN_HIP_RUNTIME_FUNCTIONS(KILN_VENDOR_FUNCTION_POINTER)
+  // Typed here: the header overloads these names with templates.
+  hipError_t (*hipMalloc)(void** pointer, size_t bytes) = nullptr;
+  hipError_t (*hipHostMalloc)(void** pointer, size_t bytes, unsigned int flags) = nullptr;
   VendorLibrary library;
   // Why the runtime cannot be used ("no HIP runtime: libamdhip64.so.5: cannot
   // open shared object file: ..."); empty when every function above is set.
