@@ -216,6 +216,11 @@ std::vector<TensorType> infer_node_types(const Node& node, std::span<const Tenso
 }
 
 std::vector<Tensor> run_reference(const Graph& graph, std::span<const Tensor> inputs) {
+  return run_reference(graph, inputs, nullptr);
+}
+
+std::vector<Tensor> run_reference(const Graph& graph, std::span<const Tensor> inputs,
+                                  const ReferenceObserver& observe) {
   const std::vector<ValueId>& graph_inputs = graph.inputs();
   KILN_CHECK(
       inputs.size() == graph_inputs.size(), ErrorKind::InvalidArgument,
@@ -248,6 +253,7 @@ std::vector<Tensor> run_reference(const Graph& graph, std::span<const Tensor> in
     }
     std::vector<Tensor> results = get_op(node.op).reference(node, args);
     KILN_ASSERT(results.size() == node.outputs.size());
+    if (observe) observe(node, results);
     for (std::size_t i = 0; i < results.size(); ++i) env[node.outputs[i]] = std::move(results[i]);
     for (ValueId id : node.inputs)
       if (id >= 0 && --remaining_uses[id] == 0 && graph.value(id).producer != kNoNode) env[id].reset();

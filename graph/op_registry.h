@@ -58,5 +58,10 @@ std::vector<TensorType> infer_node_types(const Node& node, std::span<const Tenso
 bool has_dynamic_input(std::span<const TensorType> input_types);
 // Runs the whole graph on the reference implementation.
 std::vector<Tensor> run_reference(const Graph& graph, std::span<const Tensor> inputs);
+// The same, calling `observe` with every node's outputs as it computes them
+// (`kiln check` compares kernels' outputs with them).
+using ReferenceObserver = std::function<void(const Node& node, std::span<const Tensor> outputs)>;
+std::vector<Tensor> run_reference(const Graph& graph, std::span<const Tensor> inputs,
+                                  const ReferenceObserver& observe);
 
 }  // namespace kiln::graph

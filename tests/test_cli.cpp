@@ -303,6 +303,30 @@ BOOST_AUTO_TEST_CASE(profile_lists_kernels_by_time_and_family) {
   BOOST_TEST(bad.exit_code != 0);
 }
 
+BOOST_AUTO_TEST_CASE(check_compares_backends_kernel_by_kernel) {
+  // Two independent compilers (Vulkan's and the system C compiler) agree on
+  // every kernel's output, matched by the value it writes.
+  auto both = kiln_cli("check --model resnet18 --image-size 32 --backends vulkan,cpu");
+  BOOST_TEST(both.exit_code == 0, both.output);
+  BOOST_TEST(has(both, "vulkan against cpu"));
+  BOOST_TEST(has(both, "every compared kernel agrees within the tolerance"));
+  BOOST_TEST(has(both, "0 without a counterpart on cpu"));
+  // Against the reference, every kernel's output in eager mode, listed.
+  auto eager = kiln_cli("check --eager --all --model mobilenet_v2 --image-size 32 --backends reference,vulkan");
+  BOOST_TEST(eager.exit_code == 0, eager.output);
+  BOOST_TEST(has(eager, "vulkan against reference"));
+  BOOST_TEST(has(eager, "batch_norm"));
+  // With no tolerance the first convolution already differs from the
+  // reference's (another summation order): it is named with its nodes.
+  auto strict = kiln_cli("check --model resnet18 --image-size 32 --backends vulkan,reference --tolerance 0");
+  BOOST_TEST(strict.exit_code == 1, strict.output);
+  BOOST_TEST(has(strict, "first kernel that differs: 'conv2d"), strict.output);
+  BOOST_TEST(has(strict, "fused nodes: conv1"), strict.output);
+  auto one = kiln_cli("check --model resnet18 --backends vulkan");
+  BOOST_TEST(one.exit_code == 2);
+  BOOST_TEST(has(one, "--backends takes two different names"));
+}
+
 // ---- ONNX models with .npy inputs and outputs ------------------------------------------
 
 #if KILN_HAVE_ONNX

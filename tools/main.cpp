@@ -20,6 +20,7 @@ int main(int argc, char** argv) {
   kiln::tools::add_settings_command(app);
   kiln::tools::add_tune_command(app);
   kiln::tools::add_compile_command(app);
+  kiln::tools::add_check_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

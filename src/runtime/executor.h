@@ -93,6 +93,16 @@ class Executor {
   DeviceTensor to_device(const Tensor& tensor) const;
   // Each dispatch alone, in execution order, median over `calls` (executor_profile.cpp).
   std::vector<KernelTiming> profile(const std::vector<Tensor>& inputs, int calls);
+  // What one call's kernels write, each read back right after it runs
+  // (executor_trace.cpp): for `kiln check`, which compares them with another
+  // backend's or with the reference implementation's values.
+  struct KernelOutput {
+    std::string kernel;
+    std::vector<std::string> nodes;  // the fused nodes, producer first
+    graph::ValueId value = -1;       // in planned_graph(): the last node's first output
+    Tensor tensor;
+  };
+  std::vector<KernelOutput> trace(const std::vector<Tensor>& inputs);
 
   RunStats stats() const;
   const Model& model() const { return model_; }

@@ -18,11 +18,16 @@ namespace kiln::internal {
 struct Access {
   static const Executor& engine(const EagerModel& model) { return *model.impl_; }
   static const Executor& engine(const CompiledModel& model) { return *model.impl_; }
+  static Executor& mutable_engine(EagerModel& model) { return *model.impl_; }
+  static Executor& mutable_engine(CompiledModel& model) { return *model.impl_; }
   static const graph::Graph& graph(const TracedFunction& fn) { return fn.traced_graph(); }
 };
 
 inline const Executor& engine(const EagerModel& model) { return Access::engine(model); }
 inline const Executor& engine(const CompiledModel& model) { return Access::engine(model); }
+// For tools that run the engine's own calls (`kiln check`: Executor::trace).
+inline Executor& mutable_engine(EagerModel& model) { return Access::mutable_engine(model); }
+inline Executor& mutable_engine(CompiledModel& model) { return Access::mutable_engine(model); }
 // The traced graph that is compiled (the prefix up to the first break).
 inline const graph::Graph& graph(const TracedFunction& fn) { return Access::graph(fn); }
 
