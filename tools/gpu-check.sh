@@ -1,0 +1,136 @@
+#!/usr/bin/env bash
+# The checks only an NVIDIA GPU can run, in one go, into one report:
+#   1. build kiln (or take a bundle made by tools/gpu-bundle.sh where the
+#      machine lacks kiln's build dependencies),
+#   2. list the devices kiln sees,
+#   3. the backend conformance kit, the op conformance suite and the model
+#      zoo's reference/eager/compiled checks on the CUDA backend,
+#   4. `kiln bench` on CUDA beside PyTorch eager and torch.compile
+#      (tools/gpu_check_pytorch.py; PyTorch and torchvision must be installed).
+#
+# Usage: tools/gpu-check.sh [--prebuilt DIR | --build-dir DIR] [--out DIR]
+#            [--models a,b] [--batch 1,16] [--iters N] [--skip-bench]
+# Writes OUT/report.md (default ./gpu-check) and one log per step beside it.
+# Each step has a time limit and a failing step does not stop the others;
+# the exit status is 1 when any check failed.
+set -uo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+prebuilt="" build_dir="$root/build-gpu" out="$PWD/gpu-check"
+models="resnet50,mobilenet_v2,vit_b_16" batch="1,16" iters=100 skip_bench=0
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --prebuilt) prebuilt="$2"; shift 2 ;;
+    --build-dir) build_dir="$2"; shift 2 ;;
+    --out) out="$2"; shift 2 ;;
+    --models) models="$2"; shift 2 ;;
+    --batch) batch="$2"; shift 2 ;;
+    --iters) iters="$2"; shift 2 ;;
+    --skip-bench) skip_bench=1; shift ;;
+    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
+    *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$out"
+report="$out/report.md"
+failed=0
+started=$SECONDS
+
+# The CUDA toolkit's libraries (NVRTC) where the loader may not look.
+# The CUDA toolkit's libraries (NVRTC) where the loader may not look: the
+# toolkit's folders, then the NVIDIA Python wheels' (pip's nvidia-cuda-nvrtc).
+nvrtc_dirs="/usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib"
+nvrtc_dirs+=" $(python3 -c 'import glob, site; print(" ".join(sorted({p.rsplit("/", 1)[0] for d in site.getsitepackages() for p in glob.glob(d + "/nvidia/*/lib/libnvrtc.so*")})))' 2>/dev/null)"
+for dir in $nvrtc_dirs; do
+  [ -d "$dir" ] && export LD_LIBRARY_PATH="${LD_LIBRARY_PATH:+$LD_LIBRARY_PATH:}$dir"
+done
+
+# PyTorch runs with the machine's own libraries, not a bundle's.
+python_ld="${LD_LIBRARY_PATH:-}"
+if [ -n "$prebuilt" ]; then
+  bin="$prebuilt/bin"
+  export LD_LIBRARY_PATH="$prebuilt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  build_note="prebuilt bundle $prebuilt ($(cat "$prebuilt/VERSION" 2>/dev/null || echo unknown))"
+else
+  if [ ! -x "$build_dir/tools/kiln" ]; then
+    echo "== building kiln in $build_dir"
+    meson setup "$build_dir" "$root" --buildtype=release --wrap-mode=nofallback -Dcuda=enabled \
+      > "$out/build.log" 2>&1 && meson compile -C "$build_dir" >> "$out/build.log" 2>&1 \
+      || { echo "gpu-check: the build failed; see $out/build.log" >&2; tail -30 "$out/build.log" >&2; exit 1; }
+  fi
+  bin="$build_dir/stage"
+  mkdir -p "$bin"
+  for f in tools/kiln tests/test_backend_conformance tests/test_conformance tests/test_zoo; do
+    ln -sf "$build_dir/$f" "$bin/$(basename "$f")"
+  done
+  build_note="built in $build_dir ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown))"
+fi
+
+export KILN_SOURCE_ROOT="$root"
+export KILN_CACHE_DIR="$out/kernel-cache"
+export KILN_BINARY="$bin/kiln"
+# No validation layer is assumed there (CI runs Vulkan with it on).
+export KILN_VULKAN_VALIDATION="${KILN_VULKAN_VALIDATION:-0}"
+# The NVIDIA Vulkan driver where containers mount it outside the loader's search.
+icd=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+[ -z "${VK_DRIVER_FILES:-}" ] && [ -f "$icd" ] && export VK_DRIVER_FILES="$icd"
+
+{
+  echo "# kiln GPU check"
+  echo
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "- kiln: $build_note"
+  echo "- GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null || echo 'nvidia-smi not found')"
+  echo "- host: $(nproc) cores, $(uname -r)"
+  echo
+} > "$report"
+
+# step NAME LIMIT_S COMMAND...: runs one check, logs it, adds a line to the report.
+step() {
+  local name="$1" limit="$2"
+  shift 2
+  echo "== $name (limit ${limit}s, $((SECONDS - started))s in)"
+  local begin=$SECONDS status=0
+  timeout --kill-after=10 "$limit" "$@" > "$out/$name.log" 2>&1 || status=$?
+  local verdict="passed"
+  if [ $status -eq 124 ] || [ $status -eq 137 ]; then verdict="TIMED OUT"; failed=1
+  elif [ $status -ne 0 ]; then verdict="FAILED (exit $status)"; failed=1; fi
+  local summary
+  summary=$(grep -E "^\*\*\* (No errors detected|[0-9]+ failures? (is|are) detected)|test cases? out of|has (passed|failed)" "$out/$name.log" | tail -4 | sed 's/^ *//' | tr '\n' ' ')
+  echo "- **$name**: $verdict in $((SECONDS - begin)) s. $summary" >> "$report"
+  echo "   $verdict: $summary"
+  tail -5 "$out/$name.log"
+}
+
+echo "## Checks" >> "$report"
+echo >> "$report"
+step devices 60 "$bin/kiln" devices
+step backend_conformance 120 "$bin/test_backend_conformance" --color_output=no --log_level=test_suite --report_level=short
+step conformance_cuda 300 "$bin/test_conformance" --run_test=cuda --color_output=no --log_level=test_suite --report_level=short
+step zoo_cuda 300 env KILN_TEST_BACKEND=cuda "$bin/test_zoo" --run_test='*/*/reference_eager_compiled_agree' \
+  --color_output=no --log_level=test_suite --report_level=short
+{
+  echo
+  echo '```'
+  cat "$out/devices.log"
+  echo '```'
+} >> "$report"
+
+if [ $skip_bench -eq 0 ]; then
+  step bench_kiln 600 "$bin/kiln" bench --backend cuda --models "$models" --batch "$batch" \
+    --modes eager,default,reduce-overhead --iters "$iters" --warmup 10 --output-dir "$out/bench"
+  step bench_pytorch 600 env LD_LIBRARY_PATH="$python_ld" python3 "$root/tools/gpu_check_pytorch.py" --kiln-csv "$out/bench/bench.csv" \
+    --models "$models" --batch "$batch" --compile-batch "${batch%%,*}" --iters "$iters" --warmup 10 \
+    --out "$out/side_by_side.md"
+  {
+    echo
+    echo "## kiln (CUDA) beside PyTorch on the same GPU"
+    echo
+    cat "$out/side_by_side.md" 2>/dev/null || echo "(no table: see bench_kiln.log and bench_pytorch.log)"
+  } >> "$report"
+fi
+
+echo >> "$report"
+echo "Total: $((SECONDS - started)) s." >> "$report"
+echo "== report: $report"
+exit $failed
