@@ -4,11 +4,13 @@
 // kir kernels rendered in the backend's own language (src/render), so a new
 // backend gets these checks without writing a test:
 //
-//   buffers, copies, dispatch chains, recorded replay, parameter blocks,
-//   shared memory with barriers, integer and math semantics against the kir
-//   interpreter, timestamps, errors (bad bindings, regions outside a
-//   buffer, out of memory, a bad device index) and a device still usable
-//   after them.
+//   buffers, empty and large transfers, copies, dispatch chains, 300
+//   dispatches on a 2-D grid, recorded replay, parameter blocks, shared
+//   memory with barriers, integer and math semantics against the kir
+//   interpreter, timestamps, errors (bad bindings, regions outside a buffer,
+//   out of memory, a bad device index) and a device still usable after
+//   them, and command-list misuse (submit before finish, recording after it,
+//   misaligned bindings, too many workgroups, too wide a workgroup).
 //
 // kExpected lists the checks a backend is known to fail, with the reason: a
 // listed check that fails passes with that reason in the log, and one that
@@ -358,6 +360,46 @@ Outcome timestamps_measure_the_work(const Kit& kit) {
   return std::nullopt;
 }
 
+// An empty buffer, and a transfer larger than any staging chunk (CUDA 16 MiB,
+// Vulkan 32 MiB) that comes back intact.
+Outcome large_and_empty_transfers(const Kit& kit) {
+  auto empty = kit.device->allocate(0);
+  if (empty->size() != 0) return "allocate(0) gave a buffer of " + std::to_string(empty->size()) + " bytes";
+  kit.device->upload(*empty, 0, {});
+  kit.device->download(*empty, 0, {});
+  const std::size_t bytes = std::min<std::uint64_t>(40u << 20, kit.target().max_buffer_bytes);
+  std::vector<std::byte> data(bytes);
+  for (std::size_t i = 0; i < bytes; ++i) data[i] = static_cast<std::byte>((i * 2654435761u) >> 13);
+  auto big = kit.buffer_with(data);
+  if (kit.read(*big) != data) return "a " + std::to_string(bytes) + "-byte upload came back different";
+  return std::nullopt;
+}
+
+// Workgroups on a two-dimensional grid each take their own elements, and a
+// list of 300 dispatches runs them all, in order.
+Outcome many_dispatches_on_a_two_dimensional_grid(const Kit& kit) {
+  kir::Kernel k("increment");
+  const kir::Buf x = k.add_buffer("x", T::f32, kir::Access::read_write);
+  k.global_size = 1024;
+  k.workgroup_size = 64;
+  const kir::Expr i = kir::global_index();
+  k.body = {kir::store(x, i, kir::load(x, i, T::f32) + kir::f32(1.0))};
+  auto loaded = kit.load(k);
+  auto b = kit.buffer_with(bytes_of(std::vector<float>(1024, 0.0f)));
+  const kb::BufferBinding bindings[] = {{b.get(), 0, 4096}};
+  auto list = kit.device->create_command_list();
+  const int dispatches = 300;
+  for (int d = 0; d < dispatches; ++d) list->dispatch(*loaded, {4, 4, 1}, bindings);  // 16 groups of 64
+  list->finish();
+  list->submit();
+  const auto got = values_of<float>(kit.read(*b));
+  for (std::size_t e = 0; e < got.size(); ++e)
+    if (got[e] != static_cast<float>(dispatches))
+      return "element " + std::to_string(e) + " is " + std::to_string(got[e]) + " after " +
+             std::to_string(dispatches) + " dispatches on a 4x4 grid";
+  return std::nullopt;
+}
+
 template <class Fn> Outcome expect_error(Fn&& fn, kiln::ErrorKind kind, const std::string& what) {
   try {
     fn();
@@ -402,11 +444,53 @@ Outcome errors_leave_the_device_usable(const Kit& kit) {
   if (bad) return bad;
   bad = expect_error([&] { kit.backend.create_device(1000); }, kiln::ErrorKind::NotFound, "create_device(1000)");
   if (bad) return bad;
+  bad = expect_error([&] { kit.backend.create_device(-1); }, kiln::ErrorKind::NotFound, "create_device(-1)");
+  if (bad) return bad;
   const auto out = kit.run(kernel, {bytes_of(ramp(64, 1.0f, 0.0f)), bytes_of(std::vector<float>(64))});
   const auto y = values_of<float>(out[1]);
   for (std::size_t i = 0; i < 64; ++i)
     if (y[i] != static_cast<float>(i % 97) + 1.0f) return std::string("after the errors a dispatch computed wrong values");
   return std::nullopt;
+}
+
+// Misusing a command list or a kernel's limits is InvalidArgument (a
+// workgroup wider than the device runs: Unsupported), named, never a crash.
+Outcome recording_errors_are_invalid_arguments(const Kit& kit) {
+  const kir::Kernel kernel = add_one(64);
+  auto loaded = kit.load(kernel);
+  auto a = kit.device->allocate(4096), b = kit.device->allocate(4096);
+  const kb::BufferBinding two[] = {{a.get(), 0, 256}, {b.get(), 0, 256}};
+  auto list = kit.device->create_command_list();
+  list->dispatch(*loaded, kit.grid(kernel), two);
+  Outcome bad = expect_error([&] { list->submit(); }, kiln::ErrorKind::InvalidArgument, "submit() before finish()");
+  if (bad) return bad;
+  list->finish();
+  bad = expect_error([&] { list->finish(); }, kiln::ErrorKind::InvalidArgument, "finish() twice");
+  if (bad) return bad;
+  bad = expect_error([&] { list->dispatch(*loaded, kit.grid(kernel), two); }, kiln::ErrorKind::InvalidArgument,
+                     "a dispatch after finish()");
+  if (bad) return bad;
+  bad = expect_error([&] { list->copy(*a, 0, *b, 0, 16); }, kiln::ErrorKind::InvalidArgument, "a copy after finish()");
+  if (bad) return bad;
+  list->submit();
+  auto fresh = kit.device->create_command_list();
+  if (kit.target().min_buffer_offset_alignment > 4) {
+    const kb::BufferBinding misaligned[] = {{a.get(), 4, 256}, {b.get(), 0, 256}};
+    bad = expect_error([&] { fresh->dispatch(*loaded, kit.grid(kernel), misaligned); },
+                       kiln::ErrorKind::InvalidArgument, "a binding at offset 4");
+    if (bad) return bad;
+  }
+  const std::uint32_t too_many = kit.target().max_workgroup_count[1] + 1;
+  bad = expect_error([&] { fresh->dispatch(*loaded, {1, too_many, 1}, two); }, kiln::ErrorKind::InvalidArgument,
+                     std::to_string(too_many) + " workgroups in y");
+  if (bad) return bad;
+  fresh->finish();
+  fresh->submit();  // nothing recorded: an empty list runs
+  kb::KernelSource source = kiln::render::make_kernel_source(kernel, kit.backend.language());
+  const kb::KernelBinary binary = kit.backend.compiler().compile(source, kit.target());
+  source.workgroup_size = kit.target().max_workgroup_invocations + 1;
+  return expect_error([&] { kit.device->load_kernel(source, binary); }, kiln::ErrorKind::Unsupported,
+                      "loading a kernel of " + std::to_string(source.workgroup_size) + " invocations per workgroup");
 }
 
 struct Check {
@@ -422,6 +506,9 @@ const Check kChecks[] = {
     {"arithmetic_matches_the_interpreter", arithmetic_matches_the_interpreter},
     {"timestamps_measure_the_work", timestamps_measure_the_work},
     {"errors_leave_the_device_usable", errors_leave_the_device_usable},
+    {"large_and_empty_transfers", large_and_empty_transfers},
+    {"many_dispatches_on_a_two_dimensional_grid", many_dispatches_on_a_two_dimensional_grid},
+    {"recording_errors_are_invalid_arguments", recording_errors_are_invalid_arguments},
 };
 
 const Expected* expected_failure(const std::string& backend, const std::string& check) {

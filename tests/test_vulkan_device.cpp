@@ -1,10 +1,14 @@
 #define BOOST_TEST_MODULE vulkan_device
 #include <boost/test/unit_test.hpp>
 
-// The Vulkan backend on the machine's Vulkan device (lavapipe on CI): device
-// discovery, buffers, compilation, dispatch, barriers, replay, timestamps,
-// errors, and proof that the validation layer really reports. meson test runs
-// this with KILN_VULKAN_VALIDATION=fatal, so any validation message fails it.
+// What is Vulkan's own on the machine's Vulkan device (lavapipe on CI):
+// device discovery and limits, the offline SPIR-V target, GLSL texel
+// buffers, the staging path of discrete GPUs, the pipeline cache, shaderc's
+// errors, allocation limits, and proof that the validation layer really
+// reports. The device checks every backend must pass (dispatch chains,
+// timestamps, recording errors, ...) are the backend_conformance kit's.
+// meson test runs this with KILN_VULKAN_VALIDATION=fatal, so any validation
+// message fails it.
 
 #include "backends/vulkan/buffer.h"
 #include "backends/vulkan/device.h"
@@ -308,66 +312,6 @@ BOOST_AUTO_TEST_CASE(buffer_round_trip_through_staging) {
   BOOST_TEST((back == big));
 }
 
-BOOST_AUTO_TEST_CASE(hand_written_kernel_on_a_2d_grid_with_offsets) {
-  kb::Device& dev = device();
-  const std::uint32_t count = 1000;
-  auto kernel = load(dev, glsl_kernel("axpy", 3, count, "b2.data[i] = 2.0 * b0.data[i] + b1.data[i];"));
-  BOOST_TEST(kernel->name() == "axpy");
-
-  const std::vector<float> x = iota_floats(count, 0.0f);
-  const std::vector<float> y = iota_floats(count, 0.5f);
-  const std::uint64_t bytes = count * sizeof(float);
-  const std::uint64_t y_offset = aligned(bytes);
-  auto inputs = dev.allocate(y_offset + bytes);  // x and y share one buffer
-  auto output = dev.allocate(bytes);
-  dev.upload(*inputs, 0, bytes_of(x));
-  dev.upload(*inputs, y_offset, bytes_of(y));
-
-  const kb::BufferBinding bindings[] = {{inputs.get(), 0, bytes}, {inputs.get(), y_offset, bytes}, whole(output)};
-  auto list = dev.create_command_list();
-  // 4 x 4 groups of 64 = 1024 invocations: the second grid row starts at 256.
-  list->dispatch(*kernel, {4, 4, 1}, bindings);
-  list->finish();
-  list->submit();
-
-  const std::vector<float> result = download_floats(dev, *output, 0, count);
-  std::vector<float> expected(count);
-  for (std::uint32_t i = 0; i < count; ++i) expected[i] = 2.0f * x[i] + y[i];
-  BOOST_TEST(result == expected, boost::test_tools::per_element());
-}
-
-BOOST_AUTO_TEST_CASE(dependent_chain_of_three_dispatches) {
-  kb::Device& dev = device();
-  const std::uint32_t count = 1u << 16;
-  auto twice = load(dev, glsl_kernel("twice", 2, count, "b1.data[i] = 2.0 * b0.data[i];"));
-  auto plus_three = load(dev, glsl_kernel("plus_three", 1, count, "b0.data[i] = b0.data[i] + 3.0;"));
-  // Reads a neighbour too, so it depends on other invocations' earlier writes.
-  auto square_sum = load(dev, glsl_kernel("square_sum", 2, count,
-                                          "b1.data[i] = b0.data[i] * b0.data[(i + 1u) % " +
-                                              std::to_string(count) + "u];"));
-  const std::vector<float> x = iota_floats(count, -100.0f);
-  auto input = dev.allocate(count * sizeof(float));
-  auto temp = dev.allocate(count * sizeof(float));
-  auto output = dev.allocate(count * sizeof(float));
-  dev.upload(*input, 0, bytes_of(x));
-
-  auto list = dev.create_command_list();
-  const kb::BufferBinding first[] = {whole(input), whole(temp)};
-  const kb::BufferBinding second[] = {whole(temp)};
-  const kb::BufferBinding third[] = {whole(temp), whole(output)};
-  list->dispatch(*twice, groups_for(count), first);
-  list->dispatch(*plus_three, groups_for(count), second);
-  list->dispatch(*square_sum, groups_for(count), third);
-  list->finish();
-  list->submit();
-
-  const std::vector<float> result = download_floats(dev, *output, 0, count);
-  std::vector<float> expected(count);
-  for (std::uint32_t i = 0; i < count; ++i)
-    expected[i] = (2.0f * x[i] + 3.0f) * (2.0f * x[(i + 1) % count] + 3.0f);
-  BOOST_TEST(result == expected, boost::test_tools::per_element());
-}
-
 BOOST_AUTO_TEST_CASE(replay_accumulates_and_kernel_cache_is_shared) {
   kb::Device& dev = device();
   const std::uint32_t count = 300;
@@ -392,7 +336,7 @@ BOOST_AUTO_TEST_CASE(replay_accumulates_and_kernel_cache_is_shared) {
   const kb::BufferBinding bindings[] = {whole(accumulator), whole(increment)};
   list->dispatch(*kernel, groups_for(count), bindings);
   BOOST_CHECK_EXCEPTION(list->submit(), Error,
-                        [](const Error& e) { return has_error(e, ErrorKind::Internal, "before finish"); });
+                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "before finish"); });
   list->finish();
   for (int replay = 0; replay < 5; ++replay) list->submit();
 
@@ -401,76 +345,9 @@ BOOST_AUTO_TEST_CASE(replay_accumulates_and_kernel_cache_is_shared) {
   BOOST_TEST(download_floats(dev, *accumulator, 0, count) == expected, boost::test_tools::per_element());
 
   BOOST_CHECK_EXCEPTION(list->dispatch(*kernel, groups_for(count), bindings), Error,
-                        [](const Error& e) { return has_error(e, ErrorKind::Internal, "after finish"); });
+                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "after finish"); });
   BOOST_CHECK_EXCEPTION(list->finish(), Error,
-                        [](const Error& e) { return has_error(e, ErrorKind::Internal, "twice"); });
-}
-
-BOOST_AUTO_TEST_CASE(many_dispatches_grow_descriptor_pools) {
-  kb::Device& dev = device();
-  const std::uint32_t count = 64;
-  auto kernel = load(dev, glsl_kernel("increment", 1, count, "b0.data[i] += 1.0;"));
-  auto buffer = dev.allocate(count * sizeof(float));
-  dev.upload(*buffer, 0, bytes_of(std::vector<float>(count, 0.0f)));
-  auto list = dev.create_command_list();
-  const kb::BufferBinding bindings[] = {whole(buffer)};
-  const int dispatches = 300;  // more than the first descriptor pool holds
-  for (int d = 0; d < dispatches; ++d) list->dispatch(*kernel, groups_for(count), bindings);
-  list->finish();
-  list->submit();
-  BOOST_TEST(download_floats(dev, *buffer, 0, count) == std::vector<float>(count, float(dispatches)),
-             boost::test_tools::per_element());
-}
-
-BOOST_AUTO_TEST_CASE(timestamps_measure_positive_time) {
-  kb::Device& dev = device();
-  const std::uint32_t count = 1u << 14;
-  auto kernel = load(dev, glsl_kernel("busy", 1, count,
-                                      "float v = b0.data[i];\n"
-                                      "  for (int k = 0; k < 200; ++k) v = v * 0.999 + 1.0;\n"
-                                      "  b0.data[i] = v;"));
-  auto buffer = dev.allocate(count * sizeof(float));
-  dev.upload(*buffer, 0, bytes_of(std::vector<float>(count, 0.0f)));
-  auto list = dev.create_command_list();
-  BOOST_TEST(!list->last_device_ms().has_value());
-  const kb::BufferBinding bindings[] = {whole(buffer)};
-  list->dispatch(*kernel, groups_for(count), bindings);
-  list->finish();
-  list->submit();
-  const std::optional<double> ms = list->last_device_ms();
-  BOOST_TEST_REQUIRE(ms.has_value());
-  BOOST_TEST(*ms > 0.0);
-  BOOST_TEST(*ms < 10000.0);
-}
-
-BOOST_AUTO_TEST_CASE(dispatch_argument_errors) {
-  kb::Device& dev = device();
-  auto kernel = load(dev, glsl_kernel("copy", 2, 16, "b1.data[i] = b0.data[i];"));
-  auto buffer = dev.allocate(4096);
-  auto list = dev.create_command_list();
-  const kb::BufferBinding one[] = {whole(buffer)};
-  BOOST_CHECK_EXCEPTION(list->dispatch(*kernel, {1, 1, 1}, one), Error,
-                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "takes 2 buffers"); });
-  const kb::BufferBinding past_end[] = {whole(buffer), {buffer.get(), 0, 8192}};
-  BOOST_CHECK_EXCEPTION(list->dispatch(*kernel, {1, 1, 1}, past_end), Error,
-                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "exceed"); });
-  if (dev.target().min_buffer_offset_alignment > 4) {
-    const kb::BufferBinding misaligned[] = {whole(buffer), {buffer.get(), 4, 64}};
-    BOOST_CHECK_EXCEPTION(list->dispatch(*kernel, {1, 1, 1}, misaligned), Error,
-                          [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "multiple of"); });
-  }
-  const kb::BufferBinding two[] = {whole(buffer), whole(buffer)};
-  const std::uint32_t too_many = dev.target().max_workgroup_count[1] + 1;
-  BOOST_CHECK_EXCEPTION(list->dispatch(*kernel, {1, too_many, 1}, two), Error,
-                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "workgroups exceed"); });
-  list->finish();
-  list->submit();  // nothing was recorded: an empty list runs fine
-
-  kb::KernelSource too_wide = glsl_kernel("too_wide", 1, 16, "b0.data[i] = 1.0;");
-  const kb::KernelBinary binary = vulkan_backend().compiler().compile(too_wide, dev.target());
-  too_wide.workgroup_size = dev.target().max_workgroup_invocations + 1;
-  BOOST_CHECK_EXCEPTION(dev.load_kernel(too_wide, binary), Error,
-                        [](const Error& e) { return has_error(e, ErrorKind::Unsupported, "too_wide"); });
+                        [](const Error& e) { return has_error(e, ErrorKind::InvalidArgument, "twice"); });
 }
 
 BOOST_AUTO_TEST_CASE(compiler_errors_carry_the_log) {
@@ -503,13 +380,6 @@ BOOST_AUTO_TEST_CASE(allocation_limits_are_out_of_memory) {
   });
   BOOST_CHECK_EXCEPTION(device().allocate(device().target().max_buffer_bytes + 1), Error,
                         [](const Error& e) { return has_error(e, ErrorKind::OutOfMemory, "maxStorageBufferRange"); });
-}
-
-BOOST_AUTO_TEST_CASE(create_device_with_a_bad_index_is_not_found) {
-  BOOST_CHECK_EXCEPTION(vulkan_backend().create_device(99), Error,
-                        [](const Error& e) { return has_error(e, ErrorKind::NotFound, "99"); });
-  BOOST_CHECK_EXCEPTION(vulkan_backend().create_device(-1), Error,
-                        [](const Error& e) { return has_error(e, ErrorKind::NotFound, "-1"); });
 }
 
 namespace {

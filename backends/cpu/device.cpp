@@ -144,7 +144,10 @@ class HostCommandList final : public CommandList {
     steps_.emplace_back(Copy{s.data() + src_offset, d.data() + dst_offset, bytes});
   }
 
-  void finish() override { finished_ = true; }
+  void finish() override {
+    KILN_CHECK(!finished_, ErrorKind::InvalidArgument, "finish() called twice on a command list");
+    finished_ = true;
+  }
 
   void submit() override {
     KILN_CHECK(finished_, ErrorKind::InvalidArgument, "submit() before finish()");

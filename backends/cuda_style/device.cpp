@@ -248,6 +248,7 @@ class GpuCommandList final : public CommandList {
 
   // The launches' argument arrays point into the steps, which no longer move.
   void finish() override {
+    KILN_CHECK(!finished_, ErrorKind::InvalidArgument, "finish() called twice on a command list");
     finished_ = true;
     for (auto& step : steps_) {
       auto* launch = std::get_if<Launch>(&step);

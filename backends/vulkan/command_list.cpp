@@ -137,7 +137,7 @@ VkBufferView VulkanCommandList::texel_view(VkBuffer buffer, std::uint64_t offset
 void VulkanCommandList::dispatch(LoadedKernel& kernel, std::array<std::uint32_t, 3> groups,
                                  std::span<const BufferBinding> bindings, std::span<const std::int32_t> params) {
   context_->raise_validation_errors();
-  KILN_CHECK(!finished_, ErrorKind::Internal,
+  KILN_CHECK(!finished_, ErrorKind::InvalidArgument,
              "dispatch of kernel '" + kernel.name() + "' into a command list after finish()");
   auto* vulkan_kernel = dynamic_cast<VulkanKernel*>(&kernel);
   KILN_CHECK(vulkan_kernel != nullptr, ErrorKind::InvalidArgument,
@@ -251,7 +251,7 @@ const VulkanBuffer& VulkanCommandList::own_buffer(const Buffer& buffer, std::uin
 void VulkanCommandList::copy(const Buffer& src, std::uint64_t src_offset, Buffer& dst, std::uint64_t dst_offset,
                              std::uint64_t bytes) {
   context_->raise_validation_errors();
-  KILN_CHECK(!finished_, ErrorKind::Internal, "copy into a command list after finish()");
+  KILN_CHECK(!finished_, ErrorKind::InvalidArgument, "copy into a command list after finish()");
   const VulkanBuffer& from = own_buffer(src, src_offset, bytes, "copy source");
   const VulkanBuffer& to = own_buffer(dst, dst_offset, bytes, "copy destination");
   KILN_CHECK(&from != &to || src_offset + bytes <= dst_offset || dst_offset + bytes <= src_offset,
@@ -273,7 +273,7 @@ void VulkanCommandList::copy(const Buffer& src, std::uint64_t src_offset, Buffer
 
 void VulkanCommandList::finish() {
   context_->raise_validation_errors();
-  KILN_CHECK(!finished_, ErrorKind::Internal, "finish() called twice on a command list");
+  KILN_CHECK(!finished_, ErrorKind::InvalidArgument, "finish() called twice on a command list");
   // Shader and copy writes -> host reads after the fence, and later copies.
   memory_barrier(kWritingStages, kWrites, VK_PIPELINE_STAGE_HOST_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT,
                  VK_ACCESS_HOST_READ_BIT | VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
@@ -286,7 +286,7 @@ void VulkanCommandList::finish() {
 
 void VulkanCommandList::submit() {
   context_->raise_validation_errors();
-  KILN_CHECK(finished_, ErrorKind::Internal, "submit() of a command list before finish()");
+  KILN_CHECK(finished_, ErrorKind::InvalidArgument, "submit() of a command list before finish()");
   VkFence fence = fence_.get();
   check_vk(context_->vk().vkResetFences(context_->handle(), 1, &fence), "vkResetFences");
   context_->submit_and_wait(commands_, fence);
