@@ -6,10 +6,11 @@
 #   3. the backend conformance kit, the op conformance suite and the model
 #      zoo's reference/eager/compiled checks on the CUDA backend,
 #   4. `kiln bench` on CUDA beside PyTorch eager and torch.compile
-#      (tools/gpu_check_pytorch.py; PyTorch and torchvision must be installed).
+#      (tools/gpu_check_pytorch.py; PyTorch and torchvision must be installed);
+#      with --tune, `kiln tune` first and max-autotune in the bench.
 #
 # Usage: tools/gpu-check.sh [--prebuilt DIR | --build-dir DIR] [--out DIR]
-#            [--models a,b] [--batch 1,16] [--iters N] [--skip-bench]
+#            [--models a,b] [--batch 1,16] [--iters N] [--tune 5m] [--skip-bench]
 # Writes OUT/report.md (default ./gpu-check) and one log per step beside it.
 # Each step has a time limit and a failing step does not stop the others;
 # the exit status is 1 when any check failed.
@@ -17,7 +18,7 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 prebuilt="" build_dir="$root/build-gpu" out="$PWD/gpu-check"
-models="resnet50,mobilenet_v2,vit_b_16" batch="1,16" iters=100 skip_bench=0
+models="resnet50,mobilenet_v2,vit_b_16" batch="1,16" iters=100 skip_bench=0 tune=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt="$2"; shift 2 ;;
@@ -26,6 +27,7 @@ while [ $# -gt 0 ]; do
     --models) models="$2"; shift 2 ;;
     --batch) batch="$2"; shift 2 ;;
     --iters) iters="$2"; shift 2 ;;
+    --tune) tune="$2"; shift 2 ;;
     --skip-bench) skip_bench=1; shift ;;
     -h|--help) sed -n 2,17p "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument '$1' (see --help)" >&2; exit 2 ;;
@@ -60,7 +62,7 @@ else
   fi
   bin="$build_dir/stage"
   mkdir -p "$bin"
-  for f in tools/kiln tests/test_backend_conformance tests/test_conformance tests/test_zoo; do
+  for f in tools/kiln src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo; do
     ln -sf "$build_dir/$f" "$bin/$(basename "$f")"
   done
   build_note="built in $build_dir ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown))"
@@ -117,8 +119,18 @@ step zoo_cuda 300 env KILN_TEST_BACKEND=cuda "$bin/test_zoo" --run_test='*/*/ref
 } >> "$report"
 
 if [ $skip_bench -eq 0 ]; then
+  modes=eager,default,reduce-overhead db_args=()
+  if [ -n "$tune" ]; then
+    # Each batch size is its own set of kernels to tune.
+    for b in ${batch//,/ }; do
+      step "tune_cuda_batch$b" 900 "$bin/kiln" tune --backend cuda --models "$models" --batch "$b" --budget "$tune" \
+        --db "$out/tuning.db" --calls 20
+    done
+    modes+=",max-autotune"
+    db_args=(--db "$out/tuning.db")
+  fi
   step bench_kiln 600 "$bin/kiln" bench --backend cuda --models "$models" --batch "$batch" \
-    --modes eager,default,reduce-overhead --iters "$iters" --warmup 10 --output-dir "$out/bench"
+    --modes "$modes" "${db_args[@]}" --iters "$iters" --warmup 10 --output-dir "$out/bench"
   step bench_pytorch 600 env LD_LIBRARY_PATH="$python_ld" python3 "$root/tools/gpu_check_pytorch.py" --kiln-csv "$out/bench/bench.csv" \
     --models "$models" --batch "$batch" --compile-batch "${batch%%,*}" --iters "$iters" --warmup 10 \
     --out "$out/side_by_side.md"
