@@ -3,12 +3,14 @@
 
 // Attention as one kernel: the Attention op's reference against a case
 // computed by hand and its shape errors; the attention kernel against the
-// reference on Vulkan for ViT-, SegFormer- and DETR-like shapes (sizes that
+// reference on the test backend (Vulkan unless KILN_TEST_BACKEND names
+// another) for ViT-, SegFormer- and DETR-like shapes (sizes that
 // are no multiple of any block, Lq != Lk, masks, K given transposed) and for
 // the offline CUDA/HIP targets; recognise_attention on the built-in ViT,
 // SegFormer and DETR and on torch's exports of them (one Attention per
 // attention layer); and compiled == eager on the built-in models.
 
+#include "test_backend.h"
 #include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/op_registry.h"
@@ -93,14 +95,15 @@ Tensor swap_last_two(const Tensor& t) {
   return out;
 }
 
-// The Vulkan device the kernels run on (the suite needs one).
-struct VulkanRunner {
-  const kb::Backend& backend = kb::get_backend("vulkan");
+// The device the kernels run on: the test backend's (Vulkan unless
+// KILN_TEST_BACKEND names another; the suite needs one).
+struct KernelRunner {
+  const kb::Backend& backend = kb::get_backend(kiln::testing::test_backend());
   std::shared_ptr<kb::Device> device;
 
-  VulkanRunner() {
+  KernelRunner() {
     const auto reason = backend.unavailable_reason();
-    BOOST_TEST_REQUIRE(!reason.has_value(), "Vulkan is unavailable: " << reason.value_or(""));
+    BOOST_TEST_REQUIRE(!reason.has_value(), backend.name() << " is unavailable: " << reason.value_or(""));
     device = backend.create_device(0);
   }
 
@@ -130,8 +133,8 @@ struct VulkanRunner {
   }
 };
 
-VulkanRunner& vulkan() {
-  static VulkanRunner runner;
+KernelRunner& device_runner() {
+  static KernelRunner runner;
   return runner;
 }
 
@@ -164,7 +167,7 @@ void check_kernel(const KernelCase& c) {
   const Node node = attention_node(inputs.size(), scale, c.k_transposed);
   const Tensor want = reference(node, inputs);
   const kir::Kernel kernel = lower(node, inputs);
-  const std::vector<float> got = vulkan().run(kernel, inputs, want.numel());
+  const std::vector<float> got = device_runner().run(kernel, inputs, want.numel());
   auto expected = want.values<float>();
   double worst = 0;
   std::size_t worst_at = 0;
@@ -245,7 +248,7 @@ BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(kernel)
 
-BOOST_AUTO_TEST_CASE(matches_the_reference_on_vulkan) {
+BOOST_AUTO_TEST_CASE(matches_the_reference_on_the_device) {
   const KernelCase cases[] = {
       // ViT-B/16: 12 heads of 64, 65 tokens at 128 px (here 3 heads, 17 tokens)
       {"vit-like", {1, 3, 17, 64}, {1, 3, 17, 64}, {1, 3, 17, 64}, std::nullopt, false},
@@ -344,8 +347,8 @@ BOOST_AUTO_TEST_CASE(compiled_matches_eager) {
     std::vector<Tensor> inputs;
     for (kiln::graph::ValueId id : kiln::internal::graph(model).inputs())
       inputs.push_back(random_tensor(kiln::internal::graph(model).value(id).type.shape, 9));
-    auto eager = kiln::eager(model, {.backend = "vulkan"});
-    auto compiled = kiln::compile(model, {.backend = "vulkan", .fullgraph = true, .cache_dir = "off"});
+    auto eager = kiln::eager(model, {.backend = kiln::testing::test_backend()});
+    auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend(), .fullgraph = true, .cache_dir = "off"});
     const std::vector<Tensor> e = eager(inputs);
     const std::vector<Tensor> c = compiled(inputs);
     BOOST_TEST_REQUIRE(e.size() == c.size());

@@ -9,6 +9,7 @@
 #include <kiln/kiln.h>
 #include <kiln/models.h>
 
+#include "test_backend.h"
 #include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/op_registry.h"
@@ -137,8 +138,8 @@ kiln::fuse::KernelPlan check_on_interpreter(const kiln::Model& model, const std:
 // checking it matches eager.
 kiln::CompiledModel check_on_vulkan(const kiln::Model& model, const std::vector<Tensor>& inputs,
                                     float tolerance = 1e-4f) {
-  kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
-  kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
+  kiln::EagerModel eager = kiln::eager(model, {.backend = kiln::testing::test_backend()});
+  kiln::CompiledModel compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   const std::vector<Tensor> expected = eager(inputs);
   const std::vector<Tensor> got = compiled(inputs);
   BOOST_REQUIRE(got.size() == expected.size());
@@ -298,7 +299,7 @@ BOOST_AUTO_TEST_CASE(single_head_transpose_is_a_view_after_the_compile_passes) {
   auto heads = b.transpose(x, {0, 2, 1, 3});
   const kiln::Model model = b.build({b.softmax(heads, -1), b.relu(heads)});
   const std::vector<Tensor> inputs = {random_tensor({1, 6, 1, 4}, 47, -3, 3)};
-  kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
+  kiln::EagerModel eager = kiln::eager(model, {.backend = kiln::testing::test_backend()});
   kiln::CompiledModel compiled = check_on_vulkan(model, inputs);
   eager(inputs);
   BOOST_TEST(eager.stats().dispatches_per_run == 3);
@@ -782,8 +783,8 @@ BOOST_AUTO_TEST_CASE(prepared_model_runs_like_an_unprepared_one) {
   // intermediates it writes must not leak into the first call's results.
   const kiln::Model model = conv_residual_relu();
   const std::vector<Tensor> inputs = {random_tensor({1, 4, 8, 8}, 55)};
-  kiln::CompiledModel cold = kiln::compile(model, {.backend = "vulkan"});
-  kiln::CompiledModel prepared = kiln::compile(model, {.backend = "vulkan"});
+  kiln::CompiledModel cold = kiln::compile(model, {.backend = kiln::testing::test_backend()});
+  kiln::CompiledModel prepared = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   prepared.prepare();
   prepared.prepare();  // the second call does nothing
   const std::vector<Tensor> a = cold(inputs);
@@ -801,8 +802,8 @@ BOOST_AUTO_TEST_SUITE(models)
 void check_zoo_model(const std::string& name, std::int64_t image_size, int max_compiled_dispatches) {
   const kiln::Model model = kiln::models::build(name, {.image_size = image_size, .num_classes = 10, .seed = 3});
   const Tensor input = random_tensor(kiln::internal::graph(model).value(kiln::internal::graph(model).inputs()[0]).type.shape, 29);
-  kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
-  kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
+  kiln::EagerModel eager = kiln::eager(model, {.backend = kiln::testing::test_backend()});
+  kiln::CompiledModel compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   const Tensor expected = eager({input})[0];
   const Tensor got = compiled({input})[0];
   const float diff = max_difference(got, expected);
@@ -872,7 +873,7 @@ BOOST_AUTO_TEST_CASE(dumped_sources_are_the_compiled_kernels) {
   // `kiln dump`'s sources: one per dispatch compiled mode runs, in order,
   // for every built-in language, each naming its fused nodes.
   const kiln::Model model = kiln::models::build("resnet18", {.image_size = 32, .num_classes = 10, .seed = 3});
-  kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
+  kiln::CompiledModel compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   compiled.prepare();
   const auto dispatches = kiln::internal::engine(compiled).dispatches();
   for (const std::string& backend : kiln::compiler::source_backends()) {

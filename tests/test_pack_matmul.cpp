@@ -9,6 +9,7 @@
 #include <kiln/builder.h>
 #include <kiln/kiln.h>
 
+#include "test_backend.h"
 #include "graph/ir.h"
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
@@ -157,7 +158,7 @@ BOOST_AUTO_TEST_CASE(compiled_linear_layers_match_the_reference) {
       const kiln::Model model = linear_model(c);
       const std::vector<Tensor> inputs = random_inputs(model);
       const Tensor expected = kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0];
-      kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
+      kiln::CompiledModel compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
       const double diff = relative_difference(compiled(inputs)[0], expected);
       BOOST_TEST_MESSAGE(c.name << ": relative difference on Vulkan " << diff);
       BOOST_TEST(diff < 1e-5);

@@ -7,6 +7,7 @@
 
 #include <kiln/kiln.h>
 
+#include "test_backend.h"
 #include "backends/registry.h"
 #include "graph/op_registry.h"
 #include "shaders/gemm_template.h"
@@ -361,7 +362,7 @@ BOOST_AUTO_TEST_CASE(differently_shaped_convolutions_share_one_vulkan_pipeline) 
   const std::vector<kiln::Tensor> inputs = {random_tensor({1, 64, 28, 28}, 1), random_tensor({1, 64, 56, 56}, 2)};
   const auto want = kiln::graph::run_reference(kiln::internal::graph(model), inputs);
   for (kiln::Mode mode : {kiln::Mode::default_, kiln::Mode::reduce_overhead}) {
-    kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan", .mode = mode});
+    kiln::CompiledModel compiled = kiln::compile(model, {.backend = kiln::testing::test_backend(), .mode = mode});
     for (int call = 0; call < 2; ++call) {  // reduce-overhead: the second call replays the recording
       const auto got = compiled(inputs);
       BOOST_TEST_REQUIRE(got.size() == 2u);
@@ -372,12 +373,12 @@ BOOST_AUTO_TEST_CASE(differently_shaped_convolutions_share_one_vulkan_pipeline) 
     BOOST_TEST(compiled.stats().kernels == 1, compiled.explain());
   }
   // Eager plans its kernels the same way.
-  kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
+  kiln::EagerModel eager = kiln::eager(model, {.backend = kiln::testing::test_backend()});
   const auto got = eager(inputs);
   BOOST_TEST(kiln::max_abs_diff(got[1], want[1]) <= 1e-4f);
 
   // The setting keeps every shape baked in: one kernel per shape.
-  kiln::CompiledModel baked = kiln::compile(model, {.backend = "vulkan", .settings = {{"parameterise", "off"}}});
+  kiln::CompiledModel baked = kiln::compile(model, {.backend = kiln::testing::test_backend(), .settings = {{"parameterise", "off"}}});
   const auto baked_out = baked(inputs);
   BOOST_TEST(baked.stats().kernels == 2);
   BOOST_TEST(kiln::max_abs_diff(baked_out[0], want[0]) <= 1e-4f);

@@ -4,6 +4,7 @@
 #include <kiln/kiln.h>
 #include <kiln/onnx.h>
 
+#include "test_backend.h"
 #include "graph/ir.h"
 #include "tools/npy.h"
 #include "src/runtime/internal_access.h"
@@ -291,9 +292,9 @@ void check_outputs(const Family& family, const Export& exported, std::int64_t im
                    const std::vector<kiln::Tensor>& want) {
   const kiln::Tensor image = generated_tensor("input", {1, 3, image_size, image_size});
 
-  auto eager = kiln::eager(exported.model, {.backend = "vulkan"});
+  auto eager = kiln::eager(exported.model, {.backend = kiln::testing::test_backend()});
   const std::vector<kiln::Tensor> eager_out = eager({image});
-  auto compiled = kiln::compile(exported.model, {.backend = "vulkan", .fullgraph = true});
+  auto compiled = kiln::compile(exported.model, {.backend = kiln::testing::test_backend(), .fullgraph = true});
   const std::vector<kiln::Tensor> compiled_out = compiled({image});
   BOOST_TEST_REQUIRE(eager_out.size() == want.size());
   BOOST_TEST_REQUIRE(compiled_out.size() == want.size());
@@ -348,7 +349,7 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
   BOOST_TEST(exported.model.inputs().at(0).symbolic_dims ==
                  (std::vector<std::string>{"batch", "", "height", "width"}),
              boost::test_tools::per_element());
-  auto compiled = kiln::compile(exported.model, {.backend = "vulkan", .fullgraph = true});
+  auto compiled = kiln::compile(exported.model, {.backend = kiln::testing::test_backend(), .fullgraph = true});
   auto want = [](const std::string& suffix) {
     return kiln::tools::read_npy((fixture_dir() / ("unet_small.mask" + suffix + ".npy")).string());
   };
@@ -363,7 +364,7 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
   // it, adding no shape set. 40x40 compiles the few kernels whose structure
   // depends on how the extents divide (see the next test); 56x56, divisible
   // as 40 is, loads no kernel at all (none compiled, none from the disk cache).
-  auto eager = kiln::eager(exported.model, {.backend = "vulkan"});
+  auto eager = kiln::eager(exported.model, {.backend = kiln::testing::test_backend()});
   for (const std::int64_t size : {40, 56}) {
     const kiln::Tensor image = generated_tensor("input", {1, 3, size, size});
     check_close(compiled({image}).at(0), eager({image}).at(0),
@@ -383,7 +384,7 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
 
   const kiln::Tensor at24 = generated_tensor("input", {1, 3, 24, 24});
   const kiln::Tensor at40 = generated_tensor("input", {1, 3, 40, 40});
-  auto limited = kiln::compile(exported.model, {.backend = "vulkan", .recompile_limit = 1});
+  auto limited = kiln::compile(exported.model, {.backend = kiln::testing::test_backend(), .recompile_limit = 1});
   limited({at24});
   try {
     limited({at40});
@@ -392,7 +393,7 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
     BOOST_TEST(e.kind() == kiln::ErrorKind::ShapeMismatch);
     BOOST_TEST(std::string(e.what()).find("past the recompile limit of 1") != std::string::npos, e.what());
   }
-  auto falls_back = kiln::compile(exported.model, {.backend = "vulkan", .recompile_limit = 1,
+  auto falls_back = kiln::compile(exported.model, {.backend = kiln::testing::test_backend(), .recompile_limit = 1,
                                                    .eager_past_recompile_limit = true});
   falls_back({at24});
   const kiln::Tensor eager_out = falls_back({at40}).at(0);
@@ -401,7 +402,7 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
   BOOST_TEST(falls_back.explain().find("(eager: past the limit)") != std::string::npos, falls_back.explain());
   // The eager fallback computes what a compiled model does at 40x40; that
   // model's first call (not the 32x32 it was imported at) is its first shape set.
-  auto first_call_at_40 = kiln::compile(exported.model, {.backend = "vulkan"});
+  auto first_call_at_40 = kiln::compile(exported.model, {.backend = kiln::testing::test_backend()});
   check_close(eager_out, first_call_at_40({at40}).at(0), "unet_small at 40, eager fallback against compiled");
   BOOST_TEST(first_call_at_40.stats().shape_sets == 1);
   BOOST_TEST(first_call_at_40.explain().find("[1, 3, 40, 40] (the first)") != std::string::npos,
@@ -428,11 +429,11 @@ BOOST_AUTO_TEST_CASE(unet_small_with_dynamic_height_and_width_compiles_its_kerne
   auto want = [](const std::string& suffix) {
     return kiln::tools::read_npy((fixture_dir() / ("unet_small.mask" + suffix + ".npy")).string());
   };
-  auto compiled = kiln::compile(exported.model, {.backend = "vulkan",
+  auto compiled = kiln::compile(exported.model, {.backend = kiln::testing::test_backend(),
                                                  .fullgraph = true,
                                                  .dynamic_dims = {{.input = "input", .dim = 2, .max = 64},
                                                                   {.input = "input", .dim = 3, .max = 64}}});
-  auto eager = kiln::eager(exported.model, {.backend = "vulkan"});
+  auto eager = kiln::eager(exported.model, {.backend = kiln::testing::test_backend()});
   check_close(compiled({generated_tensor("input", {1, 3, 32, 32})}).at(0), want(""), "dynamic unet_small at 32");
   const kiln::RunStats first = compiled.stats();
   BOOST_TEST(first.kernels > 0);
@@ -474,7 +475,7 @@ BOOST_AUTO_TEST_CASE(unet_small_with_dynamic_height_and_width_compiles_its_kerne
                e.what());
   }
   try {
-    kiln::compile(exported.model, {.backend = "vulkan", .dynamic_dims = {{.input = "input", .dim = 1}}});
+    kiln::compile(exported.model, {.backend = kiln::testing::test_backend(), .dynamic_dims = {{.input = "input", .dim = 1}}});
     BOOST_ERROR("expected a fixed dim to be refused");
   } catch (const kiln::Error& e) {
     BOOST_TEST(e.kind() == kiln::ErrorKind::InvalidArgument);
@@ -511,8 +512,8 @@ BOOST_AUTO_TEST_CASE(dynamic_kernels_against_specialised_ones) {
     const kiln::Model model = kiln::load_onnx_bytes(proto.SerializeAsString(), name + ".onnx", "", options);
     const kiln::TensorSpec input = model.inputs().at(0);
     const std::vector<kiln::DynamicDim> dims = {{.input = "input", .dim = 2}, {.input = "input", .dim = 3}};
-    auto specialised = kiln::compile(model, {.backend = "vulkan", .automatic_dynamic = false});
-    auto dynamic = kiln::compile(model, {.backend = "vulkan", .dynamic_dims = dims});
+    auto specialised = kiln::compile(model, {.backend = kiln::testing::test_backend(), .automatic_dynamic = false});
+    auto dynamic = kiln::compile(model, {.backend = kiln::testing::test_backend(), .dynamic_dims = dims});
     const kiln::Tensor image = generated_tensor("input", input.shape);
     check_close(dynamic({image}).at(0), specialised({image}).at(0), name + ": dynamic against specialised");
     BOOST_TEST(dynamic.explain().find("dynamic dims: ") != std::string::npos);
@@ -573,9 +574,9 @@ BOOST_AUTO_TEST_CASE(gpt2_tiny_prefill_and_decode_with_a_kv_cache) {
       past.assign(out.begin() + 1, out.end());
     }
   };
-  auto eager = kiln::eager(model, {.backend = "vulkan"});
+  auto eager = kiln::eager(model, {.backend = kiln::testing::test_backend()});
   generate(eager, "eager");
-  auto compiled = kiln::compile(model, {.backend = "vulkan", .fullgraph = true});
+  auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend(), .fullgraph = true});
   generate(compiled, "compiled");
   // Prefill (sequence 5, past 0), then the first decode step (sequence 1,
   // past 5), compiled with sequence and past dynamic (automatic_dynamic); the
@@ -602,7 +603,7 @@ BOOST_AUTO_TEST_CASE(ssdlite320_whole_export_with_post_processing) {
   auto want = [](const std::string& name) {
     return kiln::tools::read_npy((fixture_dir() / ("ssdlite320_detections." + name + ".npy")).string());
   };
-  auto compiled = kiln::compile(model, {.backend = "vulkan"});
+  auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   const std::vector<kiln::Tensor> out = compiled({image});
   BOOST_TEST_REQUIRE(out.size() == 3u);
   // With generated weights hundreds of scores lie within 1e-6 of another,

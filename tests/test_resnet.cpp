@@ -3,6 +3,7 @@
 
 #include <kiln/kiln.h>
 
+#include "test_backend.h"
 #include "graph/op_registry.h"
 #include "src/runtime/internal_access.h"
 
@@ -38,16 +39,16 @@ void check_model(std::int64_t batch, std::int64_t size) {
   const float scale = std::max(1.0f, max_abs(want[0]));
   BOOST_TEST_MESSAGE("largest |logit| " << scale);
 
-  auto eager = kiln::eager(model, {.backend = "vulkan"});
+  auto eager = kiln::eager(model, {.backend = kiln::testing::test_backend()});
   auto e = eager({x});
   BOOST_TEST(kiln::max_abs_diff(e[0], want[0]) <= 2e-4f * scale);
 
-  auto compiled = kiln::compile(model, {.backend = "vulkan", .fullgraph = true});
+  auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend(), .fullgraph = true});
   auto c = compiled({x});
   BOOST_TEST(kiln::max_abs_diff(c[0], want[0]) <= 2e-4f * scale);
   BOOST_TEST(kiln::max_abs_diff(c[0], e[0]) <= 2e-4f * scale);
 
-  auto replayed = kiln::compile(model, {.backend = "vulkan", .mode = kiln::Mode::reduce_overhead, .fullgraph = true});
+  auto replayed = kiln::compile(model, {.backend = kiln::testing::test_backend(), .mode = kiln::Mode::reduce_overhead, .fullgraph = true});
   auto r1 = replayed({x});
   auto r2 = replayed({x});
   BOOST_TEST(kiln::max_abs_diff(r1[0], c[0]) <= 1e-6f * scale);
@@ -72,7 +73,7 @@ BOOST_AUTO_TEST_CASE(resnet18_96px_batch2) { check_model(2, 96); }
 
 BOOST_AUTO_TEST_CASE(resnet18_explain_mentions_passes_and_memory) {
   auto model = kiln::models::resnet18({.image_size = 32});
-  auto compiled = kiln::compile(model, {.backend = "vulkan"});
+  auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   compiled.prepare();
   const std::string text = compiled.explain();
   BOOST_TEST(text.find("fold_batch_norm") != std::string::npos);

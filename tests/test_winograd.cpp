@@ -9,6 +9,7 @@
 #include <kiln/builder.h>
 #include <kiln/kiln.h>
 
+#include "test_backend.h"
 #include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/op_registry.h"
@@ -432,7 +433,7 @@ BOOST_AUTO_TEST_CASE(compiled_convolutions_match_the_reference) {
       const kiln::Model model = conv_model(c);
       const std::vector<Tensor> inputs = {random_tensor(model.inputs()[0].shape, 5)};
       const Tensor expected = kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0];
-      kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
+      kiln::CompiledModel compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
       const double diff = relative_difference(compiled(inputs)[0], expected);
       BOOST_TEST_MESSAGE(c.name << ": relative difference on Vulkan " << diff);
       BOOST_TEST(diff < tolerance(c.tile));
@@ -468,7 +469,7 @@ BOOST_AUTO_TEST_CASE(residual_add_and_relu_fuse_into_the_output_transform) {
       BOOST_TEST(plan.steps[1].nodes.size() == 1u);
       BOOST_TEST(plan.steps[1].kernel->kernel.name.rfind("matmul_", 0) == 0u);
 
-      kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan"});
+      kiln::CompiledModel compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
       const double diff = relative_difference(compiled(inputs)[0], expected);
       BOOST_TEST_MESSAGE("residual block: relative difference on Vulkan " << diff);
       BOOST_TEST(diff < tolerance(tile));
@@ -484,7 +485,7 @@ BOOST_AUTO_TEST_CASE(weight_kernel_matches_the_compile_time_transform) {
   for (const std::int64_t tile : {2, 4}) {
     BOOST_TEST_CONTEXT("F(" << tile << "x" << tile << ")") {
       const Tensor weight = random_tensor({72, 65, 3, 3}, 20);
-      kiln::EagerModel eager = kiln::eager(weight_transform_model(weight.shape(), tile), {.backend = "vulkan"});
+      kiln::EagerModel eager = kiln::eager(weight_transform_model(weight.shape(), tile), {.backend = kiln::testing::test_backend()});
       const Tensor got = eager({weight})[0];
       const double diff = relative_difference(got, kiln::graph::winograd_transform_weight(weight, tile));
       BOOST_TEST_MESSAGE("WinogradWeight F(" << tile << "x" << tile << ") on Vulkan: relative difference " << diff);
@@ -500,7 +501,7 @@ BOOST_AUTO_TEST_CASE(eager_convolutions_run_as_four_dispatches_and_match_the_ref
       const kiln::Model model = conv_model(c);
       const std::vector<Tensor> inputs = {random_tensor(model.inputs()[0].shape, 5)};
       const Tensor expected = kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0];
-      kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
+      kiln::EagerModel eager = kiln::eager(model, {.backend = kiln::testing::test_backend()});
       const double diff = relative_difference(eager(inputs)[0], expected);
       BOOST_TEST_MESSAGE(c.name << ": relative difference in eager mode on Vulkan " << diff);
       BOOST_TEST(diff < tolerance(c.tile));
@@ -527,7 +528,7 @@ BOOST_AUTO_TEST_CASE(eager_keeps_the_direct_convolution_where_winograd_does_not_
                     {.stride = {2, 2}, .padding = {1, 1, 1, 1}});
   const kiln::Model model = b.build({y});
   const std::vector<Tensor> inputs = {random_tensor({1, 64, 64, 64}, 22)};
-  kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
+  kiln::EagerModel eager = kiln::eager(model, {.backend = kiln::testing::test_backend()});
   const double diff = relative_difference(eager(inputs)[0], kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0]);
   BOOST_TEST(diff < 1e-5);
   BOOST_TEST(eager.stats().dispatches_per_run == 1);

@@ -4,6 +4,7 @@
 #include <kiln/builder.h>
 #include <kiln/kiln.h>
 
+#include "test_backend.h"
 #include "graph/ir.h"
 #include "graph/models/backbones.h"
 #include "graph/op_registry.h"
@@ -127,13 +128,6 @@ void check_deterministic(const std::string& name, const kiln::models::ModelOptio
   BOOST_TEST(differing > constants / 2);
 }
 
-// The backend the zoo's models run on: KILN_TEST_BACKEND (the cpu and
-// GPU runs of tests/meson.build and tools/gpu-check.sh), else Vulkan.
-std::string zoo_backend() {
-  const char* named = std::getenv("KILN_TEST_BACKEND");
-  return named != nullptr && *named != '\0' ? named : "vulkan";
-}
-
 // Every kernel the compiled model planned fits its target's limits, every
 // binding its largest buffer; under KILN_DEVICE_PROFILE (the zoo's
 // android-baseline test) the target is the profile's, clamped.
@@ -161,7 +155,7 @@ void check_within_limits(const kiln::CompiledModel& compiled) {
       if (const auto where = engine.placement(v)) BOOST_TEST(where->bytes <= t.max_buffer_bytes);
 }
 
-// Reference vs eager vs compiled (zoo_backend()) on a small input.
+// Reference vs eager vs compiled (kiln::testing::test_backend()) on a small input.
 void check_runs(const std::string& name, const kiln::models::ModelOptions& options, bool fullgraph) {
   const auto model = kiln::models::build(name, options);
   const auto x = ramp_input({options.batch, 3, options.image_size, options.image_size});
@@ -175,11 +169,11 @@ void check_runs(const std::string& name, const kiln::models::ModelOptions& optio
   auto w = want[0].values<float>();
   BOOST_TEST(*std::max_element(w.begin(), w.end()) - *std::min_element(w.begin(), w.end()) > 1e-3f);
 
-  auto eager = kiln::eager(model, {.backend = zoo_backend()});
+  auto eager = kiln::eager(model, {.backend = kiln::testing::test_backend()});
   const auto e = eager({x});
   BOOST_TEST(kiln::max_abs_diff(e[0], want[0]) <= tolerance);
 
-  auto compiled = kiln::compile(model, {.backend = zoo_backend(), .fullgraph = fullgraph});
+  auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend(), .fullgraph = fullgraph});
   const auto c = compiled({x});
   BOOST_TEST(kiln::max_abs_diff(c[0], want[0]) <= tolerance);
   check_within_limits(compiled);
@@ -409,16 +403,16 @@ void check_dense_io(const kiln::Model& model, const std::string& task, std::int6
   }
 }
 
-// Reference vs eager vs compiled (zoo_backend()), every output within 1e-3 of its scale.
+// Reference vs eager vs compiled (kiln::testing::test_backend()), every output within 1e-3 of its scale.
 std::vector<kiln::Tensor> check_dense_runs(const std::string& name, const kiln::models::ModelOptions& options,
                                            bool fullgraph) {
   const auto model = kiln::models::build(name, options);
   const auto x = ramp_input({options.batch, 3, options.image_size, options.image_size});
   const auto want = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<kiln::Tensor>{x});
   BOOST_REQUIRE_EQUAL(want.size(), model.outputs().size());
-  auto eager = kiln::eager(model, {.backend = zoo_backend()});
+  auto eager = kiln::eager(model, {.backend = kiln::testing::test_backend()});
   const auto e = eager({x});
-  auto compiled = kiln::compile(model, {.backend = zoo_backend(), .fullgraph = fullgraph});
+  auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend(), .fullgraph = fullgraph});
   const auto c = compiled({x});
   check_within_limits(compiled);
   BOOST_REQUIRE_EQUAL(e.size(), want.size());

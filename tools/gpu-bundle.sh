@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Packs a built kiln for tools/gpu-check.sh on a machine that has a GPU but
 # not kiln's build dependencies: the kiln binary, its tuning worker and the
-# three test programs gpu-check runs, stripped, with the shared libraries they need that a plain
+# test programs gpu-check runs, stripped, with the shared libraries they need that a plain
 # Linux install lacks (Boost.Test, shaderc, protobuf, ONNX, ...; not glibc,
 # libstdc++ or any GPU driver, which must come from the machine itself).
 #
@@ -11,7 +11,8 @@ set -euo pipefail
 build="$1" dest="$2"
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib"
-for f in tools/kiln src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo; do
+for f in tools/kiln src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo \
+  tests/test_resnet tests/test_pytorch_fixtures tests/test_attention tests/test_winograd; do
   strip -o "$dest/bin/$(basename "$f")" "$build/$f"
 done
 # What the machine's own loader and C++ runtime provide.

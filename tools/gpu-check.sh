@@ -3,8 +3,9 @@
 #   1. build kiln (or take a bundle made by tools/gpu-bundle.sh where the
 #      machine lacks kiln's build dependencies),
 #   2. list the devices kiln sees,
-#   3. the backend conformance kit, the op conformance suite and the model
-#      zoo's reference/eager/compiled checks on the CUDA backend,
+#   3. the backend conformance kit, the op conformance suite, the model
+#      zoo's reference/eager/compiled checks and the model-level suites
+#      (resnet, pytorch_fixtures, attention, winograd) on the CUDA backend,
 #   4. `kiln bench` on CUDA beside PyTorch eager and torch.compile
 #      (tools/gpu_check_pytorch.py; PyTorch and torchvision must be installed);
 #      with --tune, `kiln tune` first and max-autotune in the bench.
@@ -62,7 +63,8 @@ else
   fi
   bin="$build_dir/stage"
   mkdir -p "$bin"
-  for f in tools/kiln src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo; do
+  for f in tools/kiln src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo \
+    tests/test_resnet tests/test_pytorch_fixtures tests/test_attention tests/test_winograd; do
     ln -sf "$build_dir/$f" "$bin/$(basename "$f")"
   done
   build_note="built in $build_dir ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown))"
@@ -111,6 +113,11 @@ step backend_conformance 120 "$bin/test_backend_conformance" --color_output=no -
 step conformance_cuda 300 "$bin/test_conformance" --run_test=cuda --color_output=no --log_level=test_suite --report_level=short
 step zoo_cuda 300 env KILN_TEST_BACKEND=cuda "$bin/test_zoo" --run_test='*/*/reference_eager_compiled_agree' \
   --color_output=no --log_level=test_suite --report_level=short
+# The suites that run whole models, on CUDA (tests/test_backend.h).
+for suite in resnet pytorch_fixtures attention winograd; do
+  step "${suite}_cuda" 300 env KILN_TEST_BACKEND=cuda "$bin/test_$suite" --color_output=no --log_level=test_suite \
+    --report_level=short
+done
 {
   echo
   echo '```'
