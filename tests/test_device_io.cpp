@@ -290,7 +290,7 @@ BOOST_FIXTURE_TEST_CASE(copy_errors_are_named, VulkanDevice) {
   expect_error([&] { list->copy(*foreign, 0, *a, 0, 16); }, ErrorKind::InvalidArgument,
                {"copy source belongs to another device than Vulkan device 0"});
   list->finish();
-  expect_error([&] { list->copy(*a, 0, *b, 0, 16); }, ErrorKind::Internal, {"after finish()"});
+  expect_error([&] { list->copy(*a, 0, *b, 0, 16); }, ErrorKind::InvalidArgument, {"after finish()"});
 }
 
 BOOST_AUTO_TEST_SUITE_END()
