@@ -4,13 +4,14 @@
 // kir kernels rendered in the backend's own language (src/render), so a new
 // backend gets these checks without writing a test:
 //
-//   buffers, empty and large transfers, copies, dispatch chains, 300
-//   dispatches on a 2-D grid, recorded replay, parameter blocks, shared
-//   memory with barriers, integer and math semantics against the kir
-//   interpreter, timestamps, errors (bad bindings, regions outside a buffer,
-//   out of memory, a bad device index) and a device still usable after
-//   them, and command-list misuse (submit before finish, recording after it,
-//   misaligned bindings, too many workgroups, too wide a workgroup).
+//   buffers, empty and large transfers, texel buffers at offsets, copies,
+//   dispatch chains, 300 dispatches on a 2-D grid, recorded replay,
+//   parameter blocks, shared memory with barriers, integer and math
+//   semantics against the kir interpreter, timestamps, errors (bad
+//   bindings, regions outside a buffer, out of memory, a bad device index)
+//   and a device still usable after them, and command-list misuse (submit
+//   before finish, recording after it, misaligned bindings, too many
+//   workgroups, too wide a workgroup).
 //
 // kExpected lists the checks a backend is known to fail, with the reason: a
 // listed check that fails passes with that reason in the log, and one that
@@ -375,6 +376,46 @@ Outcome large_and_empty_transfers(const Kit& kit) {
   return std::nullopt;
 }
 
+// Texel buffers of 1 and 4 floats per texel, bound at offsets inside one
+// buffer and read as whole texels, components and scalars (the subgroup
+// GEMM's loads), beside a storage buffer.
+Outcome texel_buffers_bind_at_offsets(const Kit& kit) {
+  const std::int64_t n = 100;
+  kir::Kernel k("texel_sum");
+  const kir::Buf t4 = k.add_texel_buffer("t4", 4);
+  const kir::Buf t1 = k.add_texel_buffer("t1", 1);
+  const kir::Buf y = k.add_buffer("y", T::f32, kir::Access::write);
+  k.global_size = n;
+  const kir::Expr i = kir::global_index();
+  k.body = {kir::load_vector({"q0", "q1", "q2", "q3"}, t4, i, T::f32),
+            kir::store(y, i,
+                       kir::var("q0", T::f32) + kir::f32(10.0) * kir::var("q3", T::f32) +
+                           kir::f32(100.0) * kir::load(t1, i, T::f32) +
+                           kir::f32(1000.0) * kir::load(t4, i * kir::i32(4) + kir::i32(2), T::f32))};
+  auto loaded = kit.load(k);
+  const std::uint64_t align = std::max<std::uint64_t>(kit.target().min_buffer_offset_alignment, 256);
+  const std::uint64_t first = align, second = first + (4 * n * sizeof(float) + align - 1) / align * align;
+  const auto v4 = ramp(4 * n, 0.5f, 1.0f), v1 = ramp(n, 0.25f, -3.0f);
+  auto inputs = kit.device->allocate(second + n * sizeof(float));
+  kit.device->upload(*inputs, first, bytes_of(v4));
+  kit.device->upload(*inputs, second, bytes_of(v1));
+  auto out = kit.device->allocate(n * sizeof(float));
+  const kb::BufferBinding bindings[] = {{inputs.get(), first, 4 * n * sizeof(float)},
+                                        {inputs.get(), second, n * sizeof(float)},
+                                        {out.get(), 0, n * sizeof(float)}};
+  auto list = kit.device->create_command_list();
+  list->dispatch(*loaded, kit.grid(k), bindings);
+  list->finish();
+  list->submit();
+  const auto got = values_of<float>(kit.read(*out));
+  for (std::int64_t e = 0; e < n; ++e) {
+    const float want = v4[4 * e] + 10.0f * v4[4 * e + 3] + 100.0f * v1[e] + 1000.0f * v4[4 * e + 2];
+    if (std::fabs(got[e] - want) > 1e-6f * std::fabs(want) + 1e-6f)
+      return "y[" + std::to_string(e) + "] is " + std::to_string(got[e]) + ", not " + std::to_string(want);
+  }
+  return std::nullopt;
+}
+
 // Workgroups on a two-dimensional grid each take their own elements, and a
 // list of 300 dispatches runs them all, in order.
 Outcome many_dispatches_on_a_two_dimensional_grid(const Kit& kit) {
@@ -507,6 +548,7 @@ const Check kChecks[] = {
     {"timestamps_measure_the_work", timestamps_measure_the_work},
     {"errors_leave_the_device_usable", errors_leave_the_device_usable},
     {"large_and_empty_transfers", large_and_empty_transfers},
+    {"texel_buffers_bind_at_offsets", texel_buffers_bind_at_offsets},
     {"many_dispatches_on_a_two_dimensional_grid", many_dispatches_on_a_two_dimensional_grid},
     {"recording_errors_are_invalid_arguments", recording_errors_are_invalid_arguments},
 };

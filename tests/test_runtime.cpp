@@ -3,6 +3,7 @@
 
 #include <kiln/kiln.h>
 
+#include "test_backend.h"
 #include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/op_registry.h"
@@ -101,13 +102,13 @@ BOOST_AUTO_TEST_CASE(large_batch_splits_activations_across_buffers) {
   // At batch 36 and 224x224 ResNet-18's activations exceed lavapipe's 128 MiB
   // storage-buffer limit: the plan must spread them over several buffers.
   auto model = kiln::models::resnet18({.batch = 36, .image_size = 224});
-  auto compiled = kiln::compile(model, {.backend = "vulkan"});
+  auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   compiled.prepare();
   const auto& plan = kiln::internal::engine(compiled).memory_plan();
   kiln::runtime::check_memory_plan(kiln::internal::engine(compiled).lifetimes(), plan, 16);
   BOOST_TEST_MESSAGE("arenas: " << plan.arena_sizes.size() << ", total " << plan.arena_bytes);
   const std::uint64_t max_buffer =
-      kiln::backend::get_backend("vulkan").enumerate_devices().at(0).target.max_buffer_bytes;
+      kiln::backend::get_backend(kiln::testing::test_backend()).enumerate_devices().at(0).target.max_buffer_bytes;
   for (auto size : plan.arena_sizes) BOOST_TEST(size <= max_buffer);
   if (max_buffer <= (128u << 20)) {  // lavapipe and many mobile GPUs
     BOOST_TEST(plan.arena_bytes > max_buffer);
@@ -194,7 +195,7 @@ BOOST_AUTO_TEST_CASE(checker_catches_overlap_of_distant_steps) {
 
 BOOST_AUTO_TEST_CASE(compiled_resnet_plan_reuses_memory_safely) {
   auto model = small_resnet();
-  auto compiled = kiln::compile(model, {.backend = "vulkan"});
+  auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   compiled.prepare();
   const kiln::Executor& engine = kiln::internal::engine(compiled);
   kiln::runtime::check_memory_plan(engine.lifetimes(), engine.memory_plan(), 16);
@@ -210,9 +211,9 @@ BOOST_AUTO_TEST_CASE(eager_default_and_reduce_overhead_agree_with_reference) {
   auto model = small_resnet();
   auto input = random_input({1, 3, 32, 32}, 1);
   auto want = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<kiln::Tensor>{input});
-  auto e = kiln::eager(model, {.backend = "vulkan"});
-  auto d = kiln::compile(model, {.backend = "vulkan", .mode = kiln::Mode::default_});
-  auto r = kiln::compile(model, {.backend = "vulkan", .mode = kiln::Mode::reduce_overhead});
+  auto e = kiln::eager(model, {.backend = kiln::testing::test_backend()});
+  auto d = kiln::compile(model, {.backend = kiln::testing::test_backend(), .mode = kiln::Mode::default_});
+  auto r = kiln::compile(model, {.backend = kiln::testing::test_backend(), .mode = kiln::Mode::reduce_overhead});
   for (int call = 0; call < 3; ++call) {
     auto x = random_input({1, 3, 32, 32}, 10 + call);
     auto ref = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<kiln::Tensor>{x});
@@ -229,9 +230,9 @@ BOOST_AUTO_TEST_CASE(eager_default_and_reduce_overhead_agree_with_reference) {
 BOOST_AUTO_TEST_CASE(max_autotune_with_records_only_matches_default) {
   // No records and no budget: the heuristic's kernels, and explain says why.
   const kiln::Model model = small_resnet();
-  kiln::CompiledModel tuned = kiln::compile(model, {.backend = "vulkan", .mode = kiln::Mode::max_autotune,
+  kiln::CompiledModel tuned = kiln::compile(model, {.backend = kiln::testing::test_backend(), .mode = kiln::Mode::max_autotune,
                                                     .cache_dir = "off", .settings = {{"tune_budget", "0"}}});
-  kiln::CompiledModel plain = kiln::compile(model, {.backend = "vulkan"});
+  kiln::CompiledModel plain = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   const std::vector<kiln::Tensor> inputs = {kiln::Tensor(kiln::DType::f32, model.inputs()[0].shape)};
   BOOST_TEST(kiln::max_abs_diff(tuned(inputs)[0], plain(inputs)[0]) == 0.0f);
   BOOST_TEST(contains(tuned.explain(), "autotune:"));
@@ -249,7 +250,7 @@ BOOST_AUTO_TEST_SUITE_END()
 BOOST_AUTO_TEST_SUITE(errors)
 
 BOOST_AUTO_TEST_CASE(wrong_input_shape_names_input_and_both_shapes) {
-  auto compiled = kiln::compile(small_resnet(), {.backend = "vulkan"});
+  auto compiled = kiln::compile(small_resnet(), {.backend = kiln::testing::test_backend()});
   auto e = expect_error([&] { compiled({random_input({1, 3, 16, 16}, 1)}); });
   BOOST_TEST(e.kind() == ErrorKind::ShapeMismatch);
   BOOST_TEST(contains(e.what(), "'input'"));
@@ -264,22 +265,24 @@ BOOST_AUTO_TEST_CASE(unknown_backend_and_device) {
   BOOST_TEST(e.kind() == ErrorKind::NotFound);
   BOOST_TEST(contains(e.what(), "metal"));
   BOOST_TEST(contains(e.what(), "vulkan"));
-  auto d = expect_error([] { kiln::compile(small_resnet(), {.backend = "vulkan", .device = "7"}); });
+  auto d = expect_error([] { kiln::compile(small_resnet(), {.backend = kiln::testing::test_backend(), .device = "7"}); });
   BOOST_TEST(d.kind() == ErrorKind::NotFound);
   // An index past int's range is no device, not an internal error.
-  auto big = expect_error([] { kiln::compile(small_resnet(), {.backend = "vulkan", .device = "99999999999999999999"}); });
+  auto big = expect_error([] { kiln::compile(small_resnet(), {.backend = kiln::testing::test_backend(), .device = "99999999999999999999"}); });
   BOOST_TEST(big.kind() == ErrorKind::NotFound);
   BOOST_TEST(contains(big.what(), "99999999999999999999"));
-  auto n = expect_error([] { kiln::compile(small_resnet(), {.backend = "vulkan", .device = "no-such-gpu"}); });
+  auto n = expect_error([] { kiln::compile(small_resnet(), {.backend = kiln::testing::test_backend(), .device = "no-such-gpu"}); });
   BOOST_TEST(contains(n.what(), "no-such-gpu"));
   BOOST_TEST(n.is_user_error());
 }
 
 BOOST_AUTO_TEST_CASE(device_by_name_substring) {
-  auto devices = kiln::list_backends().front().devices;
+  std::vector<kiln::DeviceDescription> devices;
+  for (const kiln::BackendDescription& b : kiln::list_backends())
+    if (b.name == kiln::testing::test_backend()) devices = b.devices;
   BOOST_REQUIRE(!devices.empty());
   std::string part = devices[0].name.substr(0, 4);
-  auto m = kiln::compile(small_resnet(), {.backend = "vulkan", .device = part});
+  auto m = kiln::compile(small_resnet(), {.backend = kiln::testing::test_backend(), .device = part});
   BOOST_CHECK_NO_THROW(m.prepare());
 }
 
@@ -296,7 +299,7 @@ BOOST_AUTO_TEST_CASE(an_out_of_range_index_gives_nan_rows_on_the_device) {
   kiln::Attributes axis;
   axis.set("axis", std::int64_t{0});
   auto model = b.build({b.op("Gather", {table, ids}, axis)[0]});
-  auto m = kiln::compile(model, {.backend = "vulkan", .fullgraph = true});
+  auto m = kiln::compile(model, {.backend = kiln::testing::test_backend(), .fullgraph = true});
   const auto x = random_input({4, 3}, 11);
   const kiln::Tensor result = m({x, kiln::Tensor::from_i64({3}, {-1, 9, 2})})[0];
   const auto out = result.values<float>();
@@ -324,7 +327,7 @@ kiln::Model model_with_break() {
 }
 
 BOOST_AUTO_TEST_CASE(fullgraph_lists_every_break) {
-  auto m = kiln::compile(model_with_break(), {.backend = "vulkan", .fullgraph = true});
+  auto m = kiln::compile(model_with_break(), {.backend = kiln::testing::test_backend(), .fullgraph = true});
   auto e = expect_error([&] { m.prepare(); });
   BOOST_TEST(e.kind() == ErrorKind::Unsupported);
   BOOST_TEST(contains(e.what(), "graph break"));
@@ -335,7 +338,7 @@ BOOST_AUTO_TEST_CASE(breaks_run_on_the_host_without_fullgraph) {
   auto model = model_with_break();
   auto x = random_input({2, 3}, 5);
   auto i = kiln::Tensor::from_i64({2, 3}, {1, 2, 3, -4, 5, 600});
-  auto m = kiln::compile(model, {.backend = "vulkan"});
+  auto m = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   auto out = m({x, i});
   auto want = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<kiln::Tensor>{x, i});
   BOOST_TEST(kiln::max_abs_diff(out[0], want[0]) <= 1e-6f);
@@ -349,7 +352,7 @@ BOOST_AUTO_TEST_CASE(breaks_run_on_the_host_without_fullgraph) {
 BOOST_AUTO_TEST_CASE(profile_times_every_dispatch_and_leaves_calls_intact) {
   auto model = small_resnet();
   auto x = random_input({1, 3, 32, 32}, 3);
-  auto d = kiln::compile(model, {.backend = "vulkan"});
+  auto d = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   const kiln::Tensor before = d({x})[0];
   const auto timings = d.profile({x}, 3);
   const auto dispatches = kiln::internal::engine(d).dispatches();
@@ -365,7 +368,7 @@ BOOST_AUTO_TEST_CASE(profile_times_every_dispatch_and_leaves_calls_intact) {
   BOOST_TEST(kiln::max_abs_diff(d({x})[0], before) == 0.0f);
 
   // Eager: one timing per op node, no fusion.
-  auto e = kiln::eager(model, {.backend = "vulkan"});
+  auto e = kiln::eager(model, {.backend = kiln::testing::test_backend()});
   e({x});
   const auto eager_timings = e.profile({x}, 1);
   BOOST_TEST(static_cast<int>(eager_timings.size()) == e.stats().dispatches_per_run);
@@ -379,7 +382,7 @@ BOOST_AUTO_TEST_CASE(profile_times_every_dispatch_and_leaves_calls_intact) {
 }
 
 BOOST_AUTO_TEST_CASE(profile_runs_graph_breaks_on_the_host) {
-  auto m = kiln::compile(model_with_break(), {.backend = "vulkan"});
+  auto m = kiln::compile(model_with_break(), {.backend = kiln::testing::test_backend()});
   auto x = random_input({2, 3}, 5);
   auto i = kiln::Tensor::from_i64({2, 3}, {1, 2, 3, -4, 5, 600});
   const auto timings = m.profile({x, i}, 2);
@@ -398,7 +401,7 @@ BOOST_AUTO_TEST_CASE(second_process_starts_warm_and_corrupt_entries_recompile) {
   std::vector<kiln::Tensor> first;
   int kernels = 0;
   {
-    auto m = kiln::compile(model, {.backend = "vulkan", .cache_dir = dir.string()});
+    auto m = kiln::compile(model, {.backend = kiln::testing::test_backend(), .cache_dir = dir.string()});
     first = m({x});
     kernels = m.stats().kernels;
     BOOST_TEST(m.stats().kernel_cache_misses == kernels);
@@ -406,7 +409,7 @@ BOOST_AUTO_TEST_CASE(second_process_starts_warm_and_corrupt_entries_recompile) {
   }
   {
     // A new device context (the old one was released) reads every kernel from disk.
-    auto m = kiln::compile(model, {.backend = "vulkan", .cache_dir = dir.string()});
+    auto m = kiln::compile(model, {.backend = kiln::testing::test_backend(), .cache_dir = dir.string()});
     auto again = m({x});
     BOOST_TEST(m.stats().kernel_cache_hits == kernels);
     BOOST_TEST(m.stats().kernel_cache_misses == 0);
@@ -429,7 +432,7 @@ BOOST_AUTO_TEST_CASE(second_process_starts_warm_and_corrupt_entries_recompile) {
   }
   BOOST_TEST(corrupted == kernels);
   {
-    auto m = kiln::compile(model, {.backend = "vulkan", .cache_dir = dir.string()});
+    auto m = kiln::compile(model, {.backend = kiln::testing::test_backend(), .cache_dir = dir.string()});
     auto again = m({x});
     BOOST_TEST(m.stats().kernel_cache_misses == kernels);
     BOOST_TEST(kiln::max_abs_diff(again[0], first[0]) == 0.0f);
@@ -449,7 +452,7 @@ BOOST_AUTO_TEST_CASE(entries_swapped_between_kernels_are_recompiled_not_run) {
   std::vector<kiln::Tensor> first;
   int kernels = 0;
   {
-    auto m = kiln::compile(model, {.backend = "vulkan", .cache_dir = dir.string()});
+    auto m = kiln::compile(model, {.backend = kiln::testing::test_backend(), .cache_dir = dir.string()});
     first = m({x});
     kernels = m.stats().kernels;
   }
@@ -465,7 +468,7 @@ BOOST_AUTO_TEST_CASE(entries_swapped_between_kernels_are_recompiled_not_run) {
   for (std::size_t i = 0; i + 1 < entries.size(); ++i) fs::rename(entries[i + 1], entries[i]);
   fs::rename(parked, entries.back());
   {
-    auto m = kiln::compile(model, {.backend = "vulkan", .cache_dir = dir.string()});
+    auto m = kiln::compile(model, {.backend = kiln::testing::test_backend(), .cache_dir = dir.string()});
     auto again = m({x});
     BOOST_TEST(m.stats().kernel_cache_hits == 0);
     BOOST_TEST(m.stats().kernel_cache_misses == kernels);

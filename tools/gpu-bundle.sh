@@ -12,7 +12,7 @@ build="$1" dest="$2"
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib"
 for f in tools/kiln src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo \
-  tests/test_resnet tests/test_pytorch_fixtures tests/test_attention tests/test_winograd; do
+  tests/test_resnet tests/test_pytorch_fixtures tests/test_attention tests/test_winograd tests/test_runtime; do
   strip -o "$dest/bin/$(basename "$f")" "$build/$f"
 done
 # What the machine's own loader and C++ runtime provide.

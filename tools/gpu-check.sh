@@ -5,7 +5,7 @@
 #   2. list the devices kiln sees,
 #   3. the backend conformance kit, the op conformance suite, the model
 #      zoo's reference/eager/compiled checks and the model-level suites
-#      (resnet, pytorch_fixtures, attention, winograd) on the CUDA backend,
+#      (resnet, pytorch_fixtures, attention, winograd, runtime) on the CUDA backend,
 #   4. `kiln bench` on CUDA beside PyTorch eager and torch.compile
 #      (tools/gpu_check_pytorch.py; PyTorch and torchvision must be installed);
 #      with --tune, `kiln tune` first and max-autotune in the bench.
@@ -64,7 +64,7 @@ else
   bin="$build_dir/stage"
   mkdir -p "$bin"
   for f in tools/kiln src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo \
-    tests/test_resnet tests/test_pytorch_fixtures tests/test_attention tests/test_winograd; do
+    tests/test_resnet tests/test_pytorch_fixtures tests/test_attention tests/test_winograd tests/test_runtime; do
     ln -sf "$build_dir/$f" "$bin/$(basename "$f")"
   done
   build_note="built in $build_dir ($(git -C "$root" rev-parse --short HEAD 2>/dev/null || echo unknown))"
@@ -114,7 +114,7 @@ step conformance_cuda 300 "$bin/test_conformance" --run_test=cuda --color_output
 step zoo_cuda 300 env KILN_TEST_BACKEND=cuda "$bin/test_zoo" --run_test='*/*/reference_eager_compiled_agree' \
   --color_output=no --log_level=test_suite --report_level=short
 # The suites that run whole models, on CUDA (tests/test_backend.h).
-for suite in resnet pytorch_fixtures attention winograd; do
+for suite in resnet pytorch_fixtures attention winograd runtime; do
   step "${suite}_cuda" 300 env KILN_TEST_BACKEND=cuda "$bin/test_$suite" --color_output=no --log_level=test_suite \
     --report_level=short
 done

@@ -8,7 +8,6 @@ namespace kiln::backend::cuda {
 namespace {
 
 constexpr const char* kDriverLibrary = "libcuda.so.1";
-using DriverApi = DriverLibrary;
 
 const DriverLibrary& load_driver() {
   const DriverLibrary& driver = driver_library();
@@ -22,7 +21,7 @@ constexpr int kInsufficientDriver = 35;
 
 // "CUDA_ERROR_NO_DEVICE (100)". The stub library cannot name its own errors,
 // so the ones that mean "no driver" are named here too.
-std::string result_name(const DriverApi& api, CUresult result) {
+std::string result_name(const DriverLibrary& api, CUresult result) {
   const int code = static_cast<int>(result);
   const char* name = nullptr;
   if (api.cuGetErrorName(result, &name) != CUDA_SUCCESS || name == nullptr) {
@@ -36,12 +35,12 @@ std::string result_name(const DriverApi& api, CUresult result) {
   return std::string(name) + " (" + std::to_string(code) + ")";
 }
 
-void check(const DriverApi& api, CUresult result, const std::string& call) {
+void check(const DriverLibrary& api, CUresult result, const std::string& call) {
   if (result != CUDA_SUCCESS)
     throw_error(ErrorKind::DeviceUnavailable, call + " failed: " + result_name(api, result));
 }
 
-void initialise(const DriverApi& api) {
+void initialise(const DriverLibrary& api) {
   const CUresult result = api.cuInit(0);
   if (result == CUDA_SUCCESS) return;
   const std::string failure = "cuInit failed: " + result_name(api, result);
@@ -63,13 +62,13 @@ std::string version_text(int version) {
   return std::to_string(version / 1000) + "." + std::to_string(version % 1000 / 10);
 }
 
-std::uint32_t attribute(const DriverApi& api, CUdevice device, CUdevice_attribute which, const char* what) {
+std::uint32_t attribute(const DriverLibrary& api, CUdevice device, CUdevice_attribute which, const char* what) {
   int value = 0;
   check(api, api.cuDeviceGetAttribute(&value, which, device), std::string("cuDeviceGetAttribute(") + what + ")");
   return static_cast<std::uint32_t>(value);
 }
 
-TargetDesc read_device(const DriverApi& api, int ordinal, const std::string& cuda_version) {
+TargetDesc read_device(const DriverLibrary& api, int ordinal, const std::string& cuda_version) {
   CUdevice device = 0;
   check(api, api.cuDeviceGet(&device, ordinal), "cuDeviceGet(" + std::to_string(ordinal) + ")");
   char name[256] = {};
@@ -110,7 +109,7 @@ TargetDesc read_device(const DriverApi& api, int ordinal, const std::string& cud
 }
 
 DriverProbe run_probe() {
-  const DriverApi& api = load_driver();
+  const DriverLibrary& api = load_driver();
   initialise(api);
   int driver_version = 0;
   check(api, api.cuDriverGetVersion(&driver_version), "cuDriverGetVersion");

@@ -11,7 +11,9 @@ DriverLibrary open_driver(std::span<const std::string_view> sonames) {
   DriverLibrary driver;
   driver.library = open_vendor_library(sonames, kFunctionNames);
   if (driver.library.handle == nullptr) {
-    driver.failure = "no NVIDIA driver: " + driver.library.failure;
+    // A libcuda.so.1 without one of the functions is a driver older than them.
+    const bool old = driver.library.failure.find(" lacks ") != std::string::npos;
+    driver.failure = (old ? "NVIDIA driver too old: " : "no NVIDIA driver: ") + driver.library.failure;
     return driver;
   }
 #define KILN_CUDA_RESOLVE(name) driver.name = reinterpret_cast<decltype(driver.name)>(driver.library.symbol(#name));
