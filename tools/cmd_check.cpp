@@ -70,27 +70,33 @@ std::vector<KernelResult> traced(Executor& engine, const std::vector<Tensor>& in
   return results;
 }
 
-Side run_backend(const Model& model, const ModelArgs& args, const std::string& backend, bool eager_mode,
-                 const std::vector<Tensor>& inputs, const graph::Graph** planned, std::optional<CompiledModel>& keep_c,
-                 std::optional<EagerModel>& keep_e) {
-  Side side{backend, {}, {}};
+// A backend's side: the model it ran (kept alive: its planned graph is
+// what the reference runs) and the kernels' outputs.
+struct BackendRun {
+  std::optional<CompiledModel> compiled;
+  std::optional<EagerModel> eager_model;
+  const graph::Graph* planned = nullptr;
+  Side side;
+};
+
+void run_backend(const Model& model, const ModelArgs& args, const std::string& backend, bool eager_mode,
+                 const std::vector<Tensor>& inputs, BackendRun& run) {
+  run.side.name = backend;
+  Executor* engine = nullptr;
   if (eager_mode) {
     DeviceOptions device;
     device.backend = backend;
     device.device = args.device;
-    keep_e.emplace(eager(model, device));
-    Executor& engine = internal::mutable_engine(*keep_e);
-    side.kernels = traced(engine, inputs);
-    *planned = &engine.planned_graph();
+    run.eager_model.emplace(eager(model, device));
+    engine = &internal::mutable_engine(*run.eager_model);
   } else {
     CompileOptions options = args.compile_options();
     options.backend = backend;
-    keep_c.emplace(compile(model, options));
-    Executor& engine = internal::mutable_engine(*keep_c);
-    side.kernels = traced(engine, inputs);
-    *planned = &engine.planned_graph();
+    run.compiled.emplace(compile(model, options));
+    engine = &internal::mutable_engine(*run.compiled);
   }
-  return side;
+  run.side.kernels = traced(*engine, inputs);
+  run.planned = &engine->planned_graph();
 }
 
 // Every value the reference computes for `graph` (a backend's planned graph,
@@ -160,15 +166,14 @@ int run_check(const ModelArgs& args, const CheckConfig& config) {
 
   const Model model = args.load();
   const std::vector<Tensor> inputs = check_inputs(model, config.image, args.seed);
-  std::optional<CompiledModel> compiled[2];
-  std::optional<EagerModel> eager_models[2];
-  const graph::Graph* planned[2] = {nullptr, nullptr};
-  const Side first = run_backend(model, args, names[0], config.eager_mode, inputs, &planned[0], compiled[0],
-                                 eager_models[0]);
-  const Side second = names[1] == kReference
-                          ? run_reference(*planned[0], inputs)
-                          : run_backend(model, args, names[1], config.eager_mode, inputs, &planned[1], compiled[1],
-                                        eager_models[1]);
+  BackendRun runs[2];
+  run_backend(model, args, names[0], config.eager_mode, inputs, runs[0]);
+  if (names[1] == kReference)
+    runs[1].side = run_reference(*runs[0].planned, inputs);
+  else
+    run_backend(model, args, names[1], config.eager_mode, inputs, runs[1]);
+  const Side& first = runs[0].side;
+  const Side& second = runs[1].side;
   std::map<std::string, const KernelResult*> second_by_value;
   for (const KernelResult& k : second.kernels) second_by_value[k.value] = &k;
 
