@@ -206,12 +206,13 @@ class HostDevice final : public Device {
 
   void upload(Buffer& buffer, std::uint64_t offset, std::span<const std::byte> data) override {
     const HostBuffer& b = checked(buffer, offset, data.size(), "upload");
-    std::memcpy(b.data() + offset, data.data(), data.size());
+    // An empty span's data() may be null, which memcpy must not be given.
+    if (!data.empty()) std::memcpy(b.data() + offset, data.data(), data.size());
   }
 
   void download(const Buffer& buffer, std::uint64_t offset, std::span<std::byte> data) override {
     const HostBuffer& b = checked(buffer, offset, data.size(), "download");
-    std::memcpy(data.data(), b.data() + offset, data.size());
+    if (!data.empty()) std::memcpy(data.data(), b.data() + offset, data.size());
   }
 
   std::shared_ptr<LoadedKernel> load_kernel(const KernelSource& source, const KernelBinary& binary) override {
