@@ -36,6 +36,31 @@ std::string TargetDesc::fingerprint() const {
   return limits_profile.empty() ? own : own + "|profile " + limits_profile;
 }
 
+void check_dispatch(const std::string& kernel, std::uint32_t num_buffers, std::uint32_t num_params,
+                    std::array<std::uint32_t, 3> groups, std::span<const BufferBinding> bindings,
+                    std::span<const std::int32_t> params, const TargetDesc& target, std::uint64_t alignment) {
+  KILN_CHECK(bindings.size() == num_buffers, ErrorKind::InvalidArgument,
+             "kernel '" + kernel + "' takes " + std::to_string(num_buffers) + " buffers, got " +
+                 std::to_string(bindings.size()));
+  KILN_CHECK(params.size() == num_params, ErrorKind::InvalidArgument,
+             "kernel '" + kernel + "' takes " + std::to_string(num_params) + " parameters, got " +
+                 std::to_string(params.size()));
+  for (std::size_t i = 0; i < 3; ++i)
+    KILN_CHECK(groups[i] >= 1 && groups[i] <= target.max_workgroup_count[i], ErrorKind::InvalidArgument,
+               "kernel '" + kernel + "': " + std::to_string(groups[i]) + " workgroups in dimension " +
+                   std::to_string(i) + ", the device takes 1 to " + std::to_string(target.max_workgroup_count[i]));
+  for (std::size_t i = 0; i < bindings.size(); ++i) {
+    const BufferBinding& b = bindings[i];
+    KILN_CHECK(b.offset % alignment == 0, ErrorKind::InvalidArgument,
+               "kernel '" + kernel + "': binding " + std::to_string(i) + " starts at " + std::to_string(b.offset) +
+                   ", not a multiple of " + std::to_string(alignment));
+    KILN_CHECK(b.offset + b.size <= b.buffer->size(), ErrorKind::InvalidArgument,
+               "kernel '" + kernel + "': binding " + std::to_string(i) + " (" + std::to_string(b.size) +
+                   " bytes at " + std::to_string(b.offset) + ") would exceed its buffer of " +
+                   std::to_string(b.buffer->size()) + " bytes");
+  }
+}
+
 void set_pointer_style_capabilities(TargetDesc& target) {
   target.subgroup_basic = target.subgroup_size != 0;
   target.subgroup_broadcast = target.subgroup_size != 0;

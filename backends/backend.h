@@ -209,6 +209,16 @@ class Device {
   virtual std::optional<std::vector<std::byte>> pipeline_cache_data() { return std::nullopt; }
 };
 
+// The checks a CommandList::dispatch makes before recording, shared by the
+// backends: the buffer and parameter counts, the grid within the target's
+// workgroup counts (at least one group each way), and each binding at a
+// multiple of `alignment` and inside its buffer. Throws InvalidArgument
+// naming the kernel. (Whether the buffers belong to the list's device is
+// the backend's to check.)
+void check_dispatch(const std::string& kernel, std::uint32_t num_buffers, std::uint32_t num_params,
+                    std::array<std::uint32_t, 3> groups, std::span<const BufferBinding> bindings,
+                    std::span<const std::int32_t> params, const TargetDesc& target, std::uint64_t alignment);
+
 // Helpers every KernelCompiler uses for its error messages.
 // The source with right-aligned line numbers ("  12 | ..."), one line each.
 std::string numbered_source(std::string_view text);

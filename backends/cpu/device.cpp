@@ -107,26 +107,10 @@ class HostCommandList final : public CommandList {
                 std::span<const std::int32_t> params) override {
     auto& k = dynamic_cast<HostKernel&>(kernel);
     KILN_CHECK(!finished_, ErrorKind::InvalidArgument, "a finished command list cannot record more");
-    KILN_CHECK(bindings.size() == k.num_buffers(), ErrorKind::InvalidArgument,
-               "kernel '" + k.name() + "' takes " + std::to_string(k.num_buffers()) + " buffers, got " +
-                   std::to_string(bindings.size()));
-    KILN_CHECK(params.size() == k.num_params(), ErrorKind::InvalidArgument,
-               "kernel '" + k.name() + "' takes " + std::to_string(k.num_params()) + " parameters, got " +
-                   std::to_string(params.size()));
-    for (std::size_t i = 0; i < 3; ++i)
-      KILN_CHECK(groups[i] <= target_.max_workgroup_count[i], ErrorKind::InvalidArgument,
-                 "kernel '" + k.name() + "': " + std::to_string(groups[i]) + " workgroups exceed the limit of " +
-                     std::to_string(target_.max_workgroup_count[i]));
+    check_dispatch(k.name(), k.num_buffers(), k.num_params(), groups, bindings, params, target_, kAlignment);
     Dispatch d{&k, {groups[0], groups[1], groups[2]}, {}, {params.begin(), params.end()}};
     for (std::size_t i = 0; i < bindings.size(); ++i) {
       const HostBuffer& b = buffer_of(*bindings[i].buffer);
-      KILN_CHECK(bindings[i].offset % kAlignment == 0, ErrorKind::InvalidArgument,
-                 "kernel '" + k.name() + "': binding " + std::to_string(i) + " starts at " +
-                     std::to_string(bindings[i].offset) + ", not a multiple of " + std::to_string(kAlignment));
-      KILN_CHECK(bindings[i].offset + bindings[i].size <= b.size(), ErrorKind::InvalidArgument,
-                 "kernel '" + k.name() + "': binding " + std::to_string(i) + " (" + std::to_string(bindings[i].size) +
-                     " bytes at " + std::to_string(bindings[i].offset) + ") would exceed its buffer of " +
-                     std::to_string(b.size()) + " bytes");
       d.buffers.push_back(b.data() + bindings[i].offset);
     }
     steps_.emplace_back(std::move(d));

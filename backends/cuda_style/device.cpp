@@ -207,28 +207,13 @@ class GpuCommandList final : public CommandList {
     auto* k = dynamic_cast<GpuKernel*>(&kernel);
     KILN_CHECK(k != nullptr && k->context() == context_.get(), ErrorKind::InvalidArgument,
                context_->prefix() + "kernel '" + kernel.name() + "' was loaded on another device");
-    const std::string& name = k->name();
-    KILN_CHECK(bindings.size() == k->num_buffers(), ErrorKind::InvalidArgument,
-               "kernel '" + name + "' takes " + std::to_string(k->num_buffers()) + " buffers, got " +
-                   std::to_string(bindings.size()));
-    KILN_CHECK(params.size() == k->num_params(), ErrorKind::InvalidArgument,
-               "kernel '" + name + "' takes " + std::to_string(k->num_params()) + " parameters, got " +
-                   std::to_string(params.size()));
     const TargetDesc& target = context_->target();
-    for (std::size_t i = 0; i < 3; ++i)
-      KILN_CHECK(groups[i] >= 1 && groups[i] <= target.max_workgroup_count[i], ErrorKind::InvalidArgument,
-                 "kernel '" + name + "': " + std::to_string(groups[i]) + " workgroups in dimension " +
-                     std::to_string(i) + ", the device takes 1 to " + std::to_string(target.max_workgroup_count[i]));
+    check_dispatch(k->name(), k->num_buffers(), k->num_params(), groups, bindings, params, target,
+                   target.min_buffer_offset_alignment);
     Launch launch{k, {groups[0], groups[1], groups[2]}, {}, {params.begin(), params.end()}, {}};
     for (std::size_t i = 0; i < bindings.size(); ++i) {
       const GpuBuffer& b = buffer_of(*bindings[i].buffer);
       const std::uint64_t offset = bindings[i].offset;
-      KILN_CHECK(offset % target.min_buffer_offset_alignment == 0, ErrorKind::InvalidArgument,
-                 "kernel '" + name + "': binding " + std::to_string(i) + " starts at " + std::to_string(offset) +
-                     ", not a multiple of " + std::to_string(target.min_buffer_offset_alignment));
-      KILN_CHECK(offset + bindings[i].size <= b.size(), ErrorKind::InvalidArgument,
-                 "kernel '" + name + "': binding " + std::to_string(i) + " (" + size_text(bindings[i].size) +
-                     " at " + std::to_string(offset) + ") would exceed its buffer of " + size_text(b.size()));
       launch.pointers.push_back(b.pointer() + offset);
     }
     steps_.emplace_back(std::move(launch));

@@ -328,14 +328,17 @@ void Executor::assign_storage() {
 
 void Executor::record(const Segment& segment, backend::CommandList& list) const {
   std::vector<backend::BufferBinding> bindings;
-  for (const compiler::Dispatch* d : segment.dispatches) {
-    bindings.clear();
-    for (graph::ValueId v : d->values) {
-      const Storage& s = storage_[v];
-      bindings.push_back({s.buffer, s.offset, s.bytes});
-    }
-    list.dispatch(*loaded_[d->kernel], d->grid, bindings, d->params);
+  for (const compiler::Dispatch* d : segment.dispatches) record_dispatch(*d, list, bindings);
+}
+
+void Executor::record_dispatch(const compiler::Dispatch& d, backend::CommandList& list,
+                               std::vector<backend::BufferBinding>& bindings) const {
+  bindings.clear();
+  for (graph::ValueId v : d.values) {
+    const Storage& s = storage_[v];
+    bindings.push_back({s.buffer, s.offset, s.bytes});
   }
+  list.dispatch(*loaded_[d.kernel], d.grid, bindings, d.params);
 }
 
 void Executor::run_host_node(const Segment& segment) {

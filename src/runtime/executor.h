@@ -181,6 +181,10 @@ class Executor {
   runtime::KernelCache::LoadCounts load_kernels();
   void assign_storage();
   void record(const Segment& segment, backend::CommandList& list) const;
+  // One dispatch bound to its values' storage (record, profile, trace);
+  // `bindings` is scratch space, reused across calls.
+  void record_dispatch(const compiler::Dispatch& dispatch, backend::CommandList& list,
+                       std::vector<backend::BufferBinding>& bindings) const;
   void run_host_node(const Segment& segment);
   // The count and types of the inputs, and the device of DeviceTensors.
   void check_inputs(const std::vector<CallInput>& inputs) const;

@@ -43,23 +43,18 @@ std::vector<KernelTiming> Executor::profile(const std::vector<Tensor>& inputs, i
   std::vector<std::vector<double>> samples(timings.size());
   bool all_device_time = true;
 
+  std::vector<backend::BufferBinding> bindings;
   for (int call = 0; call < calls; ++call) {
     load_inputs(arguments);
     std::size_t index = 0;
-    std::vector<backend::BufferBinding> bindings;
     for (Segment& segment : segments_) {
       if (segment.host) {
         run_host_node(segment);
         continue;
       }
       for (const compiler::Dispatch* d : segment.dispatches) {
-        bindings.clear();
-        for (graph::ValueId v : d->values) {
-          const Storage& s = storage_[v];
-          bindings.push_back({s.buffer, s.offset, s.bytes});
-        }
         std::unique_ptr<backend::CommandList> list = ctx_->device->create_command_list();
-        list->dispatch(*loaded_[d->kernel], d->grid, bindings, d->params);
+        record_dispatch(*d, *list, bindings);
         list->finish();
         const auto start = std::chrono::steady_clock::now();
         list->submit();

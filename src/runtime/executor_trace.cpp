@@ -21,13 +21,8 @@ std::vector<Executor::KernelOutput> Executor::trace(const std::vector<Tensor>& i
     }
     for (std::size_t i = 0; i < segment.dispatches.size(); ++i) {
       const compiler::Dispatch* d = segment.dispatches[i];
-      bindings.clear();
-      for (graph::ValueId v : d->values) {
-        const Storage& s = storage_[v];
-        bindings.push_back({s.buffer, s.offset, s.bytes});
-      }
       std::unique_ptr<backend::CommandList> list = ctx_->device->create_command_list();
-      list->dispatch(*loaded_[d->kernel], d->grid, bindings, d->params);
+      record_dispatch(*d, *list, bindings);
       list->finish();
       list->submit();
       // A node run as several dispatches (split-K's partial sums, then their
