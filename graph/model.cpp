@@ -1,4 +1,5 @@
 // kiln::Model (include/kiln/model.h): a verified, immutable graph with a name.
+#include <kiln/error.h>
 #include <kiln/model.h>
 
 #include "graph/ir.h"
@@ -39,7 +40,10 @@ std::vector<TensorSpec> Model::inputs() const {
   return result;
 }
 
-std::vector<TensorSpec> Model::outputs() const { return specs(*graph_, graph_->outputs()); }
+std::vector<TensorSpec> Model::outputs() const {
+  internal::ModelAccess::check_imported(*this);
+  return specs(*graph_, graph_->outputs());
+}
 
 Model Model::with_task(std::string task) const {
   Model copy = *this;

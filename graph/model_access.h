@@ -4,6 +4,7 @@
 // installed.
 #pragma once
 
+#include <kiln/error.h>
 #include <kiln/model.h>
 
 #include "graph/ir.h"
@@ -41,10 +42,30 @@ struct ModelAccess {
     model.shapes_ = std::move(source);
     return model;
   }
+  // A model whose import waits for real shapes: `inputs` holds its graph
+  // inputs alone, `why` is the error importing at placeholders gave.
+  static Model pending(std::shared_ptr<const graph::Graph> inputs, std::string name,
+                       std::shared_ptr<const ShapeSource> source, Error why) {
+    Model model(std::move(inputs), std::move(name));
+    model.shapes_ = std::move(source);
+    model.pending_ = std::make_shared<const Error>(std::move(why));
+    return model;
+  }
+  // Throws why a pending model's import waits; nothing for an imported one.
+  static void check_imported(const Model& model) {
+    if (model.pending_) throw Error(*model.pending_);
+  }
 };
 
-inline const graph::Graph& graph(const Model& model) { return *ModelAccess::graph_ptr(model); }
-inline std::shared_ptr<const graph::Graph> graph_ptr(const Model& model) { return ModelAccess::graph_ptr(model); }
+// The model's graph; throws the placeholder error for a model whose import waits.
+inline const graph::Graph& graph(const Model& model) {
+  ModelAccess::check_imported(model);
+  return *ModelAccess::graph_ptr(model);
+}
+inline std::shared_ptr<const graph::Graph> graph_ptr(const Model& model) {
+  ModelAccess::check_imported(model);
+  return ModelAccess::graph_ptr(model);
+}
 
 // Verifies the graph; throws kiln::Error naming the model and the first problem.
 inline Model make_model(std::shared_ptr<const graph::Graph> graph, std::string name = "model") {

@@ -100,6 +100,7 @@ const ops::OpTable& table() {
     ops::register_winograd_ops(ops_table);
     ops::register_loss_ops(ops_table);
     ops::register_control_ops(ops_table);
+    ops::register_recurrence_ops(ops_table);
     // Map nodes are stable, so each wrapper may keep a pointer to its schema.
     for (auto& [name, schema] : ops_table) schema.reference = checked_reference(&schema, schema.reference);
   });

@@ -4,7 +4,10 @@
 
 #include "graph/ir.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 
@@ -237,6 +240,67 @@ void chain_cases(CaseBuilder& c) {
   });
 }
 
+// Recurrence (graph/recurrence.h), the time loop of LSTM/GRU/RNN, as the
+// importer emits it: input projections in, recurrence weights transposed.
+void recurrence_cases(CaseBuilder& c) {
+  struct RecurrenceCase {
+    const char* name;
+    const char* cell;
+    std::int64_t steps, batch, hidden;
+    const char* direction;
+    const char* activations;
+    std::vector<std::int32_t> lengths;  // empty: none
+    bool initial, peepholes;
+    double clip;  // 0: none
+    std::int64_t flag;  // input_forget (LSTM) or linear_before_reset (GRU)
+  };
+  const RecurrenceCase recurrences[] = {
+      {"Recurrence/lstm_bidirectional_lengths_peepholes", "LSTM", 4, 3, 5, "bidirectional",
+       "Sigmoid,Tanh,Tanh,Sigmoid,Tanh,Tanh", {4, 2, 0}, true, true, 0.0, 0},
+      {"Recurrence/lstm_reverse_coupled_clip", "LSTM", 3, 2, 6, "reverse", "Sigmoid,Tanh,Tanh", {}, true, false, 0.5, 1},
+      {"Recurrence/gru_reset_before_linear", "GRU", 4, 2, 7, "forward", "Sigmoid,Tanh", {3, 4}, true, false, 0.0, 0},
+      {"Recurrence/gru_linear_before_reset_bidirectional", "GRU", 3, 2, 4, "bidirectional",
+       "Sigmoid,Tanh,HardSigmoid,Softsign", {}, false, false, 0.0, 1},
+      // 300 hidden units: several per invocation (a workgroup holds 256 at most).
+      {"Recurrence/rnn_relu_hidden300", "RNN", 3, 1, 300, "forward", "Relu", {}, true, false, 0.0, 0},
+  };
+  for (const RecurrenceCase& rc : recurrences) {
+    const std::int64_t D = std::string(rc.direction) == "bidirectional" ? 2 : 1;
+    const std::string cell = rc.cell;
+    const std::int64_t G = cell == "LSTM" ? 4 : cell == "GRU" ? 3 : 1, H = rc.hidden, B = rc.batch;
+    std::vector<Shape> inputs = {{rc.steps, B, D * G * H}};
+    if (rc.initial) inputs.push_back({cell == "LSTM" ? 2 : 1, D, B, H});
+    c.add(rc.name, inputs, [&](Builder& b, Values& v, Vs& xs) {
+      graph::Attributes a;
+      a.set("cell", cell);
+      a.set("hidden_size", H);
+      a.set("direction", std::string(rc.direction));
+      a.set("activations", std::string(rc.activations));
+      const auto count = static_cast<std::size_t>(std::count(rc.activations, rc.activations + std::strlen(rc.activations), ',') + 1);
+      a.set("activation_alpha", std::vector<double>(count, 0.3));
+      a.set("activation_beta", std::vector<double>(count, 0.6));
+      if (rc.clip > 0) a.set("clip", rc.clip);
+      if (rc.flag) a.set(cell == "LSTM" ? "input_forget" : "linear_before_reset", rc.flag);
+      // Weights scaled by 1/sqrt(H), as trained layers keep the recurrence stable.
+      const float scale = 1.0f / std::sqrt(static_cast<float>(H));
+      // LSTM's Rb is folded into XW by the importer (its kernel then binds 8 buffers at most).
+      std::vector<std::optional<V>> ins = {xs[0], b.constant("rt", v.tensor({D, H, G * H}, -scale, scale))};
+      ins.push_back(cell == "LSTM" ? std::nullopt : std::optional<V>(b.constant("rb", v.tensor({D, G * H}))));
+      if (rc.lengths.empty()) {
+        ins.push_back(std::nullopt);
+      } else {
+        Tensor lengths(DType::i32, {B});
+        std::copy(rc.lengths.begin(), rc.lengths.end(), lengths.values<std::int32_t>().begin());
+        ins.push_back(b.constant("lengths", lengths));
+      }
+      ins.push_back(rc.initial ? std::optional<V>(xs[1]) : std::nullopt);
+      if (cell == "LSTM") ins.push_back(rc.peepholes ? std::optional<V>(b.constant("p", v.tensor({D, 3 * H}))) : std::nullopt);
+      while (!ins.back()) ins.pop_back();
+      return b.op("Recurrence", ins, a);
+    });
+  }
+}
+
 }  // namespace
 
 std::vector<OpCase> make_op_cases() {
@@ -250,6 +314,7 @@ std::vector<OpCase> make_op_cases() {
   shape_cases(c);
   chain_cases(c);
   conv_transpose_cases(c);
+  recurrence_cases(c);
   add_math_cases(cases);
   add_data_cases(cases);
   add_typed_cases(cases);

@@ -56,8 +56,19 @@ BOOST_AUTO_TEST_CASE(help_lists_commands_and_every_command_has_help) {
 
 BOOST_AUTO_TEST_CASE(no_command_is_a_usage_error) {
   auto r = kiln_cli("");
-  BOOST_TEST(r.exit_code != 0);
-  BOOST_TEST(has(r, "subcommand"));
+  BOOST_TEST(r.exit_code == 2);
+  BOOST_TEST(has(r, "a command is required: devices, run,"));
+}
+
+// A mistyped command is named, with the commands there are and the nearest one.
+BOOST_AUTO_TEST_CASE(a_mistyped_command_is_named_with_the_commands) {
+  auto typo = kiln_cli("rnu --model resnet18");
+  BOOST_TEST(typo.exit_code == 2);
+  BOOST_TEST(has(typo, "'rnu' is not a kiln command (did you mean 'run'?); the commands are: devices, run,"));
+  auto unknown = kiln_cli("nonexistent");
+  BOOST_TEST(unknown.exit_code == 2);
+  BOOST_TEST(has(unknown, "'nonexistent' is not a kiln command; the commands are:"));
+  BOOST_TEST(kiln_cli("--version").exit_code == 0);
 }
 
 BOOST_AUTO_TEST_CASE(devices_lists_every_backend_with_reason_or_devices) {
@@ -518,6 +529,94 @@ BOOST_AUTO_TEST_CASE(run_onnx_model_with_npy_input_and_output_dir) {
   auto truncated = kiln_cli("run '" + (dir / "model.onnx").string() + "' --input x='" + (dir / "short.npy").string() + "' --iters 0");
   BOOST_TEST(truncated.exit_code == 2);
   BOOST_TEST(has(truncated, "short.npy"));
+  std::filesystem::remove_all(dir);
+}
+
+namespace {
+
+// A decoder step's shape: past [1, 2, past, 4] and new [1, 2, seq, 4] in;
+// present = Concat(past, new) along axis 2, past_relu = Relu(past), and
+// block = Reshape(new, [1, 2, 3, 4]), which folds only when seq is 3: at
+// the placeholder extent 1 import fails.
+void write_cache_step_model(const std::filesystem::path& path) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  auto* opset = model.add_opset_import();
+  opset->set_domain("");
+  opset->set_version(13);
+  auto* g = model.mutable_graph();
+  g->set_name("cache_step");
+  for (const char* name : {"past", "new"}) {
+    auto* in = g->add_input();
+    in->set_name(name);
+    in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto_DataType_FLOAT);
+    auto* shape = in->mutable_type()->mutable_tensor_type()->mutable_shape();
+    shape->add_dim()->set_dim_value(1);
+    shape->add_dim()->set_dim_value(2);
+    shape->add_dim()->set_dim_param(std::string(name) == "past" ? "past_sequence" : "sequence");
+    shape->add_dim()->set_dim_value(4);
+  }
+  auto* to = g->add_initializer();
+  to->set_name("to");
+  to->set_data_type(onnx::TensorProto_DataType_INT64);
+  to->add_dims(4);
+  for (std::int64_t v : {1, 2, 3, 4}) to->add_int64_data(v);
+  auto node = [&](const char* op, std::vector<std::string> inputs, const char* output) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(output);
+    for (const auto& i : inputs) n->add_input(i);
+    n->add_output(output);
+    g->add_output()->set_name(output);
+    return n;
+  };
+  auto* concat = node("Concat", {"past", "new"}, "present");
+  auto* axis = concat->add_attribute();
+  axis->set_name("axis");
+  axis->set_type(onnx::AttributeProto_AttributeType_INT);
+  axis->set_i(2);
+  node("Relu", {"past"}, "past_relu");
+  node("Reshape", {"new", "to"}, "block");
+  std::ofstream(path, std::ios::binary) << model.SerializeAsString();
+}
+
+}  // namespace
+
+// `kiln run --input` imports a model at its input files' shapes (here one
+// whose import fails at placeholder extents), and a zero-size array (an
+// empty key/value cache) goes in and comes out as .npy.
+BOOST_AUTO_TEST_CASE(run_imports_at_the_input_files_shapes_and_takes_empty_arrays) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_cli_cache_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_cache_step_model(dir / "step.onnx");
+  std::ofstream(dir / "past.npy", std::ios::binary) << npy_f32({1, 2, 0, 4}, {});
+  std::vector<float> values(24);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) - 5.0f;
+  std::ofstream(dir / "new.npy", std::ios::binary) << npy_f32({1, 2, 3, 4}, values);
+  const std::string model = "'" + (dir / "step.onnx").string() + "'";
+  auto r = kiln_cli("run " + model + " --input past='" + (dir / "past.npy").string() + "' --input new='" +
+                    (dir / "new.npy").string() + "' --output-dir '" + (dir / "out").string() + "' --iters 1");
+  BOOST_TEST(r.exit_code == 0, r.output);
+  BOOST_TEST(has(r, "present.npy (f32[1, 2, 3, 4])"), r.output);
+  BOOST_TEST(has(r, "past_relu.npy (f32[1, 2, 0, 4])"), r.output);
+  BOOST_TEST(npy_values((dir / "out" / "present.npy").string()) == values, boost::test_tools::per_element());
+  BOOST_TEST(npy_values((dir / "out" / "past_relu.npy").string()).empty());
+  BOOST_TEST(npy_values((dir / "out" / "block.npy").string()) == values, boost::test_tools::per_element());
+  // Without inputs the model has no real shapes: the placeholder's failure is
+  // an error that says so and names the options.
+  auto without = kiln_cli("explain " + model);
+  BOOST_TEST(has(without, "placeholder extents"), without.output);
+  auto bench = kiln_cli("compile " + model + " -o '" + (dir / "step.kiln").string() + "'");
+  BOOST_TEST(bench.exit_code == 2, bench.output);
+  BOOST_TEST(has(bench, "input 'new' dim 2 ('sequence') = 224 (OnnxOptions::image_size; kiln --image-size)"), bench.output);
+  BOOST_TEST(has(bench, "--input-shape"), bench.output);
+  // --input-shape imports it at the shapes given.
+  auto shaped = kiln_cli("compile " + model + " --input-shape new=1x2x3x4 --input-shape past=1,2,5,4 -o '" +
+                         (dir / "step.kiln").string() + "'");
+  BOOST_TEST(shaped.exit_code == 0, shaped.output);
+  auto malformed = kiln_cli("compile " + model + " --input-shape new=1x2xthree -o '" + (dir / "x.kiln").string() + "'");
+  BOOST_TEST(malformed.exit_code == 2);
+  BOOST_TEST(has(malformed, "'three' is not a dimension"), malformed.output);
   std::filesystem::remove_all(dir);
 }
 #endif

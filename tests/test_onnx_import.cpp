@@ -18,6 +18,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <functional>
 #include <random>
 #include <string>
 #include <tuple>
@@ -663,15 +664,14 @@ BOOST_AUTO_TEST_CASE(absurd_and_negative_dims_are_rejected_without_allocating) {
     BOOST_TEST(e.kind() == ErrorKind::Corrupt);
   }
   {
-    OnnxModel m;
-    m.input("x", {2, -1});
-    m.graph().mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_value(-5);
-    m.node("Relu", {"x"}, {"y"});
-    m.output("y");
+    OnnxModel m = relu_model();  // an initializer's dims are never symbolic
+    auto* w = m.graph().add_initializer();
+    w->set_name("negative");
+    w->set_data_type(onnx::TensorProto_DataType_FLOAT);
+    w->add_dims(-5);
     const auto e = error_of([&] { m.load(); });
     BOOST_TEST(e.kind() == ErrorKind::Corrupt);
     BOOST_TEST(contains(e.what(), "negative"));
-    BOOST_TEST(contains(e.what(), "'x'"));
   }
   {
     OnnxModel m;  // ConstantOfShape asked for 2^40 elements
@@ -1458,6 +1458,177 @@ BOOST_AUTO_TEST_CASE(symbolic_height_and_width_take_the_image_size) {
   BOOST_TEST(m.load(options).inputs().at(0).shape == (kiln::Shape{2, 3, 2, 2}), boost::test_tools::per_element());
   options.image_size = 40;
   BOOST_TEST(m.load(options).inputs().at(0).shape == (kiln::Shape{2, 3, 40, 40}), boost::test_tools::per_element());
+}
+
+// Input dims as ONNX Runtime reads them: a negative dim_value (paddle2onnx's
+// -1), an unnamed dim and a dim named "?" are each an extent of their own; a
+// dim_param names one extent wherever it appears.
+BOOST_AUTO_TEST_CASE(exporters_dim_conventions_follow_onnx_runtime) {
+  OnnxModel m;
+  m.input("x", {1, 3, 1, 1});
+  auto* dims = m.graph().mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
+  dims->mutable_dim(0)->set_dim_value(-1);
+  dims->mutable_dim(2)->set_dim_param("?");
+  dims->mutable_dim(3)->Clear();  // no value, no name
+  m.node("Relu", {"x"}, {"y"});
+  m.output("y");
+  const kiln::Model model = m.load({.image_size = 8});
+  const kiln::TensorSpec x = model.inputs().at(0);
+  BOOST_TEST(x.shape == (kiln::Shape{1, 3, 8, 8}), boost::test_tools::per_element());
+  BOOST_TEST(x.symbolic_dims == (std::vector<std::string>{"?", "", "?", "?"}), boost::test_tools::per_element());
+  // Each unknown dim takes its own extent: height 5 and width 7 in one call.
+  const Tensor input = random_f32({2, 3, 5, 7}, 3);
+  const Tensor y = kiln::eager(model)({input}).at(0);
+  BOOST_TEST(y.shape() == (kiln::Shape{2, 3, 5, 7}), boost::test_tools::per_element());
+  BOOST_TEST(y.values<float>()[4] == std::max(input.values<float>()[4], 0.0f));
+  const auto fixed = error_of([&] { kiln::eager(model)({random_f32({2, 4, 5, 7}, 4)}); });
+  BOOST_TEST(fixed.kind() == ErrorKind::ShapeMismatch);
+  BOOST_TEST(contains(fixed.what(), "dim 1 is fixed at 3"), fixed.what());
+
+  // Named dims tie together, in calls and in given shapes; a given shape
+  // sets its names in the other inputs.
+  OnnxModel named;
+  named.input("a", {1, 4});
+  named.input("b", {1, 4});
+  for (int i = 0; i < 2; ++i)
+    named.graph().mutable_input(i)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("n");
+  named.node("Add", {"a", "b"}, {"y"});
+  named.output("y");
+  const kiln::Model tied = named.load({.input_shapes = {{"a", {3, 4}}}});
+  BOOST_TEST(tied.inputs().at(1).shape == (kiln::Shape{3, 4}), boost::test_tools::per_element());
+  const auto disagree = error_of([&] { kiln::eager(tied)({random_f32({3, 4}, 1), random_f32({2, 4}, 2)}); });
+  BOOST_TEST(disagree.kind() == ErrorKind::ShapeMismatch);
+  BOOST_TEST(contains(disagree.what(), "('n')"), disagree.what());
+  const auto given = error_of([&] { named.load({.input_shapes = {{"a", {3, 4}}, {"b", {2, 4}}}}); });
+  BOOST_TEST(given.kind() == ErrorKind::ShapeMismatch);
+  BOOST_TEST(contains(given.what(), "dims of one name must agree"), given.what());
+}
+
+// Given shapes must fit the file: a name that is no input is refused with
+// the inputs listed, as are another rank and another fixed extent.
+BOOST_AUTO_TEST_CASE(given_input_shapes_must_fit_the_file) {
+  OnnxModel m;
+  m.input("images", {-1, 3, 4, 4});
+  m.node("Relu", {"images"}, {"y"});
+  m.output("y");
+  const auto unknown = error_of([&] { m.load({.input_shapes = {{"image", {1, 3, 4, 4}}}}); });
+  BOOST_TEST(unknown.kind() == ErrorKind::InvalidArgument);
+  BOOST_TEST(contains(unknown.what(), "'image', which is not an input of the model (its inputs: 'images')"),
+             unknown.what());
+  const auto rank = error_of([&] { m.load({.input_shapes = {{"images", {3, 4, 4}}}}); });
+  BOOST_TEST(rank.kind() == ErrorKind::ShapeMismatch);
+  BOOST_TEST(contains(rank.what(), "has rank 3; the file's input has rank 4"), rank.what());
+  const auto fixed = error_of([&] { m.load({.input_shapes = {{"images", {2, 1, 4, 4}}}}); });
+  BOOST_TEST(fixed.kind() == ErrorKind::ShapeMismatch);
+  BOOST_TEST(contains(fixed.what(), "differs in dim 1, which the file fixes at 3"), fixed.what());
+  BOOST_TEST(m.load({.input_shapes = {{"images", {5, 3, 4, 4}}}}).inputs().at(0).shape == (kiln::Shape{5, 3, 4, 4}),
+             boost::test_tools::per_element());
+}
+
+// A model whose import fails only at the placeholder extents of its
+// symbolic dims loads anyway and waits for real shapes: its first call
+// imports it at that call's shapes. Until then what needs the graph throws
+// the placeholder's error, which names the dims, their extents and options.
+BOOST_AUTO_TEST_CASE(import_that_fails_at_placeholders_waits_for_the_first_call) {
+  OnnxModel m;
+  m.input("x", {1, 6});
+  m.graph().mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->set_dim_param(
+      "length");
+  m.ints("to", {1, 2, 3});
+  m.node("Reshape", {"x", "to"}, {"y"}, "fold");
+  m.output("y");
+  const kiln::Model pending = m.load();
+  BOOST_TEST(pending.import_pending());
+  BOOST_TEST(pending.has_symbolic_dims());
+  BOOST_TEST(pending.inputs().at(0).shape == (kiln::Shape{1, 1}), boost::test_tools::per_element());
+  const auto why = error_of([&] { pending.outputs(); });
+  BOOST_TEST(why.kind() == ErrorKind::ShapeMismatch);
+  for (const char* part : {"placeholder extents", "input 'x' dim 1 ('length') = 1", "OnnxOptions::default_dim",
+                           "cannot reshape", "first call", "OnnxOptions::input_shapes", "--input-shape"})
+    BOOST_TEST(contains(why.what(), part), "'" << part << "' in: " << why.what());
+  BOOST_TEST(contains(error_of([&] { kiln::internal::graph(pending); }).what(), "placeholder"));
+  BOOST_TEST(contains(error_of([&] { kiln::compile(pending).prepare(); }).what(), "placeholder"));
+  BOOST_TEST(contains(kiln::compile(pending).explain(), "import: waits for the first call's input shapes"));
+
+  const Tensor x = random_f32({1, 6}, 5);
+  for (auto run_model : {std::function<std::vector<Tensor>(const Tensor&)>(
+                             [&](const Tensor& in) { return kiln::eager(pending)({in}); }),
+                         std::function<std::vector<Tensor>(const Tensor&)>(
+                             [&](const Tensor& in) { return kiln::compile(pending)({in}); })}) {
+    const Tensor y = run_model(x).at(0);
+    BOOST_TEST(y.shape() == (kiln::Shape{1, 2, 3}), boost::test_tools::per_element());
+    BOOST_TEST(y.values<float>()[5] == x.values<float>()[5]);
+    // At a real shape that does not fit, the error is the model's, not a placeholder's.
+    const auto real = error_of([&] { run_model(random_f32({1, 5}, 6)); });
+    BOOST_TEST(!contains(real.what(), "placeholder"), real.what());
+    BOOST_TEST(contains(real.what(), "cannot reshape"), real.what());
+  }
+  // The placeholder's own extent, given as a call, is imported again and fails as the model's error.
+  const auto same = error_of([&] { kiln::eager(pending)({random_f32({1, 1}, 7)}); });
+  BOOST_TEST(!contains(same.what(), "placeholder"), same.what());
+  // Shapes given at load import it at once.
+  const kiln::Model given = m.load({.input_shapes = {{"x", {1, 6}}}});
+  BOOST_TEST(!given.import_pending());
+  BOOST_TEST(given.outputs().at(0).shape == (kiln::Shape{1, 2, 3}), boost::test_tools::per_element());
+}
+
+// A 1-D Conv (audio and text models) runs as a 2-D one of height 1; auto_pad,
+// stride, dilation and groups keep ONNX's meaning.
+BOOST_AUTO_TEST_CASE(conv_1d_runs_as_2d_with_onnx_semantics) {
+  OnnxModel m;
+  m.input("x", {1, 4, 11});
+  m.initializer("w", random_f32({6, 2, 3}, 1));
+  m.initializer("b", random_f32({6}, 2));
+  auto* conv = m.node("Conv", {"x", "w", "b"}, {"y"}, "conv1d");
+  attr(conv, "auto_pad", std::string("SAME_UPPER"));
+  attr(conv, "strides", std::vector<std::int64_t>{2});
+  attr(conv, "dilations", std::vector<std::int64_t>{2});
+  attr(conv, "group", std::int64_t{2});
+  m.output("y");
+  const kiln::Model model = m.load();
+  BOOST_TEST(model.outputs().at(0).shape == (kiln::Shape{1, 6, 6}), boost::test_tools::per_element());
+  const Tensor x = random_f32({1, 4, 11}, 3), w = random_f32({6, 2, 3}, 1), b = random_f32({6}, 2);
+  const Tensor y = run(model, {x}).at(0);
+  // SAME_UPPER: total padding (6 - 1) * 2 + 5 - 11 = 4, two at each end.
+  for (int o = 0; o < 6; ++o)
+    for (int t = 0; t < 6; ++t) {
+      double want = b.values<float>()[o];
+      for (int c = 0; c < 2; ++c)
+        for (int k = 0; k < 3; ++k) {
+          const int at = t * 2 - 2 + k * 2;
+          if (at >= 0 && at < 11)
+            want += double(w.values<float>()[(o * 2 + c) * 3 + k]) * x.values<float>()[((o / 3) * 2 + c) * 11 + at];
+        }
+      BOOST_TEST(y.values<float>()[o * 6 + t] == want, boost::test_tools::tolerance(1e-5));
+    }
+}
+
+// An LSTM imports as one projection of every step (MatMul, bias Add) and the
+// Recurrence loop, the weights rearranged at import; compiled, the whole
+// sequence takes a fixed number of dispatches however long it is.
+BOOST_AUTO_TEST_CASE(lstm_imports_as_a_projection_and_one_loop) {
+  const std::int64_t T = 64, B = 2, I = 3, H = 8;
+  OnnxModel m;
+  m.input("x", {T, B, I});
+  m.initializer("w", random_f32({1, 4 * H, I}, 1));
+  m.initializer("r", random_f32({1, 4 * H, H}, 2));
+  m.initializer("b", random_f32({1, 8 * H}, 3));
+  attr(m.node("LSTM", {"x", "w", "r", "b"}, {"y", "y_h", "y_c"}, "lstm"), "hidden_size", H);
+  m.output("y");
+  m.output("y_h");
+  m.output("y_c");
+  const kiln::Model model = m.load();
+  BOOST_TEST(ops_of(kiln::internal::graph(model)) == (std::vector<std::string>{"MatMul", "Add", "Recurrence"}),
+             boost::test_tools::per_element());
+  BOOST_TEST(model.outputs().at(0).shape == (kiln::Shape{T, 1, B, H}), boost::test_tools::per_element());
+  const Tensor x = random_f32({T, B, I}, 4);
+  const auto want = run(model, {x});
+  kiln::CompiledModel compiled = kiln::compile(model, {.fullgraph = true});
+  const auto got = compiled({x});
+  for (std::size_t i = 0; i < want.size(); ++i)
+    for (std::size_t k = 0; k < want[i].numel(); ++k)
+      BOOST_REQUIRE_SMALL(got[i].values<float>()[k] - want[i].values<float>()[k], 1e-4f);
+  BOOST_TEST(compiled.stats().dispatches_per_run <= 3, compiled.stats().dispatches_per_run << " dispatches");
 }
 
 // ConvTranspose: auto_pad SAME_UPPER and output_shape become explicit pads

@@ -366,6 +366,9 @@ const std::map<std::string, std::set<int>>& constant_input_positions() {
       {"ReduceSum", {1}},      {"ReduceMax", {1}},     {"ReduceMin", {1}},        {"ReduceProd", {1}},
       {"ReduceL1", {1}},       {"ReduceL2", {1}},      {"ReduceLogSum", {1}},     {"ReduceLogSumExp", {1}},
       {"ReduceSumSquare", {1}}, {"Trilu", {1}},
+      // Sizes and frequencies of the signal ops (exports compute them from constants).
+      {"HannWindow", {0}},     {"HammingWindow", {0}}, {"BlackmanWindow", {0}},   {"DFT", {1}},
+      {"STFT", {1, 3}},        {"MelWeightMatrix", {0, 1, 2, 3, 4}},
   };
   return table;
 }

@@ -22,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -585,6 +586,57 @@ BOOST_AUTO_TEST_CASE(gpt2_tiny_prefill_and_decode_with_a_kv_cache) {
   BOOST_TEST(compiled.stats().kernel_cache_misses == 0);
   BOOST_TEST(compiled.stats().kernel_cache_hits == 0);
   BOOST_TEST(compiled.explain().find("(2 input shape(s) served)") != std::string::npos, compiled.explain());
+}
+
+// A streaming speech model (make_fixtures.py's speech_rnn): a log-mel front
+// end (a strided Conv1d with a windowed DFT basis, power, mel bank, log), a
+// two-layer LSTM and a bidirectional GRU, exported with symbolic batch and
+// sample count. Two audio chunks of different lengths run in order, the
+// second fed the LSTM and GRU states kiln returned for the first; every
+// output of both chunks matches PyTorch's, eagerly, compiled and replayed.
+BOOST_AUTO_TEST_CASE(speech_rnn_carries_its_states_across_chunks) {
+  onnx::ModelProto proto;
+  BOOST_TEST_REQUIRE(proto.ParseFromString(read_file(fixture_dir() / "speech_rnn.onnx")));
+  std::map<std::string, int> ops;
+  for (const onnx::NodeProto& node : proto.graph().node()) ++ops[node.op_type()];
+  BOOST_TEST(ops["LSTM"] == 2);
+  BOOST_TEST(ops["GRU"] == 1);
+  const std::set<std::string> data = {"audio", "h", "c", "g"};
+  generate_weights(proto, [&](const std::string& name) { return data.count(name) != 0; });
+  const kiln::Model model = kiln::load_onnx_bytes(proto.SerializeAsString(), "speech_rnn.onnx", "", {});
+  BOOST_TEST_REQUIRE(model.has_symbolic_dims());
+  BOOST_TEST(model.inputs()[0].symbolic_dims == (std::vector<std::string>{"batch", "samples"}),
+             boost::test_tools::per_element());
+
+  auto fixture = [](const std::string& chunk, const std::string& name) {
+    return kiln::tools::read_npy((fixture_dir() / ("speech_rnn." + chunk + "." + name + ".npy")).string());
+  };
+  const std::vector<std::string> outputs = {"logits", "h_out", "c_out", "g_out"};
+  auto stream = [&](auto& run, const std::string& how) {
+    std::vector<kiln::Tensor> states = {fixture("chunk0", "h"), fixture("chunk0", "c"), fixture("chunk0", "g")};
+    for (const std::string chunk : {"chunk0", "chunk1"}) {
+      std::vector<kiln::Tensor> inputs = {fixture(chunk, "audio")};
+      inputs.insert(inputs.end(), states.begin(), states.end());
+      const std::vector<kiln::Tensor> out = run(inputs);
+      BOOST_TEST_REQUIRE(out.size() == outputs.size());
+      for (std::size_t i = 0; i < outputs.size(); ++i) {
+        const kiln::Tensor want = fixture(chunk, outputs[i]);
+        BOOST_TEST_REQUIRE((out[i].shape() == want.shape()), how << " " << chunk << " " << outputs[i]);
+        float worst = 0;
+        for (std::size_t k = 0; k < want.numel(); ++k)
+          worst = std::max(worst, std::fabs(out[i].values<float>()[k] - want.values<float>()[k]));
+        BOOST_TEST(worst <= 1e-4f * std::max(1.0f, max_abs(want.values<float>())),
+                   how << " " << chunk << " " << outputs[i] << ": max |kiln - torch| = " << worst);
+      }
+      states.assign(out.begin() + 1, out.end());
+    }
+  };
+  auto eager = kiln::eager(model, {.backend = kiln::testing::test_backend()});
+  stream(eager, "eager");
+  for (const kiln::Mode mode : {kiln::Mode::default_, kiln::Mode::reduce_overhead}) {
+    auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend(), .mode = mode, .fullgraph = true});
+    stream(compiled, std::string("compiled ") + std::string(kiln::mode_name(mode)));
+  }
 }
 
 // torchvision's SSDLite exported whole (make_fixtures.py's ssdlite320_detections):

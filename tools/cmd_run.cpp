@@ -24,6 +24,7 @@
 #include <memory>
 #include <filesystem>
 #include <numeric>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -125,29 +126,47 @@ std::string symbolic_text(const TensorSpec& spec) {
   return dims.empty() ? "" : " (dims " + dims + " symbolic: " + names + ")";
 }
 
-// Builds the model's inputs from --input name=file.npy and, for the input they
-// leave open, the image. Each .npy must have its input's dtype, and its shape
-// or, where the model's dims are symbolic, any extents there.
-std::vector<Tensor> gather_inputs(const Model& model, const std::vector<std::string>& specs,
-                                  std::optional<ImageSlot>& image_slot, const ModelArgs& args) {
-  const std::vector<TensorSpec> wanted = model.inputs();
-  std::vector<std::optional<Tensor>> given(wanted.size());
-  std::string names;
-  for (const TensorSpec& w : wanted) names += (names.empty() ? "" : ", ") + w.name;
+// One --input name=file.npy, read.
+struct InputFile {
+  std::string name, path;
+  Tensor tensor;
+};
+
+// Reads every --input file before the model is loaded, so that an ONNX file
+// is imported at their shapes.
+std::vector<InputFile> read_input_files(const std::vector<std::string>& specs) {
+  std::vector<InputFile> files;
   for (const std::string& spec : specs) {
     const std::size_t eq = spec.find('=');
     KILN_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < spec.size(), ErrorKind::InvalidArgument,
                "--input '" + spec + "' must look like name=file.npy");
     const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
+    for (const InputFile& f : files)
+      KILN_CHECK(f.name != name, ErrorKind::InvalidArgument, "--input '" + name + "' is given twice");
+    files.push_back({name, path, read_npy(path)});
+  }
+  return files;
+}
+
+// Builds the model's inputs from --input name=file.npy and, for the input they
+// leave open, the image. Each .npy must have its input's dtype, and its shape
+// or, where the model's dims are symbolic, any extents there.
+std::vector<Tensor> gather_inputs(const Model& model, std::vector<InputFile> files,
+                                  std::optional<ImageSlot>& image_slot, const ModelArgs& args) {
+  const std::vector<TensorSpec> wanted = model.inputs();
+  std::vector<std::optional<Tensor>> given(wanted.size());
+  std::string names;
+  for (const TensorSpec& w : wanted) names += (names.empty() ? "" : ", ") + w.name;
+  for (InputFile& file : files) {
+    const std::string& name = file.name;
     auto it = std::find_if(wanted.begin(), wanted.end(), [&](const TensorSpec& w) { return w.name == name; });
     KILN_CHECK(it != wanted.end(), ErrorKind::InvalidArgument,
                "--input '" + name + "': the model has no input of that name (its inputs: " + names + ")");
     const auto i = static_cast<std::size_t>(it - wanted.begin());
-    KILN_CHECK(!given[i], ErrorKind::InvalidArgument, "--input '" + name + "' is given twice");
-    Tensor t = read_npy(path);
+    Tensor& t = file.tensor;
     KILN_CHECK(t.dtype() == it->dtype && admits(*it, t.shape()), ErrorKind::ShapeMismatch,
                "--input '" + name + "': the model expects " + std::string(dtype_name(it->dtype)) + shape_str(it->shape) +
-                   symbolic_text(*it) + ", " + path + " holds " + std::string(dtype_name(t.dtype())) +
+                   symbolic_text(*it) + ", " + file.path + " holds " + std::string(dtype_name(t.dtype())) +
                    shape_str(t.shape()));
     given[i] = std::move(t);
   }
@@ -229,7 +248,21 @@ void add_run_command(CLI::App& app) {
     std::optional<CompiledModel> loaded;
     if (args->compiled_file())
       loaded = load(args->model_file, {.backend = args->backend, .device = args->device, .cache_dir = args->cache_dir});
+    std::vector<InputFile> input_files = read_input_files(*input_specs);
+    // An ONNX file is imported at the input files' shapes (symbolic dims
+    // they leave open take --input-shape, --image-size and --batch).
     Model model = loaded ? loaded->model() : args->load();
+    // A model with symbolic dims is imported again at the input files'
+    // shapes, so that import-time folding and checks see the real extents
+    // (a file that breaks what the model fixes is refused by gather_inputs).
+    if (!loaded && model.has_symbolic_dims()) {
+      std::map<std::string, Shape> known;
+      for (const TensorSpec& spec : model.inputs())
+        for (const InputFile& file : input_files)
+          if (file.name == spec.name && admits(spec, file.tensor.shape()) && file.tensor.shape() != spec.shape)
+            known.emplace(file.name, file.tensor.shape());
+      if (!known.empty()) model = args->load(known);
+    }
     // The output folder is checked (and the file names chosen) before anything
     // runs: an unwritable folder fails now, not after the inference.
     std::vector<std::string> output_files;
@@ -238,7 +271,7 @@ void add_run_command(CLI::App& app) {
       output_files = distinct_file_names(names_of(model.outputs()), ".npy");
     }
     std::optional<ImageSlot> slot;
-    std::vector<Tensor> inputs = gather_inputs(model, *input_specs, slot, *args);
+    std::vector<Tensor> inputs = gather_inputs(model, std::move(input_files), slot, *args);
     ImageInfo info;
     if (slot) inputs[slot->index] = load_image_tensor(*image, slot->size, slot->batch, &info);
     const CompileOptions options = loaded ? loaded->options() : args->compile_options();

@@ -21,6 +21,18 @@ int main(int argc, char** argv) {
   kiln::tools::add_tune_command(app);
   kiln::tools::add_compile_command(app);
   kiln::tools::add_check_command(app);
+  // A first word that is no command (a typo: `kiln rnu`) is named, with the
+  // commands there are; CLI11 alone would only say that one is required.
+  if (argc > 1 && argv[1][0] != '-' && kiln::tools::find_command(app, argv[1]) == nullptr) {
+    std::cerr << "kiln: error: '" << argv[1] << "' is not a kiln command" << kiln::tools::suggest_command(app, argv[1])
+              << "; the commands are: " << kiln::tools::command_list(app) << " (kiln --help describes them)\n";
+    return 2;
+  }
+  if (argc == 1) {
+    std::cerr << "kiln: error: a command is required: " << kiln::tools::command_list(app)
+              << " (kiln --help describes them)\n";
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

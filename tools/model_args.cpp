@@ -1,5 +1,6 @@
 #include "model_args.h"
 
+#include <charconv>
 #include <fstream>
 #include <string_view>
 
@@ -18,6 +19,33 @@ SettingOverrides parse_settings(const std::vector<std::string>& settings) {
   return overrides;
 }
 
+std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& specs) {
+  std::map<std::string, Shape> shapes;
+  for (const std::string& spec : specs) {
+    const std::size_t eq = spec.find('=');
+    const std::string what = "--input-shape '" + spec + "'";
+    KILN_CHECK(eq != std::string::npos && eq > 0, ErrorKind::InvalidArgument,
+               what + " must look like NAME=DIMS, for example images=1x3x640x640");
+    Shape shape;
+    const std::string dims = spec.substr(eq + 1);
+    std::size_t start = 0;
+    while (start <= dims.size() && !dims.empty()) {
+      std::size_t end = dims.find_first_of("x,", start);
+      if (end == std::string::npos) end = dims.size();
+      const std::string text = dims.substr(start, end - start);
+      std::int64_t value = -1;
+      const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+      KILN_CHECK(!text.empty() && ec == std::errc() && ptr == text.data() + text.size() && value >= 0,
+                 ErrorKind::InvalidArgument, what + ": '" + text + "' is not a dimension (a whole number, 0 or more)");
+      shape.push_back(value);
+      start = end + 1;
+    }
+    KILN_CHECK(shapes.emplace(spec.substr(0, eq), shape).second, ErrorKind::InvalidArgument,
+               "--input-shape names '" + spec.substr(0, eq) + "' twice");
+  }
+  return shapes;
+}
+
 void ModelArgs::add_to(CLI::App& command) {
   std::string names;
   for (const auto& n : models::names()) names += (names.empty() ? "" : ", ") + n;
@@ -27,7 +55,11 @@ void ModelArgs::add_to(CLI::App& command) {
                                                 "320 for SSDLite320); for an ONNX file, the size of symbolic ones "
                                                 "(default 224)")
       ->check(CLI::Range(32, 1024));
-  command.add_option("--batch", batch, "batch size")->capture_default_str()->check(CLI::Range(1, 256));
+  command.add_option("--batch", batch, "batch size (for an ONNX file, the size of its other symbolic dims)")
+      ->capture_default_str()->check(CLI::Range(1, 256));
+  command.add_option("--input-shape", input_shapes,
+                     "NAME=DIMS (e.g. images=1x3x640x640): an ONNX file's input imported at this shape (repeatable); "
+                     "symbolic dims not given so take --image-size and --batch");
   command.add_option("--seed", seed, "seed of the built-in model's weights")->capture_default_str();
   command.add_option("--backend", backend, "vulkan, cuda, hip, cpu or null (see `kiln devices`)")->capture_default_str();
   command.add_option("--device", device, "device index or part of its name (default: the first)");
@@ -51,12 +83,21 @@ std::int64_t ModelArgs::effective_image_size() const {
   return image_size > 0 ? image_size : models::usual_image_size(model);
 }
 
-Model ModelArgs::load() const {
+Model ModelArgs::load(const std::map<std::string, Shape>& known) const {
   KILN_CHECK(!compiled_file(), ErrorKind::InvalidArgument,
              "'" + model_file + "' is a compiled-model file: `kiln run` takes it; this command needs the model itself "
              "(an ONNX file or --model)");
+  KILN_CHECK(input_shapes.empty() || from_file(), ErrorKind::InvalidArgument,
+             "--input-shape is for an ONNX file; a built-in model takes --batch and --image-size");
   if (from_file()) {
     OnnxOptions onnx;
+    onnx.input_shapes = parse_input_shapes(input_shapes);
+    for (const auto& [name, shape] : known) {
+      const auto [it, added] = onnx.input_shapes.emplace(name, shape);
+      KILN_CHECK(added || it->second == shape, ErrorKind::InvalidArgument,
+                 "--input-shape " + name + "=" + shape_str(it->second) + " disagrees with the shape of its input file, " +
+                     shape_str(shape));
+    }
     onnx.default_dim = batch;
     // Symbolic height and width: --image-size, else the usual 224.
     onnx.image_size = image_size > 0 ? image_size : 224;

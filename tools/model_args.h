@@ -6,6 +6,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,9 @@ namespace kiln::tools {
 // "NAME=VALUE" options (--set) as compiler setting overrides; throws
 // InvalidArgument for one without a name or an '='.
 SettingOverrides parse_settings(const std::vector<std::string>& settings);
+// "NAME=DIMS" options (--input-shape: "images=1x3x640x640", or with commas) as
+// input shapes by name; throws InvalidArgument naming a malformed one.
+std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& specs);
 
 struct ModelArgs {
   std::string model_file;  // an ONNX file or a compiled-model file (.kiln); when given it replaces --model
@@ -28,11 +32,12 @@ struct ModelArgs {
   std::string cache_dir;
   std::vector<std::string> settings;  // NAME=VALUE, repeatable
   std::string tune_db;                // --db: the tuning database (the tune_db setting)
-
+  std::vector<std::string> input_shapes;  // --input-shape NAME=DIMS, repeatable (ONNX files)
 
   void add_to(CLI::App& command);
-  // The ONNX file if one was given (symbolic dims take --batch), else the built-in model.
-  Model load() const;
+  // The ONNX file if one was given (symbolic dims take --input-shape, the
+  // shapes of `known` inputs, --image-size and --batch), else the built-in model.
+  Model load(const std::map<std::string, Shape>& known = {}) const;
   // --image-size, else the built-in model's usual size.
   std::int64_t effective_image_size() const;
   bool from_file() const { return !model_file.empty(); }

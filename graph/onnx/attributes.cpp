@@ -26,6 +26,12 @@ graph::Attributes convert_attributes(const onnx::NodeProto& node, const std::str
         attrs.set(a.name(), std::move(values));
         break;
       }
+      case onnx::AttributeProto_AttributeType_STRINGS:
+        // Only the recurrent layers' activations, which their rule reads from the node.
+        KILN_CHECK(node.op_type() == "LSTM" || node.op_type() == "GRU" || node.op_type() == "RNN",
+                   ErrorKind::Unsupported, name_what + "attributes of type STRINGS are not supported");
+        for (const std::string& s : a.strings()) check_string(s, name_what);
+        break;
       case onnx::AttributeProto_AttributeType_TENSOR: break;  // read by the rules that take one
       case onnx::AttributeProto_AttributeType_GRAPH: break;   // If's branches, read by its rule
       default:

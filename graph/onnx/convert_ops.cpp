@@ -6,7 +6,10 @@
 
 #include "graph/checked_math.h"
 #include "graph/onnx/convert_control.h"
+#include "graph/onnx/constant_inputs.h"
+#include "graph/onnx/convert_audio.h"
 #include "graph/onnx/convert_einsum.h"
+#include "graph/onnx/convert_recurrent.h"
 #include "graph/onnx/attributes.h"
 #include "graph/onnx/limits.h"
 #include "graph/onnx/tensor_proto.h"
@@ -22,48 +25,6 @@ using graph::Attributes;
 using graph::ValueId;
 
 namespace {
-
-// The constant at input `index`; `role` names it in the error ("the shape input").
-const Tensor& require_constant(const OnnxNode& n, ImportContext& ctx, std::size_t index, const std::string& role) {
-  KILN_CHECK(present(n, index), ErrorKind::Corrupt, n.where + role + " is missing");
-  const Tensor* value = ctx.constant(n.inputs[index]);
-  KILN_CHECK(value != nullptr, ErrorKind::Unsupported,
-             n.where + role + " must be a constant for static compilation (it is computed from the model's inputs)");
-  return *value;
-}
-
-std::vector<std::int64_t> to_ints(const OnnxNode& n, const Tensor& t, const std::string& role) {
-  if (t.dtype() == DType::i64) {
-    auto v = t.values<std::int64_t>();
-    return {v.begin(), v.end()};
-  }
-  if (t.dtype() == DType::i32) {
-    auto v = t.values<std::int32_t>();
-    return {v.begin(), v.end()};
-  }
-  throw_error(ErrorKind::Corrupt, n.where + role + " must be int64 or int32, got " + std::string(dtype_name(t.dtype())));
-}
-
-std::vector<double> to_floats(const OnnxNode& n, const Tensor& t, const std::string& role) {
-  if (t.dtype() == DType::f32) {
-    auto v = t.values<float>();
-    return {v.begin(), v.end()};
-  }
-  if (t.dtype() == DType::i64 || t.dtype() == DType::i32) {
-    std::vector<double> out;
-    for (std::int64_t x : to_ints(n, t, role)) out.push_back(static_cast<double>(x));
-    return out;
-  }
-  throw_error(ErrorKind::Unsupported, n.where + role + " of dtype " + std::string(dtype_name(t.dtype())) +
-                                          " is not supported (f32, i64 or i32)");
-}
-
-std::int64_t to_scalar_int(const OnnxNode& n, const Tensor& t, const std::string& role) {
-  const auto values = to_ints(n, t, role);
-  KILN_CHECK(values.size() == 1, ErrorKind::Corrupt,
-             n.where + role + " must hold one value, it has shape " + shape_str(t.shape()));
-  return values[0];
-}
 
 std::string float_str(double value) {
   char text[32];
@@ -137,13 +98,40 @@ void resolve_auto_pad(const OnnxNode& n, Attributes& attrs, const Shape& input, 
   attrs.set("pads", pads);
 }
 
+// Conv: auto_pad becomes explicit pads; 1-D (audio, text) runs as 2-D with a
+// height of 1 between reshapes.
 std::vector<ValueId> convert_conv(const OnnxNode& n, ImportContext& ctx) {
   Attributes attrs = n.attrs;
   KILN_CHECK(present(n, 0) && present(n, 1), ErrorKind::Corrupt, n.where + "Conv needs inputs X and W");
-  const Shape& w = ctx.type(n.inputs[1]).shape;
+  const Shape x = ctx.type(n.inputs[0]).shape;  // copies: emit() may move the graph's values
+  const Shape w = ctx.type(n.inputs[1]).shape;
   const Shape kernel = attrs.get_ints("kernel_shape", w.size() > 2 ? Shape(w.begin() + 2, w.end()) : Shape{});
-  resolve_auto_pad(n, attrs, ctx.type(n.inputs[0]).shape, kernel);
-  return ctx.emit(n, "Conv", inputs_upto(n, 3), std::move(attrs));
+  resolve_auto_pad(n, attrs, x, kernel);
+  if (x.size() != 3 || w.size() != 3) return ctx.emit(n, "Conv", inputs_upto(n, 3), std::move(attrs));
+  KILN_CHECK(!ctx.type(n.inputs[0]).dynamic, ErrorKind::Unsupported,
+             n.where + "a 1-D Conv needs an input shape known before run time");
+  const auto one = [&](const std::string& name, std::int64_t fallback, std::size_t count) {
+    const auto values = attrs.get_ints(name, std::vector<std::int64_t>(count, fallback));
+    KILN_CHECK(values.size() == count, ErrorKind::Corrupt,
+               n.where + "attribute '" + name + "' needs " + std::to_string(count) + " values, got " + shape_str(values));
+    return values;
+  };
+  const auto strides = one("strides", 1, 1), dilations = one("dilations", 1, 1), pads = one("pads", 0, 2);
+  attrs.set("strides", std::vector<std::int64_t>{1, strides[0]});
+  attrs.set("dilations", std::vector<std::int64_t>{1, dilations[0]});
+  attrs.set("pads", std::vector<std::int64_t>{0, pads[0], 0, pads[1]});
+  if (attrs.has("kernel_shape")) attrs.set("kernel_shape", std::vector<std::int64_t>{1, one("kernel_shape", 0, 1)[0]});
+  Attributes x_shape, w_shape;
+  x_shape.set("shape", std::vector<std::int64_t>{x[0], x[1], 1, x[2]});
+  w_shape.set("shape", std::vector<std::int64_t>{w[0], w[1], 1, w[2]});
+  std::vector<ValueId> inputs = inputs_upto(n, 3);
+  inputs[0] = ctx.emit(n, "Reshape", {inputs[0]}, std::move(x_shape), "x_2d").at(0);
+  inputs[1] = ctx.emit(n, "Reshape", {inputs[1]}, std::move(w_shape), "w_2d").at(0);
+  const ValueId y = ctx.emit(n, "Conv", inputs, std::move(attrs), "y_2d").at(0);
+  const Shape y_shape = ctx.type(y).shape;
+  Attributes back;
+  back.set("shape", std::vector<std::int64_t>{y_shape[0], y_shape[1], y_shape[3]});
+  return ctx.emit(n, "Reshape", {y}, std::move(back));
 }
 
 // ConvTranspose: auto_pad and output_shape become explicit pads (a target
@@ -1043,6 +1031,15 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("Range", OpRule{"", convert_range});
     r.emplace("Identity", OpRule{"", alias_input});
     r.emplace("Einsum", OpRule{"MatMul", convert_einsum});
+    r.emplace("LSTM", OpRule{"Recurrence", convert_lstm});
+    r.emplace("GRU", OpRule{"Recurrence", convert_gru});
+    r.emplace("RNN", OpRule{"Recurrence", convert_rnn});
+    r.emplace("HannWindow", OpRule{"", convert_hann_window});
+    r.emplace("HammingWindow", OpRule{"", convert_hamming_window});
+    r.emplace("BlackmanWindow", OpRule{"", convert_blackman_window});
+    r.emplace("MelWeightMatrix", OpRule{"", convert_mel});
+    r.emplace("DFT", OpRule{"MatMul", convert_dft_op});
+    r.emplace("STFT", OpRule{"Conv", convert_stft_op});
     r.emplace("Dropout", OpRule{"", convert_dropout});
     r.emplace("LayerNormalization", OpRule{"LayerNormalization", convert_layer_norm});
     r.emplace("NegativeLogLikelihoodLoss", direct("NegativeLogLikelihoodLoss"));

@@ -59,7 +59,25 @@ const std::map<std::string, int> kUnchangedSince = {
     {"Upsample", 7},
     // Scan 11 only allows negative axes, which kiln refuses anyway (axis 0 only).
     {"Scan", 9},
+    // Opset 14 added only `layout` (read with its default) and bfloat16.
+    {"LSTM", 7}, {"GRU", 7}, {"RNN", 7},
 };
+
+// The symbolic name of an input dim as ONNX Runtime reads it: "" for a fixed
+// extent (a dim_value of 0 or more), the dim_param for a named dim (dims of
+// one name are one extent), "?" for an unknown one, each independent of every
+// other: no value, a dim_param of "?" (what some exporters write for
+// "unknown"), or a negative dim_value (-1: paddle2onnx, TensorFlow's and
+// Keras's converters).
+std::string symbol_of(const onnx::TensorShapeProto_Dimension& d) {
+  if (d.has_dim_value()) return d.dim_value() >= 0 ? "" : "?";
+  return d.dim_param().empty() ? "?" : d.dim_param();
+}
+
+// The graph's name, else the file's stem.
+std::string model_name(const onnx::ModelProto& model, const std::string& file) {
+  return model.graph().name().empty() ? std::filesystem::path(file).stem().string() : model.graph().name();
+}
 
 std::string read_file(const std::string& path, std::int64_t limit) {
   std::error_code ec;
@@ -92,6 +110,7 @@ class Importer final : public ImportContext {
     const onnx::GraphProto& g = model.graph();
     KILN_CHECK(g.node_size() <= kMaxNodes, ErrorKind::Corrupt, where(file_) + "more than " + std::to_string(kMaxNodes) + " nodes");
     collect_names(g);
+    check_input_shape_names(g);
     check_ops(g);
     check_old_opset(g);
     add_initializers(g);
@@ -100,7 +119,7 @@ class Importer final : public ImportContext {
     set_outputs(g);
     // Folding leaves the constants it consumed behind; drop what nothing reads.
     graph::Graph clean = graph::passes::eliminate_dead_code(graph_).graph;
-    std::string name = g.name().empty() ? std::filesystem::path(file_).stem().string() : g.name();
+    std::string name = model_name(model, file_);
     return internal::make_model(std::make_shared<const graph::Graph>(std::move(clean)), name);
   }
 
@@ -399,8 +418,8 @@ class Importer final : public ImportContext {
       dims.extents.assign(dims.names.size(), -1);
     } else {
       for (const auto& d : tt.shape().dim()) {
-        dims.names.push_back(d.has_dim_value() ? "" : d.dim_param().empty() ? "?" : d.dim_param());
-        dims.extents.push_back(d.has_dim_value() ? d.dim_value() : -1);
+        dims.names.push_back(symbol_of(d));
+        dims.extents.push_back(dims.names.back().empty() ? d.dim_value() : -1);
       }
     }
     for (const std::string& name : dims.names) any_symbolic_ = any_symbolic_ || !name.empty();
@@ -416,27 +435,120 @@ class Importer final : public ImportContext {
   };
   const std::vector<InputDims>& input_dims() const { return input_dims_; }
   bool any_symbolic() const { return any_symbolic_; }
+  // The symbolic dims that took a placeholder extent (no shape was given for
+  // them), described with the extent and the option that set it.
+  const std::vector<std::string>& placeholders() const { return placeholders_; }
+
+  // The graph inputs alone, at their placeholder extents: what a model whose
+  // import waits for real shapes shows of itself.
+  std::shared_ptr<const graph::Graph> inputs_only(const onnx::ModelProto& model) {
+    const onnx::GraphProto& g = model.graph();
+    std::set<std::string> initializers;
+    for (const onnx::TensorProto& t : g.initializer()) initializers.insert(t.name());
+    collect_named_extents(g);
+    for (const onnx::ValueInfoProto& v : g.input()) {
+      if (initializers.count(v.name()) || values_.count(v.name())) continue;
+      const std::string what = where(file_) + "input '" + v.name() + "': ";
+      const std::optional<DType> dtype = dtype_from_onnx(v.type().tensor_type().elem_type());
+      KILN_CHECK(dtype.has_value(), ErrorKind::Unsupported, what + "element type is not supported");
+      values_[v.name()] = graph_.add_input(v.name(), TensorType{*dtype, input_shape(v, what)});
+      record_symbolic_dims(v);
+    }
+    // A graph needs outputs; nothing reads these (Model::outputs() throws for a pending model).
+    graph_.set_outputs(graph_.inputs());
+    return std::make_shared<const graph::Graph>(graph_);
+  }
 
  private:
-  Shape input_shape(const onnx::ValueInfoProto& v, const std::string& what) const {
-    auto given = options_.input_shapes.find(v.name());
-    if (given != options_.input_shapes.end()) return checked_shape(given->second, what);
+  Shape input_shape(const onnx::ValueInfoProto& v, const std::string& what) {
     const auto& tt = v.type().tensor_type();
+    auto given = options_.input_shapes.find(v.name());
+    if (given != options_.input_shapes.end()) {
+      const Shape& shape = given->second;
+      const std::string gives = what + "the shape given, " + shape_str(shape) + ", ";
+      if (tt.has_shape()) {
+        KILN_CHECK(static_cast<int>(shape.size()) == tt.shape().dim_size(), ErrorKind::ShapeMismatch,
+                   gives + "has rank " + std::to_string(shape.size()) + "; the file's input has rank " +
+                       std::to_string(tt.shape().dim_size()));
+        for (int i = 0; i < tt.shape().dim_size(); ++i) {
+          const auto& d = tt.shape().dim(i);
+          KILN_CHECK(!symbol_of(d).empty() || d.dim_value() == shape[static_cast<std::size_t>(i)],
+                     ErrorKind::ShapeMismatch,
+                     gives + "differs in dim " + std::to_string(i) + ", which the file fixes at " +
+                         std::to_string(d.dim_value()));
+        }
+      }
+      return checked_shape(shape, what);
+    }
     KILN_CHECK(tt.has_shape(), ErrorKind::Unsupported,
                what + "the input has no shape in the file; give one in OnnxOptions::input_shapes");
     Shape dims;
     const int rank = tt.shape().dim_size();
     for (int i = 0; i < rank; ++i) {
       // Symbolic ("batch") or unknown dims take the default size; an image's
-      // height and width the image size, if one is given.
+      // height and width the image size, if one is given. Either is a
+      // placeholder, recorded so that an error it causes can say so.
       const auto& d = tt.shape().dim(i);
+      const std::string symbol = symbol_of(d);
+      if (symbol.empty()) {
+        dims.push_back(d.dim_value());
+        continue;
+      }
+      // A named dim that a given shape sets elsewhere takes that extent.
+      if (auto named = named_extents_.find(symbol); symbol != "?" && named != named_extents_.end()) {
+        dims.push_back(named->second.first);
+        continue;
+      }
       const bool spatial = rank == 4 && i >= 2 && options_.image_size > 0;
-      dims.push_back(d.has_dim_value() ? d.dim_value() : spatial ? options_.image_size : options_.default_dim);
+      dims.push_back(spatial ? options_.image_size : options_.default_dim);
+      placeholders_.push_back("input '" + v.name() + "' dim " + std::to_string(i) + " ('" + symbol + "') = " +
+                              std::to_string(dims.back()) +
+                              (spatial ? " (OnnxOptions::image_size; kiln --image-size)"
+                                       : " (OnnxOptions::default_dim; kiln --batch)"));
     }
     return checked_shape(dims, what);
   }
 
+  // Every name in OnnxOptions::input_shapes must be one of the graph's inputs:
+  // a misspelt name would otherwise leave its input at a placeholder.
+  void check_input_shape_names(const onnx::GraphProto& g) const {
+    std::set<std::string> initializers, inputs;
+    for (const onnx::TensorProto& t : g.initializer()) initializers.insert(t.name());
+    std::string names;
+    for (const onnx::ValueInfoProto& v : g.input())
+      if (!initializers.count(v.name()) && inputs.insert(v.name()).second)
+        names += (names.empty() ? "" : ", ") + ("'" + v.name() + "'");
+    for (const auto& [name, shape] : options_.input_shapes)
+      KILN_CHECK(inputs.count(name), ErrorKind::InvalidArgument,
+                 where(file_) + "OnnxOptions::input_shapes (kiln: --input, --input-shape) names '" + name +
+                     "', which is not an input of the model (its inputs: " + names + ")");
+  }
+
+  // The extents that given shapes set for named dims ("batch" = 4), so that
+  // other inputs' dims of that name take them; two that differ are refused.
+  void collect_named_extents(const onnx::GraphProto& g) {
+    for (const onnx::ValueInfoProto& v : g.input()) {
+      const auto given = options_.input_shapes.find(v.name());
+      const auto& tt = v.type().tensor_type();
+      if (given == options_.input_shapes.end() || !tt.has_shape() ||
+          static_cast<std::size_t>(tt.shape().dim_size()) != given->second.size())
+        continue;
+      for (int i = 0; i < tt.shape().dim_size(); ++i) {
+        const std::string symbol = symbol_of(tt.shape().dim(i));
+        if (symbol.empty() || symbol == "?") continue;
+        const std::int64_t extent = given->second[static_cast<std::size_t>(i)];
+        const std::string here = "input '" + v.name() + "' dim " + std::to_string(i);
+        const auto [it, first] = named_extents_.try_emplace(symbol, extent, here);
+        KILN_CHECK(first || it->second.first == extent, ErrorKind::ShapeMismatch,
+                   where(file_) + "OnnxOptions::input_shapes: " + here + " ('" + symbol + "') is " +
+                       std::to_string(extent) + ", but " + it->second.second + " ('" + symbol + "') is " +
+                       std::to_string(it->second.first) + ": dims of one name must agree");
+      }
+    }
+  }
+
   void add_inputs(const onnx::GraphProto& g) {
+    collect_named_extents(g);
     for (const onnx::ValueInfoProto& v : g.input()) {
       if (values_.count(v.name())) continue;  // an initializer listed as an input: a constant
       const std::string what = where(file_) + "input '" + v.name() + "': ";
@@ -622,6 +734,8 @@ class Importer final : public ImportContext {
   std::int64_t folded_bytes_ = 0;  // charged so far
   int opset_ = 0;
   std::vector<InputDims> input_dims_;  // per graph input, in order
+  std::vector<std::string> placeholders_;  // symbolic dims set by a placeholder, described
+  std::map<std::string, std::pair<std::int64_t, std::string>> named_extents_;  // named dim -> given extent, where
   bool any_symbolic_ = false;
   int branch_depth_ = 0;        // If branches being inlined
   int nodes_converted_ = 0;     // branch nodes, counted against kMaxNodes
@@ -714,7 +828,32 @@ Model load_onnx_bytes(std::string_view bytes, const std::string& name, const std
   resolved.max_folded_bytes = onnx_import::resolve_max_folded_bytes(options);
   onnx_import::parse(model->proto, bytes, name, "model");
   onnx_import::Importer importer(name, base_dir, resolved, resolved.max_folded_bytes);
-  Model imported = importer.import(model->proto);
+  std::optional<Model> attempt;
+  try {
+    attempt = importer.import(model->proto);
+  } catch (const Error& e) {
+    // Errors before the inputs are read (the header, unsupported ops, a
+    // misnamed input shape) and damaged files are the file's own. A shape or
+    // value error once some symbolic dim took a placeholder may be kiln's
+    // making: the model then waits for its first call's shapes.
+    const bool shape_dependent = e.kind() == ErrorKind::ShapeMismatch || e.kind() == ErrorKind::InvalidArgument ||
+                                 e.kind() == ErrorKind::Unsupported;
+    if (importer.placeholders().empty() || !shape_dependent) throw;
+    std::string dims;
+    for (const std::string& p : importer.placeholders()) dims += (dims.empty() ? "" : ", ") + p;
+    Error why(e.kind(), "model '" + name + "': importing it at placeholder extents for its symbolic dims (" + dims +
+                            ") failed: " + e.what() +
+                            ". Its first call imports it at that call's shapes; to import it now, give the input "
+                            "shapes in OnnxOptions::input_shapes (kiln: --input NAME=FILE.npy or --input-shape "
+                            "NAME=DIMS)");
+    onnx_import::Importer stub(name, base_dir, resolved, resolved.max_folded_bytes);
+    std::shared_ptr<const graph::Graph> inputs = stub.inputs_only(model->proto);
+    const std::string pending_name = onnx_import::model_name(model->proto, name);
+    auto source = std::make_shared<const onnx_import::OnnxShapeSource>(std::move(model), name, base_dir, resolved,
+                                                                      stub.input_dims());
+    return internal::ModelAccess::pending(std::move(inputs), pending_name, std::move(source), std::move(why));
+  }
+  Model imported = std::move(*attempt);
   if (!importer.any_symbolic()) return imported;
   auto source = std::make_shared<const onnx_import::OnnxShapeSource>(std::move(model), name, base_dir, resolved,
                                                                     importer.input_dims());

@@ -43,6 +43,7 @@ void register_silu_ops(OpTable& table);          // Silu (kiln's, from recognise
 void register_winograd_ops(OpTable& table);      // WinogradInput WinogradOutput (kiln's, from winograd)
 void register_loss_ops(OpTable& table);          // NegativeLogLikelihoodLoss
 void register_control_ops(OpTable& table);       // If (a condition read at run time)
+void register_recurrence_ops(OpTable& table);    // Recurrence (kiln's: the time loop of LSTM, GRU, RNN)
 
 // ---- node inputs and attributes --------------------------------------------
 

@@ -14,6 +14,7 @@ namespace kiln {
 // tools' way in (graph/model_access.h).
 namespace graph { class Graph; }
 namespace internal { struct ModelAccess; class ShapeSource; }
+class Error;
 
 struct KILN_API TensorSpec {
   std::string name;
@@ -44,6 +45,14 @@ class KILN_API Model {
   // new shape set compiled once (CompileOptions::recompile_limit).
   bool has_symbolic_dims() const { return shapes_ != nullptr; }
 
+  // Whether import waits for real input shapes: an ONNX model with symbolic
+  // dims whose import at placeholder extents failed (kiln::load_onnx). Its
+  // inputs() are known; its first call imports it at that call's shapes, and
+  // until then outputs(), prepare(), explain() and compile_to_file() throw
+  // the placeholder import's error, which names the placeholder dims and the
+  // options that set them.
+  bool import_pending() const { return pending_ != nullptr; }
+
  private:
   friend struct internal::ModelAccess;
   // Verifies the graph; throws kiln::Error naming the first problem.
@@ -53,6 +62,7 @@ class KILN_API Model {
   std::string name_;
   std::string task_;
   std::shared_ptr<const internal::ShapeSource> shapes_;  // null: every input shape is fixed
+  std::shared_ptr<const Error> pending_;  // why import waits (graph_ then holds the inputs only); null: imported
 };
 
 }  // namespace kiln

@@ -2,11 +2,18 @@
 //
 //   kiln::Model m = kiln::load_onnx("resnet50.onnx");
 //
-// Shapes are static: symbolic input dimensions take sizes from the options.
-// Shape arithmetic (Shape/Gather/Concat/Unsqueeze chains, Constant,
-// ConstantOfShape, Resize sizes), Identity and Dropout are folded away at
-// import. Errors name the file and the node; unsupported ops are listed all
-// at once.
+// Symbolic input dims are read as ONNX Runtime reads them: a dim_param
+// ("batch") is one extent wherever that name appears; a dim with no value, a
+// dim_param of "?" and a negative dim_value (-1, as paddle2onnx and the
+// TensorFlow converters write) are each independent. Import fixes every
+// extent: symbolic dims take OnnxOptions::input_shapes, else placeholders
+// (image_size, default_dim); the model keeps its file and is imported again
+// for calls of other shapes (kiln::compile, kiln::eager). If importing at
+// placeholders fails, load_onnx still returns the model, whose import waits
+// for its first call's shapes (Model::import_pending). Shape arithmetic
+// (Shape/Gather/Concat/Unsqueeze chains, Constant, ConstantOfShape, Resize
+// sizes), Identity and Dropout are folded away at import. Errors name the file
+// and the node; unsupported ops are listed all at once.
 #pragma once
 
 #include <kiln/export.h>
@@ -22,7 +29,10 @@
 namespace kiln {
 
 struct KILN_API OnnxOptions {
-  // Full shapes for inputs, by input name; they override the file's shapes.
+  // Full shapes for inputs, by input name: each must have the file's rank and
+  // fixed extents, and dims of one name must agree (ShapeMismatch otherwise); a
+  // name that is not a graph input is an InvalidArgument error listing them.
+  // A named dim given here sets that name in every input.
   std::map<std::string, Shape> input_shapes{};
   // The size of any remaining symbolic or unknown dimension (usually batch).
   std::int64_t default_dim = 1;

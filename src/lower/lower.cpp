@@ -43,6 +43,7 @@ constexpr OpLowering kLowerings[] = {
     {"LayerNormalization", 2, 3, layer_norm_unsupported, lower_layer_norm, 3},
     {"LRN", 1, 1, lrn_unsupported, lower_lrn},
     {"Attention", 3, 4, attention_unsupported, lower_attention},
+    {"Recurrence", 2, 6, recurrence_unsupported, lower_recurrence, 3, KernelDTypes::any},
     {"MaxPool", 1, 1, pool_unsupported, lower_pool},
     {"AveragePool", 1, 1, pool_unsupported, lower_pool},
     {"GlobalAveragePool", 1, 1, global_pool_unsupported, lower_global_average_pool},

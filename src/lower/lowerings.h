@@ -130,6 +130,10 @@ kir::Kernel lower_winograd_output(const OpContext& ctx);  // one invocation per 
 std::optional<std::string> winograd_weight_unsupported(const OpContext& ctx);
 kir::Kernel lower_winograd_weight(const OpContext& ctx);  // eager: the filter transform, one invocation per filter
 
+// The whole time loop of an LSTM/GRU/RNN in one kernel: a workgroup per (direction, batch row) sequence.
+std::optional<std::string> recurrence_unsupported(const OpContext& ctx);
+kir::Kernel lower_recurrence(const OpContext& ctx);
+
 std::optional<std::string> transpose_unsupported(const OpContext& ctx);
 kir::Kernel lower_transpose(const OpContext& ctx);
 std::optional<std::string> concat_unsupported(const OpContext& ctx);

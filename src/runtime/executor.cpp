@@ -612,6 +612,14 @@ std::string Executor::explain() const {
     std::istringstream lines(options_.settings.describe());
     for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
   }
+  if (model_.import_pending()) {
+    try {
+      internal::ModelAccess::check_imported(model_);
+    } catch (const Error& e) {
+      out << "import: waits for the first call's input shapes (" << e.what() << ")\n";
+    }
+    return out.str();
+  }
   if (!prepared_) {
     out << "  (not compiled yet: call it once or prepare())\n";
     return out.str();

@@ -227,7 +227,8 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
   std::lock_guard lock(mutex_);
   for (auto* sets : {&compiled_, &eager_})
     for (Set& set : *sets) {
-      if (set.shapes == shapes) return latest_ = set.executor;
+      // A model whose import waited is imported at the first call's shapes, even the placeholders'.
+      if (set.shapes == shapes && !set.executor->model().import_pending()) return latest_ = set.executor;
       for (auto member = set.members.begin(); member != set.members.end(); ++member)
         if (member->shapes == shapes) {
           std::rotate(set.members.begin(), member, member + 1);  // most recent first
