@@ -53,9 +53,10 @@ Builder::Value Builder::input(const std::string& name, DType dtype, Shape shape)
   graph::Graph& g = live_graph();
   KILN_CHECK(!g.name_taken(name), ErrorKind::InvalidArgument,
              "Builder '" + model_name_ + "': input name '" + name + "' is already used");
+  // Zero is an extent like any other (an empty batch, an empty key/value cache).
   for (std::int64_t d : shape)
-    KILN_CHECK(d > 0, ErrorKind::ShapeMismatch,
-               "Builder '" + model_name_ + "': input '" + name + "' has a non-positive dimension in " + shape_str(shape));
+    KILN_CHECK(d >= 0, ErrorKind::ShapeMismatch,
+               "Builder '" + model_name_ + "': input '" + name + "' has a negative dimension in " + shape_str(shape));
   return {g.add_input(name, graph::TensorType{dtype, std::move(shape)})};
 }
 

@@ -301,6 +301,58 @@ void recurrence_cases(CaseBuilder& c) {
   }
 }
 
+// Zero-size tensors: an empty batch or sequence (a decoder's first step has
+// an empty key/value cache). An output with elements computed from empty
+// inputs (a product over K = 0, a sum over an empty axis) must still be
+// written; a kernel with nothing to write is never dispatched.
+void empty_cases(CaseBuilder& c) {
+  c.add("Empty/add_relu", {{0, 3}, {0, 3}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.relu(b.add(xs[0], xs[1]))}; });
+  c.add("Empty/concat_past", {{1, 2, 0, 4}, {1, 2, 3, 4}},
+        [](Builder& b, Values&, Vs& xs) { return Vs{b.sigmoid(b.concat(xs, 2))}; });
+  c.add("Empty/matmul_zero_k", {{2, 0}, {0, 3}}, [](Builder& b, Values&, Vs& xs) { return Vs{b.matmul(xs[0], xs[1])}; });
+  c.add("Empty/gemm_zero_k_bias", {{2, 0}}, [](Builder& b, Values& v, Vs& xs) {
+    return Vs{b.gemm(xs[0], b.constant("w", v.tensor({0, 3})), b.constant("c", v.tensor({3})))};
+  });
+  c.add("Empty/reduce_sum_empty_axis", {{3, 0, 2}}, [](Builder& b, Values&, Vs& xs) {
+    graph::Attributes a;
+    a.set("axes", std::vector<std::int64_t>{1});
+    a.set("keepdims", std::int64_t{0});
+    return b.op("ReduceSum", {xs[0]}, a);
+  });
+  c.add("Empty/reduce_max_prod_empty_axis", {{2, 3, 0}}, [](Builder& b, Values&, Vs& xs) {
+    graph::Attributes a;
+    a.set("axes", std::vector<std::int64_t>{-1});
+    const V max = b.op("ReduceMax", {xs[0]}, a)[0];  // -inf, clipped to compare
+    return Vs{b.clip(max, -5.0f, 5.0f), b.op("ReduceProd", {xs[0]}, a)[0]};
+  });
+  c.add("Empty/softmax_transpose_zero_batch", {{0, 4, 5}},
+        [](Builder& b, Values&, Vs& xs) { return Vs{b.transpose(b.softmax(xs[0]), {2, 0, 1})}; });
+  c.add("Empty/conv_zero_batch", {{0, 3, 6, 6}}, [](Builder& b, Values& v, Vs& xs) {
+    return Vs{b.relu(b.conv2d(xs[0], b.constant("w", v.tensor({4, 3, 3, 3})), b.constant("b", v.tensor({4})),
+                              {{1, 1}, {1, 1, 1, 1}, {1, 1}, 1}))};
+  });
+  c.add("Empty/layer_norm_and_attention_zero_queries", {{1, 0, 8}, {1, 5, 8}}, [](Builder& b, Values& v, Vs& xs) {
+    const V q = b.layer_norm(xs[0], b.constant("s", v.tensor({8})), b.constant("t", v.tensor({8})));
+    return b.op("Attention", {q, xs[1], xs[1]}, graph::Attributes{});
+  });
+  c.add("Empty/split_with_an_empty_part", {{2, 5}}, [](Builder& b, Values&, Vs& xs) {
+    graph::Attributes a;
+    a.set("axis", std::int64_t{1});
+    a.set("split", std::vector<std::int64_t>{2, 0, 3});
+    Vs parts = b.op("Split", {xs[0]}, a);
+    return Vs{b.relu(parts[0]), b.relu(parts[1]), b.relu(parts[2])};
+  });
+  c.add("Empty/recurrence_zero_steps", {{0, 2, 9}, {1, 1, 2, 3}}, [](Builder& b, Values& v, Vs& xs) {
+    graph::Attributes a;
+    a.set("cell", std::string("GRU"));
+    a.set("hidden_size", std::int64_t{3});
+    a.set("activations", std::string("Sigmoid,Tanh"));
+    a.set("activation_alpha", std::vector<double>{0.0, 0.0});
+    a.set("activation_beta", std::vector<double>{0.0, 0.0});
+    return b.op("Recurrence", {xs[0], b.constant("rt", v.tensor({1, 3, 9})), std::nullopt, std::nullopt, xs[1]}, a);
+  });
+}
+
 }  // namespace
 
 std::vector<OpCase> make_op_cases() {
@@ -315,6 +367,7 @@ std::vector<OpCase> make_op_cases() {
   chain_cases(c);
   conv_transpose_cases(c);
   recurrence_cases(c);
+  empty_cases(c);
   add_math_cases(cases);
   add_data_cases(cases);
   add_typed_cases(cases);

@@ -303,11 +303,19 @@ std::vector<bool> reduced_axes(const OpContext& ctx) {
 }
 
 std::optional<std::string> reduce_unsupported(const OpContext& ctx) {
-  const Shape& shape = ctx.input_shape(0);
-  const std::vector<bool> reduced = reduced_axes(ctx);
-  for (std::size_t d = 0; d < shape.size(); ++d)
-    if (reduced[d] && shape[d] == 0) return "reduces axis " + std::to_string(d) + " of extent 0";
+  reduced_axes(ctx);  // validates the axes
   return std::nullopt;
+}
+
+// What a reduction over no elements gives (an empty axis), as the reference
+// and ONNX define it: the sum's 0, the product's 1, max -inf, min +inf, the
+// mean 0 / 0 (NaN), the log of an empty sum -inf.
+double empty_reduction(const std::string& op) {
+  if (op == "ReduceProd") return 1.0;
+  if (op == "ReduceMax" || op == "ReduceLogSum" || op == "ReduceLogSumExp") return -INFINITY;
+  if (op == "ReduceMin") return INFINITY;
+  if (op == "ReduceMean") return NAN;
+  return 0.0;
 }
 
 // One invocation per output element: the kept coordinates give a base offset
@@ -325,6 +333,11 @@ kir::Kernel lower_reduce(const OpContext& ctx) {
   const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
   const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
   const Expr index = kir::global_index();
+  if (num_elements(shape) == 0) {
+    // An empty reduced axis: every output element is the empty reduction.
+    kernel.body.push_back(kir::store(y, index, kir::f32(empty_reduction(op))));
+    return kernel;
+  }
   const std::vector<Expr> coords = unravel(kernel.body, index, kept_shape, "o");
   const graph::Strides strides = graph::row_major_strides(shape);
   IndexSum base_sum;
