@@ -137,6 +137,10 @@ void arithmetic_cases(TypedCases& c) {
   c.add_op("Mul/i64", {{i64, {4, 4}}, {i64, {4, 4}}}, "Mul");
   c.add_op("Max/i64_three_inputs", {{i64, {2, 5}}, {i64, {5}}, {i64, {2, 1}}}, "Max");
   c.add_op("Min/i32", {{i32, {6}}, {i32, {6}}}, "Min");
+  // i32 arithmetic (TensorFlow's converters count loop steps in i32).
+  c.add_op("Add/i32_broadcast", {{i32, {2, 3}}, {i32, {3}}}, "Add");
+  c.add_op("Sub/i32", {{i32, {5}}, {i32, {5}}}, "Sub");
+  c.add_op("Mul/i32", {{i32, {4, 4}}, {i32, {4, 4}}}, "Mul");
   c.add_op("Pow/f32_i64_exponent", {{f32, {2, 4}}, {i64, {4}}}, "Pow");
 }
 
@@ -214,6 +218,16 @@ void data_cases(TypedCases& c) {
   c.add_op("Pad/i64_constant", {{i64, {2, 3}}}, "Pad",
            attrs({{"pads", Ints{1, 0, 0, 2}}, {"value", 7.0}}));
   c.add_op("Expand/bool", {{boolean, {3, 1}}}, "Expand", attrs({{"shape", Ints{2, 3, 4}}}));
+  // ReverseSequence: time-major f32 with a length of 0 and one of every step;
+  // batch-major i32 (a backward recurrent layer's input as TensorFlow writes it).
+  c.add("ReverseSequence/time_major", {{f32, {4, 3, 2}}}, [](Builder& b, Vs& xs) {
+    return b.op("ReverseSequence", {xs[0], b.constant("lengths", i64_tensor({4, 0, 2}))},
+                attrs({{"batch_axis", std::int64_t{1}}, {"time_axis", std::int64_t{0}}}));
+  });
+  c.add("ReverseSequence/batch_major_i32", {{i32, {2, 5}}}, [](Builder& b, Vs& xs) {
+    return b.op("ReverseSequence", {xs[0], b.constant("lengths", i64_tensor({3, 5}))},
+                attrs({{"batch_axis", std::int64_t{0}}, {"time_axis", std::int64_t{1}}}));
+  });
   c.add_op("Gather/i64_constant_indices", {{i64, {5, 3}}}, "Gather",
            attrs({{"axis", std::int64_t{0}}, {"indices", Ints{4, 0, 2}}, {"indices_shape", Ints{3}}}));
 }

@@ -1329,6 +1329,80 @@ BOOST_AUTO_TEST_CASE(an_if_with_a_constant_condition_takes_its_branch) {
   BOOST_TEST(contains(inside.what(), "NoSuchOp: 'else_branch_node'"), inside.what());
 }
 
+// A run-time If whose branch cannot be imported at these shapes (an
+// exporter's path for another input rank or sample rate, as silero-vad
+// ships) imports anyway, as ONNX Runtime checks only the branch it runs: the
+// good branch runs, and choosing the other is an error that says why.
+BOOST_AUTO_TEST_CASE(a_run_time_if_whose_other_branch_cannot_import_runs_the_good_one) {
+  OnnxModel m;
+  m.input("x", {2, 3});
+  m.input("cond", {}, onnx::TensorProto_DataType_BOOL);
+  auto* node = m.node("If", {"cond"}, {"y"}, "choose");
+  for (const auto& [name, op, out] : {std::tuple<std::string, std::string, std::string>{"then_branch", "Relu", "a"},
+                                      {"else_branch", "MatMul", "b"}}) {
+    auto* a = node->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto_AttributeType_GRAPH);
+    onnx::GraphProto* g = a->mutable_g();
+    g->set_name(name);
+    auto* inner = g->add_node();
+    inner->set_op_type(op);
+    inner->set_name(name + "_node");
+    inner->add_input("x");
+    if (op == "MatMul") inner->add_input("x");  // [2, 3] x [2, 3]: no product
+    inner->add_output(out);
+    g->add_output()->set_name(out);
+  }
+  m.output("y");
+  const kiln::Model model = m.load();
+  const Tensor x = Tensor::from_f32({2, 3}, {-1, 2, -3, 4, -5, 6});
+  Tensor yes(DType::boolean, {}), no(DType::boolean, {});
+  yes.bytes()[0] = std::byte{1};
+  auto compiled = kiln::compile(model);
+  for (const auto& y : {run(model, {x, yes}).at(0), compiled({x, yes}).at(0)}) {
+    BOOST_TEST(y.values<float>()[0] == 0.0f);
+    BOOST_TEST(y.values<float>()[1] == 2.0f);
+  }
+  for (const auto& e : {error_of([&] { run(model, {x, no}); }), error_of([&] { compiled({x, no}); })}) {
+    BOOST_TEST(e.kind() == ErrorKind::ShapeMismatch);
+    BOOST_TEST(contains(e.what(), "the condition chose the else-branch, which could not be imported at these shapes"),
+               e.what());
+    BOOST_TEST(contains(e.what(), "else_branch_node"), e.what());
+  }
+}
+
+// Expand to a shape computed at run time (from a data-dependent length, as
+// TensorFlow's converters write a loop's output length) runs on the host.
+BOOST_AUTO_TEST_CASE(expand_to_a_shape_read_at_run_time) {
+  OnnxModel m;
+  m.input("x", {3, 1});
+  m.input("mask", {4}, onnx::TensorProto_DataType_BOOL);
+  m.node("NonZero", {"mask"}, {"where"});
+  m.node("Shape", {"where"}, {"dims"});  // [1, count]
+  m.node("Expand", {"x", "dims"}, {"y"}, "spread");
+  m.output("y");
+  const kiln::Model model = m.load();
+  Tensor mask(DType::boolean, {4});
+  for (int i : {0, 2, 3}) mask.bytes()[static_cast<std::size_t>(i)] = std::byte{1};
+  const Tensor x = Tensor::from_f32({3, 1}, {1, 2, 3});
+  for (const auto& y : {run(model, {x, mask}).at(0), kiln::compile(model)({x, mask}).at(0)}) {
+    BOOST_TEST(y.shape() == (kiln::Shape{3, 3}), boost::test_tools::per_element());
+    BOOST_TEST(y.values<float>()[8] == 3.0f);
+  }
+}
+
+// What a file lacks (a dtype, an op) is its own error at load, even with
+// symbolic dims at placeholders: it would fail at every shape.
+BOOST_AUTO_TEST_CASE(unsupported_features_are_not_blamed_on_placeholders) {
+  OnnxModel m;
+  m.input("x", {-1, 3, 4, 4}, onnx::TensorProto_DataType_FLOAT16);
+  m.initializer("w", random_f32({2, 3, 1, 1}, 1));
+  m.node("Conv", {"x", "w"}, {"y"}, "conv");
+  m.output("y");
+  const auto e = error_of([&] { m.load(); });
+  BOOST_TEST(!contains(e.what(), "placeholder"), e.what());
+}
+
 // Loop: the body (a subgraph with inputs of its own) runs on the host until
 // the trip count or the body's condition stops it; loop-carried values come
 // out final, scan outputs stacked over the iterations. The trip count may be
@@ -1468,20 +1542,28 @@ BOOST_AUTO_TEST_CASE(exporters_dim_conventions_follow_onnx_runtime) {
   m.input("x", {1, 3, 1, 1});
   auto* dims = m.graph().mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape();
   dims->mutable_dim(0)->set_dim_value(-1);
-  dims->mutable_dim(2)->set_dim_param("?");
-  dims->mutable_dim(3)->Clear();  // no value, no name
+  dims->mutable_dim(2)->set_dim_param("?");  // paddle2onnx's [-1, 3, ?, ?]
+  dims->mutable_dim(3)->set_dim_param("?");
+  m.input("z", {1, 1});
+  m.graph().mutable_input(1)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(1)->Clear();
   m.node("Relu", {"x"}, {"y"});
+  m.node("Neg", {"z"}, {"w"});
   m.output("y");
+  m.output("w");
   const kiln::Model model = m.load({.image_size = 8});
   const kiln::TensorSpec x = model.inputs().at(0);
   BOOST_TEST(x.shape == (kiln::Shape{1, 3, 8, 8}), boost::test_tools::per_element());
   BOOST_TEST(x.symbolic_dims == (std::vector<std::string>{"?", "", "?", "?"}), boost::test_tools::per_element());
-  // Each unknown dim takes its own extent: height 5 and width 7 in one call.
+  BOOST_TEST(model.inputs().at(1).symbolic_dims == (std::vector<std::string>{"", "?"}), boost::test_tools::per_element());
+  // Each unknown dim takes its own extent: height 5 and width 7 in one call,
+  // and the unnamed dim of the other input 9.
   const Tensor input = random_f32({2, 3, 5, 7}, 3);
-  const Tensor y = kiln::eager(model)({input}).at(0);
+  const auto out = kiln::eager(model)({input, random_f32({1, 9}, 5)});
+  const Tensor& y = out.at(0);
   BOOST_TEST(y.shape() == (kiln::Shape{2, 3, 5, 7}), boost::test_tools::per_element());
+  BOOST_TEST(out.at(1).shape() == (kiln::Shape{1, 9}), boost::test_tools::per_element());
   BOOST_TEST(y.values<float>()[4] == std::max(input.values<float>()[4], 0.0f));
-  const auto fixed = error_of([&] { kiln::eager(model)({random_f32({2, 4, 5, 7}, 4)}); });
+  const auto fixed = error_of([&] { kiln::eager(model)({random_f32({2, 4, 5, 7}, 4), random_f32({1, 9}, 5)}); });
   BOOST_TEST(fixed.kind() == ErrorKind::ShapeMismatch);
   BOOST_TEST(contains(fixed.what(), "dim 1 is fixed at 3"), fixed.what());
 

@@ -257,11 +257,14 @@ void add_run_command(CLI::App& app) {
     // (a file that breaks what the model fixes is refused by gather_inputs).
     if (!loaded && model.has_symbolic_dims()) {
       std::map<std::string, Shape> known;
+      bool differs = model.import_pending();
       for (const TensorSpec& spec : model.inputs())
         for (const InputFile& file : input_files)
-          if (file.name == spec.name && admits(spec, file.tensor.shape()) && file.tensor.shape() != spec.shape)
+          if (file.name == spec.name && admits(spec, file.tensor.shape())) {
             known.emplace(file.name, file.tensor.shape());
-      if (!known.empty()) model = args->load(known);
+            differs = differs || file.tensor.shape() != spec.shape;
+          }
+      if (differs) model = args->load(known);
     }
     // The output folder is checked (and the file names chosen) before anything
     // runs: an unwritable folder fails now, not after the inference.

@@ -234,7 +234,7 @@ def fetch(entry, cache):
 
 
 def save_npy(path, array):
-    np.save(path, np.ascontiguousarray(array))
+    np.save(path, array if array.ndim == 0 else np.ascontiguousarray(array))
 
 
 def compare(kiln_out, ort_out):
@@ -271,8 +271,11 @@ def run_variant(entry, model, inputs, kiln, backend, work):
         lines = [l.strip() for l in (result.stderr.strip() or result.stdout.strip()).splitlines() if l.strip()]
         errors = [l for l in lines if l.startswith("kiln:")]
         start = lines.index(errors[-1]) if errors else max(len(lines) - 1, 0)
-        error = "; ".join(lines[start:start + 4]) if lines else f"exit status {result.returncode}"
+        error = "; ".join(lines[start:start + 12]) if lines else f"exit status {result.returncode}"
         error = error.removeprefix("kiln: error: ")
+        if "unsupported op type" in error:  # the op types alone, not every node
+            ops = re.findall(r";\s*([A-Za-z0-9_.]+):", error)
+            error = "unsupported ops: " + ", ".join(ops)
         return {"ok": False, "result": error[:400], "seconds": seconds}
     written = re.findall(r"^wrote (.+?) \(", result.stdout, flags=re.M)
     if len(written) != len(names):

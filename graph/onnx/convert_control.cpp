@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,14 +48,40 @@ std::vector<ValueId> convert_if(const OnnxNode& n, ImportContext& ctx) {
   auto branch = [&](const char* name) { return &graph_attribute(n, name); };
   const Tensor* cond = ctx.constant(n.inputs[0]);
   if (cond == nullptr) {
-    // Read at run time: both branches become subgraphs of a host step.
+    // Read at run time: both branches become subgraphs of a host step. As
+    // ONNX Runtime checks only the branch it runs, a branch that cannot be
+    // imported at these shapes (an exporter's path for another input rank or
+    // sample rate) fails only if the condition picks it: the other branch
+    // stands in for its types and the node carries its error.
     std::vector<ValueId> then_inputs, else_inputs;
-    auto then_graph = ctx.import_subgraph(n, *branch("then_branch"), then_inputs);
-    auto else_graph = ctx.import_subgraph(n, *branch("else_branch"), else_inputs);
+    std::optional<Error> then_error, else_error;
+    auto import = [&](const char* name, std::vector<ValueId>& captured, std::optional<Error>& error) {
+      std::shared_ptr<const graph::Graph> graph;
+      try {
+        graph = ctx.import_subgraph(n, *branch(name), captured);
+      } catch (const Error& e) {
+        const bool shape_dependent = e.kind() == ErrorKind::ShapeMismatch || e.kind() == ErrorKind::InvalidArgument;
+        if (!shape_dependent) throw;
+        error = e;
+        captured.clear();
+      }
+      return graph;
+    };
+    auto then_graph = import("then_branch", then_inputs, then_error);
+    auto else_graph = import("else_branch", else_inputs, else_error);
+    if (then_error && else_error) throw *then_error;
+    Attributes attrs;
+    if (then_error) {
+      then_graph = else_graph, then_inputs = else_inputs;
+      attrs.set("then_error", std::string(then_error->what()));
+    }
+    if (else_error) {
+      else_graph = then_graph, else_inputs = then_inputs;
+      attrs.set("else_error", std::string(else_error->what()));
+    }
     std::vector<ValueId> inputs = {n.inputs[0]};
     inputs.insert(inputs.end(), then_inputs.begin(), then_inputs.end());
     inputs.insert(inputs.end(), else_inputs.begin(), else_inputs.end());
-    Attributes attrs;
     attrs.set("then_inputs", static_cast<std::int64_t>(then_inputs.size()));
     return ctx.emit_with_subgraphs(n, "If", std::move(inputs), std::move(attrs), {then_graph, else_graph});
   }

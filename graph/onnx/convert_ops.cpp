@@ -619,6 +619,17 @@ std::vector<ValueId> convert_gather(const OnnxNode& n, ImportContext& ctx) {
 }
 
 // Trilu: a constant k becomes the `k` attribute; a computed one stays an input.
+// Expand: a constant shape becomes the `shape` attribute; one computed at run
+// time (from a data-dependent length) stays an input, read on the host.
+std::vector<ValueId> convert_expand(const OnnxNode& n, ImportContext& ctx) {
+  KILN_CHECK(present(n, 0) && present(n, 1), ErrorKind::Corrupt, n.where + "Expand needs its input and shape");
+  const Tensor* shape = ctx.constant(n.inputs[1]);
+  if (shape == nullptr) return ctx.emit(n, "Expand", {n.inputs[0], n.inputs[1]}, n.attrs);
+  Attributes attrs = n.attrs;
+  attrs.set("shape", to_ints(n, *shape, "the shape input"));
+  return ctx.emit(n, "Expand", {n.inputs[0]}, std::move(attrs));
+}
+
 std::vector<ValueId> convert_trilu(const OnnxNode& n, ImportContext& ctx) {
   KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
   if (!present(n, 1)) return ctx.emit(n, "Trilu", {n.inputs[0]}, n.attrs);
@@ -1001,7 +1012,7 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("Split", OpRule{"Split", convert_split});
     r.emplace("Squeeze", ints_input_to_attr("Squeeze", "axes", true));
     r.emplace("Unsqueeze", ints_input_to_attr("Unsqueeze", "axes", false));
-    r.emplace("Expand", ints_input_to_attr("Expand", "shape", false));
+    r.emplace("Expand", OpRule{"Expand", convert_expand});
     r.emplace("Tile", ints_input_to_attr("Tile", "repeats", false));
     r.emplace("Pad", OpRule{"Pad", convert_pad});
     r.emplace("Resize", OpRule{"Resize", convert_resize});
@@ -1043,6 +1054,7 @@ const std::map<std::string, OpRule>& op_rules() {
     r.emplace("Dropout", OpRule{"", convert_dropout});
     r.emplace("LayerNormalization", OpRule{"LayerNormalization", convert_layer_norm});
     r.emplace("NegativeLogLikelihoodLoss", direct("NegativeLogLikelihoodLoss"));
+    r.emplace("ReverseSequence", direct("ReverseSequence"));
     r.emplace("SoftmaxCrossEntropyLoss", OpRule{"NegativeLogLikelihoodLoss", convert_softmax_cross_entropy});
     return r;
   }();

@@ -60,7 +60,7 @@ const std::map<std::string, int> kUnchangedSince = {
     // Scan 11 only allows negative axes, which kiln refuses anyway (axis 0 only).
     {"Scan", 9},
     // Opset 14 added only `layout` (read with its default) and bfloat16.
-    {"LSTM", 7}, {"GRU", 7}, {"RNN", 7},
+    {"LSTM", 7}, {"GRU", 7}, {"RNN", 7}, {"ReverseSequence", 10},
 };
 
 // The symbolic name of an input dim as ONNX Runtime reads it: "" for a fixed
@@ -833,11 +833,11 @@ Model load_onnx_bytes(std::string_view bytes, const std::string& name, const std
     attempt = importer.import(model->proto);
   } catch (const Error& e) {
     // Errors before the inputs are read (the header, unsupported ops, a
-    // misnamed input shape) and damaged files are the file's own. A shape or
-    // value error once some symbolic dim took a placeholder may be kiln's
-    // making: the model then waits for its first call's shapes.
-    const bool shape_dependent = e.kind() == ErrorKind::ShapeMismatch || e.kind() == ErrorKind::InvalidArgument ||
-                                 e.kind() == ErrorKind::Unsupported;
+    // misnamed input shape), damaged files and unsupported features are the
+    // file's own. A shape or value error once some symbolic dim took a
+    // placeholder may be kiln's making: the model then waits for its first
+    // call's shapes.
+    const bool shape_dependent = e.kind() == ErrorKind::ShapeMismatch || e.kind() == ErrorKind::InvalidArgument;
     if (importer.placeholders().empty() || !shape_dependent) throw;
     std::string dims;
     for (const std::string& p : importer.placeholders()) dims += (dims.empty() ? "" : ", ") + p;

@@ -82,7 +82,9 @@ TensorType joined(const TensorType& a, const TensorType& b, std::size_t index) {
 }
 
 std::vector<TensorType> infer_if(const Node& node, std::span<const TensorType> in) {
-  check_known_attributes(node, {"then_inputs"});
+  // then_error / else_error: that branch could not be imported at these
+  // shapes (the importer put the other in its place); taking it is this error.
+  check_known_attributes(node, {"then_inputs", "then_error", "else_error"});
   const Branches b = branches_of(node, in.size());
   KILN_CHECK(in[0].dtype == DType::boolean && !in[0].dynamic && num_elements(in[0].shape) == 1,
              ErrorKind::ShapeMismatch, "the condition must be one bool, got " + describe("condition", in[0]));
@@ -104,6 +106,10 @@ using Runner = OpSchema::SubgraphRunner;
 std::vector<Tensor> run_if(const Node& node, std::span<const Tensor> in, const Runner& run) {
   const Branches b = branches_of(node, in.size());
   const bool taken = in[0].bytes()[0] != std::byte{0};
+  const std::string error = node.attrs.get_string(taken ? "then_error" : "else_error", "");
+  KILN_CHECK(error.empty(), ErrorKind::ShapeMismatch,
+             std::string("the condition chose the ") + (taken ? "then" : "else") +
+                 "-branch, which could not be imported at these shapes: " + error);
   if (taken) return run(b.then_branch, in.subspan(1, b.then_inputs));
   return run(b.else_branch, in.subspan(1 + b.then_inputs));
 }

@@ -459,12 +459,29 @@ std::vector<Tensor> reference_unsqueeze(const Node& node, std::span<const Tensor
 
 // ---- Expand -----------------------------------------------------------------------
 
+// With a second input (the shape, read at run time: computed from a
+// data-dependent value, as TensorFlow's converters write a loop's output
+// length), the output is dynamic and the node runs on the host.
 std::vector<TensorType> infer_expand(const Node& node, std::span<const TensorType> in) {
-  return {{in[0].dtype, expand_shape(node, in[0].shape)}};
+  if (in.size() < 2 || !has_input(node, 1)) return {{in[0].dtype, expand_shape(node, in[0].shape)}};
+  check_known_attributes(node, {});
+  KILN_CHECK(in[1].dtype == DType::i64 && in[1].shape.size() == 1 && !in[1].dynamic, ErrorKind::ShapeMismatch,
+             "the shape must be a 1-D i64 tensor of known length, got " + describe("shape", in[1]));
+  const std::size_t rank = std::max(in[0].shape.size(), static_cast<std::size_t>(in[1].shape[0]));
+  return {dynamic_type(in[0].dtype, Shape(rank, kDynamicDim))};
 }
 
 std::vector<Tensor> reference_expand(const Node& node, std::span<const Tensor> in) {
-  const Shape out_shape = expand_shape(node, in[0].shape());
+  Shape out_shape;
+  if (in.size() > 1 && has_input(node, 1)) {
+    const auto dims = in[1].values<std::int64_t>();
+    const Shape target(dims.begin(), dims.end());
+    check_non_negative("shape", target);
+    out_shape = broadcast_shapes(in[0].shape(), target);
+    check_element_count(out_shape, "output");
+  } else {
+    out_shape = expand_shape(node, in[0].shape());
+  }
   const Strides strides = broadcast_strides(in[0].shape(), out_shape);
   return {gather_elements(in[0], out_shape, [&](std::span<const std::int64_t> coords) {
     std::int64_t offset = 0;
@@ -577,7 +594,7 @@ void register_data_ops(OpTable& table) {
                        "drop unit dims `axes` (default: every unit dim)"));
   add_op(table, make_schema("Unsqueeze", 1, 1, infer_unsqueeze, reference_unsqueeze,
                        "insert unit dims at output `axes`"));
-  add_op(table, make_schema("Expand", 1, 1, infer_expand, reference_expand,
+  add_op(table, make_schema("Expand", 1, 2, infer_expand, reference_expand,
                        "broadcast to `shape` (numpy rules, both ways)"));
   add_op(table, make_schema("Tile", 1, 1, infer_tile, reference_tile, "repeat the input `repeats` times per dim"));
   add_op(table, make_schema("Shape", 1, 1, infer_shape, reference_shape, "the input's dims [start, end) as i64"));

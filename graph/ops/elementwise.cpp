@@ -1,6 +1,9 @@
-// Add, Sub, Mul, Div: numpy multidirectional broadcasting, f32 or i64.
+// Add, Sub, Mul, Div: numpy multidirectional broadcasting, f32, i64 or i32
+// (integers wrap on overflow, as ONNX Runtime's and every kernel's do).
 #include "graph/broadcast.h"
 #include "graph/ops/ops.h"
+
+#include <type_traits>
 
 namespace kiln::graph::ops {
 
@@ -11,23 +14,34 @@ enum class Arith { add, sub, mul, div };
 std::vector<TensorType> infer_binary(const Node& node, std::span<const TensorType> in) {
   check_known_attributes(node, {});
   require_same_dtype("A", in[0], "B", in[1]);
-  KILN_CHECK(in[0].dtype == DType::f32 || in[0].dtype == DType::i64, ErrorKind::Unsupported,
-             "dtype " + std::string(dtype_name(in[0].dtype)) + " is not supported (f32 or i64)");
+  KILN_CHECK(in[0].dtype == DType::f32 || in[0].dtype == DType::i64 || in[0].dtype == DType::i32,
+             ErrorKind::Unsupported,
+             "dtype " + std::string(dtype_name(in[0].dtype)) + " is not supported (f32, i64 or i32)");
   return {{in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape)}};
 }
 
 template <class T>
 T apply(Arith op, T a, T b) {
-  switch (op) {
-    case Arith::add:
-      return a + b;
-    case Arith::sub:
-      return a - b;
-    case Arith::mul:
-      return a * b;
-    case Arith::div:
-      if constexpr (std::is_integral_v<T>) KILN_CHECK(b != 0, ErrorKind::InvalidArgument, "integer division by zero");
-      return a / b;
+  if constexpr (std::is_integral_v<T>) {
+    // Two's complement wrapping, computed unsigned (signed overflow is undefined in C++).
+    using U = std::make_unsigned_t<T>;
+    const U ua = static_cast<U>(a), ub = static_cast<U>(b);
+    switch (op) {
+      case Arith::add: return static_cast<T>(static_cast<U>(ua + ub));
+      case Arith::sub: return static_cast<T>(static_cast<U>(ua - ub));
+      case Arith::mul: return static_cast<T>(static_cast<U>(ua * ub));
+      case Arith::div:
+        KILN_CHECK(b != 0, ErrorKind::InvalidArgument, "integer division by zero");
+        if (b == -1) return static_cast<T>(static_cast<U>(U{0} - ua));  // the minimum / -1 wraps to itself
+        return a / b;
+    }
+  } else {
+    switch (op) {
+      case Arith::add: return a + b;
+      case Arith::sub: return a - b;
+      case Arith::mul: return a * b;
+      case Arith::div: return a / b;
+    }
   }
   return T{};
 }
@@ -62,6 +76,7 @@ OpSchema binary_schema(const std::string& name, Arith op, const std::string& sum
   s.infer = infer_binary;
   s.reference = [op](const Node&, std::span<const Tensor> in) -> std::vector<Tensor> {
     if (in[0].dtype() == DType::i64) return {broadcast_binary<std::int64_t>(op, in[0], in[1])};
+    if (in[0].dtype() == DType::i32) return {broadcast_binary<std::int32_t>(op, in[0], in[1])};
     return {broadcast_binary<float>(op, in[0], in[1])};
   };
   s.summary = summary;

@@ -439,9 +439,65 @@ std::vector<Tensor> reference_trilu(const Node& node, std::span<const Tensor> in
   return {y};
 }
 
+// ---- ReverseSequence ------------------------------------------------------------------
+
+// ReverseSequence reverses, for each batch entry b along `batch_axis`, the
+// first sequence_lens[b] elements along `time_axis` (0 and 1, either way
+// round); the rest are copied. TensorFlow's converters write a backward
+// recurrent layer with it.
+struct ReverseAxes {
+  std::size_t batch, time;
+};
+
+ReverseAxes check_reverse_sequence(const Node& node, std::span<const TensorType> in) {
+  check_known_attributes(node, {"batch_axis", "time_axis"});
+  const std::int64_t batch = node.attrs.get_int("batch_axis", 1), time = node.attrs.get_int("time_axis", 0);
+  KILN_CHECK((batch == 0 && time == 1) || (batch == 1 && time == 0), ErrorKind::InvalidArgument,
+             "batch_axis and time_axis must be 0 and 1 (either way round), got " + std::to_string(batch) + " and " +
+                 std::to_string(time));
+  KILN_CHECK(in[0].shape.size() >= 2, ErrorKind::ShapeMismatch,
+             "the input needs a batch and a time axis, got " + describe("input", in[0]));
+  KILN_CHECK((in[1].dtype == DType::i64 || in[1].dtype == DType::i32) && in[1].shape.size() == 1 &&
+                 in[1].shape[0] == in[0].shape[static_cast<std::size_t>(batch)],
+             ErrorKind::ShapeMismatch,
+             "sequence_lens must be one i64 per batch entry (" + std::to_string(in[0].shape[static_cast<std::size_t>(batch)]) +
+                 "), got " + describe("sequence_lens", in[1]));
+  return {static_cast<std::size_t>(batch), static_cast<std::size_t>(time)};
+}
+
+std::vector<TensorType> infer_reverse_sequence(const Node& node, std::span<const TensorType> in) {
+  check_reverse_sequence(node, in);
+  return {in[0]};
+}
+
+std::vector<Tensor> reference_reverse_sequence(const Node& node, std::span<const Tensor> in) {
+  const ReverseAxes axes = check_reverse_sequence(node, types_of(in));
+  const Tensor& x = in[0];
+  const Shape& shape = x.shape();
+  const Strides strides = row_major_strides(shape);
+  const std::int64_t steps = shape[axes.time];
+  const std::size_t size = dtype_size(x.dtype());
+  Tensor y(x.dtype(), shape);
+  for (std::int64_t i = 0; i < x.numel(); ++i) {
+    const std::int64_t b = i / strides[axes.batch] % shape[axes.batch];
+    const std::int64_t t = i / strides[axes.time] % steps;
+    const std::int64_t length = in[1].dtype() == DType::i64 ? in[1].values<std::int64_t>()[b]
+                                                            : in[1].values<std::int32_t>()[b];
+    KILN_CHECK(length >= 0 && length <= steps, ErrorKind::InvalidArgument,
+               "sequence_lens[" + std::to_string(b) + "] = " + std::to_string(length) + " is outside [0, " +
+                   std::to_string(steps) + "]");
+    const std::int64_t source = t < length ? i + (length - 1 - 2 * t) * strides[axes.time] : i;
+    std::memcpy(y.bytes().data() + i * static_cast<std::int64_t>(size),
+                x.bytes().data() + source * static_cast<std::int64_t>(size), size);
+  }
+  return {y};
+}
+
 }  // namespace
 
 void register_indexing_ops(OpTable& table) {
+  add_op(table, make_schema("ReverseSequence", 2, 2, infer_reverse_sequence, reference_reverse_sequence,
+                            "the first sequence_lens[b] steps along `time_axis` reversed, per batch entry b"));
   add_op(table, make_schema("GatherElements", 2, 2, infer_gather_elements, reference_gather_elements,
                             "data at the indices' coordinates, `axis` replaced by the index (output: indices' shape)"));
   add_op(table, make_schema("ScatterElements", 3, 3, infer_scatter_elements, reference_scatter_elements,

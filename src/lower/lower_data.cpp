@@ -529,6 +529,42 @@ kir::Kernel lower_trilu(const OpContext& ctx) {
   return std::move(t.kernel);
 }
 
+// ---- ReverseSequence: the first sequence_lens[b] steps reversed ----------------------
+
+std::optional<std::string> reverse_sequence_unsupported(const OpContext& ctx) {
+  const std::int64_t batch = ctx.node.attrs.get_int("batch_axis", 1), time = ctx.node.attrs.get_int("time_axis", 0);
+  if (!((batch == 0 && time == 1) || (batch == 1 && time == 0))) return "batch_axis and time_axis must be 0 and 1";
+  return std::nullopt;
+}
+
+// One invocation per element: inside its sequence's length, the element at
+// the mirrored step; past it, its own. A length outside [0, steps] is clamped
+// (a kernel cannot raise as the reference does).
+kir::Kernel lower_reverse_sequence(const OpContext& ctx) {
+  const Shape& shape = ctx.input_shape(0);
+  const bool time_first = ctx.node.attrs.get_int("time_axis", 0) == 0;
+  const std::int64_t rest = extent_product(shape, 2, shape.size());
+  const std::int64_t steps = shape[time_first ? 0 : 1];
+  const std::int64_t time_stride = time_first ? shape[1] * rest : rest;
+  const ScalarType type = element_type(ctx.outputs[0].dtype);
+  const ScalarType length_type = element_type(ctx.inputs[1]->dtype);
+  kir::Kernel kernel = make_kernel("reverse_sequence", num_elements(shape));
+  const kir::Buf x = kernel.add_buffer("x", type, Access::read);
+  const kir::Buf lengths = kernel.add_buffer("lengths", length_type, Access::read);
+  const kir::Buf y = kernel.add_buffer("y", type, Access::write);
+  std::vector<Stmt>& body = kernel.body;
+  const Expr index = kir::global_index();
+  const std::vector<Expr> c = unravel(body, index, {shape[0], shape[1], rest}, "c");
+  const Expr b = time_first ? c[1] : c[0], t = time_first ? c[0] : c[1];
+  const Expr length = declare_index(
+      body, "length",
+      kir::min(kir::max(kir::cast(ScalarType::i32, kir::load(lengths, b, length_type)), kir::i32(0)), kir::i32(steps)));
+  const Expr mirrored = IndexSum().add(index).add(length, time_stride).add(t, -2 * time_stride).add(-time_stride).expr();
+  const Expr source = declare_index(body, "source", kir::select(t < length, mirrored, index));
+  body.push_back(kir::store(y, index, kir::load(x, source, type)));
+  return kernel;
+}
+
 // ---- ops that stay on the host ----------------------------------------------------
 
 // ---- GatherElements: out[c] = data[c with c[axis] = indices[c]] -----------------------
@@ -569,6 +605,7 @@ constexpr OpLowering kDataLowerings[] = {
     {"Pad", 1, 1, nullptr, lower_pad, 1, KernelDTypes::any},
     {"Resize", 1, 1, resize_unsupported, lower_resize},
     {"Trilu", 1, 2, trilu_unsupported, lower_trilu, 1, KernelDTypes::any},
+    {"ReverseSequence", 2, 2, reverse_sequence_unsupported, lower_reverse_sequence, 1, KernelDTypes::any},
     {"GatherElements", 2, 2, gather_elements_unsupported, lower_gather_elements, 1, KernelDTypes::any},
 };
 
