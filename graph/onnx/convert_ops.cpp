@@ -388,7 +388,11 @@ std::vector<ValueId> convert_slice(const OnnxNode& n, ImportContext& ctx) {
 std::vector<ValueId> convert_split(const OnnxNode& n, ImportContext& ctx) {
   KILN_CHECK(present(n, 0), ErrorKind::Corrupt, n.where + "input is missing");
   Attributes attrs = without(n.attrs, "num_outputs");
-  const Shape& shape = ctx.type(n.inputs[0]).shape;
+  const graph::TensorType& type = ctx.type(n.inputs[0]);
+  KILN_CHECK(!type.dynamic || !type.shape.empty(), ErrorKind::Unsupported,
+             n.where + "splitting a value whose rank is known only at run time (the output of a loop whose body's "
+                       "shapes depend on data) is not supported");
+  const Shape& shape = type.shape;
   const std::int64_t rank = static_cast<std::int64_t>(shape.size());
   std::int64_t axis = attrs.get_int("axis", 0);
   KILN_CHECK(axis >= -rank && axis < rank, ErrorKind::Corrupt,
