@@ -210,8 +210,12 @@ std::vector<Tensor> reference_recurrence(const Node& node, std::span<const Tenso
       }
       const std::int64_t length = s.has_lengths ? std::clamp<std::int64_t>(in[3].values<std::int32_t>()[b], 0, T) : T;
       const auto& fn = [&](int k) -> const RecurrentFunction& { return s.function(static_cast<int>(d), k); };
-      auto rb = [&](std::int64_t gate_row) { return s.has_bias ? double(in[2].values<float>()[d * G * H + gate_row]) : 0.0; };
-      auto p = [&](int which, std::int64_t j) { return s.has_peepholes ? double(in[5].values<float>()[(d * 3 + which) * H + j]) : 0.0; };
+      auto rb = [&](std::int64_t gate_row) {
+        return s.has_bias ? double(in[2].values<float>()[d * G * H + gate_row]) : 0.0;
+      };
+      auto p = [&](int which, std::int64_t j) {
+        return s.has_peepholes ? double(in[5].values<float>()[(d * 3 + which) * H + j]) : 0.0;
+      };
       // sum_k v[k] R[d, gate_row, k]
       auto recur = [&](const std::vector<double>& v, std::int64_t gate_row) {
         double sum = 0;

@@ -94,7 +94,8 @@ kir::Kernel lower_recurrence(const OpContext& ctx) {
   const kir::Buf rt = kernel.add_buffer("rt", ScalarType::f32, Access::read);
   const kir::Buf rb = s.has_bias ? kernel.add_buffer("rb", ScalarType::f32, Access::read) : kir::Buf{};
   const kir::Buf lengths = s.has_lengths ? kernel.add_buffer("lengths", ScalarType::i32, Access::read) : kir::Buf{};
-  const kir::Buf initial = s.initial_states ? kernel.add_buffer("initial_state", ScalarType::f32, Access::read) : kir::Buf{};
+  const kir::Buf initial =
+      s.initial_states ? kernel.add_buffer("initial_state", ScalarType::f32, Access::read) : kir::Buf{};
   const kir::Buf peep = s.has_peepholes ? kernel.add_buffer("peepholes", ScalarType::f32, Access::read) : kir::Buf{};
   const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
   const kir::Buf yh = kernel.add_buffer("y_h", ScalarType::f32, Access::write);
@@ -110,19 +111,23 @@ kir::Kernel lower_recurrence(const OpContext& ctx) {
   const Expr lane = declare_index(body, "lane", kir::local_index());
   const Expr state_at = declare_index(body, "state_at", IndexSum().add(d, B * H).add(b, H).expr());
   const Expr length = declare_index(
-      body, "length", s.has_lengths ? kir::min(kir::max(kir::load(lengths, b, ScalarType::i32), kir::i32(0)), kir::i32(T))
-                                    : kir::i32(T));
+      body, "length",
+      s.has_lengths ? kir::min(kir::max(kir::load(lengths, b, ScalarType::i32), kir::i32(0)), kir::i32(T)) : kir::i32(T));
   auto unit = [&](std::int64_t k) { return i32_var("j" + std::to_string(k)); };
   auto owns = [&](std::int64_t k) { return unit(k) < kir::i32(H); };
-  for (std::int64_t k = 0; k < slots; ++k) body.push_back(kir::declare("j" + std::to_string(k), ScalarType::i32, IndexSum().add(lane).add(k * W).expr()));
+  for (std::int64_t k = 0; k < slots; ++k)
+    body.push_back(kir::declare("j" + std::to_string(k), ScalarType::i32, IndexSum().add(lane).add(k * W).expr()));
 
   // The initial state.
   for (std::int64_t k = 0; k < slots; ++k) {
     const Expr at = IndexSum().add(state_at).add(unit(k)).expr();
-    std::vector<Stmt> init = {kir::store(state, unit(k), s.has_initial_h ? kir::load(initial, at, ScalarType::f32) : kir::f32(0.0))};
-    if (lstm)
-      init.push_back(kir::store(yc, at, s.has_initial_c ? kir::load(initial, IndexSum(D * B * H).add(at).expr(), ScalarType::f32)
-                                                        : kir::f32(0.0)));
+    const Expr h0 = s.has_initial_h ? kir::load(initial, at, ScalarType::f32) : kir::f32(0.0);
+    std::vector<Stmt> init = {kir::store(state, unit(k), h0)};
+    if (lstm) {
+      const Expr c0 =
+          s.has_initial_c ? kir::load(initial, IndexSum(D * B * H).add(at).expr(), ScalarType::f32) : kir::f32(0.0);
+      init.push_back(kir::store(yc, at, c0));
+    }
     body.push_back(kir::branch(owns(k), std::move(init)));
   }
   body.push_back(kir::barrier());
@@ -191,8 +196,10 @@ kir::Kernel lower_recurrence(const OpContext& ctx) {
   };
 
   // Phase 1 (every cell): the gates, the new state into next_k.
-  for (std::int64_t k = 0; k < slots; ++k) step_body.push_back(kir::declare("next" + std::to_string(k), ScalarType::f32, kir::f32(0.0)));
-  if (gru) for (std::int64_t k = 0; k < slots; ++k) step_body.push_back(kir::declare("z" + std::to_string(k), ScalarType::f32, kir::f32(0.0)));
+  for (std::int64_t k = 0; k < slots; ++k) {
+    step_body.push_back(kir::declare("next" + std::to_string(k), ScalarType::f32, kir::f32(0.0)));
+    if (gru) step_body.push_back(kir::declare("z" + std::to_string(k), ScalarType::f32, kir::f32(0.0)));
+  }
   for (std::int64_t k = 0; k < slots; ++k) {
     const std::string next = "next" + std::to_string(k);
     const Expr previous = kir::load(state, unit(k), ScalarType::f32);
