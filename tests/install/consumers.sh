@@ -8,8 +8,9 @@
 #               (public_surface.awk); trace.h's example and Builder::op with
 #               attributes built and run, libkiln's errors caught as
 #               kiln::Error (its typeinfo exported)
-#   pkg-config  the README example built with c++ and pkg-config's flags, run
-#   cmake       examples/ built with find_package(kiln); the README example,
+#   pkg-config  installed, moved elsewhere: the README example built with c++
+#               and pkg-config's flags from the moved kiln.pc alone, run
+#   cmake       installed, moved: examples/ built with find_package(kiln); the README example,
 #               classify and segment run, and their answers are `kiln run`'s;
 #               max-autotune finds the installed tuning worker, both from a
 #               program linked with libkiln and from the installed kiln tool
@@ -61,6 +62,16 @@ install_kiln() {
   libdir="$prefix/$KILN_LIBDIR"
   includedir="$prefix/$KILN_INCLUDEDIR"
   [[ -e "$libdir/libkiln.so" || -e "$libdir/libkiln.a" ]] || fail "no libkiln in $libdir"
+}
+
+# Moves the installed tree elsewhere, as a user copies an install or unpacks
+# it at another prefix: what consumes it must follow (relocatable kiln.pc,
+# the CMake package's paths relative to itself).
+move_install() {
+  mv "$tmp/stage" "$tmp/moved"
+  prefix="$tmp/moved$KILN_PREFIX"
+  libdir="$prefix/$KILN_LIBDIR"
+  includedir="$prefix/$KILN_INCLUDEDIR"
 }
 
 # The README example prints "1000 logits, compiled in <ms> ms" and "8".
@@ -124,11 +135,21 @@ headers)
 
 pkg-config)
   install_kiln
-  export PKG_CONFIG_PATH="$libdir/pkgconfig"
-  run flags "$PKG_CONFIG" --define-variable=prefix="$prefix" --cflags --libs kiln
+  move_install
+  # Only the moved kiln.pc is visible (PKG_CONFIG_LIBDIR replaces the system
+  # paths): its prefix must follow the move, and it must need no other
+  # package's .pc (a shared libkiln carries its dependencies).
+  export PKG_CONFIG_LIBDIR="$libdir/pkgconfig"
+  unset PKG_CONFIG_PATH
+  run flags "$PKG_CONFIG" --cflags --libs kiln
   flags=$(cat "$tmp/flags.out")
-  [[ "$flags" == *"-I$includedir"* && "$flags" == *"-L$libdir"* && "$flags" == *"-lkiln"* ]] ||
-    fail "pkg-config's flags do not name the installed kiln: $flags"
+  # The relocatable prefix leaves "pkgconfig/../../.." in the paths: compare them resolved.
+  include_flag=$(grep -Eo -- '-I[^ ]+' "$tmp/flags.out" | head -1)
+  lib_flag=$(grep -Eo -- '-L[^ ]+' "$tmp/flags.out" | head -1)
+  [[ -n "$include_flag" && -n "$lib_flag" && "$flags" == *"-lkiln"* &&
+     $(realpath "${include_flag#-I}") == $(realpath "$includedir") &&
+     $(realpath "${lib_flag#-L}") == $(realpath "$libdir") ]] ||
+    fail "pkg-config's flags do not name the moved kiln ($includedir, $libdir): $flags"
   # shellcheck disable=SC2086 # pkg-config's flags are words
   run compile "${cxx[@]}" -std=c++20 "$KILN_SOURCE_ROOT/examples/readme.cpp" -o "$tmp/readme" $flags -Wl,-rpath,"$libdir"
   if [[ -e "$libdir/libkiln.so" ]]; then
@@ -141,6 +162,7 @@ pkg-config)
 
 cmake)
   install_kiln
+  move_install
   run configure "$CMAKE" -S "$KILN_SOURCE_ROOT/examples" -B "$tmp/build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_CXX_COMPILER="${cxx[-1]}"
   run build "$CMAKE" --build "$tmp/build"
