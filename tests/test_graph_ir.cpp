@@ -2,10 +2,16 @@
 #include <boost/test/unit_test.hpp>
 
 #include <algorithm>
+#include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
+
+#include <kiln/npy.h>
 
 #include "graph/ir.h"
 #include "graph/op_registry.h"
@@ -456,4 +462,43 @@ BOOST_AUTO_TEST_CASE(a_wrapped_tensor_uses_the_callers_bytes_and_checks_their_si
   expect_error([&] { kiln::Tensor::wrap(kiln::DType::f32, {1}, nullptr, sizeof(float)); },
                ErrorKind::InvalidArgument, {"no data"});
   BOOST_TEST(kiln::Tensor::wrap(kiln::DType::f32, {0, 3}, nullptr, 0).numel() == 0);
+}
+
+// kiln::save_npy / load_npy: every dtype, a scalar and a zero-size array
+// round-trip through a file; bad files are errors naming them.
+BOOST_AUTO_TEST_CASE(npy_files_round_trip_and_bad_ones_are_named) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kiln_npy_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::vector<kiln::Tensor> tensors = {kiln::Tensor::from_f32({2, 3}, {1, -2, 3.5f, 0, 5, 6}),
+                                       kiln::Tensor::from_i64({4}, {1, -1, 1LL << 40, 7}),
+                                       kiln::Tensor(kiln::DType::i32, {}), kiln::Tensor(kiln::DType::f32, {1, 2, 0, 32}),
+                                       kiln::Tensor(kiln::DType::boolean, {3}), kiln::Tensor(kiln::DType::f16, {2, 2}),
+                                       kiln::Tensor(kiln::DType::u8, {5})};
+  tensors[2].values<std::int32_t>()[0] = 16000;
+  tensors[4].bytes()[1] = std::byte{1};
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::string path = (dir / ("t" + std::to_string(i) + ".npy")).string();
+    kiln::save_npy(path, tensors[i]);
+    const kiln::Tensor back = kiln::load_npy(path);
+    BOOST_TEST((back.dtype() == tensors[i].dtype()));
+    BOOST_TEST(back.shape() == tensors[i].shape(), boost::test_tools::per_element());
+    BOOST_TEST(std::memcmp(back.bytes().data(), tensors[i].bytes().data(), back.nbytes()) == 0);
+  }
+  // Nothing but the files: the temporary ones were renamed.
+  BOOST_TEST(std::distance(fs::directory_iterator(dir), fs::directory_iterator()) == static_cast<long>(tensors.size()));
+  auto error_of = [](const auto& fn) -> std::string {
+    try {
+      fn();
+    } catch (const kiln::Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  std::string truncated = kiln::format_npy(tensors[0]);
+  truncated.resize(truncated.size() - 4);
+  BOOST_TEST(error_of([&] { kiln::parse_npy(truncated, "x.npy"); }).find("x.npy") == 0u);
+  BOOST_TEST(error_of([&] { kiln::parse_npy("not numpy", "y.npy"); }).find("not a .npy file") != std::string::npos);
+  BOOST_TEST(error_of([&] { kiln::load_npy((dir / "missing.npy").string()); }).find("missing.npy") != std::string::npos);
+  fs::remove_all(dir);
 }

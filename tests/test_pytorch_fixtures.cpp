@@ -2,11 +2,11 @@
 #include <boost/test/unit_test.hpp>
 
 #include <kiln/kiln.h>
+#include <kiln/npy.h>
 #include <kiln/onnx.h>
 
 #include "test_backend.h"
 #include "graph/ir.h"
-#include "tools/npy.h"
 #include "src/runtime/internal_access.h"
 
 #include <onnx/onnx_pb.h>
@@ -283,7 +283,7 @@ void check_family(const std::string& name) {
     const std::string suffix = size == family.image_size ? "" : "." + std::to_string(size);
     std::vector<kiln::Tensor> want;
     for (const std::string& output : family.outputs)
-      want.push_back(kiln::tools::read_npy((fixture_dir() / (family.name + "." + output + suffix + ".npy")).string()));
+      want.push_back(kiln::load_npy((fixture_dir() / (family.name + "." + output + suffix + ".npy")).string()));
     check_outputs(family, exported, size, want);
   }
 }
@@ -352,7 +352,7 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
              boost::test_tools::per_element());
   auto compiled = kiln::compile(exported.model, {.backend = kiln::testing::test_backend(), .fullgraph = true});
   auto want = [](const std::string& suffix) {
-    return kiln::tools::read_npy((fixture_dir() / ("unet_small.mask" + suffix + ".npy")).string());
+    return kiln::load_npy((fixture_dir() / ("unet_small.mask" + suffix + ".npy")).string());
   };
   for (const std::int64_t size : {32, 48, 32}) {
     const kiln::Tensor image = generated_tensor("input", {1, 3, size, size});
@@ -428,7 +428,7 @@ BOOST_AUTO_TEST_CASE(unet_small_with_dynamic_height_and_width_compiles_its_kerne
   BOOST_TEST_REQUIRE((it != families().end()));
   const Export exported = load_export(*it, 32);
   auto want = [](const std::string& suffix) {
-    return kiln::tools::read_npy((fixture_dir() / ("unet_small.mask" + suffix + ".npy")).string());
+    return kiln::load_npy((fixture_dir() / ("unet_small.mask" + suffix + ".npy")).string());
   };
   auto compiled = kiln::compile(exported.model, {.backend = kiln::testing::test_backend(),
                                                  .fullgraph = true,
@@ -559,7 +559,7 @@ BOOST_AUTO_TEST_CASE(gpt2_tiny_prefill_and_decode_with_a_kv_cache) {
              boost::test_tools::per_element());
 
   auto fixture = [](const std::string& step, const std::string& name) {
-    return kiln::tools::read_npy((fixture_dir() / ("gpt2_tiny." + step + "." + name + ".npy")).string());
+    return kiln::load_npy((fixture_dir() / ("gpt2_tiny." + step + "." + name + ".npy")).string());
   };
   const std::vector<std::string> presents = {"present.0.key", "present.0.value", "present.1.key", "present.1.value"};
   auto generate = [&](auto& run, const std::string& mode) {
@@ -609,7 +609,7 @@ BOOST_AUTO_TEST_CASE(speech_rnn_carries_its_states_across_chunks) {
              boost::test_tools::per_element());
 
   auto fixture = [](const std::string& chunk, const std::string& name) {
-    return kiln::tools::read_npy((fixture_dir() / ("speech_rnn." + chunk + "." + name + ".npy")).string());
+    return kiln::load_npy((fixture_dir() / ("speech_rnn." + chunk + "." + name + ".npy")).string());
   };
   const std::vector<std::string> outputs = {"logits", "h_out", "c_out", "g_out"};
   auto stream = [&](auto& run, const std::string& how) {
@@ -653,7 +653,7 @@ BOOST_AUTO_TEST_CASE(ssdlite320_whole_export_with_post_processing) {
   const kiln::Model model = kiln::load_onnx_bytes(proto.SerializeAsString(), "ssdlite320_detections.onnx", "", {});
   const kiln::Tensor image = generated_tensor("input", {1, 3, 64, 64}).reshaped({3, 64, 64});
   auto want = [](const std::string& name) {
-    return kiln::tools::read_npy((fixture_dir() / ("ssdlite320_detections." + name + ".npy")).string());
+    return kiln::load_npy((fixture_dir() / ("ssdlite320_detections." + name + ".npy")).string());
   };
   auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   const std::vector<kiln::Tensor> out = compiled({image});

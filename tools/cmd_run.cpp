@@ -5,7 +5,6 @@
 #include "image.h"
 #include "labels.h"
 #include "model_args.h"
-#include "npy.h"
 #include "output_files.h"
 #if __has_include("task_output.h")
 #include "task_output.h"
@@ -15,6 +14,7 @@
 #endif
 
 #include <kiln/kiln.h>
+#include <kiln/npy.h>
 
 #include <algorithm>
 #include <chrono>
@@ -143,7 +143,7 @@ std::vector<InputFile> read_input_files(const std::vector<std::string>& specs) {
     const std::string name = spec.substr(0, eq), path = spec.substr(eq + 1);
     for (const InputFile& f : files)
       KILN_CHECK(f.name != name, ErrorKind::InvalidArgument, "--input '" + name + "' is given twice");
-    files.push_back({name, path, read_npy(path)});
+    files.push_back({name, path, load_npy(path)});
   }
   return files;
 }
@@ -203,7 +203,7 @@ void write_outputs(const std::string& dir, const std::vector<TensorSpec>& specs,
                    const std::vector<Tensor>& outputs) {
   for (std::size_t i = 0; i < outputs.size() && i < specs.size(); ++i) {
     const std::string path = (std::filesystem::path(dir) / files[i]).string();
-    write_npy(path, outputs[i]);
+    save_npy(path, outputs[i]);
     const bool renamed = files[i] != specs[i].name + ".npy";
     std::printf("wrote %s (%s%s)%s\n", path.c_str(), std::string(dtype_name(outputs[i].dtype())).c_str(),
                 shape_str(outputs[i].shape()).c_str(), renamed ? (" for output '" + specs[i].name + "'").c_str() : "");

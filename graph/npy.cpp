@@ -1,6 +1,11 @@
-#include "npy.h"
+// kiln::load_npy and kiln::save_npy (include/kiln/npy.h): a small, strict
+// .npy reader and writer (Debian has no maintained C++ .npy library that
+// fits; xtensor's needs all of xtensor).
+#include <kiln/npy.h>
 
-#include "atomic_file.h"
+#include <kiln/error.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -10,7 +15,7 @@
 #include <map>
 #include <optional>
 
-namespace kiln::tools {
+namespace kiln {
 
 namespace {
 
@@ -183,7 +188,7 @@ Tensor parse_npy(std::string_view bytes, const std::string& name) {
   return tensor;
 }
 
-Tensor read_npy(const std::string& path) {
+Tensor load_npy(const std::string& path) {
   std::error_code ec;
   const std::uintmax_t size = std::filesystem::file_size(path, ec);
   KILN_CHECK(!ec, ErrorKind::Io, "cannot read '" + path + "': " + ec.message());
@@ -218,6 +223,28 @@ std::string format_npy(const Tensor& tensor) {
   return out;
 }
 
-void write_npy(const std::string& path, const Tensor& tensor) { write_file_atomically(path, format_npy(tensor)); }
+void save_npy(const std::string& path, const Tensor& tensor) {
+  const std::string bytes = format_npy(tensor);
+  // The process id keeps two concurrent writers from sharing a temporary name.
+  const std::string temp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    KILN_CHECK(out.good(), ErrorKind::Io, "cannot write '" + temp + "'");
+    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    out.close();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temp, ignored);
+      throw_error(ErrorKind::Io, "cannot write '" + temp + "' (disk full?)");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw_error(ErrorKind::Io, "cannot rename '" + temp + "' to '" + path + "': " + ec.message());
+  }
+}
 
-}  // namespace kiln::tools
+}  // namespace kiln
