@@ -449,7 +449,61 @@ void write_image_pool_model(const std::filesystem::path& path) {
   std::ofstream(path, std::ios::binary) << model.SerializeAsString();
 }
 
+// Relu of an f32[1, 3, 24, 40] image input (a wide, non-square detector input).
+void write_image_echo_model(const std::filesystem::path& path) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  auto* g = model.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("images");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto_DataType_FLOAT);
+  for (std::int64_t d : {1, 3, 24, 40}) in->mutable_type()->mutable_tensor_type()->mutable_shape()->add_dim()->set_dim_value(d);
+  auto* relu = g->add_node();
+  relu->set_op_type("Relu");
+  relu->set_name("echo");
+  relu->add_input("images");
+  relu->add_output("pixels");
+  g->add_output()->set_name("pixels");
+  std::ofstream(path, std::ios::binary) << model.SerializeAsString();
+}
+
 }  // namespace
+
+// --preprocess: letterbox pads a wide photograph's sides with grey 114 and
+// scales to [0, 1]; unit stretches it to the input; --mean and --std
+// normalise; each run prints what it applied.
+BOOST_AUTO_TEST_CASE(run_prepares_the_image_as_asked_and_says_how) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_cli_prep_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  write_image_echo_model(dir / "echo.onnx");
+  const std::string model = "'" + (dir / "echo.onnx").string() + "' --image data/images/chelsea.png --iters 0";
+  // chelsea.png is 451x300: scaled by 24/300 to 36x24, two grey columns each side.
+  auto letterbox = kiln_cli("run " + model + " --preprocess letterbox --output-dir '" + (dir / "letterbox").string() + "'");
+  BOOST_TEST(letterbox.exit_code == 0, letterbox.output);
+  BOOST_TEST(has(letterbox, "preprocessing: letterbox: resized to fit 40x24 keeping its aspect ratio, padded with grey (114), "
+                            "scaled to [0, 1] (--preprocess, --mean, --std)"), letterbox.output);
+  const std::vector<float> boxed = npy_values((dir / "letterbox" / "pixels.npy").string());
+  BOOST_TEST_REQUIRE(boxed.size() == 3u * 24 * 40);
+  for (std::size_t at : {std::size_t{0}, std::size_t{1}, std::size_t{38}, std::size_t{39}, std::size_t{2 * 960 + 23 * 40 + 39}})
+    BOOST_TEST(boxed[at] == 114.0f / 255.0f, "pixel " << at);
+  BOOST_TEST(boxed[12 * 40 + 20] != 114.0f / 255.0f);
+  auto unit = kiln_cli("run " + model + " --preprocess unit --mean 0.5,0.5,0.5 --std 0.5,0.5,0.5 --output-dir '" +
+                       (dir / "unit").string() + "'");
+  BOOST_TEST(unit.exit_code == 0, unit.output);
+  BOOST_TEST(has(unit, "preprocessing: unit: resized to 40x24, scaled to [0, 1], normalised by mean (0.5, 0.5, 0.5) "
+                       "and std (0.5, 0.5, 0.5)"), unit.output);
+  const std::vector<float> stretched = npy_values((dir / "unit" / "pixels.npy").string());
+  BOOST_TEST(*std::max_element(stretched.begin(), stretched.end()) <= 1.0f);
+  BOOST_TEST(*std::min_element(stretched.begin(), stretched.end()) >= 0.0f);  // Relu of [-1, 1]
+  auto bad_mean = kiln_cli("run " + model + " --mean 0.5,0.5");
+  BOOST_TEST(bad_mean.exit_code == 2);
+  BOOST_TEST(has(bad_mean, "--mean takes three comma-separated numbers (R,G,B), got '0.5,0.5'"), bad_mean.output);
+  auto zero_std = kiln_cli("run " + model + " --std 1,0,1");
+  BOOST_TEST(zero_std.exit_code == 2);
+  BOOST_TEST(has(zero_std, "divides by zero"), zero_std.output);
+  std::filesystem::remove_all(dir);
+}
 
 BOOST_AUTO_TEST_CASE(run_onnx_model_on_an_image_sized_from_its_input) {
   const auto dir = std::filesystem::temp_directory_path() / ("kiln_cli_image_" + std::to_string(::getpid()));
@@ -459,7 +513,8 @@ BOOST_AUTO_TEST_CASE(run_onnx_model_on_an_image_sized_from_its_input) {
   auto r = kiln_cli("run '" + (dir / "pool.onnx").string() + "' --image data/images/chelsea.png --batch 2 --iters 0");
   BOOST_TEST(r.exit_code == 0);
   BOOST_TEST(has(r, "batch 2"));
-  BOOST_TEST(has(r, "resized to 32x32"));
+  BOOST_TEST(has(r, "as a 32x32 input"));
+  BOOST_TEST(has(r, "preprocessing: imagenet: shorter side resized to 256/224 of the input, centre 32x32 crop"));
   BOOST_TEST(has(r, "mean: f32[2, 3, 1, 1]"));
   BOOST_TEST(!has(r, "top-5"));  // not a classification model
   // A .npy input may have any extent where the model's dim is symbolic, and

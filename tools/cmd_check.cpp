@@ -146,7 +146,7 @@ std::string joined(const std::vector<std::string>& nodes) {
 
 struct CheckConfig {
   std::string backends = "vulkan,cpu";
-  std::string image = "data/images/chelsea.png";
+  std::string image = default_image_path();
   double tolerance = 1e-3;
   bool eager_mode = false;
   bool all = false;

@@ -90,7 +90,7 @@ void add_profile_command(CLI::App& app) {
                                             "time goes: kernels by time (with the nodes fused into each) and per "
                                             "kernel family");
   auto args = std::make_shared<ModelArgs>();
-  auto image = std::make_shared<std::string>("data/images/chelsea.png");
+  auto image = std::make_shared<std::string>(default_image_path());
   auto calls = std::make_shared<int>(5);
   auto top = std::make_shared<int>(25);
   auto eager_mode = std::make_shared<bool>(false);

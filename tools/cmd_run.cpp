@@ -17,9 +17,11 @@
 #include <kiln/npy.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <memory>
 #include <filesystem>
@@ -101,8 +103,28 @@ void print_output_summary(const std::vector<TensorSpec>& specs, const std::vecto
 // The input image's place: the single [N, 3, H, W] f32 input no --input names.
 struct ImageSlot {
   std::size_t index = 0;
-  std::int64_t batch = 1, size = 224;
+  std::int64_t batch = 1, height = 224, width = 224;
 };
+
+// Three comma-separated numbers (--mean, --std), or nullopt when not given.
+std::optional<std::array<float, 3>> parse_triple(const std::string& text, const std::string& option) {
+  if (text.empty()) return std::nullopt;
+  std::vector<std::string> parts(1);
+  for (char c : text) {
+    if (c == ',') parts.emplace_back();
+    else parts.back().push_back(c);
+  }
+  KILN_CHECK(parts.size() == 3, ErrorKind::InvalidArgument,
+             option + " takes three comma-separated numbers (R,G,B), got '" + text + "'");
+  std::array<float, 3> values{};
+  for (std::size_t i = 0; i < 3; ++i) {
+    char* stop = nullptr;
+    values[i] = std::strtof(parts[i].c_str(), &stop);
+    KILN_CHECK(!parts[i].empty() && stop == parts[i].c_str() + parts[i].size() && std::isfinite(values[i]),
+               ErrorKind::InvalidArgument, option + ": '" + parts[i] + "' is not a number (in '" + text + "')");
+  }
+  return values;
+}
 
 // Whether an input takes this shape: its own, or (a model with symbolic
 // dims) any extents of the symbolic dims; the model compiles for them.
@@ -176,15 +198,16 @@ std::vector<Tensor> gather_inputs(const Model& model, std::vector<InputFile> fil
     if (!given[i]) open.push_back(i);
   if (open.size() == 1) {
     const TensorSpec& w = wanted[open[0]];
-    ImageSlot slot{open[0], args.batch, args.from_file() ? 0 : args.effective_image_size()};
+    const std::int64_t usual = args.from_file() ? 0 : args.effective_image_size();
+    ImageSlot slot{open[0], args.batch, usual, usual};
     if (args.from_file()) {
       // An ONNX model fixes the image size and batch itself.
-      KILN_CHECK(w.dtype == DType::f32 && w.shape.size() == 4 && w.shape[1] == 3 && w.shape[2] == w.shape[3],
-                 ErrorKind::InvalidArgument,
+      KILN_CHECK(w.dtype == DType::f32 && w.shape.size() == 4 && w.shape[1] == 3, ErrorKind::InvalidArgument,
                  "input '" + w.name + "' (" + std::string(dtype_name(w.dtype)) + shape_str(w.shape) +
-                     ") cannot take an image (that needs f32[N, 3, S, S]); give it with --input " + w.name + "=file.npy");
+                     ") cannot take an image (that needs f32[N, 3, H, W]); give it with --input " + w.name + "=file.npy");
       slot.batch = w.shape[0];
-      slot.size = w.shape[2];
+      slot.height = w.shape[2];
+      slot.width = w.shape[3];
     }
     image_slot = slot;
   } else if (!open.empty()) {
@@ -222,16 +245,28 @@ void add_run_command(CLI::App& app) {
   auto* cmd = app.add_subcommand("run", "run a model (built-in, an ONNX file, or a compiled-model file from `kiln compile`) on an image or on .npy inputs, eagerly "
                                         "and compiled; print the results, the eager/compiled difference and both timings");
   auto args = std::make_shared<ModelArgs>();
-  auto image = std::make_shared<std::string>("data/images/chelsea.png");
+  auto image = std::make_shared<std::string>();
+  auto preprocess = std::make_shared<std::string>("imagenet");
+  auto mean = std::make_shared<std::string>();
+  auto stddev = std::make_shared<std::string>();
   auto iters = std::make_shared<int>(3);
   auto top = std::make_shared<int>(5);
   auto input_specs = std::make_shared<std::vector<std::string>>();
   auto output_dir = std::make_shared<std::string>();
   args->add_to(*cmd);
+  const std::string default_image = default_image_path();
   cmd->add_option("--image", *image,
                   "an image file (PNG, JPEG, BMP, ...) for the model's image input; at most 67108864 pixels "
-                  "(8192x8192) and 32768 pixels a side")
-      ->capture_default_str();
+                  "(8192x8192) and 32768 pixels a side (default: " +
+                      (default_image.empty() ? std::string("none found") : default_image) + ")");
+  cmd->add_option("--preprocess", *preprocess,
+                  "how the image becomes the input: imagenet (torchvision's classifiers: shorter side resized, centre "
+                  "crop, ImageNet mean and std), unit (resized to the input, [0, 1]) or letterbox (YOLO-style "
+                  "detectors: resized keeping the aspect ratio, grey padding, [0, 1]); kiln run prints which it applied")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"imagenet", "unit", "letterbox"}));
+  cmd->add_option("--mean", *mean, "R,G,B: the mean subtracted from the [0, 1] pixels (replaces --preprocess's)");
+  cmd->add_option("--std", *stddev, "R,G,B: the standard deviation they are divided by (replaces --preprocess's)");
   cmd->add_option("--input", *input_specs, "name=file.npy: a model input from a NumPy file (repeatable; dtype and shape "
                                            "must match the model's input, symbolic dims at any extent)");
   cmd->add_option("--output-dir", *output_dir,
@@ -242,7 +277,7 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--iters", *iters, "timed calls after the first one (median reported)")
       ->capture_default_str()->check(CLI::Range(0, 100000));
   cmd->add_option("--top", *top, "how many classes to print")->capture_default_str()->check(CLI::Range(1, 1000));
-  cmd->callback([args, image, iters, top, input_specs, output_dir] {
+  cmd->callback([args, image, preprocess, mean, stddev, iters, top, input_specs, output_dir] {
     // A compiled-model file brings its own plan (its graph after passes is
     // what eager runs here, op by op); anything else is compiled now.
     std::optional<CompiledModel> loaded;
@@ -276,16 +311,31 @@ void add_run_command(CLI::App& app) {
     std::optional<ImageSlot> slot;
     std::vector<Tensor> inputs = gather_inputs(model, std::move(input_files), slot, *args);
     ImageInfo info;
-    if (slot) inputs[slot->index] = load_image_tensor(*image, slot->size, slot->batch, &info);
+    ImageGeometry geometry;
+    const ImagePreparation preparation{*parse_preprocess(*preprocess), parse_triple(*mean, "--mean"),
+                                       parse_triple(*stddev, "--std")};
+    if (preparation.std)
+      for (float v : *preparation.std)
+        KILN_CHECK(v != 0.0f, ErrorKind::InvalidArgument, "--std '" + *stddev + "' divides by zero");
+    if (slot) {
+      if (image->empty()) *image = default_image_path();
+      KILN_CHECK(!image->empty(), ErrorKind::InvalidArgument,
+                 "the model takes an image and no --image was given (kiln's sample photograph is not installed "
+                 "beside this program)");
+      inputs[slot->index] =
+          load_image_tensor(*image, slot->height, slot->width, slot->batch, preparation, &info, &geometry);
+    }
     const CompileOptions options = loaded ? loaded->options() : args->compile_options();
 
     EagerModel eager_model = eager(model, {.backend = options.backend, .device = options.device});
     CompiledModel compiled = loaded ? *loaded : compile(model, options);
 
     if (slot) {
-      std::printf("kiln run: %s, batch %lld, on %s (%dx%d, %d channels) resized to %lldx%lld\n", model.name().c_str(),
+      std::printf("kiln run: %s, batch %lld, on %s (%dx%d, %d channels) as a %lldx%lld input\n", model.name().c_str(),
                   static_cast<long long>(slot->batch), image->c_str(), info.width, info.height, info.channels,
-                  static_cast<long long>(slot->size), static_cast<long long>(slot->size));
+                  static_cast<long long>(slot->width), static_cast<long long>(slot->height));
+      std::printf("preprocessing: %s (--preprocess, --mean, --std)\n",
+                  describe(preparation, slot->height, slot->width).c_str());
     } else {
       std::printf("kiln run: %s on %zu input file(s)\n", model.name().c_str(), input_specs->size());
     }
@@ -309,7 +359,7 @@ void add_run_command(CLI::App& app) {
     } else if (model.task() == "segmentation" || model.task() == "detection") {
 #if KILN_HAVE_TASK_OUTPUT
       // The photograph only when the input came from it (not from --input files).
-      report_task_outputs(model, compiled_out, slot ? *image : std::string(), *output_dir);
+      report_task_outputs(model, compiled_out, slot ? *image : std::string(), *output_dir, geometry);
 #else
       print_output_summary(output_specs, compiled_out);
 #endif

@@ -1,12 +1,18 @@
-// Loading a photograph as a model input, with torchvision's ImageNet
-// preprocessing: resize the shorter side, centre-crop, scale to [0, 1],
-// normalise by ImageNet's mean and standard deviation, NCHW.
+// Loading a photograph as a model input, NCHW f32, prepared as the model was
+// trained: torchvision's ImageNet classifiers (resize the shorter side,
+// centre-crop, scale to [0, 1], normalise by ImageNet's mean and standard
+// deviation), models that take [0, 1] pixels (resized to the input), or
+// detectors such as YOLO (letterboxed: resized keeping the aspect ratio,
+// padded with grey, scaled to [0, 1]).
 #pragma once
 
 #include <kiln/tensor.h>
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace kiln::tools {
@@ -34,9 +40,39 @@ struct RgbImage {
 // and its size if it is larger than the limits above.
 RgbImage read_rgb_image(const std::string& path);
 
-// Returns a [batch, 3, size, size] f32 tensor (the image repeated `batch`
-// times). Throws as read_rgb_image does, and Error(InvalidArgument) when the
-// resized image would pass kMaxImagePixels.
+enum class Preprocess { imagenet, unit, letterbox };
+// "imagenet", "unit", "letterbox" (nullopt for anything else).
+std::optional<Preprocess> parse_preprocess(std::string_view name);
+
+struct ImagePreparation {
+  Preprocess kind = Preprocess::imagenet;
+  // Per-channel (R, G, B) normalisation of the [0, 1] pixels, replacing the
+  // kind's (imagenet: ImageNet's; unit and letterbox: mean 0, std 1).
+  std::optional<std::array<float, 3>> mean, std;
+};
+
+// One line saying what a preparation does to an image for a height x width input.
+std::string describe(const ImagePreparation& preparation, std::int64_t height, std::int64_t width);
+
+// Where a model-input pixel (x, y) came from in the photograph:
+// ((x + offset_x) * scale_x, (y + offset_y) * scale_y).
+struct ImageGeometry {
+  double scale_x = 1, scale_y = 1, offset_x = 0, offset_y = 0;
+};
+
+// Returns a [batch, 3, height, width] f32 tensor (the image repeated `batch`
+// times) prepared as `preparation` says. Throws as read_rgb_image does, and
+// Error(InvalidArgument) when the resized image would pass kMaxImagePixels.
+Tensor load_image_tensor(const std::string& path, std::int64_t height, std::int64_t width, std::int64_t batch,
+                         const ImagePreparation& preparation, ImageInfo* info = nullptr,
+                         ImageGeometry* geometry = nullptr);
+// A square input with ImageNet's preparation.
 Tensor load_image_tensor(const std::string& path, std::int64_t size, std::int64_t batch, ImageInfo* info = nullptr);
+
+// The photograph `kiln run` uses when --image is not given: the installed
+// copy (<prefix>/share/kiln/images/chelsea.png, found from the running
+// program's folder), else, for a program in its build tree, the source
+// tree's; "" when neither exists.
+std::string default_image_path();
 
 }  // namespace kiln::tools

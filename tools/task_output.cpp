@@ -158,28 +158,15 @@ struct Detection {
   double x0 = 0, y0 = 0, x1 = 0, y1 = 0;  // pixels of the original image
 };
 
-// Where the model's input pixels came from in the photograph: load_image_tensor
-// (image.cpp) resizes the shorter side to round(size * 256 / 224) and takes the
-// centre size x size crop.
+// From normalised model-input coordinates ([0, 1] of its width and height)
+// to the photograph's pixels, through the geometry load_image_tensor
+// reported (the identity without a photograph: the input's own pixels).
 struct CropGeometry {
-  double scale_x = 1, scale_y = 1;  // original pixels per resized pixel
-  double offset_x = 0, offset_y = 0;  // crop origin in resized pixels
-  double size = 1;
+  ImageGeometry geometry;
+  double width = 1, height = 1;  // the model input's
 
-  CropGeometry(int width, int height, std::int64_t input_size) : size(static_cast<double>(input_size)) {
-    const double resize_short = std::round(size * 256.0 / 224.0);
-    const double scale = resize_short / std::min(width, height);
-    const double rw = std::max(size, static_cast<double>(std::lround(width * scale)));
-    const double rh = std::max(size, static_cast<double>(std::lround(height * scale)));
-    scale_x = width / rw;
-    scale_y = height / rh;
-    offset_x = std::floor((rw - size) / 2);
-    offset_y = std::floor((rh - size) / 2);
-  }
-  // No photograph: model input pixels.
-  explicit CropGeometry(std::int64_t input_size) : size(static_cast<double>(input_size)) {}
-  double x(double normalised) const { return (offset_x + normalised * size) * scale_x; }
-  double y(double normalised) const { return (offset_y + normalised * size) * scale_y; }
+  double x(double normalised) const { return (normalised * width + geometry.offset_x) * geometry.scale_x; }
+  double y(double normalised) const { return (normalised * height + geometry.offset_y) * geometry.scale_y; }
 };
 
 std::optional<std::size_t> find_output(const Model& model, const std::string& name) {
@@ -251,10 +238,10 @@ std::vector<Detection> read_detection_list(const Model& model, const std::vector
   for (const bench::ListedDetection& d : bench::read_detections(outputs, list))
     detections.push_back({.label = d.label,
                           .score = d.score,
-                          .x0 = crop.x(d.box[0] / crop.size),
-                          .y0 = crop.y(d.box[1] / crop.size),
-                          .x1 = crop.x(d.box[2] / crop.size),
-                          .y1 = crop.y(d.box[3] / crop.size)});
+                          .x0 = crop.x(d.box[0] / crop.width),
+                          .y0 = crop.y(d.box[1] / crop.height),
+                          .x1 = crop.x(d.box[2] / crop.width),
+                          .y1 = crop.y(d.box[3] / crop.height)});
   std::stable_sort(detections.begin(), detections.end(),
                    [](const Detection& a, const Detection& b) { return a.score > b.score; });
   return detections;
@@ -273,22 +260,22 @@ void draw_box(std::span<unsigned char> rgb, int width, int height, const Detecti
 }
 
 void report_detection(const Model& model, const std::vector<Tensor>& outputs, const std::string& image_path,
-                      const std::string& output_dir) {
+                      const std::string& output_dir, const ImageGeometry& geometry) {
   const DetectionOutputs which = detection_outputs(model);
   const std::vector<TensorSpec> inputs = model.inputs();
   KILN_CHECK(!inputs.empty() && inputs[0].shape.size() == 4, ErrorKind::ShapeMismatch,
              model.name() + ": a detection model needs an image input [N, 3, S, S]");
-  const std::int64_t input_size = inputs[0].shape[3];
+  const std::int64_t input_height = inputs[0].shape[2], input_width = inputs[0].shape[3];
   // The photograph, read with the same limits as the input image was.
   std::optional<RgbImage> photo;
   if (!image_path.empty()) photo = read_rgb_image(image_path);
   if (!photo) {
     // Inputs given as tensors: report in the model input's pixels, draw nothing.
     std::printf("(no image: the input came from a file; boxes are in the model input's %lldx%lld pixels, none drawn)\n",
-                static_cast<long long>(input_size), static_cast<long long>(input_size));
+                static_cast<long long>(input_width), static_cast<long long>(input_height));
   }
-  const CropGeometry crop =
-      photo ? CropGeometry(photo->info.width, photo->info.height, input_size) : CropGeometry(input_size);
+  const CropGeometry crop{photo ? geometry : ImageGeometry{}, static_cast<double>(input_width),
+                          static_cast<double>(input_height)};
   const std::vector<Detection> detections =
       which.list ? read_detection_list(model, outputs, *which.list, crop)
                  : decode_detections(model, outputs.at(*which.logits), outputs.at(*which.boxes), crop);
@@ -328,12 +315,12 @@ void report_detection(const Model& model, const std::vector<Tensor>& outputs, co
 }  // namespace
 
 void report_task_outputs(const Model& model, const std::vector<Tensor>& outputs, const std::string& image_path,
-                         const std::string& output_dir) {
+                         const std::string& output_dir, const ImageGeometry& geometry) {
   if (model.task() == "segmentation") {
     KILN_CHECK(!outputs.empty(), ErrorKind::InvalidArgument, model.name() + ": no outputs to present");
     report_segmentation(model, outputs.front(), output_dir);
   } else if (model.task() == "detection") {
-    report_detection(model, outputs, image_path, output_dir);
+    report_detection(model, outputs, image_path, output_dir, geometry);
   }
 }
 

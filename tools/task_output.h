@@ -6,6 +6,8 @@
 #include <kiln/model.h>
 #include <kiln/tensor.h>
 
+#include "image.h"
+
 #include <string>
 #include <vector>
 
@@ -18,7 +20,7 @@ namespace kiln::tools {
 // "boxes" [N, queries, 4] as normalised cx, cy, w, h, or a detection list):
 // prints the boxes scoring >= 0.5 (or the best 5, marked as below the
 // threshold, if none does) in pixel coordinates of the photograph at
-// image_path, and writes "<model>_detections.png" with them drawn on it;
+// image_path (`geometry`: where the model input's pixels came from in it), and writes "<model>_detections.png" with them drawn on it;
 // image_path "" (inputs came from .npy files) reports boxes in the model
 // input's pixels and draws nothing. <model> is the model's name made safe as
 // a file name (file_stem_for). Pictures go to output_dir, which the caller
@@ -27,6 +29,6 @@ namespace kiln::tools {
 // tasks print nothing. Throws kiln::Error (ShapeMismatch for unexpected
 // outputs, Io when a picture cannot be written) naming the model or the file.
 void report_task_outputs(const Model& model, const std::vector<Tensor>& outputs, const std::string& image_path,
-                         const std::string& output_dir);
+                         const std::string& output_dir, const ImageGeometry& geometry = {});
 
 }  // namespace kiln::tools

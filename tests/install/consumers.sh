@@ -177,6 +177,12 @@ cmake)
   run kiln_classify "$kiln_tool" run --model resnet18 --image "$images/chelsea.png" --image-size 64 --iters 0
   [[ "$(first_class classify)" == "$(first_class kiln_classify)" ]] ||
     fail "classify's top class $(first_class classify) is not kiln run's $(first_class kiln_classify)"
+  # Without --image, the installed (and moved) kiln finds its own copy of the
+  # photograph, from a folder that is not the source tree.
+  (cd "$tmp" && run kiln_default_image "$kiln_tool" run --model resnet18 --image-size 64 --iters 0)
+  expect_line kiln_default_image "on $prefix/share/kiln/images/chelsea\.png \(451x300"
+  [[ "$(first_class kiln_default_image)" == "$(first_class kiln_classify)" ]] ||
+    fail "kiln run without --image did not classify the installed photograph as with it"
 
   # A compiled-model file from the installed tool, loaded by the program: the same answer, nothing compiled.
   run kiln_compile "$kiln_tool" compile --model resnet18 --image-size 64 -o "$tmp/resnet18.kiln"
