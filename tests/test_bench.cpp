@@ -406,7 +406,8 @@ BOOST_AUTO_TEST_CASE(quick_run_writes_every_format_with_consistent_figures) {
   const nlohmann::json doc = nlohmann::json::parse(read_text(out.path / "bench.json"));
   BOOST_TEST(doc.at("metadata").at("backend") == "vulkan");
   BOOST_TEST(doc.at("metadata").at("iters") == 3);
-  BOOST_TEST(doc.at("metadata").at("image") == "data/images/chelsea.png");
+  // The sample photograph the build-tree kiln finds in the source tree.
+  BOOST_TEST(doc.at("metadata").at("image") == source_root() + "/data/images/chelsea.png");
   BOOST_TEST(doc.at("metadata").at("command").get<std::string>().find("kiln bench --models resnet18,mobilenet_v2") == 0u);
   BOOST_REQUIRE_EQUAL(doc.at("cells").size(), 12u);
   for (const auto& cell : doc.at("cells")) {
@@ -460,6 +461,28 @@ BOOST_AUTO_TEST_CASE(a_compiled_output_that_differs_from_eager_fails_the_run_lou
   BOOST_REQUIRE_EQUAL(rows.size(), 2u);
   BOOST_TEST(rows[1].at("status") == "mismatch");
   BOOST_TEST(std::stod(rows[1].at("max_abs_diff")) > 1e-6);
+}
+
+// Without eager, speed-ups are over the first mode given: the table, the
+// geometric means and the chart compare the compiled modes with it.
+BOOST_AUTO_TEST_CASE(without_eager_the_first_mode_is_the_baseline) {
+  ScratchDir out;
+  const Result r = run_kiln("bench --models resnet18 --image-size 32 --batch 1 --iters 2 --warmup 0 "
+                            "--modes default,reduce-overhead --output-dir '" + out.path.string() + "'");
+  BOOST_TEST(r.exit_code == 0, r.output);
+  BOOST_TEST(has(r, "| default ms | reduce-overhead ms | speed-up |"), r.output);
+  BOOST_TEST(has(r, "Geometric mean of the speed-up over default"), r.output);
+  BOOST_TEST(has(r, "| reduce-overhead | "), r.output);
+  const auto rows = read_csv(out.path / "bench.csv");
+  BOOST_REQUIRE_EQUAL(rows.size(), 2u);
+  BOOST_TEST(rows[0].at("speedup").empty());
+  BOOST_TEST(std::stod(rows[1].at("speedup")) > 0.0);
+  std::ifstream chart(out.path / "bench.svg");
+  const std::string svg((std::istreambuf_iterator<char>(chart)), std::istreambuf_iterator<char>());
+  BOOST_TEST(svg.find("speed-up over default") != std::string::npos);
+  BOOST_TEST(svg.find("default = 1x") != std::string::npos);
+  BOOST_TEST(svg.find("no eager time") == std::string::npos);
+  BOOST_TEST(svg.find("<title>resnet18, batch 1, reduce-overhead</title>") != std::string::npos);  // a bar
 }
 
 BOOST_AUTO_TEST_CASE(bad_arguments_exit_2_with_a_message) {

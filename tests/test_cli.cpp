@@ -368,7 +368,7 @@ std::vector<float> npy_values(const std::string& path) {
   const std::size_t header = static_cast<unsigned char>(bytes[8]) | static_cast<std::size_t>(static_cast<unsigned char>(bytes[9])) << 8;
   BOOST_TEST(bytes.find("'descr': '<f4'") != std::string::npos);
   std::vector<float> values((bytes.size() - 10 - header) / sizeof(float));
-  std::memcpy(values.data(), bytes.data() + 10 + header, values.size() * sizeof(float));
+  if (!values.empty()) std::memcpy(values.data(), bytes.data() + 10 + header, values.size() * sizeof(float));
   return values;
 }
 

@@ -9,6 +9,7 @@
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "commands.h"
+#include "image.h"
 
 #include <kiln/kiln.h>
 
@@ -121,6 +122,7 @@ void add_bench_command(CLI::App& app) {
                "a markdown table on stdout (and CSV, JSON, SVG with --output-dir)");
   auto args = std::make_shared<BenchArgs>();
   bench::Config& c = args->config;
+  c.image_path = default_image_path();
   std::string names;
   for (const auto& n : models::names()) names += (names.empty() ? "" : ", ") + n;
   auto* models_opt = cmd->add_option("--models", c.models, "comma-separated built-in models (default: all: " + names + ")")
@@ -129,7 +131,7 @@ void add_bench_command(CLI::App& app) {
                                                          "detection");
   models_opt->excludes(task_opt);
   cmd->add_option("--batch", c.batches, "comma-separated batch sizes")->delimiter(',')->capture_default_str();
-  cmd->add_option("--modes", c.modes, "comma-separated: eager, default, reduce-overhead, max-autotune (its tuning database: run `kiln tune` first)")
+  cmd->add_option("--modes", c.modes, "comma-separated: eager, default, reduce-overhead, max-autotune (its tuning database: run `kiln tune` first); speed-ups are over eager, or without it over the first mode given")
       ->delimiter(',')->capture_default_str();
   cmd->add_option("--iters", c.iters, "timed calls per cell (the reference benchmark takes 300)")->capture_default_str();
   cmd->add_option("--warmup", c.warmup, "untimed calls before timing, after compiling")->capture_default_str();

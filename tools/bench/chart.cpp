@@ -61,7 +61,7 @@ std::string speedup_chart_svg(const Results& results) {
   std::vector<std::pair<std::string, std::int64_t>> groups;
   double max_speedup = 1.0;
   for (const Cell& c : results.cells) {
-    if (c.mode == kEagerMode) continue;
+    if (c.mode == results.baseline) continue;
     if (std::find(modes.begin(), modes.end(), c.mode) == modes.end()) modes.push_back(c.mode);
     if (std::find(groups.begin(), groups.end(), std::pair{c.model, c.batch}) == groups.end())
       groups.emplace_back(c.model, c.batch);
@@ -79,7 +79,8 @@ std::string speedup_chart_svg(const Results& results) {
   svg += "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" + num(kWidth) + "\" height=\"" + num(height) +
          "\" viewBox=\"0 0 " + num(kWidth) + " " + num(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
-  svg += text_element(kWidth / 2, 24, "kiln bench: speed-up over eager (mean time per call; higher is better)",
+  svg += text_element(kWidth / 2, 24,
+                      "kiln bench: speed-up over " + results.baseline + " (mean time per call; higher is better)",
                       "text-anchor=\"middle\" font-size=\"16\" font-weight=\"bold\"");
   svg += text_element(kWidth / 2, 44,
                       m.device_name + ", " + m.backend + ", " + std::to_string(m.iters) + " iters, " + m.date_utc,
@@ -90,7 +91,7 @@ std::string speedup_chart_svg(const Results& results) {
     svg += text_element(x + 18, 69, modes[i]);
   }
 
-  // Grid and axis: ticks along the bottom, eager's 1x as a dashed line.
+  // Grid and axis: ticks along the bottom, the baseline's 1x as a dashed line.
   const double plot_bottom = kTop + plot_height;
   for (double t = 0; t <= axis_max + step / 2; t += step) {
     svg += "<line x1=\"" + num(x_of(t)) + "\" y1=\"" + num(kTop - 4) + "\" x2=\"" + num(x_of(t)) + "\" y2=\"" +
@@ -101,7 +102,7 @@ std::string speedup_chart_svg(const Results& results) {
   }
   svg += "<line x1=\"" + num(x_of(1)) + "\" y1=\"" + num(kTop - 8) + "\" x2=\"" + num(x_of(1)) + "\" y2=\"" +
          num(plot_bottom) + "\" stroke=\"#333333\" stroke-dasharray=\"4 3\"/>\n";
-  svg += text_element(x_of(1), plot_bottom + 32, "eager = 1x", "text-anchor=\"middle\"");
+  svg += text_element(x_of(1), plot_bottom + 32, results.baseline + " = 1x", "text-anchor=\"middle\"");
 
   for (std::size_t g = 0; g < groups.size(); ++g) {
     // Named references, not a structured binding: the lambda below captures
@@ -119,7 +120,7 @@ std::string speedup_chart_svg(const Results& results) {
       });
       if (cell == results.cells.end()) continue;
       if (!cell->speedup) {
-        const std::string why = cell->measured() ? "no eager time" : status_name(cell->status);
+        const std::string why = cell->measured() ? "no " + results.baseline + " time" : status_name(cell->status);
         svg += text_element(kPlotLeft + 4, y + kBarHeight - 3, modes[i] + ": " + why, "fill=\"#888888\"");
         continue;
       }

@@ -21,7 +21,7 @@ struct Config {
   std::vector<std::string> modes{kEagerMode, "default", "reduce-overhead"};
   int iters = 300;
   int warmup = 10;
-  std::string image_path = "data/images/chelsea.png";
+  std::string image_path;      // `kiln bench` sets the installed sample photograph (default_image_path)
   std::int64_t image_size = 0;  // 0: each model's usual size
   std::string backend = "vulkan";
   std::string device;           // index or part of the name; "" is the first
@@ -67,7 +67,7 @@ struct Cell {
   double first_call_ms = 0;          // the untimed first call (eager: includes loading its kernels)
   Summary host_ms;                   // wall time per timed call, as the caller sees it
   std::optional<Summary> device_ms;  // when the backend times every call
-  std::optional<double> speedup;     // eager mean / this mean, same model and batch
+  std::optional<double> speedup;     // the baseline mode's mean / this mean, same model and batch
 
   // Compiled modes only: prepare() with an empty disk cache, then again in a
   // fresh process-level device reading that cache.
@@ -93,6 +93,9 @@ struct Cell {
 struct Results {
   Metadata metadata;
   std::vector<Cell> cells;
+  // The mode speed-ups are measured against: eager when it ran, else the
+  // first mode given (`--modes default,max-autotune` compares the two).
+  std::string baseline = kEagerMode;
 };
 
 }  // namespace kiln::tools::bench

@@ -336,11 +336,11 @@ void measure(std::vector<Cell>& cells, const Config& config, const Observer& obs
   }
 }
 
-void fill_speedups(std::vector<Cell>& cells) {
+void fill_speedups(std::vector<Cell>& cells, const std::string& baseline) {
   for (Cell& cell : cells) {
-    if (cell.mode == kEagerMode || !cell.measured()) continue;
+    if (cell.mode == baseline || !cell.measured()) continue;
     for (const Cell& base : cells)
-      if (base.mode == kEagerMode && base.measured() && base.model == cell.model && base.batch == cell.batch &&
+      if (base.mode == baseline && base.measured() && base.model == cell.model && base.batch == cell.batch &&
           cell.host_ms.mean > 0)
         cell.speedup = base.host_ms.mean / cell.host_ms.mean;
   }
@@ -379,7 +379,7 @@ void validate(const Config& config) {
   std::error_code ec;
   KILN_CHECK(std::filesystem::is_regular_file(config.image_path, ec), ErrorKind::Io,
              "cannot read image '" + config.image_path +
-                 "': no such file (run from kiln's source folder for the default, or pass --image)");
+                 "': no such file (pass --image; kiln's sample photograph is installed as share/kiln/images/chelsea.png)");
 }
 
 Metadata describe_run(const Config& config) {
@@ -427,6 +427,7 @@ Results run_benchmark(const Config& config, const Observer& observer) {
   // Eager first: its output is the reference every compiled mode is checked against.
   std::vector<std::string> modes = config.modes;
   std::stable_partition(modes.begin(), modes.end(), [](const std::string& m) { return m == kEagerMode; });
+  results.baseline = modes.front();
 
   for (const std::string& name : config.models) {
     for (const std::int64_t batch : config.batches) {
@@ -445,7 +446,7 @@ Results run_benchmark(const Config& config, const Observer& observer) {
       for (Cell& cell : cells) results.cells.push_back(std::move(cell));
     }
   }
-  fill_speedups(results.cells);
+  fill_speedups(results.cells, results.baseline);
   return results;
 }
 
