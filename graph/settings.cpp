@@ -56,9 +56,11 @@ struct Patch {
   std::string_view name;
   std::string_view value;
 };
+// max-autotune replays too, as torch.compile's max-autotune includes CUDA graphs.
 constexpr std::array kModePatches = {
     Patch{Mode::reduce_overhead, "replay", "on"},
     Patch{Mode::max_autotune, "autotune", "on"},
+    Patch{Mode::max_autotune, "replay", "on"},
 };
 
 std::string lowercase(std::string_view text) {

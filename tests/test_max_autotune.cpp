@@ -168,6 +168,9 @@ BOOST_AUTO_TEST_CASE(first_compile_tunes_and_records_the_next_reads_the_record) 
   BOOST_TEST(contains(explained, "autotune: 2 tuning sites"));
   BOOST_TEST(contains(explained, "pack_matmul_weights '"), explained);
   BOOST_TEST(contains(explained, "tuned now"));
+  // The time spent tuning is reported on its own, within the plan's time.
+  BOOST_TEST(first.stats().tuning_ms > 0.0);
+  BOOST_TEST(first.stats().tuning_ms <= first.stats().plan_ms);
   const std::string db_path = (dir.path / "cache" / "tuning.db").string();
   BOOST_REQUIRE(fs::exists(db_path));
   {
@@ -191,6 +194,7 @@ BOOST_AUTO_TEST_CASE(first_compile_tunes_and_records_the_next_reads_the_record) 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const kiln::compiler::Plan& plan = *kiln::internal::engine(second).plan();
   BOOST_REQUIRE(plan.autotune.has_value());
+  BOOST_TEST(second.stats().tuning_ms == 0.0);  // every site had its record
   BOOST_REQUIRE(plan.autotune->decisions.size() == 2u);
   BOOST_TEST(plan.autotune->decisions[0].site.id.template_name == "pack_matmul_weights");  // graph choices first
   for (const kiln::tune::SiteDecision& d : plan.autotune->decisions)

@@ -397,6 +397,9 @@ void add_run_command(CLI::App& app) {
                 cs.plan_ms,
                 loaded                ? "read from the file"
                 : cs.plan_from_cache ? "from the plan cache"
+                : cs.tuning_ms > 0   ? (std::to_string(cs.graph_passes_run) + " graph passes, " +
+                                      std::to_string(static_cast<long long>(cs.tuning_ms)) + " ms of it tuning")
+                                         .c_str()
                                       : (std::to_string(cs.graph_passes_run) + " graph passes").c_str(),
                 cs.kernels_ms, cs.kernel_cache_misses, cs.kernel_cache_hits, cs.kernels_from_file,
                 cs.kernel_compile_ms, cs.pipeline_ms, cs.upload_ms,

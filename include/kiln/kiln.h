@@ -97,6 +97,10 @@ struct KILN_API RunStats {
   // kernels and the upload run at the same time, so compile_ms holds the
   // longer of the two, not their sum.
   double plan_ms = 0;
+  // plan_ms's share spent timing kernel variants on the device (max-autotune,
+  // for sites the tuning database has no record of; 0 for a plan read from
+  // the plan cache or a file).
+  double tuning_ms = 0;
   double kernels_ms = 0;
   // kernels_ms's two parts, each summed over the kernels (distinct kernels
   // load on several threads at once, so a sum can exceed kernels_ms): the

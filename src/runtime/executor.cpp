@@ -187,6 +187,8 @@ void Executor::plan_and_bind() {
   }
   const compiler::Plan& plan = *plan_;
   stats_.plan_ms = ms_since(start);
+  const bool planned_here = !options_.plan && !stats_.plan_from_cache && plan.read_from.empty();
+  stats_.tuning_ms = planned_here && plan.autotune ? plan.autotune->tuning_s * 1000.0 : 0.0;
 
   // The weights upload (allocation, copies, the device's queue) and kernel
   // loading (compilers, pipeline creation) share nothing, so they overlap:
