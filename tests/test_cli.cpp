@@ -60,6 +60,31 @@ BOOST_AUTO_TEST_CASE(no_command_is_a_usage_error) {
   BOOST_TEST(has(r, "a command is required: devices, run,"));
 }
 
+// kiln cache: what the folder holds, pruning to a limit, clearing.
+BOOST_AUTO_TEST_CASE(cache_command_shows_prunes_and_clears) {
+  const auto dir = std::filesystem::temp_directory_path() / ("kiln_cli_cache_dir_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  const std::string cache = " --cache-dir '" + dir.string() + "'";
+  auto run = kiln_cli("run --model resnet18 --image-size 32 --iters 0 --image data/images/chelsea.png" + cache);
+  BOOST_TEST(run.exit_code == 0, run.output);
+  auto show = kiln_cli("cache show" + cache);
+  BOOST_TEST(show.exit_code == 0, show.output);
+  BOOST_TEST(has(show, "cache folder: " + dir.string()), show.output);
+  BOOST_TEST(has(show, "  plans            1"), show.output);
+  BOOST_TEST(has(show, "  weights          1"), show.output);
+  auto prune = kiln_cli("cache prune --limit 0" + cache);
+  BOOST_TEST(prune.exit_code == 0, prune.output);
+  BOOST_TEST(has(prune, "  kernels          0"), prune.output);
+  BOOST_TEST(has(prune, "  plans            0"), prune.output);
+  auto bad = kiln_cli("cache prune --limit lots" + cache);
+  BOOST_TEST(bad.exit_code == 2);
+  BOOST_TEST(has(bad, "--limit 'lots' is not a size"), bad.output);
+  auto clear = kiln_cli("cache clear" + cache);
+  BOOST_TEST(clear.exit_code == 0, clear.output);
+  BOOST_TEST(!std::filesystem::exists(dir / "kernels"));
+  std::filesystem::remove_all(dir);
+}
+
 // A mistyped command is named, with the commands there are and the nearest one.
 BOOST_AUTO_TEST_CASE(a_mistyped_command_is_named_with_the_commands) {
   auto typo = kiln_cli("rnu --model resnet18");

@@ -13,6 +13,7 @@
 #include "src/artifact/model_file.h"
 
 #include <filesystem>
+#include <chrono>
 #include <fstream>
 #include <random>
 
@@ -340,7 +341,8 @@ BOOST_AUTO_TEST_CASE(a_second_compile_reads_its_plan_from_the_plan_cache_and_a_b
     BOOST_TEST(m.stats().graph_passes_run > 0);
   }
   std::vector<fs::path> plans;
-  for (const auto& entry : fs::directory_iterator(dir / "plans")) plans.push_back(entry.path());
+  for (const auto& entry : fs::directory_iterator(dir / "plans"))
+    if (entry.path().extension() == ".plan") plans.push_back(entry.path());
   BOOST_REQUIRE(plans.size() == 1u);
   {
     kiln::CompiledModel m = kiln::compile(model, options);
@@ -384,5 +386,61 @@ BOOST_AUTO_TEST_CASE(a_second_compile_reads_its_plan_from_the_plan_cache_and_a_b
     m({input});
     BOOST_TEST(!m.stats().plan_from_cache);
   }
+  fs::remove_all(dir);
+}
+
+// A model's plans share one weights file (other modes, settings and shape
+// sets only add plans of a few KiB); kiln::prune_cache removes the least
+// recently used entries first and keeps what fits; a plan whose weights are
+// gone is planned again; clear_cache keeps the tuning database.
+BOOST_AUTO_TEST_CASE(plans_share_their_weights_and_the_cache_stays_within_its_limit) {
+  const fs::path dir = fresh_dir("cache-limit");
+  const kiln::Model model = small_resnet();
+  const kiln::Tensor input = random_input({1, 3, 32, 32}, 5);
+  auto compile_and_run = [&](kiln::Mode mode) {
+    kiln::CompiledModel m = kiln::compile(model, {.mode = mode, .cache_dir = dir.string()});
+    m({input});
+    return m.stats().plan_from_cache;
+  };
+  BOOST_TEST(!compile_and_run(kiln::Mode::default_));
+  BOOST_TEST(!compile_and_run(kiln::Mode::reduce_overhead));
+  kiln::CacheInfo info = kiln::cache_info(dir.string());
+  BOOST_TEST(info.path == dir.string());
+  BOOST_TEST(info.plans == 2);
+  BOOST_TEST(info.weight_files == 1);
+  BOOST_TEST(info.kernels > 0);
+  BOOST_TEST(info.plan_bytes * 4 < info.weight_bytes, info.plan_bytes << " bytes of plans, " << info.weight_bytes
+                                                                      << " of weights");
+  BOOST_TEST(compile_and_run(kiln::Mode::default_));
+  BOOST_TEST(compile_and_run(kiln::Mode::reduce_overhead));
+
+  // The least recently used plan goes first: make the default mode's old.
+  std::vector<fs::path> plans;
+  for (const auto& entry : fs::directory_iterator(dir / "plans"))
+    if (entry.path().extension() == ".plan") plans.push_back(entry.path());
+  BOOST_REQUIRE(plans.size() == 2u);
+  const auto old_time = fs::file_time_type::clock::now() - std::chrono::hours(2);
+  fs::last_write_time(plans[0], old_time);
+  const std::uint64_t total = info.kernel_bytes + info.plan_bytes + info.weight_bytes;
+  const std::uint64_t oldest = fs::file_size(plans[0]);
+  BOOST_TEST(kiln::prune_cache(dir.string(), total - 1) == oldest);
+  BOOST_TEST(!fs::exists(plans[0]));
+  BOOST_TEST(fs::exists(plans[1]));
+  BOOST_TEST(kiln::cache_info(dir.string()).weight_files == 1);
+
+  // Weights gone: the plan that needs them is built again, and so are they.
+  fs::remove_all(dir / "plans" / "weights");
+  BOOST_TEST(!compile_and_run(kiln::Mode::reduce_overhead));
+  BOOST_TEST(kiln::cache_info(dir.string()).weight_files == 1);
+  BOOST_TEST(compile_and_run(kiln::Mode::reduce_overhead));
+
+  // Clearing keeps the tuning database.
+  std::ofstream(dir / "tuning.db") << "records";
+  kiln::clear_cache(dir.string());
+  info = kiln::cache_info(dir.string());
+  BOOST_TEST(info.kernels == 0);
+  BOOST_TEST(info.plans == 0);
+  BOOST_TEST(info.weight_files == 0);
+  BOOST_TEST(fs::exists(dir / "tuning.db"));
   fs::remove_all(dir);
 }

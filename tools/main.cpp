@@ -21,6 +21,7 @@ int main(int argc, char** argv) {
   kiln::tools::add_tune_command(app);
   kiln::tools::add_compile_command(app);
   kiln::tools::add_check_command(app);
+  kiln::tools::add_cache_command(app);
   // A first word that is no command (a typo: `kiln rnu`) is named, with the
   // commands there are; CLI11 alone would only say that one is required.
   if (argc > 1 && argv[1][0] != '-' && kiln::tools::find_command(app, argv[1]) == nullptr) {

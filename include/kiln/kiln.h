@@ -297,6 +297,30 @@ struct KILN_API LoadOptions {
 // plan the device can run (naming what it holds), NotFound for no file.
 KILN_API CompiledModel load(const std::string& path, const LoadOptions& options = {});
 
+// ---- the cache folder --------------------------------------------------------
+// Compiled kernels, cached plans (with their weights, shared by a model's
+// shape sets), the drivers' pipeline caches and the tuning database live in
+// one folder: CompileOptions::cache_dir, else $KILN_CACHE_DIR, else
+// $XDG_CACHE_HOME/kiln, else ~/.cache/kiln. Kernels, plans and weights are
+// kept within a size limit ($KILN_CACHE_LIMIT, "2G" by default), the least
+// recently used going first; `kiln cache show|prune|clear` does the same.
+struct KILN_API CacheInfo {
+  std::string path;               // the folder ("" when the cache is off)
+  std::uint64_t kernel_bytes = 0, plan_bytes = 0, weight_bytes = 0;
+  std::uint64_t other_bytes = 0;  // pipeline caches, the tuning database, leftovers
+  std::int64_t kernels = 0, plans = 0, weight_files = 0;
+  std::uint64_t limit_bytes = 0;  // what prune_cache keeps kernels, plans and weights within
+};
+// `cache_dir` as CompileOptions::cache_dir ("" the default).
+KILN_API CacheInfo cache_info(const std::string& cache_dir = "");
+// Removes least recently used kernels, plans and weights until they fit
+// `limit_bytes` (nullopt: the configured limit); returns the bytes removed.
+KILN_API std::uint64_t prune_cache(const std::string& cache_dir = "",
+                                   std::optional<std::uint64_t> limit_bytes = std::nullopt);
+// Removes every cached kernel, plan and pipeline cache (not the tuning
+// database, which holds measurements). Throws Io naming what it cannot remove.
+KILN_API void clear_cache(const std::string& cache_dir = "");
+
 // ---- devices ---------------------------------------------------------------
 struct KILN_API DeviceDescription {
   int index = 0;

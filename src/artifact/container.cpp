@@ -81,14 +81,22 @@ std::shared_ptr<std::byte> map_private(const std::filesystem::path& path, std::s
 }  // namespace
 
 std::uint64_t BlobWriter::add(std::span<const std::byte> bytes) {
+  if (external_ != nullptr && bytes.size() >= threshold_) return kExternalBlobBase + external_->add(bytes);
   std::string digest = hex_digest(XXH3_128bits(bytes.data(), bytes.size())) + ":" + std::to_string(bytes.size());
   if (auto it = by_digest_.find(digest); it != by_digest_.end()) return it->second;
   const std::uint64_t index = blobs_.size();
   const std::uint64_t offset = align_up(total_);
   blobs_.push_back({offset, std::vector<std::byte>(bytes.begin(), bytes.end())});
   total_ = offset + bytes.size();
+  digests_.push_back(digest);
   by_digest_.emplace(std::move(digest), index);
   return index;
+}
+
+std::string BlobWriter::content_digest() const {
+  std::string all;
+  for (const std::string& d : digests_) all += d + ";";
+  return hex_digest(XXH3_128bits(all.data(), all.size()));
 }
 
 void write_container(const std::filesystem::path& path, std::string_view kind, const nlohmann::json& metadata,
@@ -161,6 +169,11 @@ void write_container(const std::filesystem::path& path, std::string_view kind, c
 }
 
 std::span<const std::byte> Container::blob(std::uint64_t index, std::string_view what) const {
+  if (index >= kExternalBlobBase) {
+    KILN_CHECK(external_ != nullptr, ErrorKind::Corrupt,
+               "'" + path_ + "': " + std::string(what) + " refers to a shared weights file it does not name");
+    return external_->blob(index - kExternalBlobBase, what);
+  }
   KILN_CHECK(index < blobs_.size(), ErrorKind::Corrupt,
              "'" + path_ + "': " + std::string(what) + " refers to blob " + std::to_string(index) + " of " +
                  std::to_string(blobs_.size()));
@@ -169,6 +182,7 @@ std::span<const std::byte> Container::blob(std::uint64_t index, std::string_view
 }
 
 std::shared_ptr<std::byte> Container::shared_blob(std::uint64_t index, std::string_view what) const {
+  if (index >= kExternalBlobBase && external_ != nullptr) return external_->shared_blob(index - kExternalBlobBase, what);
   const std::span<const std::byte> bytes = blob(index, what);
   return std::shared_ptr<std::byte>(bytes_, bytes_.get() + (bytes.data() - bytes_.get()));
 }

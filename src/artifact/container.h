@@ -36,13 +36,27 @@ namespace kiln::artifact {
 inline constexpr std::uint32_t kContainerVersion = 2;
 inline constexpr std::uint64_t kBlobAlignment = 64;
 
+// Blob indices from here on name blobs of another container attached to the
+// reader (Container::attach_external): a cached plan's weights, one file
+// shared by every shape set and setting of a model.
+inline constexpr std::uint64_t kExternalBlobBase = std::uint64_t{1} << 40;
+
 // Collects blobs for a file; equal contents are stored once (weights shared
 // by several targets' plans).
 class BlobWriter {
  public:
+  BlobWriter() = default;
+  // Blobs of `threshold` bytes or more go to `external` (a weights file), and
+  // their indices start at kExternalBlobBase.
+  BlobWriter(BlobWriter* external, std::uint64_t threshold) : external_(external), threshold_(threshold) {}
+
   // The blob's index, for the metadata.
   std::uint64_t add(std::span<const std::byte> bytes);
   std::uint64_t total_bytes() const { return total_; }
+  bool empty() const { return blobs_.empty(); }
+  // A digest of every blob's bytes, in order (hex XXH3-128): the name of a
+  // file that holds exactly these blobs.
+  std::string content_digest() const;
 
  private:
   friend void write_container(const std::filesystem::path&, std::string_view, const nlohmann::json&,
@@ -53,7 +67,10 @@ class BlobWriter {
   };
   std::vector<Entry> blobs_;
   std::unordered_map<std::string, std::uint64_t> by_digest_;
+  std::vector<std::string> digests_;  // per blob, in order
   std::uint64_t total_ = 0;
+  BlobWriter* external_ = nullptr;
+  std::uint64_t threshold_ = 0;
 };
 
 // How read_container holds a file's bytes: read into memory of its own, or
@@ -75,6 +92,8 @@ class Container {
   // memory): for tensors that use weights where they lie.
   std::shared_ptr<std::byte> shared_blob(std::uint64_t index, std::string_view what) const;
   const std::string& path() const { return path_; }
+  // Blobs from kExternalBlobBase on are `external`'s (a cached plan's weights file).
+  void attach_external(std::shared_ptr<const Container> external) { external_ = std::move(external); }
 
  private:
   friend Container read_container(const std::filesystem::path&, std::string_view, FileHolding);
@@ -85,6 +104,7 @@ class Container {
   std::shared_ptr<std::byte> bytes_;
   std::size_t size_ = 0;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> blobs_;  // offset into bytes_, size
+  std::shared_ptr<const Container> external_;
 };
 
 // Writes atomically (a temporary file beside `path`, then a rename); the

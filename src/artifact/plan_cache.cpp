@@ -4,6 +4,7 @@
 #include "src/artifact/container.h"
 #include "src/artifact/graph_codec.h"
 #include "src/artifact/plan_codec.h"
+#include "src/runtime/cache_maintenance.h"
 #include "src/runtime/compile_cache.h"
 #include "src/runtime/log.h"
 #include "src/tune/tuner.h"
@@ -24,9 +25,15 @@ using runtime::hex_digest;
 using nlohmann::json;
 
 constexpr const char* kKind = "PLAN";
+constexpr const char* kWeightsKind = "WGTS";
 // Bump when a plan's meaning changes without its inputs changing.
 // 2: i64 and bool tensors lower to kernels (plans from 1 broke on the host there).
-constexpr int kPlanCacheVersion = 2;
+// 3: weights in a shared file (plans/weights/), not in each plan.
+constexpr int kPlanCacheVersion = 3;
+// Constants of this many bytes or more go to the shared weights file; the
+// small ones (a folded mask or shape that depends on the input's extents)
+// stay in the plan, so shape sets of one model share one weights file.
+constexpr std::uint64_t kSharedWeightBytes = 4096;
 
 
 
@@ -105,6 +112,10 @@ PlanKey PlanCache::key(const graph::Graph& model, const std::string& model_name,
 
 std::filesystem::path PlanCache::path_for(const PlanKey& key) const { return dir_ / (key.digest + ".plan"); }
 
+std::filesystem::path PlanCache::weights_path_for(const std::string& digest) const {
+  return dir_ / "weights" / (digest + ".weights");
+}
+
 std::shared_ptr<const compiler::Plan> PlanCache::load(const PlanKey& key) const {
   if (!enabled()) return nullptr;
   const std::filesystem::path path = path_for(key);
@@ -112,10 +123,20 @@ std::shared_ptr<const compiler::Plan> PlanCache::load(const PlanKey& key) const 
   if (!std::filesystem::exists(path, ec)) return nullptr;
   try {
     const auto start = std::chrono::steady_clock::now();
-    const Container file = read_container(path, kKind, FileHolding::map);  // replaced only by rename
-    const std::string read_ms = ms_since(start);
+    Container file = read_container(path, kKind, FileHolding::map);  // replaced only by rename
     const bool same_key = decoding(file, [&] { return file.metadata().at("key").get<std::string>() == key.text; });
     KILN_CHECK(same_key, ErrorKind::Corrupt, "'" + path.string() + "' is another key's plan");
+    const std::string weights = decoding(file, [&] { return file.metadata().at("weights").get<std::string>(); });
+    if (!weights.empty()) {
+      const std::filesystem::path weights_path = weights_path_for(weights);
+      auto shared = std::make_shared<const Container>(read_container(weights_path, kWeightsKind, FileHolding::map));
+      const bool named = decoding(*shared, [&] { return shared->metadata().at("digest").get<std::string>() == weights; });
+      KILN_CHECK(named, ErrorKind::Corrupt, "'" + weights_path.string() + "' holds other weights than its name says");
+      file.attach_external(std::move(shared));
+      runtime::mark_used(weights_path);
+    }
+    runtime::mark_used(path);
+    const std::string read_ms = ms_since(start);
     const auto decode_start = std::chrono::steady_clock::now();
     std::shared_ptr<const compiler::Plan> plan = decode_plan(file.metadata().at("plan"), file);
     runtime::log(runtime::LogLevel::debug, "plan cache: " + path.string() + " read and checked in " + read_ms +
@@ -135,10 +156,25 @@ void PlanCache::store(const PlanKey& key, const compiler::Plan& plan) const {
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
     KILN_CHECK(!ec, ErrorKind::Io, "cannot create '" + dir_.string() + "': " + ec.message());
-    BlobWriter blobs;
-    // A built plan's binaries stay in the kernel cache: none are stored here.
-    json metadata = {{"key", key.text}, {"plan", encode_plan(plan, blobs)}};
+    // Weights go to a file named by their contents, which every plan of the
+    // same weights (the model's other shape sets and settings) shares. A
+    // built plan's binaries stay in the kernel cache: none are stored here.
+    BlobWriter weights;
+    BlobWriter blobs(&weights, kSharedWeightBytes);
+    json metadata = {{"key", key.text}, {"plan", encode_plan(plan, blobs)}, {"weights", ""}};
+    if (!weights.empty()) {
+      const std::string digest = weights.content_digest();
+      const std::filesystem::path weights_path = weights_path_for(digest);
+      if (std::filesystem::is_regular_file(weights_path, ec)) {
+        runtime::mark_used(weights_path);
+      } else {
+        std::filesystem::create_directories(weights_path.parent_path(), ec);
+        write_container(weights_path, kWeightsKind, {{"digest", digest}}, weights);
+      }
+      metadata["weights"] = digest;
+    }
     write_container(path_for(key), kKind, metadata, blobs);
+    runtime::after_store(dir_.parent_path());
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Internal) throw;
     runtime::log(runtime::LogLevel::warning, std::string("plan cache: not stored: ") + e.what());

@@ -1,5 +1,7 @@
 #include "src/runtime/compile_cache.h"
 
+#include "src/runtime/cache_maintenance.h"
+
 #include "src/runtime/cache_key.h"
 #include "src/runtime/cache_entry.h"
 #include "src/runtime/log.h"
@@ -93,6 +95,7 @@ std::optional<backend::KernelBinary> CompileCache::load(const CacheKey& key) con
       message += "; removed it, compiling again";
     log(LogLevel::warning, message);
   }
+  if (binary) mark_used(path);  // least recently used entries are evicted first
   return binary;
 }
 
@@ -101,6 +104,7 @@ void CompileCache::store(const CacheKey& key, const backend::KernelBinary& binar
   KILN_ASSERT(binary.format.size() <= kMaxFormatBytes);
   if (std::string why = write_cache_entry(path_for(key), kEntryKind, key.text, encode(binary)); !why.empty())
     log(LogLevel::warning, "cannot store a kernel in the cache: " + why);
+  after_store(dir_.parent_path());
 }
 
 void CompileCache::discard(const CacheKey& key) const {
