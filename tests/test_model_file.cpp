@@ -389,8 +389,8 @@ BOOST_AUTO_TEST_CASE(a_second_compile_reads_its_plan_from_the_plan_cache_and_a_b
   fs::remove_all(dir);
 }
 
-// A model's plans share one weights file (other modes, settings and shape
-// sets only add plans of a few KiB); kiln::prune_cache removes the least
+// A model's plans share its weights, a file each (other modes, settings and
+// shape sets only add plans of a few KiB); kiln::prune_cache removes the least
 // recently used entries first and keeps what fits; a plan whose weights are
 // gone is planned again; clear_cache keeps the tuning database.
 BOOST_AUTO_TEST_CASE(plans_share_their_weights_and_the_cache_stays_within_its_limit) {
@@ -403,11 +403,13 @@ BOOST_AUTO_TEST_CASE(plans_share_their_weights_and_the_cache_stays_within_its_li
     return m.stats().plan_from_cache;
   };
   BOOST_TEST(!compile_and_run(kiln::Mode::default_));
+  const std::int64_t weight_files = kiln::cache_info(dir.string()).weight_files;
+  BOOST_TEST(weight_files > 1);  // one per weight of 4 KiB or more
   BOOST_TEST(!compile_and_run(kiln::Mode::reduce_overhead));
   kiln::CacheInfo info = kiln::cache_info(dir.string());
   BOOST_TEST(info.path == dir.string());
   BOOST_TEST(info.plans == 2);
-  BOOST_TEST(info.weight_files == 1);
+  BOOST_TEST(info.weight_files == weight_files);  // the second plan added none
   BOOST_TEST(info.kernels > 0);
   BOOST_TEST(info.plan_bytes * 4 < info.weight_bytes, info.plan_bytes << " bytes of plans, " << info.weight_bytes
                                                                       << " of weights");
@@ -426,12 +428,12 @@ BOOST_AUTO_TEST_CASE(plans_share_their_weights_and_the_cache_stays_within_its_li
   BOOST_TEST(kiln::prune_cache(dir.string(), total - 1) == oldest);
   BOOST_TEST(!fs::exists(plans[0]));
   BOOST_TEST(fs::exists(plans[1]));
-  BOOST_TEST(kiln::cache_info(dir.string()).weight_files == 1);
+  BOOST_TEST(kiln::cache_info(dir.string()).weight_files == weight_files);
 
   // Weights gone: the plan that needs them is built again, and so are they.
   fs::remove_all(dir / "plans" / "weights");
   BOOST_TEST(!compile_and_run(kiln::Mode::reduce_overhead));
-  BOOST_TEST(kiln::cache_info(dir.string()).weight_files == 1);
+  BOOST_TEST(kiln::cache_info(dir.string()).weight_files == weight_files);
   BOOST_TEST(compile_and_run(kiln::Mode::reduce_overhead));
 
   // Clearing keeps the tuning database.

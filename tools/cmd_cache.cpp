@@ -36,7 +36,7 @@ void show(const std::string& dir) {
   std::printf("cache folder: %s\n", info.path.c_str());
   std::printf("  kernels   %8lld  %9.1f MiB\n", static_cast<long long>(info.kernels), mib(info.kernel_bytes));
   std::printf("  plans     %8lld  %9.1f MiB\n", static_cast<long long>(info.plans), mib(info.plan_bytes));
-  std::printf("  weights   %8lld  %9.1f MiB (shared by plans of one model)\n", static_cast<long long>(info.weight_files),
+  std::printf("  weights   %8lld  %9.1f MiB (a file per weight, shared by the plans that hold it)\n", static_cast<long long>(info.weight_files),
               mib(info.weight_bytes));
   std::printf("  other               %9.1f MiB (pipeline caches, tuning database)\n", mib(info.other_bytes));
   std::printf("limit: %.1f MiB for kernels, plans and weights together (KILN_CACHE_LIMIT); the least recently used go "

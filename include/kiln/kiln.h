@@ -298,8 +298,9 @@ struct KILN_API LoadOptions {
 KILN_API CompiledModel load(const std::string& path, const LoadOptions& options = {});
 
 // ---- the cache folder --------------------------------------------------------
-// Compiled kernels, cached plans (with their weights, shared by a model's
-// shape sets), the drivers' pipeline caches and the tuning database live in
+// Compiled kernels, cached plans (their weights in a file each, shared by the
+// plans of a model's shape sets and modes), the drivers' pipeline caches and
+// the tuning database live in
 // one folder: CompileOptions::cache_dir, else $KILN_CACHE_DIR, else
 // $XDG_CACHE_HOME/kiln, else ~/.cache/kiln. Kernels, plans and weights are
 // kept within a size limit ($KILN_CACHE_LIMIT, "2G" by default), the least

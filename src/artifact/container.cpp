@@ -93,11 +93,6 @@ std::uint64_t BlobWriter::add(std::span<const std::byte> bytes) {
   return index;
 }
 
-std::string BlobWriter::content_digest() const {
-  std::string all;
-  for (const std::string& d : digests_) all += d + ";";
-  return hex_digest(XXH3_128bits(all.data(), all.size()));
-}
 
 void write_container(const std::filesystem::path& path, std::string_view kind, const nlohmann::json& metadata,
                      const BlobWriter& blobs) {
@@ -170,9 +165,10 @@ void write_container(const std::filesystem::path& path, std::string_view kind, c
 
 std::span<const std::byte> Container::blob(std::uint64_t index, std::string_view what) const {
   if (index >= kExternalBlobBase) {
-    KILN_CHECK(external_ != nullptr, ErrorKind::Corrupt,
-               "'" + path_ + "': " + std::string(what) + " refers to a shared weights file it does not name");
-    return external_->blob(index - kExternalBlobBase, what);
+    KILN_CHECK(index - kExternalBlobBase < external_.size(), ErrorKind::Corrupt,
+               "'" + path_ + "': " + std::string(what) + " refers to shared weight " +
+                   std::to_string(index - kExternalBlobBase) + " of " + std::to_string(external_.size()));
+    return external_[index - kExternalBlobBase]->blob(0, what);
   }
   KILN_CHECK(index < blobs_.size(), ErrorKind::Corrupt,
              "'" + path_ + "': " + std::string(what) + " refers to blob " + std::to_string(index) + " of " +
@@ -182,7 +178,8 @@ std::span<const std::byte> Container::blob(std::uint64_t index, std::string_view
 }
 
 std::shared_ptr<std::byte> Container::shared_blob(std::uint64_t index, std::string_view what) const {
-  if (index >= kExternalBlobBase && external_ != nullptr) return external_->shared_blob(index - kExternalBlobBase, what);
+  if (index >= kExternalBlobBase && index - kExternalBlobBase < external_.size())
+    return external_[index - kExternalBlobBase]->shared_blob(0, what);
   const std::span<const std::byte> bytes = blob(index, what);
   return std::shared_ptr<std::byte>(bytes_, bytes_.get() + (bytes.data() - bytes_.get()));
 }

@@ -36,9 +36,10 @@ namespace kiln::artifact {
 inline constexpr std::uint32_t kContainerVersion = 2;
 inline constexpr std::uint64_t kBlobAlignment = 64;
 
-// Blob indices from here on name blobs of another container attached to the
-// reader (Container::attach_external): a cached plan's weights, one file
-// shared by every shape set and setting of a model.
+// Blob indices from here on name blobs of other containers attached to the
+// reader (Container::attach_external): a cached plan's weights, a file per
+// weight shared by every plan that holds it (a model's shape sets and
+// settings).
 inline constexpr std::uint64_t kExternalBlobBase = std::uint64_t{1} << 40;
 
 // Collects blobs for a file; equal contents are stored once (weights shared
@@ -53,10 +54,12 @@ class BlobWriter {
   // The blob's index, for the metadata.
   std::uint64_t add(std::span<const std::byte> bytes);
   std::uint64_t total_bytes() const { return total_; }
+  std::size_t size() const { return blobs_.size(); }
   bool empty() const { return blobs_.empty(); }
-  // A digest of every blob's bytes, in order (hex XXH3-128): the name of a
-  // file that holds exactly these blobs.
-  std::string content_digest() const;
+  // Blob `index`'s bytes and their digest (hex XXH3-128 and the size): a
+  // name for a file holding exactly that blob.
+  std::span<const std::byte> bytes(std::size_t index) const { return blobs_.at(index).bytes; }
+  const std::string& digest(std::size_t index) const { return digests_.at(index); }
 
  private:
   friend void write_container(const std::filesystem::path&, std::string_view, const nlohmann::json&,
@@ -92,8 +95,9 @@ class Container {
   // memory): for tensors that use weights where they lie.
   std::shared_ptr<std::byte> shared_blob(std::uint64_t index, std::string_view what) const;
   const std::string& path() const { return path_; }
-  // Blobs from kExternalBlobBase on are `external`'s (a cached plan's weights file).
-  void attach_external(std::shared_ptr<const Container> external) { external_ = std::move(external); }
+  // Blob kExternalBlobBase + k is the first blob of `external[k]` (a cached
+  // plan's weight files).
+  void attach_external(std::vector<std::shared_ptr<const Container>> external) { external_ = std::move(external); }
 
  private:
   friend Container read_container(const std::filesystem::path&, std::string_view, FileHolding);
@@ -104,7 +108,7 @@ class Container {
   std::shared_ptr<std::byte> bytes_;
   std::size_t size_ = 0;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> blobs_;  // offset into bytes_, size
-  std::shared_ptr<const Container> external_;
+  std::vector<std::shared_ptr<const Container>> external_;
 };
 
 // Writes atomically (a temporary file beside `path`, then a rename); the

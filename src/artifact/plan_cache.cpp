@@ -13,6 +13,7 @@
 
 #include <xxhash.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 
@@ -28,8 +29,7 @@ constexpr const char* kKind = "PLAN";
 constexpr const char* kWeightsKind = "WGTS";
 // Bump when a plan's meaning changes without its inputs changing.
 // 2: i64 and bool tensors lower to kernels (plans from 1 broke on the host there).
-// 3: weights in a shared file (plans/weights/), not in each plan.
-constexpr int kPlanCacheVersion = 3;
+constexpr int kPlanCacheVersion = 3;  // (3: weights in files of their own, plans/weights/)
 // Constants of this many bytes or more go to the shared weights file; the
 // small ones (a folded mask or shape that depends on the input's extents)
 // stay in the plan, so shape sets of one model share one weights file.
@@ -113,7 +113,9 @@ PlanKey PlanCache::key(const graph::Graph& model, const std::string& model_name,
 std::filesystem::path PlanCache::path_for(const PlanKey& key) const { return dir_ / (key.digest + ".plan"); }
 
 std::filesystem::path PlanCache::weights_path_for(const std::string& digest) const {
-  return dir_ / "weights" / (digest + ".weights");
+  std::string name = digest;  // "<xxh3-128>:<bytes>"
+  std::replace(name.begin(), name.end(), ':', '-');
+  return dir_ / "weights" / (name + ".weights");
 }
 
 std::shared_ptr<const compiler::Plan> PlanCache::load(const PlanKey& key) const {
@@ -126,15 +128,18 @@ std::shared_ptr<const compiler::Plan> PlanCache::load(const PlanKey& key) const 
     Container file = read_container(path, kKind, FileHolding::map);  // replaced only by rename
     const bool same_key = decoding(file, [&] { return file.metadata().at("key").get<std::string>() == key.text; });
     KILN_CHECK(same_key, ErrorKind::Corrupt, "'" + path.string() + "' is another key's plan");
-    const std::string weights = decoding(file, [&] { return file.metadata().at("weights").get<std::string>(); });
-    if (!weights.empty()) {
-      const std::filesystem::path weights_path = weights_path_for(weights);
-      auto shared = std::make_shared<const Container>(read_container(weights_path, kWeightsKind, FileHolding::map));
-      const bool named = decoding(*shared, [&] { return shared->metadata().at("digest").get<std::string>() == weights; });
-      KILN_CHECK(named, ErrorKind::Corrupt, "'" + weights_path.string() + "' holds other weights than its name says");
-      file.attach_external(std::move(shared));
-      runtime::mark_used(weights_path);
+    const auto weights =
+        decoding(file, [&] { return file.metadata().at("weights").get<std::vector<std::string>>(); });
+    std::vector<std::shared_ptr<const Container>> shared;
+    for (const std::string& digest : weights) {
+      const std::filesystem::path weight_path = weights_path_for(digest);
+      shared.push_back(std::make_shared<const Container>(read_container(weight_path, kWeightsKind, FileHolding::map)));
+      const Container& weight = *shared.back();
+      const bool named = decoding(weight, [&] { return weight.metadata().at("digest").get<std::string>() == digest; });
+      KILN_CHECK(named, ErrorKind::Corrupt, "'" + weight_path.string() + "' holds another weight than its name says");
+      runtime::mark_used(weight_path);
     }
+    file.attach_external(std::move(shared));
     runtime::mark_used(path);
     const std::string read_ms = ms_since(start);
     const auto decode_start = std::chrono::steady_clock::now();
@@ -156,23 +161,26 @@ void PlanCache::store(const PlanKey& key, const compiler::Plan& plan) const {
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
     KILN_CHECK(!ec, ErrorKind::Io, "cannot create '" + dir_.string() + "': " + ec.message());
-    // Weights go to a file named by their contents, which every plan of the
-    // same weights (the model's other shape sets and settings) shares. A
-    // built plan's binaries stay in the kernel cache: none are stored here.
+    // Each weight goes to a file named by its contents, which every plan
+    // holding it shares (the model's other shape sets, modes and settings).
+    // A built plan's binaries stay in the kernel cache: none are stored here.
     BlobWriter weights;
     BlobWriter blobs(&weights, kSharedWeightBytes);
-    json metadata = {{"key", key.text}, {"plan", encode_plan(plan, blobs)}, {"weights", ""}};
-    if (!weights.empty()) {
-      const std::string digest = weights.content_digest();
-      const std::filesystem::path weights_path = weights_path_for(digest);
-      if (std::filesystem::is_regular_file(weights_path, ec)) {
-        runtime::mark_used(weights_path);
-      } else {
-        std::filesystem::create_directories(weights_path.parent_path(), ec);
-        write_container(weights_path, kWeightsKind, {{"digest", digest}}, weights);
+    json metadata = {{"key", key.text}, {"plan", encode_plan(plan, blobs)}};
+    std::vector<std::string> digests;
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      digests.push_back(weights.digest(i));
+      const std::filesystem::path weight_path = weights_path_for(digests.back());
+      if (std::filesystem::is_regular_file(weight_path, ec)) {
+        runtime::mark_used(weight_path);
+        continue;
       }
-      metadata["weights"] = digest;
+      std::filesystem::create_directories(weight_path.parent_path(), ec);
+      BlobWriter one;
+      one.add(weights.bytes(i));
+      write_container(weight_path, kWeightsKind, {{"digest", digests.back()}}, one);
     }
+    metadata["weights"] = digests;
     write_container(path_for(key), kKind, metadata, blobs);
     runtime::after_store(dir_.parent_path());
   } catch (const Error& e) {

@@ -4,11 +4,11 @@
 // passes, lowering and fusion again; its kernels then come from the kernel
 // cache. Entries live in <cache dir>/plans/, one container file (kind "PLAN")
 // per key, named by the key's digest; the file stores the whole key and is
-// used only for that key. Constants of 4 KiB or more are not in it: they go
-// to plans/weights/<digest>.weights (kind "WGTS"), named by their contents,
-// which the plans of a model's shape sets and settings share. A corrupt or
-// unreadable entry (or one whose weights file is gone) is reported, removed
-// and rebuilt. Reads mark entries used; stores prune the folder to its limit
+// used only for that key. Constants of 4 KiB or more are not in it: each
+// goes to plans/weights/<digest>.weights (kind "WGTS", one blob), named by
+// its contents, which every plan holding it shares (a model's shape sets,
+// modes and settings). A corrupt or unreadable entry (or one whose weights
+// are gone) is reported, removed and rebuilt. Reads mark entries used; stores prune the folder to its limit
 // (src/runtime/cache_maintenance.h).
 #pragma once
 
@@ -43,7 +43,7 @@ class PlanCache {
   static PlanKey key(const graph::Graph& model, const std::string& model_name, bool compiled, bool fullgraph,
                      const Settings& settings, const backend::TargetDesc& target, const std::string& extra);
   std::filesystem::path path_for(const PlanKey& key) const;
-  // Where the shared weights file of this digest lives (plans/weights/).
+  // Where the weight of this digest lives (plans/weights/).
   std::filesystem::path weights_path_for(const std::string& digest) const;
 
   // nullptr on a miss; an unusable entry is logged and removed.
