@@ -544,6 +544,26 @@ BOOST_AUTO_TEST_CASE(an_override_changes_the_kernel_and_an_invalid_one_is_ignore
   BOOST_TEST(log.messages().size() == 1u);
 }
 
+// A shape set's pinned knobs: taken where they fit, dropped without a
+// warning where they do not (the user set none), and a user's override wins.
+BOOST_AUTO_TEST_CASE(pinned_knobs_apply_quietly_and_yield_to_overrides) {
+  const Graph g = matmul_graph(40, 24, 36);
+  const std::string problem = "gemm batch=1 m=40 n=24 k=36 a=row b=row";
+  const auto pinned = [&](LowerTarget target, const std::string& knobs) {
+    target.knob_pins = std::make_shared<kiln::lower::KnobOverrides>(kiln::lower::KnobOverrides{{problem, knobs}});
+    return target;
+  };
+  const std::string pin = "2x4_k1_p2_wg32_v1";
+  const std::string user = "4x4_k1_p1_wg64_v4";
+  WarningLog log;
+  BOOST_TEST(lower_first(g, pinned({}, pin)).tuning_site->knobs == pin);
+  BOOST_TEST(lower_first(g, pinned(with_override({}, problem, user), pin)).tuning_site->knobs == user);
+  LowerTarget small{"vulkan", 32, 1024, 4096};
+  const kiln::kir::Kernel dropped = lower_first(g, pinned(small, "4x4_k1_p1_wg256_v4_s16"));
+  BOOST_TEST(dropped.tuning_site->knobs == lower_first(g, small).tuning_site->knobs);
+  BOOST_TEST(log.messages().empty());
+}
+
 BOOST_AUTO_TEST_CASE(attention_records_its_site_and_takes_overrides) {
   const Graph g = attention_graph(10, 12, 8, 8);
   const tn::Site site = only_site(g);

@@ -41,15 +41,15 @@ std::vector<SiteKnobs> site_knobs(const fuse::KernelPlan& kernel_plan) {
 
 // fuse::plan_kernels(), then, if some tuning site's knobs differ from the
 // pinned ones (the k-th site of a template against the k-th pinned of it),
-// again with those as knob overrides. Pins that do not fit are ignored by
-// lowering (with a warning) and the heuristic's knobs stay.
+// again with those as knob pins (LowerTarget::knob_pins; the user's overrides
+// come first). Pins that do not fit are dropped by lowering (a debug line,
+// not a warning: the user set none of them) and the heuristic's knobs stay.
 fuse::KernelPlan plan_pinned(const graph::Graph& g, fuse::PlanOptions options, const std::vector<SiteKnobs>& pins) {
   fuse::KernelPlan planned = fuse::plan_kernels(g, options);
   if (pins.empty()) return planned;
   std::map<std::string, std::vector<const std::string*>> pinned;
   for (const SiteKnobs& pin : pins) pinned[pin.template_name].push_back(&pin.knobs);
   auto overrides = std::make_shared<lower::KnobOverrides>();
-  if (options.target.knob_overrides) *overrides = *options.target.knob_overrides;
   std::map<std::string, std::size_t> seen;
   bool changed = false;
   for (const fuse::PlanStep& step : planned.steps) {
@@ -61,7 +61,7 @@ fuse::KernelPlan plan_pinned(const graph::Graph& g, fuse::PlanOptions options, c
     changed = overrides->emplace(site.problem, *it->second[k]).second || changed;
   }
   if (!changed) return planned;
-  options.target.knob_overrides = std::move(overrides);
+  options.target.knob_pins = std::move(overrides);
   return fuse::plan_kernels(g, options);
 }
 

@@ -36,6 +36,10 @@ struct LowerTarget {
   // Null: every template takes the heuristic's knobs. Shared and immutable,
   // so copying a target (fuse::PlanOptions::target) stays cheap.
   std::shared_ptr<const KnobOverrides> knob_overrides = nullptr;
+  // A dynamic shape set's knobs, pinned so that a new extent keeps its
+  // kernels' structure: applied like overrides (after them) where they fit,
+  // dropped quietly where they do not (the user set none of them).
+  std::shared_ptr<const KnobOverrides> knob_pins = nullptr;
 
   friend bool operator==(const LowerTarget&, const LowerTarget&) = default;
 };

@@ -41,7 +41,7 @@ Knobs build_with_override(kir::Kernel& kernel, const LowerTarget& target, const 
       overridden = true;
       return knobs;
     } catch (const Error& error) {
-      warn_override_ignored(problem, *wanted, error.what());
+      warn_override_ignored(target, problem, *wanted, error.what());
     }
   }
   build(kernel, heuristic);
@@ -51,15 +51,22 @@ Knobs build_with_override(kir::Kernel& kernel, const LowerTarget& target, const 
 }  // namespace
 
 std::optional<std::string> knob_override(const LowerTarget& target, const std::string& problem) {
-  if (!target.knob_overrides) return std::nullopt;
-  auto it = target.knob_overrides->find(problem);
-  if (it == target.knob_overrides->end()) return std::nullopt;
-  return it->second;
+  for (const auto& map : {target.knob_overrides, target.knob_pins}) {
+    if (!map) continue;
+    if (auto it = map->find(problem); it != map->end()) return it->second;
+  }
+  return std::nullopt;
 }
 
-void warn_override_ignored(const std::string& problem, const std::string& knobs, const std::string& why) {
-  runtime::log(runtime::LogLevel::warning,
-               "knob override '" + knobs + "' for '" + problem + "' ignored: " + why);
+void warn_override_ignored(const LowerTarget& target, const std::string& problem, const std::string& knobs,
+                           const std::string& why) {
+  const bool users = target.knob_overrides && target.knob_overrides->count(problem) != 0;
+  if (users)
+    runtime::log(runtime::LogLevel::warning, "knob override '" + knobs + "' for '" + problem + "' ignored: " + why);
+  else
+    runtime::log(runtime::LogLevel::debug,
+                 "the shape set's pinned knobs '" + knobs + "' do not fit '" + problem + "' (" + why +
+                     "): the heuristic's knobs stay");
 }
 
 std::string gemm_problem_text(const shaders::GemmProblem& p) {

@@ -37,10 +37,12 @@ void build_tuned_gemm(kir::Kernel& kernel, const shaders::GemmProblem& problem, 
 void build_tuned_conv(kir::Kernel& kernel, const shaders::ConvProblem& problem, const LowerTarget& target);
 void build_tuned_attention(kir::Kernel& kernel, const shaders::AttentionProblem& problem, const LowerTarget& target);
 
-// The knob text `target`'s overrides hold for `problem`, if any, and the
-// warning lowering logs when it ignores one (it does not parse, fit or build).
+// The knob text `target`'s overrides (else its pins) hold for `problem`, if
+// any, and what lowering logs when it ignores one (it does not parse, fit or
+// build): a warning for the user's override, a debug line for a pin.
 std::optional<std::string> knob_override(const LowerTarget& target, const std::string& problem);
-void warn_override_ignored(const std::string& problem, const std::string& knobs, const std::string& why);
+void warn_override_ignored(const LowerTarget& target, const std::string& problem, const std::string& knobs,
+                           const std::string& why);
 
 // Why `knobs` cannot run on `target`, or nullopt: the target's limits that
 // lowering knows (invocations per workgroup, shared memory).

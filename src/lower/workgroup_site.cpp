@@ -192,7 +192,7 @@ void build_tuned_workgroup(kir::Kernel& kernel, const char* template_name, const
       size = parsed;
       overridden = true;
     } catch (const Error& error) {
-      warn_override_ignored(problem, *wanted, error.what());
+      warn_override_ignored(target, problem, *wanted, error.what());
     }
   }
   kernel.workgroup_size = size;
