@@ -46,7 +46,8 @@ constexpr std::array kTable = {
     SettingDef{"replay", K::flag, "off", "KILN_REPLAY", "record each segment's commands once and replay them on every call"},
     // Tuning.
     SettingDef{"autotune", K::flag, "off", "KILN_AUTOTUNE", "use the tuning database's kernel choices, and tune kernels it has no record for"},
-    SettingDef{"tune_budget", K::duration, "2m", "KILN_TUNE_BUDGET", "most time one compile spends tuning kernels the database lacks (0: records only)", {}, false},
+    SettingDef{"tune", K::choice, "now", "KILN_TUNE", "when sites the database lacks are tuned: now (during the compile), records (never), background (run on records, tune on a background thread, switch at a later call)", "now|records|background", false},
+    SettingDef{"tune_budget", K::duration, "2m", "KILN_TUNE_BUDGET", "most time one compile (or background job) spends tuning kernels the database lacks (0: records only)", {}, false},
     SettingDef{"tune_db", K::text, "", "KILN_TUNE_DB", "the tuning database file (empty: tuning.db in the cache folder)", {}, false},
 };
 

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <string>
 #include <unistd.h>
 
@@ -226,6 +227,84 @@ BOOST_AUTO_TEST_CASE(first_compile_tunes_and_records_the_next_reads_the_record) 
   BOOST_TEST(kiln::max_abs_diff(fourth(inputs)[0], want) <= 1e-4f);
   BOOST_TEST(!fourth.stats().plan_from_cache);
   BOOST_TEST(fourth.stats().graph_passes_run > 0);
+}
+
+// tune=records never tunes; tune=background runs on the records at once,
+// tunes on the background thread and switches at the next call (or in
+// wait_for_tuning()); the next process finds every record and tunes nothing.
+BOOST_AUTO_TEST_CASE(the_tune_setting_chooses_records_only_or_background_tuning) {
+  if (!have_vulkan()) {
+    BOOST_TEST_MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  TempDir dir;
+  const kiln::Model model = small_model();
+  const std::vector<kiln::Tensor> inputs = {random_tensor({64, 96}, 3)};
+  const kiln::Tensor want = kiln::eager(model)(inputs)[0];
+  const std::string db_path = (dir.path / "cache" / "tuning.db").string();
+  const auto with_tune = [&](const std::string& policy) {
+    kiln::CompileOptions options = tuned_options(dir.path, "60s");
+    options.settings.emplace_back("tune", policy);
+    return options;
+  };
+  const auto sources = [](const kiln::CompiledModel& m) {
+    std::set<std::string> names;
+    for (const kiln::tune::SiteDecision& d : kiln::internal::engine(m).plan()->autotune->decisions)
+      names.insert(kiln::tune::choice_source_name(d.source));
+    return names;
+  };
+
+  kiln::CompiledModel records = kiln::compile(model, with_tune("records"));
+  BOOST_TEST(kiln::max_abs_diff(records(inputs)[0], want) <= 1e-4f);
+  BOOST_TEST(records.stats().tuning_ms == 0.0);
+  BOOST_TEST(!records.stats().tuning_in_background);
+  BOOST_TEST((sources(records) == std::set<std::string>{"heuristic"}));
+  BOOST_TEST(!fs::exists(db_path));  // nothing tuned, nothing written
+
+  kiln::CompiledModel background = kiln::compile(model, with_tune("background"));
+  BOOST_TEST(kiln::max_abs_diff(background(inputs)[0], want) <= 1e-4f);
+  BOOST_TEST(background.stats().tuning_ms == 0.0);  // the first call did not wait for tuning
+  BOOST_TEST((sources(background) == std::set<std::string>{"heuristic"}));
+  background.wait_for_tuning();
+  const kiln::RunStats switched = background.stats();
+  BOOST_TEST(!switched.tuning_in_background);
+  BOOST_TEST(switched.background_tuning_ms > 0.0);
+  BOOST_TEST((sources(background) == std::set<std::string>{"tuned now"}));
+  BOOST_TEST(contains(background.explain(), "tuned now ("));
+  BOOST_TEST(kiln::max_abs_diff(background(inputs)[0], want) <= 1e-4f);
+  BOOST_TEST_REQUIRE(fs::exists(db_path));
+  BOOST_TEST(kiln::tune::Database::open_read_only(db_path).size() == 2u);
+
+  // The next process: every record applies; no job starts.
+  kiln::CompiledModel next = kiln::compile(model, with_tune("background"));
+  BOOST_TEST(kiln::max_abs_diff(next(inputs)[0], want) <= 1e-4f);
+  BOOST_TEST(!next.stats().tuning_in_background);
+  BOOST_TEST((sources(next) == std::set<std::string>{"database"}));
+  next.wait_for_tuning();  // nothing to wait for
+  BOOST_TEST(next.stats().background_tuning_ms == 0.0);
+}
+
+// A model destroyed while its background tuning runs stops the job, and the
+// process's tuning thread goes on with the next one.
+BOOST_AUTO_TEST_CASE(destroying_a_model_stops_its_background_tuning) {
+  if (!have_vulkan()) {
+    BOOST_TEST_MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  TempDir dir;
+  const std::vector<kiln::Tensor> inputs = {random_tensor({64, 96}, 3)};
+  kiln::CompileOptions options = tuned_options(dir.path, "10m");
+  options.settings.emplace_back("tune", "background");
+  {
+    kiln::CompiledModel doomed = kiln::compile(small_model(), options);
+    doomed(inputs);
+    BOOST_TEST(doomed.stats().tuning_in_background);
+  }
+  kiln::CompiledModel after = kiln::compile(small_model(), options);
+  after(inputs);
+  after.wait_for_tuning();
+  BOOST_TEST(!after.stats().tuning_in_background);
+  BOOST_TEST(after.stats().background_tuning_ms > 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(without_a_record_or_budget_the_heuristic_stays_and_explain_says_why) {

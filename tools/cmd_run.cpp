@@ -412,6 +412,9 @@ void add_run_command(CLI::App& app) {
     else if (*iters > 0 && tc.median_ms > 0)
       std::printf("  compiled is %.2fx the speed of eager (compile: %.0f ms, %d kernels compiled, %d from the disk cache)\n",
                   te.median_ms / tc.median_ms, cs.compile_ms, cs.kernel_cache_misses, cs.kernel_cache_hits);
+    if (cs.tuning_in_background)
+      std::printf("  tune=background: tuning was still running, so these timings are of the plan on records; the "
+                  "sites it finished are recorded for the next process\n");
   });
 }
 

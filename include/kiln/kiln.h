@@ -101,6 +101,12 @@ struct KILN_API RunStats {
   // for sites the tuning database has no record of; 0 for a plan read from
   // the plan cache or a file).
   double tuning_ms = 0;
+  // max-autotune with the tune setting "background": whether this model's
+  // tuning job is still queued or running, and, once its tuned plan has
+  // replaced the first (at the next call, or in wait_for_tuning()), how long
+  // the job took.
+  bool tuning_in_background = false;
+  double background_tuning_ms = 0;
   double kernels_ms = 0;
   // kernels_ms's two parts, each summed over the kernels (distinct kernels
   // load on several threads at once, so a sum can exceed kernels_ms): the
@@ -249,6 +255,10 @@ class KILN_API CompiledModel {
   // pipeline on its first dispatch), so the first call costs what later ones do.
   void prepare();
   RunStats stats() const;
+  // max-autotune with the tune setting "background": returns once the model's
+  // tuning jobs (one per shape set compiled so far) have finished, with the
+  // tuned plans in place; at once when there are none.
+  void wait_for_tuning();
   const Model& model() const;
   const CompileOptions& options() const;
   // What the compiler did, as text: passes, kernels, memory plan.

@@ -143,6 +143,11 @@ void CompiledModel::prepare() { impl_->prepare(); }
 RunStats CompiledModel::stats() const {
   return with_shape_sets((shape_sets_ ? shape_sets_->latest() : impl_)->stats(), shape_sets_);
 }
+void CompiledModel::wait_for_tuning() {
+  impl_->wait_for_tuning();
+  if (shape_sets_)
+    for (const std::shared_ptr<Executor>& executor : shape_sets_->executors()) executor->wait_for_tuning();
+}
 const Model& CompiledModel::model() const { return impl_->model(); }
 const CompileOptions& CompiledModel::options() const { return impl_->options().compile; }
 std::string CompiledModel::explain() const {

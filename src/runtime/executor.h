@@ -28,7 +28,12 @@
 // finished call published, without waiting for a running one; submit() queues the call on the
 // executor's own thread (call_queue.h) and to_device() touches no executor
 // state. The plan inspectors (plan(), graph_breaks(), placement(), ...) are
-// not locked: use them once prepare() has returned.
+// not locked: use them once prepare() has returned (and, with background
+// tuning, not across the call that switches to the tuned plan).
+//
+// max-autotune with tune=background: the first plan is records-only; a job
+// on the process's tuning thread (background_tuning.h) builds the tuned plan
+// and loads its kernels, and the next call rebinds to it before it runs.
 #pragma once
 
 #include <kiln/kiln.h>
@@ -51,7 +56,10 @@
 
 namespace kiln {
 
-namespace runtime { class SubgraphModels; }
+namespace runtime {
+class SubgraphModels;
+class TuningJob;
+}  // namespace runtime
 
 class Executor {
  public:
@@ -105,6 +113,9 @@ class Executor {
   std::vector<KernelOutput> trace(const std::vector<Tensor>& inputs);
 
   RunStats stats() const;
+  // Returns once this model's background tuning (max-autotune, tune=background)
+  // has finished, having switched to the tuned plan; at once without one.
+  void wait_for_tuning();
   const Model& model() const { return model_; }
   const Options& options() const { return options_; }
   std::string explain() const;
@@ -162,14 +173,28 @@ class Executor {
     std::unique_ptr<backend::CommandList> recorded;     // replay: recorded once
   };
 
+  struct TunedPlan;  // what a background tuning job hands over
+  struct BindTimes {
+    double kernels_ms = 0;
+    double upload_ms = 0;
+    runtime::KernelCache::LoadCounts counts;
+  };
+
   const compiler::Plan& prepared_plan() const;
   void prepare_locked();
   // Makes stats_ what stats() returns (at the end of every call).
   void publish_stats();
-  // Everything prepare() does but the warm-up.
+  // Everything prepare() does but the warm-up: plan_ chosen, then bind().
   void plan_and_bind();
-  // The plan for this model and device: compiler::build_plan with the options' settings (and autotuner).
-  std::shared_ptr<const compiler::Plan> build_plan() const;
+  // Binds plan_ to the device: storage and weights, kernels (unless loaded_
+  // holds them), segments, recorded command lists (replay).
+  BindTimes bind();
+  // max-autotune with tune=background and sites the database lacks: queues
+  // the job that tunes them and builds the tuned plan (background_tuning.h).
+  void start_background_tuning();
+  // At a call's start: the tuned plan, if its job handed one over, replaces
+  // plan_ (rebound as the first was). Whether it did.
+  bool adopt_tuned_plan();
   // Compiled mode: the plan cache's entry for this model, device and
   // settings (src/artifact/plan_cache.h), else build_plan() (then stored).
   std::shared_ptr<const compiler::Plan> cached_or_built_plan();
@@ -221,6 +246,10 @@ class Executor {
   // The last finished call's stats, so that stats() never waits for a call.
   RunStats published_;
   mutable std::mutex published_mutex_;
+  // tune=background: the job (read by stats() under published_mutex_) and
+  // where it hands its plan over (under mutex_).
+  std::shared_ptr<runtime::TuningJob> tuning_job_;
+  std::shared_ptr<TunedPlan> tuned_;
   // Last: destroyed first, so that pending calls finish while the executor is whole.
   runtime::CallQueue calls_;
 };

@@ -305,6 +305,16 @@ int ShapeSets::compiled_sets() const {
   return static_cast<int>(compiled_.size());
 }
 
+std::vector<std::shared_ptr<Executor>> ShapeSets::executors() const {
+  std::lock_guard lock(mutex_);
+  std::vector<std::shared_ptr<Executor>> all;
+  for (const Set& set : compiled_) {
+    all.push_back(set.executor);
+    for (const Member& member : set.members) all.push_back(member.executor);
+  }
+  return all;
+}
+
 std::string ShapeSets::describe() const {
   std::lock_guard lock(mutex_);
   std::string text = "shape sets (" + std::string(options_.compiled ? "compiled" : "eager") + "): " +

@@ -58,6 +58,8 @@ class ShapeSets {
   // "symbolic dims: ..., compiled shape sets: N of LIMIT" lines for explain().
   std::string describe() const;
   int compiled_sets() const;
+  // Every compiled set's executors (members included), the first set's first.
+  std::vector<std::shared_ptr<Executor>> executors() const;
 
  private:
   std::string why_new(const std::vector<Shape>& shapes) const;

@@ -127,6 +127,10 @@ SiteDecision Autotuner::look_up(const Site& site) {
 
 void Autotuner::tune_now(SiteDecision& d, double budget_s) {
   if (!db_ || !options_.tune_missing || options_.budget_s <= 0 || device_failed_) return;
+  if (options_.tune.stop_requested && options_.tune.stop_requested()) {
+    d.reason += d.reason.empty() ? "tuning was stopped" : "; tuning was stopped";
+    return;
+  }
   const double left = budget_left();
   if (left <= 0.5) {
     d.reason += d.reason.empty() ? "the tuning budget was spent" : "; the tuning budget was spent";
@@ -138,6 +142,11 @@ void Autotuner::tune_now(SiteDecision& d, double budget_s) {
   const auto start = Clock::now();
   try {
     const Record record = tune_site(d.site, options_.device, tune);
+    if (tune.stop_requested && tune.stop_requested()) {  // cut short: not a record to keep
+      d.reason += d.reason.empty() ? "tuning was stopped" : "; tuning was stopped";
+      tuning_s_ += seconds_since(start);
+      return;
+    }
     db_->put(record);
     d.source = ChoiceSource::tuned_now;
     d.knobs = record.winner_knobs;
