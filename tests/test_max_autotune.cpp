@@ -16,6 +16,8 @@
 #include <kiln/kiln.h>
 
 #include <algorithm>
+#include <thread>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -305,6 +307,43 @@ BOOST_AUTO_TEST_CASE(destroying_a_model_stops_its_background_tuning) {
   after.wait_for_tuning();
   BOOST_TEST(!after.stats().tuning_in_background);
   BOOST_TEST(after.stats().background_tuning_ms > 0.0);
+}
+
+// Calls from two threads go on while the job tunes; one of them switches to
+// the tuned plan, and every output, before and after, is right.
+BOOST_AUTO_TEST_CASE(calls_from_threads_switch_to_the_background_plan_safely) {
+  if (!have_vulkan()) {
+    BOOST_TEST_MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  TempDir dir;
+  const kiln::Model model = small_model();
+  const std::vector<kiln::Tensor> inputs = {random_tensor({64, 96}, 3)};
+  const kiln::Tensor want = kiln::eager(model)(inputs)[0];
+  kiln::CompileOptions options = tuned_options(dir.path, "60s");
+  options.settings.emplace_back("tune", "background");
+  kiln::CompiledModel compiled = kiln::compile(model, options);
+  compiled.prepare();
+  std::atomic<int> wrong = 0, calls = 0;
+  std::atomic<bool> done = false;
+  auto caller = [&] {
+    while (!done) {
+      if (kiln::max_abs_diff(compiled(inputs)[0], want) > 1e-4f) ++wrong;
+      ++calls;
+    }
+    // A call after the job finished runs (or switches to) the tuned plan.
+    if (kiln::max_abs_diff(compiled(inputs)[0], want) > 1e-4f) ++wrong;
+  };
+  std::thread a(caller), b(caller);
+  compiled.wait_for_tuning();
+  done = true;
+  a.join();
+  b.join();
+  BOOST_TEST(wrong.load() == 0);
+  BOOST_TEST(calls.load() > 0);
+  BOOST_TEST(compiled.stats().background_tuning_ms > 0.0);
+  for (const kiln::tune::SiteDecision& d : kiln::internal::engine(compiled).plan()->autotune->decisions)
+    BOOST_TEST((d.source == kiln::tune::ChoiceSource::tuned_now), d.site.id.template_name);
 }
 
 BOOST_AUTO_TEST_CASE(without_a_record_or_budget_the_heuristic_stays_and_explain_says_why) {
