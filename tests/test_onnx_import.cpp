@@ -1708,7 +1708,7 @@ BOOST_AUTO_TEST_CASE(lstm_imports_as_a_projection_and_one_loop) {
   kiln::CompiledModel compiled = kiln::compile(model, {.fullgraph = true});
   const auto got = compiled({x});
   for (std::size_t i = 0; i < want.size(); ++i)
-    for (std::size_t k = 0; k < want[i].numel(); ++k)
+    for (std::int64_t k = 0; k < want[i].numel(); ++k)
       BOOST_REQUIRE_SMALL(got[i].values<float>()[k] - want[i].values<float>()[k], 1e-4f);
   BOOST_TEST(compiled.stats().dispatches_per_run <= 3, compiled.stats().dispatches_per_run << " dispatches");
 }

@@ -623,7 +623,7 @@ BOOST_AUTO_TEST_CASE(speech_rnn_carries_its_states_across_chunks) {
         const kiln::Tensor want = fixture(chunk, outputs[i]);
         BOOST_TEST_REQUIRE((out[i].shape() == want.shape()), how << " " << chunk << " " << outputs[i]);
         float worst = 0;
-        for (std::size_t k = 0; k < want.numel(); ++k)
+        for (std::int64_t k = 0; k < want.numel(); ++k)
           worst = std::max(worst, std::fabs(out[i].values<float>()[k] - want.values<float>()[k]));
         BOOST_TEST(worst <= 1e-4f * std::max(1.0f, max_abs(want.values<float>())),
                    how << " " << chunk << " " << outputs[i] << ": max |kiln - torch| = " << worst);

@@ -1123,8 +1123,8 @@ BOOST_AUTO_TEST_CASE(workgroup_problem_texts_tell_different_attributes_apart) {
   kiln::graph::Attributes as_int, as_float;
   as_int.set("axis", std::int64_t{1});
   as_float.set("axis", 1.0);
-  const kiln::graph::Node a{0, "Softmax", "a", {0}, {1}, as_int};
-  const kiln::graph::Node b{0, "Softmax", "b", {0}, {1}, as_float};
+  const kiln::graph::Node a{0, "Softmax", "a", {0}, {1}, as_int, {}};
+  const kiln::graph::Node b{0, "Softmax", "b", {0}, {1}, as_float, {}};
   const TensorType type{DType::f32, {2, 3}};
   const TensorType* in[] = {&type};
   const TensorType out[] = {type};
@@ -1141,12 +1141,12 @@ BOOST_AUTO_TEST_CASE(workgroup_problem_texts_tell_different_attributes_apart) {
   // Strings are quoted; a long index list becomes a digest, still told apart.
   kiln::graph::Attributes mode;
   mode.set("mode", std::string("a b"));
-  const kiln::graph::Node m{0, "Resize", "m", {0}, {1}, mode};
+  const kiln::graph::Node m{0, "Resize", "m", {0}, {1}, mode, {}};
   BOOST_TEST(contains(kiln::lower::workgroup_problem_text("pointwise", m, in, out), " mode=\"a b\""));
   std::vector<std::int64_t> many(100, 1), other(100, 1);
   other[57] = 2;
-  const kiln::graph::Node ga{0, "Gather", "ga", {0}, {1}, ints_attr("indices", many)};
-  const kiln::graph::Node gb{0, "Gather", "gb", {0}, {1}, ints_attr("indices", other)};
+  const kiln::graph::Node ga{0, "Gather", "ga", {0}, {1}, ints_attr("indices", many), {}};
+  const kiln::graph::Node gb{0, "Gather", "gb", {0}, {1}, ints_attr("indices", other), {}};
   const std::string ta = kiln::lower::workgroup_problem_text("pointwise", ga, in, out);
   BOOST_TEST(contains(ta, " indices=#"), ta);
   BOOST_TEST(ta.size() < 100u);
