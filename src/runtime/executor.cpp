@@ -281,7 +281,10 @@ bool Executor::adopt_tuned_plan() {
   host_values_.clear();
   storage_.clear();
   buffers_.clear();
-  plan_ = std::move(plan);
+  {
+    std::lock_guard lock(plan_mutex_);
+    plan_ = std::move(plan);
+  }
   loaded_ = std::move(kernels);
   bind();
   stats_.background_tuning_ms = ms;
@@ -309,9 +312,11 @@ void Executor::plan_and_bind() {
     KILN_CHECK(options_.plan->backend == ctx_->backend->name(), ErrorKind::InvalidArgument,
                "model '" + model_.name() + "': its plan is for backend " + options_.plan->backend + ", not " +
                    ctx_->backend->name());
-    plan_ = options_.plan;
-  } else {
-    plan_ = cached_or_built_plan();
+  }
+  std::shared_ptr<const compiler::Plan> chosen = options_.plan ? options_.plan : cached_or_built_plan();
+  {
+    std::lock_guard lock(plan_mutex_);
+    plan_ = std::move(chosen);
   }
   const compiler::Plan& plan = *plan_;
   stats_.plan_ms = ms_since(start);

@@ -130,6 +130,12 @@ class Executor {
   bool prepared() const { return prepared_.load(); }
   // The prepared plan (nullptr before prepare() or the first call).
   const compiler::Plan* plan() const { return plan_.get(); }
+  // The plan as of now, safe while calls run on other threads (one may
+  // switch to a plan tuned in the background).
+  std::shared_ptr<const compiler::Plan> current_plan() const {
+    std::lock_guard lock(plan_mutex_);
+    return plan_;
+  }
   // The graph breaks of the prepared plan, in execution order.
   const std::vector<GraphBreak>& graph_breaks() const { return prepared_plan().breaks; }
   // The memory plan's inputs and result, for tests ("no two live tensors
@@ -232,6 +238,7 @@ class Executor {
   Options options_;
   std::shared_ptr<runtime::DeviceContext> ctx_;
   std::shared_ptr<const compiler::Plan> plan_;
+  mutable std::mutex plan_mutex_;  // held where plan_ is assigned, for current_plan()
   std::vector<std::shared_ptr<backend::LoadedKernel>> loaded_;  // by plan kernel index
   std::vector<Segment> segments_;
   std::vector<Storage> storage_;  // by value id

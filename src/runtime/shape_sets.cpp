@@ -265,7 +265,7 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
     // The set's knobs, so that the heuristic's choices for these extents do
     // not change the kernels' structure.
     std::vector<compiler::SiteKnobs> pins;
-    if (set.executor->prepared()) pins = set.executor->plan()->site_knobs;
+    if (set.executor->prepared()) pins = set.executor->current_plan()->site_knobs;
     set.members.insert(set.members.begin(), {shapes, make(std::move(model), set.dynamic, std::move(pins))});
     if (set.members.size() > kKeptMembers) set.members.pop_back();
     ++set.served;
