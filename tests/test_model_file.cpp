@@ -5,6 +5,8 @@
 #include <boost/test/unit_test.hpp>
 
 #include <kiln/kiln.h>
+#include <kiln/npy.h>
+#include <kiln/onnx.h>
 
 #include "backends/registry.h"
 #include "cli_runner.h"
@@ -12,10 +14,13 @@
 #include "src/artifact/graph_codec.h"
 #include "src/artifact/model_file.h"
 
-#include <filesystem>
 #include <chrono>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <random>
+
+#include <onnx/onnx_pb.h>
 
 namespace fs = std::filesystem;
 using kiln::ErrorKind;
@@ -444,5 +449,144 @@ BOOST_AUTO_TEST_CASE(plans_share_their_weights_and_the_cache_stays_within_its_li
   BOOST_TEST(info.plans == 0);
   BOOST_TEST(info.weight_files == 0);
   BOOST_TEST(fs::exists(dir / "tuning.db"));
+  fs::remove_all(dir);
+}
+
+namespace {
+
+// Conv 3x3 (4 channels, padded) then Relu of an f32[1, 3, height, width] image,
+// written as an ONNX file with symbolic height and width.
+void write_symbolic_conv_model(const fs::path& path) {
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  model.add_opset_import()->set_version(17);
+  auto* g = model.mutable_graph();
+  auto* in = g->add_input();
+  in->set_name("image");
+  in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto_DataType_FLOAT);
+  auto* shape = in->mutable_type()->mutable_tensor_type()->mutable_shape();
+  shape->add_dim()->set_dim_value(1);
+  shape->add_dim()->set_dim_value(3);
+  shape->add_dim()->set_dim_param("height");
+  shape->add_dim()->set_dim_param("width");
+  auto* weight = g->add_initializer();
+  weight->set_name("weight");
+  weight->set_data_type(onnx::TensorProto_DataType_FLOAT);
+  for (std::int64_t d : {4, 3, 3, 3}) weight->add_dims(d);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-0.5f, 0.5f);
+  for (int i = 0; i < 4 * 3 * 3 * 3; ++i) weight->add_float_data(dist(rng));
+  auto* conv = g->add_node();
+  conv->set_op_type("Conv");
+  conv->set_name("conv");
+  conv->add_input("image");
+  conv->add_input("weight");
+  conv->add_output("features");
+  auto* pads = conv->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto_AttributeType_INTS);
+  for (int p = 0; p < 4; ++p) pads->add_ints(1);
+  auto* relu = g->add_node();
+  relu->set_op_type("Relu");
+  relu->set_name("relu");
+  relu->add_input("features");
+  relu->add_output("activations");
+  g->add_output()->set_name("activations");
+  std::ofstream(path, std::ios::binary) << model.SerializeAsString();
+}
+
+}  // namespace
+
+// A model with symbolic dims compiled ahead of time for two shape sets: one
+// file, a plan per set, each call picking its set by its shapes with nothing
+// compiled; other shapes are an error listing what the file holds.
+BOOST_AUTO_TEST_CASE(one_file_serves_several_shape_sets_and_names_them_for_other_shapes) {
+  const fs::path dir = fresh_dir("model-file-shape-sets");
+  const fs::path onnx_path = dir / "conv.onnx";
+  write_symbolic_conv_model(onnx_path);
+  const kiln::Model model = kiln::load_onnx(onnx_path.string());
+  const fs::path path = dir / "conv.kiln";
+  kiln::compile_to_file(model, path.string(),
+                        {.cache_dir = (dir / "cache").string(),
+                         .shape_sets = {{{"image", {1, 3, 16, 16}}}, {{"image", {1, 3, 24, 20}}}}});
+  const kiln::artifact::ModelFile read = kiln::artifact::read_model_file(path.string());
+  BOOST_TEST(read.plans.size() == 2u);
+  BOOST_TEST(kiln::artifact::shape_sets(read).size() == 2u);
+  BOOST_TEST(contains(kiln::artifact::describe_targets(read), "f32[1, 3, 24, 20]"));
+
+  kiln::CompiledModel loaded = kiln::load(path.string(), {.cache_dir = (dir / "empty").string()});
+  for (const kiln::Shape& shape : {kiln::Shape{1, 3, 24, 20}, kiln::Shape{1, 3, 16, 16}, kiln::Shape{1, 3, 24, 20}}) {
+    const kiln::Tensor input = random_input(shape, 9);
+    const std::vector<kiln::Tensor> out = loaded({input});
+    BOOST_TEST(out.at(0).shape() == (kiln::Shape{1, 4, shape[2], shape[3]}));
+    const kiln::RunStats stats = loaded.stats();
+    BOOST_TEST(stats.graph_passes_run == 0);
+    BOOST_TEST(stats.kernel_cache_misses == 0);
+    BOOST_TEST(stats.kernels_from_file == stats.kernels);
+    BOOST_TEST(stats.shape_sets == 2);
+    BOOST_TEST(loaded.model_for({shape}).inputs().at(0).shape == shape);
+    const std::vector<kiln::Tensor> reference = kiln::eager(model)({input});
+    BOOST_TEST(kiln::max_abs_diff(out[0], reference[0]) < 1e-4f);
+  }
+  BOOST_TEST(contains(loaded.explain(), "shape sets held by '" + path.string() + "': 2"));
+
+  const kiln::Error other = expect_error([&] { loaded({random_input({1, 3, 32, 32}, 1)}); });
+  BOOST_TEST(other.kind() == ErrorKind::ShapeMismatch);
+  BOOST_TEST(contains(other.what(), "image f32[1, 3, 16, 16] and image f32[1, 3, 24, 20]"));
+  BOOST_TEST(contains(other.what(), "this call gives image f32[1, 3, 32, 32]"));
+  BOOST_TEST(contains(other.what(), "--shape-set 'image=1x3x32x32'"));
+
+  // A file of one set names it too.
+  const fs::path single = dir / "single.kiln";
+  kiln::compile_to_file(model, single.string(),
+                        {.cache_dir = (dir / "cache").string(), .shape_sets = {{{"image", {1, 3, 16, 16}}}}});
+  kiln::CompiledModel one = kiln::load(single.string(), {.cache_dir = (dir / "empty").string()});
+  const kiln::Error outside = expect_error([&] { one({random_input({1, 3, 24, 20}, 1)}); });
+  BOOST_TEST(contains(outside.what(), "'" + single.string() + "' holds plans for input shapes image f32[1, 3, 16, 16];"));
+
+  // Sets that cannot be: an unknown input, a repeat, a fixed dim changed, a model without symbolic dims.
+  auto refused = [&](const kiln::Model& m, std::vector<std::map<std::string, kiln::Shape>> sets) {
+    return expect_error([&] {
+      kiln::compile_to_file(m, (dir / "refused.kiln").string(),
+                            {.cache_dir = (dir / "cache").string(), .shape_sets = std::move(sets)});
+    });
+  };
+  const kiln::Error unknown = refused(model, {{{"images", {1, 3, 16, 16}}}});
+  BOOST_TEST(unknown.kind() == ErrorKind::InvalidArgument);
+  BOOST_TEST(contains(unknown.what(), "shape set 1: model 'conv' has no input 'images' (its inputs: image)"));
+  const kiln::Error repeat = refused(model, {{{"image", {1, 3, 16, 16}}}, {{"image", {1, 3, 16, 16}}}});
+  BOOST_TEST(contains(repeat.what(), "shape set 2 repeats shape set 1"));
+  const kiln::Error fixed = refused(model, {{{"image", {1, 4, 16, 16}}}});
+  BOOST_TEST(fixed.kind() == ErrorKind::ShapeMismatch);
+  BOOST_TEST(contains(fixed.what(), "shape set 1 of model 'conv'"));
+  const kiln::Error static_model = refused(small_resnet(), {{{"input", {1, 3, 64, 64}}}});
+  BOOST_TEST(contains(static_model.what(), "has no symbolic dims"));
+  BOOST_TEST(!fs::exists(dir / "refused.kiln"));
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(kiln_compile_takes_shape_sets_and_kiln_run_picks_one_by_the_input_file) {
+  const fs::path dir = fresh_dir("model-file-shape-sets-cli");
+  write_symbolic_conv_model(dir / "conv.onnx");
+  const std::string file = (dir / "conv.kiln").string();
+  const cli_test::Result compiled =
+      cli_test::run_kiln("compile " + (dir / "conv.onnx").string() + " -o " + file +
+                         " --shape-set image=1x3x16x16 --shape-set 'image=1x3x24x20' --cache-dir " + (dir / "c").string());
+  BOOST_TEST(compiled.exit_code == 0);
+  BOOST_TEST(cli_test::has(compiled, "2 shape set(s)"));
+  kiln::save_npy((dir / "wide.npy").string(), random_input({1, 3, 24, 20}, 3));
+  kiln::save_npy((dir / "odd.npy").string(), random_input({1, 3, 20, 20}, 3));
+  const cli_test::Result run = cli_test::run_kiln("run " + file + " --iters 1 --input image=" +
+                                                  (dir / "wide.npy").string() + " --cache-dir " + (dir / "e").string());
+  BOOST_TEST(run.exit_code == 0);
+  BOOST_TEST(cli_test::has(run, "0 compiled"));
+  const cli_test::Result odd = cli_test::run_kiln("run " + file + " --iters 1 --input image=" +
+                                                  (dir / "odd.npy").string() + " --cache-dir " + (dir / "e").string());
+  BOOST_TEST(odd.exit_code != 0);
+  BOOST_TEST(cli_test::has(odd, "holds plans for input shapes image f32[1, 3, 16, 16] and image f32[1, 3, 24, 20]"));
+  const cli_test::Result bad = cli_test::run_kiln("compile " + (dir / "conv.onnx").string() + " -o " + file +
+                                                  " --shape-set image=1x3xhigh");
+  BOOST_TEST(bad.exit_code != 0);
+  BOOST_TEST(cli_test::has(bad, "--shape-set 'image=1x3xhigh'"));
   fs::remove_all(dir);
 }

@@ -287,6 +287,16 @@ void add_run_command(CLI::App& app) {
     // An ONNX file is imported at the input files' shapes (symbolic dims
     // they leave open take --input-shape, --image-size and --batch).
     Model model = loaded ? loaded->model() : args->load();
+    // A file holding several shape sets: the one the input files' shapes pick.
+    if (loaded && !input_files.empty()) {
+      std::vector<Shape> shapes;
+      for (const TensorSpec& spec : model.inputs()) {
+        shapes.push_back(spec.shape);
+        for (const InputFile& file : input_files)
+          if (file.name == spec.name) shapes.back() = file.tensor.shape();
+      }
+      model = loaded->model_for(shapes);
+    }
     // A model with symbolic dims is imported again at the input files'
     // shapes, so that import-time folding and checks see the real extents
     // (a file that breaks what the model fixes is refused by gather_inputs).

@@ -19,11 +19,11 @@ SettingOverrides parse_settings(const std::vector<std::string>& settings) {
   return overrides;
 }
 
-std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& specs) {
+std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& specs, const std::string& option) {
   std::map<std::string, Shape> shapes;
   for (const std::string& spec : specs) {
     const std::size_t eq = spec.find('=');
-    const std::string what = "--input-shape '" + spec + "'";
+    const std::string what = option + " '" + spec + "'";
     KILN_CHECK(eq != std::string::npos && eq > 0, ErrorKind::InvalidArgument,
                what + " must look like NAME=DIMS, for example images=1x3x640x640");
     Shape shape;
@@ -41,9 +41,21 @@ std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& 
       start = end + 1;
     }
     KILN_CHECK(shapes.emplace(spec.substr(0, eq), shape).second, ErrorKind::InvalidArgument,
-               "--input-shape names '" + spec.substr(0, eq) + "' twice");
+               option + " names '" + spec.substr(0, eq) + "' twice");
   }
   return shapes;
+}
+
+std::map<std::string, Shape> parse_shape_set(const std::string& spec) {
+  std::vector<std::string> parts;
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t end = spec.find(';', start);
+    parts.push_back(spec.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return parse_input_shapes(parts, "--shape-set");
 }
 
 void ModelArgs::add_to(CLI::App& command) {

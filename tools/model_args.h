@@ -17,7 +17,11 @@ namespace kiln::tools {
 SettingOverrides parse_settings(const std::vector<std::string>& settings);
 // "NAME=DIMS" options (--input-shape: "images=1x3x640x640", or with commas) as
 // input shapes by name; throws InvalidArgument naming a malformed one.
-std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& specs);
+std::map<std::string, Shape> parse_input_shapes(const std::vector<std::string>& specs,
+                                                const std::string& option = "--input-shape");
+// A --shape-set: "NAME=DIMS" of one or more inputs joined by ';'
+// ("input_ids=1x16;attention_mask=1x16").
+std::map<std::string, Shape> parse_shape_set(const std::string& spec);
 
 struct ModelArgs {
   std::string model_file;  // an ONNX file or a compiled-model file (.kiln); when given it replaces --model

@@ -29,6 +29,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <future>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -260,6 +261,10 @@ class KILN_API CompiledModel {
   // tuned plans in place; at once when there are none.
   void wait_for_tuning();
   const Model& model() const;
+  // The model that calls with these input shapes run: for a model with
+  // symbolic dims, the model at those shapes; for a loaded file, the graph of
+  // the shape set it holds for them. Throws ShapeMismatch as such a call would.
+  const Model& model_for(const std::vector<Shape>& input_shapes);
   const CompileOptions& options() const;
   // What the compiler did, as text: passes, kernels, memory plan.
   std::string explain() const;
@@ -271,7 +276,7 @@ class KILN_API CompiledModel {
   friend CompiledModel compile(const Model&, const CompileOptions&);
   friend CompiledModel load(const std::string&, const LoadOptions&);
   std::shared_ptr<Executor> impl_;                // the shapes the model was made for
-  std::shared_ptr<runtime::ShapeSets> shape_sets_;  // other shapes (a model with symbolic dims), else null
+  std::shared_ptr<runtime::ShapeSets> shape_sets_;  // other shapes (symbolic dims), a loaded file's sets, else null
 };
 
 KILN_API EagerModel eager(const Model& model, const DeviceOptions& options = {});
@@ -289,6 +294,12 @@ struct KILN_API AheadOfTimeOptions {
   Mode mode = Mode::default_;  // max-autotune uses the tuning database's records (it tunes nothing)
   SettingOverrides settings{};
   std::string cache_dir{};     // as CompileOptions::cache_dir: binaries go through the kernel cache
+  // For a model with symbolic dims (an ONNX file with dynamic axes): the
+  // input shapes the file serves, a plan per set and target; each set names
+  // inputs and their shapes (inputs it leaves out keep the model's). Empty:
+  // the shapes the model was loaded at. A call with shapes the file does not
+  // hold is a ShapeMismatch listing those it holds.
+  std::vector<std::map<std::string, Shape>> shape_sets{};
 };
 // Writes the file atomically (a temporary file, then a rename).
 KILN_API void compile_to_file(const Model& model, const std::string& path, const AheadOfTimeOptions& options = {});

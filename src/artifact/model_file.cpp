@@ -1,6 +1,7 @@
 #include "src/artifact/model_file.h"
 
 #include "backends/registry.h"
+#include "graph/model_access.h"
 #include "src/artifact/container.h"
 #include "src/artifact/plan_codec.h"
 #include "src/compile/sources.h"
@@ -12,6 +13,7 @@
 
 #include <kiln/error.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -107,6 +109,44 @@ std::string target_label(const compiler::Plan& plan) {
 
 }  // namespace
 
+std::vector<Model> models_for_shape_sets(const Model& model, const std::vector<std::map<std::string, Shape>>& sets) {
+  if (sets.empty()) return {model};
+  const std::vector<TensorSpec> inputs = model.inputs();
+  std::string names;
+  for (const TensorSpec& input : inputs) names += (names.empty() ? "" : ", ") + input.name;
+  const auto& source = internal::ModelAccess::shape_source(model);
+  KILN_CHECK(source != nullptr, ErrorKind::InvalidArgument,
+             "shape sets: model '" + model.name() +
+                 "' has no symbolic dims, so it runs only at the shapes it was made for (a built-in model: "
+                 "--image-size and --batch; an ONNX file: dims written as names or -1 can vary)");
+  std::vector<std::vector<Shape>> seen;
+  std::vector<Model> models;
+  for (std::size_t k = 0; k < sets.size(); ++k) {
+    const std::string what = "shape set " + std::to_string(k + 1);
+    KILN_CHECK(!sets[k].empty(), ErrorKind::InvalidArgument, what + " names no input (model '" + model.name() +
+                                                                 "' has: " + names + ")");
+    std::vector<Shape> shapes;
+    for (const TensorSpec& input : inputs) shapes.push_back(input.shape);
+    for (const auto& [name, shape] : sets[k]) {
+      std::size_t i = 0;
+      while (i < inputs.size() && inputs[i].name != name) ++i;
+      KILN_CHECK(i < inputs.size(), ErrorKind::InvalidArgument,
+                 what + ": model '" + model.name() + "' has no input '" + name + "' (its inputs: " + names + ")");
+      shapes[i] = shape;
+    }
+    for (std::size_t j = 0; j < seen.size(); ++j)
+      KILN_CHECK(seen[j] != shapes, ErrorKind::InvalidArgument,
+                 what + " repeats shape set " + std::to_string(j + 1));
+    seen.push_back(shapes);
+    try {
+      models.push_back(source->instantiate(shapes));
+    } catch (const Error& e) {
+      throw Error(e.kind(), what + " of model '" + model.name() + "': " + e.what());
+    }
+  }
+  return models;
+}
+
 TargetSpec parse_target_spec(const std::string& spec) {
   const std::size_t colon = spec.find(':');
   TargetSpec t;
@@ -130,6 +170,7 @@ std::vector<WrittenTarget> write_model_file(const Model& model, const std::strin
   KILN_CHECK(!options.targets.empty(), ErrorKind::InvalidArgument, "kiln compile: no target");
   const Settings settings = Settings::resolve(options.mode, options.settings);
   const runtime::CompileCache cache(options.cache_dir);
+  const std::vector<Model> models = models_for_shape_sets(model, options.shape_sets);
   BlobWriter blobs;
   json entries = json::array();
   std::vector<WrittenTarget> written;
@@ -150,22 +191,26 @@ std::vector<WrittenTarget> write_model_file(const Model& model, const std::strin
     }
     const std::string compiler = b.compiler().version();
     for (const backend::TargetDesc& target : targets) {
-      // A copy: its kernels get their binaries.
-      auto plan = std::make_shared<compiler::Plan>(
-          *compiler::plan_from_records(model, b, target, settings, options.cache_dir));
-      WrittenTarget w{b.name(), target.device_type == "offline" ? target.arch : target.device_name, 0, 0, 0};
-      for (compiler::RenderedKernel& kernel : plan->rendered) {
-        kernel.binaries = compile_binaries(b, target, kernel.source, cache, compiler);
-        for (const backend::KernelBinary& binary : kernel.binaries) w.binary_bytes += binary.data.size();
+      for (const Model& set_model : models) {
+        // A copy: its kernels get their binaries.
+        auto plan = std::make_shared<compiler::Plan>(
+            *compiler::plan_from_records(set_model, b, target, settings, options.cache_dir));
+        WrittenTarget w{b.name(), target.device_type == "offline" ? target.arch : target.device_name, 0, 0, 0,
+                        plan_input_shapes(*plan)};
+        for (compiler::RenderedKernel& kernel : plan->rendered) {
+          kernel.binaries = compile_binaries(b, target, kernel.source, cache, compiler);
+          for (const backend::KernelBinary& binary : kernel.binaries) w.binary_bytes += binary.data.size();
+        }
+        w.kernels = static_cast<int>(plan->rendered.size());
+        if (plan->autotune)
+          for (const tune::SiteDecision& d : plan->autotune->decisions)
+            w.tuned_sites += d.source != tune::ChoiceSource::heuristic ? 1 : 0;
+        runtime::log(runtime::LogLevel::info, "kiln compile: " + model.name() + " for " + target_label(*plan) +
+                                                  (models.size() > 1 ? ", inputs " + describe_inputs(*plan) : "") +
+                                                  ": " + std::to_string(w.kernels) + " kernels");
+        entries.push_back(encode_plan(*plan, blobs));
+        written.push_back(std::move(w));
       }
-      w.kernels = static_cast<int>(plan->rendered.size());
-      if (plan->autotune)
-        for (const tune::SiteDecision& d : plan->autotune->decisions)
-          w.tuned_sites += d.source != tune::ChoiceSource::heuristic ? 1 : 0;
-      runtime::log(runtime::LogLevel::info, "kiln compile: " + model.name() + " for " + target_label(*plan) + ": " +
-                                                std::to_string(w.kernels) + " kernels");
-      entries.push_back(encode_plan(*plan, blobs));
-      written.push_back(std::move(w));
     }
   }
   const json metadata = {{"format", kModelFileFormat},
@@ -205,9 +250,43 @@ ModelFile read_model_file(const std::string& path) {
   return model;
 }
 
-std::string describe_targets(const ModelFile& file) {
+std::vector<Shape> plan_input_shapes(const compiler::Plan& plan) {
+  std::vector<Shape> shapes;
+  for (const graph::ValueId id : plan.graph->inputs()) shapes.push_back(plan.graph->value(id).type.shape);
+  return shapes;
+}
+
+std::string describe_inputs(const compiler::Plan& plan) {
   std::string text;
-  for (const auto& plan : file.plans) text += (text.empty() ? "" : "; ") + target_label(*plan);
+  for (const graph::ValueId id : plan.graph->inputs()) {
+    const graph::Value& value = plan.graph->value(id);
+    text += (text.empty() ? "" : ", ") + value.name + " " + graph::type_str(value.type);
+  }
+  return text;
+}
+
+std::vector<std::vector<Shape>> shape_sets(const ModelFile& file) {
+  std::vector<std::vector<Shape>> sets;
+  for (const auto& plan : file.plans) {
+    std::vector<Shape> shapes = plan_input_shapes(*plan);
+    if (std::find(sets.begin(), sets.end(), shapes) == sets.end()) sets.push_back(std::move(shapes));
+  }
+  return sets;
+}
+
+std::string describe_targets(const ModelFile& file) {
+  std::vector<std::string> labels;
+  for (const auto& plan : file.plans)
+    if (std::find(labels.begin(), labels.end(), target_label(*plan)) == labels.end())
+      labels.push_back(target_label(*plan));
+  std::string text;
+  for (const std::string& label : labels) text += (text.empty() ? "" : "; ") + label;
+  std::vector<std::string> sets;
+  for (const auto& plan : file.plans)
+    if (std::find(sets.begin(), sets.end(), describe_inputs(*plan)) == sets.end()) sets.push_back(describe_inputs(*plan));
+  if (sets.size() > 1)
+    for (std::size_t k = 0; k < sets.size(); ++k)
+      text += (k == 0 ? ", each for input shapes " : k + 1 == sets.size() ? " and " : "; ") + sets[k];
   return text;
 }
 
@@ -258,6 +337,18 @@ std::shared_ptr<const compiler::Plan> select_plan(const ModelFile& file, const b
                                           describe_targets(file) + ":" + reasons +
                                           "\ncompile it for this device with `kiln compile --target " + b.name() +
                                           "`");
+}
+
+std::shared_ptr<const compiler::Plan> select_plan(const ModelFile& file, const backend::Backend& b,
+                                                  const backend::TargetDesc& device,
+                                                  const std::vector<Shape>& input_shapes) {
+  ModelFile same_shapes = file;
+  same_shapes.plans.clear();
+  for (const auto& plan : file.plans)
+    if (plan_input_shapes(*plan) == input_shapes) same_shapes.plans.push_back(plan);
+  KILN_CHECK(!same_shapes.plans.empty(), ErrorKind::InvalidArgument,
+             "'" + file.path + "' holds no plan for these input shapes; it holds " + describe_targets(file));
+  return select_plan(same_shapes, b, device);
 }
 
 }  // namespace kiln::artifact

@@ -17,6 +17,7 @@
 #include <kiln/model.h>
 #include <kiln/settings.h>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -41,6 +42,9 @@ struct ModelFileOptions {
   Mode mode = Mode::default_;
   SettingOverrides settings{};
   std::string cache_dir{};  // the kernel cache compiled binaries go through; the tuning database beside it
+  // The input shapes to compile for, a plan per set and target (as
+  // AheadOfTimeOptions::shape_sets); empty: the model's own.
+  std::vector<std::map<std::string, Shape>> shape_sets{};
 };
 
 // What one target of a written file holds.
@@ -50,7 +54,14 @@ struct WrittenTarget {
   int kernels = 0;
   std::uint64_t binary_bytes = 0;
   int tuned_sites = 0;  // sites whose knobs came from the tuning database
+  std::vector<Shape> input_shapes;
 };
+
+// The models `options.shape_sets` asks for: `model` at each set's shapes
+// (`model` itself when there is none). Throws InvalidArgument for a set that
+// names no input of the model, repeats another set, or for a model without
+// symbolic dims; ShapeMismatch for shapes the model cannot take.
+std::vector<Model> models_for_shape_sets(const Model& model, const std::vector<std::map<std::string, Shape>>& sets);
 
 // Compiles `model` for every target and writes the file atomically. Throws
 // what compiling throws (an unsupported op with fullgraph off is a host step,
@@ -70,7 +81,15 @@ struct ModelFile {
 // version or format other than this one's: Unsupported naming both).
 ModelFile read_model_file(const std::string& path);
 
-// "vulkan on llvmpipe (LLVM 15.0.6, 256 bits); cuda sm_80": what the file holds.
+// The input shapes `plan` was compiled for.
+std::vector<Shape> plan_input_shapes(const compiler::Plan& plan);
+// "images f32[1, 3, 320, 320]"; several inputs joined by ", ".
+std::string describe_inputs(const compiler::Plan& plan);
+// The input shapes the file's plans were compiled for, in file order, each once.
+std::vector<std::vector<Shape>> shape_sets(const ModelFile& file);
+
+// "vulkan on llvmpipe (LLVM 15.0.6, 256 bits); cuda sm_80": what the file
+// holds, and the input shapes when it holds several sets.
 std::string describe_targets(const ModelFile& file);
 
 // Why `plan` cannot run on `device` of `backend`, or nullopt when it can:
@@ -84,5 +103,9 @@ std::optional<std::string> plan_unfit(const compiler::Plan& plan, const backend:
 // naming what the file holds and why each plan does not fit.
 std::shared_ptr<const compiler::Plan> select_plan(const ModelFile& file, const backend::Backend& backend,
                                                   const backend::TargetDesc& device);
+// The same among the plans compiled for `input_shapes`.
+std::shared_ptr<const compiler::Plan> select_plan(const ModelFile& file, const backend::Backend& backend,
+                                                  const backend::TargetDesc& device,
+                                                  const std::vector<Shape>& input_shapes);
 
 }  // namespace kiln::artifact

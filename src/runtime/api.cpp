@@ -47,6 +47,7 @@ void compile_to_file(const Model& model, const std::string& path, const AheadOfT
   o.mode = options.mode;
   o.settings = options.settings;
   o.cache_dir = options.cache_dir;
+  o.shape_sets = options.shape_sets;
   artifact::write_model_file(model, path, o);
 }
 
@@ -81,20 +82,30 @@ CompiledModel load(const std::string& path, const LoadOptions& options) {
                  ": compile it for " + backend + " with `kiln compile --target " + backend + "`");
   const std::shared_ptr<runtime::DeviceContext> ctx =
       runtime::acquire_device(backend, options.device, options.cache_dir);
-  std::shared_ptr<const compiler::Plan> plan = artifact::select_plan(file, *ctx->backend, ctx->device->target());
-
-  Executor::Options o;
-  o.backend = backend;
-  o.device = options.device;
-  o.compiled = true;
-  o.compile.backend = backend;
-  o.compile.device = options.device;
-  o.compile.mode = plan->settings.mode();
-  o.compile.cache_dir = options.cache_dir;
-  o.settings = plan->settings;
-  o.plan = plan;
+  // A plan per shape set the file holds for this backend, each on its own executor.
+  artifact::ModelFile for_backend = file;
+  std::erase_if(for_backend.plans, [&](const auto& plan) { return plan->backend != backend; });
+  std::vector<std::shared_ptr<Executor>> executors;
+  for (const std::vector<Shape>& shapes : artifact::shape_sets(for_backend)) {
+    std::shared_ptr<const compiler::Plan> plan =
+        artifact::select_plan(file, *ctx->backend, ctx->device->target(), shapes);
+    Executor::Options o;
+    o.backend = backend;
+    o.device = options.device;
+    o.compiled = true;
+    o.compile.backend = backend;
+    o.compile.device = options.device;
+    o.compile.mode = plan->settings.mode();
+    o.compile.cache_dir = options.cache_dir;
+    o.settings = plan->settings;
+    o.plan = plan;
+    executors.push_back(
+        std::make_shared<Executor>(internal::make_model(plan->graph, file.model_name).with_task(file.task), o));
+  }
   CompiledModel m;
-  m.impl_ = std::make_shared<Executor>(internal::make_model(plan->graph, file.model_name).with_task(file.task), o);
+  m.impl_ = executors.front();
+  // Calls pick their set; other shapes get an error naming what the file holds.
+  m.shape_sets_ = std::make_shared<runtime::ShapeSets>(std::move(executors), path);
   return m;
 }
 
@@ -149,6 +160,9 @@ void CompiledModel::wait_for_tuning() {
     for (const std::shared_ptr<Executor>& executor : shape_sets_->executors()) executor->wait_for_tuning();
 }
 const Model& CompiledModel::model() const { return impl_->model(); }
+const Model& CompiledModel::model_for(const std::vector<Shape>& input_shapes) {
+  return (shape_sets_ ? shape_sets_->select(input_shapes) : impl_)->model();
+}
 const CompileOptions& CompiledModel::options() const { return impl_->options().compile; }
 std::string CompiledModel::explain() const {
   return impl_->explain() + (shape_sets_ ? shape_sets_->describe() : std::string());

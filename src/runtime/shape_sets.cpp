@@ -158,6 +158,17 @@ ShapeSets::ShapeSets(std::shared_ptr<Executor> first, Executor::Options options,
   latest_ = std::move(first);
 }
 
+ShapeSets::ShapeSets(std::vector<std::shared_ptr<Executor>> held, std::string file)
+    : options_(held.at(0)->options()),
+      limit_(static_cast<int>(held.size())),
+      eager_past_limit_(false),
+      source_model_(held.front()->model()),
+      file_(std::move(file)) {
+  for (std::shared_ptr<Executor>& executor : held)
+    compiled_.push_back({model_shapes(executor->model()), std::move(executor), "", {}, {}, 1});
+  latest_ = compiled_.front().executor;
+}
+
 std::shared_ptr<Executor> ShapeSets::make(Model model, const Dims& dims, std::vector<compiler::SiteKnobs> pins) const {
   Executor::Options options = with_dynamic_dims(model, dims, options_);
   if (options.dynamic_probe) options.pinned_sites = std::move(pins);
@@ -235,6 +246,30 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
           return latest_ = set.members.front().executor;
         }
     }
+  if (!file_.empty()) {
+    // Another number of inputs: the executor's own error says so.
+    if (shapes.size() != compiled_.front().shapes.size()) return compiled_.front().executor;
+    const std::vector<TensorSpec> inputs = source_model_.inputs();
+    auto named = [&](const std::vector<Shape>& set) {
+      std::string text;
+      for (std::size_t i = 0; i < set.size(); ++i)
+        text += (i ? ", " : "") + inputs[i].name + " " + std::string(dtype_name(inputs[i].dtype)) + shape_str(set[i]);
+      return text;
+    };
+    std::string held, spec;
+    for (std::size_t k = 0; k < compiled_.size(); ++k)
+      held += (k == 0 ? "" : k + 1 == compiled_.size() ? " and " : "; ") + named(compiled_[k].shapes);
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      std::string dims;
+      for (const std::int64_t extent : shapes[i]) dims += (dims.empty() ? "" : "x") + std::to_string(extent);
+      spec += (i ? ";" : "") + inputs[i].name + "=" + dims;
+    }
+    throw_error(ErrorKind::ShapeMismatch,
+                "'" + file_ + "' holds plans for input shapes " + held + "; this call gives " + named(shapes) +
+                    ". A compiled-model file runs only the shape sets compiled into it: add this one with "
+                    "`kiln compile --shape-set '" + spec + "'` (AheadOfTimeOptions::shape_sets), or compile the "
+                    "model itself with kiln::compile, which compiles new shapes as they come");
+  }
   const auto& source = internal::ModelAccess::shape_source(source_model_);
   KILN_ASSERT(source != nullptr);
   // The model for these shapes: errors name what the file fixes.
@@ -317,10 +352,11 @@ std::vector<std::shared_ptr<Executor>> ShapeSets::executors() const {
 
 std::string ShapeSets::describe() const {
   std::lock_guard lock(mutex_);
-  std::string text = "shape sets (" + std::string(options_.compiled ? "compiled" : "eager") + "): " +
-                     std::to_string(compiled_.size()) + " of " + std::to_string(limit_) + "\n";
+  std::string text = file_.empty() ? "shape sets (" + std::string(options_.compiled ? "compiled" : "eager") + "): " +
+                                         std::to_string(compiled_.size()) + " of " + std::to_string(limit_) + "\n"
+                                   : "shape sets held by '" + file_ + "': " + std::to_string(compiled_.size()) + "\n";
   for (const Set& set : compiled_) {
-    text += "  " + shapes_str(set.shapes) + (set.why.empty() ? " (the first)" : ": " + set.why);
+    text += "  " + shapes_str(set.shapes) + (!file_.empty() ? "" : set.why.empty() ? " (the first)" : ": " + set.why);
     if (any(set.dynamic) && set.executor->options().dynamic_probe)
       text += "; dynamic: " + dims_text(set.dynamic, source_model_.inputs()) + " (" + std::to_string(set.served) +
               " input shape(s) served)";

@@ -36,6 +36,10 @@ class ShapeSets {
  public:
   // `first` runs the shapes `model` was made for; new executors take `options`.
   ShapeSets(std::shared_ptr<Executor> first, Executor::Options options, int limit, bool eager_past_limit);
+  // The shape sets a compiled-model file holds: each executor runs its own
+  // model's input shapes, and nothing else is compiled: a call with other
+  // shapes is a ShapeMismatch naming `file` and the shapes it holds.
+  ShapeSets(std::vector<std::shared_ptr<Executor>> held, std::string file);
 
   // Per input, per dim: whether the dim is dynamic.
   using Dims = std::vector<std::vector<bool>>;
@@ -69,6 +73,7 @@ class ShapeSets {
   int limit_;
   bool eager_past_limit_;
   Model source_model_;
+  std::string file_;  // the compiled-model file whose sets these are ("" for a model compiled here)
   struct Member {
     std::vector<Shape> shapes;
     std::shared_ptr<Executor> executor;
