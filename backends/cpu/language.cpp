@@ -8,6 +8,80 @@
 #include "shaders/preludes.h"
 
 namespace kiln::backend::cpu {
+namespace {
+
+// exp and tanh as the C compiler can vectorise: no call into libm and no
+// branch (selects are bit masks). A call to expf, or a branch, in a kernel's
+// epilogue (sigmoid, SiLU) keeps GCC's SLP vectoriser off the whole kernel,
+// its accumulator loop included: a direct convolution with SiLU ran 3x slower
+// than without. Both are within 1 ulp of the correctly rounded result over
+// every float (exp: range reduction by ln 2 in two parts, a degree-7 Taylor
+// polynomial, 2^k in two factors so that subnormal and infinite results come
+// out right; tanh: its odd Taylor series below 0.55, else 1 - 2 / (e^2x + 1)).
+constexpr const char* kInlineMath = R"(
+__attribute__((always_inline)) static inline float kiln_select(int32_t take_a, float a, float b) {
+  int32_t ia, ib, r;
+  float out;
+  __builtin_memcpy(&ia, &a, sizeof ia);
+  __builtin_memcpy(&ib, &b, sizeof ib);
+  r = (ia & -take_a) | (ib & ~-take_a);
+  __builtin_memcpy(&out, &r, sizeof out);
+  return out;
+}
+__attribute__((always_inline)) static inline float kiln_expf(float x) {
+  x = kiln_select(x < -104.0f, -104.0f, x);
+  x = kiln_select(x > 89.0f, 89.0f, x);
+  const float k = (x * 1.44269504f + 12582912.0f) - 12582912.0f;
+  const float r = (x - k * 0.693359375f) - k * -2.12194440e-4f;
+  float p = 1.0f / 5040.0f;
+  p = p * r + 1.0f / 720.0f;
+  p = p * r + 1.0f / 120.0f;
+  p = p * r + 1.0f / 24.0f;
+  p = p * r + 1.0f / 6.0f;
+  p = p * r + 0.5f;
+  p = p * r + 1.0f;
+  p = p * r + 1.0f;
+  const int32_t ki = (int32_t)k;
+  const int32_t half = ki >> 1;
+  const int32_t bits1 = (half + 127) << 23, bits2 = (ki - half + 127) << 23;
+  float s1, s2;
+  __builtin_memcpy(&s1, &bits1, sizeof s1);
+  __builtin_memcpy(&s2, &bits2, sizeof s2);
+  return p * s1 * s2;
+}
+__attribute__((always_inline)) static inline float kiln_tanhf(float x) {
+  int32_t xi, sign, ai;
+  __builtin_memcpy(&xi, &x, sizeof xi);
+  sign = xi & (int32_t)0x80000000;
+  ai = xi & 0x7fffffff;
+  float a;
+  __builtin_memcpy(&a, &ai, sizeof a);
+  /* |x| < 0.55: the odd Taylor series to x^19 (error below 1e-8 relative) */
+  const float a2 = a * a;
+  float s = 18888466084.0f / 194896477400625.0f;
+  s = s * a2 + -443861162.0f / 1856156927625.0f;
+  s = s * a2 + 6404582.0f / 10854718875.0f;
+  s = s * a2 + -929569.0f / 638512875.0f;
+  s = s * a2 + 21844.0f / 6081075.0f;
+  s = s * a2 + -1382.0f / 155925.0f;
+  s = s * a2 + 62.0f / 2835.0f;
+  s = s * a2 + -17.0f / 315.0f;
+  s = s * a2 + 2.0f / 15.0f;
+  s = s * a2 + -1.0f / 3.0f;
+  const float small = a + a * (a2 * s);
+  /* otherwise 1 - 2 / (e^(2|x|) + 1) */
+  const float large = 1.0f - 2.0f / (kiln_expf(2.0f * a) + 1.0f);
+  const float t = kiln_select(a < 0.55f, small, large);
+  int32_t ti;
+  __builtin_memcpy(&ti, &t, sizeof ti);
+  ti |= sign;
+  float out;
+  __builtin_memcpy(&out, &ti, sizeof out);
+  return out;
+}
+)";
+
+}  // namespace
 
 const LanguageTable& cpu_language() {
   static const LanguageTable table = [] {
@@ -15,7 +89,8 @@ const LanguageTable& cpu_language() {
         shaders::c99_prelude() +
         "// The host's barrier (backends/cpu/workers.h), set per worker thread.\n"
         "static __thread void (*kiln_barrier_fn)(void*) __attribute__((unused));\n"
-        "static __thread void* kiln_barrier_ctx __attribute__((unused));\n");
+        "static __thread void* kiln_barrier_ctx __attribute__((unused));\n" +
+        kInlineMath);
     // static: the entry points the compiler appends (compiler.cpp) call it,
     // and the C compiler inlines it into their loops.
     t.kernel_header = "static void {name}({params})";
@@ -27,6 +102,8 @@ const LanguageTable& cpu_language() {
     // using them are never planned for it; these keep the table complete.
     t.subgroup_lane_expr = "0";
     t.subgroup_id_expr = "((int32_t)(kiln_global_id.x % {wg}u))";
+    t.exp = "kiln_expf({a})";
+    t.tanh = "kiln_tanhf({a})";
     return t;
   }();
   return table;
