@@ -11,8 +11,9 @@
 
 #include "graph/ir.h"
 
-#include <cstdint>
 #include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <optional>
@@ -173,6 +174,43 @@ void special_value_cases(TypedCases& c) {
   });
 }
 
+// Exp, Tanh and Sigmoid at the ends of their ranges: infinities, NaN,
+// overflow and underflow, the smallest arguments. Backends compute them their
+// own way (the cpu backend's C without libm); the values must still agree.
+void transcendental_edge_cases(TypedCases& c) {
+  const std::vector<float> values = {-INFINITY, INFINITY, NAN,   -1000.0f, -105.0f, -87.0f,    -20.0f, -1.0f,
+                                     -1e-3f,    -1e-30f,  0.0f,  1e-30f,   1e-3f,   0.54f,     0.56f,  1.0f,
+                                     9.0f,      20.0f,    44.6f, 88.0f,    88.8f,   1000.0f,   -0.3f,  5e-5f};
+  Tensor input(DType::f32, {4, 6});
+  std::copy(values.begin(), values.end(), input.values<float>().begin());
+  // exp of the values clipped to [-87, 88] (normal, finite results), in double then rounded.
+  Tensor exp_of_clipped(DType::f32, {4, 6});
+  std::transform(values.begin(), values.end(), exp_of_clipped.values<float>().begin(), [](float v) {
+    const double clipped = std::isnan(v) ? 0.0 : std::clamp(static_cast<double>(v), -87.0, 88.0);
+    return static_cast<float>(std::exp(clipped));
+  });
+  Builder b("transcendental_edges");
+  const V x = b.input("x", DType::f32, {4, 6});
+  const V nan = b.op("IsNaN", {x}, {})[0];
+  const V zero = b.constant("zero", Tensor::scalar_f32(0.0f));
+  const V one = b.constant("one", Tensor::scalar_f32(1.0f));
+  const V finite = b.op("Where", {nan, zero, x}, {})[0];
+  const V exp = b.op("Exp", {x}, {})[0];
+  // Relative checks, as ratios near 1: exp against exp in double; tanh(z) / z, z never 0.
+  const V clipped = b.clip(finite, -87.0f, 88.0f);
+  const V exp_ratio =
+      b.op("Div", {b.op("Exp", {clipped}, {})[0], b.constant("exp_of_clipped", exp_of_clipped)}, {})[0];
+  const V nonzero = b.op("Where", {b.op("Equal", {finite, zero}, {})[0], one, finite}, {})[0];
+  const V tanh_ratio = b.op("Div", {b.op("Tanh", {nonzero}, {})[0], nonzero}, {})[0];
+  const V tanh = b.op("Tanh", {x}, {})[0];
+  c.cases.push_back({"Exp/Tanh/Sigmoid/edges",
+                     b.build({b.op("IsNaN", {exp}, {})[0], b.op("IsInf", {exp}, {})[0], exp_ratio,
+                              b.op("IsNaN", {tanh}, {})[0], tanh_ratio, b.op("Sigmoid", {finite}, {})[0]}),
+                     {input},
+                     // Vulkan's exp may be off by 3 + 2|x| ulp (up to 1.1e-5 here); the cpu backend's is within 1 ulp.
+                     2e-5f});
+}
+
 void loss_cases(TypedCases& c) {
   // Log-probabilities [N=2, C=3, d=4] against constant targets, one of them
   // the ignore_index (1 here), with class weights.
@@ -241,6 +279,7 @@ void add_typed_cases(std::vector<OpCase>& cases) {
   arg_reduce_cases(c);
   arithmetic_cases(c);
   special_value_cases(c);
+  transcendental_edge_cases(c);
   loss_cases(c);
   runtime_index_cases(c);
   data_cases(c);
