@@ -174,7 +174,7 @@ void special_value_cases(TypedCases& c) {
   });
 }
 
-// Exp, Tanh and Sigmoid at the ends of their ranges: infinities, NaN,
+// Exp, Tanh, Erf and Sigmoid at the ends of their ranges: infinities, NaN,
 // overflow and underflow, the smallest arguments. Backends compute them their
 // own way (the cpu backend's C without libm); the values must still agree.
 void transcendental_edge_cases(TypedCases& c) {
@@ -203,9 +203,11 @@ void transcendental_edge_cases(TypedCases& c) {
   const V nonzero = b.op("Where", {b.op("Equal", {finite, zero}, {})[0], one, finite}, {})[0];
   const V tanh_ratio = b.op("Div", {b.op("Tanh", {nonzero}, {})[0], nonzero}, {})[0];
   const V tanh = b.op("Tanh", {x}, {})[0];
-  c.cases.push_back({"Exp/Tanh/Sigmoid/edges",
+  const V erf_ratio = b.op("Div", {b.op("Erf", {nonzero}, {})[0], nonzero}, {})[0];
+  c.cases.push_back({"Exp/Tanh/Erf/Sigmoid/edges",
                      b.build({b.op("IsNaN", {exp}, {})[0], b.op("IsInf", {exp}, {})[0], exp_ratio,
-                              b.op("IsNaN", {tanh}, {})[0], tanh_ratio, b.op("Sigmoid", {finite}, {})[0]}),
+                              b.op("IsNaN", {tanh}, {})[0], tanh_ratio, b.op("Sigmoid", {finite}, {})[0],
+                              b.op("IsNaN", {b.op("Erf", {x}, {})[0]}, {})[0], erf_ratio}),
                      {input},
                      // Vulkan's exp may be off by 3 + 2|x| ulp (up to 1.1e-5 here); the cpu backend's is within 1 ulp.
                      2e-5f});
