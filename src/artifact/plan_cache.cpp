@@ -1,5 +1,7 @@
 #include "src/artifact/plan_cache.h"
 
+#include "src/artifact/kiln_source_digest.h"
+
 #include "src/runtime/cache_key.h"
 #include "src/artifact/container.h"
 #include "src/artifact/graph_codec.h"
@@ -96,6 +98,8 @@ PlanKey PlanCache::key(const graph::Graph& model, const std::string& model_name,
   PlanKey key;
   append_key_field(key.text, std::to_string(kPlanCacheVersion));
   append_key_field(key.text, tune::kiln_version());
+  // Another build of the same version (a developer's) plans differently.
+  append_key_field(key.text, KILN_SOURCE_DIGEST);
   const auto digest_start = std::chrono::steady_clock::now();
   append_key_field(key.text, graph_digest(model));
   runtime::log(runtime::LogLevel::debug, "plan cache: digest of " + model_name + " in " + ms_since(digest_start));
