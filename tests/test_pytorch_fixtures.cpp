@@ -8,6 +8,7 @@
 #include "test_backend.h"
 #include "graph/ir.h"
 #include "src/runtime/internal_access.h"
+#include "src/runtime/log.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -368,12 +369,28 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
   auto eager = kiln::eager(exported.model, {.backend = kiln::testing::test_backend()});
   for (const std::int64_t size : {40, 56}) {
     const kiln::Tensor image = generated_tensor("input", {1, 3, size, size});
-    check_close(compiled({image}).at(0), eager({image}).at(0),
-                "unet_small at " + std::to_string(size) + ", served by the dynamic set");
+    std::vector<std::string> info;
+    const auto previous = kiln::runtime::set_log_sink(
+        [&](kiln::runtime::LogLevel, const std::string& message) { info.push_back(message); },
+        kiln::runtime::LogLevel::info);
+    const kiln::Tensor got = compiled({image}).at(0);
+    kiln::runtime::set_log_sink(previous);
+    check_close(got, eager({image}).at(0), "unet_small at " + std::to_string(size) + ", served by the dynamic set");
     const kiln::RunStats stats = compiled.stats();
     BOOST_TEST(stats.shape_sets == 2);
     const int loaded = stats.kernel_cache_misses + stats.kernel_cache_hits;
     BOOST_TEST(loaded * 3 <= (size == 40 ? stats.kernels : 0), size << ": " << loaded << " kernels loaded again");
+    // The log says what the new extents cost: the kernels reused, and each new one by name.
+    const auto line = std::find_if(info.begin(), info.end(), [](const std::string& m) {
+      return m.find("at new extents of shape set 2") != std::string::npos;
+    });
+    BOOST_REQUIRE_MESSAGE(line != info.end(), size << ": no line for the new extents");
+    const std::string reused = std::to_string(stats.kernels - loaded) + " of " + std::to_string(stats.kernels) +
+                               " kernels reused";
+    BOOST_TEST(line->find(reused) != std::string::npos, *line);
+    BOOST_TEST((line->find(std::to_string(loaded) + " new, their code specialised to these extents") !=
+                std::string::npos) == (loaded > 0),
+               *line);
   }
   const std::string explained = compiled.explain();
   BOOST_TEST(explained.find("input [batch=1, 3, height=32, width=32]") != std::string::npos, explained);

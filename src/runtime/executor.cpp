@@ -333,13 +333,40 @@ void Executor::plan_and_bind() {
   stats_.pipeline_ms = times.counts.load_ms;
   stats_.compile_ms = ms_since(start);
   prepared_ = true;
-  runtime::log(runtime::LogLevel::info,
-               std::string(options_.compiled ? "compiled " : "prepared eager ") + model_.name() + ": " +
-                   std::to_string(stats_.dispatches_per_run) + " dispatches, " + std::to_string(stats_.kernels) +
-                   " kernels (" + std::to_string(stats_.kernel_cache_misses) + " compiled, " +
-                   std::to_string(stats_.kernel_cache_hits) + " from the disk cache) in " +
-                   std::to_string(static_cast<int>(stats_.compile_ms)) + " ms");
+  if (!options_.extends.empty()) {
+    log_new_extents(times.counts.new_kernels);
+  } else {
+    runtime::log(runtime::LogLevel::info,
+                 std::string(options_.compiled ? "compiled " : "prepared eager ") + model_.name() + ": " +
+                     std::to_string(stats_.dispatches_per_run) + " dispatches, " + std::to_string(stats_.kernels) +
+                     " kernels (" + std::to_string(stats_.kernel_cache_misses) + " compiled, " +
+                     std::to_string(stats_.kernel_cache_hits) + " from the disk cache) in " +
+                     std::to_string(static_cast<int>(stats_.compile_ms)) + " ms");
+  }
   start_background_tuning();
+}
+
+void Executor::log_new_extents(const std::vector<std::string>& new_kernels) const {
+  std::map<std::string, int> by_name;
+  for (const std::string& name : new_kernels) ++by_name[name];
+  std::string names;
+  for (const auto& [name, count] : by_name)
+    names += (names.empty() ? "" : ", ") + name + (count > 1 ? " x" + std::to_string(count) : "");
+  const int reused = stats_.kernels - static_cast<int>(new_kernels.size());
+  runtime::log(runtime::LogLevel::info,
+               "compiled " + model_.name() + " at new extents of " + options_.extends + ": " +
+                   (stats_.plan_from_cache ? "plan from the plan cache"
+                                           : "planned again (" + std::to_string(stats_.graph_passes_run) +
+                                                 " graph passes, " + std::to_string(static_cast<int>(stats_.plan_ms)) +
+                                                 " ms)") +
+                   "; " + std::to_string(reused) + " of " + std::to_string(stats_.kernels) + " kernels reused" +
+                   (new_kernels.empty() ? ""
+                                        : "; " + std::to_string(new_kernels.size()) +
+                                              " new, their code specialised to these extents (" +
+                                              std::to_string(stats_.kernel_cache_misses) + " compiled, " +
+                                              std::to_string(stats_.kernel_cache_hits) + " from the disk cache): " +
+                                              names) +
+                   "; in " + std::to_string(static_cast<int>(stats_.compile_ms)) + " ms");
 }
 
 Executor::BindTimes Executor::bind() {

@@ -82,6 +82,10 @@ class Executor {
     std::shared_ptr<const graph::Graph> dynamic_probe{};
     std::string dynamic_dims{};
     std::vector<compiler::SiteKnobs> pinned_sites{};  // PlanRequest::pinned_sites
+    // New extents of a compiled shape set ("shape set 2"): the compile log
+    // names the kernels its kernels did not cover (their code depends on
+    // the extents).
+    std::string extends{};
   };
 
   using GraphBreak = compiler::GraphBreak;
@@ -195,6 +199,8 @@ class Executor {
   // Binds plan_ to the device: storage and weights, kernels (unless loaded_
   // holds them), segments, recorded command lists (replay).
   BindTimes bind();
+  // The info line of a compile at new extents of a shape set (Options::extends).
+  void log_new_extents(const std::vector<std::string>& new_kernels) const;
   // max-autotune with tune=background and sites the database lacks: queues
   // the job that tunes them and builds the tuned plan (background_tuning.h).
   void start_background_tuning();

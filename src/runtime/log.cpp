@@ -1,5 +1,7 @@
 #include "src/runtime/log.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -38,21 +40,31 @@ LogSink& current_sink() {
   return sink;
 }
 
+// The most detailed level the current sink takes (-1: no sink).
+std::atomic<int> sink_level{-1};
+
 }  // namespace
 
-LogSink set_log_sink(LogSink sink) {
+LogSink set_log_sink(LogSink sink, LogLevel level) {
   std::lock_guard lock(log_mutex());
+  sink_level = sink ? static_cast<int>(level) : -1;
   std::swap(current_sink(), sink);
   return sink;
 }
 
-bool log_enabled(LogLevel level) { return static_cast<int>(level) <= static_cast<int>(configured_level()); }
+bool log_enabled(LogLevel level) {
+  return static_cast<int>(level) <= std::max(static_cast<int>(configured_level()), sink_level.load());
+}
 
 void log(LogLevel level, const std::string& message) {
   if (!log_enabled(level)) return;
   std::lock_guard lock(log_mutex());
-  if (const LogSink& sink = current_sink()) return sink(level, message);
-  std::cerr << "kiln " << level_name(level) << ": " << message << '\n';
+  if (const LogSink& sink = current_sink()) {
+    if (static_cast<int>(level) <= sink_level) sink(level, message);
+    return;
+  }
+  if (static_cast<int>(level) <= static_cast<int>(configured_level()))
+    std::cerr << "kiln " << level_name(level) << ": " << message << '\n';
 }
 
 }  // namespace kiln::runtime

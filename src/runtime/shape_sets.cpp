@@ -169,9 +169,11 @@ ShapeSets::ShapeSets(std::vector<std::shared_ptr<Executor>> held, std::string fi
   latest_ = compiled_.front().executor;
 }
 
-std::shared_ptr<Executor> ShapeSets::make(Model model, const Dims& dims, std::vector<compiler::SiteKnobs> pins) const {
+std::shared_ptr<Executor> ShapeSets::make(Model model, const Dims& dims, std::vector<compiler::SiteKnobs> pins,
+                                          std::string extends) const {
   Executor::Options options = with_dynamic_dims(model, dims, options_);
   if (options.dynamic_probe) options.pinned_sites = std::move(pins);
+  options.extends = std::move(extends);
   return std::make_shared<Executor>(std::move(model), std::move(options));
 }
 
@@ -296,12 +298,14 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
     if (!serves(set, shapes)) continue;
     log(LogLevel::info, "model '" + source_model_.name() + "': input shapes " + shapes_str(shapes) +
                             " served by shape set " + std::to_string(k + 1) + " (dynamic: " +
-                            dims_text(set.dynamic, source_model_.inputs()) + "): planned for them, its kernels reused");
+                            dims_text(set.dynamic, source_model_.inputs()) +
+                            "): its kernels reused where their code does not depend on the extents");
     // The set's knobs, so that the heuristic's choices for these extents do
     // not change the kernels' structure.
     std::vector<compiler::SiteKnobs> pins;
     if (set.executor->prepared()) pins = set.executor->current_plan()->site_knobs;
-    set.members.insert(set.members.begin(), {shapes, make(std::move(model), set.dynamic, std::move(pins))});
+    set.members.insert(set.members.begin(),
+                       {shapes, make(std::move(model), set.dynamic, std::move(pins), "shape set " + std::to_string(k + 1))});
     if (set.members.size() > kKeptMembers) set.members.pop_back();
     ++set.served;
     return latest_ = set.members.front().executor;

@@ -90,7 +90,9 @@ class ShapeSets {
   // Whether `set` (dynamic) serves `shapes`: they differ only in its dynamic
   // dims. Throws ShapeMismatch for an extent outside a marked dim's bounds.
   bool serves(const Set& set, const std::vector<Shape>& shapes) const;
-  std::shared_ptr<Executor> make(Model model, const Dims& dims, std::vector<compiler::SiteKnobs> pins = {}) const;
+  // `extends`: the set whose new extents `model` has ("shape set 2"), else "".
+  std::shared_ptr<Executor> make(Model model, const Dims& dims, std::vector<compiler::SiteKnobs> pins = {},
+                                 std::string extends = "") const;
   Dims dims_for_new_set(const std::vector<Shape>& shapes) const;
   std::vector<Set> compiled_;  // first: the model's own shapes
   std::vector<Set> eager_;     // past the limit
