@@ -163,6 +163,16 @@ BOOST_AUTO_TEST_CASE(a_file_from_another_kiln_version_is_refused_naming_both) {
   BOOST_TEST((e.kind() == ErrorKind::Unsupported));
   BOOST_TEST(contains(e.what(), "kiln 0.0.1"));
   BOOST_TEST(contains(e.what(), "kiln compile"));
+  // The same version built from other sources.
+  nlohmann::json other_build = original.metadata();
+  other_build["kiln_sources"] = "0123456789abcdef";
+  other_build.erase("blobs");
+  const fs::path rebuilt = file.dir / "other-build.kiln";
+  kiln::artifact::write_container(rebuilt, "MODL", other_build, blobs);
+  const kiln::Error b = expect_error([&] { kiln::load(rebuilt.string()); });
+  BOOST_TEST((b.kind() == ErrorKind::Unsupported));
+  BOOST_TEST(contains(b.what(), "another build of kiln"));
+  BOOST_TEST(contains(b.what(), "sources 0123456789abcdef"));
 
   // Another kind of kiln file, and a file that is not kiln's at all.
   const fs::path plan_kind = file.dir / "plan-kind.kiln";

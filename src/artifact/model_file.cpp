@@ -3,6 +3,7 @@
 #include "backends/registry.h"
 #include "graph/model_access.h"
 #include "src/artifact/container.h"
+#include "src/artifact/kiln_source_digest.h"
 #include "src/artifact/plan_codec.h"
 #include "src/compile/sources.h"
 #include "src/runtime/compile_cache.h"
@@ -215,6 +216,7 @@ std::vector<WrittenTarget> write_model_file(const Model& model, const std::strin
   }
   const json metadata = {{"format", kModelFileFormat},
                          {"kiln_version", tune::kiln_version()},
+                         {"kiln_sources", KILN_SOURCE_DIGEST},
                          {"created", utc_now()},
                          {"model_name", model.name()},
                          {"task", model.task()},
@@ -235,6 +237,13 @@ ModelFile read_model_file(const std::string& path) {
                "'" + path + "' was written by kiln " + version + " (format " + std::to_string(format) +
                    "); this is kiln " + tune::kiln_version() + " (format " + std::to_string(kModelFileFormat) +
                    "), which reads only its own: compile the model again with `kiln compile`");
+    // The same version built from other sources (a developer's build) plans differently.
+    const std::string sources = meta.contains("kiln_sources") ? meta.at("kiln_sources").get<std::string>() : "unknown";
+    KILN_CHECK(sources == KILN_SOURCE_DIGEST, ErrorKind::Unsupported,
+               "'" + path + "' was written by another build of kiln " + version + " (sources " + sources +
+                   "; this build's are " + KILN_SOURCE_DIGEST +
+                   "), and plans are read only by the build that wrote them: compile the model again with `kiln "
+                   "compile`");
     ModelFile out;
     out.path = path;
     out.model_name = meta.at("model_name").get<std::string>();
