@@ -18,6 +18,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -288,6 +289,34 @@ BOOST_AUTO_TEST_CASE(interpreter_results_equal_the_baked_kernels) {
     // Same arithmetic in the same order: bit for bit.
     BOOST_TEST(std::memcmp(want[2].data(), got[2].data(), want[2].size() * sizeof(float)) == 0);
   }
+}
+
+// A kernel lowered at other extents takes a parameterised kernel's source
+// with the parameter values read off its literals, and computes what it
+// would have alone; a kernel differing in structure or in a literal that
+// stayed a constant does not match.
+BOOST_AUTO_TEST_CASE(a_kernel_at_other_extents_matches_a_parameterised_one) {
+  kir::Kernel small = make_gemm(8, 32, 16), large = make_gemm(16, 64, 16);
+  BOOST_TEST_REQUIRE(parameterise({&small, &large}).groups == 1);
+  const kir::Kernel other = make_gemm(24, 96, 16);
+  const std::optional<std::vector<std::int32_t>> params = kir::match_parameters(small, other);
+  BOOST_TEST_REQUIRE(params.has_value());
+  BOOST_TEST(params->size() == small.params.size());
+  BOOST_TEST(*kir::match_parameters(large, make_gemm(16, 64, 16)) == large.params);
+  kir::Kernel matched = small;
+  matched.params = *params;
+  matched.global_size = other.global_size;
+  const auto a = random_values(24 * 16, 3), b = random_values(16 * 96, 4);
+  const std::vector<float> y(24 * 96, NAN);
+  const auto want = interpret(other, {a, b, y});
+  const auto got = interpret(matched, {a, b, y});
+  BOOST_TEST(std::memcmp(want[2].data(), got[2].data(), want[2].size() * sizeof(float)) == 0);
+  // K is a short loop bound, a constant in both: another K is another kernel.
+  BOOST_TEST(!kir::match_parameters(small, make_gemm(24, 96, 8)).has_value());
+  BOOST_TEST(!kir::match_parameters(small, make_relu(256)).has_value());
+  BOOST_TEST(!kir::match_parameters(small, make_gemm(24, 96, 16, sh::GemmKnobs{8, 8, 4, 64, 8, 4})).has_value());
+  // A kernel with parameters of its own is no literal kernel.
+  BOOST_TEST(!kir::match_parameters(small, large).has_value());
 }
 
 BOOST_AUTO_TEST_CASE(verify_checks_parameter_indices) {

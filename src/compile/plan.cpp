@@ -1,6 +1,7 @@
 #include "src/compile/plan.h"
 
 #include "src/fuse/schedule.h"
+#include "src/kernel/parameterise.h"
 #include "src/render/cstyle.h"
 #include "src/runtime/log.h"
 
@@ -8,6 +9,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <limits>
 #include <map>
 
@@ -65,9 +67,41 @@ fuse::KernelPlan plan_pinned(const graph::Graph& g, fuse::PlanOptions options, c
   return fuse::plan_kernels(g, options);
 }
 
+// For each step kernel, the one of `set_kernels` (another shape set's, with
+// parameters) it is at other literal values, and those values; nullopt
+// unless every step kernel matches one (kir::match_parameters).
+using SetKernelMatch = std::pair<const kir::Kernel*, std::vector<std::int32_t>>;
+std::optional<std::vector<SetKernelMatch>> match_set_kernels(
+    const std::vector<kir::Kernel*>& step_kernels,
+    const std::vector<std::shared_ptr<const std::vector<kir::Kernel>>>& set_kernels) {
+  std::map<std::string, std::vector<const kir::Kernel*>> by_name;
+  for (const auto& kernels : set_kernels)
+    if (kernels)
+      for (const kir::Kernel& kernel : *kernels)
+        if (!kernel.params.empty()) by_name[kernel.name].push_back(&kernel);
+  std::vector<SetKernelMatch> matched;
+  matched.reserve(step_kernels.size());
+  for (const kir::Kernel* step : step_kernels) {
+    const auto candidates = by_name.find(step->name);
+    if (candidates == by_name.end()) return std::nullopt;
+    bool found = false;
+    for (const kir::Kernel* candidate : candidates->second)
+      if (std::optional<std::vector<std::int32_t>> params = kir::match_parameters(*candidate, *step)) {
+        matched.emplace_back(candidate, std::move(*params));
+        found = true;
+        break;
+      }
+    if (!found) return std::nullopt;
+  }
+  return matched;
+}
+
 // Steps: lowering, fusion, parameterisation; fills plan.steps, kernels, breaks.
-void plan_kernels(Plan& plan, const backend::Backend& backend, const graph::Graph* probe,
-                  const std::vector<SiteKnobs>& pinned_sites) {
+// `probe` gives the probe twin's graph after passes (null: no dynamic dims);
+// it is asked only when `set_kernels` do not cover every kernel.
+void plan_kernels(Plan& plan, const backend::Backend& backend, const std::function<const graph::Graph*()>& probe,
+                  const std::vector<SiteKnobs>& pinned_sites,
+                  const std::vector<std::shared_ptr<const std::vector<kir::Kernel>>>& set_kernels) {
   const graph::Graph& g = *plan.graph;
   const backend::TargetDesc& target = plan.target;
   fuse::PlanOptions options;
@@ -82,7 +116,8 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const graph::Grap
     return std::nullopt;
   };
   const auto start = Clock::now();
-  fuse::KernelPlan kernel_plan = probe ? plan_pinned(g, options, pinned_sites) : fuse::plan_kernels(g, options);
+  const bool dynamic = static_cast<bool>(probe);
+  fuse::KernelPlan kernel_plan = dynamic ? plan_pinned(g, options, pinned_sites) : fuse::plan_kernels(g, options);
   plan.site_knobs = site_knobs(kernel_plan);
   runtime::log(runtime::LogLevel::debug, plan.model_name + ": lowered " + std::to_string(kernel_plan.kernel_nodes) +
                                              " nodes and fused them into " + std::to_string(kernel_plan.steps.size()) +
@@ -95,8 +130,31 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const graph::Grap
   for (fuse::PlanStep& step : kernel_plan.steps)
     if (!step.host) step_kernels.push_back(&step.kernel->kernel);
   const auto parameterise_start = Clock::now();
-  if (probe && plan.settings.flag("parameterise")) {
-    fuse::KernelPlan probe_plan = plan_pinned(*probe, options, plan.site_knobs);
+  // New extents of a shape set: its kernels, where every one of these is one
+  // of them at other literal values, and no probe twin is lowered.
+  std::optional<std::vector<SetKernelMatch>> matched;
+  if (dynamic && !set_kernels.empty() && plan.settings.flag("parameterise"))
+    matched = match_set_kernels(step_kernels, set_kernels);
+  if (matched) {
+    kir::ParameteriseReport& report = plan.parameterise_report;
+    report.same_source_as.resize(step_kernels.size());
+    // Steps that took one set kernel render one source.
+    std::map<const kir::Kernel*, std::size_t> first_of_kernel;
+    for (std::size_t i = 0; i < step_kernels.size(); ++i) {
+      auto& [set_kernel, params] = (*matched)[i];
+      report.same_source_as[i] = first_of_kernel.try_emplace(set_kernel, i).first->second;
+      const std::int64_t global_size = step_kernels[i]->global_size;
+      *step_kernels[i] = *set_kernel;
+      step_kernels[i]->params = std::move(params);
+      step_kernels[i]->global_size = global_size;
+      report.max_params_used = std::max(report.max_params_used, static_cast<int>(step_kernels[i]->params.size()));
+    }
+    report.kernels = static_cast<int>(step_kernels.size());
+    plan.dynamic_kernels = report.kernels;
+    runtime::log(runtime::LogLevel::debug, plan.model_name + ": all " + std::to_string(step_kernels.size()) +
+                                               " kernels are the shape set's at other extents: no probe lowered");
+  } else if (dynamic && plan.settings.flag("parameterise")) {
+    fuse::KernelPlan probe_plan = plan_pinned(*probe(), options, plan.site_knobs);
     std::vector<kir::Kernel*> probe_kernels;
     for (fuse::PlanStep& step : probe_plan.steps)
       if (!step.host) probe_kernels.push_back(&step.kernel->kernel);
@@ -289,18 +347,26 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
     plan->pass_reports = std::move(passed.reports);
   }
   // The probe takes the same passes, without a chooser: its choices must be
-  // the rules', not a tuner's.
+  // the rules', not a tuner's. Only when it is needed (a new extent of a
+  // shape set whose kernels all match the set's needs none).
   std::optional<graph::Graph> probe;
+  std::function<const graph::Graph&()> probe_pending;
   if (plan->compiled && request.probe_graph)
-    probe = graph::passes::run_compile_passes(*request.probe_graph, {.cpu_device = target.device_type == "cpu",
-                                                                     .settings = plan->settings})
-                .graph;
+    probe_pending = [&]() -> const graph::Graph& {
+      if (!probe)
+        probe = graph::passes::run_compile_passes(*request.probe_graph, {.cpu_device = target.device_type == "cpu",
+                                                                         .settings = plan->settings})
+                    .graph;
+      return *probe;
+    };
   phase_done("graph passes");
   if (request.autotune && plan->settings.flag("autotune")) {
     plan->autotune = request.autotune(*plan->graph, fuse::lower_target(target));
     phase_done("autotuning (tuning database lookups and tuning)");
   }
-  plan_kernels(*plan, backend, probe ? &*probe : nullptr, request.pinned_sites);
+  std::function<const graph::Graph*()> probe_after_passes;
+  if (probe_pending) probe_after_passes = [&]() -> const graph::Graph* { return &probe_pending(); };
+  plan_kernels(*plan, backend, probe_after_passes, request.pinned_sites, request.set_kernels);
   phase_done("lowering, fusion and parameterisation");
   plan->rendered.reserve(plan->kernels.size());
   for (const kir::Kernel& kernel : plan->kernels)

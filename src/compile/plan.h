@@ -154,6 +154,12 @@ struct PlanRequest {
   // this plan's, so the heuristic's shape-dependent choices do not change
   // the kernels' structure from one extent to the next.
   std::vector<SiteKnobs> pinned_sites{};
+  // With probe_graph: the kernels of the shape set these are new extents of
+  // (the Plan::kernels, with parameters, of its plans so far). When every
+  // kernel of this plan is one of them at other literal values
+  // (kir::match_parameters), it takes them, and no probe is run through
+  // passes or lowered.
+  std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels{};
 };
 
 // Throws Unsupported (fullgraph with graph breaks), and what lowering throws

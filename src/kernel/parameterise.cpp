@@ -253,7 +253,95 @@ ParameteriseReport group_and_parameterise(std::vector<Analysed>& analysed, std::
   return report;
 }
 
+// Walks a parameterised kernel and a literal one side by side: equal in
+// everything, except that where the first has a parameter (param(s), or
+// cast(u32, param(s)) where a u32 literal was replaced) the second has an
+// integer literal of that type, which gives the parameter its value.
+class ParameterMatcher {
+ public:
+  explicit ParameterMatcher(std::size_t params) : values(params) {}
+  std::vector<std::optional<std::int32_t>> values;
+
+  bool assign(int slot, std::int32_t value) {
+    if (slot < 0 || static_cast<std::size_t>(slot) >= values.size()) return false;
+    std::optional<std::int32_t>& v = values[static_cast<std::size_t>(slot)];
+    if (v && *v != value) return false;
+    v = value;
+    return true;
+  }
+
+  bool stmts(const std::vector<Stmt>& p, const std::vector<Stmt>& l) {
+    if (p.size() != l.size()) return false;
+    for (std::size_t i = 0; i < p.size(); ++i) {
+      const Stmt& a = p[i];
+      const Stmt& b = l[i];
+      if (a.kind != b.kind || a.var != b.var || a.vars != b.vars || a.type != b.type || a.buffer != b.buffer ||
+          a.step != b.step || a.values.size() != b.values.size())
+        return false;
+      for (std::size_t v = 0; v < a.values.size(); ++v)
+        if (!expr(a.values[v], b.values[v])) return false;
+      if (!expr(a.value, b.value) || !expr(a.index, b.index) || !expr(a.begin, b.begin) || !expr(a.end, b.end) ||
+          !stmts(a.body, b.body) || !stmts(a.else_body, b.else_body))
+        return false;
+    }
+    return true;
+  }
+
+ private:
+  bool expr(const Expr& p, const Expr& l) {
+    if (!p || !l) return !p && !l;
+    const ExprNode& a = *p;
+    const ExprNode& b = *l;
+    if (a.kind == ExprKind::param)
+      return is_integer_literal(b) && b.type == ScalarType::i32 && assign(a.param, literal_bits(b));
+    if (a.kind == ExprKind::cast && a.type == ScalarType::u32 && a.args.size() == 1 && a.args[0]->kind == ExprKind::param)
+      return is_integer_literal(b) && b.type == ScalarType::u32 && assign(a.args[0]->param, literal_bits(b));
+    if (a.kind != b.kind || a.type != b.type || a.fvalue != b.fvalue || a.ivalue != b.ivalue || a.name != b.name ||
+        a.buffer != b.buffer || a.param != b.param || a.unary != b.unary || a.binary != b.binary ||
+        a.args.size() != b.args.size())
+      return false;
+    for (std::size_t i = 0; i < a.args.size(); ++i)
+      if (!expr(a.args[i], b.args[i])) return false;
+    return true;
+  }
+};
+
+bool same_buffers(const std::vector<BufferParam>& a, const std::vector<BufferParam>& b) {
+  return std::ranges::equal(a, b, [](const BufferParam& x, const BufferParam& y) {
+    return x.name == y.name && x.type == y.type && x.access == y.access && x.texel_width == y.texel_width;
+  });
+}
+
+bool same_shared(const std::vector<SharedArray>& a, const std::vector<SharedArray>& b) {
+  return std::ranges::equal(a, b, [](const SharedArray& x, const SharedArray& y) {
+    return x.name == y.name && x.type == y.type && x.count == y.count;
+  });
+}
+
 }  // namespace
+
+std::optional<std::vector<std::int32_t>> match_parameters(const Kernel& parameterised, const Kernel& literal) {
+  if (!literal.params.empty() || literal.global_size_param) return std::nullopt;
+  if (parameterised.name != literal.name || parameterised.workgroup_size != literal.workgroup_size ||
+      parameterised.subgroup_size != literal.subgroup_size || !same_buffers(parameterised.buffers, literal.buffers) ||
+      !same_shared(parameterised.shared, literal.shared))
+    return std::nullopt;
+  ParameterMatcher matcher(parameterised.params.size());
+  if (!matcher.stmts(parameterised.body, literal.body)) return std::nullopt;
+  if (parameterised.global_size_param) {
+    if (!matcher.assign(*parameterised.global_size_param, static_cast<std::int32_t>(literal.global_size)))
+      return std::nullopt;
+  } else if (parameterised.global_size != literal.global_size) {
+    return std::nullopt;
+  }
+  std::vector<std::int32_t> out;
+  out.reserve(matcher.values.size());
+  for (const std::optional<std::int32_t>& v : matcher.values) {
+    if (!v) return std::nullopt;
+    out.push_back(*v);
+  }
+  return out;
+}
 
 ParameteriseReport parameterise(std::span<Kernel* const> kernels, const ParameteriseOptions& options) {
   std::vector<Analysed> analysed;

@@ -21,6 +21,8 @@
 #include "src/kernel/ir.h"
 
 #include <cstddef>
+#include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -72,5 +74,14 @@ ParameteriseReport parameterise(std::span<Kernel* const> kernels, const Paramete
 // that vary.
 ParameteriseReport parameterise_with_probes(std::span<Kernel* const> kernels, std::span<Kernel* const> probes,
                                             const ParameteriseOptions& options = {}, int* varying = nullptr);
+
+// The parameter values that make `parameterised` (a kernel parameterise()
+// or parameterise_with_probes() gave parameters) compute what `literal`
+// computes: `literal` is the same kernel lowered at other extents, without
+// parameters. They must agree in everything but the literals `parameterised`
+// turned into parameters (one value per parameter) and the global size where
+// it is a parameter; nullopt when they do not. Lets a new extent of a
+// dynamic shape set take the set's kernels without lowering a probe twin.
+std::optional<std::vector<std::int32_t>> match_parameters(const Kernel& parameterised, const Kernel& literal);
 
 }  // namespace kiln::kir

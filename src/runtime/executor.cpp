@@ -147,6 +147,7 @@ std::shared_ptr<const compiler::Plan> make_plan(const Model& model, const Execut
   if (options.compiled) {
     request.probe_graph = options.dynamic_probe;
     request.pinned_sites = options.pinned_sites;
+    request.set_kernels = options.set_kernels;
   }
   return compiler::build_plan(kiln::internal::graph_ptr(model), *ctx.backend, ctx.device->target(), request);
 }

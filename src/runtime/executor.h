@@ -82,6 +82,7 @@ class Executor {
     std::shared_ptr<const graph::Graph> dynamic_probe{};
     std::string dynamic_dims{};
     std::vector<compiler::SiteKnobs> pinned_sites{};  // PlanRequest::pinned_sites
+    std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels{};  // PlanRequest::set_kernels
     // New extents of a compiled shape set ("shape set 2"): the compile log
     // names the kernels its kernels did not cover (their code depends on
     // the extents).

@@ -170,9 +170,13 @@ ShapeSets::ShapeSets(std::vector<std::shared_ptr<Executor>> held, std::string fi
 }
 
 std::shared_ptr<Executor> ShapeSets::make(Model model, const Dims& dims, std::vector<compiler::SiteKnobs> pins,
-                                          std::string extends) const {
+                                          std::string extends,
+                                          std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels) const {
   Executor::Options options = with_dynamic_dims(model, dims, options_);
-  if (options.dynamic_probe) options.pinned_sites = std::move(pins);
+  if (options.dynamic_probe) {
+    options.pinned_sites = std::move(pins);
+    options.set_kernels = std::move(set_kernels);
+  }
   options.extends = std::move(extends);
   return std::make_shared<Executor>(std::move(model), std::move(options));
 }
@@ -304,8 +308,19 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
     // not change the kernels' structure.
     std::vector<compiler::SiteKnobs> pins;
     if (set.executor->prepared()) pins = set.executor->current_plan()->site_knobs;
+    // The kernels of the set and of its members so far (the plans' own, no copies):
+    // extents whose kernels are all among them plan without a probe.
+    std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels;
+    auto add_kernels = [&](const std::shared_ptr<Executor>& executor) {
+      if (!executor->prepared()) return;
+      std::shared_ptr<const compiler::Plan> plan = executor->current_plan();
+      if (!plan->kernels.empty()) set_kernels.emplace_back(plan, &plan->kernels);
+    };
+    add_kernels(set.executor);
+    for (const Member& member : set.members) add_kernels(member.executor);
     set.members.insert(set.members.begin(),
-                       {shapes, make(std::move(model), set.dynamic, std::move(pins), "shape set " + std::to_string(k + 1))});
+                       {shapes, make(std::move(model), set.dynamic, std::move(pins), "shape set " + std::to_string(k + 1),
+                                     std::move(set_kernels))});
     if (set.members.size() > kKeptMembers) set.members.pop_back();
     ++set.served;
     return latest_ = set.members.front().executor;

@@ -91,8 +91,10 @@ class ShapeSets {
   // dims. Throws ShapeMismatch for an extent outside a marked dim's bounds.
   bool serves(const Set& set, const std::vector<Shape>& shapes) const;
   // `extends`: the set whose new extents `model` has ("shape set 2"), else "".
+  // `set_kernels`: the set's kernels so far (PlanRequest::set_kernels).
   std::shared_ptr<Executor> make(Model model, const Dims& dims, std::vector<compiler::SiteKnobs> pins = {},
-                                 std::string extends = "") const;
+                                 std::string extends = "",
+                                 std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels = {}) const;
   Dims dims_for_new_set(const std::vector<Shape>& shapes) const;
   std::vector<Set> compiled_;  // first: the model's own shapes
   std::vector<Set> eager_;     // past the limit
