@@ -143,10 +143,13 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const std::functi
     for (std::size_t i = 0; i < step_kernels.size(); ++i) {
       auto& [set_kernel, params] = (*matched)[i];
       report.same_source_as[i] = first_of_kernel.try_emplace(set_kernel, i).first->second;
+      // Its own extent and tuning site (the problem is this extent's shape).
       const std::int64_t global_size = step_kernels[i]->global_size;
+      std::optional<kir::TuningSite> site = std::move(step_kernels[i]->tuning_site);
       *step_kernels[i] = *set_kernel;
       step_kernels[i]->params = std::move(params);
       step_kernels[i]->global_size = global_size;
+      step_kernels[i]->tuning_site = std::move(site);
       report.max_params_used = std::max(report.max_params_used, static_cast<int>(step_kernels[i]->params.size()));
     }
     report.kernels = static_cast<int>(step_kernels.size());
