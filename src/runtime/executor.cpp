@@ -315,6 +315,7 @@ void Executor::plan_and_bind() {
                    ctx_->backend->name());
   }
   std::shared_ptr<const compiler::Plan> chosen = options_.plan ? options_.plan : cached_or_built_plan();
+  options_.set_kernels.clear();  // they keep other shape sets' plans alive
   {
     std::lock_guard lock(plan_mutex_);
     plan_ = std::move(chosen);
