@@ -13,23 +13,28 @@ namespace {
 // exp, tanh, erf, fmin and fmax as the C compiler can vectorise: no call
 // into libm and no branch (selects are bit masks). A call to expf, or a
 // branch, in a kernel's epilogue (sigmoid, SiLU, GELU, clip) keeps GCC's SLP
-// vectoriser off the whole kernel, its accumulator loop included: a direct
-// convolution with SiLU ran 3x slower than without. exp, tanh and erf are
-// within 1 ulp of the correctly rounded result over every float (exp: range
-// reduction by ln 2 in two parts, a degree-7 Taylor polynomial, 2^k in two
-// factors so that subnormal and infinite results come out right; tanh: its
-// odd Taylor series below 0.55, else 1 - 2 / (e^2x + 1); erf: its Taylor
-// series below 0.875, else 1 - erfc with log(erfc) fitted; checked against
-// double-precision results at every 13th float).
+// vectoriser off the whole kernel, its accumulation loop included
+// (docs/benchmarks/cpu-backend.md). exp, tanh and erf are within 1 ulp of
+// the correctly rounded result (exp: range reduction by ln 2 in two parts, a
+// degree-7 Taylor polynomial, 2^k in two factors so that subnormal and
+// infinite results come out right; tanh: its odd Taylor series below 0.55,
+// else 1 - 2 / (e^2x + 1); erf: its Taylor series below 0.875, else 1 - erfc
+// with log(erfc) fitted); fmin and fmax keep C's NaN rules.
 constexpr const char* kInlineMath = R"(
+/* a float's bits and back */
+__attribute__((always_inline)) static inline int32_t kiln_bits(float x) {
+  int32_t bits;
+  __builtin_memcpy(&bits, &x, sizeof bits);
+  return bits;
+}
+__attribute__((always_inline)) static inline float kiln_float(int32_t bits) {
+  float x;
+  __builtin_memcpy(&x, &bits, sizeof x);
+  return x;
+}
+/* take_a (0 or 1) ? a : b, as a mask */
 __attribute__((always_inline)) static inline float kiln_select(int32_t take_a, float a, float b) {
-  int32_t ia, ib, r;
-  float out;
-  __builtin_memcpy(&ia, &a, sizeof ia);
-  __builtin_memcpy(&ib, &b, sizeof ib);
-  r = (ia & -take_a) | (ib & ~-take_a);
-  __builtin_memcpy(&out, &r, sizeof out);
-  return out;
+  return kiln_float((kiln_bits(a) & -take_a) | (kiln_bits(b) & ~-take_a));
 }
 /* fminf and fmaxf as C has them (a NaN operand gives the other one), without the call */
 __attribute__((always_inline)) static inline float kiln_fminf(float a, float b) {
@@ -53,19 +58,10 @@ __attribute__((always_inline)) static inline float kiln_expf(float x) {
   p = p * r + 1.0f;
   const int32_t ki = (int32_t)k;
   const int32_t half = ki >> 1;
-  const int32_t bits1 = (half + 127) << 23, bits2 = (ki - half + 127) << 23;
-  float s1, s2;
-  __builtin_memcpy(&s1, &bits1, sizeof s1);
-  __builtin_memcpy(&s2, &bits2, sizeof s2);
-  return p * s1 * s2;
+  return p * kiln_float((half + 127) << 23) * kiln_float((ki - half + 127) << 23);
 }
 __attribute__((always_inline)) static inline float kiln_tanhf(float x) {
-  int32_t xi, sign, ai;
-  __builtin_memcpy(&xi, &x, sizeof xi);
-  sign = xi & (int32_t)0x80000000;
-  ai = xi & 0x7fffffff;
-  float a;
-  __builtin_memcpy(&a, &ai, sizeof a);
+  const float a = kiln_float(kiln_bits(x) & 0x7fffffff);
   /* |x| < 0.55: the odd Taylor series to x^19 (error below 1e-8 relative) */
   const float a2 = a * a;
   float s = 18888466084.0f / 194896477400625.0f;
@@ -82,19 +78,10 @@ __attribute__((always_inline)) static inline float kiln_tanhf(float x) {
   /* otherwise 1 - 2 / (e^(2|x|) + 1) */
   const float large = 1.0f - 2.0f / (kiln_expf(2.0f * a) + 1.0f);
   const float t = kiln_select(a < 0.55f, small, large);
-  int32_t ti;
-  __builtin_memcpy(&ti, &t, sizeof ti);
-  ti |= sign;
-  float out;
-  __builtin_memcpy(&out, &ti, sizeof out);
-  return out;
+  return kiln_float(kiln_bits(t) | (kiln_bits(x) & (int32_t)0x80000000));
 }
 __attribute__((always_inline)) static inline float kiln_erff(float x) {
-  int32_t xi, ai, ri;
-  __builtin_memcpy(&xi, &x, sizeof xi);
-  ai = xi & 0x7fffffff;
-  float a, r;
-  __builtin_memcpy(&a, &ai, sizeof a);
+  const float a = kiln_float(kiln_bits(x) & 0x7fffffff);
   /* below 0.875: the Taylor series, to a^21 */
   const float a2 = a * a;
   float s = 1.480719282e-08f;
@@ -125,11 +112,8 @@ __attribute__((always_inline)) static inline float kiln_erff(float x) {
   g = g * u + -5.622240694e-01f;
   g = g * u + -1.534550876e+00f;
   const float large = 1.0f - kiln_expf(g - ac * ac);
-  r = kiln_select(a < 0.875f, small, large);
-  __builtin_memcpy(&ri, &r, sizeof ri);
-  ri |= xi & (int32_t)0x80000000;
-  __builtin_memcpy(&r, &ri, sizeof r);
-  return r;
+  const float r = kiln_select(a < 0.875f, small, large);
+  return kiln_float(kiln_bits(r) | (kiln_bits(x) & (int32_t)0x80000000));
 }
 )";
 
