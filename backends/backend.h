@@ -30,6 +30,13 @@ struct TargetDesc {
   std::string backend;        // "vulkan", "cuda", "hip", "null"
   std::string device_name;    // "llvmpipe (LLVM 15.0.6, 256 bits)"
   std::string device_type;    // "cpu", "discrete-gpu", "integrated-gpu", "virtual-gpu", "offline", "other"
+  // What the rest of kiln decides from the kind of device (device_type is
+  // its name, for people): a compile target with no device behind it (`kiln
+  // compile --target cuda:sm_90`: code and limits only), and a device whose
+  // kernels run on CPU cores (lavapipe, the cpu backend), for which passes
+  // and kernels take their CPU variants.
+  bool offline = false;
+  bool cpu_cores = false;
   std::string driver;         // driver name and version
   std::string api_version;    // "Vulkan 1.3.230", "CUDA 13.0", "gfx90a"
   std::string arch;           // compile target: "spirv1.3", "sm_90", "gfx90a"

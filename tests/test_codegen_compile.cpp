@@ -535,6 +535,7 @@ BOOST_AUTO_TEST_CASE(offline_targets_describe_their_architecture) {
       BOOST_TEST_CONTEXT(backend->name() << " " << target.arch) {
         BOOST_TEST(target.backend == backend->name());
         BOOST_TEST(target.device_type == "offline");
+        BOOST_TEST(target.offline);
         BOOST_TEST_REQUIRE(expected_subgroup.count(target.arch) == 1u);
         BOOST_TEST(target.subgroup_size == expected_subgroup[target.arch]);
         BOOST_TEST(target.max_workgroup_invocations == 1024u);

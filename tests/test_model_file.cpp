@@ -304,6 +304,7 @@ BOOST_AUTO_TEST_CASE(one_file_holds_several_targets_and_each_device_gets_its_own
   // An sm_90 device gets the sm_90 plan (its own CUBIN), not the first that could run (sm_80's PTX).
   kiln::backend::TargetDesc hopper = read.plans[2]->target;
   hopper.device_type = "discrete-gpu";
+  hopper.offline = false;
   hopper.device_name = "NVIDIA H100";
   BOOST_TEST(kiln::artifact::select_plan(read, cuda, hopper)->target.arch == "sm_90");
   // The Vulkan device here still gets the Vulkan plan, and runs it.

@@ -598,6 +598,7 @@ BOOST_AUTO_TEST_CASE(swapped_operands_are_offered_only_where_y_has_more_rows_tha
   // A CPU device with subgroups of 8 that broadcast and texel buffers, as lavapipe.
   kb::TargetDesc cpu = gpu_target(65536);
   cpu.device_type = "cpu";
+  cpu.cpu_cores = true;
   cpu.subgroup_size = 8;
   cpu.subgroup_basic = cpu.subgroup_broadcast = true;
   cpu.texel_r32f = cpu.texel_rgba32f = true;
@@ -656,6 +657,7 @@ BOOST_AUTO_TEST_CASE(candidates_are_filtered_by_the_capability_record) {
   // A CPU device gets no shared-memory tiling, and the filtered list says why.
   kb::TargetDesc cpu = gpu_target(65536);
   cpu.device_type = "cpu";
+  cpu.cpu_cores = true;
   const tn::CandidateList on_cpu = tn::candidates(site, null, cpu);
   BOOST_TEST_REQUIRE(!on_cpu.knobs.empty());
   for (const std::string& knobs : on_cpu.knobs) BOOST_TEST(!needs_shared(knobs), knobs);

@@ -157,6 +157,7 @@ BOOST_AUTO_TEST_CASE(enumeration_finds_lavapipe_with_sane_limits) {
   const kb::TargetDesc& t = *lavapipe;
   BOOST_TEST(t.backend == "vulkan");
   BOOST_TEST(t.device_type == "cpu");
+  BOOST_TEST(t.cpu_cores);  // lavapipe: the CPU variants of passes and kernels
   BOOST_TEST(t.arch == "spirv1.3");
   BOOST_TEST(t.api_version.rfind("Vulkan 1.", 0) == 0);
   BOOST_TEST(t.driver.find("llvmpipe") != std::string::npos);
@@ -193,6 +194,7 @@ BOOST_AUTO_TEST_CASE(offline_target_and_supports) {
   const kb::TargetDesc& generic = offline.front();
   BOOST_TEST(generic.arch == "spirv1.3");
   BOOST_TEST(generic.device_type == "offline");
+  BOOST_TEST(generic.offline);
   BOOST_TEST(generic.fingerprint() != device().target().fingerprint());
 
   kb::KernelRequirements kernel;

@@ -252,7 +252,7 @@ void run(const TuneArgs& args) {
     // as the default compile did. Their time: the dispatches of the nodes
     // the rule's choice made (a Winograd conv's three keep its name as prefix).
     graph::passes::run_compile_passes(
-        kiln::internal::graph(model), {.cpu_device = plan.target.device_type == "cpu",
+        kiln::internal::graph(model), {.cpu_device = plan.target.cpu_cores,
                         .settings = plan.settings,
                         .chooser = [&](const graph::passes::GraphChoice& choice) {
                           if (const std::optional<tune::Site> site = tune::graph_site_of(choice)) {
@@ -352,7 +352,7 @@ void run(const TuneArgs& args) {
   // the choice compares tuned kernels.
   std::size_t option_kernels = 0;
   const auto tune_option_kernels = [&](const WorkItem& item, double budget) {
-    const graph::passes::PipelineOptions passes{.cpu_device = target.device_type == "cpu", .settings = settings};
+    const graph::passes::PipelineOptions passes{.cpu_device = target.cpu_cores, .settings = settings};
     std::vector<tune::Site> sites;
     std::set<std::string> seen;
     const std::vector<std::string> choices = tune::graph_site_candidates(item.site);  // the rule's first

@@ -122,6 +122,7 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
   target.backend = "hip";
   target.device_name = description;
   target.device_type = "offline";
+  target.offline = true;
   target.driver = compiler_version;
   target.api_version = arch;
   target.arch = arch;

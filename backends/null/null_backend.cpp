@@ -56,6 +56,7 @@ TargetDesc null_target(const std::string& compiler_version) {
   target.backend = "null";
   target.device_name = "null (source text, offline)";
   target.device_type = "offline";
+  target.offline = true;
   target.driver = compiler_version;
   target.api_version = "none";
   target.arch = "text";

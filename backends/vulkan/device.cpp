@@ -91,7 +91,7 @@ std::shared_ptr<LoadedKernel> VulkanDevice::load_kernel(const KernelSource& sour
     ++pipelines_since_cache_data_;
   }
   auto kernel = std::make_shared<VulkanKernel>(source.name, pipeline, context_);
-  if (new_pipeline && target.device_type == "cpu") compile_now(*kernel);
+  if (new_pipeline && target.cpu_cores) compile_now(*kernel);
   context_->raise_validation_errors();
   std::lock_guard lock(kernels_mutex_);
   pipelines_.try_emplace(key, pipeline);

@@ -22,6 +22,7 @@ TargetDesc generic_spirv_target() {
   t.backend = "vulkan";
   t.device_name = "generic SPIR-V 1.3 (Vulkan 1.1 minimum limits)";
   t.device_type = "offline";
+  t.offline = true;
   t.driver = "none";
   t.api_version = "Vulkan 1.1";
   t.arch = "spirv1.3";

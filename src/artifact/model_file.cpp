@@ -104,7 +104,7 @@ std::vector<backend::KernelBinary> compile_binaries(const backend::Backend& b, c
 
 std::string target_label(const compiler::Plan& plan) {
   const backend::TargetDesc& t = plan.target;
-  if (t.device_type == "offline") return plan.backend + " " + t.arch;
+  if (t.offline) return plan.backend + " " + t.arch;
   return plan.backend + " on " + t.device_name + " [" + t.driver + "]";
 }
 
@@ -196,7 +196,7 @@ std::vector<WrittenTarget> write_model_file(const Model& model, const std::strin
         // A copy: its kernels get their binaries.
         auto plan = std::make_shared<compiler::Plan>(
             *compiler::plan_from_records(set_model, b, target, settings, options.cache_dir));
-        WrittenTarget w{b.name(), target.device_type == "offline" ? target.arch : target.device_name, 0, 0, 0,
+        WrittenTarget w{b.name(), target.offline ? target.arch : target.device_name, 0, 0, 0,
                         plan_input_shapes(*plan)};
         for (compiler::RenderedKernel& kernel : plan->rendered) {
           kernel.binaries = compile_binaries(b, target, kernel.source, cache, compiler);
@@ -314,7 +314,7 @@ std::optional<std::string> plan_unfit(const compiler::Plan& plan, const backend:
           return "dispatch '" + step.dispatch->kernel_name + "' needs " + std::to_string(step.dispatch->grid[axis]) +
                  " workgroups along axis " + std::to_string(axis) + ", the device allows " +
                  std::to_string(device.max_workgroup_count[axis]);
-  if (device.device_type != "offline" && plan.target.device_type == "offline" && plan.backend == "cuda") {
+  if (!device.offline && plan.target.offline && plan.backend == "cuda") {
     // A CUBIN runs only on its own architecture; PTX on that compute capability and newer.
     const bool own = plan.target.arch == device.arch;
     bool ptx = false;

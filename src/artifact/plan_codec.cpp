@@ -199,6 +199,8 @@ json encode_target(const backend::TargetDesc& t) {
   return {{"backend", t.backend},
           {"device_name", t.device_name},
           {"device_type", t.device_type},
+          {"offline", t.offline},
+          {"cpu_cores", t.cpu_cores},
           {"driver", t.driver},
           {"api_version", t.api_version},
           {"arch", t.arch},
@@ -230,6 +232,8 @@ backend::TargetDesc decode_target(const json& j) {
   j.at("backend").get_to(t.backend);
   j.at("device_name").get_to(t.device_name);
   j.at("device_type").get_to(t.device_type);
+  j.at("offline").get_to(t.offline);
+  j.at("cpu_cores").get_to(t.cpu_cores);
   j.at("driver").get_to(t.driver);
   j.at("api_version").get_to(t.api_version);
   j.at("arch").get_to(t.arch);

@@ -316,7 +316,7 @@ kir::ParameteriseOptions parameterise_options(const backend::TargetDesc& target,
   // compile, a CPU device (lavapipe's LLVM); GPU drivers compile a kernel in
   // tens of milliseconds, so there the bounds stay constants.
   const std::string& loop_bounds = settings.choice("parameterise_loop_bounds");
-  options.loop_bounds = loop_bounds == "auto" ? target.device_type == "cpu" : loop_bounds == "on";
+  options.loop_bounds = loop_bounds == "auto" ? target.cpu_cores : loop_bounds == "on";
   return options;
 }
 
@@ -338,7 +338,7 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   };
   if (plan->compiled) {
     graph::passes::PipelineResult passed =
-        graph::passes::run_compile_passes(*graph, {.cpu_device = target.device_type == "cpu",
+        graph::passes::run_compile_passes(*graph, {.cpu_device = target.cpu_cores,
                                                    .settings = plan->settings,
                                                    .chooser = request.graph_chooser});
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
@@ -357,7 +357,7 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   if (plan->compiled && request.probe_graph)
     probe_pending = [&]() -> const graph::Graph& {
       if (!probe)
-        probe = graph::passes::run_compile_passes(*request.probe_graph, {.cpu_device = target.device_type == "cpu",
+        probe = graph::passes::run_compile_passes(*request.probe_graph, {.cpu_device = target.cpu_cores,
                                                                          .settings = plan->settings})
                     .graph;
       return *probe;
