@@ -17,11 +17,8 @@ namespace {
 
 // Channels below which a GEMM's register tiles are mostly empty anyway.
 constexpr std::int64_t kMinChannels = 16;
-// Output pixels (GEMM columns) below which the direct template stays faster:
-// ResNet-50's layer4 downsample (1024 -> 2048 to 7x7) ran 33 ms direct
-// against 41 ms as a GEMM, while layer2's (to 28x28) and layer3's (to
-// 14x14) went 39 -> 28 and 39 -> 29 ms with the Slice (kiln profile, side by
-// side, loaded machine).
+// Output pixels (GEMM columns) below which the direct template stays faster
+// (measured on ResNet-50's downsamples: docs/benchmarks/pass-thresholds.md).
 constexpr std::int64_t kMinOutputPixels = 128;
 
 bool is_strided_pointwise(const Graph& graph, const Node& node) {

@@ -29,10 +29,9 @@ namespace {
 // template's time), its 128- to 512-channel ones take 0.6-0.7x.
 constexpr std::int64_t kMinInChannels = 64;
 constexpr std::int64_t kMinOutChannels = 64;
-// The rewrite adds two dispatches (30-50 us each on lavapipe) to save a
-// third of the convolution's time or less, so the convolution must do at
-// least this many multiply-adds (about 0.6 ms in lavapipe's direct
-// template): ResNet-18's 3x3s at 224 px do 116 M, at 32 px 2.4 M.
+// The rewrite adds two dispatches to save a third of the convolution's time
+// or less, so the convolution must do at least this many multiply-adds for
+// the saving to exceed the dispatches' cost (docs/benchmarks/pass-thresholds.md).
 constexpr std::int64_t kMinMultiplyAdds = std::int64_t{8} << 20;
 
 // The GEMM's columns (tiles) are padded to a multiple of this: the GEMM
@@ -134,9 +133,9 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options) {
     input_attrs.set("pads", node.attrs.get_ints("pads", {0, 0, 0, 0}));
     input_attrs.set("dilations", dilations);
     // (tile + 2)^2 products per tile against 9 per output pixel: a large
-    // dilation on a small map splits it into many nearly empty tiles
-    // (DeepLabV3's ASPP at rate 12 on 14x14: 144 F(2x2) tiles for 196 pixels,
-    // 1.3x the direct convolution's multiplies, 152 against 124 ms for the model).
+    // dilation on a small map splits it into many nearly empty tiles, which
+    // can cost more multiplies than the direct convolution (DeepLabV3's ASPP:
+    // docs/benchmarks/pass-thresholds.md).
     const Shape& y = graph.value(node.outputs[0]).type.shape;
     const std::int64_t output_pixels = y[0] * y[2] * y[3];
     const auto sub_grid_extent = [&](int axis) {
