@@ -24,9 +24,7 @@ namespace kiln::graph::passes {
 namespace {
 
 // Below these channel counts the GEMM is too thin to beat the direct
-// convolution template. Measured with `kiln profile` on lavapipe: ResNet-18's
-// 64-channel 3x3s at 56x56 barely pay (GEMM + transforms 0.9x the direct
-// template's time), its 128- to 512-channel ones take 0.6-0.7x.
+// convolution template (docs/benchmarks/pass-thresholds.md).
 constexpr std::int64_t kMinInChannels = 64;
 constexpr std::int64_t kMinOutChannels = 64;
 // The rewrite adds two dispatches to save a third of the convolution's time
