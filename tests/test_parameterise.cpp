@@ -319,6 +319,52 @@ BOOST_AUTO_TEST_CASE(a_kernel_at_other_extents_matches_a_parameterised_one) {
   BOOST_TEST(!kir::match_parameters(small, large).has_value());
 }
 
+// A kernel whose literals differ where the set kernel has constants (here:
+// K, a short loop bound, or no parameters at all) is that kernel with more
+// parameters; it computes what the literal kernel computes, and a third
+// extent then matches it.
+BOOST_AUTO_TEST_CASE(a_kernel_at_other_constants_generalises_the_set_kernel) {
+  kir::Kernel small = make_gemm(8, 32, 16), large = make_gemm(16, 64, 16);
+  BOOST_TEST_REQUIRE(parameterise({&small, &large}).groups == 1);
+  const kir::Kernel other_k = make_gemm(24, 96, 8);
+  BOOST_TEST_REQUIRE(!kir::match_parameters(small, other_k).has_value());
+  const std::optional<kir::Kernel> general = kir::generalise_parameters(small, other_k, 32);
+  BOOST_TEST_REQUIRE(general.has_value());
+  BOOST_TEST(general->params.size() > small.params.size());
+  BOOST_TEST(general->global_size == other_k.global_size);
+  kir::verify(*general);
+  const auto a = random_values(24 * 8, 5), b = random_values(8 * 96, 6);
+  const std::vector<float> y(24 * 96, NAN);
+  const auto want = interpret(other_k, {a, b, y});
+  const auto got = interpret(*general, {a, b, y});
+  BOOST_TEST(std::memcmp(want[2].data(), got[2].data(), want[2].size() * sizeof(float)) == 0);
+  // A third extent of that K takes it, or generalises it again (positions
+  // that agreed at two extents may differ at a third); either computes what
+  // the literal kernel computes.
+  const kir::Kernel third = make_gemm(40, 128, 8);
+  kir::Kernel taken = *general;
+  if (std::optional<std::vector<std::int32_t>> params = kir::match_parameters(*general, third)) {
+    taken.params = *params;
+    taken.global_size = third.global_size;
+  } else {
+    std::optional<kir::Kernel> again = kir::generalise_parameters(*general, third, 32);
+    BOOST_TEST_REQUIRE(again.has_value());
+    taken = *again;
+  }
+  const auto a3 = random_values(40 * 8, 7), b3 = random_values(8 * 128, 8);
+  const std::vector<float> y3(40 * 128, NAN);
+  const auto want3 = interpret(third, {a3, b3, y3});
+  const auto got3 = interpret(taken, {a3, b3, y3});
+  BOOST_TEST(std::memcmp(want3[2].data(), got3[2].data(), want3[2].size() * sizeof(float)) == 0);
+  // A set kernel without parameters generalises too; another structure does not.
+  const kir::Kernel plain = make_gemm(8, 32, 16);
+  BOOST_TEST(kir::generalise_parameters(plain, make_gemm(16, 64, 16), 32).has_value());
+  BOOST_TEST(!kir::generalise_parameters(plain, make_relu(256), 32).has_value());
+  BOOST_TEST(!kir::generalise_parameters(small, make_gemm(24, 96, 16, sh::GemmKnobs{8, 8, 4, 64, 8, 4}), 32).has_value());
+  // Past the parameter limit: none.
+  BOOST_TEST(!kir::generalise_parameters(small, other_k, small.params.size()).has_value());
+}
+
 BOOST_AUTO_TEST_CASE(verify_checks_parameter_indices) {
   kir::Kernel bad_index = make_relu(8);
   bad_index.params = {8};

@@ -10,6 +10,7 @@
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -25,6 +26,9 @@ namespace {
 bool is_integer_literal(const ExprNode& n) {
   return n.kind == ExprKind::constant && (n.type == ScalarType::i32 || n.type == ScalarType::u32);
 }
+
+// Float constants as a kernel's source has them: NaN is one constant (NaN != NaN).
+bool same_float(double a, double b) { return a == b || (std::isnan(a) && std::isnan(b)); }
 
 bool has_loop(const std::vector<Stmt>& stmts) {
   for (const Stmt& s : stmts)
@@ -296,7 +300,7 @@ class ParameterMatcher {
       return is_integer_literal(b) && b.type == ScalarType::i32 && assign(a.param, literal_bits(b));
     if (a.kind == ExprKind::cast && a.type == ScalarType::u32 && a.args.size() == 1 && a.args[0]->kind == ExprKind::param)
       return is_integer_literal(b) && b.type == ScalarType::u32 && assign(a.args[0]->param, literal_bits(b));
-    if (a.kind != b.kind || a.type != b.type || a.fvalue != b.fvalue || a.ivalue != b.ivalue || a.name != b.name ||
+    if (a.kind != b.kind || a.type != b.type || !same_float(a.fvalue, b.fvalue) || a.ivalue != b.ivalue || a.name != b.name ||
         a.buffer != b.buffer || a.param != b.param || a.unary != b.unary || a.binary != b.binary ||
         a.args.size() != b.args.size())
       return false;
@@ -304,6 +308,117 @@ class ParameterMatcher {
       if (!expr(a.args[i], b.args[i])) return false;
     return true;
   }
+};
+
+// Walks a kernel of a shape set and the same kernel lowered at other
+// extents side by side (generalise_parameters()), building the set kernel
+// with every literal that differs made a parameter.
+class ParameterGeneraliser {
+ public:
+  explicit ParameterGeneraliser(std::size_t params) : values(params), set_params_(params) {}
+  std::vector<std::optional<std::int32_t>> values;  // the literal kernel's value of each parameter
+  bool ok = true;
+
+  // The slot for a use of the set kernel's parameter `slot` that takes
+  // `value` here: `slot` itself, or, where another use gave it another value
+  // (positions that agreed at the set's extents but not at these), a new one.
+  int slot_for_use(int slot, std::int32_t value) {
+    if (slot < 0 || static_cast<std::size_t>(slot) >= set_params_) {
+      ok = false;
+      return slot;
+    }
+    std::optional<std::int32_t>& v = values[static_cast<std::size_t>(slot)];
+    if (!v || *v == value) {
+      v = value;
+      return slot;
+    }
+    auto [it, inserted] = split_slot_.try_emplace({slot, value}, static_cast<int>(values.size()));
+    if (inserted) values.emplace_back(value);
+    return it->second;
+  }
+
+  // A slot for a literal that is `set_value` in the set kernel and `value` here.
+  int new_slot(std::int32_t set_value, std::int32_t value) {
+    auto [it, inserted] = slot_of_pair_.try_emplace({set_value, value}, static_cast<int>(values.size()));
+    if (inserted) values.emplace_back(value);
+    return it->second;
+  }
+
+  std::vector<Stmt> stmts(const std::vector<Stmt>& s, const std::vector<Stmt>& l) {
+    std::vector<Stmt> out;
+    if (s.size() != l.size()) {
+      ok = false;
+      return out;
+    }
+    out.reserve(s.size());
+    for (std::size_t i = 0; i < s.size() && ok; ++i) {
+      const Stmt& a = s[i];
+      const Stmt& b = l[i];
+      if (a.kind != b.kind || a.var != b.var || a.vars != b.vars || a.type != b.type || a.buffer != b.buffer ||
+          a.step != b.step || a.values.size() != b.values.size()) {
+        ok = false;
+        break;
+      }
+      Stmt& c = out.emplace_back(a);
+      for (std::size_t v = 0; v < a.values.size(); ++v) c.values[v] = expr(a.values[v], b.values[v]);
+      c.value = expr(a.value, b.value);
+      c.index = expr(a.index, b.index);
+      c.begin = expr(a.begin, b.begin);
+      c.end = expr(a.end, b.end);
+      c.body = stmts(a.body, b.body);
+      c.else_body = stmts(a.else_body, b.else_body);
+    }
+    return out;
+  }
+
+  Expr expr(const Expr& s, const Expr& l) {
+    if (!s || !l) {
+      ok = ok && !s && !l;
+      return s;
+    }
+    if (!ok) return s;
+    const ExprNode& a = *s;
+    const ExprNode& b = *l;
+    if (a.kind == ExprKind::param) {
+      if (!is_integer_literal(b) || b.type != ScalarType::i32) {
+        ok = false;
+        return s;
+      }
+      const int slot = slot_for_use(a.param, literal_bits(b));
+      return slot == a.param ? s : param(slot);
+    }
+    if (a.kind == ExprKind::cast && a.type == ScalarType::u32 && a.args.size() == 1 && a.args[0]->kind == ExprKind::param) {
+      if (!is_integer_literal(b) || b.type != ScalarType::u32) {
+        ok = false;
+        return s;
+      }
+      const int slot = slot_for_use(a.args[0]->param, literal_bits(b));
+      return slot == a.args[0]->param ? s : cast(ScalarType::u32, param(slot));
+    }
+    if (is_integer_literal(a) && is_integer_literal(b) && a.type == b.type && a.ivalue != b.ivalue) {
+      const int slot = new_slot(literal_bits(a), literal_bits(b));
+      return a.type == ScalarType::i32 ? param(slot) : cast(ScalarType::u32, param(slot));
+    }
+    if (a.kind != b.kind || a.type != b.type || !same_float(a.fvalue, b.fvalue) || a.ivalue != b.ivalue || a.name != b.name ||
+        a.buffer != b.buffer || a.param != b.param || a.unary != b.unary || a.binary != b.binary ||
+        a.args.size() != b.args.size()) {
+      ok = false;
+      return s;
+    }
+    if (a.args.empty()) return s;
+    auto node = std::make_shared<ExprNode>(a);
+    bool changed = false;
+    for (std::size_t i = 0; i < a.args.size(); ++i) {
+      node->args[i] = expr(a.args[i], b.args[i]);
+      changed = changed || node->args[i].operator->() != a.args[i].operator->();
+    }
+    return changed ? Expr(std::move(node)) : s;
+  }
+
+ private:
+  std::size_t set_params_;
+  std::map<std::pair<std::int32_t, std::int32_t>, int> slot_of_pair_;
+  std::map<std::pair<int, std::int32_t>, int> split_slot_;
 };
 
 bool same_buffers(const std::vector<BufferParam>& a, const std::vector<BufferParam>& b) {
@@ -340,6 +455,35 @@ std::optional<std::vector<std::int32_t>> match_parameters(const Kernel& paramete
     if (!v) return std::nullopt;
     out.push_back(*v);
   }
+  return out;
+}
+
+std::optional<Kernel> generalise_parameters(const Kernel& set_kernel, const Kernel& literal, std::size_t max_params) {
+  if (!literal.params.empty() || literal.global_size_param) return std::nullopt;
+  if (set_kernel.name != literal.name || set_kernel.workgroup_size != literal.workgroup_size ||
+      set_kernel.subgroup_size != literal.subgroup_size || !same_buffers(set_kernel.buffers, literal.buffers) ||
+      !same_shared(set_kernel.shared, literal.shared))
+    return std::nullopt;
+  ParameterGeneraliser generaliser(set_kernel.params.size());
+  Kernel out = set_kernel;
+  out.body = generaliser.stmts(set_kernel.body, literal.body);
+  if (!generaliser.ok) return std::nullopt;
+  if (set_kernel.global_size_param) {
+    out.global_size_param =
+        generaliser.slot_for_use(*set_kernel.global_size_param, static_cast<std::int32_t>(literal.global_size));
+    if (!generaliser.ok) return std::nullopt;
+  } else if (set_kernel.global_size != literal.global_size) {
+    out.global_size_param = generaliser.new_slot(static_cast<std::int32_t>(set_kernel.global_size),
+                                                 static_cast<std::int32_t>(literal.global_size));
+  }
+  if (generaliser.values.size() > max_params) return std::nullopt;
+  out.params.clear();
+  for (const std::optional<std::int32_t>& v : generaliser.values) {
+    if (!v) return std::nullopt;  // a parameter `literal` gives no value
+    out.params.push_back(*v);
+  }
+  out.global_size = literal.global_size;
+  out.tuning_site = literal.tuning_site;
   return out;
 }
 

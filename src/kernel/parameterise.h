@@ -84,4 +84,13 @@ ParameteriseReport parameterise_with_probes(std::span<Kernel* const> kernels, st
 // dynamic shape set take the set's kernels without lowering a probe twin.
 std::optional<std::vector<std::int32_t>> match_parameters(const Kernel& parameterised, const Kernel& literal);
 
+// When match_parameters() fails only because some literals of `set_kernel`
+// (with or without parameters) have other values in `literal`: `set_kernel`
+// with those literals made parameters too (positions whose values agree pair
+// by pair share one), its parameter values `literal`'s, its global size and
+// tuning site `literal`'s. nullopt when they differ in anything else, when a
+// parameter would need two values, or past `max_params`. A new extent of a
+// dynamic shape set compiles this kernel once, and later extents match it.
+std::optional<Kernel> generalise_parameters(const Kernel& set_kernel, const Kernel& literal, std::size_t max_params);
+
 }  // namespace kiln::kir
