@@ -39,6 +39,7 @@ GemmProblem conv_gemm_problem(const ConvProblem& p) {
   g.batch = p.batch * p.groups;
   g.m = cog;
   g.n = out_plane;
+  g.n_varies = p.spatial_extents_vary;
   g.k = k;
   g.a_row_stride = k;
   g.a_k_stride = 1;
@@ -73,15 +74,16 @@ GemmProblem conv_gemm_problem(const ConvProblem& p) {
 
 // Whether an input coordinate origin * stride - pad + tap * dilation, over
 // every output position origin < out_extent, can fall below 0 (low) or
-// reach `in_extent` (high): only those bounds get checked.
+// reach `in_extent` (high): only those bounds get checked. Where the
+// extents vary, every high bound is.
 struct TapBounds {
   bool low, high;
 };
 TapBounds tap_bounds(std::int64_t out_extent, std::int64_t in_extent, std::int64_t stride, std::int64_t pad,
-                     std::int64_t tap, std::int64_t dilation) {
+                     std::int64_t tap, std::int64_t dilation, bool extents_vary) {
   const std::int64_t first = -pad + tap * dilation;
   const std::int64_t last = (out_extent - 1) * stride - pad + tap * dilation;
-  return {first < 0, last >= in_extent};
+  return {first < 0, extents_vary || last >= in_extent};
 }
 
 // The im2col matrix B [Ci/g * kH * kW, out_h * out_w] of one (image, group),
@@ -98,17 +100,18 @@ GemmGatherB conv_gather_b(const ConvProblem& p) {
   // must check it.
   bool check_rows = false, check_cols = false;
   for (std::int64_t kh = 0; kh < p.kernel_h; ++kh) {
-    const TapBounds b = tap_bounds(p.out_h, p.in_h, p.stride_h, p.pad_top, kh, p.dilation_h);
+    const TapBounds b = tap_bounds(p.out_h, p.in_h, p.stride_h, p.pad_top, kh, p.dilation_h, p.spatial_extents_vary);
     check_rows = check_rows || b.low || b.high;
   }
   for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) {
-    const TapBounds b = tap_bounds(p.out_w, p.in_w, p.stride_w, p.pad_left, kw, p.dilation_w);
+    const TapBounds b = tap_bounds(p.out_w, p.in_w, p.stride_w, p.pad_left, kw, p.dilation_w, p.spatial_extents_vary);
     check_cols = check_cols || b.low || b.high;
   }
   gather.prepare = [&p, check_rows, check_cols](std::vector<Stmt>& body, Expr col, Expr b_base,
                                                 std::uint32_t slot) {
-    const Expr oh = p.out_w == 1 ? col : col / kir::i32(p.out_w);
-    const Expr ow = p.out_w == 1 ? kir::i32(0) : col % kir::i32(p.out_w);
+    const bool one_column = p.out_w == 1 && !p.spatial_extents_vary;
+    const Expr oh = one_column ? col : col / kir::i32(p.out_w);
+    const Expr ow = one_column ? kir::i32(0) : col % kir::i32(p.out_w);
     Expr ih = add_constant(add_scaled({}, oh, p.stride_h), -p.pad_top);
     Expr iw = add_constant(add_scaled({}, ow, p.stride_w), -p.pad_left);
     if (check_rows) ih = declare_i32(body, indexed("ih", slot), ih);
@@ -121,8 +124,8 @@ GemmGatherB conv_gather_b(const ConvProblem& p) {
     const Expr origin = kir::var(indexed("x_at", slot), ScalarType::i32);
     const Expr at = add_constant(add_scaled(origin, ci, p.in_h * p.in_w),
                                  kh * p.dilation_h * p.in_w + kw * p.dilation_w);
-    const TapBounds rows = tap_bounds(p.out_h, p.in_h, p.stride_h, p.pad_top, kh, p.dilation_h);
-    const TapBounds cols = tap_bounds(p.out_w, p.in_w, p.stride_w, p.pad_left, kw, p.dilation_w);
+    const TapBounds rows = tap_bounds(p.out_h, p.in_h, p.stride_h, p.pad_top, kh, p.dilation_h, p.spatial_extents_vary);
+    const TapBounds cols = tap_bounds(p.out_w, p.in_w, p.stride_w, p.pad_left, kw, p.dilation_w, p.spatial_extents_vary);
     const Expr ih = add_constant(kir::var(indexed("ih", slot), ScalarType::i32), kh * p.dilation_h);
     const Expr iw = add_constant(kir::var(indexed("iw", slot), ScalarType::i32), kw * p.dilation_w);
     Expr inside;
@@ -214,7 +217,8 @@ void build_conv_direct(kir::Kernel& kernel, const ConvProblem& p, const ConvKnob
   // weights and neighbouring input columns.
   const std::vector<Expr> at = detail::split_index(
       body, kir::global_index(),
-      {{"image", p.batch}, {"group", p.groups}, {"cb", c_blocks}, {"oh", p.out_h}, {"wb", w_blocks}});
+      {{"image", p.batch}, {"group", p.groups}, {"cb", c_blocks}, {"oh", p.out_h}, {"wb", w_blocks}},
+      {p.spatial_extents_vary, false, false, p.spatial_extents_vary, p.spatial_extents_vary});
   const Expr image = at[0], group = at[1], oh = at[3];
   const Expr c0 = declare_i32(body, "c0", add_scaled({}, at[2], tc));  // first channel within the group
   const Expr ow0 = declare_i32(body, "ow0", add_scaled({}, at[4], tw));
@@ -243,7 +247,7 @@ void build_conv_direct(kir::Kernel& kernel, const ConvProblem& p, const ConvKnob
   std::vector<Expr> columns(static_cast<std::size_t>(*positions.rbegin() + 1));
   std::vector<Expr> column_ok(columns.size());
   for (std::int64_t t : positions) {
-    const bool under = t - p.pad_left < 0, over = max_iw0 + t >= p.in_w;
+    const bool under = t - p.pad_left < 0, over = p.spatial_extents_vary || max_iw0 + t >= p.in_w;
     Expr column = add_constant(iw0, t), safe = column, ok;
     if (under) {
       safe = kir::max(safe, kir::i32(0));
@@ -328,7 +332,7 @@ void build_conv_direct(kir::Kernel& kernel, const ConvProblem& p, const ConvKnob
   }
   // Rows above or below the input contribute nothing: skip them.
   const bool row_under = p.pad_top > 0;
-  const bool row_over = (p.out_h - 1) * p.stride_h - p.pad_top + (p.kernel_h - 1) * p.dilation_h >= p.in_h;
+  const bool row_over = p.spatial_extents_vary || (p.out_h - 1) * p.stride_h - p.pad_top + (p.kernel_h - 1) * p.dilation_h >= p.in_h;
   Expr row_ok;
   if (row_under) row_ok = ih >= kir::i32(0);
   if (row_over) row_ok = row_ok ? (row_ok && ih < kir::i32(p.in_h)) : ih < kir::i32(p.in_h);
@@ -346,7 +350,7 @@ void build_conv_direct(kir::Kernel& kernel, const ConvProblem& p, const ConvKnob
   const std::int64_t out_plane = p.out_h * p.out_w;
   const Expr y_base = declare_i32(
       body, "y_base", add_scaled(add_scaled(add_scaled({}, image, p.out_channels * out_plane), oh, p.out_w), ow0, 1));
-  const bool column_tail = p.out_w % tw != 0;
+  const bool column_tail = p.spatial_extents_vary || p.out_w % tw != 0;
   for (std::int64_t i = 0; i < tc; ++i) {
     const auto ui = static_cast<std::size_t>(i);
     detail::TileRow row;
@@ -354,7 +358,7 @@ void build_conv_direct(kir::Kernel& kernel, const ConvProblem& p, const ConvKnob
       row.values.push_back(finish(p, kir::var(indexed("acc", i, j), ScalarType::f32), channels[ui]));
     const Expr row_start = add_scaled(y_base, channels[ui], out_plane);
     row.element = [&](std::size_t j) { return add_constant(row_start, static_cast<std::int64_t>(j)); };
-    row.vector = tw % kVector == 0 && p.out_w % kVector == 0;
+    row.vector = tw % kVector == 0 && !p.spatial_extents_vary && p.out_w % kVector == 0;
     if (column_tail)
       row.column_guard = [&](std::size_t j) { return add_constant(ow0, static_cast<std::int64_t>(j)) < kir::i32(p.out_w); };
     std::vector<Stmt> stores = detail::store_tile_row(kernel, p.y, row, static_cast<std::uint32_t>(i));

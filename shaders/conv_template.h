@@ -52,6 +52,10 @@ struct ConvProblem {
   // (tile_channels 4 or 8; smaller tiles read it with scalar loads). Only
   // the direct algorithm reads it.
   bool packed_weights = false;
+  // The spatial extents (in_h, in_w, out_h, out_w) vary from one dispatch
+  // to another (LowerTarget::spatial_extents_vary): no choice may depend on
+  // how they divide.
+  bool spatial_extents_vary = false;
   std::optional<kir::Buf> bias;  // [out_channels], added before the activation
   // Applied to every output value after the bias. Unset: none.
   std::function<kir::Expr(kir::Expr)> activation;

@@ -112,7 +112,7 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
                                    ? kVector
                                    : 1;
   const std::int64_t b_width = vectors && !p.gather_b && p.b_col_stride == 1 && l.block_n % kVector == 0 &&
-                                       p.n % kVector == 0 && p.b_k_stride % kVector == 0 &&
+                                       p.n_multiple_of(kVector) && p.b_k_stride % kVector == 0 &&
                                        (!p.bases || p.b_base_multiple % kVector == 0)
                                    ? kVector
                                    : 1;

@@ -84,7 +84,7 @@ void build_subgroup_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKn
                         (!p.bases || p.a_base_multiple % kVector == 0);
   const std::int64_t chunk = a_vector ? kVector * l.lanes : l.lanes;  // K values per chunk
   const std::int64_t k_main = p.k / chunk * chunk;
-  const bool b_vector = vectors && k_main > 0 && knobs.tile_n % kVector == 0 && p.n % kVector == 0 &&
+  const bool b_vector = vectors && k_main > 0 && knobs.tile_n % kVector == 0 && p.n_multiple_of(kVector) &&
                         p.b_col_stride == 1 && p.b_k_stride % kVector == 0 &&
                         (!p.bases || p.b_base_multiple % kVector == 0);
   // Else B as vec4 along K, a vec4 per column every 4 K steps, where each
@@ -160,7 +160,7 @@ void build_subgroup_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKn
   // Stored only by live subgroups, within a full panel, from a lane whose
   // first column is inside N.
   Expr in_tile = live && nb < kir::i32(l.n_blocks);
-  if (p.n % l.block_n != 0) in_tile = in_tile && col0 < kir::i32(p.n);
+  if (!p.n_multiple_of(l.block_n)) in_tile = in_tile && col0 < kir::i32(p.n);
   append_output_stage(kernel, p, knobs, {rows, cols, in_tile, bases.y, batch});
 }
 

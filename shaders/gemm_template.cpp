@@ -196,11 +196,11 @@ GemmKnobs register_knobs(GemmKnobs knobs, const GemmProblem& p) {
 namespace detail {
 
 void append_output_stage(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knobs, const OutputTile& t) {
-  const bool vector_store = knobs.vector_width == kVector && knobs.tile_n % kVector == 0 && p.n % kVector == 0 &&
+  const bool vector_store = knobs.vector_width == kVector && knobs.tile_n % kVector == 0 && p.n_multiple_of(kVector) &&
                             p.y_col_stride == 1 && p.y_row_stride % kVector == 0 &&
                             (!p.bases || p.y_base_multiple % kVector == 0);
   const bool row_edges = p.m % knobs.tile_m != 0;
-  const bool column_edges = p.n % knobs.tile_n != 0;
+  const bool column_edges = !p.n_multiple_of(knobs.tile_n);
   const Expr& in_panel = t.in_tile;
   std::vector<Stmt> tile;  // the rows under one guard when M has no row edge
   for (std::uint32_t i = 0; i < knobs.tile_m; ++i) {
@@ -232,7 +232,7 @@ void use_texel_buffers(kir::Kernel& kernel, const GemmProblem& p, bool a_vector,
   auto width = [](bool vector, bool whole_texels) -> std::uint32_t { return vector ? (whole_texels ? 4 : 0) : 1; };
   kernel.buffers[static_cast<std::size_t>(p.a.index)].texel_width = width(a_vector, p.k % kVector == 0);
   kernel.buffers[static_cast<std::size_t>(p.b.index)].texel_width =
-      width(b_vector || b_along_k, b_along_k || p.n % kVector == 0);
+      width(b_vector || b_along_k, b_along_k || p.n_multiple_of(kVector));
 }
 
 }  // namespace detail
@@ -334,7 +334,7 @@ void build_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& give
   const bool vectors = knobs.vector_width == kVector;
   const bool a_vector = vectors && k_main > 0 && !tap_loop && unroll % kVector == 0 && p.a_k_stride == 1 &&
                         p.a_row_stride % kVector == 0 && (!p.bases || p.a_base_multiple % kVector == 0);
-  const bool b_vector = vectors && k_main > 0 && !p.gather_b && knobs.tile_n % kVector == 0 && p.n % kVector == 0 &&
+  const bool b_vector = vectors && k_main > 0 && !p.gather_b && knobs.tile_n % kVector == 0 && p.n_multiple_of(kVector) &&
                         p.b_col_stride == 1 && p.b_k_stride % kVector == 0 &&
                         (!p.bases || p.b_base_multiple % kVector == 0);
   if (a_vector)

@@ -102,6 +102,12 @@ struct GemmProblem {
   std::function<kir::Expr(kir::Expr acc, kir::Expr row, kir::Expr col, kir::Expr batch)> epilogue;
   // Set: B is gathered (b_k_stride and b_col_stride are ignored). Unset: strided.
   std::optional<GemmGatherB> gather_b;
+  // N varies from one dispatch to another (a convolution's output plane at
+  // varying extents): no choice may depend on how it divides.
+  bool n_varies = false;
+
+  // Whether N is a multiple of `d` at every extent it may take.
+  bool n_multiple_of(std::int64_t d) const { return !n_varies && n % d == 0; }
 };
 
 // Appends the GEMM to `kernel` (whose buffers the caller added) and sets its

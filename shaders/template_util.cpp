@@ -35,19 +35,21 @@ Expr declare_i32(std::vector<kir::Stmt>& body, const std::string& name, Expr val
 }
 
 std::vector<Expr> split_index(std::vector<kir::Stmt>& body, Expr linear,
-                              const std::vector<std::pair<std::string, std::int64_t>>& extents) {
+                              const std::vector<std::pair<std::string, std::int64_t>>& extents,
+                              const std::vector<bool>& keep_unit) {
   std::vector<Expr> coords(extents.size());
+  auto unit = [&](std::size_t d) { return extents[d].second == 1 && !(d < keep_unit.size() && keep_unit[d]); };
   // The outermost non-unit extent takes the quotient as is.
   std::size_t outermost = extents.size();
   for (std::size_t d = 0; d < extents.size(); ++d)
-    if (extents[d].second != 1) {
+    if (!unit(d)) {
       outermost = d;
       break;
     }
   Expr rest = linear;
   for (std::size_t d = extents.size(); d-- > 0;) {
     const auto& [name, extent] = extents[d];
-    if (extent == 1) {
+    if (unit(d)) {
       coords[d] = kir::i32(0);
       continue;
     }

@@ -23,10 +23,13 @@ kir::Expr declare_i32(std::vector<kir::Stmt>& body, const std::string& name, kir
 
 // Splits the linear index `linear` into row-major coordinates over
 // `extents` (name, extent), outermost first, declaring each as an i32 named
-// after its entry. Unit extents are the constant 0; the outermost coordinate
-// needs no modulo (linear < product of extents).
+// after its entry. Unit extents are the constant 0, except those `keep_unit`
+// marks (extents that vary from one dispatch to another, so the kernel's
+// structure must not depend on them being 1); the outermost coordinate needs
+// no modulo (linear < product of extents).
 std::vector<kir::Expr> split_index(std::vector<kir::Stmt>& body, kir::Expr linear,
-                                   const std::vector<std::pair<std::string, std::int64_t>>& extents);
+                                   const std::vector<std::pair<std::string, std::int64_t>>& extents,
+                                   const std::vector<bool>& keep_unit = {});
 
 // Whether a and b are the same expression tree (same kinds, types, values,
 // names, buffers and operands).

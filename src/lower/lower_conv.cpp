@@ -110,6 +110,7 @@ shaders::ConvProblem conv_problem(const OpContext& ctx) {
   problem.pad_top = g.rows.pad_begin;
   problem.pad_left = g.cols.pad_begin;
   problem.packed_weights = g.packed_weights;
+  problem.spatial_extents_vary = ctx.target.spatial_extents_vary;
   return problem;
 }
 

@@ -208,15 +208,16 @@ Expr both(const Expr& a, const Expr& b) {
 }
 
 // "0 <= origin + step * tap < extent" for each of the window's taps,
-// leaving out the comparisons no tile can fail (empty when none can).
+// leaving out the comparisons no tile can fail (empty when none can). Where
+// the extents vary (LowerTarget::spatial_extents_vary) every upper bound stays.
 std::vector<Expr> tap_bounds(Expr origin, std::int64_t taps, std::int64_t lowest_origin, std::int64_t highest_origin,
-                             std::int64_t step, std::int64_t extent) {
+                             std::int64_t step, std::int64_t extent, bool extents_vary) {
   std::vector<Expr> bounds;
   for (std::int64_t tap = 0; tap < taps; ++tap) {
     const std::int64_t offset = step * tap;
     Expr position = IndexSum().add(origin).add(offset).expr();
     Expr low = lowest_origin + offset < 0 ? position >= kir::i32(0) : Expr();
-    Expr high = highest_origin + offset >= extent ? position < kir::i32(extent) : Expr();
+    Expr high = extents_vary || highest_origin + offset >= extent ? position < kir::i32(extent) : Expr();
     bounds.push_back(both(low, high));
   }
   return bounds;
@@ -323,8 +324,15 @@ kir::Kernel lower_winograd_input(const OpContext& ctx) {
   const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
   const kir::Buf v = kernel.add_buffer("v", ScalarType::f32, Access::write);
   const Expr index = kir::global_index();
+  const bool vary = ctx.target.spatial_extents_vary;
+  // Where the extents vary, the planes' and the window rows' distances are
+  // one variable each times a constant, not one constant per plane or row:
+  // a kernel then takes two parameters for them instead of dozens.
+  const Expr plane_step = vary ? declare_index(kernel.body, "plane_step", kir::i32(g.channels * g.columns)) : Expr();
   const auto store_plane = [&](std::int64_t plane, Expr value) {
-    return kir::store(v, IndexSum().add(index).add(plane * g.channels * g.columns).expr(), std::move(value));
+    const Expr at = vary ? IndexSum().add(index).add(plane_step, plane).expr()
+                         : IndexSum().add(index).add(plane * g.channels * g.columns).expr();
+    return kir::store(v, at, std::move(value));
   };
 
   // Invocation (c, t): channel c of tile t = (b, r, s), tile (r, s) of image b;
@@ -332,7 +340,8 @@ kir::Kernel lower_winograd_input(const OpContext& ctx) {
   std::vector<Stmt> zeros;
   for (std::int64_t plane = 0; plane < f.elements(); ++plane) zeros.push_back(store_plane(plane, kir::f32(0.0)));
   std::vector<Stmt> tile_body;
-  std::vector<Stmt>& body = g.columns > g.tiles() ? tile_body : kernel.body;
+  const bool padded = vary || g.columns > g.tiles();
+  std::vector<Stmt>& body = padded ? tile_body : kernel.body;
   const std::vector<Expr> column = unravel(kernel.body, index, {g.channels, g.columns}, "t");
   const std::vector<Expr> tile = unravel(body, column[1], {g.batch, g.tiles_h, g.tiles_w}, "tile");
   const Expr row0 = tile_origin(body, tile[1], g.dilations[0], f.output_tile, "origin_h");
@@ -348,17 +357,19 @@ kir::Kernel lower_winograd_input(const OpContext& ctx) {
   const Expr col = declare_index(body, "col", IndexSum(-g.pads[1]).add(col0).expr());
   const std::int64_t last_row = tile_origin(g.tiles_h - 1, g.dilations[0], f.output_tile) - g.pads[0];
   const std::int64_t last_col = tile_origin(g.tiles_w - 1, g.dilations[1], f.output_tile) - g.pads[1];
-  const std::vector<Expr> row_ok = tap_bounds(row, f.input_tile, -g.pads[0], last_row, g.dilations[0], g.height);
-  const std::vector<Expr> col_ok = tap_bounds(col, f.input_tile, -g.pads[1], last_col, g.dilations[1], g.width);
+  const std::vector<Expr> row_ok = tap_bounds(row, f.input_tile, -g.pads[0], last_row, g.dilations[0], g.height, vary);
+  const std::vector<Expr> col_ok = tap_bounds(col, f.input_tile, -g.pads[1], last_col, g.dilations[1], g.width, vary);
 
   // d: the n x n window, zero outside the input (a select loads only when
   // inside), one column of it at a time as B^T's terms.
   std::vector<std::vector<Expr>> window_columns(n, std::vector<Expr>(n));
+  const Expr row_step = vary ? declare_index(body, "row_step", kir::i32(g.dilations[0] * g.width)) : Expr();
   for (std::size_t u = 0; u < n; ++u)
     for (std::size_t w = 0; w < n; ++w) {
-      const auto offset =
-          static_cast<std::int64_t>(u) * g.dilations[0] * g.width + static_cast<std::int64_t>(w) * g.dilations[1];
-      Expr value = kir::load(x, IndexSum().add(origin).add(offset).expr(), ScalarType::f32);
+      const auto row = static_cast<std::int64_t>(u), column = static_cast<std::int64_t>(w) * g.dilations[1];
+      const Expr at = vary ? IndexSum().add(origin).add(row_step, row).add(column).expr()
+                           : IndexSum().add(origin).add(row * g.dilations[0] * g.width + column).expr();
+      Expr value = kir::load(x, at, ScalarType::f32);
       const Expr inside = both(row_ok[u], col_ok[w]);
       if (inside) value = kir::select(inside, value, kir::f32(0.0));
       const std::string name = "d" + digits(u, w);
@@ -376,7 +387,7 @@ kir::Kernel lower_winograd_input(const OpContext& ctx) {
     for (std::size_t nu = 0; nu < n; ++nu)
       body.push_back(store_plane(static_cast<std::int64_t>(xi * n + nu), planes[nu]));
   }
-  if (g.columns > g.tiles())
+  if (padded)
     kernel.body.push_back(kir::branch(column[1] < kir::i32(g.tiles()), std::move(tile_body), std::move(zeros)));
   return kernel;
 }
@@ -405,6 +416,7 @@ kir::Kernel lower_winograd_output(const OpContext& ctx) {
   const auto tile = static_cast<std::size_t>(f.output_tile);
   const OutputGeometry g = output_geometry(ctx);
   const std::int64_t columns = ctx.input_shape(0)[2], plane = g.channels * columns;
+  const bool vary = ctx.target.spatial_extents_vary;
   kir::Kernel kernel = make_kernel(f.output_tile == 4 ? "winograd4_output" : "winograd_output",
                                    g.batch * g.channels * g.tiles_h * g.tiles_w);
   const kir::Buf m = kernel.add_buffer("m", ScalarType::f32, Access::read);
@@ -421,10 +433,14 @@ kir::Kernel lower_winograd_output(const OpContext& ctx) {
       body, "base",
       IndexSum().add(c[1], columns).add(c[0], g.tiles_h * g.tiles_w).add(c[2], g.tiles_w).add(c[3]).expr());
   std::vector<std::vector<Expr>> value_columns(n, std::vector<Expr>(n));
+  // As in the input transform: one variable for the planes' distance where
+  // the extents vary.
+  const Expr plane_step = vary ? declare_index(body, "plane_step", kir::i32(plane)) : Expr();
   for (std::size_t xi = 0; xi < n; ++xi)
     for (std::size_t nu = 0; nu < n; ++nu) {
       const std::string name = "m" + digits(xi, nu);
-      const Expr at = IndexSum().add(base).add(static_cast<std::int64_t>(xi * n + nu) * plane).expr();
+      const auto k = static_cast<std::int64_t>(xi * n + nu);
+      const Expr at = vary ? IndexSum().add(base).add(plane_step, k).expr() : IndexSum().add(base).add(k * plane).expr();
       body.push_back(kir::declare(name, ScalarType::f32, kir::load(m, at, ScalarType::f32)));
       value_columns[nu][xi] = kir::var(name, ScalarType::f32);
     }
@@ -458,8 +474,8 @@ kir::Kernel lower_winograd_output(const OpContext& ctx) {
       const std::int64_t col_offset = static_cast<std::int64_t>(j) * g.dilations[1];
       const Expr row = IndexSum().add(row0).add(row_offset).expr();
       const Expr col = IndexSum().add(col0).add(col_offset).expr();
-      const Expr row_ok = last_row + row_offset >= g.out_h ? row < kir::i32(g.out_h) : Expr();
-      const Expr col_ok = last_col + col_offset >= g.out_w ? col < kir::i32(g.out_w) : Expr();
+      const Expr row_ok = vary || last_row + row_offset >= g.out_h ? row < kir::i32(g.out_h) : Expr();
+      const Expr col_ok = vary || last_col + col_offset >= g.out_w ? col < kir::i32(g.out_w) : Expr();
       Expr value = outputs[e][j];
       if (has_bias) value = value + bias_value;
       append_guarded(body, both(row_ok, col_ok),

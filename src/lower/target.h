@@ -40,6 +40,12 @@ struct LowerTarget {
   // kernels' structure: applied like overrides (after them) where they fit,
   // dropped quietly where they do not (the user set none of them).
   std::shared_ptr<const KnobOverrides> knob_pins = nullptr;
+  // A dynamic shape set whose image extents vary (a dim past the first of
+  // some input): convolution templates take the choices that hold at every
+  // height and width (bound checks kept, scalar stores where a row's
+  // alignment depends on its width), so that each extent lowers to kernels
+  // of one structure and a new extent compiles nothing.
+  bool spatial_extents_vary = false;
 
   friend bool operator==(const LowerTarget&, const LowerTarget&) = default;
 };
