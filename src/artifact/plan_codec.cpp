@@ -345,6 +345,9 @@ json encode_plan(const compiler::Plan& plan, BlobWriter& blobs) {
   json sites = json::array();
   for (const compiler::SiteKnobs& site : plan.site_knobs) sites.push_back({site.template_name, site.knobs});
   encoded["site_knobs"] = std::move(sites);
+  json choices = json::array();
+  for (const compiler::GraphChoiceMade& made : plan.graph_choices) choices.push_back({made.pass, made.node, made.choice});
+  encoded["graph_choices"] = std::move(choices);
   encoded["dynamic_kernels"] = plan.dynamic_kernels;
   return encoded;
 }
@@ -392,6 +395,10 @@ std::shared_ptr<const compiler::Plan> decode_plan(const json& j, const Container
       if (j.contains("site_knobs"))
         for (const json& site : j.at("site_knobs"))
           plan->site_knobs.push_back({site.at(0).get<std::string>(), site.at(1).get<std::string>()});
+      if (j.contains("graph_choices"))
+        for (const json& made : j.at("graph_choices"))
+          plan->graph_choices.push_back(
+              {made.at(0).get<std::string>(), made.at(1).get<std::string>(), made.at(2).get<std::string>()});
       plan->dynamic_kernels = j.value("dynamic_kernels", -1);
       check_plan(*plan);
     } catch (const Error& e) {

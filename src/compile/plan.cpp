@@ -9,9 +9,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <limits>
 #include <map>
+#include <set>
 
 namespace kiln::compiler {
 namespace {
@@ -67,40 +69,91 @@ fuse::KernelPlan plan_pinned(const graph::Graph& g, fuse::PlanOptions options, c
   return fuse::plan_kernels(g, options);
 }
 
-// For each step kernel, the one of `set_kernels` (another shape set's, with
-// parameters) it is at other literal values, and those values; nullopt
-// unless every step kernel matches one (kir::match_parameters).
-using SetKernelMatch = std::pair<const kir::Kernel*, std::vector<std::int32_t>>;
-std::optional<std::vector<SetKernelMatch>> match_set_kernels(
+// A new extent of a dynamic shape set: each step kernel from the set's
+// kernels (PlanRequest::set_kernels), without a probe. A kernel takes the
+// set's kernel it is at other parameter values, else a set kernel of its
+// structure with more parameters (its source new, compiled once: later
+// extents take it), else stays as lowered here; those are parameterised among
+// themselves. Fills `report` as parameterise() would; returns how each step
+// kernel came.
+std::vector<SetKernelUse> take_set_kernels(
     const std::vector<kir::Kernel*>& step_kernels,
-    const std::vector<std::shared_ptr<const std::vector<kir::Kernel>>>& set_kernels) {
+    const std::vector<std::shared_ptr<const std::vector<kir::Kernel>>>& set_kernels,
+    const kir::ParameteriseOptions& options, kir::ParameteriseReport& report) {
   std::map<std::string, std::vector<const kir::Kernel*>> by_name;
   for (const auto& kernels : set_kernels)
     if (kernels)
-      for (const kir::Kernel& kernel : *kernels)
-        if (!kernel.params.empty()) by_name[kernel.name].push_back(&kernel);
-  std::vector<SetKernelMatch> matched;
-  matched.reserve(step_kernels.size());
-  for (const kir::Kernel* step : step_kernels) {
-    const auto candidates = by_name.find(step->name);
-    if (candidates == by_name.end()) return std::nullopt;
-    bool found = false;
-    for (const kir::Kernel* candidate : candidates->second)
-      if (std::optional<std::vector<std::int32_t>> params = kir::match_parameters(*candidate, *step)) {
-        matched.emplace_back(candidate, std::move(*params));
-        found = true;
+      for (const kir::Kernel& kernel : *kernels) by_name[kernel.name].push_back(&kernel);
+  // Kernels with parameters serve more extents: they are tried first.
+  for (auto& [name, candidates] : by_name)
+    std::ranges::stable_partition(candidates, [](const kir::Kernel* k) { return !k->params.empty(); });
+
+  const std::size_t n = step_kernels.size();
+  report = {};
+  report.same_source_as.resize(n);
+  std::vector<SetKernelUse> use(n, SetKernelUse::specialised);
+  std::map<const kir::Kernel*, std::size_t> first_step_of;  // a candidate and the first step that took it
+  std::deque<kir::Kernel> generalised;                      // candidates too: later steps may take them
+  std::vector<kir::Kernel*> specialised;
+  std::vector<std::size_t> specialised_step;
+  for (std::size_t i = 0; i < n; ++i) {
+    kir::Kernel& step = *step_kernels[i];
+    report.same_source_as[i] = i;
+    std::vector<const kir::Kernel*>* candidates = nullptr;
+    if (auto it = by_name.find(step.name); it != by_name.end()) candidates = &it->second;
+    const kir::Kernel* taken = nullptr;
+    std::vector<std::int32_t> params;
+    for (std::size_t c = 0; candidates && c < candidates->size() && !taken; ++c)
+      if (std::optional<std::vector<std::int32_t>> matched = kir::match_parameters(*(*candidates)[c], step)) {
+        taken = (*candidates)[c];
+        params = std::move(*matched);
+      }
+    if (taken) {
+      // Its own extent and tuning site (the problem is this extent's shape).
+      const std::int64_t global_size = step.global_size;
+      std::optional<kir::TuningSite> site = std::move(step.tuning_site);
+      step = *taken;
+      step.params = std::move(params);
+      step.global_size = global_size;
+      step.tuning_site = std::move(site);
+      report.same_source_as[i] = first_step_of.try_emplace(taken, i).first->second;
+      use[i] = SetKernelUse::taken;
+      continue;
+    }
+    for (std::size_t c = 0; candidates && c < candidates->size(); ++c)
+      if (std::optional<kir::Kernel> general = kir::generalise_parameters(*(*candidates)[c], step, options.max_params)) {
+        step = std::move(*general);
+        generalised.push_back(step);
+        candidates->insert(candidates->begin(), &generalised.back());
+        first_step_of.emplace(&generalised.back(), i);
+        use[i] = SetKernelUse::generalised;
         break;
       }
-    if (!found) return std::nullopt;
+    if (use[i] == SetKernelUse::specialised) {
+      specialised.push_back(&step);
+      specialised_step.push_back(i);
+    }
   }
-  return matched;
+  const kir::ParameteriseReport own = kir::parameterise(specialised, options);
+  for (std::size_t j = 0; j < specialised.size(); ++j)
+    report.same_source_as[specialised_step[j]] = specialised_step[own.same_source_as[j]];
+  report.groups = own.groups;
+  report.groups_over_limit = own.groups_over_limit;
+  report.kernels = own.kernels;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (use[i] == SetKernelUse::specialised) continue;
+    ++report.kernels;
+    report.max_params_used = std::max(report.max_params_used, static_cast<int>(step_kernels[i]->params.size()));
+  }
+  report.max_params_used = std::max(report.max_params_used, own.max_params_used);
+  return use;
 }
 
 // Steps: lowering, fusion, parameterisation; fills plan.steps, kernels, breaks.
 // `probe` gives the probe twin's graph after passes (null: no dynamic dims);
 // it is asked only when `set_kernels` do not cover every kernel.
 void plan_kernels(Plan& plan, const backend::Backend& backend, const std::function<const graph::Graph*()>& probe,
-                  const std::vector<SiteKnobs>& pinned_sites,
+                  bool spatial_extents_vary, const std::vector<SiteKnobs>& pinned_sites,
                   const std::vector<std::shared_ptr<const std::vector<kir::Kernel>>>& set_kernels) {
   const graph::Graph& g = *plan.graph;
   const backend::TargetDesc& target = plan.target;
@@ -109,6 +162,7 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const std::functi
   options.max_fused_nodes = static_cast<std::size_t>(std::max<std::int64_t>(1, plan.settings.integer("max_fused_nodes")));
   options.max_kernel_buffers = target.max_kernel_buffers;
   options.target = fuse::lower_target(target);
+  options.target.spatial_extents_vary = spatial_extents_vary;
   if (plan.autotune) options.target.knob_overrides = plan.autotune->overrides;
   options.kernel_unsupported = [&](const kir::Kernel& kernel) -> std::optional<std::string> {
     if (auto why = backend.supports(render::kernel_requirements(kernel), target))
@@ -130,32 +184,17 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const std::functi
   for (fuse::PlanStep& step : kernel_plan.steps)
     if (!step.host) step_kernels.push_back(&step.kernel->kernel);
   const auto parameterise_start = Clock::now();
-  // New extents of a shape set: its kernels, where every one of these is one
-  // of them at other literal values, and no probe twin is lowered.
-  std::optional<std::vector<SetKernelMatch>> matched;
-  if (dynamic && !set_kernels.empty() && plan.settings.flag("parameterise"))
-    matched = match_set_kernels(step_kernels, set_kernels);
-  if (matched) {
-    kir::ParameteriseReport& report = plan.parameterise_report;
-    report.same_source_as.resize(step_kernels.size());
-    // Steps that took one set kernel render one source.
-    std::map<const kir::Kernel*, std::size_t> first_of_kernel;
-    for (std::size_t i = 0; i < step_kernels.size(); ++i) {
-      auto& [set_kernel, params] = (*matched)[i];
-      report.same_source_as[i] = first_of_kernel.try_emplace(set_kernel, i).first->second;
-      // Its own extent and tuning site (the problem is this extent's shape).
-      const std::int64_t global_size = step_kernels[i]->global_size;
-      std::optional<kir::TuningSite> site = std::move(step_kernels[i]->tuning_site);
-      *step_kernels[i] = *set_kernel;
-      step_kernels[i]->params = std::move(params);
-      step_kernels[i]->global_size = global_size;
-      step_kernels[i]->tuning_site = std::move(site);
-      report.max_params_used = std::max(report.max_params_used, static_cast<int>(step_kernels[i]->params.size()));
-    }
-    report.kernels = static_cast<int>(step_kernels.size());
-    plan.dynamic_kernels = report.kernels;
-    runtime::log(runtime::LogLevel::debug, plan.model_name + ": all " + std::to_string(step_kernels.size()) +
-                                               " kernels are the shape set's at other extents: no probe lowered");
+  // New extents of a shape set: its kernels, and no probe lowered.
+  std::vector<SetKernelUse> use_of_step;
+  if (dynamic && !set_kernels.empty() && plan.settings.flag("parameterise")) {
+    use_of_step = take_set_kernels(step_kernels, set_kernels, parameterise_options(target, plan.settings),
+                                   plan.parameterise_report);
+    plan.dynamic_kernels = plan.parameterise_report.kernels;
+    const auto count = [&](SetKernelUse u) { return std::to_string(std::ranges::count(use_of_step, u)); };
+    runtime::log(runtime::LogLevel::debug, plan.model_name + ": of " + std::to_string(step_kernels.size()) +
+                                               " kernels, " + count(SetKernelUse::taken) + " are the shape set's, " +
+                                               count(SetKernelUse::generalised) + " the set's with more parameters, " +
+                                               count(SetKernelUse::specialised) + " of their own; no probe lowered");
   } else if (dynamic && plan.settings.flag("parameterise")) {
     fuse::KernelPlan probe_plan = plan_pinned(*probe(), options, plan.site_knobs);
     std::vector<kir::Kernel*> probe_kernels;
@@ -183,6 +222,7 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const std::functi
     }
     kernel_index[i] = plan.kernels.size();
     plan.kernels.push_back(*step_kernels[i]);
+    if (!use_of_step.empty()) plan.set_kernel_use.push_back(use_of_step[i]);
   }
 
   std::size_t next = 0;
@@ -282,6 +322,55 @@ void plan_storage(Plan& plan) {
   }
 }
 
+// A chooser answering `pinned`'s choice for a node of that pass and name
+// where the pass offers it, else the rule's.
+graph::passes::GraphChooser pinned_chooser(const std::vector<GraphChoiceMade>& pinned) {
+  if (pinned.empty()) return {};
+  auto by_node = std::make_shared<std::map<std::pair<std::string, std::string>, std::string>>();
+  for (const GraphChoiceMade& made : pinned) by_node->emplace(std::pair(made.pass, made.node), made.choice);
+  return [by_node](const graph::passes::GraphChoice& choice) {
+    const auto it = by_node->find({choice.pass, choice.node->name});
+    return it != by_node->end() && std::ranges::find(choice.options, it->second) != choice.options.end() ? it->second
+                                                                                                          : choice.rule;
+  };
+}
+
+// The request's pinned choices, else its graph chooser, else the rule; every
+// answer is recorded in `made`. None (the passes' rules, unrecorded) where
+// nothing asks for choices: no chooser, no pins, no dynamic dims whose later
+// extents would pin these.
+graph::passes::GraphChooser recording_chooser(const PlanRequest& request, std::vector<GraphChoiceMade>& made) {
+  if (!request.graph_chooser && request.pinned_choices.empty() && !request.probe_graph) return {};
+  graph::passes::GraphChooser pinned = pinned_chooser(request.pinned_choices);
+  std::set<std::pair<std::string, std::string>> pinned_nodes;
+  for (const GraphChoiceMade& choice : request.pinned_choices) pinned_nodes.emplace(choice.pass, choice.node);
+  return [&request, &made, pinned = std::move(pinned), pinned_nodes = std::move(pinned_nodes)](
+             const graph::passes::GraphChoice& choice) {
+    std::string answer = choice.rule;
+    if (pinned && pinned_nodes.contains({choice.pass, choice.node->name})) answer = pinned(choice);
+    else if (request.graph_chooser) answer = request.graph_chooser(choice);
+    if (std::ranges::find(choice.options, answer) == choice.options.end()) answer = choice.rule;
+    made.push_back({choice.pass, choice.node->name, answer});
+    return answer;
+  };
+}
+
+// Whether some input of `graph` has another extent in `probe` past its first
+// dim (a height, a width, a sequence; not only the batch).
+bool image_extents_vary(const graph::Graph& graph, const graph::Graph& probe) {
+  const std::vector<graph::ValueId>& inputs = graph.inputs();
+  const std::vector<graph::ValueId>& probe_inputs = probe.inputs();
+  if (inputs.size() != probe_inputs.size()) return true;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const Shape& a = graph.value(inputs[i]).type.shape;
+    const Shape& b = probe.value(probe_inputs[i]).type.shape;
+    if (a.size() != b.size() || !std::equal(a.begin() + std::min<std::ptrdiff_t>(1, std::ssize(a)), a.end(),
+                                            b.begin() + std::min<std::ptrdiff_t>(1, std::ssize(b))))
+      return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 std::string graph_break_line(const GraphBreak& b) {
@@ -340,7 +429,7 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
     graph::passes::PipelineResult passed =
         graph::passes::run_compile_passes(*graph, {.cpu_device = target.cpu_cores,
                                                    .settings = plan->settings,
-                                                   .chooser = request.graph_chooser});
+                                                   .chooser = recording_chooser(request, plan->graph_choices)});
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   } else {
@@ -349,8 +438,9 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   }
-  // The probe takes the same passes, without a chooser: its choices must be
-  // the rules', not a tuner's. Only when it is needed (a new extent of a
+  // The probe takes the same passes and this plan's choices (not a tuner's:
+  // it makes none of its own), so that it is this graph at other extents.
+  // Only when it is needed (a new extent of a
   // shape set whose kernels all match the set's needs none).
   std::optional<graph::Graph> probe;
   std::function<const graph::Graph&()> probe_pending;
@@ -358,7 +448,8 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
     probe_pending = [&]() -> const graph::Graph& {
       if (!probe)
         probe = graph::passes::run_compile_passes(*request.probe_graph, {.cpu_device = target.cpu_cores,
-                                                                         .settings = plan->settings})
+                                                                         .settings = plan->settings,
+                                                                         .chooser = pinned_chooser(plan->graph_choices)})
                     .graph;
       return *probe;
     };
@@ -369,7 +460,8 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   }
   std::function<const graph::Graph*()> probe_after_passes;
   if (probe_pending) probe_after_passes = [&]() -> const graph::Graph* { return &probe_pending(); };
-  plan_kernels(*plan, backend, probe_after_passes, request.pinned_sites, request.set_kernels);
+  plan_kernels(*plan, backend, probe_after_passes, probe_pending && image_extents_vary(*graph, *request.probe_graph),
+               request.pinned_sites, request.set_kernels);
   phase_done("lowering, fusion and parameterisation");
   plan->rendered.reserve(plan->kernels.size());
   for (const kir::Kernel& kernel : plan->kernels)

@@ -92,6 +92,23 @@ struct SiteKnobs {
   friend bool operator==(const SiteKnobs&, const SiteKnobs&) = default;
 };
 
+// How a kernel of a new extent of a dynamic shape set came from the set's.
+enum class SetKernelUse : std::uint8_t {
+  taken,        // one of the set's kernels, its parameters read off this extent (kir::match_parameters)
+  generalised,  // a set kernel with more of its literals made parameters (kir::generalise_parameters): a new source
+  specialised,  // no set kernel has its structure (the extents decide a bound check or a vector width)
+};
+
+// What a graph pass chose for one node where it had a choice
+// (graph::passes::GraphChoice): Winograd or direct, its tile, packed weights.
+struct GraphChoiceMade {
+  std::string pass;
+  std::string node;    // the node's name
+  std::string choice;  // one of the choice's options
+
+  friend bool operator==(const GraphChoiceMade&, const GraphChoiceMade&) = default;
+};
+
 struct Plan {
   std::string model_name;
   bool compiled = false;                      // false: eager (no passes, no fusion)
@@ -114,6 +131,13 @@ struct Plan {
   // Built with a probe graph (dynamic dims): kernels whose literals vary
   // with the dynamic extents, now parameters. -1: no probe.
   int dynamic_kernels = -1;
+  // A new extent of a dynamic shape set (PlanRequest::set_kernels), by
+  // kernel index: how each kernel came from the set's. Empty otherwise, and
+  // in a plan read from a file.
+  std::vector<SetKernelUse> set_kernel_use;
+  // Compiled mode with a graph chooser, pinned choices or a probe: the graph
+  // passes' choices, in the order they were made (PlanRequest::pinned_choices).
+  std::vector<GraphChoiceMade> graph_choices;
   // Every dispatch's tuning site, in step order (PlanRequest::pinned_sites).
   std::vector<SiteKnobs> site_knobs;
   // With the autotune setting: what the tuning database (or tuning now)
@@ -154,11 +178,19 @@ struct PlanRequest {
   // this plan's, so the heuristic's shape-dependent choices do not change
   // the kernels' structure from one extent to the next.
   std::vector<SiteKnobs> pinned_sites{};
+  // With probe_graph: the graph passes' choices for nodes of these names
+  // (another shape set's Plan::graph_choices), taken where the pass offers
+  // them, before graph_chooser: a pass's rule that depends on the extents
+  // (Winograd's tile) must not change the graph from one extent to the next.
+  // The probe takes this plan's choices.
+  std::vector<GraphChoiceMade> pinned_choices{};
   // With probe_graph: the kernels of the shape set these are new extents of
-  // (the Plan::kernels, with parameters, of its plans so far). When every
-  // kernel of this plan is one of them at other literal values
-  // (kir::match_parameters), it takes them, and no probe is run through
-  // passes or lowered.
+  // (the Plan::kernels of its plans so far). Given, no probe is run through
+  // passes or lowered: each kernel of this plan takes the set's kernel it is
+  // at other parameter values (kir::match_parameters), or else a set
+  // kernel of its structure with more parameters
+  // (kir::generalise_parameters), or else stays as lowered for these
+  // extents (Plan::set_kernel_use says which).
   std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels{};
 };
 

@@ -10,6 +10,7 @@
 #include "graph/model_access.h"
 
 #include <algorithm>
+#include <array>
 #include <future>
 #include <limits>
 #include <map>
@@ -147,6 +148,7 @@ std::shared_ptr<const compiler::Plan> make_plan(const Model& model, const Execut
   if (options.compiled) {
     request.probe_graph = options.dynamic_probe;
     request.pinned_sites = options.pinned_sites;
+    request.pinned_choices = options.pinned_choices;
     request.set_kernels = options.set_kernels;
   }
   return compiler::build_plan(kiln::internal::graph_ptr(model), *ctx.backend, ctx.device->target(), request);
@@ -169,6 +171,8 @@ std::optional<artifact::PlanKey> plan_key(const Model& model, const Executor::Op
   if (options.dynamic_probe) {
     tuning += "; dynamic " + options.dynamic_dims + "; pinned";
     for (const compiler::SiteKnobs& site : options.pinned_sites) tuning += " " + site.template_name + ":" + site.knobs;
+    for (const compiler::GraphChoiceMade& made : options.pinned_choices)
+      tuning += " " + made.pass + ":" + made.node + "=" + made.choice;
   }
   return artifact::PlanCache::key(kiln::internal::graph(model), model.name(), true, options.compile.fullgraph, settings,
                                   target, tuning);
@@ -348,26 +352,47 @@ void Executor::plan_and_bind() {
   start_background_tuning();
 }
 
-void Executor::log_new_extents(const std::vector<std::string>& new_kernels) const {
-  std::map<std::string, int> by_name;
-  for (const std::string& name : new_kernels) ++by_name[name];
-  std::string names;
-  for (const auto& [name, count] : by_name)
-    names += (names.empty() ? "" : ", ") + name + (count > 1 ? " x" + std::to_string(count) : "");
+void Executor::log_new_extents(const std::vector<std::size_t>& new_kernels) const {
+  const compiler::Plan& plan = *plan_;
+  // The new kernels by why they are new (SetKernelUse), and by name.
+  constexpr std::size_t kUses = 3;
+  std::array<std::map<std::string, int>, kUses> by_use;
+  for (const std::size_t i : new_kernels) {
+    const compiler::SetKernelUse use =
+        i < plan.set_kernel_use.size() ? plan.set_kernel_use[i] : compiler::SetKernelUse::specialised;
+    ++by_use[static_cast<std::size_t>(use)][plan.rendered[i].source.name];
+  }
+  static const std::array<const char*, kUses> why = {
+      "the set's, not loaded in this process before",
+      "the set's with more of their constants made parameters, since these extents give them other values",
+      "with a structure no kernel of the set has (these extents decide a bound check, a tail or a vector width)",
+  };
+  std::string new_text;
+  for (std::size_t use = 0; use < kUses; ++use) {
+    if (by_use[use].empty()) continue;
+    std::string list;
+    int total = 0;
+    for (const auto& [name, count] : by_use[use]) {
+      list += (list.empty() ? "" : ", ") + name + (count > 1 ? " x" + std::to_string(count) : "");
+      total += count;
+    }
+    new_text += "; " + std::to_string(total) + " (" + list + ") " + why[use];
+  }
   const int reused = stats_.kernels - static_cast<int>(new_kernels.size());
+  const std::string planned =
+      stats_.plan_from_cache ? "plan from the plan cache"
+      : plan.set_kernel_use.empty()
+          ? "planned again (" + std::to_string(stats_.graph_passes_run) + " graph passes, " +
+                std::to_string(static_cast<int>(stats_.plan_ms)) + " ms)"
+          : "planned again with the set's kernels, no probe (" + std::to_string(stats_.graph_passes_run) +
+                " graph passes, " + std::to_string(static_cast<int>(stats_.plan_ms)) + " ms)";
   runtime::log(runtime::LogLevel::info,
-               "compiled " + model_.name() + " at new extents of " + options_.extends + ": " +
-                   (stats_.plan_from_cache ? "plan from the plan cache"
-                                           : "planned again (" + std::to_string(stats_.graph_passes_run) +
-                                                 " graph passes, " + std::to_string(static_cast<int>(stats_.plan_ms)) +
-                                                 " ms)") +
-                   "; " + std::to_string(reused) + " of " + std::to_string(stats_.kernels) + " kernels reused" +
+               "compiled " + model_.name() + " at new extents of " + options_.extends + ": " + planned + "; " +
+                   std::to_string(reused) + " of " + std::to_string(stats_.kernels) + " kernels reused" +
                    (new_kernels.empty() ? ""
-                                        : "; " + std::to_string(new_kernels.size()) +
-                                              " new, their code specialised to these extents (" +
-                                              std::to_string(stats_.kernel_cache_misses) + " compiled, " +
-                                              std::to_string(stats_.kernel_cache_hits) + " from the disk cache): " +
-                                              names) +
+                                        : "; new (" + std::to_string(stats_.kernel_cache_misses) + " compiled, " +
+                                              std::to_string(stats_.kernel_cache_hits) +
+                                              " from the disk cache): " + new_text.substr(2)) +
                    "; in " + std::to_string(static_cast<int>(stats_.compile_ms)) + " ms");
 }
 

@@ -82,6 +82,7 @@ class Executor {
     std::shared_ptr<const graph::Graph> dynamic_probe{};
     std::string dynamic_dims{};
     std::vector<compiler::SiteKnobs> pinned_sites{};  // PlanRequest::pinned_sites
+    std::vector<compiler::GraphChoiceMade> pinned_choices{};  // PlanRequest::pinned_choices
     std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels{};  // PlanRequest::set_kernels
     // New extents of a compiled shape set ("shape set 2"): the compile log
     // names the kernels its kernels did not cover (their code depends on
@@ -201,7 +202,7 @@ class Executor {
   // holds them), segments, recorded command lists (replay).
   BindTimes bind();
   // The info line of a compile at new extents of a shape set (Options::extends).
-  void log_new_extents(const std::vector<std::string>& new_kernels) const;
+  void log_new_extents(const std::vector<std::size_t>& new_kernels) const;
   // max-autotune with tune=background and sites the database lacks: queues
   // the job that tunes them and builds the tuned plan (background_tuning.h).
   void start_background_tuning();

@@ -160,7 +160,7 @@ std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(
   if (counts != nullptr) {
     *counts = {tally.disk_hits, tally.compiled, tally.from_binaries, static_cast<double>(tally.compile_us) / 1000.0,
                static_cast<double>(tally.load_us) / 1000.0, {}};
-    for (const std::size_t i : work) counts->new_kernels.push_back(kernels[i]->source.name);
+    counts->new_kernels = work;
   }
   for (const std::exception_ptr& failure : failures)
     if (failure) std::rethrow_exception(failure);

@@ -30,7 +30,7 @@ class KernelCache {
     int from_binaries = 0;  // loaded from a kernel's own binaries
     double compile_ms = 0;  // the kernel compiler, summed over kernels (threads overlap)
     double load_ms = 0;     // the device's load_kernel (pipeline creation), summed likewise
-    std::vector<std::string> new_kernels;  // names of the kernels not loaded in this process before
+    std::vector<std::size_t> new_kernels;  // indices (in the kernels given) of those not loaded in this process before
   };
 
   KernelCache(const backend::Backend& backend, std::shared_ptr<backend::Device> device, CompileCache disk);

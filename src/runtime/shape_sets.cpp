@@ -169,12 +169,15 @@ ShapeSets::ShapeSets(std::vector<std::shared_ptr<Executor>> held, std::string fi
   latest_ = compiled_.front().executor;
 }
 
-std::shared_ptr<Executor> ShapeSets::make(Model model, const Dims& dims, std::vector<compiler::SiteKnobs> pins,
+std::shared_ptr<Executor> ShapeSets::make(Model model, const Dims& dims, const compiler::Plan* set_plan,
                                           std::string extends,
                                           std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels) const {
   Executor::Options options = with_dynamic_dims(model, dims, options_);
   if (options.dynamic_probe) {
-    options.pinned_sites = std::move(pins);
+    if (set_plan) {
+      options.pinned_sites = set_plan->site_knobs;
+      options.pinned_choices = set_plan->graph_choices;
+    }
     options.set_kernels = std::move(set_kernels);
   }
   options.extends = std::move(extends);
@@ -304,10 +307,10 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
                             " served by shape set " + std::to_string(k + 1) + " (dynamic: " +
                             dims_text(set.dynamic, source_model_.inputs()) +
                             "): its kernels reused where their code does not depend on the extents");
-    // The set's knobs, so that the heuristic's choices for these extents do
-    // not change the kernels' structure.
-    std::vector<compiler::SiteKnobs> pins;
-    if (set.executor->prepared()) pins = set.executor->current_plan()->site_knobs;
+    // The set's knobs and graph choices, so that the heuristic's and the
+    // passes' choices for these extents do not change the kernels' structure.
+    std::shared_ptr<const compiler::Plan> set_plan;
+    if (set.executor->prepared()) set_plan = set.executor->current_plan();
     // The kernels of the set and of its members so far (the plans' own, no copies):
     // extents whose kernels are all among them plan without a probe.
     std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels;
@@ -319,7 +322,7 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
     add_kernels(set.executor);
     for (const Member& member : set.members) add_kernels(member.executor);
     set.members.insert(set.members.begin(),
-                       {shapes, make(std::move(model), set.dynamic, std::move(pins), "shape set " + std::to_string(k + 1),
+                       {shapes,  make(std::move(model), set.dynamic, set_plan.get(), "shape set " + std::to_string(k + 1),
                                      std::move(set_kernels))});
     if (set.members.size() > kKeptMembers) set.members.pop_back();
     ++set.served;

@@ -90,9 +90,10 @@ class ShapeSets {
   // Whether `set` (dynamic) serves `shapes`: they differ only in its dynamic
   // dims. Throws ShapeMismatch for an extent outside a marked dim's bounds.
   bool serves(const Set& set, const std::vector<Shape>& shapes) const;
-  // `extends`: the set whose new extents `model` has ("shape set 2"), else "".
-  // `set_kernels`: the set's kernels so far (PlanRequest::set_kernels).
-  std::shared_ptr<Executor> make(Model model, const Dims& dims, std::vector<compiler::SiteKnobs> pins = {},
+  // `set_plan`: the plan of the set whose new extents `model` has, whose
+  // knobs and graph choices it keeps; `extends` names that set ("shape set
+  // 2"), else "". `set_kernels`: the set's kernels so far (PlanRequest::set_kernels).
+  std::shared_ptr<Executor> make(Model model, const Dims& dims, const compiler::Plan* set_plan = nullptr,
                                  std::string extends = "",
                                  std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels = {}) const;
   Dims dims_for_new_set(const std::vector<Shape>& shapes) const;
