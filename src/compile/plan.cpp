@@ -86,7 +86,7 @@ std::vector<SetKernelUse> take_set_kernels(
       for (const kir::Kernel& kernel : *kernels) by_name[kernel.name].push_back(&kernel);
   // Kernels with parameters serve more extents: they are tried first.
   for (auto& [name, candidates] : by_name)
-    std::ranges::stable_partition(candidates, [](const kir::Kernel* k) { return !k->params.empty(); });
+    std::stable_partition(candidates.begin(), candidates.end(), [](const kir::Kernel* k) { return !k->params.empty(); });
 
   const std::size_t n = step_kernels.size();
   report = {};
