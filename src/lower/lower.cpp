@@ -264,7 +264,8 @@ LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorTyp
 
 shaders::ConvProblem conv_problem_of(const graph::Node& node, std::span<const graph::TensorType> inputs,
                                      std::span<const graph::TensorType> outputs) {
-  const OpContext ctx = make_context(node, inputs, outputs, LowerTarget{});
+  const LowerTarget target;  // outlives ctx, which refers to it
+  const OpContext ctx = make_context(node, inputs, outputs, target);
   if (auto reason = reason_for(find_lowering(node.op), ctx))
     throw_error(ErrorKind::Unsupported, "node '" + node.name + "' (" + node.op + "): " + *reason);
   KILN_CHECK(node.op == "Conv", ErrorKind::InvalidArgument, "node '" + node.name + "' (" + node.op + ") is not a Conv");
