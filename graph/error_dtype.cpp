@@ -45,6 +45,7 @@ std::size_t dtype_size(DType dtype) {
   switch (dtype) {
     case DType::f32: return 4;
     case DType::f16: return 2;
+    case DType::bf16: return 2;
     case DType::i32: return 4;
     case DType::i64: return 8;
     case DType::u8: return 1;
@@ -57,6 +58,7 @@ std::string_view dtype_name(DType dtype) {
   switch (dtype) {
     case DType::f32: return "f32";
     case DType::f16: return "f16";
+    case DType::bf16: return "bf16";
     case DType::i32: return "i32";
     case DType::i64: return "i64";
     case DType::u8: return "u8";
@@ -64,5 +66,7 @@ std::string_view dtype_name(DType dtype) {
   }
   return "?";
 }
+
+bool is_float(DType dtype) { return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16; }
 
 }  // namespace kiln

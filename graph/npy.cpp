@@ -25,9 +25,13 @@ constexpr std::size_t kMaxHeaderBytes = 1 << 16;
 constexpr std::uintmax_t kMaxFileBytes = std::uintmax_t{1} << 36;
 
 // The .npy descr of each kiln dtype ('|' for one-byte types, as NumPy writes).
+// NumPy has no bfloat16: bf16 is '<V2', two-byte records, which is what
+// np.save writes for an ml_dtypes.bfloat16 array (np.load(f).view(
+// ml_dtypes.bfloat16) reads it back as such).
 const std::map<std::string, DType>& descr_types() {
   static const std::map<std::string, DType> types = {
-      {"<f4", DType::f32}, {"<f2", DType::f16}, {"<i4", DType::i32}, {"<i8", DType::i64},
+      {"<f4", DType::f32}, {"<f2", DType::f16}, {"<V2", DType::bf16}, {"|V2", DType::bf16},
+      {"<i4", DType::i32}, {"<i8", DType::i64},
       {"|u1", DType::u8},  {"<u1", DType::u8},  {"|b1", DType::boolean}, {"<b1", DType::boolean},
   };
   return types;
@@ -37,6 +41,7 @@ std::string descr_of(DType dtype) {
   switch (dtype) {
     case DType::f32: return "<f4";
     case DType::f16: return "<f2";
+    case DType::bf16: return "<V2";
     case DType::i32: return "<i4";
     case DType::i64: return "<i8";
     case DType::u8: return "|u1";

@@ -76,6 +76,57 @@ Reference checked_reference(const OpSchema* schema, Reference raw) {
   };
 }
 
+// 16-bit floats (f16, bf16) compute as PyTorch computes them on a CPU: an
+// op widens its 16-bit inputs to f32, computes as it does for f32 (its own
+// precision: double accumulation where it matters), and rounds each result
+// to the 16-bit type, to nearest even. Inference follows: an op typed for
+// f32 inputs is typed for 16-bit ones, its f32 results 16-bit. Cast (whose
+// `to` names the result type) and the control-flow ops (whose subgraphs are
+// typed as they are) handle 16-bit tensors themselves.
+bool handles_16bit_itself(const OpSchema& schema) {
+  return schema.name == "Cast" || schema.name == "CastLike" || schema.run_with_subgraphs != nullptr;
+}
+
+bool is_16bit(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+
+using Infer = decltype(OpSchema::infer);
+
+Infer infer_16bit_as_f32(Infer raw) {
+  return [raw = std::move(raw)](const Node& node, std::span<const TensorType> inputs) {
+    const auto narrow = std::ranges::find_if(inputs, [](const TensorType& t) { return is_16bit(t.dtype); });
+    if (narrow == inputs.end()) return raw(node, inputs);
+    std::vector<TensorType> wide(inputs.begin(), inputs.end());
+    for (TensorType& t : wide)
+      if (is_16bit(t.dtype)) t.dtype = DType::f32;
+    std::vector<TensorType> outputs;
+    try {
+      outputs = raw(node, wide);
+    } catch (const Error& e) {
+      // The message names the widened types: say so.
+      throw Error(e.kind(), std::string(e.what()) + " (its " + std::string(dtype_name(narrow->dtype)) +
+                                " inputs are checked as the f32 it computes them in)");
+    }
+    for (TensorType& t : outputs)
+      if (t.dtype == DType::f32) t.dtype = narrow->dtype;
+    return outputs;
+  };
+}
+
+Reference reference_16bit_as_f32(Reference raw) {
+  return [raw = std::move(raw)](const Node& node, std::span<const Tensor> inputs) {
+    const auto narrow = std::ranges::find_if(inputs, [](const Tensor& t) { return is_16bit(t.dtype()); });
+    if (narrow == inputs.end()) return raw(node, inputs);
+    const DType type = narrow->dtype();
+    std::vector<Tensor> wide(inputs.begin(), inputs.end());
+    for (Tensor& t : wide)
+      if (is_16bit(t.dtype())) t = t.to(DType::f32);
+    std::vector<Tensor> outputs = raw(node, wide);
+    for (Tensor& t : outputs)
+      if (t.dtype() == DType::f32) t = t.to(type);
+    return outputs;
+  };
+}
+
 const ops::OpTable& table() {
   static std::once_flag once;
   static ops::OpTable ops_table;
@@ -102,7 +153,13 @@ const ops::OpTable& table() {
     ops::register_control_ops(ops_table);
     ops::register_recurrence_ops(ops_table);
     // Map nodes are stable, so each wrapper may keep a pointer to its schema.
-    for (auto& [name, schema] : ops_table) schema.reference = checked_reference(&schema, schema.reference);
+    for (auto& [name, schema] : ops_table) {
+      if (!handles_16bit_itself(schema)) {
+        schema.infer = infer_16bit_as_f32(std::move(schema.infer));
+        schema.reference = reference_16bit_as_f32(std::move(schema.reference));
+      }
+      schema.reference = checked_reference(&schema, schema.reference);
+    }
   });
   return ops_table;
 }

@@ -1,5 +1,7 @@
 #include <kiln/tensor.h>
 
+#include "graph/ops/ops.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -79,7 +81,7 @@ template <class T> constexpr bool matches(DType d) {
   else if constexpr (std::is_same_v<T, std::int64_t>) return d == DType::i64;
   else if constexpr (std::is_same_v<T, std::int32_t>) return d == DType::i32;
   else if constexpr (std::is_same_v<T, std::uint8_t>) return d == DType::u8 || d == DType::boolean;
-  else if constexpr (std::is_same_v<T, std::uint16_t>) return d == DType::f16;
+  else if constexpr (std::is_same_v<T, std::uint16_t>) return d == DType::f16 || d == DType::bf16;
   else return false;
 }
 }  // namespace
@@ -112,6 +114,8 @@ Tensor Tensor::clone() const {
   if (nbytes() != 0) std::memcpy(t.data_.get(), data_.get(), nbytes());  // empty: no storage to copy
   return t;
 }
+
+Tensor Tensor::to(DType dtype) const { return dtype == dtype_ ? clone() : graph::ops::cast_tensor(*this, dtype); }
 
 Tensor Tensor::reshaped(Shape shape) const {
   KILN_CHECK(num_elements(shape) == numel(), ErrorKind::ShapeMismatch,

@@ -19,6 +19,7 @@
 // inputs into initializers from the test data, so the importer sees what a
 // real export gives it, and feeds every other input at run time.
 
+#include <kiln/float16.h>
 #include <kiln/kiln.h>
 #include <kiln/onnx.h>
 
@@ -49,6 +50,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 namespace fs = std::filesystem;
 
 namespace {
@@ -74,27 +77,6 @@ struct Tolerance {
   double atol = 1e-5;
 };
 
-float half_to_float(std::uint16_t bits) {
-  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
-  std::uint32_t exponent = (bits >> 10) & 0x1fu;
-  std::uint32_t mantissa = bits & 0x3ffu;
-  std::uint32_t out = 0;
-  if (exponent == 0x1f) {
-    out = sign | 0x7f800000u | (mantissa << 13);  // inf or NaN
-  } else if (exponent != 0) {
-    out = sign | ((exponent + 112) << 23) | (mantissa << 13);
-  } else if (mantissa != 0) {  // subnormal: renormalise
-    exponent = 113;
-    while ((mantissa & 0x400u) == 0) {
-      mantissa <<= 1;
-      --exponent;
-    }
-    out = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
-  } else {
-    out = sign;
-  }
-  return std::bit_cast<float>(out);
-}
 
 bool close_enough(double got, double want, const Tolerance& tol) {
   if (std::isnan(want)) return std::isnan(got);
@@ -110,7 +92,10 @@ std::vector<double> as_doubles(const kiln::Tensor& t) {
       for (float v : t.values<float>()) out.push_back(v);
       break;
     case kiln::DType::f16:
-      for (std::uint16_t v : t.values<std::uint16_t>()) out.push_back(half_to_float(v));
+      for (std::uint16_t v : t.values<std::uint16_t>()) out.push_back(kiln::f16_value(v));
+      break;
+    case kiln::DType::bf16:
+      for (std::uint16_t v : t.values<std::uint16_t>()) out.push_back(kiln::bf16_value(v));
       break;
     case kiln::DType::i32:
       for (std::int32_t v : t.values<std::int32_t>()) out.push_back(v);
@@ -128,7 +113,6 @@ std::vector<double> as_doubles(const kiln::Tensor& t) {
   return out;
 }
 
-bool is_float(kiln::DType dtype) { return dtype == kiln::DType::f32 || dtype == kiln::DType::f16; }
 
 // nullopt if `got` matches `want` (same dtype and shape; floats within
 // tolerance, NaN where NaN is expected; everything else exactly), else what
@@ -145,7 +129,7 @@ std::optional<std::string> mismatch(const kiln::Tensor& got, const kiln::Tensor&
   }
   const std::vector<double> g = as_doubles(got);
   const std::vector<double> w = as_doubles(want);
-  const bool floating = is_float(want.dtype());
+  const bool floating = kiln::is_float(want.dtype());
   // i64 is compared as integers: values beyond 2^53 would round together.
   const bool is_i64 = want.dtype() == kiln::DType::i64;
   std::int64_t differing = 0;
@@ -403,6 +387,24 @@ std::vector<std::string> unsupported_op_types(const onnx::GraphProto& graph) {
   return {missing.begin(), missing.end()};
 }
 
+// A test data file as a tensor of the model's declared type. libonnx-testdata
+// stores bfloat16 tensors as UINT16 (their bits): those are read as bf16.
+kiln::Tensor load_test_tensor(const fs::path& file, kiln::DType declared) {
+  if (declared != kiln::DType::bf16) return kiln::load_onnx_tensor(file.string());
+  onnx::TensorProto proto;
+  KILN_CHECK(proto.ParseFromString(read_file_bytes(file)), kiln::ErrorKind::Corrupt, file.string() + " is not a TensorProto");
+  if (proto.data_type() != onnx::TensorProto_DataType_UINT16) return kiln::load_onnx_tensor(file.string());
+  proto.set_data_type(onnx::TensorProto_DataType_BFLOAT16);
+  const fs::path typed = fs::temp_directory_path() / ("kiln_onnx_node_bf16_" + std::to_string(::getpid()) + ".pb");
+  {
+    std::ofstream out(typed, std::ios::binary);
+    out << proto.SerializeAsString();
+  }
+  kiln::Tensor tensor = kiln::load_onnx_tensor(typed.string());
+  fs::remove(typed);
+  return tensor;
+}
+
 void run_data_set(const std::string& name, const fs::path& test_dir, const onnx::ModelProto& original,
                   const fs::path& set_dir, NodeTestResult& result) {
   const std::vector<fs::path> input_files = numbered_files(set_dir, "input_");
@@ -470,9 +472,11 @@ void run_data_set(const std::string& name, const fs::path& test_dir, const onnx:
       auto it = runtime_inputs.find(spec.name);
       KILN_CHECK(it != runtime_inputs.end(), kiln::ErrorKind::NotFound,
                  "model input '" + spec.name + "' has no test data");
-      inputs.push_back(kiln::load_onnx_tensor(it->second.string()));
+      inputs.push_back(load_test_tensor(it->second, spec.dtype));
     }
-    for (const fs::path& file : output_files) expected.push_back(kiln::load_onnx_tensor(file.string()));
+    const std::vector<kiln::TensorSpec> outputs = kmodel.outputs();
+    for (std::size_t i = 0; i < output_files.size(); ++i)
+      expected.push_back(load_test_tensor(output_files[i], i < outputs.size() ? outputs[i].dtype : kiln::DType::f32));
   } catch (const kiln::Error& e) {
     const Outcome failed{.ran = true, .passed = false, .detail = "test data: " + first_line(e.what())};
     merge(result.reference, failed, set_dir.filename().string());
@@ -686,11 +690,11 @@ BOOST_AUTO_TEST_CASE(bools_compare_by_truth_and_halves_by_value) {
   got.values<std::uint8_t>()[1] = 1;
   BOOST_TEST(mismatch(got, want).has_value());
 
-  BOOST_TEST(half_to_float(0x3c00) == 1.0f);
-  BOOST_TEST(half_to_float(0xc000) == -2.0f);
-  BOOST_TEST(half_to_float(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
-  BOOST_TEST(std::isinf(half_to_float(0x7c00)));
-  BOOST_TEST(std::isnan(half_to_float(0x7e00)));
+  BOOST_TEST(kiln::f16_value(0x3c00) == 1.0f);
+  BOOST_TEST(kiln::f16_value(0xc000) == -2.0f);
+  BOOST_TEST(kiln::f16_value(0x0001) == std::ldexp(1.0f, -24));  // smallest subnormal
+  BOOST_TEST(std::isinf(kiln::f16_value(0x7c00)));
+  BOOST_TEST(std::isnan(kiln::f16_value(0x7e00)));
   kiln::Tensor h(kiln::DType::f16, {1}), h2(kiln::DType::f16, {1});
   h.values<std::uint16_t>()[0] = 0x3c00;   // 1.0
   h2.values<std::uint16_t>()[0] = 0x3c02;  // 1.00195: beyond rtol 1e-3

@@ -107,8 +107,11 @@ BOOST_AUTO_TEST_CASE(binary_op_errors) {
   expect_error("Add", {f32({2, 3}), f32({4})}, {}, ErrorKind::ShapeMismatch,
                {"cannot broadcast shapes [2, 3] and [4]"});
   expect_error("Mul", {f32({2}), i64({2})}, {}, ErrorKind::ShapeMismatch, {"dtypes differ", "A f32[2]", "B i64[2]"});
-  expect_error("Sub", {TensorType{DType::f16, {2}}, TensorType{DType::f16, {2}}}, {}, ErrorKind::Unsupported,
-               {"dtype f16"});
+  // 16-bit floats are typed as the f32 the op computes them in (docs/precision.md).
+  BOOST_TEST((infer("Sub", {TensorType{DType::f16, {2}}, TensorType{DType::f16, {2}}})[0] ==
+              TensorType{DType::f16, {2}}));
+  expect_error("Sub", {TensorType{DType::bf16, {2}}, i64({2})}, {}, ErrorKind::ShapeMismatch,
+               {"dtypes differ", "its bf16 inputs are checked as the f32 it computes them in"});
   expect_error("Add", {f32({2})}, {}, ErrorKind::InvalidArgument, {"expects 2 inputs, got 1"});
   expect_error("Div", {f32({2}), f32({2})}, attrs_of({{"broadcast", std::int64_t{1}}}), ErrorKind::InvalidArgument,
                {"unknown attribute 'broadcast'"});

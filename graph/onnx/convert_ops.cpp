@@ -4,6 +4,8 @@
 // impossible and the rule says so, naming the node.
 #include "graph/onnx/convert_ops.h"
 
+#include <kiln/float16.h>
+
 #include "graph/checked_math.h"
 #include "graph/onnx/convert_control.h"
 #include "graph/onnx/constant_inputs.h"
@@ -878,7 +880,8 @@ std::vector<ValueId> convert_eye_like(const OnnxNode& n, ImportContext& ctx) {
     std::byte* at = bytes.data() + static_cast<std::size_t>(r * cols + c) * dtype_size(dtype);
     switch (dtype) {
       case DType::f32: { const float one = 1.0f; std::memcpy(at, &one, sizeof one); break; }
-      case DType::f16: { const std::uint16_t one = 0x3c00; std::memcpy(at, &one, sizeof one); break; }
+      case DType::f16: { const std::uint16_t one = f16_bits(1.0f); std::memcpy(at, &one, sizeof one); break; }
+      case DType::bf16: { const std::uint16_t one = bf16_bits(1.0f); std::memcpy(at, &one, sizeof one); break; }
       case DType::i32: { const std::int32_t one = 1; std::memcpy(at, &one, sizeof one); break; }
       case DType::i64: { const std::int64_t one = 1; std::memcpy(at, &one, sizeof one); break; }
       case DType::u8:

@@ -649,7 +649,7 @@ class Importer final : public ImportContext {
     KILN_CHECK(to.has_value(), ErrorKind::Unsupported,
                n.where + "Cast to " + onnx_type_name(static_cast<int>(code)) + " is not supported");
     ValueId out = -1;
-    if (*to == DType::f16) {
+    if (*to == DType::f16 || *to == DType::bf16) {  // through f32, as a Cast node
       const ValueId narrowed = add_constant(n, cast_f64(source->second, DType::f32));
       out = emit(n, "Cast", {narrowed}, n.attrs, "").at(0);
     } else {

@@ -16,6 +16,7 @@ std::optional<DType> dtype_from_onnx(int onnx_type) {
   switch (onnx_type) {
     case onnx::TensorProto_DataType_FLOAT: return DType::f32;
     case onnx::TensorProto_DataType_FLOAT16: return DType::f16;
+    case onnx::TensorProto_DataType_BFLOAT16: return DType::bf16;
     case onnx::TensorProto_DataType_INT32: return DType::i32;
     case onnx::TensorProto_DataType_INT64: return DType::i64;
     case onnx::TensorProto_DataType_UINT8: return DType::u8;
@@ -28,6 +29,7 @@ int onnx_from_dtype(DType dtype) {
   switch (dtype) {
     case DType::f32: return onnx::TensorProto_DataType_FLOAT;
     case DType::f16: return onnx::TensorProto_DataType_FLOAT16;
+    case DType::bf16: return onnx::TensorProto_DataType_BFLOAT16;
     case DType::i32: return onnx::TensorProto_DataType_INT32;
     case DType::i64: return onnx::TensorProto_DataType_INT64;
     case DType::u8: return onnx::TensorProto_DataType_UINT8;
@@ -150,9 +152,10 @@ Tensor read_typed(const onnx::TensorProto& proto, DType dtype, const Shape& shap
     }
     case DType::i32:
     case DType::f16:
+    case DType::bf16:
     case DType::u8:
     case DType::boolean: {
-      // Narrow types are stored one per int32 (f16 as its bit pattern).
+      // Narrow types are stored one per int32 (f16 and bf16 as their bit patterns).
       check_count(proto.int32_data(), n, "int32_data", what);
       Tensor out(dtype, shape);
       std::byte* dst = out.bytes().data();
@@ -235,7 +238,7 @@ template <class Int> Int saturated(double v) {
 }  // namespace
 
 Tensor cast_f64(const F64Constant& constant, DType to) {
-  KILN_ASSERT(to != DType::f16);
+  KILN_ASSERT(to != DType::f16 && to != DType::bf16);
   Tensor out(to, constant.shape);
   const std::vector<double>& v = constant.values;
   for (std::size_t i = 0; i < v.size(); ++i) switch (to) {
@@ -244,7 +247,8 @@ Tensor cast_f64(const F64Constant& constant, DType to) {
       case DType::i32: out.values<std::int32_t>()[i] = saturated<std::int32_t>(v[i]); break;
       case DType::u8: out.values<std::uint8_t>()[i] = saturated<std::uint8_t>(v[i]); break;
       case DType::boolean: out.values<std::uint8_t>()[i] = v[i] != 0.0; break;
-      case DType::f16: break;
+      case DType::f16:
+      case DType::bf16: break;
     }
   return out;
 }

@@ -13,6 +13,8 @@
 #include "graph/ops/data_plans.h"
 #include "graph/ops/ops.h"
 
+#include <kiln/float16.h>
+
 namespace kiln::graph::ops {
 
 namespace {
@@ -55,40 +57,15 @@ DType dtype_from_onnx(std::int64_t onnx_type) {
     case 7: return DType::i64;
     case 9: return DType::boolean;
     case 10: return DType::f16;
+    case 16: return DType::bf16;
     default:
       throw_error(ErrorKind::Unsupported, "ONNX data type " + std::to_string(onnx_type) +
                                               " is not supported (kiln has float 1, uint8 2, int32 6, int64 7, "
-                                              "bool 9, float16 10)");
+                                              "bool 9, float16 10, bfloat16 16)");
   }
 }
 
 namespace {
-
-// IEEE binary16 bits of `value`, rounded to nearest even.
-std::uint16_t half_bits(float value) {
-  std::uint32_t f;
-  std::memcpy(&f, &value, sizeof f);
-  const std::uint32_t sign = (f >> 16) & 0x8000u;
-  const std::uint32_t abs = f & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<std::uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  if (abs >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);  // rounds past the largest half
-  if (abs < 0x38800000u) {
-    // Subnormal half: shift the full mantissa into place, rounding to even.
-    if (abs < 0x33000000u) return static_cast<std::uint16_t>(sign);
-    const std::uint32_t exponent = abs >> 23;
-    const std::uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
-    const std::uint32_t shift = 126 - exponent;  // 14 + (113 - exponent) - 1
-    std::uint32_t bits = mantissa >> shift;
-    const std::uint32_t rest = mantissa & ((1u << shift) - 1);
-    const std::uint32_t halfway = 1u << (shift - 1);
-    if (rest > halfway || (rest == halfway && (bits & 1u))) ++bits;
-    return static_cast<std::uint16_t>(sign | bits);
-  }
-  std::uint32_t bits = ((abs - 0x38000000u) >> 13);
-  const std::uint32_t rest = abs & 0x1fffu;
-  if (rest > 0x1000u || (rest == 0x1000u && (bits & 1u))) ++bits;
-  return static_cast<std::uint16_t>(sign | bits);
-}
 
 template <class T>
 std::vector<std::byte> bytes_of(T value) {
@@ -102,7 +79,8 @@ std::vector<std::byte> bytes_of(T value) {
 std::vector<std::byte> encode_element(DType dtype, double value) {
   switch (dtype) {
     case DType::f32: return bytes_of(static_cast<float>(value));
-    case DType::f16: return bytes_of(half_bits(static_cast<float>(value)));
+    case DType::f16: return bytes_of(f16_bits(static_cast<float>(value)));
+    case DType::bf16: return bytes_of(bf16_bits(static_cast<float>(value)));
     case DType::i32: return bytes_of(static_cast<std::int32_t>(value));
     case DType::i64: return bytes_of(static_cast<std::int64_t>(value));
     case DType::u8: return bytes_of(static_cast<std::uint8_t>(value));

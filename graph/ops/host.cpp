@@ -29,7 +29,8 @@ std::vector<TensorType> infer_nonzero(const Node& node, std::span<const TensorTy
 bool element_nonzero(const Tensor& x, std::size_t index) {
   switch (x.dtype()) {
     case DType::f32: return x.values<float>()[index] != 0.0f;
-    case DType::f16: return (x.values<std::uint16_t>()[index] & 0x7fffu) != 0;
+    case DType::f16:
+    case DType::bf16: return (x.values<std::uint16_t>()[index] & 0x7fffu) != 0;
     case DType::i32: return x.values<std::int32_t>()[index] != 0;
     case DType::i64: return x.values<std::int64_t>()[index] != 0;
     case DType::u8:

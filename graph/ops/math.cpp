@@ -16,6 +16,8 @@
 #include "graph/broadcast.h"
 #include "graph/ops/ops.h"
 
+#include <kiln/float16.h>
+
 namespace kiln::graph::ops {
 
 namespace {
@@ -45,7 +47,8 @@ decltype(auto) visit_numeric(DType dtype, F&& f) {
     case DType::boolean:
       return f(std::uint8_t{});
     case DType::f16:
-      break;
+    case DType::bf16:
+      break;  // computed in f32 (op_registry.cpp widens 16-bit inputs)
   }
   throw_error(ErrorKind::Internal, "internal error: no arithmetic element type for dtype " +
                                        std::string(dtype_name(dtype)));
@@ -497,6 +500,8 @@ std::optional<DType> dtype_of_onnx_code(std::int64_t code) {
       return DType::boolean;
     case 10:
       return DType::f16;
+    case 16:
+      return DType::bf16;
     default:
       return std::nullopt;
   }
@@ -508,50 +513,8 @@ DType cast_target(const Node& node) {
   const std::optional<DType> dtype = dtype_of_onnx_code(code);
   KILN_CHECK(dtype.has_value(), ErrorKind::Unsupported,
              "attribute 'to' = " + std::to_string(code) +
-                 " is not a supported data type (1 float, 2 uint8, 6 int32, 7 int64, 9 bool, 10 float16)");
+                 " is not a supported data type (1 float, 2 uint8, 6 int32, 7 int64, 9 bool, 10 float16, 16 bfloat16)");
   return *dtype;
-}
-
-// IEEE binary16 bits of a float, rounding to nearest even; overflow gives infinity.
-std::uint16_t f16_bits_of(float value) {
-  std::uint32_t x = std::bit_cast<std::uint32_t>(value);
-  const auto sign = static_cast<std::uint16_t>((x >> 16) & 0x8000u);
-  x &= 0x7fffffffu;
-  if (x >= 0x7f800000u) return sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u);  // NaN, infinity
-  if (x >= 0x47800000u) return sign | 0x7c00u;                                  // >= 65536: infinity
-  const std::uint32_t exponent = x >> 23;
-  std::uint32_t mantissa = x & 0x7fffffu;
-  std::uint32_t result;
-  std::uint32_t shift;
-  if (exponent >= 113) {  // a normal half: rebias the exponent, drop 13 mantissa bits
-    result = ((exponent - 112) << 10) | (mantissa >> 13);
-    shift = 13;
-  } else {  // a subnormal half (or zero): count units of 2^-24
-    if (exponent < 102) return sign;  // below 2^-25: rounds to zero
-    mantissa |= 0x800000u;
-    shift = 126 - exponent;
-    result = mantissa >> shift;
-  }
-  const std::uint32_t remainder = mantissa & ((1u << shift) - 1);
-  const std::uint32_t half = 1u << (shift - 1);
-  // A carry out of the mantissa correctly moves to the next exponent (or infinity).
-  if (remainder > half || (remainder == half && (result & 1u))) ++result;
-  return static_cast<std::uint16_t>(sign | result);
-}
-
-float f32_of_f16_bits(std::uint16_t bits) {
-  const bool negative = (bits & 0x8000u) != 0;
-  const std::uint32_t exponent = (bits >> 10) & 0x1fu;
-  const std::uint32_t mantissa = bits & 0x3ffu;
-  float magnitude;
-  if (exponent == 0) {
-    magnitude = std::ldexp(static_cast<float>(mantissa), -24);
-  } else if (exponent == 31) {
-    magnitude = mantissa != 0 ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
-  } else {
-    magnitude = std::bit_cast<float>(((exponent + 112) << 23) | (mantissa << 13));
-  }
-  return negative ? -magnitude : magnitude;
 }
 
 // One element on its way through Cast: floats travel as double, integers and
@@ -567,7 +530,9 @@ CastValue read_element(const Tensor& t, std::size_t index) {
     case DType::f32:
       return {true, t.values<float>()[index], 0};
     case DType::f16:
-      return {true, f32_of_f16_bits(t.values<std::uint16_t>()[index]), 0};
+      return {true, f16_value(t.values<std::uint16_t>()[index]), 0};
+    case DType::bf16:
+      return {true, bf16_value(t.values<std::uint16_t>()[index]), 0};
     case DType::i32:
       return {false, 0, t.values<std::int32_t>()[index]};
     case DType::i64:
@@ -593,7 +558,10 @@ void write_element(Tensor& t, std::size_t index, const CastValue& v) {
       t.values<float>()[index] = static_cast<float>(as_float);
       return;
     case DType::f16:
-      t.values<std::uint16_t>()[index] = f16_bits_of(static_cast<float>(as_float));
+      t.values<std::uint16_t>()[index] = f16_bits(static_cast<float>(as_float));
+      return;
+    case DType::bf16:
+      t.values<std::uint16_t>()[index] = bf16_bits(static_cast<float>(as_float));
       return;
     case DType::i32:
       t.values<std::int32_t>()[index] = integer_of<std::int32_t>(v);
@@ -610,6 +578,16 @@ void write_element(Tensor& t, std::size_t index, const CastValue& v) {
   }
 }
 
+}  // namespace
+
+Tensor cast_tensor(const Tensor& t, DType to) {
+  Tensor out(to, t.shape());
+  for (std::size_t i = 0; i < static_cast<std::size_t>(out.numel()); ++i) write_element(out, i, read_element(t, i));
+  return out;
+}
+
+namespace {
+
 OpSchema cast_schema() {
   OpSchema s;
   s.name = "Cast";
@@ -619,11 +597,10 @@ OpSchema cast_schema() {
     return {{cast_target(node), in[0].shape}};
   };
   s.reference = [](const Node& node, std::span<const Tensor> in) -> std::vector<Tensor> {
-    Tensor out(cast_target(node), in[0].shape());
-    for (std::size_t i = 0; i < static_cast<std::size_t>(out.numel()); ++i) write_element(out, i, read_element(in[0], i));
-    return {out};
+    return {cast_tensor(in[0], cast_target(node))};
   };
-  s.summary = "converts to the ONNX data type `to` (floats to integers truncate toward zero)";
+  s.summary = "converts to the ONNX data type `to` (floats to integers truncate toward zero, to 16-bit floats to "
+              "nearest even)";
   return s;
 }
 

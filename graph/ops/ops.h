@@ -23,6 +23,10 @@ using OpTable = std::map<std::string, OpSchema, std::less<>>;
 // Adds a schema; a second schema with the same name is a bug in kiln.
 void add_op(OpTable& table, OpSchema schema);
 
+// `t` converted element by element as Cast converts: floats to integers
+// toward zero (saturating), to f16 and bf16 to nearest even.
+Tensor cast_tensor(const Tensor& t, DType to);
+
 void register_elementwise_ops(OpTable& table);    // Add Sub Mul Div
 void register_activation_ops(OpTable& table);     // Relu Sigmoid Tanh Gelu Clip
 void register_conv_ops(OpTable& table);           // Conv

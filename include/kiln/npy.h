@@ -5,6 +5,7 @@
 //   kiln::save_npy("logits.npy", compiled({x})[0]);    // np.load("logits.npy")
 //
 // Formats 1.0, 2.0 and 3.0, little-endian, C order; dtypes float32, float16,
+// bfloat16 (descr '<V2': what NumPy writes for an ml_dtypes.bfloat16 array),
 // int32, int64, uint8 and bool; zero-size arrays and scalars (shape ()).
 #pragma once
 

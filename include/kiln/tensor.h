@@ -45,6 +45,10 @@ class KILN_API Tensor {
   template <class T> std::span<const T> values() const;
 
   Tensor clone() const;
+  // A copy converted to `dtype` element by element as ONNX's Cast converts:
+  // floats to integers toward zero (saturating), to f16 and bf16 to nearest
+  // even (kiln/float16.h).
+  Tensor to(DType dtype) const;
   // Same storage, new shape with the same element count.
   Tensor reshaped(Shape shape) const;
 

@@ -45,7 +45,7 @@ graph::TensorType decode_type(const json& j) {
 }  // namespace
 
 DType parse_dtype_name(std::string_view name) {
-  for (DType d : {DType::f32, DType::f16, DType::i32, DType::i64, DType::u8, DType::boolean})
+  for (DType d : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8, DType::boolean})
     if (dtype_name(d) == name) return d;
   throw_error(ErrorKind::Corrupt, "unknown element type '" + std::string(name) + "'");
 }

@@ -2,6 +2,8 @@
 // and hands it to the trace context, or runs it eagerly when there is none.
 #include <kiln/trace.h>
 
+#include <kiln/float16.h>
+
 #include "src/trace/context.h"
 
 namespace kiln {
@@ -85,9 +87,10 @@ double item(const Tensor& x, SourceLocation where) {
     case DType::i64: return static_cast<double>(x.values<std::int64_t>()[0]);
     case DType::u8:
     case DType::boolean: return x.values<std::uint8_t>()[0];
-    case DType::f16: break;
+    case DType::f16: return f16_value(x.values<std::uint16_t>()[0]);
+    case DType::bf16: return bf16_value(x.values<std::uint16_t>()[0]);
   }
-  throw_error(ErrorKind::Unsupported, "item() does not read f16 tensors");
+  KILN_ASSERT(false);
 }
 
 Tensor to_host(const Tensor& x, SourceLocation where) {

@@ -32,7 +32,7 @@ graph::TensorType type_from_json(const json& value) {
   type.dtype = DType::f32;
   const std::string dtype = value.at("dtype").get<std::string>();
   bool known = false;
-  for (DType candidate : {DType::f32, DType::f16, DType::i32, DType::i64, DType::u8, DType::boolean})
+  for (DType candidate : {DType::f32, DType::f16, DType::bf16, DType::i32, DType::i64, DType::u8, DType::boolean})
     if (dtype_name(candidate) == dtype) {
       type.dtype = candidate;
       known = true;

@@ -1,0 +1,288 @@
+// 16-bit floats (f16, bf16): the conversions of kiln/float16.h, checked
+// exhaustively; Tensor::to, .npy files; and the reference implementation's
+// rule (each op widens 16-bit inputs to f32, computes, rounds its results to
+// the 16-bit type) against cases PyTorch computed (tests/fixtures/float16).
+#define BOOST_TEST_MODULE float16
+#include <boost/test/unit_test.hpp>
+
+#include <kiln/builder.h>
+#include <kiln/float16.h>
+#include <kiln/kiln.h>
+#include <kiln/npy.h>
+#include <kiln/tensor.h>
+
+#include "graph/model_access.h"
+#include "graph/op_registry.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <set>
+#include <string>
+
+namespace {
+
+using kiln::DType;
+using kiln::Tensor;
+
+bool is_nan_f16(std::uint16_t bits) { return (bits & 0x7c00u) == 0x7c00u && (bits & 0x3ffu) != 0; }
+bool is_nan_bf16(std::uint16_t bits) { return (bits & 0x7f80u) == 0x7f80u && (bits & 0x7fu) != 0; }
+
+// The 16-bit type's value of `bits` and the bits of a float, by dtype.
+float value_of(DType dtype, std::uint16_t bits) {
+  return dtype == DType::f16 ? kiln::f16_value(bits) : kiln::bf16_value(bits);
+}
+std::uint16_t bits_of(DType dtype, float value) {
+  return dtype == DType::f16 ? kiln::f16_bits(value) : kiln::bf16_bits(value);
+}
+
+// Checks rounding between every pair of neighbouring finite non-negative
+// values of a 16-bit type (`last` the bits of its largest finite value): the
+// midpoint (exact in f32) goes to the one with an even last bit, a float
+// just either side of it to the nearer one; past the largest finite value
+// by half a step or more is infinity.
+void check_rounding(DType dtype, std::uint16_t last, std::uint16_t infinity) {
+  int failures = 0;
+  for (std::uint16_t a = 0; a < last && failures < 10; ++a) {
+    const std::uint16_t b = a + 1;
+    const float low = value_of(dtype, a), high = value_of(dtype, b);
+    const float mid = low + (high - low) / 2;
+    BOOST_REQUIRE(mid > low && mid < high);  // exact: 16-bit types have fewer mantissa bits
+    const std::uint16_t even = (a & 1u) == 0 ? a : b;
+    const std::uint16_t below = bits_of(dtype, std::nextafter(mid, 0.0f));
+    const std::uint16_t above = bits_of(dtype, std::nextafter(mid, high * 2));
+    const std::uint16_t at = bits_of(dtype, mid);
+    if (at != even || below != a || above != b) {
+      ++failures;
+      BOOST_ERROR(kiln::dtype_name(dtype) << " between " << low << " and " << high << ": midpoint " << at
+                                         << ", below " << below << ", above " << above);
+    }
+    // Negative values round symmetrically.
+    if (bits_of(dtype, -mid) != (even | 0x8000u)) {
+      ++failures;
+      BOOST_ERROR(kiln::dtype_name(dtype) << ": -" << mid << " does not round to -" << value_of(dtype, even));
+    }
+  }
+  const float largest = value_of(dtype, last);
+  const float step = largest - value_of(dtype, last - 1);
+  BOOST_TEST(bits_of(dtype, largest + step / 2) == infinity);
+  BOOST_TEST(bits_of(dtype, std::nextafter(largest + step / 2, 0.0f)) == last);
+  BOOST_TEST(bits_of(dtype, std::numeric_limits<float>::max()) == infinity);
+  BOOST_TEST(bits_of(dtype, -std::numeric_limits<float>::infinity()) == (infinity | 0x8000u));
+}
+
+std::filesystem::path fixture_dir() {
+  const char* root = std::getenv("KILN_SOURCE_ROOT");
+  BOOST_TEST_REQUIRE(root != nullptr, "KILN_SOURCE_ROOT is not set (run through meson test)");
+  return std::filesystem::path(root) / "tests" / "fixtures" / "float16";
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_f16_value_converts_to_f32_and_back_exactly) {
+  for (std::uint32_t b = 0; b <= 0xffffu; ++b) {
+    const auto bits = static_cast<std::uint16_t>(b);
+    const float v = kiln::f16_value(bits);
+    if (is_nan_f16(bits)) {
+      BOOST_TEST_REQUIRE(std::isnan(v));
+      BOOST_TEST_REQUIRE(is_nan_f16(kiln::f16_bits(v)));
+      BOOST_TEST_REQUIRE((kiln::f16_bits(v) & 0x8000u) == (bits & 0x8000u));  // NaN keeps its sign
+      continue;
+    }
+    BOOST_TEST_REQUIRE(kiln::f16_bits(v) == bits, "f16 bits " << b << " -> " << v);
+  }
+  BOOST_TEST(kiln::f16_value(0x3c00) == 1.0f);
+  BOOST_TEST(kiln::f16_value(0x7bff) == 65504.0f);
+  BOOST_TEST(kiln::f16_value(0x0001) == std::ldexp(1.0f, -24));  // the smallest subnormal
+  BOOST_TEST(kiln::f16_value(0x0400) == std::ldexp(1.0f, -14));  // the smallest normal
+  BOOST_TEST(std::signbit(kiln::f16_value(0x8000)));
+}
+
+BOOST_AUTO_TEST_CASE(every_bf16_value_converts_to_f32_and_back_exactly) {
+  for (std::uint32_t b = 0; b <= 0xffffu; ++b) {
+    const auto bits = static_cast<std::uint16_t>(b);
+    const float v = kiln::bf16_value(bits);
+    if (is_nan_bf16(bits)) {
+      BOOST_TEST_REQUIRE(std::isnan(v));
+      BOOST_TEST_REQUIRE(is_nan_bf16(kiln::bf16_bits(v)));
+      continue;
+    }
+    BOOST_TEST_REQUIRE(kiln::bf16_bits(v) == bits, "bf16 bits " << b << " -> " << v);
+  }
+  BOOST_TEST(kiln::bf16_value(0x3f80) == 1.0f);
+  // A NaN whose payload is only in the low 16 bits stays a NaN (not infinity).
+  BOOST_TEST(is_nan_bf16(kiln::bf16_bits(std::bit_cast<float>(0x7f800001u))));
+}
+
+BOOST_AUTO_TEST_CASE(conversions_round_to_nearest_even) {
+  check_rounding(DType::f16, 0x7bff, 0x7c00);
+  check_rounding(DType::bf16, 0x7f7f, 0x7f80);
+  // f16 subnormals: half the smallest rounds to zero (even), a little more to it.
+  const float tiny = std::ldexp(1.0f, -24);
+  BOOST_TEST(kiln::f16_bits(tiny / 2) == 0);
+  BOOST_TEST(kiln::f16_bits(std::nextafter(tiny / 2, 1.0f)) == 1);
+  BOOST_TEST(kiln::f16_bits(tiny * 1.5f) == 2);  // tie between 1 and 2 units: even
+  BOOST_TEST(kiln::f16_bits(std::ldexp(1.0f, -30)) == 0);
+  // bf16 keeps f32's range: f32 subnormals round like the rest.
+  BOOST_TEST(kiln::bf16_value(kiln::bf16_bits(std::ldexp(1.0f, -130))) == std::ldexp(1.0f, -130));
+}
+
+BOOST_AUTO_TEST_CASE(tensors_convert_between_types) {
+  const Tensor x = Tensor::from_f32({5}, {1.0f, -2.5f, 65519.0f, 1e-8f, 3.14159f});
+  const Tensor h = x.to(DType::f16);
+  BOOST_TEST((h.dtype() == DType::f16));
+  BOOST_TEST(h.nbytes() == 10u);
+  const auto hv = h.values<std::uint16_t>();
+  BOOST_TEST(hv[0] == 0x3c00u);
+  BOOST_TEST(hv[1] == 0xc100u);
+  BOOST_TEST(hv[2] == 0x7bffu);  // below 65520: the largest finite half
+  BOOST_TEST(hv[3] == 0u);       // below half the smallest subnormal
+  const Tensor b = x.to(DType::bf16);
+  BOOST_TEST((b.dtype() == DType::bf16));
+  BOOST_TEST(kiln::bf16_value(b.values<std::uint16_t>()[4]) == 3.140625f);
+  const Tensor back = h.to(DType::f32);
+  BOOST_TEST(back.values<float>()[1] == -2.5f);
+  BOOST_TEST(back.values<float>()[4] == kiln::f16_value(kiln::f16_bits(3.14159f)));
+  // f16 to bf16 goes through the value, each step to nearest even.
+  BOOST_TEST(kiln::bf16_value(h.to(DType::bf16).values<std::uint16_t>()[0]) == 1.0f);
+  BOOST_TEST(h.to(DType::i64).values<std::int64_t>()[1] == -2);
+  BOOST_TEST(is_float(DType::bf16));
+  BOOST_TEST(!is_float(DType::i32));
+  BOOST_TEST(kiln::dtype_name(DType::bf16) == "bf16");
+}
+
+BOOST_AUTO_TEST_CASE(npy_files_hold_f16_natively_and_bf16_as_two_byte_records) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "kiln_test_float16";
+  std::filesystem::create_directories(dir);
+  const Tensor x = Tensor::from_f32({2, 3}, {0.5f, -1.0f, 2.0f, 1e4f, -7.25f, 0.1f});
+  for (const DType dtype : {DType::f16, DType::bf16}) {
+    const std::string path = (dir / (std::string(kiln::dtype_name(dtype)) + ".npy")).string();
+    const Tensor t = x.to(dtype);
+    kiln::save_npy(path, t);
+    std::ifstream in(path, std::ios::binary);
+    std::string header(128, '\0');
+    in.read(header.data(), static_cast<std::streamsize>(header.size()));
+    BOOST_TEST(header.find(dtype == DType::f16 ? "'descr': '<f2'" : "'descr': '<V2'") != std::string::npos, header);
+    const Tensor loaded = kiln::load_npy(path);
+    BOOST_TEST((loaded.dtype() == dtype));
+    BOOST_TEST((loaded.shape() == kiln::Shape{2, 3}));
+    BOOST_TEST(std::equal(loaded.bytes().begin(), loaded.bytes().end(), t.bytes().begin()));
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// The reference computes 16-bit ops as PyTorch does: every case of
+// tests/fixtures/float16 (PyTorch's results on the CPU). Elementwise ops:
+// within one unit in the last place of the 16-bit type, nearly all exactly
+// (PyTorch computes in f32; kiln's reference in double, rounded to f32 and
+// then to 16 bits). Ops that sum (MatMul, Conv, reductions, Softmax,
+// LayerNormalization): within one epsilon of the type at the output's scale
+// (its largest magnitude), as their sums are ordered differently and their
+// small outputs come from cancellation.
+BOOST_AUTO_TEST_CASE(the_reference_computes_16_bit_ops_as_pytorch_does) {
+  std::ifstream in(fixture_dir() / "cases.json");
+  BOOST_TEST_REQUIRE(in.good());
+  const nlohmann::json listed = nlohmann::json::parse(in);
+  const std::set<std::string> sums = {"MatMul", "Conv", "ReduceSum", "ReduceMean", "Softmax", "LayerNormalization"};
+  int cases = 0;
+  for (const nlohmann::json& c : listed.at("cases")) {
+    kiln::graph::Node node;
+    node.op = c.at("op").get<std::string>();
+    node.name = c.at("case").get<std::string>();
+    for (const auto& [name, value] : c.at("attributes").items()) {
+      if (value.is_array()) node.attrs.set(name, value.get<std::vector<std::int64_t>>());
+      else if (value.is_number_float()) node.attrs.set(name, value.get<float>());
+      else node.attrs.set(name, value.get<std::int64_t>());
+    }
+    std::vector<Tensor> inputs;
+    for (const nlohmann::json& file : c.at("inputs")) {
+      node.inputs.push_back(static_cast<kiln::graph::ValueId>(inputs.size()));
+      inputs.push_back(kiln::load_npy((fixture_dir() / file.get<std::string>()).string()));
+    }
+    const Tensor want = kiln::load_npy((fixture_dir() / c.at("output").get<std::string>()).string());
+    const DType dtype = want.dtype();
+    const std::string what = node.name + " in " + c.at("dtype").get<std::string>();
+    const std::vector<Tensor> got = kiln::graph::get_op(node.op).reference(node, inputs);
+    BOOST_TEST_REQUIRE(got.size() == 1u, what);
+    BOOST_TEST_REQUIRE((got[0].dtype() == dtype), what << ": " << kiln::dtype_name(got[0].dtype()));
+    BOOST_TEST_REQUIRE((got[0].shape() == want.shape()), what);
+    const auto g = got[0].values<std::uint16_t>(), w = want.values<std::uint16_t>();
+    const double epsilon = dtype == DType::f16 ? std::ldexp(1.0, -10) : std::ldexp(1.0, -7);
+    double scale = 0;
+    for (const std::uint16_t bits : w) scale = std::max(scale, std::fabs(static_cast<double>(value_of(dtype, bits))));
+    const bool sum = sums.contains(node.op);
+    std::size_t exact = 0;
+    for (std::size_t i = 0; i < w.size(); ++i) {
+      const double a = value_of(dtype, g[i]), b = value_of(dtype, w[i]);
+      exact += a == b ? 1 : 0;
+      // Neighbouring values of one sign differ by one in their bits.
+      const bool within = sum ? std::fabs(a - b) <= epsilon * scale
+                              : a == b || std::abs(static_cast<int>(g[i]) - static_cast<int>(w[i])) <= 1;
+      BOOST_TEST(within, what << " element " << i << ": " << a << ", PyTorch " << b);
+    }
+    if (!sum) BOOST_TEST(exact * 100 >= w.size() * 97, what << ": " << exact << " of " << w.size() << " exactly PyTorch's");
+    ++cases;
+  }
+  BOOST_TEST(cases == 36);
+}
+
+// Inference types a 16-bit graph as 16-bit: an op on f16 inputs gives f16
+// (f32 inputs beside them excepted by ONNX), comparisons give bool, Cast
+// what it names.
+BOOST_AUTO_TEST_CASE(inference_keeps_16_bit_types) {
+  using kiln::graph::TensorType;
+  kiln::graph::Node add;
+  add.op = "Add";
+  add.name = "add";
+  add.inputs = {0, 1};
+  const std::vector<TensorType> halves = {{DType::f16, {2, 3}}, {DType::f16, {3}}};
+  BOOST_TEST((kiln::graph::infer_node(add, halves).at(0).dtype == DType::f16));
+  const std::vector<TensorType> brains = {{DType::bf16, {2, 3}}, {DType::bf16, {3}}};
+  BOOST_TEST((kiln::graph::infer_node(add, brains).at(0).dtype == DType::bf16));
+  kiln::graph::Node less = add;
+  less.op = "Less";
+  BOOST_TEST((kiln::graph::infer_node(less, halves).at(0).dtype == DType::boolean));
+  kiln::graph::Node cast;
+  cast.op = "Cast";
+  cast.name = "cast";
+  cast.inputs = {0};
+  cast.attrs.set("to", std::int64_t{1});
+  const std::vector<TensorType> bf16_input = {{DType::bf16, {4}}}, f32_input = {{DType::f32, {4}}};
+  BOOST_TEST((kiln::graph::infer_node(cast, bf16_input).at(0).dtype == DType::f32));
+  cast.attrs.set("to", std::int64_t{16});
+  BOOST_TEST((kiln::graph::infer_node(cast, f32_input).at(0).dtype == DType::bf16));
+}
+
+// A model of 16-bit tensors runs end to end, eagerly and compiled, and
+// computes what the reference computes. Kernels are f32 only so far: its
+// nodes run on the host, each a graph break that says why.
+BOOST_AUTO_TEST_CASE(a_16_bit_model_runs_and_says_where) {
+  for (const DType dtype : {DType::f16, DType::bf16}) {
+    kiln::Builder b("half_model");
+    const auto x = b.input("x", dtype, {2, 8});
+    const Tensor w = Tensor::from_f32({8, 4}, {0.5f, -1, 2, 0.25f, 1, 1, -0.5f, 3, 0, 2, 1, -1, 0.125f, 0.5f, 1, 2,
+                                               -2, 1, 0, 1, 1, -1, 0.5f, 0.75f, 2, 0, 1, 1, -1, 1, 1, 0})
+                         .to(dtype);
+    const auto y = b.relu(b.add(b.matmul(x, b.constant("w", w)), b.constant("bias", Tensor::from_f32({4}, {0.5f, -0.25f, 1, 0}).to(dtype))));
+    const kiln::Model model = b.build({y});
+    BOOST_TEST((model.outputs().at(0).dtype == dtype));
+    Tensor input = Tensor::from_f32({2, 8}, {1, 2, 3, 4, -1, -2, 0.5f, 0.25f, 0, 1, 0, 1, 0, 1, 0, 1}).to(dtype);
+    const Tensor want = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<Tensor>{input}).at(0);
+    auto eager = kiln::eager(model, {.backend = "cpu"});
+    auto compiled = kiln::compile(model, {.backend = "cpu"});
+    for (const Tensor& got : {eager({input}).at(0), compiled({input}).at(0)}) {
+      BOOST_TEST((got.dtype() == dtype));
+      BOOST_TEST(std::equal(got.bytes().begin(), got.bytes().end(), want.bytes().begin()));
+    }
+    const std::string explained = compiled.explain();
+    BOOST_TEST(explained.find("graph break: MatMul 'mat_mul': dtype " + std::string(kiln::dtype_name(dtype)) +
+                              " of input 0 is not supported") != std::string::npos,
+               explained);
+  }
+}
