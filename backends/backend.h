@@ -53,6 +53,9 @@ struct TargetDesc {
   // maxPushConstantsSize, at least 128); 0: no stated limit.
   std::uint32_t max_kernel_param_bytes = 0;
   bool fp16 = false;
+  // TF32 matrix units (NVIDIA sm_80 and later): what the precision settings
+  // float32_matmul_precision=high and conv_allow_tf32 may use.
+  bool tf32 = false;
   bool int64 = false;
   bool storage8 = false;  // one-byte elements in buffers (kernels with bool tensors)
   bool timestamps = false;

@@ -9,6 +9,7 @@
 #include <kiln/float16.h>
 #include <kiln/kiln.h>
 #include <kiln/npy.h>
+#include <kiln/settings.h>
 #include <kiln/tensor.h>
 
 #include "graph/model_access.h"
@@ -285,4 +286,24 @@ BOOST_AUTO_TEST_CASE(a_16_bit_model_runs_and_says_where) {
                               " of input 0 is not supported") != std::string::npos,
                explained);
   }
+}
+
+// PyTorch's precision settings, with its names and defaults; on a device
+// without TF32 (every device here) they change nothing, and explain() says so.
+BOOST_AUTO_TEST_CASE(precision_settings_have_pytorchs_names_and_defaults) {
+  const kiln::Settings defaults;
+  BOOST_TEST(defaults.choice("float32_matmul_precision") == "highest");
+  BOOST_TEST(defaults.flag("conv_allow_tf32"));
+  BOOST_TEST(defaults.with("float32_matmul_precision", "medium").choice("float32_matmul_precision") == "medium");
+  BOOST_CHECK_THROW(defaults.with("float32_matmul_precision", "low"), kiln::Error);
+  kiln::Builder b("precision");
+  const auto x = b.input("x", DType::f32, {1, 4});
+  const kiln::Model model = b.build({b.relu(x)});
+  auto compiled = kiln::compile(model, {.backend = "cpu"});
+  compiled({Tensor::from_f32({1, 4}, {1, -1, 2, -2})});
+  const std::string explained = compiled.explain();
+  BOOST_TEST(explained.find("precision: float32_matmul_precision highest, conv_allow_tf32 on: no effect on ") !=
+                 std::string::npos,
+             explained);
+  BOOST_TEST(explained.find("which has no TF32: f32 products in f32") != std::string::npos, explained);
 }

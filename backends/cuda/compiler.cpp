@@ -3,6 +3,7 @@
 #include "backends/cuda/nvrtc_library.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <charconv>
 #include <memory>
 
@@ -103,6 +104,9 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
   target.device_memory_bytes = memory_bytes;
   target.min_buffer_offset_alignment = 256;  // cudaMalloc's alignment
   target.fp16 = true;
+  // TF32 tensor cores since sm_80 (arch: sm_<cc> or compute_<cc>).
+  const std::size_t digits = arch.find_last_of('_');
+  target.tf32 = digits != std::string::npos && std::atoi(arch.c_str() + digits + 1) >= 80;
   target.int64 = true;
   target.storage8 = true;
   target.timestamps = true;

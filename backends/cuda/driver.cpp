@@ -101,6 +101,7 @@ TargetDesc read_device(const DriverLibrary& api, int ordinal, const std::string&
   target.device_memory_bytes = memory;
   target.min_buffer_offset_alignment = 256;  // cudaMalloc's alignment
   target.fp16 = major * 10 + minor >= 53;     // native half arithmetic since sm_53
+  target.tf32 = major >= 8;                    // TF32 tensor cores since sm_80
   target.int64 = true;
   target.storage8 = true;
   target.timestamps = true;  // CUDA events

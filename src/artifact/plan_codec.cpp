@@ -200,6 +200,7 @@ json encode_target(const backend::TargetDesc& t) {
           {"device_name", t.device_name},
           {"device_type", t.device_type},
           {"offline", t.offline},
+          {"tf32", t.tf32},
           {"cpu_cores", t.cpu_cores},
           {"driver", t.driver},
           {"api_version", t.api_version},
@@ -233,6 +234,7 @@ backend::TargetDesc decode_target(const json& j) {
   j.at("device_name").get_to(t.device_name);
   j.at("device_type").get_to(t.device_type);
   j.at("offline").get_to(t.offline);
+  t.tf32 = j.value("tf32", false);
   j.at("cpu_cores").get_to(t.cpu_cores);
   j.at("driver").get_to(t.driver);
   j.at("api_version").get_to(t.api_version);

@@ -118,6 +118,20 @@ struct Tuning {
 };
 
 // The tune setting as this compile applies it: "records" when the budget is 0.
+// What PyTorch's precision settings do on this device (explain()). kiln's
+// f32 kernels compute in f32 on every device so far: TF32 and bf16 products
+// are not used yet, and the line says so.
+std::string precision_line(const Settings& settings, const backend::TargetDesc& target) {
+  const std::string& matmul = settings.choice("float32_matmul_precision");
+  const bool conv_tf32 = settings.flag("conv_allow_tf32");
+  std::string line = "precision: float32_matmul_precision " + matmul + ", conv_allow_tf32 " + (conv_tf32 ? "on" : "off");
+  const bool asks_tf32 = matmul == "high" || conv_tf32;
+  if (matmul == "medium") return line + ": f32 products in f32 (kiln's kernels do not compute them in bf16 yet)";
+  if (!asks_tf32) return line + ": f32 products in f32";
+  if (!target.tf32) return line + ": no effect on " + target.device_name + ", which has no TF32: f32 products in f32";
+  return line + ": f32 products in f32 (kiln's kernels do not use " + target.device_name + "'s TF32 yet)";
+}
+
 std::string tune_policy(const Settings& settings) {
   if (settings.seconds("tune_budget") <= 0) return "records";
   return settings.choice("tune");
@@ -813,6 +827,7 @@ std::string Executor::explain() const {
     out << "settings (value, then where it came from):\n";
     std::istringstream lines(options_.settings.describe());
     for (std::string line; std::getline(lines, line);) out << "  " << line << "\n";
+    out << precision_line(options_.settings, target) << "\n";
   }
   if (model_.import_pending()) {
     try {
