@@ -14,16 +14,15 @@ using detail::ceil_div;
 namespace {
 
 // Register blocks the heuristic uses, largest first. GEMM blocks go to 8 x 8:
-// on lavapipe, which scalarises buffer loads, loads per multiply-add decide
-// the speed (8x8: 2.0x the GFLOP/s of 4x4 on 1024^3, spills included), and
-// 64 accumulators fit a GPU's register file.
+// where a driver scalarises buffer loads, loads per multiply-add decide the
+// speed, and 64 accumulators fit a GPU's register file
+// (docs/benchmarks/template-thresholds.md has the figures).
 constexpr std::array<std::uint32_t, 4> kGemmTiles = {8, 4, 2, 1};
-// On CPU devices a GEMM block may span 16 columns: 8x16 with vec4 loads reaches
-// 25-27 GFLOP/s on 2048^3 on lavapipe (8x8: 23-24.6; 16x8 25.5, 16x16 24.5).
+// On CPU devices a GEMM block may span 16 columns: 8x16 with vec4 loads is the
+// fastest block there.
 constexpr std::array<std::uint32_t, 5> kCpuGemmColumnTiles = {16, 8, 4, 2, 1};
-// Direct convolutions block up to 8 output channels x 8 output columns: on
-// lavapipe c8_w8 (packed weights) runs ResNet-50's 3x3 convolutions at 9-11
-// GFLOP/s, where c4_w4 ran 5 and c4_w1/c4_w2 (7- and 14-wide outputs) 2-4.
+// Direct convolutions block up to 8 output channels x 8 output columns: the
+// largest block is the fastest on ResNet-50's 3x3 convolutions.
 constexpr std::array<std::uint32_t, 4> kTiles = {8, 4, 2, 1};
 constexpr std::array<std::uint32_t, 4> kDepthwiseWidths = {8, 4, 2, 1};
 constexpr std::uint32_t kKUnroll = 4;

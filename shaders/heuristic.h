@@ -31,13 +31,11 @@ ConvPlan choose_conv_plan(const ConvProblem& problem, ConvAlgorithm algorithm, c
 // the compile pass that packs direct-convolution weights
 // (graph/passes/pack_weights.cpp) makes the same decision: 1x1 convolutions
 // that are not a plain GEMM (strided or padded, with more than one input
-// channel per group) and have at least kMinImplicitGemmColumns output pixels.
-// Measured on lavapipe (ResNet-50 shapes, 2 threads): there it matches or
-// beats the direct kernel (1x1 stride 2 to 28x28: 9.2-9.7 vs 6.2-9.2
-// GFLOP/s); on a 7x7 output, where 16-column blocks do not fit, and on every
-// window with taps, the direct kernel's row-segment reuse wins (3x3: c8_w8
-// 8-11 GFLOP/s, implicit GEMM 3-4.7, its 16 gathered loads per 128
-// multiply-adds against 10 per 192).
+// channel per group) and have at least kMinImplicitGemmColumns output pixels:
+// there it matches or beats the direct kernel; on smaller outputs, where
+// 16-column blocks do not fit, and on every window with taps, the direct
+// kernel's row-segment reuse wins (fewer loads per multiply-add). Figures:
+// docs/benchmarks/template-thresholds.md.
 inline constexpr std::int64_t kMinImplicitGemmColumns = 256;
 bool prefers_implicit_gemm(const ConvProblem& problem);
 

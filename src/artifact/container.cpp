@@ -71,7 +71,7 @@ std::shared_ptr<std::byte> map_private(const std::filesystem::path& path, std::s
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return nullptr;
   // Read-only: populating a writable private mapping costs as much as reading
-  // the file (about 60 ms for ResNet-50's 160 MB plan), a read-only one ~3 ms.
+  // the file; a read-only one a small fraction (docs/benchmarks/warm-start.md).
   void* p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
   ::close(fd);  // the mapping keeps the file
   if (p == MAP_FAILED) return nullptr;

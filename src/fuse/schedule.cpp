@@ -21,13 +21,7 @@ constexpr std::int64_t kGemmTileRows = 8;
 // Consumers that read every element of an input many times (a convolution
 // window, a resize's interpolation taps, a GEMM's operand once per tile of
 // the other side) would run a prologue once per read, which measured slower
-// than writing the value once: segformer_b0's Transposes inlined into its 3x3
-// depthwise convolutions took 10.9 ms against 6.9 ms for the convolutions
-// alone plus well under 1 ms for the Transposes; efficientnet_b0's
-// squeeze-excitation multiply inlined into a 1x1 convolution doubled its
-// loads of the activation (1152 -> 320 channels at 7x7, profiled side by side
-// on a loaded machine: 9.0-9.3 ms fused, 3.3-6.2 ms for the convolution alone
-// plus 0.25 ms for the multiply).
+// than writing the value once (docs/benchmarks/pass-thresholds.md).
 bool rereads_each_input_element(const graph::Graph& g, const graph::Node& consumer,
                                 const std::vector<graph::NodeId>& producer_nodes) {
   if (consumer.op == "Resize") return true;

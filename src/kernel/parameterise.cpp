@@ -433,14 +433,19 @@ bool same_shared(const std::vector<SharedArray>& a, const std::vector<SharedArra
   });
 }
 
+// Whether `literal` (a kernel without parameters) has the name, sizes,
+// buffers and shared arrays of `kernel`: what match_parameters() and
+// generalise_parameters() require before walking the bodies.
+bool same_interface(const Kernel& kernel, const Kernel& literal) {
+  return literal.params.empty() && !literal.global_size_param && kernel.name == literal.name &&
+         kernel.workgroup_size == literal.workgroup_size && kernel.subgroup_size == literal.subgroup_size &&
+         same_buffers(kernel.buffers, literal.buffers) && same_shared(kernel.shared, literal.shared);
+}
+
 }  // namespace
 
 std::optional<std::vector<std::int32_t>> match_parameters(const Kernel& parameterised, const Kernel& literal) {
-  if (!literal.params.empty() || literal.global_size_param) return std::nullopt;
-  if (parameterised.name != literal.name || parameterised.workgroup_size != literal.workgroup_size ||
-      parameterised.subgroup_size != literal.subgroup_size || !same_buffers(parameterised.buffers, literal.buffers) ||
-      !same_shared(parameterised.shared, literal.shared))
-    return std::nullopt;
+  if (!same_interface(parameterised, literal)) return std::nullopt;
   ParameterMatcher matcher(parameterised.params.size());
   if (!matcher.stmts(parameterised.body, literal.body)) return std::nullopt;
   if (parameterised.global_size_param) {
@@ -459,11 +464,7 @@ std::optional<std::vector<std::int32_t>> match_parameters(const Kernel& paramete
 }
 
 std::optional<Kernel> generalise_parameters(const Kernel& set_kernel, const Kernel& literal, std::size_t max_params) {
-  if (!literal.params.empty() || literal.global_size_param) return std::nullopt;
-  if (set_kernel.name != literal.name || set_kernel.workgroup_size != literal.workgroup_size ||
-      set_kernel.subgroup_size != literal.subgroup_size || !same_buffers(set_kernel.buffers, literal.buffers) ||
-      !same_shared(set_kernel.shared, literal.shared))
-    return std::nullopt;
+  if (!same_interface(set_kernel, literal)) return std::nullopt;
   ParameterGeneraliser generaliser(set_kernel.params.size());
   Kernel out = set_kernel;
   out.body = generaliser.stmts(set_kernel.body, literal.body);
