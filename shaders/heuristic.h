@@ -7,7 +7,7 @@
 
 #include "shaders/conv_template.h"
 #include "shaders/knobs.h"
-#include "src/lower/target.h"
+#include "shaders/target.h"
 
 #include <cstdint>
 #include <vector>

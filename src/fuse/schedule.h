@@ -19,7 +19,7 @@
 #include "backends/backend.h"
 #include "graph/ir.h"
 #include "src/fuse/epilogue.h"
-#include "src/lower/target.h"
+#include "shaders/target.h"
 
 #include <cstddef>
 #include <cstdint>

@@ -5,7 +5,7 @@
 #include "graph/ir.h"
 #include "shaders/conv_template.h"
 #include "src/kernel/ir.h"
-#include "src/lower/target.h"
+#include "shaders/target.h"
 
 #include <cstdint>
 #include <limits>

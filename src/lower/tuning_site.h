@@ -7,7 +7,7 @@
 #include "shaders/conv_template.h"
 #include "shaders/gemm_template.h"
 #include "src/kernel/ir.h"
-#include "src/lower/target.h"
+#include "shaders/target.h"
 
 #include <span>
 #include <string>

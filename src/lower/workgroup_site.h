@@ -8,7 +8,7 @@
 
 #include "graph/ir.h"
 #include "src/kernel/ir.h"
-#include "src/lower/target.h"
+#include "shaders/target.h"
 
 #include <cstdint>
 #include <optional>

@@ -15,7 +15,7 @@
 
 #include <kiln/settings.h>
 
-#include "src/lower/target.h"
+#include "shaders/target.h"
 #include "src/tune/database.h"
 #include "src/tune/site.h"
 #include "src/tune/tuner.h"

@@ -7,7 +7,7 @@
 
 #include "graph/ir.h"
 #include "src/kernel/ir.h"
-#include "src/lower/target.h"
+#include "shaders/target.h"
 
 #include <optional>
 #include <string>

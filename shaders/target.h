@@ -1,7 +1,9 @@
-// What lowering knows of the device a kernel will run on: the few capability
-// fields kernel templates choose their knobs from (tile sizes, workgroup
-// shape). A plain record, filled by the runtime from backend::TargetDesc; the
-// default describes a generic GPU and gives good kernels on lavapipe too.
+// What the kernel templates (and lowering) know of the device a kernel will
+// run on: the few capability fields templates choose their knobs from (tile
+// sizes, workgroup shape). A plain record, filled by the runtime from
+// backend::TargetDesc; the default describes a generic GPU and gives good
+// kernels on lavapipe too. It lives with the templates, its first readers, so
+// that shaders/ includes nothing from the compiler that uses it.
 #pragma once
 
 #include <cstdint>
