@@ -94,6 +94,9 @@ std::optional<std::string> Backend::supports(const KernelRequirements& kernel, c
   if (kernel.storage8 && !target.storage8)
     return who + " reads or writes 8-bit buffer elements (bool tensors), which " + target_label(target) +
            " lacks (storageBuffer8BitAccess)";
+  if (kernel.storage16 && !target.storage16)
+    return who + " reads or writes 16-bit buffer elements (f16 or bf16 tensors), which " + target_label(target) +
+           " lacks (storageBuffer16BitAccess)";
   if (kernel.subgroup_size != 0) {
     const std::uint32_t lanes = target.subgroup_size;
     if (!target.subgroup_basic || (kernel.subgroup_broadcast && !target.subgroup_broadcast))

@@ -58,6 +58,9 @@ struct TargetDesc {
   bool tf32 = false;
   bool int64 = false;
   bool storage8 = false;  // one-byte elements in buffers (kernels with bool tensors)
+  // Two-byte elements in buffers (kernels with f16 or bf16 tensors, which
+  // they convert to f32 to compute: no 16-bit arithmetic needed).
+  bool storage16 = false;
   bool timestamps = false;
   // Subgroup operations kernels may use in compute (Vulkan: supportedStages
   // has COMPUTE and supportedOperations BASIC / BALLOT; CUDA/HIP: warp
@@ -98,6 +101,7 @@ struct KernelRequirements {
   bool fp16 = false;
   bool int64 = false;     // it computes with i64 values
   bool storage8 = false;  // it reads or writes one-byte (bool) buffer elements
+  bool storage16 = false; // it reads or writes two-byte (f16, bf16) buffer elements
   std::uint32_t param_bytes = 0;  // per-dispatch parameters (4 bytes each)
   std::uint32_t subgroup_size = 0;  // lanes its subgroup operations assume; 0: none used
   bool subgroup_broadcast = false;  // it broadcasts between lanes

@@ -1,9 +1,54 @@
 // Language tables shared by several backends.
 #include "backends/language.h"
 
+#include <string>
 #include <utility>
 
 namespace kiln::backend {
+
+namespace {
+
+std::string substitute(std::string pattern, const std::string& a) {
+  for (std::size_t at = pattern.find("{a}"); at != std::string::npos; at = pattern.find("{a}", at + a.size()))
+    pattern.replace(at, 3, a);
+  return pattern;
+}
+
+}  // namespace
+
+std::string storage16_conversions(const std::string& qualifier, const std::string& u32, const std::string& u16,
+                                  const std::string& bits, const std::string& value) {
+  const std::string& q = qualifier;
+  // f16: a normal result drops 13 mantissa bits, a subnormal one counts
+  // units of 2^-24; both round on the dropped bits, and a carry moves into
+  // the exponent (or to infinity) correctly.
+  return q + " " + u16 + " kiln_f32_to_f16(float f) {\n" +
+         "  " + u32 + " x = " + substitute(bits, "f") + ";\n" +
+         "  " + u32 + " sign = (x >> 16) & 0x8000u;\n" +
+         "  x &= 0x7fffffffu;\n" +
+         "  if (x >= 0x7f800000u) return (" + u16 + ")(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));\n" +
+         "  if (x >= 0x47800000u) return (" + u16 + ")(sign | 0x7c00u);\n" +
+         "  " + u32 + " e = x >> 23, m = x & 0x7fffffu, r, shift;\n" +
+         "  if (e >= 113u) { r = ((e - 112u) << 10) | (m >> 13); shift = 13u; }\n" +
+         "  else { if (e < 102u) return (" + u16 + ")sign; m |= 0x800000u; shift = 126u - e; r = m >> shift; }\n" +
+         "  " + u32 + " rem = m & ((1u << shift) - 1u), half_unit = 1u << (shift - 1u);\n" +
+         "  if (rem > half_unit || (rem == half_unit && (r & 1u) != 0u)) r += 1u;\n" +
+         "  return (" + u16 + ")(sign | r);\n" +
+         "}\n" +
+         q + " float kiln_f16_to_f32(" + u16 + " h) {\n" +
+         "  " + u32 + " sign = ((" + u32 + ")h & 0x8000u) << 16, e = ((" + u32 + ")h >> 10) & 0x1fu, m = (" + u32 +
+         ")h & 0x3ffu;\n" +
+         "  if (e == 0u) { float s = (float)m * 5.9604644775390625e-8f; return sign != 0u ? -s : s; }\n" +
+         "  if (e == 31u) return " + substitute(value, "sign | 0x7f800000u | (m << 13)") + ";\n" +
+         "  return " + substitute(value, "sign | ((e + 112u) << 23) | (m << 13)") + ";\n" +
+         "}\n" +
+         q + " " + u16 + " kiln_f32_to_bf16(float f) {\n" +
+         "  " + u32 + " x = " + substitute(bits, "f") + ";\n" +
+         "  if ((x & 0x7fffffffu) > 0x7f800000u) return (" + u16 + ")((x >> 16) | 0x40u);\n" +
+         "  return (" + u16 + ")((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n" +
+         "}\n" +
+         q + " float kiln_bf16_to_f32(" + u16 + " h) { return " + substitute(value, "(" + u32 + ")h << 16") + "; }\n";
+}
 
 LanguageTable cuda_style_language(std::string name, std::string prelude) {
   // CUDA C++ as NVRTC and hiprtc read it: buffers are __restrict__ pointer
@@ -21,6 +66,30 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
   t.bool_storage = "unsigned char";
   t.bool_from_storage = "(({a}) != 0)";
   t.bool_to_storage = "((unsigned char)(({a}) ? 1 : 0))";
+  // 16-bit floats as their bits: NVRTC finds cuda_fp16.h only with the
+  // toolkit's include folder, which a deployed machine may lack, so f16
+  // conversions are the PTX instructions its __half uses (cvt.rn: nearest
+  // even) and bf16 the integer rounding (cvt.rn.bf16 needs sm_80).
+  t.f16_storage = "unsigned short";
+  t.f16_from_storage = "kiln_f16_to_f32({a})";
+  t.f16_to_storage = "kiln_f32_to_f16({a})";
+  t.bf16_storage = "unsigned short";
+  t.bf16_from_storage = "kiln_bf16_to_f32({a})";
+  t.bf16_to_storage = "kiln_f32_to_bf16({a})";
+  t.storage16_helpers =
+      "__device__ __forceinline__ unsigned short kiln_f32_to_f16(float f) {\n"
+      "  unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h;\n"
+      "}\n"
+      "__device__ __forceinline__ float kiln_f16_to_f32(unsigned short h) {\n"
+      "  float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f;\n"
+      "}\n"
+      "__device__ __forceinline__ unsigned short kiln_f32_to_bf16(float f) {\n"
+      "  unsigned int x = __float_as_uint(f);\n"
+      "  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);\n"
+      "  return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
+      "}\n"
+      "__device__ __forceinline__ float kiln_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned int)h << "
+      "16); }\n";
   t.float_suffix = "f";
   t.float_inf = "__int_as_float(0x7f800000)";
   t.float_nan = "__int_as_float(0x7fc00000)";
@@ -103,6 +172,17 @@ LanguageTable c99_language(std::string prelude) {
   t.bool_storage = "uint8_t";
   t.bool_from_storage = "(({a}) != 0)";
   t.bool_to_storage = "((uint8_t)(({a}) ? 1 : 0))";
+  // 16-bit floats as their bits (C99 has no 16-bit float type; _Float16 is
+  // an optional extension), converted exactly by integer helpers.
+  t.f16_storage = "uint16_t";
+  t.f16_from_storage = "kiln_f16_to_f32({a})";
+  t.f16_to_storage = "kiln_f32_to_f16({a})";
+  t.bf16_storage = "uint16_t";
+  t.bf16_from_storage = "kiln_bf16_to_f32({a})";
+  t.bf16_to_storage = "kiln_f32_to_bf16({a})";
+  t.storage16_helpers = storage16_conversions("static inline", "uint32_t", "uint16_t",
+                                              "((union { float f; uint32_t u; }){ .f = ({a}) }).u",
+                                              "((union { uint32_t u; float f; }){ .u = ({a}) }).f");
   t.float_suffix = "f";
   t.float_inf = "INFINITY";
   t.float_nan = "NAN";

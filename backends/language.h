@@ -30,6 +30,16 @@ struct LanguageTable {
   // after the prelude of a kernel with i64 values (CUDA/HIP); empty where
   // the language needs none.
   std::string int64_directives, storage8_directives, int64_helpers;
+  // 16-bit float buffers (kir f16 and bf16: storage types whose values are
+  // f32). Elements are declared as *_storage; *_from_storage widens a loaded
+  // element {a} to float (exactly) and *_to_storage rounds a float {a} to
+  // nearest even for the store, as kir defines it. storage16_directives
+  // follow version_directive and storage16_helpers the prelude in a kernel
+  // with such a buffer. Vector loads and stores of these buffers render as
+  // one scalar access per component.
+  std::string f16_storage, f16_from_storage, f16_to_storage;
+  std::string bf16_storage, bf16_from_storage, bf16_to_storage;
+  std::string storage16_directives, storage16_helpers;
   // Float literal suffix ("" for GLSL, "f" for CUDA/HIP).
   std::string float_suffix;
   // Expressions for +infinity and a quiet NaN (no language has a literal).
@@ -127,8 +137,18 @@ struct LanguageTable {
   std::string cast;                 // "{type}({a})" or "(({type})({a}))"; placeholders {type} {a}
 };
 
+// Exact f32 -> f16 and f32 <-> bf16 conversions written in 32-bit integer
+// arithmetic (nearest even, NaN to a quiet NaN, the kir rule), for C-style
+// languages: kiln_f32_to_f16, kiln_f16_to_f32 (f16 as its bits),
+// kiln_f32_to_bf16, kiln_bf16_to_f32. `qualifier` starts each function
+// ("static inline", "__device__ __forceinline__"); `u32` and `u16` name the
+// integer types; `bits` and `value` are the bit casts f32 -> u32 and back,
+// with {a} for the operand.
+std::string storage16_conversions(const std::string& qualifier, const std::string& u32, const std::string& u16,
+                                  const std::string& bits, const std::string& value);
+
 // The table of CUDA C++ as NVRTC and hiprtc compile it; HIP differs from CUDA
-// only in its name and prelude.
+// only in its name, prelude, 16-bit types and broadcast.
 LanguageTable cuda_style_language(std::string name, std::string prelude);
 
 // The table of C99 as the null template spells it: one call of the kernel

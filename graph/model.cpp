@@ -4,6 +4,9 @@
 
 #include "graph/ir.h"
 #include "graph/model_access.h"
+#include "graph/passes/passes.h"
+
+#include <utility>
 
 namespace kiln {
 
@@ -18,6 +21,21 @@ std::vector<TensorSpec> specs(const graph::Graph& g, const std::vector<graph::Va
   }
   return result;
 }
+
+// A model with symbolic dims made again for other shapes is converted again.
+class FloatTypeShapeSource : public internal::ShapeSource {
+ public:
+  FloatTypeShapeSource(std::shared_ptr<const internal::ShapeSource> source, DType dtype)
+      : source_(std::move(source)), dtype_(dtype) {}
+  const std::vector<std::vector<std::string>>& symbolic_dims() const override { return source_->symbolic_dims(); }
+  Model instantiate(const std::vector<Shape>& input_shapes) const override {
+    return source_->instantiate(input_shapes).with_float_type(dtype_);
+  }
+
+ private:
+  std::shared_ptr<const internal::ShapeSource> source_;
+  DType dtype_;
+};
 
 }  // namespace
 
@@ -48,6 +66,24 @@ std::vector<TensorSpec> Model::outputs() const {
 Model Model::with_task(std::string task) const {
   Model copy = *this;
   copy.task_ = std::move(task);
+  return copy;
+}
+
+Model Model::with_float_type(DType dtype) const {
+  KILN_CHECK(dtype == DType::f16 || dtype == DType::bf16, ErrorKind::InvalidArgument,
+             "model '" + name_ + "': with_float_type converts to f16 or bf16, not " + std::string(dtype_name(dtype)));
+  std::shared_ptr<const internal::ShapeSource> shapes;
+  if (shapes_) shapes = std::make_shared<const FloatTypeShapeSource>(shapes_, dtype);
+  if (pending_) {
+    // The graph holds the inputs alone until the first call imports the model (converted then).
+    Model copy = internal::ModelAccess::pending(graph_, name_, shapes, *pending_);
+    copy.task_ = task_;
+    return copy;
+  }
+  graph::passes::PassResult converted = graph::passes::convert_float_type(*graph_, {.to = dtype});
+  Model copy(std::make_shared<const graph::Graph>(std::move(converted.graph)), name_);
+  copy.task_ = task_;
+  copy.shapes_ = std::move(shapes);
   return copy;
 }
 

@@ -7,7 +7,8 @@
 //   buffers, empty and large transfers, texel buffers at offsets, copies,
 //   dispatch chains, 300 dispatches on a 2-D grid, recorded replay,
 //   parameter blocks, shared memory with barriers, integer and math
-//   semantics against the kir interpreter, timestamps, errors (bad
+//   semantics against the kir interpreter, 16-bit float storage rounded
+//   bit for bit as the interpreter rounds it, timestamps, errors (bad
 //   bindings, regions outside a buffer, out of memory, a bad device index)
 //   and a device still usable after them, and command-list misuse (submit
 //   before finish, recording after it, misaligned bindings, too many
@@ -28,9 +29,11 @@
 #include "src/render/cstyle.h"
 
 #include <kiln/error.h>
+#include <kiln/float16.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <iostream>
@@ -141,7 +144,7 @@ Outcome compare_f32(const std::string& what, const std::vector<std::byte>& got, 
   const auto g = values_of<float>(got), w = values_of<float>(want);
   for (std::size_t i = 0; i < w.size(); ++i) {
     const bool both_nan = std::isnan(g[i]) && std::isnan(w[i]);
-    if (both_nan || std::fabs(g[i] - w[i]) <= tolerance * std::max(1.0f, std::fabs(w[i]))) continue;
+    if (both_nan || g[i] == w[i] || std::fabs(g[i] - w[i]) <= tolerance * std::max(1.0f, std::fabs(w[i]))) continue;
     return what + "[" + std::to_string(i) + "] is " + std::to_string(g[i]) + ", the interpreter gives " +
            std::to_string(w[i]);
   }
@@ -346,6 +349,105 @@ Outcome arithmetic_matches_the_interpreter(const Kit& kit) {
   return compare_f32("math", got[2], want[2], kit.tolerance());
 }
 
+// f32 values that exercise rounding to f16 and bf16: every f16 value, the
+// midpoints between neighbours (ties, to even) and the floats either side
+// of them, bf16 ties, the overflow edges, subnormals and infinities.
+std::vector<float> rounding_probes() {
+  std::vector<float> v;
+  auto next = [](float x, int steps) {
+    for (int i = 0; i < std::abs(steps); ++i) x = std::nextafter(x, steps > 0 ? INFINITY : -INFINITY);
+    return x;
+  };
+  for (std::uint32_t h = 0; h < 0x10000u; h += 3) {
+    const float a = kiln::f16_value(static_cast<std::uint16_t>(h));
+    const float b = kiln::f16_value(static_cast<std::uint16_t>(h + 1));
+    if (std::isnan(a) || std::isnan(b)) continue;
+    const float mid = std::isinf(b) ? 65520.0f * (a < 0 ? -1.0f : 1.0f) : (a + b) / 2;
+    v.insert(v.end(), {a, mid, next(mid, 1), next(mid, -1)});
+    std::uint32_t tie = (h << 16) | 0x8000u;  // halfway between two bf16 values
+    float t;
+    std::memcpy(&t, &tie, 4);
+    if (!std::isnan(t)) v.insert(v.end(), {t, next(t, 1)});
+  }
+  v.insert(v.end(), {65504.0f, 65519.996f, 65520.0f, 3.4e38f, -3.4e38f, 1e-8f, 2.9802322e-8f, 2.9802326e-8f, -1e-30f,
+                     INFINITY, -INFINITY, 0.0f, -0.0f});
+  while (v.size() % 4 != 0) v.push_back(1.0f);
+  return v;
+}
+
+std::string hex(std::uint16_t bits) {
+  char text[8];
+  std::snprintf(text, sizeof text, "0x%04x", static_cast<unsigned>(bits));
+  return text;
+}
+
+// Equal bits, where a NaN equals any NaN (devices keep different payloads).
+Outcome compare_16bit(const std::string& what, const std::vector<std::byte>& got, const std::vector<std::byte>& want,
+                      T type) {
+  const auto g = values_of<std::uint16_t>(got), w = values_of<std::uint16_t>(want);
+  auto nan = [&](std::uint16_t bits) {
+    return type == T::f16 ? (bits & 0x7fffu) > 0x7c00u : (bits & 0x7fffu) > 0x7f80u;
+  };
+  for (std::size_t i = 0; i < w.size(); ++i)
+    if (g[i] != w[i] && !(nan(g[i]) && nan(w[i])))
+      return what + "[" + std::to_string(i) + "] is " + hex(g[i]) + ", the interpreter gives " + hex(w[i]);
+  return std::nullopt;
+}
+
+// f16 and bf16 buffers: stores round f32 to nearest even and loads widen
+// exactly, in scalar and vector accesses, bit for bit as the interpreter does.
+Outcome sixteen_bit_storage_matches_the_interpreter(const Kit& kit) {
+  const std::vector<float> probes = rounding_probes();
+  kir::Kernel k("storage16");
+  const kir::Buf x = k.add_buffer("x", T::f32, kir::Access::read);
+  const kir::Buf h_in = k.add_buffer("h_in", T::f16, kir::Access::read);
+  const kir::Buf b_in = k.add_buffer("b_in", T::bf16, kir::Access::read);
+  const kir::Buf h = k.add_buffer("h", T::f16, kir::Access::write);
+  const kir::Buf b = k.add_buffer("b", T::bf16, kir::Access::write);
+  const kir::Buf wide_h = k.add_buffer("wide_h", T::f32, kir::Access::write);
+  const kir::Buf wide_b = k.add_buffer("wide_b", T::f32, kir::Access::write);
+  const kir::Buf h4 = k.add_buffer("h4", T::f16, kir::Access::write);
+  const kir::Buf wide_b4 = k.add_buffer("wide_b4", T::f32, kir::Access::write);
+  k.global_size = static_cast<std::int64_t>(probes.size() / 4);
+  const kir::Expr i = kir::global_index();
+  std::vector<kir::Stmt> body;
+  for (int lane = 0; lane < 4; ++lane) {
+    const kir::Expr at = i * kir::i32(4) + kir::i32(lane);
+    body.push_back(kir::store(h, at, kir::load(x, at, T::f32)));
+    body.push_back(kir::store(b, at, kir::load(x, at, T::f32)));
+    body.push_back(kir::store(wide_h, at, kir::load(h_in, at, T::f32)));
+    body.push_back(kir::store(wide_b, at, kir::load(b_in, at, T::f32)));
+  }
+  body.push_back(kir::load_vector({"v0", "v1", "v2", "v3"}, x, i, T::f32));
+  body.push_back(kir::load_vector({"w0", "w1", "w2", "w3"}, b_in, i, T::f32));
+  std::vector<kir::Expr> v, w;
+  for (const char* c : {"0", "1", "2", "3"}) {
+    v.push_back(kir::var(std::string("v") + c, T::f32));
+    w.push_back(kir::var(std::string("w") + c, T::f32));
+  }
+  body.push_back(kir::store_vector(h4, i, v));
+  body.push_back(kir::store_vector(wide_b4, i, w));
+  k.body = std::move(body);
+  std::vector<std::uint16_t> halves(probes.size()), brains(probes.size());
+  for (std::size_t j = 0; j < probes.size(); ++j) {
+    halves[j] = static_cast<std::uint16_t>(j * 40503u);  // patterns of every class, NaNs included
+    brains[j] = kiln::bf16_bits(probes[j]);
+  }
+  const std::vector<std::uint16_t> zero16(probes.size());
+  const std::vector<float> zero32(probes.size());
+  const std::vector<std::vector<std::byte>> buffers = {
+      bytes_of(probes), bytes_of(halves), bytes_of(brains), bytes_of(zero16), bytes_of(zero16),
+      bytes_of(zero32), bytes_of(zero32), bytes_of(zero16), bytes_of(zero32)};
+  const auto got = kit.run(k, buffers);
+  const auto want = interpreted(k, buffers);
+  if (auto bad = compare_16bit("f16 store", got[3], want[3], T::f16)) return bad;
+  if (auto bad = compare_16bit("bf16 store", got[4], want[4], T::bf16)) return bad;
+  if (auto bad = compare_16bit("f16 vector store", got[7], want[7], T::f16)) return bad;
+  if (auto bad = compare_f32("f16 load", got[5], want[5], 0.0f)) return bad;
+  if (auto bad = compare_f32("bf16 load", got[6], want[6], 0.0f)) return bad;
+  return compare_f32("bf16 vector load", got[8], want[8], 0.0f);
+}
+
 Outcome timestamps_measure_the_work(const Kit& kit) {
   if (!kit.target().timestamps) throw Skip{"the device has no timestamps"};
   const kir::Kernel kernel = add_one(1 << 16);
@@ -545,6 +647,7 @@ const Check kChecks[] = {
     {"parameter_blocks_are_per_dispatch", parameter_blocks_are_per_dispatch},
     {"shared_memory_and_barriers", shared_memory_and_barriers},
     {"arithmetic_matches_the_interpreter", arithmetic_matches_the_interpreter},
+    {"sixteen_bit_storage_matches_the_interpreter", sixteen_bit_storage_matches_the_interpreter},
     {"timestamps_measure_the_work", timestamps_measure_the_work},
     {"errors_leave_the_device_usable", errors_leave_the_device_usable},
     {"large_and_empty_transfers", large_and_empty_transfers},

@@ -180,7 +180,8 @@ int compile_all(const std::vector<CompileJob>& jobs) {
 enum class Refusals { fail, skip, capability };
 
 bool lacks_a_capability(const kiln::backend::KernelRequirements& k, const TargetDesc& t) {
-  return (k.int64 && !t.int64) || (k.storage8 && !t.storage8) || (k.fp16 && !t.fp16) ||
+  return (k.int64 && !t.int64) || (k.storage8 && !t.storage8) || (k.storage16 && !t.storage16) ||
+         (k.fp16 && !t.fp16) ||
          (k.subgroup_size != 0 && !t.subgroup_basic) || (k.texel_width_1 && !t.texel_r32f) ||
          (k.texel_width_4 && !t.texel_rgba32f);
 }
@@ -494,6 +495,40 @@ BOOST_AUTO_TEST_CASE(subgroup_and_texel_constructs_compile_for_every_offline_tar
       BOOST_TEST(std::any_of(queue.jobs().begin(), queue.jobs().end(),
                              [&](const CompileJob& job) { return job.target.arch == target.arch; }),
                  target.arch << " took no subgroup kernel");
+  BOOST_TEST(compile_all(queue.jobs()) == static_cast<int>(queue.jobs().size()));
+}
+
+// f16 and bf16 buffers (kir storage types): scalar and vector loads and
+// stores, which widen to and round from f32 in each language's spelling.
+BOOST_AUTO_TEST_CASE(sixteen_bit_storage_compiles_for_every_offline_target) {
+  using namespace kiln::kir;
+  using T = ScalarType;
+  Kernel kernel("storage16_construct");
+  const Buf halves = kernel.add_buffer("halves", T::f16, Access::read);
+  const Buf brains = kernel.add_buffer("brains", T::bf16, Access::read_write);
+  const Buf out = kernel.add_buffer("out", T::f16, Access::write);
+  kernel.global_size = 256;
+  const Expr i = global_index();
+  kernel.body = {
+      load_vector({"a0", "a1", "a2", "a3"}, halves, i, T::f32),
+      declare("b", T::f32, load(brains, i, T::f32)),
+      store(brains, i, var("b", T::f32) * var("a0", T::f32)),
+      store_vector(out, i, {var("a3", T::f32), var("a2", T::f32), var("a1", T::f32), var("b", T::f32)}),
+  };
+  verify(kernel);
+  // The minimal Vulkan 1.1 target has no 16-bit storage (its nodes run on
+  // the host); lavapipe compiles and runs the GLSL (backend_conformance).
+  JobQueue queue;
+  queue.add(kernel, "storage16_construct", Refusals::capability);
+  for (const Backend* backend : codegen_backends()) {
+    BOOST_TEST(queue.sources(backend->name()) == 1);
+    const std::string text = kiln::render::render(kernel, backend->language());
+    if (backend->name() == "cuda") BOOST_TEST(contains(text, "cvt.rn.f16.f32"), text);
+    if (backend->name() == "hip") BOOST_TEST(contains(text, "const _Float16* __restrict__ b_halves"), text);
+    BOOST_TEST(contains(text, "kiln_f32_to_bf16("), text);
+  }
+  BOOST_TEST(queue.jobs().size() + static_cast<std::size_t>(queue.refused()) == queue.targets().size());
+  BOOST_TEST(queue.refused() <= 1);
   BOOST_TEST(compile_all(queue.jobs()) == static_cast<int>(queue.jobs().size()));
 }
 

@@ -531,13 +531,24 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 
 BOOST_AUTO_TEST_CASE(kernels_take_the_dtypes_their_op_declares) {
   const TensorType i64{DType::i64, {2, 3}};
-  const TensorType f16{DType::f16, {2, 3}};
-  // Float math is f32 only; integer arithmetic has kernels; f16 has none yet.
+  const TensorType f16{DType::f16, {2, 3}}, bf16{DType::bf16, {2, 3}}, u8{DType::u8, {2, 3}};
+  // Float math is f32 only; integer arithmetic has kernels; u8 has none.
   const std::string relu = unsupported(manual_node("Relu", 1), {i64}, {i64});
   BOOST_TEST(contains(relu, "i64"), relu);
   BOOST_TEST(unsupported(manual_node("Add", 2), {i64, i64}, {i64}) == "");
-  const std::string half = unsupported(manual_node("Transpose", 1), {f16}, {f16});
-  BOOST_TEST(contains(half, "f16"), half);
+  const std::string bytes = unsupported(manual_node("Relu", 1), {u8}, {u8});
+  BOOST_TEST(contains(bytes, "u8"), bytes);
+  // 16-bit floats lower as their f32 twins, with 16-bit buffers.
+  BOOST_TEST(unsupported(manual_node("Relu", 1), {f16}, {f16}) == "");
+  const kiln::lower::LoweredNode add = kiln::lower::lower_node(manual_node("Add", 2), std::vector<TensorType>{bf16, bf16},
+                                                               std::vector<TensorType>{bf16});
+  BOOST_TEST_REQUIRE(add.kernel.has_value());
+  for (const kiln::kir::BufferParam& b : add.kernel->buffers) BOOST_TEST((b.type == kiln::kir::ScalarType::bf16), b.name);
+  const kiln::lower::LoweredNode cast = kiln::lower::lower_node(
+      manual_node("Cast", 1, attributes({{"to", std::int64_t{16}}})), std::vector<TensorType>{f16}, std::vector<TensorType>{bf16});
+  BOOST_TEST_REQUIRE(cast.kernel.has_value());  // both widen to f32, yet the bits differ: a kernel, not a view
+  BOOST_TEST((cast.kernel->buffers.at(0).type == kiln::kir::ScalarType::f16));
+  BOOST_TEST((cast.kernel->buffers.at(1).type == kiln::kir::ScalarType::bf16));
   // Aliases move no data, so any dtype is fine for them.
   BOOST_TEST(unsupported(manual_node("Identity", 1), {i64}, {i64}) == "");
 }

@@ -77,6 +77,10 @@ void ModelArgs::add_to(CLI::App& command) {
   command.add_option("--device", device, "device index or part of its name (default: the first)");
   command.add_option("--mode", mode, "compile mode: default, reduce-overhead, max-autotune")->capture_default_str();
   command.add_flag("--fullgraph", fullgraph, "fail if the model has graph breaks instead of running them eagerly");
+  command.add_option("--dtype", dtype, "run the model's f32 tensors as f16 or bf16, eagerly and compiled, as PyTorch's "
+                                       "model.half() would (kernels compute in f32; inputs and outputs keep their types)")
+      ->check(CLI::IsMember({"model", "f16", "bf16"}))
+      ->capture_default_str();
   command.add_option("--set", settings, "a compiler setting, NAME=VALUE (repeatable; `kiln settings` lists them)");
   command.add_option("--cache-dir", cache_dir, "compiled-kernel cache directory ('off' disables; default $KILN_CACHE_DIR or ~/.cache/kiln)");
   command.add_option("--db", tune_db, "the tuning database max-autotune reads (default: tuning.db beside the kernel cache; "
@@ -96,6 +100,12 @@ std::int64_t ModelArgs::effective_image_size() const {
 }
 
 Model ModelArgs::load(const std::map<std::string, Shape>& known) const {
+  const Model loaded = load_declared(known);
+  if (dtype == "model") return loaded;
+  return loaded.with_float_type(dtype == "f16" ? DType::f16 : DType::bf16);
+}
+
+Model ModelArgs::load_declared(const std::map<std::string, Shape>& known) const {
   KILN_CHECK(!compiled_file(), ErrorKind::InvalidArgument,
              "'" + model_file + "' is a compiled-model file: `kiln run` takes it; this command needs the model itself "
              "(an ONNX file or --model)");

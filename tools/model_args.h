@@ -37,11 +37,15 @@ struct ModelArgs {
   std::vector<std::string> settings;  // NAME=VALUE, repeatable
   std::string tune_db;                // --db: the tuning database (the tune_db setting)
   std::vector<std::string> input_shapes;  // --input-shape NAME=DIMS, repeatable (ONNX files)
+  std::string dtype = "model";            // --dtype: model (its own types), f16 or bf16 (Model::with_float_type)
 
   void add_to(CLI::App& command);
   // The ONNX file if one was given (symbolic dims take --input-shape, the
   // shapes of `known` inputs, --image-size and --batch), else the built-in model.
+  // With --dtype f16 or bf16, the model's f32 computation in that type.
   Model load(const std::map<std::string, Shape>& known = {}) const;
+  // load() before --dtype: the model as declared.
+  Model load_declared(const std::map<std::string, Shape>& known = {}) const;
   // --image-size, else the built-in model's usual size.
   std::int64_t effective_image_size() const;
   bool from_file() const { return !model_file.empty(); }

@@ -249,6 +249,7 @@ TargetDesc host_target(const std::string& compiler_version, unsigned threads) {
   t.min_buffer_offset_alignment = kAlignment;
   t.int64 = true;
   t.storage8 = true;
+  t.storage16 = true;
   t.timestamps = true;  // the host's clock around each submit
   set_pointer_style_capabilities(t);
   return t;

@@ -109,6 +109,7 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
   target.tf32 = digits != std::string::npos && std::atoi(arch.c_str() + digits + 1) >= 80;
   target.int64 = true;
   target.storage8 = true;
+  target.storage16 = true;
   target.timestamps = true;
   set_pointer_style_capabilities(target);
   return target;

@@ -104,6 +104,7 @@ TargetDesc read_device(const DriverLibrary& api, int ordinal, const std::string&
   target.tf32 = major >= 8;                    // TF32 tensor cores since sm_80
   target.int64 = true;
   target.storage8 = true;
+  target.storage16 = true;
   target.timestamps = true;  // CUDA events
   set_pointer_style_capabilities(target);
   return target;

@@ -137,6 +137,7 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
   target.fp16 = true;
   target.int64 = true;
   target.storage8 = true;
+  target.storage16 = true;
   target.timestamps = true;
   set_pointer_style_capabilities(target);
   return target;

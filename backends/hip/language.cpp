@@ -11,6 +11,13 @@ const LanguageTable& hip_language() {
     LanguageTable t = cuda_style_language("hip", shaders::hip_prelude());
     // HIP's shuffle takes no mask: a wavefront runs in lockstep.
     t.subgroup_broadcast = "__shfl({a}, {lane}, {sg})";
+    // hiprtc's clang has _Float16, whose conversions round to nearest even;
+    // bf16 stays bits (CUDA's helpers, without CUDA's PTX).
+    t.f16_storage = "_Float16";
+    t.f16_from_storage = "((float)({a}))";
+    t.f16_to_storage = "((_Float16)({a}))";
+    t.storage16_helpers = storage16_conversions("__device__ __forceinline__", "unsigned int", "unsigned short",
+                                                "__float_as_uint({a})", "__uint_as_float({a})");
     return t;
   }();
   return table;

@@ -55,6 +55,7 @@ TargetDesc read_device(const HipRuntimeLibrary& api, int ordinal, int driver_ver
   target.fp16 = true;  // every GPU ROCm supports has half arithmetic
   target.int64 = true;
   target.storage8 = true;
+  target.storage16 = true;
   target.timestamps = true;  // HIP events
   set_pointer_style_capabilities(target);
   return target;

@@ -27,6 +27,42 @@ const LanguageTable& glsl_language() {
     t.bool_storage = "uint8_t";
     t.bool_from_storage = "(uint({a}) != 0u)";
     t.bool_to_storage = "uint8_t(({a}) ? 1u : 0u)";
+    // 16-bit floats as uint16_t bits (GL_EXT_shader_16bit_storage, no
+    // float16 arithmetic needed), converted by exact integer helpers:
+    // Vulkan leaves a narrowing conversion's rounding (even or toward zero)
+    // and unpackHalf2x16's subnormals to the driver.
+    t.f16_storage = "uint16_t";
+    t.f16_from_storage = "kiln_f16_to_f32(uint({a}))";
+    t.f16_to_storage = "uint16_t(kiln_f32_to_f16({a}))";
+    t.bf16_storage = "uint16_t";
+    t.bf16_from_storage = "uintBitsToFloat(uint({a}) << 16)";
+    t.bf16_to_storage = "uint16_t(kiln_f32_to_bf16({a}))";
+    t.storage16_directives = "#extension GL_EXT_shader_16bit_storage : require\n";
+    t.storage16_helpers =
+        "uint kiln_f32_to_f16(float f) {\n"
+        "  uint x = floatBitsToUint(f);\n"
+        "  uint sign = (x >> 16) & 0x8000u;\n"
+        "  x &= 0x7fffffffu;\n"
+        "  if (x >= 0x7f800000u) return sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u);\n"
+        "  if (x >= 0x47800000u) return sign | 0x7c00u;\n"
+        "  uint e = x >> 23, m = x & 0x7fffffu, r, shift;\n"
+        "  if (e >= 113u) { r = ((e - 112u) << 10) | (m >> 13); shift = 13u; }\n"
+        "  else { if (e < 102u) return sign; m |= 0x800000u; shift = 126u - e; r = m >> shift; }\n"
+        "  uint rem = m & ((1u << shift) - 1u), half_unit = 1u << (shift - 1u);\n"
+        "  if (rem > half_unit || (rem == half_unit && (r & 1u) != 0u)) r += 1u;\n"
+        "  return sign | r;\n"
+        "}\n"
+        "float kiln_f16_to_f32(uint h) {\n"
+        "  uint sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
+        "  if (e == 0u) { float s = float(m) * 5.9604644775390625e-8; return sign != 0u ? -s : s; }\n"
+        "  if (e == 31u) return uintBitsToFloat(sign | 0x7f800000u | (m << 13));\n"
+        "  return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));\n"
+        "}\n"
+        "uint kiln_f32_to_bf16(float f) {\n"
+        "  uint x = floatBitsToUint(f);\n"
+        "  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;\n"
+        "  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;\n"
+        "}\n";
     t.int64_directives = "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
     t.storage8_directives = "#extension GL_EXT_shader_8bit_storage : require\n";
     t.float_suffix = "";

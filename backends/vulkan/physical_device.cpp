@@ -178,6 +178,7 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   t.fp16 = device.shader_float16;
   t.int64 = device.shader_int64;
   t.storage8 = device.storage_buffer_8bit;
+  t.storage16 = device.storage_buffer_16bit;
   t.timestamps = limits.timestampComputeAndGraphics == VK_TRUE && device.timestamp_valid_bits > 0;
   return device;
 }

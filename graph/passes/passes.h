@@ -49,6 +49,18 @@ using GraphChooser = std::function<std::string(const GraphChoice&)>;
 // a small file cannot make the compiler allocate without bound.
 inline constexpr std::int64_t kMaxFoldElements = std::int64_t{1} << 28;
 
+// Runs the graph's f32 computation in `to` (f16 or bf16), as PyTorch's
+// model.half() would: every f32 tensor (weights, activations, subgraphs')
+// becomes `to`, and a Cast or EyeLike making f32 makes `to`. With
+// keep_io_types, f32 inputs and outputs keep their type (and names), a Cast
+// inserted after each input and before each output; the report lists them.
+// Kernels compute 16-bit tensors in f32 and round what they store.
+struct FloatTypeOptions {
+  DType to = DType::f16;
+  bool keep_io_types = true;
+};
+PassResult convert_float_type(const Graph& graph, const FloatTypeOptions& options);
+
 // Evaluates every node whose inputs are all constants (and whose outputs
 // stay within kMaxFoldElements) with its reference implementation and turns
 // its outputs into constants; removes Identity nodes.

@@ -39,6 +39,15 @@ class KILN_API Model {
   // "" (unknown, e.g. an ONNX file).
   const std::string& task() const { return task_; }
   Model with_task(std::string task) const;
+  // This model with its f32 computation in `dtype` (f16 or bf16), as
+  // PyTorch's model.half() or autocast runs it: weights converted once,
+  // every f32 tensor between kernels stored in `dtype`, kernels computing in
+  // f32 and rounding what they store; inputs and outputs keep their types (a
+  // Cast after each f32 input and before each f32 output). eager() and
+  // compile() run it as any model; compile's `dtype` setting converts a
+  // model the same way inside the compiler. Throws InvalidArgument for
+  // another dtype.
+  Model with_float_type(DType dtype) const;
 
   // Whether some input dim is symbolic (an ONNX file exported with dynamic
   // axes): compile() and eager() then take calls of other input shapes, each

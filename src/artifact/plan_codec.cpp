@@ -59,7 +59,8 @@ json encode_requirements(const backend::KernelRequirements& r) {
           {"fp16", r.fp16},                     {"param_bytes", r.param_bytes},
           {"subgroup_size", r.subgroup_size},   {"subgroup_broadcast", r.subgroup_broadcast},
           {"texel_width_1", r.texel_width_1},   {"texel_width_4", r.texel_width_4},
-          {"int64", r.int64},                   {"storage8", r.storage8}};
+          {"int64", r.int64},                   {"storage8", r.storage8},
+          {"storage16", r.storage16}};
 }
 
 backend::KernelRequirements decode_requirements(const json& j) {
@@ -77,6 +78,7 @@ backend::KernelRequirements decode_requirements(const json& j) {
   // Absent in plans from before i64 and bool kernels, none of which needed them.
   r.int64 = j.value("int64", false);
   r.storage8 = j.value("storage8", false);
+  r.storage16 = j.value("storage16", false);  // absent before 16-bit kernels
   return r;
 }
 
@@ -218,6 +220,7 @@ json encode_target(const backend::TargetDesc& t) {
           {"fp16", t.fp16},
           {"int64", t.int64},
           {"storage8", t.storage8},
+          {"storage16", t.storage16},
           {"timestamps", t.timestamps},
           {"subgroup_basic", t.subgroup_basic},
           {"subgroup_broadcast", t.subgroup_broadcast},
@@ -252,6 +255,7 @@ backend::TargetDesc decode_target(const json& j) {
   j.at("fp16").get_to(t.fp16);
   j.at("int64").get_to(t.int64);
   t.storage8 = j.value("storage8", false);  // absent before bool kernels
+  t.storage16 = j.value("storage16", false);  // absent before 16-bit kernels
   j.at("timestamps").get_to(t.timestamps);
   j.at("subgroup_basic").get_to(t.subgroup_basic);
   j.at("subgroup_broadcast").get_to(t.subgroup_broadcast);

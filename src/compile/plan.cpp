@@ -425,6 +425,17 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
                                                std::to_string(static_cast<int>(ms_since(last))) + " ms");
     last = Clock::now();
   };
+  // The dtype setting converts the graph (and its probe) before any pass.
+  std::optional<graph::passes::PassReport> float_type;
+  std::shared_ptr<const graph::Graph> probe_graph = request.probe_graph;
+  if (const std::string& dtype = plan->settings.choice("dtype"); dtype != "model") {
+    const graph::passes::FloatTypeOptions convert{.to = dtype == "f16" ? DType::f16 : DType::bf16};
+    graph::passes::PassResult converted = graph::passes::convert_float_type(*graph, convert);
+    graph = std::make_shared<const graph::Graph>(std::move(converted.graph));
+    float_type = std::move(converted.report);
+    if (probe_graph)
+      probe_graph = std::make_shared<const graph::Graph>(graph::passes::convert_float_type(*probe_graph, convert).graph);
+  }
   if (plan->compiled) {
     graph::passes::PipelineResult passed =
         graph::passes::run_compile_passes(*graph, {.cpu_device = target.cpu_cores,
@@ -438,16 +449,17 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   }
+  if (float_type) plan->pass_reports.insert(plan->pass_reports.begin(), std::move(*float_type));
   // The probe takes the same passes and this plan's choices (not a tuner's:
   // it makes none of its own), so that it is this graph at other extents.
   // Only when it is needed (a new extent of a
   // shape set whose kernels all match the set's needs none).
   std::optional<graph::Graph> probe;
   std::function<const graph::Graph&()> probe_pending;
-  if (plan->compiled && request.probe_graph)
+  if (plan->compiled && probe_graph)
     probe_pending = [&]() -> const graph::Graph& {
       if (!probe)
-        probe = graph::passes::run_compile_passes(*request.probe_graph, {.cpu_device = target.cpu_cores,
+        probe = graph::passes::run_compile_passes(*probe_graph, {.cpu_device = target.cpu_cores,
                                                                          .settings = plan->settings,
                                                                          .chooser = pinned_chooser(plan->graph_choices)})
                     .graph;
@@ -460,7 +472,7 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   }
   std::function<const graph::Graph*()> probe_after_passes;
   if (probe_pending) probe_after_passes = [&]() -> const graph::Graph* { return &probe_pending(); };
-  plan_kernels(*plan, backend, probe_after_passes, probe_pending && image_extents_vary(*graph, *request.probe_graph),
+  plan_kernels(*plan, backend, probe_after_passes, probe_pending && image_extents_vary(*graph, *probe_graph),
                request.pinned_sites, request.set_kernels);
   phase_done("lowering, fusion and parameterisation");
   plan->rendered.reserve(plan->kernels.size());

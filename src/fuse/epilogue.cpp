@@ -205,7 +205,7 @@ class Inliner {
           out.push_back(substitute(s));
           continue;
         }
-        const kir::ScalarType type = consumer_.kernel.buffers[static_cast<std::size_t>(a_.consumer_output)].type;
+        const kir::ScalarType type = kir::value_type(consumer_.kernel.buffers[static_cast<std::size_t>(a_.consumer_output)].type);
         out.push_back(kir::declare(prefix_ + "out", type, substitute(s.value)));
         results.push_back(kir::var(prefix_ + "out", type));
       }

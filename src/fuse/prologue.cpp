@@ -168,7 +168,7 @@ class Inliner {
       s.value = producer_expr(s.value);
       out.push_back(std::move(s));
     }
-    const kir::ScalarType type = producer_.kernel.buffers[static_cast<std::size_t>(a_.producer_slot)].type;
+    const kir::ScalarType type = kir::value_type(producer_.kernel.buffers[static_cast<std::size_t>(a_.producer_slot)].type);
     out.push_back(kir::declare(prefix_ + "val", type, producer_expr(body.back().value)));
     return kir::var(prefix_ + "val", type);
   }

@@ -6,6 +6,7 @@
 #include "src/kernel/interpreter.h"
 
 #include <kiln/error.h>
+#include <kiln/float16.h>
 
 #include <algorithm>
 #include <bit>
@@ -43,17 +44,28 @@ std::uint32_t bits(std::int32_t v) { return static_cast<std::uint32_t>(v); }
 std::int64_t wrap64(std::uint64_t bits) { return static_cast<std::int64_t>(bits); }
 std::uint64_t bits64(std::int64_t v) { return static_cast<std::uint64_t>(v); }
 
-// A buffer element as its buffer stores it (element_bytes of its type).
+// A buffer element as its buffer stores it (element_bytes of its type); a
+// 16-bit element is read as the f32 it widens to and written rounded.
 Value read_element(const std::byte* data, ScalarType type) {
   Value v{.l = 0};
-  if (type == ScalarType::boolean) v.u = std::to_integer<std::uint32_t>(*data) != 0 ? 1u : 0u;
-  else std::memcpy(&v, data, element_bytes(type));
+  std::uint16_t half = 0;
+  switch (type) {
+    case ScalarType::boolean: v.u = std::to_integer<std::uint32_t>(*data) != 0 ? 1u : 0u; break;
+    case ScalarType::f16: std::memcpy(&half, data, 2); v.f = f16_value(half); break;
+    case ScalarType::bf16: std::memcpy(&half, data, 2); v.f = bf16_value(half); break;
+    default: std::memcpy(&v, data, element_bytes(type));
+  }
   return v;
 }
 
 void write_element(std::byte* data, ScalarType type, Value v) {
-  if (type == ScalarType::boolean) *data = std::byte{static_cast<unsigned char>(v.u != 0 ? 1 : 0)};
-  else std::memcpy(data, &v, element_bytes(type));
+  std::uint16_t half = 0;
+  switch (type) {
+    case ScalarType::boolean: *data = std::byte{static_cast<unsigned char>(v.u != 0 ? 1 : 0)}; return;
+    case ScalarType::f16: half = f16_bits(v.f); std::memcpy(data, &half, 2); return;
+    case ScalarType::bf16: half = bf16_bits(v.f); std::memcpy(data, &half, 2); return;
+    default: std::memcpy(data, &v, element_bytes(type));
+  }
 }
 
 struct Node {
@@ -592,6 +604,8 @@ class Machine {
         if (n.binary == BinaryOp::eq) return of_bool(a.u == b.u);
         if (n.binary == BinaryOp::ne) return of_bool(a.u != b.u);
         break;
+      case ScalarType::f16:
+      case ScalarType::bf16: break;  // storage types: verify() rejects 16-bit values
     }
     KILN_ASSERT(false && "binary op and type passed verify() but have no semantics");
     return {};
@@ -712,6 +726,8 @@ class Machine {
         if (from == ScalarType::f32) return of_bool(a.f != 0.0f);
         if (from == ScalarType::i64) return of_bool(a.l != 0);
         return of_bool(a.u != 0);
+      case ScalarType::f16:
+      case ScalarType::bf16: break;  // storage types: verify() rejects 16-bit values
     }
     KILN_ASSERT(false && "cast to an unknown type");
     return {};

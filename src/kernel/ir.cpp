@@ -44,6 +44,8 @@ const char* scalar_type_name(ScalarType type) {
     case ScalarType::u32: return "u32";
     case ScalarType::boolean: return "bool";
     case ScalarType::i64: return "i64";
+    case ScalarType::f16: return "f16";
+    case ScalarType::bf16: return "bf16";
   }
   return "?";
 }
@@ -52,9 +54,15 @@ std::size_t element_bytes(ScalarType type) {
   switch (type) {
     case ScalarType::boolean: return 1;
     case ScalarType::i64: return 8;
+    case ScalarType::f16:
+    case ScalarType::bf16: return 2;
     default: return 4;
   }
 }
+
+bool is_storage_only(ScalarType type) { return type == ScalarType::f16 || type == ScalarType::bf16; }
+
+ScalarType value_type(ScalarType type) { return is_storage_only(type) ? ScalarType::f32 : type; }
 
 const char* unary_op_name(UnaryOp op) {
   switch (op) {
@@ -282,7 +290,7 @@ Shared Kernel::add_shared(const std::string& array_name, ScalarType type, std::i
          "' is not an identifier (a letter, then letters, digits and single underscores)");
   for (const SharedArray& a : shared)
     if (a.name == array_name) fail("kernel '" + name + "': duplicate shared array name '" + array_name + "'");
-  if (type == ScalarType::boolean || type == ScalarType::i64)
+  if (type == ScalarType::boolean || type == ScalarType::i64 || is_storage_only(type))
     fail("kernel '" + name + "': shared array '" + array_name + "' has element type " + scalar_type_name(type) +
          "; use f32, i32 or u32");
   if (count < 1 || count > kMaxSharedElements)
@@ -426,6 +434,9 @@ Expr load(Shared array, Expr index, ScalarType type) {
 }
 
 Expr load(Buf buffer, Expr index, ScalarType type) {
+  if (is_storage_only(type))
+    fail(std::string("kir: a load typed ") + scalar_type_name(type) +
+         ", a storage type: loads from such a buffer are f32");
   return indexed_load(ExprKind::load, buffer.index, std::move(index), type, "buffer", "");
 }
 
@@ -503,6 +514,9 @@ Expr ceil(Expr a) { return unary(UnaryOp::ceil, std::move(a)); }
 Stmt declare(const std::string& name, ScalarType type, Expr init) {
   if (!is_identifier(name)) fail("kir: variable name '" + name + "' is not an identifier");
   check_expr(init, "initial value of '" + name + "'");
+  if (is_storage_only(type))
+    fail("kir: variable '" + name + "' is declared " + scalar_type_name(type) +
+         ", a storage type (buffers only; its values are f32)");
   if (init.type() != type)
     fail("kir: variable '" + name + "' of type " + scalar_type_name(type) + " initialised with a " +
          scalar_type_name(init.type()) + " value");
@@ -799,7 +813,7 @@ class Verifier {
       if (!is_identifier(a.name))
         error("shared array " + std::to_string(i) + " name '" + a.name + "' is not an identifier");
       if (!names.insert(a.name).second) error("duplicate shared array name '" + a.name + "'");
-      if (a.type == ScalarType::boolean || a.type == ScalarType::i64)
+      if (a.type == ScalarType::boolean || a.type == ScalarType::i64 || is_storage_only(a.type))
         error("shared array '" + a.name + "' has element type " + scalar_type_name(a.type) + "; use f32, i32 or u32");
       if (a.count < 1 || a.count > kMaxSharedElements)
         error("shared array '" + a.name + "' has " + std::to_string(a.count) + " elements, outside [1, " +
@@ -848,6 +862,9 @@ class Verifier {
   void statement(const Stmt& s) {
     switch (s.kind) {
       case StmtKind::declare: {
+        if (is_storage_only(s.type))
+          error("variable '" + s.var + "' is declared " + scalar_type_name(s.type) +
+                ", a storage type (buffers only; its values are f32)");
         ScalarType t = expr(s.value, "declaration of '" + s.var + "'");
         if (t != s.type)
           error("variable '" + s.var + "' of type " + scalar_type_name(s.type) + " initialised with a " +
@@ -873,7 +890,7 @@ class Verifier {
         if (!is_index_type(it))
           error("store index into " + buffer_label(s.buffer) + " must be i32 or u32, got " + scalar_type_name(it));
         ScalarType vt = expr(s.value, "stored value");
-        if (vt != b.type)
+        if (vt != value_type(b.type))
           error("store of a " + std::string(scalar_type_name(vt)) + " value into " + buffer_label(s.buffer) +
                 " of type " + scalar_type_name(b.type));
         return;
@@ -902,7 +919,7 @@ class Verifier {
         const BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
         if (b.access == Access::write)
           error("vector load from " + buffer_label(s.buffer) + ", which is declared write-only (use read_write)");
-        if (s.type != b.type)
+        if (s.type != value_type(b.type))
           error("vector load of type " + std::string(scalar_type_name(s.type)) + " from " + buffer_label(s.buffer) +
                 " of type " + scalar_type_name(b.type));
         if (b.type == ScalarType::boolean || b.type == ScalarType::i64)
@@ -938,7 +955,7 @@ class Verifier {
                 scalar_type_name(it));
         for (const Expr& value : s.values) {
           ScalarType vt = expr(value, "vector stored value");
-          if (vt != b.type)
+          if (vt != value_type(b.type))
             error("vector store of a " + std::string(scalar_type_name(vt)) + " value into " + buffer_label(s.buffer) +
                   " of type " + scalar_type_name(b.type));
         }
@@ -1018,6 +1035,9 @@ class Verifier {
         error(std::string("expression of kind ") + std::to_string(static_cast<int>(n.kind)) + " has " +
               std::to_string(n.args.size()) + " operands, expected " + std::to_string(count) + " (in " + where + ")");
     };
+    if (is_storage_only(n.type))
+      error(std::string("an expression of type ") + scalar_type_name(n.type) + " in " + where +
+            " (a storage type: buffers only; loads of it are f32)");
     switch (n.kind) {
       case ExprKind::constant:
         if (n.type == ScalarType::i32 && (n.ivalue < std::numeric_limits<std::int32_t>::min() ||
@@ -1078,7 +1098,7 @@ class Verifier {
         const BufferParam& b = kernel_.buffers[static_cast<std::size_t>(n.buffer)];
         if (b.access == Access::write)
           error("load from " + buffer_label(n.buffer) + ", which is declared write-only (use read_write)");
-        if (n.type != b.type)
+        if (n.type != value_type(b.type))
           error("load of type " + std::string(scalar_type_name(n.type)) + " from " + buffer_label(n.buffer) +
                 " of type " + scalar_type_name(b.type));
         ScalarType it = expr(n.args[0], where);

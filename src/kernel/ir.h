@@ -62,10 +62,23 @@ namespace kiln::kir {
 // Buffer elements are stored as C stores them: f32, i32 and u32 in 4 bytes,
 // i64 in 8, a bool in one byte (0 or 1; kiln's DType::boolean). i64 is
 // arithmetic (a model's int64 tensors); indices and loop variables are i32.
-enum class ScalarType : std::uint8_t { f32, i32, u32, boolean, i64 };
-const char* scalar_type_name(ScalarType type);  // "f32", "i32", "u32", "bool", "i64"
+//
+// f16 (IEEE binary16) and bf16 (bfloat16) are storage types: only a buffer's
+// elements have them (2 bytes each). A load from such a buffer is an f32
+// value (widened exactly) and a store into one takes an f32 value and rounds
+// it to nearest, ties to even (NaN stays NaN, overflow becomes infinity).
+// Kernels on 16-bit tensors therefore compute in f32 and round once per
+// store, which is PyTorch's per-op rule for 16-bit tensors
+// (docs/precision.md); no expression, variable or shared array is 16-bit.
+enum class ScalarType : std::uint8_t { f32, i32, u32, boolean, i64, f16, bf16 };
+const char* scalar_type_name(ScalarType type);  // "f32", "i32", "u32", "bool", "i64", "f16", "bf16"
 // Bytes of one buffer element of `type` (see above).
 std::size_t element_bytes(ScalarType type);
+// Whether `type` is a storage type (f16, bf16): buffer elements only.
+bool is_storage_only(ScalarType type);
+// The type of a value loaded from or stored into a buffer of `type`: f32 for
+// the storage types, `type` itself for every other.
+ScalarType value_type(ScalarType type);
 
 enum class UnaryOp : std::uint8_t { neg, exp, log, sqrt, rsqrt, tanh, erf, abs, floor, ceil, logical_not };
 enum class BinaryOp : std::uint8_t {
@@ -253,7 +266,7 @@ Expr subgroup_lane();    // i32: the invocation's lane in its subgroup (Kernel::
 Expr subgroup_id();      // i32: its subgroup's index in the workgroup
 // `value` (f32, i32 or u32) as evaluated in lane `lane` of the caller's subgroup.
 Expr subgroup_broadcast(Expr value, std::int64_t lane);
-Expr load(Buf buffer, Expr index, ScalarType type);  // type must match the buffer
+Expr load(Buf buffer, Expr index, ScalarType type);  // type must be the buffer's value_type
 Expr load(Shared array, Expr index, ScalarType type);  // type must match the shared array
 Expr unary(UnaryOp op, Expr a);
 Expr binary(BinaryOp op, Expr a, Expr b);  // operand types must match

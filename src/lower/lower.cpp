@@ -97,7 +97,7 @@ std::optional<std::string> check_tensor(const graph::TensorType& type, const std
     return "dtype " + std::string(dtype_name(type.dtype)) + " of " + what + " is not supported by this op's kernel (f32 only)";
   if (kernel && !kernel_type(type.dtype))
     return "dtype " + std::string(dtype_name(type.dtype)) + " of " + what +
-           " is not supported by kernels (f32, i32, i64 and bool are)";
+           " is not supported by kernels (f32, f16, bf16, i32, i64 and bool are)";
   if (num_elements(type.shape) > kMaxElements)
     return what + " " + type_str(type) + " has more than 2^31 - 1 elements (kernels index with i32)";
   return std::nullopt;
@@ -191,6 +191,8 @@ kir::Expr constant_of(kir::ScalarType type, double value) {
     case kir::ScalarType::u32: return kir::u32(static_cast<std::int64_t>(value));
     case kir::ScalarType::i64: return kir::i64(static_cast<std::int64_t>(value));
     case kir::ScalarType::boolean: return kir::boolean(value != 0.0);
+    case kir::ScalarType::f16:
+    case kir::ScalarType::bf16: break;  // storage types: lowerings compute on their f32 twins
   }
   KILN_ASSERT(false && "constant of an unknown type");
   return {};
@@ -234,9 +236,64 @@ kir::Expr apply_activation(const OpContext& ctx, kir::Expr value) {
   return kir::max(value, kir::f32(0.0));
 }
 
+namespace {
+
+// The 16-bit rule (docs/precision.md): a node with f16 or bf16 tensors
+// lowers as its f32 twin, then the buffers of its 16-bit tensors are
+// declared f16 or bf16, so its kernel widens each load, computes in f32 and
+// rounds each store to nearest even, as the reference does per op.
+bool is_16bit_float(DType dtype) { return dtype == DType::f16 || dtype == DType::bf16; }
+
+struct Widened {
+  std::vector<graph::TensorType> inputs, outputs;
+  bool any = false;  // some tensor was 16-bit
+};
+
+Widened widen_16bit(std::span<const graph::TensorType> inputs, std::span<const graph::TensorType> outputs) {
+  Widened w{{inputs.begin(), inputs.end()}, {outputs.begin(), outputs.end()}};
+  for (auto* types : {&w.inputs, &w.outputs})
+    for (graph::TensorType& type : *types)
+      if (is_16bit_float(type.dtype)) {
+        type.dtype = DType::f32;
+        w.any = true;
+      }
+  return w;
+}
+
+kir::ScalarType storage_of(DType dtype) {
+  return dtype == DType::f16 ? kir::ScalarType::f16 : kir::ScalarType::bf16;
+}
+
+// Declares the buffers of `ctx`'s 16-bit tensors 16-bit (the kernel was
+// lowered for their f32 twins; buffers follow lower.h's convention).
+void narrow_16bit_buffers(kir::Kernel& kernel, const OpContext& ctx) {
+  std::vector<const graph::TensorType*> tensors;
+  for (const graph::TensorType* input : ctx.inputs)
+    if (input) tensors.push_back(input);
+  for (const graph::TensorType& output : ctx.outputs) tensors.push_back(&output);
+  KILN_CHECK(kernel.buffers.size() == tensors.size(), ErrorKind::Internal,
+             "node '" + ctx.node.name + "' (" + ctx.node.op + "): its kernel has " +
+                 std::to_string(kernel.buffers.size()) + " buffers for " + std::to_string(tensors.size()) +
+                 " tensors; 16-bit tensors need one buffer per tensor");
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    if (!is_16bit_float(tensors[i]->dtype)) continue;
+    kir::BufferParam& buffer = kernel.buffers[i];
+    KILN_CHECK(buffer.type == kir::ScalarType::f32, ErrorKind::Internal,
+               "node '" + ctx.node.name + "' (" + ctx.node.op + "): buffer '" + buffer.name + "' of a 16-bit tensor is " +
+                   kir::scalar_type_name(buffer.type) + " in its f32 twin");
+    buffer.type = storage_of(tensors[i]->dtype);
+    buffer.texel_width = 0;  // texel buffers are f32 views; 16-bit elements are read from storage
+  }
+  kir::verify(kernel);
+}
+
+}  // namespace
+
 std::optional<std::string> unsupported_reason(const graph::Node& node, std::span<const graph::TensorType> inputs,
                                               std::span<const graph::TensorType> outputs,
                                               const LowerTarget& target) {
+  const Widened widened = widen_16bit(inputs, outputs);
+  if (widened.any) return unsupported_reason(node, widened.inputs, widened.outputs, target);
   return reason_for(find_lowering(node.op), make_context(node, inputs, outputs, target));
 }
 
@@ -244,21 +301,25 @@ LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorTyp
                        std::span<const graph::TensorType> outputs, const LowerTarget& target) {
   const OpLowering* lowering = find_lowering(node.op);
   const OpContext ctx = make_context(node, inputs, outputs, target);
-  if (auto reason = reason_for(lowering, ctx))
+  const Widened widened = widen_16bit(inputs, outputs);
+  const OpContext twin = widened.any ? make_context(node, widened.inputs, widened.outputs, target) : ctx;
+  if (auto reason = reason_for(lowering, twin))
     throw_error(ErrorKind::Unsupported, "node '" + node.name + "' (" + node.op + "): " + *reason);
   LoweredNode lowered;
   if (std::all_of(outputs.begin(), outputs.end(), [](const graph::TensorType& t) { return num_elements(t.shape) == 0; })) {
     lowered.kind = LoweredNode::Kind::empty;
     return lowered;
   }
+  // On the node's own types: a Cast between two 16-bit types is a kernel.
   if (is_view(*lowering, ctx)) {
     lowered.kind = LoweredNode::Kind::alias;
     return lowered;
   }
   lowered.kind = LoweredNode::Kind::kernel;
-  lowered.kernel = lowering->lower(ctx);
+  lowered.kernel = lowering->lower(twin);
   if (const char* kind = workgroup_template(node.op))
-    build_tuned_workgroup(*lowered.kernel, kind, workgroup_problem_text(kind, node, ctx.inputs, outputs), target);
+    build_tuned_workgroup(*lowered.kernel, kind, workgroup_problem_text(kind, node, twin.inputs, twin.outputs), target);
+  if (widened.any) narrow_16bit_buffers(*lowered.kernel, ctx);
   return lowered;
 }
 

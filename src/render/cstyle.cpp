@@ -97,6 +97,11 @@ bool has_bool_buffer(const kir::Kernel& kernel) {
                      [](const kir::BufferParam& b) { return b.type == ScalarType::boolean; });
 }
 
+bool has_16bit_buffer(const kir::Kernel& kernel) {
+  return std::any_of(kernel.buffers.begin(), kernel.buffers.end(),
+                     [](const kir::BufferParam& b) { return kir::is_storage_only(b.type); });
+}
+
 // (buffer, width) of every vector load and store in `stmts`.
 void collect_vector_views(const std::vector<Stmt>& stmts, std::set<std::pair<int, std::size_t>>& views) {
   for (const Stmt& s : stmts) {
@@ -117,9 +122,12 @@ class Renderer {
     if (subgroups) out += lang_.subgroup_directives;
     if (uses_type(kernel_, ScalarType::i64)) out += lang_.int64_directives;
     if (has_bool_buffer(kernel_)) out += lang_.storage8_directives;
+    const bool storage16 = has_16bit_buffer(kernel_);
+    if (storage16) out += lang_.storage16_directives;
     out += lang_.prelude;
     if (!out.empty() && out.back() != '\n') out += '\n';
     if (uses_type(kernel_, ScalarType::i64)) out += lang_.int64_helpers;
+    if (storage16) out += lang_.storage16_helpers;
     // A parameterised kernel's source is shared by every instance: nothing
     // instance-specific (the global size) may appear in it.
     const std::string global_size = kernel_.global_size_param ? "from its parameters"
@@ -140,7 +148,7 @@ class Renderer {
       const kir::BufferParam& b = kernel_.buffers[i];
       const std::string binding = std::to_string(i);
       const std::string name = buffer_identifier(b.name);
-      const std::string& type = b.type == ScalarType::boolean ? lang_.bool_storage : type_name(b.type);
+      const std::string& type = storage_type_name(b.type);
       const std::string readonly = readonly_text(static_cast<int>(i));
       if (b.texel_width != 0) {
         const std::string width = std::to_string(b.texel_width);
@@ -156,7 +164,7 @@ class Renderer {
       if (!lang_.buffer_global_decl.empty())
         out += format(lang_.buffer_global_decl, "buffer_global_decl", fields) + "\n";
       if (!lang_.buffer_param_decl.empty()) add_param(format(lang_.buffer_param_decl, "buffer_param_decl", fields));
-      if (lang_.buffer_vector_global_decl.empty() || lang_.vector_f32.empty()) continue;
+      if (lang_.buffer_vector_global_decl.empty() || lang_.vector_f32.empty() || kir::is_storage_only(b.type)) continue;
       for (const auto& [buffer, width] : vector_views) {
         if (buffer != static_cast<int>(i)) continue;
         const std::string w = std::to_string(width);
@@ -281,9 +289,43 @@ class Renderer {
       case ScalarType::u32: return lang_.type_u32;
       case ScalarType::boolean: return lang_.type_bool;
       case ScalarType::i64: return lang_.type_i64;
+      case ScalarType::f16:
+      case ScalarType::bf16: break;
     }
-    table_error("unknown scalar type");
+    table_error("no value of storage type " + std::string(kir::scalar_type_name(type)));
   }
+
+  // How a buffer declares its elements of `type`.
+  const std::string& storage_type_name(ScalarType type) const {
+    switch (type) {
+      case ScalarType::boolean: return lang_.bool_storage;
+      case ScalarType::f16: return lang_.f16_storage;
+      case ScalarType::bf16: return lang_.bf16_storage;
+      default: return type_name(type);
+    }
+  }
+
+  // A loaded element `element` of a buffer of `type` as a value.
+  std::string from_storage(ScalarType type, const std::string& element) const {
+    switch (type) {
+      case ScalarType::boolean: return call(lang_.bool_from_storage, "bool_from_storage", element);
+      case ScalarType::f16: return call(lang_.f16_from_storage, "f16_from_storage", element);
+      case ScalarType::bf16: return call(lang_.bf16_from_storage, "bf16_from_storage", element);
+      default: return element;
+    }
+  }
+
+  // A value to store into a buffer of `type`.
+  std::string to_storage(ScalarType type, const std::string& value) const {
+    switch (type) {
+      case ScalarType::boolean: return call(lang_.bool_to_storage, "bool_to_storage", value);
+      case ScalarType::f16: return call(lang_.f16_to_storage, "f16_to_storage", value);
+      case ScalarType::bf16: return call(lang_.bf16_to_storage, "bf16_to_storage", value);
+      default: return value;
+    }
+  }
+
+  ScalarType buffer_type(int buffer) const { return kernel_.buffers[static_cast<std::size_t>(buffer)].type; }
 
   std::string readonly_text(int buffer) const {
     return kernel_.buffers[static_cast<std::size_t>(buffer)].access == kir::Access::read ? lang_.readonly_qualifier
@@ -297,7 +339,9 @@ class Renderer {
       case ScalarType::i32: return format(lang_.vector_i32, "vector_i32", {{"width", w}});
       case ScalarType::u32: return format(lang_.vector_u32, "vector_u32", {{"width", w}});
       case ScalarType::boolean:
-      case ScalarType::i64: break;
+      case ScalarType::i64:
+      case ScalarType::f16:
+      case ScalarType::bf16: break;
     }
     table_error("vector of unsupported type " + std::string(kir::scalar_type_name(type)));
   }
@@ -330,10 +374,11 @@ class Renderer {
   // language without vector types, one scalar load per component.
   void load_vector(const Stmt& s, const std::string& indent, std::string& out) const {
     const std::size_t width = s.vars.size();
-    if (lang_.vector_f32.empty()) {
+    const ScalarType stored = buffer_type(s.buffer);
+    if (lang_.vector_f32.empty() || kir::is_storage_only(stored)) {
       for (std::size_t c = 0; c < width; ++c)
-        out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " + vector_element(s, width, c) +
-               ";\n";
+        out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " +
+               from_storage(stored, vector_element(s, width, c)) + ";\n";
       return;
     }
     const std::string vector_type = vector_type_name(s.type, width);
@@ -347,9 +392,10 @@ class Renderer {
   // (or without a way to build one), one scalar store per component.
   void store_vector(const Stmt& s, const std::string& indent, std::string& out) const {
     const std::size_t width = s.values.size();
-    if (lang_.vector_f32.empty() || lang_.vector_construct.empty()) {
+    const ScalarType stored = buffer_type(s.buffer);
+    if (lang_.vector_f32.empty() || lang_.vector_construct.empty() || kir::is_storage_only(stored)) {
       for (std::size_t c = 0; c < width; ++c)
-        out += indent + vector_element(s, width, c) + " = " + expr(s.values[c]) + ";\n";
+        out += indent + vector_element(s, width, c) + " = " + to_storage(stored, expr(s.values[c])) + ";\n";
       return;
     }
     const std::string vector_type = vector_type_name(s.type, width);
@@ -402,6 +448,8 @@ class Renderer {
           return "(-9223372036854775807" + lang_.i64_suffix + " - 1" + lang_.i64_suffix + ")";
         return n.ivalue < 0 ? "(" + std::to_string(n.ivalue) + lang_.i64_suffix + ")"
                             : std::to_string(n.ivalue) + lang_.i64_suffix;
+      case ScalarType::f16:
+      case ScalarType::bf16: break;  // storage types: verify() rejects 16-bit values
     }
     table_error("constant of unknown type");
   }
@@ -419,10 +467,7 @@ class Renderer {
       case ExprKind::subgroup_id: return subgroup_text(lang_.subgroup_id_expr, "subgroup_id_expr", {});
       case ExprKind::subgroup_broadcast:
         return subgroup_text(lang_.subgroup_broadcast, "subgroup_broadcast", expr(n.args[0]), n.ivalue);
-      case ExprKind::load:
-        if (kernel_.buffers[static_cast<std::size_t>(n.buffer)].type == ScalarType::boolean)
-          return call(lang_.bool_from_storage, "bool_from_storage", buffer_element(n.buffer, n.args[0]));
-        return buffer_element(n.buffer, n.args[0]);
+      case ExprKind::load: return from_storage(buffer_type(n.buffer), buffer_element(n.buffer, n.args[0]));
       case ExprKind::shared_load: return shared_element(n.buffer, n.args[0]);
       case ExprKind::unary: return unary(n);
       case ExprKind::binary: return binary(n);
@@ -508,12 +553,10 @@ class Renderer {
         out += indent + type_name(s.type) + " " + var_identifier(s.var) + " = " + expr(s.value) + ";\n";
         return;
       case StmtKind::assign: out += indent + var_identifier(s.var) + " = " + expr(s.value) + ";\n"; return;
-      case StmtKind::store: {
-        const bool byte = kernel_.buffers[static_cast<std::size_t>(s.buffer)].type == ScalarType::boolean;
-        const std::string value = byte ? call(lang_.bool_to_storage, "bool_to_storage", expr(s.value)) : expr(s.value);
-        out += indent + buffer_element(s.buffer, s.index) + " = " + value + ";\n";
+      case StmtKind::store:
+        out += indent + buffer_element(s.buffer, s.index) + " = " + to_storage(buffer_type(s.buffer), expr(s.value)) +
+               ";\n";
         return;
-      }
       case StmtKind::loop: {
         const std::string v = var_identifier(s.var);
         out += indent + "for (" + type_name(ScalarType::i32) + " " + v + " = " + expr(s.begin) + "; " + v + " < " +
@@ -578,6 +621,7 @@ backend::KernelRequirements kernel_requirements(const kir::Kernel& kernel) {
   needs.subgroup_broadcast = kir::uses_subgroup_broadcast(kernel);
   needs.int64 = uses_type(kernel, ScalarType::i64);
   needs.storage8 = has_bool_buffer(kernel);
+  needs.storage16 = has_16bit_buffer(kernel);
   for (const kir::BufferParam& b : kernel.buffers) {
     needs.texel_width_1 = needs.texel_width_1 || b.texel_width == 1;
     needs.texel_width_4 = needs.texel_width_4 || b.texel_width == 4;
