@@ -140,7 +140,11 @@ void add_bench_command(CLI::App& app) {
                                                 "320 for SSDLite320)");
   cmd->add_option("--backend", c.backend, "vulkan, cuda, hip (see `kiln devices`)")->capture_default_str();
   cmd->add_option("--device", c.device, "device index or part of its name (default: the first)");
-  cmd->add_option("--tolerance", c.tolerance, "allowed max |compiled - eager|, relative to the largest |eager output|")
+  cmd->add_option("--tolerance", c.tolerance, "allowed max |compiled - eager|, relative to the largest |eager output| "
+                                              "(default: 1e-3; with --dtype, 4 epsilons of the type)");
+  cmd->add_option("--dtype", c.dtype, "run the models' f32 tensors as f16 or bf16, eagerly and compiled, as PyTorch's "
+                                      "model.half() would (kernels compute in f32; inputs and outputs keep their types)")
+      ->check(CLI::IsMember({"model", "f16", "bf16"}))
       ->capture_default_str();
   cmd->add_option("--db", c.tune_db, "max-autotune's tuning database (default: the tune_db setting, else tuning.db in "
                                     "the user's kernel cache)");

@@ -34,8 +34,6 @@
 namespace kiln::tools {
 namespace {
 
-// Allowed max |compiled - eager| relative to the largest |eager output|: kiln bench's default.
-constexpr double kRunTolerance = 1e-3;
 
 struct Timing {
   double first_ms = 0;
@@ -281,6 +279,9 @@ void add_run_command(CLI::App& app) {
     // A compiled-model file brings its own plan (its graph after passes is
     // what eager runs here, op by op); anything else is compiled now.
     std::optional<CompiledModel> loaded;
+    KILN_CHECK(!args->compiled_file() || args->dtype == "model", ErrorKind::InvalidArgument,
+               "--dtype converts a model before it compiles; the compiled-model file '" + args->model_file +
+                   "' keeps the types it was compiled with (give --dtype to `kiln compile`)");
     if (args->compiled_file())
       loaded = load(args->model_file, {.backend = args->backend, .device = args->device, .cache_dir = args->cache_dir});
     std::vector<InputFile> input_files = read_input_files(*input_specs);
@@ -382,8 +383,10 @@ void add_run_command(CLI::App& app) {
     // list as a set (which of two tied boxes NMS keeps, and their order, may
     // differ with rounding).
     const std::optional<bench::DetectionList> detection_list = bench::find_detection_list(model.task(), output_specs);
+    // Allowed max |compiled - eager| relative to the largest |eager output|: kiln bench's default.
+    const double tolerance = bench::default_tolerance(args->dtype);
     const bench::Agreement agreement =
-        bench::compare_outputs(eager_out, compiled_out, kRunTolerance, detection_list);
+        bench::compare_outputs(eager_out, compiled_out, tolerance, detection_list);
     std::printf("max |eager - compiled| = %.3g (largest |output| %.3g)\n", agreement.max_abs_diff, agreement.scale);
     if (agreement.matches && agreement.tied_detections > 0)
       std::printf("detection lists: the same detections (%d near-tied ones kept by one mode only)\n",
@@ -391,7 +394,7 @@ void add_run_command(CLI::App& app) {
     else if (agreement.matches && detection_list)
       std::printf("detection lists: the same detections\n");
     if (!agreement.matches)
-      std::printf("WARNING: compiled and eager outputs differ beyond tolerance %.0e: %s\n", kRunTolerance,
+      std::printf("WARNING: compiled and eager outputs differ beyond tolerance %.0e: %s\n", tolerance,
                   agreement.problem.c_str());
     if (!output_dir->empty()) write_outputs(*output_dir, output_specs, output_files, compiled_out);
     const auto& es = eager_model.stats();

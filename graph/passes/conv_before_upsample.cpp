@@ -44,7 +44,7 @@ bool is_pointwise_conv(const Graph& graph, const Node& conv) {
   if (!activation.empty() && activation != "Relu") return false;
   const Value& weight = graph.value(conv.inputs[1]);
   const Shape& w = weight.type.shape;
-  if (!weight.constant || weight.type.dtype != DType::f32 || w.size() != 4 || w[2] != 1 || w[3] != 1) return false;
+  if (!weight.constant || !is_float_weight(weight.type.dtype) || w.size() != 4 || w[2] != 1 || w[3] != 1) return false;
   const auto all_equal = [&](const char* name, std::int64_t value) {
     const std::vector<std::int64_t> values = conv.attrs.get_ints(name, {});
     return std::all_of(values.begin(), values.end(), [&](std::int64_t v) { return v == value; });
@@ -161,7 +161,7 @@ PassResult conv_before_upsample(const Graph& graph) {
                                 ? kept_values[0]
                                 : rw.add_node("Concat", kept_values, concat_attrs, conv.name + ".full_resolution")[0];
       std::vector<ValueId> inputs = {input, rw.add_constant(conv.name + ".full_resolution.weight",
-                                                            weight_columns(weight, ranges))};
+                                                            rewrite_in_f32(weight, [&](const Tensor& w) { return weight_columns(w, ranges); }))};
       if (bias_on_kept) inputs.push_back(rw.map(conv.inputs[2]));
       accumulate(rw.add_node("Conv", std::move(inputs), part_attrs, conv.name + ".full_resolution")[0],
                  conv.name + ".sum");
@@ -172,7 +172,7 @@ PassResult conv_before_upsample(const Graph& graph) {
       if (part.resize == nullptr) continue;
       const std::string name = conv.name + ".part" + std::to_string(i);
       const ValueId part_weight =
-          rw.add_constant(name + ".weight", weight_columns(weight, {{first_channel[i], part.channels}}));
+          rw.add_constant(name + ".weight", rewrite_in_f32(weight, [&](const Tensor& w) { return weight_columns(w, {{first_channel[i], part.channels}}); }));
       const ValueId term = rw.add_node("Conv", {rw.map(part.resize->inputs[0]), part_weight}, part_attrs, name)[0];
       Attributes resize_attrs = part.resize->attrs;
       std::vector<std::int64_t> sizes = resize_attrs.get_ints("sizes", {});

@@ -12,10 +12,16 @@ namespace kiln::graph::passes {
 
 namespace {
 
-bool is_f32_constant(const Graph& graph, ValueId id) {
+bool is_float_constant(const Graph& graph, ValueId id) {
   if (id < 0) return false;
   const Value& v = graph.value(id);
-  return v.constant.has_value() && v.type.dtype == DType::f32;
+  return v.constant.has_value() && is_float_weight(v.type.dtype);
+}
+
+// A constant's values in f32 (16-bit ones widened exactly).
+Tensor widened(const Graph& graph, ValueId id) {
+  const Tensor& t = *graph.value(id).constant;
+  return t.dtype() == DType::f32 ? t : t.to(DType::f32);
 }
 
 // The Conv feeding `bn` if the pair can be folded, else kNoNode.
@@ -25,10 +31,10 @@ NodeId foldable_conv(const Graph& graph, const Node& bn, const std::vector<int>&
   if (producer == kNoNode || uses[static_cast<std::size_t>(x)] != 1) return kNoNode;
   const Node& conv = graph.node(producer);
   if (conv.op != "Conv" || !conv.attrs.get_string("activation", "").empty()) return kNoNode;
-  if (!is_f32_constant(graph, conv.inputs[1])) return kNoNode;
-  if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !is_f32_constant(graph, conv.inputs[2])) return kNoNode;
+  if (!is_float_constant(graph, conv.inputs[1])) return kNoNode;
+  if (conv.inputs.size() > 2 && conv.inputs[2] >= 0 && !is_float_constant(graph, conv.inputs[2])) return kNoNode;
   for (std::size_t i = 1; i < 5; ++i)
-    if (i >= bn.inputs.size() || !is_f32_constant(graph, bn.inputs[i])) return kNoNode;
+    if (i >= bn.inputs.size() || !is_float_constant(graph, bn.inputs[i])) return kNoNode;
   return producer;
 }
 
@@ -38,10 +44,15 @@ struct FoldedParameters {
 };
 
 FoldedParameters fold(const Graph& graph, const Node& conv, const Node& bn) {
-  const Tensor& weight = *graph.value(conv.inputs[1]).constant;
+  // 16-bit parameters fold in f32, the results rounded once to the weight's type.
+  const DType dtype = graph.value(conv.inputs[1]).type.dtype;
+  const Tensor weight = widened(graph, conv.inputs[1]);
   const bool has_bias = conv.inputs.size() > 2 && conv.inputs[2] >= 0;
-  auto param = [&](std::size_t i) { return graph.value(bn.inputs[i]).constant->values<float>(); };
-  const auto scale = param(1), shift = param(2), mean = param(3), var = param(4);
+  const Tensor conv_bias = has_bias ? widened(graph, conv.inputs[2]) : Tensor();
+  const Tensor params[] = {widened(graph, bn.inputs[1]), widened(graph, bn.inputs[2]), widened(graph, bn.inputs[3]),
+                           widened(graph, bn.inputs[4])};
+  const auto scale = params[0].values<float>(), shift = params[1].values<float>(), mean = params[2].values<float>(),
+             var = params[3].values<float>();
   const double epsilon = bn.attrs.get_float("epsilon", 1e-5);
 
   const std::int64_t channels = weight.shape()[0];
@@ -59,9 +70,10 @@ FoldedParameters fold(const Graph& graph, const Node& conv, const Node& bn) {
       const std::int64_t at = o * per_channel + j;
       w_out[at] = static_cast<float>(static_cast<double>(w[at]) * k);
     }
-    const double b = has_bias ? static_cast<double>(graph.value(conv.inputs[2]).constant->values<float>()[o]) : 0.0;
+    const double b = has_bias ? static_cast<double>(conv_bias.values<float>()[o]) : 0.0;
     b_out[o] = static_cast<float>((b - static_cast<double>(mean[o])) * k + static_cast<double>(shift[o]));
   }
+  if (dtype != DType::f32) folded = {folded.weight.to(dtype), folded.bias.to(dtype)};
   return folded;
 }
 

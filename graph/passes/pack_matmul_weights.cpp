@@ -21,7 +21,7 @@ bool packable(const Graph& graph, const Node& node) {
   if (node.op != "MatMul" || node.attrs.has("weight_layout") || node.inputs.size() != 2) return false;
   const Value& a = graph.value(node.inputs[0]);
   const Value& b = graph.value(node.inputs[1]);
-  if (a.type.shape.size() < 2 || !b.constant || b.type.dtype != DType::f32 || b.type.shape.size() != 2) return false;
+  if (a.type.shape.size() < 2 || !b.constant || !is_float_weight(b.type.dtype) || b.type.shape.size() != 2) return false;
   const std::int64_t n = b.type.shape[1];
   return n >= kMatMulPackedBlock && n % kMatMulPackedBlock == 0;
 }
@@ -64,7 +64,7 @@ PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& opti
       rw.copy_node(node);
       continue;
     }
-    Tensor packed = pack(*graph.value(node.inputs[1]).constant);
+    Tensor packed = rewrite_in_f32(*graph.value(node.inputs[1]).constant, [](const Tensor& b) { return pack(b); });
     const std::string shape_text = shape_str(packed.shape());
     std::vector<ValueId> inputs = {rw.map(node.inputs[0]), rw.add_constant(node.name + ".packed_weight", std::move(packed))};
     Attributes attrs = node.attrs;

@@ -36,7 +36,7 @@ bool suits_direct_template(const Graph& graph, const Node& conv) {
   if (conv.op != "Conv" || conv.attrs.has("weight_layout")) return false;
   if (conv.inputs.size() < 2 || conv.inputs[1] < 0) return false;
   const Value& weight = graph.value(conv.inputs[1]);
-  if (!weight.constant || weight.type.dtype != DType::f32 || weight.type.shape.size() != 4) return false;
+  if (!weight.constant || !is_float_weight(weight.type.dtype) || weight.type.shape.size() != 4) return false;
   const Shape& w = weight.type.shape;
   const std::int64_t groups = conv.attrs.get_int("group", 1);
   if (groups < 1 || w[0] % groups != 0 || w[1] == 1 || w[0] / groups < kBlock) return false;
@@ -79,7 +79,7 @@ PassResult pack_weights(const Graph& graph) {
     }
     const Tensor& weight = *graph.value(node.inputs[1]).constant;
     const std::int64_t groups = node.attrs.get_int("group", 1);
-    Tensor packed = pack(weight, groups);
+    Tensor packed = rewrite_in_f32(weight, [&](const Tensor& w) { return pack(w, groups); });
     const std::string shape_text = shape_str(packed.shape());
     std::vector<ValueId> inputs = rw.map(node.inputs);
     inputs[1] = rw.add_constant(node.name + ".packed_weight", std::move(packed));

@@ -12,6 +12,17 @@
 
 namespace kiln::graph::passes {
 
+// Whether the weight passes rewrite weights of `dtype`: f32, and f16 and
+// bf16, which they widen exactly, rewrite in f32 and round back once.
+inline bool is_float_weight(DType dtype) { return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16; }
+
+// `rewrite` (f32 -> f32) applied to `weight`, the result in weight's own type.
+template <class Rewrite>
+Tensor rewrite_in_f32(const Tensor& weight, Rewrite&& rewrite) {
+  if (weight.dtype() == DType::f32) return rewrite(weight);
+  return rewrite(weight.to(DType::f32)).to(weight.dtype());
+}
+
 class Rewriter {
  public:
   enum class Constants {

@@ -56,7 +56,7 @@ PassResult scale_conv_weights(const Graph& graph) {
     const NodeId producer = graph.value(conv.inputs[0]).producer;
     if (producer == kNoNode || uses[input] != 1 || users[input].size() != 1) continue;
     const Node& mul = graph.node(producer);
-    if (mul.op != "Mul" || !weight.constant || weight.type.dtype != DType::f32) continue;
+    if (mul.op != "Mul" || !weight.constant || !is_float_weight(weight.type.dtype)) continue;
     for (std::size_t side = 0; side < 2; ++side) {
       const ValueId x = mul.inputs[side], scale = mul.inputs[1 - side];
       const TensorType& x_type = graph.value(x).type;

@@ -57,7 +57,7 @@ PassResult trim_conv_window(const Graph& graph) {
   for (const Node& node : graph.nodes()) {
     const bool candidate = node.op == "Conv" && !node.attrs.has("weight_layout") && node.inputs.size() >= 2 &&
                            node.inputs[1] >= 0 && graph.value(node.inputs[1]).constant &&
-                           graph.value(node.inputs[1]).type.dtype == DType::f32 &&
+                           is_float_weight(graph.value(node.inputs[1]).type.dtype) &&
                            graph.value(node.inputs[1]).type.shape.size() == 4 && !node.outputs.empty() &&
                            node.attrs.get_string("auto_pad", "NOTSET") == "NOTSET";
     if (!candidate) {
@@ -93,7 +93,7 @@ PassResult trim_conv_window(const Graph& graph) {
       continue;
     }
     std::vector<ValueId> inputs = rw.map(node.inputs);
-    inputs[1] = rw.add_constant(node.name + ".trimmed_weight", crop(*graph.value(node.inputs[1]).constant, *rows, *cols));
+    inputs[1] = rw.add_constant(node.name + ".trimmed_weight", rewrite_in_f32(*graph.value(node.inputs[1]).constant, [&](const Tensor& w) { return crop(w, *rows, *cols); }));
     Attributes attrs = node.attrs;
     attrs.set("pads", std::vector<std::int64_t>{top, left, bottom, right});
     attrs.set("dilations", std::vector<std::int64_t>{dil_h, dil_w});

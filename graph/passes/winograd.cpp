@@ -65,7 +65,7 @@ bool winograd_computes(const Graph& graph, const Node& conv) {
     return false;
   const Value& x = graph.value(conv.inputs[0]);
   const Value& weight = graph.value(conv.inputs[1]);
-  if (!weight.constant || weight.type.dtype != DType::f32 || x.type.dynamic || x.type.shape.size() != 4) return false;
+  if (!weight.constant || !is_float_weight(weight.type.dtype) || x.type.dynamic || x.type.shape.size() != 4) return false;
   const Shape& w = weight.type.shape;
   if (w.size() != 4 || w[2] != 3 || w[3] != 3) return false;
   if (graph.value(conv.outputs[0]).type.shape.size() != 4) return false;
@@ -142,7 +142,12 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options) {
     };
     const Shape& weight_shape = graph.value(node.inputs[1]).type.shape;
     const Choice f2 = plan_tiles(graph, node, input_attrs, 2);
-    const std::optional<Choice> f4 = only_f2 ? std::nullopt : std::optional(plan_tiles(graph, node, input_attrs, 4));
+    // A 16-bit graph rounds the transformed tiles and the GEMM's result
+    // between kernels; F(4x4)'s transforms (coefficients from 1/24 to 4, with
+    // cancellation) lose too much to that, F(2x2)'s (sums and halves) do not.
+    const bool sixteen_bit = graph.value(node.inputs[1]).type.dtype != DType::f32;
+    const std::optional<Choice> f4 =
+        only_f2 || sixteen_bit ? std::nullopt : std::optional(plan_tiles(graph, node, input_attrs, 4));
 
     // The rule: nullopt keeps the direct convolution (with why, when it is worth saying).
     std::optional<Choice> rule;
@@ -193,7 +198,7 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options) {
                           ? rw.add_node("WinogradWeight", {rw.map(node.inputs[1])}, std::move(weight_attrs),
                                         node.name + ".winograd_weight")[0]
                           : rw.add_constant(graph.value(node.inputs[1]).name + ".winograd",
-                                            winograd_transform_weight(weight, choice.tile));
+                                            rewrite_in_f32(weight, [&](const Tensor& w) { return winograd_transform_weight(w, choice.tile); }));
     const ValueId m = rw.add_node("MatMul", {u, v}, {}, node.name + ".winograd_matmul")[0];
 
     // WinogradOutput stands for the Conv: same name, same output value.

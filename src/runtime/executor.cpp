@@ -902,7 +902,18 @@ std::string Executor::fusion_groups() const {
     const compiler::Dispatch& d = *step.dispatch;
     const graph::Node& last = g.node(d.nodes.back());
     out << "  #" << index++ << " kernel " << d.kernel_name << " grid [" << d.grid[0] << ", " << d.grid[1] << ", "
-        << d.grid[2] << "] -> " << graph::type_str(g.value(last.outputs[0]).type) << "\n";
+        << d.grid[2] << "] -> " << graph::type_str(g.value(last.outputs[0]).type);
+    // Storage and compute types, where they differ: 16-bit buffers, f32 arithmetic.
+    std::set<std::string> storage;
+    for (graph::ValueId v : d.values)
+      if (v >= 0 && (g.value(v).type.dtype == DType::f16 || g.value(v).type.dtype == DType::bf16))
+        storage.insert(std::string(dtype_name(g.value(v).type.dtype)));
+    if (!storage.empty()) {
+      out << " (";
+      for (const std::string& type : storage) out << type << " ";
+      out << "buffers, f32 arithmetic)";
+    }
+    out << "\n";
     for (graph::NodeId id : d.nodes) {
       const graph::Node& node = g.node(id);
       out << "      " << node.name << " (" << node.op << ")\n";

@@ -8,6 +8,12 @@
 #include <limits>
 
 namespace kiln::tools::bench {
+
+double default_tolerance(const std::string& dtype) {
+  if (dtype == "f16") return 4.0 / 1024;
+  if (dtype == "bf16") return 4.0 / 128;
+  return 1e-3;
+}
 namespace {
 
 constexpr double kAbsoluteFloor = 1e-6;

@@ -14,6 +14,13 @@
 
 namespace kiln::tools::bench {
 
+// The default allowed max |compiled - eager| relative to the largest |eager
+// output| for a model run in `dtype` (--dtype: "model", "f16", "bf16"):
+// 1e-3 in f32; four units of the 16-bit type's epsilon (2^-10, 2^-7)
+// otherwise, since compiled kernels skip the rounding eager's make between
+// fused ops (docs/precision.md).
+double default_tolerance(const std::string& dtype);
+
 struct Agreement {
   bool matches = true;
   double max_abs_diff = 0;  // over every f32 output (infinity for a NaN where eager has a number)

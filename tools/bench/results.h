@@ -25,7 +25,8 @@ struct Config {
   std::int64_t image_size = 0;  // 0: each model's usual size
   std::string backend = "vulkan";
   std::string device;           // index or part of the name; "" is the first
-  double tolerance = 1e-3;      // allowed |compiled - eager|, relative to max |eager|
+  double tolerance = 0;         // allowed |compiled - eager|, relative to max |eager|; 0: default_tolerance(dtype)
+  std::string dtype = "model";  // --dtype: the models' f32 computation in f16 or bf16 (Model::with_float_type)
   std::string tune_db;          // max-autotune's tuning database; "" is the tune_db setting's, else the default
 };
 

@@ -67,6 +67,8 @@ const DeviceDescription& pick_device(const BackendDescription& backend, const st
   throw_error(ErrorKind::NotFound, "no " + backend.name + " device matching '" + spec + "'; devices:" + listing);
 }
 
+double tolerance_of(const Config& c) { return c.tolerance > 0 ? c.tolerance : default_tolerance(c.dtype); }
+
 std::string reproduce_command(const Config& c) {
   std::string batches;
   for (auto b : c.batches) batches += (batches.empty() ? "" : ",") + std::to_string(b);
@@ -76,6 +78,7 @@ std::string reproduce_command(const Config& c) {
   if (c.image_size > 0) command += " --image-size " + std::to_string(c.image_size);
   command += " --backend " + c.backend;
   if (!c.device.empty()) command += " --device " + c.device;
+  if (c.dtype != Config{}.dtype) command += " --dtype " + c.dtype;
   if (c.tolerance != Config{}.tolerance) {
     char text[32];
     std::snprintf(text, sizeof text, "%g", c.tolerance);
@@ -153,9 +156,10 @@ struct BuiltModel {
 // A model that builds at batch 1 but rejects a larger batch handles one image
 // at a time (SSDLite's post-processing): its cells are skipped, not failed.
 // Other errors propagate.
-BuiltModel build_for_batch(const std::string& name, std::int64_t batch, std::int64_t size) {
+BuiltModel build_for_batch(const std::string& name, std::int64_t batch, std::int64_t size, const std::string& dtype) {
   try {
     Model model = models::build(name, {.batch = batch, .image_size = size});
+    if (dtype != "model") model = model.with_float_type(dtype == "f16" ? DType::f16 : DType::bf16);
     std::string task = model.task();
     const std::vector<TensorSpec> specs = model.inputs();
     KILN_CHECK(specs.size() == 1, ErrorKind::Unsupported,
@@ -259,7 +263,7 @@ void record(Contender& c, const std::vector<Tensor>& reference, const std::optio
   cell.host_steps_per_run = stats.host_steps_per_run;
   cell.kernels = stats.kernels;
   if (cell.mode == kEagerMode) return;
-  const Agreement agreement = compare_outputs(reference, c.outputs, config.tolerance, detections);
+  const Agreement agreement = compare_outputs(reference, c.outputs, tolerance_of(config), detections);
   cell.max_abs_diff = agreement.max_abs_diff;
   cell.output_scale = agreement.scale;
   cell.tied_detections = agreement.tied_detections;
@@ -277,7 +281,7 @@ void measure(std::vector<Cell>& cells, const Config& config, const Observer& obs
   std::optional<Model> model;
   std::vector<Tensor> inputs, reference;
   try {
-    BuiltModel built = build_for_batch(first.model, first.batch, first.image_size);
+    BuiltModel built = build_for_batch(first.model, first.batch, first.image_size, config.dtype);
     for (Cell& cell : cells) cell.task = built.task;
     if (!built.model) return settle(cells, 0, CellStatus::skipped, built.skip_reason, observer);
     model = std::move(built.model);
@@ -376,7 +380,7 @@ void validate(const Config& config) {
   KILN_CHECK(config.warmup >= 0, ErrorKind::InvalidArgument, "--warmup must be >= 0, got " + std::to_string(config.warmup));
   KILN_CHECK(config.image_size == 0 || (config.image_size >= 8 && config.image_size <= 4096), ErrorKind::InvalidArgument,
              "--image-size must be within 8..4096, got " + std::to_string(config.image_size));
-  KILN_CHECK(config.tolerance > 0, ErrorKind::InvalidArgument, "--tolerance must be > 0");
+  KILN_CHECK(config.tolerance >= 0, ErrorKind::InvalidArgument, "--tolerance must be > 0 (0: the default)");
   std::error_code ec;
   KILN_CHECK(std::filesystem::is_regular_file(config.image_path, ec), ErrorKind::Io,
              "cannot read image '" + config.image_path +
@@ -406,7 +410,7 @@ Metadata describe_run(const Config& config) {
   m.image = config.image_path;
   m.iters = config.iters;
   m.warmup = config.warmup;
-  m.tolerance = config.tolerance;
+  m.tolerance = tolerance_of(config);
   m.host_threads = std::thread::hardware_concurrency();
   // Variables that change what is measured: lavapipe's threads, Mesa's own
   // shader cache (it hides pipeline creation from cold compiles), validation.
