@@ -1,5 +1,8 @@
 // Every op case (op_cases.cpp) x every backend that can run here x
-// {eager, default, reduce-overhead}, against the reference implementation.
+// {eager, default, reduce-overhead}, against the reference implementation;
+// and each case with f32 tensors again in f16 and in bf16 (every f32 tensor
+// of its model and inputs converted), against the reference's 16-bit rule,
+// within the per-op bound of docs/precision.md.
 // Backends that cannot run here are listed with their reason; their code
 // generation is covered by test_codegen_compile.
 #include <boost/test/unit_test.hpp>
@@ -9,6 +12,7 @@
 #include <kiln/kiln.h>
 
 #include "graph/op_registry.h"
+#include "graph/passes/passes.h"
 #include "src/runtime/internal_access.h"
 
 #include <algorithm>
@@ -19,18 +23,70 @@ namespace {
 
 using kiln::testing::OpCase;
 
+bool is_16bit(kiln::DType dtype) { return dtype == kiln::DType::f16 || dtype == kiln::DType::bf16; }
+
 float reference_scale(const kiln::Tensor& t) {
   float m = 1.0f;
   for (float v : t.values<float>()) m = std::max(m, std::fabs(v));
   return m;
 }
 
-void check_outputs(const OpCase& c, const std::vector<kiln::Tensor>& got, const std::vector<kiln::Tensor>& want) {
+// The per-op bound for a 16-bit output, relative to the output's scale: two
+// units of the type's epsilon (its rounding, and a neighbouring value where
+// f32 arithmetic of another order or another math library lands on the
+// other side of a rounding boundary), or the case's own f32 bound if larger.
+float sixteen_bit_tolerance(const OpCase& c, kiln::DType dtype) {
+  const float epsilon = dtype == kiln::DType::f16 ? 0x1p-10f : 0x1p-7f;
+  return std::max(c.tolerance, 2 * epsilon);
+}
+
+// The case with every f32 tensor (inputs, weights, activations, outputs) in
+// `dtype`; nullopt for a case without one.
+std::optional<OpCase> sixteen_bit_twin(const OpCase& c, kiln::DType dtype) {
+  const kiln::graph::Graph& graph = kiln::internal::graph(c.model);
+  const auto& values = graph.values();
+  if (std::none_of(values.begin(), values.end(), [](const auto& v) { return v.type.dtype == kiln::DType::f32; }))
+    return std::nullopt;
+  kiln::graph::passes::PassResult converted =
+      kiln::graph::passes::convert_float_type(graph, {.to = dtype, .keep_io_types = false});
+  OpCase twin{c.name, kiln::internal::ModelAccess::make(std::make_shared<const kiln::graph::Graph>(std::move(converted.graph)),
+                                                        c.model.name()),
+              {}, c.tolerance};
+  for (const kiln::Tensor& input : c.inputs)
+    twin.inputs.push_back(input.dtype() == kiln::DType::f32 ? input.to(dtype) : input);
+  twin.tolerance = sixteen_bit_tolerance(c, dtype);
+  return twin;
+}
+
+// `fused`: compiled kernels keep f32 between the ops they fuse, so where the
+// per-op reference overflowed the 16-bit range in an intermediate (an
+// infinity or NaN in its output), a fused kernel may give a finite value.
+void check_outputs(const OpCase& c, const std::vector<kiln::Tensor>& got, const std::vector<kiln::Tensor>& want,
+                   bool fused) {
   BOOST_REQUIRE_EQUAL(got.size(), want.size());
   for (std::size_t i = 0; i < got.size(); ++i) {
     BOOST_TEST_CONTEXT("output " << i) {
       BOOST_REQUIRE(got[i].shape() == want[i].shape());
       BOOST_REQUIRE(got[i].dtype() == want[i].dtype());
+      if (is_16bit(want[i].dtype())) {
+        // Infinities (overflow, 16-bit's largest finite value is 65504) and
+        // NaNs must agree exactly; finite values within the bound.
+        const kiln::Tensor g = got[i].to(kiln::DType::f32), w = want[i].to(kiln::DType::f32);
+        const auto gv = g.values<float>(), wv = w.values<float>();
+        float scale = 1.0f;
+        for (float v : wv)
+          if (std::isfinite(v)) scale = std::max(scale, std::fabs(v));
+        const float bound = c.tolerance * scale;
+        for (std::size_t k = 0; k < wv.size(); ++k) {
+          const bool same = gv[k] == wv[k] || (std::isnan(gv[k]) && std::isnan(wv[k]));
+          if (same || (std::isfinite(wv[k]) && std::fabs(gv[k] - wv[k]) <= bound) || (fused && !std::isfinite(wv[k])))
+            continue;
+          BOOST_ERROR("element " << k << " is " << gv[k] << ", the reference " << wv[k] << " (bound " << bound << ", "
+                                 << kiln::dtype_name(want[i].dtype()) << ")");
+          break;
+        }
+        continue;
+      }
       if (want[i].dtype() != kiln::DType::f32) {
         const auto a = got[i].bytes(), b = want[i].bytes();
         BOOST_TEST(std::equal(a.begin(), a.end(), b.begin(), b.end()), "integer or bool output differs from the reference");
@@ -61,16 +117,24 @@ void run_case(const OpCase& c, const std::string& backend, Way way) {
     o.fullgraph = true;  // every op here must compile: no graph breaks
     auto m = kiln::compile(c.model, o);
     got = m(c.inputs);
-    check_outputs(c, got, want);
+    check_outputs(c, got, want, true);
     got = m(c.inputs);  // the second call reuses (or replays) everything
   }
-  check_outputs(c, got, want);
+  check_outputs(c, got, want, way != Way::eager);
 }
 
 bool init_suite() {
   auto& master = boost::unit_test::framework::master_test_suite();
   master.p_name.value = "conformance";
   static const std::vector<OpCase> cases = kiln::testing::make_op_cases();
+  static const std::vector<std::pair<const char*, std::vector<OpCase>>> twins = [] {
+    std::vector<std::pair<const char*, std::vector<OpCase>>> sets = {{"f16", {}}, {"bf16", {}}};
+    for (auto& [name, set] : sets)
+      for (const OpCase& c : cases)
+        if (auto twin = sixteen_bit_twin(c, std::string(name) == "f16" ? kiln::DType::f16 : kiln::DType::bf16))
+          set.push_back(std::move(*twin));
+    return sets;
+  }();
   // The oracle itself: every case runs on the reference implementation and
   // produces finite outputs of the declared types.
   auto* reference = BOOST_TEST_SUITE("reference");
@@ -117,6 +181,19 @@ bool init_suite() {
                                                          __FILE__, __LINE__));
       }
       suite->add(mode_suite);
+      for (const auto& [dtype, set] : twins) {
+        auto* typed_suite = BOOST_TEST_SUITE(std::string(way_name) + "_" + dtype);
+        for (const OpCase& c : set) {
+          std::string name = c.name;
+          std::replace(name.begin(), name.end(), '/', '.');
+          const std::string backend = b.name;
+          const Way w = way;
+          const OpCase* cp = &c;
+          typed_suite->add(boost::unit_test::make_test_case([cp, backend, w] { run_case(*cp, backend, w); }, name,
+                                                            __FILE__, __LINE__));
+        }
+        suite->add(typed_suite);
+      }
     }
     master.add(suite);
   }
