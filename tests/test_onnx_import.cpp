@@ -75,7 +75,10 @@ class OnnxModel {
   }
   static void fill_tensor(onnx::TensorProto& p, const std::string& name, const Tensor& t) {
     p.set_name(name);
-    p.set_data_type(t.dtype() == DType::f32 ? onnx::TensorProto_DataType_FLOAT : onnx::TensorProto_DataType_INT64);
+    p.set_data_type(t.dtype() == DType::f32    ? onnx::TensorProto_DataType_FLOAT
+                    : t.dtype() == DType::f16  ? onnx::TensorProto_DataType_FLOAT16
+                    : t.dtype() == DType::bf16 ? onnx::TensorProto_DataType_BFLOAT16
+                                               : onnx::TensorProto_DataType_INT64);
     for (auto d : t.shape()) p.add_dims(d);
     p.set_raw_data(std::string(reinterpret_cast<const char*>(t.bytes().data()), t.nbytes()));
   }
@@ -410,6 +413,48 @@ BOOST_AUTO_TEST_CASE(typed_fields_initializer_inputs_and_symbolic_dims) {
   BOOST_TEST(two.inputs().at(0).shape == (kiln::Shape{2, 3}), boost::test_tools::per_element());
   const auto y = run(two, {Tensor::from_f32({2, 3}, {1, 1, 1, 2, 2, 2})}).at(0);
   BOOST_TEST(y.values<float>()[5] == 6.0f);
+}
+
+// A model as onnxconverter-common's convert_float_to_float16(keep_io_types)
+// writes one: f32 input and output, Casts at the edges, f16 weights and
+// compute, and an op kept in f32 (its op_block_list) between two Casts. It
+// imports as itself (the weights stay f16) and runs on the device, every
+// node in kernels, as the reference computes it.
+BOOST_AUTO_TEST_CASE(an_f16_model_with_an_f32_island_runs_as_itself) {
+  for (const DType half : {DType::f16, DType::bf16}) {
+    const std::int64_t code = half == DType::f16 ? 10 : 16;
+    OnnxModel m;
+    m.input("x", {2, 3, 8, 8});
+    m.initializer("w", random_f32({4, 3, 3, 3}, 1).to(half));
+    m.initializer("b", random_f32({4}, 2).to(half));
+    m.initializer("fc", random_f32({256, 5}, 3).to(half));
+    m.ints("flat", {2, 256});
+    attr(m.node("Cast", {"x"}, {"x16"}), "to", code);
+    attr(m.node("Conv", {"x16", "w", "b"}, {"conv"}), "pads", std::vector<std::int64_t>{1, 1, 1, 1});
+    m.node("Relu", {"conv"}, {"relu"});
+    attr(m.node("Cast", {"relu"}, {"relu32"}), "to", std::int64_t{1});
+    attr(m.node("Softmax", {"relu32"}, {"soft"}), "axis", std::int64_t{1});  // the f32 island
+    attr(m.node("Cast", {"soft"}, {"soft16"}), "to", code);
+    m.node("Reshape", {"soft16", "flat"}, {"rows"});
+    m.node("MatMul", {"rows", "fc"}, {"logits16"});
+    attr(m.node("Cast", {"logits16"}, {"logits"}), "to", std::int64_t{1});
+    m.output("logits");
+    const kiln::Model model = m.load();
+    for (const auto& v : kiln::internal::graph(model).values())
+      if (v.name == "w" || v.name == "fc") BOOST_TEST((v.type.dtype == half), v.name);
+    BOOST_TEST((model.outputs().at(0).dtype == DType::f32));
+    const Tensor x = random_f32({2, 3, 8, 8}, 4);
+    const Tensor want = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<Tensor>{x}).at(0);
+    auto eager = kiln::eager(model);
+    auto compiled = kiln::compile(model, {.fullgraph = true});
+    const float epsilon = half == DType::f16 ? 0x1p-10f : 0x1p-7f;
+    float scale = 1.0f;
+    for (float v : want.values<float>()) scale = std::max(scale, std::fabs(v));
+    BOOST_TEST(kiln::max_abs_diff(eager({x}).at(0), want) <= 2 * epsilon * scale);
+    BOOST_TEST(kiln::max_abs_diff(compiled({x}).at(0), want) <= 4 * epsilon * scale);
+    BOOST_TEST(eager.stats().host_steps_per_run == 0);
+    BOOST_TEST(compiled.stats().host_steps_per_run == 0);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(external_data_is_read_from_the_models_folder) {
