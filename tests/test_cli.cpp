@@ -129,6 +129,29 @@ BOOST_AUTO_TEST_CASE(run_resnet18_on_a_photo) {
   BOOST_TEST(has(r, "451x300"));
 }
 
+// --dtype runs the model's f32 tensors in 16 bits, eager and compiled alike,
+// checked against each other with the type's tolerance; explain says which
+// kernels hold 16-bit buffers, and the dtype setting converts inside the
+// compiler with a report of what it changed.
+BOOST_AUTO_TEST_CASE(run_and_explain_in_16_bits) {
+  auto r = kiln_cli("run --model resnet18 --image data/images/chelsea.png --image-size 64 --iters 1 --dtype f16");
+  BOOST_TEST(r.exit_code == 0);
+  BOOST_TEST(has(r, "max |eager - compiled|"));
+  BOOST_TEST(!has(r, "WARNING"));
+  auto e = kiln_cli("explain --model resnet18 --image-size 32 --dtype bf16");
+  BOOST_TEST(e.exit_code == 0);
+  BOOST_TEST(has(e, "bf16 buffers, f32 arithmetic"));
+  BOOST_TEST(has(e, "-> bf16["));
+  auto s = kiln_cli("explain --model resnet18 --image-size 32 --set dtype=f16");
+  BOOST_TEST(s.exit_code == 0);
+  BOOST_TEST(has(s, "convert_float_type"));
+  BOOST_TEST(has(s, "f32 constants (weights) converted to f16 once"));
+  BOOST_TEST(has(s, "input 'input': inserted a Cast f32 -> f16"));
+  auto bad = kiln_cli("run --model resnet18 --image-size 32 --dtype f64");
+  BOOST_TEST(bad.exit_code != 0);
+  BOOST_TEST(has(bad, "--dtype"));
+}
+
 BOOST_AUTO_TEST_CASE(run_reduce_overhead_mode) {
   auto r = kiln_cli("run --image data/images/coffee.png --image-size 32 --iters 2 --mode reduce-overhead --top 3");
   BOOST_TEST(r.exit_code == 0);
