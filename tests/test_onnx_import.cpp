@@ -553,6 +553,22 @@ BOOST_AUTO_TEST_CASE(torch_layer_norm_is_recognised) {
     const auto after = kiln::graph::run_reference(compiled.graph, std::vector<Tensor>{x}).at(0);
     BOOST_TEST(kiln::max_abs_diff(before, after) < 1e-5f);
     BOOST_TEST(compiled.graph.value(compiled.graph.outputs()[0]).name == "y");
+    // The model in 16 bits (its constants rounded) is recognised too, and the
+    // one op computes its statistics in f32 where the pattern rounded each step.
+    for (const DType half : {DType::f16, DType::bf16}) {
+      const kiln::graph::Graph narrow = kiln::graph::passes::convert_float_type(
+          kiln::internal::graph(model), {.to = half, .keep_io_types = false}).graph;
+      const auto narrow_compiled = kiln::graph::passes::run_compile_passes(narrow);
+      BOOST_TEST(ops_of(narrow_compiled.graph) == (std::vector<std::string>{"LayerNormalization"}),
+                 boost::test_tools::per_element());
+      const Tensor x16 = x.to(half);
+      const auto want = kiln::graph::run_reference(narrow, std::vector<Tensor>{x16}).at(0).to(DType::f32);
+      const auto got = kiln::graph::run_reference(narrow_compiled.graph, std::vector<Tensor>{x16}).at(0).to(DType::f32);
+      float scale = 1.0f;
+      for (float v : want.values<float>()) scale = std::max(scale, std::fabs(v));
+      // Rounding each of the pattern's steps costs a few epsilons at the output's scale.
+      BOOST_TEST(kiln::max_abs_diff(want, got) <= 4 * (half == DType::f16 ? 0x1p-10f : 0x1p-7f) * scale);
+    }
   }
 }
 
@@ -601,6 +617,13 @@ BOOST_AUTO_TEST_CASE(torch_gelu_is_recognised) {
     const auto before = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<Tensor>{x}).at(0);
     const auto after = kiln::graph::run_reference(compiled.graph, std::vector<Tensor>{x}).at(0);
     BOOST_TEST(kiln::max_abs_diff(before, after) < 1e-6f);
+    // In 16 bits, 1/sqrt(2) and sqrt(2) are rounded constants: still GELU.
+    for (const DType half : {DType::f16, DType::bf16}) {
+      const kiln::graph::Graph narrow = kiln::graph::passes::convert_float_type(
+          kiln::internal::graph(model), {.to = half, .keep_io_types = false}).graph;
+      BOOST_TEST(ops_of(kiln::graph::passes::run_compile_passes(narrow).graph) == (std::vector<std::string>{"Gelu"}),
+                 boost::test_tools::per_element());
+    }
   }
 }
 

@@ -782,6 +782,10 @@ BOOST_AUTO_TEST_CASE(recognises_silu_in_either_operand_order) {
       if (node.op == "Conv") BOOST_TEST(uses[static_cast<std::size_t>(node.outputs[0])] == 1);
     BOOST_TEST(mentions(result.report, "with Silu"));
     BOOST_TEST(relative_difference(g, result.graph) <= 1e-6);
+    for (const DType half : {DType::f16, DType::bf16}) {
+      const Graph narrow = passes::convert_float_type(g, {.to = half, .keep_io_types = false}).graph;
+      BOOST_TEST(count_op(passes::recognise_silu(narrow).graph, "Silu") == 2);
+    }
   }
 }
 

@@ -20,7 +20,10 @@ struct GeluMatch {
   ValueId x = -1;
 };
 
-bool near(double value, double expected) { return std::fabs(value - expected) <= 1e-4 * std::fabs(expected); }
+// Within 1e-4 relative, or the rounding of a 16-bit constant.
+bool near(double value, double expected, DType dtype) {
+  return std::fabs(value - expected) <= std::max(1e-4, rounding_of(dtype)) * std::fabs(expected);
+}
 
 class Matcher {
  public:
@@ -37,7 +40,7 @@ class Matcher {
     } else if (scaled->op == "Mul") {
       m.x = other_operand(*scaled, [&](ValueId v) { return constant_near(v, 1.0 / std::sqrt(2.0)); });
     }
-    if (m.x < 0 || graph_.value(m.x).type.dtype != DType::f32) return std::nullopt;
+    if (m.x < 0 || !is_float_weight(graph_.value(m.x).type.dtype)) return std::nullopt;
 
     const Node* plus_one = readers_.single_consumer(erf.outputs[0], "Add");
     if (!plus_one || other_operand(*plus_one, [&](ValueId v) { return v == erf.outputs[0]; }) < 0) return std::nullopt;
@@ -73,8 +76,8 @@ class Matcher {
 
   bool constant_near(ValueId value, double expected) const {
     const Value& v = graph_.value(value);
-    return v.constant && v.type.dtype == DType::f32 && v.constant->numel() == 1 &&
-           near(static_cast<double>(v.constant->values<float>()[0]), expected);
+    const std::optional<double> scalar = float_scalar(v);
+    return scalar && near(*scalar, expected, v.type.dtype);
   }
 
   // For a binary node with one operand satisfying `is_this`, the other one (-1 if neither does).

@@ -35,16 +35,13 @@ class Matcher {
     return node != nullptr && node->op == op ? node : nullptr;
   }
 
-  // The one-element f32 constant's value.
-  std::optional<double> scalar(ValueId value) const {
-    const Value& v = graph_.value(value);
-    if (!v.constant || v.type.dtype != DType::f32 || v.constant->numel() != 1) return std::nullopt;
-    return static_cast<double>(v.constant->values<float>()[0]);
-  }
+  // The one-element float constant's value.
+  std::optional<double> scalar(ValueId value) const { return float_scalar(graph_.value(value)); }
 
-  const Tensor* f32_constant(ValueId value) const {
+  // A constant of `dtype` (x's: the LayerNormalization's scale and bias).
+  const Tensor* float_constant(ValueId value, DType dtype) const {
     const Value& v = graph_.value(value);
-    return v.constant && v.type.dtype == DType::f32 ? &*v.constant : nullptr;
+    return v.constant && v.type.dtype == dtype ? &*v.constant : nullptr;
   }
 
   // The normalised axis of a ReduceMean over the trailing axes with keepdims.
@@ -66,7 +63,7 @@ class Matcher {
     if (!sub || !sqrt) return std::nullopt;
     m.x = sub->inputs[0];
     const TensorType& xt = graph_.value(m.x).type;
-    if (xt.dtype != DType::f32 || xt.shape.empty()) return std::nullopt;
+    if (!is_float_weight(xt.dtype) || xt.shape.empty()) return std::nullopt;
     const auto rank = static_cast<std::int64_t>(xt.shape.size());
     const Node* mean = single_use_producer(sub->inputs[1], "ReduceMean");
     if (!mean || mean->inputs[0] != m.x) return std::nullopt;
@@ -112,11 +109,11 @@ class Matcher {
   }
 
  private:
-  // The other operand of a binary node reading `y`, if it is an f32 constant
+  // The other operand of a binary node reading `y`, if it is a constant of y's type
   // with the normalised shape (leading 1s allowed), reshaped to that shape.
   std::optional<Tensor> affine_constant(const Node& node, ValueId y, const Shape& normalized) const {
     const ValueId other = node.inputs[0] == y ? node.inputs[1] : node.inputs[0];
-    const Tensor* t = f32_constant(other);
+    const Tensor* t = float_constant(other, graph_.value(y).type.dtype);
     if (!t || node.outputs.size() != 1 || graph_.value(node.outputs[0]).type.shape != graph_.value(y).type.shape)
       return std::nullopt;
     Shape trimmed = t->shape();
@@ -152,9 +149,12 @@ PassResult recognise_layer_norm(const Graph& graph) {
     }
     LayerNormMatch& m = found->second;
     const Shape normalized(graph.value(m.x).type.shape.begin() + m.axis, graph.value(m.x).type.shape.end());
+    const DType dtype = graph.value(m.x).type.dtype;
     Tensor scale = m.scale ? *m.scale : Tensor(DType::f32, normalized);
-    if (!m.scale)
+    if (!m.scale) {
       for (float& v : scale.values<float>()) v = 1.0f;
+      if (dtype != DType::f32) scale = scale.to(dtype);
+    }
     std::vector<ValueId> inputs{rw.map(m.x), rw.add_constant(node.name + ".scale", std::move(scale))};
     if (m.bias) inputs.push_back(rw.add_constant(node.name + ".bias", std::move(*m.bias)));
     Attributes attrs;

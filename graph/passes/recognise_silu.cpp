@@ -30,7 +30,7 @@ PassResult recognise_silu(const Graph& graph) {
     if (!x_first && !x_second) continue;
     // Same operands on both sides, so no broadcasting; checked anyway so that
     // the Silu's output keeps the Mul's type exactly.
-    if (graph.value(mul.outputs[0]).type != graph.value(x).type || graph.value(x).type.dtype != DType::f32) continue;
+    if (graph.value(mul.outputs[0]).type != graph.value(x).type || !is_float_weight(graph.value(x).type.dtype)) continue;
     silu_input[mul.id] = x;
     folded_sigmoids.insert(sigmoid.id);
   }

@@ -5,6 +5,7 @@
 
 #include "graph/ir.h"
 
+#include <optional>
 #include <span>
 #include <string>
 #include <unordered_set>
@@ -15,6 +16,19 @@ namespace kiln::graph::passes {
 // Whether the weight passes rewrite weights of `dtype`: f32, and f16 and
 // bf16, which they widen exactly, rewrite in f32 and round back once.
 inline bool is_float_weight(DType dtype) { return dtype == DType::f32 || dtype == DType::f16 || dtype == DType::bf16; }
+
+// The value of a one-element float constant (f32 or 16-bit), or nullopt.
+inline std::optional<double> float_scalar(const Value& v) {
+  if (!v.constant || !is_float_weight(v.type.dtype) || v.constant->numel() != 1) return std::nullopt;
+  const Tensor wide = v.type.dtype == DType::f32 ? *v.constant : v.constant->to(DType::f32);
+  return static_cast<double>(wide.values<float>()[0]);
+}
+
+// Half the spacing of `dtype`'s values relative to a value: how far a
+// constant written in that type may be from the real number it stands for.
+inline double rounding_of(DType dtype) {
+  return dtype == DType::f16 ? 0x1p-11 : dtype == DType::bf16 ? 0x1p-8 : 0x1p-24;
+}
 
 // `rewrite` (f32 -> f32) applied to `weight`, the result in weight's own type.
 template <class Rewrite>
