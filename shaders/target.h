@@ -48,6 +48,10 @@ struct LowerTarget {
   // alignment depends on its width), so that each extent lowers to kernels
   // of one structure and a new extent compiles nothing.
   bool spatial_extents_vary = false;
+  // The 16-bit storage types of the node being lowered ("f16", "bf16",
+  // "bf16+f16"; "" for none): a kernel reading or writing them is a tuning
+  // problem of its own, so template problem texts say it (tuning_site.h).
+  std::string storage16{};
 
   friend bool operator==(const LowerTarget&, const LowerTarget&) = default;
 };

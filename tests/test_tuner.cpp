@@ -827,6 +827,32 @@ BOOST_AUTO_TEST_CASE(a_wrong_candidate_is_rejected_and_never_chosen) {
   BOOST_TEST(record.provenance.budget_s == options.budget_s);
 }
 
+// A 16-bit kernel is a tuning problem of its own: its site says its storage
+// type, an override keyed by that text reaches it (and not the f32 twin's),
+// and its candidates are measured on 16-bit buffers against the reference's
+// 16-bit rule.
+BOOST_AUTO_TEST_CASE(sixteen_bit_kernels_are_tuning_problems_of_their_own) {
+  Graph half;
+  const auto a = half.add_input("a", {DType::f16, {64, 40}});
+  const auto b = half.add_input("b", {DType::f16, {40, 48}});
+  half.set_outputs(half.add_node("MatMul", {a, b}, {}, "mm"));
+  const tn::Site site = only_site(half);
+  BOOST_TEST(site.id.problem == "gemm batch=1 m=64 n=48 k=40 a=row b=row storage=f16");
+  BOOST_TEST(only_site(matmul_graph(64, 48, 40)).id.problem == "gemm batch=1 m=64 n=48 k=40 a=row b=row");
+  const std::string chosen = "2x4_k1_p2_wg32_v1";
+  BOOST_TEST(lower_first(half, with_override({}, site.id.problem, chosen)).tuning_site->knobs == chosen);
+  BOOST_TEST(lower_first(matmul_graph(64, 48, 40), with_override({}, site.id.problem, chosen)).tuning_site->knobs !=
+             chosen);
+  BOOST_TEST_REQUIRE(vulkan_available());
+  tn::TuneOptions options = quick_options();
+  options.max_candidates = 3;
+  const tn::Record record = tn::tune_site(site, {"vulkan", 0}, options);
+  BOOST_TEST(record.key.kernel == site.id.problem);
+  BOOST_TEST_REQUIRE(record.candidates.size() == 3u);
+  for (const tn::CandidateResult& c : record.candidates)
+    BOOST_TEST((c.status == tn::CandidateStatus::ok), c.knobs << ": " << c.detail);
+}
+
 BOOST_AUTO_TEST_CASE(a_winner_is_timed_again_against_the_heuristic_before_it_replaces_it) {
   BOOST_TEST_REQUIRE(vulkan_available());
   const tn::Site site = only_site(matmul_graph(64, 48, 40));

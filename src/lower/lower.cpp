@@ -246,17 +246,21 @@ bool is_16bit_float(DType dtype) { return dtype == DType::f16 || dtype == DType:
 
 struct Widened {
   std::vector<graph::TensorType> inputs, outputs;
-  bool any = false;  // some tensor was 16-bit
+  bool any = false;     // some tensor was 16-bit
+  std::string storage;  // which 16-bit types: "f16", "bf16" or "bf16+f16" (LowerTarget::storage16)
 };
 
 Widened widen_16bit(std::span<const graph::TensorType> inputs, std::span<const graph::TensorType> outputs) {
   Widened w{{inputs.begin(), inputs.end()}, {outputs.begin(), outputs.end()}};
+  bool f16 = false, bf16 = false;
   for (auto* types : {&w.inputs, &w.outputs})
     for (graph::TensorType& type : *types)
       if (is_16bit_float(type.dtype)) {
+        (type.dtype == DType::f16 ? f16 : bf16) = true;
         type.dtype = DType::f32;
         w.any = true;
       }
+  w.storage = f16 && bf16 ? "bf16+f16" : f16 ? "f16" : bf16 ? "bf16" : "";
   return w;
 }
 
@@ -302,7 +306,9 @@ LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorTyp
   const OpLowering* lowering = find_lowering(node.op);
   const OpContext ctx = make_context(node, inputs, outputs, target);
   const Widened widened = widen_16bit(inputs, outputs);
-  const OpContext twin = widened.any ? make_context(node, widened.inputs, widened.outputs, target) : ctx;
+  LowerTarget twin_target = target;
+  twin_target.storage16 = widened.storage;
+  const OpContext twin = widened.any ? make_context(node, widened.inputs, widened.outputs, twin_target) : ctx;
   if (auto reason = reason_for(lowering, twin))
     throw_error(ErrorKind::Unsupported, "node '" + node.name + "' (" + node.op + "): " + *reason);
   LoweredNode lowered;
@@ -318,15 +324,24 @@ LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorTyp
   lowered.kind = LoweredNode::Kind::kernel;
   lowered.kernel = lowering->lower(twin);
   if (const char* kind = workgroup_template(node.op))
-    build_tuned_workgroup(*lowered.kernel, kind, workgroup_problem_text(kind, node, twin.inputs, twin.outputs), target);
+    build_tuned_workgroup(*lowered.kernel, kind,
+                          with_storage(workgroup_problem_text(kind, node, twin.inputs, twin.outputs), twin.target.storage16),
+                          twin.target);
   if (widened.any) narrow_16bit_buffers(*lowered.kernel, ctx);
   return lowered;
 }
 
+std::string storage16_of(std::span<const graph::TensorType> inputs, std::span<const graph::TensorType> outputs) {
+  return widen_16bit(inputs, outputs).storage;
+}
+
 shaders::ConvProblem conv_problem_of(const graph::Node& node, std::span<const graph::TensorType> inputs,
                                      std::span<const graph::TensorType> outputs) {
-  const LowerTarget target;  // outlives ctx, which refers to it
-  const OpContext ctx = make_context(node, inputs, outputs, target);
+  // A 16-bit convolution's geometry is its f32 twin's.
+  const Widened widened = widen_16bit(inputs, outputs);
+  LowerTarget target;  // outlives ctx, which refers to it
+  target.storage16 = widened.storage;
+  const OpContext ctx = make_context(node, widened.inputs, widened.outputs, target);
   if (auto reason = reason_for(find_lowering(node.op), ctx))
     throw_error(ErrorKind::Unsupported, "node '" + node.name + "' (" + node.op + "): " + *reason);
   KILN_CHECK(node.op == "Conv", ErrorKind::InvalidArgument, "node '" + node.name + "' (" + node.op + ") is not a Conv");

@@ -130,9 +130,14 @@ std::optional<std::string> conv_plan_unfit(const shaders::ConvPlan& plan, const 
   return std::nullopt;
 }
 
+std::string with_storage(std::string problem, const std::string& storage16) {
+  if (!storage16.empty()) problem += " storage=" + storage16;
+  return problem;
+}
+
 void build_tuned_gemm(kir::Kernel& kernel, const shaders::GemmProblem& problem, const LowerTarget& target,
                       const std::string& name_prefix) {
-  const std::string text = gemm_problem_text(problem);
+  const std::string text = with_storage(gemm_problem_text(problem), target.storage16);
   const shaders::GemmKnobs heuristic =
       shaders::choose_gemm_knobs(problem.batch, problem.m, problem.n, problem.k, target);
   bool overridden = false;
@@ -146,7 +151,7 @@ void build_tuned_gemm(kir::Kernel& kernel, const shaders::GemmProblem& problem, 
 }
 
 void build_tuned_conv(kir::Kernel& kernel, const shaders::ConvProblem& problem, const LowerTarget& target) {
-  const std::string text = conv_problem_text(problem);
+  const std::string text = with_storage(conv_problem_text(problem), target.storage16);
   bool overridden = false;
   const shaders::ConvPlan plan = build_with_override(
       kernel, target, text, shaders::choose_conv_plan(problem, target), shaders::parse_conv_plan,
@@ -163,7 +168,7 @@ void build_tuned_conv(kir::Kernel& kernel, const shaders::ConvProblem& problem, 
 
 void build_tuned_attention(kir::Kernel& kernel, const shaders::AttentionProblem& problem,
                            const LowerTarget& target) {
-  const std::string text = attention_problem_text(problem);
+  const std::string text = with_storage(attention_problem_text(problem), target.storage16);
   bool overridden = false;
   const shaders::AttentionKnobs knobs = build_with_override(
       kernel, target, text, shaders::choose_attention_knobs(problem), shaders::parse_attention_knobs,

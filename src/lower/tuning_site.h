@@ -23,6 +23,11 @@ namespace kiln::lower {
 // canonical line ("gemm batch=1 m=64 n=32 k=16 a=row b=col"). Epilogues
 // (bias, activation, fused consumers) are not part of it: they do not change
 // which knobs are fastest or valid.
+// `problem` with a node's 16-bit storage types (LowerTarget::storage16)
+// appended (" storage=f16"), as every template's tuning site spells it.
+std::string with_storage(std::string problem, const std::string& storage16);
+// The 16-bit storage types of a node with these tensors ("" for none).
+std::string storage16_of(std::span<const graph::TensorType> inputs, std::span<const graph::TensorType> outputs);
 std::string gemm_problem_text(const shaders::GemmProblem& problem);
 std::string conv_problem_text(const shaders::ConvProblem& problem);
 std::string attention_problem_text(const shaders::AttentionProblem& problem);

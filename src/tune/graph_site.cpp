@@ -29,7 +29,8 @@ std::optional<std::string> node_problem(const Site& site) {
   for (const std::optional<graph::TensorType>& type : site.inputs) inputs.push_back(type.value_or(graph::TensorType{}));
   if (site.node.op == "Conv") {
     try {
-      return lower::conv_problem_text(lower::conv_problem_of(site.node, inputs, site.outputs));
+      return lower::with_storage(lower::conv_problem_text(lower::conv_problem_of(site.node, inputs, site.outputs)),
+                                 lower::storage16_of(inputs, site.outputs));
     } catch (const Error&) {
       return std::nullopt;
     }
@@ -38,8 +39,9 @@ std::optional<std::string> node_problem(const Site& site) {
     const Shape& a = inputs[0].shape;
     std::int64_t rows = 1;
     for (std::size_t i = 0; i + 1 < a.size(); ++i) rows *= a[i];
-    return "gemm batch=1 m=" + std::to_string(rows) + " n=" + std::to_string(inputs[1].shape[1]) +
-           " k=" + std::to_string(a.back()) + " a=row b=row";
+    return lower::with_storage("gemm batch=1 m=" + std::to_string(rows) + " n=" + std::to_string(inputs[1].shape[1]) +
+                                   " k=" + std::to_string(a.back()) + " a=row b=row",
+                               lower::storage16_of(inputs, site.outputs));
   }
   return std::nullopt;
 }
@@ -102,11 +104,12 @@ graph::Graph graph_site_graph(const Site& site, std::uint64_t seed) {
       inputs.push_back(g.add_input("x", *type));
       continue;
     }
-    KILN_CHECK(type->dtype == DType::f32, ErrorKind::Unsupported,
-               "graph tuning site '" + site.node.name + "': only f32 constants are made up");
-    inputs.push_back(g.add_constant(
-        site.node.name + ".input" + std::to_string(slot),
-        Tensor::from_f32(type->shape, random_values(static_cast<std::size_t>(num_elements(type->shape)), seed + slot))));
+    KILN_CHECK(type->dtype == DType::f32 || type->dtype == DType::f16 || type->dtype == DType::bf16,
+               ErrorKind::Unsupported, "graph tuning site '" + site.node.name + "': only float constants are made up");
+    const Tensor values =
+        Tensor::from_f32(type->shape, random_values(static_cast<std::size_t>(num_elements(type->shape)), seed + slot));
+    inputs.push_back(g.add_constant(site.node.name + ".input" + std::to_string(slot),
+                                    type->dtype == DType::f32 ? values : values.to(type->dtype)));
   }
   g.set_outputs(g.add_node(site.node.op, inputs, site.node.attrs, site.node.name));
   return g;

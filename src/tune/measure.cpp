@@ -24,8 +24,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::uint64_t buffer_bytes(std::int64_t elements) {
-  return static_cast<std::uint64_t>(std::max<std::int64_t>(elements, 1)) * sizeof(float);
+// A binding's bytes: at least one element, four bytes each (f32) or two
+// (f16, bf16), rounded up to a whole four.
+std::uint64_t buffer_bytes(std::int64_t elements, DType dtype) {
+  const std::uint64_t bytes = static_cast<std::uint64_t>(std::max<std::int64_t>(elements, 1)) * dtype_size(dtype);
+  return (bytes + 3) / 4 * 4;
 }
 
 }  // namespace
@@ -114,8 +117,9 @@ std::vector<float> random_values(std::size_t count, std::uint64_t seed) {
 }
 
 struct Measurer::Reference {
-  std::vector<std::vector<float>> inputs;   // per present input, in kernel buffer order
-  std::vector<std::vector<double>> outputs;  // per output
+  std::vector<Tensor> inputs;                // per present input, in kernel buffer order (f32, f16 or bf16)
+  std::vector<DType> output_types;           // per output
+  std::vector<std::vector<double>> outputs;  // per output, as f32 values
 };
 
 Measurer::Measurer(const backend::Backend& backend, std::shared_ptr<backend::Device> device)
@@ -135,14 +139,18 @@ const Measurer::Reference& Measurer::reference(const Site& site, const MeasureOp
       args.emplace_back();
       continue;
     }
-    KILN_CHECK(type->dtype == DType::f32, ErrorKind::Unsupported,
-               "tuning site '" + site.node.name + "': only f32 inputs are measured");
-    ref->inputs.push_back(random_values(static_cast<std::size_t>(num_elements(type->shape)), seed++));
-    args.push_back(Tensor::from_f32(type->shape, ref->inputs.back()));
+    KILN_CHECK(type->dtype == DType::f32 || type->dtype == DType::f16 || type->dtype == DType::bf16,
+               ErrorKind::Unsupported, "tuning site '" + site.node.name + "': only float inputs are measured");
+    const Tensor values =
+        Tensor::from_f32(type->shape, random_values(static_cast<std::size_t>(num_elements(type->shape)), seed++));
+    ref->inputs.push_back(type->dtype == DType::f32 ? values : values.to(type->dtype));
+    args.push_back(ref->inputs.back());
   }
   const std::vector<Tensor> results = graph::get_op(site.node.op).reference(site.node, args);
   for (const Tensor& result : results) {
-    const std::span<const float> values = result.values<float>();
+    ref->output_types.push_back(result.dtype());
+    const Tensor wide = result.dtype() == DType::f32 ? result : result.to(DType::f32);
+    const std::span<const float> values = wide.values<float>();
     ref->outputs.emplace_back(values.begin(), values.end());
   }
   return *references_.emplace(key, std::move(ref)).first->second;
@@ -174,15 +182,22 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
 
   const Reference& ref = reference(site, options);
   std::vector<std::int64_t> elements;  // per kernel buffer: present inputs, then outputs
+  std::vector<DType> dtypes;
   for (const std::optional<graph::TensorType>& type : site.inputs)
-    if (type) elements.push_back(num_elements(type->shape));
-  for (const graph::TensorType& type : site.outputs) elements.push_back(num_elements(type.shape));
+    if (type) {
+      elements.push_back(num_elements(type->shape));
+      dtypes.push_back(type->dtype);
+    }
+  for (const graph::TensorType& type : site.outputs) {
+    elements.push_back(num_elements(type.shape));
+    dtypes.push_back(type.dtype);
+  }
   if (elements.size() != kernel.buffers.size())
     return failed_candidate(knobs, CandidateStatus::compile_failed,
                   "the kernel binds " + std::to_string(kernel.buffers.size()) + " buffers, the node has " +
                       std::to_string(elements.size()) + " inputs and outputs");
   std::uint64_t copy_bytes = 0;
-  for (std::int64_t count : elements) copy_bytes += buffer_bytes(count);
+  for (std::size_t i = 0; i < elements.size(); ++i) copy_bytes += buffer_bytes(elements[i], dtypes[i]);
   const int copies = static_cast<int>(std::clamp<std::uint64_t>((options.rotate_bytes + copy_bytes - 1) / copy_bytes,
                                                                 1, static_cast<std::uint64_t>(std::max(options.max_copies, 1))));
   const std::size_t first_output = ref.inputs.size();
@@ -196,9 +211,9 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
     for (auto& buffers : storage) {
       std::vector<backend::BufferBinding> bindings;
       for (std::size_t i = 0; i < elements.size(); ++i) {
-        const std::uint64_t bytes = buffer_bytes(elements[i]);
+        const std::uint64_t bytes = buffer_bytes(elements[i], dtypes[i]);
         buffers.push_back(device_->allocate(bytes));
-        if (i < first_output) device_->upload(*buffers.back(), 0, std::as_bytes(std::span(ref.inputs[i])));
+        if (i < first_output) device_->upload(*buffers.back(), 0, ref.inputs[i].bytes());
         bindings.push_back({buffers.back().get(), 0, bytes});
       }
       lists.push_back(device_->create_command_list());
@@ -215,22 +230,31 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
       return list.last_device_ms().value_or(host_ms) * slowdown;
     };
     // Verify on copy 0, its outputs first filled with NaN so an element the kernel never writes fails.
+    const auto output_shape = [&](std::size_t o) { return Shape{static_cast<std::int64_t>(ref.outputs[o].size())}; };
     for (std::size_t o = 0; o < ref.outputs.size(); ++o) {
-      const std::vector<float> poison(ref.outputs[o].size(), std::numeric_limits<float>::quiet_NaN());
-      device_->upload(*storage[0][first_output + o], 0, std::as_bytes(std::span(poison)));
+      const Tensor poison =
+          Tensor::from_f32(output_shape(o), std::vector<float>(ref.outputs[o].size(), std::numeric_limits<float>::quiet_NaN()))
+              .to(ref.output_types[o]);
+      device_->upload(*storage[0][first_output + o], 0, poison.bytes());
     }
     timed_submit(*lists[0]);
     for (std::size_t o = 0; o < ref.outputs.size(); ++o) {
-      std::vector<float> got(ref.outputs[o].size());
-      device_->download(*storage[0][first_output + o], 0, std::as_writable_bytes(std::span(got)));
+      Tensor stored(ref.output_types[o], output_shape(o));
+      device_->download(*storage[0][first_output + o], 0, stored.bytes());
+      const Tensor wide = stored.dtype() == DType::f32 ? stored : stored.to(DType::f32);
+      std::vector<float> got(wide.values<float>().begin(), wide.values<float>().end());
       if (fault == "wrong" && !got.empty()) got.back() += 1.0f;  // the test hook: an edge element off by one
       const auto [worst, worst_at] = output_error(got, ref.outputs[o]);
-      if (!(worst <= options.tolerance))
+      // A 16-bit output may land one value away from the reference's.
+      const double tolerance = std::max(options.tolerance, ref.output_types[o] == DType::f16    ? 0x1p-9
+                                                           : ref.output_types[o] == DType::bf16 ? 0x1p-6
+                                                                                                : 0.0);
+      if (!(worst <= tolerance))
         return failed_candidate(knobs, CandidateStatus::wrong_result,
                       "output " + std::to_string(o) + " element " + std::to_string(worst_at) + " is " +
                           std::to_string(got[worst_at]) + ", expected " + std::to_string(ref.outputs[o][worst_at]) +
                           " (relative error " + std::to_string(worst) + ", tolerance " +
-                          std::to_string(options.tolerance) + ")");
+                          std::to_string(tolerance) + ")");
     }
 
     result.times_ms = time_calls(options, [&](int i) {
