@@ -545,9 +545,17 @@ void check_node_test(const std::string& name) {
 
 // ---- summary and registration -----------------------------------------------
 
+// Whether a test's tensors are 16-bit floats, as ONNX names such tests
+// (test_cast_FLOAT_to_FLOAT16, test_max_float16, ..._BFLOAT16...).
+bool sixteen_bit_test(const std::string& name) {
+  return name.find("float16") != std::string::npos || name.find("FLOAT16") != std::string::npos;
+}
+
 void print_summary() {
   const Suite& s = suite();
   int claimed = 0, reference = 0, vulkan = 0, vulkan_ran = 0, skipped = 0, baked = 0, breaks = 0, no_kernels = 0;
+  int half_found = 0, half_claimed = 0, half_reference = 0, half_vulkan = 0;  // 16-bit tests
+  for (const auto& [name, r] : s.results) half_found += sixteen_bit_test(name) ? 1 : 0;
   std::map<std::string, int> missing_op_tests;  // op -> tests it keeps out
   std::vector<std::string> other_not_claimed, failing, newly_passing, vulkan_not_run;
   std::vector<std::pair<double, std::string>> times;
@@ -559,6 +567,11 @@ void print_summary() {
       continue;
     }
     ++claimed;
+    if (sixteen_bit_test(name)) {
+      ++half_claimed;
+      half_reference += r.reference.passed ? 1 : 0;
+      half_vulkan += r.vulkan.passed ? 1 : 0;
+    }
     baked += r.baked_inputs > 0;
     if (!r.skipped.empty()) {
       ++skipped;
@@ -601,6 +614,8 @@ void print_summary() {
     std::cout << "only " << s.results.size() << " of the tests ran (a --run_test filter); the counts below are theirs\n";
   std::cout << "onnx node tests: " << s.tests.size() << " found, " << claimed << " claimed, " << reference
             << " pass on reference, " << vulkan << " pass on vulkan" << std::endl;
+  std::cout << "of them with 16-bit float tensors: " << half_found << " found, " << half_claimed << " claimed, "
+            << half_reference << " pass on reference, " << half_vulkan << " pass on vulkan" << std::endl;
 }
 
 // With --update-pass-list: the passing combinations of the tests that ran,
