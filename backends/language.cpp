@@ -35,12 +35,12 @@ std::string storage16_conversions(const std::string& qualifier, const std::strin
          "  if (rem > half_unit || (rem == half_unit && (r & 1u) != 0u)) r += 1u;\n" +
          "  return (" + u16 + ")(sign | r);\n" +
          "}\n" +
+         // Branch-free: a subnormal is m * 2^-24, exact in f32.
          q + " float kiln_f16_to_f32(" + u16 + " h) {\n" +
-         "  " + u32 + " sign = ((" + u32 + ")h & 0x8000u) << 16, e = ((" + u32 + ")h >> 10) & 0x1fu, m = (" + u32 +
-         ")h & 0x3ffu;\n" +
-         "  if (e == 0u) { float s = (float)m * 5.9604644775390625e-8f; return sign != 0u ? -s : s; }\n" +
-         "  if (e == 31u) return " + substitute(value, "sign | 0x7f800000u | (m << 13)") + ";\n" +
-         "  return " + substitute(value, "sign | ((e + 112u) << 23) | (m << 13)") + ";\n" +
+         "  " + u32 + " e = ((" + u32 + ")h >> 10) & 0x1fu, m = (" + u32 + ")h & 0x3ffu;\n" +
+         "  float magnitude = e == 0u ? (float)m * 5.9604644775390625e-8f\n" +
+         "                  : " + substitute(value, "(e == 31u ? 0x7f800000u : (e + 112u) << 23) | (m << 13)") + ";\n" +
+         "  return " + substitute(value, substitute(bits, "magnitude") + " | (((" + u32 + ")h & 0x8000u) << 16)") + ";\n" +
          "}\n" +
          q + " " + u16 + " kiln_f32_to_bf16(float f) {\n" +
          "  " + u32 + " x = " + substitute(bits, "f") + ";\n" +
@@ -76,6 +76,8 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
   t.bf16_storage = "unsigned short";
   t.bf16_from_storage = "kiln_bf16_to_f32({a})";
   t.bf16_to_storage = "kiln_f32_to_bf16({a})";
+  t.vector_u16 = "ushort{width}";
+  t.vector_u16_value = "ushort{width}";
   t.storage16_helpers =
       "__device__ __forceinline__ unsigned short kiln_f32_to_f16(float f) {\n"
       "  unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h;\n"

@@ -35,9 +35,13 @@ struct LanguageTable {
   // element {a} to float (exactly) and *_to_storage rounds a float {a} to
   // nearest even for the store, as kir defines it. storage16_directives
   // follow version_directive and storage16_helpers the prelude in a kernel
-  // with such a buffer. Vector loads and stores of these buffers render as
-  // one scalar access per component.
-  std::string f16_storage, f16_from_storage, f16_to_storage;
+  // with such a buffer. A vector load of such a buffer reads a vector of
+  // vector_u16 (placeholder {width}: GLSL "u16vec{width}", CUDA
+  // "ushort{width}") into a temporary of vector_u16_value (GLSL, where
+  // 16-bit values live only in buffers: "uvec{width}"), constructed from it,
+  // whose components *_from_storage widen; with vector_u16 empty, and for
+  // every vector store, one scalar access per component.
+  std::string f16_storage, f16_from_storage, f16_to_storage, vector_u16, vector_u16_value;
   std::string bf16_storage, bf16_from_storage, bf16_to_storage;
   std::string storage16_directives, storage16_helpers;
   // Float literal suffix ("" for GLSL, "f" for CUDA/HIP).

@@ -38,6 +38,8 @@ const LanguageTable& glsl_language() {
     t.bf16_from_storage = "uintBitsToFloat(uint({a}) << 16)";
     t.bf16_to_storage = "uint16_t(kiln_f32_to_bf16({a}))";
     t.storage16_directives = "#extension GL_EXT_shader_16bit_storage : require\n";
+    t.vector_u16 = "u16vec{width}";
+    t.vector_u16_value = "uvec{width}";
     t.storage16_helpers =
         "uint kiln_f32_to_f16(float f) {\n"
         "  uint x = floatBitsToUint(f);\n"
@@ -52,11 +54,13 @@ const LanguageTable& glsl_language() {
         "  if (rem > half_unit || (rem == half_unit && (r & 1u) != 0u)) r += 1u;\n"
         "  return sign | r;\n"
         "}\n"
+        // Branch-free (selects), as it sits in GEMM inner loops: a subnormal
+        // is m * 2^-24, exact in f32.
         "float kiln_f16_to_f32(uint h) {\n"
-        "  uint sign = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
-        "  if (e == 0u) { float s = float(m) * 5.9604644775390625e-8; return sign != 0u ? -s : s; }\n"
-        "  if (e == 31u) return uintBitsToFloat(sign | 0x7f800000u | (m << 13));\n"
-        "  return uintBitsToFloat(sign | ((e + 112u) << 23) | (m << 13));\n"
+        "  uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
+        "  float magnitude = e == 0u ? float(m) * 5.9604644775390625e-8\n"
+        "                  : uintBitsToFloat((e == 31u ? 0x7f800000u : (e + 112u) << 23) | (m << 13));\n"
+        "  return uintBitsToFloat(floatBitsToUint(magnitude) | ((h & 0x8000u) << 16));\n"
         "}\n"
         "uint kiln_f32_to_bf16(float f) {\n"
         "  uint x = floatBitsToUint(f);\n"

@@ -164,14 +164,15 @@ class Renderer {
       if (!lang_.buffer_global_decl.empty())
         out += format(lang_.buffer_global_decl, "buffer_global_decl", fields) + "\n";
       if (!lang_.buffer_param_decl.empty()) add_param(format(lang_.buffer_param_decl, "buffer_param_decl", fields));
-      if (lang_.buffer_vector_global_decl.empty() || lang_.vector_f32.empty() || kir::is_storage_only(b.type)) continue;
+      if (lang_.buffer_vector_global_decl.empty() || lang_.vector_f32.empty()) continue;
+      if (kir::is_storage_only(b.type) && lang_.vector_u16.empty()) continue;
       for (const auto& [buffer, width] : vector_views) {
         if (buffer != static_cast<int>(i)) continue;
         const std::string w = std::to_string(width);
         out += format(lang_.buffer_vector_global_decl, "buffer_vector_global_decl",
                       {{"binding", binding},
                        {"view", vector_view_identifier(b.name, width)},
-                       {"vector_type", vector_type_name(b.type, width)},
+                       {"vector_type", storage_vector_type_name(b.type, width)},
                        {"readonly", readonly},
                        {"width", w}}) +
                "\n";
@@ -332,6 +333,14 @@ class Renderer {
                                                                                           : std::string();
   }
 
+  // The vector type a buffer of `type` is read through: 16-bit buffers'
+  // vectors hold their elements' bits (vector_u16).
+  std::string storage_vector_type_name(ScalarType type, std::size_t width) const {
+    if (kir::is_storage_only(type))
+      return format(lang_.vector_u16, "vector_u16", {{"width", std::to_string(width)}});
+    return vector_type_name(type, width);
+  }
+
   std::string vector_type_name(ScalarType type, std::size_t width) const {
     const std::string w = std::to_string(width);
     switch (type) {
@@ -375,17 +384,23 @@ class Renderer {
   void load_vector(const Stmt& s, const std::string& indent, std::string& out) const {
     const std::size_t width = s.vars.size();
     const ScalarType stored = buffer_type(s.buffer);
-    if (lang_.vector_f32.empty() || kir::is_storage_only(stored)) {
+    if (lang_.vector_f32.empty() || (kir::is_storage_only(stored) && lang_.vector_u16.empty())) {
       for (std::size_t c = 0; c < width; ++c)
         out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " +
                from_storage(stored, vector_element(s, width, c)) + ";\n";
       return;
     }
-    const std::string vector_type = vector_type_name(s.type, width);
+    const std::string vector_type = storage_vector_type_name(stored, width);
     const std::string temp = "kiln_vec" + std::to_string(next_temporary_++);
-    out += indent + vector_type + " " + temp + " = " + vector_access(s, vector_type, width) + ";\n";
+    if (kir::is_storage_only(stored)) {
+      const std::string value_type = format(lang_.vector_u16_value, "vector_u16_value", {{"width", std::to_string(width)}});
+      out += indent + value_type + " " + temp + " = " + value_type + "(" + vector_access(s, vector_type, width) + ");\n";
+    } else {
+      out += indent + vector_type + " " + temp + " = " + vector_access(s, vector_type, width) + ";\n";
+    }
     for (std::size_t c = 0; c < width; ++c)
-      out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " + temp + kVectorComponents[c] + ";\n";
+      out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " +
+             from_storage(stored, temp + kVectorComponents[c]) + ";\n";
   }
 
   // One vector store of the values; or, in a language without vector types
