@@ -324,6 +324,11 @@ BOOST_AUTO_TEST_CASE(pass_fires_on_every_attention_of_the_builtin_models) {
     BOOST_TEST(count_op(result.graph, "Attention") == m.builtin_attention, m.name);
     BOOST_TEST(count_op(result.graph, "Softmax") == 0u, m.name);
     BOOST_TEST(report_of(result, "recognise_attention").changes == static_cast<int>(m.builtin_attention), m.name);
+    // In 16 bits (Model::with_float_type, its scale constants rounded) too.
+    for (const kiln::DType half : {kiln::DType::f16, kiln::DType::bf16}) {
+      const auto narrow = kiln::graph::passes::run_compile_passes(kiln::internal::graph(model.with_float_type(half)));
+      BOOST_TEST(count_op(narrow.graph, "Attention") == m.builtin_attention, m.name << " in " << kiln::dtype_name(half));
+    }
   }
 }
 

@@ -95,7 +95,8 @@ class Matcher {
       const ValueId other = add.inputs[static_cast<std::size_t>(1 - side)];
       const Node* producer = readers_.single_use_producer(candidate);
       if (!producer || graph_.value(candidate).type.shape != out) continue;
-      if (graph_.value(other).type.dtype != DType::f32 || !is_broadcastable_to(graph_.value(other).type.shape, out))
+      if (graph_.value(other).type.dtype != graph_.value(add.outputs[0]).type.dtype ||
+          !is_broadcastable_to(graph_.value(other).type.shape, out))
         continue;
       if (producer->op == "MatMul" || producer->op == "Mul" || producer->op == "Div") return side;
     }
@@ -121,11 +122,14 @@ class Matcher {
     return value;
   }
 
-  // Q [*b, Lq, D], K^T [*b, D, Lk], V [*b, Lk, Dv], all f32, no broadcasting
-  // between them; the scores' shape is [*b, Lq, Lk].
+  // Q [*b, Lq, D], K^T [*b, D, Lk], V [*b, Lk, Dv], all of one float type
+  // (f32, f16 or bf16), no broadcasting between them; the scores' shape is
+  // [*b, Lq, Lk].
   bool shapes_fit(const AttentionMatch& m, const Shape& scores) const {
+    const DType dtype = graph_.value(m.q).type.dtype;
+    if (!is_float_weight(dtype)) return false;
     for (ValueId v : {m.q, m.k, m.v})
-      if (graph_.value(v).type.dtype != DType::f32 || graph_.value(v).type.dynamic) return false;
+      if (graph_.value(v).type.dtype != dtype || graph_.value(v).type.dynamic) return false;
     const Shape& q = graph_.value(m.q).type.shape;
     const Shape& kt = graph_.value(m.k).type.shape;
     const Shape& v = graph_.value(m.v).type.shape;
@@ -138,11 +142,7 @@ class Matcher {
     return q[rank - 2] == lq && kt[rank - 2] == d && kt[rank - 1] == lk && v[rank - 2] == lk && d <= kMaxHeadDim;
   }
 
-  std::optional<double> scalar_constant(ValueId value) const {
-    const Value& v = graph_.value(value);
-    if (!v.constant || v.type.dtype != DType::f32 || v.constant->numel() != 1) return std::nullopt;
-    return static_cast<double>(v.constant->values<float>()[0]);
-  }
+  std::optional<double> scalar_constant(ValueId value) const { return float_scalar(graph_.value(value)); }
 
 
   const Graph& graph_;
