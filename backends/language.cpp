@@ -14,41 +14,59 @@ std::string substitute(std::string pattern, const std::string& a) {
   return pattern;
 }
 
+// `a` converted to `type` in the spelling's language.
+std::string spell(const Storage16Spelling& s, const std::string& type, const std::string& a) {
+  std::string out = s.cast;
+  out.replace(out.find("{type}"), 6, type);
+  return substitute(out, a);
+}
+
 }  // namespace
 
-std::string storage16_conversions(const std::string& qualifier, const std::string& u32, const std::string& u16,
-                                  const std::string& bits, const std::string& value) {
-  const std::string& q = qualifier;
-  // f16: a normal result drops 13 mantissa bits, a subnormal one counts
-  // units of 2^-24; both round on the dropped bits, and a carry moves into
-  // the exponent (or to infinity) correctly.
-  return q + " " + u16 + " kiln_f32_to_f16(float f) {\n" +
-         "  " + u32 + " x = " + substitute(bits, "f") + ";\n" +
+std::string f16_conversions(const Storage16Spelling& s) {
+  const std::string& u32 = s.u32;
+  const std::string q = s.qualifier.empty() ? "" : s.qualifier + " ";
+  const auto to16 = [&](const std::string& a) { return spell(s, s.u16, a); };
+  // A normal result drops 13 mantissa bits, a subnormal one counts units of
+  // 2^-24; both round on the dropped bits, and a carry moves into the
+  // exponent (or to infinity) correctly. Widening is branch-free (it sits in
+  // GEMM inner loops): a subnormal is m * 2^-24, exact in f32.
+  return q + s.u16 + " kiln_f32_to_f16(float f) {\n" +
+         "  " + u32 + " x = " + substitute(s.bits, "f") + ";\n" +
          "  " + u32 + " sign = (x >> 16) & 0x8000u;\n" +
          "  x &= 0x7fffffffu;\n" +
-         "  if (x >= 0x7f800000u) return (" + u16 + ")(sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u));\n" +
-         "  if (x >= 0x47800000u) return (" + u16 + ")(sign | 0x7c00u);\n" +
+         "  if (x >= 0x7f800000u) return " + to16("sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u)") + ";\n" +
+         "  if (x >= 0x47800000u) return " + to16("sign | 0x7c00u") + ";\n" +
          "  " + u32 + " e = x >> 23, m = x & 0x7fffffu, r, shift;\n" +
          "  if (e >= 113u) { r = ((e - 112u) << 10) | (m >> 13); shift = 13u; }\n" +
-         "  else { if (e < 102u) return (" + u16 + ")sign; m |= 0x800000u; shift = 126u - e; r = m >> shift; }\n" +
+         "  else { if (e < 102u) return " + to16("sign") + "; m |= 0x800000u; shift = 126u - e; r = m >> shift; }\n" +
          "  " + u32 + " rem = m & ((1u << shift) - 1u), half_unit = 1u << (shift - 1u);\n" +
          "  if (rem > half_unit || (rem == half_unit && (r & 1u) != 0u)) r += 1u;\n" +
-         "  return (" + u16 + ")(sign | r);\n" +
+         "  return " + to16("sign | r") + ";\n" +
          "}\n" +
-         // Branch-free: a subnormal is m * 2^-24, exact in f32.
-         q + " float kiln_f16_to_f32(" + u16 + " h) {\n" +
-         "  " + u32 + " e = ((" + u32 + ")h >> 10) & 0x1fu, m = (" + u32 + ")h & 0x3ffu;\n" +
-         "  float magnitude = e == 0u ? (float)m * 5.9604644775390625e-8f\n" +
-         "                  : " + substitute(value, "(e == 31u ? 0x7f800000u : (e + 112u) << 23) | (m << 13)") + ";\n" +
-         "  return " + substitute(value, substitute(bits, "magnitude") + " | (((" + u32 + ")h & 0x8000u) << 16)") + ";\n" +
-         "}\n" +
-         q + " " + u16 + " kiln_f32_to_bf16(float f) {\n" +
-         "  " + u32 + " x = " + substitute(bits, "f") + ";\n" +
-         "  if ((x & 0x7fffffffu) > 0x7f800000u) return (" + u16 + ")((x >> 16) | 0x40u);\n" +
-         "  return (" + u16 + ")((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n" +
-         "}\n" +
-         q + " float kiln_bf16_to_f32(" + u16 + " h) { return " + substitute(value, "(" + u32 + ")h << 16") + "; }\n";
+         q + "float kiln_f16_to_f32(" + s.u16 + " h) {\n" +
+         "  " + u32 + " e = (" + spell(s, u32, "h") + " >> 10) & 0x1fu, m = " + spell(s, u32, "h") + " & 0x3ffu;\n" +
+         "  float magnitude = e == 0u ? " + spell(s, "float", "m") + " * 5.9604644775390625e-8f\n" +
+         "                  : " + substitute(s.value, "(e == 31u ? 0x7f800000u : (e + 112u) << 23) | (m << 13)") + ";\n" +
+         "  return " + substitute(s.value, substitute(s.bits, "magnitude") + " | ((" + spell(s, u32, "h") +
+                                               " & 0x8000u) << 16)") + ";\n" +
+         "}\n";
 }
+
+std::string bf16_conversions(const Storage16Spelling& s) {
+  const std::string q = s.qualifier.empty() ? "" : s.qualifier + " ";
+  // Adding 0x7fff plus the kept part's lowest bit rounds to nearest even.
+  return q + s.u16 + " kiln_f32_to_bf16(float f) {\n" +
+         "  " + s.u32 + " x = " + substitute(s.bits, "f") + ";\n" +
+         "  if ((x & 0x7fffffffu) > 0x7f800000u) return " + spell(s, s.u16, "(x >> 16) | 0x40u") + ";\n" +
+         "  return " + spell(s, s.u16, "(x + 0x7fffu + ((x >> 16) & 1u)) >> 16") + ";\n" +
+         "}\n" +
+         q + "float kiln_bf16_to_f32(" + s.u16 + " h) { return " + substitute(s.value, spell(s, s.u32, "h") + " << 16") +
+         "; }\n";
+}
+
+const Storage16Spelling kCudaStyleStorage16 = {"__device__ __forceinline__", "unsigned int", "unsigned short",
+                                              "__float_as_uint({a})", "__uint_as_float({a})", "(({type})({a}))"};
 
 LanguageTable cuda_style_language(std::string name, std::string prelude) {
   // CUDA C++ as NVRTC and hiprtc read it: buffers are __restrict__ pointer
@@ -84,14 +102,8 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
       "}\n"
       "__device__ __forceinline__ float kiln_f16_to_f32(unsigned short h) {\n"
       "  float f; asm(\"cvt.f32.f16 %0, %1;\" : \"=f\"(f) : \"h\"(h)); return f;\n"
-      "}\n"
-      "__device__ __forceinline__ unsigned short kiln_f32_to_bf16(float f) {\n"
-      "  unsigned int x = __float_as_uint(f);\n"
-      "  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x40u);\n"
-      "  return (unsigned short)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);\n"
-      "}\n"
-      "__device__ __forceinline__ float kiln_bf16_to_f32(unsigned short h) { return __uint_as_float((unsigned int)h << "
-      "16); }\n";
+      "}\n" +
+      bf16_conversions(kCudaStyleStorage16);
   t.float_suffix = "f";
   t.float_inf = "__int_as_float(0x7f800000)";
   t.float_nan = "__int_as_float(0x7fc00000)";
@@ -182,9 +194,10 @@ LanguageTable c99_language(std::string prelude) {
   t.bf16_storage = "uint16_t";
   t.bf16_from_storage = "kiln_bf16_to_f32({a})";
   t.bf16_to_storage = "kiln_f32_to_bf16({a})";
-  t.storage16_helpers = storage16_conversions("static inline", "uint32_t", "uint16_t",
-                                              "((union { float f; uint32_t u; }){ .f = ({a}) }).u",
-                                              "((union { uint32_t u; float f; }){ .u = ({a}) }).f");
+  const Storage16Spelling c99 = {"static inline", "uint32_t", "uint16_t",
+                                 "((union { float f; uint32_t u; }){ .f = ({a}) }).u",
+                                 "((union { uint32_t u; float f; }){ .u = ({a}) }).f", "(({type})({a}))"};
+  t.storage16_helpers = f16_conversions(c99) + bf16_conversions(c99);
   t.float_suffix = "f";
   t.float_inf = "INFINITY";
   t.float_nan = "NAN";

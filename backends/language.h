@@ -141,15 +141,25 @@ struct LanguageTable {
   std::string cast;                 // "{type}({a})" or "(({type})({a}))"; placeholders {type} {a}
 };
 
-// Exact f32 -> f16 and f32 <-> bf16 conversions written in 32-bit integer
-// arithmetic (nearest even, NaN to a quiet NaN, the kir rule), for C-style
-// languages: kiln_f32_to_f16, kiln_f16_to_f32 (f16 as its bits),
-// kiln_f32_to_bf16, kiln_bf16_to_f32. `qualifier` starts each function
-// ("static inline", "__device__ __forceinline__"); `u32` and `u16` name the
-// integer types; `bits` and `value` are the bit casts f32 -> u32 and back,
-// with {a} for the operand.
-std::string storage16_conversions(const std::string& qualifier, const std::string& u32, const std::string& u16,
-                                  const std::string& bits, const std::string& value);
+// How a C-style language (GLSL included) spells the 16-bit conversion
+// helpers below.
+struct Storage16Spelling {
+  std::string qualifier;  // before each function: "static inline", "__device__ __forceinline__", "" (GLSL)
+  std::string u32;        // the unsigned 32-bit type
+  std::string u16;        // the type holding a 16-bit value's bits (GLSL, whose 16-bit types live in buffers: uint)
+  std::string bits;       // f32 {a} -> its u32 bits
+  std::string value;      // u32 bits {a} -> the f32
+  std::string cast;       // {a} converted to {type}: C "(({type})({a}))", GLSL "{type}({a})"
+};
+
+// Exact conversions in 32-bit integer arithmetic (nearest even, NaN to a
+// quiet NaN, overflow to infinity: the kir rule, kiln/float16.h's):
+// kiln_f32_to_f16 and kiln_f16_to_f32 (f16 as its bits), and
+// kiln_f32_to_bf16 and kiln_bf16_to_f32.
+std::string f16_conversions(const Storage16Spelling& spelling);
+std::string bf16_conversions(const Storage16Spelling& spelling);
+// CUDA's and HIP's spelling.
+extern const Storage16Spelling kCudaStyleStorage16;
 
 // The table of CUDA C++ as NVRTC and hiprtc compile it; HIP differs from CUDA
 // only in its name, prelude, 16-bit types and broadcast.

@@ -1,9 +1,12 @@
 // 16-bit float conversions (include/kiln/float16.h).
 #include <kiln/float16.h>
 
+#include <kiln/error.h>
+
 #include <bit>
 #include <cmath>
 #include <limits>
+#include <string>
 
 namespace kiln {
 
@@ -54,6 +57,17 @@ std::uint16_t bf16_bits(float value) {
   // Adding 0x7fff plus the kept part's lowest bit rounds to nearest even;
   // a carry moves into the exponent (the largest values round to infinity).
   return static_cast<std::uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+double float_epsilon(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 0x1p-23;
+    case DType::f16: return 0x1p-10;
+    case DType::bf16: return 0x1p-7;
+    default: break;
+  }
+  throw_error(ErrorKind::InvalidArgument, std::string("float_epsilon of ") + std::string(dtype_name(dtype)) +
+                                              ", which is not a float type");
 }
 
 float bf16_value(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }

@@ -121,6 +121,15 @@ BOOST_AUTO_TEST_CASE(every_bf16_value_converts_to_f32_and_back_exactly) {
   BOOST_TEST(is_nan_bf16(kiln::bf16_bits(std::bit_cast<float>(0x7f800001u))));
 }
 
+BOOST_AUTO_TEST_CASE(each_float_type_states_its_epsilon) {
+  BOOST_TEST(kiln::float_epsilon(DType::f32) == std::ldexp(1.0, -23));
+  BOOST_TEST(kiln::float_epsilon(DType::f16) == std::ldexp(1.0, -10));
+  BOOST_TEST(kiln::float_epsilon(DType::bf16) == std::ldexp(1.0, -7));
+  // One epsilon past 1 is the next value of the type.
+  BOOST_TEST(kiln::f16_value(kiln::f16_bits(static_cast<float>(1 + kiln::float_epsilon(DType::f16)))) > 1.0f);
+  BOOST_CHECK_THROW(kiln::float_epsilon(DType::i64), kiln::Error);
+}
+
 BOOST_AUTO_TEST_CASE(conversions_round_to_nearest_even) {
   check_rounding(DType::f16, 0x7bff, 0x7c00);
   check_rounding(DType::bf16, 0x7f7f, 0x7f80);

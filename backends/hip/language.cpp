@@ -17,8 +17,7 @@ const LanguageTable& hip_language() {
     t.f16_from_storage = "((float)({a}))";
     t.f16_to_storage = "((_Float16)({a}))";
     t.vector_u16 = "";  // _Float16 elements: scalar loads
-    t.storage16_helpers = storage16_conversions("__device__ __forceinline__", "unsigned int", "unsigned short",
-                                                "__float_as_uint({a})", "__uint_as_float({a})");
+    t.storage16_helpers = bf16_conversions(kCudaStyleStorage16);
     return t;
   }();
   return table;

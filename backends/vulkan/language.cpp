@@ -40,33 +40,8 @@ const LanguageTable& glsl_language() {
     t.storage16_directives = "#extension GL_EXT_shader_16bit_storage : require\n";
     t.vector_u16 = "u16vec{width}";
     t.vector_u16_value = "uvec{width}";
-    t.storage16_helpers =
-        "uint kiln_f32_to_f16(float f) {\n"
-        "  uint x = floatBitsToUint(f);\n"
-        "  uint sign = (x >> 16) & 0x8000u;\n"
-        "  x &= 0x7fffffffu;\n"
-        "  if (x >= 0x7f800000u) return sign | (x > 0x7f800000u ? 0x7e00u : 0x7c00u);\n"
-        "  if (x >= 0x47800000u) return sign | 0x7c00u;\n"
-        "  uint e = x >> 23, m = x & 0x7fffffu, r, shift;\n"
-        "  if (e >= 113u) { r = ((e - 112u) << 10) | (m >> 13); shift = 13u; }\n"
-        "  else { if (e < 102u) return sign; m |= 0x800000u; shift = 126u - e; r = m >> shift; }\n"
-        "  uint rem = m & ((1u << shift) - 1u), half_unit = 1u << (shift - 1u);\n"
-        "  if (rem > half_unit || (rem == half_unit && (r & 1u) != 0u)) r += 1u;\n"
-        "  return sign | r;\n"
-        "}\n"
-        // Branch-free (selects), as it sits in GEMM inner loops: a subnormal
-        // is m * 2^-24, exact in f32.
-        "float kiln_f16_to_f32(uint h) {\n"
-        "  uint e = (h >> 10) & 0x1fu, m = h & 0x3ffu;\n"
-        "  float magnitude = e == 0u ? float(m) * 5.9604644775390625e-8\n"
-        "                  : uintBitsToFloat((e == 31u ? 0x7f800000u : (e + 112u) << 23) | (m << 13));\n"
-        "  return uintBitsToFloat(floatBitsToUint(magnitude) | ((h & 0x8000u) << 16));\n"
-        "}\n"
-        "uint kiln_f32_to_bf16(float f) {\n"
-        "  uint x = floatBitsToUint(f);\n"
-        "  if ((x & 0x7fffffffu) > 0x7f800000u) return (x >> 16) | 0x40u;\n"
-        "  return (x + 0x7fffu + ((x >> 16) & 1u)) >> 16;\n"
-        "}\n";
+    const Storage16Spelling glsl = {"", "uint", "uint", "floatBitsToUint({a})", "uintBitsToFloat({a})", "{type}({a})"};
+    t.storage16_helpers = f16_conversions(glsl) + bf16_conversions(glsl);
     t.int64_directives = "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
     t.storage8_directives = "#extension GL_EXT_shader_8bit_storage : require\n";
     t.float_suffix = "";

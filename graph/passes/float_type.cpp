@@ -60,11 +60,9 @@ class Converter {
       std::vector<ValueId> inputs;
       for (ValueId in : node.inputs) inputs.push_back(in < 0 ? in : map[static_cast<std::size_t>(in)]);
       Attributes attrs = node.attrs;
-      // Ops that make f32 tensors by name make the 16-bit type instead.
-      for (const char* name : {"to", "dtype"})
-        if (attrs.has(name) && attrs.get_int(name, 0) == kOnnxFloat &&
-            (node.op == "Cast" || std::string(name) == "dtype"))
-          attrs.set(name, onnx_code(to_));
+      // Ops that make f32 tensors by name (Cast's `to`, EyeLike's `dtype`) make the 16-bit type instead.
+      const char* code = node.op == "Cast" ? "to" : "dtype";
+      if (attrs.has(code) && attrs.get_int(code, 0) == kOnnxFloat) attrs.set(code, onnx_code(to_));
       std::vector<std::shared_ptr<const Graph>> subgraphs;
       for (const auto& sub : node.subgraphs)
         subgraphs.push_back(std::make_shared<const Graph>(convert(*sub, false, true)));

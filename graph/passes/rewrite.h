@@ -5,6 +5,8 @@
 
 #include "graph/ir.h"
 
+#include <kiln/float16.h>
+
 #include <optional>
 #include <span>
 #include <string>
@@ -26,9 +28,7 @@ inline std::optional<double> float_scalar(const Value& v) {
 
 // Half the spacing of `dtype`'s values relative to a value: how far a
 // constant written in that type may be from the real number it stands for.
-inline double rounding_of(DType dtype) {
-  return dtype == DType::f16 ? 0x1p-11 : dtype == DType::bf16 ? 0x1p-8 : 0x1p-24;
-}
+inline double rounding_of(DType dtype) { return float_epsilon(dtype) / 2; }
 
 // `rewrite` (f32 -> f32) applied to `weight`, the result in weight's own type.
 template <class Rewrite>

@@ -8,6 +8,7 @@
 // NaN of its sign. From 16 bits is exact.
 #pragma once
 
+#include <kiln/dtype.h>
 #include <kiln/export.h>
 
 #include <cstdint>
@@ -18,5 +19,10 @@ KILN_API std::uint16_t f16_bits(float value);
 KILN_API float f16_value(std::uint16_t bits);
 KILN_API std::uint16_t bf16_bits(float value);
 KILN_API float bf16_value(std::uint16_t bits);
+
+// The spacing of a float type's values at 1: 2^-23 (f32), 2^-10 (f16),
+// 2^-7 (bf16); the unit kiln's tolerances for the type are stated in
+// (docs/precision.md). Throws InvalidArgument for a type that is not a float.
+KILN_API double float_epsilon(DType dtype);
 
 }  // namespace kiln

@@ -251,7 +251,7 @@ struct Widened {
 };
 
 Widened widen_16bit(std::span<const graph::TensorType> inputs, std::span<const graph::TensorType> outputs) {
-  Widened w{{inputs.begin(), inputs.end()}, {outputs.begin(), outputs.end()}};
+  Widened w{{inputs.begin(), inputs.end()}, {outputs.begin(), outputs.end()}, false, {}};
   bool f16 = false, bf16 = false;
   for (auto* types : {&w.inputs, &w.outputs})
     for (graph::TensorType& type : *types)
@@ -288,7 +288,6 @@ void narrow_16bit_buffers(kir::Kernel& kernel, const OpContext& ctx) {
     buffer.type = storage_of(tensors[i]->dtype);
     buffer.texel_width = 0;  // texel buffers are f32 views; 16-bit elements are read from storage
   }
-  kir::verify(kernel);
 }
 
 }  // namespace

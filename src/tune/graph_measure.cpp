@@ -7,6 +7,7 @@
 #include "src/tune/graph_site.h"
 
 #include <kiln/error.h>
+#include <kiln/float16.h>
 
 #include <chrono>
 #include <cmath>
@@ -107,9 +108,8 @@ CandidateResult GraphMeasurer::measure(const Site& site, const std::string& opti
       const DType dtype = ref.outputs[o].dtype();
       const auto wide = [](const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); };
       const Tensor output = wide(outputs[o]), expected = wide(ref.outputs[o]);
-      const double tolerance = std::max(options.tolerance, dtype == DType::f16    ? 0x1p-7
-                                                           : dtype == DType::bf16 ? 0x1p-4
-                                                                                  : 0.0);
+      const double tolerance =
+          dtype == DType::f32 ? options.tolerance : std::max(options.tolerance, 8 * float_epsilon(dtype));
       std::vector<float> got(output.values<float>().begin(), output.values<float>().end());
       if (fault == "wrong" && !got.empty()) got.back() += 1.0f;  // the test hook: an edge element off by one
       const std::span<const float> reference = expected.values<float>();

@@ -6,6 +6,7 @@
 #include "src/tune/choice.h"
 
 #include <kiln/error.h>
+#include <kiln/float16.h>
 
 #include <sys/resource.h>
 
@@ -246,9 +247,9 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
       if (fault == "wrong" && !got.empty()) got.back() += 1.0f;  // the test hook: an edge element off by one
       const auto [worst, worst_at] = output_error(got, ref.outputs[o]);
       // A 16-bit output may land one value away from the reference's.
-      const double tolerance = std::max(options.tolerance, ref.output_types[o] == DType::f16    ? 0x1p-9
-                                                           : ref.output_types[o] == DType::bf16 ? 0x1p-6
-                                                                                                : 0.0);
+      const DType dtype = ref.output_types[o];
+      const double tolerance =
+          dtype == DType::f32 ? options.tolerance : std::max(options.tolerance, 2 * float_epsilon(dtype));
       if (!(worst <= tolerance))
         return failed_candidate(knobs, CandidateStatus::wrong_result,
                       "output " + std::to_string(o) + " element " + std::to_string(worst_at) + " is " +

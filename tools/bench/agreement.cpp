@@ -2,6 +2,7 @@
 #include "format.h"
 
 #include <kiln/error.h>
+#include <kiln/float16.h>
 
 #include <algorithm>
 #include <cmath>
@@ -10,8 +11,8 @@
 namespace kiln::tools::bench {
 
 double default_tolerance(const std::string& dtype) {
-  if (dtype == "f16") return 4.0 / 1024;
-  if (dtype == "bf16") return 4.0 / 128;
+  if (dtype == "f16") return 4 * float_epsilon(DType::f16);
+  if (dtype == "bf16") return 4 * float_epsilon(DType::bf16);
   return 1e-3;
 }
 namespace {
