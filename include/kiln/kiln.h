@@ -18,6 +18,7 @@
 #pragma once
 
 #include <kiln/builder.h>
+#include <kiln/causal_lm.h>
 #include <kiln/dtype.h>
 #include <kiln/error.h>
 #include <kiln/export.h>

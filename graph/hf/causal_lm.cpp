@@ -1,0 +1,87 @@
+// kiln::load_causal_lm and kiln::CausalLM (include/kiln/causal_lm.h).
+#include <kiln/causal_lm.h>
+#include <kiln/error.h>
+#include <kiln/safetensors.h>
+
+#include "graph/hf/architecture.h"
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+
+namespace kiln {
+
+struct CausalLM::Impl {
+  CausalLMConfig config;
+  DType dtype = DType::f32;
+  std::string folder;
+  std::unique_ptr<hf::Decoder> decoder;
+  // The checkpoint's tensors, each converted to dtype once (on first use).
+  std::map<std::string, Tensor> tensors;
+};
+
+CausalLM::CausalLM(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
+
+const CausalLMConfig& CausalLM::config() const { return impl_->config; }
+
+DType CausalLM::dtype() const { return impl_->dtype; }
+
+Model CausalLM::forward_model(std::int64_t batch, std::int64_t length) const {
+  const CausalLMConfig& c = impl_->config;
+  KILN_CHECK(batch >= 1, ErrorKind::InvalidArgument, "CausalLM::forward_model: batch " + std::to_string(batch) + " < 1");
+  KILN_CHECK(length >= 1 && length <= c.max_positions, ErrorKind::InvalidArgument,
+             "CausalLM::forward_model: length " + std::to_string(length) + " is outside [1, " +
+                 std::to_string(c.max_positions) + "], the positions " + c.architecture + " '" + impl_->folder +
+                 "' takes");
+  hf::WeightSet weights(impl_->tensors, impl_->dtype, impl_->folder);
+  return impl_->decoder->forward(weights, {.batch = batch, .length = length});
+}
+
+CausalLM load_causal_lm(const std::string& folder, const CausalLMOptions& options) {
+  namespace fs = std::filesystem;
+  const fs::path config_path = fs::path(folder) / "config.json";
+  std::error_code ec;
+  KILN_CHECK(fs::is_directory(folder, ec), ErrorKind::NotFound,
+             "'" + folder + "' is not a folder (load_causal_lm takes a Hugging Face model folder)");
+  KILN_CHECK(fs::exists(config_path, ec), ErrorKind::NotFound, "'" + folder + "' has no config.json");
+  std::ifstream in(config_path);
+  KILN_CHECK(in.good(), ErrorKind::Io, "cannot read '" + config_path.string() + "'");
+  nlohmann::json json = nlohmann::json::parse(in, nullptr, false);
+  KILN_CHECK(!json.is_discarded(), ErrorKind::Corrupt, config_path.string() + ": not valid JSON");
+  hf::ConfigReader config(std::move(json), config_path.string());
+
+  const nlohmann::json& names = config.take("architectures");
+  KILN_CHECK(names.is_array() && names.size() == 1 && names[0].is_string(), ErrorKind::Corrupt,
+             config_path.string() + ": \"architectures\" is " + names.dump() + ", not a list of one name");
+  const std::string architecture = names[0].get<std::string>();
+  const auto factory = hf::architectures().find(architecture);
+  if (factory == hf::architectures().end()) {
+    std::string known;
+    for (const auto& [name, make] : hf::architectures()) known += (known.empty() ? "" : ", ") + name;
+    throw_error(ErrorKind::Unsupported,
+                config_path.string() + ": architecture " + architecture + " is not one kiln builds (" + known + ")");
+  }
+  auto impl = std::make_shared<CausalLM::Impl>();
+  impl->folder = folder;
+  impl->config.architecture = architecture;
+  impl->decoder = factory->second(config, impl->config);
+  config.finish();
+  impl->dtype = options.dtype.value_or(impl->config.dtype);
+  KILN_CHECK(is_float(impl->dtype), ErrorKind::InvalidArgument,
+             "CausalLMOptions::dtype must be f32, f16 or bf16, not " + std::string(dtype_name(impl->dtype)));
+  // Converted once here, so that every model built shares them.
+  for (auto& [name, tensor] : load_safetensors_checkpoint(folder))
+    impl->tensors.emplace(name, is_float(tensor.dtype()) && tensor.dtype() != impl->dtype ? tensor.to(impl->dtype) : tensor);
+  // A model built now checks the weights against the config (names, shapes, none unused).
+  hf::WeightSet check(impl->tensors, impl->dtype, folder);
+  impl->decoder->forward(check, {.batch = 1, .length = 1});
+  return CausalLM(std::move(impl));
+}
+
+std::vector<std::string> causal_lm_architectures() {
+  std::vector<std::string> names;
+  for (const auto& [name, make] : hf::architectures()) names.push_back(name);
+  return names;
+}
+
+}  // namespace kiln

@@ -1,0 +1,155 @@
+#include "graph/hf/layers.h"
+
+#include <kiln/error.h>
+
+#include <cmath>
+#include <limits>
+
+namespace kiln::hf {
+namespace {
+
+Attributes attrs(std::initializer_list<std::pair<const char*, Attribute>> list) {
+  Attributes a;
+  for (const auto& [name, value] : list) a.set(name, value);
+  return a;
+}
+
+Value one(Builder& b, const std::string& op, std::vector<std::optional<Value>> inputs, const Attributes& a = {}) {
+  return b.op(op, inputs, a).at(0);
+}
+
+// ONNX's TensorProto code for the float types Cast takes.
+std::int64_t onnx_float_code(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return 1;
+    case DType::f16: return 10;
+    case DType::bf16: return 16;
+    default: break;
+  }
+  throw_error(ErrorKind::Internal, "hf::cast to " + std::string(dtype_name(dtype)));
+}
+
+Value slice_last(Builder& b, Value x, std::int64_t begin, std::int64_t end) {
+  return one(b, "Slice", {x},
+             attrs({{"starts", std::vector<std::int64_t>{begin}}, {"ends", std::vector<std::int64_t>{end}},
+                    {"axes", std::vector<std::int64_t>{-1}}}));
+}
+
+}  // namespace
+
+Value scalar(Builder& b, const std::string& name, double value, DType dtype) {
+  return b.constant(name, Tensor::scalar_f32(static_cast<float>(value)).to(dtype));
+}
+
+Value cast(Builder& b, Value x, DType to) {
+  if (b.dtype(x) == to) return x;
+  return one(b, "Cast", {x}, attrs({{"to", onnx_float_code(to)}}));
+}
+
+Value linear(Builder& b, Value x, Value weight, std::optional<Value> bias, bool in_out) {
+  const Shape shape = b.shape(x);
+  const Shape w = b.shape(weight);
+  const std::int64_t out = in_out ? w[1] : w[0];
+  const std::int64_t in = shape.back();
+  Value rows = b.reshape(x, {-1, in});
+  Value y = b.gemm(rows, weight, bias, {.trans_b = !in_out});
+  Shape result = shape;
+  result.back() = out;
+  return b.reshape(y, result);
+}
+
+namespace {
+Value normalised_f32(Builder& b, Value x, double epsilon) {
+  Value x32 = cast(b, x, DType::f32);
+  Value mean = one(b, "ReduceMean", {b.mul(x32, x32)},
+                   attrs({{"axes", std::vector<std::int64_t>{-1}}, {"keepdims", std::int64_t{1}}}));
+  Value eps = scalar(b, "epsilon", epsilon, DType::f32);
+  Value r = one(b, "Reciprocal", {one(b, "Sqrt", {b.add(mean, eps)})});
+  return b.mul(x32, r);
+}
+}  // namespace
+
+Value rms_norm(Builder& b, Value x, Value weight, double epsilon) {
+  return b.mul(weight, cast(b, normalised_f32(b, x, epsilon), b.dtype(x)));
+}
+
+Value rms_norm_one_plus(Builder& b, Value x, Value one_plus_weight, double epsilon) {
+  return cast(b, b.mul(normalised_f32(b, x, epsilon), one_plus_weight), b.dtype(x));
+}
+
+bool is_known_activation(const std::string& name) {
+  return name == "silu" || name == "gelu" || name == "gelu_new" || name == "gelu_pytorch_tanh" || name == "relu";
+}
+
+Value activation(Builder& b, Value x, const std::string& name) {
+  if (name == "silu") return one(b, "Silu", {x});
+  if (name == "gelu") return b.gelu(x, false);
+  if (name == "gelu_new" || name == "gelu_pytorch_tanh") return b.gelu(x, true);
+  if (name == "relu") return b.relu(x);
+  throw_error(ErrorKind::Unsupported, "activation '" + name + "' (kiln has silu, gelu, gelu_new, gelu_pytorch_tanh, relu)");
+}
+
+RotaryTables rotary_tables(std::int64_t max_positions, std::int64_t head_dim, double theta, DType dtype) {
+  KILN_CHECK(head_dim % 2 == 0, ErrorKind::Unsupported, "rotary embeddings need an even head_dim, not " + std::to_string(head_dim));
+  const std::int64_t half = head_dim / 2;
+  // As transformers: inv_freq = 1 / theta^(2i / d) in f32, freqs = position * inv_freq in f32.
+  std::vector<float> inv_freq(static_cast<std::size_t>(half));
+  for (std::int64_t i = 0; i < half; ++i)
+    inv_freq[i] = 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  std::vector<float> cos(static_cast<std::size_t>(max_positions * head_dim)), sin(cos.size());
+  for (std::int64_t p = 0; p < max_positions; ++p)
+    for (std::int64_t i = 0; i < head_dim; ++i) {
+      const float angle = static_cast<float>(p) * inv_freq[i % half];
+      cos[p * head_dim + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
+      sin[p * head_dim + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+    }
+  return {Tensor::from_f32({max_positions, head_dim}, std::move(cos)).to(dtype),
+          Tensor::from_f32({max_positions, head_dim}, std::move(sin)).to(dtype)};
+}
+
+Value apply_rotary(Builder& b, Value x, Value cos, Value sin) {
+  const std::int64_t d = b.shape(x).back();
+  Value rotated = b.concat({b.op("Neg", {slice_last(b, x, d / 2, d)}, {}).at(0), slice_last(b, x, 0, d / 2)}, -1);
+  return b.add(b.mul(x, cos), b.mul(rotated, sin));
+}
+
+Tensor causal_mask(std::int64_t length, DType dtype) {
+  const float lowest = dtype == DType::f16    ? -65504.0f
+                       : dtype == DType::bf16 ? -3.3895313892515355e38f
+                                              : std::numeric_limits<float>::lowest();
+  std::vector<float> mask(static_cast<std::size_t>(length * length), 0.0f);
+  for (std::int64_t q = 0; q < length; ++q)
+    for (std::int64_t k = q + 1; k < length; ++k) mask[q * length + k] = lowest;
+  return Tensor::from_f32({1, 1, length, length}, std::move(mask)).to(dtype);
+}
+
+Value split_heads(Builder& b, Value x, std::int64_t heads, std::int64_t head_dim) {
+  const Shape s = b.shape(x);
+  return b.transpose(b.reshape(x, {s[0], s[1], heads, head_dim}), {0, 2, 1, 3});
+}
+
+Value merge_heads(Builder& b, Value x) {
+  const Shape s = b.shape(x);
+  return b.reshape(b.transpose(x, {0, 2, 1, 3}), {s[0], s[2], s[1] * s[3]});
+}
+
+Value repeat_heads(Builder& b, Value x, std::int64_t repeats) {
+  if (repeats == 1) return x;
+  const Shape s = b.shape(x);
+  // [B, Hkv, 1, L, D] side by side along the new axis: each head's copies adjacent.
+  Value unsqueezed = b.reshape(x, {s[0], s[1], 1, s[2], s[3]});
+  Value repeated = b.concat(std::vector<Value>(static_cast<std::size_t>(repeats), unsqueezed), 2);
+  return b.reshape(repeated, {s[0], s[1] * repeats, s[2], s[3]});
+}
+
+Value attention(Builder& b, Value q, Value k, Value v, Value mask, Value divisor, bool softmax_in_f32) {
+  const DType dtype = b.dtype(q);
+  Value products = b.matmul(q, b.transpose(k, {0, 1, 3, 2}));
+  Value scaled = b.dtype(divisor) == dtype ? b.div(products, divisor)
+                                           : cast(b, b.div(cast(b, products, DType::f32), divisor), dtype);
+  Value scores = b.add(scaled, mask);
+  Value probabilities = softmax_in_f32 ? cast(b, b.softmax(cast(b, scores, DType::f32), -1), dtype) : b.softmax(scores, -1);
+  return b.matmul(probabilities, v);
+}
+
+}  // namespace kiln::hf

@@ -1,0 +1,65 @@
+// The pieces decoder architectures are made of, written as transformers'
+// eager implementations compute them (the same ops in the same order and
+// type, so that 16-bit models round where PyTorch rounds).
+#pragma once
+
+#include <kiln/builder.h>
+#include <kiln/tensor.h>
+
+#include <optional>
+#include <string>
+
+namespace kiln::hf {
+
+using Value = Builder::Value;
+
+// A scalar constant of `dtype` (value rounded to it), broadcasting against anything.
+Value scalar(Builder& b, const std::string& name, double value, DType dtype);
+Value cast(Builder& b, Value x, DType to);
+
+// torch.nn.Linear (weight [out, in], y = x W^T + bias) on x [..., in];
+// `in_out` for GPT-2's Conv1D (weight [in, out], y = x W + bias).
+Value linear(Builder& b, Value x, Value weight, std::optional<Value> bias, bool in_out = false);
+
+// RMSNorm as Llama computes it: in f32, x * rsqrt(mean(x^2) + eps), back to
+// x's type, then times the weight (in x's type).
+Value rms_norm(Builder& b, Value x, Value weight, double epsilon);
+// Gemma's: in f32 throughout, times (1 + weight) (`one_plus_weight`, f32),
+// then back to x's type.
+Value rms_norm_one_plus(Builder& b, Value x, Value one_plus_weight, double epsilon);
+
+// An activation by transformers' ACT2FN name: silu, gelu (erf), gelu_new,
+// gelu_pytorch_tanh (tanh approximation), relu. Throws Unsupported naming it otherwise.
+Value activation(Builder& b, Value x, const std::string& name);
+bool is_known_activation(const std::string& name);
+
+// Rotary position embedding tables cos, sin [max_positions, head_dim] for
+// RoPE with base `theta` (transformers' default rope: inv_freq in f32,
+// emb = cat(freqs, freqs)), in `dtype`.
+struct RotaryTables {
+  Tensor cos, sin;
+};
+RotaryTables rotary_tables(std::int64_t max_positions, std::int64_t head_dim, double theta, DType dtype);
+// x [B, H, L, D] rotated at the positions whose rows cos, sin [L, D] hold:
+// x * cos + rotate_half(x) * sin.
+Value apply_rotary(Builder& b, Value x, Value cos, Value sin);
+
+// Causal additive mask [1, 1, L, L] of `dtype`: 0 where a query may attend
+// (key <= query), the type's lowest finite value elsewhere (transformers' mask).
+Tensor causal_mask(std::int64_t length, DType dtype);
+
+// [B, L, H*D] -> [B, H, L, D].
+Value split_heads(Builder& b, Value x, std::int64_t heads, std::int64_t head_dim);
+// [B, H, L, D] -> [B, L, H*D].
+Value merge_heads(Builder& b, Value x);
+// [B, Hkv, L, D] -> [B, Hkv * repeats, L, D], each head repeated (repeat_kv).
+Value repeat_heads(Builder& b, Value x, std::int64_t repeats);
+
+// softmax(Q K^T / divisor + mask) V over [B, H, L, D], the softmax in f32
+// when `softmax_in_f32` (transformers' Llama family upcasts; GPT-2 does not).
+// A `divisor` of the scores' type divides them as they are; an f32 one
+// divides 16-bit scores in f32, rounding once, as PyTorch divides a tensor by
+// a Python float.
+Value attention(Builder& b, Value q, Value k, Value v, Value mask, Value divisor, bool softmax_in_f32);
+
+}  // namespace kiln::hf

@@ -1,0 +1,84 @@
+// Causal language models from Hugging Face checkpoints, built with kiln's
+// own ops from the checkpoint's config.json and safetensors weights:
+//
+//   kiln::CausalLM lm = kiln::load_causal_lm("gemma-2b");   // a Hugging Face model folder
+//   kiln::Model forward = lm.forward_model(1, 7);           // input_ids [1, 7] -> logits [1, 7, vocab]
+//   auto logits = kiln::compile(forward)({input_ids})[0];
+//
+// Architectures (config.json "architectures"): LlamaForCausalLM,
+// MistralForCausalLM, Qwen2ForCausalLM, GemmaForCausalLM and
+// GPT2LMHeadModel; each computes as the transformers library's eager
+// implementation does, op for op, in the checkpoint's type (16-bit models
+// round after each op as PyTorch does; norms and softmax in f32 where
+// transformers upcasts). A config field kiln does not implement is an error
+// naming it, never a silently different model.
+#pragma once
+
+#include <kiln/dtype.h>
+#include <kiln/export.h>
+#include <kiln/model.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln {
+
+// What every architecture shares, read from config.json.
+struct KILN_API CausalLMConfig {
+  std::string architecture;  // "LlamaForCausalLM", ...
+  std::int64_t vocab_size = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t intermediate_size = 0;
+  std::int64_t num_layers = 0;
+  std::int64_t num_heads = 0;
+  std::int64_t num_kv_heads = 0;  // grouped-query attention: fewer than num_heads
+  std::int64_t head_dim = 0;
+  std::int64_t max_positions = 0;  // the longest sequence the model takes
+  DType dtype = DType::f32;        // torch_dtype: the checkpoint's type
+  bool tie_word_embeddings = false;
+  std::optional<std::int64_t> bos_token_id;
+  std::vector<std::int64_t> eos_token_ids;
+  std::optional<std::int64_t> pad_token_id;
+};
+
+struct KILN_API CausalLMOptions {
+  // The type the model computes and stores its weights in: f32, f16 or bf16.
+  // Unset: the checkpoint's (config.json's torch_dtype). Weights of another
+  // type are converted once, at load.
+  std::optional<DType> dtype;
+};
+
+class KILN_API CausalLM {
+ public:
+  const CausalLMConfig& config() const;
+  // The type the models compute in (CausalLMOptions::dtype, else the checkpoint's).
+  DType dtype() const;
+  // The whole-sequence forward pass: input "input_ids" (i64 [batch, length],
+  // token ids at positions 0 .. length-1, attending causally), output
+  // "logits" (f32 [batch, length, vocab_size]; computed in dtype() and
+  // widened, as transformers returns them). Throws InvalidArgument if length
+  // is outside [1, max_positions] or batch below 1.
+  Model forward_model(std::int64_t batch, std::int64_t length) const;
+
+  struct Impl;
+  explicit CausalLM(std::shared_ptr<const Impl> impl);
+
+ private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+// Loads a Hugging Face model folder: config.json and model.safetensors (or
+// its shards and model.safetensors.index.json). Throws Error(NotFound) for a
+// missing file, Error(Unsupported) naming an architecture or config field
+// kiln does not implement, Error(Corrupt) for a malformed file or a weight
+// of the wrong shape, Error(InvalidArgument) for a checkpoint without a
+// weight the architecture needs or with weights it does not use.
+KILN_API CausalLM load_causal_lm(const std::string& folder, const CausalLMOptions& options = {});
+
+// The architectures load_causal_lm() builds, as config.json names them.
+KILN_API std::vector<std::string> causal_lm_architectures();
+
+}  // namespace kiln
