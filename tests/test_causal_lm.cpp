@@ -26,6 +26,8 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <variant>
 #include <string>
 #include <vector>
 
@@ -116,6 +118,110 @@ void check_architecture(const std::string& arch, const std::string& architecture
   }
 }
 
+// Generation as transformers ran it, step by step over a static cache:
+// every token of the sequence fed one at a time (`chunk` tokens at a time
+// for the prompt), the caches carried from each step to the next, the
+// logits of each step checked against transformers' row and its greedy pick
+// against transformers' token. `step` runs the step model on host inputs
+// and device caches.
+using StepFn = std::function<std::vector<kiln::CallInput>(const std::vector<kiln::CallInput>&)>;
+
+kiln::Tensor host(const kiln::CallInput& value) {
+  return std::holds_alternative<kiln::Tensor>(value) ? std::get<kiln::Tensor>(value)
+                                                     : std::get<kiln::DeviceTensor>(value).to_host();
+}
+
+void check_steps(const kiln::CausalLM& lm, const GenerationCase& c, std::int64_t chunk, std::int64_t cache_length,
+                 const std::function<StepFn(std::int64_t query_length)>& step_for, double tolerance,
+                 const std::string& how) {
+  const kiln::CausalLMConfig& config = lm.config();
+  std::vector<std::int64_t> ids = c.prompt;
+  ids.insert(ids.end(), c.new_tokens.begin(), c.new_tokens.end() - 1);
+  std::vector<kiln::CallInput> caches;
+  for (std::int64_t i = 0; i < 2 * config.num_layers; ++i)
+    caches.push_back(kiln::Tensor(lm.dtype(), {1, config.num_kv_heads, cache_length, config.head_dim}));
+  const std::int64_t n = static_cast<std::int64_t>(ids.size()), vocab = config.vocab_size;
+  const std::int64_t prompt = static_cast<std::int64_t>(c.prompt.size());
+  double scale = 1.0, worst = 0.0;
+  for (float v : c.logits.values<float>()) scale = std::max(scale, std::fabs(double(v)));
+  for (std::int64_t position = 0; position < n;) {
+    const std::int64_t length = position < prompt ? std::min(chunk, prompt - position) : 1;
+    std::vector<kiln::CallInput> inputs = {
+        kiln::Tensor::from_i64({1, length}, std::vector<std::int64_t>(ids.begin() + position, ids.begin() + position + length)),
+        kiln::Tensor::from_i64({1}, {position})};
+    inputs.insert(inputs.end(), caches.begin(), caches.end());
+    std::vector<kiln::CallInput> outputs = step_for(length)(inputs);
+    BOOST_TEST_REQUIRE(outputs.size() == caches.size() + 1);
+    caches.assign(outputs.begin() + 1, outputs.end());
+    const kiln::Tensor logits = host(outputs[0]);
+    BOOST_TEST_REQUIRE((logits.shape() == kiln::Shape{1, vocab}), how << ": logits " << kiln::shape_str(logits.shape()));
+    position += length;
+    const std::int64_t row = position - 1;
+    const float* want = c.logits.values<float>().data() + row * vocab;
+    const float* got = logits.values<float>().data();
+    for (std::int64_t k = 0; k < vocab; ++k) worst = std::max(worst, std::fabs(double(got[k]) - want[k]));
+    if (row >= prompt - 1) {
+      const std::int64_t pick = std::max_element(got, got + vocab) - got;
+      BOOST_TEST(pick == c.new_tokens[row - prompt + 1], how << ": at position " << row << " picks " << pick);
+    }
+  }
+  BOOST_TEST(worst / scale <= tolerance, how << ": step logits differ by " << worst << " (scale " << scale << ")");
+  BOOST_TEST_MESSAGE(how << ": step logits within " << worst / scale << " of their scale");
+}
+
+void check_generation_steps(const std::string& arch) {
+  const kiln::CausalLM lm = kiln::load_causal_lm((fixture_dir() / arch).string());
+  const double tolerance = tolerance_of(lm.dtype());
+  const std::string backend = kiln::testing::test_backend();
+  const std::vector<GenerationCase> cases = cases_of(arch);
+  constexpr std::int64_t kCache = 48;  // the longest case: 23 + 24 positions
+  for (const GenerationCase& c : cases) {
+    const std::string name = arch + " prompt of " + std::to_string(c.prompt.size());
+    // The reference, with the whole prompt in one step, then in steps of 5.
+    for (const std::int64_t chunk : {static_cast<std::int64_t>(c.prompt.size()), std::int64_t{5}}) {
+      check_steps(lm, c, chunk, kCache, [&](std::int64_t length) -> StepFn {
+        auto model = std::make_shared<kiln::Model>(lm.step_model(1, length, kCache));
+        return [model](const std::vector<kiln::CallInput>& inputs) {
+          std::vector<kiln::Tensor> host_inputs;
+          for (const kiln::CallInput& input : inputs) host_inputs.push_back(host(input));
+          std::vector<kiln::CallInput> out;
+          for (kiln::Tensor& t : kiln::graph::run_reference(kiln::internal::graph(*model), host_inputs)) out.push_back(t);
+          return out;
+        };
+      }, tolerance, name + " reference, prompt in steps of " + std::to_string(chunk));
+    }
+  }
+  // Token by token on the device, caches staying there: one step model,
+  // compiled once for every position.
+  const kiln::Model step = lm.step_model(1, 1, kCache);
+  kiln::EagerModel eager = kiln::eager(step, {.backend = backend});
+  for (const GenerationCase& c : cases)
+    check_steps(lm, c, 1, kCache, [&](std::int64_t) -> StepFn {
+      return [&](const std::vector<kiln::CallInput>& inputs) {
+        const std::vector<kiln::DeviceTensor> out = eager.call_on_device(inputs);
+        return std::vector<kiln::CallInput>(out.begin(), out.end());
+      };
+    }, tolerance, arch + " prompt of " + std::to_string(c.prompt.size()) + " eager");
+  for (const kiln::Mode mode : {kiln::Mode::default_, kiln::Mode::reduce_overhead}) {
+    kiln::CompiledModel compiled = kiln::compile(step, {.backend = backend, .mode = mode, .fullgraph = true});
+    int compiled_kernels = -1;
+    for (const GenerationCase& c : cases) {
+      check_steps(lm, c, 1, kCache, [&](std::int64_t) -> StepFn {
+        return [&](const std::vector<kiln::CallInput>& inputs) {
+          const std::vector<kiln::DeviceTensor> out = compiled.call_on_device(inputs);
+          return std::vector<kiln::CallInput>(out.begin(), out.end());
+        };
+      }, tolerance, arch + " prompt of " + std::to_string(c.prompt.size()) + " compiled (" + std::string(kiln::mode_name(mode)) + ")");
+      const kiln::RunStats stats = compiled.stats();
+      BOOST_TEST(stats.shape_sets == 1);
+      BOOST_TEST(stats.host_steps_per_run == 0);
+      // Every position after the first call compiles nothing.
+      if (compiled_kernels < 0) compiled_kernels = stats.kernel_cache_misses + stats.kernel_cache_hits;
+      BOOST_TEST(stats.kernel_cache_misses + stats.kernel_cache_hits == compiled_kernels);
+    }
+  }
+}
+
 // A copy of a fixture in a temporary folder, to damage.
 struct ScratchCheckpoint {
   fs::path dir;
@@ -164,6 +270,12 @@ BOOST_AUTO_TEST_CASE(llama_from_shards_matches_transformers) { check_architectur
 BOOST_AUTO_TEST_CASE(qwen2_matches_transformers) { check_architecture("qwen2", "Qwen2ForCausalLM"); }
 BOOST_AUTO_TEST_CASE(mistral_matches_transformers) { check_architecture("mistral", "MistralForCausalLM"); }
 BOOST_AUTO_TEST_CASE(gemma_in_bf16_matches_transformers) { check_architecture("gemma", "GemmaForCausalLM"); }
+
+BOOST_AUTO_TEST_CASE(gpt2_generates_over_a_static_cache) { check_generation_steps("gpt2"); }
+BOOST_AUTO_TEST_CASE(llama_generates_over_a_static_cache) { check_generation_steps("llama"); }
+BOOST_AUTO_TEST_CASE(qwen2_generates_over_a_static_cache) { check_generation_steps("qwen2"); }
+BOOST_AUTO_TEST_CASE(mistral_generates_over_a_static_cache) { check_generation_steps("mistral"); }
+BOOST_AUTO_TEST_CASE(gemma_in_bf16_generates_over_a_static_cache) { check_generation_steps("gemma"); }
 
 BOOST_AUTO_TEST_CASE(config_fields_are_read) {
   const kiln::CausalLM gemma = kiln::load_causal_lm((fixture_dir() / "gemma").string());

@@ -41,11 +41,17 @@ class WeightSet {
   std::string folder_;
 };
 
-// The whole-sequence forward pass, the one model every architecture builds
-// so far (CausalLM::forward_model).
+// The whole-sequence forward pass (CausalLM::forward_model).
 struct ForwardShape {
   std::int64_t batch = 1;
   std::int64_t length = 1;
+};
+
+// A step over a static key/value cache (CausalLM::step_model).
+struct StepShape {
+  std::int64_t batch = 1;
+  std::int64_t query_length = 1;
+  std::int64_t cache_length = 1;
 };
 
 class Decoder {
@@ -53,6 +59,7 @@ class Decoder {
   virtual ~Decoder() = default;
   // Builds the model; reads its weights from `weights` (every call reads all).
   virtual Model forward(WeightSet& weights, const ForwardShape& shape) const = 0;
+  virtual Model step(WeightSet& weights, const StepShape& shape) const = 0;
 };
 
 // Reads the architecture's fields of `config` (the shared ones into

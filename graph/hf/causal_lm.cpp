@@ -37,6 +37,19 @@ Model CausalLM::forward_model(std::int64_t batch, std::int64_t length) const {
   return impl_->decoder->forward(weights, {.batch = batch, .length = length});
 }
 
+Model CausalLM::step_model(std::int64_t batch, std::int64_t query_length, std::int64_t cache_length) const {
+  const CausalLMConfig& c = impl_->config;
+  KILN_CHECK(batch >= 1 && query_length >= 1, ErrorKind::InvalidArgument,
+             "CausalLM::step_model: batch " + std::to_string(batch) + " and query_length " +
+                 std::to_string(query_length) + " must be at least 1");
+  KILN_CHECK(cache_length >= query_length && cache_length <= c.max_positions, ErrorKind::InvalidArgument,
+             "CausalLM::step_model: cache_length " + std::to_string(cache_length) + " is outside [" +
+                 std::to_string(query_length) + " (query_length), " + std::to_string(c.max_positions) +
+                 " (the positions " + c.architecture + " takes)]");
+  hf::WeightSet weights(impl_->tensors, impl_->dtype, impl_->folder);
+  return impl_->decoder->step(weights, {.batch = batch, .query_length = query_length, .cache_length = cache_length});
+}
+
 CausalLM load_causal_lm(const std::string& folder, const CausalLMOptions& options) {
   namespace fs = std::filesystem;
   const fs::path config_path = fs::path(folder) / "config.json";

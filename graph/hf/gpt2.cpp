@@ -7,6 +7,7 @@
 #include <kiln/error.h>
 
 #include <cmath>
+#include <functional>
 
 namespace kiln::hf {
 namespace {
@@ -24,26 +25,77 @@ class Gpt2Decoder final : public Decoder {
   explicit Gpt2Decoder(Gpt2 spec) : s_(std::move(spec)) {}
 
   Model forward(WeightSet& weights, const ForwardShape& shape) const override {
+    Builder b(s_.common.architecture);
+    Value ids = b.input("input_ids", DType::i64, {shape.batch, shape.length});
+    std::vector<std::int64_t> positions(static_cast<std::size_t>(shape.length));
+    for (std::int64_t p = 0; p < shape.length; ++p) positions[p] = p;
+    Attend attend{.positions = b.constant("position_ids", Tensor::from_i64({shape.length}, positions)),
+                  .mask = b.constant("causal_mask", causal_mask(shape.length, weights.dtype())),
+                  .keys_values = [](std::int64_t, Value k, Value v) { return std::pair(k, v); }};
+    Value logits = body(b, weights, ids, attend);
+    b.set_name(logits, "logits");
+    weights.finish();
+    return b.build({logits});
+  }
+
+  Model step(WeightSet& weights, const StepShape& shape) const override {
+    const CausalLMConfig& c = s_.common;
+    const DType dtype = weights.dtype();
+    Builder b(c.architecture);
+    Value ids = b.input("input_ids", DType::i64, {shape.batch, shape.query_length});
+    Value position = b.input("position", DType::i64, {1});
+    std::vector<Value> past;
+    for (std::int64_t layer = 0; layer < c.num_layers; ++layer)
+      for (const char* part : {"key", "value"})
+        past.push_back(b.input("past." + std::to_string(layer) + "." + part, dtype,
+                               {shape.batch, c.num_kv_heads, shape.cache_length, c.head_dim}));
+    Value positions = step_positions(b, position, shape.query_length);
+    std::vector<Value> present;
+    Attend attend{.positions = positions,
+                  .mask = step_mask(b, positions, shape.cache_length, dtype),
+                  .keys_values = [&](std::int64_t layer, Value k, Value v) {
+                    const std::string name = "present." + std::to_string(layer);
+                    Value keys = write_cache(b, past[2 * layer], k, position, name + ".key");
+                    Value values = write_cache(b, past[2 * layer + 1], v, position, name + ".value");
+                    present.push_back(keys);
+                    present.push_back(values);
+                    return std::pair(keys, values);
+                  }};
+    Value logits = last_position(b, body(b, weights, ids, attend));
+    b.set_name(logits, "logits");
+    std::vector<Value> outputs = {logits};
+    for (std::size_t i = 0; i < present.size(); ++i) {
+      b.set_name(present[i], "present." + std::to_string(i / 2) + (i % 2 == 0 ? ".key" : ".value"));
+      outputs.push_back(present[i]);
+    }
+    weights.finish();
+    return b.build(outputs);
+  }
+
+ private:
+  // How attention sees positions, keys and values: the whole sequence or a step over a cache.
+  struct Attend {
+    Value positions;  // i64 [Lq]
+    Value mask;       // [1, 1, Lq, Lk]
+    std::function<std::pair<Value, Value>(std::int64_t layer, Value k, Value v)> keys_values;
+  };
+
+  // The decoder from token ids [B, Lq] to logits (f32 [B, Lq, V]).
+  Value body(Builder& b, WeightSet& weights, Value ids, const Attend& attend) const {
     const CausalLMConfig& c = s_.common;
     const DType dtype = weights.dtype();
     const std::int64_t h = c.hidden_size;
     // Checkpoints of GPT2LMHeadModel name the body "transformer."; those of
     // GPT2Model (openai-community/gpt2 itself) do not.
     const std::string root = weights.has("transformer.wte.weight") ? "transformer." : "";
-    Builder b(c.architecture);
     const auto weight = [&](const std::string& module, const std::string& name, Shape s) {
       return b.constant(module + "." + name, weights.take(root + module + "." + name, s));
     };
-    Value ids = b.input("input_ids", DType::i64, {shape.batch, shape.length});
     Value wte = weight("wte", "weight", {c.vocab_size, h});
     Value wpe = weight("wpe", "weight", {c.max_positions, h});
-    std::vector<std::int64_t> positions(static_cast<std::size_t>(shape.length));
-    for (std::int64_t p = 0; p < shape.length; ++p) positions[p] = p;
     Attributes axis;
     axis.set("axis", std::int64_t{0});
-    Value x = b.add(b.op("Gather", {wte, ids}, axis).at(0),
-                    b.op("Gather", {wpe, b.constant("position_ids", Tensor::from_i64({shape.length}, positions))}, axis).at(0));
-    Value mask = b.constant("causal_mask", causal_mask(shape.length, dtype));
+    Value x = b.add(b.op("Gather", {wte, ids}, axis).at(0), gather_rows(b, wpe, attend.positions));
     const std::int64_t head_dim = c.head_dim;
 
     for (std::int64_t layer = 0; layer < c.num_layers; ++layer) {
@@ -65,10 +117,12 @@ class Gpt2Decoder final : public Decoder {
         slice.set("axes", std::vector<std::int64_t>{-1});
         return split_heads(b, b.op("Slice", {qkv}, slice).at(0), c.num_heads, head_dim);
       };
+      Value q = part(0);
+      auto [k, v] = attend.keys_values(layer, part(1), part(2));
       // transformers divides by torch.full([], sqrt(head_dim), dtype=scores' type).
       double divisor = s_.scale_attention ? std::sqrt(static_cast<double>(head_dim)) : 1.0;
       if (s_.scale_by_layer) divisor *= static_cast<double>(layer + 1);
-      Value o = merge_heads(b, attention(b, part(0), part(1), part(2), mask,
+      Value o = merge_heads(b, attention(b, q, k, v, attend.mask,
                                          scalar(b, block + ".attn.divisor", divisor, dtype), false));
       x = b.add(x, linear(b, o, weight(block + ".attn.c_proj", "weight", {h, h}),
                           weight(block + ".attn.c_proj", "bias", {h}), true));
@@ -80,13 +134,10 @@ class Gpt2Decoder final : public Decoder {
                           weight(block + ".mlp.c_proj", "bias", {h}), true));
     }
     x = b.layer_norm(x, weight("ln_f", "weight", {h}), weight("ln_f", "bias", {h}), -1, static_cast<float>(s_.epsilon));
-    Value logits = cast(b, linear(b, x, wte, std::nullopt), DType::f32);
-    b.set_name(logits, "logits");
-    weights.finish();
-    return b.build({logits});
+    return cast(b, linear(b, x, wte, std::nullopt), DType::f32);
   }
 
- private:
+
   Gpt2 s_;
 };
 

@@ -113,10 +113,62 @@ Value apply_rotary(Builder& b, Value x, Value cos, Value sin) {
   return b.add(b.mul(x, cos), b.mul(rotated, sin));
 }
 
+namespace {
+// torch.finfo(dtype).min: what transformers puts in a mask.
+float lowest_of(DType dtype) {
+  return dtype == DType::f16    ? -65504.0f
+         : dtype == DType::bf16 ? -3.3895313892515355e38f
+                                : std::numeric_limits<float>::lowest();
+}
+
+Tensor range(std::int64_t n) {
+  std::vector<std::int64_t> values(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) values[i] = i;
+  return Tensor::from_i64({n}, std::move(values));
+}
+
+Tensor i64_scalar(std::int64_t value) { return Tensor::from_i64({}, {value}); }
+}  // namespace
+
+Value step_positions(Builder& b, Value position, std::int64_t query_length) {
+  return b.add(position, b.constant("query_offsets", range(query_length)));
+}
+
+Value gather_rows(Builder& b, Value table, Value positions) {
+  return one(b, "Gather", {table, positions}, attrs({{"axis", std::int64_t{0}}}));
+}
+
+Value write_cache(Builder& b, Value past, Value update, Value position, const std::string& name) {
+  const Shape s = b.shape(past);
+  const std::int64_t query_length = b.shape(update)[2];
+  // Row r of the result is update's row r - position where that is in [0, Lq), else past's row r.
+  Value offset = b.sub(b.constant(name + ".rows", range(s[2])), position);
+  Value valid = one(b, "And", {one(b, "GreaterOrEqual", {offset, b.constant(name + ".zero", i64_scalar(0))}),
+                               one(b, "Less", {offset, b.constant(name + ".length", i64_scalar(query_length))})});
+  Value index = one(b, "Where", {valid, offset, b.constant(name + ".first", i64_scalar(0))});
+  Value rows = one(b, "Gather", {update, index}, attrs({{"axis", std::int64_t{2}}}));
+  return one(b, "Where", {b.reshape(valid, {1, 1, s[2], 1}), rows, past});
+}
+
+Value step_mask(Builder& b, Value positions, std::int64_t cache_length, DType dtype) {
+  const std::int64_t query_length = b.shape(positions)[0];
+  Value keys = b.constant("mask.rows", range(cache_length).reshaped({1, cache_length}));
+  Value allowed = one(b, "LessOrEqual", {keys, b.reshape(positions, {query_length, 1})});
+  Value mask = one(b, "Where", {allowed, b.constant("mask.open", Tensor::scalar_f32(0.0f).to(dtype)),
+                                b.constant("mask.closed", Tensor::scalar_f32(lowest_of(dtype)).to(dtype))});
+  return b.reshape(mask, {1, 1, query_length, cache_length});
+}
+
+Value last_position(Builder& b, Value x) {
+  const Shape s = b.shape(x);
+  Value last = one(b, "Slice", {x},
+                   attrs({{"starts", std::vector<std::int64_t>{s[1] - 1}}, {"ends", std::vector<std::int64_t>{s[1]}},
+                          {"axes", std::vector<std::int64_t>{1}}}));
+  return b.reshape(last, {s[0], s[2]});
+}
+
 Tensor causal_mask(std::int64_t length, DType dtype) {
-  const float lowest = dtype == DType::f16    ? -65504.0f
-                       : dtype == DType::bf16 ? -3.3895313892515355e38f
-                                              : std::numeric_limits<float>::lowest();
+  const float lowest = lowest_of(dtype);
   std::vector<float> mask(static_cast<std::size_t>(length * length), 0.0f);
   for (std::int64_t q = 0; q < length; ++q)
     for (std::int64_t k = q + 1; k < length; ++k) mask[q * length + k] = lowest;

@@ -5,6 +5,8 @@
 #include <kiln/error.h>
 
 #include <cmath>
+#include <functional>
+#include <tuple>
 
 namespace kiln::hf {
 namespace {
@@ -32,18 +34,78 @@ class Scope {
   int depth_ = 0;
 };
 
+// How a layer's attention sees positions, keys and values: the whole
+// sequence (forward) or a step over a static cache.
+struct Attend {
+  Value cos, sin;  // [Lq, D] rows of the rotary tables at the queries' positions
+  Value mask;      // [1, 1, Lq, Lk]
+  // The keys and values attention reads, given the layer's new ones [B, Hkv, Lq, D].
+  std::function<std::pair<Value, Value>(std::int64_t layer, Value k, Value v)> keys_values;
+};
+
 class LlamaDecoder final : public Decoder {
  public:
   explicit LlamaDecoder(LlamaFamily family) : f_(std::move(family)) {}
 
   Model forward(WeightSet& weights, const ForwardShape& shape) const override {
+    const DType dtype = weights.dtype();
+    Builder b(f_.common.architecture);
+    Value ids = b.input("input_ids", DType::i64, {shape.batch, shape.length});
+    const RotaryTables tables = rotary_tables(shape.length, f_.common.head_dim, f_.rope_theta, dtype);
+    Attend attend{.cos = b.constant("rotary.cos", tables.cos),
+                  .sin = b.constant("rotary.sin", tables.sin),
+                  .mask = b.constant("causal_mask", causal_mask(shape.length, dtype)),
+                  .keys_values = [](std::int64_t, Value k, Value v) { return std::pair(k, v); }};
+    Value logits = body(b, weights, ids, attend);
+    b.set_name(logits, "logits");
+    weights.finish();
+    return b.build({logits});
+  }
+
+  Model step(WeightSet& weights, const StepShape& shape) const override {
     const CausalLMConfig& c = f_.common;
     const DType dtype = weights.dtype();
     Builder b(c.architecture);
+    Value ids = b.input("input_ids", DType::i64, {shape.batch, shape.query_length});
+    Value position = b.input("position", DType::i64, {1});
+    std::vector<Value> past;
+    for (std::int64_t layer = 0; layer < c.num_layers; ++layer)
+      for (const char* part : {"key", "value"})
+        past.push_back(b.input("past." + std::to_string(layer) + "." + part, dtype,
+                               {shape.batch, c.num_kv_heads, shape.cache_length, c.head_dim}));
+    Value positions = step_positions(b, position, shape.query_length);
+    const RotaryTables tables = rotary_tables(shape.cache_length, c.head_dim, f_.rope_theta, dtype);
+    std::vector<Value> present;
+    Attend attend{.cos = gather_rows(b, b.constant("rotary.cos", tables.cos), positions),
+                  .sin = gather_rows(b, b.constant("rotary.sin", tables.sin), positions),
+                  .mask = step_mask(b, positions, shape.cache_length, dtype),
+                  .keys_values = [&](std::int64_t layer, Value k, Value v) {
+                    const std::string name = "present." + std::to_string(layer);
+                    Value keys = write_cache(b, past[2 * layer], k, position, name + ".key");
+                    Value values = write_cache(b, past[2 * layer + 1], v, position, name + ".value");
+                    present.push_back(keys);
+                    present.push_back(values);
+                    return std::pair(keys, values);
+                  }};
+    Value logits = last_position(b, body(b, weights, ids, attend));
+    b.set_name(logits, "logits");
+    std::vector<Value> outputs = {logits};
+    for (std::size_t i = 0; i < present.size(); ++i) {
+      b.set_name(present[i], "present." + std::to_string(i / 2) + (i % 2 == 0 ? ".key" : ".value"));
+      outputs.push_back(present[i]);
+    }
+    weights.finish();
+    return b.build(outputs);
+  }
+
+ private:
+  // The decoder from token ids [B, Lq] to logits (f32 [B, Lq, V]).
+  Value body(Builder& b, WeightSet& weights, Value ids, const Attend& attend) const {
+    const CausalLMConfig& c = f_.common;
+    const DType dtype = weights.dtype();
     const auto weight = [&](const std::string& module, const std::string& name, Shape s) {
       return b.constant(name, weights.take(module + "." + name, s));
     };
-    Value ids = b.input("input_ids", DType::i64, {shape.batch, shape.length});
     Value embed_tokens;
     Value x;
     {
@@ -54,10 +116,6 @@ class LlamaDecoder final : public Decoder {
       x = b.op("Gather", {embed_tokens, ids}, axis).at(0);
       if (f_.scale_embeddings) x = b.mul(x, scalar(b, "normalizer", std::sqrt(static_cast<double>(c.hidden_size)), dtype));
     }
-    const RotaryTables tables = rotary_tables(shape.length, c.head_dim, f_.rope_theta, dtype);
-    Value cos = b.constant("rotary.cos", tables.cos);
-    Value sin = b.constant("rotary.sin", tables.sin);
-    Value mask = b.constant("causal_mask", causal_mask(shape.length, dtype));
     Value divisor = scalar(b, "attention_divisor", std::sqrt(static_cast<double>(c.head_dim)), DType::f32);
 
     for (std::int64_t layer = 0; layer < c.num_layers; ++layer) {
@@ -77,12 +135,13 @@ class LlamaDecoder final : public Decoder {
         Value q = split_heads(b, projection("q_proj", c.num_heads, f_.qkv_bias), c.num_heads, c.head_dim);
         Value k = split_heads(b, projection("k_proj", c.num_kv_heads, f_.qkv_bias), c.num_kv_heads, c.head_dim);
         Value v = split_heads(b, projection("v_proj", c.num_kv_heads, f_.qkv_bias), c.num_kv_heads, c.head_dim);
-        q = apply_rotary(b, q, cos, sin);
-        k = apply_rotary(b, k, cos, sin);
+        q = apply_rotary(b, q, attend.cos, attend.sin);
+        k = apply_rotary(b, k, attend.cos, attend.sin);
+        std::tie(k, v) = attend.keys_values(layer, k, v);
         const std::int64_t repeats = c.num_heads / c.num_kv_heads;
         k = repeat_heads(b, k, repeats);
         v = repeat_heads(b, v, repeats);
-        Value o = merge_heads(b, attention(b, q, k, v, mask, divisor, true));
+        Value o = merge_heads(b, attention(b, q, k, v, attend.mask, divisor, true));
         Scope proj(b, "o_proj");
         attended = linear(b, o, weight(module + ".o_proj", "weight", {c.hidden_size, c.num_heads * c.head_dim}),
                           f_.output_bias ? std::optional(weight(module + ".o_proj", "bias", {c.hidden_size}))
@@ -104,18 +163,11 @@ class LlamaDecoder final : public Decoder {
       }
     }
     x = norm(b, weights, x, "model.norm");
-    Value logits;
-    {
-      Scope scope(b, "lm_head");
-      Value head = c.tie_word_embeddings ? embed_tokens : weight("lm_head", "weight", {c.vocab_size, c.hidden_size});
-      logits = cast(b, linear(b, x, head, std::nullopt), DType::f32);
-    }
-    b.set_name(logits, "logits");
-    weights.finish();
-    return b.build({logits});
+    Scope scope(b, "lm_head");
+    Value head = c.tie_word_embeddings ? embed_tokens : weight("lm_head", "weight", {c.vocab_size, c.hidden_size});
+    return cast(b, linear(b, x, head, std::nullopt), DType::f32);
   }
 
- private:
   Value norm(Builder& b, WeightSet& weights, Value x, const std::string& module) const {
     Scope scope(b, module.substr(module.rfind('.') + 1));
     const Shape s = {f_.common.hidden_size};

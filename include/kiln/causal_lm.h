@@ -62,6 +62,18 @@ class KILN_API CausalLM {
   // widened, as transformers returns them). Throws InvalidArgument if length
   // is outside [1, max_positions] or batch below 1.
   Model forward_model(std::int64_t batch, std::int64_t length) const;
+  // One step of generation over a static key/value cache of `cache_length`
+  // positions (transformers' StaticCache): inputs "input_ids" (i64 [batch,
+  // query_length], the tokens at positions position .. position +
+  // query_length - 1), "position" (i64 [1], a run-time value: one compiled
+  // step serves every position) and, per layer i, "past.<i>.key" and
+  // "past.<i>.value" (dtype() [batch, num_kv_heads, cache_length, head_dim]);
+  // outputs "logits" (f32 [batch, vocab_size], at the last query) and
+  // "present.<i>.key", "present.<i>.value": the caches with the queries' rows
+  // written, the next step's past. A row past the last written one is never
+  // attended to, so the first step may take zero caches. Throws
+  // InvalidArgument for a cache_length outside [query_length, max_positions].
+  Model step_model(std::int64_t batch, std::int64_t query_length, std::int64_t cache_length) const;
 
   struct Impl;
   explicit CausalLM(std::shared_ptr<const Impl> impl);
