@@ -1,0 +1,170 @@
+// kiln::Generator (include/kiln/generate.h).
+#include <kiln/error.h>
+#include <kiln/generate.h>
+
+#include <algorithm>
+#include <chrono>
+#include <variant>
+
+namespace kiln {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_between(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+constexpr std::int64_t kDefaultMaxLength = 4096;
+
+}  // namespace
+
+struct Generator::State {
+  CausalLM lm;
+  GeneratorOptions options;
+  std::int64_t max_length = 0;
+  // The one-token step and its callable, made at the first generate().
+  std::optional<Model> step;
+  std::variant<std::monostate, EagerModel, CompiledModel> runner;
+  std::vector<DeviceTensor> empty_caches;  // zeros: rows not yet written must be finite (0 x NaN is NaN)
+  int compiles = 0;
+
+  std::vector<DeviceTensor> call(const std::vector<CallInput>& inputs) {
+    return std::visit(
+        [&](auto& model) -> std::vector<DeviceTensor> {
+          if constexpr (std::is_same_v<std::decay_t<decltype(model)>, std::monostate>)
+            throw_error(ErrorKind::Internal, "Generator: the step was not made");
+          else
+            return model.call_on_device(inputs);
+        },
+        runner);
+  }
+
+  RunStats stats() const {
+    if (const auto* eager = std::get_if<EagerModel>(&runner)) return eager->stats();
+    if (const auto* compiled = std::get_if<CompiledModel>(&runner)) return compiled->stats();
+    return {};
+  }
+
+  // Makes and compiles the step (once); returns the milliseconds it took.
+  double ensure_step() {
+    if (step) return 0.0;
+    const auto start = Clock::now();
+    const CausalLMConfig& c = lm.config();
+    step = lm.step_model(1, 1, max_length);
+    if (options.eager) {
+      runner.emplace<EagerModel>(eager(*step, {.backend = options.compile.backend, .device = options.compile.device}));
+    } else {
+      CompiledModel& compiled = runner.emplace<CompiledModel>(compile(*step, options.compile));
+      compiled.prepare();
+    }
+    ++compiles;
+    const Tensor zeros(lm.dtype(), {1, c.num_kv_heads, max_length, c.head_dim});
+    std::visit(
+        [&](auto& model) {
+          if constexpr (!std::is_same_v<std::decay_t<decltype(model)>, std::monostate>) {
+            const DeviceTensor on_device = model.to_device(zeros);
+            empty_caches.assign(static_cast<std::size_t>(2 * c.num_layers), on_device);
+          }
+        },
+        runner);
+    return ms_between(start, Clock::now());
+  }
+};
+
+Generator::Generator(CausalLM lm, GeneratorOptions options) : state_(std::make_unique<State>(State{std::move(lm), std::move(options)})) {
+  const CausalLMConfig& c = state_->lm.config();
+  const std::int64_t max_length = state_->options.max_length;
+  KILN_CHECK(max_length >= 0 && max_length <= c.max_positions, ErrorKind::InvalidArgument,
+             "GeneratorOptions::max_length " + std::to_string(max_length) + " is outside [1, " +
+                 std::to_string(c.max_positions) + "], the positions " + c.architecture + " takes (0: all of them)");
+  state_->max_length = max_length != 0 ? max_length : std::min(c.max_positions, kDefaultMaxLength);
+}
+
+Generator::~Generator() = default;
+Generator::Generator(Generator&&) noexcept = default;
+Generator& Generator::operator=(Generator&&) noexcept = default;
+
+const CausalLM& Generator::model() const { return state_->lm; }
+std::int64_t Generator::max_length() const { return state_->max_length; }
+
+std::string Generator::explain() const {
+  if (const auto* compiled = std::get_if<CompiledModel>(&state_->runner)) return compiled->explain();
+  return "";
+}
+
+GenerationResult Generator::generate(const std::vector<std::int64_t>& prompt, const GenerationConfig& config,
+                                     const std::function<void(std::int64_t token)>& on_token) {
+  State& s = *state_;
+  const CausalLMConfig& c = s.lm.config();
+  const std::int64_t prompt_tokens = static_cast<std::int64_t>(prompt.size());
+  KILN_CHECK(prompt_tokens >= 1, ErrorKind::InvalidArgument, "generate: the prompt has no tokens");
+  for (std::int64_t id : prompt)
+    KILN_CHECK(id >= 0 && id < c.vocab_size, ErrorKind::InvalidArgument,
+               "generate: prompt token " + std::to_string(id) + " is outside the vocabulary [0, " +
+                   std::to_string(c.vocab_size) + ")");
+  KILN_CHECK(config.max_new_tokens >= 0 && prompt_tokens + config.max_new_tokens <= s.max_length,
+             ErrorKind::InvalidArgument,
+             "generate: " + std::to_string(prompt_tokens) + " prompt tokens and max_new_tokens " +
+                 std::to_string(config.max_new_tokens) + " need " + std::to_string(prompt_tokens + config.max_new_tokens) +
+                 " positions; the generator's cache holds " + std::to_string(s.max_length) +
+                 " (GeneratorOptions::max_length)");
+  // Checked before any work.
+  std::uint64_t rng = config.seed;
+  {
+    std::uint64_t probe = 0;
+    pick_token({0.0f}, config, probe);
+  }
+  const std::vector<std::int64_t> stop = config.stop_token_ids.value_or(c.eos_token_ids);
+
+  GenerationResult result;
+  result.stats.prompt_tokens = prompt_tokens;
+  result.stats.compile_ms = s.ensure_step();
+  result.stop_reason = "max_new_tokens";
+  if (config.max_new_tokens == 0) {
+    result.stats.compiles = s.compiles;
+    return result;
+  }
+
+  std::vector<DeviceTensor> caches = s.empty_caches;
+  std::vector<float> logits;
+  // One token at position `position` through the step; its logits to `logits`, its caches kept.
+  const auto feed = [&](std::int64_t token, std::int64_t position) {
+    std::vector<CallInput> inputs = {Tensor::from_i64({1, 1}, {token}), Tensor::from_i64({1}, {position})};
+    inputs.insert(inputs.end(), caches.begin(), caches.end());
+    std::vector<DeviceTensor> outputs = s.call(inputs);
+    caches.assign(outputs.begin() + 1, outputs.end());
+    const Tensor host = outputs[0].to_host();
+    const auto values = host.values<float>();
+    logits.assign(values.begin(), values.end());
+  };
+
+  const auto start = Clock::now();
+  for (std::int64_t i = 0; i < prompt_tokens; ++i) feed(prompt[i], i);
+  const auto prefilled = Clock::now();
+  Clock::time_point first_token;
+  std::int64_t position = prompt_tokens;
+  for (std::int64_t n = 0; n < config.max_new_tokens; ++n) {
+    if (n > 0) feed(result.tokens.back(), position++);
+    const std::int64_t token = pick_token(logits, config, rng);
+    result.tokens.push_back(token);
+    if (n == 0) first_token = Clock::now();
+    if (on_token) on_token(token);
+    if (std::ranges::find(stop, token) != stop.end()) {
+      result.stop_reason = "stop token";
+      break;
+    }
+  }
+  const auto done = Clock::now();
+  GenerationStats& st = result.stats;
+  st.new_tokens = static_cast<std::int64_t>(result.tokens.size());
+  st.time_to_first_token_ms = ms_between(start, first_token);
+  st.prefill_tokens_per_s = static_cast<double>(prompt_tokens) / std::max(1e-9, ms_between(start, prefilled) / 1e3);
+  if (st.new_tokens > 1)
+    st.decode_tokens_per_s = static_cast<double>(st.new_tokens - 1) / std::max(1e-9, ms_between(first_token, done) / 1e3);
+  st.compiles = s.compiles;
+  st.peak_device_bytes = s.stats().peak_device_bytes;
+  return result;
+}
+
+}  // namespace kiln

@@ -1,0 +1,156 @@
+#define BOOST_TEST_MODULE generate
+#include <boost/test/unit_test.hpp>
+
+// kiln::Generator on the causal-LM fixtures (tests/fixtures/causal_lm):
+// greedy generation gives transformers' tokens eagerly and compiled, the
+// step compiles once for every position and call, stop tokens stop it, and
+// seeded sampling repeats; pick_token's warpers on their own.
+
+#include <kiln/generate.h>
+
+#include "test_backend.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace fs = std::filesystem;
+
+namespace {
+
+fs::path fixture_dir() {
+  const char* root = std::getenv("KILN_SOURCE_ROOT");
+  const fs::path base = root != nullptr && *root != '\0' ? fs::path(root) / "tests" : fs::path(__FILE__).parent_path();
+  return base / "fixtures" / "causal_lm";
+}
+
+struct Expected {
+  std::vector<std::int64_t> prompt, new_tokens;
+};
+
+std::vector<Expected> expected_of(const std::string& arch) {
+  std::ifstream in(fixture_dir() / arch / "expected.json");
+  const nlohmann::json json = nlohmann::json::parse(in);
+  std::vector<Expected> cases;
+  for (const nlohmann::json& c : json["cases"])
+    cases.push_back({c["prompt"].get<std::vector<std::int64_t>>(), c["new_tokens"].get<std::vector<std::int64_t>>()});
+  return cases;
+}
+
+kiln::GeneratorOptions options(kiln::Mode mode, bool eager = false) {
+  kiln::GeneratorOptions o;
+  o.compile.backend = kiln::testing::test_backend();
+  o.compile.mode = mode;
+  o.compile.fullgraph = true;
+  o.eager = eager;
+  o.max_length = 48;
+  return o;
+}
+
+void check_greedy(const std::string& arch, const kiln::GeneratorOptions& opts, const std::string& how) {
+  kiln::Generator gen(kiln::load_causal_lm((fixture_dir() / arch).string()), opts);
+  for (const Expected& c : expected_of(arch)) {
+    std::vector<std::int64_t> streamed;
+    const kiln::GenerationResult r =
+        gen.generate(c.prompt, {.max_new_tokens = 24, .stop_token_ids = std::vector<std::int64_t>{}},
+                     [&](std::int64_t token) { streamed.push_back(token); });
+    BOOST_TEST(r.tokens == c.new_tokens, how << " " << arch << ", prompt of " << c.prompt.size());
+    BOOST_TEST(streamed == r.tokens);
+    BOOST_TEST(r.stop_reason == "max_new_tokens");
+    BOOST_TEST(r.stats.prompt_tokens == static_cast<std::int64_t>(c.prompt.size()));
+    BOOST_TEST(r.stats.new_tokens == 24);
+    BOOST_TEST(r.stats.decode_tokens_per_s > 0.0);
+    BOOST_TEST(r.stats.time_to_first_token_ms > 0.0);
+    // One step model for every position of every call.
+    BOOST_TEST(r.stats.compiles == 1);
+  }
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(greedy_generation_matches_transformers) {
+  for (const char* arch : {"gpt2", "llama", "qwen2", "mistral", "gemma"}) {
+    check_greedy(arch, options(kiln::Mode::reduce_overhead), "compiled (reduce-overhead)");
+    check_greedy(arch, options(kiln::Mode::default_, true), "eager");
+  }
+  check_greedy("llama", options(kiln::Mode::default_), "compiled (default)");
+}
+
+BOOST_AUTO_TEST_CASE(stop_tokens_end_generation) {
+  const std::string arch = "qwen2";
+  const Expected c = expected_of(arch)[1];
+  kiln::Generator gen(kiln::load_causal_lm((fixture_dir() / arch).string()), options(kiln::Mode::default_));
+  const std::int64_t stop = c.new_tokens[5];
+  const std::size_t first = std::find(c.new_tokens.begin(), c.new_tokens.end(), stop) - c.new_tokens.begin();
+  const kiln::GenerationResult r =
+      gen.generate(c.prompt, {.max_new_tokens = 24, .stop_token_ids = std::vector<std::int64_t>{stop}});
+  BOOST_TEST(r.stop_reason == "stop token");
+  BOOST_TEST(r.tokens == std::vector<std::int64_t>(c.new_tokens.begin(), c.new_tokens.begin() + first + 1));
+  // The model's own EOS (id 2) by default.
+  const kiln::GenerationResult by_default = gen.generate(c.prompt, {.max_new_tokens = 24});
+  const auto eos = std::find(c.new_tokens.begin(), c.new_tokens.end(), 2);
+  BOOST_TEST(by_default.tokens == std::vector<std::int64_t>(c.new_tokens.begin(), eos == c.new_tokens.end() ? eos : eos + 1));
+  BOOST_TEST(by_default.stats.compiles == 1);
+}
+
+BOOST_AUTO_TEST_CASE(seeded_sampling_repeats_across_runs_and_modes) {
+  const std::string arch = "gpt2";
+  const kiln::CausalLM lm = kiln::load_causal_lm((fixture_dir() / arch).string());
+  const std::vector<std::int64_t> prompt = expected_of(arch)[1].prompt;
+  const kiln::GenerationConfig sampling{.max_new_tokens = 16, .temperature = 8.0f, .top_k = 40, .top_p = 0.95f,
+                                        .seed = 7, .stop_token_ids = std::vector<std::int64_t>{}};
+  kiln::Generator compiled(lm, options(kiln::Mode::reduce_overhead));
+  kiln::Generator eager(lm, options(kiln::Mode::default_, true));
+  const std::vector<std::int64_t> first = compiled.generate(prompt, sampling).tokens;
+  BOOST_TEST(first.size() == 16u);
+  BOOST_TEST(compiled.generate(prompt, sampling).tokens == first);
+  BOOST_TEST(eager.generate(prompt, sampling).tokens == first);
+  kiln::GenerationConfig other = sampling;
+  other.seed = 8;
+  BOOST_TEST(compiled.generate(prompt, other).tokens != first);
+  // Sampling is not greedy here: the fixture's logits are far apart (gaps of 6), a hot temperature leaves the greedy path.
+  BOOST_TEST(first != expected_of(arch)[1].new_tokens);
+}
+
+BOOST_AUTO_TEST_CASE(pick_token_follows_the_warpers) {
+  std::uint64_t rng = 1;
+  const std::vector<float> logits = {0.5f, 3.0f, -1.0f, 3.0f, 2.0f};
+  BOOST_TEST(kiln::pick_token(logits, {}, rng) == 1);  // greedy: the first of the largest
+  for (int i = 0; i < 50; ++i) {
+    BOOST_TEST(kiln::pick_token(logits, {.temperature = 5.0f, .top_k = 2}, rng) % 2 == 1);  // ids 1 and 3 only
+    const std::int64_t top_p = kiln::pick_token(logits, {.temperature = 1.0f, .top_p = 0.5f}, rng);
+    BOOST_TEST((top_p == 1 || top_p == 3));
+  }
+  // Two tokens with probabilities 1/4 and 3/4: the draws follow them.
+  const std::vector<float> two = {0.0f, static_cast<float>(std::log(3.0))};
+  int ones = 0;
+  constexpr int kDraws = 8000;
+  for (int i = 0; i < kDraws; ++i) ones += kiln::pick_token(two, {.temperature = 1.0f}, rng) == 1 ? 1 : 0;
+  BOOST_TEST(std::fabs(static_cast<double>(ones) / kDraws - 0.75) < 0.02, ones);
+  // Temperature 0.5 squares the odds: 1/10 and 9/10.
+  ones = 0;
+  for (int i = 0; i < kDraws; ++i) ones += kiln::pick_token(two, {.temperature = 0.5f}, rng) == 1 ? 1 : 0;
+  BOOST_TEST(std::fabs(static_cast<double>(ones) / kDraws - 0.9) < 0.02, ones);
+  BOOST_CHECK_THROW(kiln::pick_token(logits, {.temperature = -1.0f}, rng), kiln::Error);
+  BOOST_CHECK_THROW(kiln::pick_token(logits, {.temperature = 1.0f, .top_p = 0.0f}, rng), kiln::Error);
+  BOOST_CHECK_THROW(kiln::pick_token(logits, {.temperature = 1.0f, .top_k = -2}, rng), kiln::Error);
+}
+
+BOOST_AUTO_TEST_CASE(bad_requests_are_refused) {
+  const kiln::CausalLM lm = kiln::load_causal_lm((fixture_dir() / "gpt2").string());
+  kiln::Generator gen(lm, options(kiln::Mode::default_));
+  BOOST_CHECK_THROW(gen.generate({}, {}), kiln::Error);
+  BOOST_CHECK_THROW(gen.generate({96}, {}), kiln::Error);  // vocabulary of 96
+  try {
+    gen.generate(std::vector<std::int64_t>(30, 5), {.max_new_tokens = 20});
+    BOOST_FAIL("no error");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("48") != std::string::npos, e.what());
+  }
+  BOOST_CHECK_THROW(kiln::Generator(lm, {.max_length = 65}), kiln::Error);  // past n_positions
+}
