@@ -8,6 +8,7 @@
 
 #include <kiln/generate.h>
 
+#include "cli_runner.h"
 #include "test_backend.h"
 
 #include <nlohmann/json.hpp>
@@ -153,4 +154,36 @@ BOOST_AUTO_TEST_CASE(bad_requests_are_refused) {
     BOOST_TEST(std::string(e.what()).find("48") != std::string::npos, e.what());
   }
   BOOST_CHECK_THROW(kiln::Generator(lm, {.max_length = 65}), kiln::Error);  // past n_positions
+}
+
+BOOST_AUTO_TEST_CASE(kiln_generate_streams_tokens_and_timings) {
+  const Expected c = expected_of("gpt2")[1];
+  std::string ids;
+  for (std::int64_t id : c.prompt) ids += (ids.empty() ? "" : ",") + std::to_string(id);
+  const cli_test::Result text = cli_test::run_kiln("generate tests/fixtures/causal_lm/gpt2 --prompt-ids " + ids +
+                                                   " --max-new-tokens 6 --stop-ids '' --mode reduce-overhead");
+  BOOST_TEST(text.exit_code == 0, text.output);
+  std::string expected_stream = "new tokens:";
+  for (int i = 0; i < 6; ++i) expected_stream += " " + std::to_string(c.new_tokens[i]);
+  BOOST_TEST(text.output.find(expected_stream) != std::string::npos, text.output);
+  BOOST_TEST(text.output.find("decode") != std::string::npos);
+  BOOST_TEST(text.output.find("1 step model") != std::string::npos);
+
+  const cli_test::Result json = cli_test::run_kiln("generate tests/fixtures/causal_lm/gpt2 --prompt-ids " + ids +
+                                                   " --max-new-tokens 24 --stop-ids '' --json --eager");
+  BOOST_TEST_REQUIRE(json.exit_code == 0, json.output);
+  const std::size_t open = json.output.find('{'), close = json.output.rfind('}');
+  BOOST_TEST_REQUIRE((open != std::string::npos && close != std::string::npos), json.output);
+  const nlohmann::json out = nlohmann::json::parse(json.output.substr(open, close - open + 1));
+  BOOST_TEST(out["new_ids"].get<std::vector<std::int64_t>>() == c.new_tokens);
+  BOOST_TEST(out["prompt_ids"].get<std::vector<std::int64_t>>() == c.prompt);
+  BOOST_TEST(out["compiles"].get<int>() == 1);
+  BOOST_TEST(out["mode"].get<std::string>() == "eager");
+
+  const cli_test::Result bad = cli_test::run_kiln("generate tests/fixtures/causal_lm/gpt2 --prompt-ids 5,x");
+  BOOST_TEST(bad.exit_code != 0);
+  BOOST_TEST(bad.output.find("--prompt-ids: 'x'") != std::string::npos, bad.output);
+  const cli_test::Result missing = cli_test::run_kiln("generate tests/fixtures --prompt-ids 5");
+  BOOST_TEST(missing.exit_code != 0);
+  BOOST_TEST(missing.output.find("config.json") != std::string::npos, missing.output);
 }

@@ -18,6 +18,7 @@ void add_tune_command(CLI::App& app);
 void add_compile_command(CLI::App& app);
 void add_check_command(CLI::App& app);
 void add_cache_command(CLI::App& app);
+void add_generate_command(CLI::App& app);
 // `kiln tune`'s database subcommands, registered on the `tune` group.
 void add_tune_database_commands(CLI::App& tune);
 

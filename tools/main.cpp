@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "kiln 0.1.0");
   kiln::tools::add_devices_command(app);
   kiln::tools::add_run_command(app);
+  kiln::tools::add_generate_command(app);
   kiln::tools::add_explain_command(app);
   kiln::tools::add_bench_command(app);
   kiln::tools::add_dump_command(app);

@@ -1,0 +1,163 @@
+// `kiln generate DIR --prompt-ids 1,17,42`: text generation with a Hugging
+// Face causal LM (kiln::Generator), token ids streamed as they come, then
+// the timings; --json prints one object for scripts.
+#include "commands.h"
+#include "model_args.h"
+
+#include <kiln/generate.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+namespace kiln::tools {
+namespace {
+
+struct GenerateArgs {
+  std::string folder;
+  std::string prompt_ids;
+  std::string stop_ids = "model";
+  std::int64_t max_new_tokens = 32;
+  std::int64_t max_length = 0;
+  float temperature = 0.0f;
+  std::int64_t top_k = 0;
+  float top_p = 1.0f;
+  std::uint64_t seed = 0;
+  std::string backend = "vulkan";
+  std::string device;
+  std::string mode = "default";
+  bool fullgraph = false;
+  bool eager = false;
+  std::string dtype = "model";
+  std::string cache_dir;
+  std::vector<std::string> settings;
+  bool json = false;
+};
+
+// "1,17,42" (commas or spaces) as token ids; throws InvalidArgument naming a bad one.
+std::vector<std::int64_t> parse_ids(const std::string& text, const std::string& option) {
+  std::vector<std::int64_t> ids;
+  std::string item;
+  std::istringstream in(text);
+  while (std::getline(in, item, ',')) {
+    std::istringstream words(item);
+    std::string word;
+    while (words >> word) {
+      std::size_t used = 0;
+      std::int64_t id = -1;
+      try {
+        id = std::stoll(word, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      KILN_CHECK(used == word.size() && id >= 0, ErrorKind::InvalidArgument,
+                 option + ": '" + word + "' is not a token id (a non-negative integer)");
+      ids.push_back(id);
+    }
+  }
+  return ids;
+}
+
+std::string mib(std::uint64_t bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f MiB", static_cast<double>(bytes) / (1024.0 * 1024.0));
+  return text;
+}
+
+void run_generate(const GenerateArgs& a) {
+  CausalLMOptions load_options;
+  if (a.dtype != "model") load_options.dtype = a.dtype == "f32" ? DType::f32 : a.dtype == "f16" ? DType::f16 : DType::bf16;
+  CausalLM lm = load_causal_lm(a.folder, load_options);
+  GeneratorOptions options;
+  options.compile.backend = a.backend;
+  options.compile.device = a.device;
+  options.compile.mode = parse_mode(a.mode);
+  options.compile.fullgraph = a.fullgraph;
+  options.compile.cache_dir = a.cache_dir;
+  options.compile.settings = parse_settings(a.settings);
+  options.eager = a.eager;
+  options.max_length = a.max_length;
+  const std::vector<std::int64_t> prompt = parse_ids(a.prompt_ids, "--prompt-ids");
+  GenerationConfig config{.max_new_tokens = a.max_new_tokens,
+                          .temperature = a.temperature,
+                          .top_k = a.top_k,
+                          .top_p = a.top_p,
+                          .seed = a.seed};
+  if (a.stop_ids != "model") config.stop_token_ids = parse_ids(a.stop_ids, "--stop-ids");
+  Generator generator(std::move(lm), options);
+  if (!a.json) std::cout << "new tokens:" << std::flush;
+  const GenerationResult r = generator.generate(prompt, config, [&](std::int64_t token) {
+    if (!a.json) std::cout << " " << token << std::flush;
+  });
+  const GenerationStats& s = r.stats;
+  const std::string how = a.eager ? "eager" : a.mode;
+  if (a.json) {
+    nlohmann::json out = {{"model", a.folder},
+                          {"architecture", generator.model().config().architecture},
+                          {"dtype", std::string(dtype_name(generator.model().dtype()))},
+                          {"backend", a.backend},
+                          {"mode", how},
+                          {"prompt_ids", prompt},
+                          {"new_ids", r.tokens},
+                          {"stop_reason", r.stop_reason},
+                          {"compile_ms", s.compile_ms},
+                          {"time_to_first_token_ms", s.time_to_first_token_ms},
+                          {"prefill_tokens_per_s", s.prefill_tokens_per_s},
+                          {"decode_tokens_per_s", s.decode_tokens_per_s},
+                          {"compiles", s.compiles},
+                          {"peak_device_bytes", s.peak_device_bytes},
+                          {"max_length", generator.max_length()}};
+    std::cout << out.dump(2) << "\n";
+    return;
+  }
+  std::cout << "\n"
+            << generator.model().config().architecture << " in " << dtype_name(generator.model().dtype()) << ", "
+            << a.backend << " " << how << ": " << s.prompt_tokens << " prompt tokens, " << s.new_tokens
+            << " new (stopped by " << r.stop_reason << ")\n";
+  std::printf("compile: %.0f ms (%d step model%s, compiled once for every position)\n", s.compile_ms, s.compiles,
+              s.compiles == 1 ? "" : "s");
+  std::printf("time to first token: %.1f ms; prefill %.1f tokens/s (a token per step); decode %.1f tokens/s\n",
+              s.time_to_first_token_ms, s.prefill_tokens_per_s, s.decode_tokens_per_s);
+  std::cout << "peak device memory: " << mib(s.peak_device_bytes) << " (weights, cache of " << generator.max_length()
+            << " positions, activations)\n";
+}
+
+}  // namespace
+
+void add_generate_command(CLI::App& app) {
+  auto a = std::make_shared<GenerateArgs>();
+  auto* cmd = app.add_subcommand(
+      "generate",
+      "generate tokens with a Hugging Face causal LM (a folder with config.json and safetensors weights: Llama, "
+      "Mistral, Qwen2, Gemma, GPT-2), streaming the new token ids, then time to first token, decode tokens/s, "
+      "peak device memory and the number of compiles");
+  cmd->add_option("model", a->folder, "the model folder")->required();
+  cmd->add_option("--prompt-ids", a->prompt_ids, "the prompt as token ids: 1,17,42")->required();
+  cmd->add_option("--max-new-tokens", a->max_new_tokens, "tokens to generate at most")->capture_default_str();
+  cmd->add_option("--max-length", a->max_length,
+                  "positions the cache holds, prompt and new tokens (0: the model's, at most 4096)")
+      ->capture_default_str();
+  cmd->add_option("--temperature", a->temperature, "0: greedy; else sample from softmax(logits / T)")->capture_default_str();
+  cmd->add_option("--top-k", a->top_k, "sample among the k likeliest tokens (0: all)")->capture_default_str();
+  cmd->add_option("--top-p", a->top_p, "sample among the likeliest tokens whose probability reaches p")->capture_default_str();
+  cmd->add_option("--seed", a->seed, "the sampling seed: the same seed gives the same tokens")->capture_default_str();
+  cmd->add_option("--stop-ids", a->stop_ids, "stop after one of these ids (model: the model's EOS; '' for none)")
+      ->capture_default_str();
+  cmd->add_option("--backend", a->backend, "vulkan, cuda, hip, cpu")->capture_default_str();
+  cmd->add_option("--device", a->device, "a device index or part of its name");
+  cmd->add_option("--mode", a->mode, "default, reduce-overhead (replays each step), max-autotune")->capture_default_str();
+  cmd->add_flag("--fullgraph", a->fullgraph, "fail unless the step compiles as one graph");
+  cmd->add_flag("--eager", a->eager, "run the step op by op (the baseline)");
+  cmd->add_option("--dtype", a->dtype, "model (the checkpoint's torch_dtype), f32, f16 or bf16")
+      ->check(CLI::IsMember({"model", "f32", "f16", "bf16"}))
+      ->capture_default_str();
+  cmd->add_option("--cache-dir", a->cache_dir, "where compiled kernels persist (off: nowhere)");
+  cmd->add_option("--set", a->settings, "a compiler setting NAME=VALUE (repeatable; kiln settings lists them)");
+  cmd->add_flag("--json", a->json, "print one JSON object: prompt and new ids, stop reason, timings");
+  cmd->callback([a] { run_generate(*a); });
+}
+
+}  // namespace kiln::tools
