@@ -413,3 +413,28 @@ BOOST_AUTO_TEST_CASE(sharded_checkpoints_follow_their_index) {
   std::tie(kind, message) = load_error([&] { kiln::load_causal_lm(scratch.dir.string()); });
   BOOST_TEST((kind == kiln::ErrorKind::NotFound && contains(message, "model.safetensors")), message);
 }
+
+BOOST_AUTO_TEST_CASE(safetensors_round_trip) {
+  ScratchCheckpoint scratch("gpt2");
+  std::map<std::string, kiln::Tensor> tensors = {
+      {"a.f32", kiln::Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, -6.5f})},
+      {"b.i64", kiln::Tensor::from_i64({3}, {-1, 0, 1LL << 40})},
+      {"c.bf16", kiln::Tensor::from_f32({3}, {1.0f, -2.0f, 0.5f}).to(kiln::DType::bf16)},
+      {"d.u8", kiln::Tensor(kiln::DType::u8, {5})},
+      {"e.empty", kiln::Tensor(kiln::DType::f16, {0, 4})},
+  };
+  tensors["d.u8"].values<std::uint8_t>()[4] = 200;
+  const std::string path = (scratch.dir / "round.safetensors").string();
+  kiln::save_safetensors(path, tensors);
+  const auto back = kiln::load_safetensors(path);
+  BOOST_TEST_REQUIRE(back.size() == tensors.size());
+  for (const auto& [name, tensor] : tensors) {
+    const kiln::Tensor& t = back.at(name);
+    BOOST_TEST((t.dtype() == tensor.dtype() && t.shape() == tensor.shape()), name);
+    BOOST_TEST(std::equal(t.bytes().begin(), t.bytes().end(), tensor.bytes().begin(), tensor.bytes().end()), name);
+  }
+  // A checkpoint written back loads as the same model.
+  auto weights = kiln::load_safetensors((scratch.dir / "model.safetensors").string());
+  kiln::save_safetensors((scratch.dir / "model.safetensors").string(), weights);
+  BOOST_TEST(kiln::load_causal_lm(scratch.dir.string()).config().architecture == "GPT2LMHeadModel");
+}

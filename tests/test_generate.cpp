@@ -154,6 +154,15 @@ BOOST_AUTO_TEST_CASE(bad_requests_are_refused) {
     BOOST_TEST(std::string(e.what()).find("48") != std::string::npos, e.what());
   }
   BOOST_CHECK_THROW(kiln::Generator(lm, {.max_length = 65}), kiln::Error);  // past n_positions
+  // Without max_length: a cache as long as the call needs, within n_positions (64).
+  kiln::GeneratorOptions grow = options(kiln::Mode::default_);
+  grow.max_length = 0;
+  kiln::Generator growing(lm, grow);
+  BOOST_TEST(growing.max_length() == 64);
+  const kiln::GenerationResult r = growing.generate({5, 6, 7}, {.max_new_tokens = 10});
+  BOOST_TEST(growing.cache_length() == 64);  // 256 capped at n_positions
+  BOOST_TEST(r.stats.compiles == 1);
+  BOOST_CHECK_THROW(growing.generate(std::vector<std::int64_t>(60, 5), {.max_new_tokens = 10}), kiln::Error);
 }
 
 BOOST_AUTO_TEST_CASE(kiln_generate_streams_tokens_and_timings) {

@@ -109,7 +109,7 @@ void run_generate(const GenerateArgs& a) {
                           {"decode_tokens_per_s", s.decode_tokens_per_s},
                           {"compiles", s.compiles},
                           {"peak_device_bytes", s.peak_device_bytes},
-                          {"max_length", generator.max_length()}};
+                          {"cache_length", generator.cache_length()}};
     std::cout << out.dump(2) << "\n";
     return;
   }
@@ -121,7 +121,7 @@ void run_generate(const GenerateArgs& a) {
               s.compiles == 1 ? "" : "s");
   std::printf("time to first token: %.1f ms; prefill %.1f tokens/s (a token per step); decode %.1f tokens/s\n",
               s.time_to_first_token_ms, s.prefill_tokens_per_s, s.decode_tokens_per_s);
-  std::cout << "peak device memory: " << mib(s.peak_device_bytes) << " (weights, cache of " << generator.max_length()
+  std::cout << "peak device memory: " << mib(s.peak_device_bytes) << " (weights, cache of " << generator.cache_length()
             << " positions, activations)\n";
 }
 
@@ -138,7 +138,7 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--prompt-ids", a->prompt_ids, "the prompt as token ids: 1,17,42")->required();
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "tokens to generate at most")->capture_default_str();
   cmd->add_option("--max-length", a->max_length,
-                  "positions the cache holds, prompt and new tokens (0: the model's, at most 4096)")
+                  "positions the cache holds, prompt and new tokens (0: a power of two from 256 that fits the call)")
       ->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "0: greedy; else sample from softmax(logits / T)")->capture_default_str();
   cmd->add_option("--top-k", a->top_k, "sample among the k likeliest tokens (0: all)")->capture_default_str();

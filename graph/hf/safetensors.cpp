@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <set>
 
@@ -119,7 +120,64 @@ Entry parse_entry(const std::string& path, const std::string& name, const nlohma
   return entry;
 }
 
+std::string safetensors_name(DType dtype) {
+  switch (dtype) {
+    case DType::f32: return "F32";
+    case DType::f16: return "F16";
+    case DType::bf16: return "BF16";
+    case DType::i64: return "I64";
+    case DType::i32: return "I32";
+    case DType::u8: return "U8";
+    case DType::boolean: return "BOOL";
+  }
+  throw_error(ErrorKind::Internal, "safetensors_name: dtype " + std::to_string(static_cast<int>(dtype)));
+}
+
 }  // namespace
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors) {
+  std::vector<const std::pair<const std::string, Tensor>*> order;
+  for (const auto& entry : tensors) order.push_back(&entry);
+  std::ranges::stable_sort(order, std::greater<>{}, [](const auto* e) { return dtype_size(e->second.dtype()); });
+  nlohmann::json header = nlohmann::json::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  std::uint64_t offset = 0;
+  for (const auto* e : order) {
+    const std::uint64_t bytes = e->second.nbytes();
+    header[e->first] = {{"dtype", safetensors_name(e->second.dtype())},
+                        {"shape", e->second.shape()},
+                        {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
+  const std::string temp = path + ".tmp-" + std::to_string(::getpid());
+  {
+    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
+    KILN_CHECK(out.good(), ErrorKind::Io, "cannot write '" + temp + "'");
+    char length[8];
+    for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((static_cast<std::uint64_t>(text.size()) >> (8 * i)) & 0xff);
+    out.write(length, 8);
+    out.write(text.data(), static_cast<std::streamsize>(text.size()));
+    for (const auto* e : order) {
+      const auto data = e->second.bytes();
+      out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+    }
+    out.close();
+    if (!out) {
+      std::error_code ignored;
+      std::filesystem::remove(temp, ignored);
+      throw_error(ErrorKind::Io, "cannot write '" + temp + "' (disk full?)");
+    }
+  }
+  std::error_code ec;
+  std::filesystem::rename(temp, path, ec);
+  if (ec) {
+    std::error_code ignored;
+    std::filesystem::remove(temp, ignored);
+    throw_error(ErrorKind::Io, "cannot rename '" + temp + "' to '" + path + "': " + ec.message());
+  }
+}
 
 std::map<std::string, Tensor> load_safetensors(const std::string& path) {
   const std::shared_ptr<Mapping> mapping = map_file(path);

@@ -47,8 +47,11 @@ struct KILN_API GeneratorOptions {
   // Where and how the step runs: compile() with these options, or eager().
   CompileOptions compile{};
   bool eager = false;
-  // Positions the static cache holds: prompt plus new tokens. 0: the
-  // model's max_positions, at most 4096.
+  // Positions the static cache holds, prompt plus new tokens: one step
+  // compiled for it. 0: a cache as long as a call needs (a power of two, at
+  // least 256, at most the model's max_positions), compiled again, longer,
+  // for a call that needs more. Each step reads and writes its whole cache,
+  // so a cache far longer than the text costs time on every step.
   std::int64_t max_length = 0;
 };
 
@@ -92,7 +95,10 @@ class KILN_API Generator {
                             const std::function<void(std::int64_t token)>& on_token = {});
 
   const CausalLM& model() const;
+  // The most positions a call may use (max_length, else the model's).
   std::int64_t max_length() const;
+  // Positions the current step's cache holds (0 before the first call).
+  std::int64_t cache_length() const;
   // What the step's compile did (CompiledModel::explain()); "" for eager.
   std::string explain() const;
 

@@ -32,4 +32,10 @@ KILN_API std::map<std::string, Tensor> load_safetensors(const std::string& path)
 // folder has neither, and the errors of load_safetensors.
 KILN_API std::map<std::string, Tensor> load_safetensors_checkpoint(const std::string& folder);
 
+// Writes `tensors` as a .safetensors file atomically (a temporary file in
+// the same folder, then a rename), larger elements first so that every
+// tensor's data is aligned to its element size, as the safetensors library
+// writes them. Throws Error(Io) naming the path.
+KILN_API void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors);
+
 }  // namespace kiln

@@ -15,15 +15,20 @@ double ms_between(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double, std::milli>(b - a).count();
 }
 
-constexpr std::int64_t kDefaultMaxLength = 4096;
+// Without GeneratorOptions::max_length, the cache holds the power of two at
+// least this long that a call needs (each step reads and writes its whole
+// cache, so a cache far longer than the text costs on every step).
+constexpr std::int64_t kSmallestCache = 256;
 
 }  // namespace
 
 struct Generator::State {
   CausalLM lm;
   GeneratorOptions options;
-  std::int64_t max_length = 0;
-  // The one-token step and its callable, made at the first generate().
+  std::int64_t max_length = 0;     // positions a call may use: options.max_length, else the model's
+  std::int64_t cache_length = 0;   // positions the current step's cache holds
+  // The one-token step and its callable, made at the first generate() (and
+  // again, longer, for a call its cache is too short for).
   std::optional<Model> step;
   std::variant<std::monostate, EagerModel, CompiledModel> runner;
   std::vector<DeviceTensor> empty_caches;  // zeros: rows not yet written must be finite (0 x NaN is NaN)
@@ -46,12 +51,20 @@ struct Generator::State {
     return {};
   }
 
-  // Makes and compiles the step (once); returns the milliseconds it took.
-  double ensure_step() {
-    if (step) return 0.0;
+  // Makes and compiles a step whose cache holds `needed` positions (once, or
+  // again for a longer cache); returns the milliseconds it took.
+  double ensure_step(std::int64_t needed) {
+    if (step && cache_length >= needed) return 0.0;
     const auto start = Clock::now();
     const CausalLMConfig& c = lm.config();
-    step = lm.step_model(1, 1, max_length);
+    if (options.max_length != 0) {
+      cache_length = options.max_length;
+    } else {
+      cache_length = kSmallestCache;
+      while (cache_length < needed) cache_length *= 2;
+      cache_length = std::min(cache_length, max_length);
+    }
+    step = lm.step_model(1, 1, cache_length);
     if (options.eager) {
       runner.emplace<EagerModel>(eager(*step, {.backend = options.compile.backend, .device = options.compile.device}));
     } else {
@@ -59,7 +72,7 @@ struct Generator::State {
       compiled.prepare();
     }
     ++compiles;
-    const Tensor zeros(lm.dtype(), {1, c.num_kv_heads, max_length, c.head_dim});
+    const Tensor zeros(lm.dtype(), {1, c.num_kv_heads, cache_length, c.head_dim});
     std::visit(
         [&](auto& model) {
           if constexpr (!std::is_same_v<std::decay_t<decltype(model)>, std::monostate>) {
@@ -78,7 +91,7 @@ Generator::Generator(CausalLM lm, GeneratorOptions options) : state_(std::make_u
   KILN_CHECK(max_length >= 0 && max_length <= c.max_positions, ErrorKind::InvalidArgument,
              "GeneratorOptions::max_length " + std::to_string(max_length) + " is outside [1, " +
                  std::to_string(c.max_positions) + "], the positions " + c.architecture + " takes (0: all of them)");
-  state_->max_length = max_length != 0 ? max_length : std::min(c.max_positions, kDefaultMaxLength);
+  state_->max_length = max_length != 0 ? max_length : c.max_positions;
 }
 
 Generator::~Generator() = default;
@@ -87,6 +100,7 @@ Generator& Generator::operator=(Generator&&) noexcept = default;
 
 const CausalLM& Generator::model() const { return state_->lm; }
 std::int64_t Generator::max_length() const { return state_->max_length; }
+std::int64_t Generator::cache_length() const { return state_->cache_length; }
 
 std::string Generator::explain() const {
   if (const auto* compiled = std::get_if<CompiledModel>(&state_->runner)) return compiled->explain();
@@ -107,8 +121,8 @@ GenerationResult Generator::generate(const std::vector<std::int64_t>& prompt, co
              ErrorKind::InvalidArgument,
              "generate: " + std::to_string(prompt_tokens) + " prompt tokens and max_new_tokens " +
                  std::to_string(config.max_new_tokens) + " need " + std::to_string(prompt_tokens + config.max_new_tokens) +
-                 " positions; the generator's cache holds " + std::to_string(s.max_length) +
-                 " (GeneratorOptions::max_length)");
+                 " positions; the generator takes " + std::to_string(s.max_length) +
+                 (s.options.max_length != 0 ? " (GeneratorOptions::max_length)" : " (the model's max_positions)"));
   // Checked before any work.
   std::uint64_t rng = config.seed;
   {
@@ -119,7 +133,7 @@ GenerationResult Generator::generate(const std::vector<std::int64_t>& prompt, co
 
   GenerationResult result;
   result.stats.prompt_tokens = prompt_tokens;
-  result.stats.compile_ms = s.ensure_step();
+  result.stats.compile_ms = s.ensure_step(prompt_tokens + config.max_new_tokens);
   result.stop_reason = "max_new_tokens";
   if (config.max_new_tokens == 0) {
     result.stats.compiles = s.compiles;
