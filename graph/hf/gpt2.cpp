@@ -6,6 +6,7 @@
 
 #include <kiln/error.h>
 
+#include <climits>
 #include <cmath>
 #include <functional>
 
@@ -147,6 +148,8 @@ std::unique_ptr<Decoder> make_gpt2(ConfigReader& config, CausalLMConfig& common)
   Gpt2 s;
   common.vocab_size = config.positive_integer("vocab_size");
   common.hidden_size = config.positive_integer("n_embd");
+  if (common.hidden_size > INT32_MAX / 4)
+    config.unsupported("n_embd", "past 2^29, where 4 x n_embd (the MLP's width) passes the largest size kiln indexes");
   common.num_layers = config.positive_integer("n_layer");
   common.num_heads = config.positive_integer("n_head");
   common.num_kv_heads = common.num_heads;
@@ -155,6 +158,10 @@ std::unique_ptr<Decoder> make_gpt2(ConfigReader& config, CausalLMConfig& common)
   common.head_dim = common.hidden_size / common.num_heads;
   common.intermediate_size = config.optional_positive_integer("n_inner").value_or(4 * common.hidden_size);
   common.max_positions = config.positive_integer("n_positions");
+  for (const std::int64_t size : {common.vocab_size, common.hidden_size, common.intermediate_size, common.max_positions,
+                                  3 * common.hidden_size})
+    if (size > INT32_MAX)
+      config.unsupported("n_embd", "a size of " + std::to_string(size) + " is past 2^31 - 1, the largest kiln indexes");
   common.dtype = config.torch_dtype();
   common.tie_word_embeddings = true;  // GPT2LMHeadModel's head is always the token embeddings
   config.ignore({"tie_word_embeddings", "n_ctx"});

@@ -4,6 +4,7 @@
 
 #include <kiln/error.h>
 
+#include <climits>
 #include <cmath>
 #include <functional>
 #include <tuple>
@@ -48,6 +49,7 @@ class LlamaDecoder final : public Decoder {
   explicit LlamaDecoder(LlamaFamily family) : f_(std::move(family)) {}
 
   Model forward(WeightSet& weights, const ForwardShape& shape) const override {
+    check_sizes(weights);
     const DType dtype = weights.dtype();
     Builder b(f_.common.architecture);
     Value ids = b.input("input_ids", DType::i64, {shape.batch, shape.length});
@@ -63,6 +65,7 @@ class LlamaDecoder final : public Decoder {
   }
 
   Model step(WeightSet& weights, const StepShape& shape) const override {
+    check_sizes(weights);
     const CausalLMConfig& c = f_.common;
     const DType dtype = weights.dtype();
     Builder b(c.architecture);
@@ -99,6 +102,14 @@ class LlamaDecoder final : public Decoder {
   }
 
  private:
+  // The config's sizes against the weights that hold them, before any table
+  // is made from them (a config can say anything).
+  void check_sizes(WeightSet& weights) const {
+    const CausalLMConfig& c = f_.common;
+    weights.take("model.embed_tokens.weight", {c.vocab_size, c.hidden_size});
+    weights.take("model.layers.0.self_attn.q_proj.weight", {c.num_heads * c.head_dim, c.hidden_size});
+  }
+
   // The decoder from token ids [B, Lq] to logits (f32 [B, Lq, V]).
   Value body(Builder& b, WeightSet& weights, Value ids, const Attend& attend) const {
     const CausalLMConfig& c = f_.common;
@@ -184,6 +195,16 @@ class LlamaDecoder final : public Decoder {
 
 }  // namespace
 
+namespace {
+// Sizes kiln's kernels index with 32 bits, and whose products (checked
+// against the weights later) do not overflow.
+void check_size(const ConfigReader& config, const std::string& what, std::int64_t a, std::int64_t b) {
+  if (a > INT32_MAX || b > INT32_MAX || a * b > INT32_MAX)
+    config.unsupported(what.substr(0, what.find(' ')), what + " = " + std::to_string(a) + " x " + std::to_string(b) +
+                                                           " is past 2^31 - 1, the largest size kiln indexes");
+}
+}  // namespace
+
 LlamaFamily read_llama_family(ConfigReader& config, CausalLMConfig& common, bool tie_by_default) {
   LlamaFamily f;
   common.vocab_size = config.positive_integer("vocab_size");
@@ -196,6 +217,9 @@ LlamaFamily read_llama_family(ConfigReader& config, CausalLMConfig& common, bool
     config.unsupported("num_key_value_heads", "must divide num_attention_heads (" + std::to_string(common.num_heads) + ")");
   common.head_dim = config.optional_positive_integer("head_dim").value_or(common.hidden_size / common.num_heads);
   common.max_positions = config.positive_integer("max_position_embeddings");
+  check_size(config, "num_attention_heads x head_dim", common.num_heads, common.head_dim);
+  for (const char* key : {"vocab_size", "hidden_size", "intermediate_size", "max_position_embeddings"})
+    check_size(config, key, config.take(key).get<std::int64_t>(), 1);
   common.dtype = config.torch_dtype();
   common.tie_word_embeddings = config.flag_or("tie_word_embeddings", tie_by_default);
   const std::vector<std::int64_t> bos = config.token_ids("bos_token_id");
