@@ -7,6 +7,8 @@
 // seeded sampling repeats; pick_token's warpers on their own.
 
 #include <kiln/generate.h>
+#include <kiln/safetensors.h>
+#include <kiln/tokenizer.h>
 
 #include "cli_runner.h"
 #include "test_backend.h"
@@ -17,6 +19,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -72,7 +75,100 @@ void check_greedy(const std::string& arch, const kiln::GeneratorOptions& opts, c
   }
 }
 
+// A model folder with a tokenizer: random GPT-2 weights sized to the
+// tokenizer fixture "gpt2" (400 ids) beside its tokenizer.json.
+struct TextModel {
+  fs::path dir;
+  TextModel() {
+    dir = fs::temp_directory_path() / ("kiln-generate-text-" + std::to_string(::getpid()));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    const fs::path tokenizer = fixture_dir().parent_path() / "tokenizers" / "gpt2";
+    fs::copy(tokenizer / "tokenizer.json", dir / "tokenizer.json");
+    fs::copy(tokenizer / "tokenizer_config.json", dir / "tokenizer_config.json");
+    std::ofstream(dir / "config.json") << R"({"architectures": ["GPT2LMHeadModel"], "vocab_size": 400, "n_embd": 32,
+      "n_layer": 2, "n_head": 4, "n_positions": 64, "eos_token_id": 0, "torch_dtype": "float32"})";
+    std::map<std::string, kiln::Tensor> weights;
+    std::uint64_t state = 12345;
+    const auto add = [&](const std::string& name, kiln::Shape shape, float scale, float offset = 0.0f) {
+      kiln::Tensor t(kiln::DType::f32, shape);
+      for (float& v : t.values<float>()) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        v = offset + scale * (static_cast<float>(state >> 40) / static_cast<float>(1u << 24) - 0.5f);
+      }
+      weights.emplace(name, t);
+    };
+    add("transformer.wte.weight", {400, 32}, 2.0f);
+    add("transformer.wpe.weight", {64, 32}, 0.5f);
+    for (const char* l : {"0", "1"}) {
+      const std::string b = std::string("transformer.h.") + l + ".";
+      for (const char* ln : {"ln_1", "ln_2"}) add(b + ln + ".weight", {32}, 0.2f, 1.0f), add(b + ln + ".bias", {32}, 0.2f);
+      add(b + "attn.c_attn.weight", {32, 96}, 0.5f), add(b + "attn.c_attn.bias", {96}, 0.2f);
+      add(b + "attn.c_proj.weight", {32, 32}, 0.5f), add(b + "attn.c_proj.bias", {32}, 0.2f);
+      add(b + "mlp.c_fc.weight", {32, 128}, 0.5f), add(b + "mlp.c_fc.bias", {128}, 0.2f);
+      add(b + "mlp.c_proj.weight", {128, 32}, 0.3f), add(b + "mlp.c_proj.bias", {32}, 0.2f);
+    }
+    add("transformer.ln_f.weight", {32}, 0.2f, 1.0f), add("transformer.ln_f.bias", {32}, 0.2f);
+    kiln::save_safetensors((dir / "model.safetensors").string(), weights);
+  }
+  ~TextModel() {
+    std::error_code ignored;
+    fs::remove_all(dir, ignored);
+  }
+};
+
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(text_in_text_out) {
+  const TextModel model;
+  const kiln::Tokenizer tokenizer = kiln::Tokenizer::load(model.dir.string());
+  kiln::GeneratorOptions opts = options(kiln::Mode::reduce_overhead);
+  opts.tokenizer = tokenizer;
+  kiln::Generator gen(kiln::load_causal_lm(model.dir.string()), opts);
+  std::string streamed;
+  const kiln::GenerationConfig config{.max_new_tokens = 12, .stop_token_ids = std::vector<std::int64_t>{}};
+  const kiln::GenerationResult r =
+      gen.generate_text("Hello world", config, [&](std::string_view piece) { streamed += piece; });
+  BOOST_TEST(r.tokens.size() == 12u);
+  BOOST_TEST(r.text == tokenizer.decode(r.tokens, true));
+  BOOST_TEST(streamed == r.text);
+  BOOST_TEST(r.stats.prompt_tokens == static_cast<std::int64_t>(tokenizer.encode("Hello world").size()));
+  // The same tokens from the ids.
+  BOOST_TEST(gen.generate(tokenizer.encode("Hello world"), config).tokens == r.tokens);
+  // A stop string: generation ends with the token that completes it.
+  const std::string first_four = tokenizer.decode(std::vector<std::int64_t>(r.tokens.begin(), r.tokens.begin() + 4), true);
+  if (!first_four.empty()) {
+    kiln::GenerationConfig stopping = config;
+    stopping.stop_strings = {first_four};
+    const kiln::GenerationResult s = gen.generate_text("Hello world", stopping);
+    BOOST_TEST(s.stop_reason == "stop string");
+    BOOST_TEST(s.tokens.size() <= 4u);
+    BOOST_TEST(std::equal(s.tokens.begin(), s.tokens.end(), r.tokens.begin()));
+    BOOST_TEST(s.text.find(first_four) != std::string::npos);
+  }
+  // Without a tokenizer: text prompts and stop strings are refused.
+  kiln::Generator bare(kiln::load_causal_lm(model.dir.string()), options(kiln::Mode::default_));
+  BOOST_CHECK_THROW(bare.generate_text("Hello", config), kiln::Error);
+  kiln::GenerationConfig needs_tokenizer = config;
+  needs_tokenizer.stop_strings = {"x"};
+  BOOST_CHECK_THROW(bare.generate({5, 6}, needs_tokenizer), kiln::Error);
+
+  // kiln generate with text.
+  const cli_test::Result text = cli_test::run_kiln("generate " + model.dir.string() +
+                                                   " --prompt 'Hello world' --max-new-tokens 12 --stop-ids '' --json");
+  BOOST_TEST_REQUIRE(text.exit_code == 0, text.output);
+  const std::size_t open = text.output.find('{'), close = text.output.rfind('}');
+  const nlohmann::json out = nlohmann::json::parse(text.output.substr(open, close - open + 1));
+  BOOST_TEST(out["text"].get<std::string>() == r.text);
+  BOOST_TEST(out["prompt_ids"].get<std::vector<std::int64_t>>() == tokenizer.encode("Hello world"));
+  const cli_test::Result plain = cli_test::run_kiln("generate " + model.dir.string() +
+                                                    " --prompt 'Hello world' --max-new-tokens 12 --stop-ids ''");
+  BOOST_TEST(plain.exit_code == 0, plain.output);
+  BOOST_TEST(plain.output.find("Hello world" + r.text) != std::string::npos, plain.output);
+  const cli_test::Result neither = cli_test::run_kiln("generate " + model.dir.string());
+  BOOST_TEST(neither.exit_code != 0);
+  BOOST_TEST(neither.output.find("--prompt") != std::string::npos, neither.output);
+}
 
 BOOST_AUTO_TEST_CASE(greedy_generation_matches_transformers) {
   for (const char* arch : {"gpt2", "llama", "qwen2", "mistral", "gemma"}) {

@@ -1,14 +1,18 @@
-// `kiln generate DIR --prompt-ids 1,17,42`: text generation with a Hugging
-// Face causal LM (kiln::Generator), token ids streamed as they come, then
-// the timings; --json prints one object for scripts.
+// `kiln generate DIR --prompt "text"` (or --prompt-ids 1,17,42): text
+// generation with a Hugging Face causal LM (kiln::Generator), the text (or,
+// without a tokenizer in the folder, the ids) streamed as it comes, then the
+// timings; --json prints one object for scripts.
 #include "commands.h"
 #include "model_args.h"
 
 #include <kiln/generate.h>
+#include <kiln/tokenizer.h>
 
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 #include <iostream>
 #include <memory>
 #include <sstream>
@@ -18,7 +22,9 @@ namespace {
 
 struct GenerateArgs {
   std::string folder;
+  std::string prompt;
   std::string prompt_ids;
+  std::vector<std::string> stop_strings;
   std::string stop_ids = "model";
   std::int64_t max_new_tokens = 32;
   std::int64_t max_length = 0;
@@ -80,18 +86,31 @@ void run_generate(const GenerateArgs& a) {
   options.compile.settings = parse_settings(a.settings);
   options.eager = a.eager;
   options.max_length = a.max_length;
-  const std::vector<std::int64_t> prompt = parse_ids(a.prompt_ids, "--prompt-ids");
+  // Text in and out wherever the folder has a tokenizer; --prompt and --stop need one.
+  namespace fs = std::filesystem;
+  const bool has_tokenizer = fs::exists(fs::path(a.folder) / "tokenizer.json") || fs::exists(fs::path(a.folder) / "tokenizer.model");
+  KILN_CHECK(a.prompt.empty() != a.prompt_ids.empty(), ErrorKind::InvalidArgument,
+             "kiln generate takes a prompt: --prompt TEXT or --prompt-ids IDS (one of them)");
+  if (has_tokenizer || !a.prompt.empty() || !a.stop_strings.empty()) options.tokenizer = Tokenizer::load(a.folder);
+  const std::vector<std::int64_t> prompt =
+      a.prompt.empty() ? parse_ids(a.prompt_ids, "--prompt-ids") : options.tokenizer->encode(a.prompt);
   GenerationConfig config{.max_new_tokens = a.max_new_tokens,
                           .temperature = a.temperature,
                           .top_k = a.top_k,
                           .top_p = a.top_p,
-                          .seed = a.seed};
+                          .seed = a.seed,
+                          .stop_strings = a.stop_strings};
   if (a.stop_ids != "model") config.stop_token_ids = parse_ids(a.stop_ids, "--stop-ids");
+  std::optional<TextStream> stream;
+  if (options.tokenizer) stream.emplace(*options.tokenizer);
   Generator generator(std::move(lm), options);
-  if (!a.json) std::cout << "new tokens:" << std::flush;
+  if (!a.json) std::cout << (stream ? a.prompt : std::string("new tokens:")) << std::flush;
   const GenerationResult r = generator.generate(prompt, config, [&](std::int64_t token) {
-    if (!a.json) std::cout << " " << token << std::flush;
+    if (a.json) return;
+    if (stream) std::cout << stream->push(token) << std::flush;
+    else std::cout << " " << token << std::flush;
   });
+  if (!a.json && stream) std::cout << stream->finish();
   const GenerationStats& s = r.stats;
   const std::string how = a.eager ? "eager" : a.mode;
   if (a.json) {
@@ -102,6 +121,7 @@ void run_generate(const GenerateArgs& a) {
                           {"mode", how},
                           {"prompt_ids", prompt},
                           {"new_ids", r.tokens},
+                          {"text", r.text},
                           {"stop_reason", r.stop_reason},
                           {"compile_ms", s.compile_ms},
                           {"time_to_first_token_ms", s.time_to_first_token_ms},
@@ -131,11 +151,13 @@ void add_generate_command(CLI::App& app) {
   auto a = std::make_shared<GenerateArgs>();
   auto* cmd = app.add_subcommand(
       "generate",
-      "generate tokens with a Hugging Face causal LM (a folder with config.json and safetensors weights: Llama, "
-      "Mistral, Qwen2, Gemma, GPT-2), streaming the new token ids, then time to first token, decode tokens/s, "
+      "generate text with a Hugging Face causal LM (a folder with config.json, safetensors weights and a "
+      "tokenizer: Llama, Mistral, Qwen2, Gemma, GPT-2), streaming it, then time to first token, decode tokens/s, "
       "peak device memory and the number of compiles");
   cmd->add_option("model", a->folder, "the model folder")->required();
-  cmd->add_option("--prompt-ids", a->prompt_ids, "the prompt as token ids: 1,17,42")->required();
+  cmd->add_option("--prompt", a->prompt, "the prompt as text (the folder's tokenizer.json or tokenizer.model)");
+  cmd->add_option("--prompt-ids", a->prompt_ids, "the prompt as token ids: 1,17,42");
+  cmd->add_option("--stop", a->stop_strings, "stop once the new text contains this (repeatable; needs a tokenizer)");
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "tokens to generate at most")->capture_default_str();
   cmd->add_option("--max-length", a->max_length,
                   "positions the cache holds, prompt and new tokens (0: a power of two from 256 that fits the call)")

@@ -15,6 +15,7 @@
 #include <kiln/causal_lm.h>
 #include <kiln/export.h>
 #include <kiln/kiln.h>
+#include <kiln/tokenizer.h>
 
 #include <cstdint>
 #include <functional>
@@ -41,6 +42,10 @@ struct KILN_API GenerationConfig {
   // Generation stops after one of these (kept in the result). Unset: the
   // model's eos_token_ids; empty: never before max_new_tokens.
   std::optional<std::vector<std::int64_t>> stop_token_ids{};
+  // Generation stops once the new text contains one of these (the token that
+  // completes it kept, as transformers' stop_strings). Needs the generator's
+  // tokenizer.
+  std::vector<std::string> stop_strings{};
 };
 
 struct KILN_API GeneratorOptions {
@@ -53,6 +58,8 @@ struct KILN_API GeneratorOptions {
   // for a call that needs more. Each step reads and writes its whole cache,
   // so a cache far longer than the text costs time on every step.
   std::int64_t max_length = 0;
+  // For text: generate(std::string), stop strings and GenerationResult::text.
+  std::optional<Tokenizer> tokenizer{};
 };
 
 struct KILN_API GenerationStats {
@@ -70,7 +77,8 @@ struct KILN_API GenerationStats {
 
 struct KILN_API GenerationResult {
   std::vector<std::int64_t> tokens;  // the new tokens
-  std::string stop_reason;           // "max_new_tokens" or "stop token"
+  std::string text;                  // their text, with a tokenizer (special tokens skipped)
+  std::string stop_reason;           // "max_new_tokens", "stop token" or "stop string"
   GenerationStats stats;
 };
 
@@ -93,6 +101,11 @@ class KILN_API Generator {
   // past max_length. One call at a time per Generator.
   GenerationResult generate(const std::vector<std::int64_t>& prompt, const GenerationConfig& config = {},
                             const std::function<void(std::int64_t token)>& on_token = {});
+  // The same from text, encoded with the generator's tokenizer (special
+  // tokens added as the model's config says); `on_text` gets the new text
+  // as it streams (TextStream). Throws InvalidArgument without a tokenizer.
+  GenerationResult generate_text(std::string_view prompt, const GenerationConfig& config = {},
+                                 const std::function<void(std::string_view text)>& on_text = {});
 
   const CausalLM& model() const;
   // The most positions a call may use (max_length, else the model's).

@@ -130,6 +130,8 @@ GenerationResult Generator::generate(const std::vector<std::int64_t>& prompt, co
     pick_token({0.0f}, config, probe);
   }
   const std::vector<std::int64_t> stop = config.stop_token_ids.value_or(c.eos_token_ids);
+  KILN_CHECK(config.stop_strings.empty() || s.options.tokenizer.has_value(), ErrorKind::InvalidArgument,
+             "generate: stop_strings need a tokenizer (GeneratorOptions::tokenizer)");
 
   GenerationResult result;
   result.stats.prompt_tokens = prompt_tokens;
@@ -168,6 +170,13 @@ GenerationResult Generator::generate(const std::vector<std::int64_t>& prompt, co
       result.stop_reason = "stop token";
       break;
     }
+    if (!config.stop_strings.empty()) {
+      const std::string text = s.options.tokenizer->decode(result.tokens, true);
+      if (std::ranges::any_of(config.stop_strings, [&](const std::string& t) { return text.find(t) != std::string::npos; })) {
+        result.stop_reason = "stop string";
+        break;
+      }
+    }
   }
   const auto done = Clock::now();
   GenerationStats& st = result.stats;
@@ -178,6 +187,22 @@ GenerationResult Generator::generate(const std::vector<std::int64_t>& prompt, co
     st.decode_tokens_per_s = static_cast<double>(st.new_tokens - 1) / std::max(1e-9, ms_between(first_token, done) / 1e3);
   st.compiles = s.compiles;
   st.peak_device_bytes = s.stats().peak_device_bytes;
+  if (s.options.tokenizer) result.text = s.options.tokenizer->decode(result.tokens, true);
+  return result;
+}
+
+GenerationResult Generator::generate_text(std::string_view prompt, const GenerationConfig& config,
+                                          const std::function<void(std::string_view text)>& on_text) {
+  KILN_CHECK(state_->options.tokenizer.has_value(), ErrorKind::InvalidArgument,
+             "generate: a text prompt needs a tokenizer (GeneratorOptions::tokenizer; Tokenizer::load)");
+  const Tokenizer& tokenizer = *state_->options.tokenizer;
+  TextStream stream(tokenizer);
+  GenerationResult result = generate(tokenizer.encode(prompt), config, [&](std::int64_t token) {
+    if (on_text)
+      if (const std::string piece = stream.push(token); !piece.empty()) on_text(piece);
+  });
+  if (on_text)
+    if (const std::string rest = stream.finish(); !rest.empty()) on_text(rest);
   return result;
 }
 
