@@ -95,6 +95,10 @@ BOOST_AUTO_TEST_CASE(unsupported_and_damaged_files_are_named) {
   tokenizer["normalizer"] = {{"type", "Lowercase"}};
   std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
   BOOST_TEST(error_of().find("Lowercase") != std::string::npos, error_of());
+  // Beside a tokenizer.model, a tokenizer.json kiln does not read gives way to it.
+  fs::copy(fixture_dir() / "sentencepiece" / "tokenizer.model", dir / "tokenizer.model");
+  BOOST_TEST(kiln::Tokenizer::load(dir.string()).description().find("SentencePiece") != std::string::npos);
+  fs::remove(dir / "tokenizer.model");
   std::ofstream(dir / "tokenizer.json") << "{ not json";
   BOOST_TEST(error_of().find("not a JSON object") != std::string::npos, error_of());
   fs::remove(dir / "tokenizer.json");

@@ -21,10 +21,16 @@ Tokenizer Tokenizer::load(const std::string& folder) {
     config = nlohmann::json::parse(in, nullptr, false);
     KILN_CHECK(!config.is_discarded() && config.is_object(), ErrorKind::Corrupt, path.string() + ": not a JSON object");
   }
-  if (const fs::path path = dir / "tokenizer.json"; fs::exists(path, ec))
-    return Tokenizer(tokenizers::load_byte_level_bpe(path.string(), config));
-  if (const fs::path path = dir / "tokenizer.model"; fs::exists(path, ec))
-    return Tokenizer(tokenizers::load_sentencepiece(path.string(), config));
+  const fs::path sentencepiece = dir / "tokenizer.model";
+  if (const fs::path path = dir / "tokenizer.json"; fs::exists(path, ec)) {
+    try {
+      return Tokenizer(tokenizers::load_byte_level_bpe(path.string(), config));
+    } catch (const Error& e) {
+      // Llama 2 ships a SentencePiece-style tokenizer.json beside its tokenizer.model.
+      if (e.kind() != ErrorKind::Unsupported || !fs::exists(sentencepiece, ec)) throw;
+    }
+  }
+  if (fs::exists(sentencepiece, ec)) return Tokenizer(tokenizers::load_sentencepiece(sentencepiece.string(), config));
   throw_error(ErrorKind::NotFound, "'" + folder + "' has no tokenizer.json and no tokenizer.model");
 }
 
