@@ -146,9 +146,12 @@ void check_steps(const kiln::CausalLM& lm, const GenerationCase& c, std::int64_t
   for (float v : c.logits.values<float>()) scale = std::max(scale, std::fabs(double(v)));
   for (std::int64_t position = 0; position < n;) {
     const std::int64_t length = position < prompt ? std::min(chunk, prompt - position) : 1;
+    std::vector<std::int64_t> position_ids(static_cast<std::size_t>(length));
+    for (std::int64_t i = 0; i < length; ++i) position_ids[i] = position + i;
     std::vector<kiln::CallInput> inputs = {
         kiln::Tensor::from_i64({1, length}, std::vector<std::int64_t>(ids.begin() + position, ids.begin() + position + length)),
-        kiln::Tensor::from_i64({1}, {position})};
+        kiln::Tensor::from_i64({1}, {position}), kiln::Tensor::from_i64({1, length}, position_ids),
+        kiln::Tensor::from_i64({1, cache_length}, std::vector<std::int64_t>(static_cast<std::size_t>(cache_length), 1))};
     inputs.insert(inputs.end(), caches.begin(), caches.end());
     std::vector<kiln::CallInput> outputs = step_for(length)(inputs);
     BOOST_TEST_REQUIRE(outputs.size() == caches.size() + 1);

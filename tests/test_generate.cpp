@@ -178,6 +178,28 @@ BOOST_AUTO_TEST_CASE(greedy_generation_matches_transformers) {
   check_greedy("llama", options(kiln::Mode::default_), "compiled (default)");
 }
 
+BOOST_AUTO_TEST_CASE(batches_with_left_padding_match_transformers) {
+  for (const char* arch : {"gpt2", "llama", "qwen2", "mistral", "gemma"}) {
+    std::ifstream in(fixture_dir() / arch / "expected.json");
+    const nlohmann::json batch = nlohmann::json::parse(in)["batch"];
+    const auto prompts = batch["prompts"].get<std::vector<std::vector<std::int64_t>>>();
+    const auto expected = batch["new_tokens"].get<std::vector<std::vector<std::int64_t>>>();
+    for (const bool eager : {false, true}) {
+      kiln::Generator gen(kiln::load_causal_lm((fixture_dir() / arch).string()), options(kiln::Mode::reduce_overhead, eager));
+      std::vector<std::vector<std::int64_t>> streamed(prompts.size());
+      const std::vector<kiln::GenerationResult> results =
+          gen.generate_batch(prompts, {.max_new_tokens = 24, .stop_token_ids = std::vector<std::int64_t>{}},
+                             [&](std::size_t row, std::int64_t token) { streamed.at(row).push_back(token); });
+      BOOST_TEST_REQUIRE(results.size() == prompts.size());
+      for (std::size_t r = 0; r < prompts.size(); ++r) {
+        BOOST_TEST(results[r].tokens == expected[r], arch << (eager ? " eager" : " compiled") << ", row " << r);
+        BOOST_TEST(streamed[r] == results[r].tokens);
+        BOOST_TEST(results[r].stats.compiles == 1);
+      }
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(stop_tokens_end_generation) {
   const std::string arch = "qwen2";
   const Expected c = expected_of(arch)[1];

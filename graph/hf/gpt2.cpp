@@ -45,15 +45,16 @@ class Gpt2Decoder final : public Decoder {
     Builder b(c.architecture);
     Value ids = b.input("input_ids", DType::i64, {shape.batch, shape.query_length});
     Value position = b.input("position", DType::i64, {1});
+    Value position_ids = b.input("position_ids", DType::i64, {shape.batch, shape.query_length});
+    Value attention_mask = b.input("attention_mask", DType::i64, {shape.batch, shape.cache_length});
     std::vector<Value> past;
     for (std::int64_t layer = 0; layer < c.num_layers; ++layer)
       for (const char* part : {"key", "value"})
         past.push_back(b.input("past." + std::to_string(layer) + "." + part, dtype,
                                {shape.batch, c.num_kv_heads, shape.cache_length, c.head_dim}));
-    Value positions = step_positions(b, position, shape.query_length);
     std::vector<Value> present;
-    Attend attend{.positions = positions,
-                  .mask = step_mask(b, positions, shape.cache_length, dtype),
+    Attend attend{.positions = position_ids,
+                  .mask = step_mask(b, step_positions(b, position, shape.query_length), attention_mask, dtype),
                   .keys_values = [&](std::int64_t layer, Value k, Value v) {
                     const std::string name = "present." + std::to_string(layer);
                     Value keys = write_cache(b, past[2 * layer], k, position, name + ".key");
@@ -76,8 +77,8 @@ class Gpt2Decoder final : public Decoder {
  private:
   // How attention sees positions, keys and values: the whole sequence or a step over a cache.
   struct Attend {
-    Value positions;  // i64 [Lq]
-    Value mask;       // [1, 1, Lq, Lk]
+    Value positions;  // i64 [Lq] or [B, Lq]
+    Value mask;       // [1 or B, 1, Lq, Lk]
     std::function<std::pair<Value, Value>(std::int64_t layer, Value k, Value v)> keys_values;
   };
 

@@ -150,13 +150,16 @@ Value write_cache(Builder& b, Value past, Value update, Value position, const st
   return one(b, "Where", {b.reshape(valid, {1, 1, s[2], 1}), rows, past});
 }
 
-Value step_mask(Builder& b, Value positions, std::int64_t cache_length, DType dtype) {
-  const std::int64_t query_length = b.shape(positions)[0];
+Value step_mask(Builder& b, Value slots, Value attention_mask, DType dtype) {
+  const std::int64_t query_length = b.shape(slots)[0];
+  const Shape m = b.shape(attention_mask);
+  const std::int64_t batch = m[0], cache_length = m[1];
   Value keys = b.constant("mask.rows", range(cache_length).reshaped({1, cache_length}));
-  Value allowed = one(b, "LessOrEqual", {keys, b.reshape(positions, {query_length, 1})});
-  Value mask = one(b, "Where", {allowed, b.constant("mask.open", Tensor::scalar_f32(0.0f).to(dtype)),
-                                b.constant("mask.closed", Tensor::scalar_f32(lowest_of(dtype)).to(dtype))});
-  return b.reshape(mask, {1, 1, query_length, cache_length});
+  Value causal = b.reshape(one(b, "LessOrEqual", {keys, b.reshape(slots, {query_length, 1})}), {1, 1, query_length, cache_length});
+  Value filled = b.reshape(one(b, "Greater", {attention_mask, b.constant("mask.padding", i64_scalar(0))}),
+                           {batch, 1, 1, cache_length});
+  return one(b, "Where", {one(b, "And", {causal, filled}), b.constant("mask.open", Tensor::scalar_f32(0.0f).to(dtype)),
+                          b.constant("mask.closed", Tensor::scalar_f32(lowest_of(dtype)).to(dtype))});
 }
 
 Value last_position(Builder& b, Value x) {

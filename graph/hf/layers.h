@@ -49,19 +49,20 @@ Value apply_rotary(Builder& b, Value x, Value cos, Value sin);
 Tensor causal_mask(std::int64_t length, DType dtype);
 
 // ---- steps over a static key/value cache ----------------------------------
-// A step's queries sit at positions position + [0, Lq), where `position`
+// A step's queries fill cache slots position + [0, Lq), where `position`
 // (i64 [1]) is a run-time input: one compiled step serves every position.
 Value step_positions(Builder& b, Value position, std::int64_t query_length);
-// Rows `positions` (i64 [Lq]) of `table` [N, D]: [Lq, D].
+// Rows `positions` (i64, any shape P) of `table` [N, D]: P + [D].
 Value gather_rows(Builder& b, Value table, Value positions);
 // The cache `past` [B, H, C, D] with rows position .. position + Lq - 1 of
 // axis 2 replaced by `update` [B, H, Lq, D] (transformers' StaticCache
 // index_copy_), computed whole: the result is a new cache.
 Value write_cache(Builder& b, Value past, Value update, Value position, const std::string& name);
-// The additive mask [1, 1, Lq, C] of a step: 0 where a cache row is at or
-// before the query's position, the type's lowest value elsewhere (rows not
-// yet written among them).
-Value step_mask(Builder& b, Value positions, std::int64_t cache_length, DType dtype);
+// The additive mask [B, 1, Lq, C] of a step: 0 where a cache slot is at or
+// before the query's slot (`slots`, i64 [Lq]) and holds a token
+// (`attention_mask` i64 [B, C] not 0: left padding is 0), the type's lowest
+// value elsewhere (slots not yet written among them).
+Value step_mask(Builder& b, Value slots, Value attention_mask, DType dtype);
 // The last position's row of x [B, L, V]: [B, V].
 Value last_position(Builder& b, Value x);
 

@@ -38,8 +38,8 @@ class Scope {
 // How a layer's attention sees positions, keys and values: the whole
 // sequence (forward) or a step over a static cache.
 struct Attend {
-  Value cos, sin;  // [Lq, D] rows of the rotary tables at the queries' positions
-  Value mask;      // [1, 1, Lq, Lk]
+  Value cos, sin;  // rows of the rotary tables at the queries' positions: [Lq, D] or [B, 1, Lq, D]
+  Value mask;      // [1 or B, 1, Lq, Lk]
   // The keys and values attention reads, given the layer's new ones [B, Hkv, Lq, D].
   std::function<std::pair<Value, Value>(std::int64_t layer, Value k, Value v)> keys_values;
 };
@@ -71,17 +71,21 @@ class LlamaDecoder final : public Decoder {
     Builder b(c.architecture);
     Value ids = b.input("input_ids", DType::i64, {shape.batch, shape.query_length});
     Value position = b.input("position", DType::i64, {1});
+    Value position_ids = b.input("position_ids", DType::i64, {shape.batch, shape.query_length});
+    Value attention_mask = b.input("attention_mask", DType::i64, {shape.batch, shape.cache_length});
     std::vector<Value> past;
     for (std::int64_t layer = 0; layer < c.num_layers; ++layer)
       for (const char* part : {"key", "value"})
         past.push_back(b.input("past." + std::to_string(layer) + "." + part, dtype,
                                {shape.batch, c.num_kv_heads, shape.cache_length, c.head_dim}));
-    Value positions = step_positions(b, position, shape.query_length);
+    Value slots = step_positions(b, position, shape.query_length);
     const RotaryTables tables = rotary_tables(shape.cache_length, c.head_dim, f_.rope_theta, dtype);
+    // Each row's rotary angles at its own positions: [B, 1, Lq, D] against q, k [B, H, Lq, D].
+    const Shape rows = {shape.batch, 1, shape.query_length, c.head_dim};
     std::vector<Value> present;
-    Attend attend{.cos = gather_rows(b, b.constant("rotary.cos", tables.cos), positions),
-                  .sin = gather_rows(b, b.constant("rotary.sin", tables.sin), positions),
-                  .mask = step_mask(b, positions, shape.cache_length, dtype),
+    Attend attend{.cos = b.reshape(gather_rows(b, b.constant("rotary.cos", tables.cos), position_ids), rows),
+                  .sin = b.reshape(gather_rows(b, b.constant("rotary.sin", tables.sin), position_ids), rows),
+                  .mask = step_mask(b, slots, attention_mask, dtype),
                   .keys_values = [&](std::int64_t layer, Value k, Value v) {
                     const std::string name = "present." + std::to_string(layer);
                     Value keys = write_cache(b, past[2 * layer], k, position, name + ".key");

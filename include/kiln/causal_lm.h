@@ -63,14 +63,21 @@ class KILN_API CausalLM {
   // is outside [1, max_positions] or batch below 1.
   Model forward_model(std::int64_t batch, std::int64_t length) const;
   // One step of generation over a static key/value cache of `cache_length`
-  // positions (transformers' StaticCache): inputs "input_ids" (i64 [batch,
-  // query_length], the tokens at positions position .. position +
-  // query_length - 1), "position" (i64 [1], a run-time value: one compiled
-  // step serves every position) and, per layer i, "past.<i>.key" and
-  // "past.<i>.value" (dtype() [batch, num_kv_heads, cache_length, head_dim]);
-  // outputs "logits" (f32 [batch, vocab_size], at the last query) and
-  // "present.<i>.key", "present.<i>.value": the caches with the queries' rows
-  // written, the next step's past. A row past the last written one is never
+  // slots (transformers' StaticCache). Inputs:
+  //   "input_ids"       i64 [batch, query_length]: the tokens, which fill
+  //                     cache slots position .. position + query_length - 1;
+  //   "position"        i64 [1]: the first query's slot, a run-time value
+  //                     (one compiled step serves every position);
+  //   "position_ids"    i64 [batch, query_length]: each token's position in
+  //                     its own sequence (rotary or learned positions); with
+  //                     left padding, fewer than its slot; in [0, cache_length);
+  //   "attention_mask"  i64 [batch, cache_length]: 0 for slots that hold
+  //                     padding, else 1 (slots after the queries do not matter);
+  //   "past.<i>.key", "past.<i>.value" per layer i: dtype() [batch,
+  //                     num_kv_heads, cache_length, head_dim].
+  // Outputs "logits" (f32 [batch, vocab_size], at the last query) and
+  // "present.<i>.key", "present.<i>.value": the caches with the queries'
+  // slots written, the next step's past. A slot after a query's is never
   // attended to, so the first step may take zero caches. Throws
   // InvalidArgument for a cache_length outside [query_length, max_positions].
   Model step_model(std::int64_t batch, std::int64_t query_length, std::int64_t cache_length) const;

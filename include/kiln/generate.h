@@ -71,7 +71,7 @@ struct KILN_API GenerationStats {
   double time_to_first_token_ms = 0;
   double prefill_tokens_per_s = 0;
   double decode_tokens_per_s = 0;  // new tokens after the first, per second
-  int compiles = 0;                // step models compiled by this generator so far
+  int compiles = 0;                // step models compiled by this generator so far (per batch size and cache length)
   std::uint64_t peak_device_bytes = 0;
 };
 
@@ -101,6 +101,14 @@ class KILN_API Generator {
   // past max_length. One call at a time per Generator.
   GenerationResult generate(const std::vector<std::int64_t>& prompt, const GenerationConfig& config = {},
                             const std::function<void(std::int64_t token)>& on_token = {});
+  // Several prompts at once, left-padded to the longest with an attention
+  // mask, as transformers generates a batch: one step model per batch size
+  // (compiled once), every row picking its own tokens (the seed's draws go
+  // row by row) and stopping on its own; `on_token` gets the row and token.
+  // Timings are the batch's (decode tokens/s counts every row's tokens).
+  std::vector<GenerationResult> generate_batch(const std::vector<std::vector<std::int64_t>>& prompts,
+                                               const GenerationConfig& config = {},
+                                               const std::function<void(std::size_t row, std::int64_t token)>& on_token = {});
   // The same from text, encoded with the generator's tokenizer (special
   // tokens added as the model's config says); `on_text` gets the new text
   // as it streams (TextStream). Throws InvalidArgument without a tokenizer.
