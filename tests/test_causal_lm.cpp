@@ -270,12 +270,14 @@ void write_safetensors(const fs::path& path, const std::string& header, std::siz
 
 BOOST_AUTO_TEST_CASE(gpt2_matches_transformers) { check_architecture("gpt2", "GPT2LMHeadModel"); }
 BOOST_AUTO_TEST_CASE(llama_from_shards_matches_transformers) { check_architecture("llama", "LlamaForCausalLM"); }
+BOOST_AUTO_TEST_CASE(llama3_rope_scaling_matches_transformers) { check_architecture("llama3", "LlamaForCausalLM"); }
 BOOST_AUTO_TEST_CASE(qwen2_matches_transformers) { check_architecture("qwen2", "Qwen2ForCausalLM"); }
 BOOST_AUTO_TEST_CASE(mistral_matches_transformers) { check_architecture("mistral", "MistralForCausalLM"); }
 BOOST_AUTO_TEST_CASE(gemma_in_bf16_matches_transformers) { check_architecture("gemma", "GemmaForCausalLM"); }
 
 BOOST_AUTO_TEST_CASE(gpt2_generates_over_a_static_cache) { check_generation_steps("gpt2"); }
 BOOST_AUTO_TEST_CASE(llama_generates_over_a_static_cache) { check_generation_steps("llama"); }
+BOOST_AUTO_TEST_CASE(llama3_rope_scaling_generates_over_a_static_cache) { check_generation_steps("llama3"); }
 BOOST_AUTO_TEST_CASE(qwen2_generates_over_a_static_cache) { check_generation_steps("qwen2"); }
 BOOST_AUTO_TEST_CASE(mistral_generates_over_a_static_cache) { check_generation_steps("mistral"); }
 BOOST_AUTO_TEST_CASE(gemma_in_bf16_generates_over_a_static_cache) { check_generation_steps("gemma"); }

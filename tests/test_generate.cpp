@@ -171,7 +171,7 @@ BOOST_AUTO_TEST_CASE(text_in_text_out) {
 }
 
 BOOST_AUTO_TEST_CASE(greedy_generation_matches_transformers) {
-  for (const char* arch : {"gpt2", "llama", "qwen2", "mistral", "gemma"}) {
+  for (const char* arch : {"gpt2", "llama", "llama3", "qwen2", "mistral", "gemma"}) {
     check_greedy(arch, options(kiln::Mode::reduce_overhead), "compiled (reduce-overhead)");
     check_greedy(arch, options(kiln::Mode::default_, true), "eager");
   }
@@ -179,7 +179,7 @@ BOOST_AUTO_TEST_CASE(greedy_generation_matches_transformers) {
 }
 
 BOOST_AUTO_TEST_CASE(batches_with_left_padding_match_transformers) {
-  for (const char* arch : {"gpt2", "llama", "qwen2", "mistral", "gemma"}) {
+  for (const char* arch : {"gpt2", "llama", "llama3", "qwen2", "mistral", "gemma"}) {
     std::ifstream in(fixture_dir() / arch / "expected.json");
     const nlohmann::json batch = nlohmann::json::parse(in)["batch"];
     const auto prompts = batch["prompts"].get<std::vector<std::vector<std::int64_t>>>();

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 namespace kiln::hf {
 namespace {
@@ -89,13 +90,33 @@ Value activation(Builder& b, Value x, const std::string& name) {
   throw_error(ErrorKind::Unsupported, "activation '" + name + "' (kiln has silu, gelu, gelu_new, gelu_pytorch_tanh, relu)");
 }
 
-RotaryTables rotary_tables(std::int64_t max_positions, std::int64_t head_dim, double theta, DType dtype) {
+RotaryTables rotary_tables(std::int64_t max_positions, std::int64_t head_dim, double theta, DType dtype,
+                           const std::optional<Llama3RopeScaling>& scaling) {
   KILN_CHECK(head_dim % 2 == 0, ErrorKind::Unsupported, "rotary embeddings need an even head_dim, not " + std::to_string(head_dim));
   const std::int64_t half = head_dim / 2;
   // As transformers: inv_freq = 1 / theta^(2i / d) in f32, freqs = position * inv_freq in f32.
   std::vector<float> inv_freq(static_cast<std::size_t>(half));
   for (std::int64_t i = 0; i < half; ++i)
     inv_freq[i] = 1.0f / std::pow(static_cast<float>(theta), static_cast<float>(2 * i) / static_cast<float>(head_dim));
+  if (scaling) {
+    // In f32, in transformers' order of operations (its tensors are f32, its constants Python floats).
+    const float factor = static_cast<float>(scaling->factor);
+    const float low = static_cast<float>(scaling->low_freq_factor);
+    const float spread = static_cast<float>(scaling->high_freq_factor - scaling->low_freq_factor);
+    const float original = static_cast<float>(scaling->original_max_positions);
+    const float low_freq_wavelen = static_cast<float>(scaling->original_max_positions / scaling->low_freq_factor);
+    const float high_freq_wavelen = static_cast<float>(scaling->original_max_positions / scaling->high_freq_factor);
+    for (float& freq : inv_freq) {
+      const float wavelen = static_cast<float>(2.0 * std::numbers::pi) / freq;
+      if (wavelen < high_freq_wavelen) continue;
+      if (wavelen > low_freq_wavelen) {
+        freq = freq / factor;
+        continue;
+      }
+      const float smooth = (original / wavelen - low) / spread;
+      freq = (1.0f - smooth) * freq / factor + smooth * freq;
+    }
+  }
   std::vector<float> cos(static_cast<std::size_t>(max_positions * head_dim)), sin(cos.size());
   for (std::int64_t p = 0; p < max_positions; ++p)
     for (std::int64_t i = 0; i < head_dim; ++i) {

@@ -39,7 +39,17 @@ bool is_known_activation(const std::string& name);
 struct RotaryTables {
   Tensor cos, sin;
 };
-RotaryTables rotary_tables(std::int64_t max_positions, std::int64_t head_dim, double theta, DType dtype);
+// Llama 3.1's rope_scaling ("rope_type": "llama3"): frequencies whose
+// wavelength exceeds original / low_freq_factor divided by `factor`, those
+// below original / high_freq_factor kept, a blend between.
+struct Llama3RopeScaling {
+  double factor = 8.0;
+  double low_freq_factor = 1.0;
+  double high_freq_factor = 4.0;
+  double original_max_positions = 8192.0;
+};
+RotaryTables rotary_tables(std::int64_t max_positions, std::int64_t head_dim, double theta, DType dtype,
+                           const std::optional<Llama3RopeScaling>& scaling = std::nullopt);
 // x [B, H, L, D] rotated at the positions whose rows cos, sin [L, D] hold:
 // x * cos + rotate_half(x) * sin.
 Value apply_rotary(Builder& b, Value x, Value cos, Value sin);

@@ -53,7 +53,7 @@ class LlamaDecoder final : public Decoder {
     const DType dtype = weights.dtype();
     Builder b(f_.common.architecture);
     Value ids = b.input("input_ids", DType::i64, {shape.batch, shape.length});
-    const RotaryTables tables = rotary_tables(shape.length, f_.common.head_dim, f_.rope_theta, dtype);
+    const RotaryTables tables = rotary_tables(shape.length, f_.common.head_dim, f_.rope_theta, dtype, f_.rope_scaling);
     Attend attend{.cos = b.constant("rotary.cos", tables.cos),
                   .sin = b.constant("rotary.sin", tables.sin),
                   .mask = b.constant("causal_mask", causal_mask(shape.length, dtype)),
@@ -79,7 +79,7 @@ class LlamaDecoder final : public Decoder {
         past.push_back(b.input("past." + std::to_string(layer) + "." + part, dtype,
                                {shape.batch, c.num_kv_heads, shape.cache_length, c.head_dim}));
     Value slots = step_positions(b, position, shape.query_length);
-    const RotaryTables tables = rotary_tables(shape.cache_length, c.head_dim, f_.rope_theta, dtype);
+    const RotaryTables tables = rotary_tables(shape.cache_length, c.head_dim, f_.rope_theta, dtype, f_.rope_scaling);
     // Each row's rotary angles at its own positions: [B, 1, Lq, D] against q, k [B, H, Lq, D].
     const Shape rows = {shape.batch, 1, shape.query_length, c.head_dim};
     std::vector<Value> present;
@@ -209,6 +209,30 @@ void check_size(const ConfigReader& config, const std::string& what, std::int64_
 }
 }  // namespace
 
+namespace {
+Llama3RopeScaling read_rope_scaling(const ConfigReader& config, const nlohmann::json& scaling) {
+  const auto kind = scaling.is_object() ? scaling.find(scaling.contains("rope_type") ? "rope_type" : "type") : scaling.end();
+  if (kind == scaling.end() || !kind->is_string() || kind->get<std::string>() != "llama3")
+    config.unsupported("rope_scaling", "kiln implements Llama 3.1's (\"rope_type\": \"llama3\") only so far");
+  Llama3RopeScaling s;
+  for (const auto& [key, value] : scaling.items()) {
+    if (key == "rope_type" || key == "type") continue;
+    double* field = key == "factor"                              ? &s.factor
+                    : key == "low_freq_factor"                   ? &s.low_freq_factor
+                    : key == "high_freq_factor"                  ? &s.high_freq_factor
+                    : key == "original_max_position_embeddings" ? &s.original_max_positions
+                                                                 : nullptr;
+    if (field == nullptr) config.unsupported("rope_scaling", "its field \"" + key + "\" is not one kiln implements");
+    if (!value.is_number() || value.get<double>() <= 0)
+      config.unsupported("rope_scaling", "its field \"" + key + "\" must be a positive number");
+    *field = value.get<double>();
+  }
+  if (s.high_freq_factor <= s.low_freq_factor)
+    config.unsupported("rope_scaling", "high_freq_factor must exceed low_freq_factor");
+  return s;
+}
+}  // namespace
+
 LlamaFamily read_llama_family(ConfigReader& config, CausalLMConfig& common, bool tie_by_default) {
   LlamaFamily f;
   common.vocab_size = config.positive_integer("vocab_size");
@@ -233,8 +257,8 @@ LlamaFamily read_llama_family(ConfigReader& config, CausalLMConfig& common, bool
   if (!pad.empty()) common.pad_token_id = pad[0];
   f.rope_theta = config.number_or("rope_theta", 10000.0);
   f.norm_epsilon = config.number_or("rms_norm_eps", 1e-6);
-  if (!config.take("rope_scaling").is_null())
-    config.unsupported("rope_scaling", "kiln implements transformers' default rotary embedding only so far");
+  if (const nlohmann::json& scaling = config.take("rope_scaling"); !scaling.is_null())
+    f.rope_scaling = read_rope_scaling(config, scaling);
   // Pretraining's tensor-parallel split of the projections: the same products.
   config.ignore({"pretraining_tp"});
   return f;

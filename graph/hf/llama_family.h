@@ -4,12 +4,16 @@
 #pragma once
 
 #include "graph/hf/architecture.h"
+#include "graph/hf/layers.h"
+
+#include <optional>
 
 namespace kiln::hf {
 
 struct LlamaFamily {
   CausalLMConfig common;
   double rope_theta = 10000.0;
+  std::optional<Llama3RopeScaling> rope_scaling;
   double norm_epsilon = 1e-6;
   std::string activation = "silu";
   bool qkv_bias = false;   // q_proj, k_proj, v_proj have biases (Qwen2; Llama's attention_bias)
@@ -22,7 +26,8 @@ struct LlamaFamily {
 
 // Reads the fields every member shares (sizes, rope_theta, rms_norm_eps,
 // torch_dtype, token ids; tie_word_embeddings with the member's default) into
-// `common` and the returned spec; refuses rope_scaling (not yet implemented).
+// `common` and the returned spec; rope_scaling: none or Llama 3.1's
+// ("llama3"), any other kind refused.
 LlamaFamily read_llama_family(ConfigReader& config, CausalLMConfig& common, bool tie_by_default);
 std::unique_ptr<Decoder> make_llama_family(const LlamaFamily& family);
 
