@@ -307,6 +307,13 @@ BOOST_AUTO_TEST_CASE(kiln_generate_streams_tokens_and_timings) {
   BOOST_TEST(out["compiles"].get<int>() == 1);
   BOOST_TEST(out["mode"].get<std::string>() == "eager");
 
+  const cli_test::Result bench = cli_test::run_kiln("generate tests/fixtures/causal_lm/gpt2 --prompt-ids " + ids +
+                                                    " --max-new-tokens 4 --bench --rounds 1 --modes eager,reduce-overhead");
+  BOOST_TEST(bench.exit_code == 0, bench.output);
+  BOOST_TEST(bench.output.find("decode tok/s") != std::string::npos, bench.output);
+  BOOST_TEST(bench.output.find("\neager ") != std::string::npos, bench.output);
+  BOOST_TEST(bench.output.find("\nreduce-overhead ") != std::string::npos, bench.output);
+
   const cli_test::Result bad = cli_test::run_kiln("generate tests/fixtures/causal_lm/gpt2 --prompt-ids 5,x");
   BOOST_TEST(bad.exit_code != 0);
   BOOST_TEST(bad.output.find("--prompt-ids: 'x'") != std::string::npos, bad.output);

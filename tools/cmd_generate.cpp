@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
@@ -41,6 +42,9 @@ struct GenerateArgs {
   std::string cache_dir;
   std::vector<std::string> settings;
   bool json = false;
+  bool bench = false;
+  std::string modes = "eager,default,reduce-overhead";
+  int rounds = 3;
 };
 
 // "1,17,42" (commas or spaces) as token ids; throws InvalidArgument naming a bad one.
@@ -73,6 +77,42 @@ std::string mib(std::uint64_t bytes) {
   return text;
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+// --bench: the same generation in each mode, `rounds` times; medians.
+void run_bench(const GenerateArgs& a, const CausalLM& lm, GeneratorOptions options, const std::vector<std::int64_t>& prompt,
+               const GenerationConfig& config) {
+  std::printf("%s in %s on %s: %zu prompt tokens, up to %lld new, %d rounds per mode (medians)\n",
+              lm.config().architecture.c_str(), std::string(dtype_name(lm.dtype())).c_str(), a.backend.c_str(),
+              prompt.size(), static_cast<long long>(config.max_new_tokens), a.rounds);
+  std::printf("%-16s %10s %12s %14s %14s %10s\n", "mode", "compile", "first token", "prefill tok/s", "decode tok/s",
+              "device");
+  std::stringstream modes(a.modes);
+  std::string mode;
+  while (std::getline(modes, mode, ',')) {
+    options.eager = mode == "eager";
+    if (!options.eager) options.compile.mode = parse_mode(mode);
+    Generator generator(lm, options);
+    double compile_ms = 0;
+    std::vector<double> first, prefill, decode;
+    std::uint64_t device = 0;
+    for (int r = 0; r < a.rounds; ++r) {
+      const GenerationResult result = generator.generate(prompt, config);
+      compile_ms += result.stats.compile_ms;
+      first.push_back(result.stats.time_to_first_token_ms);
+      prefill.push_back(result.stats.prefill_tokens_per_s);
+      decode.push_back(result.stats.decode_tokens_per_s);
+      device = result.stats.peak_device_bytes;
+    }
+    std::printf("%-16s %7.0f ms %9.1f ms %14.2f %14.2f %10s\n", mode.c_str(), compile_ms, median(first),
+                median(prefill), median(decode), mib(device).c_str());
+    std::fflush(stdout);
+  }
+}
+
 void run_generate(const GenerateArgs& a) {
   CausalLMOptions load_options;
   if (a.dtype != "model") load_options.dtype = a.dtype == "f32" ? DType::f32 : a.dtype == "f16" ? DType::f16 : DType::bf16;
@@ -101,6 +141,7 @@ void run_generate(const GenerateArgs& a) {
                           .seed = a.seed,
                           .stop_strings = a.stop_strings};
   if (a.stop_ids != "model") config.stop_token_ids = parse_ids(a.stop_ids, "--stop-ids");
+  if (a.bench) return run_bench(a, lm, options, prompt, config);
   std::optional<TextStream> stream;
   if (options.tokenizer) stream.emplace(*options.tokenizer);
   Generator generator(std::move(lm), options);
@@ -179,6 +220,9 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--cache-dir", a->cache_dir, "where compiled kernels persist (off: nowhere)");
   cmd->add_option("--set", a->settings, "a compiler setting NAME=VALUE (repeatable; kiln settings lists them)");
   cmd->add_flag("--json", a->json, "print one JSON object: prompt and new ids, stop reason, timings");
+  cmd->add_flag("--bench", a->bench, "generate --rounds times in each of --modes and print the medians side by side");
+  cmd->add_option("--modes", a->modes, "with --bench: eager, default, reduce-overhead, max-autotune")->capture_default_str();
+  cmd->add_option("--rounds", a->rounds, "with --bench: generations per mode")->check(CLI::Range(1, 1000))->capture_default_str();
   cmd->callback([a] { run_generate(*a); });
 }
 
