@@ -29,6 +29,7 @@ struct GenerateArgs {
   std::string stop_ids = "model";
   std::int64_t max_new_tokens = 32;
   std::int64_t max_length = 0;
+  std::int64_t prefill_chunk = 0;
   float temperature = 0.0f;
   std::int64_t top_k = 0;
   float top_p = 1.0f;
@@ -126,6 +127,7 @@ void run_generate(const GenerateArgs& a) {
   options.compile.settings = parse_settings(a.settings);
   options.eager = a.eager;
   options.max_length = a.max_length;
+  options.prefill_chunk = a.prefill_chunk;
   // Text in and out wherever the folder has a tokenizer; --prompt and --stop need one.
   namespace fs = std::filesystem;
   const bool has_tokenizer = fs::exists(fs::path(a.folder) / "tokenizer.json") || fs::exists(fs::path(a.folder) / "tokenizer.model");
@@ -202,6 +204,10 @@ void add_generate_command(CLI::App& app) {
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "tokens to generate at most")->capture_default_str();
   cmd->add_option("--max-length", a->max_length,
                   "positions the cache holds, prompt and new tokens (0: a power of two from 256 that fits the call)")
+      ->capture_default_str();
+  cmd->add_option("--prefill-chunk", a->prefill_chunk,
+                  "feed the prompt N tokens per step (a second compiled step, its own copy of the weights; 0: a token "
+                  "per step)")
       ->capture_default_str();
   cmd->add_option("--temperature", a->temperature, "0: greedy; else sample from softmax(logits / T)")->capture_default_str();
   cmd->add_option("--top-k", a->top_k, "sample among the k likeliest tokens (0: all)")->capture_default_str();

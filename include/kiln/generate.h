@@ -58,7 +58,12 @@ struct KILN_API GeneratorOptions {
   // for a call that needs more. Each step reads and writes its whole cache,
   // so a cache far longer than the text costs time on every step.
   std::int64_t max_length = 0;
-  // For text: generate(std::string), stop strings and GenerationResult::text.
+  // Prompts go through a step of this many tokens at a time (the rest a
+  // token per step): a second compiled step, with its own copy of the
+  // weights on the device, for a first token sooner. 0 or 1: a token per
+  // step through the one step model.
+  std::int64_t prefill_chunk = 0;
+  // For text: generate_text(), stop strings and GenerationResult::text.
   std::optional<Tokenizer> tokenizer{};
 };
 
@@ -71,7 +76,7 @@ struct KILN_API GenerationStats {
   double time_to_first_token_ms = 0;
   double prefill_tokens_per_s = 0;
   double decode_tokens_per_s = 0;  // new tokens after the first, per second
-  int compiles = 0;                // step models compiled by this generator so far (per batch size and cache length)
+  int compiles = 0;                // step models compiled by this generator so far (per batch size and cache length; prefill_chunk's too)
   std::uint64_t peak_device_bytes = 0;
 };
 

@@ -22,28 +22,31 @@ constexpr std::int64_t kSmallestCache = 256;
 
 }  // namespace
 
-struct Generator::State {
-  CausalLM lm;
-  GeneratorOptions options;
-  std::int64_t max_length = 0;     // positions a call may use: options.max_length, else the model's
-  std::int64_t cache_length = 0;   // positions the current step's cache holds
-  std::int64_t batch = 0;          // rows the current step takes
-  // The one-token step and its callable, made at the first generate() (and
-  // again, longer, for a call its cache is too short for).
-  std::optional<Model> step;
+// One step model and what runs it (eager or compiled).
+struct StepRunner {
+  std::optional<Model> model;
   std::variant<std::monostate, EagerModel, CompiledModel> runner;
-  std::vector<DeviceTensor> empty_caches;  // zeros: rows not yet written must be finite (0 x NaN is NaN)
-  int compiles = 0;
+
+  void make(Model step, const GeneratorOptions& options) {
+    model = std::move(step);
+    if (options.eager) {
+      runner.emplace<EagerModel>(eager(*model, {.backend = options.compile.backend, .device = options.compile.device}));
+    } else {
+      CompiledModel& compiled = runner.emplace<CompiledModel>(compile(*model, options.compile));
+      compiled.prepare();
+    }
+  }
 
   std::vector<DeviceTensor> call(const std::vector<CallInput>& inputs) {
-    return std::visit(
-        [&](auto& model) -> std::vector<DeviceTensor> {
-          if constexpr (std::is_same_v<std::decay_t<decltype(model)>, std::monostate>)
-            throw_error(ErrorKind::Internal, "Generator: the step was not made");
-          else
-            return model.call_on_device(inputs);
-        },
-        runner);
+    if (auto* eager = std::get_if<EagerModel>(&runner)) return eager->call_on_device(inputs);
+    if (auto* compiled = std::get_if<CompiledModel>(&runner)) return compiled->call_on_device(inputs);
+    throw_error(ErrorKind::Internal, "Generator: the step was not made");
+  }
+
+  DeviceTensor to_device(const Tensor& tensor) const {
+    if (const auto* eager = std::get_if<EagerModel>(&runner)) return eager->to_device(tensor);
+    if (const auto* compiled = std::get_if<CompiledModel>(&runner)) return compiled->to_device(tensor);
+    throw_error(ErrorKind::Internal, "Generator: the step was not made");
   }
 
   RunStats stats() const {
@@ -51,11 +54,30 @@ struct Generator::State {
     if (const auto* compiled = std::get_if<CompiledModel>(&runner)) return compiled->stats();
     return {};
   }
+};
 
-  // Makes and compiles a step whose cache holds `needed` positions (once, or
-  // again for a longer cache); returns the milliseconds it took.
+struct Generator::State {
+  CausalLM lm;
+  GeneratorOptions options;
+  std::int64_t max_length = 0;     // positions a call may use: options.max_length, else the model's
+  std::int64_t cache_length = 0;   // positions the current step's cache holds
+  std::int64_t batch = 0;          // rows the current step takes
+  // The one-token step (and, with prefill_chunk, the prompt's step of that
+  // many tokens), made at the first generate() (and again, longer, for a
+  // call its cache is too short for, or for another batch size).
+  StepRunner decode;
+  std::optional<StepRunner> prefill;
+  std::vector<DeviceTensor> empty_caches;  // zeros: rows not yet written must be finite (0 x NaN is NaN)
+  int compiles = 0;
+
+  std::uint64_t peak_device_bytes() const {
+    return decode.stats().peak_device_bytes + (prefill ? prefill->stats().peak_device_bytes : 0);
+  }
+
+  // Makes and compiles the steps for `rows` prompts and a cache that holds
+  // `needed` positions (once, or again); returns the milliseconds it took.
   double ensure_step(std::int64_t rows, std::int64_t needed) {
-    if (step && batch == rows && cache_length >= needed) return 0.0;
+    if (decode.model && batch == rows && cache_length >= needed) return 0.0;
     batch = rows;
     const auto start = Clock::now();
     const CausalLMConfig& c = lm.config();
@@ -66,23 +88,16 @@ struct Generator::State {
       while (cache_length < needed) cache_length *= 2;
       cache_length = std::min(cache_length, max_length);
     }
-    step = lm.step_model(batch, 1, cache_length);
-    if (options.eager) {
-      runner.emplace<EagerModel>(eager(*step, {.backend = options.compile.backend, .device = options.compile.device}));
-    } else {
-      CompiledModel& compiled = runner.emplace<CompiledModel>(compile(*step, options.compile));
-      compiled.prepare();
-    }
+    decode.make(lm.step_model(batch, 1, cache_length), options);
     ++compiles;
-    const Tensor zeros(lm.dtype(), {batch, c.num_kv_heads, cache_length, c.head_dim});
-    std::visit(
-        [&](auto& model) {
-          if constexpr (!std::is_same_v<std::decay_t<decltype(model)>, std::monostate>) {
-            const DeviceTensor on_device = model.to_device(zeros);
-            empty_caches.assign(static_cast<std::size_t>(2 * c.num_layers), on_device);
-          }
-        },
-        runner);
+    prefill.reset();
+    if (options.prefill_chunk > 1 && options.prefill_chunk <= cache_length) {
+      prefill.emplace();
+      prefill->make(lm.step_model(batch, options.prefill_chunk, cache_length), options);
+      ++compiles;
+    }
+    const DeviceTensor zeros = decode.to_device(Tensor(lm.dtype(), {batch, c.num_kv_heads, cache_length, c.head_dim}));
+    empty_caches.assign(static_cast<std::size_t>(2 * c.num_layers), zeros);
     return ms_between(start, Clock::now());
   }
 };
@@ -105,7 +120,7 @@ std::int64_t Generator::max_length() const { return state_->max_length; }
 std::int64_t Generator::cache_length() const { return state_->cache_length; }
 
 std::string Generator::explain() const {
-  if (const auto* compiled = std::get_if<CompiledModel>(&state_->runner)) return compiled->explain();
+  if (const auto* compiled = std::get_if<CompiledModel>(&state_->decode.runner)) return compiled->explain();
   return "";
 }
 
@@ -169,36 +184,41 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
     padding[r] = longest - static_cast<std::int64_t>(prompts[r].size());
     for (std::int64_t slot = 0; slot < slots; ++slot) mask.values<std::int64_t>()[r * slots + slot] = slot >= padding[r] ? 1 : 0;
   }
-  const CallInput attention_mask = std::visit(
-      [&](auto& model) -> CallInput {
-        if constexpr (std::is_same_v<std::decay_t<decltype(model)>, std::monostate>) return mask;
-        else return model.to_device(mask);
-      },
-      s.runner);
+  const CallInput attention_mask = s.decode.to_device(mask);
 
   std::vector<DeviceTensor> caches = s.empty_caches;
   std::vector<float> logits;  // [rows, vocab] of the last step
-  // One token per row at cache slot `slot` through the step; the logits kept, the caches carried.
-  const auto feed = [&](const std::vector<std::int64_t>& tokens, std::int64_t slot) {
-    std::vector<std::int64_t> positions(prompts.size());
-    for (std::int64_t r = 0; r < rows; ++r) positions[r] = std::max<std::int64_t>(0, slot - padding[r]);
-    std::vector<CallInput> inputs = {Tensor::from_i64({rows, 1}, tokens), Tensor::from_i64({1}, {slot}),
-                                     Tensor::from_i64({rows, 1}, positions), attention_mask};
+  // Tokens [rows, n] at cache slots slot .. slot + n - 1 through `step`; the
+  // last slot's logits kept, the caches carried.
+  const auto feed = [&](StepRunner& step, const std::vector<std::int64_t>& tokens, std::int64_t slot) {
+    const auto n = static_cast<std::int64_t>(tokens.size()) / rows;
+    std::vector<std::int64_t> positions(tokens.size());
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t i = 0; i < n; ++i) positions[r * n + i] = std::max<std::int64_t>(0, slot + i - padding[r]);
+    std::vector<CallInput> inputs = {Tensor::from_i64({rows, n}, tokens), Tensor::from_i64({1}, {slot}),
+                                     Tensor::from_i64({rows, n}, positions), attention_mask};
     inputs.insert(inputs.end(), caches.begin(), caches.end());
-    std::vector<DeviceTensor> outputs = s.call(inputs);
+    std::vector<DeviceTensor> outputs = step.call(inputs);
     caches.assign(outputs.begin() + 1, outputs.end());
     const Tensor host = outputs[0].to_host();
     const auto values = host.values<float>();
     logits.assign(values.begin(), values.end());
   };
+  // The prompts' tokens at slots slot .. slot + n - 1 (padding: any id, masked out).
+  const auto prompt_tokens_at = [&](std::int64_t slot, std::int64_t n) {
+    std::vector<std::int64_t> tokens(static_cast<std::size_t>(rows * n), 0);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t i = 0; i < n; ++i)
+        if (slot + i >= padding[r]) tokens[r * n + i] = prompts[r][static_cast<std::size_t>(slot + i - padding[r])];
+    return tokens;
+  };
 
   const auto start = Clock::now();
-  for (std::int64_t slot = 0; slot < longest; ++slot) {
-    std::vector<std::int64_t> column(prompts.size(), 0);  // padding: any id, masked out
-    for (std::int64_t r = 0; r < rows; ++r)
-      if (slot >= padding[r]) column[r] = prompts[r][static_cast<std::size_t>(slot - padding[r])];
-    feed(column, slot);
-  }
+  std::int64_t slot = 0;
+  if (s.prefill)
+    for (const std::int64_t chunk = s.options.prefill_chunk; longest - slot >= chunk; slot += chunk)
+      feed(*s.prefill, prompt_tokens_at(slot, chunk), slot);
+  for (; slot < longest; ++slot) feed(s.decode, prompt_tokens_at(slot, 1), slot);
   const auto prefilled = Clock::now();
   Clock::time_point first_token;
   std::vector<bool> finished(prompts.size(), false);
@@ -206,7 +226,7 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
   std::int64_t generated = 0;
   const auto vocab = static_cast<std::size_t>(c.vocab_size);
   for (std::int64_t n = 0; n < config.max_new_tokens; ++n) {
-    if (n > 0) feed(last, longest + n - 1);
+    if (n > 0) feed(s.decode, last, longest + n - 1);
     for (std::size_t r = 0; r < prompts.size(); ++r) {
       if (finished[r]) continue;  // fed on (its outputs unused) until every row is done
       const std::vector<float> row(logits.begin() + static_cast<std::ptrdiff_t>(r * vocab),
@@ -233,7 +253,7 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
   const auto done = Clock::now();
   std::int64_t prompt_tokens = 0;
   for (const std::vector<std::int64_t>& prompt : prompts) prompt_tokens += static_cast<std::int64_t>(prompt.size());
-  const std::uint64_t peak = s.stats().peak_device_bytes;
+  const std::uint64_t peak = s.peak_device_bytes();
   for (GenerationResult& result : results) {
     GenerationStats& st = result.stats;
     st.new_tokens = static_cast<std::int64_t>(result.tokens.size());

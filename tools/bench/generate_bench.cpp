@@ -124,7 +124,7 @@ double median(std::vector<double> v) {
 int main(int argc, char** argv) {
   CLI::App app{"Text generation's speed per mode on a random-weight checkpoint"};
   std::string shape_name = "llama-100m", backend = "vulkan", modes_text = "eager,default,reduce-overhead";
-  std::int64_t layers = 0, prompt = 16, new_tokens = 32;
+  std::int64_t layers = 0, prompt = 16, new_tokens = 32, prefill_chunk = 0;
   int rounds = 3;
   app.add_option("--shape", shape_name, "llama-100m, gemma-2b-layers or tiny")->capture_default_str();
   app.add_option("--layers", layers, "decoder layers (0: the shape's)");
@@ -133,6 +133,7 @@ int main(int argc, char** argv) {
   app.add_option("--prompt", prompt, "prompt tokens")->capture_default_str();
   app.add_option("--new-tokens", new_tokens, "tokens generated per round")->capture_default_str();
   app.add_option("--rounds", rounds, "generate() calls per mode; medians")->capture_default_str();
+  app.add_option("--prefill-chunk", prefill_chunk, "GeneratorOptions::prefill_chunk (0: a token per step)")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
 
   const Shape shape = shape_named(shape_name, layers);
@@ -143,10 +144,11 @@ int main(int argc, char** argv) {
   for (const auto& [name, t] : weights) weight_bytes += t.nbytes();
   kiln::save_safetensors((dir.path() / "model.safetensors").string(), weights);
   const kiln::CausalLM lm = kiln::load_causal_lm(dir.path().string());
-  std::printf("%s: %s; %.1f M parameters, %.1f MB of weights (%s); prompt %lld tokens, %lld new, %d rounds, %s\n",
+  std::printf("%s: %s; %.1f M parameters, %.1f MB of weights (%s); prompt %lld tokens (prefill chunk %lld), %lld new, %d rounds, %s\n",
               shape_name.c_str(), shape.note.c_str(), static_cast<double>(weight_bytes) / kiln::dtype_size(lm.dtype()) / 1e6,
               static_cast<double>(weight_bytes) / 1e6, std::string(kiln::dtype_name(lm.dtype())).c_str(),
-              static_cast<long long>(prompt), static_cast<long long>(new_tokens), rounds, backend.c_str());
+              static_cast<long long>(prompt), static_cast<long long>(prefill_chunk), static_cast<long long>(new_tokens), rounds,
+              backend.c_str());
   std::printf("%-16s %10s %10s %12s %12s %12s %10s\n", "mode", "compile", "ttft", "prefill t/s", "decode t/s",
               "weights GB/s", "device MB");
   std::vector<std::int64_t> prompt_ids(static_cast<std::size_t>(prompt));
@@ -159,6 +161,7 @@ int main(int argc, char** argv) {
     options.eager = mode == "eager";
     if (!options.eager) options.compile.mode = kiln::parse_mode(mode);
     options.max_length = prompt + new_tokens;
+    options.prefill_chunk = prefill_chunk;
     kiln::Generator gen(lm, options);
     double compile_ms = 0;
     std::vector<double> ttft, prefill, decode;
