@@ -57,6 +57,8 @@ struct StepRunner {
 };
 
 struct Generator::State {
+  State(CausalLM model, GeneratorOptions generator_options) : lm(std::move(model)), options(std::move(generator_options)) {}
+
   CausalLM lm;
   GeneratorOptions options;
   std::int64_t max_length = 0;     // positions a call may use: options.max_length, else the model's
@@ -102,7 +104,7 @@ struct Generator::State {
   }
 };
 
-Generator::Generator(CausalLM lm, GeneratorOptions options) : state_(std::make_unique<State>(State{std::move(lm), std::move(options)})) {
+Generator::Generator(CausalLM lm, GeneratorOptions options) : state_(std::make_unique<State>(std::move(lm), std::move(options))) {
   const CausalLMConfig& c = state_->lm.config();
   const std::int64_t max_length = state_->options.max_length;
   KILN_CHECK(max_length >= 0 && max_length <= c.max_positions, ErrorKind::InvalidArgument,
