@@ -273,6 +273,9 @@ BOOST_AUTO_TEST_CASE(llama_from_shards_matches_transformers) { check_architectur
 BOOST_AUTO_TEST_CASE(llama3_rope_scaling_matches_transformers) { check_architecture("llama3", "LlamaForCausalLM"); }
 BOOST_AUTO_TEST_CASE(qwen2_matches_transformers) { check_architecture("qwen2", "Qwen2ForCausalLM"); }
 BOOST_AUTO_TEST_CASE(mistral_matches_transformers) { check_architecture("mistral", "MistralForCausalLM"); }
+BOOST_AUTO_TEST_CASE(mistral_sliding_window_matches_transformers) {
+  check_architecture("mistral_window", "MistralForCausalLM");
+}
 BOOST_AUTO_TEST_CASE(gemma_in_bf16_matches_transformers) { check_architecture("gemma", "GemmaForCausalLM"); }
 
 BOOST_AUTO_TEST_CASE(gpt2_generates_over_a_static_cache) { check_generation_steps("gpt2"); }
@@ -280,6 +283,7 @@ BOOST_AUTO_TEST_CASE(llama_generates_over_a_static_cache) { check_generation_ste
 BOOST_AUTO_TEST_CASE(llama3_rope_scaling_generates_over_a_static_cache) { check_generation_steps("llama3"); }
 BOOST_AUTO_TEST_CASE(qwen2_generates_over_a_static_cache) { check_generation_steps("qwen2"); }
 BOOST_AUTO_TEST_CASE(mistral_generates_over_a_static_cache) { check_generation_steps("mistral"); }
+BOOST_AUTO_TEST_CASE(mistral_sliding_window_generates_over_a_static_cache) { check_generation_steps("mistral_window"); }
 BOOST_AUTO_TEST_CASE(gemma_in_bf16_generates_over_a_static_cache) { check_generation_steps("gemma"); }
 
 BOOST_AUTO_TEST_CASE(config_fields_are_read) {

@@ -171,7 +171,7 @@ BOOST_AUTO_TEST_CASE(text_in_text_out) {
 }
 
 BOOST_AUTO_TEST_CASE(greedy_generation_matches_transformers) {
-  for (const char* arch : {"gpt2", "llama", "llama3", "qwen2", "mistral", "gemma"}) {
+  for (const char* arch : {"gpt2", "llama", "llama3", "qwen2", "mistral", "mistral_window", "gemma"}) {
     check_greedy(arch, options(kiln::Mode::reduce_overhead), "compiled (reduce-overhead)");
     check_greedy(arch, options(kiln::Mode::default_, true), "eager");
   }
@@ -181,7 +181,7 @@ BOOST_AUTO_TEST_CASE(greedy_generation_matches_transformers) {
 BOOST_AUTO_TEST_CASE(prompts_in_chunks_give_the_same_tokens) {
   kiln::GeneratorOptions chunked = options(kiln::Mode::reduce_overhead);
   chunked.prefill_chunk = 5;  // prompts of 23 and 7 tokens: chunks of 5, then a token per step
-  for (const char* arch : {"gpt2", "llama", "llama3", "qwen2", "mistral", "gemma"})
+  for (const char* arch : {"gpt2", "llama", "llama3", "qwen2", "mistral", "mistral_window", "gemma"})
     check_greedy(arch, chunked, "compiled (reduce-overhead), prompt in chunks of 5");
   chunked.eager = true;
   check_greedy("qwen2", chunked, "eager, prompt in chunks of 5");
@@ -197,7 +197,7 @@ BOOST_AUTO_TEST_CASE(prompts_in_chunks_give_the_same_tokens) {
 }
 
 BOOST_AUTO_TEST_CASE(batches_with_left_padding_match_transformers) {
-  for (const char* arch : {"gpt2", "llama", "llama3", "qwen2", "mistral", "gemma"}) {
+  for (const char* arch : {"gpt2", "llama", "llama3", "qwen2", "mistral", "mistral_window", "gemma"}) {
     std::ifstream in(fixture_dir() / arch / "expected.json");
     const nlohmann::json batch = nlohmann::json::parse(in)["batch"];
     const auto prompts = batch["prompts"].get<std::vector<std::vector<std::int64_t>>>();

@@ -171,12 +171,18 @@ Value write_cache(Builder& b, Value past, Value update, Value position, const st
   return one(b, "Where", {b.reshape(valid, {1, 1, s[2], 1}), rows, past});
 }
 
-Value step_mask(Builder& b, Value slots, Value attention_mask, DType dtype) {
+Value step_mask(Builder& b, Value slots, Value attention_mask, DType dtype, std::optional<std::int64_t> sliding_window) {
   const std::int64_t query_length = b.shape(slots)[0];
   const Shape m = b.shape(attention_mask);
   const std::int64_t batch = m[0], cache_length = m[1];
   Value keys = b.constant("mask.rows", range(cache_length).reshaped({1, cache_length}));
-  Value causal = b.reshape(one(b, "LessOrEqual", {keys, b.reshape(slots, {query_length, 1})}), {1, 1, query_length, cache_length});
+  Value query_slots = b.reshape(slots, {query_length, 1});
+  Value visible = one(b, "LessOrEqual", {keys, query_slots});
+  if (sliding_window) {
+    Value oldest = b.sub(query_slots, b.constant("mask.window", i64_scalar(*sliding_window)));
+    visible = one(b, "And", {visible, one(b, "GreaterOrEqual", {keys, oldest})});
+  }
+  Value causal = b.reshape(visible, {1, 1, query_length, cache_length});
   Value filled = b.reshape(one(b, "Greater", {attention_mask, b.constant("mask.padding", i64_scalar(0))}),
                            {batch, 1, 1, cache_length});
   return one(b, "Where", {one(b, "And", {causal, filled}), b.constant("mask.open", Tensor::scalar_f32(0.0f).to(dtype)),
@@ -191,11 +197,12 @@ Value last_position(Builder& b, Value x) {
   return b.reshape(last, {s[0], s[2]});
 }
 
-Tensor causal_mask(std::int64_t length, DType dtype) {
+Tensor causal_mask(std::int64_t length, DType dtype, std::optional<std::int64_t> sliding_window) {
   const float lowest = lowest_of(dtype);
   std::vector<float> mask(static_cast<std::size_t>(length * length), 0.0f);
   for (std::int64_t q = 0; q < length; ++q)
-    for (std::int64_t k = q + 1; k < length; ++k) mask[q * length + k] = lowest;
+    for (std::int64_t k = 0; k < length; ++k)
+      if (k > q || (sliding_window && k < q - *sliding_window)) mask[q * length + k] = lowest;
   return Tensor::from_f32({1, 1, length, length}, std::move(mask)).to(dtype);
 }
 

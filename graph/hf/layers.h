@@ -55,8 +55,9 @@ RotaryTables rotary_tables(std::int64_t max_positions, std::int64_t head_dim, do
 Value apply_rotary(Builder& b, Value x, Value cos, Value sin);
 
 // Causal additive mask [1, 1, L, L] of `dtype`: 0 where a query may attend
-// (key <= query), the type's lowest finite value elsewhere (transformers' mask).
-Tensor causal_mask(std::int64_t length, DType dtype);
+// (key <= query, and with a sliding window W, key >= query - W, as
+// transformers' mask for Mistral), the type's lowest finite value elsewhere.
+Tensor causal_mask(std::int64_t length, DType dtype, std::optional<std::int64_t> sliding_window = std::nullopt);
 
 // ---- steps over a static key/value cache ----------------------------------
 // A step's queries fill cache slots position + [0, Lq), where `position`
@@ -72,7 +73,8 @@ Value write_cache(Builder& b, Value past, Value update, Value position, const st
 // before the query's slot (`slots`, i64 [Lq]) and holds a token
 // (`attention_mask` i64 [B, C] not 0: left padding is 0), the type's lowest
 // value elsewhere (slots not yet written among them).
-Value step_mask(Builder& b, Value slots, Value attention_mask, DType dtype);
+Value step_mask(Builder& b, Value slots, Value attention_mask, DType dtype,
+                std::optional<std::int64_t> sliding_window = std::nullopt);
 // The last position's row of x [B, L, V]: [B, V].
 Value last_position(Builder& b, Value x);
 

@@ -56,7 +56,7 @@ class LlamaDecoder final : public Decoder {
     const RotaryTables tables = rotary_tables(shape.length, f_.common.head_dim, f_.rope_theta, dtype, f_.rope_scaling);
     Attend attend{.cos = b.constant("rotary.cos", tables.cos),
                   .sin = b.constant("rotary.sin", tables.sin),
-                  .mask = b.constant("causal_mask", causal_mask(shape.length, dtype)),
+                  .mask = b.constant("causal_mask", causal_mask(shape.length, dtype, f_.sliding_window)),
                   .keys_values = [](std::int64_t, Value k, Value v) { return std::pair(k, v); }};
     Value logits = body(b, weights, ids, attend);
     b.set_name(logits, "logits");
@@ -85,7 +85,7 @@ class LlamaDecoder final : public Decoder {
     std::vector<Value> present;
     Attend attend{.cos = b.reshape(gather_rows(b, b.constant("rotary.cos", tables.cos), position_ids), rows),
                   .sin = b.reshape(gather_rows(b, b.constant("rotary.sin", tables.sin), position_ids), rows),
-                  .mask = step_mask(b, slots, attention_mask, dtype),
+                  .mask = step_mask(b, slots, attention_mask, dtype, f_.sliding_window),
                   .keys_values = [&](std::int64_t layer, Value k, Value v) {
                     const std::string name = "present." + std::to_string(layer);
                     Value keys = write_cache(b, past[2 * layer], k, position, name + ".key");

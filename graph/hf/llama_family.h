@@ -14,6 +14,8 @@ struct LlamaFamily {
   CausalLMConfig common;
   double rope_theta = 10000.0;
   std::optional<Llama3RopeScaling> rope_scaling;
+  // Mistral: a query attends to the keys at most this many positions back (and itself).
+  std::optional<std::int64_t> sliding_window;
   double norm_epsilon = 1e-6;
   std::string activation = "silu";
   bool qkv_bias = false;   // q_proj, k_proj, v_proj have biases (Qwen2; Llama's attention_bias)
