@@ -70,6 +70,10 @@ void check_greedy(const std::string& arch, const kiln::GeneratorOptions& opts, c
     BOOST_TEST(r.stats.new_tokens == 24);
     BOOST_TEST(r.stats.decode_tokens_per_s > 0.0);
     BOOST_TEST(r.stats.time_to_first_token_ms > 0.0);
+    // A step moves the token, slot and position up and one row of logits
+    // down; the caches and the attention mask stay on the device.
+    BOOST_TEST(r.stats.step_uploaded_bytes == 3 * sizeof(std::int64_t));
+    BOOST_TEST(r.stats.step_downloaded_bytes == 96 * sizeof(float));  // the fixtures' vocabulary
     // One step model for every position of every call (and one for prompt chunks).
     BOOST_TEST(r.stats.compiles == (opts.prefill_chunk > 1 ? 2 : 1));
   }

@@ -172,6 +172,8 @@ void run_generate(const GenerateArgs& a) {
                           {"decode_tokens_per_s", s.decode_tokens_per_s},
                           {"compiles", s.compiles},
                           {"peak_device_bytes", s.peak_device_bytes},
+                          {"step_uploaded_bytes", s.step_uploaded_bytes},
+                          {"step_downloaded_bytes", s.step_downloaded_bytes},
                           {"cache_length", generator.cache_length()}};
     std::cout << out.dump(2) << "\n";
     return;
@@ -185,7 +187,8 @@ void run_generate(const GenerateArgs& a) {
   std::printf("time to first token: %.1f ms; prefill %.1f tokens/s (a token per step); decode %.1f tokens/s\n",
               s.time_to_first_token_ms, s.prefill_tokens_per_s, s.decode_tokens_per_s);
   std::cout << "peak device memory: " << mib(s.peak_device_bytes) << " (weights, cache of " << generator.cache_length()
-            << " positions, activations)\n";
+            << " positions, activations); a step copies " << s.step_uploaded_bytes << " bytes up and "
+            << s.step_downloaded_bytes << " down (the cache stays on the device)\n";
 }
 
 }  // namespace

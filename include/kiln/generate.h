@@ -78,6 +78,11 @@ struct KILN_API GenerationStats {
   double decode_tokens_per_s = 0;  // new tokens after the first, per second
   int compiles = 0;                // step models compiled by this generator so far (per batch size and cache length; prefill_chunk's too)
   std::uint64_t peak_device_bytes = 0;
+  // What the last step copied between host and device (RunStats'
+  // uploaded_bytes, downloaded_bytes): the tokens and positions up, one row
+  // of logits per prompt down; the caches stay on the device.
+  std::uint64_t step_uploaded_bytes = 0;
+  std::uint64_t step_downloaded_bytes = 0;
 };
 
 struct KILN_API GenerationResult {

@@ -190,6 +190,7 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
 
   std::vector<DeviceTensor> caches = s.empty_caches;
   std::vector<float> logits;  // [rows, vocab] of the last step
+  std::uint64_t logits_bytes = 0;  // what the last step's logits took to download
   // Tokens [rows, n] at cache slots slot .. slot + n - 1 through `step`; the
   // last slot's logits kept, the caches carried.
   const auto feed = [&](StepRunner& step, const std::vector<std::int64_t>& tokens, std::int64_t slot) {
@@ -203,6 +204,7 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
     std::vector<DeviceTensor> outputs = step.call(inputs);
     caches.assign(outputs.begin() + 1, outputs.end());
     const Tensor host = outputs[0].to_host();
+    logits_bytes = outputs[0].on_device() ? host.nbytes() : 0;
     const auto values = host.values<float>();
     logits.assign(values.begin(), values.end());
   };
@@ -256,6 +258,7 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
   std::int64_t prompt_tokens = 0;
   for (const std::vector<std::int64_t>& prompt : prompts) prompt_tokens += static_cast<std::int64_t>(prompt.size());
   const std::uint64_t peak = s.peak_device_bytes();
+  const RunStats last_step = s.decode.stats();
   for (GenerationResult& result : results) {
     GenerationStats& st = result.stats;
     st.new_tokens = static_cast<std::int64_t>(result.tokens.size());
@@ -265,6 +268,8 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
       st.decode_tokens_per_s = static_cast<double>(generated - rows) / std::max(1e-9, ms_between(first_token, done) / 1e3);
     st.compiles = s.compiles;
     st.peak_device_bytes = peak;
+    st.step_uploaded_bytes = last_step.uploaded_bytes;
+    st.step_downloaded_bytes = last_step.downloaded_bytes + logits_bytes;
     if (s.options.tokenizer) result.text = s.options.tokenizer->decode(result.tokens, true);
   }
   return results;
