@@ -2,6 +2,8 @@
 #include <kiln/error.h>
 #include <kiln/generate.h>
 
+#include "src/runtime/log.h"
+
 #include <algorithm>
 #include <chrono>
 #include <variant>
@@ -100,7 +102,14 @@ struct Generator::State {
     }
     const DeviceTensor zeros = decode.to_device(Tensor(lm.dtype(), {batch, c.num_kv_heads, cache_length, c.head_dim}));
     empty_caches.assign(static_cast<std::size_t>(2 * c.num_layers), zeros);
-    return ms_between(start, Clock::now());
+    const double ms = ms_between(start, Clock::now());
+    runtime::log(runtime::LogLevel::info,
+                 "generator: " + c.architecture + " step compiled for " + std::to_string(batch) + " prompt(s) and a cache of " +
+                     std::to_string(cache_length) + " positions" +
+                     (prefill ? " (and a prompt step of " + std::to_string(options.prefill_chunk) + " tokens)" : "") +
+                     " in " + std::to_string(static_cast<int>(ms)) + " ms; " + std::to_string(compiles) +
+                     " step model(s) compiled so far, each serving every position");
+    return ms;
   }
 };
 
