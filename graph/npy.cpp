@@ -5,7 +5,7 @@
 
 #include <kiln/error.h>
 
-#include <unistd.h>
+#include "graph/atomic_write.h"
 
 #include <algorithm>
 #include <cctype>
@@ -230,26 +230,7 @@ std::string format_npy(const Tensor& tensor) {
 
 void save_npy(const std::string& path, const Tensor& tensor) {
   const std::string bytes = format_npy(tensor);
-  // The process id keeps two concurrent writers from sharing a temporary name.
-  const std::string temp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    KILN_CHECK(out.good(), ErrorKind::Io, "cannot write '" + temp + "'");
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      throw_error(ErrorKind::Io, "cannot write '" + temp + "' (disk full?)");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    throw_error(ErrorKind::Io, "cannot rename '" + temp + "' to '" + path + "': " + ec.message());
-  }
+  graph::write_file_atomically(path, [&](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });
 }
 
 }  // namespace kiln

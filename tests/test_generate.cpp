@@ -142,7 +142,8 @@ BOOST_AUTO_TEST_CASE(text_in_text_out) {
   BOOST_TEST(gen.generate(tokenizer.encode("Hello world"), config).tokens == r.tokens);
   // A stop string: generation ends with the token that completes it.
   const std::string first_four = tokenizer.decode(std::vector<std::int64_t>(r.tokens.begin(), r.tokens.begin() + 4), true);
-  if (!first_four.empty()) {
+  BOOST_TEST_REQUIRE(!first_four.empty());  // the fixture's first tokens decode to text
+  {
     kiln::GenerationConfig stopping = config;
     stopping.stop_strings = {first_four};
     const kiln::GenerationResult s = gen.generate_text("Hello world", stopping);

@@ -189,6 +189,39 @@ Value step_mask(Builder& b, Value slots, Value attention_mask, DType dtype, std:
                           b.constant("mask.closed", Tensor::scalar_f32(lowest_of(dtype)).to(dtype))});
 }
 
+StepCache::StepCache(Builder& b, std::int64_t batch, std::int64_t query_length, std::int64_t cache_length,
+                     std::int64_t layers, std::int64_t kv_heads, std::int64_t head_dim, DType dtype)
+    : b_(b) {
+  ids = b.input("input_ids", DType::i64, {batch, query_length});
+  position = b.input("position", DType::i64, {1});
+  position_ids = b.input("position_ids", DType::i64, {batch, query_length});
+  attention_mask = b.input("attention_mask", DType::i64, {batch, cache_length});
+  for (std::int64_t layer = 0; layer < layers; ++layer)
+    for (const char* part : {"key", "value"})
+      past_.push_back(b.input("past." + std::to_string(layer) + "." + part, dtype, {batch, kv_heads, cache_length, head_dim}));
+  present_.resize(past_.size());
+  slots_ = step_positions(b, position, query_length);
+}
+
+std::pair<Value, Value> StepCache::write(std::int64_t layer, Value k, Value v) {
+  const std::string name = "present." + std::to_string(layer);
+  const auto i = static_cast<std::size_t>(2 * layer);
+  present_[i] = write_cache(b_, past_[i], k, position, name + ".key");
+  present_[i + 1] = write_cache(b_, past_[i + 1], v, position, name + ".value");
+  return {present_[i], present_[i + 1]};
+}
+
+Model StepCache::build(Value logits) {
+  Value last = last_position(b_, logits);
+  b_.set_name(last, "logits");
+  std::vector<Value> outputs = {last};
+  for (std::size_t i = 0; i < present_.size(); ++i) {
+    b_.set_name(present_[i], "present." + std::to_string(i / 2) + (i % 2 == 0 ? ".key" : ".value"));
+    outputs.push_back(present_[i]);
+  }
+  return b_.build(outputs);
+}
+
 Value last_position(Builder& b, Value x) {
   const Shape s = b.shape(x);
   Value last = one(b, "Slice", {x},

@@ -8,6 +8,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace kiln::hf {
 
@@ -60,6 +62,28 @@ Value apply_rotary(Builder& b, Value x, Value cos, Value sin);
 Tensor causal_mask(std::int64_t length, DType dtype, std::optional<std::int64_t> sliding_window = std::nullopt);
 
 // ---- steps over a static key/value cache ----------------------------------
+// A step model's interface (CausalLM::step_model): the inputs input_ids,
+// position, position_ids, attention_mask and past.<i>.key/value, and the
+// outputs logits and present.<i>.key/value, which write() makes as each
+// layer writes its new keys and values.
+class StepCache {
+ public:
+  StepCache(Builder& b, std::int64_t batch, std::int64_t query_length, std::int64_t cache_length,
+            std::int64_t layers, std::int64_t kv_heads, std::int64_t head_dim, DType dtype);
+  Value ids, position, position_ids, attention_mask;
+  // The cache slots of the queries: position + [0, Lq) (i64 [Lq]).
+  Value slots() const { return slots_; }
+  // Layer `layer`'s caches with k, v [B, Hkv, Lq, D] written: what attention reads.
+  std::pair<Value, Value> write(std::int64_t layer, Value k, Value v);
+  // The model: `logits` [B, Lq, V] at the last query, then the written caches.
+  Model build(Value logits);
+
+ private:
+  Builder& b_;
+  Value slots_;
+  std::vector<Value> past_, present_;
+};
+
 // A step's queries fill cache slots position + [0, Lq), where `position`
 // (i64 [1]) is a run-time input: one compiled step serves every position.
 Value step_positions(Builder& b, Value position, std::int64_t query_length);

@@ -69,40 +69,18 @@ class LlamaDecoder final : public Decoder {
     const CausalLMConfig& c = f_.common;
     const DType dtype = weights.dtype();
     Builder b(c.architecture);
-    Value ids = b.input("input_ids", DType::i64, {shape.batch, shape.query_length});
-    Value position = b.input("position", DType::i64, {1});
-    Value position_ids = b.input("position_ids", DType::i64, {shape.batch, shape.query_length});
-    Value attention_mask = b.input("attention_mask", DType::i64, {shape.batch, shape.cache_length});
-    std::vector<Value> past;
-    for (std::int64_t layer = 0; layer < c.num_layers; ++layer)
-      for (const char* part : {"key", "value"})
-        past.push_back(b.input("past." + std::to_string(layer) + "." + part, dtype,
-                               {shape.batch, c.num_kv_heads, shape.cache_length, c.head_dim}));
-    Value slots = step_positions(b, position, shape.query_length);
+    StepCache step(b, shape.batch, shape.query_length, shape.cache_length, c.num_layers, c.num_kv_heads, c.head_dim,
+                   dtype);
     const RotaryTables tables = rotary_tables(shape.cache_length, c.head_dim, f_.rope_theta, dtype, f_.rope_scaling);
     // Each row's rotary angles at its own positions: [B, 1, Lq, D] against q, k [B, H, Lq, D].
     const Shape rows = {shape.batch, 1, shape.query_length, c.head_dim};
-    std::vector<Value> present;
-    Attend attend{.cos = b.reshape(gather_rows(b, b.constant("rotary.cos", tables.cos), position_ids), rows),
-                  .sin = b.reshape(gather_rows(b, b.constant("rotary.sin", tables.sin), position_ids), rows),
-                  .mask = step_mask(b, slots, attention_mask, dtype, f_.sliding_window),
-                  .keys_values = [&](std::int64_t layer, Value k, Value v) {
-                    const std::string name = "present." + std::to_string(layer);
-                    Value keys = write_cache(b, past[2 * layer], k, position, name + ".key");
-                    Value values = write_cache(b, past[2 * layer + 1], v, position, name + ".value");
-                    present.push_back(keys);
-                    present.push_back(values);
-                    return std::pair(keys, values);
-                  }};
-    Value logits = last_position(b, body(b, weights, ids, attend));
-    b.set_name(logits, "logits");
-    std::vector<Value> outputs = {logits};
-    for (std::size_t i = 0; i < present.size(); ++i) {
-      b.set_name(present[i], "present." + std::to_string(i / 2) + (i % 2 == 0 ? ".key" : ".value"));
-      outputs.push_back(present[i]);
-    }
+    Attend attend{.cos = b.reshape(gather_rows(b, b.constant("rotary.cos", tables.cos), step.position_ids), rows),
+                  .sin = b.reshape(gather_rows(b, b.constant("rotary.sin", tables.sin), step.position_ids), rows),
+                  .mask = step_mask(b, step.slots(), step.attention_mask, dtype, f_.sliding_window),
+                  .keys_values = [&](std::int64_t layer, Value k, Value v) { return step.write(layer, k, v); }};
+    Value logits = body(b, weights, step.ids, attend);
     weights.finish();
-    return b.build(outputs);
+    return step.build(logits);
   }
 
  private:

@@ -5,6 +5,7 @@
 #include <kiln/error.h>
 #include <kiln/safetensors.h>
 
+#include "graph/atomic_write.h"
 #include "graph/checked_math.h"
 
 #include <fcntl.h>
@@ -29,14 +30,16 @@ namespace {
 // MB: one entry per tensor).
 constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;
 
-// A read-only mapping of a whole file, unmapped with its last tensor.
+// A private mapping of a whole file, unmapped with its last tensor. Its pages
+// are writable copy-on-write: a caller writing a loaded tensor changes its
+// own copy of the page, never the file.
 struct Mapping {
   void* address = MAP_FAILED;
   std::size_t size = 0;
   ~Mapping() {
     if (address != MAP_FAILED) munmap(address, size);
   }
-  const std::byte* bytes() const { return static_cast<const std::byte*>(address); }
+  std::byte* bytes() const { return static_cast<std::byte*>(address); }
 };
 
 std::shared_ptr<Mapping> map_file(const std::string& path) {
@@ -51,7 +54,7 @@ std::shared_ptr<Mapping> map_file(const std::string& path) {
   auto mapping = std::make_shared<Mapping>();
   mapping->size = static_cast<std::size_t>(st.st_size);
   if (mapping->size > 0) {
-    mapping->address = ::mmap(nullptr, mapping->size, PROT_READ, MAP_PRIVATE, fd, 0);
+    mapping->address = ::mmap(nullptr, mapping->size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     const int err = errno;
     ::close(fd);
     KILN_CHECK(mapping->address != MAP_FAILED, ErrorKind::Io, "cannot map '" + path + "': " + std::strerror(err));
@@ -151,10 +154,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
-  const std::string temp = path + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    KILN_CHECK(out.good(), ErrorKind::Io, "cannot write '" + temp + "'");
+  graph::write_file_atomically(path, [&](std::ostream& out) {
     char length[8];
     for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((static_cast<std::uint64_t>(text.size()) >> (8 * i)) & 0xff);
     out.write(length, 8);
@@ -163,20 +163,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
       const auto data = e->second.bytes();
       out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
     }
-    out.close();
-    if (!out) {
-      std::error_code ignored;
-      std::filesystem::remove(temp, ignored);
-      throw_error(ErrorKind::Io, "cannot write '" + temp + "' (disk full?)");
-    }
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    throw_error(ErrorKind::Io, "cannot rename '" + temp + "' to '" + path + "': " + ec.message());
-  }
+  });
 }
 
 std::map<std::string, Tensor> load_safetensors(const std::string& path) {
@@ -217,12 +204,10 @@ std::map<std::string, Tensor> load_safetensors(const std::string& path) {
   std::map<std::string, Tensor> tensors;
   for (const Entry& e : entries) {
     const std::size_t size = e.end - e.begin;
-    const std::byte* data = mapping->bytes() + data_begin + e.begin;
+    std::byte* data = mapping->bytes() + data_begin + e.begin;
     const bool aligned = reinterpret_cast<std::uintptr_t>(data) % dtype_size(e.dtype) == 0;
     if (aligned && size > 0 && e.dtype != DType::boolean) {
-      // Read-only mapping: the tensor is never written through (Tensor's
-      // mutable view is for tensors kiln owns).
-      std::shared_ptr<std::byte> view(mapping, const_cast<std::byte*>(data));
+      std::shared_ptr<std::byte> view(mapping, data);
       tensors.emplace(e.name, Tensor::wrap(e.dtype, e.shape, std::move(view), size));
       continue;
     }

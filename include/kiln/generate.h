@@ -21,6 +21,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -95,7 +96,7 @@ struct KILN_API GenerationResult {
 // Picks the next token from one position's logits (GenerationConfig's rule)
 // with a generator state that advances per draw. Throws InvalidArgument for
 // a negative temperature or top_k, or top_p outside (0, 1].
-KILN_API std::int64_t pick_token(const std::vector<float>& logits, const GenerationConfig& config,
+KILN_API std::int64_t pick_token(std::span<const float> logits, const GenerationConfig& config,
                                  std::uint64_t& rng_state);
 
 class KILN_API Generator {

@@ -2,6 +2,7 @@
 #include <kiln/error.h>
 #include <kiln/generate.h>
 
+#include "src/generate/sampling.h"
 #include "src/runtime/log.h"
 
 #include <algorithm>
@@ -163,12 +164,8 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
                  std::to_string(config.max_new_tokens) + " need " + std::to_string(longest + config.max_new_tokens) +
                  " positions; the generator takes " + std::to_string(s.max_length) +
                  (s.options.max_length != 0 ? " (GeneratorOptions::max_length)" : " (the model's max_positions)"));
-  // Checked before any work.
+  generation::check_sampling(config);  // before any work
   std::uint64_t rng = config.seed;
-  {
-    std::uint64_t probe = 0;
-    pick_token({0.0f}, config, probe);
-  }
   const std::vector<std::int64_t> stop = config.stop_token_ids.value_or(c.eos_token_ids);
   KILN_CHECK(config.stop_strings.empty() || s.options.tokenizer.has_value(), ErrorKind::InvalidArgument,
              "generate: stop_strings need a tokenizer (GeneratorOptions::tokenizer)");
@@ -242,9 +239,7 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
     if (n > 0) feed(s.decode, last, longest + n - 1);
     for (std::size_t r = 0; r < prompts.size(); ++r) {
       if (finished[r]) continue;  // fed on (its outputs unused) until every row is done
-      const std::vector<float> row(logits.begin() + static_cast<std::ptrdiff_t>(r * vocab),
-                                   logits.begin() + static_cast<std::ptrdiff_t>((r + 1) * vocab));
-      const std::int64_t token = pick_token(row, config, rng);
+      const std::int64_t token = pick_token(std::span<const float>(logits).subspan(r * vocab, vocab), config, rng);
       last[r] = token;
       results[r].tokens.push_back(token);
       ++generated;

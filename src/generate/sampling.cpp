@@ -5,6 +5,8 @@
 #include <kiln/error.h>
 #include <kiln/generate.h>
 
+#include "src/generate/sampling.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -24,14 +26,22 @@ double uniform(std::uint64_t& state) { return static_cast<double>(splitmix64(sta
 
 }  // namespace
 
-std::int64_t pick_token(const std::vector<float>& logits, const GenerationConfig& config, std::uint64_t& rng_state) {
-  KILN_CHECK(!logits.empty(), ErrorKind::InvalidArgument, "pick_token: no logits");
+namespace generation {
+
+void check_sampling(const GenerationConfig& config) {
   KILN_CHECK(config.temperature >= 0.0f, ErrorKind::InvalidArgument,
              "GenerationConfig::temperature " + std::to_string(config.temperature) + " is negative");
   KILN_CHECK(config.top_k >= 0, ErrorKind::InvalidArgument,
              "GenerationConfig::top_k " + std::to_string(config.top_k) + " is negative");
   KILN_CHECK(config.top_p > 0.0f && config.top_p <= 1.0f, ErrorKind::InvalidArgument,
              "GenerationConfig::top_p " + std::to_string(config.top_p) + " is outside (0, 1]");
+}
+
+}  // namespace generation
+
+std::int64_t pick_token(std::span<const float> logits, const GenerationConfig& config, std::uint64_t& rng_state) {
+  KILN_CHECK(!logits.empty(), ErrorKind::InvalidArgument, "pick_token: no logits");
+  generation::check_sampling(config);
   if (config.temperature == 0.0f)  // greedy: the first of the largest, as torch.argmax
     return std::max_element(logits.begin(), logits.end()) - logits.begin();
 
