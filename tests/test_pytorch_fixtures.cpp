@@ -1,6 +1,7 @@
 #define BOOST_TEST_MODULE pytorch_fixtures
 #include <boost/test/unit_test.hpp>
 
+#include <kiln/generate.h>
 #include <kiln/kiln.h>
 #include <kiln/npy.h>
 #include <kiln/onnx.h>
@@ -10,6 +11,7 @@
 #include "src/runtime/internal_access.h"
 #include "src/runtime/log.h"
 
+#include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
 
 #include <algorithm>
@@ -26,6 +28,8 @@
 #include <set>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 // kiln against PyTorch itself. tests/fixtures/pytorch/make_fixtures.py exports
 // torchvision's architectures (and Hugging Face's DETR and SegFormer, written
@@ -635,6 +639,74 @@ BOOST_AUTO_TEST_CASE(gpt2_tiny_prefill_and_decode_with_a_kv_cache) {
   BOOST_TEST(compiled.stats().shape_sets == 2);
   BOOST_TEST(loaded[7] <= 1);
   for (std::int64_t at = 8; at <= 11; ++at) BOOST_TEST(loaded[at] == 0, "past " << at << ": " << loaded[at] << " kernels loaded");
+}
+
+// The same export through kiln::Generator, as `kiln generate gpt2_tiny.onnx`
+// runs it: the whole prompt in one call with an empty past, then a token per
+// call fed the presents, which stay on the device. Greedy tokens equal
+// PyTorch's running the same loop (make_fixtures.py's greedy_generation) for
+// prompts of 1, 7 and 23 tokens and for the three as a left-padded batch, in
+// eager, default and reduce-overhead modes; the export is compiled once.
+BOOST_AUTO_TEST_CASE(gpt2_tiny_export_generates_as_pytorch) {
+  onnx::ModelProto proto;
+  BOOST_TEST_REQUIRE(proto.ParseFromString(read_file(fixture_dir() / "gpt2_tiny.onnx")));
+  generate_weights(proto, [](const std::string& name) { return name.rfind("transformer.", 0) != 0; });
+  const fs::path dir = fs::temp_directory_path() / ("kiln-gpt2-export-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const fs::path file = dir / "gpt2_tiny.onnx";
+  std::ofstream(file, std::ios::binary) << proto.SerializeAsString();
+  std::ifstream in(fixture_dir() / "gpt2_tiny.generate.json");
+  const nlohmann::json expected = nlohmann::json::parse(in);
+  const auto prompts = expected["prompts"].get<std::vector<std::vector<std::int64_t>>>();
+  const auto tokens = expected["tokens"].get<std::vector<std::vector<std::int64_t>>>();
+  const auto batch = expected["batch"].get<std::vector<std::vector<std::int64_t>>>();
+  const std::int64_t new_tokens = expected["new_tokens"].get<std::int64_t>();
+
+  const kiln::CausalLM lm = kiln::load_causal_lm(file.string());
+  BOOST_TEST_REQUIRE(lm.onnx_export().has_value());
+  BOOST_TEST(lm.config().architecture == "ONNX export");
+  BOOST_TEST(lm.config().vocab_size == 96);
+  BOOST_TEST(lm.config().num_layers == 2);
+  BOOST_TEST(lm.config().num_kv_heads == 4);
+  BOOST_TEST(lm.config().head_dim == 8);
+  BOOST_CHECK_EXCEPTION(lm.forward_model(1, 4), kiln::Error, [](const kiln::Error& e) {
+    return e.kind() == kiln::ErrorKind::Unsupported && std::string(e.what()).find("ONNX export") != std::string::npos;
+  });
+  const kiln::GenerationConfig greedy{.max_new_tokens = new_tokens, .stop_token_ids = std::vector<std::int64_t>{}};
+  for (const std::string mode : {"eager", "default", "reduce-overhead"}) {
+    kiln::GeneratorOptions options;
+    options.compile.backend = kiln::testing::test_backend();
+    options.compile.fullgraph = true;
+    options.compile.mode = mode == "reduce-overhead" ? kiln::Mode::reduce_overhead : kiln::Mode::default_;
+    options.eager = mode == "eager";
+    kiln::Generator generator(lm, options);
+    for (std::size_t p = 0; p < prompts.size(); ++p) {
+      const kiln::GenerationResult r = generator.generate(prompts[p], greedy);
+      BOOST_TEST(r.tokens == tokens[p], mode << ": prompt of " << prompts[p].size());
+      BOOST_TEST(r.stats.compiles == 1);
+      // A step moves its token and the attention mask (past and new token)
+      // up and one row of logits down; the presents stay on the device.
+      const auto longest = static_cast<std::int64_t>(prompts[p].size());
+      BOOST_TEST(r.stats.step_uploaded_bytes == (1 + longest + new_tokens - 1) * sizeof(std::int64_t));
+      BOOST_TEST(r.stats.step_downloaded_bytes == 96 * sizeof(float));
+    }
+    const std::vector<kiln::GenerationResult> rows = generator.generate_batch(prompts, greedy);
+    BOOST_TEST_REQUIRE(rows.size() == batch.size());
+    for (std::size_t r = 0; r < rows.size(); ++r) BOOST_TEST(rows[r].tokens == batch[r], mode << ": batch row " << r);
+  }
+  fs::remove_all(dir);
+}
+
+// A file that is not a decoder export is refused naming what it lacks.
+BOOST_AUTO_TEST_CASE(an_onnx_file_without_a_cache_is_not_a_causal_lm) {
+  BOOST_CHECK_EXCEPTION(kiln::load_causal_lm((fixture_dir() / "mobilenet_v2.onnx").string()), kiln::Error,
+                        [](const kiln::Error& e) {
+                          BOOST_TEST_MESSAGE(e.what());
+                          return e.kind() == kiln::ErrorKind::Unsupported &&
+                                 std::string(e.what()).find("is not one a decoder export's generation loop feeds") !=
+                                     std::string::npos;
+                        });
 }
 
 // A streaming speech model (make_fixtures.py's speech_rnn): a log-mel front

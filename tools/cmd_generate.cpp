@@ -130,10 +130,11 @@ void run_generate(const GenerateArgs& a) {
   options.prefill_chunk = a.prefill_chunk;
   // Text in and out wherever the folder has a tokenizer; --prompt and --stop need one.
   namespace fs = std::filesystem;
-  const bool has_tokenizer = fs::exists(fs::path(a.folder) / "tokenizer.json") || fs::exists(fs::path(a.folder) / "tokenizer.model");
+  const fs::path folder = fs::is_regular_file(a.folder) ? fs::path(a.folder).parent_path() : fs::path(a.folder);  // an .onnx file's
+  const bool has_tokenizer = fs::exists(folder / "tokenizer.json") || fs::exists(folder / "tokenizer.model");
   KILN_CHECK(a.prompt.empty() != a.prompt_ids.empty(), ErrorKind::InvalidArgument,
              "kiln generate takes a prompt: --prompt TEXT or --prompt-ids IDS (one of them)");
-  if (has_tokenizer || !a.prompt.empty() || !a.stop_strings.empty()) options.tokenizer = Tokenizer::load(a.folder);
+  if (has_tokenizer || !a.prompt.empty() || !a.stop_strings.empty()) options.tokenizer = Tokenizer::load(folder.string());
   const std::vector<std::int64_t> prompt =
       a.prompt.empty() ? parse_ids(a.prompt_ids, "--prompt-ids") : options.tokenizer->encode(a.prompt);
   GenerationConfig config{.max_new_tokens = a.max_new_tokens,
@@ -184,10 +185,16 @@ void run_generate(const GenerateArgs& a) {
             << " new (stopped by " << r.stop_reason << ")\n";
   std::printf("compile: %.0f ms (%d step model%s, compiled once for every position)\n", s.compile_ms, s.compiles,
               s.compiles == 1 ? "" : "s");
-  std::printf("time to first token: %.1f ms; prefill %.1f tokens/s (a token per step); decode %.1f tokens/s\n",
-              s.time_to_first_token_ms, s.prefill_tokens_per_s, s.decode_tokens_per_s);
-  std::cout << "peak device memory: " << mib(s.peak_device_bytes) << " (weights, cache of " << generator.cache_length()
-            << " positions, activations); a step copies " << s.step_uploaded_bytes << " bytes up and "
+  const bool exported = generator.model().onnx_export().has_value();
+  const std::string prefill_how = exported                 ? "the whole prompt in one call"
+                                  : a.prefill_chunk > 1 ? std::to_string(a.prefill_chunk) + " tokens per step"
+                                                        : "a token per step";
+  std::printf("time to first token: %.1f ms; prefill %.1f tokens/s (%s); decode %.1f tokens/s\n",
+              s.time_to_first_token_ms, s.prefill_tokens_per_s, prefill_how.c_str(), s.decode_tokens_per_s);
+  const std::string cache = exported ? "a cache grown a step at a time"
+                                     : "a cache of " + std::to_string(generator.cache_length()) + " positions";
+  std::cout << "peak device memory: " << mib(s.peak_device_bytes) << " (weights, " << cache
+            << ", activations); a step copies " << s.step_uploaded_bytes << " bytes up and "
             << s.step_downloaded_bytes << " down (the cache stays on the device)\n";
 }
 
@@ -198,9 +205,9 @@ void add_generate_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "generate",
       "generate text with a Hugging Face causal LM (a folder with config.json, safetensors weights and a "
-      "tokenizer: Llama, Mistral, Qwen2, Gemma, GPT-2), streaming it, then time to first token, decode tokens/s, "
+      "tokenizer: Llama, Mistral, Qwen2, Gemma, GPT-2; or a decoder exported to ONNX with its cache), streaming it, then time to first token, decode tokens/s, "
       "peak device memory and the number of compiles");
-  cmd->add_option("model", a->folder, "the model folder")->required();
+  cmd->add_option("model", a->folder, "the model folder, or a decoder exported to ONNX with its cache (an .onnx file)")->required();
   cmd->add_option("--prompt", a->prompt, "the prompt as text (the folder's tokenizer.json or tokenizer.model)");
   cmd->add_option("--prompt-ids", a->prompt_ids, "the prompt as token ids: 1,17,42");
   cmd->add_option("--stop", a->stop_strings, "stop once the new text contains this (repeatable; needs a tokenizer)");

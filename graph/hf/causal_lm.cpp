@@ -4,6 +4,8 @@
 #include <kiln/safetensors.h>
 
 #include "graph/hf/architecture.h"
+#include "graph/hf/causal_lm_impl.h"
+#include "graph/hf/onnx_export.h"
 
 #include <filesystem>
 #include <fstream>
@@ -11,22 +13,28 @@
 
 namespace kiln {
 
-struct CausalLM::Impl {
-  CausalLMConfig config;
-  DType dtype = DType::f32;
-  std::string folder;
-  std::unique_ptr<hf::Decoder> decoder;
-  // The checkpoint's tensors, each converted to dtype once (on first use).
-  std::map<std::string, Tensor> tensors;
-};
-
 CausalLM::CausalLM(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
 
 const CausalLMConfig& CausalLM::config() const { return impl_->config; }
 
 DType CausalLM::dtype() const { return impl_->dtype; }
 
+const std::optional<Model>& CausalLM::onnx_export() const { return impl_->onnx_export; }
+
+namespace {
+
+// forward_model and step_model build the architecture; an export has none.
+void check_built(const CausalLM::Impl& impl, const char* what) {
+  KILN_CHECK(!impl.onnx_export, ErrorKind::Unsupported,
+             std::string("CausalLM::") + what + ": '" + impl.folder +
+                 "' is an ONNX export, whose cache grows by concatenation: kiln runs the file as it is "
+                 "(CausalLM::onnx_export(), as kiln::Generator does)");
+}
+
+}  // namespace
+
 Model CausalLM::forward_model(std::int64_t batch, std::int64_t length) const {
+  check_built(*impl_, "forward_model");
   const CausalLMConfig& c = impl_->config;
   KILN_CHECK(batch >= 1, ErrorKind::InvalidArgument, "CausalLM::forward_model: batch " + std::to_string(batch) + " < 1");
   KILN_CHECK(length >= 1 && length <= c.max_positions, ErrorKind::InvalidArgument,
@@ -38,6 +46,7 @@ Model CausalLM::forward_model(std::int64_t batch, std::int64_t length) const {
 }
 
 Model CausalLM::step_model(std::int64_t batch, std::int64_t query_length, std::int64_t cache_length) const {
+  check_built(*impl_, "step_model");
   const CausalLMConfig& c = impl_->config;
   KILN_CHECK(batch >= 1 && query_length >= 1, ErrorKind::InvalidArgument,
              "CausalLM::step_model: batch " + std::to_string(batch) + " and query_length " +
@@ -52,10 +61,17 @@ Model CausalLM::step_model(std::int64_t batch, std::int64_t query_length, std::i
 
 CausalLM load_causal_lm(const std::string& folder, const CausalLMOptions& options) {
   namespace fs = std::filesystem;
-  const fs::path config_path = fs::path(folder) / "config.json";
   std::error_code ec;
+  // An ONNX export: the file, or a folder with model.onnx and no checkpoint.
+  if (fs::is_regular_file(folder, ec) && fs::path(folder).extension() == ".onnx")
+    return hf::load_onnx_export(folder, options);
+  if (fs::is_regular_file(fs::path(folder) / "model.onnx", ec) &&
+      !fs::exists(fs::path(folder) / "model.safetensors", ec) &&
+      !fs::exists(fs::path(folder) / "model.safetensors.index.json", ec))
+    return hf::load_onnx_export((fs::path(folder) / "model.onnx").string(), options);
+  const fs::path config_path = fs::path(folder) / "config.json";
   KILN_CHECK(fs::is_directory(folder, ec), ErrorKind::NotFound,
-             "'" + folder + "' is not a folder (load_causal_lm takes a Hugging Face model folder)");
+             "'" + folder + "' is not a folder (load_causal_lm takes a Hugging Face model folder or an ONNX export)");
   KILN_CHECK(fs::exists(config_path, ec), ErrorKind::NotFound, "'" + folder + "' has no config.json");
   std::ifstream in(config_path);
   KILN_CHECK(in.good(), ErrorKind::Io, "cannot read '" + config_path.string() + "'");

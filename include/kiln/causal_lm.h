@@ -12,6 +12,11 @@
 // round after each op as PyTorch does; norms and softmax in f32 where
 // transformers upcasts). A config field kiln does not implement is an error
 // naming it, never a silently different model.
+//
+// A decoder exported to ONNX with its cache as inputs and outputs (Optimum's
+// and torch.onnx's layout: input_ids, attention_mask, optionally
+// position_ids, past_key_values.<i>.key/.value in; logits and
+// present.<i>.key/.value out) loads too, and runs as it is: see onnx_export().
 #pragma once
 
 #include <kiln/dtype.h>
@@ -36,7 +41,7 @@ struct KILN_API CausalLMConfig {
   std::int64_t num_heads = 0;
   std::int64_t num_kv_heads = 0;  // grouped-query attention: fewer than num_heads
   std::int64_t head_dim = 0;
-  std::int64_t max_positions = 0;  // the longest sequence the model takes
+  std::int64_t max_positions = 0;  // the longest sequence the model takes (an export without config.json: 0, unknown)
   DType dtype = DType::f32;        // torch_dtype: the checkpoint's type
   bool tie_word_embeddings = false;
   std::optional<std::int64_t> bos_token_id;
@@ -56,6 +61,11 @@ class KILN_API CausalLM {
   const CausalLMConfig& config() const;
   // The type the models compute in (CausalLMOptions::dtype, else the checkpoint's).
   DType dtype() const;
+  // For an ONNX export, the file as loaded (converted to dtype() if that
+  // was asked), which kiln::Generator runs with the cache growing a step at a
+  // time on the device; forward_model and step_model then throw Unsupported.
+  // Unset for a checkpoint.
+  const std::optional<Model>& onnx_export() const;
   // The whole-sequence forward pass: input "input_ids" (i64 [batch, length],
   // token ids at positions 0 .. length-1, attending causally), output
   // "logits" (f32 [batch, length, vocab_size]; computed in dtype() and
@@ -90,7 +100,9 @@ class KILN_API CausalLM {
 };
 
 // Loads a Hugging Face model folder: config.json and model.safetensors (or
-// its shards and model.safetensors.index.json). Throws Error(NotFound) for a
+// its shards and model.safetensors.index.json); or an ONNX export: an .onnx
+// file, or a folder with model.onnx and no safetensors, with the generic
+// fields (token ids, max positions) of a config.json beside it. Throws Error(NotFound) for a
 // missing file, Error(Unsupported) naming an architecture or config field
 // kiln does not implement, Error(Corrupt) for a malformed file or a weight
 // of the wrong shape, Error(InvalidArgument) for a checkpoint without a

@@ -207,6 +207,9 @@ class KILN_API PendingCall {
 
 // Op by op: one kernel per op on the chosen device, no graph passes, no
 // fusion. The honest baseline that compiled code is measured against.
+// A model with symbolic dims runs eagerly at any input shapes: each new shape
+// set is prepared once (its kernels and weights), the first and the latest
+// eight kept.
 class KILN_API EagerModel {
  public:
   std::vector<Tensor> operator()(const std::vector<Tensor>& inputs);

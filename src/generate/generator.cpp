@@ -2,11 +2,13 @@
 #include <kiln/error.h>
 #include <kiln/generate.h>
 
+#include "graph/hf/onnx_export.h"
 #include "src/generate/sampling.h"
 #include "src/runtime/log.h"
 
 #include <algorithm>
 #include <chrono>
+#include <limits>
 #include <variant>
 
 namespace kiln {
@@ -30,13 +32,15 @@ struct StepRunner {
   std::optional<Model> model;
   std::variant<std::monostate, EagerModel, CompiledModel> runner;
 
-  void make(Model step, const GeneratorOptions& options) {
+  // prepare(): compile now for the model's own shapes (not for an export,
+  // whose shapes are the first call's).
+  void make(Model step, const GeneratorOptions& options, bool prepare = true) {
     model = std::move(step);
     if (options.eager) {
       runner.emplace<EagerModel>(eager(*model, {.backend = options.compile.backend, .device = options.compile.device}));
     } else {
       CompiledModel& compiled = runner.emplace<CompiledModel>(compile(*model, options.compile));
-      compiled.prepare();
+      if (prepare) compiled.prepare();
     }
   }
 
@@ -60,10 +64,15 @@ struct StepRunner {
 };
 
 struct Generator::State {
-  State(CausalLM model, GeneratorOptions generator_options) : lm(std::move(model)), options(std::move(generator_options)) {}
+  State(CausalLM model, GeneratorOptions generator_options) : lm(std::move(model)), options(std::move(generator_options)) {
+    if (lm.onnx_export()) layout = hf::export_layout(*lm.onnx_export(), lm.config().architecture);
+  }
 
   CausalLM lm;
   GeneratorOptions options;
+  // An ONNX export's inputs and outputs (its cache grows by concatenation:
+  // the file runs as it is, each step's presents the next step's past).
+  std::optional<hf::ExportLayout> layout;
   std::int64_t max_length = 0;     // positions a call may use: options.max_length, else the model's
   std::int64_t cache_length = 0;   // positions the current step's cache holds
   std::int64_t batch = 0;          // rows the current step takes
@@ -82,6 +91,7 @@ struct Generator::State {
   // Makes and compiles the steps for `rows` prompts and a cache that holds
   // `needed` positions (once, or again); returns the milliseconds it took.
   double ensure_step(std::int64_t rows, std::int64_t needed) {
+    if (layout) return ensure_export();
     if (decode.model && batch == rows && cache_length >= needed) return 0.0;
     batch = rows;
     const auto start = Clock::now();
@@ -112,15 +122,42 @@ struct Generator::State {
                      " step model(s) compiled so far, each serving every position");
     return ms;
   }
+
+  // The export, compiled once: its dynamic dims serve every batch, prompt
+  // length and past length.
+  double ensure_export() {
+    if (decode.model) return 0.0;
+    const auto start = Clock::now();
+    // Batch, sequence and past lengths dynamic from the first call: one
+    // shape set serves every prompt and step (a past of 0 included).
+    GeneratorOptions dynamic = options;
+    if (dynamic.compile.dynamic_dims.empty()) {
+      const std::vector<TensorSpec> inputs = lm.onnx_export()->inputs();
+      const auto mark = [&](std::size_t input, std::initializer_list<int> dims) {
+        for (int d : dims) dynamic.compile.dynamic_dims.push_back({.input = inputs[input].name, .dim = d});
+      };
+      mark(layout->input_ids, {0, 1});
+      mark(layout->attention_mask, {0, 1});
+      if (layout->position_ids) mark(*layout->position_ids, {0, 1});
+      for (std::size_t i : layout->past) mark(i, {0, 2});
+    }
+    decode.make(*lm.onnx_export(), dynamic, false);
+    ++compiles;
+    runtime::log(runtime::LogLevel::info, "generator: " + lm.config().architecture +
+                                              " runs with its cache growing a step at a time on the device");
+    return ms_between(start, Clock::now());
+  }
 };
 
 Generator::Generator(CausalLM lm, GeneratorOptions options) : state_(std::make_unique<State>(std::move(lm), std::move(options))) {
   const CausalLMConfig& c = state_->lm.config();
   const std::int64_t max_length = state_->options.max_length;
-  KILN_CHECK(max_length >= 0 && max_length <= c.max_positions, ErrorKind::InvalidArgument,
+  // An export without a config.json does not say how many positions it takes.
+  const std::int64_t positions = c.max_positions != 0 ? c.max_positions : std::numeric_limits<std::int32_t>::max();
+  KILN_CHECK(max_length >= 0 && max_length <= positions, ErrorKind::InvalidArgument,
              "GeneratorOptions::max_length " + std::to_string(max_length) + " is outside [1, " +
                  std::to_string(c.max_positions) + "], the positions " + c.architecture + " takes (0: all of them)");
-  state_->max_length = max_length != 0 ? max_length : c.max_positions;
+  state_->max_length = max_length != 0 ? max_length : positions;
 }
 
 Generator::~Generator() = default;
@@ -185,14 +222,23 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
   // Left padding, as transformers batches prompts: row r's prompt ends at
   // slot longest - 1; its padding slots are masked out and its positions
   // count its own tokens.
-  const std::int64_t slots = s.cache_length;
   std::vector<std::int64_t> padding(prompts.size());
-  Tensor mask(DType::i64, {rows, slots});
-  for (std::int64_t r = 0; r < rows; ++r) {
-    padding[r] = longest - static_cast<std::int64_t>(prompts[r].size());
-    for (std::int64_t slot = 0; slot < slots; ++slot) mask.values<std::int64_t>()[r * slots + slot] = slot >= padding[r] ? 1 : 0;
-  }
-  const CallInput attention_mask = s.decode.to_device(mask);
+  for (std::int64_t r = 0; r < rows; ++r) padding[r] = longest - static_cast<std::int64_t>(prompts[r].size());
+  // attention_mask [rows, slots]: 0 on each row's padding.
+  const auto mask_of = [&](std::int64_t slots) {
+    Tensor mask(DType::i64, {rows, slots});
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t slot = 0; slot < slots; ++slot) mask.values<std::int64_t>()[r * slots + slot] = slot >= padding[r] ? 1 : 0;
+    return mask;
+  };
+  // Each token's position in its own prompt (left padding: fewer than its slot).
+  const auto positions_of = [&](std::int64_t slot, std::int64_t n) {
+    std::vector<std::int64_t> positions(static_cast<std::size_t>(rows * n));
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t i = 0; i < n; ++i) positions[r * n + i] = std::max<std::int64_t>(0, slot + i - padding[r]);
+    return Tensor::from_i64({rows, n}, positions);
+  };
+  const CallInput attention_mask = s.layout ? CallInput(Tensor()) : CallInput(s.decode.to_device(mask_of(s.cache_length)));
 
   std::vector<DeviceTensor> caches = s.empty_caches;
   std::vector<float> logits;  // [rows, vocab] of the last step
@@ -201,18 +247,40 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
   // last slot's logits kept, the caches carried.
   const auto feed = [&](StepRunner& step, const std::vector<std::int64_t>& tokens, std::int64_t slot) {
     const auto n = static_cast<std::int64_t>(tokens.size()) / rows;
-    std::vector<std::int64_t> positions(tokens.size());
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t i = 0; i < n; ++i) positions[r * n + i] = std::max<std::int64_t>(0, slot + i - padding[r]);
-    std::vector<CallInput> inputs = {Tensor::from_i64({rows, n}, tokens), Tensor::from_i64({1}, {slot}),
-                                     Tensor::from_i64({rows, n}, positions), attention_mask};
-    inputs.insert(inputs.end(), caches.begin(), caches.end());
-    std::vector<DeviceTensor> outputs = step.call(inputs);
-    caches.assign(outputs.begin() + 1, outputs.end());
-    const Tensor host = outputs[0].to_host();
-    logits_bytes = outputs[0].on_device() ? host.nbytes() : 0;
+    std::vector<DeviceTensor> outputs;
+    std::size_t logits_at = 0;
+    if (const hf::ExportLayout* layout = s.layout ? &*s.layout : nullptr) {
+      // The export: the mask covers past and new tokens; the past starts
+      // empty and is then the presents the step before returned.
+      std::vector<CallInput> inputs(step.model->inputs().size());
+      inputs[layout->input_ids] = Tensor::from_i64({rows, n}, tokens);
+      inputs[layout->attention_mask] = mask_of(slot + n);
+      if (layout->position_ids) inputs[*layout->position_ids] = positions_of(slot, n);
+      for (std::size_t i = 0; i < layout->past.size(); ++i)
+        inputs[layout->past[i]] = slot == 0 ? CallInput(Tensor(layout->cache_dtype, {rows, c.num_kv_heads, 0, c.head_dim}))
+                                            : CallInput(caches[i]);
+      outputs = step.call(inputs);
+      caches.clear();
+      for (std::size_t i : layout->present) caches.push_back(outputs[i]);
+      logits_at = layout->logits;
+    } else {
+      std::vector<CallInput> inputs = {Tensor::from_i64({rows, n}, tokens), Tensor::from_i64({1}, {slot}),
+                                       positions_of(slot, n), attention_mask};
+      inputs.insert(inputs.end(), caches.begin(), caches.end());
+      outputs = step.call(inputs);
+      caches.assign(outputs.begin() + 1, outputs.end());
+    }
+    Tensor host = outputs[logits_at].to_host();
+    logits_bytes = outputs[logits_at].on_device() ? host.nbytes() : 0;
+    if (host.dtype() != DType::f32) host = host.to(DType::f32);
+    // The last position's row per prompt ([rows, vocab], or [rows, n, vocab] from an export).
     const auto values = host.values<float>();
-    logits.assign(values.begin(), values.end());
+    const auto vocab = static_cast<std::size_t>(c.vocab_size);
+    const auto stride = static_cast<std::size_t>(values.size() / static_cast<std::size_t>(rows));
+    logits.resize(static_cast<std::size_t>(rows) * vocab);
+    for (std::size_t r = 0; r < static_cast<std::size_t>(rows); ++r)
+      std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(r * stride + stride - vocab), vocab,
+                  logits.begin() + static_cast<std::ptrdiff_t>(r * vocab));
   };
   // The prompts' tokens at slots slot .. slot + n - 1 (padding: any id, masked out).
   const auto prompt_tokens_at = [&](std::int64_t slot, std::int64_t n) {
@@ -225,6 +293,10 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
 
   const auto start = Clock::now();
   std::int64_t slot = 0;
+  if (s.layout) {  // an export takes the whole prompt in one call
+    feed(s.decode, prompt_tokens_at(0, longest), 0);
+    slot = longest;
+  }
   if (s.prefill)
     for (const std::int64_t chunk = s.options.prefill_chunk; longest - slot >= chunk; slot += chunk)
       feed(*s.prefill, prompt_tokens_at(slot, chunk), slot);

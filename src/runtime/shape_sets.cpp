@@ -329,6 +329,13 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
     return latest_ = set.members.front().executor;
   }
   const std::string why = why_new(shapes);
+  // Eager mode compiles nothing a set could amortise, so it has no limit:
+  // it keeps the first set and the latest ones, dropping the oldest other.
+  if (!options_.compiled && static_cast<int>(compiled_.size()) >= limit_ && compiled_.size() > 1) {
+    log(LogLevel::info, "model '" + source_model_.name() + "': eager shape sets past " + std::to_string(limit_) +
+                            ": dropping the oldest after the first, " + shapes_str(compiled_[1].shapes));
+    compiled_.erase(compiled_.begin() + 1);
+  }
   const bool within_limit = static_cast<int>(compiled_.size()) < limit_;
   if (within_limit) {
     log(LogLevel::info, "model '" + source_model_.name() + "': new input shapes (" + why + "): " +
