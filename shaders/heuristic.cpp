@@ -28,6 +28,9 @@ constexpr std::array<std::uint32_t, 4> kDepthwiseWidths = {8, 4, 2, 1};
 constexpr std::uint32_t kKUnroll = 4;
 constexpr std::uint32_t kVectorWidth = 4;
 constexpr std::uint32_t kWorkgroupSize = 64;
+// Products with at most this many rows are matrix-vector products (a batch
+// of decode steps): bandwidth-bound, each weight read once.
+constexpr std::int64_t kMatrixVectorRows = 2;
 
 // Enough invocations to fill the device: a few dozen subgroups. Below this,
 // smaller register blocks (more invocations) win over reuse.
@@ -200,6 +203,22 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
   // `KILN_GEMM_BENCH_SHAPE=M,49,K ... test_templates --run_test=gemm_throughput`;
   // 49 rows, ConvNeXt's last stage: 8x16 1.2-1.9x faster than 4x16 with
   // KILN_GEMM_BENCH_SHAPE=49,768,3072 KILN_GEMM_BENCH_PACKED_B=16).
+  // Matrix-vector products (a decode step's projections) on a CPU device
+  // with texel buffers: 16 columns per invocation read through texel
+  // buffers, which the driver keeps vectorised: 2.5-4x the default's
+  // bandwidth on lavapipe (docs/benchmarks/generation.md). Not shrunk for
+  // invocations: the rows are few, the bytes per column what counts.
+  if (target.cpu_device && target.max_texel_buffer_elements != 0 && m <= kMatrixVectorRows &&
+      std::max(batch * m * k, batch * k * n) <= static_cast<std::int64_t>(target.max_texel_buffer_elements)) {
+    knobs.tile_m = fit_tile(m, kGemmTiles, 4);
+    knobs.tile_n = fit_tile(n, kCpuGemmColumnTiles, 4);
+    knobs.k_unroll = k >= 2 * kKUnroll ? kKUnroll : 1;
+    knobs.vector_width = kVectorWidth;
+    knobs.workgroup_size = workgroup_size(target);
+    knobs.panel_width = 1;
+    knobs.texel_loads = true;
+    return knobs;
+  }
   knobs.tile_m = target.cpu_device ? fit_tile(m, kGemmTiles, 4) : fit_tile(m, kGemmTiles);
   knobs.tile_n = target.cpu_device ? fit_tile(n, kCpuGemmColumnTiles, 4) : fit_tile(n, kGemmTiles);
   while ((knobs.tile_m > 1 || knobs.tile_n > 1) &&
@@ -265,6 +284,16 @@ std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target) {
     for (SharedShape shape : {SharedShape::square, SharedShape::column, SharedShape::row})
       for (std::uint32_t split = 1; split <= kMaxSplitK; split *= 2) space.push_back(shared_knobs(shape, split));
   for (const GemmKnobs& knobs : subgroup_knobs(target)) space.push_back(knobs);
+  // Matrix-vector blocks read through texel buffers (CPU devices that have them).
+  if (target.cpu_device && target.max_texel_buffer_elements != 0)
+    for (std::uint32_t tile_m : kGemmTiles)
+      for (std::uint32_t tile_n : kCpuGemmColumnTiles)
+        for (std::uint32_t k_unroll : {kKUnroll, 1u})
+          if (tile_m <= kMatrixVectorRows) {
+            GemmKnobs knobs{tile_m, tile_n, k_unroll, workgroup_size(target), 1, kVectorWidth};
+            knobs.texel_loads = true;
+            space.push_back(knobs);
+          }
   // The subgroup path's lanes span N: with the operands swapped they span M,
   // for products with many rows and few columns.
   for (GemmKnobs knobs : subgroup_knobs(target)) {

@@ -169,6 +169,58 @@ BOOST_AUTO_TEST_CASE(compiled_linear_layers_match_the_reference) {
   }
 }
 
+// A linear layer as PyTorch stores it and transformers' builders lay it out:
+// Gemm(x, W [N, K], bias, transB = 1). Packed as a MatMul over W's transpose
+// (its bias an Add that fuses back into the epilogue); Gemms with scaling,
+// a transposed A, ragged N or a weight given at run time are left alone.
+BOOST_AUTO_TEST_CASE(gemms_with_a_transposed_weight_pack_as_matmuls) {
+  Builder b;
+  auto x = b.input("x", DType::f32, {3, 24});
+  auto runtime_w = b.input("w", DType::f32, {32, 24});
+  b.push_scope("linear");
+  auto linear = b.gemm(x, b.constant("weight", random_tensor({32, 24}, 1)), b.constant("bias", random_tensor({32}, 2)),
+                       {.trans_b = true});
+  b.pop_scope();
+  b.push_scope("no_bias");
+  auto no_bias = b.gemm(x, b.constant("weight", random_tensor({16, 24}, 3)), std::nullopt, {.trans_b = true});
+  b.pop_scope();
+  b.push_scope("scaled");
+  auto scaled = b.gemm(x, b.constant("weight", random_tensor({16, 24}, 4)), std::nullopt, {.trans_b = true, .alpha = 0.5f});
+  b.pop_scope();
+  b.push_scope("ragged");
+  auto ragged = b.gemm(x, b.constant("weight", random_tensor({20, 24}, 5)), std::nullopt, {.trans_b = true});
+  b.pop_scope();
+  b.push_scope("runtime");
+  auto runtime = b.gemm(x, runtime_w, std::nullopt, {.trans_b = true});
+  b.pop_scope();
+  const kiln::Model m = b.build({linear, no_bias, scaled, ragged, runtime});
+
+  const passes::PassResult result = passes::pack_matmul_weights(kiln::internal::graph(m));
+  BOOST_TEST(result.report.changes == 2);
+  BOOST_TEST(mentions(result.report, "Gemm 'linear' (B transposed) as a MatMul with B packed as NK16n [2, 24, 16], its bias an Add"));
+  BOOST_TEST(mentions(result.report, "Gemm 'no_bias' (B transposed) as a MatMul with B packed as NK16n [1, 24, 16]"));
+  // Column j of the product (row j of W) sits at lane j % 16 of slab j / 16.
+  const kiln::graph::Node* node = find_node(result.graph, "linear_matmul");
+  BOOST_REQUIRE(node != nullptr);
+  BOOST_TEST(node->op == "MatMul");
+  const Tensor& plain = *kiln::internal::graph(m).value(find_node(kiln::internal::graph(m), "linear")->inputs[1]).constant;
+  const auto from = plain.values<float>();
+  const auto to = result.graph.value(node->inputs[1]).constant->values<float>();
+  for (std::int64_t q = 0; q < 24; ++q)
+    for (std::int64_t j = 0; j < 32; ++j) BOOST_TEST(to[((j / 16) * 24 + q) * 16 + j % 16] == from[j * 24 + q]);
+  for (const char* name : {"scaled", "ragged", "runtime"}) BOOST_TEST(find_node(result.graph, name)->op == "Gemm", name);
+
+  std::vector<Tensor> inputs = {random_tensor({3, 24}, 6), random_tensor({32, 24}, 7)};
+  const std::vector<Tensor> before = kiln::graph::run_reference(kiln::internal::graph(m), inputs);
+  const std::vector<Tensor> after = kiln::graph::run_reference(result.graph, inputs);
+  for (std::size_t i = 0; i < before.size(); ++i) BOOST_TEST(relative_difference(after[i], before[i]) < 1e-6);
+  // Compiled on Vulkan: the packed kernel, the bias fused into it.
+  kiln::CompiledModel compiled = kiln::compile(m, {.backend = kiln::testing::test_backend()});
+  const std::vector<Tensor> got = compiled(inputs);
+  for (std::size_t i = 0; i < before.size(); ++i) BOOST_TEST(relative_difference(got[i], before[i]) < 1e-5);
+  BOOST_TEST(compiled.explain().find("matmul_packed_") != std::string::npos);
+}
+
 BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
   const kiln::Model model = linear_model(kCases[0]);
   const passes::PipelineResult off = passes::run_compile_passes(

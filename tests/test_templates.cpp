@@ -976,6 +976,16 @@ BOOST_AUTO_TEST_CASE(gemm_knobs_follow_the_shape) {
   const sh::GemmKnobs row = sh::choose_gemm_knobs(1, 1, 4096, 512, lavapipe());
   BOOST_TEST(row.tile_m == 1u);
   BOOST_TEST(row.tile_n == 16u);
+  // On a CPU device with texel buffers, read through them (2.5-4x the
+  // bandwidth on lavapipe), and not shrunk for invocations; not where an
+  // operand outgrows the largest texel buffer, nor on a GPU.
+  BOOST_TEST(row.texel_loads);
+  BOOST_TEST(sh::choose_gemm_knobs(1, 1, 768, 768, lavapipe()).tile_n == 16u);
+  BOOST_TEST(sh::choose_gemm_knobs(1, 2, 768, 768, lavapipe()).texel_loads);
+  BOOST_TEST(!sh::choose_gemm_knobs(1, 8, 768, 768, lavapipe()).texel_loads);
+  BOOST_TEST(!sh::choose_gemm_knobs(1, 1, 1 << 20, 256, lavapipe()).texel_loads);
+  BOOST_TEST(!sh::choose_gemm_knobs(1, 1, 4096, 512, register_gpu()).texel_loads);
+  BOOST_TEST(!sh::choose_gemm_knobs(1, 1, 4096, 512, LowerTarget{}).texel_loads);
   // Short K is not unrolled; a tail of more than an eighth picks a smaller tile.
   BOOST_TEST(sh::choose_gemm_knobs(1, 64, 64, 3, lavapipe()).k_unroll == 1u);
   BOOST_TEST(sh::choose_gemm_knobs(1, 6, 1024, 64, lavapipe()).tile_m == 2u);

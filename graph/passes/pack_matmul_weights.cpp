@@ -8,6 +8,7 @@
 // ConvNeXt's stage-4 fc2 49x768x3072 1.5-2x. Eager never runs this pass, so
 // its kernels keep reading B as the model gives it.
 #include "graph/passes/passes.h"
+#include "graph/ops/ops.h"
 #include "graph/passes/rewrite.h"
 #include "graph/weight_layouts.h"
 
@@ -24,6 +25,36 @@ bool packable(const Graph& graph, const Node& node) {
   if (a.type.shape.size() < 2 || !b.constant || !is_float_weight(b.type.dtype) || b.type.shape.size() != 2) return false;
   const std::int64_t n = b.type.shape[1];
   return n >= kMatMulPackedBlock && n % kMatMulPackedBlock == 0;
+}
+
+// A Gemm that is such a MatMul with B given transposed, [N, K] (a linear
+// layer's weight as PyTorch stores it): A 2-D and not transposed, no
+// scaling, no fused activation; its bias becomes an Add after the MatMul.
+bool packable_gemm(const Graph& graph, const Node& node) {
+  if (node.op != "Gemm" || node.attrs.has("weight_layout") || node.attrs.has("activation") || node.inputs.size() < 2 ||
+      node.inputs.size() > 3 || ops::get_flag(node, "transA", false) || !ops::get_flag(node, "transB", false) ||
+      node.attrs.get_float("alpha", 1.0) != 1.0 || node.attrs.get_float("beta", 1.0) != 1.0)
+    return false;
+  const Value& a = graph.value(node.inputs[0]);
+  const Value& b = graph.value(node.inputs[1]);
+  if (a.type.shape.size() != 2 || !b.constant || !is_float_weight(b.type.dtype) || b.type.shape.size() != 2) return false;
+  // A 16-bit product with a bias rounds once as Gemm, twice as MatMul + Add.
+  if (node.inputs.size() == 3 && node.inputs[2] >= 0 && graph.value(node.outputs[0]).type.dtype != DType::f32) return false;
+  const std::int64_t n = b.type.shape[0];
+  return n >= kMatMulPackedBlock && n % kMatMulPackedBlock == 0;
+}
+
+// [N, K] (B transposed) -> [N / 16, K, 16].
+Tensor pack_transposed(const Tensor& transposed) {
+  const std::int64_t n = transposed.shape()[0], k = transposed.shape()[1], blocks = n / kMatMulPackedBlock;
+  Tensor packed(DType::f32, {blocks, k, kMatMulPackedBlock});
+  const auto from = transposed.values<float>();
+  auto to = packed.values<float>();
+  for (std::int64_t block = 0; block < blocks; ++block)
+    for (std::int64_t lane = 0; lane < kMatMulPackedBlock; ++lane)
+      for (std::int64_t q = 0; q < k; ++q)
+        to[(block * k + q) * kMatMulPackedBlock + lane] = from[(block * kMatMulPackedBlock + lane) * k + q];
+  return packed;
 }
 
 // [K, N] -> [N / 16, K, 16].
@@ -47,7 +78,8 @@ PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& opti
   // keep_used: a weight only packed MatMuls read is not copied.
   Rewriter rw(graph, Rewriter::Constants::keep_used);
   for (const Node& node : graph.nodes()) {
-    if (!packable(graph, node)) {
+    const bool gemm = packable_gemm(graph, node);
+    if (!gemm && !packable(graph, node)) {
       rw.copy_node(node);
       continue;
     }
@@ -57,15 +89,31 @@ PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& opti
       const std::string chosen = options.chooser({"pack_matmul_weights", &graph, &node, {"plain", "packed"}, rule});
       if (chosen == "plain" || chosen == "packed") pack_it = chosen == "packed";
       if (pack_it != options.pack)
-        report.details.push_back("MatMul '" + node.name + "': " + (pack_it ? "packed" : "plain") +
+        report.details.push_back(node.op + " '" + node.name + "': " + (pack_it ? "packed" : "plain") +
                                  " by the chooser (the rule: " + rule + ")");
     }
     if (!pack_it) {
       rw.copy_node(node);
       continue;
     }
-    Tensor packed = rewrite_in_f32(*graph.value(node.inputs[1]).constant, [](const Tensor& b) { return pack(b); });
+    Tensor packed = rewrite_in_f32(*graph.value(node.inputs[1]).constant,
+                                   [&](const Tensor& b) { return gemm ? pack_transposed(b) : pack(b); });
     const std::string shape_text = shape_str(packed.shape());
+    if (gemm) {
+      // MatMul(A, packed B) [+ C]: the bias's broadcast is Gemm's (to [M, N]).
+      Attributes attrs;
+      attrs.set("weight_layout", std::string(kMatMulPackedLayout));
+      const bool bias = node.inputs.size() == 3 && node.inputs[2] >= 0;
+      const std::vector<ValueId> product =
+          rw.add_node("MatMul", {rw.map(node.inputs[0]), rw.add_constant(node.name + ".packed_weight", std::move(packed))},
+                      std::move(attrs), bias ? node.name + "_matmul" : node.name);
+      const ValueId y = bias ? rw.add_node("Add", {product[0], rw.map(node.inputs[2])}, {}, node.name)[0] : product[0];
+      rw.replace(node.outputs[0], y);
+      ++report.changes;
+      report.details.push_back("Gemm '" + node.name + "' (B transposed) as a MatMul with B packed as " +
+                               kMatMulPackedLayout + " " + shape_text + (bias ? ", its bias an Add" : ""));
+      continue;
+    }
     std::vector<ValueId> inputs = {rw.map(node.inputs[0]), rw.add_constant(node.name + ".packed_weight", std::move(packed))};
     Attributes attrs = node.attrs;
     attrs.set("weight_layout", std::string(kMatMulPackedLayout));

@@ -119,6 +119,42 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : v[v.size() / 2];
 }
 
+// Where a decode step's time goes: each kernel alone (CompiledModel::profile),
+// summed by kernel name up to its knobs.
+int profile_step(const kiln::CausalLM& lm, const std::string& backend, std::int64_t cache_length, int calls) {
+  const kiln::CausalLMConfig& c = lm.config();
+  const kiln::Model step = lm.step_model(1, 1, cache_length);
+  kiln::CompiledModel compiled = kiln::compile(step, {.backend = backend});
+  std::vector<kiln::Tensor> inputs = {kiln::Tensor::from_i64({1, 1}, {5}), kiln::Tensor::from_i64({1}, {cache_length / 2}),
+                                      kiln::Tensor::from_i64({1, 1}, {cache_length / 2}), kiln::Tensor(kiln::DType::i64, {1, cache_length})};
+  for (std::int64_t& v : inputs[3].values<std::int64_t>()) v = 1;
+  for (std::int64_t i = 0; i < 2 * c.num_layers; ++i)
+    inputs.emplace_back(lm.dtype(), kiln::Shape{1, c.num_kv_heads, cache_length, c.head_dim});
+  const std::vector<kiln::KernelTiming> timings = compiled.profile(inputs, calls);
+  std::map<std::string, std::pair<double, int>> families;
+  double total = 0;
+  for (const kiln::KernelTiming& t : timings) {
+    const std::string family = t.kernel.substr(0, t.kernel.find_first_of("0123456789"));
+    families[family].first += t.ms;
+    ++families[family].second;
+    total += t.ms;
+  }
+  std::vector<std::pair<double, std::string>> order;
+  for (const auto& [family, sum] : families) order.emplace_back(sum.first, family);
+  std::sort(order.rbegin(), order.rend());
+  std::printf("decode step, cache of %lld: %zu dispatches, %.2f ms in all (each alone, median of %d)\n",
+              static_cast<long long>(cache_length), timings.size(), total, calls);
+  for (const auto& [ms, family] : order)
+    std::printf("%10.3f ms %6.1f%% %5d  %s\n", ms, 100 * ms / total, families[family].second, family.c_str());
+  std::vector<const kiln::KernelTiming*> slowest;
+  for (const kiln::KernelTiming& t : timings) slowest.push_back(&t);
+  std::sort(slowest.begin(), slowest.end(), [](const auto* a, const auto* b) { return a->ms > b->ms; });
+  std::printf("slowest dispatches:\n");
+  for (std::size_t i = 0; i < slowest.size() && i < 8; ++i)
+    std::printf("%10.3f ms  %s -> %s\n", slowest[i]->ms, slowest[i]->kernel.c_str(), slowest[i]->output.c_str());
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -126,6 +162,7 @@ int main(int argc, char** argv) {
   std::string shape_name = "llama-100m", backend = "vulkan", modes_text = "eager,default,reduce-overhead";
   std::int64_t layers = 0, prompt = 16, new_tokens = 32, prefill_chunk = 0;
   int rounds = 3;
+  int profile_calls = 0;
   app.add_option("--shape", shape_name, "llama-100m, gemma-2b-layers or tiny")->capture_default_str();
   app.add_option("--layers", layers, "decoder layers (0: the shape's)");
   app.add_option("--backend", backend)->capture_default_str();
@@ -134,6 +171,9 @@ int main(int argc, char** argv) {
   app.add_option("--new-tokens", new_tokens, "tokens generated per round")->capture_default_str();
   app.add_option("--rounds", rounds, "generate() calls per mode; medians")->capture_default_str();
   app.add_option("--prefill-chunk", prefill_chunk, "GeneratorOptions::prefill_chunk (0: a token per step)")->capture_default_str();
+  app.add_option("--profile", profile_calls,
+                 "instead: the compiled decode step (cache of prompt + new tokens) run this many times with each "
+                 "kernel in its own submission; time per kernel family (medians)");
   CLI11_PARSE(app, argc, argv);
 
   const Shape shape = shape_named(shape_name, layers);
@@ -149,6 +189,7 @@ int main(int argc, char** argv) {
               static_cast<double>(weight_bytes) / 1e6, std::string(kiln::dtype_name(lm.dtype())).c_str(),
               static_cast<long long>(prompt), static_cast<long long>(prefill_chunk), static_cast<long long>(new_tokens), rounds,
               backend.c_str());
+  if (profile_calls > 0) return profile_step(lm, backend, prompt + new_tokens, profile_calls);
   std::printf("%-16s %10s %10s %12s %12s %12s %10s\n", "mode", "compile", "ttft", "prefill t/s", "decode t/s",
               "weights GB/s", "device MB");
   std::vector<std::int64_t> prompt_ids(static_cast<std::size_t>(prompt));
