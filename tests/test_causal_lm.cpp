@@ -302,6 +302,11 @@ BOOST_AUTO_TEST_CASE(config_fields_are_read) {
   // Another type at load: the weights converted once, the logits still f32.
   const kiln::CausalLM in_f32 = kiln::load_causal_lm((fixture_dir() / "gemma").string(), {.dtype = kiln::DType::f32});
   BOOST_TEST((in_f32.dtype() == kiln::DType::f32));
+  // explain() says what load found and did.
+  BOOST_TEST(gemma.explain().find("computing in bf16, the weights as stored") != std::string::npos, gemma.explain());
+  BOOST_TEST(in_f32.explain().find("bf16 (") != std::string::npos, in_f32.explain());
+  BOOST_TEST(in_f32.explain().find("computing in f32: ") != std::string::npos, in_f32.explain());
+  BOOST_TEST(in_f32.explain().find("converted once, at load (CausalLMOptions::dtype)") != std::string::npos, in_f32.explain());
   const kiln::Model model = in_f32.forward_model(2, 5);
   const std::vector<kiln::Tensor> inputs = {kiln::Tensor(kiln::DType::i64, {2, 5})};
   const auto out = kiln::graph::run_reference(kiln::internal::graph(model), inputs);

@@ -336,6 +336,9 @@ BOOST_AUTO_TEST_CASE(kiln_generate_streams_tokens_and_timings) {
   BOOST_TEST(text.output.find(expected_stream) != std::string::npos, text.output);
   BOOST_TEST(text.output.find("decode") != std::string::npos);
   BOOST_TEST(text.output.find("1 step model") != std::string::npos);
+  BOOST_TEST(text.output.find("load: GPT2LMHeadModel from 'tests/fixtures/causal_lm/gpt2': checkpoint tensors") !=
+                 std::string::npos,
+             text.output);
 
   const cli_test::Result json = cli_test::run_kiln("generate tests/fixtures/causal_lm/gpt2 --prompt-ids " + ids +
                                                    " --max-new-tokens 24 --stop-ids '' --json --eager");
@@ -347,6 +350,7 @@ BOOST_AUTO_TEST_CASE(kiln_generate_streams_tokens_and_timings) {
   BOOST_TEST(out["prompt_ids"].get<std::vector<std::int64_t>>() == c.prompt);
   BOOST_TEST(out["compiles"].get<int>() == 1);
   BOOST_TEST(out["mode"].get<std::string>() == "eager");
+  BOOST_TEST(out["load"].get<std::string>().find("computing in f32") != std::string::npos, out["load"]);
 
   const cli_test::Result bench = cli_test::run_kiln("generate tests/fixtures/causal_lm/gpt2 --prompt-ids " + ids +
                                                     " --max-new-tokens 4 --bench --rounds 1 --modes eager,reduce-overhead");

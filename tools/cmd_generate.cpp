@@ -160,6 +160,7 @@ void run_generate(const GenerateArgs& a) {
   if (a.json) {
     nlohmann::json out = {{"model", a.folder},
                           {"architecture", generator.model().config().architecture},
+                          {"load", generator.model().explain()},
                           {"dtype", std::string(dtype_name(generator.model().dtype()))},
                           {"backend", a.backend},
                           {"mode", how},
@@ -183,6 +184,7 @@ void run_generate(const GenerateArgs& a) {
             << generator.model().config().architecture << " in " << dtype_name(generator.model().dtype()) << ", "
             << a.backend << " " << how << ": " << s.prompt_tokens << " prompt tokens, " << s.new_tokens
             << " new (stopped by " << r.stop_reason << ")\n";
+  std::cout << "load: " << generator.model().explain() << "\n";
   std::printf("compile: %.0f ms (%d step model%s, compiled once for every position)\n", s.compile_ms, s.compiles,
               s.compiles == 1 ? "" : "s");
   const bool exported = generator.model().onnx_export().has_value();

@@ -21,6 +21,8 @@ DType CausalLM::dtype() const { return impl_->dtype; }
 
 const std::optional<Model>& CausalLM::onnx_export() const { return impl_->onnx_export; }
 
+const std::string& CausalLM::explain() const { return impl_->load_summary; }
+
 namespace {
 
 // forward_model and step_model build the architecture; an export has none.
@@ -99,8 +101,24 @@ CausalLM load_causal_lm(const std::string& folder, const CausalLMOptions& option
   KILN_CHECK(is_float(impl->dtype), ErrorKind::InvalidArgument,
              "CausalLMOptions::dtype must be f32, f16 or bf16, not " + std::string(dtype_name(impl->dtype)));
   // Converted once here, so that every model built shares them.
-  for (auto& [name, tensor] : load_safetensors_checkpoint(folder))
-    impl->tensors.emplace(name, is_float(tensor.dtype()) && tensor.dtype() != impl->dtype ? tensor.to(impl->dtype) : tensor);
+  std::map<std::string, std::pair<std::size_t, std::uint64_t>> stored;  // type -> tensors, bytes
+  std::size_t converted = 0;
+  for (auto& [name, tensor] : load_safetensors_checkpoint(folder)) {
+    auto& [count, bytes] = stored[std::string(dtype_name(tensor.dtype()))];
+    ++count, bytes += tensor.nbytes();
+    const bool convert = is_float(tensor.dtype()) && tensor.dtype() != impl->dtype;
+    converted += convert ? 1 : 0;
+    impl->tensors.emplace(name, convert ? tensor.to(impl->dtype) : tensor);
+  }
+  std::string types;
+  for (const auto& [type, sum] : stored)
+    types += (types.empty() ? "" : ", ") + std::to_string(sum.first) + " " + type + " (" +
+             std::to_string(sum.second / (1024 * 1024)) + " MiB)";
+  impl->load_summary = architecture + " from '" + folder + "': checkpoint tensors " + types + "; computing in " +
+                       std::string(dtype_name(impl->dtype)) +
+                       (converted == 0 ? ", the weights as stored"
+                                       : ": " + std::to_string(converted) + " tensor(s) converted once, at load" +
+                                             (options.dtype ? " (CausalLMOptions::dtype)" : ""));
   // A model built now checks the weights against the config (names, shapes, none unused).
   hf::WeightSet check(impl->tensors, impl->dtype, folder);
   impl->decoder->forward(check, {.batch = 1, .length = 1});

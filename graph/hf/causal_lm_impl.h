@@ -22,6 +22,7 @@ struct CausalLM::Impl {
   // The checkpoint's tensors, each converted to dtype once (on first use).
   std::map<std::string, Tensor> tensors;
   std::optional<Model> onnx_export;
+  std::string load_summary;  // CausalLM::explain()
 };
 
 }  // namespace kiln

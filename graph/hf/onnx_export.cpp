@@ -165,6 +165,11 @@ CausalLM load_onnx_export(const std::string& path, const CausalLMOptions& option
                    std::string(dtype_name(impl->dtype)));
     model = model.with_float_type(impl->dtype);
   }
+  impl->load_summary = c.architecture + " from '" + path + "': " + std::to_string(c.num_layers) +
+                       " layers, a " + std::string(dtype_name(c.dtype)) + " cache" +
+                       (impl->dtype != c.dtype ? "; computing in " + std::string(dtype_name(impl->dtype)) +
+                                                     " (Model::with_float_type: weights converted once, at compile)"
+                                               : "; run as exported");
   impl->onnx_export = std::move(model);
   return CausalLM(std::move(impl));
 }

@@ -66,6 +66,10 @@ class KILN_API CausalLM {
   // time on the device; forward_model and step_model then throw Unsupported.
   // Unset for a checkpoint.
   const std::optional<Model>& onnx_export() const;
+  // What load_causal_lm found and did: the checkpoint's tensor types and
+  // sizes, the type the models compute in, and how many tensors it
+  // converted (once, at load) to get there.
+  const std::string& explain() const;
   // The whole-sequence forward pass: input "input_ids" (i64 [batch, length],
   // token ids at positions 0 .. length-1, attending causally), output
   // "logits" (f32 [batch, length, vocab_size]; computed in dtype() and

@@ -131,7 +131,8 @@ class KILN_API Generator {
   std::int64_t max_length() const;
   // Positions the current step's cache holds (0 before the first call).
   std::int64_t cache_length() const;
-  // What the step's compile did (CompiledModel::explain()); "" for eager.
+  // What loading the model did (CausalLM::explain()), then what the step's
+  // compile did (CompiledModel::explain(); nothing more for eager).
   std::string explain() const;
 
  private:

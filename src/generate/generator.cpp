@@ -169,8 +169,9 @@ std::int64_t Generator::max_length() const { return state_->max_length; }
 std::int64_t Generator::cache_length() const { return state_->cache_length; }
 
 std::string Generator::explain() const {
-  if (const auto* compiled = std::get_if<CompiledModel>(&state_->decode.runner)) return compiled->explain();
-  return "";
+  std::string text = state_->lm.explain() + "\n";
+  if (const auto* compiled = std::get_if<CompiledModel>(&state_->decode.runner)) text += compiled->explain();
+  return text;
 }
 
 GenerationResult Generator::generate(const std::vector<std::int64_t>& prompt, const GenerationConfig& config,
