@@ -308,9 +308,21 @@ class Inliner {
       const kir::Buf buffer{buffer_map_[static_cast<std::size_t>(node->buffer)]};
       const std::string suffix = "ld" + std::to_string(next++);
       std::vector<Expr> per_component;
+      const bool vector_type = node->type == kir::ScalarType::f32 || node->type == kir::ScalarType::i32 ||
+                               node->type == kir::ScalarType::u32;
       if (kind == Lanes::uniform) {
         out.push_back(kir::declare(prefixes[0] + suffix, node->type, kir::load(buffer, at, node->type)));
         per_component.assign(width, kir::var(prefixes[0] + suffix, node->type));
+      } else if (!vector_type) {
+        // Consecutive elements of a type kernels cannot load as a vector
+        // (bool, 16-bit storage, 64-bit): one load per component.
+        for (std::size_t c = 0; c < width; ++c) {
+          const std::string name = prefixes[c] + suffix;
+          const Expr component = at.type() == kir::ScalarType::u32 ? at + kir::u32(static_cast<std::uint32_t>(c))
+                                                                   : at + kir::i32(static_cast<std::int32_t>(c));
+          out.push_back(kir::declare(name, node->type, kir::load(buffer, component, node->type)));
+          per_component.push_back(kir::var(name, node->type));
+        }
       } else {
         std::vector<std::string> names;
         for (std::size_t c = 0; c < width; ++c) {
