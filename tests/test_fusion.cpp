@@ -465,6 +465,26 @@ BOOST_AUTO_TEST_CASE(vector_stores_take_a_residual_epilogue_as_vectors) {
   }
 }
 
+// A masked score after a one-row product (a decode step's attention): on
+// lavapipe the product takes the matrix-vector knobs, whose vec4 stores
+// read the epilogue's inputs four at a time; the mask is a bool, which
+// kernels cannot load as a vector, so its four elements are loaded one by one.
+BOOST_AUTO_TEST_CASE(a_bool_mask_in_a_vector_store_epilogue_is_loaded_per_component) {
+  kiln::Builder b("masked_scores");
+  auto q = b.input("q", DType::f32, {1, 16});
+  auto k = b.input("k", DType::f32, {16, 32});
+  auto mask = b.input("mask", DType::boolean, {1, 32});
+  Tensor low(DType::f32, {});
+  low.values<float>()[0] = -1e4f;
+  auto masked = b.op("Where", {mask, b.matmul(q, k), b.constant("low", low)}, {})[0];
+  const kiln::Model model = b.build({masked});
+  Tensor keep(DType::boolean, {1, 32});
+  for (std::size_t i = 0; i < keep.bytes().size(); ++i) keep.bytes()[i] = std::byte{static_cast<unsigned char>(i % 3 != 0)};
+  const std::vector<Tensor> inputs = {random_tensor({1, 16}, 40), random_tensor({16, 32}, 41), keep};
+  kiln::CompiledModel compiled = check_on_vulkan(model, inputs);
+  BOOST_TEST(compiled.stats().dispatches_per_run == 1);  // the Where is the product's epilogue
+}
+
 BOOST_AUTO_TEST_CASE(vector_store_with_a_branching_consumer_is_inlined_per_component) {
   namespace kir = kiln::kir;
   // Producer: y[4v .. 4v+3] = x[4v .. 4v+3] * 2 as one vector store.
