@@ -170,7 +170,8 @@ BOOST_AUTO_TEST_CASE(compiled_linear_layers_match_the_reference) {
 }
 
 // A linear layer as PyTorch stores it and transformers' builders lay it out:
-// Gemm(x, W [N, K], bias, transB = 1). Packed as a MatMul over W's transpose
+// Gemm(x, W [N, K], bias, transB = 1), or GPT-2's Conv1D, Gemm(x, W [K, N],
+// bias). Packed as a MatMul over W (transposed back)
 // (its bias an Add that fuses back into the epilogue); Gemms with scaling,
 // a transposed A, ragged N or a weight given at run time are left alone.
 BOOST_AUTO_TEST_CASE(gemms_with_a_transposed_weight_pack_as_matmuls) {
@@ -184,6 +185,9 @@ BOOST_AUTO_TEST_CASE(gemms_with_a_transposed_weight_pack_as_matmuls) {
   b.push_scope("no_bias");
   auto no_bias = b.gemm(x, b.constant("weight", random_tensor({16, 24}, 3)), std::nullopt, {.trans_b = true});
   b.pop_scope();
+  b.push_scope("conv1d");  // GPT-2's Conv1D: W [K, N]
+  auto conv1d = b.gemm(x, b.constant("weight", random_tensor({24, 16}, 8)), b.constant("bias", random_tensor({16}, 9)));
+  b.pop_scope();
   b.push_scope("scaled");
   auto scaled = b.gemm(x, b.constant("weight", random_tensor({16, 24}, 4)), std::nullopt, {.trans_b = true, .alpha = 0.5f});
   b.pop_scope();
@@ -193,10 +197,11 @@ BOOST_AUTO_TEST_CASE(gemms_with_a_transposed_weight_pack_as_matmuls) {
   b.push_scope("runtime");
   auto runtime = b.gemm(x, runtime_w, std::nullopt, {.trans_b = true});
   b.pop_scope();
-  const kiln::Model m = b.build({linear, no_bias, scaled, ragged, runtime});
+  const kiln::Model m = b.build({linear, no_bias, conv1d, scaled, ragged, runtime});
 
   const passes::PassResult result = passes::pack_matmul_weights(kiln::internal::graph(m));
-  BOOST_TEST(result.report.changes == 2);
+  BOOST_TEST(result.report.changes == 3);
+  BOOST_TEST(mentions(result.report, "Gemm 'conv1d' as a MatMul with B packed as NK16n [1, 24, 16], its bias an Add"));
   BOOST_TEST(mentions(result.report, "Gemm 'linear' (B transposed) as a MatMul with B packed as NK16n [2, 24, 16], its bias an Add"));
   BOOST_TEST(mentions(result.report, "Gemm 'no_bias' (B transposed) as a MatMul with B packed as NK16n [1, 24, 16]"));
   // Column j of the product (row j of W) sits at lane j % 16 of slab j / 16.

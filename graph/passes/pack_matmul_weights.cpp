@@ -27,12 +27,13 @@ bool packable(const Graph& graph, const Node& node) {
   return n >= kMatMulPackedBlock && n % kMatMulPackedBlock == 0;
 }
 
-// A Gemm that is such a MatMul with B given transposed, [N, K] (a linear
-// layer's weight as PyTorch stores it): A 2-D and not transposed, no
-// scaling, no fused activation; its bias becomes an Add after the MatMul.
+// A Gemm that is such a MatMul, with B [K, N] or given transposed, [N, K]
+// (a linear layer's weight as PyTorch stores it; GPT-2's Conv1D stores
+// [K, N]): A 2-D and not transposed, no scaling, no fused activation; its
+// bias becomes an Add after the MatMul.
 bool packable_gemm(const Graph& graph, const Node& node) {
   if (node.op != "Gemm" || node.attrs.has("weight_layout") || node.attrs.has("activation") || node.inputs.size() < 2 ||
-      node.inputs.size() > 3 || ops::get_flag(node, "transA", false) || !ops::get_flag(node, "transB", false) ||
+      node.inputs.size() > 3 || ops::get_flag(node, "transA", false) ||
       node.attrs.get_float("alpha", 1.0) != 1.0 || node.attrs.get_float("beta", 1.0) != 1.0)
     return false;
   const Value& a = graph.value(node.inputs[0]);
@@ -40,7 +41,7 @@ bool packable_gemm(const Graph& graph, const Node& node) {
   if (a.type.shape.size() != 2 || !b.constant || !is_float_weight(b.type.dtype) || b.type.shape.size() != 2) return false;
   // A 16-bit product with a bias rounds once as Gemm, twice as MatMul + Add.
   if (node.inputs.size() == 3 && node.inputs[2] >= 0 && graph.value(node.outputs[0]).type.dtype != DType::f32) return false;
-  const std::int64_t n = b.type.shape[0];
+  const std::int64_t n = b.type.shape[ops::get_flag(node, "transB", false) ? 0 : 1];
   return n >= kMatMulPackedBlock && n % kMatMulPackedBlock == 0;
 }
 
@@ -79,6 +80,7 @@ PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& opti
   Rewriter rw(graph, Rewriter::Constants::keep_used);
   for (const Node& node : graph.nodes()) {
     const bool gemm = packable_gemm(graph, node);
+    const bool transposed = gemm && ops::get_flag(node, "transB", false);
     if (!gemm && !packable(graph, node)) {
       rw.copy_node(node);
       continue;
@@ -97,7 +99,7 @@ PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& opti
       continue;
     }
     Tensor packed = rewrite_in_f32(*graph.value(node.inputs[1]).constant,
-                                   [&](const Tensor& b) { return gemm ? pack_transposed(b) : pack(b); });
+                                   [&](const Tensor& b) { return transposed ? pack_transposed(b) : pack(b); });
     const std::string shape_text = shape_str(packed.shape());
     if (gemm) {
       // MatMul(A, packed B) [+ C]: the bias's broadcast is Gemm's (to [M, N]).
@@ -110,7 +112,8 @@ PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& opti
       const ValueId y = bias ? rw.add_node("Add", {product[0], rw.map(node.inputs[2])}, {}, node.name)[0] : product[0];
       rw.replace(node.outputs[0], y);
       ++report.changes;
-      report.details.push_back("Gemm '" + node.name + "' (B transposed) as a MatMul with B packed as " +
+      report.details.push_back("Gemm '" + node.name + "'" + (transposed ? " (B transposed)" : "") +
+                               " as a MatMul with B packed as " +
                                kMatMulPackedLayout + " " + shape_text + (bias ? ", its bias an Add" : ""));
       continue;
     }
