@@ -208,7 +208,8 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
   // buffers, which the driver keeps vectorised: 2.5-4x the default's
   // bandwidth on lavapipe (docs/benchmarks/generation.md). Not shrunk for
   // invocations: the rows are few, the bytes per column what counts.
-  if (target.cpu_device && target.max_texel_buffer_elements != 0 && m <= kMatrixVectorRows &&
+  // (16-bit operands are read from storage buffers: texel views are f32.)
+  if (target.cpu_device && target.max_texel_buffer_elements != 0 && target.storage16.empty() && m <= kMatrixVectorRows &&
       std::max(batch * m * k, batch * k * n) <= static_cast<std::int64_t>(target.max_texel_buffer_elements)) {
     knobs.tile_m = fit_tile(m, kGemmTiles, 4);
     knobs.tile_n = fit_tile(n, kCpuGemmColumnTiles, 4);
