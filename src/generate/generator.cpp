@@ -156,7 +156,7 @@ Generator::Generator(CausalLM lm, GeneratorOptions options) : state_(std::make_u
   const std::int64_t positions = c.max_positions != 0 ? c.max_positions : std::numeric_limits<std::int32_t>::max();
   KILN_CHECK(max_length >= 0 && max_length <= positions, ErrorKind::InvalidArgument,
              "GeneratorOptions::max_length " + std::to_string(max_length) + " is outside [1, " +
-                 std::to_string(c.max_positions) + "], the positions " + c.architecture + " takes (0: all of them)");
+                 std::to_string(positions) + "], the positions " + c.architecture + " takes (0: all of them)");
   state_->max_length = max_length != 0 ? max_length : positions;
 }
 
