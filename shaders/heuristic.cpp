@@ -203,26 +203,19 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
   // `KILN_GEMM_BENCH_SHAPE=M,49,K ... test_templates --run_test=gemm_throughput`;
   // 49 rows, ConvNeXt's last stage: 8x16 1.2-1.9x faster than 4x16 with
   // KILN_GEMM_BENCH_SHAPE=49,768,3072 KILN_GEMM_BENCH_PACKED_B=16).
-  // Matrix-vector products (a decode step's projections) on a CPU device
-  // with texel buffers: 16 columns per invocation read through texel
-  // buffers, which the driver keeps vectorised: 2.5-4x the default's
-  // bandwidth on lavapipe (docs/benchmarks/generation.md). Not shrunk for
-  // invocations: the rows are few, the bytes per column what counts.
-  // (16-bit operands are read from storage buffers: texel views are f32.)
-  if (target.cpu_device && target.max_texel_buffer_elements != 0 && target.storage16.empty() && m <= kMatrixVectorRows &&
-      std::max(batch * m * k, batch * k * n) <= static_cast<std::int64_t>(target.max_texel_buffer_elements)) {
-    knobs.tile_m = fit_tile(m, kGemmTiles, 4);
-    knobs.tile_n = fit_tile(n, kCpuGemmColumnTiles, 4);
-    knobs.k_unroll = k >= 2 * kKUnroll ? kKUnroll : 1;
-    knobs.vector_width = kVectorWidth;
-    knobs.workgroup_size = workgroup_size(target);
-    knobs.panel_width = 1;
-    knobs.texel_loads = true;
-    return knobs;
-  }
   knobs.tile_m = target.cpu_device ? fit_tile(m, kGemmTiles, 4) : fit_tile(m, kGemmTiles);
   knobs.tile_n = target.cpu_device ? fit_tile(n, kCpuGemmColumnTiles, 4) : fit_tile(n, kGemmTiles);
-  while ((knobs.tile_m > 1 || knobs.tile_n > 1) &&
+  // Matrix-vector products (a decode step's projections) on a CPU device
+  // with texel buffers read both operands through them, which the driver
+  // keeps vectorised (lavapipe: 1.9-3.5x the storage-buffer blocks'
+  // throughput on decode shapes, docs/benchmarks/generation.md), in blocks
+  // not shrunk for invocations: the rows are few, the bytes per column are
+  // what counts. 16-bit operands are read from storage buffers (texel views
+  // are f32).
+  const bool matrix_vector =
+      target.cpu_device && target.max_texel_buffer_elements != 0 && target.storage16.empty() && m <= kMatrixVectorRows &&
+      std::max(batch * m * k, batch * k * n) <= static_cast<std::int64_t>(target.max_texel_buffer_elements);
+  while (!matrix_vector && (knobs.tile_m > 1 || knobs.tile_n > 1) &&
          batch * ceil_div(m, knobs.tile_m) * ceil_div(n, knobs.tile_n) < min_invocations(target))
     shrink(knobs.tile_m, knobs.tile_n);
   knobs.k_unroll = k >= 2 * kKUnroll ? kKUnroll : 1;
@@ -230,6 +223,11 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
   // on lavapipe 8x8 tiles then take 1.5x less CPU time than scalar loads.
   knobs.vector_width = kVectorWidth;
   knobs.workgroup_size = workgroup_size(target);
+  if (matrix_vector) {
+    knobs.panel_width = 1;
+    knobs.texel_loads = true;
+    return knobs;
+  }
   // Panels no wider than the product and small enough to stay in cache.
   knobs.panel_width = max_panel_width(target);
   const std::int64_t n_blocks = ceil_div(n, knobs.tile_n);

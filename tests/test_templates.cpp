@@ -976,7 +976,7 @@ BOOST_AUTO_TEST_CASE(gemm_knobs_follow_the_shape) {
   const sh::GemmKnobs row = sh::choose_gemm_knobs(1, 1, 4096, 512, lavapipe());
   BOOST_TEST(row.tile_m == 1u);
   BOOST_TEST(row.tile_n == 16u);
-  // On a CPU device with texel buffers, read through them (2.5-4x the
+  // On a CPU device with texel buffers, read through them (1.9-3.5x the
   // bandwidth on lavapipe), and not shrunk for invocations; not where an
   // operand outgrows the largest texel buffer, nor on a GPU.
   BOOST_TEST(row.texel_loads);

@@ -98,6 +98,7 @@ class StepCache {
 Value step_positions(Builder& b, Value position, std::int64_t query_length);
 // Rows `positions` (i64, any shape P) of `table` [N, D]: P + [D].
 Value gather_rows(Builder& b, Value table, Value positions);
+// Which rows a step at `position` writes (CacheRows, above).
 CacheRows cache_rows(Builder& b, Value position, std::int64_t cache_length, std::int64_t query_length);
 // The cache `past` [B, H, C, D] with the rows `rows` names replaced by
 // `update` [B, H, Lq, D] (transformers' StaticCache index_copy_), computed

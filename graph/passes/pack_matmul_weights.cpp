@@ -45,29 +45,19 @@ bool packable_gemm(const Graph& graph, const Node& node) {
   return n >= kMatMulPackedBlock && n % kMatMulPackedBlock == 0;
 }
 
-// [N, K] (B transposed) -> [N / 16, K, 16].
-Tensor pack_transposed(const Tensor& transposed) {
-  const std::int64_t n = transposed.shape()[0], k = transposed.shape()[1], blocks = n / kMatMulPackedBlock;
+// B [K, N] (or given transposed, [N, K]) -> [N / 16, K, 16].
+Tensor pack(const Tensor& b, bool transposed) {
+  const std::int64_t k = b.shape()[transposed ? 1 : 0], n = b.shape()[transposed ? 0 : 1];
+  const std::int64_t blocks = n / kMatMulPackedBlock;
   Tensor packed(DType::f32, {blocks, k, kMatMulPackedBlock});
-  const auto from = transposed.values<float>();
-  auto to = packed.values<float>();
-  for (std::int64_t block = 0; block < blocks; ++block)
-    for (std::int64_t lane = 0; lane < kMatMulPackedBlock; ++lane)
-      for (std::int64_t q = 0; q < k; ++q)
-        to[(block * k + q) * kMatMulPackedBlock + lane] = from[(block * kMatMulPackedBlock + lane) * k + q];
-  return packed;
-}
-
-// [K, N] -> [N / 16, K, 16].
-Tensor pack(const Tensor& plain) {
-  const std::int64_t k = plain.shape()[0], n = plain.shape()[1], blocks = n / kMatMulPackedBlock;
-  Tensor packed(DType::f32, {blocks, k, kMatMulPackedBlock});
-  const auto from = plain.values<float>();
+  const auto from = b.values<float>();
   auto to = packed.values<float>();
   for (std::int64_t block = 0; block < blocks; ++block)
     for (std::int64_t q = 0; q < k; ++q)
-      for (std::int64_t lane = 0; lane < kMatMulPackedBlock; ++lane)
-        to[(block * k + q) * kMatMulPackedBlock + lane] = from[q * n + block * kMatMulPackedBlock + lane];
+      for (std::int64_t lane = 0; lane < kMatMulPackedBlock; ++lane) {
+        const std::int64_t column = block * kMatMulPackedBlock + lane;
+        to[(block * k + q) * kMatMulPackedBlock + lane] = from[transposed ? column * k + q : q * n + column];
+      }
   return packed;
 }
 
@@ -99,7 +89,7 @@ PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& opti
       continue;
     }
     Tensor packed = rewrite_in_f32(*graph.value(node.inputs[1]).constant,
-                                   [&](const Tensor& b) { return transposed ? pack_transposed(b) : pack(b); });
+                                   [&](const Tensor& b) { return pack(b, transposed); });
     const std::string shape_text = shape_str(packed.shape());
     if (gemm) {
       // MatMul(A, packed B) [+ C]: the bias's broadcast is Gemm's (to [M, N]).
