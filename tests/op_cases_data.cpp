@@ -1,7 +1,8 @@
 // Op cases of the data-movement family: Slice, Split, Gather, Squeeze,
-// Unsqueeze, Expand, Tile, Pad, Resize and Trilu, over the attribute forms their
-// kernels specialise on. Every case is f32 end to end, so it must compile
-// without graph breaks on every backend. Squeeze and Unsqueeze are views, so
+// Unsqueeze, Expand, Tile, Pad, Resize, Trilu and TensorScatter, over the
+// attribute forms their kernels specialise on. Every case is f32 end to end
+// (but TensorScatter's i64 write indices), so it must compile without graph
+// breaks on every backend. Squeeze and Unsqueeze are views, so
 // their cases add an elementwise op to give the backend a kernel to run.
 #include "op_cases.h"
 
@@ -157,6 +158,41 @@ void trilu_cases(DataCases& c) {
   c.add_op("Trilu/lower_huge_k_keeps_all", {5, 2}, "Trilu", attrs({{"upper", std::int64_t{0}}, {"k", kMaxInt}}));
 }
 
+// TensorScatter: the cache a graph input nothing else reads (written in
+// place), and one another op also reads (the functional kernel, which must
+// leave that reader the old cache).
+void tensor_scatter_cases(DataCases& c) {
+  struct Form {
+    std::string name;
+    Shape past, update;
+    std::vector<std::int64_t> writes;  // empty: no write_indices input
+    graph::Attributes attributes;
+    bool past_read_again;
+  };
+  const std::vector<Form> forms = {
+      {"TensorScatter/in_place_kv_cache", {2, 3, 8, 4}, {2, 3, 1, 4}, {5, 0}, {}, false},
+      {"TensorScatter/in_place_prompt_rows_circular", {2, 2, 6, 3}, {2, 2, 4, 3}, {4, 1},
+       attrs({{"mode", std::string("circular")}}), false},
+      {"TensorScatter/in_place_axis1_no_indices", {1, 5, 6}, {1, 2, 6}, {}, attrs({{"axis", std::int64_t{1}}}), false},
+      {"TensorScatter/functional_past_read_again", {2, 3, 8, 4}, {2, 3, 2, 4}, {6, 3}, {}, true},
+      {"TensorScatter/functional_circular", {1, 2, 5, 2}, {1, 2, 3, 2}, {3}, attrs({{"mode", std::string("circular")}}), true},
+  };
+  for (const Form& form : forms) {
+    Builder b(form.name);
+    const V past = b.input("past", DType::f32, form.past);
+    const V update = b.input("update", DType::f32, form.update);
+    std::vector<std::optional<V>> inputs = {past, update};
+    std::vector<Tensor> values = {seeded_tensor(c.seed++, form.past), seeded_tensor(c.seed++, form.update)};
+    if (!form.writes.empty()) {
+      inputs.push_back(b.input("write_indices", DType::i64, {static_cast<std::int64_t>(form.writes.size())}));
+      values.push_back(Tensor::from_i64({static_cast<std::int64_t>(form.writes.size())}, form.writes));
+    }
+    Vs outputs = {b.op("TensorScatter", inputs, form.attributes)[0]};
+    if (form.past_read_again) outputs.push_back(b.add(past, past));
+    c.cases.push_back({form.name, b.build(outputs), std::move(values), 0.0f});
+  }
+}
+
 }  // namespace
 
 void add_data_cases(std::vector<OpCase>& cases) {
@@ -169,6 +205,7 @@ void add_data_cases(std::vector<OpCase>& cases) {
   pad_cases(c);
   resize_cases(c);
   trilu_cases(c);
+  tensor_scatter_cases(c);
 }
 
 }  // namespace kiln::testing

@@ -9,6 +9,7 @@
 #include "graph/ir.h"
 #include "small_models.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <functional>
@@ -294,3 +295,69 @@ BOOST_FIXTURE_TEST_CASE(copy_errors_are_named, VulkanDevice) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// A key/value cache step: `update` written into the cache at `position`
+// (TensorScatter), which a later op reads, as attention reads it.
+Model cache_step_model() {
+  Builder b("cache_step");
+  auto past = b.input("past", DType::f32, {1, 2, 8, 4});
+  auto update = b.input("update", DType::f32, {1, 2, 1, 4});
+  auto position = b.input("position", DType::i64, {1});
+  auto present = b.op("TensorScatter", {past, update, position}, {})[0];
+  return b.build({b.relu(present), present});
+}
+
+// `cache` [1, 2, 8, 4] with row `position` of each head replaced by `update`'s.
+Tensor written(const Tensor& cache, const Tensor& update, std::int64_t position) {
+  Tensor out = cache.clone();
+  for (std::int64_t h = 0; h < 2; ++h)
+    for (std::int64_t d = 0; d < 4; ++d)
+      out.values<float>()[static_cast<std::size_t>((h * 8 + position) * 4 + d)] =
+          update.values<float>()[static_cast<std::size_t>(h * 4 + d)];
+  return out;
+}
+
+// Eight steps into each of two device caches, alternating, then a call with
+// a host cache: each device cache holds its own rows and is the output the
+// call returns; the host tensor is left as it was.
+template <class M>
+void check_caches_updated_in_place(M& m) {
+  const Tensor zeros(DType::f32, {1, 2, 8, 4});
+  std::vector<DeviceTensor> caches = {m.to_device(zeros), m.to_device(zeros)};
+  std::vector<Tensor> expected = {zeros, zeros};
+  for (std::int64_t step = 0; step < 8; ++step)
+    for (std::size_t c = 0; c < caches.size(); ++c) {
+      const Tensor update = random_tensor({1, 2, 1, 4}, static_cast<unsigned>(100 + 10 * step + c));
+      const std::vector<DeviceTensor> out = m.call_on_device({caches[c], update, Tensor::from_i64({1}, {step})});
+      expected[c] = written(expected[c], update, step);
+      BOOST_TEST(max_difference({caches[c].to_host()}, {expected[c]}) == 0.0f);  // the caller's handle
+      BOOST_TEST(max_difference({out[1].to_host()}, {expected[c]}) == 0.0f);
+      Tensor relu = expected[c].clone();
+      for (float& v : relu.values<float>()) v = std::max(v, 0.0f);
+      BOOST_TEST(max_difference({out[0].to_host()}, {relu}) == 0.0f);  // what read the cache saw it written
+    }
+  const Tensor host_cache = expected[0].clone();
+  const Tensor update = random_tensor({1, 2, 1, 4}, 7);
+  const std::vector<Tensor> out = m({host_cache, update, Tensor::from_i64({1}, {3})});
+  BOOST_TEST(max_difference({out[1]}, {written(expected[0], update, 3)}) == 0.0f);
+  BOOST_TEST(max_difference({host_cache}, {expected[0]}) == 0.0f);
+  BOOST_TEST(max_difference({caches[1].to_host()}, {expected[1]}) == 0.0f);  // not written by the host call
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(a_cache_given_on_the_device_is_updated_where_it_lies) {
+  const Model model = cache_step_model();
+  EagerModel eager_model = eager(model);
+  check_caches_updated_in_place(eager_model);
+  for (Mode mode : kModes) {
+    BOOST_TEST_CONTEXT("mode " << mode_name(mode)) {
+      CompiledModel m = compile(model, {.mode = mode});
+      check_caches_updated_in_place(m);
+      // One kernel writes the cache; none copies it.
+      BOOST_TEST(m.stats().dispatches_per_run == 2);
+    }
+  }
+}

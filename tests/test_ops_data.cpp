@@ -590,6 +590,39 @@ BOOST_AUTO_TEST_CASE(one_hot_marks_the_named_position_along_a_new_axis) {
   }
 }
 
+// TensorScatter (ONNX opset 24) writes each batch entry's update rows at its
+// write index along the sequence axis; circular mode wraps them; without
+// write_indices they land at 0; a linear write past the end is an error.
+BOOST_AUTO_TEST_CASE(tensor_scatter_writes_update_rows_at_each_batch_entrys_index) {
+  const Tensor past = iota({2, 1, 4, 2});  // [batch 2, heads 1, cache 4, dim 2]: 0..15
+  const Tensor update = Tensor::from_f32({2, 1, 2, 2}, {100, 101, 102, 103, 200, 201, 202, 203});
+  check_values(reference1("TensorScatter", {past, update, Tensor::from_i64({2}, {1, 2})}, attrs({})), {2, 1, 4, 2},
+               {0, 1, 100, 101, 102, 103, 6, 7, 8, 9, 10, 11, 200, 201, 202, 203});
+  check_values(reference1("TensorScatter", {past, update, Tensor::from_i64({2}, {3, 0})},
+                          attrs({{"mode", std::string("circular")}})),
+               {2, 1, 4, 2}, {102, 103, 2, 3, 4, 5, 100, 101, 200, 201, 202, 203, 12, 13, 14, 15});
+  check_values(reference1("TensorScatter", {past, update}, attrs({})), {2, 1, 4, 2},
+               {100, 101, 102, 103, 4, 5, 6, 7, 200, 201, 202, 203, 12, 13, 14, 15});
+  // Along axis 1 of [batch 1, cache 3, dim 2].
+  check_values(reference1("TensorScatter", {iota({1, 3, 2}), Tensor::from_f32({1, 1, 2}, {9, 9}), Tensor::from_i64({1}, {2})},
+                          attrs({{"axis", std::int64_t{1}}})),
+               {1, 3, 2}, {0, 1, 2, 3, 9, 9});
+  try {
+    reference("TensorScatter", {past, update, Tensor::from_i64({2}, {0, 3})}, attrs({}));
+    BOOST_ERROR("expected an error");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("write index 3 of batch entry 1 puts 2 rows outside a cache of 4") !=
+                   std::string::npos,
+               e.what());
+  }
+  try {
+    reference("TensorScatter", {past, update}, attrs({{"axis", std::int64_t{0}}}));
+    BOOST_ERROR("expected an error");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(std::string(e.what()).find("axis must not be the batch axis") != std::string::npos, e.what());
+  }
+}
+
 // ScatterND replaces (or combines) the slices its index tuples name, in the
 // indices' order; an index out of range is an error naming its axis.
 BOOST_AUTO_TEST_CASE(scatter_nd_writes_the_slices_its_tuples_name) {

@@ -159,18 +159,8 @@ Value gather_rows(Builder& b, Value table, Value positions) {
   return one(b, "Gather", {table, positions}, attrs({{"axis", std::int64_t{0}}}));
 }
 
-CacheRows cache_rows(Builder& b, Value position, std::int64_t cache_length, std::int64_t query_length) {
-  // Row r of a written cache is the update's row r - position where that is in [0, Lq), else the past's row r.
-  Value offset = b.sub(b.constant("cache_rows.rows", range(cache_length)), position);
-  Value valid = one(b, "And", {one(b, "GreaterOrEqual", {offset, b.constant("cache_rows.zero", i64_scalar(0))}),
-                               one(b, "Less", {offset, b.constant("cache_rows.length", i64_scalar(query_length))})});
-  return {.written = b.reshape(valid, {1, 1, cache_length, 1}),
-          .update_row = one(b, "Where", {valid, offset, b.constant("cache_rows.first", i64_scalar(0))})};
-}
-
-Value write_cache(Builder& b, Value past, Value update, const CacheRows& rows) {
-  Value gathered = one(b, "Gather", {update, rows.update_row}, attrs({{"axis", std::int64_t{2}}}));
-  return one(b, "Where", {rows.written, gathered, past});
+Value write_cache(Builder& b, Value past, Value update, Value write_indices) {
+  return one(b, "TensorScatter", {past, update, write_indices}, attrs({{"axis", std::int64_t{2}}}));
 }
 
 Value step_mask(Builder& b, Value slots, Value attention_mask, DType dtype, std::optional<std::int64_t> sliding_window) {
@@ -203,13 +193,13 @@ StepCache::StepCache(Builder& b, std::int64_t batch, std::int64_t query_length, 
       past_.push_back(b.input("past." + std::to_string(layer) + "." + part, dtype, {batch, kv_heads, cache_length, head_dim}));
   present_.resize(past_.size());
   slots_ = step_positions(b, position, query_length);
-  rows_ = cache_rows(b, position, cache_length, query_length);
+  write_indices_ = batch == 1 ? position : one(b, "Expand", {position}, attrs({{"shape", std::vector<std::int64_t>{batch}}}));
 }
 
 std::pair<Value, Value> StepCache::write(std::int64_t layer, Value k, Value v) {
   const auto i = static_cast<std::size_t>(2 * layer);
-  present_[i] = write_cache(b_, past_[i], k, rows_);
-  present_[i + 1] = write_cache(b_, past_[i + 1], v, rows_);
+  present_[i] = write_cache(b_, past_[i], k, write_indices_);
+  present_[i + 1] = write_cache(b_, past_[i + 1], v, write_indices_);
   return {present_[i], present_[i + 1]};
 }
 

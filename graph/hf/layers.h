@@ -62,14 +62,6 @@ Value apply_rotary(Builder& b, Value x, Value cos, Value sin);
 Tensor causal_mask(std::int64_t length, DType dtype, std::optional<std::int64_t> sliding_window = std::nullopt);
 
 // ---- steps over a static key/value cache ----------------------------------
-// Which rows of a cache of `cache_length` a step at `position` (i64 [1])
-// writes with its Lq queries: computed once per step, shared by every
-// layer's key and value cache.
-struct CacheRows {
-  Value written;     // bool [1, 1, C, 1]: row r is one of position .. position + Lq - 1
-  Value update_row;  // i64 [C]: r - position there (0 elsewhere)
-};
-
 // A step model's interface (CausalLM::step_model): the inputs input_ids,
 // position, position_ids, attention_mask and past.<i>.key/value, and the
 // outputs logits and present.<i>.key/value, which write() makes as each
@@ -89,7 +81,7 @@ class StepCache {
  private:
   Builder& b_;
   Value slots_;
-  CacheRows rows_;
+  Value write_indices_;  // i64 [B]: position, where each prompt's rows go
   std::vector<Value> past_, present_;
 };
 
@@ -98,12 +90,11 @@ class StepCache {
 Value step_positions(Builder& b, Value position, std::int64_t query_length);
 // Rows `positions` (i64, any shape P) of `table` [N, D]: P + [D].
 Value gather_rows(Builder& b, Value table, Value positions);
-// Which rows a step at `position` writes (CacheRows, above).
-CacheRows cache_rows(Builder& b, Value position, std::int64_t cache_length, std::int64_t query_length);
-// The cache `past` [B, H, C, D] with the rows `rows` names replaced by
-// `update` [B, H, Lq, D] (transformers' StaticCache index_copy_), computed
-// whole: the result is a new cache.
-Value write_cache(Builder& b, Value past, Value update, const CacheRows& rows);
+// The cache `past` [B, H, C, D] with rows write_indices[b] + [0, Lq) of each
+// prompt b replaced by `update` [B, H, Lq, D] (transformers' StaticCache
+// index_copy_): a TensorScatter, which writes those rows in place when the
+// cache is a step's input that nothing else reads, as here.
+Value write_cache(Builder& b, Value past, Value update, Value write_indices);
 // The additive mask [B, 1, Lq, C] of a step: 0 where a cache slot is at or
 // before the query's slot (`slots`, i64 [Lq]) and holds a token
 // (`attention_mask` i64 [B, C] not 0: left padding is 0), the type's lowest

@@ -75,6 +75,21 @@ GatherPlan gather_plan(const Node& node, std::span<const TensorType> inputs);
 // Adds `extent` to negative indices; throws InvalidArgument for any outside [-extent, extent).
 std::vector<std::int64_t> normalize_gather_indices(const std::vector<std::int64_t>& raw, std::int64_t extent);
 
+// ---- TensorScatter ---------------------------------------------------------------
+
+// TensorScatter (ONNX opset 24, the key/value cache update): `past`
+// [batch, ..., S, ...] with `update` [batch, ..., L, ...] written along `axis`
+// (not the batch axis) at positions write_indices[b] + 0 .. L - 1 of each batch
+// entry b (write_indices i64 [batch], zeros when absent); mode "circular" takes
+// the positions modulo S. As [batch, middle, S or L, inner] around the axis.
+struct TensorScatterPlan {
+  std::int64_t batch = 1, middle = 1, cache = 0, length = 0, inner = 1;
+  bool circular = false;
+  bool has_indices = false;
+};
+// inputs: past, update and (when has_input(node, 2)) write_indices.
+TensorScatterPlan tensor_scatter_plan(const Node& node, std::span<const TensorType> inputs);
+
 // ---- Expand, Tile ----------------------------------------------------------------
 
 Shape expand_shape(const Node& node, const Shape& input);

@@ -1,6 +1,7 @@
 // Ops whose output elements are chosen by position: GatherElements and
 // ScatterElements (by an index tensor along one axis), GatherND (by index
-// tuples) and Trilu (by the side of a diagonal). They move raw elements, so
+// tuples), TensorScatter (rows at a position per batch entry: the
+// key/value cache update) and Trilu (by the side of a diagonal). They move raw elements, so
 // they accept every dtype (ScatterElements' reductions: f32, i32, i64).
 #include <algorithm>
 #include <cstring>
@@ -324,6 +325,36 @@ std::vector<Tensor> reference_scatter_nd(const Node& node, std::span<const Tenso
   return {out};
 }
 
+// ---- TensorScatter ----------------------------------------------------------------
+
+std::vector<TensorType> infer_tensor_scatter(const Node& node, std::span<const TensorType> in) {
+  tensor_scatter_plan(node, in);
+  return {in[0]};
+}
+
+// Each batch entry's update rows copied to their cache positions; a linear
+// write past the cache's end is an error, as is a negative write index.
+std::vector<Tensor> reference_tensor_scatter(const Node& node, std::span<const Tensor> in) {
+  const TensorScatterPlan p = tensor_scatter_plan(node, types_of(in));
+  Tensor out = in[0].clone();
+  const std::size_t row_bytes = static_cast<std::size_t>(p.inner) * dtype_size(in[0].dtype());
+  for (std::int64_t b = 0; b < p.batch; ++b) {
+    const std::int64_t write = p.has_indices ? in[2].values<std::int64_t>()[static_cast<std::size_t>(b)] : 0;
+    KILN_CHECK(write >= 0 && (p.circular || write <= p.cache - p.length), ErrorKind::InvalidArgument,
+               "node '" + node.name + "' (TensorScatter): write index " + std::to_string(write) + " of batch entry " +
+                   std::to_string(b) + " puts " + std::to_string(p.length) + " rows outside a cache of " +
+                   std::to_string(p.cache) + (p.circular ? " (negative)" : " (mode linear)"));
+    for (std::int64_t m = 0; m < p.middle; ++m)
+      for (std::int64_t i = 0; i < p.length; ++i) {
+        const std::int64_t slot = p.circular ? (write % p.cache + i) % p.cache : write + i;
+        const std::int64_t from = (b * p.middle + m) * p.length + i, to = (b * p.middle + m) * p.cache + slot;
+        std::memcpy(out.bytes().data() + static_cast<std::size_t>(to) * row_bytes,
+                    in[1].bytes().data() + static_cast<std::size_t>(from) * row_bytes, row_bytes);
+      }
+  }
+  return {out};
+}
+
 // ---- OneHot -----------------------------------------------------------------------
 
 // OneHot: inputs (indices, values [off, on]); `depth` (ONNX's constant
@@ -495,6 +526,39 @@ std::vector<Tensor> reference_reverse_sequence(const Node& node, std::span<const
 
 }  // namespace
 
+TensorScatterPlan tensor_scatter_plan(const Node& node, std::span<const TensorType> in) {
+  check_known_attributes(node, {"axis", "mode"});
+  const TensorType& past = in[0];
+  const TensorType& update = in[1];
+  const std::string mode = node.attrs.get_string("mode", "linear");
+  KILN_CHECK(mode == "linear" || mode == "circular", ErrorKind::InvalidArgument,
+             "mode must be \"linear\" or \"circular\", got \"" + mode + "\"");
+  const auto rank = static_cast<std::int64_t>(past.shape.size());
+  KILN_CHECK(rank >= 2, ErrorKind::ShapeMismatch, "the cache needs a batch axis and a sequence axis: " + describe("past", past));
+  const auto axis = static_cast<std::size_t>(normalize_axis(node.attrs.get_int("axis", -2), rank, "axis"));
+  KILN_CHECK(axis != 0, ErrorKind::InvalidArgument, "axis must not be the batch axis 0");
+  require_same_dtype("past", past, "update", update);
+  bool fits = update.shape.size() == past.shape.size() && update.shape[axis] <= past.shape[axis];
+  for (std::size_t d = 0; fits && d < past.shape.size(); ++d) fits = d == axis || update.shape[d] == past.shape[d];
+  KILN_CHECK(fits, ErrorKind::ShapeMismatch,
+             "update must have the cache's shape but for at most as many rows on axis " + std::to_string(axis) + ": " +
+                 describe("past", past) + ", " + describe("update", update));
+  TensorScatterPlan p;
+  p.circular = mode == "circular";
+  p.has_indices = has_input(node, 2);
+  if (p.has_indices)
+    KILN_CHECK(in[2].dtype == DType::i64 && in[2].shape == Shape{past.shape[0]}, ErrorKind::ShapeMismatch,
+               "write_indices must be i64 [" + std::to_string(past.shape[0]) + "], one per batch entry: " +
+                   describe("write_indices", in[2]));
+  p.batch = past.shape[0];
+  for (std::size_t d = 1; d < axis; ++d) p.middle *= past.shape[d];
+  p.cache = past.shape[axis];
+  p.length = update.shape[axis];
+  for (std::size_t d = axis + 1; d < past.shape.size(); ++d) p.inner *= past.shape[d];
+  KILN_CHECK(p.cache > 0 || p.length == 0, ErrorKind::ShapeMismatch, "a cache of no rows: " + describe("past", past));
+  return p;
+}
+
 void register_indexing_ops(OpTable& table) {
   add_op(table, make_schema("ReverseSequence", 2, 2, infer_reverse_sequence, reference_reverse_sequence,
                             "the first sequence_lens[b] steps along `time_axis` reversed, per batch entry b"));
@@ -506,6 +570,9 @@ void register_indexing_ops(OpTable& table) {
                             "the data slices the indices' last axis names as tuples, after `batch_dims` shared axes"));
   add_op(table, make_schema("ScatterND", 3, 3, infer_scatter_nd, reference_scatter_nd,
                             "data with the slices the indices' tuples name replaced (or combined by `reduction`) by updates"));
+  add_op(table, make_schema("TensorScatter", 2, 3, infer_tensor_scatter, reference_tensor_scatter,
+                            "past with update's rows written along `axis` at write_indices[b] + i (mod the cache "
+                            "length in `mode` circular): the key/value cache update, in place where nothing else reads past"));
   add_op(table, make_schema("OneHot", 2, 2, infer_one_hot, reference_one_hot,
                             "values[1] where an index names the position along the new `axis` of `depth`, else values[0]"));
   add_op(table, make_schema("Trilu", 1, 2, infer_trilu, reference_trilu,

@@ -49,10 +49,40 @@ struct LoweredNodes {
   std::vector<std::optional<std::string>> host;     // by node id: set for graph breaks
 };
 
+// Readers of each value: node inputs, and the caller for a graph output.
+std::vector<int> reader_counts(const graph::Graph& g) {
+  std::vector<int> readers(g.values().size(), 0);
+  for (const graph::Node& node : g.nodes())
+    for (graph::ValueId v : node.inputs)
+      if (v >= 0) ++readers[static_cast<std::size_t>(v)];
+  for (graph::ValueId v : g.outputs()) ++readers[static_cast<std::size_t>(v)];
+  return readers;
+}
+
+// Whether `node` may write its output 0 into its input 0's storage: that
+// storage (the root of input 0's chain of views) is read by nothing else,
+// each view in the chain by the next alone, and it is a graph input or a
+// kernel's output (a constant is shared; a host step's output is also kept
+// on the host, where it would go stale).
+bool may_write_in_place(const graph::Graph& g, const graph::Node& node, const std::vector<int>& readers,
+                        const LoweredNodes& lowered, const KernelPlan& plan) {
+  if (node.inputs.empty() || node.inputs[0] < 0) return false;
+  graph::ValueId v = node.inputs[0];
+  while (true) {
+    const graph::Value& value = g.value(v);
+    if (readers[static_cast<std::size_t>(v)] != 1 || value.constant || value.type.dynamic) return false;
+    if (plan.root[static_cast<std::size_t>(v)] == v) break;
+    v = g.node(value.producer).inputs[0];  // a view: up to what it views
+  }
+  const graph::NodeId producer = g.value(v).producer;
+  return producer == graph::kNoNode || lowered.kernels[static_cast<std::size_t>(producer)].has_value();
+}
+
 LoweredNodes lower_all(const graph::Graph& g, const PlanOptions& options, KernelPlan& plan) {
   LoweredNodes out;
   out.kernels.resize(g.nodes().size());
   out.host.resize(g.nodes().size());
+  const std::vector<int> readers = reader_counts(g);
   for (const graph::Node& node : g.nodes()) {
     std::vector<graph::TensorType> in_types, out_types;
     for (graph::ValueId v : node.inputs)
@@ -78,9 +108,17 @@ LoweredNodes lower_all(const graph::Graph& g, const PlanOptions& options, Kernel
       plan.root[static_cast<std::size_t>(node.outputs[0])] = plan.root[static_cast<std::size_t>(node.inputs[0])];
       continue;
     }
+    std::optional<kir::Kernel> in_place;
+    if (may_write_in_place(g, node, readers, out, plan))
+      in_place = lower::lower_in_place(node, in_types, out_types, options.target);
+    if (in_place) {
+      lowered->kernel = std::move(*in_place);
+      plan.in_place[static_cast<std::size_t>(node.id)] = true;
+      plan.root[static_cast<std::size_t>(node.outputs[0])] = plan.root[static_cast<std::size_t>(node.inputs[0])];
+    }
     BoundKernel bound{std::move(*lowered->kernel), {}};
-    for (graph::ValueId v : node.inputs)
-      if (v >= 0) bound.values.push_back(v);
+    for (std::size_t i = in_place ? 1 : 0; i < node.inputs.size(); ++i)
+      if (node.inputs[i] >= 0) bound.values.push_back(node.inputs[i]);
     for (graph::ValueId v : node.outputs) bound.values.push_back(v);
     KILN_CHECK(bound.values.size() == bound.kernel.buffers.size(), ErrorKind::Internal,
                "node '" + node.name + "' (" + node.op + "): its kernel '" + bound.kernel.name + "' has " +
@@ -176,7 +214,10 @@ class Fuser {
   // through views only it reads), latest first.
   std::vector<Link> links(const graph::Node& node, std::size_t at) const {
     std::vector<Link> out;
-    for (graph::ValueId v : node.inputs) {
+    // An in-place kernel does not read its input 0: it writes into it.
+    const bool in_place = plan_.in_place[static_cast<std::size_t>(node.id)];
+    for (std::size_t slot = in_place ? 1 : 0; slot < node.inputs.size(); ++slot) {
+      const graph::ValueId v = node.inputs[slot];
       if (v < 0 || !private_to(v, node.id)) continue;
       if (std::any_of(out.begin(), out.end(), [&](const Link& l) { return l.consumed == v; })) continue;
       Link link;
@@ -186,6 +227,12 @@ class Fuser {
       bool ok = true;
       while (ok && cur != root(cur)) {  // up through views, each read only by the next
         const graph::Node& view = g_.node(g_.value(cur).producer);
+        // An in-place kernel's output shares its input's storage but is no
+        // view: it writes only some of it, so nothing fuses into it.
+        if (plan_.in_place[static_cast<std::size_t>(view.id)]) {
+          ok = false;
+          break;
+        }
         ok = !view.inputs.empty() && view.inputs[0] >= 0 && private_to(view.inputs[0], view.id);
         if (ok) link.chain.push_back(cur = view.inputs[0]);
       }
@@ -236,6 +283,8 @@ class Fuser {
   }
 
   bool fuse_once(const graph::Node& node, std::size_t at, bool epilogue) {
+    // An in-place kernel stores only some elements: no epilogue position for all.
+    if (epilogue && plan_.in_place[static_cast<std::size_t>(node.id)]) return false;
     for (const Link& link : links(node, at)) {
       const BoundKernel& producer = *plan_.steps[link.producer_step].kernel;
       const BoundKernel& consumer = *plan_.steps[at].kernel;
@@ -302,6 +351,7 @@ KernelPlan plan_kernels(const graph::Graph& g, const PlanOptions& options) {
   plan.root.resize(g.values().size());
   for (std::size_t i = 0; i < plan.root.size(); ++i) plan.root[i] = static_cast<graph::ValueId>(i);
   plan.fused_away.assign(g.values().size(), false);
+  plan.in_place.assign(g.nodes().size(), false);
 
   LoweredNodes lowered = lower_all(g, options, plan);
   for (const graph::Node& node : g.nodes()) {

@@ -59,6 +59,10 @@ struct KernelPlan {
   std::vector<PlanStep> steps;
   std::vector<graph::ValueId> root;  // by value id: the value whose memory it views (itself unless a view)
   std::vector<bool> fused_away;      // by value id: lives only in registers inside a fused kernel
+  // By node id: its kernel writes output 0 into input 0's storage
+  // (lower::lower_in_place), which output 0 views; only where nothing else
+  // reads input 0's storage, which is neither a constant nor made on the host.
+  std::vector<bool> in_place;
   int kernel_nodes = 0;              // nodes lowered to kernels (before fusion)
 };
 

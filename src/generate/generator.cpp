@@ -81,7 +81,11 @@ struct Generator::State {
   // call its cache is too short for, or for another batch size).
   StepRunner decode;
   std::optional<StepRunner> prefill;
-  std::vector<DeviceTensor> empty_caches;  // zeros: rows not yet written must be finite (0 x NaN is NaN)
+  // The static cache, one tensor per layer's keys and values, allocated at
+  // the step's compile and written in place by every step (TensorScatter).
+  // Rows a generation has not written yet are masked out; they must be
+  // finite (0 x NaN is NaN): zeros, or an earlier generation's keys and values.
+  std::vector<DeviceTensor> caches;
   int compiles = 0;
 
   std::uint64_t peak_device_bytes() const {
@@ -111,8 +115,9 @@ struct Generator::State {
       prefill->make(lm.step_model(batch, options.prefill_chunk, cache_length), options);
       ++compiles;
     }
-    const DeviceTensor zeros = decode.to_device(Tensor(lm.dtype(), {batch, c.num_kv_heads, cache_length, c.head_dim}));
-    empty_caches.assign(static_cast<std::size_t>(2 * c.num_layers), zeros);
+    const Tensor zeros(lm.dtype(), {batch, c.num_kv_heads, cache_length, c.head_dim});
+    caches.clear();
+    for (std::int64_t i = 0; i < 2 * c.num_layers; ++i) caches.push_back(decode.to_device(zeros));
     const double ms = ms_between(start, Clock::now());
     runtime::log(runtime::LogLevel::info,
                  "generator: " + c.architecture + " step compiled for " + std::to_string(batch) + " prompt(s) and a cache of " +
@@ -241,7 +246,7 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
   };
   const CallInput attention_mask = s.layout ? CallInput(Tensor()) : CallInput(s.decode.to_device(mask_of(s.cache_length)));
 
-  std::vector<DeviceTensor> caches = s.empty_caches;
+  std::vector<DeviceTensor> caches = s.caches;  // (an export's grow: presents of its own)
   std::vector<float> logits;  // [rows, vocab] of the last step
   std::uint64_t logits_bytes = 0;  // what the last step's logits took to download
   // Tokens [rows, n] at cache slots slot .. slot + n - 1 through `step`; the
@@ -269,6 +274,7 @@ std::vector<GenerationResult> Generator::generate_batch(const std::vector<std::v
                                        positions_of(slot, n), attention_mask};
       inputs.insert(inputs.end(), caches.begin(), caches.end());
       outputs = step.call(inputs);
+      // The presents: the same caches, written where they lie (the executor's in-place inputs).
       caches.assign(outputs.begin() + 1, outputs.end());
     }
     Tensor host = outputs[logits_at].to_host();

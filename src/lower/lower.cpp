@@ -330,6 +330,22 @@ LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorTyp
   return lowered;
 }
 
+std::optional<kir::Kernel> lower_in_place(const graph::Node& node, std::span<const graph::TensorType> inputs,
+                                          std::span<const graph::TensorType> outputs, const LowerTarget& target) {
+  if (node.op != "TensorScatter" || inputs.empty() || outputs.empty()) return std::nullopt;
+  const Widened widened = widen_16bit(inputs, outputs);
+  LowerTarget twin_target = target;
+  twin_target.storage16 = widened.storage;
+  const OpContext twin = make_context(node, widened.inputs, widened.outputs, twin_target);
+  kir::Kernel kernel = lower_tensor_scatter_in_place(twin);
+  if (widened.any) {
+    OpContext without_past = make_context(node, inputs, outputs, target);
+    without_past.inputs[0] = nullptr;  // not bound: output 0 is its storage
+    narrow_16bit_buffers(kernel, without_past);
+  }
+  return kernel;
+}
+
 std::string storage16_of(std::span<const graph::TensorType> inputs, std::span<const graph::TensorType> outputs) {
   return widen_16bit(inputs, outputs).storage;
 }

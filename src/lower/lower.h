@@ -3,7 +3,9 @@
 // runs them on the graph its passes produced.
 //
 // Buffer convention: a lowered kernel's buffers are the node's present inputs
-// (omitted optional inputs skipped), in order, then its outputs, in order.
+// (omitted optional inputs skipped), in order, then its outputs, in order;
+// an in-place kernel (lower_in_place) leaves out input 0, whose storage its
+// output 0 is.
 #pragma once
 
 #include "graph/ir.h"
@@ -38,5 +40,13 @@ LoweredNode lower_node(const graph::Node& node,
                        std::span<const graph::TensorType> inputs,
                        std::span<const graph::TensorType> outputs,
                        const LowerTarget& target = {});
+
+// Ops that can update input 0 where it lies (TensorScatter: a cache written
+// a few rows at a time): the kernel that writes only what changes into
+// output 0, which the caller must give input 0's storage, and which it may
+// only do where nothing else reads input 0 (the fuser's plan_kernels
+// decides). nullopt for other ops. For a node lower_node lowers to a kernel.
+std::optional<kir::Kernel> lower_in_place(const graph::Node& node, std::span<const graph::TensorType> inputs,
+                                          std::span<const graph::TensorType> outputs, const LowerTarget& target = {});
 
 }  // namespace kiln::lower

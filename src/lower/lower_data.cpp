@@ -594,6 +594,102 @@ kir::Kernel lower_gather_elements(const OpContext& ctx) {
   return kernel;
 }
 
+// ---- TensorScatter ---------------------------------------------------------------
+
+// Batch entry `b`'s write index (write_indices[b], 0 without them) as an i32
+// `write`, and whether it is one the reference accepts: a kernel cannot raise,
+// so it writes nothing for an invalid one. Circular mode reduces it modulo
+// the cache length first.
+struct WriteIndex {
+  Expr index, valid;
+};
+
+WriteIndex declare_write_index(std::vector<Stmt>& body, const graph::ops::TensorScatterPlan& plan,
+                               std::optional<kir::Buf> indices, Expr b) {
+  if (!indices) return {kir::i32(0), kir::boolean(true)};
+  body.push_back(kir::declare("write_raw", ScalarType::i64, kir::load(*indices, std::move(b), ScalarType::i64)));
+  const Expr raw = kir::var("write_raw", ScalarType::i64);
+  const std::int64_t last = plan.circular ? std::numeric_limits<std::int32_t>::max() : plan.cache - plan.length;
+  const Expr valid = raw >= kir::i64(0) && raw <= kir::i64(last);
+  Expr write = kir::cast(ScalarType::i32, kir::select(valid, raw, kir::i64(0)));
+  if (plan.circular) write = write % kir::i32(plan.cache);
+  body.push_back(kir::declare("write", ScalarType::i32, write));
+  return {kir::var("write", ScalarType::i32), valid};
+}
+
+std::optional<std::string> tensor_scatter_unsupported(const OpContext& ctx) {
+  std::vector<graph::TensorType> types;
+  for (std::size_t i = 0; i < ctx.inputs.size(); ++i) types.push_back(ctx.has_input(i) ? *ctx.inputs[i] : graph::TensorType{});
+  graph::ops::tensor_scatter_plan(ctx.node, types);  // throws on a malformed node
+  return std::nullopt;
+}
+
+graph::ops::TensorScatterPlan tensor_scatter_plan_of(const OpContext& ctx) {
+  std::vector<graph::TensorType> types;
+  for (std::size_t i = 0; i < ctx.inputs.size(); ++i) types.push_back(ctx.has_input(i) ? *ctx.inputs[i] : graph::TensorType{});
+  return graph::ops::tensor_scatter_plan(ctx.node, types);
+}
+
+// The functional form, over every output element: the update's row where
+// one lands, else the past's element.
+kir::Kernel lower_tensor_scatter(const OpContext& ctx) {
+  const graph::ops::TensorScatterPlan plan = tensor_scatter_plan_of(ctx);
+  const ScalarType type = element_type(ctx.outputs[0].dtype);
+  kir::Kernel kernel = make_kernel("tensor_scatter", num_elements(ctx.output_shape()));
+  const kir::Buf past = kernel.add_buffer("past", type, Access::read);
+  const kir::Buf update = kernel.add_buffer("update", type, Access::read);
+  std::optional<kir::Buf> indices;
+  if (plan.has_indices) indices = kernel.add_buffer("write_indices", ScalarType::i64, Access::read);
+  const kir::Buf present = kernel.add_buffer("present", type, Access::write);
+  const Expr index = kir::global_index();
+  const std::vector<Expr> c = unravel(kernel.body, index, {plan.batch, plan.middle, plan.cache, plan.inner}, "out");
+  const WriteIndex write = declare_write_index(kernel.body, plan, indices, c[0]);
+  Expr row = c[2] - write.index;  // the update row landing here, if in [0, length)
+  if (plan.circular) row = (row + kir::i32(plan.cache)) % kir::i32(plan.cache);
+  kernel.body.push_back(kir::declare("row", ScalarType::i32, row));
+  const Expr r = kir::var("row", ScalarType::i32);
+  kernel.body.push_back(kir::declare("written", ScalarType::boolean, write.valid && r >= kir::i32(0) && r < kir::i32(plan.length)));
+  const Expr written = kir::var("written", ScalarType::boolean);
+  const Expr source = IndexSum()
+                          .add(c[0], plan.middle * plan.length * plan.inner)
+                          .add(c[1], plan.length * plan.inner)
+                          .add(kir::select(written, r, kir::i32(0)), plan.inner)
+                          .add(c[3])
+                          .expr();
+  kernel.body.push_back(
+      kir::store(present, index, kir::select(written, kir::load(update, source, type), kir::load(past, index, type))));
+  return kernel;
+}
+
+}  // namespace
+
+// The in-place form, over the update's elements only: each stored at its
+// cache row in the output, which is the past's own storage.
+kir::Kernel lower_tensor_scatter_in_place(const OpContext& ctx) {
+  const graph::ops::TensorScatterPlan plan = tensor_scatter_plan_of(ctx);
+  const ScalarType type = element_type(ctx.outputs[0].dtype);
+  kir::Kernel kernel = make_kernel("tensor_scatter_in_place", plan.batch * plan.middle * plan.length * plan.inner);
+  const kir::Buf update = kernel.add_buffer("update", type, Access::read);
+  std::optional<kir::Buf> indices;
+  if (plan.has_indices) indices = kernel.add_buffer("write_indices", ScalarType::i64, Access::read);
+  const kir::Buf present = kernel.add_buffer("present", type, Access::write);
+  const Expr index = kir::global_index();
+  const std::vector<Expr> c = unravel(kernel.body, index, {plan.batch, plan.middle, plan.length, plan.inner}, "in");
+  const WriteIndex write = declare_write_index(kernel.body, plan, indices, c[0]);
+  Expr slot = write.index + c[2];
+  if (plan.circular) slot = slot % kir::i32(plan.cache);
+  const Expr target = IndexSum()
+                          .add(c[0], plan.middle * plan.cache * plan.inner)
+                          .add(c[1], plan.cache * plan.inner)
+                          .add(slot, plan.inner)
+                          .add(c[3])
+                          .expr();
+  kernel.body.push_back(kir::branch(write.valid, {kir::store(present, target, kir::load(update, index, type))}));
+  return kernel;
+}
+
+namespace {
+
 constexpr OpLowering kDataLowerings[] = {
     {"Slice", 1, 1, nullptr, lower_slice, 1, KernelDTypes::any},
     {"Split", 1, 1, nullptr, lower_split, kAnyCount, KernelDTypes::any},
@@ -607,6 +703,7 @@ constexpr OpLowering kDataLowerings[] = {
     {"Trilu", 1, 2, trilu_unsupported, lower_trilu, 1, KernelDTypes::any},
     {"ReverseSequence", 2, 2, reverse_sequence_unsupported, lower_reverse_sequence, 1, KernelDTypes::any},
     {"GatherElements", 2, 2, gather_elements_unsupported, lower_gather_elements, 1, KernelDTypes::any},
+    {"TensorScatter", 2, 3, tensor_scatter_unsupported, lower_tensor_scatter, 1, KernelDTypes::any},
 };
 
 }  // namespace

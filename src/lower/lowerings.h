@@ -115,7 +115,10 @@ kir::Kernel lower_lrn(const OpContext& ctx);
 std::optional<std::string> layer_norm_unsupported(const OpContext& ctx);
 kir::Kernel lower_layer_norm(const OpContext& ctx);
 std::optional<std::string> attention_unsupported(const OpContext& ctx);
-kir::Kernel lower_attention(const OpContext& ctx);  // softmax(scale Q K^T + mask) V, one kernel
+kir::Kernel lower_attention(const OpContext& ctx);
+// TensorScatter writing only the update's rows into output 0, which is input
+// 0's storage (lower_in_place): buffers update, write_indices if given, present.
+kir::Kernel lower_tensor_scatter_in_place(const OpContext& ctx);  // softmax(scale Q K^T + mask) V, one kernel
 
 std::optional<std::string> pool_unsupported(const OpContext& ctx);
 kir::Kernel lower_pool(const OpContext& ctx);  // MaxPool, AveragePool

@@ -441,6 +441,7 @@ Executor::BindTimes Executor::bind() {
     segments_.back().dispatches.push_back(&*step.dispatch);
   }
   times.upload_ms = storage_ms.get();
+  find_inputs_written_in_place();
   runtime::log(runtime::LogLevel::debug, model_.name() + ": storage and constant upload in " +
                                              std::to_string(static_cast<int>(times.upload_ms)) +
                                              " ms, beside kernel loading");
@@ -541,6 +542,30 @@ void Executor::assign_storage() {
   }
 }
 
+void Executor::find_inputs_written_in_place() {
+  const compiler::Plan& plan = *plan_;
+  const graph::Graph& g = *plan.graph;
+  written_inputs_.assign(g.inputs().size(), std::nullopt);
+  recorded_bindings_.assign(g.inputs().size(), nullptr);
+  std::map<graph::ValueId, std::size_t> input_index;
+  for (std::size_t i = 0; i < g.inputs().size(); ++i) input_index.emplace(g.inputs()[i], i);
+  // A kernel writing a value stored in an input (views have no kernel).
+  for (const compiler::Step& step : plan.steps)
+    if (step.dispatch)
+      for (graph::NodeId node : step.dispatch->nodes)
+        for (graph::ValueId v : g.node(node).outputs)
+          if (auto it = input_index.find(plan.root[v]); it != input_index.end() && !written_inputs_[it->second])
+            written_inputs_[it->second].emplace();
+  for (std::size_t v = 0; v < g.values().size(); ++v)
+    if (auto it = input_index.find(plan.root[v]); it != input_index.end() && written_inputs_[it->second])
+      written_inputs_[it->second]->planned.emplace_back(static_cast<graph::ValueId>(v), storage_[v]);
+}
+
+void Executor::bind_written_input(std::size_t i, const std::shared_ptr<backend::Buffer>& buffer) {
+  for (const auto& [value, planned] : written_inputs_[i]->planned)
+    storage_[static_cast<std::size_t>(value)] = buffer ? Storage{buffer.get(), 0, planned.bytes} : planned;
+}
+
 void Executor::record(const Segment& segment, backend::CommandList& list) const {
   std::vector<backend::BufferBinding> bindings;
   for (const compiler::Dispatch* d : segment.dispatches) record_dispatch(*d, list, bindings);
@@ -639,9 +664,26 @@ void Executor::load_inputs(const std::vector<CallInput>& inputs) {
   const graph::Graph& g = *plan_->graph;
   host_values_.assign(g.values().size(), std::nullopt);
   std::unique_ptr<backend::CommandList> copies;
+  std::vector<std::shared_ptr<backend::Buffer>> bindings(inputs.size());  // of the inputs written in place
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const graph::ValueId id = g.inputs()[i];
     const Tensor* host = std::get_if<Tensor>(&inputs[i]);
+    const bool written = i < written_inputs_.size() && written_inputs_[i];
+    if (written) {
+      WrittenInput& input = *written_inputs_[i];
+      input.bound.reset();
+      const auto* device = std::get_if<DeviceTensor>(&inputs[i]);
+      const DeviceTensorData* data = device ? &DeviceTensorData::of(*device) : nullptr;
+      // Bound where it lies, unless another input of this call is (each needs storage of its own).
+      if (data && data->device && data->buffer && num_elements(data->shape) > 0 &&
+          std::ranges::find(bindings, data->buffer) == bindings.end()) {
+        bindings[i] = data->buffer;
+        bind_written_input(i, data->buffer);
+        input.bound = *device;
+        continue;
+      }
+      bind_written_input(i, nullptr);
+    }
     if (host == nullptr) {
       const DeviceTensorData& data = DeviceTensorData::of(std::get<DeviceTensor>(inputs[i]));
       if (data.device == nullptr) {
@@ -654,11 +696,22 @@ void Executor::load_inputs(const std::vector<CallInput>& inputs) {
       }
     }
     upload(id, *host);
-    host_values_[id] = *host;  // host steps read inputs without a download
+    // Host steps read inputs without a download (but one a kernel writes changes).
+    if (!written) host_values_[id] = *host;
   }
   if (copies) {
     copies->finish();
     copies->submit();
+  }
+  // Recordings bind the storage they were recorded with.
+  if (bindings != recorded_bindings_ && options_.compiled && plan_->settings.flag("replay")) {
+    for (Segment& segment : segments_) {
+      if (segment.host) continue;
+      segment.recorded = ctx_->device->create_command_list();
+      record(segment, *segment.recorded);
+      segment.recorded->finish();
+    }
+    recorded_bindings_ = std::move(bindings);
   }
 }
 
@@ -725,6 +778,13 @@ std::vector<DeviceTensor> Executor::device_outputs() {
     // or the constant is shared.
     if (host_values_[root] || value.constant || storage_[v].buffer == nullptr) {
       outputs.push_back(make_host_device_tensor(read_value(v).clone()));
+      continue;
+    }
+    // Written into a DeviceTensor the caller gave: that tensor is the output.
+    if (const auto i = std::ranges::find(g.inputs(), root) - g.inputs().begin();
+        i < std::ssize(g.inputs()) && static_cast<std::size_t>(i) < written_inputs_.size() && written_inputs_[i] &&
+        written_inputs_[i]->bound && value.type == g.value(root).type) {
+      outputs.push_back(*written_inputs_[i]->bound);
       continue;
     }
     auto data = std::make_shared<DeviceTensorData>();

@@ -22,7 +22,12 @@
 //
 // Device calls (run_on_device, submit) take DeviceTensors as inputs, copied
 // device to device into the inputs' storage, and copy each output into a
-// buffer of its own. Threads: the public members that run or describe the
+// buffer of its own; except an input the model updates in place (a kernel
+// writes an output into its storage: TensorScatter on a key/value cache,
+// lower::lower_in_place): a DeviceTensor given for it is bound as that
+// storage, written where it lies, and returned as the output, with nothing
+// copied (its caller's handle sees the update). Replayed recordings are kept
+// while the same tensors come back, and recorded again when others do. Threads: the public members that run or describe the
 // model (prepare, run, run_on_device, profile, explain) hold one lock per
 // executor, so calls run one at a time; stats() copies what the last
 // finished call published, without waiting for a running one; submit() queues the call on the
@@ -225,6 +230,10 @@ class Executor {
   void record_dispatch(const compiler::Dispatch& dispatch, backend::CommandList& list,
                        std::vector<backend::BufferBinding>& bindings) const;
   void run_host_node(const Segment& segment);
+  // The inputs written in place (see above) and the values stored in each.
+  void find_inputs_written_in_place();
+  // Binds input `i` (written in place) to `buffer`, or its planned storage when null.
+  void bind_written_input(std::size_t i, const std::shared_ptr<backend::Buffer>& buffer);
   // The count and types of the inputs, and the device of DeviceTensors.
   void check_inputs(const std::vector<CallInput>& inputs) const;
   // A call up to its outputs: checks, plans on the first call, loads the
@@ -250,6 +259,17 @@ class Executor {
   std::vector<std::shared_ptr<backend::LoadedKernel>> loaded_;  // by plan kernel index
   std::vector<Segment> segments_;
   std::vector<Storage> storage_;  // by value id
+  // Inputs written in place, by input index: the values stored in it (its
+  // own, its views, the outputs written into it) with their planned storage,
+  // and the DeviceTensor this call bound there (null: the planned storage).
+  struct WrittenInput {
+    std::vector<std::pair<graph::ValueId, Storage>> planned;
+    std::optional<DeviceTensor> bound;
+  };
+  std::vector<std::optional<WrittenInput>> written_inputs_;
+  // The buffers the replayed recordings bind for those inputs (null: planned);
+  // held so that no other buffer takes one's address while they do.
+  std::vector<std::shared_ptr<backend::Buffer>> recorded_bindings_;
   std::vector<std::optional<Tensor>> host_values_;  // by value id: made by host steps this run
   std::unique_ptr<runtime::SubgraphModels> subgraphs_;  // control flow's subgraphs, made at their first run
   std::vector<std::shared_ptr<backend::Buffer>> buffers_;
