@@ -241,15 +241,6 @@ Value merge_heads(Builder& b, Value x) {
   return b.reshape(b.transpose(x, {0, 2, 1, 3}), {s[0], s[2], s[1] * s[3]});
 }
 
-Value repeat_heads(Builder& b, Value x, std::int64_t repeats) {
-  if (repeats == 1) return x;
-  const Shape s = b.shape(x);
-  // [B, Hkv, 1, L, D] side by side along the new axis: each head's copies adjacent.
-  Value unsqueezed = b.reshape(x, {s[0], s[1], 1, s[2], s[3]});
-  Value repeated = b.concat(std::vector<Value>(static_cast<std::size_t>(repeats), unsqueezed), 2);
-  return b.reshape(repeated, {s[0], s[1] * repeats, s[2], s[3]});
-}
-
 Value attention(Builder& b, Value q, Value k, Value v, Value mask, Value divisor, bool softmax_in_f32) {
   const DType dtype = b.dtype(q);
   Value products = b.matmul(q, b.transpose(k, {0, 1, 3, 2}));
@@ -258,6 +249,18 @@ Value attention(Builder& b, Value q, Value k, Value v, Value mask, Value divisor
   Value scores = b.add(scaled, mask);
   Value probabilities = softmax_in_f32 ? cast(b, b.softmax(cast(b, scores, DType::f32), -1), dtype) : b.softmax(scores, -1);
   return b.matmul(probabilities, v);
+}
+
+Value grouped_attention(Builder& b, Value q, Value k, Value v, Value mask, Value divisor, bool softmax_in_f32) {
+  const Shape qs = b.shape(q);
+  const std::int64_t kv_heads = b.shape(k)[1], repeats = qs[1] / kv_heads;
+  if (repeats == 1) return attention(b, q, k, v, mask, divisor, softmax_in_f32);
+  // Query head h is group h / repeats, row (h % repeats) * Lq + i: the same
+  // memory viewed, as the heads of a group are adjacent.
+  Value grouped = b.reshape(q, {qs[0], kv_heads, repeats * qs[2], qs[3]});
+  // Row j * Lq + i of a group takes the mask's row i ([1 or B, 1, Lq, L]).
+  if (qs[2] > 1) mask = one(b, "Tile", {mask}, attrs({{"repeats", std::vector<std::int64_t>{1, 1, repeats, 1}}}));
+  return b.reshape(attention(b, grouped, k, v, mask, divisor, softmax_in_f32), qs);
 }
 
 }  // namespace kiln::hf

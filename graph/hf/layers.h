@@ -108,8 +108,6 @@ Value last_position(Builder& b, Value x);
 Value split_heads(Builder& b, Value x, std::int64_t heads, std::int64_t head_dim);
 // [B, H, L, D] -> [B, L, H*D].
 Value merge_heads(Builder& b, Value x);
-// [B, Hkv, L, D] -> [B, Hkv * repeats, L, D], each head repeated (repeat_kv).
-Value repeat_heads(Builder& b, Value x, std::int64_t repeats);
 
 // softmax(Q K^T / divisor + mask) V over [B, H, L, D], the softmax in f32
 // when `softmax_in_f32` (transformers' Llama family upcasts; GPT-2 does not).
@@ -117,5 +115,11 @@ Value repeat_heads(Builder& b, Value x, std::int64_t repeats);
 // divides 16-bit scores in f32, rounding once, as PyTorch divides a tensor by
 // a Python float.
 Value attention(Builder& b, Value q, Value k, Value v, Value mask, Value divisor, bool softmax_in_f32);
+// attention() with grouped-query heads: q [B, H, Lq, D] and k, v [B, Hkv, L,
+// D], each key/value head serving H / Hkv query heads (transformers'
+// repeat_kv), computed without repeating the keys and values: the query
+// heads of a group become one head of H / Hkv x Lq rows, so the cache is
+// read once per step, not copied per query head.
+Value grouped_attention(Builder& b, Value q, Value k, Value v, Value mask, Value divisor, bool softmax_in_f32);
 
 }  // namespace kiln::hf

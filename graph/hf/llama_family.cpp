@@ -131,10 +131,7 @@ class LlamaDecoder final : public Decoder {
         q = apply_rotary(b, q, attend.cos, attend.sin);
         k = apply_rotary(b, k, attend.cos, attend.sin);
         std::tie(k, v) = attend.keys_values(layer, k, v);
-        const std::int64_t repeats = c.num_heads / c.num_kv_heads;
-        k = repeat_heads(b, k, repeats);
-        v = repeat_heads(b, v, repeats);
-        Value o = merge_heads(b, attention(b, q, k, v, attend.mask, divisor, true));
+        Value o = merge_heads(b, grouped_attention(b, q, k, v, attend.mask, divisor, true));
         Scope proj(b, "o_proj");
         attended = linear(b, o, weight(module + ".o_proj", "weight", {c.hidden_size, c.num_heads * c.head_dim}),
                           f_.output_bias ? std::optional(weight(module + ".o_proj", "bias", {c.hidden_size}))

@@ -160,7 +160,7 @@ int profile_step(const kiln::CausalLM& lm, const std::string& backend, std::int6
 int main(int argc, char** argv) {
   CLI::App app{"Text generation's speed per mode on a random-weight checkpoint"};
   std::string shape_name = "llama-100m", backend = "vulkan", modes_text = "eager,default,reduce-overhead";
-  std::int64_t layers = 0, prompt = 16, new_tokens = 32, prefill_chunk = 0;
+  std::int64_t layers = 0, prompt = 16, new_tokens = 32, prefill_chunk = 0, max_length = 0;
   int rounds = 3;
   int profile_calls = 0;
   app.add_option("--shape", shape_name, "llama-100m, gemma-2b-layers or tiny")->capture_default_str();
@@ -170,6 +170,8 @@ int main(int argc, char** argv) {
   app.add_option("--prompt", prompt, "prompt tokens")->capture_default_str();
   app.add_option("--new-tokens", new_tokens, "tokens generated per round")->capture_default_str();
   app.add_option("--rounds", rounds, "generate() calls per mode; medians")->capture_default_str();
+  app.add_option("--max-length", max_length,
+                 "positions the static cache holds (GeneratorOptions::max_length; 0: prompt + new tokens)");
   app.add_option("--prefill-chunk", prefill_chunk, "GeneratorOptions::prefill_chunk (0: a token per step)")->capture_default_str();
   app.add_option("--profile", profile_calls,
                  "instead: the compiled decode step (cache of prompt + new tokens) run this many times with each "
@@ -201,7 +203,7 @@ int main(int argc, char** argv) {
     options.compile.backend = backend;
     options.eager = mode == "eager";
     if (!options.eager) options.compile.mode = kiln::parse_mode(mode);
-    options.max_length = prompt + new_tokens;
+    options.max_length = max_length != 0 ? max_length : prompt + new_tokens;
     options.prefill_chunk = prefill_chunk;
     kiln::Generator gen(lm, options);
     double compile_ms = 0;
