@@ -3,6 +3,7 @@
 
 #include <kiln/builder.h>
 #include <kiln/models.h>
+#include <kiln/kiln.h>
 #include <kiln/onnx.h>
 
 #include "graph/ir.h"
@@ -1151,3 +1152,83 @@ BOOST_AUTO_TEST_CASE(segformer_decode_head_fuses_at_each_part_resolution) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+namespace {
+
+// An embedding table read by a runtime Gather, then a linear head (a Gemm
+// with B transposed and a bias) and a MatMul with a constant B.
+kiln::Model large_weights_model() {
+  Builder b("large_weights");
+  auto ids = b.input("ids", DType::i64, {2, 3});
+  auto table = b.constant("embed", random_tensor({50, 8}, 1));  // 1600 bytes
+  kiln::graph::Attributes axis0;
+  axis0.set("axis", std::int64_t{0});
+  auto rows = b.reshape(b.op("Gather", {table, ids}, axis0)[0], {6, 8});
+  auto head = b.gemm(rows, b.constant("head", random_tensor({40, 8}, 2)), b.constant("head.bias", random_tensor({40}, 3)),
+                     {.trans_b = true});  // 1280 bytes
+  auto out = b.matmul(head, b.constant("w2", random_tensor({40, 48}, 4)));  // 7680 bytes
+  return b.build({head, out});
+}
+
+}  // namespace
+
+// Weights larger than a device binds are cut into parts that fit, each part
+// computed and the results joined: the same numbers, exactly, for a Gather's
+// table (negative indices too), a Gemm's transposed B with its bias, and a
+// MatMul's B; an index outside the table gives NaN, as the unsplit kernel does.
+BOOST_AUTO_TEST_CASE(split_large_weights_cuts_weights_larger_than_a_binding_exactly) {
+  const kiln::Model model = large_weights_model();
+  const Graph& g = kiln::internal::graph(model);
+  const passes::PassResult split = passes::split_large_weights(g, {.max_binding_bytes = 1024});
+  check_interface(g, split.graph);
+  BOOST_TEST(split.report.changes == 3);
+  for (const auto& v : split.graph.values())
+    if (v.constant) BOOST_TEST(v.constant->nbytes() <= 1024u, v.name << " " << type_str(v.type));
+  BOOST_TEST(count_op(split.graph, "Gather") == 2);  // 50 rows of 32 bytes: 32 and 18
+  BOOST_TEST(count_op(split.graph, "Gemm") == 2);    // 40 columns of 32 bytes: 32 (two 16-column blocks) and 8
+  BOOST_TEST(count_op(split.graph, "MatMul") == 8);  // 48 columns of 160 bytes: 6 per part
+  const std::vector<Tensor> inputs = {Tensor::from_i64({2, 3}, {0, 31, 32, 49, -1, -50})};
+  const std::vector<Tensor> want = kiln::graph::run_reference(g, inputs);
+  const std::vector<Tensor> got = kiln::graph::run_reference(split.graph, inputs);
+  for (std::size_t i = 0; i < want.size(); ++i) BOOST_TEST(kiln::max_abs_diff(got[i], want[i]) == 0.0f);
+  // The split graph compiles (packed parts) and runs on a device as the reference does.
+  kiln::CompiledModel compiled =
+      kiln::compile(kiln::internal::make_model(std::make_shared<const Graph>(split.graph), "split"), {.fullgraph = true});
+  const std::vector<Tensor> on_device = compiled(inputs);
+  for (std::size_t i = 0; i < want.size(); ++i) BOOST_TEST(kiln::max_abs_diff(on_device[i], want[i]) <= 1e-4f);
+  // An index in no part: NaN (the reference of the unsplit Gather refuses it).
+  const std::vector<Tensor> poisoned = compiled({Tensor::from_i64({2, 3}, {0, 1, 2, 3, 4, 50})});
+  BOOST_TEST(std::isnan(poisoned[0].values<float>()[5 * 40]));
+  BOOST_TEST(!std::isnan(poisoned[0].values<float>()[4 * 40]));
+  // Nothing larger: the graph as it was.
+  BOOST_TEST(passes::split_large_weights(g, {.max_binding_bytes = 1 << 20}).report.changes == 0);
+}
+
+// On a real device the limit is the device's: lavapipe binds 128 MiB, and a
+// tied 135 MB embedding (an input Gather, and the head's transposed B) runs
+// in eager and compiled mode as the reference computes it.
+BOOST_AUTO_TEST_CASE(a_tied_embedding_larger_than_a_binding_runs_on_the_device) {
+  const kiln::BackendDescription* vulkan = nullptr;
+  const auto backends = kiln::list_backends();
+  for (const auto& b : backends)
+    if (b.name == "vulkan" && b.available && !b.devices.empty()) vulkan = &b;
+  if (vulkan == nullptr) {
+    BOOST_TEST_MESSAGE("skipped: no Vulkan device here");
+    return;
+  }
+  constexpr std::int64_t kVocabulary = 33000, kWidth = 1024;  // 135 MB of f32
+  Builder b("tied_embedding");
+  auto ids = b.input("ids", DType::i64, {1, 2});
+  auto table = b.constant("embed", random_tensor({kVocabulary, kWidth}, 5));
+  kiln::graph::Attributes axis0;
+  axis0.set("axis", std::int64_t{0});
+  auto rows = b.reshape(b.op("Gather", {table, ids}, axis0)[0], {2, kWidth});
+  const kiln::Model model = b.build({b.gemm(rows, table, std::nullopt, {.trans_b = true})});
+  const std::vector<Tensor> inputs = {Tensor::from_i64({1, 2}, {kVocabulary - 1, 17})};
+  const Tensor want = kiln::graph::run_reference(kiln::internal::graph(model), inputs)[0];
+  kiln::EagerModel eager = kiln::eager(model, {.backend = "vulkan"});
+  BOOST_TEST(kiln::max_abs_diff(eager(inputs)[0], want) <= 1e-3f);
+  kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan", .fullgraph = true});
+  BOOST_TEST(kiln::max_abs_diff(compiled(inputs)[0], want) <= 1e-3f);
+  BOOST_TEST(compiled.explain().find("split_large_weights: 2 change(s)") != std::string::npos);
+}

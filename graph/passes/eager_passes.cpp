@@ -1,18 +1,28 @@
 // Eager mode's algorithm choices (passes.h: run_eager_passes). Kept apart
 // from the compile pipeline: only passes that pick how an op is computed
 // belong here, never fusion, constant folding or weight layouts, so eager
-// stays the op-by-op baseline compiled mode is measured against.
+// stays the op-by-op baseline compiled mode is measured against; and weights
+// split where the device could not bind them whole (split_large_weights).
 #include "graph/passes/passes.h"
 
 namespace kiln::graph::passes {
 
 PipelineResult run_eager_passes(const Graph& graph, const EagerPassOptions& options) {
   PipelineResult result{graph, {}};
+  // Weights too large to bind are split first: without that eager could not run them at all.
+  if (options.max_binding_bytes != 0) {
+    PassResult split = split_large_weights(graph, {.max_binding_bytes = options.max_binding_bytes});
+    if (split.report.changes != 0) {
+      split.graph.verify();
+      result.graph = std::move(split.graph);
+    }
+    result.reports.push_back(std::move(split.report));
+  }
   if (!options.eager_winograd) {
     result.reports.push_back({"winograd", 0, {"off: EagerPassOptions::eager_winograd=false"}});
     return result;
   }
-  PassResult step = winograd(graph, {.runtime_weight_transform = true});
+  PassResult step = winograd(result.graph, {.runtime_weight_transform = true});
   if (step.report.changes == 0) {
     // The model's own graph, value ids included, as eager ran it before.
     result.reports.push_back(std::move(step.report));

@@ -99,6 +99,15 @@ struct PackMatMulOptions {
 };
 PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& options = {});
 
+// Cuts constants larger than a device binds in one storage buffer, where
+// they are a MatMul's or Gemm's B (along N) or a Gather's table (along its
+// rows), into parts that fit, computed part by part and joined (exact).
+// Other constants that large are left for the executor to refuse.
+struct SplitWeightsOptions {
+  std::uint64_t max_binding_bytes = 0;  // 0: no limit, nothing to do
+};
+PassResult split_large_weights(const Graph& graph, const SplitWeightsOptions& options);
+
 // Removes nodes and constants that no graph output depends on. Graph inputs
 // are kept even when unused: they are the model's interface.
 PassResult eliminate_dead_code(const Graph& graph);
@@ -206,6 +215,7 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options = {});
 // answer stays the device-kind one above). Without one, the rules decide.
 struct PipelineOptions {
   bool cpu_device = false;
+  std::uint64_t max_binding_bytes = 0;  // the device's largest storage buffer (split_large_weights); 0: none
   Settings settings{};
   GraphChooser chooser{};
 };
@@ -220,6 +230,9 @@ PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& opt
 // WinogradOutput). Each result is verified as in run_compile_passes.
 struct EagerPassOptions {
   bool eager_winograd = true;  // false: every Conv stays the direct convolution
+  // The device's largest storage buffer: weights larger are split to run at
+  // all (split_large_weights, not a choice of algorithm); 0: none.
+  std::uint64_t max_binding_bytes = 0;
 };
 PipelineResult run_eager_passes(const Graph& graph, const EagerPassOptions& options = {});
 

@@ -15,7 +15,7 @@ PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& opt
                                        .chooser = pack_automatic ? options.chooser : GraphChooser{}};
   struct Step {
     const char* pass;     // the report's name
-    const char* setting;  // the flag that switches it (pack_matmul_weights: a choice)
+    const char* setting;  // the flag that switches it (pack_matmul_weights: a choice; null: always runs)
     std::function<PassResult(const Graph&)> run;
   };
   const Step pipeline[] = {
@@ -36,13 +36,17 @@ PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& opt
       {"recognise_attention", "recognise_attention", &recognise_attention},
       {"narrow_before_gather", "narrow_gather", &narrow_before_gather},
       {"transpose_to_reshape", "transpose_to_reshape", &transpose_to_reshape},
+      // Before packing, which then packs each part.
+      {"split_large_weights", nullptr,
+       [&](const Graph& g) { return split_large_weights(g, {.max_binding_bytes = options.max_binding_bytes}); }},
       {"pack_matmul_weights", "pack_matmul_weights",
        [&](const Graph& g) { return pack_matmul_weights(g, pack_options); }},
   };
 
   PipelineResult result{graph, {}};
   for (const Step& step : pipeline) {
-    const Settings::Entry& setting = settings.entry(step.setting);
+    static const Settings::Entry always{.value = "on"};
+    const Settings::Entry& setting = step.setting ? settings.entry(step.setting) : always;
     const bool automatic = setting.value == "auto";
     if (setting.value == "off") {
       result.reports.push_back({step.pass, 0, {"off: setting " + std::string(step.setting) + "=off (" + setting.origin + ")"}});

@@ -163,7 +163,10 @@ struct DeviceTensorData;  // src/runtime/device_tensor.h
 // or a host tensor copied there with to_device(). It has a buffer of its own
 // that no later call writes, so it may be kept, read, and passed as an input
 // to any model on the same device, which copies it on the device (no host
-// round trip). A value only the host has (a graph break's dynamic output)
+// round trip). The one exception: an input the model writes into (a
+// TensorScatter updating a key/value cache that nothing else in the model
+// reads) takes the tensor as it is, writes it in place, and returns it as
+// that output; pass a copy or a host tensor to keep the old values. A value only the host has (a graph break's dynamic output)
 // stays a host tensor inside: on_device() is false. Copies share the data;
 // it lives, and keeps its device, as long as some copy does.
 class KILN_API DeviceTensor {
@@ -185,7 +188,8 @@ class KILN_API DeviceTensor {
 };
 
 // An input of call_on_device() and submit(): a host tensor, uploaded, or a
-// DeviceTensor of the model's device, copied on the device.
+// DeviceTensor of the model's device, copied on the device (or, for an
+// input the model writes into, used where it lies: see DeviceTensor).
 using CallInput = std::variant<Tensor, DeviceTensor>;
 
 // A call started by submit(); wait() for its outputs.

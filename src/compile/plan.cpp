@@ -299,7 +299,10 @@ void plan_storage(Plan& plan) {
   for (const graph::Value& v : g.values()) {
     // Dynamic values live on the host only; fused values only in registers.
     if (plan.root[v.id] != v.id || v.type.dynamic || plan.fused_away[v.id]) continue;
-    if (v.constant) storage.constants.push_back(v.id);
+    // A constant only host steps read stays on the host (a large embedding table read by a host Gather).
+    if (v.constant) {
+      if (plan.read_by_kernel[v.id]) storage.constants.push_back(v.id);
+    }
     else if (v.producer == graph::kNoNode) storage.inputs.push_back(v.id);
     else storage.intermediates.push_back(v.id);
   }
@@ -439,13 +442,15 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   if (plan->compiled) {
     graph::passes::PipelineResult passed =
         graph::passes::run_compile_passes(*graph, {.cpu_device = target.cpu_cores,
+                                                   .max_binding_bytes = target.max_buffer_bytes,
                                                    .settings = plan->settings,
                                                    .chooser = recording_chooser(request, plan->graph_choices)});
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   } else {
     // Op by op, but with a vendor library's algorithm choices (Winograd 3x3s).
-    graph::passes::PipelineResult passed = graph::passes::run_eager_passes(*graph);
+    graph::passes::PipelineResult passed =
+        graph::passes::run_eager_passes(*graph, {.max_binding_bytes = target.max_buffer_bytes});
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   }
@@ -460,6 +465,7 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
     probe_pending = [&]() -> const graph::Graph& {
       if (!probe)
         probe = graph::passes::run_compile_passes(*probe_graph, {.cpu_device = target.cpu_cores,
+                                                                         .max_binding_bytes = target.max_buffer_bytes,
                                                                          .settings = plan->settings,
                                                                          .chooser = pinned_chooser(plan->graph_choices)})
                     .graph;
