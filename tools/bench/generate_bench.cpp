@@ -160,11 +160,12 @@ int profile_step(const kiln::CausalLM& lm, const std::string& backend, std::int6
 int main(int argc, char** argv) {
   CLI::App app{"Text generation's speed per mode on a random-weight checkpoint"};
   std::string shape_name = "llama-100m", backend = "vulkan", modes_text = "eager,default,reduce-overhead";
-  std::int64_t layers = 0, prompt = 16, new_tokens = 32, prefill_chunk = 0, max_length = 0;
+  std::int64_t layers = 0, prompt = 16, new_tokens = 32, prefill_chunk = 0, max_length = 0, vocabulary = 0;
   int rounds = 3;
   int profile_calls = 0;
   app.add_option("--shape", shape_name, "llama-100m, gemma-2b-layers or tiny")->capture_default_str();
   app.add_option("--layers", layers, "decoder layers (0: the shape's)");
+  app.add_option("--vocabulary", vocabulary, "vocabulary size (0: the shape's; gemma-2b-layers: 256000 is Gemma-2B's)");
   app.add_option("--backend", backend)->capture_default_str();
   app.add_option("--modes", modes_text, "eager, default, reduce-overhead, max-autotune")->capture_default_str();
   app.add_option("--prompt", prompt, "prompt tokens")->capture_default_str();
@@ -178,7 +179,11 @@ int main(int argc, char** argv) {
                  "kernel in its own submission; time per kernel family (medians)");
   CLI11_PARSE(app, argc, argv);
 
-  const Shape shape = shape_named(shape_name, layers);
+  Shape shape = shape_named(shape_name, layers);
+  if (vocabulary != 0) {
+    shape.config["vocab_size"] = vocabulary;
+    shape.note = shape.note.substr(0, shape.note.find(", vocabulary")) + ", vocabulary " + std::to_string(vocabulary);
+  }
   kiln::tools::bench::TempDir dir("kiln-generate-bench");
   std::ofstream(dir.path() / "config.json") << shape.config.dump(1);
   const std::map<std::string, kiln::Tensor> weights = random_weights(shape);
