@@ -361,3 +361,26 @@ BOOST_AUTO_TEST_CASE(a_cache_given_on_the_device_is_updated_where_it_lies) {
     }
   }
 }
+
+// Two models with the same large weight on one device hold one copy of it:
+// the second finds the first's upload (and counts none of it), and keeps it
+// when the first is gone.
+BOOST_AUTO_TEST_CASE(models_with_the_same_weights_share_them_on_the_device) {
+  const Tensor w = random_tensor({512, 1024}, 21);  // 2 MiB
+  const auto model_of = [&](std::int64_t rows) {
+    Builder b("shared_weight_" + std::to_string(rows));
+    auto x = b.input("x", DType::f32, {rows, 512});
+    return b.build({b.matmul(x, b.constant("w", w))});
+  };
+  const Model one_row = model_of(1), four_rows = model_of(4);
+  const Tensor x1 = random_tensor({1, 512}, 22), x4 = random_tensor({4, 512}, 23);
+  auto first = std::make_unique<CompiledModel>(compile(one_row));
+  const std::vector<Tensor> want1 = eager(one_row)({x1}), want4 = eager(four_rows)({x4});
+  BOOST_TEST(max_difference((*first)({x1}), want1) <= 1e-4f);
+  CompiledModel second = compile(four_rows);
+  BOOST_TEST(max_difference(second({x4}), want4) <= 1e-4f);
+  BOOST_TEST(first->stats().peak_device_bytes >= w.nbytes());
+  BOOST_TEST(second.stats().peak_device_bytes < w.nbytes());
+  first.reset();
+  BOOST_TEST(max_difference(second({x4}), want4) <= 1e-4f);
+}

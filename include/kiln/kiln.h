@@ -124,7 +124,10 @@ struct KILN_API RunStats {
   int kernels = 0;                // distinct kernels loaded
   int dispatches_per_run = 0;
   int host_steps_per_run = 0;     // graph breaks run on the host reference implementation
-  std::uint64_t peak_device_bytes = 0;  // activations and weights on the device
+  // Activations and weights on the device; weights of 1 MiB or more that
+  // another model on the device had already uploaded (the same bytes) are
+  // shared with it and counted there, not here.
+  std::uint64_t peak_device_bytes = 0;
   int kernel_cache_hits = 0;      // binaries read from the disk cache
   int kernel_cache_misses = 0;    // binaries compiled
   int kernels_from_file = 0;      // binaries loaded from a compiled-model file (kiln::load)

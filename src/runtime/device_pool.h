@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -16,12 +17,31 @@
 
 namespace kiln::runtime {
 
+// Weights on one device shared by every model that has the same bytes (a
+// generation's prompt step and decode step, two compiles of one model): each
+// such constant is uploaded once and lives while some model holds it.
+class SharedWeights {
+ public:
+  // The buffer holding `bytes`, uploaded by `upload` into a new buffer of
+  // `device` unless a live one with the same bytes exists. `uploaded` says
+  // which happened.
+  std::shared_ptr<backend::Buffer> find_or_upload(backend::Device& device, std::span<const std::byte> bytes,
+                                                  bool& uploaded);
+
+ private:
+  std::mutex mutex_;
+  // XXH3-128 of the bytes (as the kernel cache names its files), and their
+  // count -> the buffer.
+  std::map<std::pair<std::string, std::uint64_t>, std::weak_ptr<backend::Buffer>> buffers_;
+};
+
 struct DeviceContext {
   const backend::Backend* backend = nullptr;
   int index = 0;
   std::string cache_dir;  // as given to acquire_device ("": the default)
   std::shared_ptr<backend::Device> device;
   std::unique_ptr<KernelCache> kernels;
+  SharedWeights weights;
 
   // "vulkan:0 'llvmpipe (LLVM 15.0.6, 256 bits)'", for messages.
   std::string label() const;

@@ -3,6 +3,7 @@
 #include "src/runtime/device_pool.h"
 
 #include "src/runtime/cache_entry.h"
+#include "src/runtime/cache_key.h"
 #include "src/runtime/compile_cache.h"
 #include "src/runtime/device_profile.h"
 #include "src/runtime/log.h"
@@ -82,6 +83,23 @@ std::vector<BackendDescription> list_backends() {
 }
 
 namespace runtime {
+
+std::shared_ptr<backend::Buffer> SharedWeights::find_or_upload(backend::Device& device, std::span<const std::byte> bytes,
+                                                               bool& uploaded) {
+  const auto key = std::pair(hex_digest(XXH3_128bits(bytes.data(), bytes.size())), std::uint64_t{bytes.size()});
+  std::lock_guard lock(mutex_);
+  if (std::shared_ptr<backend::Buffer> live = buffers_[key].lock()) {
+    uploaded = false;
+    return live;
+  }
+  std::erase_if(buffers_, [](const auto& entry) { return entry.second.expired(); });
+  std::shared_ptr<backend::Buffer> buffer = device.allocate(bytes.size());
+  device.upload(*buffer, 0, bytes);
+  buffers_[key] = buffer;
+  uploaded = true;
+  return buffer;
+}
+
 namespace {
 
 // Pipeline caches in the cache dir: one entry per device and driver.

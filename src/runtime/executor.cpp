@@ -474,6 +474,9 @@ runtime::KernelCache::LoadCounts Executor::load_kernels() {
   return counts;
 }
 
+// Constants at least this large are shared between models (SharedWeights).
+constexpr std::uint64_t kSharedWeightBytes = 1 << 20;
+
 void Executor::assign_storage() {
   const compiler::Plan& plan = *plan_;
   const compiler::StoragePlan& sp = plan.storage;
@@ -510,8 +513,23 @@ void Executor::assign_storage() {
     }
     return allocated;
   };
-  constant_bytes_ = place_packed(sp.constants);
-  for (graph::ValueId id : sp.constants) upload(id, *g.value(id).constant);
+  // Large weights get buffers of their own, shared with any model on this
+  // device that has the same bytes (SharedWeights); the rest are packed.
+  std::vector<graph::ValueId> packed_constants;
+  constant_bytes_ = 0;
+  for (graph::ValueId id : sp.constants) {
+    const Tensor& constant = *g.value(id).constant;
+    if (constant.nbytes() < kSharedWeightBytes || constant.nbytes() > max_buffer) {
+      packed_constants.push_back(id);  // (one too large is refused there, naming it)
+      continue;
+    }
+    bool uploaded = false;
+    buffers_.push_back(ctx_->weights.find_or_upload(device, constant.bytes(), uploaded));
+    storage_[id] = {buffers_.back().get(), 0, constant.nbytes()};
+    if (uploaded) constant_bytes_ += constant.nbytes();
+  }
+  constant_bytes_ += place_packed(packed_constants);
+  for (graph::ValueId id : packed_constants) upload(id, *g.value(id).constant);
   io_bytes_ = place_packed(sp.inputs);
 
   if (sp.arenas) {
