@@ -136,10 +136,11 @@ void check(const kir::Kernel& kernel, const AttentionProblem& p, const Attention
 
 std::string to_string(const AttentionKnobs& knobs) {
   return "r" + std::to_string(knobs.rows) + "c" + std::to_string(knobs.columns) + "k" +
-         std::to_string(knobs.key_block) + "v" + std::to_string(knobs.vector_width);
+         std::to_string(knobs.key_block) + "v" + std::to_string(knobs.vector_width) +
+         (knobs.workgroup_size != kDefaultAttentionWorkgroup ? "wg" + std::to_string(knobs.workgroup_size) : "");
 }
 
-AttentionKnobs choose_attention_knobs(const AttentionProblem& p) {
+AttentionKnobs choose_attention_knobs(const AttentionProblem& p, bool cpu_device) {
   AttentionKnobs knobs;
   // All of Dv in one invocation up to 64 columns (each extra column block
   // recomputes the scores); wider heads split into equal blocks.
@@ -152,6 +153,11 @@ AttentionKnobs choose_attention_knobs(const AttentionProblem& p) {
   knobs.rows = static_cast<std::uint32_t>(std::clamp<std::int64_t>(256 / per_row, 1, 4));
   knobs.rows = static_cast<std::uint32_t>(std::min<std::int64_t>(knobs.rows, p.lq));
   knobs.key_block = 4;
+  // A CPU device runs a workgroup on one thread: few invocations (a decode
+  // step's heads) are spread over kCpuAttentionWorkgroups.
+  if (cpu_device)
+    while (knobs.workgroup_size > 1 && attention_invocations(p, knobs) < kCpuAttentionWorkgroups * knobs.workgroup_size)
+      knobs.workgroup_size /= 2;
   return knobs;
 }
 

@@ -33,16 +33,27 @@ namespace kiln::shaders {
 // record for another version is stale).
 inline constexpr int kAttentionTemplateVersion = 1;
 
+// The workgroup an attention kernel takes unless its knobs say otherwise
+// ("wg<N>" in the text), and the workgroups a CPU device's is sized to give
+// at least: a workgroup runs on one thread there, its invocations in SIMD
+// lanes, so a decode step's few invocations in one workgroup leave all
+// threads but one idle, and one invocation per workgroup leaves the lanes
+// idle. Two is the floor (the capability record has no thread count);
+// llama-100m's decode attention over 1024 positions ran 1.3-1.7x faster
+// than in one workgroup on the 2-core CI machine, 4 were slower again.
+inline constexpr std::uint32_t kDefaultAttentionWorkgroup = 64;
+inline constexpr std::int64_t kCpuAttentionWorkgroups = 2;
+
 struct AttentionKnobs {
   std::uint32_t rows = 2;        // query rows per invocation
   std::uint32_t columns = 64;    // output columns per invocation (of Dv)
   std::uint32_t key_block = 4;   // keys per online-softmax step
   std::uint32_t vector_width = 4;  // 4: vec4 loads where they fit; 1: scalar only
-  std::uint32_t workgroup_size = 64;
+  std::uint32_t workgroup_size = kDefaultAttentionWorkgroup;
   bool operator==(const AttentionKnobs&) const = default;
 };
 
-// "r2c64k4v4"
+// "r2c64k4v4", "r2c64k4v4wg1" (the workgroup when it is not the default)
 std::string to_string(const AttentionKnobs& knobs);
 
 struct AttentionProblem {
@@ -65,8 +76,9 @@ struct AttentionProblem {
 // The knobs for a problem: every output column of a head in one invocation
 // (no score is computed twice) up to 64 columns, and as many query rows (up
 // to 4) as keep the rows' queries and accumulators near 256 registers, so
-// that each K and V load serves several rows.
-AttentionKnobs choose_attention_knobs(const AttentionProblem& problem);
+// that each K and V load serves several rows. On a CPU device the workgroup
+// shrinks until there are kCpuAttentionWorkgroups of them (or it is 1).
+AttentionKnobs choose_attention_knobs(const AttentionProblem& problem, bool cpu_device = false);
 
 // Appends the attention kernel to `kernel` (whose buffers the caller added)
 // and sets its global and workgroup sizes. Throws Error(Internal) for invalid

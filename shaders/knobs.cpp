@@ -87,6 +87,7 @@ constexpr KnobField<AttentionKnobs> kAttentionFields[] = {
     {"columns", "c", &AttentionKnobs::columns, std::nullopt},
     {"key_block", "k", &AttentionKnobs::key_block, std::nullopt},
     {"vector_width", "v", &AttentionKnobs::vector_width, std::nullopt},
+    {"workgroup_size", "wg", &AttentionKnobs::workgroup_size, kDefaultAttentionWorkgroup},
 };
 
 template <class Knobs, std::size_t N>

@@ -171,7 +171,7 @@ void build_tuned_attention(kir::Kernel& kernel, const shaders::AttentionProblem&
   const std::string text = with_storage(attention_problem_text(problem), target.storage16);
   bool overridden = false;
   const shaders::AttentionKnobs knobs = build_with_override(
-      kernel, target, text, shaders::choose_attention_knobs(problem), shaders::parse_attention_knobs,
+      kernel, target, text, shaders::choose_attention_knobs(problem, target.cpu_device), shaders::parse_attention_knobs,
       [&](const shaders::AttentionKnobs& k) -> std::optional<std::string> {
         if (k.workgroup_size > target.max_workgroup_invocations)
           return "workgroup of " + std::to_string(k.workgroup_size) + " invocations exceeds the target's " +
