@@ -360,6 +360,14 @@ BOOST_AUTO_TEST_CASE(a_cache_given_on_the_device_is_updated_where_it_lies) {
       BOOST_TEST(m.stats().dispatches_per_run == 2);
     }
   }
+  // A compiled-model file keeps the in-place write (the plan's storage roots).
+  const std::string dir = fresh_dir("in-place-file");
+  std::filesystem::create_directories(dir);
+  compile_to_file(model, dir + "/cache_step.kiln");
+  CompiledModel from_file = load(dir + "/cache_step.kiln");
+  BOOST_TEST(from_file.stats().graph_passes_run == 0);
+  check_caches_updated_in_place(from_file);
+  std::filesystem::remove_all(dir);
 }
 
 // Two models with the same large weight on one device hold one copy of it:
