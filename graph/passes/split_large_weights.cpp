@@ -29,10 +29,6 @@ namespace kiln::graph::passes {
 
 namespace {
 
-std::uint64_t tensor_bytes(const Value& v) {
-  return static_cast<std::uint64_t>(num_elements(v.type.shape)) * dtype_size(v.type.dtype);
-}
-
 // Rows [begin, end) of `t` along `axis`.
 Tensor slice_along(const Tensor& t, std::size_t axis, std::int64_t begin, std::int64_t end) {
   Shape shape = t.shape();
@@ -74,7 +70,7 @@ class Splitter {
   }
 
  private:
-  bool too_large(ValueId v) const { return graph_.value(v).constant && tensor_bytes(graph_.value(v)) > limit_; }
+  bool too_large(ValueId v) const { return graph_.value(v).constant && graph_.value(v).constant->nbytes() > limit_; }
 
   // MatMul with B [K, N], or Gemm with B [K, N] / [N, K] (transB).
   bool split_product(const Node& node) {
@@ -115,7 +111,7 @@ class Splitter {
     rw_.replace(node.outputs[0], rw_.add_node("Concat", std::move(products), std::move(concat), node.name)[0]);
     ++report_.changes;
     report_.details.push_back(node.op + " '" + node.name + "': its weight '" + b.name + "' " + type_str(b.type) +
-                              " (" + std::to_string(tensor_bytes(b)) + " bytes) in " + std::to_string(bounds.size() - 1) +
+                              " (" + std::to_string(b.constant->nbytes()) + " bytes) in " + std::to_string(bounds.size() - 1) +
                               " parts along N, the products concatenated");
     return true;
   }
@@ -146,7 +142,7 @@ class Splitter {
         (indices.type.dtype != DType::i64 && indices.type.dtype != DType::i32) || !is_float_weight(data.type.dtype))
       return false;
     const std::int64_t rows = data.type.shape[0];
-    const std::vector<std::int64_t> bounds = part_bounds(rows, tensor_bytes(data) / static_cast<std::uint64_t>(rows), limit_, 1);
+    const std::vector<std::int64_t> bounds = part_bounds(rows, data.constant->nbytes() / static_cast<std::uint64_t>(rows), limit_, 1);
     const DType index_type = indices.type.dtype;
     const std::string& base = node.name;
     // Negative indices count from the end, as Gather's do.
@@ -189,7 +185,7 @@ class Splitter {
     rw_.replace(node.outputs[0], op("Where", {as_mask(valid, base + ".valid_mask"), rows_so_far, nan}, base));
     ++report_.changes;
     report_.details.push_back("Gather '" + node.name + "': its table '" + data.name + "' " + type_str(data.type) + " (" +
-                              std::to_string(tensor_bytes(data)) + " bytes) in " + std::to_string(bounds.size() - 1) +
+                              std::to_string(data.constant->nbytes()) + " bytes) in " + std::to_string(bounds.size() - 1) +
                               " parts of rows, each index's row kept from the part that holds it");
     return true;
   }
@@ -205,7 +201,7 @@ class Splitter {
 PassResult split_large_weights(const Graph& graph, const SplitWeightsOptions& options) {
   if (options.max_binding_bytes == 0) return {graph, {"split_large_weights", 0, {"no binding limit given"}}};
   bool any = false;
-  for (const Value& v : graph.values()) any = any || (v.constant && tensor_bytes(v) > options.max_binding_bytes);
+  for (const Value& v : graph.values()) any = any || (v.constant && v.constant->nbytes() > options.max_binding_bytes);
   if (!any) return {graph, {"split_large_weights", 0, {}}};
   return Splitter(graph, options.max_binding_bytes).run();
 }

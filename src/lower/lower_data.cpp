@@ -617,33 +617,45 @@ WriteIndex declare_write_index(std::vector<Stmt>& body, const graph::ops::Tensor
   return {kir::var("write", ScalarType::i32), valid};
 }
 
-std::optional<std::string> tensor_scatter_unsupported(const OpContext& ctx) {
-  std::vector<graph::TensorType> types;
-  for (std::size_t i = 0; i < ctx.inputs.size(); ++i) types.push_back(ctx.has_input(i) ? *ctx.inputs[i] : graph::TensorType{});
-  graph::ops::tensor_scatter_plan(ctx.node, types);  // throws on a malformed node
-  return std::nullopt;
-}
-
 graph::ops::TensorScatterPlan tensor_scatter_plan_of(const OpContext& ctx) {
   std::vector<graph::TensorType> types;
   for (std::size_t i = 0; i < ctx.inputs.size(); ++i) types.push_back(ctx.has_input(i) ? *ctx.inputs[i] : graph::TensorType{});
   return graph::ops::tensor_scatter_plan(ctx.node, types);
 }
 
+std::optional<std::string> tensor_scatter_unsupported(const OpContext& ctx) {
+  tensor_scatter_plan_of(ctx);  // throws on a malformed node
+  return std::nullopt;
+}
+
+// A TensorScatter kernel of `invocations` with its buffers: past (the
+// functional form only), update, write_indices when given, present.
+struct ScatterKernel {
+  kir::Kernel kernel;
+  std::optional<kir::Buf> past, indices;
+  kir::Buf update, present;
+  ScalarType type;
+};
+
+ScatterKernel make_scatter_kernel(const std::string& name, const OpContext& ctx, const graph::ops::TensorScatterPlan& plan,
+                                  std::int64_t invocations, bool reads_past) {
+  ScatterKernel k{make_kernel(name, invocations), {}, {}, {}, {}, element_type(ctx.outputs[0].dtype)};
+  if (reads_past) k.past = k.kernel.add_buffer("past", k.type, Access::read);
+  k.update = k.kernel.add_buffer("update", k.type, Access::read);
+  if (plan.has_indices) k.indices = k.kernel.add_buffer("write_indices", ScalarType::i64, Access::read);
+  k.present = k.kernel.add_buffer("present", k.type, Access::write);
+  return k;
+}
+
 // The functional form, over every output element: the update's row where
 // one lands, else the past's element.
 kir::Kernel lower_tensor_scatter(const OpContext& ctx) {
   const graph::ops::TensorScatterPlan plan = tensor_scatter_plan_of(ctx);
-  const ScalarType type = element_type(ctx.outputs[0].dtype);
-  kir::Kernel kernel = make_kernel("tensor_scatter", num_elements(ctx.output_shape()));
-  const kir::Buf past = kernel.add_buffer("past", type, Access::read);
-  const kir::Buf update = kernel.add_buffer("update", type, Access::read);
-  std::optional<kir::Buf> indices;
-  if (plan.has_indices) indices = kernel.add_buffer("write_indices", ScalarType::i64, Access::read);
-  const kir::Buf present = kernel.add_buffer("present", type, Access::write);
+  ScatterKernel k = make_scatter_kernel("tensor_scatter", ctx, plan, num_elements(ctx.output_shape()), true);
+  kir::Kernel& kernel = k.kernel;
   const Expr index = kir::global_index();
   const std::vector<Expr> c = unravel(kernel.body, index, {plan.batch, plan.middle, plan.cache, plan.inner}, "out");
-  const WriteIndex write = declare_write_index(kernel.body, plan, indices, c[0]);
+  const WriteIndex write = declare_write_index(kernel.body, plan, k.indices, c[0]);
   Expr row = c[2] - write.index;  // the update row landing here, if in [0, length)
   if (plan.circular) row = (row + kir::i32(plan.cache)) % kir::i32(plan.cache);
   kernel.body.push_back(kir::declare("row", ScalarType::i32, row));
@@ -656,9 +668,9 @@ kir::Kernel lower_tensor_scatter(const OpContext& ctx) {
                           .add(kir::select(written, r, kir::i32(0)), plan.inner)
                           .add(c[3])
                           .expr();
-  kernel.body.push_back(
-      kir::store(present, index, kir::select(written, kir::load(update, source, type), kir::load(past, index, type))));
-  return kernel;
+  kernel.body.push_back(kir::store(
+      k.present, index, kir::select(written, kir::load(k.update, source, k.type), kir::load(*k.past, index, k.type))));
+  return std::move(k.kernel);
 }
 
 }  // namespace
@@ -667,15 +679,12 @@ kir::Kernel lower_tensor_scatter(const OpContext& ctx) {
 // cache row in the output, which is the past's own storage.
 kir::Kernel lower_tensor_scatter_in_place(const OpContext& ctx) {
   const graph::ops::TensorScatterPlan plan = tensor_scatter_plan_of(ctx);
-  const ScalarType type = element_type(ctx.outputs[0].dtype);
-  kir::Kernel kernel = make_kernel("tensor_scatter_in_place", plan.batch * plan.middle * plan.length * plan.inner);
-  const kir::Buf update = kernel.add_buffer("update", type, Access::read);
-  std::optional<kir::Buf> indices;
-  if (plan.has_indices) indices = kernel.add_buffer("write_indices", ScalarType::i64, Access::read);
-  const kir::Buf present = kernel.add_buffer("present", type, Access::write);
+  ScatterKernel k = make_scatter_kernel("tensor_scatter_in_place", ctx, plan,
+                                        plan.batch * plan.middle * plan.length * plan.inner, false);
+  kir::Kernel& kernel = k.kernel;
   const Expr index = kir::global_index();
   const std::vector<Expr> c = unravel(kernel.body, index, {plan.batch, plan.middle, plan.length, plan.inner}, "in");
-  const WriteIndex write = declare_write_index(kernel.body, plan, indices, c[0]);
+  const WriteIndex write = declare_write_index(kernel.body, plan, k.indices, c[0]);
   Expr slot = write.index + c[2];
   if (plan.circular) slot = slot % kir::i32(plan.cache);
   const Expr target = IndexSum()
@@ -684,8 +693,8 @@ kir::Kernel lower_tensor_scatter_in_place(const OpContext& ctx) {
                           .add(slot, plan.inner)
                           .add(c[3])
                           .expr();
-  kernel.body.push_back(kir::branch(write.valid, {kir::store(present, target, kir::load(update, index, type))}));
-  return kernel;
+  kernel.body.push_back(kir::branch(write.valid, {kir::store(k.present, target, kir::load(k.update, index, k.type))}));
+  return std::move(k.kernel);
 }
 
 namespace {

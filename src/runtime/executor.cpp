@@ -577,6 +577,14 @@ void Executor::find_inputs_written_in_place() {
   for (std::size_t v = 0; v < g.values().size(); ++v)
     if (auto it = input_index.find(plan.root[v]); it != input_index.end() && written_inputs_[it->second])
       written_inputs_[it->second]->planned.emplace_back(static_cast<graph::ValueId>(v), storage_[v]);
+  // Outputs that are such an input as it is (same type): the DeviceTensor given for it comes back.
+  output_written_input_.assign(g.outputs().size(), -1);
+  for (std::size_t o = 0; o < g.outputs().size(); ++o) {
+    const graph::ValueId v = g.outputs()[o];
+    const auto it = input_index.find(plan.root[v]);
+    if (it != input_index.end() && written_inputs_[it->second] && g.value(v).type == g.value(it->first).type)
+      output_written_input_[o] = static_cast<int>(it->second);
+  }
 }
 
 void Executor::bind_written_input(std::size_t i, const std::shared_ptr<backend::Buffer>& buffer) {
@@ -721,10 +729,10 @@ void Executor::load_inputs(const std::vector<CallInput>& inputs) {
     copies->finish();
     copies->submit();
   }
-  // Recordings bind the storage they were recorded with.
-  if (bindings != recorded_bindings_ && options_.compiled && plan_->settings.flag("replay")) {
+  // Replayed recordings bind the storage they were recorded with.
+  if (bindings != recorded_bindings_) {
     for (Segment& segment : segments_) {
-      if (segment.host) continue;
+      if (!segment.recorded) continue;
       segment.recorded = ctx_->device->create_command_list();
       record(segment, *segment.recorded);
       segment.recorded->finish();
@@ -788,7 +796,8 @@ std::vector<DeviceTensor> Executor::device_outputs() {
   const graph::Graph& g = *plan_->graph;
   std::vector<DeviceTensor> outputs;
   std::unique_ptr<backend::CommandList> copies;
-  for (graph::ValueId v : g.outputs()) {
+  for (std::size_t o = 0; o < g.outputs().size(); ++o) {
+    const graph::ValueId v = g.outputs()[o];
     const graph::Value& value = g.value(v);
     const graph::ValueId root = plan_->root[v];
     // What a host step made (dynamic values, or static ones it computed)
@@ -799,9 +808,7 @@ std::vector<DeviceTensor> Executor::device_outputs() {
       continue;
     }
     // Written into a DeviceTensor the caller gave: that tensor is the output.
-    if (const auto i = std::ranges::find(g.inputs(), root) - g.inputs().begin();
-        i < std::ssize(g.inputs()) && static_cast<std::size_t>(i) < written_inputs_.size() && written_inputs_[i] &&
-        written_inputs_[i]->bound && value.type == g.value(root).type) {
+    if (const int i = output_written_input_[o]; i >= 0 && written_inputs_[i]->bound) {
       outputs.push_back(*written_inputs_[i]->bound);
       continue;
     }

@@ -267,6 +267,7 @@ class Executor {
     std::optional<DeviceTensor> bound;
   };
   std::vector<std::optional<WrittenInput>> written_inputs_;
+  std::vector<int> output_written_input_;  // by output index: the written input it is returned as, or -1
   // The buffers the replayed recordings bind for those inputs (null: planned);
   // held so that no other buffer takes one's address while they do.
   std::vector<std::shared_ptr<backend::Buffer>> recorded_bindings_;
