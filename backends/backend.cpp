@@ -116,6 +116,8 @@ std::optional<std::string> Backend::supports(const KernelRequirements& kernel, c
       ((kernel.texel_width_1 || kernel.texel_width_4) && target.max_texel_buffer_elements == 0))
     return who + " reads " + (kernel.texel_width_4 ? "RGBA32" : "R32") + " float texel buffers, which " +
            target_label(target) + " does not support";
+  if (kernel.texel_16bit && !target.texel_16bit)
+    return who + " reads 16-bit (R16 / RGBA16) texel buffers, which " + target_label(target) + " does not support";
   return std::nullopt;
 }
 

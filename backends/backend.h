@@ -77,6 +77,11 @@ struct TargetDesc {
   bool texel_r32f = false;
   bool texel_rgba32f = false;
   std::uint64_t max_texel_buffer_elements = 0;
+  // 16-bit texel buffers (kir f16 / bf16 texel buffers): whether R16 and
+  // RGBA16 uniform texel buffers are supported in both the unsigned and the
+  // float format. Only Vulkan has them (a CUDA-style texel buffer is an f32
+  // pointer).
+  bool texel_16bit = false;
   // The device-limits profile these limits were clamped to ("android-baseline";
   // src/runtime/device_profile.h), "" for the device's own.
   std::string limits_profile{};
@@ -107,7 +112,11 @@ struct KernelRequirements {
   bool subgroup_broadcast = false;  // it broadcasts between lanes
   bool texel_width_1 = false;       // it reads R32 float texel buffers
   bool texel_width_4 = false;       // it reads RGBA32 float texel buffers
+  bool texel_16bit = false;         // its texel buffers include f16 or bf16 ones (R16 / RGBA16)
 };
+
+// The elements of a texel buffer (KernelSource::texel_elements).
+enum class TexelElement : std::uint8_t { f32, f16, bf16 };
 
 struct KernelSource {
   std::string name;       // entry point / kernel function name
@@ -117,8 +126,10 @@ struct KernelSource {
   std::uint32_t num_buffers = 0;
   std::uint32_t num_params = 0;  // i32 per-dispatch parameters (members p0.. of the parameter block)
   // Per buffer: 0 a storage buffer, 1 or 4 a texel buffer of that many
-  // floats per texel (empty: all storage buffers).
+  // elements per texel (empty: all storage buffers).
   std::vector<std::uint32_t> texel_widths = {};
+  // Per buffer, a texel buffer's elements (empty: all f32).
+  std::vector<TexelElement> texel_elements = {};
 };
 
 struct KernelBinary {

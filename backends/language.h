@@ -109,7 +109,7 @@ struct LanguageTable {
   std::string local_index_expr;
   std::string workgroup_index_expr;
 
-  // Texel buffers (kir BufferParam::texel_width 1 or 4: read-only f32).
+  // Texel buffers (kir BufferParam::texel_width 1 or 4) of f32 elements.
   // Declarations, placeholders {binding} {name} {width}: at global scope
   // (GLSL "uniform samplerBuffer") or as a parameter (CUDA/HIP/C99 a const
   // pointer). Loads, placeholders {name} {index}: texel_load reads element
@@ -123,6 +123,18 @@ struct LanguageTable {
   std::string texel_component_load;
   std::string texel_vector_load;
   std::string texel_global_helpers;
+  // Texel buffers of 16-bit elements (kir f16 / bf16 texel buffers, which
+  // only targets with TargetDesc::texel_16bit run). texel_f16_as_f32: an
+  // f16 buffer is read with the f32 spellings above (GLSL: its R16 / RGBA16
+  // float view gives floats). The texel_bf16_ spellings read a bf16 one (GLSL:
+  // an unsigned R16 / RGBA16 view, each element shifted into a float's high
+  // half). Empty: the language has no such texel buffers.
+  bool texel_f16_as_f32 = false;
+  std::string texel_bf16_global_decl;
+  std::string texel_bf16_load;
+  std::string texel_bf16_component_load;
+  std::string texel_bf16_vector_load;
+  std::string texel_bf16_global_helpers;
 
   // Subgroup operations (kir Kernel::subgroup_size = {sg}). Directives
   // emitted after version_directive when a kernel uses any (GLSL

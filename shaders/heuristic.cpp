@@ -210,10 +210,10 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
   // keeps vectorised (lavapipe: 1.9-3.5x the storage-buffer blocks'
   // throughput on decode shapes, docs/benchmarks/generation.md), in blocks
   // not shrunk for invocations: the rows are few, the bytes per column are
-  // what counts. 16-bit operands are read from storage buffers (texel views
-  // are f32).
+  // what counts. 16-bit operands need 16-bit texel views.
   const bool matrix_vector =
-      target.cpu_device && target.max_texel_buffer_elements != 0 && target.storage16.empty() && m <= kMatrixVectorRows &&
+      target.cpu_device && target.max_texel_buffer_elements != 0 &&
+      (target.storage16.empty() || target.texel_16bit) && m <= kMatrixVectorRows &&
       std::max(batch * m * k, batch * k * n) <= static_cast<std::int64_t>(target.max_texel_buffer_elements);
   while (!matrix_vector && (knobs.tile_m > 1 || knobs.tile_n > 1) &&
          batch * ceil_div(m, knobs.tile_m) * ceil_div(n, knobs.tile_n) < min_invocations(target))

@@ -35,6 +35,9 @@ struct LowerTarget {
   // Uniform texel buffers of R32 and RGBA32 floats up to this many texels
   // (GemmKnobs::texel_loads); 0: none.
   std::uint64_t max_texel_buffer_elements = 0;
+  // Texel buffers of f16 and bf16 elements too (R16 / RGBA16 views), so that
+  // 16-bit operands are read as f32 ones are.
+  bool texel_16bit = false;
   // Null: every template takes the heuristic's knobs. Shared and immutable,
   // so copying a target (fuse::PlanOptions::target) stays cheap.
   std::shared_ptr<const KnobOverrides> knob_overrides = nullptr;

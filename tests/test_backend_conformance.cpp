@@ -448,6 +448,57 @@ Outcome sixteen_bit_storage_matches_the_interpreter(const Kit& kit) {
   return compare_f32("bf16 vector load", got[8], want[8], 0.0f);
 }
 
+// f16 and bf16 texel buffers (targets with 16-bit texel views): whole
+// texels, their components and width-1 elements widen exactly, as the
+// interpreter widens them.
+Outcome sixteen_bit_texel_buffers_match_the_interpreter(const Kit& kit) {
+  if (!kit.target().texel_16bit) throw Skip{"the target has no 16-bit texel buffers"};
+  const std::int64_t n = 1024;
+  kir::Kernel k("texel16");
+  const kir::Buf b4 = k.add_buffer("b4", T::bf16, kir::Access::read);
+  const kir::Buf h4 = k.add_buffer("h4", T::f16, kir::Access::read);
+  const kir::Buf b1 = k.add_buffer("b1", T::bf16, kir::Access::read);
+  const kir::Buf h1 = k.add_buffer("h1", T::f16, kir::Access::read);
+  const kir::Buf y = k.add_buffer("y", T::f32, kir::Access::write);
+  k.buffers[0].texel_width = k.buffers[1].texel_width = 4;
+  k.buffers[2].texel_width = k.buffers[3].texel_width = 1;
+  k.global_size = n;
+  const kir::Expr i = kir::global_index();
+  const kir::Expr texel = i / kir::i32(4);
+  std::vector<kir::Stmt> body = {kir::load_vector({"b0", "b1", "b2", "b3"}, b4, texel, T::f32),
+                                 kir::load_vector({"h0", "h1", "h2", "h3"}, h4, texel, T::f32)};
+  // y[8i + 0..3]: the bf16 texel's lanes; 4..7 the f16 one's; then scalars.
+  auto out = [&](int slot) { return i * kir::i32(8) + kir::i32(slot); };
+  const kir::Expr lane = i % kir::i32(4);
+  body.push_back(kir::store(y, out(0), kir::select(kir::eq(lane, kir::i32(0)), kir::var("b0", T::f32), kir::var("b3", T::f32))));
+  body.push_back(kir::store(y, out(1), kir::select(kir::eq(lane, kir::i32(1)), kir::var("b1", T::f32), kir::var("b2", T::f32))));
+  body.push_back(kir::store(y, out(2), kir::select(kir::eq(lane, kir::i32(2)), kir::var("h2", T::f32), kir::var("h0", T::f32))));
+  body.push_back(kir::store(y, out(3), kir::select(kir::eq(lane, kir::i32(3)), kir::var("h3", T::f32), kir::var("h1", T::f32))));
+  body.push_back(kir::store(y, out(4), kir::load(b4, i, T::f32)));
+  body.push_back(kir::store(y, out(5), kir::load(h4, i, T::f32)));
+  body.push_back(kir::store(y, out(6), kir::load(b1, i, T::f32)));
+  body.push_back(kir::store(y, out(7), kir::load(h1, i, T::f32)));
+  k.body = std::move(body);
+  // Finite patterns of every other class (normal, subnormal, zero, signs).
+  std::vector<std::uint16_t> halves(n), brains(n), halves1(n), brains1(n);
+  auto finite = [](std::uint32_t bits, std::uint16_t exponent) {
+    const auto h = static_cast<std::uint16_t>(bits);
+    return (h & exponent) == exponent ? static_cast<std::uint16_t>(h & ~0x4000u) : h;
+  };
+  for (std::int64_t j = 0; j < n; ++j) {
+    const auto u = static_cast<std::uint32_t>(j);
+    halves[j] = finite(u * 40503u, 0x7c00u);
+    brains[j] = finite(u * 2654435761u >> 7, 0x7f80u);
+    halves1[j] = finite(u * 7919u + 3u, 0x7c00u);
+    brains1[j] = finite(u * 104729u + 5u, 0x7f80u);
+  }
+  const std::vector<std::vector<std::byte>> buffers = {bytes_of(brains), bytes_of(halves), bytes_of(brains1),
+                                                       bytes_of(halves1), bytes_of(std::vector<float>(8 * n))};
+  const auto got = kit.run(k, buffers);
+  const auto want = interpreted(k, buffers);
+  return compare_f32("16-bit texel loads", got[4], want[4], 0.0f);
+}
+
 Outcome timestamps_measure_the_work(const Kit& kit) {
   if (!kit.target().timestamps) throw Skip{"the device has no timestamps"};
   const kir::Kernel kernel = add_one(1 << 16);
@@ -652,6 +703,7 @@ const Check kChecks[] = {
     {"errors_leave_the_device_usable", errors_leave_the_device_usable},
     {"large_and_empty_transfers", large_and_empty_transfers},
     {"texel_buffers_bind_at_offsets", texel_buffers_bind_at_offsets},
+    {"sixteen_bit_texel_buffers_match_the_interpreter", sixteen_bit_texel_buffers_match_the_interpreter},
     {"many_dispatches_on_a_two_dimensional_grid", many_dispatches_on_a_two_dimensional_grid},
     {"recording_errors_are_invalid_arguments", recording_errors_are_invalid_arguments},
 };

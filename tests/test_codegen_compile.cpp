@@ -183,7 +183,7 @@ bool lacks_a_capability(const kiln::backend::KernelRequirements& k, const Target
   return (k.int64 && !t.int64) || (k.storage8 && !t.storage8) || (k.storage16 && !t.storage16) ||
          (k.fp16 && !t.fp16) ||
          (k.subgroup_size != 0 && !t.subgroup_basic) || (k.texel_width_1 && !t.texel_r32f) ||
-         (k.texel_width_4 && !t.texel_rgba32f);
+         (k.texel_width_4 && !t.texel_rgba32f) || (k.texel_16bit && !t.texel_16bit);
 }
 
 // Renders `kernel` for every backend with offline targets (those of this

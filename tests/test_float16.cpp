@@ -24,6 +24,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <random>
 #include <set>
 #include <string>
 
@@ -346,6 +347,44 @@ BOOST_AUTO_TEST_CASE(a_16_bit_model_runs_on_the_device) {
       BOOST_TEST(explained.find("-> " + std::string(kiln::dtype_name(dtype)) + "[2, 4]") != std::string::npos, explained);
     }
   }
+}
+
+// A matrix-vector product of 16-bit weights (a decode step's projection)
+// reads them through 16-bit texel views on lavapipe, as f32 weights are
+// read (the "_tex" blocks), computes what the reference computes, and keeps
+// its views' element types through a compiled-model file.
+BOOST_AUTO_TEST_CASE(a_16_bit_matrix_vector_product_reads_texel_views_and_survives_a_file) {
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("kiln-test-texel16-" + std::to_string(std::random_device{}()));
+  std::filesystem::create_directories(dir);
+  // f32 first: an f16 kernel may have an f32 one's text and binary, but not its views.
+  for (const DType dtype : {DType::f32, DType::f16, DType::bf16}) {
+    BOOST_TEST_CONTEXT(kiln::dtype_name(dtype)) {
+      std::mt19937 rng(7);
+      std::uniform_int_distribution<int> small(-8, 8);  // eighths: every sum below is exact in f32
+      std::vector<float> weights(256 * 64), values(256);
+      for (float& v : weights) v = static_cast<float>(small(rng)) / 8.0f;
+      for (float& v : values) v = static_cast<float>(small(rng)) / 8.0f;
+      kiln::Builder b("texel16");
+      const auto x = b.input("x", dtype, {1, 256});
+      const auto y = b.matmul(x, b.constant("w", Tensor::from_f32({256, 64}, weights).to(dtype)));
+      const kiln::Model model = b.build({y});
+      const Tensor input = Tensor::from_f32({1, 256}, values).to(dtype);
+      const Tensor want = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<Tensor>{input}).at(0);
+      auto compiled = kiln::compile(model, {.backend = "vulkan", .cache_dir = "off"});
+      const Tensor got = compiled({input}).at(0);
+      BOOST_TEST(std::equal(got.bytes().begin(), got.bytes().end(), want.bytes().begin()));
+      const std::string explained = compiled.explain();
+      BOOST_TEST(explained.find("_tex") != std::string::npos, explained);
+      const std::string path = (dir / (std::string(kiln::dtype_name(dtype)) + ".kiln")).string();
+      kiln::compile_to_file(model, path, {.targets = {"vulkan"}, .cache_dir = (dir / "cache").string()});
+      auto loaded = kiln::load(path, {.cache_dir = (dir / ("empty-cache-" + std::string(kiln::dtype_name(dtype)))).string()});
+      const Tensor from_file = loaded({input}).at(0);
+      BOOST_TEST(std::equal(from_file.bytes().begin(), from_file.bytes().end(), want.bytes().begin()));
+      BOOST_TEST(loaded.stats().kernels_from_file == loaded.stats().kernels);
+    }
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // PyTorch's precision settings, with its names and defaults; on a device

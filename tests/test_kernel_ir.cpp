@@ -1213,7 +1213,7 @@ BOOST_AUTO_TEST_CASE(texel_buffers_load_scalars_and_whole_texels) {
   BOOST_TEST(contains(internal_error([&] { k.add_texel_buffer("t3", 3); }), "texel width 3"));
   wrong = k;
   wrong.buffers[0].access = Access::read_write;
-  BOOST_TEST(contains(internal_error([&] { verify(wrong); }), "texel buffer 't1' must be read-only f32"));
+  BOOST_TEST(contains(internal_error([&] { verify(wrong); }), "texel buffer 't1' must be read-only f32, f16 or bf16"));
 }
 
 BOOST_AUTO_TEST_CASE(prints_subgroup_operations) {

@@ -14,6 +14,7 @@
 #include <kiln/error.h>
 #include <kiln/tensor.h>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <cstdint>
@@ -551,6 +552,32 @@ BOOST_AUTO_TEST_CASE(kernels_take_the_dtypes_their_op_declares) {
   BOOST_TEST((cast.kernel->buffers.at(1).type == kiln::kir::ScalarType::bf16));
   // Aliases move no data, so any dtype is fine for them.
   BOOST_TEST(unsupported(manual_node("Identity", 1), {i64}, {i64}) == "");
+}
+
+// A matrix-vector product of bf16 operands on a CPU device reads them
+// through texel buffers where the device has 16-bit texel views, and from
+// storage buffers where it does not.
+BOOST_AUTO_TEST_CASE(sixteen_bit_operands_stay_texel_buffers_where_the_target_has_them) {
+  const TensorType x{DType::bf16, {1, 256}}, w{DType::bf16, {256, 512}}, y{DType::bf16, {1, 512}};
+  kiln::lower::LowerTarget lavapipe{"vulkan", 8, 1024, 32768, true, true, std::uint64_t{1} << 27};
+  auto texel_widths = [&](const kiln::lower::LowerTarget& target) {
+    const kiln::lower::LoweredNode product = kiln::lower::lower_node(
+        manual_node("MatMul", 2), std::vector<TensorType>{x, w}, std::vector<TensorType>{y}, target);
+    BOOST_TEST_REQUIRE(product.kernel.has_value());
+    std::vector<std::uint32_t> widths;
+    for (const kiln::kir::BufferParam& b : product.kernel->buffers) {
+      BOOST_TEST((b.type == kiln::kir::ScalarType::bf16), b.name);
+      widths.push_back(b.texel_width);
+    }
+    return widths;
+  };
+  const std::vector<std::uint32_t> storage = texel_widths(lavapipe);
+  BOOST_TEST(std::count(storage.begin(), storage.end(), 0u) == 3);
+  lavapipe.texel_16bit = true;
+  const std::vector<std::uint32_t> texels = texel_widths(lavapipe);
+  BOOST_TEST(texels.at(0) != 0u);  // the vector
+  BOOST_TEST(texels.at(1) != 0u);  // the weight
+  BOOST_TEST(texels.at(2) == 0u);  // the output stays a storage buffer
 }
 
 BOOST_AUTO_TEST_CASE(unknown_ops_are_unsupported) {

@@ -341,6 +341,53 @@ BOOST_AUTO_TEST_CASE(math_spellings_come_from_the_table) {
   }
 }
 
+// f16 and bf16 texel buffers: GLSL reads f16 through float views and bf16
+// through unsigned ones it widens; they need no 16-bit storage extension. A
+// language without 16-bit texel buffers refuses them by name.
+BOOST_AUTO_TEST_CASE(sixteen_bit_texel_buffers_are_spelled_per_element_type) {
+  Kernel k("texel16");
+  Buf b4 = k.add_buffer("b4", ScalarType::bf16, Access::read);
+  Buf h1 = k.add_buffer("h1", ScalarType::f16, Access::read);
+  Buf y = k.add_buffer("y", F, Access::write);
+  k.buffers[0].texel_width = 4;
+  k.buffers[1].texel_width = 1;
+  k.global_size = 16;
+  const Expr i = global_index();
+  k.body = {load_vector({"q0", "q1", "q2", "q3"}, b4, i, F),
+            store(y, i, var("q1", F) + load(b4, i * i32(4) + i32(3), F) + load(h1, i, F))};
+  for (const kb::LanguageTable* lang : languages()) {
+    BOOST_TEST_CONTEXT("language " << lang->name) {
+      if (lang->texel_bf16_load.empty() || !lang->texel_f16_as_f32) {
+        try {
+          (void)kiln::render::render(k, *lang);
+          BOOST_ERROR("rendered 16-bit texel buffers without spellings for them");
+        } catch (const Error& e) {
+          BOOST_TEST((e.kind() == ErrorKind::Internal));
+          BOOST_TEST((contains(e.what(), "texel_bf16") || contains(e.what(), "f16 texel buffers")), e.what());
+        }
+        continue;
+      }
+      const std::string text = kiln::render::render(k, *lang);
+      BOOST_TEST(contains(text, spell(lang->texel_bf16_global_decl, {{"binding", "0"}, {"name", "b_b4"}, {"width", "4"}})));
+      BOOST_TEST(contains(text, spell(lang->texel_buffer_global_decl, {{"binding", "1"}, {"name", "b_h1"}, {"width", "1"}})));
+      BOOST_TEST(contains(text, spell(lang->texel_bf16_component_load,
+                                      {{"name", "b_b4"}, {"index", "((kiln_gid * 4) + 3)"}})));
+      BOOST_TEST(contains(text, spell(lang->texel_load, {{"name", "b_h1"}, {"index", "kiln_gid"}})));
+      BOOST_TEST(contains(text, lang->texel_bf16_global_helpers));
+      BOOST_TEST(!contains(text, lang->texel_global_helpers));  // no f32 width-4 buffer
+      BOOST_TEST(!contains(text, lang->storage16_directives));
+    }
+  }
+  const std::string glsl = kiln::render::render(k, kb::get_backend("vulkan").language());
+  BOOST_TEST(contains(glsl, "uniform usamplerBuffer b_b4;"));
+  // The text names the f16 view: an f32 twin's text (and caches' keys) differ.
+  BOOST_TEST(contains(glsl, "// texel buffer b_h1: f16\n"));
+  Kernel twin = k;
+  twin.buffers[1].type = F;
+  BOOST_TEST(kiln::render::render(twin, kb::get_backend("vulkan").language()) != glsl);
+  BOOST_TEST(contains(glsl, "uintBitsToFloat(texelFetch(b_b4, int(kiln_gid)) << 16)"));
+}
+
 BOOST_AUTO_TEST_CASE(subgroup_and_texel_spellings_come_from_the_table) {
   const Kernel k = subgroup_texel_sink();
   for (const kb::LanguageTable* lang : languages()) {

@@ -985,9 +985,12 @@ BOOST_AUTO_TEST_CASE(gemm_knobs_follow_the_shape) {
   BOOST_TEST(!sh::choose_gemm_knobs(1, 8, 768, 768, lavapipe()).texel_loads);
   BOOST_TEST(!sh::choose_gemm_knobs(1, 1, 1 << 20, 256, lavapipe()).texel_loads);
   BOOST_TEST(!sh::choose_gemm_knobs(1, 1, 4096, 512, register_gpu()).texel_loads);
+  // 16-bit operands only where the device has 16-bit texel views.
   LowerTarget bf16_operands = lavapipe();
   bf16_operands.storage16 = "bf16";
   BOOST_TEST(!sh::choose_gemm_knobs(1, 1, 4096, 512, bf16_operands).texel_loads);
+  bf16_operands.texel_16bit = true;
+  BOOST_TEST(sh::choose_gemm_knobs(1, 1, 4096, 512, bf16_operands).texel_loads);
   BOOST_TEST(!sh::choose_gemm_knobs(1, 1, 4096, 512, LowerTarget{}).texel_loads);
   // Short K is not unrolled; a tail of more than an eighth picks a smaller tile.
   BOOST_TEST(sh::choose_gemm_knobs(1, 64, 64, 3, lavapipe()).k_unroll == 1u);

@@ -180,6 +180,7 @@ BOOST_AUTO_TEST_CASE(enumeration_finds_lavapipe_with_sane_limits) {
   BOOST_TEST(t.texel_r32f);
   BOOST_TEST(t.texel_rgba32f);
   BOOST_TEST(t.max_texel_buffer_elements >= 65536u);
+  BOOST_TEST(t.texel_16bit);  // R16 / RGBA16 uniform texel buffers are mandatory formats
   BOOST_TEST(t.int64);
   BOOST_TEST(t.timestamps);
 
@@ -242,6 +243,14 @@ BOOST_AUTO_TEST_CASE(offline_target_and_supports) {
   const auto no_texels = vulkan_backend().supports(kernel, generic);
   BOOST_TEST_REQUIRE(no_texels.has_value());
   BOOST_TEST(no_texels->find("RGBA32 float texel buffers") != std::string::npos, *no_texels);
+  kernel.texel_width_1 = kernel.texel_width_4 = false;
+  kernel.texel_16bit = true;
+  BOOST_TEST(!vulkan_backend().supports(kernel, here).has_value());
+  kb::TargetDesc no_16bit_texels = here;
+  no_16bit_texels.texel_16bit = false;
+  const auto refused = vulkan_backend().supports(kernel, no_16bit_texels);
+  BOOST_TEST_REQUIRE(refused.has_value());
+  BOOST_TEST(refused->find("16-bit (R16 / RGBA16) texel buffers") != std::string::npos, *refused);
 }
 
 // A uniform texel buffer read twice through views at non-zero offsets of one

@@ -119,13 +119,13 @@ VkDescriptorSet VulkanCommandList::allocate_descriptor_set(VkDescriptorSetLayout
 }
 
 VkBufferView VulkanCommandList::texel_view(VkBuffer buffer, std::uint64_t offset, std::uint64_t range,
-                                           std::uint32_t width) {
-  const ViewKey key{buffer, offset, range, width};
+                                           VkFormat format) {
+  const ViewKey key{buffer, offset, range, format};
   if (auto found = views_.find(key); found != views_.end()) return found->second.get();
   VkBufferViewCreateInfo info{};
   info.sType = VK_STRUCTURE_TYPE_BUFFER_VIEW_CREATE_INFO;
   info.buffer = buffer;
-  info.format = width == 4 ? VK_FORMAT_R32G32B32A32_SFLOAT : VK_FORMAT_R32_SFLOAT;
+  info.format = format;
   info.offset = offset;
   info.range = range;
   VkBufferView view = VK_NULL_HANDLE;
@@ -185,17 +185,18 @@ void VulkanCommandList::dispatch(LoadedKernel& kernel, std::array<std::uint32_t,
     info.offset = range != 0 ? binding.offset : 0;
     info.range = range != 0 ? range : VK_WHOLE_SIZE;
     buffer_infos_.push_back(info);
-    if (const std::uint32_t width = pipeline.texel_width(i); width != 0) {
+    if (pipeline.texel_width(i) != 0) {
       // The view holds the binding's whole texels (a kernel reads no others);
       // a binding smaller than one texel views the buffer's first texel
       // instead (every buffer has at least 16 bytes), which it reads none of.
-      const std::uint64_t texel_bytes = std::uint64_t{width} * sizeof(float);
+      const std::uint64_t texel_bytes = pipeline.texel_bytes(i);
+      const VkFormat format = pipeline.texel_format(i);
       const std::uint64_t texels = range / texel_bytes;
       KILN_CHECK(texels <= target.max_texel_buffer_elements, ErrorKind::InvalidArgument,
                  where() + ": " + std::to_string(texels) + " texels exceed the device's largest texel buffer of " +
                      std::to_string(target.max_texel_buffer_elements));
-      view_handles_[i] = texels != 0 ? texel_view(buffer->handle(), binding.offset, texels * texel_bytes, width)
-                                     : texel_view(buffer->handle(), 0, texel_bytes, width);
+      view_handles_[i] = texels != 0 ? texel_view(buffer->handle(), binding.offset, texels * texel_bytes, format)
+                                     : texel_view(buffer->handle(), 0, texel_bytes, format);
     }
   }
 

@@ -53,7 +53,7 @@ class VulkanCommandList final : public CommandList {
  private:
   VkDescriptorSet allocate_descriptor_set(VkDescriptorSetLayout layout, std::uint32_t num_storage,
                                          std::uint32_t num_texel);
-  VkBufferView texel_view(VkBuffer buffer, std::uint64_t offset, std::uint64_t range, std::uint32_t width);
+  VkBufferView texel_view(VkBuffer buffer, std::uint64_t offset, std::uint64_t range, VkFormat format);
   void memory_barrier(VkPipelineStageFlags src_stages, VkAccessFlags src_access, VkPipelineStageFlags dst_stages,
                       VkAccessFlags dst_access);
   std::optional<double> read_device_ms() const;
@@ -84,9 +84,9 @@ class VulkanCommandList final : public CommandList {
   struct ViewKey {
     VkBuffer buffer;
     std::uint64_t offset, range;
-    std::uint32_t width;
+    VkFormat format;
     friend bool operator<(const ViewKey& a, const ViewKey& b) {
-      return std::tie(a.buffer, a.offset, a.range, a.width) < std::tie(b.buffer, b.offset, b.range, b.width);
+      return std::tie(a.buffer, a.offset, a.range, a.format) < std::tie(b.buffer, b.offset, b.range, b.format);
     }
   };
   std::map<ViewKey, Owned<VkBufferView, &DeviceFunctions::vkDestroyBufferView>> views_;

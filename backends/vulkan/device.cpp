@@ -14,6 +14,22 @@
 
 namespace kiln::backend::vulkan {
 
+namespace {
+
+// A kernel's texel views, one character per buffer ('-' a storage buffer,
+// else width and element), for the pipeline key.
+std::string texel_layout(const KernelSource& source) {
+  std::string layout;
+  for (std::size_t i = 0; i < source.texel_widths.size(); ++i) {
+    const TexelElement element = i < source.texel_elements.size() ? source.texel_elements[i] : TexelElement::f32;
+    layout += source.texel_widths[i] == 0 ? '-' : static_cast<char>('0' + source.texel_widths[i] * 4 +
+                                                                     static_cast<std::uint32_t>(element));
+  }
+  return layout;
+}
+
+}  // namespace
+
 VulkanDevice::VulkanDevice(std::shared_ptr<Instance> instance, PhysicalDevice physical, int index,
                            DeviceOptions options)
     : context_(std::make_shared<const DeviceContext>(std::move(instance), std::move(physical), index)),
@@ -74,7 +90,7 @@ std::shared_ptr<LoadedKernel> VulkanDevice::load_kernel(const KernelSource& sour
                  context_->label() + " allows 1 to " +
                  std::to_string(std::min(target.max_workgroup_invocations, target.max_workgroup_size[0])));
   const XXH128_hash_t hash = XXH3_128bits(binary.data.data(), binary.data.size());
-  const PipelineKey key{hash.high64, hash.low64, source.num_buffers};
+  const PipelineKey key{hash.high64, hash.low64, source.num_buffers, texel_layout(source)};
   std::shared_ptr<const VulkanPipeline> pipeline;
   {
     std::lock_guard lock(kernels_mutex_);
@@ -86,8 +102,7 @@ std::shared_ptr<LoadedKernel> VulkanDevice::load_kernel(const KernelSource& sour
   const bool new_pipeline = !pipeline;
   if (new_pipeline) {
     std::shared_lock cache_lock(pipeline_cache_mutex_);
-    pipeline = std::make_shared<const VulkanPipeline>(context_, binary, source.num_buffers, source.num_params,
-                                                      source.texel_widths, source.name, pipeline_cache_.handle());
+    pipeline = std::make_shared<const VulkanPipeline>(context_, binary, source, pipeline_cache_.handle());
     ++pipelines_since_cache_data_;
   }
   auto kernel = std::make_shared<VulkanKernel>(source.name, pipeline, context_);

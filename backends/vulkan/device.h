@@ -60,8 +60,9 @@ class VulkanDevice final : public Device {
   const DeviceContext& context() const { return *context_; }
 
  private:
-  // A binary's 128-bit content hash and its buffer count.
-  using PipelineKey = std::tuple<std::uint64_t, std::uint64_t, std::uint32_t>;
+  // A binary's 128-bit content hash, its buffer count and its texel views'
+  // widths and elements (texel_layout): one binary may read f32 or f16 views.
+  using PipelineKey = std::tuple<std::uint64_t, std::uint64_t, std::uint32_t, std::string>;
 
   // Dispatches zero workgroups of a new kernel: CPU drivers (lavapipe)
   // compile a pipeline to machine code at its first dispatch, so this moves

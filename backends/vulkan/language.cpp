@@ -84,6 +84,14 @@ const LanguageTable& glsl_language() {
     t.texel_vector_load = "texelFetch({name}, int({index}))";
     t.texel_global_helpers =
         "float kiln_texel4(samplerBuffer texels, int i) { return texelFetch(texels, i >> 2)[i & 3]; }";
+    t.texel_f16_as_f32 = true;
+    t.texel_bf16_global_decl = "layout(set = 0, binding = {binding}) uniform usamplerBuffer {name};";
+    t.texel_bf16_load = "uintBitsToFloat(texelFetch({name}, int({index})).x << 16)";
+    t.texel_bf16_component_load = "kiln_texel4_bf16({name}, int({index}))";
+    t.texel_bf16_vector_load = "uintBitsToFloat(texelFetch({name}, int({index})) << 16)";
+    t.texel_bf16_global_helpers =
+        "float kiln_texel4_bf16(usamplerBuffer texels, int i) { return uintBitsToFloat(texelFetch(texels, i >> 2)[i & 3] << "
+        "16); }";
     t.subgroup_directives =
         "#extension GL_KHR_shader_subgroup_basic : require\n#extension GL_KHR_shader_subgroup_ballot : require\n";
     t.subgroup_lane_expr = "int(gl_SubgroupInvocationID)";

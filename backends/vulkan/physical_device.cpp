@@ -114,7 +114,7 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   vk.vkGetPhysicalDeviceFeatures2(handle, &features);
 
   vk.vkGetPhysicalDeviceMemoryProperties(handle, &device.memory);
-  // Uniform texel buffers of the two float formats kernels read through.
+  // Uniform texel buffers of the formats kernels read through.
   auto texel_format = [&](VkFormat format) {
     VkFormatProperties format_properties{};
     vk.vkGetPhysicalDeviceFormatProperties(handle, format, &format_properties);
@@ -163,6 +163,10 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   t.texel_r32f = texel_format(VK_FORMAT_R32_SFLOAT);
   t.texel_rgba32f = texel_format(VK_FORMAT_R32G32B32A32_SFLOAT);
   t.max_texel_buffer_elements = t.texel_r32f || t.texel_rgba32f ? limits.maxTexelBufferElements : 0;
+  // f16 views read as floats, bf16 ones as unsigned integers the kernel widens.
+  t.texel_16bit = t.max_texel_buffer_elements != 0 && texel_format(VK_FORMAT_R16_SFLOAT) &&
+                  texel_format(VK_FORMAT_R16G16B16A16_SFLOAT) && texel_format(VK_FORMAT_R16_UINT) &&
+                  texel_format(VK_FORMAT_R16G16B16A16_UINT);
   // One alignment for every binding into an arena: storage buffers' and, where
   // kernels may read texel buffers, texel views' (both powers of two).
   t.min_buffer_offset_alignment = limits.minStorageBufferOffsetAlignment;

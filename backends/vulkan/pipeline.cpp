@@ -26,10 +26,11 @@ void check_spirv(const KernelBinary& binary, const std::string& kernel_name) {
 }  // namespace
 
 VulkanPipeline::VulkanPipeline(std::shared_ptr<const DeviceContext> context, const KernelBinary& binary,
-                               std::uint32_t num_buffers, std::uint32_t num_params,
-                               std::vector<std::uint32_t> texel_widths, const std::string& kernel_name,
-                               VkPipelineCache cache)
-    : num_buffers_(num_buffers), num_params_(num_params), texel_widths_(std::move(texel_widths)) {
+                               const KernelSource& source, VkPipelineCache cache)
+    : num_buffers_(source.num_buffers), num_params_(source.num_params), texel_widths_(source.texel_widths) {
+  const std::uint32_t num_buffers = num_buffers_;
+  const std::uint32_t num_params = num_params_;
+  const std::string& kernel_name = source.name;
   check_spirv(binary, kernel_name);
   const DeviceFunctions& vk = context->vk();
   const VkDevice device = context->handle();
@@ -39,13 +40,34 @@ VulkanPipeline::VulkanPipeline(std::shared_ptr<const DeviceContext> context, con
              "kernel '" + kernel_name + "' has " + std::to_string(num_buffers) + " buffers but " +
                  std::to_string(texel_widths_.size()) + " texel widths");
   const TargetDesc& target = context->target();
-  for (std::uint32_t width : texel_widths_) {
-    KILN_CHECK(width == 0 || width == 1 || width == 4, ErrorKind::Internal,
+  KILN_CHECK(source.texel_elements.empty() || source.texel_elements.size() == num_buffers, ErrorKind::Internal,
+             "kernel '" + kernel_name + "' has " + std::to_string(num_buffers) + " buffers but " +
+                 std::to_string(source.texel_elements.size()) + " texel element types");
+  texel_formats_.assign(num_buffers, VK_FORMAT_UNDEFINED);
+  texel_bytes_.assign(num_buffers, 0);
+  for (std::size_t i = 0; i < texel_widths_.size(); ++i) {
+    const std::uint32_t width = texel_widths_[i];
+    if (width == 0) continue;
+    KILN_CHECK(width == 1 || width == 4, ErrorKind::Internal,
                "kernel '" + kernel_name + "' has a texel buffer of width " + std::to_string(width));
-    KILN_CHECK(width == 0 || (width == 1 ? target.texel_r32f : target.texel_rgba32f), ErrorKind::Unsupported,
-               "kernel '" + kernel_name + "' reads " + (width == 1 ? "R32" : "RGBA32") +
-                   " float texel buffers, which " + target.device_name + " does not support");
-    num_texel_buffers_ += width != 0 ? 1 : 0;
+    const TexelElement element = i < source.texel_elements.size() ? source.texel_elements[i] : TexelElement::f32;
+    if (element == TexelElement::f32) {
+      KILN_CHECK(width == 1 ? target.texel_r32f : target.texel_rgba32f, ErrorKind::Unsupported,
+                 "kernel '" + kernel_name + "' reads " + (width == 1 ? "R32" : "RGBA32") +
+                     " float texel buffers, which " + target.device_name + " does not support");
+      texel_formats_[i] = width == 1 ? VK_FORMAT_R32_SFLOAT : VK_FORMAT_R32G32B32A32_SFLOAT;
+      texel_bytes_[i] = std::uint64_t{width} * 4;
+    } else {
+      KILN_CHECK(target.texel_16bit, ErrorKind::Unsupported,
+                 "kernel '" + kernel_name + "' reads 16-bit texel buffers, which " + target.device_name +
+                     " does not support");
+      // bf16 elements are read as unsigned integers and widened by the kernel.
+      const bool bf16 = element == TexelElement::bf16;
+      texel_formats_[i] = width == 1 ? (bf16 ? VK_FORMAT_R16_UINT : VK_FORMAT_R16_SFLOAT)
+                                     : (bf16 ? VK_FORMAT_R16G16B16A16_UINT : VK_FORMAT_R16G16B16A16_SFLOAT);
+      texel_bytes_[i] = std::uint64_t{width} * 2;
+    }
+    ++num_texel_buffers_;
   }
   std::vector<VkDescriptorSetLayoutBinding> bindings(num_buffers);
   for (std::uint32_t i = 0; i < num_buffers; ++i) {

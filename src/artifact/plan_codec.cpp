@@ -31,14 +31,32 @@ Settings decode_settings(const json& j) {
   }
 }
 
+const char* texel_element_name(backend::TexelElement element) {
+  switch (element) {
+    case backend::TexelElement::f32: return "f32";
+    case backend::TexelElement::f16: return "f16";
+    case backend::TexelElement::bf16: return "bf16";
+  }
+  return "f32";
+}
+
+backend::TexelElement texel_element_named(const std::string& name) {
+  for (backend::TexelElement e : {backend::TexelElement::f32, backend::TexelElement::f16, backend::TexelElement::bf16})
+    if (name == texel_element_name(e)) return e;
+  throw_error(ErrorKind::Corrupt, "a kernel's texel buffer has unknown elements '" + name + "'");
+}
+
 json encode_source(const backend::KernelSource& s) {
+  json elements = json::array();
+  for (backend::TexelElement e : s.texel_elements) elements.push_back(texel_element_name(e));
   return {{"name", s.name},
           {"language", s.language},
           {"text", s.text},
           {"workgroup_size", s.workgroup_size},
           {"num_buffers", s.num_buffers},
           {"num_params", s.num_params},
-          {"texel_widths", s.texel_widths}};
+          {"texel_widths", s.texel_widths},
+          {"texel_elements", elements}};
 }
 
 backend::KernelSource decode_source(const json& j) {
@@ -50,6 +68,9 @@ backend::KernelSource decode_source(const json& j) {
   s.num_buffers = j.at("num_buffers").get<std::uint32_t>();
   s.num_params = j.at("num_params").get<std::uint32_t>();
   s.texel_widths = j.at("texel_widths").get<std::vector<std::uint32_t>>();
+  // Absent in plans from before 16-bit texel buffers, whose texels were all f32.
+  for (const std::string& name : j.value("texel_elements", std::vector<std::string>{}))
+    s.texel_elements.push_back(texel_element_named(name));
   return s;
 }
 
@@ -60,7 +81,7 @@ json encode_requirements(const backend::KernelRequirements& r) {
           {"subgroup_size", r.subgroup_size},   {"subgroup_broadcast", r.subgroup_broadcast},
           {"texel_width_1", r.texel_width_1},   {"texel_width_4", r.texel_width_4},
           {"int64", r.int64},                   {"storage8", r.storage8},
-          {"storage16", r.storage16}};
+          {"storage16", r.storage16},           {"texel_16bit", r.texel_16bit}};
 }
 
 backend::KernelRequirements decode_requirements(const json& j) {
@@ -78,6 +99,7 @@ backend::KernelRequirements decode_requirements(const json& j) {
   // Absent in plans from before i64 and bool kernels, none of which needed them.
   r.int64 = j.value("int64", false);
   r.storage8 = j.value("storage8", false);
+  r.texel_16bit = j.value("texel_16bit", false);  // absent before 16-bit texel buffers
   r.storage16 = j.value("storage16", false);  // absent before 16-bit kernels
   return r;
 }
@@ -228,6 +250,7 @@ json encode_target(const backend::TargetDesc& t) {
           {"texel_r32f", t.texel_r32f},
           {"texel_rgba32f", t.texel_rgba32f},
           {"max_texel_buffer_elements", t.max_texel_buffer_elements},
+          {"texel_16bit", t.texel_16bit},
           {"limits_profile", t.limits_profile}};
 }
 
@@ -263,6 +286,7 @@ backend::TargetDesc decode_target(const json& j) {
   j.at("texel_r32f").get_to(t.texel_r32f);
   j.at("texel_rgba32f").get_to(t.texel_rgba32f);
   j.at("max_texel_buffer_elements").get_to(t.max_texel_buffer_elements);
+  t.texel_16bit = j.value("texel_16bit", false);  // absent before 16-bit texel buffers
   t.limits_profile = j.value("limits_profile", std::string());  // absent in files written before profiles
   return t;
 }

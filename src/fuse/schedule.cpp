@@ -342,7 +342,10 @@ lower::LowerTarget lower_target(const backend::TargetDesc& target) {
   if (target.max_shared_memory_bytes != 0) out.max_shared_memory_bytes = target.max_shared_memory_bytes;
   out.cpu_device = target.cpu_cores;
   out.subgroup_broadcast = target.subgroup_basic && target.subgroup_broadcast && target.subgroup_size != 0;
-  if (target.texel_r32f && target.texel_rgba32f) out.max_texel_buffer_elements = target.max_texel_buffer_elements;
+  if (target.texel_r32f && target.texel_rgba32f) {
+    out.max_texel_buffer_elements = target.max_texel_buffer_elements;
+    out.texel_16bit = target.texel_16bit;
+  }
   return out;
 }
 

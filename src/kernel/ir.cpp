@@ -750,8 +750,9 @@ class Verifier {
       if (!names.insert(b.name).second) error("duplicate buffer name '" + b.name + "'");
       if (b.texel_width != 0 && b.texel_width != 1 && b.texel_width != 4)
         error("buffer '" + b.name + "' has texel width " + std::to_string(b.texel_width) + "; it must be 0, 1 or 4");
-      if (b.texel_width != 0 && (b.type != ScalarType::f32 || b.access != Access::read))
-        error("texel buffer '" + b.name + "' must be read-only f32");
+      const bool texel_type = b.type == ScalarType::f32 || b.type == ScalarType::f16 || b.type == ScalarType::bf16;
+      if (b.texel_width != 0 && (!texel_type || b.access != Access::read))
+        error("texel buffer '" + b.name + "' must be read-only f32, f16 or bf16");
     }
     check_shared_arrays();
     check_subgroups();

@@ -24,6 +24,9 @@
 // through a uniform texel buffer (GLSL samplerBuffer + texelFetch over an
 // R32 / RGBA32 float view, CUDA/HIP __ldg, C99 a plain load). lavapipe keeps
 // texel fetches vectorised where it scalarises storage-buffer loads. A
+// read-only f16 or bf16 buffer may be one too (loads widen as a storage
+// buffer's do): Vulkan views it as R16 / RGBA16 texels; languages without
+// such views have no 16-bit texel buffers (backend::Target::texel_16bit). A
 // width-4 texel buffer is read in whole texels: load_vector of width 4, or a
 // scalar load of one element of a texel (elements past the last whole texel
 // of the binding cannot be read).
@@ -146,8 +149,9 @@ struct BufferParam {
   std::string name;
   ScalarType type;
   Access access;
-  // 0: a storage buffer. 1 or 4: a read-only f32 buffer read through a
-  // uniform texel buffer of 1 or 4 floats per texel (see the top of this file).
+  // 0: a storage buffer. 1 or 4: a read-only f32, f16 or bf16 buffer read
+  // through a uniform texel buffer of 1 or 4 elements per texel (see the top
+  // of this file).
   std::uint32_t texel_width = 0;
 };
 
@@ -326,7 +330,7 @@ std::array<std::uint32_t, 3> dispatch_grid(const Kernel& kernel, std::uint32_t m
 // read buffer), shared arrays, and barriers (only in uniform control flow: not
 // inside a branch, inside loops only if their bounds use no global_index,
 // local_index or loaded value; global_size a multiple of workgroup_size);
-// texel buffers (read-only f32, width 1 or 4, vector loads only of the texel
+// texel buffers (read-only f32, f16 or bf16, width 1 or 4, vector loads only of the texel
 // width); subgroup operations (subgroup_size a power of two dividing the
 // workgroup, whole workgroups; broadcasts with a lane below subgroup_size, in
 // uniform control flow as barriers are but also under branches and loops whose

@@ -286,7 +286,8 @@ void narrow_16bit_buffers(kir::Kernel& kernel, const OpContext& ctx) {
                "node '" + ctx.node.name + "' (" + ctx.node.op + "): buffer '" + buffer.name + "' of a 16-bit tensor is " +
                    kir::scalar_type_name(buffer.type) + " in its f32 twin");
     buffer.type = storage_of(tensors[i]->dtype);
-    buffer.texel_width = 0;  // texel buffers are f32 views; 16-bit elements are read from storage
+    // A texel buffer stays one where the target has 16-bit texel views.
+    if (!ctx.target.texel_16bit) buffer.texel_width = 0;
   }
 }
 

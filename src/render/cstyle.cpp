@@ -97,9 +97,10 @@ bool has_bool_buffer(const kir::Kernel& kernel) {
                      [](const kir::BufferParam& b) { return b.type == ScalarType::boolean; });
 }
 
+// Whether a storage buffer (not a texel view) holds 16-bit elements.
 bool has_16bit_buffer(const kir::Kernel& kernel) {
   return std::any_of(kernel.buffers.begin(), kernel.buffers.end(),
-                     [](const kir::BufferParam& b) { return kir::is_storage_only(b.type); });
+                     [](const kir::BufferParam& b) { return kir::is_storage_only(b.type) && b.texel_width == 0; });
 }
 
 // (buffer, width) of every vector load and store in `stmts`.
@@ -135,6 +136,11 @@ class Renderer {
     out += "// kiln kernel " + kernel_.name + ": global_size " + global_size + ", workgroup_size " +
            std::to_string(kernel_.workgroup_size) +
            (kernel_.subgroup_size ? ", subgroup_size " + std::to_string(kernel_.subgroup_size) : "") + "\n";
+    // 16-bit texel buffers are named in the text, which identifies a kernel
+    // (caches key on it): an f16 one may be spelled as an f32 one, its view not.
+    for (const kir::BufferParam& b : kernel_.buffers)
+      if (b.texel_width != 0 && b.type != ScalarType::f32)
+        out += "// texel buffer " + buffer_identifier(b.name) + ": " + kir::scalar_type_name(b.type) + "\n";
 
     std::string params;
     auto add_param = [&](const std::string& p) {
@@ -153,7 +159,9 @@ class Renderer {
       if (b.texel_width != 0) {
         const std::string width = std::to_string(b.texel_width);
         const std::initializer_list<Placeholder> texel = {{"binding", binding}, {"name", name}, {"width", width}};
-        if (!lang_.texel_buffer_global_decl.empty())
+        if (texel_bf16(b))
+          out += format(lang_.texel_bf16_global_decl, "texel_bf16_global_decl", texel) + "\n";
+        else if (!lang_.texel_buffer_global_decl.empty())
           out += format(lang_.texel_buffer_global_decl, "texel_buffer_global_decl", texel) + "\n";
         else
           add_param(format(lang_.texel_buffer_param_decl, "texel_buffer_param_decl", texel));
@@ -199,9 +207,12 @@ class Renderer {
     }
     const bool barriers = kir::has_barrier(kernel_);
     if (barriers && !lang_.barrier_global_decl.empty()) out += lang_.barrier_global_decl + "\n";
-    const bool texel4 = std::any_of(kernel_.buffers.begin(), kernel_.buffers.end(),
-                                    [](const kir::BufferParam& b) { return b.texel_width == 4; });
-    if (texel4 && !lang_.texel_global_helpers.empty()) out += lang_.texel_global_helpers + "\n";
+    auto has_texel4 = [&](bool bf16) {
+      return std::any_of(kernel_.buffers.begin(), kernel_.buffers.end(),
+                         [&](const kir::BufferParam& b) { return b.texel_width == 4 && texel_bf16(b) == bf16; });
+    };
+    if (has_texel4(false) && !lang_.texel_global_helpers.empty()) out += lang_.texel_global_helpers + "\n";
+    if (has_texel4(true) && !lang_.texel_bf16_global_helpers.empty()) out += lang_.texel_bf16_global_helpers + "\n";
     // Subgroup operations need whole subgroups, so such kernels run whole
     // workgroups and guard as kernels with barriers do.
     const bool whole_groups = barriers || subgroups;
@@ -327,6 +338,12 @@ class Renderer {
   }
 
   ScalarType buffer_type(int buffer) const { return kernel_.buffers[static_cast<std::size_t>(buffer)].type; }
+  // What a load fetches before from_storage: a texel buffer's loads give f32
+  // whatever its elements (the view or its spelling widens them).
+  ScalarType loaded_type(int buffer) const {
+    const kir::BufferParam& b = kernel_.buffers[static_cast<std::size_t>(buffer)];
+    return b.texel_width != 0 ? ScalarType::f32 : b.type;
+  }
 
   std::string readonly_text(int buffer) const {
     return kernel_.buffers[static_cast<std::size_t>(buffer)].access == kir::Access::read ? lang_.readonly_qualifier
@@ -369,7 +386,7 @@ class Renderer {
   std::string vector_access(const Stmt& s, const std::string& vector_type, std::size_t width) const {
     const kir::BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
     if (b.texel_width != 0)
-      return format(lang_.texel_vector_load, "texel_vector_load",
+      return format(texel_bf16(b) ? lang_.texel_bf16_vector_load : lang_.texel_vector_load, "texel_vector_load",
                     {{"name", buffer_identifier(b.name)}, {"vector_type", vector_type}, {"index", expr(s.index)}});
     return format(lang_.buffer_vector_access, "buffer_vector_access",
                   {{"name", buffer_identifier(b.name)},
@@ -383,7 +400,7 @@ class Renderer {
   // language without vector types, one scalar load per component.
   void load_vector(const Stmt& s, const std::string& indent, std::string& out) const {
     const std::size_t width = s.vars.size();
-    const ScalarType stored = buffer_type(s.buffer);
+    const ScalarType stored = loaded_type(s.buffer);
     if (lang_.vector_f32.empty() || (kir::is_storage_only(stored) && lang_.vector_u16.empty())) {
       for (std::size_t c = 0; c < width; ++c)
         out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " +
@@ -482,7 +499,7 @@ class Renderer {
       case ExprKind::subgroup_id: return subgroup_text(lang_.subgroup_id_expr, "subgroup_id_expr", {});
       case ExprKind::subgroup_broadcast:
         return subgroup_text(lang_.subgroup_broadcast, "subgroup_broadcast", expr(n.args[0]), n.ivalue);
-      case ExprKind::load: return from_storage(buffer_type(n.buffer), buffer_element(n.buffer, n.args[0]));
+      case ExprKind::load: return from_storage(loaded_type(n.buffer), buffer_element(n.buffer, n.args[0]));
       case ExprKind::shared_load: return shared_element(n.buffer, n.args[0]);
       case ExprKind::unary: return unary(n);
       case ExprKind::binary: return binary(n);
@@ -501,12 +518,24 @@ class Renderer {
                    {"wg", std::to_string(kernel_.workgroup_size)}});
   }
 
+  // Whether texel buffer `b` is read with the bf16 spellings (an f16 one is
+  // read with the f32 ones, where the language's f16 views give floats).
+  bool texel_bf16(const kir::BufferParam& b) const {
+    if (b.type == ScalarType::f16 && !lang_.texel_f16_as_f32)
+      table_error("the language table has no f16 texel buffers (texel buffer '" + b.name + "')");
+    return b.type == ScalarType::bf16;
+  }
+
   std::string buffer_element(int buffer, const Expr& index) const {
     const kir::BufferParam& b = kernel_.buffers[static_cast<std::size_t>(buffer)];
     const std::string name = buffer_identifier(b.name);
-    if (b.texel_width == 1) return format(lang_.texel_load, "texel_load", {{"name", name}, {"index", expr(index)}});
+    const bool bf16 = b.texel_width != 0 && texel_bf16(b);
+    if (b.texel_width == 1)
+      return format(bf16 ? lang_.texel_bf16_load : lang_.texel_load, "texel_load",
+                    {{"name", name}, {"index", expr(index)}});
     if (b.texel_width == 4)
-      return format(lang_.texel_component_load, "texel_component_load", {{"name", name}, {"index", expr(index)}});
+      return format(bf16 ? lang_.texel_bf16_component_load : lang_.texel_component_load, "texel_component_load",
+                    {{"name", name}, {"index", expr(index)}});
     return format(lang_.buffer_access, "buffer_access", {{"name", name}, {"index", expr(index)}});
   }
 
@@ -622,6 +651,12 @@ backend::KernelSource make_kernel_source(const kir::Kernel& kernel, const backen
   for (const kir::BufferParam& b : kernel.buffers)
     if (b.texel_width != 0) source.texel_widths.resize(kernel.buffers.size(), 0);
   for (std::size_t i = 0; i < source.texel_widths.size(); ++i) source.texel_widths[i] = kernel.buffers[i].texel_width;
+  for (const kir::BufferParam& b : kernel.buffers)
+    if (b.texel_width != 0 && b.type != ScalarType::f32) source.texel_elements.resize(kernel.buffers.size());
+  for (std::size_t i = 0; i < source.texel_elements.size(); ++i)
+    source.texel_elements[i] = kernel.buffers[i].type == ScalarType::bf16  ? backend::TexelElement::bf16
+                               : kernel.buffers[i].type == ScalarType::f16 ? backend::TexelElement::f16
+                                                                           : backend::TexelElement::f32;
   return source;
 }
 
@@ -640,6 +675,7 @@ backend::KernelRequirements kernel_requirements(const kir::Kernel& kernel) {
   for (const kir::BufferParam& b : kernel.buffers) {
     needs.texel_width_1 = needs.texel_width_1 || b.texel_width == 1;
     needs.texel_width_4 = needs.texel_width_4 || b.texel_width == 4;
+    needs.texel_16bit = needs.texel_16bit || (b.texel_width != 0 && kir::is_storage_only(b.type));
   }
   return needs;
 }
