@@ -360,6 +360,18 @@ BOOST_AUTO_TEST_CASE(a_cache_given_on_the_device_is_updated_where_it_lies) {
       BOOST_TEST(m.stats().dispatches_per_run == 2);
     }
   }
+  // The cache input has no storage of its own while calls give it on the
+  // device: the first call with a host cache allocates it, once.
+  CompiledModel m = compile(model);
+  const Tensor zeros(DType::f32, {1, 2, 8, 4});
+  const Tensor update = random_tensor({1, 2, 1, 4}, 5);
+  const DeviceTensor cache = m.to_device(zeros);
+  (void)m.call_on_device({cache, update, Tensor::from_i64({1}, {0})});
+  const std::uint64_t device_only = m.stats().peak_device_bytes;
+  for (int call = 0; call < 2; ++call) {
+    (void)m({zeros, update, Tensor::from_i64({1}, {1})});
+    BOOST_TEST(m.stats().peak_device_bytes == device_only + zeros.nbytes());
+  }
   // A compiled-model file keeps the in-place write (the plan's storage roots).
   const std::string dir = fresh_dir("in-place-file");
   std::filesystem::create_directories(dir);

@@ -78,7 +78,7 @@ struct KILN_API GenerationStats {
   double prefill_tokens_per_s = 0;
   double decode_tokens_per_s = 0;  // new tokens after the first, per second
   int compiles = 0;                // step models compiled by this generator so far (per batch size and cache length; prefill_chunk's too)
-  std::uint64_t peak_device_bytes = 0;
+  std::uint64_t peak_device_bytes = 0;  // the compiled steps' (weights shared between them counted once) and the caches
   // What the last step copied between host and device (RunStats'
   // uploaded_bytes, downloaded_bytes): the tokens and positions up, one row
   // of logits per prompt down; the caches stay on the device.

@@ -88,8 +88,12 @@ struct Generator::State {
   std::vector<DeviceTensor> caches;
   int compiles = 0;
 
+  // The steps' own memory and the caches they write in place.
   std::uint64_t peak_device_bytes() const {
-    return decode.stats().peak_device_bytes + (prefill ? prefill->stats().peak_device_bytes : 0);
+    std::uint64_t bytes = decode.stats().peak_device_bytes + (prefill ? prefill->stats().peak_device_bytes : 0);
+    for (const DeviceTensor& cache : caches)
+      if (cache.on_device()) bytes += cache.nbytes();
+    return bytes;
   }
 
   // Makes and compiles the steps for `rows` prompts and a cache that holds

@@ -95,6 +95,9 @@ void Executor::warm_up() {
   for (const Segment& segment : segments_)
     for (const compiler::Dispatch* d : segment.dispatches) {
       if (seen[d->kernel]) continue;
+      // A kernel writing an input in place has no storage to bind until a
+      // call gives the input: its first call warms it.
+      if (std::ranges::any_of(d->values, [&](graph::ValueId v) { return storage_[v].buffer == nullptr; })) continue;
       seen[d->kernel] = any = true;
       bindings.clear();
       for (graph::ValueId v : d->values) {
@@ -416,6 +419,7 @@ Executor::BindTimes Executor::bind() {
   // The weights upload (allocation, copies, the device's queue) and kernel
   // loading (compilers, pipeline creation) share nothing, so they overlap:
   // a warm start pays the longer of the two, not their sum.
+  find_inputs_written_in_place();  // before storage: their storage is made when first needed
   std::future<double> storage_ms = std::async(std::launch::async, [this] {
     const auto storage_start = Clock::now();
     assign_storage();
@@ -441,19 +445,15 @@ Executor::BindTimes Executor::bind() {
     segments_.back().dispatches.push_back(&*step.dispatch);
   }
   times.upload_ms = storage_ms.get();
-  find_inputs_written_in_place();
+  note_written_input_storage();
   runtime::log(runtime::LogLevel::debug, model_.name() + ": storage and constant upload in " +
                                              std::to_string(static_cast<int>(times.upload_ms)) +
                                              " ms, beside kernel loading");
 
-  if (options_.compiled && plan.settings.flag("replay")) {
-    for (Segment& segment : segments_) {
-      if (segment.host) continue;
-      segment.recorded = ctx_->device->create_command_list();
-      record(segment, *segment.recorded);
-      segment.recorded->finish();
-    }
-  }
+  // Replay records now, or at the first call where an input written in
+  // place has no storage before then (load_inputs records).
+  replay_ = options_.compiled && plan.settings.flag("replay");
+  if (replay_ && std::ranges::none_of(written_inputs_, [](const auto& w) { return w.has_value(); })) record_segments();
 
   stats_.kernels = static_cast<int>(plan.rendered.size());
   stats_.dispatches_per_run = plan.dispatch_count();
@@ -530,7 +530,18 @@ void Executor::assign_storage() {
   }
   constant_bytes_ += place_packed(packed_constants);
   for (graph::ValueId id : packed_constants) upload(id, *g.value(id).constant);
-  io_bytes_ = place_packed(sp.inputs);
+  // An input a kernel writes in place has no packed storage: a DeviceTensor
+  // given for it is bound where it lies, and one of its own is allocated
+  // only when a call gives anything else (load_inputs).
+  std::vector<graph::ValueId> packed_inputs;
+  for (graph::ValueId id : sp.inputs) {
+    const auto at = std::ranges::find(g.inputs(), id) - g.inputs().begin();
+    if (written_inputs_.at(static_cast<std::size_t>(at)))
+      storage_[id].bytes = compiler::value_bytes(g.value(id));
+    else
+      packed_inputs.push_back(id);
+  }
+  io_bytes_ = place_packed(packed_inputs);
 
   if (sp.arenas) {
     std::vector<backend::Buffer*> arenas;
@@ -574,9 +585,6 @@ void Executor::find_inputs_written_in_place() {
         for (graph::ValueId v : g.node(node).outputs)
           if (auto it = input_index.find(plan.root[v]); it != input_index.end() && !written_inputs_[it->second])
             written_inputs_[it->second].emplace();
-  for (std::size_t v = 0; v < g.values().size(); ++v)
-    if (auto it = input_index.find(plan.root[v]); it != input_index.end() && written_inputs_[it->second])
-      written_inputs_[it->second]->planned.emplace_back(static_cast<graph::ValueId>(v), storage_[v]);
   // Outputs that are such an input as it is (same type): the DeviceTensor given for it comes back.
   output_written_input_.assign(g.outputs().size(), -1);
   for (std::size_t o = 0; o < g.outputs().size(); ++o) {
@@ -587,9 +595,28 @@ void Executor::find_inputs_written_in_place() {
   }
 }
 
-void Executor::bind_written_input(std::size_t i, const std::shared_ptr<backend::Buffer>& buffer) {
-  for (const auto& [value, planned] : written_inputs_[i]->planned)
-    storage_[static_cast<std::size_t>(value)] = buffer ? Storage{buffer.get(), 0, planned.bytes} : planned;
+void Executor::note_written_input_storage() {
+  const compiler::Plan& plan = *plan_;
+  const graph::Graph& g = *plan.graph;
+  for (std::size_t i = 0; i < g.inputs().size(); ++i) {
+    if (!written_inputs_[i]) continue;
+    const graph::ValueId input = g.inputs()[i];
+    for (std::size_t v = 0; v < g.values().size(); ++v)
+      if (plan.root[v] == input) written_inputs_[i]->values.emplace_back(static_cast<graph::ValueId>(v), storage_[v].bytes);
+  }
+}
+
+void Executor::bind_written_input(std::size_t i, backend::Buffer* buffer) {
+  for (const auto& [value, bytes] : written_inputs_[i]->values) storage_[static_cast<std::size_t>(value)] = {buffer, 0, bytes};
+}
+
+void Executor::record_segments() {
+  for (Segment& segment : segments_) {
+    if (segment.host) continue;
+    segment.recorded = ctx_->device->create_command_list();
+    record(segment, *segment.recorded);
+    segment.recorded->finish();
+  }
 }
 
 void Executor::record(const Segment& segment, backend::CommandList& list) const {
@@ -704,11 +731,18 @@ void Executor::load_inputs(const std::vector<CallInput>& inputs) {
       if (data && data->device && data->buffer && num_elements(data->shape) > 0 &&
           std::ranges::find(bindings, data->buffer) == bindings.end()) {
         bindings[i] = data->buffer;
-        bind_written_input(i, data->buffer);
+        bind_written_input(i, data->buffer.get());
         input.bound = *device;
         continue;
       }
-      bind_written_input(i, nullptr);
+      // Anything else is copied into the input's own storage, made once.
+      if (!input.own) {
+        input.own = ctx_->device->allocate(storage_[id].bytes);
+        io_bytes_ += storage_[id].bytes;
+        stats_.peak_device_bytes += storage_[id].bytes;
+      }
+      bindings[i] = input.own;
+      bind_written_input(i, input.own.get());
     }
     if (host == nullptr) {
       const DeviceTensorData& data = DeviceTensorData::of(std::get<DeviceTensor>(inputs[i]));
@@ -730,13 +764,8 @@ void Executor::load_inputs(const std::vector<CallInput>& inputs) {
     copies->submit();
   }
   // Replayed recordings bind the storage they were recorded with.
-  if (bindings != recorded_bindings_) {
-    for (Segment& segment : segments_) {
-      if (!segment.recorded) continue;
-      segment.recorded = ctx_->device->create_command_list();
-      record(segment, *segment.recorded);
-      segment.recorded->finish();
-    }
+  if (replay_ && bindings != recorded_bindings_) {
+    record_segments();
     recorded_bindings_ = std::move(bindings);
   }
 }

@@ -233,7 +233,9 @@ class Executor {
   // The inputs written in place (see above) and the values stored in each.
   void find_inputs_written_in_place();
   // Binds input `i` (written in place) to `buffer`, or its planned storage when null.
-  void bind_written_input(std::size_t i, const std::shared_ptr<backend::Buffer>& buffer);
+  void note_written_input_storage();
+  void bind_written_input(std::size_t i, backend::Buffer* buffer);
+  void record_segments();
   // The count and types of the inputs, and the device of DeviceTensors.
   void check_inputs(const std::vector<CallInput>& inputs) const;
   // A call up to its outputs: checks, plans on the first call, loads the
@@ -260,17 +262,20 @@ class Executor {
   std::vector<Segment> segments_;
   std::vector<Storage> storage_;  // by value id
   // Inputs written in place, by input index: the values stored in it (its
-  // own, its views, the outputs written into it) with their planned storage,
-  // and the DeviceTensor this call bound there (null: the planned storage).
+  // own, its views, the outputs written into it) with their bytes, the
+  // DeviceTensor this call bound there, and the input's own storage, made at
+  // the first call that gives something else (a host tensor).
   struct WrittenInput {
-    std::vector<std::pair<graph::ValueId, Storage>> planned;
+    std::vector<std::pair<graph::ValueId, std::uint64_t>> values;
     std::optional<DeviceTensor> bound;
+    std::shared_ptr<backend::Buffer> own;
   };
   std::vector<std::optional<WrittenInput>> written_inputs_;
   std::vector<int> output_written_input_;  // by output index: the written input it is returned as, or -1
   // The buffers the replayed recordings bind for those inputs (null: planned);
   // held so that no other buffer takes one's address while they do.
   std::vector<std::shared_ptr<backend::Buffer>> recorded_bindings_;
+  bool replay_ = false;  // segments replay recorded command lists
   std::vector<std::optional<Tensor>> host_values_;  // by value id: made by host steps this run
   std::unique_ptr<runtime::SubgraphModels> subgraphs_;  // control flow's subgraphs, made at their first run
   std::vector<std::shared_ptr<backend::Buffer>> buffers_;
