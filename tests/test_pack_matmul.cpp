@@ -226,6 +226,62 @@ BOOST_AUTO_TEST_CASE(gemms_with_a_transposed_weight_pack_as_matmuls) {
   BOOST_TEST(compiled.explain().find("matmul_packed_") != std::string::npos);
 }
 
+// A language model's head tied to its embedding table: the table is packed
+// once and the Gather reads its rows from the packed copy (one copy on the
+// device, negative indices counting from the end); a small table is held
+// twice, and a weight something else reads too is left as it is.
+BOOST_AUTO_TEST_CASE(a_tied_table_is_packed_once_and_its_gather_reads_the_packed_rows) {
+  Builder b;
+  auto ids = b.input("ids", DType::i64, {2, 3});
+  auto small_ids = b.input("small_ids", DType::i64, {4});
+  const Tensor table = random_tensor({1024, 1024}, 11);  // 4 MiB: read through the packed copy
+  auto weight = b.constant("table", table);
+  b.push_scope("embed");
+  auto embedded = b.op("Gather", {weight, ids}, {})[0];
+  b.pop_scope();
+  b.push_scope("head");
+  auto logits = b.gemm(b.reshape(embedded, {6, 1024}), weight, std::nullopt, {.trans_b = true});
+  b.pop_scope();
+  auto small = b.constant("small", random_tensor({64, 32}, 12));
+  b.push_scope("small_embed");
+  auto small_rows = b.op("Gather", {small, small_ids}, {})[0];
+  b.pop_scope();
+  b.push_scope("small_head");
+  auto small_logits = b.gemm(small_rows, small, std::nullopt, {.trans_b = true});
+  b.pop_scope();
+  auto other = b.constant("other", random_tensor({16, 32}, 13));
+  b.push_scope("other_head");
+  auto other_logits = b.gemm(small_rows, other, std::nullopt, {.trans_b = true});
+  b.pop_scope();
+  auto other_sum = b.add(other, other);
+  const kiln::Model m = b.build({embedded, logits, small_logits, other_logits, other_sum});
+
+  const passes::PassResult result = passes::pack_matmul_weights(kiln::internal::graph(m));
+  BOOST_TEST(mentions(result.report, "Gather 'embed' reads the rows of 'table' from the head's packed copy"));
+  BOOST_TEST(mentions(result.report, "Gemm 'head.gemm' (B transposed) as a MatMul with B packed as NK16n [64, 1024, 16]"));
+  BOOST_TEST(mentions(result.report, "Gemm 'small_head' (B transposed) as a MatMul"));
+  BOOST_TEST(mentions(result.report, "Gemm 'other_head': B 'other' left as it is, as other nodes read it too"));
+  // The table itself is gone; the small one stays for its Gather beside its packed copy.
+  std::size_t table_bytes = 0;
+  for (const kiln::graph::Value& v : result.graph.values())
+    if (v.constant && v.constant->nbytes() >= table.nbytes()) table_bytes += v.constant->nbytes();
+  BOOST_TEST(table_bytes == table.nbytes());
+  BOOST_TEST(find_node(result.graph, "small_embed")->op == "Gather");
+
+  const std::vector<Tensor> inputs = {Tensor::from_i64({2, 3}, {0, 17, 1023, -1, 512, -1024}),
+                                      Tensor::from_i64({4}, {0, 63, -2, 5})};
+  const std::vector<Tensor> before = kiln::graph::run_reference(kiln::internal::graph(m), inputs);
+  const std::vector<Tensor> after = kiln::graph::run_reference(result.graph, inputs);
+  BOOST_TEST(relative_difference(after[0], before[0]) == 0.0);  // rows, exactly
+  for (std::size_t i = 1; i < before.size(); ++i) BOOST_TEST(relative_difference(after[i], before[i]) < 1e-6);
+  // Compiled (packed on a CPU device): the same, with the table held once.
+  kiln::CompiledModel compiled = kiln::compile(m, {.backend = kiln::testing::test_backend()});
+  const std::vector<Tensor> got = compiled(inputs);
+  BOOST_TEST(relative_difference(got[0], before[0]) == 0.0);
+  for (std::size_t i = 1; i < before.size(); ++i) BOOST_TEST(relative_difference(got[i], before[i]) < 1e-5);
+  BOOST_TEST(compiled.stats().peak_device_bytes < table.nbytes() * 3 / 2);
+}
+
 BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
   const kiln::Model model = linear_model(kCases[0]);
   const passes::PipelineResult off = passes::run_compile_passes(

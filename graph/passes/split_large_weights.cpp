@@ -24,6 +24,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <tuple>
 
 namespace kiln::graph::passes {
 
@@ -93,9 +95,7 @@ class Splitter {
     std::vector<ValueId> products;
     for (std::size_t p = 0; p + 1 < bounds.size(); ++p) {
       const std::string part = node.name + ".part" + std::to_string(p);
-      std::vector<ValueId> inputs = {rw_.map(node.inputs[0]),
-                                     rw_.add_constant(b.name + ".part" + std::to_string(p),
-                                                      slice_along(*b.constant, n_axis, bounds[p], bounds[p + 1]))};
+      std::vector<ValueId> inputs = {rw_.map(node.inputs[0]), part_of(b, n_axis, bounds[p], bounds[p + 1], p)};
       if (has_bias) {
         if (!bias_along_n) inputs.push_back(rw_.map(node.inputs[2]));
         else if (bias->constant)
@@ -124,6 +124,16 @@ class Splitter {
     return rw_.add_node("Slice", {v}, std::move(a), name)[0];
   }
 
+  // Part `p` of constant `v` (its [begin, end) along `axis`), one constant
+  // for every node that cuts it so: a table tied to a head is held once.
+  ValueId part_of(const Value& v, std::size_t axis, std::int64_t begin, std::int64_t end, std::size_t p) {
+    const auto key = std::make_tuple(v.id, axis, begin, end);
+    if (auto found = parts_.find(key); found != parts_.end()) return found->second;
+    const ValueId part = rw_.add_constant(v.name + ".part" + std::to_string(p), slice_along(*v.constant, axis, begin, end));
+    parts_.emplace(key, part);
+    return part;
+  }
+
   ValueId index_constant(DType dtype, std::int64_t value, const std::string& name) {
     return rw_.add_constant(name, Tensor::from_i64({}, {value}).to(dtype));
   }
@@ -142,7 +152,9 @@ class Splitter {
         (indices.type.dtype != DType::i64 && indices.type.dtype != DType::i32) || !is_float_weight(data.type.dtype))
       return false;
     const std::int64_t rows = data.type.shape[0];
-    const std::vector<std::int64_t> bounds = part_bounds(rows, data.constant->nbytes() / static_cast<std::uint64_t>(rows), limit_, 1);
+    // Whole 16-row blocks, as a tied head's weight [V, K] is cut: the parts are shared.
+    const std::vector<std::int64_t> bounds =
+        part_bounds(rows, data.constant->nbytes() / static_cast<std::uint64_t>(rows), limit_, kMatMulPackedBlock);
     const DType index_type = indices.type.dtype;
     const std::string& base = node.name;
     // Negative indices count from the end, as Gather's do.
@@ -172,8 +184,7 @@ class Splitter {
       axis0.set("axis", std::int64_t{0});
       const ValueId gathered =
           rw_.add_node("Gather",
-                       {rw_.add_constant(data.name + ".part" + std::to_string(p), slice_along(*data.constant, 0, bounds[p], bounds[p + 1])),
-                        op("Where", {inside, local, zero}, part + ".clamped")},
+                       {part_of(data, 0, bounds[p], bounds[p + 1], p), op("Where", {inside, local, zero}, part + ".clamped")},
                        std::move(axis0), part)[0];
       rows_so_far = p == 0 ? gathered : op("Where", {as_mask(inside, part + ".mask"), gathered, rows_so_far}, part + ".kept");
     }
@@ -194,6 +205,7 @@ class Splitter {
   std::uint64_t limit_;
   Rewriter rw_;
   PassReport report_{"split_large_weights", 0, {}};
+  std::map<std::tuple<ValueId, std::size_t, std::int64_t, std::int64_t>, ValueId> parts_;
 };
 
 }  // namespace
