@@ -254,7 +254,15 @@ BOOST_AUTO_TEST_CASE(a_tied_table_is_packed_once_and_its_gather_reads_the_packed
   auto other_logits = b.gemm(small_rows, other, std::nullopt, {.trans_b = true});
   b.pop_scope();
   auto other_sum = b.add(other, other);
-  const kiln::Model m = b.build({embedded, logits, small_logits, other_logits, other_sum});
+  // Two products of one weight share one packed copy.
+  auto twice = b.constant("twice", random_tensor({32, 32}, 14));
+  b.push_scope("first");
+  auto first = b.gemm(small_rows, twice, std::nullopt, {.trans_b = true});
+  b.pop_scope();
+  b.push_scope("second");
+  auto second = b.gemm(first, twice, std::nullopt, {.trans_b = true});
+  b.pop_scope();
+  const kiln::Model m = b.build({embedded, logits, small_logits, other_logits, other_sum, second});
 
   const passes::PassResult result = passes::pack_matmul_weights(kiln::internal::graph(m));
   BOOST_TEST(mentions(result.report, "Gather 'embed' reads the rows of 'table' from the head's packed copy"));
@@ -267,6 +275,8 @@ BOOST_AUTO_TEST_CASE(a_tied_table_is_packed_once_and_its_gather_reads_the_packed
     if (v.constant && v.constant->nbytes() >= table.nbytes()) table_bytes += v.constant->nbytes();
   BOOST_TEST(table_bytes == table.nbytes());
   BOOST_TEST(find_node(result.graph, "small_embed")->op == "Gather");
+  BOOST_TEST(find_node(result.graph, "first")->inputs[1] == find_node(result.graph, "second")->inputs[1]);
+  BOOST_TEST(find_node(result.graph, "second")->op == "MatMul");
 
   const std::vector<Tensor> inputs = {Tensor::from_i64({2, 3}, {0, 17, 1023, -1, 512, -1024}),
                                       Tensor::from_i64({4}, {0, 63, -2, 5})};

@@ -84,21 +84,31 @@ bool gathers_rows(const Graph& graph, const Node& node, ValueId table) {
 }
 
 std::vector<Sharing> find_sharing(const Graph& graph) {
-  std::vector<int> readers(graph.values().size(), 0), row_gathers(graph.values().size(), 0);
+  const std::size_t n = graph.values().size();
+  std::vector<int> readers(n, 0), row_gathers(n, 0), products(n, 0), transposed(n, 0);
   for (const Node& node : graph.nodes()) {
     for (ValueId v : node.inputs)
       if (v >= 0) ++readers[static_cast<std::size_t>(v)];
     if (!node.inputs.empty() && node.inputs[0] >= 0 && gathers_rows(graph, node, node.inputs[0]))
       ++row_gathers[static_cast<std::size_t>(node.inputs[0])];
+    const bool gemm = packable_gemm(graph, node);
+    if (gemm || packable(graph, node)) {
+      const auto b = static_cast<std::size_t>(node.inputs[1]);
+      ++products[b];
+      transposed[b] += gemm && ops::get_flag(node, "transB", false) ? 1 : 0;
+    }
   }
-  std::vector<Sharing> sharing(graph.values().size(), Sharing::none);
-  for (const Node& node : graph.nodes()) {
-    if (!packable_gemm(graph, node) && !packable(graph, node)) continue;
-    const auto b = static_cast<std::size_t>(node.inputs[1]);
-    if (readers[b] == 1) continue;
-    // One product and Gathers of its rows; any other reader keeps B as it is.
-    if (readers[b] - row_gathers[b] != 1) sharing[b] = Sharing::other_readers;
-    else sharing[b] = graph.value(node.inputs[1]).constant->nbytes() < kTiedTableBytes ? Sharing::small_table : Sharing::tied_table;
+  std::vector<Sharing> sharing(n, Sharing::none);
+  for (std::size_t b = 0; b < n; ++b) {
+    if (products[b] == 0 || readers[b] == 1) continue;
+    // Products that lay B out alike share one packed copy.
+    const bool alike = transposed[b] == 0 || transposed[b] == products[b];
+    if (alike && readers[b] == products[b]) continue;
+    // Transposed heads and Gathers of its rows (a tied embedding table).
+    if (transposed[b] == products[b] && readers[b] == products[b] + row_gathers[b])
+      sharing[b] = graph.values()[b].constant->nbytes() < kTiedTableBytes ? Sharing::small_table : Sharing::tied_table;
+    else
+      sharing[b] = Sharing::other_readers;
   }
   return sharing;
 }
@@ -187,7 +197,8 @@ PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& opti
         sharing[static_cast<std::size_t>(node.inputs[1])] == Sharing::tied_table && pack_decision(node))
       packed_constant(rw, graph, node, true, packed_of);
   for (const Node& node : graph.nodes()) {
-    if (node.op == "Gather" && !node.inputs.empty() && packed_of.contains(node.inputs[0])) {
+    if (node.op == "Gather" && !node.inputs.empty() && node.inputs[0] >= 0 &&
+        sharing[static_cast<std::size_t>(node.inputs[0])] == Sharing::tied_table && packed_of.contains(node.inputs[0])) {
       rw.replace(node.outputs[0], gather_packed_rows(rw, graph, node, packed_of.at(node.inputs[0])));
       ++report.changes;
       report.details.push_back("Gather '" + node.name + "' reads the rows of '" + graph.value(node.inputs[0]).name +
@@ -201,7 +212,7 @@ PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& opti
       continue;
     }
     const Sharing shared = sharing[static_cast<std::size_t>(node.inputs[1])];
-    if (shared == Sharing::other_readers || (shared == Sharing::tied_table && !transposed)) {
+    if (shared == Sharing::other_readers) {
       // Packed, the device would hold the weight twice.
       rw.copy_node(node);
       report.details.push_back(node.op + " '" + node.name + "': B '" + graph.value(node.inputs[1]).name +
