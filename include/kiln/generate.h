@@ -60,7 +60,7 @@ struct KILN_API GeneratorOptions {
   // so a cache far longer than the text costs time on every step.
   std::int64_t max_length = 0;
   // Prompts go through a step of this many tokens at a time (the rest a
-  // token per step): a second compiled step, with its own copy of the
+  // token per step): a second compiled step, sharing the decode step's
   // weights on the device, for a first token sooner. 0 or 1: a token per
   // step through the one step model.
   std::int64_t prefill_chunk = 0;
