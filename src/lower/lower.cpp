@@ -40,6 +40,7 @@ constexpr OpLowering kLowerings[] = {
     {"Gemm", 2, 3, gemm_unsupported, lower_gemm},
     {"MatMul", 2, 2, matmul_unsupported, lower_matmul},
     {"Softmax", 1, 1, softmax_unsupported, lower_softmax},
+    {"LogSoftmax", 1, 1, softmax_unsupported, lower_log_softmax},
     {"LayerNormalization", 2, 3, layer_norm_unsupported, lower_layer_norm, 3},
     {"LRN", 1, 1, lrn_unsupported, lower_lrn},
     {"Attention", 3, 4, attention_unsupported, lower_attention},

@@ -1,5 +1,5 @@
 // Lowerings of the math op family: f32 unary math, HardSigmoid/HardSwish,
-// Pow, variadic Min/Max/Sum, the Reduce* ops, CumSum and LogSoftmax, one
+// Pow, variadic Min/Max/Sum, the Reduce* ops, CumSum, one
 // kernel each; and the ops of any element type (f32, i32, i64, bool): Cast,
 // comparisons, logic, Where, ArgMax/ArgMin, and Min/Max/Sum of integers.
 #include "graph/broadcast.h"
@@ -436,54 +436,6 @@ kir::Kernel lower_cumsum(const OpContext& ctx) {
   return kernel;
 }
 
-// ---- LogSoftmax ---------------------------------------------------------------------
-
-std::optional<std::string> log_softmax_unsupported(const OpContext& ctx) {
-  const Shape& shape = ctx.input_shape(0);
-  if (shape.empty()) return "a scalar input has no axis to normalise";
-  get_axis(ctx, "axis", -1, shape.size());
-  if (ctx.output_shape() != shape)
-    return "output shape " + shape_str(ctx.output_shape()) + " differs from input shape " + shape_str(shape);
-  return std::nullopt;
-}
-
-// One invocation per row along the axis: the row's max, then the log of the
-// sum of exp(x - max), then x - max - log_sum (no exp of the output, so a
-// tiny probability keeps its logarithm instead of underflowing to -inf).
-kir::Kernel lower_log_softmax(const OpContext& ctx) {
-  const Shape& shape = ctx.input_shape(0);
-  const std::size_t axis = get_axis(ctx, "axis", -1, shape.size());
-  const std::int64_t outer = extent_product(shape, 0, axis);
-  const std::int64_t length = shape[axis];
-  const std::int64_t inner = extent_product(shape, axis + 1, shape.size());
-
-  kir::Kernel kernel = make_kernel("log_softmax", outer * inner);
-  const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
-  const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
-  std::vector<kir::Stmt>& body = kernel.body;
-
-  // Row (o, i) holds elements o * length * inner + i + j * inner.
-  const std::vector<Expr> row = unravel(body, kir::global_index(), {outer, inner}, "row");
-  const Expr base = declare_index(body, "base", IndexSum().add(row[0], length * inner).add(row[1]).expr());
-  auto element = [&](const std::string& j) {
-    return IndexSum().add(base).add(kir::var(j, ScalarType::i32), inner).expr();
-  };
-  auto x_at = [&](const std::string& j) { return load_f32(x, element(j)); };
-  const Expr row_max = kir::var("row_max", ScalarType::f32);
-  const Expr row_sum = kir::var("row_sum", ScalarType::f32);
-
-  body.push_back(kir::declare("row_max", ScalarType::f32, load_f32(x, base)));
-  body.push_back(kir::loop("j_max", kir::i32(1), kir::i32(length),
-                           {kir::assign("row_max", kir::max(row_max, x_at("j_max")))}));
-  body.push_back(kir::declare("row_sum", ScalarType::f32, kir::f32(0.0)));
-  body.push_back(kir::loop("j_sum", kir::i32(0), kir::i32(length),
-                           {kir::assign("row_sum", row_sum + kir::exp(x_at("j_sum") - row_max))}));
-  body.push_back(kir::declare("shift", ScalarType::f32, row_max + kir::log(row_sum)));
-  body.push_back(kir::loop("j_out", kir::i32(0), kir::i32(length),
-                           {kir::store(y, element("j_out"), x_at("j_out") - kir::var("shift", ScalarType::f32))}));
-  return kernel;
-}
-
 // ---- Cast ----------------------------------------------------------------------------
 
 // Between the dtypes kernels hold, as C converts: to bool is "!= 0", from bool
@@ -689,7 +641,6 @@ constexpr OpLowering kMathLowerings[] = {
     {"ReduceLogSum", 1, 1, reduce_unsupported, lower_reduce},
     {"ReduceLogSumExp", 1, 1, reduce_unsupported, lower_reduce},
     {"CumSum", 1, 1, cumsum_unsupported, lower_cumsum},
-    {"LogSoftmax", 1, 1, log_softmax_unsupported, lower_log_softmax},
     {"ArgMax", 1, 1, arg_reduce_unsupported, lower_arg_reduce, 1, KernelDTypes::any},
     {"ArgMin", 1, 1, arg_reduce_unsupported, lower_arg_reduce, 1, KernelDTypes::any},
     {"Cast", 1, 1, nullptr, lower_cast, 1, KernelDTypes::any},

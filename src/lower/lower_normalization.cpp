@@ -1,4 +1,4 @@
-// Row reductions: Softmax and LayerNormalization run one invocation per row
+// Row reductions: Softmax, LogSoftmax and LayerNormalization run one invocation per row
 // and loop over it, in the standard two-pass forms (max then sum of exp;
 // mean then variance) so that large inputs neither overflow nor cancel.
 #include "graph/broadcast.h"
@@ -28,14 +28,20 @@ std::optional<std::string> softmax_unsupported(const OpContext& ctx) {
   return std::nullopt;
 }
 
-kir::Kernel lower_softmax(const OpContext& ctx) {
+namespace {
+
+// Softmax or LogSoftmax along the axis, one invocation per row: the row's
+// max, the sum of exp(x - max), then exp(x - max) / sum, or x - max -
+// log(sum) (no exp of the output, so a tiny probability keeps its
+// logarithm instead of underflowing to -inf).
+kir::Kernel lower_softmax_rows(const OpContext& ctx, bool log) {
   const Shape& shape = ctx.input_shape(0);
   const std::size_t axis = get_axis(ctx, "axis", -1, shape.size());
   const std::int64_t outer = extent_product(shape, 0, axis);
   const std::int64_t length = shape[axis];
   const std::int64_t inner = extent_product(shape, axis + 1, shape.size());
 
-  kir::Kernel kernel = make_kernel("softmax", outer * inner);
+  kir::Kernel kernel = make_kernel(log ? "log_softmax" : "softmax", outer * inner);
   const kir::Buf x = kernel.add_buffer("x", ScalarType::f32, Access::read);
   const kir::Buf y = kernel.add_buffer("y", ScalarType::f32, Access::write);
   std::vector<Stmt>& body = kernel.body;
@@ -52,12 +58,23 @@ kir::Kernel lower_softmax(const OpContext& ctx) {
   body.push_back(kir::declare("row_sum", ScalarType::f32, kir::f32(0.0)));
   body.push_back(kir::loop("j_sum", kir::i32(0), kir::i32(length),
                            {kir::assign("row_sum", f32_var("row_sum") + kir::exp(x_at("j_sum") - f32_var("row_max")))}));
+  if (log) {
+    body.push_back(kir::declare("shift", ScalarType::f32, f32_var("row_max") + kir::log(f32_var("row_sum"))));
+    body.push_back(kir::loop("j_out", kir::i32(0), kir::i32(length),
+                             {kir::store(y, element("j_out"), x_at("j_out") - f32_var("shift"))}));
+    return kernel;
+  }
   body.push_back(kir::declare("inv_sum", ScalarType::f32, kir::f32(1.0) / f32_var("row_sum")));
   body.push_back(kir::loop(
       "j_out", kir::i32(0), kir::i32(length),
       {kir::store(y, element("j_out"), kir::exp(x_at("j_out") - f32_var("row_max")) * f32_var("inv_sum"))}));
   return kernel;
 }
+
+}  // namespace
+
+kir::Kernel lower_softmax(const OpContext& ctx) { return lower_softmax_rows(ctx, false); }
+kir::Kernel lower_log_softmax(const OpContext& ctx) { return lower_softmax_rows(ctx, true); }
 
 std::optional<std::string> layer_norm_unsupported(const OpContext& ctx) {
   const Shape& shape = ctx.input_shape(0);

@@ -108,8 +108,9 @@ kir::Kernel lower_gemm(const OpContext& ctx);
 std::optional<std::string> matmul_unsupported(const OpContext& ctx);
 kir::Kernel lower_matmul(const OpContext& ctx);
 
-std::optional<std::string> softmax_unsupported(const OpContext& ctx);
+std::optional<std::string> softmax_unsupported(const OpContext& ctx);  // Softmax and LogSoftmax
 kir::Kernel lower_softmax(const OpContext& ctx);
+kir::Kernel lower_log_softmax(const OpContext& ctx);
 std::optional<std::string> lrn_unsupported(const OpContext& ctx);
 kir::Kernel lower_lrn(const OpContext& ctx);
 std::optional<std::string> layer_norm_unsupported(const OpContext& ctx);
