@@ -38,9 +38,8 @@ inline constexpr int kAttentionTemplateVersion = 1;
 // at least: a workgroup runs on one thread there, its invocations in SIMD
 // lanes, so a decode step's few invocations in one workgroup leave all
 // threads but one idle, and one invocation per workgroup leaves the lanes
-// idle. Two is the floor (the capability record has no thread count);
-// llama-100m's decode attention over 1024 positions ran 1.3-1.7x faster
-// than in one workgroup on the 2-core CI machine, 4 were slower again.
+// idle. Two is the floor (the capability record has no thread count;
+// docs/benchmarks/generation.md has the measurements).
 inline constexpr std::uint32_t kDefaultAttentionWorkgroup = 64;
 inline constexpr std::int64_t kCpuAttentionWorkgroups = 2;
 

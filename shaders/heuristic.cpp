@@ -78,7 +78,7 @@ std::uint32_t fit_tile(std::int64_t extent, const std::array<std::uint32_t, N>& 
 // The direct convolution's tile width: the widest whose padding past the
 // row's end is at most a quarter of the row. Its row segments make wide
 // tiles cheap, so 8 columns on a 7- or 14-wide output (one or two wasted)
-// still run 3-5x faster than 1 or 2 on lavapipe.
+// still beat 1 or 2 (docs/benchmarks/template-thresholds.md).
 std::uint32_t fit_conv_width(std::int64_t out_w) {
   for (std::uint32_t tile : kTiles)
     if ((ceil_div(out_w, tile) * tile - out_w) * 4 <= out_w) return tile;
@@ -199,16 +199,13 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
   GemmKnobs knobs;
   // On a CPU device a tile may waste up to a quarter of the rows or columns:
   // loads per multiply fall with the tile's size faster than the waste grows
-  // (7x7 maps, N = 49: 8x8 tiles ran 1.3-2x faster than 8x4 on lavapipe in
-  // `KILN_GEMM_BENCH_SHAPE=M,49,K ... test_templates --run_test=gemm_throughput`;
-  // 49 rows, ConvNeXt's last stage: 8x16 1.2-1.9x faster than 4x16 with
-  // KILN_GEMM_BENCH_SHAPE=49,768,3072 KILN_GEMM_BENCH_PACKED_B=16).
+  // (docs/benchmarks/template-thresholds.md).
   knobs.tile_m = target.cpu_device ? fit_tile(m, kGemmTiles, 4) : fit_tile(m, kGemmTiles);
   knobs.tile_n = target.cpu_device ? fit_tile(n, kCpuGemmColumnTiles, 4) : fit_tile(n, kGemmTiles);
   // Matrix-vector products (a decode step's projections) on a CPU device
   // with texel buffers read both operands through them, which the driver
-  // keeps vectorised (lavapipe: 1.9-3.5x the storage-buffer blocks'
-  // throughput on decode shapes, docs/benchmarks/generation.md), in blocks
+  // keeps vectorised where it scalarises storage-buffer loads
+  // (docs/benchmarks/generation.md), in blocks
   // not shrunk for invocations: the rows are few, the bytes per column are
   // what counts. 16-bit operands need 16-bit texel views.
   const bool matrix_vector =

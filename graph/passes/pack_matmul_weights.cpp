@@ -3,10 +3,9 @@
 // GEMM lowering then reads as a batch of 16-column products. With B row-major
 // an invocation computing 16 columns reads 64 bytes of each of B's K rows,
 // rows 4N bytes apart (ViT's fc2: 3072 rows, 3 KiB apart, a new page every
-// row or two); packed, it streams one contiguous slab. Measured on lavapipe
-// (2 threads, side by side): ViT's fc2 shape 197x768x3072 1.4x faster,
-// ConvNeXt's stage-4 fc2 49x768x3072 1.5-2x. Eager never runs this pass, so
-// its kernels keep reading B as the model gives it.
+// row or two); packed, it streams one contiguous slab
+// (docs/benchmarks/pass-thresholds.md). Eager never runs this pass, so its
+// kernels keep reading B as the model gives it.
 #include "graph/passes/passes.h"
 #include "graph/ops/ops.h"
 #include "graph/passes/rewrite.h"

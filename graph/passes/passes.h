@@ -204,8 +204,8 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options = {});
 //
 // Layout choices depend on the device kind (`cpu_device`): with
 // pack_matmul_weights=auto, NK16n MatMul weights are chosen for CPU devices
-// only, where they were measured faster (lavapipe: ViT fc2 1.4x, ConvNeXt fc2
-// 1.5-2x); GPU GEMMs stage tiles of a row-major B in shared memory, and a
+// only, where they were measured faster (docs/benchmarks/pass-thresholds.md);
+// GPU GEMMs stage tiles of a row-major B in shared memory, and a
 // batch of 16-column GEMMs would leave their 64-wide tiles three-quarters
 // empty. Its report then says why it did nothing.
 //

@@ -44,11 +44,9 @@ constexpr std::int64_t kColumnMultiple = 16;
 constexpr std::pair<std::int64_t, std::int64_t> kMaxMultiplyRatio = {7, 10};
 
 // F(4x4) on a map whose sub-grids (one per dilation phase) are at least this
-// many outputs along both axes; smaller ones take F(2x2). Measured with
-// `kiln profile` on lavapipe (ResNet-18): at 14x14 the F(4x4) GEMM [36, 256,
-// 16] took about half the time of F(2x2)'s [16, 256, 64]; at 7x7 (2x2 tiles
-// of 4x4) its 4-column GEMM was no faster than F(2x2)'s 16 columns, and its
-// transformed weight is 2.25x larger.
+// many outputs along both axes; smaller ones take F(2x2): below it F(4x4)'s
+// GEMM has too few columns to gain, and its transformed weight is larger
+// (docs/benchmarks/pass-thresholds.md).
 constexpr std::int64_t kMinF4Extent = 14;
 
 // The transformed weight U [n*n, K, C] must fit one storage buffer on every

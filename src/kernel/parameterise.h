@@ -39,10 +39,10 @@ struct ParameteriseOptions {
   std::size_t max_params = 32;
   // Whether loop bounds may become parameters. Off, they are structure: a
   // trip count the driver's compiler knows keeps loops tight, at the price
-  // of one kernel per distinct bound. On lavapipe runtime bounds cost 0-4%
-  // of GEMM device time (4-9% for ConvNeXt's packed MatMuls) and cut
-  // ResNet-50's cold compile 6.6 -> 4.4 s; the executor turns this on for
-  // CPU devices only. Bounds below kShortLoopBound stay literals anyway.
+  // of one kernel per distinct bound. On a CPU device runtime bounds cost
+  // little device time and save compiles (docs/benchmarks/compile-scaling.md),
+  // so the executor turns this on there only. Bounds below kShortLoopBound
+  // stay literals anyway.
   bool loop_bounds = false;
 };
 

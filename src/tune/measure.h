@@ -51,8 +51,8 @@ struct MeasureOptions {
 // other warm-up calls, then repeats until the spread is small, the time cap
 // or max_repeats. Never the verifying run: a driver may do one-time work in
 // a pipeline's first dispatch (lavapipe compiles the subgroup and texel
-// variants then, 20-30x a later run), which must not make a fast kernel
-// give up.
+// variants then, docs/benchmarks/max-autotune.md), which must not make a
+// fast kernel give up.
 std::vector<double> time_calls(const MeasureOptions& options, const std::function<double(int)>& call);
 
 // How far `got` is from the reference `want`: the largest |got - want| over
