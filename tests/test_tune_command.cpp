@@ -2,12 +2,16 @@
 // sites exactly once and their merged databases hold what one unsharded run
 // records; the budget bounds the run; a --resume rerun of a finished job
 // measures nothing. Runs the built binary on ResNet-18 at 32 px, each site
-// measured with one or two candidates so that the suite takes seconds.
+// measured with one or two candidates so that the suite takes seconds. The
+// same job as a library call (kiln::tune_models, include/kiln/tune.h).
 #define BOOST_TEST_MODULE tune_command
 #include <boost/test/unit_test.hpp>
 
 #include "backends/registry.h"
 #include "cli_runner.h"
+
+#include <kiln/builder.h>
+#include <kiln/tune.h>
 
 #include <nlohmann/json.hpp>
 
@@ -194,4 +198,59 @@ BOOST_AUTO_TEST_CASE(ctrl_c_stops_the_run_and_keeps_what_the_site_being_tuned_fi
   BOOST_TEST(output.find("exit 0") != std::string::npos);
   BOOST_TEST(seconds < 40, "kiln took " << seconds << " s to stop");
   BOOST_TEST(record_keys(dir, dir.file("tuning.db")).size() >= 1u);
+}
+
+// The job from an application: progress for each stage, a report of what it
+// tuned, records that explain_tuning then finds applying, a stop request
+// honoured between candidates, and a bad shard refused.
+BOOST_AUTO_TEST_CASE(the_job_is_a_library_call) {
+  if (!have_vulkan()) {
+    BOOST_TEST_MESSAGE("skipped: no Vulkan device");
+    return;
+  }
+  TempDir dir;
+  kiln::Builder b("one_product");
+  auto x = b.input("x", kiln::DType::f32, {8, 64});
+  kiln::Tensor w(kiln::DType::f32, {64, 64});
+  for (std::size_t i = 0; i < w.values<float>().size(); ++i) w.values<float>()[i] = static_cast<float>(i % 7) - 3.0f;
+  const kiln::Model model = b.build({b.relu(b.matmul(x, b.constant("w", w)))});
+
+  kiln::TuneJobOptions job;
+  job.compile.cache_dir = "off";
+  job.compile.settings = {{"tune_db", dir.file("api.db")}};
+  job.budget_s = 120;
+  job.max_candidates = 1;
+  std::set<kiln::TuneProgress::Stage> stages;
+  job.on_progress = [&](const kiln::TuneProgress& p) { stages.insert(p.stage); };
+  const kiln::TuneReport report = kiln::tune_models({model}, job);
+  BOOST_TEST(report.database == dir.file("api.db"));
+  BOOST_TEST(fs::exists(report.database));
+  BOOST_TEST(report.models == 1u);
+  BOOST_TEST(report.sites >= 1u);
+  BOOST_TEST(report.to_tune == report.in_shard);
+  BOOST_TEST(report.tuned.size() == report.to_tune);
+  BOOST_TEST(!report.stopped);
+  for (const kiln::TuneSite& site : report.tuned) {
+    BOOST_TEST(!site.template_name.empty());
+    BOOST_TEST(site.heuristic_ms > 0.0);
+    BOOST_TEST(site.models == std::vector<std::string>{"one_product"});
+  }
+  for (auto stage : {kiln::TuneProgress::Stage::profiling, kiln::TuneProgress::Stage::planned,
+                     kiln::TuneProgress::Stage::tuning})
+    BOOST_TEST(stages.count(stage) == 1u);
+
+  const kiln::TuneReport listed = kiln::explain_tuning({model}, job);
+  BOOST_TEST(listed.listed.size() == report.in_shard);
+  for (const kiln::TuneSite& site : listed.listed) BOOST_TEST(site.status == "applies", site.kernel);
+
+  // Stopped before its first candidate: nothing tuned, and it says so.
+  job.compile.settings = {{"tune_db", dir.file("stopped.db")}};
+  job.stop_requested = [] { return true; };
+  const kiln::TuneReport stopped = kiln::tune_models({model}, job);
+  BOOST_TEST(stopped.tuned.size() <= 1u);
+  BOOST_TEST((stopped.stopped || stopped.tuned.empty()));
+
+  job.shard = 2;
+  job.shards = 2;
+  BOOST_CHECK_THROW(kiln::tune_models({model}, job), kiln::Error);
 }
