@@ -70,6 +70,13 @@ void set_pointer_style_capabilities(TargetDesc& target) {
   target.max_texel_buffer_elements = target.max_buffer_bytes / sizeof(float);
 }
 
+std::vector<TargetDesc> Backend::binary_targets(const TargetDesc& target) const { return {target}; }
+
+std::optional<std::string> Backend::foreign_plan_refusal(const TargetDesc&, const TargetDesc&,
+                                                         const std::set<std::string>&) const {
+  return std::nullopt;
+}
+
 std::optional<std::string> Backend::supports(const KernelRequirements& kernel, const TargetDesc& target) const {
   const std::string who = "kernel '" + kernel.kernel_name + "'";
   if (kernel.workgroup_size == 0) return who + " has a workgroup size of 0";

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -268,6 +269,20 @@ class Backend {
   virtual std::vector<TargetDesc> offline_targets() const = 0;
   // nullopt if the target can run the kernel, else the reason it cannot.
   virtual std::optional<std::string> supports(const KernelRequirements& kernel, const TargetDesc& target) const;
+
+  // Compiled-model files (.kiln, src/artifact/model_file.h):
+  // - the targets whose binaries a plan compiled for `target` carries, best
+  //   first (default: `target` alone);
+  virtual std::vector<TargetDesc> binary_targets(const TargetDesc& target) const;
+  // - why a plan compiled for `planned` (an offline target, or another
+  //   device), with binaries of these formats, cannot run on `device`
+  //   (default: it can: a portable binary such as SPIR-V, checked by
+  //   supports() and the device's limits);
+  virtual std::optional<std::string> foreign_plan_refusal(const TargetDesc& planned, const TargetDesc& device,
+                                                          const std::set<std::string>& formats) const;
+  // - whether what follows ':' in a target spec (`kiln compile --target
+  //   vulkan:NAME`) names a device, rather than a list of architectures.
+  virtual bool target_spec_names_a_device() const { return false; }
 };
 
 }  // namespace kiln::backend

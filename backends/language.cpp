@@ -73,6 +73,7 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
   // parameters of an extern "C" kernel (an unmangled name), launched as 1-D
   // blocks of workgroup_size threads on a 2-D grid.
   LanguageTable t;
+  t.file_extension = name == "hip" ? ".hip" : ".cu";
   t.name = std::move(name);
   t.prelude = std::move(prelude);
   t.type_f32 = "float";
@@ -176,6 +177,7 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
 LanguageTable c99_language(std::string prelude) {
   LanguageTable t;
   t.name = "c99";
+  t.file_extension = ".c";
   t.prelude = std::move(prelude);
   t.type_f32 = "float";
   t.type_i32 = "int32_t";

@@ -12,6 +12,7 @@ namespace kiln::backend {
 
 struct LanguageTable {
   std::string name;     // "glsl", "cuda", "hip", "c99" (null backend)
+  std::string file_extension;  // of a source file editors and compilers recognise: ".comp", ".cu", ".hip", ".c"
   // The first line of every kernel (GLSL "#version 450"), before any
   // directive the kernel needs; empty where the language has none.
   std::string version_directive;

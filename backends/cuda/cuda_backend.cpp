@@ -65,6 +65,25 @@ class CudaBackend final : public Backend {
   const LanguageTable& language() const override { return cuda_language(); }
   const KernelCompiler& compiler() const override { return compiler_; }
   std::vector<TargetDesc> offline_targets() const override { return cuda::offline_targets(); }
+  // A compiled-model file carries the CUBIN of an sm_ architecture and PTX
+  // for the same compute capability, which newer GPUs JIT.
+  std::vector<TargetDesc> binary_targets(const TargetDesc& target) const override {
+    std::vector<TargetDesc> targets = {target};
+    if (target.arch.starts_with("sm_")) {
+      TargetDesc ptx = target;
+      ptx.arch = "compute_" + target.arch.substr(3);
+      targets.push_back(ptx);
+    }
+    return targets;
+  }
+  // A CUBIN runs only on its own architecture; PTX on that compute capability
+  // and newer (a plan made on a device carries both).
+  std::optional<std::string> foreign_plan_refusal(const TargetDesc& planned, const TargetDesc& device,
+                                                  const std::set<std::string>& formats) const override {
+    if (device.offline || !planned.offline || planned.arch == device.arch || formats.contains("ptx"))
+      return std::nullopt;
+    return "its CUBIN is for " + planned.arch + ", the device is " + device.arch;
+  }
 
  private:
   cuda::NvrtcCompiler compiler_;

@@ -45,6 +45,12 @@ class HipBackend final : public Backend {
   const LanguageTable& language() const override { return hip_language(); }
   const KernelCompiler& compiler() const override { return compiler_; }
   std::vector<TargetDesc> offline_targets() const override { return hip::offline_targets(); }
+  // A code object runs on its own architecture only.
+  std::optional<std::string> foreign_plan_refusal(const TargetDesc& planned, const TargetDesc& device,
+                                                  const std::set<std::string>&) const override {
+    if (planned.arch == device.arch) return std::nullopt;
+    return "its code objects are for " + planned.arch + ", the device is " + device.arch;
+  }
 
  private:
   hip::HiprtcCompiler compiler_;

@@ -10,6 +10,7 @@ const LanguageTable& glsl_language() {
   static const LanguageTable table = [] {
     LanguageTable t;
     t.name = "glsl";
+    t.file_extension = ".comp";
     // The prelude opens with its #version line; extension directives a
     // kernel needs go between the two.
     const std::string& prelude = shaders::glsl_prelude();

@@ -83,6 +83,8 @@ class VulkanBackend final : public Backend {
   const LanguageTable& language() const override { return glsl_language(); }
   const KernelCompiler& compiler() const override { return compiler_; }
   std::vector<TargetDesc> offline_targets() const override { return {generic_spirv_target()}; }
+  // SPIR-V runs on any device; `vulkan:NAME` picks one of this machine's.
+  bool target_spec_names_a_device() const override { return true; }
 
  private:
   vulkan::GlslCompiler compiler_;

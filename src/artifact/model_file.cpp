@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <set>
 
 namespace kiln::artifact {
 namespace {
@@ -74,20 +75,13 @@ backend::TargetDesc offline_target_for(const backend::Backend& b, const std::str
                                               "' (it has: " + (listed.empty() ? "none" : listed) + ")");
 }
 
-// The binaries a device of `target` may load, best first: CUDA gets the
-// CUBIN of its architecture and PTX for the same compute capability (which
-// newer GPUs JIT); every other target one binary.
+// The binaries a device of `target` may load, best first (the backend's
+// binary_targets: CUDA's CUBIN and PTX).
 std::vector<backend::KernelBinary> compile_binaries(const backend::Backend& b, const backend::TargetDesc& target,
                                                     const backend::KernelSource& source,
                                                     const runtime::CompileCache& cache, const std::string& compiler) {
-  std::vector<backend::TargetDesc> targets = {target};
-  if (target.backend == "cuda" && target.arch.starts_with("sm_")) {
-    backend::TargetDesc ptx = target;
-    ptx.arch = "compute_" + target.arch.substr(3);
-    targets.push_back(ptx);
-  }
   std::vector<backend::KernelBinary> binaries;
-  for (const backend::TargetDesc& t : targets) {
+  for (const backend::TargetDesc& t : b.binary_targets(target)) {
     const runtime::CacheKey key = runtime::CompileCache::key(source, t, compiler);
     if (std::optional<backend::KernelBinary> cached = cache.load(key)) {
       binaries.push_back(std::move(*cached));
@@ -156,7 +150,7 @@ TargetSpec parse_target_spec(const std::string& spec) {
   if (colon == std::string::npos) return t;
   const std::string rest = spec.substr(colon + 1);
   KILN_CHECK(!rest.empty(), ErrorKind::InvalidArgument, "target '" + spec + "': nothing after ':'");
-  if (t.backend == "vulkan") {
+  if (backend::get_backend(t.backend).target_spec_names_a_device()) {
     t.device = rest;
     return t;
   }
@@ -314,17 +308,10 @@ std::optional<std::string> plan_unfit(const compiler::Plan& plan, const backend:
           return "dispatch '" + step.dispatch->kernel_name + "' needs " + std::to_string(step.dispatch->grid[axis]) +
                  " workgroups along axis " + std::to_string(axis) + ", the device allows " +
                  std::to_string(device.max_workgroup_count[axis]);
-  if (!device.offline && plan.target.offline && plan.backend == "cuda") {
-    // A CUBIN runs only on its own architecture; PTX on that compute capability and newer.
-    const bool own = plan.target.arch == device.arch;
-    bool ptx = false;
-    for (const compiler::RenderedKernel& kernel : plan.rendered)
-      for (const backend::KernelBinary& binary : kernel.binaries) ptx = ptx || binary.format == "ptx";
-    if (!own && !ptx) return "its CUBIN is for " + plan.target.arch + ", the device is " + device.arch;
-  }
-  if (plan.backend == "hip" && plan.target.arch != device.arch)
-    return "its code objects are for " + plan.target.arch + ", the device is " + device.arch;
-  return std::nullopt;
+  std::set<std::string> formats;
+  for (const compiler::RenderedKernel& kernel : plan.rendered)
+    for (const backend::KernelBinary& binary : kernel.binaries) formats.insert(binary.format);
+  return b.foreign_plan_refusal(plan.target, device, formats);
 }
 
 std::shared_ptr<const compiler::Plan> select_plan(const ModelFile& file, const backend::Backend& b,

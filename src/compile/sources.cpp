@@ -14,14 +14,6 @@
 namespace kiln::compiler {
 namespace {
 
-// A file extension editors and compilers recognise for each language.
-std::string extension(const std::string& language) {
-  if (language == "glsl") return ".comp";
-  if (language == "cuda") return ".cu";
-  if (language == "hip") return ".hip";
-  if (language == "c99") return ".c";
-  return "." + language;
-}
 
 backend::TargetDesc plan_target(const backend::Backend& b) {
   if (!b.unavailable_reason()) {
@@ -80,7 +72,7 @@ BackendSources generate_sources(const Model& model, const std::string& backend_n
     file.kernel_name = d.kernel_name;
     char number[16];
     std::snprintf(number, sizeof number, "%03d_", index++);
-    file.file_name = number + file.kernel_name + extension(out.language);
+    file.file_name = number + file.kernel_name + b.language().file_extension;
     for (graph::NodeId id : d.nodes) file.nodes.emplace_back(g.node(id).name, g.node(id).op);
     // Dispatches that share a kernel share its source (rendered once).
     if (rendered[d.kernel].empty()) rendered[d.kernel] = render::render(plan->kernels[d.kernel], b.language());
