@@ -8,7 +8,10 @@
 #      (resnet, pytorch_fixtures, attention, winograd, runtime) on the CUDA backend,
 #   4. `kiln bench` on CUDA beside PyTorch eager and torch.compile
 #      (tools/gpu_check_pytorch.py; PyTorch and torchvision must be installed);
-#      with --tune, `kiln tune` first and max-autotune in the bench.
+#      with --tune, `kiln tune` first and max-autotune in the bench;
+#   5. text generation on CUDA (generate_bench: llama-100m in f32, Gemma-2B's
+#      18 layers and whole vocabulary in bf16), per mode: time to first token,
+#      decode tokens/s and the weights' read rate, for the bandwidth bound.
 #
 # Usage: tools/gpu-check.sh [--prebuilt DIR | --build-dir DIR] [--out DIR]
 #            [--models a,b] [--batch 1,16] [--iters N] [--tune 5m] [--skip-bench]
@@ -63,7 +66,7 @@ else
   fi
   bin="$build_dir/stage"
   mkdir -p "$bin"
-  for f in tools/kiln src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo \
+  for f in tools/kiln tools/generate_bench src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo \
     tests/test_resnet tests/test_pytorch_fixtures tests/test_attention tests/test_winograd tests/test_runtime; do
     ln -sf "$build_dir/$f" "$bin/$(basename "$f")"
   done
@@ -136,6 +139,19 @@ if [ $skip_bench -eq 0 ]; then
     modes+=",max-autotune"
     db_args=(--db "$out/tuning.db")
   fi
+  # Decode reads every weight once a token: "weights GB/s" against the GPU's memory bandwidth is the bound.
+  step generate_cuda 600 bash -c "'$bin/generate_bench' --backend cuda --shape llama-100m --rounds 3 --prompt 16 \
+    --new-tokens 64 --modes eager,default,reduce-overhead && '$bin/generate_bench' --backend cuda \
+    --shape gemma-2b-layers --layers 18 --vocabulary 256000 --rounds 3 --prompt 16 --new-tokens 64 \
+    --modes default,reduce-overhead"
+  {
+    echo
+    echo "## Text generation (CUDA)"
+    echo
+    echo '```'
+    grep -E "^(llama|gemma|mode|eager|default|reduce)" "$out/generate_cuda.log" 2>/dev/null || echo "(see generate_cuda.log)"
+    echo '```'
+  } >> "$report"
   step bench_kiln 600 "$bin/kiln" bench --backend cuda --models "$models" --batch "$batch" \
     --modes "$modes" "${db_args[@]}" --iters "$iters" --warmup 10 --output-dir "$out/bench"
   step bench_pytorch 600 env LD_LIBRARY_PATH="$python_ld" python3 "$root/tools/gpu_check_pytorch.py" --kiln-csv "$out/bench/bench.csv" \
