@@ -71,7 +71,8 @@ enum class Sharing : std::uint8_t {
 };
 
 // Tables below this are held twice (as they are and packed) rather than
-// read through the packed copy, which costs a decode step a few dispatches.
+// read through the packed copy, which adds a few dispatches to the Gather
+// (a judgement, not a measured line).
 constexpr std::size_t kTiedTableBytes = 4 << 20;
 
 // A Gather of whole rows (axis 0) of constant `table`, with indices of a static shape.
@@ -222,11 +223,8 @@ PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& opti
       rw.copy_node(node);
       continue;
     }
-    const Tensor* b_tensor = &*graph.value(node.inputs[1]).constant;
-    const Shape packed_shape = {b_tensor->shape()[transposed ? 0 : 1] / kMatMulPackedBlock,
-                                b_tensor->shape()[transposed ? 1 : 0], kMatMulPackedBlock};
-    const std::string shape_text = shape_str(packed_shape);
     const ValueId packed_weight = packed_constant(rw, graph, node, transposed, packed_of);
+    const std::string shape_text = shape_str(rw.constant(packed_weight)->shape());
     if (gemm) {
       // MatMul(A, packed B) [+ C]: the bias's broadcast is Gemm's (to [M, N]).
       Attributes attrs;

@@ -445,7 +445,6 @@ Executor::BindTimes Executor::bind() {
     segments_.back().dispatches.push_back(&*step.dispatch);
   }
   times.upload_ms = storage_ms.get();
-  note_written_input_storage();
   runtime::log(runtime::LogLevel::debug, model_.name() + ": storage and constant upload in " +
                                              std::to_string(static_cast<int>(times.upload_ms)) +
                                              " ms, beside kernel loading");
@@ -585,6 +584,12 @@ void Executor::find_inputs_written_in_place() {
         for (graph::ValueId v : g.node(node).outputs)
           if (auto it = input_index.find(plan.root[v]); it != input_index.end() && !written_inputs_[it->second])
             written_inputs_[it->second].emplace();
+  // The values stored there (the input, its views, the outputs written into it).
+  for (std::size_t v = 0; v < g.values().size(); ++v)
+    if (auto it = input_index.find(plan.root[v]);
+        it != input_index.end() && written_inputs_[it->second] && !g.values()[v].type.dynamic)
+      written_inputs_[it->second]->values.emplace_back(static_cast<graph::ValueId>(v),
+                                                       compiler::value_bytes(g.values()[v]));
   // Outputs that are such an input as it is (same type): the DeviceTensor given for it comes back.
   output_written_input_.assign(g.outputs().size(), -1);
   for (std::size_t o = 0; o < g.outputs().size(); ++o) {
@@ -592,17 +597,6 @@ void Executor::find_inputs_written_in_place() {
     const auto it = input_index.find(plan.root[v]);
     if (it != input_index.end() && written_inputs_[it->second] && g.value(v).type == g.value(it->first).type)
       output_written_input_[o] = static_cast<int>(it->second);
-  }
-}
-
-void Executor::note_written_input_storage() {
-  const compiler::Plan& plan = *plan_;
-  const graph::Graph& g = *plan.graph;
-  for (std::size_t i = 0; i < g.inputs().size(); ++i) {
-    if (!written_inputs_[i]) continue;
-    const graph::ValueId input = g.inputs()[i];
-    for (std::size_t v = 0; v < g.values().size(); ++v)
-      if (plan.root[v] == input) written_inputs_[i]->values.emplace_back(static_cast<graph::ValueId>(v), storage_[v].bytes);
   }
 }
 

@@ -233,7 +233,6 @@ class Executor {
   // The inputs written in place (see above) and the values stored in each.
   void find_inputs_written_in_place();
   // Binds input `i` (written in place) to `buffer`, or its planned storage when null.
-  void note_written_input_storage();
   void bind_written_input(std::size_t i, backend::Buffer* buffer);
   void record_segments();
   // The count and types of the inputs, and the device of DeviceTensors.

@@ -222,6 +222,15 @@ TuneReport tune_models(const std::vector<Model>& models, const TuneJobOptions& o
     if (options.on_progress) options.on_progress(p);
   };
   const auto stop_requested = [&] { return options.stop_requested && options.stop_requested(); };
+  // A site that could not be tuned is reported and skipped; a lost device
+  // ends the job (called from a handler: `throw;` rethrows its exception).
+  const auto site_failed = [&](const std::string& template_name, const std::string& kernel, const Error& e) {
+    progress({.stage = TuneProgress::Stage::site_failed,
+              .template_name = template_name,
+              .kernel = kernel,
+              .error = e.what()});
+    if (e.kind() == ErrorKind::DeviceUnavailable || e.kind() == ErrorKind::NotFound) throw;
+  };
 
   // This shard's sites the database does not yet hold (resume).
   std::vector<const WorkItem*> todo;
@@ -290,11 +299,7 @@ TuneReport tune_models(const std::vector<Model>& models, const TuneJobOptions& o
         db.put(tune::tune_site(site, job.device, tuning));
         ++report.option_kernels;
       } catch (const Error& e) {
-        progress({.stage = TuneProgress::Stage::site_failed,
-                  .template_name = site.id.template_name,
-                  .kernel = site.id.problem,
-                  .error = e.what()});
-        if (e.kind() == ErrorKind::DeviceUnavailable || e.kind() == ErrorKind::NotFound) throw;
+        site_failed(site.id.template_name, site.id.problem, e);
       }
     }
   };
@@ -342,11 +347,7 @@ TuneReport tune_models(const std::vector<Model>& models, const TuneJobOptions& o
       report.tuned.push_back(std::move(site));
       report.stopped = stop_requested();
     } catch (const Error& e) {
-      progress({.stage = TuneProgress::Stage::site_failed,
-                .template_name = item.key.template_name,
-                .kernel = item.key.kernel,
-                .error = e.what()});
-      if (e.kind() == ErrorKind::DeviceUnavailable || e.kind() == ErrorKind::NotFound) throw;
+      site_failed(item.key.template_name, item.key.kernel, e);
     }
   }
   report.seconds = std::chrono::duration<double>(Clock::now() - start).count();
