@@ -2,6 +2,8 @@
 // default capability check.
 #include "backends/backend.h"
 
+#include "src/base/check.h"
+
 #include <sstream>
 #include <string>
 

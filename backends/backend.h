@@ -15,6 +15,8 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -283,6 +285,24 @@ class Backend {
   // - whether what follows ':' in a target spec (`kiln compile --target
   //   vulkan:NAME`) names a device, rather than a list of architectures.
   virtual bool target_spec_names_a_device() const { return false; }
+
+  // The name `kiln dump --target` and kiln::kernel_sources give this
+  // backend's kernel sources (default: the backend's name); empty when its
+  // sources are another target's (cpu: the C99 of "c").
+  virtual std::string source_target() const { return name(); }
+
+  // What the device conformance kit (tests/test_backend_conformance.cpp)
+  // expects of this backend.
+  struct ConformanceExpectations {
+    // Checks it is known to fail, by name, each with the reason: a listed
+    // check that fails passes with the reason logged, and one that starts
+    // passing fails, so that the list only shrinks.
+    std::map<std::string, std::string, std::less<>> known_failures;
+    // Bound on |device - interpreter| / max(1, |interpreter|) for math
+    // functions (drivers may use approximations).
+    float math_tolerance = 1e-5f;
+  };
+  virtual ConformanceExpectations conformance_expectations() const { return {}; }
 };
 
 }  // namespace kiln::backend

@@ -174,11 +174,29 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
   return t;
 }
 
-LanguageTable c99_language(std::string prelude) {
+const std::string& c99_prelude() {
+  static const std::string text =
+      "#include <math.h>\n"
+      "#include <stdbool.h>\n"
+      "#include <stdint.h>\n"
+      "#include <stdlib.h>\n"
+      "\n"
+      "typedef struct { uint32_t x, y, z; } kiln_uvec3;\n"
+      "static inline int32_t kiln_imin(int32_t a, int32_t b) { return a < b ? a : b; }\n"
+      "static inline int64_t kiln_lmin(int64_t a, int64_t b) { return a < b ? a : b; }\n"
+      "static inline int64_t kiln_lmax(int64_t a, int64_t b) { return a > b ? a : b; }\n"
+      "static inline int64_t kiln_labs(int64_t a) { return a < 0 ? (int64_t)(0u - (uint64_t)a) : a; }\n"
+      "static inline int32_t kiln_imax(int32_t a, int32_t b) { return a > b ? a : b; }\n"
+      "static inline uint32_t kiln_umin(uint32_t a, uint32_t b) { return a < b ? a : b; }\n"
+      "static inline uint32_t kiln_umax(uint32_t a, uint32_t b) { return a > b ? a : b; }\n";
+  return text;
+}
+
+LanguageTable c99_language(const std::string& extra_prelude) {
   LanguageTable t;
   t.name = "c99";
   t.file_extension = ".c";
-  t.prelude = std::move(prelude);
+  t.prelude = c99_prelude() + extra_prelude;
   t.type_f32 = "float";
   t.type_i32 = "int32_t";
   t.type_u32 = "uint32_t";

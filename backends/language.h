@@ -183,6 +183,9 @@ LanguageTable cuda_style_language(std::string name, std::string prelude);
 // workgroups; shared arrays are parameters and a barrier is the host's
 // kiln_barrier(). The cpu backend starts from it and changes what running
 // the code needs (backends/cpu/language.cpp).
-LanguageTable c99_language(std::string prelude);
+// `extra_prelude` follows c99_prelude() in the table's prelude.
+LanguageTable c99_language(const std::string& extra_prelude = "");
+// Standard headers, the invocation-id struct and integer min/max helpers.
+const std::string& c99_prelude();
 
 }  // namespace kiln::backend

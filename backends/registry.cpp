@@ -4,6 +4,7 @@
 #include "backends/registry.h"
 
 #include "backends/null/null_backend.h"
+#include "src/base/check.h"
 #ifdef KILN_HAVE_VULKAN
 #include "backends/vulkan/vulkan_backend.h"
 #endif
@@ -17,6 +18,9 @@
 #include "backends/cpu/cpu_backend.h"
 #endif
 
+#include <algorithm>
+#include <cctype>
+#include <charconv>
 #include <memory>
 #include <string>
 
@@ -42,6 +46,11 @@ std::vector<std::unique_ptr<Backend>> create_built_in_backends() {
   return backends;
 }
 
+std::string lower_case(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
 }  // namespace
 
 const std::vector<const Backend*>& all_backends() {
@@ -63,6 +72,27 @@ const Backend& get_backend(std::string_view name) {
     built_in += (built_in.empty() ? "" : ", ") + backend->name();
   }
   throw_error(ErrorKind::NotFound, "unknown backend '" + std::string(name) + "' (built in: " + built_in + ")");
+}
+
+int resolve_device(const Backend& backend, const std::string& spec) {
+  if (auto reason = backend.unavailable_reason())
+    throw_error(ErrorKind::DeviceUnavailable, "backend '" + backend.name() + "' cannot run here: " + *reason);
+  const auto devices = backend.enumerate_devices();
+  KILN_CHECK(!devices.empty(), ErrorKind::DeviceUnavailable, "backend '" + backend.name() + "' has no devices");
+  std::string listing;
+  for (const auto& d : devices) listing += "\n  " + std::to_string(d.index) + ": " + d.target.device_name;
+  if (spec.empty()) return devices.front().index;
+  if (std::all_of(spec.begin(), spec.end(), [](unsigned char c) { return std::isdigit(c); })) {
+    // from_chars, not stoi: an index too large for an int is just no device.
+    int index = -1;
+    const auto [end, error] = std::from_chars(spec.data(), spec.data() + spec.size(), index);
+    for (const auto& d : devices)
+      if (error == std::errc{} && end == spec.data() + spec.size() && d.index == index) return index;
+    throw_error(ErrorKind::NotFound, "no " + backend.name() + " device with index " + spec + "; devices:" + listing);
+  }
+  for (const auto& d : devices)
+    if (lower_case(d.target.device_name).find(lower_case(spec)) != std::string::npos) return d.index;
+  throw_error(ErrorKind::NotFound, "no " + backend.name() + " device matching '" + spec + "'; devices:" + listing);
 }
 
 }  // namespace kiln::backend

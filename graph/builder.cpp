@@ -5,6 +5,7 @@
 #include "graph/ir.h"
 #include "graph/model_access.h"
 #include "graph/op_registry.h"
+#include "src/base/check.h"
 
 #include <cctype>
 

@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "graph/op_registry.h"
+#include "src/base/check.h"
 
 namespace kiln::graph {
 

@@ -5,7 +5,8 @@
 
 #include <kiln/error.h>
 
-#include "graph/atomic_write.h"
+#include "src/base/atomic_write.h"
+#include "src/base/check.h"
 
 #include <algorithm>
 #include <cctype>
@@ -230,7 +231,7 @@ std::string format_npy(const Tensor& tensor) {
 
 void save_npy(const std::string& path, const Tensor& tensor) {
   const std::string bytes = format_npy(tensor);
-  graph::write_file_atomically(path, [&](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });
+  base::write_file_atomically(path, [&](std::ostream& out) { out.write(bytes.data(), static_cast<std::streamsize>(bytes.size())); });
 }
 
 }  // namespace kiln

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 namespace kiln::graph {
 

@@ -1,4 +1,6 @@
 // The table of compiler settings and their resolution (include/kiln/settings.h).
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 #include <kiln/settings.h>
 
@@ -153,12 +155,18 @@ std::string_view mode_name(Mode mode) {
   return "?";
 }
 
+std::span<const Mode> all_modes() {
+  static constexpr Mode kModes[] = {Mode::default_, Mode::reduce_overhead, Mode::max_autotune};
+  return kModes;
+}
+
 Mode parse_mode(std::string_view text) {
-  if (text == "default") return Mode::default_;
-  if (text == "reduce-overhead") return Mode::reduce_overhead;
-  if (text == "max-autotune") return Mode::max_autotune;
-  throw_error(ErrorKind::InvalidArgument,
-              "unknown mode '" + std::string(text) + "' (modes: default, reduce-overhead, max-autotune)");
+  std::string names;
+  for (Mode mode : all_modes()) {
+    if (text == mode_name(mode)) return mode;
+    names += (names.empty() ? "" : ", ") + std::string(mode_name(mode));
+  }
+  throw_error(ErrorKind::InvalidArgument, "unknown mode '" + std::string(text) + "' (modes: " + names + ")");
 }
 
 std::span<const SettingDef> setting_table() { return kTable; }

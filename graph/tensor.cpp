@@ -1,6 +1,7 @@
 #include <kiln/tensor.h>
 
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,6 +1,7 @@
 #include "shaders/attention_template.h"
 
 #include "shaders/template_util.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

@@ -2,6 +2,7 @@
 
 #include "shaders/gemm_template.h"
 #include "shaders/template_util.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

@@ -1,6 +1,7 @@
 #include "shaders/gemm_shared.h"
 
 #include "shaders/template_util.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

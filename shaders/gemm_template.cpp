@@ -4,6 +4,7 @@
 #include "shaders/gemm_shared.h"
 #include "shaders/gemm_subgroup.h"
 #include "shaders/template_util.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

@@ -27,9 +27,7 @@ ConvPlan choose_conv_plan(const ConvProblem& problem, const lower::LowerTarget& 
 // autotuner measures these first for each algorithm it may try.
 ConvPlan choose_conv_plan(const ConvProblem& problem, ConvAlgorithm algorithm, const lower::LowerTarget& target);
 
-// The implicit GEMM's share, from the geometry alone (never the target), so
-// the compile pass that packs direct-convolution weights
-// (graph/passes/pack_weights.cpp) makes the same decision: 1x1 convolutions
+// The implicit GEMM's share, from the geometry alone (never the target): 1x1 convolutions
 // that are not a plain GEMM (strided or padded, with more than one input
 // channel per group) and have at least kMinImplicitGemmColumns output pixels:
 // there it matches or beats the direct kernel; on smaller outputs, where

@@ -2,6 +2,7 @@
 
 #include "shaders/attention_template.h"
 #include "shaders/conv_template.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

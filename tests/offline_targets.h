@@ -6,6 +6,7 @@
 #pragma once
 
 #include "backends/registry.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

@@ -14,12 +14,13 @@
 //   before finish, recording after it, misaligned bindings, too many
 //   workgroups, too wide a workgroup).
 //
-// kExpected lists the checks a backend is known to fail, with the reason: a
-// listed check that fails passes with that reason in the log, and one that
-// starts passing fails, saying to remove it, so the list only shrinks. A
-// check a device cannot take (no timestamps) is skipped with the reason.
-// kTolerance holds each backend's bound for math functions against the C
-// library's float functions (GPU drivers may use approximations).
+// Each backend declares what the kit expects of it
+// (Backend::conformance_expectations): the checks it is known to fail, with
+// the reason (a listed check that fails passes with that reason in the log,
+// and one that starts passing fails, saying to remove it, so the list only
+// shrinks), and its bound for math functions against the C library's float
+// functions (GPU drivers may use approximations). A check a device cannot
+// take (no timestamps) is skipped with the reason.
 #include <boost/test/unit_test.hpp>
 
 #include "backends/backend.h"
@@ -48,18 +49,6 @@ namespace kb = kiln::backend;
 namespace kir = kiln::kir;
 using T = kir::ScalarType;
 using Outcome = std::optional<std::string>;  // nullopt: the check passed; else what went wrong
-
-struct Expected {
-  const char* backend;
-  const char* check;
-  const char* reason;
-};
-// Checks known to fail, per backend, each with its reason (none today).
-const std::vector<Expected> kExpected = {};
-
-// Bound on |device - interpreter| / max(1, |interpreter|) for math functions.
-const std::map<std::string, float> kTolerance = {{"vulkan", 1e-5f}};
-constexpr float kDefaultTolerance = 1e-5f;
 
 struct Skip {
   std::string reason;
@@ -113,10 +102,7 @@ struct Kit {
     return out;
   }
 
-  float tolerance() const {
-    auto it = kTolerance.find(backend.name());
-    return it == kTolerance.end() ? kDefaultTolerance : it->second;
-  }
+  float tolerance() const { return backend.conformance_expectations().math_tolerance; }
 };
 
 template <class V> std::vector<std::byte> bytes_of(const std::vector<V>& values) {
@@ -708,12 +694,6 @@ const Check kChecks[] = {
     {"recording_errors_are_invalid_arguments", recording_errors_are_invalid_arguments},
 };
 
-const Expected* expected_failure(const std::string& backend, const std::string& check) {
-  for (const Expected& e : kExpected)
-    if (backend == e.backend && check == e.check) return &e;
-  return nullptr;
-}
-
 void run_check(const kb::Backend& backend, const Check& check) {
   static std::map<std::string, std::shared_ptr<kb::Device>> devices;  // one per backend for the suite
   auto& device = devices[backend.name()];
@@ -728,11 +708,13 @@ void run_check(const kb::Backend& backend, const Check& check) {
   } catch (const kiln::Error& e) {
     outcome = std::string("threw ") + std::string(kiln::error_kind_name(e.kind())) + ": " + e.what();
   }
-  if (const Expected* known = expected_failure(backend.name(), check.name)) {
+  const auto known_failures = backend.conformance_expectations().known_failures;
+  if (const auto known = known_failures.find(check.name); known != known_failures.end()) {
     BOOST_TEST(outcome.has_value(), backend.name() << "/" << check.name
-                                                   << " now passes: remove it from kExpected (listed because: "
-                                                   << known->reason << ")");
-    if (outcome) BOOST_TEST_MESSAGE("expected failure (" << known->reason << "): " << *outcome);
+                                                   << " now passes: remove it from the backend's known failures "
+                                                      "(conformance_expectations; listed because: "
+                                                   << known->second << ")");
+    if (outcome) BOOST_TEST_MESSAGE("expected failure (" << known->second << "): " << *outcome);
     return;
   }
   BOOST_TEST(!outcome.has_value(), backend.name() << "/" << check.name << ": " << outcome.value_or(""));

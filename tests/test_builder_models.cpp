@@ -5,9 +5,9 @@
 #include <kiln/models.h>
 
 #include "graph/ir.h"
-#include "graph/models/init.h"
 #include "graph/op_registry.h"
 #include "src/runtime/internal_access.h"
+#include "src/zoo/init.h"
 
 #include <algorithm>
 #include <cmath>

@@ -14,13 +14,14 @@
 #include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/passes/passes.h"
+#include "offline_targets.h"
+#include "op_cases.h"
 #include "shaders/gemm_template.h"
 #include "src/fuse/schedule.h"
 #include "src/kernel/ir.h"
 #include "src/lower/lower.h"
+#include "src/lower/target_policy.h"
 #include "src/render/cstyle.h"
-#include "offline_targets.h"
-#include "op_cases.h"
 #include "src/runtime/internal_access.h"
 
 #include <algorithm>
@@ -253,7 +254,7 @@ int queue_graph_kernels(const kiln::graph::Graph& graph, const std::string& orig
       bool kernel = false;
       for (const kiln::testing::OfflineTarget& t : queue.targets()) {
         kiln::lower::LoweredNode lowered =
-            kiln::lower::lower_node(node, inputs, outputs, kiln::fuse::lower_target(t.target));
+            kiln::lower::lower_node(node, inputs, outputs, kiln::lower::target_policy(t.target).lower);
         if (lowered.kind != kiln::lower::LoweredNode::Kind::kernel) continue;
         BOOST_TEST_REQUIRE(lowered.kernel.has_value());
         queue.add(*lowered.kernel, where, Refusals::capability, &t);
@@ -413,8 +414,10 @@ BOOST_AUTO_TEST_CASE(every_op_case_kernel_compiles_for_every_offline_target, *bo
     lowered += queue_graph_kernels(graph, op_case.name, queue);
     try {
       // As for a CPU device: the superset of layouts (packed MatMul weights too).
+      kiln::backend::TargetDesc cpu_class;
+      cpu_class.cpu_cores = true;
       const kiln::graph::passes::PipelineResult compiled =
-          kiln::graph::passes::run_compile_passes(graph, {.cpu_device = true});
+          kiln::graph::passes::run_compile_passes(graph, kiln::lower::target_policy(cpu_class).pass_options({}));
       lowered += queue_graph_kernels(compiled.graph, op_case.name + " (after compile passes)", queue);
     } catch (const Error& error) {
       BOOST_ERROR(op_case.name << ": the compile passes failed: " << error.what());

@@ -1,5 +1,6 @@
-// Every op case (op_cases.cpp) x every backend that can run here x
-// {eager, default, reduce-overhead}, against the reference implementation;
+// Every op case (op_cases.cpp) x every backend that can run here x eager
+// and every mode (kiln::all_modes(): default, reduce-overhead, max-autotune
+// on the tuning database's records), against the reference implementation;
 // and each case with f32 tensors again in f16 and in bf16 (every f32 tensor
 // of its model and inputs converted), against the reference's 16-bit rule,
 // within the per-op bound of docs/precision.md.
@@ -16,6 +17,7 @@
 #include "src/runtime/internal_access.h"
 
 #include <algorithm>
+#include <optional>
 #include <cmath>
 #include <iostream>
 
@@ -99,12 +101,21 @@ void check_outputs(const OpCase& c, const std::vector<kiln::Tensor>& got, const 
   }
 }
 
-enum class Way { eager, default_mode, reduce_overhead };
+// How a case runs: eagerly, or compiled in one of kiln's modes.
+using Way = std::optional<kiln::Mode>;
 
-void run_case(const OpCase& c, const std::string& backend, Way way) {
+// "eager", "default", "reduce_overhead", "max_autotune": test suite names.
+std::string way_name(const Way& way) {
+  if (!way) return "eager";
+  std::string name(kiln::mode_name(*way));
+  std::replace(name.begin(), name.end(), '-', '_');
+  return name;
+}
+
+void run_case(const OpCase& c, const std::string& backend, const Way& way) {
   const std::vector<kiln::Tensor> want = kiln::graph::run_reference(kiln::internal::graph(c.model), c.inputs);
   std::vector<kiln::Tensor> got;
-  if (way == Way::eager) {
+  if (!way) {
     auto m = kiln::eager(c.model, {.backend = backend});
     got = m(c.inputs);
     // A model with nothing to write (every output empty) dispatches nothing.
@@ -113,14 +124,17 @@ void run_case(const OpCase& c, const std::string& backend, Way way) {
     else BOOST_TEST(m.stats().dispatches_per_run == 0);
   } else {
     kiln::CompileOptions o{.backend = backend};
-    o.mode = way == Way::reduce_overhead ? kiln::Mode::reduce_overhead : kiln::Mode::default_;
+    o.mode = *way;
     o.fullgraph = true;  // every op here must compile: no graph breaks
+    // max-autotune on the tuning database's records (none here: the
+    // heuristics' knobs through the autotuner's path), tuning nothing.
+    if (o.mode == kiln::Mode::max_autotune) o.settings = {{"tune", "records"}};
     auto m = kiln::compile(c.model, o);
     got = m(c.inputs);
     check_outputs(c, got, want, true);
     got = m(c.inputs);  // the second call reuses (or replays) everything
   }
-  check_outputs(c, got, want, way != Way::eager);
+  check_outputs(c, got, want, way.has_value());
 }
 
 // Backends that ran here (init_suite): with none, the suite reports a skip
@@ -170,10 +184,10 @@ bool init_suite() {
     }
     ++backends_run;
     auto* suite = BOOST_TEST_SUITE(b.name);
-    const std::pair<Way, const char*> ways[] = {
-        {Way::eager, "eager"}, {Way::default_mode, "default"}, {Way::reduce_overhead, "reduce_overhead"}};
-    for (const auto& [way, way_name] : ways) {
-      auto* mode_suite = BOOST_TEST_SUITE(way_name);
+    std::vector<Way> ways = {std::nullopt};  // eager, then every mode
+    for (kiln::Mode mode : kiln::all_modes()) ways.push_back(mode);
+    for (const Way& way : ways) {
+      auto* mode_suite = BOOST_TEST_SUITE(way_name(way));
       for (const OpCase& c : cases) {
         std::string name = c.name;
         std::replace(name.begin(), name.end(), '/', '.');
@@ -185,7 +199,7 @@ bool init_suite() {
       }
       suite->add(mode_suite);
       for (const auto& [dtype, set] : twins) {
-        auto* typed_suite = BOOST_TEST_SUITE(std::string(way_name) + "_" + dtype);
+        auto* typed_suite = BOOST_TEST_SUITE(way_name(way) + "_" + dtype);
         for (const OpCase& c : set) {
           std::string name = c.name;
           std::replace(name.begin(), name.end(), '/', '.');

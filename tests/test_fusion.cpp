@@ -8,21 +8,22 @@
 #include <kiln/builder.h>
 #include <kiln/kiln.h>
 #include <kiln/models.h>
+#include <kiln/sources.h>
 
-#include "test_backend.h"
 #include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
+#include "src/compile/memory_plan.h"
+#include "src/compile/sources.h"
 #include "src/fuse/epilogue.h"
 #include "src/fuse/prologue.h"
 #include "src/fuse/schedule.h"
-#include "src/compile/sources.h"
 #include "src/kernel/interpreter.h"
 #include "src/render/cstyle.h"
 #include "src/runtime/executor.h"
-#include "src/runtime/memory_plan.h"
 #include "src/runtime/internal_access.h"
+#include "test_backend.h"
 
 #include <algorithm>
 #include <cmath>
@@ -839,7 +840,7 @@ void check_zoo_model(const std::string& name, std::int64_t image_size, int max_c
   // No two live tensors share memory: replay the dispatches and check every
   // value a dispatch binds against every value still live at that step.
   const kiln::Executor& engine = kiln::internal::engine(compiled);
-  kiln::runtime::check_memory_plan(engine.lifetimes(), engine.memory_plan(), 16);
+  kiln::compiler::check_memory_plan(engine.lifetimes(), engine.memory_plan(), 16);
   const kiln::graph::Graph& g = engine.planned_graph();
   const auto dispatches = engine.dispatches();
   std::map<ValueId, std::pair<int, int>> live;  // value -> [first, last] dispatch
@@ -897,7 +898,7 @@ BOOST_AUTO_TEST_CASE(dumped_sources_are_the_compiled_kernels) {
   compiled.prepare();
   const auto dispatches = kiln::internal::engine(compiled).dispatches();
   for (const std::string& backend : kiln::compiler::source_backends()) {
-    const kiln::compiler::BackendSources sources = kiln::compiler::generate_sources(model, backend);
+    const kiln::KernelSources sources = kiln::compiler::generate_sources(model, backend);
     BOOST_TEST_MESSAGE(backend << " (" << sources.language << "): " << sources.kernels.size() << " kernels");
     BOOST_REQUIRE(sources.kernels.size() == dispatches.size());
     std::set<std::string> files;
@@ -917,6 +918,23 @@ BOOST_AUTO_TEST_CASE(dumped_sources_are_the_compiled_kernels) {
     }
   }
   BOOST_CHECK_THROW(kiln::compiler::generate_sources(model, "no_such_backend"), kiln::Error);
+
+  // The public call takes each backend's declared source target.
+  const std::vector<std::string> targets = kiln::source_targets();
+  BOOST_TEST(targets.front() == "vulkan");
+  BOOST_TEST((std::find(targets.begin(), targets.end(), "c") != targets.end()));
+  BOOST_TEST((std::find(targets.begin(), targets.end(), "cpu") == targets.end()), "cpu's C99 is c's");
+  const kiln::KernelSources c = kiln::kernel_sources(model, "c");
+  BOOST_TEST(c.backend == "null");
+  BOOST_TEST(c.language == "c99");
+  BOOST_TEST(c.kernels.size() == dispatches.size());
+  try {
+    kiln::kernel_sources(model, "null");
+    BOOST_ERROR("a backend name that is no source target was taken");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(e.kind() == kiln::ErrorKind::NotFound);
+    BOOST_TEST(std::string(e.what()).find("'null' (built in: vulkan") != std::string::npos, e.what());
+  }
 }
 
 BOOST_AUTO_TEST_SUITE_END()

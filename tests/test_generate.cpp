@@ -11,7 +11,7 @@
 #include <kiln/tokenizer.h>
 
 #include "cli_runner.h"
-#include "src/runtime/log.h"
+#include "src/base/log.h"
 #include "test_backend.h"
 
 #include <nlohmann/json.hpp>
@@ -227,14 +227,14 @@ BOOST_AUTO_TEST_CASE(batches_with_left_padding_match_transformers) {
 // "The decode step is compiled once": logged once for two calls of 24 tokens.
 BOOST_AUTO_TEST_CASE(the_step_compiles_once_and_says_so) {
   std::vector<std::string> lines;
-  const auto previous = kiln::runtime::set_log_sink(
-      [&](kiln::runtime::LogLevel, const std::string& line) { lines.push_back(line); }, kiln::runtime::LogLevel::info);
+  const auto previous = kiln::base::set_log_sink(
+      [&](kiln::base::LogLevel, const std::string& line) { lines.push_back(line); }, kiln::base::LogLevel::info);
   {
     kiln::Generator gen(kiln::load_causal_lm((fixture_dir() / "llama").string()), options(kiln::Mode::reduce_overhead));
     for (const Expected& c : expected_of("llama"))
       gen.generate(c.prompt, {.max_new_tokens = 24, .stop_token_ids = std::vector<std::int64_t>{}});
   }
-  kiln::runtime::set_log_sink(previous);
+  kiln::base::set_log_sink(previous);
   const auto compiled = std::count_if(lines.begin(), lines.end(), [](const std::string& line) {
     return line.find("generator: LlamaForCausalLM step compiled for 1 prompt(s) and a cache of 48 positions") != std::string::npos;
   });

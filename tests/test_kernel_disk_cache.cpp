@@ -9,12 +9,12 @@
 // hang or an unbounded read. Kernels run on Vulkan (validation fatal).
 
 #include "backends/vulkan/vulkan_backend.h"
+#include "src/base/log.h"
+#include "src/cache/cache_entry.h"
+#include "src/cache/compile_cache.h"
 #include "src/kernel/ir.h"
 #include "src/render/cstyle.h"
-#include "src/runtime/cache_entry.h"
-#include "src/runtime/compile_cache.h"
 #include "src/runtime/kernel_cache.h"
-#include "src/runtime/log.h"
 
 #include <kiln/error.h>
 
@@ -57,11 +57,11 @@ void write_bytes(const fs::path& path, const std::string& bytes) {
 class WarningLog {
  public:
   WarningLog() {
-    previous_ = rt::set_log_sink([this](rt::LogLevel level, const std::string& message) {
-      if (level == rt::LogLevel::warning) messages_.push_back(message);
+    previous_ = kiln::base::set_log_sink([this](kiln::base::LogLevel level, const std::string& message) {
+      if (level == kiln::base::LogLevel::warning) messages_.push_back(message);
     });
   }
-  ~WarningLog() { rt::set_log_sink(previous_); }
+  ~WarningLog() { kiln::base::set_log_sink(previous_); }
   const std::vector<std::string>& messages() const { return messages_; }
   int count_containing(const std::string& part) const {
     int n = 0;
@@ -70,7 +70,7 @@ class WarningLog {
   }
 
  private:
-  rt::LogSink previous_;
+  kiln::base::LogSink previous_;
   std::vector<std::string> messages_;
 };
 
@@ -85,22 +85,22 @@ BOOST_AUTO_TEST_SUITE(entries)
 BOOST_AUTO_TEST_CASE(an_entry_is_read_back_only_for_its_own_kind_and_key) {
   const fs::path dir = fresh_dir("entry");
   const fs::path path = dir / "ab" / "entry.bin";
-  BOOST_TEST(rt::write_cache_entry(path, "kernel", "key one", "payload bytes") == "");
+  BOOST_TEST(kiln::cache::write_cache_entry(path, "kernel", "key one", "payload bytes") == "");
 
-  const rt::CacheEntryRead hit = rt::read_cache_entry(path, "kernel", "key one", kLimit);
+  const kiln::cache::CacheEntryRead hit = kiln::cache::read_cache_entry(path, "kernel", "key one", kLimit);
   BOOST_TEST(hit.problem == "");
   BOOST_TEST(hit.payload.value_or("") == "payload bytes");
 
-  const rt::CacheEntryRead other_key = rt::read_cache_entry(path, "kernel", "key two", kLimit);
+  const kiln::cache::CacheEntryRead other_key = kiln::cache::read_cache_entry(path, "kernel", "key two", kLimit);
   BOOST_TEST(!other_key.payload.has_value());
   BOOST_TEST(contains(other_key.problem, "written for another key"), other_key.problem);
 
-  const rt::CacheEntryRead other_kind = rt::read_cache_entry(path, "plan", "key one", kLimit);
+  const kiln::cache::CacheEntryRead other_kind = kiln::cache::read_cache_entry(path, "plan", "key one", kLimit);
   BOOST_TEST(!other_kind.payload.has_value());
   BOOST_TEST(contains(other_kind.problem, "'kernel' cache"), other_kind.problem);
 
   // Nothing at a path is a quiet miss; no temporary file is left behind.
-  const rt::CacheEntryRead absent = rt::read_cache_entry(dir / "cd" / "none.bin", "kernel", "key one", kLimit);
+  const kiln::cache::CacheEntryRead absent = kiln::cache::read_cache_entry(dir / "cd" / "none.bin", "kernel", "key one", kLimit);
   BOOST_TEST(!absent.payload.has_value());
   BOOST_TEST(absent.problem == "");
   int files = 0;
@@ -112,34 +112,34 @@ BOOST_AUTO_TEST_CASE(an_entry_is_read_back_only_for_its_own_kind_and_key) {
 BOOST_AUTO_TEST_CASE(every_flipped_byte_and_every_truncation_is_rejected) {
   const fs::path dir = fresh_dir("entry-bytes");
   const fs::path path = dir / "entry.bin";
-  BOOST_TEST_REQUIRE(rt::write_cache_entry(path, "kernel", "the key", "the payload") == "");
+  BOOST_TEST_REQUIRE(kiln::cache::write_cache_entry(path, "kernel", "the key", "the payload") == "");
   const std::string good = read_bytes(path);
   for (std::size_t i = 0; i < good.size(); ++i) {
     std::string bad = good;
     bad[i] = static_cast<char>(bad[i] ^ 0x41);
     write_bytes(path, bad);
-    const rt::CacheEntryRead read = rt::read_cache_entry(path, "kernel", "the key", kLimit);
+    const kiln::cache::CacheEntryRead read = kiln::cache::read_cache_entry(path, "kernel", "the key", kLimit);
     BOOST_TEST(!read.payload.has_value(), "byte " << i << " flipped was accepted");
     BOOST_TEST(!read.problem.empty());
   }
   for (std::size_t size = 0; size < good.size(); ++size) {
     write_bytes(path, good.substr(0, size));
-    BOOST_TEST(!rt::read_cache_entry(path, "kernel", "the key", kLimit).payload.has_value(), "size " << size);
+    BOOST_TEST(!kiln::cache::read_cache_entry(path, "kernel", "the key", kLimit).payload.has_value(), "size " << size);
   }
   write_bytes(path, good + "x");
-  BOOST_TEST(contains(rt::read_cache_entry(path, "kernel", "the key", kLimit).problem, "trailing"));
+  BOOST_TEST(contains(kiln::cache::read_cache_entry(path, "kernel", "the key", kLimit).problem, "trailing"));
   fs::remove_all(dir);
 }
 
 BOOST_AUTO_TEST_CASE(only_regular_files_within_the_limit_are_read) {
   const fs::path dir = fresh_dir("entry-types");
-  auto problem_at = [&](const fs::path& path) { return rt::read_cache_entry(path, "kernel", "k", kLimit).problem; };
+  auto problem_at = [&](const fs::path& path) { return kiln::cache::read_cache_entry(path, "kernel", "k", kLimit).problem; };
 
   // A FIFO: opening it must not wait for a writer.
   const fs::path fifo = dir / "fifo.bin";
   BOOST_TEST_REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
   BOOST_TEST(contains(problem_at(fifo), "FIFO"), problem_at(fifo));
-  BOOST_TEST(rt::discard_cache_entry(fifo) == "");
+  BOOST_TEST(kiln::cache::discard_cache_entry(fifo) == "");
   BOOST_TEST(!fs::exists(fs::symlink_status(fifo)));
 
   // A link to a device file that never ends, and a link to a valid entry: links are not followed.
@@ -147,11 +147,11 @@ BOOST_AUTO_TEST_CASE(only_regular_files_within_the_limit_are_read) {
   fs::create_symlink("/dev/zero", zero);
   BOOST_TEST(contains(problem_at(zero), "symbolic link"), problem_at(zero));
   const fs::path real = dir / "real.bin";
-  BOOST_TEST_REQUIRE(rt::write_cache_entry(real, "kernel", "k", "p") == "");
+  BOOST_TEST_REQUIRE(kiln::cache::write_cache_entry(real, "kernel", "k", "p") == "");
   const fs::path link = dir / "link.bin";
   fs::create_symlink(real, link);
   BOOST_TEST(contains(problem_at(link), "symbolic link"));
-  BOOST_TEST(rt::discard_cache_entry(zero) == "");
+  BOOST_TEST(kiln::cache::discard_cache_entry(zero) == "");
   BOOST_TEST(!fs::exists(fs::symlink_status(zero)));
   BOOST_TEST(fs::exists("/dev/zero"));
 
@@ -160,8 +160,8 @@ BOOST_AUTO_TEST_CASE(only_regular_files_within_the_limit_are_read) {
   const fs::path directory = dir / "directory.bin";
   fs::create_directories(directory / "inside");
   BOOST_TEST(contains(problem_at(directory), "directory"), problem_at(directory));
-  BOOST_TEST(rt::write_cache_entry(directory, "kernel", "k", "p") != "");
-  BOOST_TEST(rt::discard_cache_entry(directory) != "");
+  BOOST_TEST(kiln::cache::write_cache_entry(directory, "kernel", "k", "p") != "");
+  BOOST_TEST(kiln::cache::discard_cache_entry(directory) != "");
   BOOST_TEST(fs::exists(directory / "inside"));
 
   // A file past the limit is not read at all (sparse: no disk is used).
@@ -232,15 +232,15 @@ std::vector<float> expected(double factor) {
 }
 
 // A kernel cache over `dir` as a new process would have it (nothing in memory).
-rt::KernelCache fresh_cache(const fs::path& dir) { return rt::KernelCache(vulkan_backend(), device(), rt::CompileCache(dir)); }
+rt::KernelCache fresh_cache(const fs::path& dir) { return rt::KernelCache(vulkan_backend(), device(), kiln::cache::CompileCache(dir)); }
 
-rt::CacheKey key_of(const kir::Kernel& kernel) {
+kiln::cache::CacheKey key_of(const kir::Kernel& kernel) {
   const kb::KernelSource source = kiln::render::make_kernel_source(kernel, vulkan_backend().language());
-  return rt::CompileCache::key(source, device()->target(), vulkan_backend().compiler().version());
+  return kiln::cache::CompileCache::key(source, device()->target(), vulkan_backend().compiler().version());
 }
 
 fs::path entry_path(const fs::path& dir, const kir::Kernel& kernel) {
-  return rt::CompileCache(dir.string()).path_for(key_of(kernel));
+  return kiln::cache::CompileCache(dir.string()).path_for(key_of(kernel));
 }
 
 }  // namespace
@@ -285,7 +285,7 @@ BOOST_AUTO_TEST_CASE(entries_in_each_others_place_are_rejected_and_rebuilt) {
 BOOST_AUTO_TEST_CASE(a_forged_entry_the_driver_refuses_is_removed_and_rebuilt_once) {
   const fs::path dir = fresh_dir("forged");
   const kir::Kernel kernel = scale_kernel(5.0);
-  const rt::CompileCache disk(dir.string());
+  const kiln::cache::CompileCache disk(dir.string());
   // Valid layout, checksum and key; what it holds is not a binary this device loads.
   const std::vector<kb::KernelBinary> forgeries = {
       {"spirv", std::vector<std::byte>(64, std::byte{0x5a}), ""},

@@ -25,6 +25,7 @@
 
 #include "graph/ir.h"
 #include "graph/op_registry.h"
+#include "src/base/check.h"
 #include "src/lower/lower.h"
 #include "src/runtime/device_pool.h"
 #include "src/runtime/internal_access.h"

@@ -7,11 +7,12 @@
 #include <kiln/onnx.h>
 
 #include "graph/ir.h"
-#include "graph/models/init.h"
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
 #include "graph/passes/rewrite.h"
+#include "src/lower/target_policy.h"
 #include "src/runtime/internal_access.h"
+#include "src/zoo/init.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,6 +30,18 @@ using kiln::Shape;
 using kiln::Tensor;
 using kiln::graph::Graph;
 namespace passes = kiln::graph::passes;
+
+// The kernel templates' answers for a generic GPU, as the compiler gives them
+// to the passes (src/lower/target_policy.h).
+const passes::TemplateQueries& heuristics() {
+  static const passes::TemplateQueries queries = kiln::lower::target_policy(kiln::backend::TargetDesc{}).templates;
+  return queries;
+}
+
+// The pipeline's options as compile() gives them for a generic GPU.
+passes::PipelineOptions gpu_passes(const kiln::Settings& settings = {}) {
+  return kiln::lower::target_policy(kiln::backend::TargetDesc{}).pass_options(settings);
+}
 
 Tensor random_tensor(Shape shape, std::uint64_t seed, double mean = 0.0, double stddev = 1.0) {
   return kiln::models::init::normal(std::move(shape), mean, stddev, seed);
@@ -410,7 +423,7 @@ BOOST_AUTO_TEST_CASE(packs_direct_convs_only) {
   b.pop_scope();
   kiln::Model m = b.build({narrow});
 
-  passes::PassResult result = passes::pack_weights(kiln::internal::graph(m));
+  passes::PassResult result = passes::pack_weights(kiln::internal::graph(m), heuristics());
   check_interface(kiln::internal::graph(m), result.graph);
   BOOST_TEST(result.report.changes == 2);
   BOOST_TEST(mentions(result.report, "packed the weight of Conv 'tail' as OIhw4o [2, 4, 3, 3, 4]"));
@@ -441,7 +454,37 @@ BOOST_AUTO_TEST_CASE(packs_direct_convs_only) {
   // The reference reads either layout: same outputs, bit for bit.
   BOOST_TEST(relative_difference(kiln::internal::graph(m), result.graph) == 0.0);
   // Packing twice changes nothing.
-  BOOST_TEST(passes::pack_weights(result.graph).report.changes == 0);
+  BOOST_TEST(passes::pack_weights(result.graph, heuristics()).report.changes == 0);
+}
+
+BOOST_AUTO_TEST_CASE(packs_what_the_templates_answer_and_nothing_without_an_answer) {
+  // The pass asks which convolutions the direct template computes; it keeps
+  // no rule of its own beyond a full block of output channels per group.
+  Builder b;
+  auto x = b.input("x", DType::f32, {1, 8, 16, 16});
+  b.push_scope("pointwise");  // the GEMM template's, by the heuristic
+  auto pointwise = b.conv2d(x, b.constant("weight", random_tensor({8, 8, 1, 1}, 1)), std::nullopt);
+  b.pop_scope();
+  b.push_scope("narrow");  // 2 output channels: never packed
+  auto narrow = b.conv2d(pointwise, b.constant("weight", random_tensor({2, 8, 3, 3}, 2)), std::nullopt);
+  b.pop_scope();
+  const kiln::Model m = b.build({narrow});
+  const kiln::graph::Graph& g = kiln::internal::graph(m);
+  BOOST_TEST(passes::pack_weights(g, heuristics()).report.changes == 0);
+  BOOST_TEST(passes::pack_weights(g, {}).report.changes == 0, "no question answered: nothing packed");
+  std::vector<passes::ConvGeometry> asked;
+  const passes::TemplateQueries always{.conv_uses_direct_template = [&](const passes::ConvGeometry& geometry) {
+    asked.push_back(geometry);
+    return true;
+  }};
+  const passes::PassResult packed = passes::pack_weights(g, always);
+  BOOST_TEST(packed.report.changes == 1);
+  BOOST_TEST(find_node(packed.graph, "pointwise")->attrs.get_string("weight_layout", "") == "OIhw4o");
+  BOOST_REQUIRE(asked.size() == 1u);  // the narrow one is refused before asking
+  BOOST_TEST(asked[0].in_channels == 8);
+  BOOST_TEST(asked[0].out_h == 16);
+  BOOST_TEST(asked[0].kernel_h == 1);
+  BOOST_TEST(relative_difference(g, packed.graph) == 0.0);
 }
 
 BOOST_AUTO_TEST_CASE(keeps_fused_activations_and_runtime_weights) {
@@ -456,7 +499,7 @@ BOOST_AUTO_TEST_CASE(keeps_fused_activations_and_runtime_weights) {
   b.pop_scope();
   kiln::Model m = b.build({fused, dynamic});
   passes::PassResult activated = passes::fuse_activation(kiln::internal::graph(m));
-  passes::PassResult result = passes::pack_weights(activated.graph);
+  passes::PassResult result = passes::pack_weights(activated.graph, heuristics());
   check_interface(kiln::internal::graph(m), result.graph);
   BOOST_TEST(result.report.changes == 1);
   const kiln::graph::Node* conv = find_node(result.graph, "fused");
@@ -627,7 +670,7 @@ BOOST_AUTO_TEST_CASE(switch_turns_the_pass_off) {
   auto x = b.input("x", DType::f32, {2, 5, 8});
   kiln::Model m = b.build({take(b, b.gelu(x), 1, 2)});
   const passes::PipelineResult off =
-      passes::run_compile_passes(kiln::internal::graph(m), {.settings = kiln::Settings().with("narrow_gather", "off")});
+      passes::run_compile_passes(kiln::internal::graph(m), gpu_passes(kiln::Settings().with("narrow_gather", "off")));
   for (const passes::PassReport& report : off.reports)
     if (report.pass == "narrow_before_gather") {
       BOOST_TEST(report.changes == 0);
@@ -642,7 +685,7 @@ BOOST_AUTO_TEST_SUITE(pipeline)
 
 BOOST_AUTO_TEST_CASE(compile_passes_on_resnet18) {
   const Graph& g = resnet18_graph();
-  passes::PipelineResult result = passes::run_compile_passes(g);
+  passes::PipelineResult result = passes::run_compile_passes(g, gpu_passes());
   check_interface(g, result.graph);
   // The order that matters: BN folding before weight packing (it scales OIHW
   // weights), packing before dead-code removal (which drops the OIHW copies).
@@ -813,7 +856,7 @@ BOOST_AUTO_TEST_CASE(pipeline_turns_efficientnet_silus_into_silu_and_keeps_the_s
   const kiln::Model model = kiln::models::build("efficientnet_b0", {.image_size = 32, .num_classes = 10, .seed = 3});
   const Graph& g = kiln::internal::graph(model);
   const int sigmoids = count_op(g, "Sigmoid");
-  passes::PipelineResult result = passes::run_compile_passes(g);
+  passes::PipelineResult result = passes::run_compile_passes(g, gpu_passes());
   check_interface(g, result.graph);
   const auto report = std::find_if(result.reports.begin(), result.reports.end(),
                                    [](const passes::PassReport& r) { return r.pass == "recognise_silu"; });
@@ -944,7 +987,7 @@ BOOST_AUTO_TEST_CASE(moves_efficientnet_squeeze_excitation_scales_at_224) {
   // The 11 projections from 112x112 to 14x14 have weights smaller than their
   // input; the 5 at 7x7 keep the multiply on the activation.
   const kiln::Model model = kiln::models::build("efficientnet_b0", {.image_size = 224, .seed = 3});
-  passes::PipelineResult result = passes::run_compile_passes(kiln::internal::graph(model));
+  passes::PipelineResult result = passes::run_compile_passes(kiln::internal::graph(model), gpu_passes());
   const auto report = std::find_if(result.reports.begin(), result.reports.end(),
                                    [](const passes::PassReport& r) { return r.pass == "scale_conv_weights"; });
   BOOST_REQUIRE((report != result.reports.end()));
@@ -1116,7 +1159,7 @@ BOOST_AUTO_TEST_CASE(keeps_convs_where_moving_is_wrong_or_no_cheaper) {
     const kiln::Settings off = kiln::Settings::resolve(kiln::Mode::default_, {}, [](const char* name) -> const char* {
       return std::string_view(name) == "KILN_CONV_BEFORE_UPSAMPLE" ? "0" : nullptr;
     });
-    const passes::PipelineResult result = passes::run_compile_passes(g, {.settings = off});
+    const passes::PipelineResult result = passes::run_compile_passes(g, gpu_passes(off));
     bool reported = false;
     for (const passes::PassReport& report : result.reports)
       if (report.pass == "conv_before_upsample") {
@@ -1142,7 +1185,7 @@ BOOST_AUTO_TEST_CASE(drops_a_resize_to_its_own_size) {
 
 BOOST_AUTO_TEST_CASE(segformer_decode_head_fuses_at_each_part_resolution) {
   const kiln::Model model = kiln::models::build("segformer_b0", {.image_size = 64, .seed = 3});
-  passes::PipelineResult result = passes::run_compile_passes(kiln::internal::graph(model));
+  passes::PipelineResult result = passes::run_compile_passes(kiln::internal::graph(model), gpu_passes());
   const auto report = std::find_if(result.reports.begin(), result.reports.end(),
                                    [](const passes::PassReport& r) { return r.pass == "conv_before_upsample"; });
   BOOST_REQUIRE((report != result.reports.end()));

@@ -10,9 +10,9 @@
 
 #include "backends/vulkan/device.h"
 #include "backends/vulkan/pipeline_cache.h"
-#include "src/runtime/cache_entry.h"
+#include "src/base/log.h"
+#include "src/cache/cache_entry.h"
 #include "src/runtime/device_pool.h"
-#include "src/runtime/log.h"
 
 #include <kiln/kiln.h>
 
@@ -62,11 +62,11 @@ std::vector<std::string> files_in(const fs::path& dir) {
 class WarningLog {
  public:
   WarningLog() {
-    previous_ = rt::set_log_sink([this](rt::LogLevel level, const std::string& message) {
-      if (level == rt::LogLevel::warning) messages_.push_back(message);
+    previous_ = kiln::base::set_log_sink([this](kiln::base::LogLevel level, const std::string& message) {
+      if (level == kiln::base::LogLevel::warning) messages_.push_back(message);
     });
   }
-  ~WarningLog() { rt::set_log_sink(previous_); }
+  ~WarningLog() { kiln::base::set_log_sink(previous_); }
   int count_containing(const std::string& part) const {
     int n = 0;
     for (const std::string& m : messages_) n += contains(m, part) ? 1 : 0;
@@ -79,7 +79,7 @@ class WarningLog {
   }
 
  private:
-  rt::LogSink previous_;
+  kiln::base::LogSink previous_;
   std::vector<std::string> messages_;
 };
 
@@ -191,7 +191,7 @@ BOOST_AUTO_TEST_CASE(the_file_appears_after_loading_kernels_and_a_second_device_
 
     load_kernel(*ctx, 2);
     rt::save_pipeline_cache(*ctx);
-    const rt::CacheEntryRead read = rt::read_pipeline_cache(*ctx);
+    const kiln::cache::CacheEntryRead read = rt::read_pipeline_cache(*ctx);
     BOOST_TEST_REQUIRE(read.payload.has_value(), read.problem);
     payload = *read.payload;
     BOOST_TEST(kv::check_pipeline_cache_header(as_bytes(payload), vulkan(*ctx).context().physical()) == "");
@@ -271,7 +271,7 @@ BOOST_AUTO_TEST_CASE(damaged_files_are_refused_with_a_warning_and_replaced) {
 
       load_kernel(*ctx, 7);
       rt::save_pipeline_cache(*ctx);
-      const rt::CacheEntryRead read = rt::read_pipeline_cache(*ctx);
+      const kiln::cache::CacheEntryRead read = rt::read_pipeline_cache(*ctx);
       BOOST_TEST_REQUIRE(read.payload.has_value(), read.problem);
       BOOST_TEST(kv::check_pipeline_cache_header(as_bytes(*read.payload), vulkan(*ctx).context().physical()) == "");
       BOOST_TEST(files_in(dir / "pipelines") == std::vector<std::string>{file.filename()});  // no temporary files

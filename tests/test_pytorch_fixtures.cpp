@@ -6,10 +6,10 @@
 #include <kiln/npy.h>
 #include <kiln/onnx.h>
 
-#include "test_backend.h"
 #include "graph/ir.h"
+#include "src/base/log.h"
 #include "src/runtime/internal_access.h"
-#include "src/runtime/log.h"
+#include "test_backend.h"
 
 #include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
@@ -374,11 +374,11 @@ BOOST_AUTO_TEST_CASE(unet_small_compiles_once_per_input_shape_set) {
   for (const std::int64_t size : {40, 56}) {
     const kiln::Tensor image = generated_tensor("input", {1, 3, size, size});
     std::vector<std::string> info;
-    const auto previous = kiln::runtime::set_log_sink(
-        [&](kiln::runtime::LogLevel, const std::string& message) { info.push_back(message); },
-        kiln::runtime::LogLevel::info);
+    const auto previous = kiln::base::set_log_sink(
+        [&](kiln::base::LogLevel, const std::string& message) { info.push_back(message); },
+        kiln::base::LogLevel::info);
     const kiln::Tensor got = compiled({image}).at(0);
-    kiln::runtime::set_log_sink(previous);
+    kiln::base::set_log_sink(previous);
     check_close(got, eager({image}).at(0), "unet_small at " + std::to_string(size) + ", served by the dynamic set");
     const kiln::RunStats stats = compiled.stats();
     BOOST_TEST(stats.shape_sets == 2);

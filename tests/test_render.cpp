@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "backends/registry.h"
-#include "shaders/preludes.h"
+#include "backends/vulkan/glsl_prelude.h"
 #include "src/kernel/interpreter.h"
 #include "src/kernel/ir.h"
 #include "src/render/cstyle.h"
@@ -590,9 +590,9 @@ BOOST_AUTO_TEST_CASE(erf_and_tanh_approximations_are_accurate) {
   double erf_error = 0, tanh_error = 0, tanh_relative = 0;
   for (int step = -200000; step <= 200000; ++step) {
     const float x = static_cast<float>(step) * 3e-5f;  // [-6, 6]
-    erf_error = std::max(erf_error, std::fabs(double{kiln::shaders::glsl_prelude_erf(x)} - std::erf(double{x})));
+    erf_error = std::max(erf_error, std::fabs(double{kb::glsl_prelude_erf(x)} - std::erf(double{x})));
     const double t = std::tanh(double{x});
-    const double e = std::fabs(double{kiln::shaders::glsl_prelude_tanh(x)} - t);
+    const double e = std::fabs(double{kb::glsl_prelude_tanh(x)} - t);
     tanh_error = std::max(tanh_error, e);
     if (x != 0.0f) tanh_relative = std::max(tanh_relative, e / std::fabs(t));
   }
@@ -602,17 +602,17 @@ BOOST_AUTO_TEST_CASE(erf_and_tanh_approximations_are_accurate) {
   BOOST_TEST(tanh_error < 2e-7);
   BOOST_TEST(tanh_relative < 5e-7);
   const float inf = std::numeric_limits<float>::infinity();
-  BOOST_TEST(kiln::shaders::glsl_prelude_erf(inf) == 1.0f);
-  BOOST_TEST(kiln::shaders::glsl_prelude_erf(-inf) == -1.0f);
-  BOOST_TEST(kiln::shaders::glsl_prelude_tanh(1e30f) == 1.0f);
-  BOOST_TEST(kiln::shaders::glsl_prelude_tanh(-inf) == -1.0f);
-  BOOST_TEST(std::isnan(kiln::shaders::glsl_prelude_erf(std::nanf(""))));
-  BOOST_TEST(std::isnan(kiln::shaders::glsl_prelude_tanh(std::nanf(""))));
+  BOOST_TEST(kb::glsl_prelude_erf(inf) == 1.0f);
+  BOOST_TEST(kb::glsl_prelude_erf(-inf) == -1.0f);
+  BOOST_TEST(kb::glsl_prelude_tanh(1e30f) == 1.0f);
+  BOOST_TEST(kb::glsl_prelude_tanh(-inf) == -1.0f);
+  BOOST_TEST(std::isnan(kb::glsl_prelude_erf(std::nanf(""))));
+  BOOST_TEST(std::isnan(kb::glsl_prelude_tanh(std::nanf(""))));
 }
 
 BOOST_AUTO_TEST_CASE(prelude_functions_are_the_ones_the_table_calls) {
   const kb::LanguageTable& glsl = kb::get_backend("vulkan").language();
-  BOOST_TEST(glsl.version_directive + glsl.prelude == kiln::shaders::glsl_prelude());
+  BOOST_TEST(glsl.version_directive + glsl.prelude == kb::glsl_prelude());
   BOOST_TEST(glsl.version_directive == "#version 450\n");
   BOOST_TEST(contains(glsl.prelude, "float " + call_prefix(glsl.erf) + "float x)"));
   BOOST_TEST(contains(glsl.prelude, "float " + call_prefix(glsl.tanh) + "float x)"));

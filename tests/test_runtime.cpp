@@ -3,14 +3,14 @@
 
 #include <kiln/kiln.h>
 
-#include "test_backend.h"
 #include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/op_registry.h"
+#include "src/compile/memory_plan.h"
 #include "src/runtime/device_profile.h"
 #include "src/runtime/executor.h"
-#include "src/runtime/memory_plan.h"
 #include "src/runtime/internal_access.h"
+#include "test_backend.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -57,17 +57,17 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 BOOST_AUTO_TEST_SUITE(memory_plan)
 
 BOOST_AUTO_TEST_CASE(disjoint_lifetimes_share_and_overlapping_do_not) {
-  using kiln::runtime::Lifetime;
+  using kiln::compiler::Lifetime;
   std::vector<Lifetime> t = {{1000, 0, 1}, {1000, 1, 2}, {1000, 2, 3}, {500, 3, 4}};
-  auto plan = kiln::runtime::plan_memory(t, 256);
-  kiln::runtime::check_memory_plan(t, plan, 256);
+  auto plan = kiln::compiler::plan_memory(t, 256);
+  kiln::compiler::check_memory_plan(t, plan, 256);
   // A chain needs only two live buffers at a time.
   BOOST_TEST(plan.arena_bytes <= 2048u);
   BOOST_TEST(plan.unshared_bytes == 1024u * 3 + 512u);
 }
 
 BOOST_AUTO_TEST_CASE(random_plans_never_overlap_live_tensors) {
-  using kiln::runtime::Lifetime;
+  using kiln::compiler::Lifetime;
   std::mt19937 rng(3);
   for (int round = 0; round < 200; ++round) {
     std::vector<Lifetime> t;
@@ -76,25 +76,25 @@ BOOST_AUTO_TEST_CASE(random_plans_never_overlap_live_tensors) {
       int first = static_cast<int>(rng() % 30);
       t.push_back({1 + rng() % 5000, first, first + static_cast<int>(rng() % 6)});
     }
-    auto plan = kiln::runtime::plan_memory(t, 64);
-    BOOST_REQUIRE_NO_THROW(kiln::runtime::check_memory_plan(t, plan, 64));
+    auto plan = kiln::compiler::plan_memory(t, 64);
+    BOOST_REQUIRE_NO_THROW(kiln::compiler::check_memory_plan(t, plan, 64));
     BOOST_TEST(plan.arena_bytes <= plan.unshared_bytes);
   }
 }
 
 BOOST_AUTO_TEST_CASE(arenas_respect_the_largest_buffer) {
-  using kiln::runtime::Lifetime;
+  using kiln::compiler::Lifetime;
   std::mt19937 rng(11);
   std::vector<Lifetime> t;
   for (int i = 0; i < 60; ++i) {
     int first = static_cast<int>(rng() % 20);
     t.push_back({1 + rng() % 1000, first, first + static_cast<int>(rng() % 8)});
   }
-  auto plan = kiln::runtime::plan_memory(t, 64, 2048);
-  kiln::runtime::check_memory_plan(t, plan, 64);
+  auto plan = kiln::compiler::plan_memory(t, 64, 2048);
+  kiln::compiler::check_memory_plan(t, plan, 64);
   BOOST_TEST(plan.arena_sizes.size() > 1u);
   for (auto size : plan.arena_sizes) BOOST_TEST(size <= 2048u);
-  auto e = expect_error([&] { kiln::runtime::plan_memory({{5000, 0, 1}}, 64, 2048); });
+  auto e = expect_error([&] { kiln::compiler::plan_memory({{5000, 0, 1}}, 64, 2048); });
   BOOST_TEST(e.kind() == ErrorKind::OutOfMemory);
 }
 
@@ -105,7 +105,7 @@ BOOST_AUTO_TEST_CASE(large_batch_splits_activations_across_buffers) {
   auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   compiled.prepare();
   const auto& plan = kiln::internal::engine(compiled).memory_plan();
-  kiln::runtime::check_memory_plan(kiln::internal::engine(compiled).lifetimes(), plan, 16);
+  kiln::compiler::check_memory_plan(kiln::internal::engine(compiled).lifetimes(), plan, 16);
   BOOST_TEST_MESSAGE("arenas: " << plan.arena_sizes.size() << ", total " << plan.arena_bytes);
   const std::uint64_t max_buffer =
       kiln::backend::get_backend(kiln::testing::test_backend()).enumerate_devices().at(0).target.max_buffer_bytes;
@@ -117,21 +117,21 @@ BOOST_AUTO_TEST_CASE(large_batch_splits_activations_across_buffers) {
 }
 
 BOOST_AUTO_TEST_CASE(checker_catches_overlap) {
-  using kiln::runtime::Lifetime;
+  using kiln::compiler::Lifetime;
   std::vector<Lifetime> t = {{100, 0, 2}, {100, 1, 3}};
-  kiln::runtime::MemoryPlan bad;
+  kiln::compiler::MemoryPlan bad;
   bad.offsets = {0, 0};
   bad.arena = {0, 0};
   bad.arena_sizes = {256};
   bad.arena_bytes = 256;
-  auto e = expect_error([&] { kiln::runtime::check_memory_plan(t, bad, 64); });
+  auto e = expect_error([&] { kiln::compiler::check_memory_plan(t, bad, 64); });
   BOOST_TEST(contains(e.what(), "share memory"));
 }
 
 // The planner's definition, looking at every placed tensor for each new one
 // (quadratic): best fit among the gaps between tensors live at the same time,
 // largest tensors first. plan_memory looks only at tensors live nearby.
-std::vector<std::uint64_t> exhaustive_greedy_offsets(const std::vector<kiln::runtime::Lifetime>& t,
+std::vector<std::uint64_t> exhaustive_greedy_offsets(const std::vector<kiln::compiler::Lifetime>& t,
                                                      std::uint64_t alignment) {
   auto padded = [&](std::size_t i) { return (std::max<std::uint64_t>(t[i].bytes, 1) + alignment - 1) / alignment * alignment; };
   std::vector<std::size_t> order(t.size());
@@ -163,7 +163,7 @@ std::vector<std::uint64_t> exhaustive_greedy_offsets(const std::vector<kiln::run
 }
 
 BOOST_AUTO_TEST_CASE(plans_as_the_exhaustive_greedy_scan_does) {
-  using kiln::runtime::Lifetime;
+  using kiln::compiler::Lifetime;
   std::mt19937 rng(5);
   for (int round = 0; round < 100; ++round) {
     // Short lifetimes and a few that span many steps (a skip connection, an output).
@@ -174,22 +174,22 @@ BOOST_AUTO_TEST_CASE(plans_as_the_exhaustive_greedy_scan_does) {
       const int length = rng() % 10 == 0 ? static_cast<int>(rng() % 200) : static_cast<int>(rng() % 4);
       t.push_back({1 + rng() % (rng() % 2 ? 64 : 5000), first, first + length});
     }
-    const auto plan = kiln::runtime::plan_memory(t, 64);
-    BOOST_REQUIRE_NO_THROW(kiln::runtime::check_memory_plan(t, plan, 64));
+    const auto plan = kiln::compiler::plan_memory(t, 64);
+    BOOST_REQUIRE_NO_THROW(kiln::compiler::check_memory_plan(t, plan, 64));
     BOOST_TEST(plan.offsets == exhaustive_greedy_offsets(t, 64), "round " << round);
   }
 }
 
 BOOST_AUTO_TEST_CASE(checker_catches_overlap_of_distant_steps) {
-  using kiln::runtime::Lifetime;
+  using kiln::compiler::Lifetime;
   // Lifetimes that meet only late: the second starts many steps after the first.
   std::vector<Lifetime> t = {{100, 0, 500}, {100, 40, 41}, {100, 480, 490}};
-  kiln::runtime::MemoryPlan bad;
+  kiln::compiler::MemoryPlan bad;
   bad.offsets = {0, 128, 0};
   bad.arena = {0, 0, 0};
   bad.arena_sizes = {256};
   bad.arena_bytes = 256;
-  auto e = expect_error([&] { kiln::runtime::check_memory_plan(t, bad, 64); });
+  auto e = expect_error([&] { kiln::compiler::check_memory_plan(t, bad, 64); });
   BOOST_TEST(contains(e.what(), "live tensors 0 and 2 share memory"));
 }
 
@@ -198,7 +198,7 @@ BOOST_AUTO_TEST_CASE(compiled_resnet_plan_reuses_memory_safely) {
   auto compiled = kiln::compile(model, {.backend = kiln::testing::test_backend()});
   compiled.prepare();
   const kiln::Executor& engine = kiln::internal::engine(compiled);
-  kiln::runtime::check_memory_plan(engine.lifetimes(), engine.memory_plan(), 16);
+  kiln::compiler::check_memory_plan(engine.lifetimes(), engine.memory_plan(), 16);
   BOOST_TEST(engine.memory_plan().arena_bytes < engine.memory_plan().unshared_bytes / 2);
   BOOST_TEST(compiled.stats().peak_device_bytes > 0u);
 }

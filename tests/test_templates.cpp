@@ -11,7 +11,6 @@
 
 #include "backends/registry.h"
 #include "graph/ir.h"
-#include "graph/passes/passes.h"
 #include "shaders/conv_template.h"
 #include "shaders/gemm_template.h"
 #include "shaders/heuristic.h"
@@ -896,46 +895,6 @@ BOOST_AUTO_TEST_CASE(implicit_gemm_has_no_index_division_in_its_k_loop) {
     BOOST_TEST(text.find(" / ") == std::string::npos, describe(c) << ":\n" << text);
     BOOST_TEST(text.find(" % ") == std::string::npos, describe(c) << ":\n" << text);
   }
-}
-
-BOOST_AUTO_TEST_CASE(pack_weights_packs_exactly_the_direct_convolutions) {
-  // graph/passes/pack_weights.cpp cannot ask the heuristic (the graph layer
-  // does not include shaders/), so it restates its rule: it must pack a
-  // convolution's weight exactly when the heuristic, on every target, sends
-  // it to the direct template (and a block of 4 output channels fits).
-  std::vector<ConvCase> cases(std::begin(kDirectCases), std::end(kDirectCases));
-  cases.insert(cases.end(), std::begin(kImplicitGemmCases), std::end(kImplicitGemmCases));
-  cases.insert(cases.end(), std::begin(kDepthwiseCases), std::end(kDepthwiseCases));
-  cases.insert(cases.end(), std::begin(kConv1x1Cases), std::end(kConv1x1Cases));
-  cases.push_back({1, 3, 64, 1, 32, 32, 7, 7, 2, 1, 3, 3, 3, 3, false});  // the ResNet stem
-  cases.push_back({1, 8, 8, 1, 9, 9, 5, 5, 1, 1, 2, 2, 2, 2, false});     // 5x5
-  cases.push_back({1, 8, 8, 1, 9, 9, 3, 3, 1, 1, 1, 1, 1, 1, false});     // 3x3
-  cases.push_back({1, 1, 8, 1, 9, 9, 5, 5, 1, 1, 2, 2, 2, 2, false});     // one input channel
-  cases.push_back({1, 8, 8, 1, 32, 32, 1, 1, 2, 1, 0, 0, 0, 0, false});   // 1x1 stride 2 to 16x16: 256 pixels
-  cases.push_back({1, 8, 8, 1, 30, 30, 1, 1, 2, 1, 0, 0, 0, 0, false});   // 1x1 stride 2 to 15x15: 225
-  cases.push_back({1, 8, 8, 2, 16, 16, 1, 1, 1, 1, 1, 1, 1, 1, false});   // 1x1 padded, grouped: 18x18
-  cases.push_back({1, 8, 8, 1, 64, 64, 1, 1, 1, 1, 0, 0, 0, 0, false});   // a plain GEMM
-  int packed = 0;
-  for (const ConvCase& c : cases) {
-    const sh::ConvProblem p = conv_problem(c);
-    kiln::Builder b("conv");
-    auto x = b.input("x", kiln::DType::f32, {c.batch, c.in_channels, c.in_h, c.in_w});
-    auto w = b.constant("w", kiln::Tensor(kiln::DType::f32, {c.out_channels, p.in_channels_per_group(), c.kernel_h,
-                                                             c.kernel_w}));
-    const kiln::Model model = b.build({b.conv2d(x, w, std::nullopt,
-                                                {.stride = {c.stride, c.stride},
-                                                 .padding = {c.pad_top, c.pad_left, c.pad_bottom, c.pad_right},
-                                                 .dilation = {c.dilation, c.dilation},
-                                                 .groups = c.groups})});
-    const kiln::graph::Graph result = kiln::graph::passes::pack_weights(kiln::internal::graph(model)).graph;
-    const bool was_packed = result.nodes().back().attrs.has("weight_layout");
-    for (const LowerTarget& target : {LowerTarget{}, lavapipe(), small_device()}) {
-      const bool direct = sh::choose_conv_plan(p, target).algorithm == sh::ConvAlgorithm::direct;
-      BOOST_TEST(was_packed == (direct && p.out_channels_per_group() >= 4), describe(c));
-    }
-    packed += was_packed;
-  }
-  BOOST_TEST(packed >= 8);
 }
 
 BOOST_AUTO_TEST_CASE(template_errors_name_the_problem) {

@@ -14,10 +14,11 @@
 #include "shaders/gemm_shared.h"
 #include "shaders/heuristic.h"
 #include "shaders/knobs.h"
+#include "src/base/log.h"
 #include "src/fuse/schedule.h"
 #include "src/lower/lower.h"
+#include "src/lower/target_policy.h"
 #include "src/lower/workgroup_site.h"
-#include "src/runtime/log.h"
 #include "src/tune/candidates.h"
 #include "src/tune/choice.h"
 #include "src/tune/graph_site.h"
@@ -46,7 +47,6 @@
 namespace sh = kiln::shaders;
 namespace tn = kiln::tune;
 namespace kb = kiln::backend;
-namespace rt = kiln::runtime;
 using kiln::DType;
 using kiln::Error;
 using kiln::ErrorKind;
@@ -75,15 +75,15 @@ std::string parse_error(Parse parse, const std::string& text) {
 class WarningLog {
  public:
   WarningLog() {
-    previous_ = rt::set_log_sink([this](rt::LogLevel level, const std::string& message) {
-      if (level == rt::LogLevel::warning) messages_.push_back(message);
+    previous_ = kiln::base::set_log_sink([this](kiln::base::LogLevel level, const std::string& message) {
+      if (level == kiln::base::LogLevel::warning) messages_.push_back(message);
     });
   }
-  ~WarningLog() { rt::set_log_sink(previous_); }
+  ~WarningLog() { kiln::base::set_log_sink(previous_); }
   const std::vector<std::string>& messages() const { return messages_; }
 
  private:
-  rt::LogSink previous_;
+  kiln::base::LogSink previous_;
   std::vector<std::string> messages_;
 };
 
@@ -638,7 +638,7 @@ BOOST_AUTO_TEST_CASE(candidates_are_filtered_by_the_capability_record) {
   for (const auto& [knobs, why] : list.filtered) BOOST_TEST(contains(why, "shared memory"), knobs << ": " << why);
   // The heuristic's choice comes first, then one head of each other family
   // (search.h), then its neighbours (one field away).
-  BOOST_TEST(list.knobs.front() == sh::to_string(sh::choose_gemm_knobs(1, 256, 256, 512, kiln::fuse::lower_target(small))));
+  BOOST_TEST(list.knobs.front() == sh::to_string(sh::choose_gemm_knobs(1, 256, 256, 512, kiln::lower::target_policy(small).lower)));
   std::set<std::string> families = {tn::knob_family(roomy.knobs[0])};
   std::size_t first_neighbour = 1;
   while (first_neighbour < roomy.knobs.size() && tn::knob_distance(roomy.knobs[first_neighbour], roomy.knobs[0]) > 1) {
@@ -959,7 +959,7 @@ BOOST_AUTO_TEST_CASE(attention_candidates_are_verified_and_timed) {
   const kb::Backend& vulkan = kb::get_backend("vulkan");
   const kb::TargetDesc target = vulkan.enumerate_devices().at(0).target;
   // The site as the device's plan has it (a CPU device's heuristic sizes the workgroup).
-  const tn::Site site = only_site(attention_graph(10, 12, 8, 8), kiln::fuse::lower_target(target));
+  const tn::Site site = only_site(attention_graph(10, 12, 8, 8), kiln::lower::target_policy(target).lower);
   const std::vector<std::string> order = tn::candidates(site, vulkan, target).knobs;
   BOOST_TEST_REQUIRE(order.size() >= 3u);
   BOOST_TEST(order.front() == site.id.knobs);

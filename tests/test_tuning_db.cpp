@@ -2,12 +2,14 @@
 #include <boost/test/unit_test.hpp>
 
 // The tuning database (src/tune/database.h): records on disk shared by
-// processes, find()'s verdicts, bad files set aside, export, import, merge.
+// processes, find()'s verdicts, bad files set aside, export, import, merge;
+// and its public calls (include/kiln/tune.h).
 
-#include "src/runtime/log.h"
+#include "src/base/log.h"
 #include "src/tune/database.h"
 
 #include <kiln/error.h>
+#include <kiln/tune.h>
 
 #include <nlohmann/json.hpp>
 #include <sqlite3.h>
@@ -68,13 +70,13 @@ struct TempDir {
 // Collects warnings while alive.
 struct WarningCapture {
   std::vector<std::string> warnings;
-  kiln::runtime::LogSink previous;
+  kiln::base::LogSink previous;
   WarningCapture() {
-    previous = kiln::runtime::set_log_sink([this](kiln::runtime::LogLevel level, const std::string& message) {
-      if (level == kiln::runtime::LogLevel::warning) warnings.push_back(message);
+    previous = kiln::base::set_log_sink([this](kiln::base::LogLevel level, const std::string& message) {
+      if (level == kiln::base::LogLevel::warning) warnings.push_back(message);
     });
   }
-  ~WarningCapture() { kiln::runtime::set_log_sink(previous); }
+  ~WarningCapture() { kiln::base::set_log_sink(previous); }
   bool any_contains(const std::string& text) const {
     return std::any_of(warnings.begin(), warnings.end(),
                        [&](const std::string& w) { return w.find(text) != std::string::npos; });
@@ -654,4 +656,49 @@ BOOST_AUTO_TEST_CASE(the_default_file_sits_beside_the_kernel_cache) {
   BOOST_TEST(db.path() == "");
   db.put(sample_record(key_for("k")));
   BOOST_TEST(db.size() == 1u);
+}
+
+// The public database calls (include/kiln/tune.h), which `kiln tune
+// show|merge|export|import` are thin over: what they read and write is what
+// the database holds.
+BOOST_AUTO_TEST_CASE(the_public_database_calls_read_merge_export_and_import) {
+  TempDir dir;
+  const std::string a = dir.file("a.db"), b = dir.file("b.db"), merged = dir.file("merged.db");
+  {
+    Database da = Database::open(a), db = Database::open(b);
+    da.put(sample_record(key_for("shared"), "2026-12-01T16:30:00Z", 0.75));
+    da.put(sample_record(key_for("only in a")));
+    db.put(sample_record(key_for("shared"), "2026-12-02T09:00:00Z", 0.5));  // newer: wins the merge
+  }
+  BOOST_TEST(kiln::default_tuning_database("/var/cache/kiln") == "/var/cache/kiln/tuning.db");
+
+  const std::vector<kiln::TuningRecord> in_a = kiln::tuning_records(a);
+  BOOST_REQUIRE(in_a.size() == 2u);
+  const kiln::TuningRecord& first = in_a[0].kernel == "only in a" ? in_a[0] : in_a[1];
+  BOOST_TEST(first.template_name == "gemm");
+  BOOST_TEST(first.template_version == 3);
+  BOOST_TEST(first.backend == "vulkan");
+  BOOST_TEST(first.driver == "Mesa 22.3.6");
+  BOOST_TEST(first.winner_knobs == "8x4_k8_p8_wg128_v4");
+  BOOST_TEST(first.speedup == (1.0 / 3.0) / 0.75);
+  BOOST_TEST(first.candidates_ok == 2u);      // the winner and the heuristic
+  BOOST_TEST(first.candidates_failed == 5u);  // every failure but "not measured"
+  BOOST_TEST(first.date == "2026-12-01T16:30:00Z");
+
+  BOOST_TEST(kiln::merge_tuning_databases({a, b}, merged) == 2u);
+  for (const kiln::TuningRecord& r : kiln::tuning_records(merged))
+    if (r.kernel == "shared") BOOST_TEST(r.date == "2026-12-02T09:00:00Z");
+
+  const std::string json = dir.file("records.json"), fresh = dir.file("fresh.db");
+  BOOST_TEST(kiln::export_tuning_database(merged, json) == 2u);
+  const kiln::TuningImport added = kiln::import_tuning_database(json, fresh);
+  BOOST_TEST(added.changed == 2u);
+  BOOST_TEST(added.records == 2u);
+  BOOST_TEST((Database::open_read_only(fresh).all() == Database::open_read_only(merged).all()));
+  BOOST_TEST(kiln::import_tuning_database(json, fresh).changed == 0u, "the same records again change nothing");
+
+  write_file(json, "{\"schema_version\": 1, \"records\": [{\"kernel\": ");
+  expect_error([&] { kiln::import_tuning_database(json, fresh); }, ErrorKind::Corrupt, "records.json");
+  expect_error([&] { kiln::tuning_records(dir.file("missing.db")); }, ErrorKind::NotFound, "missing.db");
+  BOOST_TEST(kiln::tuning_records(fresh).size() == 2u, "a refused import changes nothing");
 }

@@ -496,7 +496,7 @@ kiln::kir::Kernel scale_kernel(double factor, std::int64_t n, std::uint32_t work
 
 BOOST_AUTO_TEST_CASE(kernel_cache_loads_distinct_kernels_concurrently_and_once) {
   const std::shared_ptr<kb::Device> dev = vulkan_backend().create_device(0);
-  kiln::runtime::KernelCache cache(vulkan_backend(), dev, kiln::runtime::CompileCache("off"));
+  kiln::runtime::KernelCache cache(vulkan_backend(), dev, kiln::cache::CompileCache("off"));
   const std::int64_t count = 200;
   const std::vector<double> factors = {2.0, 3.0, 2.0, 5.0, 3.0};
   std::vector<kiln::kir::Kernel> kernels;
@@ -535,7 +535,7 @@ BOOST_AUTO_TEST_CASE(kernel_cache_loads_distinct_kernels_concurrently_and_once) 
 
 BOOST_AUTO_TEST_CASE(kernel_cache_reports_the_failing_kernel_after_loading_the_rest) {
   const std::shared_ptr<kb::Device> dev = vulkan_backend().create_device(0);
-  kiln::runtime::KernelCache cache(vulkan_backend(), dev, kiln::runtime::CompileCache("off"));
+  kiln::runtime::KernelCache cache(vulkan_backend(), dev, kiln::cache::CompileCache("off"));
   const std::uint32_t too_wide = dev->target().max_workgroup_invocations * 2;
   const kiln::kir::Kernel fine = scale_kernel(7.0, 64);
   const kiln::kir::Kernel wide = scale_kernel(7.0, 64, too_wide);

@@ -4,13 +4,13 @@
 #include <kiln/builder.h>
 #include <kiln/kiln.h>
 
-#include "test_backend.h"
 #include "graph/ir.h"
-#include "graph/models/backbones.h"
 #include "graph/op_registry.h"
 #include "src/runtime/device_profile.h"
 #include "src/runtime/executor.h"
 #include "src/runtime/internal_access.h"
+#include "src/zoo/backbones.h"
+#include "test_backend.h"
 
 #include <algorithm>
 #include <cmath>
@@ -438,7 +438,7 @@ BOOST_AUTO_TEST_SUITE_END()  // classification
 
 // ---- Segmentation and detection families -----------------------------------
 
-#include "graph/models/layers.h"  // LayerWriter, to build the MobileNetV3 backbone alone
+#include "src/zoo/layers.h"  // LayerWriter, to build the MobileNetV3 backbone alone
 
 #include <sys/wait.h>
 #include <unistd.h>

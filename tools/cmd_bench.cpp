@@ -2,14 +2,14 @@
 // backends: models x batch sizes x {eager, default, reduce-overhead}, warm-up,
 // then the mean (median, min, max) of --iters calls on the same image; a
 // markdown table on stdout, CSV, JSON, SVG and markdown files on request.
-#include "atomic_file.h"
-#include "output_files.h"
 #include "bench/chart.h"
 #include "bench/progress.h"
 #include "bench/report.h"
 #include "bench/runner.h"
 #include "commands.h"
 #include "image.h"
+#include "output_files.h"
+#include "src/base/atomic_write.h"
 
 #include <kiln/kiln.h>
 
@@ -65,7 +65,7 @@ void write_outputs(const std::string& dir, const bench::Results& results, const 
                                                        {"bench.json", bench::json_report(results)},
                                                        {"bench.svg", bench::speedup_chart_svg(results)}};
   for (const auto& [name, content] : files) {
-    write_file_atomically(base / name, content);
+    base::write_file_atomically(base / name, content);
     std::fprintf(stderr, "kiln bench: wrote %s\n", (base / name).string().c_str());
   }
 }

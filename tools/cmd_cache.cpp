@@ -1,6 +1,7 @@
 // `kiln cache show|prune|clear`: the cache folder's compiled kernels, cached
 // plans and their shared weights, kept within a size limit.
 #include "commands.h"
+#include "src/base/check.h"
 
 #include <kiln/kiln.h>
 

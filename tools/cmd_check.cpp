@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "image.h"
 #include "model_args.h"
+#include "src/base/check.h"
 
 #include "graph/op_registry.h"
 #include "src/runtime/internal_access.h"

@@ -1,20 +1,17 @@
 // `kiln dump`: write the source of every kernel compiled mode builds for a
 // model (after fusion), for each target language, plus an index of which
 // nodes went into which kernel. Needs no device.
-#include "atomic_file.h"
 #include "commands.h"
-#include "output_files.h"
 #include "model_args.h"
-
-// The one internal header the CLI uses: code generation without a device
-// has no public API (CompiledModel needs a device).
-#include "src/compile/sources.h"
+#include "output_files.h"
+#include "src/base/atomic_write.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
+#include <kiln/sources.h>
 
 #include <filesystem>
 #include <iostream>
-#include <map>
 #include <memory>
 
 namespace kiln::tools {
@@ -22,27 +19,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// --target names -> backend names.
-const std::map<std::string, std::string>& target_backends() {
-  static const std::map<std::string, std::string> table = {
-      {"vulkan", "vulkan"}, {"cuda", "cuda"}, {"hip", "hip"}, {"c", "null"}};
-  return table;
-}
-
 struct DumpArgs {
   std::string output_dir;
   std::string target = "all";
 };
 
 void dump(const ModelArgs& model_args, const DumpArgs& args) {
-  std::vector<std::string> backends;
-  if (args.target == "all") {
-    for (const auto& [name, backend] : target_backends())
-      for (const std::string& built_in : compiler::source_backends())
-        if (built_in == backend) backends.push_back(backend);
-  } else {
-    backends.push_back(target_backends().at(args.target));
-  }
+  const std::vector<std::string> targets = args.target == "all" ? source_targets() : std::vector{args.target};
   const Model model = model_args.load();
   const Settings settings = model_args.resolved_settings();
   const fs::path root(args.output_dir);
@@ -50,16 +33,16 @@ void dump(const ModelArgs& model_args, const DumpArgs& args) {
   std::error_code ec;
 
   std::string index = "# kiln dump of model '" + model.name() + "': the kernels compiled mode builds, after fusion\n";
-  for (const std::string& backend : backends) {
-    const compiler::BackendSources sources = compiler::generate_sources(model, backend, settings);
+  for (const std::string& target : targets) {
+    const KernelSources sources = kernel_sources(model, target, settings);
     const fs::path dir = root / sources.language;
     fs::create_directories(dir, ec);
     KILN_CHECK(!ec, ErrorKind::Io, "cannot create '" + dir.string() + "': " + ec.message());
     index += "\n## " + sources.backend + " (" + sources.language + ", planned for " + sources.target + "): " +
              std::to_string(sources.kernels.size()) + " kernels, " + std::to_string(sources.host_steps.size()) +
              " host steps\n";
-    for (const compiler::KernelSourceFile& kernel : sources.kernels) {
-      write_file_atomically(dir / kernel.file_name, kernel.source);
+    for (const KernelSourceFile& kernel : sources.kernels) {
+      base::write_file_atomically(dir / kernel.file_name, kernel.source);
       index += sources.language + "/" + kernel.file_name + ":";
       for (const auto& [node, op] : kernel.nodes) index += " " + node + " (" + op + ")";
       index += "\n";
@@ -67,7 +50,7 @@ void dump(const ModelArgs& model_args, const DumpArgs& args) {
     for (const std::string& host : sources.host_steps) index += "host step: " + host + "\n";
     std::cout << sources.backend << ": " << sources.kernels.size() << " kernels -> " << dir.string() << "\n";
   }
-  write_file_atomically(root / "index.txt", index);
+  base::write_file_atomically(root / "index.txt", index);
   std::cout << "index: " << (root / "index.txt").string() << "\n";
 }
 
@@ -81,9 +64,13 @@ void add_dump_command(CLI::App& app) {
   model_args->add_to(*cmd);
   cmd->add_option("--output-dir", args->output_dir, "folder for the sources (one subfolder per language) and index.txt")
       ->required();
-  cmd->add_option("--target", args->target, "vulkan (GLSL), cuda, hip, c (C99) or all")
+  std::vector<std::string> choices = source_targets();
+  std::string listed;
+  for (const std::string& target : choices) listed += target + ", ";
+  choices.push_back("all");
+  cmd->add_option("--target", args->target, "a backend's sources (" + listed + "or all)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"vulkan", "cuda", "hip", "c", "all"}));
+      ->check(CLI::IsMember(choices));
   cmd->callback([model_args, args] { dump(*model_args, *args); });
 }
 

@@ -4,6 +4,7 @@
 // timings; --json prints one object for scripts.
 #include "commands.h"
 #include "model_args.h"
+#include "src/base/check.h"
 
 #include <kiln/generate.h>
 #include <kiln/tokenizer.h>

@@ -2,6 +2,7 @@
 #include "commands.h"
 #include "image.h"
 #include "model_args.h"
+#include "src/base/check.h"
 
 #include <kiln/kiln.h>
 

@@ -1,11 +1,12 @@
 // `kiln run`: a model (built-in or ONNX) on a photograph or .npy inputs, eager
 // and compiled, side by side; outputs optionally written as .npy files.
-#include "commands.h"
 #include "bench/agreement.h"
+#include "commands.h"
 #include "image.h"
 #include "labels.h"
 #include "model_args.h"
 #include "output_files.h"
+#include "src/base/check.h"
 #if __has_include("task_output.h")
 #include "task_output.h"
 #define KILN_HAVE_TASK_OUTPUT 1

@@ -5,10 +5,11 @@
 // `kiln tune merge ...` stays the subcommand (a model file named "merge"
 // needs "./merge").
 //
-// The run is kiln::tune_models (include/kiln/tune.h, src/tune/job.cpp): this file
+// The run is kiln::tune_models (include/kiln/tune.h, src/tune/job/job.cpp): this file
 // turns the flags into its options and prints its progress and report.
 #include "commands.h"
 #include "model_args.h"
+#include "src/base/check.h"
 
 #include <kiln/kiln.h>
 #include <kiln/tune.h>

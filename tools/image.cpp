@@ -1,5 +1,7 @@
 #include "image.h"
 
+#include "src/base/check.h"
+
 #include <stb_image.h>
 #include <stb_image_resize.h>
 

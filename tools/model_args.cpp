@@ -1,5 +1,7 @@
 #include "model_args.h"
 
+#include "src/base/check.h"
+
 #include <charconv>
 #include <fstream>
 #include <string_view>

@@ -1,5 +1,7 @@
 #include "output_files.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <fcntl.h>

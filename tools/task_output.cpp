@@ -1,9 +1,10 @@
 #include "task_output.h"
 
-#include "atomic_file.h"
 #include "bench/agreement.h"
 #include "image.h"
 #include "output_files.h"
+#include "src/base/atomic_write.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 
@@ -106,7 +107,7 @@ std::filesystem::path write_png(const std::filesystem::path& path, int width, in
   std::string png;
   KILN_CHECK(stbi_write_png_to_func(append_bytes, &png, width, height, 3, rgb.data(), width * 3) != 0,
              ErrorKind::Internal, "stb_image_write could not encode the picture for '" + path.string() + "'");
-  write_file_atomically(path, png);
+  base::write_file_atomically(path, png);
   std::error_code ec;
   const std::filesystem::path absolute = std::filesystem::absolute(path, ec);
   return ec ? path : absolute;

@@ -1,5 +1,7 @@
 #include "backends/cpu/compiler.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <cerrno>

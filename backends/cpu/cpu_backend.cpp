@@ -9,6 +9,7 @@
 #include "backends/cpu/compiler.h"
 #include "backends/cpu/device.h"
 #include "backends/cpu/language.h"
+#include "src/base/check.h"
 
 #include <algorithm>
 #include <thread>
@@ -37,6 +38,8 @@ class CpuBackend final : public Backend {
   }
 
   const LanguageTable& language() const override { return cpu::cpu_language(); }
+  // The null backend's C99 with the host's barrier: `kiln dump --target c`.
+  std::string source_target() const override { return ""; }
   const KernelCompiler& compiler() const override { return compiler_; }
 
   // The host is the one target; compiling for it needs only the C compiler.

@@ -1,6 +1,7 @@
 #include "backends/cpu/device.h"
 
 #include "backends/cpu/workers.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

@@ -5,7 +5,6 @@
 // to the next invocation of the group (workers.h).
 #include "backends/cpu/language.h"
 
-#include "shaders/preludes.h"
 
 namespace kiln::backend::cpu {
 namespace {
@@ -122,10 +121,9 @@ __attribute__((always_inline)) static inline float kiln_erff(float x) {
 const LanguageTable& cpu_language() {
   static const LanguageTable table = [] {
     LanguageTable t = c99_language(
-        shaders::c99_prelude() +
-        "// The host's barrier (backends/cpu/workers.h), set per worker thread.\n"
+        std::string("// The host's barrier (backends/cpu/workers.h), set per worker thread.\n"
         "static __thread void (*kiln_barrier_fn)(void*) __attribute__((unused));\n"
-        "static __thread void* kiln_barrier_ctx __attribute__((unused));\n" +
+        "static __thread void* kiln_barrier_ctx __attribute__((unused));\n") +
         kInlineMath);
     // static: the entry points the compiler appends (compiler.cpp) call it,
     // and the C compiler inlines it into their loops.

@@ -1,5 +1,7 @@
 #include "backends/cpu/workers.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <atomic>

@@ -1,28 +1,51 @@
 #include "backends/cuda/compiler.h"
 
 #include "backends/cuda/nvrtc_library.h"
+#include "backends/cuda_style/rtc.h"
+#include "src/base/check.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <charconv>
-#include <memory>
 
 namespace kiln::backend::cuda {
 namespace {
 
-// The renderer's language name for CUDA C++ (backends/cuda/language.cpp).
-constexpr std::string_view kLanguage = "cuda";
-
-std::string nvrtc_error(const NvrtcLibrary& nvrtc, nvrtcResult result) {
-  return std::string(nvrtc.nvrtcGetErrorString(result)) + " (" + std::to_string(static_cast<int>(result)) + ")";
+std::string nvrtc_error(const NvrtcLibrary& nvrtc, int result) {
+  return std::string(nvrtc.nvrtcGetErrorString(static_cast<nvrtcResult>(result))) + " (" + std::to_string(result) +
+         ")";
 }
 
-// NVRTC failing outside compilation proper (out of memory, bad option) is a
-// kiln bug or a broken toolkit, never a user error.
-void check_nvrtc(const NvrtcLibrary& nvrtc, nvrtcResult result, const char* call, const std::string& kernel) {
-  if (result != NVRTC_SUCCESS)
-    throw_error(ErrorKind::Internal,
-                std::string(call) + " failed for kernel '" + kernel + "': " + nvrtc_error(nvrtc, result));
+nvrtcProgram program_of(void* program) { return static_cast<nvrtcProgram>(program); }
+
+// NVRTC's calls for the shared compile (backends/cuda_style/rtc.h).
+cuda_style::RtcCalls nvrtc_calls(const NvrtcLibrary& nvrtc) {
+  cuda_style::RtcCalls calls;
+  calls.library = "NVRTC";
+  calls.backend = "cuda";
+  calls.language = "cuda";  // backends/cuda/language.cpp
+  calls.file_extension = ".cu";
+  calls.create_program = [&nvrtc](void** program, const char* source, const char* name) {
+    nvrtcProgram raw = nullptr;
+    const nvrtcResult result = nvrtc.nvrtcCreateProgram(&raw, source, name, 0, nullptr, nullptr);
+    *program = raw;
+    return static_cast<int>(result);
+  };
+  calls.destroy_program = [&nvrtc](void* program) {
+    nvrtcProgram raw = program_of(program);
+    nvrtc.nvrtcDestroyProgram(&raw);
+  };
+  calls.compile_program = [&nvrtc](void* program, int count, const char* const* options) {
+    return static_cast<int>(nvrtc.nvrtcCompileProgram(program_of(program), count, options));
+  };
+  calls.log_size = [&nvrtc](void* program, std::size_t* size) {
+    return static_cast<int>(nvrtc.nvrtcGetProgramLogSize(program_of(program), size));
+  };
+  calls.log = [&nvrtc](void* program, char* log) {
+    return static_cast<int>(nvrtc.nvrtcGetProgramLog(program_of(program), log));
+  };
+  calls.error_text = [&nvrtc](int result) { return nvrtc_error(nvrtc, result); };
+  return calls;
 }
 
 std::string supported_arch_list(const NvrtcLibrary& nvrtc) {
@@ -54,32 +77,21 @@ ArchSpec parse_arch(const NvrtcLibrary& nvrtc, const std::string& arch) {
   return spec;
 }
 
-struct ProgramDeleter {
-  const NvrtcLibrary* nvrtc;
-  void operator()(nvrtcProgram program) const { nvrtc->nvrtcDestroyProgram(&program); }
-};
-using Program = std::unique_ptr<std::remove_pointer_t<nvrtcProgram>, ProgramDeleter>;
-
-std::string program_log(const NvrtcLibrary& nvrtc, nvrtcProgram program, const std::string& kernel) {
-  std::size_t size = 0;
-  check_nvrtc(nvrtc, nvrtc.nvrtcGetProgramLogSize(program, &size), "nvrtcGetProgramLogSize", kernel);
-  std::string log(size, '\0');
-  if (size > 0) check_nvrtc(nvrtc, nvrtc.nvrtcGetProgramLog(program, log.data()), "nvrtcGetProgramLog", kernel);
-  return trim_log(std::move(log));
-}
-
-std::vector<std::byte> program_code(const NvrtcLibrary& nvrtc, nvrtcProgram program, bool ptx,
-                                    const std::string& kernel) {
+std::vector<std::byte> program_code(const cuda_style::RtcCalls& calls, const NvrtcLibrary& nvrtc,
+                                    nvrtcProgram program, bool ptx, const std::string& kernel) {
   std::size_t size = 0;
   std::vector<std::byte> code;
+  auto check = [&](nvrtcResult result, const char* call) {
+    cuda_style::check_call(calls, static_cast<int>(result), call, kernel);
+  };
   if (ptx) {
-    check_nvrtc(nvrtc, nvrtc.nvrtcGetPTXSize(program, &size), "nvrtcGetPTXSize", kernel);
+    check(nvrtc.nvrtcGetPTXSize(program, &size), "nvrtcGetPTXSize");
     code.resize(size);
-    check_nvrtc(nvrtc, nvrtc.nvrtcGetPTX(program, reinterpret_cast<char*>(code.data())), "nvrtcGetPTX", kernel);
+    check(nvrtc.nvrtcGetPTX(program, reinterpret_cast<char*>(code.data())), "nvrtcGetPTX");
   } else {
-    check_nvrtc(nvrtc, nvrtc.nvrtcGetCUBINSize(program, &size), "nvrtcGetCUBINSize", kernel);
+    check(nvrtc.nvrtcGetCUBINSize(program, &size), "nvrtcGetCUBINSize");
     code.resize(size);
-    check_nvrtc(nvrtc, nvrtc.nvrtcGetCUBIN(program, reinterpret_cast<char*>(code.data())), "nvrtcGetCUBIN", kernel);
+    check(nvrtc.nvrtcGetCUBIN(program, reinterpret_cast<char*>(code.data())), "nvrtcGetCUBIN");
   }
   KILN_CHECK(!code.empty(), ErrorKind::Internal, "NVRTC returned no code for kernel '" + kernel + "'");
   return code;
@@ -132,37 +144,18 @@ std::optional<std::string> NvrtcCompiler::unavailable_reason() const {
 }
 
 KernelBinary NvrtcCompiler::compile(const KernelSource& source, const TargetDesc& target) const {
-  KILN_CHECK(source.language == kLanguage, ErrorKind::Internal,
-             "the CUDA compiler got kernel '" + source.name + "' in language '" + source.language + "'");
-  KILN_CHECK(target.backend == "cuda", ErrorKind::Internal,
-             "the CUDA compiler got a target of backend '" + target.backend + "' (" + target.arch + ")");
   const NvrtcLibrary& nvrtc = library();
   KILN_CHECK(nvrtc.loaded(), ErrorKind::Unsupported,
              "cannot compile CUDA kernel '" + source.name + "' for " + target.arch + ": " + nvrtc.failure);
   const ArchSpec arch = parse_arch(nvrtc, target.arch);
-
-  nvrtcProgram raw = nullptr;
-  const std::string file_name = source.name + ".cu";
-  check_nvrtc(nvrtc, nvrtc.nvrtcCreateProgram(&raw, source.text.c_str(), file_name.c_str(), 0, nullptr, nullptr),
-              "nvrtcCreateProgram", source.name);
-  Program program(raw, ProgramDeleter{&nvrtc});
-
   std::vector<std::string> options{"--gpu-architecture=" + target.arch, "-std=c++17", "-default-device"};
   if (!nvrtc.include_dir.empty()) options.push_back("-I" + nvrtc.include_dir);
-  std::vector<const char*> option_pointers;
-  for (const auto& option : options) option_pointers.push_back(option.c_str());
-
-  const nvrtcResult result =
-      nvrtc.nvrtcCompileProgram(program.get(), static_cast<int>(option_pointers.size()), option_pointers.data());
+  const cuda_style::RtcCalls calls = nvrtc_calls(nvrtc);
+  cuda_style::CompiledProgram compiled = cuda_style::compile_program(calls, source, target, options);
   KernelBinary binary;
-  binary.log = program_log(nvrtc, program.get(), source.name);
-  if (result != NVRTC_SUCCESS) {
-    throw_error(ErrorKind::Internal, "NVRTC could not compile kernel '" + source.name + "' for " + target.arch +
-                                         " (" + nvrtc_error(nvrtc, result) + "); this is a kiln bug.\n" + binary.log +
-                                         "\n--- source ---\n" + numbered_source(source.text));
-  }
+  binary.log = std::move(compiled.log);
   binary.format = arch.ptx ? "ptx" : "cubin";
-  binary.data = program_code(nvrtc, program.get(), arch.ptx, source.name);
+  binary.data = program_code(calls, nvrtc, program_of(compiled.program.get()), arch.ptx, source.name);
   return binary;
 }
 

@@ -1,6 +1,7 @@
 #include "backends/cuda/driver.h"
 
 #include "backends/cuda/driver_library.h"
+#include "src/base/check.h"
 
 #include <string>
 
@@ -110,7 +111,7 @@ TargetDesc read_device(const DriverLibrary& api, int ordinal, const std::string&
   return target;
 }
 
-DriverProbe run_probe() {
+cuda_style::RuntimeProbe run_probe() {
   const DriverLibrary& api = load_driver();
   initialise(api);
   int driver_version = 0;
@@ -119,7 +120,7 @@ DriverProbe run_probe() {
   check(api, api.cuDeviceGetCount(&count), "cuDeviceGetCount");
   KILN_CHECK(count > 0, ErrorKind::DeviceUnavailable, "no NVIDIA GPU: the driver reports 0 devices");
 
-  DriverProbe probe;
+  cuda_style::RuntimeProbe probe;
   for (int ordinal = 0; ordinal < count; ++ordinal)
     probe.devices.push_back(read_device(api, ordinal, version_text(driver_version)));
   return probe;
@@ -133,12 +134,12 @@ std::string result_name(int result) {
   return result_name(driver, static_cast<CUresult>(result));
 }
 
-const DriverProbe& probe_driver() {
-  static const DriverProbe probe = [] {
+const cuda_style::RuntimeProbe& probe_driver() {
+  static const cuda_style::RuntimeProbe probe = [] {
     try {
       return run_probe();
     } catch (const Error& error) {
-      return DriverProbe{error.what(), {}};
+      return cuda_style::RuntimeProbe{error.what(), {}};
     }
   }();
   return probe;

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "backends/cuda_style/backend.h"
 
 #include <optional>
 #include <string>
@@ -11,16 +12,9 @@
 
 namespace kiln::backend::cuda {
 
-struct DriverProbe {
-  // Why no CUDA device can run kernels here; nullopt when at least one can.
-  std::optional<std::string> unavailable_reason;
-  // One entry per device the driver reports, limits read from the device.
-  std::vector<TargetDesc> devices;
-};
-
 // Loads and initialises the driver once per process and reads every device's
 // limits; never throws (every failure becomes unavailable_reason). Thread-safe.
-const DriverProbe& probe_driver();
+const cuda_style::RuntimeProbe& probe_driver();
 
 // "CUDA_ERROR_OUT_OF_MEMORY (2)": a driver result code as the driver names it.
 std::string result_name(int result);

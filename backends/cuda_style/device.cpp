@@ -1,5 +1,7 @@
 #include "backends/cuda_style/device.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <algorithm>

@@ -1,35 +1,59 @@
 #include "backends/hip/compiler.h"
 
+#include "backends/cuda_style/rtc.h"
 #include "backends/hip/hip_runtime_library.h"
 #include "backends/hip/hiprtc_library.h"
 #include "backends/hip/runtime.h"
+#include "src/base/check.h"
 
 #include <amd_comgr.h>
 
 #include <dlfcn.h>
 
 #include <algorithm>
-#include <memory>
 #include <mutex>
-#include <sstream>
 
 namespace kiln::backend::hip {
 namespace {
 
-// The renderer's language name for HIP C++ (backends/hip/language.cpp).
-constexpr std::string_view kLanguage = "hip";
 // hiprtc compiles through comgr, which it loads under this name.
 constexpr const char* kComgrLibrary = "libamd_comgr.so.2";
 
-std::string hiprtc_error(const HiprtcLibrary& hiprtc, hiprtcResult result) {
-  return std::string(hiprtc.hiprtcGetErrorString(result)) + " (" + std::to_string(static_cast<int>(result)) + ")";
+std::string hiprtc_error(const HiprtcLibrary& hiprtc, int result) {
+  return std::string(hiprtc.hiprtcGetErrorString(static_cast<hiprtcResult>(result))) + " (" +
+         std::to_string(result) + ")";
 }
 
-// hiprtc failing outside compilation proper is a kiln bug or a broken ROCm.
-void check_hiprtc(const HiprtcLibrary& hiprtc, hiprtcResult result, const char* call, const std::string& kernel) {
-  if (result != HIPRTC_SUCCESS)
-    throw_error(ErrorKind::Internal,
-                std::string(call) + " failed for kernel '" + kernel + "': " + hiprtc_error(hiprtc, result));
+hiprtcProgram program_of(void* program) { return static_cast<hiprtcProgram>(program); }
+
+// hiprtc's calls for the shared compile (backends/cuda_style/rtc.h).
+cuda_style::RtcCalls hiprtc_calls(const HiprtcLibrary& hiprtc) {
+  cuda_style::RtcCalls calls;
+  calls.library = "hiprtc";
+  calls.backend = "hip";
+  calls.language = "hip";  // backends/hip/language.cpp
+  calls.file_extension = ".hip";
+  calls.create_program = [&hiprtc](void** program, const char* source, const char* name) {
+    hiprtcProgram raw = nullptr;
+    const hiprtcResult result = hiprtc.hiprtcCreateProgram(&raw, source, name, 0, nullptr, nullptr);
+    *program = raw;
+    return static_cast<int>(result);
+  };
+  calls.destroy_program = [&hiprtc](void* program) {
+    hiprtcProgram raw = program_of(program);
+    hiprtc.hiprtcDestroyProgram(&raw);
+  };
+  calls.compile_program = [&hiprtc](void* program, int count, const char* const* options) {
+    return static_cast<int>(hiprtc.hiprtcCompileProgram(program_of(program), count, const_cast<const char**>(options)));
+  };
+  calls.log_size = [&hiprtc](void* program, std::size_t* size) {
+    return static_cast<int>(hiprtc.hiprtcGetProgramLogSize(program_of(program), size));
+  };
+  calls.log = [&hiprtc](void* program, char* log) {
+    return static_cast<int>(hiprtc.hiprtcGetProgramLog(program_of(program), log));
+  };
+  calls.error_text = [&hiprtc](int result) { return hiprtc_error(hiprtc, result); };
+  return calls;
 }
 
 // What the installed comgr reports: its version and the processors it knows.
@@ -93,20 +117,6 @@ void check_processor(const std::string& arch) {
              ErrorKind::Unsupported,
              "hiprtc cannot compile for " + arch + ": the installed comgr " + comgr.version + " supports " +
                  join(comgr.processors));
-}
-
-struct ProgramDeleter {
-  const HiprtcLibrary* hiprtc;
-  void operator()(hiprtcProgram program) const { hiprtc->hiprtcDestroyProgram(&program); }
-};
-using Program = std::unique_ptr<std::remove_pointer_t<hiprtcProgram>, ProgramDeleter>;
-
-std::string program_log(const HiprtcLibrary& hiprtc, hiprtcProgram program, const std::string& kernel) {
-  std::size_t size = 0;
-  check_hiprtc(hiprtc, hiprtc.hiprtcGetProgramLogSize(program, &size), "hiprtcGetProgramLogSize", kernel);
-  std::string log(size, '\0');
-  if (size > 0) check_hiprtc(hiprtc, hiprtc.hiprtcGetProgramLog(program, log.data()), "hiprtcGetProgramLog", kernel);
-  return trim_log(std::move(log));
 }
 
 // ROCm 5.2 does not document hiprtc as thread-safe (newer releases serialise
@@ -177,39 +187,24 @@ std::optional<std::string> HiprtcCompiler::unavailable_reason() const {
 }
 
 KernelBinary HiprtcCompiler::compile(const KernelSource& source, const TargetDesc& target) const {
-  KILN_CHECK(source.language == kLanguage, ErrorKind::Internal,
-             "the HIP compiler got kernel '" + source.name + "' in language '" + source.language + "'");
-  KILN_CHECK(target.backend == "hip", ErrorKind::Internal,
-             "the HIP compiler got a target of backend '" + target.backend + "' (" + target.arch + ")");
   const HiprtcLibrary& hiprtc = library();
   KILN_CHECK(hiprtc.loaded(), ErrorKind::Unsupported,
              "cannot compile HIP kernel '" + source.name + "' for " + target.arch + ": " + hiprtc.failure);
   check_processor(target.arch);
 
   std::lock_guard lock(hiprtc_mutex());
-  hiprtcProgram raw = nullptr;
-  const std::string file_name = source.name + ".hip";
-  check_hiprtc(hiprtc, hiprtc.hiprtcCreateProgram(&raw, source.text.c_str(), file_name.c_str(), 0, nullptr, nullptr),
-               "hiprtcCreateProgram", source.name);
-  Program program(raw, ProgramDeleter{&hiprtc});
-
-  const std::string arch_option = "--offload-arch=" + target.arch;
-  const char* options[] = {arch_option.c_str(), "-std=c++17", "-O3"};
-  const hiprtcResult result =
-      hiprtc.hiprtcCompileProgram(program.get(), static_cast<int>(std::size(options)), options);
+  const cuda_style::RtcCalls calls = hiprtc_calls(hiprtc);
+  cuda_style::CompiledProgram compiled =
+      cuda_style::compile_program(calls, source, target, {"--offload-arch=" + target.arch, "-std=c++17", "-O3"});
+  const hiprtcProgram program = program_of(compiled.program.get());
   KernelBinary binary;
-  binary.log = program_log(hiprtc, program.get(), source.name);
-  if (result != HIPRTC_SUCCESS) {
-    throw_error(ErrorKind::Internal, "hiprtc could not compile kernel '" + source.name + "' for " + target.arch +
-                                         " (" + hiprtc_error(hiprtc, result) + "); this is a kiln bug.\n" +
-                                         binary.log + "\n--- source ---\n" + numbered_source(source.text));
-  }
+  binary.log = std::move(compiled.log);
   std::size_t size = 0;
-  check_hiprtc(hiprtc, hiprtc.hiprtcGetCodeSize(program.get(), &size), "hiprtcGetCodeSize", source.name);
+  cuda_style::check_call(calls, hiprtc.hiprtcGetCodeSize(program, &size), "hiprtcGetCodeSize", source.name);
   KILN_CHECK(size > 0, ErrorKind::Internal, "hiprtc returned no code for kernel '" + source.name + "'");
   binary.data.resize(size);
-  check_hiprtc(hiprtc, hiprtc.hiprtcGetCode(program.get(), reinterpret_cast<char*>(binary.data.data())),
-               "hiprtcGetCode", source.name);
+  cuda_style::check_call(calls, hiprtc.hiprtcGetCode(program, reinterpret_cast<char*>(binary.data.data())),
+                         "hiprtcGetCode", source.name);
   binary.format = "hsaco";
   return binary;
 }

@@ -2,13 +2,15 @@
 // API) plus the runtime header for offline compiles.
 #include "backends/hip/language.h"
 
-#include "shaders/preludes.h"
-
 namespace kiln::backend {
 
 const LanguageTable& hip_language() {
   static const LanguageTable table = [] {
-    LanguageTable t = cuda_style_language("hip", shaders::hip_prelude());
+    LanguageTable t = cuda_style_language("hip",
+                                          // hiprtc includes the runtime header implicitly; hipcc needs it.
+                                          "#if !defined(__HIPCC_RTC__)\n"
+                                          "#include <hip/hip_runtime.h>\n"
+                                          "#endif\n");
     // HIP's shuffle takes no mask: a wavefront runs in lockstep.
     t.subgroup_broadcast = "__shfl({a}, {lane}, {sg})";
     // hiprtc's clang has _Float16, whose conversions round to nearest even;

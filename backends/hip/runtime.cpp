@@ -1,6 +1,7 @@
 #include "backends/hip/runtime.h"
 
 #include "backends/hip/hip_runtime_library.h"
+#include "src/base/check.h"
 
 #include <string>
 
@@ -61,7 +62,7 @@ TargetDesc read_device(const HipRuntimeLibrary& api, int ordinal, int driver_ver
   return target;
 }
 
-RuntimeProbe run_probe() {
+cuda_style::RuntimeProbe run_probe() {
   const HipRuntimeLibrary& api = hip_runtime_library();
   if (!api.loaded()) throw_error(ErrorKind::DeviceUnavailable, api.failure);
   check(api, api.hipInit(0), "hipInit");
@@ -71,7 +72,7 @@ RuntimeProbe run_probe() {
   int driver_version = 0;
   check(api, api.hipDriverGetVersion(&driver_version), "hipDriverGetVersion");
 
-  RuntimeProbe probe;
+  cuda_style::RuntimeProbe probe;
   for (int ordinal = 0; ordinal < count; ++ordinal) probe.devices.push_back(read_device(api, ordinal, driver_version));
   return probe;
 }
@@ -83,12 +84,12 @@ std::string version_text(int hip_version) {
          std::to_string(hip_version % 100000);
 }
 
-const RuntimeProbe& probe_runtime() {
-  static const RuntimeProbe probe = [] {
+const cuda_style::RuntimeProbe& probe_runtime() {
+  static const cuda_style::RuntimeProbe probe = [] {
     try {
       return run_probe();
     } catch (const Error& error) {
-      return RuntimeProbe{error.what(), {}};
+      return cuda_style::RuntimeProbe{error.what(), {}};
     }
   }();
   return probe;

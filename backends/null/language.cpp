@@ -3,12 +3,10 @@
 // number of workgroups (what a GPU's built-ins would provide).
 #include "backends/null/language.h"
 
-#include "shaders/preludes.h"
-
 namespace kiln::backend {
 
 const LanguageTable& null_language() {
-  static const LanguageTable table = c99_language(shaders::c99_prelude());
+  static const LanguageTable table = c99_language();
   return table;
 }
 

@@ -19,6 +19,7 @@
 #include "backends/null/null_backend.h"
 
 #include "backends/null/language.h"
+#include "src/base/check.h"
 
 namespace kiln::backend {
 namespace {
@@ -98,6 +99,8 @@ class NullBackend final : public Backend {
 
   // The spelling table the C-style renderer uses for this backend's language.
   const LanguageTable& language() const override { return null_language(); }
+  // Plain C99: the sources a new backend starts from.
+  std::string source_target() const override { return "c"; }
 
   // The source -> binary step; owned by the backend, lives as long as it.
   const KernelCompiler& compiler() const override { return compiler_; }

@@ -2,6 +2,7 @@
 #include "backends/vulkan/buffer.h"
 
 #include "backends/vulkan/result.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

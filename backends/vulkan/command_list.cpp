@@ -4,6 +4,7 @@
 #include "backends/vulkan/buffer.h"
 #include "backends/vulkan/pipeline.h"
 #include "backends/vulkan/result.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

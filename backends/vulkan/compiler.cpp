@@ -1,6 +1,8 @@
 // GLSL -> validated, optimised SPIR-V 1.3.
 #include "backends/vulkan/compiler.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <glslang/build_info.h>

@@ -2,6 +2,7 @@
 #include "backends/vulkan/context.h"
 
 #include "backends/vulkan/result.h"
+#include "src/base/check.h"
 
 #include <cstdio>
 #include <cstdlib>

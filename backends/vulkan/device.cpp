@@ -3,6 +3,7 @@
 
 #include "backends/vulkan/buffer.h"
 #include "backends/vulkan/command_list.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

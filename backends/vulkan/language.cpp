@@ -2,7 +2,7 @@
 // index), a literal local_size_x, compiled for a Vulkan 1.1 environment.
 #include "backends/vulkan/language.h"
 
-#include "shaders/preludes.h"
+#include "backends/vulkan/glsl_prelude.h"
 
 namespace kiln::backend {
 
@@ -13,7 +13,7 @@ const LanguageTable& glsl_language() {
     t.file_extension = ".comp";
     // The prelude opens with its #version line; extension directives a
     // kernel needs go between the two.
-    const std::string& prelude = shaders::glsl_prelude();
+    const std::string& prelude = glsl_prelude();
     const std::size_t first_line = prelude.find('\n') + 1;
     t.version_directive = prelude.substr(0, first_line);
     t.prelude = prelude.substr(first_line);

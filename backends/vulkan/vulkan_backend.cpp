@@ -6,6 +6,7 @@
 #include "backends/vulkan/instance.h"
 #include "backends/vulkan/language.h"
 #include "backends/vulkan/physical_device.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

@@ -1,4 +1,5 @@
 #include "graph/hf/architecture.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

@@ -6,6 +6,7 @@
 #include "graph/hf/architecture.h"
 #include "graph/hf/causal_lm_impl.h"
 #include "graph/hf/onnx_export.h"
+#include "src/base/check.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,5 +1,7 @@
 #include "graph/hf/config.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 namespace kiln::hf {

@@ -1,5 +1,7 @@
 #include "graph/hf/layers.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <cmath>

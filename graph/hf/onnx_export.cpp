@@ -6,6 +6,7 @@
 
 #include "graph/hf/causal_lm_impl.h"
 #include "graph/hf/config.h"
+#include "src/base/check.h"
 
 #include <nlohmann/json.hpp>
 

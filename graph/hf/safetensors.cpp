@@ -5,8 +5,9 @@
 #include <kiln/error.h>
 #include <kiln/safetensors.h>
 
-#include "graph/atomic_write.h"
 #include "graph/checked_math.h"
+#include "src/base/atomic_write.h"
+#include "src/base/check.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -154,7 +155,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   }
   std::string text = header.dump();
   text.append((8 - text.size() % 8) % 8, ' ');  // the data section starts 8-byte aligned
-  graph::write_file_atomically(path, [&](std::ostream& out) {
+  base::write_file_atomically(path, [&](std::ostream& out) {
     char length[8];
     for (int i = 0; i < 8; ++i) length[i] = static_cast<char>((static_cast<std::uint64_t>(text.size()) >> (8 * i)) & 0xff);
     out.write(length, 8);

@@ -1,6 +1,7 @@
 #include "graph/onnx/attributes.h"
 
 #include "graph/onnx/limits.h"
+#include "src/base/check.h"
 
 namespace kiln::onnx_import {
 

@@ -1,5 +1,7 @@
 #include "graph/onnx/constant_inputs.h"
 
+#include "src/base/check.h"
+
 namespace kiln::onnx_import {
 
 // The constant at input `index`; `role` names it in the error ("the shape input").

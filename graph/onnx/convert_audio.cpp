@@ -13,6 +13,7 @@
 #include "graph/onnx/convert_audio.h"
 
 #include "graph/onnx/constant_inputs.h"
+#include "src/base/check.h"
 
 #include <cmath>
 #include <numbers>

@@ -4,6 +4,8 @@
 // replaced by the branch it takes.
 #include "graph/onnx/convert_control.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <algorithm>

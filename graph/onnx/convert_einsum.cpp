@@ -7,6 +7,8 @@
 // diagonal) is refused with the equation.
 #include "graph/onnx/convert_einsum.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <algorithm>

@@ -7,14 +7,15 @@
 #include <kiln/float16.h>
 
 #include "graph/checked_math.h"
-#include "graph/onnx/convert_control.h"
+#include "graph/onnx/attributes.h"
 #include "graph/onnx/constant_inputs.h"
 #include "graph/onnx/convert_audio.h"
+#include "graph/onnx/convert_control.h"
 #include "graph/onnx/convert_einsum.h"
 #include "graph/onnx/convert_recurrent.h"
-#include "graph/onnx/attributes.h"
 #include "graph/onnx/limits.h"
 #include "graph/onnx/tensor_proto.h"
+#include "src/base/check.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,6 +9,7 @@
 #include "graph/onnx/convert_recurrent.h"
 
 #include "graph/recurrence.h"
+#include "src/base/check.h"
 
 #include <algorithm>
 

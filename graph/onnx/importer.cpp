@@ -12,6 +12,7 @@
 #include "graph/onnx/tensor_proto.h"
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
+#include "src/base/check.h"
 
 #include <algorithm>
 #include <filesystem>

@@ -1,5 +1,7 @@
 #include "graph/onnx/limits.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 namespace kiln::onnx_import {

@@ -1,5 +1,7 @@
 #include "graph/onnx/options.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <unistd.h>

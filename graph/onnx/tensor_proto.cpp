@@ -1,6 +1,7 @@
 #include "graph/onnx/tensor_proto.h"
 
 #include "graph/onnx/limits.h"
+#include "src/base/check.h"
 
 #include <charconv>
 #include <cmath>

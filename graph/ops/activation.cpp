@@ -8,6 +8,7 @@
 #include <numbers>
 
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 namespace kiln::graph::ops {
 

@@ -1,5 +1,7 @@
 #include "graph/broadcast.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <algorithm>

@@ -9,6 +9,7 @@
 // run_with_subgraphs): the reference's, or the executor's, which compiles them.
 #include "graph/op_registry.h"
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 #include <algorithm>
 #include <string>

@@ -8,6 +8,7 @@
 // last channel, so a kernel loads one tap of 4 channels as one vector.
 #include "graph/checked_math.h"
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 #include <optional>
 

@@ -6,6 +6,7 @@
 // op carries only pads, strides, dilations, group and output_padding.
 #include "graph/checked_math.h"
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 #include <optional>
 

@@ -12,6 +12,7 @@
 #include "graph/checked_math.h"
 #include "graph/ops/data_plans.h"
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 #include <kiln/float16.h>
 

@@ -2,6 +2,7 @@
 // (integers wrap on overflow, as ONNX Runtime's and every kernel's do).
 #include "graph/broadcast.h"
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 #include <type_traits>
 

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 namespace kiln::graph::ops {
 

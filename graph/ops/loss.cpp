@@ -2,6 +2,7 @@
 // against integer class targets. The importer builds SoftmaxCrossEntropyLoss
 // from LogSoftmax and this op.
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

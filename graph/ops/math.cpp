@@ -15,6 +15,7 @@
 
 #include "graph/broadcast.h"
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 #include <kiln/float16.h>
 

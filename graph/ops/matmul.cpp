@@ -9,6 +9,7 @@
 #include "graph/broadcast.h"
 #include "graph/ops/ops.h"
 #include "graph/weight_layouts.h"
+#include "src/base/check.h"
 
 namespace kiln::graph::ops {
 

@@ -4,6 +4,7 @@
 
 #include "graph/broadcast.h"
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 namespace kiln::graph::ops {
 

@@ -11,6 +11,7 @@
 
 #include "graph/checked_math.h"
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 namespace kiln::graph::ops {
 

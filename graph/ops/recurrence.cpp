@@ -5,6 +5,7 @@
 #include "graph/recurrence.h"
 
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 #include <algorithm>
 #include <array>

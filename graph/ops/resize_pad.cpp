@@ -8,6 +8,7 @@
 
 #include "graph/ops/data_plans.h"
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 namespace kiln::graph::ops {
 

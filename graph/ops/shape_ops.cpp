@@ -7,6 +7,7 @@
 #include "graph/broadcast.h"
 #include "graph/checked_math.h"
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 namespace kiln::graph::ops {
 

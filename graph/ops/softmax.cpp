@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "graph/ops/ops.h"
+#include "src/base/check.h"
 
 namespace kiln::graph::ops {
 

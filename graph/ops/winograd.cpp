@@ -33,6 +33,7 @@
 
 #include "graph/ops/ops.h"
 #include "graph/winograd_weights.h"
+#include "src/base/check.h"
 
 namespace kiln::graph::ops {
 

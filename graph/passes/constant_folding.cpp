@@ -3,6 +3,7 @@
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
 #include "graph/passes/rewrite.h"
+#include "src/base/check.h"
 
 #include <algorithm>
 

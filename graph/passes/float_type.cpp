@@ -5,6 +5,7 @@
 // statistics keep f32 inside a kernel; what is 16-bit is every tensor
 // between kernels, and the weights.
 #include "graph/passes/passes.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

@@ -3,6 +3,7 @@
 // k = scale / sqrt(var + eps): one kernel and one pass over memory fewer.
 #include "graph/passes/passes.h"
 #include "graph/passes/rewrite.h"
+#include "src/base/check.h"
 
 #include <cmath>
 #include <map>

@@ -19,34 +19,43 @@ constexpr const char* kPackedLayout = "OIhw4o";
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
-// Strided or padded 1x1 convolutions with at least this many output pixels
-// go to the implicit GEMM template, which reads OIHW as it is (its rows are
-// K-contiguous): shaders::kMinImplicitGemmColumns and prefers_implicit_gemm.
-// The graph layer cannot include shaders/; the templates suite checks that
-// this pass and the heuristic agree on every convolution shape it tries.
-constexpr std::int64_t kMinImplicitGemmColumns = 256;
-
 // Whether the lowering sends this Conv to the direct template, the one that
-// reads packed weights (shaders::choose_conv_plan): not a 1x1 stride-1
-// unpadded one (the GEMM template), not a depthwise one (one input channel
-// per group), not a 1x1 one with at least kMinImplicitGemmColumns output
-// pixels (the implicit GEMM), and with at least one full block of output
-// channels per group, so padding wastes little.
-bool suits_direct_template(const Graph& graph, const Node& conv) {
+// reads packed weights (as the heuristic answers through `templates`), with
+// at least one full block of output channels per group, so padding wastes
+// little.
+bool suits_direct_template(const Graph& graph, const Node& conv, const TemplateQueries& templates) {
+  if (!templates.conv_uses_direct_template) return false;
   if (conv.op != "Conv" || conv.attrs.has("weight_layout")) return false;
-  if (conv.inputs.size() < 2 || conv.inputs[1] < 0) return false;
+  if (conv.inputs.size() < 2 || conv.inputs[0] < 0 || conv.inputs[1] < 0 || conv.outputs.empty()) return false;
   const Value& weight = graph.value(conv.inputs[1]);
   if (!weight.constant || !is_float_weight(weight.type.dtype) || weight.type.shape.size() != 4) return false;
   const Shape& w = weight.type.shape;
-  const std::int64_t groups = conv.attrs.get_int("group", 1);
-  if (groups < 1 || w[0] % groups != 0 || w[1] == 1 || w[0] / groups < kBlock) return false;
-  const bool one_by_one = w[2] == 1 && w[3] == 1;
-  const bool pointwise = one_by_one &&
-                         conv.attrs.get_ints("strides", {1, 1}) == std::vector<std::int64_t>{1, 1} &&
-                         conv.attrs.get_ints("pads", {0, 0, 0, 0}) == std::vector<std::int64_t>{0, 0, 0, 0};
-  if (pointwise || conv.outputs.empty()) return false;
+  const Shape& x = graph.value(conv.inputs[0]).type.shape;
   const Shape& y = graph.value(conv.outputs[0]).type.shape;
-  return !(one_by_one && y.size() == 4 && y[2] * y[3] >= kMinImplicitGemmColumns);
+  const std::int64_t groups = conv.attrs.get_int("group", 1);
+  if (x.size() != 4 || y.size() != 4 || groups < 1 || w[0] % groups != 0 || w[0] / groups < kBlock) return false;
+  const std::vector<std::int64_t> strides = conv.attrs.get_ints("strides", {1, 1});
+  const std::vector<std::int64_t> dilations = conv.attrs.get_ints("dilations", {1, 1});
+  const std::vector<std::int64_t> pads = conv.attrs.get_ints("pads", {0, 0, 0, 0});
+  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4) return false;
+  ConvGeometry g;
+  g.batch = x[0];
+  g.in_channels = x[1];
+  g.out_channels = w[0];
+  g.groups = groups;
+  g.in_h = x[2];
+  g.in_w = x[3];
+  g.out_h = y[2];
+  g.out_w = y[3];
+  g.kernel_h = w[2];
+  g.kernel_w = w[3];
+  g.stride_h = strides[0];
+  g.stride_w = strides[1];
+  g.dilation_h = dilations[0];
+  g.dilation_w = dilations[1];
+  g.pad_top = pads[0];
+  g.pad_left = pads[1];
+  return templates.conv_uses_direct_template(g);
 }
 
 // OIHW [M, C/g, kH, kW] -> OIhw4o [g * ceil(M/g / 4), C/g, kH, kW, 4].
@@ -68,12 +77,12 @@ Tensor pack(const Tensor& weight, std::int64_t groups) {
 
 }  // namespace
 
-PassResult pack_weights(const Graph& graph) {
+PassResult pack_weights(const Graph& graph, const TemplateQueries& templates) {
   PassReport report{"pack_weights", 0, {}};
   // For A/B measurements of the packed kernels against the plain ones.
   Rewriter rw(graph);
   for (const Node& node : graph.nodes()) {
-    if (!suits_direct_template(graph, node)) {
+    if (!suits_direct_template(graph, node, templates)) {
       rw.copy_node(node);
       continue;
     }

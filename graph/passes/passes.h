@@ -75,12 +75,29 @@ PassResult fold_batch_norm(const Graph& graph);
 // removes the Relu.
 PassResult fuse_activation(const Graph& graph);
 
+// A convolution's geometry, as the kernel templates see it.
+struct ConvGeometry {
+  std::int64_t batch = 1, in_channels = 0, out_channels = 0, groups = 1;
+  std::int64_t in_h = 0, in_w = 0, out_h = 0, out_w = 0;
+  std::int64_t kernel_h = 1, kernel_w = 1;
+  std::int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  std::int64_t pad_top = 0, pad_left = 0;
+};
+
+// What passes ask of the kernel templates' heuristics, which the graph layer
+// cannot include: the compiler answers for its target (lower::TargetPolicy,
+// src/lower/target_policy.h). A pass whose question is unset does nothing.
+struct TemplateQueries {
+  // Whether the direct convolution template, the one kernel that reads
+  // OIhw4o weights, computes this convolution.
+  std::function<bool(const ConvGeometry&)> conv_uses_direct_template;
+};
+
 // Gives a Conv with a constant weight that the direct convolution template
-// computes (not 1x1 stride-1 unpadded, not depthwise, not a strided or
-// padded 1x1 with >= 256 output pixels, which is implicit GEMM; >= 4 output
-// channels per group) the weight packed as OIhw4o, with weight_layout="OIhw4o" and
-// out_channels=M (graph/ops/conv.cpp).
-PassResult pack_weights(const Graph& graph);
+// computes (as `templates` answers; with >= 4 output channels per group) the
+// weight packed as OIhw4o, with weight_layout="OIhw4o" and out_channels=M
+// (graph/ops/conv.cpp).
+PassResult pack_weights(const Graph& graph, const TemplateQueries& templates);
 
 // Computes only the slice a one-index constant Gather keeps (ViT's class
 // token after its last block) through the chain of ops before it, as far
@@ -202,7 +219,9 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options = {});
 // for short); a pass switched off reports the setting and where its value
 // came from. Passes never read the environment.
 //
-// Layout choices depend on the device kind (`cpu_device`): with
+// The device's facts come from the compiler's target policy
+// (src/lower/target_policy.h): its class, its largest binding and the
+// templates' answers. Layout choices depend on the device class (`cpu_device`): with
 // pack_matmul_weights=auto, NK16n MatMul weights are chosen for CPU devices
 // only, where they were measured faster (docs/benchmarks/pass-thresholds.md);
 // GPU GEMMs stage tiles of a row-major B in shared memory, and a
@@ -216,6 +235,7 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options = {});
 struct PipelineOptions {
   bool cpu_device = false;
   std::uint64_t max_binding_bytes = 0;  // the device's largest storage buffer (split_large_weights); 0: none
+  TemplateQueries templates{};          // the heuristics' answers (pack_weights)
   Settings settings{};
   GraphChooser chooser{};
 };

@@ -27,7 +27,7 @@ PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& opt
       {"trim_conv_window", "trim_conv_window", &trim_conv_window},
       {"slice_strided_pointwise_conv", "slice_strided_conv", &slice_strided_pointwise_conv},
       {"winograd", "winograd", [&](const Graph& g) { return winograd(g, winograd_options); }},
-      {"pack_weights", "pack_weights", &pack_weights},
+      {"pack_weights", "pack_weights", [&](const Graph& g) { return pack_weights(g, options.templates); }},
       {"eliminate_dead_code", "eliminate_dead_code", &eliminate_dead_code},
       {"recognise_layer_norm", "recognise_layer_norm", &recognise_layer_norm},
       {"recognise_gelu", "recognise_gelu", &recognise_gelu},

@@ -1,5 +1,7 @@
 #include "graph/passes/rewrite.h"
 
+#include "src/base/check.h"
+
 #include <algorithm>
 #include <cstdlib>
 

@@ -29,6 +29,8 @@ enum class Mode {
   max_autotune,     // kernel variants timed on the device, kept in the tuning database
 };
 KILN_API std::string_view mode_name(Mode mode);  // "default", "reduce-overhead", "max-autotune"
+// Every mode, in the order above (for tools and tests that cross them all).
+KILN_API std::span<const Mode> all_modes();
 // Parses "default", "reduce-overhead", "max-autotune"; throws InvalidArgument.
 KILN_API Mode parse_mode(std::string_view text);
 

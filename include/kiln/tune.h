@@ -104,4 +104,51 @@ KILN_API TuneReport tune_models(const std::vector<Model>& models, const TuneJobO
 // tuning or writing anything (nothing is profiled either: shares are 0).
 KILN_API TuneReport explain_tuning(const std::vector<Model>& models, const TuneJobOptions& options = {});
 
+// The tuning database itself: where it is, what it holds, and moving records
+// between machines (`kiln tune show|merge|export|import`).
+
+// "tuning.db" in the cache folder `cache_dir` ("" resolves as the kernel cache
+// does: $KILN_CACHE_DIR, ...); "" when the disk cache is off.
+KILN_API std::string default_tuning_database(const std::string& cache_dir = "");
+
+// One record: what the autotuner measured for one kernel on one device.
+struct KILN_API TuningRecord {
+  std::string kernel;         // what it computes
+  std::string template_name;  // and the template version that wrote it
+  int template_version = 0;
+  std::string backend, device, driver;
+  std::string heuristic_knobs, winner_knobs;
+  double heuristic_ms = 0, winner_ms = 0;
+  double speedup = 1;  // heuristic_ms / winner_ms
+  std::size_t candidates_ok = 0, candidates_failed = 0;  // not counting unmeasured ones
+  std::string date;  // when it was measured ("2026-12-01T16:30:00Z")
+};
+
+// Every record of the database at `path`, ordered by key; reads only.
+// Throws Error(NotFound) when there is no file, Error(Corrupt) naming the
+// problem when it is no usable tuning database.
+KILN_API std::vector<TuningRecord> tuning_records(const std::string& path);
+
+// Writes the records of `inputs` (only read) into a new database at `output`
+// (a temporary file beside it, synced, then renamed): where two hold a record
+// for one kernel, the newer wins, whatever the order. Returns the number of
+// records written.
+KILN_API std::size_t merge_tuning_databases(const std::vector<std::string>& inputs, const std::string& output);
+
+// Writes every record of the database at `path` to the JSON file
+// `json_file` (written whole); returns how many.
+KILN_API std::size_t export_tuning_database(const std::string& path, const std::string& json_file);
+
+// What import_tuning_database did.
+struct KILN_API TuningImport {
+  std::size_t changed = 0;  // records added or replaced
+  std::size_t records = 0;  // records the database holds now
+};
+
+// Adds the records of the JSON export `json_file` to the database at `path`
+// (created if absent); a newer record already there stays; all or nothing.
+// Throws Error(Corrupt) naming the file for a malformed export,
+// Error(Unsupported) for one of a newer schema.
+KILN_API TuningImport import_tuning_database(const std::string& json_file, const std::string& path);
+
 }  // namespace kiln

@@ -1,7 +1,9 @@
 #include "src/artifact/container.h"
 
-#include "src/runtime/cache_key.h"
-#include "src/runtime/file_type.h"
+#include "src/base/atomic_write.h"
+#include "src/base/cache_key.h"
+#include "src/base/check.h"
+#include "src/base/file_type.h"
 
 #include <kiln/error.h>
 
@@ -12,7 +14,6 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <atomic>
 #include <cstring>
 #include <fstream>
 #include <new>
@@ -20,7 +21,7 @@
 namespace kiln::artifact {
 namespace {
 
-using runtime::hex_digest;
+using base::hex_digest;
 
 constexpr std::size_t kHeaderBytes = 48;
 constexpr char kMagic[4] = {'K', 'I', 'L', 'N'};
@@ -133,20 +134,7 @@ void write_container(const std::filesystem::path& path, std::string_view kind, c
   put_u64(header + 32, digest.high64);
   put_u64(header + 40, digest.low64);
 
-  // The process id and a counter keep concurrent writers (threads, processes)
-  // of one path from sharing a temporary file; the rename makes the file
-  // appear whole or not at all.
-  static std::atomic<unsigned> counter = 0;
-  std::filesystem::path temp = path;
-  temp += ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
-  auto fail = [&](const std::string& what) {
-    std::error_code ignored;
-    std::filesystem::remove(temp, ignored);
-    throw_error(ErrorKind::Io, "cannot write '" + path.string() + "': " + what);
-  };
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    if (!out.good()) fail("cannot create '" + temp.string() + "'");
+  base::write_file_atomically(path, [&](std::ostream& out) {
     out.write(reinterpret_cast<const char*>(header), kHeaderBytes);
     out.write(reinterpret_cast<const char*>(cbor.data()), static_cast<std::streamsize>(cbor.size()));
     out.write(reinterpret_cast<const char*>(zeros.data()), static_cast<std::streamsize>(metadata_padding));
@@ -155,12 +143,7 @@ void write_container(const std::filesystem::path& path, std::string_view kind, c
       out.write(reinterpret_cast<const char*>(zeros.data()), static_cast<std::streamsize>(padding_before[i]));
       out.write(reinterpret_cast<const char*>(blob.bytes.data()), static_cast<std::streamsize>(blob.bytes.size()));
     }
-    out.close();
-    if (!out) fail("writing '" + temp.string() + "' failed (disk full?)");
-  }
-  std::error_code ec;
-  std::filesystem::rename(temp, path, ec);
-  if (ec) fail("cannot rename '" + temp.string() + "' into place: " + ec.message());
+  });
 }
 
 std::span<const std::byte> Container::blob(std::uint64_t index, std::string_view what) const {
@@ -191,7 +174,7 @@ Container read_container(const std::filesystem::path& path, std::string_view kin
     KILN_CHECK(errno != ENOENT, ErrorKind::NotFound, "no such file: " + name);
     throw_error(ErrorKind::Io, "cannot read " + name + ": " + std::strerror(errno));
   }
-  KILN_CHECK(S_ISREG(st.st_mode), ErrorKind::Io, "cannot read " + name + ": " + runtime::file_type_name(st.st_mode));
+  KILN_CHECK(S_ISREG(st.st_mode), ErrorKind::Io, "cannot read " + name + ": " + base::file_type_name(st.st_mode));
 
   Container c;
   c.path_ = path.string();

@@ -1,5 +1,7 @@
 #include "src/artifact/graph_codec.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <cstdint>

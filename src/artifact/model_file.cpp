@@ -5,10 +5,10 @@
 #include "src/artifact/container.h"
 #include "src/artifact/kiln_source_digest.h"
 #include "src/artifact/plan_codec.h"
+#include "src/base/check.h"
+#include "src/base/log.h"
+#include "src/cache/compile_cache.h"
 #include "src/compile/sources.h"
-#include "src/runtime/compile_cache.h"
-#include "src/runtime/device_pool.h"
-#include "src/runtime/log.h"
 #include "src/tune/autotune.h"
 #include "src/tune/tuner.h"
 
@@ -79,10 +79,10 @@ backend::TargetDesc offline_target_for(const backend::Backend& b, const std::str
 // binary_targets: CUDA's CUBIN and PTX).
 std::vector<backend::KernelBinary> compile_binaries(const backend::Backend& b, const backend::TargetDesc& target,
                                                     const backend::KernelSource& source,
-                                                    const runtime::CompileCache& cache, const std::string& compiler) {
+                                                    const cache::CompileCache& cache, const std::string& compiler) {
   std::vector<backend::KernelBinary> binaries;
   for (const backend::TargetDesc& t : b.binary_targets(target)) {
-    const runtime::CacheKey key = runtime::CompileCache::key(source, t, compiler);
+    const cache::CacheKey key = cache::CompileCache::key(source, t, compiler);
     if (std::optional<backend::KernelBinary> cached = cache.load(key)) {
       binaries.push_back(std::move(*cached));
       continue;
@@ -164,7 +164,7 @@ std::vector<WrittenTarget> write_model_file(const Model& model, const std::strin
                                             const ModelFileOptions& options) {
   KILN_CHECK(!options.targets.empty(), ErrorKind::InvalidArgument, "kiln compile: no target");
   const Settings settings = Settings::resolve(options.mode, options.settings);
-  const runtime::CompileCache cache(options.cache_dir);
+  const cache::CompileCache cache(options.cache_dir);
   const std::vector<Model> models = models_for_shape_sets(model, options.shape_sets);
   BlobWriter blobs;
   json entries = json::array();
@@ -177,7 +177,7 @@ std::vector<WrittenTarget> write_model_file(const Model& model, const std::strin
         throw_error(ErrorKind::DeviceUnavailable,
                     "target " + spec.backend + ": " + *why + " (name an architecture to compile offline, e.g. " +
                         spec.backend + ":" + (b.offline_targets().empty() ? "ARCH" : b.offline_targets()[0].arch) + ")");
-      const int index = runtime::resolve_device(b, spec.device);
+      const int index = backend::resolve_device(b, spec.device);
       for (const backend::DeviceInfo& d : b.enumerate_devices())
         if (d.index == index) targets.push_back(d.target);
       KILN_ASSERT(!targets.empty());
@@ -200,7 +200,7 @@ std::vector<WrittenTarget> write_model_file(const Model& model, const std::strin
         if (plan->autotune)
           for (const tune::SiteDecision& d : plan->autotune->decisions)
             w.tuned_sites += d.source != tune::ChoiceSource::heuristic ? 1 : 0;
-        runtime::log(runtime::LogLevel::info, "kiln compile: " + model.name() + " for " + target_label(*plan) +
+        base::log(base::LogLevel::info, "kiln compile: " + model.name() + " for " + target_label(*plan) +
                                                   (models.size() > 1 ? ", inputs " + describe_inputs(*plan) : "") +
                                                   ": " + std::to_string(w.kernels) + " kernels");
         entries.push_back(encode_plan(*plan, blobs));
@@ -249,7 +249,7 @@ ModelFile read_model_file(const std::string& path) {
   char timing[96];
   std::snprintf(timing, sizeof timing, " read and checked in %.1f ms, decoded in %.1f ms", read_ms,
                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count() - read_ms);
-  runtime::log(runtime::LogLevel::debug, "'" + path + "'" + timing);
+  base::log(base::LogLevel::debug, "'" + path + "'" + timing);
   return model;
 }
 

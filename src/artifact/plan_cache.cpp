@@ -1,14 +1,15 @@
 #include "src/artifact/plan_cache.h"
 
 #include "src/artifact/kiln_source_digest.h"
+#include "src/base/check.h"
 
-#include "src/runtime/cache_key.h"
 #include "src/artifact/container.h"
 #include "src/artifact/graph_codec.h"
 #include "src/artifact/plan_codec.h"
-#include "src/runtime/cache_maintenance.h"
-#include "src/runtime/compile_cache.h"
-#include "src/runtime/log.h"
+#include "src/base/cache_key.h"
+#include "src/base/log.h"
+#include "src/cache/cache_maintenance.h"
+#include "src/cache/compile_cache.h"
 #include "src/tune/tuner.h"
 
 #include <kiln/error.h>
@@ -22,8 +23,8 @@
 namespace kiln::artifact {
 namespace {
 
-using runtime::append_key_field;
-using runtime::hex_digest;
+using base::append_key_field;
+using base::hex_digest;
 
 using nlohmann::json;
 
@@ -88,7 +89,7 @@ std::string graph_digest(const graph::Graph& g) {
 }
 
 PlanCache::PlanCache(const std::string& dir) {
-  const std::string resolved = dir.empty() ? runtime::default_cache_dir() : dir;
+  const std::string resolved = dir.empty() ? cache::default_cache_dir() : dir;
   if (resolved == "off") return;
   dir_ = std::filesystem::path(resolved) / "plans";
 }
@@ -102,7 +103,7 @@ PlanKey PlanCache::key(const graph::Graph& model, const std::string& model_name,
   append_key_field(key.text, KILN_SOURCE_DIGEST);
   const auto digest_start = std::chrono::steady_clock::now();
   append_key_field(key.text, graph_digest(model));
-  runtime::log(runtime::LogLevel::debug, "plan cache: digest of " + model_name + " in " + ms_since(digest_start));
+  base::log(base::LogLevel::debug, "plan cache: digest of " + model_name + " in " + ms_since(digest_start));
   append_key_field(key.text, model_name);
   append_key_field(key.text, compiled ? "compiled" : "eager");
   append_key_field(key.text, fullgraph ? "fullgraph" : "breaks allowed");
@@ -141,19 +142,19 @@ std::shared_ptr<const compiler::Plan> PlanCache::load(const PlanKey& key) const 
       const Container& weight = *shared.back();
       const bool named = decoding(weight, [&] { return weight.metadata().at("digest").get<std::string>() == digest; });
       KILN_CHECK(named, ErrorKind::Corrupt, "'" + weight_path.string() + "' holds another weight than its name says");
-      runtime::mark_used(weight_path);
+      cache::mark_used(weight_path);
     }
     file.attach_external(std::move(shared));
-    runtime::mark_used(path);
+    cache::mark_used(path);
     const std::string read_ms = ms_since(start);
     const auto decode_start = std::chrono::steady_clock::now();
     std::shared_ptr<const compiler::Plan> plan = decode_plan(file.metadata().at("plan"), file);
-    runtime::log(runtime::LogLevel::debug, "plan cache: " + path.string() + " read and checked in " + read_ms +
+    base::log(base::LogLevel::debug, "plan cache: " + path.string() + " read and checked in " + read_ms +
                                                ", decoded in " + ms_since(decode_start));
     return plan;
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Internal || e.kind() == ErrorKind::OutOfMemory) throw;
-    runtime::log(runtime::LogLevel::warning, std::string("plan cache: ") + e.what() + "; removed it, planning again");
+    base::log(base::LogLevel::warning, std::string("plan cache: ") + e.what() + "; removed it, planning again");
     std::filesystem::remove(path, ec);
     return nullptr;
   }
@@ -176,7 +177,7 @@ void PlanCache::store(const PlanKey& key, const compiler::Plan& plan) const {
       digests.push_back(weights.digest(i));
       const std::filesystem::path weight_path = weights_path_for(digests.back());
       if (std::filesystem::is_regular_file(weight_path, ec)) {
-        runtime::mark_used(weight_path);
+        cache::mark_used(weight_path);
         continue;
       }
       std::filesystem::create_directories(weight_path.parent_path(), ec);
@@ -186,10 +187,10 @@ void PlanCache::store(const PlanKey& key, const compiler::Plan& plan) const {
     }
     metadata["weights"] = digests;
     write_container(path_for(key), kKind, metadata, blobs);
-    runtime::after_store(dir_.parent_path());
+    cache::after_store(dir_.parent_path());
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Internal) throw;
-    runtime::log(runtime::LogLevel::warning, std::string("plan cache: not stored: ") + e.what());
+    base::log(base::LogLevel::warning, std::string("plan cache: not stored: ") + e.what());
   }
 }
 

@@ -1,6 +1,7 @@
 #include "src/artifact/plan_codec.h"
 
 #include "src/artifact/graph_codec.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 
@@ -122,8 +123,8 @@ compiler::Dispatch decode_dispatch(const json& j) {
 
 json encode_storage(const compiler::StoragePlan& s) {
   json lifetimes = json::array();
-  for (const runtime::Lifetime& l : s.lifetimes) lifetimes.push_back({l.bytes, l.first, l.last});
-  const runtime::MemoryPlan& m = s.memory_plan;
+  for (const compiler::Lifetime& l : s.lifetimes) lifetimes.push_back({l.bytes, l.first, l.last});
+  const compiler::MemoryPlan& m = s.memory_plan;
   return {{"alignment", s.alignment},
           {"constants", s.constants},
           {"inputs", s.inputs},
@@ -197,7 +198,7 @@ void check_plan(const compiler::Plan& plan) {
   for (graph::ValueId v : s.constants)
     if (!g.value(v).constant) fail("constant storage for '" + g.value(v).name + "', which is not a constant");
   if (s.arenas) {
-    const runtime::MemoryPlan& m = s.memory_plan;
+    const compiler::MemoryPlan& m = s.memory_plan;
     if (s.lifetimes.size() != s.intermediates.size() || m.arena.size() != s.lifetimes.size() ||
         m.offsets.size() != s.lifetimes.size())
       fail("the memory plan does not match the intermediates");
@@ -210,7 +211,7 @@ void check_plan(const compiler::Plan& plan) {
         fail("a tensor past the end of its arena");
     }
     try {
-      runtime::check_memory_plan(s.lifetimes, m, s.alignment);
+      compiler::check_memory_plan(s.lifetimes, m, s.alignment);
     } catch (const Error& e) {
       fail(e.what());
     }

@@ -1,9 +1,11 @@
 #include "src/compile/plan.h"
 
+#include "src/base/check.h"
+#include "src/base/log.h"
 #include "src/fuse/schedule.h"
 #include "src/kernel/parameterise.h"
+#include "src/lower/target_policy.h"
 #include "src/render/cstyle.h"
-#include "src/runtime/log.h"
 
 #include <kiln/error.h>
 
@@ -152,7 +154,8 @@ std::vector<SetKernelUse> take_set_kernels(
 // Steps: lowering, fusion, parameterisation; fills plan.steps, kernels, breaks.
 // `probe` gives the probe twin's graph after passes (null: no dynamic dims);
 // it is asked only when `set_kernels` do not cover every kernel.
-void plan_kernels(Plan& plan, const backend::Backend& backend, const std::function<const graph::Graph*()>& probe,
+void plan_kernels(Plan& plan, const backend::Backend& backend, const lower::TargetPolicy& policy,
+                  const std::function<const graph::Graph*()>& probe,
                   bool spatial_extents_vary, const std::vector<SiteKnobs>& pinned_sites,
                   const std::vector<std::shared_ptr<const std::vector<kir::Kernel>>>& set_kernels) {
   const graph::Graph& g = *plan.graph;
@@ -160,8 +163,8 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const std::functi
   fuse::PlanOptions options;
   options.fuse = plan.compiled && plan.settings.flag("fuse");
   options.max_fused_nodes = static_cast<std::size_t>(std::max<std::int64_t>(1, plan.settings.integer("max_fused_nodes")));
-  options.max_kernel_buffers = target.max_kernel_buffers;
-  options.target = fuse::lower_target(target);
+  options.max_kernel_buffers = policy.max_kernel_buffers;
+  options.target = policy.lower;
   options.target.spatial_extents_vary = spatial_extents_vary;
   if (plan.autotune) options.target.knob_overrides = plan.autotune->overrides;
   options.kernel_unsupported = [&](const kir::Kernel& kernel) -> std::optional<std::string> {
@@ -173,7 +176,7 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const std::functi
   const bool dynamic = static_cast<bool>(probe);
   fuse::KernelPlan kernel_plan = dynamic ? plan_pinned(g, options, pinned_sites) : fuse::plan_kernels(g, options);
   plan.site_knobs = site_knobs(kernel_plan);
-  runtime::log(runtime::LogLevel::debug, plan.model_name + ": lowered " + std::to_string(kernel_plan.kernel_nodes) +
+  base::log(base::LogLevel::debug, plan.model_name + ": lowered " + std::to_string(kernel_plan.kernel_nodes) +
                                              " nodes and fused them into " + std::to_string(kernel_plan.steps.size()) +
                                              " steps in " + std::to_string(static_cast<int>(ms_since(start))) + " ms");
   plan.root = std::move(kernel_plan.root);
@@ -187,11 +190,11 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const std::functi
   // New extents of a shape set: its kernels, and no probe lowered.
   std::vector<SetKernelUse> use_of_step;
   if (dynamic && !set_kernels.empty() && plan.settings.flag("parameterise")) {
-    use_of_step = take_set_kernels(step_kernels, set_kernels, parameterise_options(target, plan.settings),
+    use_of_step = take_set_kernels(step_kernels, set_kernels, parameterise_options(policy, plan.settings),
                                    plan.parameterise_report);
     plan.dynamic_kernels = plan.parameterise_report.kernels;
     const auto count = [&](SetKernelUse u) { return std::to_string(std::ranges::count(use_of_step, u)); };
-    runtime::log(runtime::LogLevel::debug, plan.model_name + ": of " + std::to_string(step_kernels.size()) +
+    base::log(base::LogLevel::debug, plan.model_name + ": of " + std::to_string(step_kernels.size()) +
                                                " kernels, " + count(SetKernelUse::taken) + " are the shape set's, " +
                                                count(SetKernelUse::generalised) + " the set's with more parameters, " +
                                                count(SetKernelUse::specialised) + " of their own; no probe lowered");
@@ -201,12 +204,12 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const std::functi
     for (fuse::PlanStep& step : probe_plan.steps)
       if (!step.host) probe_kernels.push_back(&step.kernel->kernel);
     plan.parameterise_report = kir::parameterise_with_probes(
-        step_kernels, probe_kernels, parameterise_options(target, plan.settings), &plan.dynamic_kernels);
+        step_kernels, probe_kernels, parameterise_options(policy, plan.settings), &plan.dynamic_kernels);
   } else {
-    plan.parameterise_report = parameterise_for_target(step_kernels, target, plan.settings);
+    plan.parameterise_report = parameterise_for_target(step_kernels, policy, plan.settings);
   }
   const kir::ParameteriseReport& report = plan.parameterise_report;
-  runtime::log(runtime::LogLevel::debug,
+  base::log(base::LogLevel::debug,
                "parameterised " + std::to_string(report.kernels) + " kernels of " + plan.model_name + " into " +
                    std::to_string(report.groups) + " shared sources (up to " + std::to_string(report.max_params_used) +
                    " parameters; " + std::to_string(report.groups_over_limit) + " groups over the limit) in " +
@@ -261,7 +264,7 @@ void check_fullgraph(const Plan& plan, bool fullgraph) {
     throw_error(ErrorKind::Unsupported, "fullgraph: model '" + plan.model_name + "' has " +
                                             std::to_string(plan.breaks.size()) + " graph break(s) on " + plan.backend +
                                             ":" + list);
-  runtime::log(runtime::LogLevel::warning, "model '" + plan.model_name + "': " + std::to_string(plan.breaks.size()) +
+  base::log(base::LogLevel::warning, "model '" + plan.model_name + "': " + std::to_string(plan.breaks.size()) +
                                                " node(s) run on the host (on the reference implementation; "
                                                "control flow runs its subgraphs as models of their own):" + list);
 }
@@ -316,7 +319,7 @@ void plan_storage(Plan& plan) {
       KILN_ASSERT(first[id] <= steps);
       storage.lifetimes.push_back({value_bytes(g.value(id)), first[id], std::max(first[id], last[id])});
     }
-    storage.memory_plan = runtime::plan_memory(storage.lifetimes, storage.alignment, max_buffer);
+    storage.memory_plan = compiler::plan_memory(storage.lifetimes, storage.alignment, max_buffer);
   } else {
     std::uint64_t total = 0;
     for (graph::ValueId id : storage.intermediates) total += align_up(value_bytes(g.value(id)), storage.alignment);
@@ -391,15 +394,15 @@ int Plan::dispatch_count() const {
 }
 
 kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> kernels,
-                                                const backend::TargetDesc& target, const Settings& settings) {
+                                                const lower::TargetPolicy& policy, const Settings& settings) {
   if (!settings.flag("parameterise")) return {};
-  return kir::parameterise(kernels, parameterise_options(target, settings));
+  return kir::parameterise(kernels, parameterise_options(policy, settings));
 }
 
-kir::ParameteriseOptions parameterise_options(const backend::TargetDesc& target, const Settings& settings) {
+kir::ParameteriseOptions parameterise_options(const lower::TargetPolicy& policy, const Settings& settings) {
   constexpr std::uint32_t kParamBytes = sizeof(std::int32_t);
   constexpr std::uint32_t kUnstatedLimitBytes = 128;  // what every Vulkan device offers
-  const std::uint32_t limit = target.max_kernel_param_bytes;
+  const std::uint32_t limit = policy.max_kernel_param_bytes;
   kir::ParameteriseOptions options;
   options.max_params = (limit != 0 ? limit : kUnstatedLimitBytes) / kParamBytes;
   // Loop bounds as parameters: fewer kernels (faster cold compiles) for loops
@@ -408,7 +411,7 @@ kir::ParameteriseOptions parameterise_options(const backend::TargetDesc& target,
   // compile, a CPU device (lavapipe's LLVM); GPU drivers compile a kernel in
   // tens of milliseconds, so there the bounds stay constants.
   const std::string& loop_bounds = settings.choice("parameterise_loop_bounds");
-  options.loop_bounds = loop_bounds == "auto" ? target.cpu_cores : loop_bounds == "on";
+  options.loop_bounds = loop_bounds == "auto" ? policy.cpu_device : loop_bounds == "on";
   return options;
 }
 
@@ -420,11 +423,13 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   plan->settings = request.settings;
   plan->backend = backend.name();
   plan->target = target;
+  // Every choice that depends on the kind of device reads this one value.
+  const lower::TargetPolicy policy = lower::target_policy(target);
 
   auto last = Clock::now();
   // Where a cold compile goes, phase by phase (KILN_LOG=debug).
   auto phase_done = [&](const char* phase) {
-    runtime::log(runtime::LogLevel::debug, plan->model_name + ": " + phase + " in " +
+    base::log(base::LogLevel::debug, plan->model_name + ": " + phase + " in " +
                                                std::to_string(static_cast<int>(ms_since(last))) + " ms");
     last = Clock::now();
   };
@@ -441,16 +446,14 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   }
   if (plan->compiled) {
     graph::passes::PipelineResult passed =
-        graph::passes::run_compile_passes(*graph, {.cpu_device = target.cpu_cores,
-                                                   .max_binding_bytes = target.max_buffer_bytes,
-                                                   .settings = plan->settings,
-                                                   .chooser = recording_chooser(request, plan->graph_choices)});
+        graph::passes::run_compile_passes(*graph,
+                                          policy.pass_options(plan->settings, recording_chooser(request, plan->graph_choices)));
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   } else {
     // Op by op, but with a vendor library's algorithm choices (Winograd 3x3s).
     graph::passes::PipelineResult passed =
-        graph::passes::run_eager_passes(*graph, {.max_binding_bytes = target.max_buffer_bytes});
+        graph::passes::run_eager_passes(*graph, {.max_binding_bytes = policy.max_binding_bytes});
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   }
@@ -464,21 +467,19 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   if (plan->compiled && probe_graph)
     probe_pending = [&]() -> const graph::Graph& {
       if (!probe)
-        probe = graph::passes::run_compile_passes(*probe_graph, {.cpu_device = target.cpu_cores,
-                                                                         .max_binding_bytes = target.max_buffer_bytes,
-                                                                         .settings = plan->settings,
-                                                                         .chooser = pinned_chooser(plan->graph_choices)})
+        probe = graph::passes::run_compile_passes(*probe_graph,
+                                                  policy.pass_options(plan->settings, pinned_chooser(plan->graph_choices)))
                     .graph;
       return *probe;
     };
   phase_done("graph passes");
   if (request.autotune && plan->settings.flag("autotune")) {
-    plan->autotune = request.autotune(*plan->graph, fuse::lower_target(target));
+    plan->autotune = request.autotune(*plan->graph, policy.lower);
     phase_done("autotuning (tuning database lookups and tuning)");
   }
   std::function<const graph::Graph*()> probe_after_passes;
   if (probe_pending) probe_after_passes = [&]() -> const graph::Graph* { return &probe_pending(); };
-  plan_kernels(*plan, backend, probe_after_passes, probe_pending && image_extents_vary(*graph, *probe_graph),
+  plan_kernels(*plan, backend, policy, probe_after_passes, probe_pending && image_extents_vary(*graph, *probe_graph),
                request.pinned_sites, request.set_kernels);
   phase_done("lowering, fusion and parameterisation");
   plan->rendered.reserve(plan->kernels.size());

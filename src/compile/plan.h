@@ -15,9 +15,10 @@
 #include "backends/backend.h"
 #include "graph/ir.h"
 #include "graph/passes/passes.h"
+#include "src/compile/memory_plan.h"
 #include "src/kernel/ir.h"
 #include "src/kernel/parameterise.h"
-#include "src/runtime/memory_plan.h"
+#include "src/lower/target_policy.h"
 #include "src/tune/autotune.h"
 
 #include <kiln/settings.h>
@@ -81,8 +82,8 @@ struct StoragePlan {
   std::vector<graph::ValueId> inputs;
   std::vector<graph::ValueId> intermediates;
   bool arenas = false;                        // compiled: intermediates placed by memory_plan
-  std::vector<runtime::Lifetime> lifetimes;   // per intermediate (arenas only)
-  runtime::MemoryPlan memory_plan;            // arenas: offsets; eager: the totals only
+  std::vector<compiler::Lifetime> lifetimes;   // per intermediate (arenas only)
+  compiler::MemoryPlan memory_plan;            // arenas: offsets; eager: the totals only
 };
 
 // A tuning site's template ("gemm", "conv") and the knobs its kernel was built with.
@@ -200,14 +201,14 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
                                        const backend::TargetDesc& target, const PlanRequest& request);
 
 // Gives kernels of one structure shared sources with runtime parameters
-// (src/kernel/parameterise.h) as compiled mode does for `target`: up to its
+// (src/kernel/parameterise.h) as compiled mode does for a target: up to its
 // parameter limit, with loop bounds as parameters per the
 // parameterise_loop_bounds setting (auto: on CPU devices). Nothing when the
 // parameterise setting is off.
 kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> kernels,
-                                                const backend::TargetDesc& target, const Settings& settings);
+                                                const lower::TargetPolicy& policy, const Settings& settings);
 // The options parameterise_for_target() uses.
-kir::ParameteriseOptions parameterise_options(const backend::TargetDesc& target, const Settings& settings);
+kir::ParameteriseOptions parameterise_options(const lower::TargetPolicy& policy, const Settings& settings);
 
 // Bytes a value takes in device memory (at least 4: Vulkan bindings must not be empty).
 std::uint64_t value_bytes(const graph::Value& v);

@@ -46,13 +46,13 @@ std::shared_ptr<const Plan> plan_from_records(const Model& model, const backend:
   return build_plan(kiln::internal::graph_ptr(model), b, target, request);
 }
 
-BackendSources generate_sources(const Model& model, const std::string& backend_name, const Settings& settings) {
+KernelSources generate_sources(const Model& model, const std::string& backend_name, const Settings& settings) {
   const backend::Backend& b = backend::get_backend(backend_name);
   const backend::TargetDesc target = plan_target(b);
   const std::shared_ptr<const compiler::Plan> plan = plan_from_records(model, b, target, settings, "");
   const graph::Graph& g = *plan->graph;
 
-  BackendSources out;
+  KernelSources out;
   out.backend = b.name();
   out.language = b.language().name;
   out.target = target.device_name.empty() ? target.arch : target.device_name;
@@ -89,3 +89,22 @@ std::vector<std::string> source_backends() {
 }
 
 }  // namespace kiln::compiler
+
+namespace kiln {
+
+std::vector<std::string> source_targets() {
+  std::vector<std::string> names;
+  for (const backend::Backend* b : backend::all_backends())
+    if (const std::string target = b->source_target(); !target.empty()) names.push_back(target);
+  return names;
+}
+
+KernelSources kernel_sources(const Model& model, const std::string& target, const Settings& settings) {
+  for (const backend::Backend* b : backend::all_backends())
+    if (b->source_target() == target) return compiler::generate_sources(model, b->name(), settings);
+  std::string known;
+  for (const std::string& name : source_targets()) known += (known.empty() ? "" : ", ") + name;
+  throw_error(ErrorKind::NotFound, "no kernel source target '" + target + "' (built in: " + known + ")");
+}
+
+}  // namespace kiln

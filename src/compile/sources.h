@@ -8,6 +8,7 @@
 
 #include <kiln/model.h>
 #include <kiln/settings.h>
+#include <kiln/sources.h>
 
 #include <memory>
 
@@ -19,25 +20,11 @@ namespace kiln::compiler {
 
 struct Plan;
 
-struct KernelSourceFile {
-  std::string file_name;    // "007_conv2d_add_relu.glsl": execution order, kernel name, extension
-  std::string kernel_name;  // "conv2d_add_relu"
-  std::vector<std::pair<std::string, std::string>> nodes;  // (node name, op), fused into this kernel, in order
-  std::string source;
-};
-
-struct BackendSources {
-  std::string backend;   // "vulkan"
-  std::string language;  // "glsl"
-  std::string target;    // the device or offline target the plan was sized for
-  std::vector<KernelSourceFile> kernels;  // in execution order
-  std::vector<std::string> host_steps;   // "node (op): reason" for each graph break
-};
-
-// Throws NotFound for a backend that is not built in. The plan is
+// The sources of one backend (kiln::kernel_sources takes a source target
+// name). Throws NotFound for a backend that is not built in. The plan is
 // compiler::build_plan's (src/compile/plan.h), as the executor builds it for
 // the backend's first device: the sources are the ones the device compiles.
-BackendSources generate_sources(const Model& model, const std::string& backend, const Settings& settings = {});
+KernelSources generate_sources(const Model& model, const std::string& backend, const Settings& settings = {});
 
 // The plan compiled mode builds for `target` where nothing is tuned (no
 // device, or ahead of time): max-autotune takes the tuning database's

@@ -1,5 +1,6 @@
 #include "src/fuse/epilogue.h"
 
+#include "src/base/check.h"
 #include "src/fuse/ir_walk.h"
 
 #include <kiln/error.h>

@@ -1,5 +1,6 @@
 #include "src/fuse/prologue.h"
 
+#include "src/base/check.h"
 #include "src/fuse/ir_walk.h"
 
 #include <kiln/error.h>

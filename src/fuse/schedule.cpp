@@ -1,5 +1,6 @@
 #include "src/fuse/schedule.h"
 
+#include "src/base/check.h"
 #include "src/fuse/prologue.h"
 #include "src/lower/lower.h"
 
@@ -332,21 +333,6 @@ std::optional<std::string> dynamic_reason(const graph::Graph& g, const graph::No
   for (graph::ValueId v : node.outputs)
     if (g.value(v).type.dynamic) return std::string(kDynamicOutput);
   return std::nullopt;
-}
-
-lower::LowerTarget lower_target(const backend::TargetDesc& target) {
-  lower::LowerTarget out;
-  out.backend = target.backend;
-  if (target.subgroup_size != 0) out.subgroup_size = target.subgroup_size;
-  if (target.max_workgroup_invocations != 0) out.max_workgroup_invocations = target.max_workgroup_invocations;
-  if (target.max_shared_memory_bytes != 0) out.max_shared_memory_bytes = target.max_shared_memory_bytes;
-  out.cpu_device = target.cpu_cores;
-  out.subgroup_broadcast = target.subgroup_basic && target.subgroup_broadcast && target.subgroup_size != 0;
-  if (target.texel_r32f && target.texel_rgba32f) {
-    out.max_texel_buffer_elements = target.max_texel_buffer_elements;
-    out.texel_16bit = target.texel_16bit;
-  }
-  return out;
 }
 
 KernelPlan plan_kernels(const graph::Graph& g, const PlanOptions& options) {

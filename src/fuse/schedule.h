@@ -66,10 +66,6 @@ struct KernelPlan {
   int kernel_nodes = 0;              // nodes lowered to kernels (before fusion)
 };
 
-// What lowering needs to know of `target` (fields the target leaves 0 keep
-// LowerTarget's defaults).
-lower::LowerTarget lower_target(const backend::TargetDesc& target);
-
 // Throws what lowering throws for a malformed node (reasons a node cannot
 // run as a kernel become host steps instead).
 KernelPlan plan_kernels(const graph::Graph& graph, const PlanOptions& options);

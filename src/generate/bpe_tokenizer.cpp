@@ -1,6 +1,7 @@
 // Byte-level BPE from a tokenizer.json (the Hugging Face `tokenizers`
 // library's format), encoding and decoding as that library does.
 #define PCRE2_CODE_UNIT_WIDTH 8
+#include "src/base/check.h"
 #include "src/generate/tokenizer_impl.h"
 
 #include <kiln/error.h>

@@ -3,8 +3,9 @@
 #include <kiln/generate.h>
 
 #include "graph/hf/onnx_export.h"
+#include "src/base/check.h"
+#include "src/base/log.h"
 #include "src/generate/sampling.h"
-#include "src/runtime/log.h"
 
 #include <algorithm>
 #include <chrono>
@@ -123,7 +124,7 @@ struct Generator::State {
     caches.clear();
     for (std::int64_t i = 0; i < 2 * c.num_layers; ++i) caches.push_back(decode.to_device(zeros));
     const double ms = ms_between(start, Clock::now());
-    runtime::log(runtime::LogLevel::info,
+    base::log(base::LogLevel::info,
                  "generator: " + c.architecture + " step compiled for " + std::to_string(batch) + " prompt(s) and a cache of " +
                      std::to_string(cache_length) + " positions" +
                      (prefill ? " (and a prompt step of " + std::to_string(options.prefill_chunk) + " tokens)" : "") +
@@ -152,7 +153,7 @@ struct Generator::State {
     }
     decode.make(*lm.onnx_export(), dynamic, false);
     ++compiles;
-    runtime::log(runtime::LogLevel::info, "generator: " + lm.config().architecture +
+    base::log(base::LogLevel::info, "generator: " + lm.config().architecture +
                                               " runs with its cache growing a step at a time on the device");
     return ms_between(start, Clock::now());
   }

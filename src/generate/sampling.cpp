@@ -2,6 +2,8 @@
 // (temperature, top-k, top-p) and a portable draw: SplitMix64 steps and
 // 53-bit uniforms, so that a seed means the same tokens with any standard
 // library.
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 #include <kiln/generate.h>
 

@@ -1,5 +1,6 @@
 // A SentencePiece tokenizer.model through Debian's libsentencepiece,
 // encoding and decoding as transformers' LlamaTokenizer (legacy) does.
+#include "src/base/check.h"
 #include "src/generate/tokenizer_impl.h"
 
 #include <kiln/error.h>

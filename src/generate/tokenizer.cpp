@@ -1,4 +1,5 @@
 // kiln::Tokenizer::load, TextStream, and what both tokenizer kinds share.
+#include "src/base/check.h"
 #include "src/generate/tokenizer_impl.h"
 
 #include <kiln/error.h>

@@ -5,6 +5,8 @@
 // Machine::run_group).
 #include "src/kernel/interpreter.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 #include <kiln/float16.h>
 

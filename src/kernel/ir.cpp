@@ -19,6 +19,7 @@
 //   local_index, workgroup_index      i32
 //   subgroup_lane, subgroup_id        i32
 //   subgroup_broadcast(a, lane)       f32 | i32 | u32    -> same
+#include "src/base/check.h"
 #include "src/kernel/ir.h"
 #include "src/kernel/type_rules.h"
 

@@ -7,6 +7,8 @@
 // they differ in nothing but literal values and the global size.
 #include "src/kernel/parameterise.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <algorithm>

@@ -1,5 +1,6 @@
 // print(): the kernel IR's target-neutral text form, stable enough to hash
 // (parameterise.cpp keys kernel structure on it) and to diff.
+#include "src/base/check.h"
 #include "src/kernel/ir.h"
 
 #include <kiln/error.h>

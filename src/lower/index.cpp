@@ -1,6 +1,7 @@
 #include "src/lower/index.h"
 
 #include "graph/broadcast.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 

@@ -1,6 +1,7 @@
 // Dispatch from op name to lowering, and the checks every lowering shares.
 #include "src/lower/lower.h"
 
+#include "src/base/check.h"
 #include "src/lower/lowerings.h"
 #include "src/lower/tuning_site.h"
 #include "src/lower/workgroup_site.h"

@@ -8,6 +8,7 @@
 // time or run on the host.
 #include "graph/broadcast.h"
 #include "graph/ops/data_plans.h"
+#include "src/base/check.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
 

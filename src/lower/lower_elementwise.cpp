@@ -1,6 +1,7 @@
 // Elementwise ops: numpy-broadcast binary arithmetic, activations (kiln's Silu too), Clip, and
 // inference BatchNormalization as a per-channel affine map.
 #include "graph/broadcast.h"
+#include "src/base/check.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
 

@@ -3,6 +3,7 @@
 // kernel each; and the ops of any element type (f32, i32, i64, bool): Cast,
 // comparisons, logic, Where, ArgMax/ArgMin, and Min/Max/Sum of integers.
 #include "graph/broadcast.h"
+#include "src/base/check.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
 

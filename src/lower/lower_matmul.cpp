@@ -4,6 +4,7 @@
 #include "graph/broadcast.h"
 #include "graph/weight_layouts.h"
 #include "shaders/gemm_template.h"
+#include "src/base/check.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
 #include "src/lower/tuning_site.h"

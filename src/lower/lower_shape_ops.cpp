@@ -2,6 +2,7 @@
 // (one kernel that picks its source input by the coordinate on the axis).
 // Reshape, Flatten and Identity move no data; lower.cpp makes them aliases.
 #include "graph/broadcast.h"
+#include "src/base/check.h"
 #include "src/lower/index.h"
 #include "src/lower/lowerings.h"
 

@@ -2,7 +2,7 @@
 
 #include "shaders/gemm_shared.h"
 #include "shaders/heuristic.h"
-#include "src/runtime/log.h"
+#include "src/base/log.h"
 
 #include <kiln/error.h>
 
@@ -62,9 +62,9 @@ void warn_override_ignored(const LowerTarget& target, const std::string& problem
                            const std::string& why) {
   const bool users = target.knob_overrides && target.knob_overrides->count(problem) != 0;
   if (users)
-    runtime::log(runtime::LogLevel::warning, "knob override '" + knobs + "' for '" + problem + "' ignored: " + why);
+    base::log(base::LogLevel::warning, "knob override '" + knobs + "' for '" + problem + "' ignored: " + why);
   else
-    runtime::log(runtime::LogLevel::debug,
+    base::log(base::LogLevel::debug,
                  "the shape set's pinned knobs '" + knobs + "' do not fit '" + problem + "' (" + why +
                      "): the heuristic's knobs stay");
 }

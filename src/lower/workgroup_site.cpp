@@ -1,5 +1,6 @@
 #include "src/lower/workgroup_site.h"
 
+#include "src/base/check.h"
 #include "src/lower/tuning_site.h"
 
 #include <kiln/error.h>

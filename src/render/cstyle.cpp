@@ -2,6 +2,8 @@
 // shared by every target; everything else comes from the LanguageTable.
 #include "src/render/cstyle.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <algorithm>

@@ -1,9 +1,10 @@
 // kiln::eager, kiln::compile and the callables they return.
 #include <kiln/kiln.h>
 
-#include "graph/model_access.h"
 #include "backends/registry.h"
+#include "graph/model_access.h"
 #include "src/artifact/model_file.h"
+#include "src/base/check.h"
 #include "src/runtime/device_pool.h"
 #include "src/runtime/executor.h"
 #include "src/runtime/shape_sets.h"

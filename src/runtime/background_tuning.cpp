@@ -1,6 +1,6 @@
 #include "src/runtime/background_tuning.h"
 
-#include "src/runtime/log.h"
+#include "src/base/log.h"
 
 #include <deque>
 #include <exception>
@@ -72,7 +72,7 @@ class BackgroundTuning {
       try {
         job.work_(job);
       } catch (const std::exception& e) {
-        log(LogLevel::warning, "background " + job.what_ + " failed: " + e.what() + "; the model keeps its plan");
+        base::log(base::LogLevel::warning, "background " + job.what_ + " failed: " + e.what() + "; the model keeps its plan");
       }
     }
     finish(job);

@@ -2,8 +2,8 @@
 // public face of src/runtime/cache_maintenance.h.
 #include <kiln/kiln.h>
 
-#include "src/runtime/cache_maintenance.h"
-#include "src/runtime/compile_cache.h"
+#include "src/cache/cache_maintenance.h"
+#include "src/cache/compile_cache.h"
 
 namespace kiln {
 
@@ -11,7 +11,7 @@ namespace {
 
 // The folder `cache_dir` names, or "" when the cache is off.
 std::string resolved(const std::string& cache_dir) {
-  const std::string dir = cache_dir.empty() ? runtime::default_cache_dir() : cache_dir;
+  const std::string dir = cache_dir.empty() ? cache::default_cache_dir() : cache_dir;
   return dir == "off" ? std::string() : dir;
 }
 
@@ -20,9 +20,9 @@ std::string resolved(const std::string& cache_dir) {
 CacheInfo cache_info(const std::string& cache_dir) {
   CacheInfo info;
   info.path = resolved(cache_dir);
-  info.limit_bytes = runtime::cache_limit();
+  info.limit_bytes = cache::cache_limit();
   if (info.path.empty()) return info;
-  const runtime::CacheSurvey s = runtime::survey_cache(info.path);
+  const cache::CacheSurvey s = cache::survey_cache(info.path);
   info.kernel_bytes = s.kernel_bytes;
   info.plan_bytes = s.plan_bytes;
   info.weight_bytes = s.weight_bytes;
@@ -36,12 +36,12 @@ CacheInfo cache_info(const std::string& cache_dir) {
 std::uint64_t prune_cache(const std::string& cache_dir, std::optional<std::uint64_t> limit_bytes) {
   const std::string dir = resolved(cache_dir);
   if (dir.empty()) return 0;
-  return runtime::prune_cache(dir, limit_bytes ? *limit_bytes : runtime::cache_limit());
+  return cache::prune_cache(dir, limit_bytes ? *limit_bytes : cache::cache_limit());
 }
 
 void clear_cache(const std::string& cache_dir) {
   const std::string dir = resolved(cache_dir);
-  if (!dir.empty()) runtime::clear_cache(dir);
+  if (!dir.empty()) cache::clear_cache(dir);
 }
 
 }  // namespace kiln

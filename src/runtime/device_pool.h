@@ -4,7 +4,7 @@
 #pragma once
 
 #include "backends/backend.h"
-#include "src/runtime/cache_entry.h"
+#include "src/cache/cache_entry.h"
 #include "src/runtime/kernel_cache.h"
 
 #include <cstdint>
@@ -53,11 +53,6 @@ struct DeviceContext {
   std::uint64_t pipeline_cache_restored_bytes = 0;  // what the driver was given from the file (for tests)
 };
 
-// Resolves `device_spec` ("" = first device, "2" = index, otherwise a
-// case-insensitive substring of the device name). Throws NotFound listing the
-// devices, or DeviceUnavailable with the backend's reason.
-int resolve_device(const backend::Backend& backend, const std::string& device_spec);
-
 // The pooled device for (backend, device, cache dir); a new one is given the
 // driver's pipeline cache kept in the cache dir, if there is a valid one (a
 // file that is not is logged as a warning and removed).
@@ -71,7 +66,7 @@ void save_pipeline_cache(DeviceContext& ctx);
 
 // The pipeline cache entry at ctx.pipeline_cache_file (read_cache_entry with
 // its kind and key), and writing one there (returns "" or what went wrong).
-CacheEntryRead read_pipeline_cache(const DeviceContext& ctx);
+cache::CacheEntryRead read_pipeline_cache(const DeviceContext& ctx);
 std::string write_pipeline_cache(const DeviceContext& ctx, std::span<const std::byte> data);
 
 }  // namespace kiln::runtime

@@ -1,6 +1,8 @@
 // kiln::DeviceTensor and kiln::PendingCall.
 #include "src/runtime/device_tensor.h"
 
+#include "src/base/check.h"
+
 namespace kiln {
 
 DeviceTensor DeviceTensorData::wrap(std::shared_ptr<const DeviceTensorData> data) {

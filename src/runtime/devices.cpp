@@ -1,12 +1,13 @@
 // Device discovery and selection: kiln::list_backends() and the device pool.
 #include "backends/registry.h"
+#include "src/base/check.h"
 #include "src/runtime/device_pool.h"
 
-#include "src/runtime/cache_entry.h"
-#include "src/runtime/cache_key.h"
-#include "src/runtime/compile_cache.h"
+#include "src/base/cache_key.h"
+#include "src/base/log.h"
+#include "src/cache/cache_entry.h"
+#include "src/cache/compile_cache.h"
 #include "src/runtime/device_profile.h"
-#include "src/runtime/log.h"
 
 #include <kiln/kiln.h>
 
@@ -22,11 +23,6 @@
 
 namespace kiln {
 namespace {
-
-std::string lower_case(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return s;
-}
 
 std::string bytes_text(std::uint64_t bytes) {
   if (bytes >= (1ull << 30)) return std::to_string(bytes >> 30) + " GiB";
@@ -86,7 +82,7 @@ namespace runtime {
 
 std::shared_ptr<backend::Buffer> SharedWeights::find_or_upload(backend::Device& device, std::span<const std::byte> bytes,
                                                                bool& uploaded) {
-  const auto key = std::pair(hex_digest(XXH3_128bits(bytes.data(), bytes.size())), std::uint64_t{bytes.size()});
+  const auto key = std::pair(base::hex_digest(XXH3_128bits(bytes.data(), bytes.size())), std::uint64_t{bytes.size()});
   std::lock_guard lock(mutex_);
   if (std::shared_ptr<backend::Buffer> live = buffers_[key].lock()) {
     uploaded = false;
@@ -123,36 +119,36 @@ std::string ms_text(std::chrono::steady_clock::time_point start) {
 // that cannot be used is logged, removed and never given to the driver.
 void restore_pipeline_cache(DeviceContext& ctx, const std::string& cache_dir) {
   const std::optional<std::string> name = ctx.device->pipeline_cache_name();
-  const std::string root = cache_dir.empty() ? default_cache_dir() : cache_dir;
+  const std::string root = cache_dir.empty() ? cache::default_cache_dir() : cache_dir;
   if (!name || root == "off") return;
   const auto start = std::chrono::steady_clock::now();
   const std::filesystem::path path = std::filesystem::path(root) / "pipelines" / (*name + ".bin");
   ctx.pipeline_cache_file = path;
-  const CacheEntryRead read = read_pipeline_cache(ctx);
+  const cache::CacheEntryRead read = read_pipeline_cache(ctx);
   std::string problem = read.problem;
   if (read.payload) {
     problem = ctx.device->restore_pipeline_cache(std::as_bytes(std::span(*read.payload)));
     if (problem.empty()) {
       ctx.pipeline_cache_restored_bytes = read.payload->size();
-      log(LogLevel::debug, "pipeline cache: " + std::to_string(read.payload->size()) + " bytes from " +
+      base::log(base::LogLevel::debug, "pipeline cache: " + std::to_string(read.payload->size()) + " bytes from " +
                                path.string() + " given to the driver in " + ms_text(start));
     }
   }
   if (problem.empty()) return;
-  const std::string removed = discard_cache_entry(path);
-  log(LogLevel::warning, "pipeline cache " + path.string() + " not used: " + problem +
+  const std::string removed = cache::discard_cache_entry(path);
+  base::log(base::LogLevel::warning, "pipeline cache " + path.string() + " not used: " + problem +
                              (removed.empty() ? "; removed" : "; cannot remove it: " + removed));
 }
 
 }  // namespace
 
-CacheEntryRead read_pipeline_cache(const DeviceContext& ctx) {
-  return read_cache_entry(ctx.pipeline_cache_file, kPipelineCacheKind, pipeline_cache_key(ctx),
+cache::CacheEntryRead read_pipeline_cache(const DeviceContext& ctx) {
+  return cache::read_cache_entry(ctx.pipeline_cache_file, kPipelineCacheKind, pipeline_cache_key(ctx),
                           kMaxPipelineCacheBytes);
 }
 
 std::string write_pipeline_cache(const DeviceContext& ctx, std::span<const std::byte> data) {
-  return write_cache_entry(ctx.pipeline_cache_file, kPipelineCacheKind, pipeline_cache_key(ctx),
+  return cache::write_cache_entry(ctx.pipeline_cache_file, kPipelineCacheKind, pipeline_cache_key(ctx),
                            std::string_view(reinterpret_cast<const char*>(data.data()), data.size()));
 }
 
@@ -164,34 +160,14 @@ void save_pipeline_cache(DeviceContext& ctx) {
   if (!data) return;
   const std::string problem = write_pipeline_cache(ctx, *data);
   if (!problem.empty()) {
-    log(LogLevel::warning, "pipeline cache not saved: " + problem);
+    base::log(base::LogLevel::warning, "pipeline cache not saved: " + problem);
     return;
   }
-  log(LogLevel::debug, "pipeline cache: " + std::to_string(data->size()) + " bytes saved to " +
+  base::log(base::LogLevel::debug, "pipeline cache: " + std::to_string(data->size()) + " bytes saved to " +
                            ctx.pipeline_cache_file.string() + " in " + ms_text(start));
 }
 
 
-int resolve_device(const backend::Backend& backend, const std::string& spec) {
-  if (auto reason = backend.unavailable_reason())
-    throw_error(ErrorKind::DeviceUnavailable, "backend '" + backend.name() + "' cannot run here: " + *reason);
-  const auto devices = backend.enumerate_devices();
-  KILN_CHECK(!devices.empty(), ErrorKind::DeviceUnavailable, "backend '" + backend.name() + "' has no devices");
-  std::string listing;
-  for (const auto& d : devices) listing += "\n  " + std::to_string(d.index) + ": " + d.target.device_name;
-  if (spec.empty()) return devices.front().index;
-  if (std::all_of(spec.begin(), spec.end(), [](unsigned char c) { return std::isdigit(c); })) {
-    // from_chars, not stoi: an index too large for an int is just no device.
-    int index = -1;
-    const auto [end, error] = std::from_chars(spec.data(), spec.data() + spec.size(), index);
-    for (const auto& d : devices)
-      if (error == std::errc{} && end == spec.data() + spec.size() && d.index == index) return index;
-    throw_error(ErrorKind::NotFound, "no " + backend.name() + " device with index " + spec + "; devices:" + listing);
-  }
-  for (const auto& d : devices)
-    if (lower_case(d.target.device_name).find(lower_case(spec)) != std::string::npos) return d.index;
-  throw_error(ErrorKind::NotFound, "no " + backend.name() + " device matching '" + spec + "'; devices:" + listing);
-}
 
 std::string DeviceContext::label() const {
   return backend->name() + ":" + std::to_string(index) + " '" + device->target().device_name + "'";
@@ -200,7 +176,7 @@ std::string DeviceContext::label() const {
 std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, const std::string& device_spec,
                                               const std::string& cache_dir) {
   const backend::Backend& backend = backend::get_backend(backend_name);
-  const int index = resolve_device(backend, device_spec);
+  const int index = backend::resolve_device(backend, device_spec);
   // Weak references: a device lives as long as some model uses it, and is
   // never destroyed during static destruction.
   static std::mutex mutex;
@@ -215,10 +191,10 @@ std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, c
   ctx->device = backend.create_device(index);
   if (const DeviceProfile* profile = profile_from_environment()) {
     ctx->device = with_profile(std::move(ctx->device), *profile);
-    log(LogLevel::info, ctx->label() + ": planned for the limits of " + profile->summary + " (device profile " +
+    base::log(base::LogLevel::info, ctx->label() + ": planned for the limits of " + profile->summary + " (device profile " +
                             profile->name + ")");
   }
-  ctx->kernels = std::make_unique<KernelCache>(backend, ctx->device, CompileCache(cache_dir));
+  ctx->kernels = std::make_unique<KernelCache>(backend, ctx->device, cache::CompileCache(cache_dir));
   restore_pipeline_cache(*ctx, cache_dir);
   pool[key] = ctx;
   return ctx;

@@ -1,13 +1,15 @@
 #include "src/runtime/executor.h"
+
+#include "src/base/check.h"
 #include "src/runtime/subgraph_models.h"
 
 #include "src/artifact/plan_cache.h"
 #include "src/runtime/background_tuning.h"
 
-#include "graph/op_registry.h"
-#include "src/runtime/device_tensor.h"
-#include "src/runtime/log.h"
 #include "graph/model_access.h"
+#include "graph/op_registry.h"
+#include "src/base/log.h"
+#include "src/runtime/device_tensor.h"
 
 #include <algorithm>
 #include <array>
@@ -82,7 +84,7 @@ void Executor::prepare_locked() {
   const double warm_up_ms = ms_since(start);
   stats_.compile_ms += warm_up_ms;
   stats_.warm_up_ms = warm_up_ms;
-  runtime::log(runtime::LogLevel::info, "warmed up " + std::to_string(stats_.kernels) + " kernels of " +
+  base::log(base::LogLevel::info, "warmed up " + std::to_string(stats_.kernels) + " kernels of " +
                                             model_.name() + " in " + std::to_string(static_cast<int>(warm_up_ms)) +
                                             " ms");
 }
@@ -229,7 +231,7 @@ std::shared_ptr<const compiler::Plan> Executor::cached_or_built_plan() {
     if (key) {
       if (std::shared_ptr<const compiler::Plan> cached = cache.load(*key)) {
         stats_.plan_from_cache = true;
-        runtime::log(runtime::LogLevel::debug, model_.name() + ": plan read from " + cached->read_from);
+        base::log(base::LogLevel::debug, model_.name() + ": plan read from " + cached->read_from);
         return cached;
       }
     }
@@ -270,7 +272,7 @@ void Executor::start_background_tuning() {
     tuned->plan = std::move(plan);
     tuned->kernels = std::move(loaded);
     tuned->ms = ms_since(start);
-    runtime::log(runtime::LogLevel::info, "max-autotune: " + model.name() + " tuned in the background in " +
+    base::log(base::LogLevel::info, "max-autotune: " + model.name() + " tuned in the background in " +
                                               std::to_string(static_cast<int>(tuned->ms)) +
                                               " ms; its next call runs the tuned plan");
   };
@@ -310,7 +312,7 @@ bool Executor::adopt_tuned_plan() {
   loaded_ = std::move(kernels);
   bind();
   stats_.background_tuning_ms = ms;
-  runtime::log(runtime::LogLevel::info, model_.name() + ": switched to the plan tuned in the background");
+  base::log(base::LogLevel::info, model_.name() + ": switched to the plan tuned in the background");
   return true;
 }
 
@@ -359,7 +361,7 @@ void Executor::plan_and_bind() {
   if (!options_.extends.empty()) {
     log_new_extents(times.counts.new_kernels);
   } else {
-    runtime::log(runtime::LogLevel::info,
+    base::log(base::LogLevel::info,
                  std::string(options_.compiled ? "compiled " : "prepared eager ") + model_.name() + ": " +
                      std::to_string(stats_.dispatches_per_run) + " dispatches, " + std::to_string(stats_.kernels) +
                      " kernels (" + std::to_string(stats_.kernel_cache_misses) + " compiled, " +
@@ -403,7 +405,7 @@ void Executor::log_new_extents(const std::vector<std::size_t>& new_kernels) cons
                 std::to_string(static_cast<int>(stats_.plan_ms)) + " ms)"
           : "planned again with the set's kernels, no probe (" + std::to_string(stats_.graph_passes_run) +
                 " graph passes, " + std::to_string(static_cast<int>(stats_.plan_ms)) + " ms)";
-  runtime::log(runtime::LogLevel::info,
+  base::log(base::LogLevel::info,
                "compiled " + model_.name() + " at new extents of " + options_.extends + ": " + planned + "; " +
                    std::to_string(reused) + " of " + std::to_string(stats_.kernels) + " kernels reused" +
                    (new_kernels.empty() ? ""
@@ -429,7 +431,7 @@ Executor::BindTimes Executor::bind() {
     const auto kernels_start = Clock::now();
     times.counts = load_kernels();
     times.kernels_ms = ms_since(kernels_start);
-    runtime::log(runtime::LogLevel::debug, model_.name() + ": " + std::to_string(plan.dispatch_count()) +
+    base::log(base::LogLevel::debug, model_.name() + ": " + std::to_string(plan.dispatch_count()) +
                                                " dispatches (" + std::to_string(plan.rendered.size()) +
                                                " distinct kernels) compiled and loaded in " +
                                                std::to_string(static_cast<int>(times.kernels_ms)) + " ms");
@@ -445,7 +447,7 @@ Executor::BindTimes Executor::bind() {
     segments_.back().dispatches.push_back(&*step.dispatch);
   }
   times.upload_ms = storage_ms.get();
-  runtime::log(runtime::LogLevel::debug, model_.name() + ": storage and constant upload in " +
+  base::log(base::LogLevel::debug, model_.name() + ": storage and constant upload in " +
                                              std::to_string(static_cast<int>(times.upload_ms)) +
                                              " ms, beside kernel loading");
 

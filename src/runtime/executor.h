@@ -44,11 +44,11 @@
 #include <kiln/kiln.h>
 
 #include "graph/ir.h"
+#include "src/compile/memory_plan.h"
 #include "src/compile/plan.h"
 #include "src/kernel/ir.h"
 #include "src/runtime/call_queue.h"
 #include "src/runtime/device_pool.h"
-#include "src/runtime/memory_plan.h"
 
 #include <chrono>
 #include <atomic>
@@ -151,8 +151,8 @@ class Executor {
   const std::vector<GraphBreak>& graph_breaks() const { return prepared_plan().breaks; }
   // The memory plan's inputs and result, for tests ("no two live tensors
   // share memory").
-  const std::vector<runtime::Lifetime>& lifetimes() const { return prepared_plan().storage.lifetimes; }
-  const runtime::MemoryPlan& memory_plan() const { return prepared_plan().storage.memory_plan; }
+  const std::vector<compiler::Lifetime>& lifetimes() const { return prepared_plan().storage.lifetimes; }
+  const compiler::MemoryPlan& memory_plan() const { return prepared_plan().storage.memory_plan; }
 
   // Where a value lives on the device: its buffer (identity only), offset and
   // size; nullopt when it has no device storage (fused away, dynamic).

@@ -5,6 +5,7 @@
 // every dispatch in its own command list and reads its time: device time from
 // the list's timestamps when the device has them, else the host wall time of
 // the submit (which then includes the submit's own overhead).
+#include "src/base/check.h"
 #include "src/runtime/executor.h"
 
 #include <algorithm>

@@ -1,7 +1,7 @@
 #include "src/runtime/kernel_cache.h"
 
+#include "src/base/log.h"
 #include "src/render/cstyle.h"
-#include "src/runtime/log.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,7 +10,7 @@
 
 namespace kiln::runtime {
 
-KernelCache::KernelCache(const backend::Backend& backend, std::shared_ptr<backend::Device> device, CompileCache disk)
+KernelCache::KernelCache(const backend::Backend& backend, std::shared_ptr<backend::Device> device, cache::CompileCache disk)
     : backend_(backend), device_(std::move(device)), disk_(std::move(disk)),
       compiler_version_(backend.compiler().version()) {}
 
@@ -62,7 +62,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const compiler
     throw_error(ErrorKind::Unsupported, "kernel '" + source.name + "' cannot run on " + target.device_name + ": " + *why);
   if (!kernel.binaries.empty()) return load_given(kernel, tally);
 
-  const CacheKey key = CompileCache::key(source, target, compiler_version_);
+  const cache::CacheKey key = cache::CompileCache::key(source, target, compiler_version_);
   using Clock = std::chrono::steady_clock;
   auto us_since = [](Clock::time_point start) {
     return std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - start).count();
@@ -75,7 +75,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const compiler
     ++compiled_;
     ++tally.compiled;
     disk_.store(key, binary);
-    log(LogLevel::debug, "compiled kernel '" + source.name + "' (" + std::to_string(binary.data.size()) + " bytes " +
+    base::log(base::LogLevel::debug, "compiled kernel '" + source.name + "' (" + std::to_string(binary.data.size()) + " bytes " +
                              binary.format + ") in " + ms_since(start) + " ms");
     return binary;
   };
@@ -85,7 +85,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const compiler
     tally.load_us += us_since(start);
     // Loading is where a driver finishes compiling (lavapipe's LLVM, a GPU driver's
     // back end): often the larger part of a cold compile.
-    log(LogLevel::debug, "loaded kernel '" + source.name + "' in " + ms_since(start) + " ms");
+    base::log(base::LogLevel::debug, "loaded kernel '" + source.name + "' in " + ms_since(start) + " ms");
     return loaded;
   };
 
@@ -102,7 +102,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const compiler
     // An entry that passed every check but that the driver refuses (another
     // driver's binary, a forged one) would fail every later run: replace it
     // once with a fresh compile; a second failure is the kernel's own.
-    log(LogLevel::warning, "kernel '" + source.name + "' from cache entry " + disk_.path_for(key).string() +
+    base::log(base::LogLevel::warning, "kernel '" + source.name + "' from cache entry " + disk_.path_for(key).string() +
                                " failed to load (" + e.what() + "); removed it, compiling again");
     disk_.discard(key);
   }

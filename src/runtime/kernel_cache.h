@@ -5,9 +5,9 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "src/cache/compile_cache.h"
 #include "src/compile/plan.h"
 #include "src/kernel/ir.h"
-#include "src/runtime/compile_cache.h"
 
 #include <atomic>
 #include <cstdint>
@@ -33,7 +33,7 @@ class KernelCache {
     std::vector<std::size_t> new_kernels;  // indices (in the kernels given) of those not loaded in this process before
   };
 
-  KernelCache(const backend::Backend& backend, std::shared_ptr<backend::Device> device, CompileCache disk);
+  KernelCache(const backend::Backend& backend, std::shared_ptr<backend::Device> device, cache::CompileCache disk);
 
   // The loaded kernel for `kernel`. Throws Error(Unsupported) with the
   // backend's reason if the device cannot run it.
@@ -76,7 +76,7 @@ class KernelCache {
 
   const backend::Backend& backend_;
   std::shared_ptr<backend::Device> device_;
-  CompileCache disk_;
+  cache::CompileCache disk_;
   std::string compiler_version_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, std::shared_ptr<backend::LoadedKernel>> loaded_;  // by source text

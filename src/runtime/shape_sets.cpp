@@ -1,7 +1,8 @@
 #include "src/runtime/shape_sets.h"
 
 #include "graph/model_access.h"
-#include "src/runtime/log.h"
+#include "src/base/check.h"
+#include "src/base/log.h"
 
 #include <kiln/error.h>
 
@@ -129,7 +130,7 @@ Executor::Options ShapeSets::with_dynamic_dims(const Model& model, const Dims& d
   }
   // The model admits only some extents (a Reshape that needs a multiple):
   // the set is compiled for its own extents.
-  log(LogLevel::info, "model '" + model.name() + "': " + text + " stay static: the model at other extents fails (" +
+  base::log(base::LogLevel::info, "model '" + model.name() + "': " + text + " stay static: the model at other extents fails (" +
                           why + ")");
   return options;
 }
@@ -293,7 +294,7 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
   // those the model was imported at: the first call's shapes take its place,
   // as torch.compile compiles for the shapes of its first call.
   if (compiled_.size() == 1 && !compiled_.front().executor->prepared()) {
-    log(LogLevel::info, "model '" + source_model_.name() + "': " + (options_.compiled ? "compiling" : "preparing eager") +
+    base::log(base::LogLevel::info, "model '" + source_model_.name() + "': " + (options_.compiled ? "compiling" : "preparing eager") +
                             " for the first call's input shapes " + shapes_str(shapes));
     Dims marked = std::move(compiled_.front().dynamic);
     std::shared_ptr<Executor> first = make(std::move(model), marked);
@@ -303,7 +304,7 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
   for (std::size_t k = 0; k < compiled_.size(); ++k) {
     Set& set = compiled_[k];
     if (!serves(set, shapes)) continue;
-    log(LogLevel::info, "model '" + source_model_.name() + "': input shapes " + shapes_str(shapes) +
+    base::log(base::LogLevel::info, "model '" + source_model_.name() + "': input shapes " + shapes_str(shapes) +
                             " served by shape set " + std::to_string(k + 1) + " (dynamic: " +
                             dims_text(set.dynamic, source_model_.inputs()) +
                             "): its kernels reused where their code does not depend on the extents");
@@ -332,13 +333,13 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
   // Eager mode compiles nothing a set could amortise, so it has no limit:
   // it keeps the first set and the latest ones, dropping the oldest other.
   if (!options_.compiled && static_cast<int>(compiled_.size()) >= limit_ && compiled_.size() > 1) {
-    log(LogLevel::info, "model '" + source_model_.name() + "': eager shape sets past " + std::to_string(limit_) +
+    base::log(base::LogLevel::info, "model '" + source_model_.name() + "': eager shape sets past " + std::to_string(limit_) +
                             ": dropping the oldest after the first, " + shapes_str(compiled_[1].shapes));
     compiled_.erase(compiled_.begin() + 1);
   }
   const bool within_limit = static_cast<int>(compiled_.size()) < limit_;
   if (within_limit) {
-    log(LogLevel::info, "model '" + source_model_.name() + "': new input shapes (" + why + "): " +
+    base::log(base::LogLevel::info, "model '" + source_model_.name() + "': new input shapes (" + why + "): " +
                             (options_.compiled ? "compiling" : "preparing eager") + " shape set " +
                             std::to_string(compiled_.size() + 1) + " of " + std::to_string(limit_));
     Dims dims = dims_for_new_set(shapes);
@@ -352,7 +353,7 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
   KILN_CHECK(eager_past_limit_ && options_.compiled, ErrorKind::ShapeMismatch,
              past + " (raise CompileOptions::recompile_limit, or set eager_past_recompile_limit to run such calls "
                     "eagerly)");
-  log(LogLevel::warning, past + ": running it eagerly");
+  base::log(base::LogLevel::warning, past + ": running it eagerly");
   Executor::Options eager = options_;
   eager.compiled = false;
   eager_.push_back({shapes, std::make_shared<Executor>(std::move(model), eager), why, {}, {}, 1});

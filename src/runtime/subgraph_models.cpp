@@ -2,6 +2,7 @@
 
 #include "graph/model_access.h"
 #include "graph/passes/rewrite.h"
+#include "src/base/check.h"
 
 #include <algorithm>
 #include <optional>

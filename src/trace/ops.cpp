@@ -4,6 +4,7 @@
 
 #include <kiln/float16.h>
 
+#include "src/base/check.h"
 #include "src/trace/context.h"
 
 namespace kiln {

@@ -1,6 +1,8 @@
 // Replaying a trace (src/trace/replayer.h).
 #include "src/trace/replayer.h"
 
+#include "src/base/check.h"
+
 #include <algorithm>
 
 namespace kiln::trace {

@@ -2,7 +2,8 @@
 #include <kiln/trace.h>
 
 #include "graph/model_access.h"
-#include "src/runtime/log.h"
+#include "src/base/check.h"
+#include "src/base/log.h"
 #include "src/trace/recorder.h"
 #include "src/trace/replayer.h"
 
@@ -59,7 +60,7 @@ struct TracedFunction::State {
 std::vector<Tensor> TracedFunction::operator()(const std::vector<Tensor>& inputs) {
   State& s = *state_;
   if (std::string why; !s.inputs_match(inputs, why)) {
-    runtime::log(runtime::LogLevel::warning, "kiln::compile(fn): re-tracing: " + why);
+    base::log(base::LogLevel::warning, "kiln::compile(fn): re-tracing: " + why);
     s.retrace(inputs);
   }
   // A second attempt follows a fresh trace of these very inputs; it only
@@ -81,7 +82,7 @@ std::vector<Tensor> TracedFunction::operator()(const std::vector<Tensor>& inputs
                  "kiln::compile(fn): the function departs from a trace of the same inputs (" + retrace.reason +
                      "); is it deterministic and free of side effects?");
       if (replayer.missing()) s.keep.insert(*replayer.missing());
-      runtime::log(runtime::LogLevel::warning, "kiln::compile(fn): re-tracing: " + retrace.reason);
+      base::log(base::LogLevel::warning, "kiln::compile(fn): re-tracing: " + retrace.reason);
       s.retrace(inputs);
     }
   }

@@ -1,7 +1,7 @@
 #include "src/tune/autotune.h"
 
-#include "src/runtime/cache_key.h"
-#include "src/runtime/log.h"
+#include "src/base/cache_key.h"
+#include "src/base/log.h"
 #include "src/tune/graph_site.h"
 
 #include <kiln/error.h>
@@ -99,7 +99,7 @@ void Autotuner::open_database() {
       no_database_ = "no tuning database at " + options_.database_path;
     } else {
       no_database_ = std::string("the tuning database cannot be used: ") + e.what();
-      runtime::log(runtime::LogLevel::warning, "max-autotune: " + no_database_ + "; the heuristic's knobs are kept");
+      base::log(base::LogLevel::warning, "max-autotune: " + no_database_ + "; the heuristic's knobs are kept");
     }
   }
 }
@@ -151,11 +151,11 @@ void Autotuner::tune_now(SiteDecision& d, double budget_s) {
     d.source = ChoiceSource::tuned_now;
     d.knobs = record.winner_knobs;
     d.speedup = record.speedup();
-    runtime::log(runtime::LogLevel::info, "max-autotune: " + d.site.id.problem + " -> " + record.winner_knobs + " (" +
+    base::log(base::LogLevel::info, "max-autotune: " + d.site.id.problem + " -> " + record.winner_knobs + " (" +
                                               std::to_string(record.speedup()) + "x over the heuristic)");
   } catch (const Error& e) {
     d.reason += std::string(d.reason.empty() ? "" : "; ") + "tuning failed: " + e.what();
-    runtime::log(runtime::LogLevel::warning, "max-autotune: tuning " + d.site.id.problem + " failed: " + e.what());
+    base::log(base::LogLevel::warning, "max-autotune: tuning " + d.site.id.problem + " failed: " + e.what());
     // No point trying the rest.
     if (e.kind() == ErrorKind::DeviceUnavailable || e.kind() == ErrorKind::NotFound) device_failed_ = true;
   }
@@ -223,7 +223,7 @@ std::optional<std::string> database_digest(const std::string& path) {
   if (path.empty() || !std::filesystem::exists(path, ec)) return "no database";
   try {
     const std::string records = Database::open_read_only(path).export_json();
-    return runtime::hex_digest(XXH3_128bits(records.data(), records.size()));
+    return base::hex_digest(XXH3_128bits(records.data(), records.size()));
   } catch (const Error&) {
     return std::nullopt;
   }

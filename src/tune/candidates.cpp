@@ -1,9 +1,10 @@
+#include "src/base/check.h"
+#include "src/lower/target_policy.h"
 #include "src/tune/candidates.h"
 #include "src/tune/search.h"
 
 #include "shaders/attention_template.h"
 #include "shaders/heuristic.h"
-#include "src/fuse/schedule.h"
 #include "src/lower/tuning_site.h"
 #include "src/lower/workgroup_site.h"
 #include "src/render/cstyle.h"
@@ -137,7 +138,7 @@ int knob_distance(const std::string& a, const std::string& b) {
 
 CandidateList candidates(const Site& site, const backend::Backend& backend, const backend::TargetDesc& target,
                          std::uint64_t seed) {
-  const lower::LowerTarget lower_target = fuse::lower_target(target);
+  const lower::LowerTarget lower_target = lower::target_policy(target).lower;
   // Buffers are the site's, whatever the knobs: too large for the target is no candidate at all.
   std::vector<graph::TensorType> types = site.outputs;
   for (const std::optional<graph::TensorType>& type : site.inputs)

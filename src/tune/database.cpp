@@ -1,7 +1,9 @@
 #include "src/tune/database.h"
 
-#include "src/runtime/compile_cache.h"
-#include "src/runtime/log.h"
+#include "src/base/atomic_write.h"
+#include "src/base/check.h"
+#include "src/base/log.h"
+#include "src/cache/compile_cache.h"
 #include "src/tune/database_file.h"
 #include "src/tune/record_json.h"
 #include "src/tune/sqlite.h"
@@ -12,7 +14,6 @@
 #include <ctime>
 #include <filesystem>
 #include <mutex>
-#include <random>
 #include <sstream>
 #include <system_error>
 
@@ -230,7 +231,7 @@ auto retry_busy(Step step) {
   }
 }
 
-void warn(const std::string& message) { runtime::log(runtime::LogLevel::warning, message); }
+void warn(const std::string& message) { base::log(base::LogLevel::warning, message); }
 
 }  // namespace
 
@@ -272,7 +273,7 @@ std::string current_utc_date() {
 }
 
 std::string default_database_path(const std::string& cache_dir) {
-  const std::string resolved = cache_dir.empty() ? runtime::default_cache_dir() : cache_dir;
+  const std::string resolved = cache_dir.empty() ? cache::default_cache_dir() : cache_dir;
   if (resolved == "off") return "";
   return (std::filesystem::path(resolved) / "tuning.db").string();
 }
@@ -526,8 +527,7 @@ void Database::save_as(const std::string& path) const {
     std::filesystem::create_directories(parent, ec);
     if (ec) throw_error(ErrorKind::Io, "cannot create the folder of " + path + ": " + ec.message());
   }
-  const std::string tmp = path + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(std::random_device{}());
-  auto remove_tmp = [&] { std::filesystem::remove(tmp, ec); };
+  const std::string tmp = base::temporary_path_beside(path).string();
   {
     std::lock_guard lock(impl_->mutex);
     try {
@@ -535,24 +535,11 @@ void Database::save_as(const std::string& path) const {
       s.bind(1, tmp);
       s.run();
     } catch (const sql::Failure& f) {
-      remove_tmp();
+      std::filesystem::remove(tmp, ec);
       fail(f, impl_->path, "writing a copy to " + tmp);
     }
   }
-  // Durable before it takes the name: a crash leaves the old file or the whole new one.
-  const int fd = ::open(tmp.c_str(), O_RDONLY | O_CLOEXEC);
-  const bool synced = fd >= 0 && ::fsync(fd) == 0;
-  if (fd >= 0) ::close(fd);
-  if (!synced) {
-    remove_tmp();
-    throw_error(ErrorKind::Io, "cannot write " + tmp + " to disk");
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    const std::string why = ec.message();
-    remove_tmp();
-    throw_error(ErrorKind::Io, "cannot rename " + tmp + " to " + path + ": " + why);
-  }
+  base::move_into_place(tmp, path);
 }
 
 }  // namespace kiln::tune

@@ -1,6 +1,6 @@
 #include "src/tune/database_file.h"
 
-#include "src/runtime/file_type.h"
+#include "src/base/file_type.h"
 
 #include <kiln/error.h>
 
@@ -33,9 +33,9 @@ std::optional<FileIdentity> check_one(const std::string& path, const std::string
     if (::stat(path.c_str(), &info) != 0)
       throw_error(ErrorKind::Io, what + " is a symbolic link to nothing usable: " + errno_text(errno));
     if (!S_ISREG(info.st_mode))
-      throw_error(ErrorKind::Io, what + " is a symbolic link to " + runtime::file_type_name(info.st_mode) + ", not a regular file");
+      throw_error(ErrorKind::Io, what + " is a symbolic link to " + base::file_type_name(info.st_mode) + ", not a regular file");
   } else if (!S_ISREG(info.st_mode)) {
-    throw_error(ErrorKind::Io, what + " is " + runtime::file_type_name(info.st_mode) + ", not a regular file");
+    throw_error(ErrorKind::Io, what + " is " + base::file_type_name(info.st_mode) + ", not a regular file");
   }
   return FileIdentity{info.st_dev, info.st_ino};
 }

@@ -1,5 +1,6 @@
 #include "src/tune/graph_site.h"
 
+#include "src/base/check.h"
 #include "src/lower/tuning_site.h"
 #include "src/tune/measure.h"
 

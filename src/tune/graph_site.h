@@ -8,7 +8,7 @@
 // over other options does not apply) and knobs (the rule's choice). A
 // candidate is one option; the tuning worker measures it by compiling the
 // node alone as a one-node graph with that option forced and timing whole
-// calls (src/tune/graph_measure.h).
+// calls (src/tune/worker/graph_measure.h).
 #pragma once
 
 #include "graph/ir.h"

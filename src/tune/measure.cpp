@@ -1,7 +1,8 @@
 #include "src/tune/measure.h"
 
 #include "graph/op_registry.h"
-#include "src/fuse/schedule.h"
+#include "src/base/check.h"
+#include "src/lower/target_policy.h"
 #include "src/render/cstyle.h"
 #include "src/tune/choice.h"
 
@@ -164,7 +165,7 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
   const backend::TargetDesc& target = device_->target();
   kir::Kernel kernel("candidate");
   try {
-    kernel = site.lower(fuse::lower_target(target), knobs);
+    kernel = site.lower(lower::target_policy(target).lower, knobs);
   } catch (const Error& error) {
     return failed_candidate(knobs, CandidateStatus::compile_failed, std::string("lowering failed: ") + error.what());
   }

@@ -39,7 +39,7 @@ struct MeasureOptions {
   // Largest accepted |got - expected| of any output element, relative to the
   // output's scale (output_error()).
   double tolerance = 1e-3;
-  // Graph-level sites (graph_measure.h): the tuning database whose kernel
+  // Graph-level sites (worker/graph_measure.h): the tuning database whose kernel
   // records the candidate's kernels are built with, so that Winograd and
   // direct compare tuned kernels where records exist ("": the heuristic's).
   std::string kernel_records;

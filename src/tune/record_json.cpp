@@ -1,5 +1,7 @@
 #include "src/tune/record_json.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <cctype>

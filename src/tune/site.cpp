@@ -1,5 +1,6 @@
 #include "src/tune/site.h"
 
+#include "src/base/check.h"
 #include "src/fuse/schedule.h"
 #include "src/lower/lower.h"
 #include "src/lower/workgroup_site.h"

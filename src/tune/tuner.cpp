@@ -1,7 +1,8 @@
 #include "src/tune/tuner.h"
 
 #include "backends/registry.h"
-#include "src/runtime/log.h"
+#include "src/base/check.h"
+#include "src/base/log.h"
 #include "src/tune/candidates.h"
 #include "src/tune/choice.h"
 #include "src/tune/graph_site.h"
@@ -106,7 +107,7 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
                                            : candidates(site, backend, target, options.seed);
   if (options.max_candidates != 0 && list.knobs.size() > options.max_candidates) list.knobs.resize(options.max_candidates);
   for (const auto& [knobs, why] : list.filtered)
-    runtime::log(runtime::LogLevel::debug, "tune '" + site.id.problem + "': " + knobs + " filtered out: " + why);
+    base::log(base::LogLevel::debug, "tune '" + site.id.problem + "': " + knobs + " filtered out: " + why);
 
   KILN_CHECK(!list.knobs.empty(), ErrorKind::Unsupported,
              "tuning site '" + site.id.problem + "': the target can run none of its candidates");
@@ -276,7 +277,7 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
   record.winner_ms = record.candidates[choice.index].status == CandidateStatus::ok
                          ? record.candidates[choice.index].median_ms
                          : 0;
-  runtime::log(runtime::LogLevel::info, "tune '" + site.id.problem + "': " + record.winner_knobs + ": " + choice.reason);
+  base::log(base::LogLevel::info, "tune '" + site.id.problem + "': " + record.winner_knobs + ": " + choice.reason);
   return record;
 }
 

@@ -1,6 +1,6 @@
 #include "src/tune/worker_location.h"
 
-#include "src/runtime/log.h"
+#include "src/base/log.h"
 #include "src/tune/tune_build_config.h"
 
 #include <dlfcn.h>
@@ -59,11 +59,11 @@ std::string find_worker() {
   for (const std::string& path : worker_search_path()) {
     std::error_code error;
     if (fs::is_regular_file(path, error)) {
-      runtime::log(runtime::LogLevel::debug, "tuning worker: " + path);
+      base::log(base::LogLevel::debug, "tuning worker: " + path);
       return path;
     }
   }
-  runtime::log(runtime::LogLevel::debug, std::string("tuning worker: none found; trying ") + KILN_TUNE_WORKER_BUILD);
+  base::log(base::LogLevel::debug, std::string("tuning worker: none found; trying ") + KILN_TUNE_WORKER_BUILD);
   return KILN_TUNE_WORKER_BUILD;
 }
 

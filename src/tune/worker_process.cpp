@@ -1,5 +1,7 @@
 #include "src/tune/worker_process.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <poll.h>

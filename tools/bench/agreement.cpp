@@ -1,5 +1,6 @@
 #include "agreement.h"
 #include "format.h"
+#include "src/base/check.h"
 
 #include <kiln/error.h>
 #include <kiln/float16.h>

@@ -3,12 +3,11 @@
 #include "agreement.h"
 #include "image.h"
 #include "rotation.h"
-
-// The tuning database's default path (no public API yet; tools/README.md).
-#include "src/tune/database.h"
+#include "src/base/check.h"
 #include "temp_dir.h"
 
 #include <kiln/kiln.h>
+#include <kiln/tune.h>
 
 #include <algorithm>
 #include <cctype>
@@ -117,7 +116,7 @@ void prepare_compiled(Contender& c, const Model& model, const Config& config) {
   if (options.mode == Mode::max_autotune) {
     const Settings settings = Settings::resolve(options.mode);
     const std::string db = !config.tune_db.empty()              ? config.tune_db
-                           : settings.text("tune_db").empty() ? tune::default_database_path("")
+                           : settings.text("tune_db").empty() ? default_tuning_database()
                                                               : settings.text("tune_db");
     if (!db.empty()) options.settings.emplace_back("tune_db", db);
   }

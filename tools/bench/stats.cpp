@@ -1,5 +1,7 @@
 #include "stats.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <algorithm>

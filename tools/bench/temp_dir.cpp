@@ -1,5 +1,7 @@
 #include "temp_dir.h"
 
+#include "src/base/check.h"
+
 #include <kiln/error.h>
 
 #include <stdlib.h>  // mkdtemp (POSIX)

@@ -1,0 +1,65 @@
+#include "src/lower/target_policy.h"
+
+#include "shaders/heuristic.h"
+
+namespace kiln::lower {
+namespace {
+
+shaders::ConvProblem conv_problem(const graph::passes::ConvGeometry& g) {
+  shaders::ConvProblem p;
+  p.batch = g.batch;
+  p.in_channels = g.in_channels;
+  p.out_channels = g.out_channels;
+  p.groups = g.groups;
+  p.in_h = g.in_h;
+  p.in_w = g.in_w;
+  p.out_h = g.out_h;
+  p.out_w = g.out_w;
+  p.kernel_h = g.kernel_h;
+  p.kernel_w = g.kernel_w;
+  p.stride_h = g.stride_h;
+  p.stride_w = g.stride_w;
+  p.dilation_h = g.dilation_h;
+  p.dilation_w = g.dilation_w;
+  p.pad_top = g.pad_top;
+  p.pad_left = g.pad_left;
+  return p;
+}
+
+}  // namespace
+
+graph::passes::PipelineOptions TargetPolicy::pass_options(const Settings& settings,
+                                                          graph::passes::GraphChooser chooser) const {
+  return {.cpu_device = cpu_device,
+          .max_binding_bytes = max_binding_bytes,
+          .templates = templates,
+          .settings = settings,
+          .chooser = std::move(chooser)};
+}
+
+TargetPolicy target_policy(const backend::TargetDesc& target) {
+  TargetPolicy policy;
+  policy.cpu_device = target.cpu_cores;
+  policy.max_kernel_buffers = target.max_kernel_buffers;
+  policy.max_binding_bytes = target.max_buffer_bytes;
+  policy.max_kernel_param_bytes = target.max_kernel_param_bytes;
+
+  LowerTarget& out = policy.lower;
+  out.backend = target.backend;
+  if (target.subgroup_size != 0) out.subgroup_size = target.subgroup_size;
+  if (target.max_workgroup_invocations != 0) out.max_workgroup_invocations = target.max_workgroup_invocations;
+  if (target.max_shared_memory_bytes != 0) out.max_shared_memory_bytes = target.max_shared_memory_bytes;
+  out.cpu_device = policy.cpu_device;
+  out.subgroup_broadcast = target.subgroup_basic && target.subgroup_broadcast && target.subgroup_size != 0;
+  if (target.texel_r32f && target.texel_rgba32f) {
+    out.max_texel_buffer_elements = target.max_texel_buffer_elements;
+    out.texel_16bit = target.texel_16bit;
+  }
+
+  policy.templates.conv_uses_direct_template = [lower = out](const graph::passes::ConvGeometry& g) {
+    return shaders::choose_conv_plan(conv_problem(g), lower).algorithm == shaders::ConvAlgorithm::direct;
+  };
+  return policy;
+}
+
+}  // namespace kiln::lower
