@@ -148,6 +148,10 @@ class KernelCompiler {
   virtual ~KernelCompiler() = default;
   // Compiler name and version, part of every cache key ("shaderc 2023.2, spirv-tools ...").
   virtual std::string version() const = 0;
+  // The format compile() gives for `target` ("spirv", "ptx", "cubin",
+  // "hsaco", "elf-so", "text"): what a compiled-model file records and the
+  // compile tests expect.
+  virtual std::string binary_format(const TargetDesc& target) const = 0;
   virtual KernelBinary compile(const KernelSource& source, const TargetDesc& target) const = 0;
 };
 

@@ -51,6 +51,7 @@ using kiln::Error;
 using kiln::ErrorKind;
 using kiln::backend::Backend;
 using kiln::backend::KernelBinary;
+using kiln::backend::KernelCompiler;
 using kiln::backend::KernelSource;
 using kiln::backend::TargetDesc;
 
@@ -86,21 +87,14 @@ bool contains_bytes(const std::vector<std::byte>& data, const std::string& part)
   return std::search(begin, begin + data.size(), part.begin(), part.end()) != begin + data.size();
 }
 
-std::string expected_format(const TargetDesc& target) {
-  if (target.backend == "hip") return "hsaco";
-  if (target.backend == "vulkan") return "spirv";
-  if (target.backend == "cpu") return "elf-so";
-  if (target.backend == "null") return "text";
-  return target.arch.starts_with("compute_") ? "ptx" : "cubin";
-}
-
-// What a correct binary looks like: the right format, ELF where it is an
-// object, and the kernel's entry point present by name.
-std::optional<std::string> binary_problem(const KernelSource& source, const TargetDesc& target,
-                                          const KernelBinary& binary) {
+// What a correct binary looks like: the format its compiler declares for the
+// target, ELF where that is an object, and the kernel's entry point present
+// by name.
+std::optional<std::string> binary_problem(const KernelCompiler& compiler, const KernelSource& source,
+                                          const TargetDesc& target, const KernelBinary& binary) {
   const std::string where = "kernel '" + source.name + "' for " + target.arch + ": ";
-  if (binary.format != expected_format(target))
-    return where + "format '" + binary.format + "', expected '" + expected_format(target) + "'";
+  const std::string expected = compiler.binary_format(target);
+  if (binary.format != expected) return where + "format '" + binary.format + "', expected '" + expected + "'";
   if (binary.data.size() < 4) return where + "a binary of " + std::to_string(binary.data.size()) + " bytes";
   const bool elf = std::memcmp(binary.data.data(), "\x7f" "ELF", 4) == 0;
   const bool object = binary.format == "cubin" || binary.format == "hsaco" || binary.format == "elf-so";
@@ -131,7 +125,7 @@ CompileOutcome run_job(const CompileJob& job) {
   CompileOutcome outcome;
   try {
     const KernelBinary binary = job.backend->compiler().compile(job.source, job.target);
-    if (auto problem = binary_problem(job.source, job.target, binary))
+    if (auto problem = binary_problem(job.backend->compiler(), job.source, job.target, binary))
       outcome.failures.push_back(*problem);
     else
       ++outcome.compiled;

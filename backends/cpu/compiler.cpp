@@ -166,7 +166,7 @@ KernelBinary CCompiler::compile(const KernelSource& source, const TargetDesc& ta
   const std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   KILN_CHECK(!bytes.empty(), ErrorKind::Internal, "cc wrote no shared object for kernel '" + source.name + "'");
   KernelBinary binary;
-  binary.format = "elf-so";
+  binary.format = binary_format(target);
   binary.data.resize(bytes.size());
   std::memcpy(binary.data.data(), bytes.data(), bytes.size());
   binary.log = trim_log(r.output);

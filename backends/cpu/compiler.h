@@ -25,6 +25,8 @@ class CCompiler final : public KernelCompiler {
  public:
   // "cc: gcc (Debian 12.2.0-14) 12.2.0" (the compiler's first --version line).
   std::string version() const override;
+  // A shared object the host's loader takes.
+  std::string binary_format(const TargetDesc&) const override { return "elf-so"; }
   KernelBinary compile(const KernelSource& source, const TargetDesc& target) const override;
   // Why there is no usable C compiler, or nullopt (probed once).
   std::optional<std::string> unavailable_reason() const;

@@ -137,6 +137,10 @@ std::string NvrtcCompiler::version() const {
   return "NVRTC " + std::to_string(nvrtc.major) + "." + std::to_string(nvrtc.minor);
 }
 
+std::string NvrtcCompiler::binary_format(const TargetDesc& target) const {
+  return target.arch.starts_with("compute_") ? "ptx" : "cubin";
+}
+
 std::optional<std::string> NvrtcCompiler::unavailable_reason() const {
   const NvrtcLibrary& nvrtc = library();
   if (nvrtc.loaded()) return std::nullopt;
@@ -154,7 +158,7 @@ KernelBinary NvrtcCompiler::compile(const KernelSource& source, const TargetDesc
   cuda_style::CompiledProgram compiled = cuda_style::compile_program(calls, source, target, options);
   KernelBinary binary;
   binary.log = std::move(compiled.log);
-  binary.format = arch.ptx ? "ptx" : "cubin";
+  binary.format = binary_format(target);
   binary.data = program_code(calls, nvrtc, program_of(compiled.program.get()), arch.ptx, source.name);
   return binary;
 }

@@ -24,6 +24,8 @@ class NvrtcCompiler final : public KernelCompiler {
   // "NVRTC <major>.<minor>" of the loaded library; "NVRTC (not loaded)"
   // when it cannot be loaded (unavailable_reason() says why).
   std::string version() const override;
+  // "ptx" for compute_<cc>, "cubin" for sm_<cc>.
+  std::string binary_format(const TargetDesc& target) const override;
   // Why this compiler cannot compile ("cannot load NVRTC: ..."); nullopt when it can.
   std::optional<std::string> unavailable_reason() const;
   // Throws Unsupported naming the library when NVRTC cannot be loaded, and

@@ -205,7 +205,7 @@ KernelBinary HiprtcCompiler::compile(const KernelSource& source, const TargetDes
   binary.data.resize(size);
   cuda_style::check_call(calls, hiprtc.hiprtcGetCode(program, reinterpret_cast<char*>(binary.data.data())),
                          "hiprtcGetCode", source.name);
-  binary.format = "hsaco";
+  binary.format = binary_format(target);
   return binary;
 }
 

@@ -24,6 +24,8 @@ class HiprtcCompiler final : public KernelCompiler {
   // versions; "hiprtc (not loaded)" when hiprtc cannot be loaded
   // (unavailable_reason() says why).
   std::string version() const override;
+  // An AMDGPU code object.
+  std::string binary_format(const TargetDesc&) const override { return "hsaco"; }
   // Why this compiler cannot compile ("cannot load hiprtc: ..."); nullopt when it can.
   std::optional<std::string> unavailable_reason() const;
   // Throws Unsupported naming the library when hiprtc cannot be loaded;

@@ -34,6 +34,9 @@ class NullCompiler final : public KernelCompiler {
   // upgrade invalidates cached binaries.
   std::string version() const override { return "null 1"; }
 
+  // What compile() returns for `target` (a real backend: "spirv", "ptx", ...).
+  std::string binary_format(const TargetDesc&) const override { return "text"; }
+
   // Source -> binary for one target. Must be thread-safe: the core may compile
   // several kernels at once.
   KernelBinary compile(const KernelSource& source, const TargetDesc& target) const override {
@@ -42,7 +45,7 @@ class NullCompiler final : public KernelCompiler {
     KILN_CHECK(!source.text.empty(), ErrorKind::Internal,
                "the null compiler got kernel '" + source.name + "' with an empty source");
     KernelBinary binary;
-    binary.format = "text";
+    binary.format = binary_format(target);
     const auto* bytes = reinterpret_cast<const std::byte*>(source.text.data());
     binary.data.assign(bytes, bytes + source.text.size());
     return binary;

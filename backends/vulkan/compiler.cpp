@@ -101,7 +101,7 @@ KernelBinary GlslCompiler::compile(const KernelSource& source, const TargetDesc&
     throw_compile_error(source, "SPIR-V validation after optimisation", problems);
 
   KernelBinary binary;
-  binary.format = "spirv";
+  binary.format = binary_format(target);
   binary.data.resize(optimised.size() * sizeof(std::uint32_t));
   std::memcpy(binary.data.data(), optimised.data(), binary.data.size());
   binary.log = result.GetNumWarnings() > 0 ? result.GetErrorMessage() : std::string();

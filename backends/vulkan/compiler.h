@@ -16,6 +16,7 @@ class GlslCompiler final : public KernelCompiler {
 
   // "shaderc 2023.2 (glslang 12.0.0), SPIRV-Tools v2023.1 ..., vulkan1.1/spirv1.3, performance passes".
   std::string version() const override;
+  std::string binary_format(const TargetDesc&) const override { return "spirv"; }
   // Throws Error(InvalidArgument) for a language other than "glsl" or a target
   // whose arch is not "spirv1.3"; Error(Internal) with the compiler's log and
   // the numbered source when the code does not compile or validate.

@@ -108,7 +108,7 @@ class Inliner {
  public:
   Inliner(const BoundKernel& consumer, const Analysis& a, std::vector<int> buffer_map,
           std::unordered_set<std::string> used_names)
-      : consumer_(consumer), a_(a), buffer_map_(std::move(buffer_map)), used_(std::move(used_names)) {
+      : consumer_(consumer), a_(a), buffer_map_(std::move(buffer_map)), prefixes_("f", std::move(used_names)) {
     walk(
         consumer_.kernel.body,
         [&](const Stmt& s) {
@@ -376,15 +376,10 @@ class Inliner {
   }
 
   std::string fresh_prefix() {
-    for (;;) {
-      const std::string prefix = "f" + std::to_string(next_instance_++) + "_";
-      std::vector<std::string> names = {prefix + "idx", prefix + "val", prefix + "vidx", prefix + "out"};
-      for (std::size_t r = 0; r < lane_loads_.size(); ++r) names.push_back(prefix + "ld" + std::to_string(r));
-      for (const std::string& name : consumer_names_) names.push_back(prefix + name);
-      if (std::any_of(names.begin(), names.end(), [&](const std::string& n) { return used_.count(n) > 0; })) continue;
-      used_.insert(names.begin(), names.end());
-      return prefix;
-    }
+    std::vector<std::string> suffixes = {"idx", "val", "vidx", "out"};
+    for (std::size_t r = 0; r < lane_loads_.size(); ++r) suffixes.push_back("ld" + std::to_string(r));
+    suffixes.insert(suffixes.end(), consumer_names_.begin(), consumer_names_.end());
+    return prefixes_.next(suffixes);
   }
 
   Stmt substitute(const Stmt& s) const {
@@ -438,9 +433,8 @@ class Inliner {
   const BoundKernel& consumer_;
   const Analysis& a_;
   std::vector<int> buffer_map_;  // consumer buffer -> fused buffer (-1: the substituted value)
-  std::unordered_set<std::string> used_;
+  FreshPrefixes prefixes_;
   std::vector<std::string> consumer_names_;
-  int next_instance_ = 0;
   std::string prefix_;
   Expr index_, value_;
   int component_ = -1;  // inlining component c of a vector store (vector reads substituted), else -1
@@ -492,17 +486,10 @@ BoundKernel fuse_epilogue(const BoundKernel& producer, const BoundKernel& consum
       continue;
     }
     if (is_slot(a.consumer_value_slots, static_cast<int>(i))) continue;
-    // Reuse a buffer the producer already reads for the same value.
-    for (std::size_t j = 0; j < fused.values.size() && buffer_map[i] < 0; ++j)
-      if (fused.values[j] == consumer.values[i] && k.buffers[j].access == Access::read) buffer_map[i] = static_cast<int>(j);
-    if (buffer_map[i] >= 0) continue;
-    // Named by role, not by the consumer's own name for it (Add's "a" or "b"
-    // depends on which operand the producer made): fusions that differ only
-    // in operand order then render alike and share a kernel.
-    const kir::BufferParam& in = consumer.kernel.buffers[i];
-    k.buffers.push_back({unique_buffer_name(k.buffers, "epilogue_in"), in.type, Access::read});
-    fused.values.push_back(consumer.values[i]);
-    buffer_map[i] = static_cast<int>(k.buffers.size() - 1);
+    // A new input is named by role, not by the consumer's own name for it
+    // (Add's "a" or "b" depends on which operand the producer made): fusions
+    // that differ only in operand order then render alike and share a kernel.
+    buffer_map[i] = bind_read(fused, consumer, i, "epilogue_in");
   }
 
   std::unordered_set<std::string> used;

@@ -9,6 +9,7 @@
 #pragma once
 
 #include "graph/ir.h"
+#include "src/fuse/inlining.h"
 #include "src/kernel/ir.h"
 
 #include <cstdint>
@@ -17,13 +18,6 @@
 #include <vector>
 
 namespace kiln::fuse {
-
-// A kernel with the graph value bound to each of its buffers (values[i] is
-// bound to kernel.buffers[i]); two buffers may bind one value.
-struct BoundKernel {
-  kir::Kernel kernel;
-  std::vector<graph::ValueId> values;
-};
 
 // Why `consumer` cannot be fused into `producer` through `value` (which has
 // `elements` elements), or nullopt when it can. Fusable means: the producer

@@ -110,7 +110,7 @@ class Inliner {
         a_(a),
         consumer_map_(std::move(consumer_map)),
         producer_map_(std::move(producer_map)),
-        used_(std::move(used)),
+        prefixes_("p", std::move(used)),
         producer_names_(declared_names(producer.kernel.body)) {}
 
   std::vector<Stmt> rewrite(const std::vector<Stmt>& body) {
@@ -192,23 +192,17 @@ class Inliner {
   }
 
   std::string fresh_prefix() {
-    for (;;) {
-      const std::string prefix = "p" + std::to_string(next_instance_++) + "_";
-      std::vector<std::string> names = {prefix + "idx", prefix + "val"};
-      for (const std::string& name : producer_names_) names.push_back(prefix + name);
-      if (std::any_of(names.begin(), names.end(), [&](const std::string& n) { return used_.count(n) > 0; })) continue;
-      used_.insert(names.begin(), names.end());
-      return prefix;
-    }
+    std::vector<std::string> suffixes = {"idx", "val"};
+    suffixes.insert(suffixes.end(), producer_names_.begin(), producer_names_.end());
+    return prefixes_.next(suffixes);
   }
 
   const BoundKernel& producer_;
   const Analysis& a_;
   std::vector<int> consumer_map_;  // consumer buffer -> fused buffer (-1: the value, inlined)
   std::vector<int> producer_map_;  // producer buffer -> fused buffer (-1: the value)
-  std::unordered_set<std::string> used_;
+  FreshPrefixes prefixes_;
   std::vector<std::string> producer_names_;
-  int next_instance_ = 0;
   std::string prefix_;
   Expr index_;
 };
@@ -245,18 +239,9 @@ BoundKernel fuse_prologue(const BoundKernel& producer, const BoundKernel& consum
     fused.values.push_back(consumer.values[i]);
   }
   std::vector<int> producer_map(producer.values.size(), -1);
-  for (std::size_t j = 0; j < producer.values.size(); ++j) {
-    if (static_cast<int>(j) == a.producer_slot) continue;
-    for (std::size_t i = 0; i < fused.values.size() && producer_map[j] < 0; ++i)
-      if (fused.values[i] == producer.values[j] && k.buffers[i].access == Access::read &&
-          k.buffers[i].type == producer.kernel.buffers[j].type)
-        producer_map[j] = static_cast<int>(i);
-    if (producer_map[j] >= 0) continue;
-    const kir::BufferParam& in = producer.kernel.buffers[j];
-    producer_map[j] = static_cast<int>(k.buffers.size());
-    k.buffers.push_back({unique_buffer_name(k.buffers, in.name), in.type, Access::read});
-    fused.values.push_back(producer.values[j]);
-  }
+  for (std::size_t j = 0; j < producer.values.size(); ++j)
+    if (static_cast<int>(j) != a.producer_slot)
+      producer_map[j] = bind_read(fused, producer, j, producer.kernel.buffers[j].name);
 
   const std::vector<std::string> names = declared_names(consumer.kernel.body);
   Inliner inliner(producer, a, std::move(consumer_map), std::move(producer_map),
