@@ -1,6 +1,9 @@
 // The backend the model-level suites run on: KILN_TEST_BACKEND (the zoo_cpu
-// test, tools/gpu-check.sh's CUDA runs), else Vulkan.
+// test, tools/gpu-check.sh's CUDA runs), else the registry's first backend
+// that has a device here (Vulkan, where it runs).
 #pragma once
+
+#include <kiln/kiln.h>
 
 #include <cstdlib>
 #include <string>
@@ -17,7 +20,13 @@ inline std::string test_dtype() {
 
 inline std::string test_backend() {
   const char* named = std::getenv("KILN_TEST_BACKEND");
-  return named != nullptr && *named != '\0' ? named : "vulkan";
+  if (named != nullptr && *named != '\0') return named;
+  static const std::string first = [] {
+    for (const kiln::BackendDescription& b : kiln::list_backends())
+      if (b.available && !b.devices.empty()) return b.name;
+    return std::string("vulkan");  // none runs here: the suites say why when they ask it for a device
+  }();
+  return first;
 }
 
 }  // namespace kiln::testing
