@@ -130,6 +130,11 @@ headers)
   expect_line public_api '^ReduceMean over axis 1: shape \[2\] = \[2 5\]$'
   expect_line public_api '^unknown model: caught kiln::Error \(not found\)$'
   expect_line public_api '^wrong input shape: caught kiln::Error \(shape mismatch\)$'
+  expect_line public_api '^modes: default reduce-overhead max-autotune$'
+  expect_line public_api '^source targets: vulkan( cuda)?( hip)? c$'
+  expect_line public_api '^c99 kernels of the ReduceMean model: 1$'
+  expect_line public_api '^tuning database of /var/cache/kiln: /var/cache/kiln/tuning.db$'
+  expect_line public_api '^tuning records of a missing file: caught kiln::Error \(not found\)$'
   echo "ok: $(echo "$installed" | wc -w) public headers installed, each compiles alone and names no internal type; trace.h's example and Builder::op ran; libkiln's errors caught as kiln::Error"
   ;;
 

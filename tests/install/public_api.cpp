@@ -1,9 +1,13 @@
 // Built against an installed kiln (tests/install/consumers.sh, headers mode):
-// trace.h's own example and Builder::op with attributes, so that what the
-// public headers declare can be called with the public headers alone, and
-// libkiln's errors caught as kiln::Error across the library boundary.
+// trace.h's own example, Builder::op with attributes, and the calls that need
+// no device (modes, kernel sources, the tuning database's names), so that
+// what the public headers declare can be called with the public headers
+// alone, and libkiln's errors caught as kiln::Error across the library
+// boundary.
 #include <kiln/kiln.h>
+#include <kiln/sources.h>
 #include <kiln/trace.h>
+#include <kiln/tune.h>
 
 #include <cmath>
 #include <cstdio>
@@ -55,6 +59,17 @@ int main() {
       std::printf("%s: caught another exception: %s\n", what, error.what());
     }
   };
+  // The calls without a device: every mode, kernel sources, the tuning
+  // database's names (these link only where libkiln exports them).
+  std::printf("modes:");
+  for (kiln::Mode mode : kiln::all_modes()) std::printf(" %s", std::string(kiln::mode_name(mode)).c_str());
+  std::printf("\nsource targets:");
+  for (const std::string& target : kiln::source_targets()) std::printf(" %s", target.c_str());
+  const kiln::KernelSources c = kiln::kernel_sources(model, "c");
+  std::printf("\nc99 kernels of the ReduceMean model: %zu\n", c.kernels.size());
+  std::printf("tuning database of /var/cache/kiln: %s\n", kiln::default_tuning_database("/var/cache/kiln").c_str());
+  report("tuning records of a missing file", [] { kiln::tuning_records("/nonexistent/tuning.db"); });
+
   report("unknown model", [] { kiln::models::build("no_such_model"); });
   report("wrong input shape", [&] { eager({kiln::Tensor::from_f32({3}, {1, 2, 3})}); });
 }
