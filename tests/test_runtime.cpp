@@ -6,6 +6,7 @@
 #include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/op_registry.h"
+#include "src/base/atomic_write.h"
 #include "src/compile/memory_plan.h"
 #include "src/runtime/device_profile.h"
 #include "src/runtime/executor.h"
@@ -15,7 +16,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
+
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 using kiln::ErrorKind;
@@ -53,6 +57,45 @@ fs::path fresh_dir(const std::string& name) {
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
+
+BOOST_AUTO_TEST_SUITE(files_written_whole)
+
+// src/base/atomic_write.h, which every file kiln writes goes through.
+BOOST_AUTO_TEST_CASE(a_file_is_replaced_whole_and_nothing_but_a_file_is_replaced) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kiln-atomic-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path file = dir / "out.txt";
+  kiln::base::write_file_atomically(file, "first");
+  kiln::base::write_file_atomically(file, [](std::ostream& out) { out << "second, longer"; });
+  std::ifstream in(file);
+  BOOST_TEST(std::string(std::istreambuf_iterator<char>(in), {}) == "second, longer");
+  BOOST_TEST(kiln::base::try_write_file_atomically(file, "third").empty());
+
+  // A device, a directory or a missing folder is refused, named, and left as it was.
+  auto refused = [](const auto& write, const std::string& text) {
+    try {
+      write();
+      BOOST_ERROR("no error; expected one mentioning '" << text << "'");
+    } catch (const kiln::Error& e) {
+      BOOST_TEST((e.kind() == kiln::ErrorKind::Io));
+      BOOST_TEST(std::string(e.what()).find(text) != std::string::npos, e.what());
+    }
+  };
+  refused([] { kiln::base::write_file_atomically("/dev/null", "x"); },
+          "cannot write '/dev/null': it is a character device");
+  BOOST_TEST(fs::is_character_file("/dev/null"));
+  refused([&] { kiln::base::write_file_atomically(dir, [](std::ostream& out) { out << "x"; }); }, "a directory");
+  BOOST_TEST(fs::is_directory(dir));
+  BOOST_TEST(kiln::base::try_write_file_atomically("/dev/null", "x").find("character device") != std::string::npos);
+  refused([&] { kiln::base::write_file_atomically(dir / "no-such-folder" / "x", "x"); }, "no-such-folder");
+  std::vector<std::string> left;
+  for (const auto& entry : fs::directory_iterator(dir)) left.push_back(entry.path().filename().string());
+  BOOST_TEST(left == std::vector<std::string>{"out.txt"}, "no temporary file left behind");
+  fs::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_SUITE_END()
 
 BOOST_AUTO_TEST_SUITE(memory_plan)
 

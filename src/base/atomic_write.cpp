@@ -1,5 +1,7 @@
 #include "src/base/atomic_write.h"
 
+#include "src/base/file_type.h"
+
 #include <kiln/error.h>
 
 #include <atomic>
@@ -9,6 +11,7 @@
 #include <system_error>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace kiln::base {
@@ -32,6 +35,14 @@ std::string cannot_write(const std::filesystem::path& path, const std::string& w
   return "cannot write '" + path.string() + "': " + why;
 }
 
+// "" or why `path` may not be replaced: it exists (through links) and is not
+// a regular file.
+std::string replace_refusal(const std::filesystem::path& path) {
+  struct stat info {};
+  if (::stat(path.c_str(), &info) != 0 || S_ISREG(info.st_mode)) return "";
+  return cannot_write(path, "it is " + file_type_name(info.st_mode) + ", which kiln does not replace; name a file");
+}
+
 // "" or why renaming `temp` over `path` failed (`temp` then removed).
 std::string rename_into_place(const std::filesystem::path& temp, const std::filesystem::path& path) {
   std::error_code ec;
@@ -51,6 +62,7 @@ std::filesystem::path temporary_path_beside(const std::filesystem::path& path) {
 }
 
 std::string try_write_file_atomically(const std::filesystem::path& path, std::string_view bytes) {
+  if (std::string refusal = replace_refusal(path); !refusal.empty()) return refusal;
   const std::filesystem::path temp = temporary_path_beside(path);
   const int fd = create_exclusively(temp);
   if (fd < 0) return cannot_write(path, "cannot create its temporary file '" + temp.string() + "': " + errno_text());
@@ -76,6 +88,7 @@ void write_file_atomically(const std::filesystem::path& path, std::string_view b
 }
 
 void write_file_atomically(const std::filesystem::path& path, const std::function<void(std::ostream&)>& write) {
+  if (std::string refusal = replace_refusal(path); !refusal.empty()) throw_error(ErrorKind::Io, refusal);
   const std::filesystem::path temp = temporary_path_beside(path);
   const int fd = create_exclusively(temp);
   if (fd < 0)
@@ -97,6 +110,10 @@ void write_file_atomically(const std::filesystem::path& path, const std::functio
 }
 
 void move_into_place(const std::filesystem::path& temp, const std::filesystem::path& path) {
+  if (std::string refusal = replace_refusal(path); !refusal.empty()) {
+    remove_quietly(temp);
+    throw_error(ErrorKind::Io, refusal);
+  }
   // Durable before it takes the name: a crash leaves the old file or the whole new one.
   const int fd = ::open(temp.c_str(), O_RDONLY | O_CLOEXEC);
   const bool synced = fd >= 0 && ::fsync(fd) == 0;

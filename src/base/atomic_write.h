@@ -1,7 +1,10 @@
 // Every file kiln writes appears whole or not at all: it is written to a
 // temporary file beside its path (created exclusively, named for this writer:
 // never an existing file or link), then renamed over the path. On failure the
-// temporary file is removed and the old file, if any, stays.
+// temporary file is removed and the old file, if any, stays. A path that
+// names something other than a regular file (a device such as /dev/null, a
+// FIFO, a directory) is refused before anything is written: renaming over it
+// would replace it.
 #pragma once
 
 #include <filesystem>
