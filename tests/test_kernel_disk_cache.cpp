@@ -1,7 +1,7 @@
 #define BOOST_TEST_MODULE kernel_disk_cache
 #include <boost/test/unit_test.hpp>
 
-// On-disk cache entries (src/runtime/cache_entry.h) and the kernel cache on
+// On-disk cache entries (src/cache/cache_entry.h) and the kernel cache on
 // top of them, against what a damaged or hostile cache directory holds: an
 // entry in another entry's place, a forged entry the driver refuses, a FIFO,
 // a link to a device file, a directory, an oversized file, corrupt bytes.

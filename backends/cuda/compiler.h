@@ -2,6 +2,7 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "backends/cuda_style/rtc.h"
 
 #include <optional>
 #include <string>
@@ -14,7 +15,7 @@ struct NvrtcLibrary;
 // Compiles for TargetDesc::arch "compute_<cc>" (format "ptx", NUL-terminated
 // text as cuModuleLoadData takes it) or "sm_<cc>" (format "cubin", an ELF).
 // Thread-safe: every compile uses its own NVRTC program.
-class NvrtcCompiler final : public KernelCompiler {
+class NvrtcCompiler final : public cuda_style::RuntimeCompiler {
  public:
   // Uses the process's NVRTC (nvrtc_library()), opened at the first call that needs it.
   NvrtcCompiler() = default;
@@ -27,7 +28,7 @@ class NvrtcCompiler final : public KernelCompiler {
   // "ptx" for compute_<cc>, "cubin" for sm_<cc>.
   std::string binary_format(const TargetDesc& target) const override;
   // Why this compiler cannot compile ("cannot load NVRTC: ..."); nullopt when it can.
-  std::optional<std::string> unavailable_reason() const;
+  std::optional<std::string> unavailable_reason() const override;
   // Throws Unsupported naming the library when NVRTC cannot be loaded, and
   // for an arch NVRTC cannot target; Internal (with the NVRTC log and the
   // numbered source) when the source does not compile.

@@ -60,7 +60,6 @@ std::unique_ptr<Backend> create_cuda_backend() {
   return cuda_style::make_backend({
       .name = "cuda",
       .compiler = &compiler,
-      .compiler_unavailable = [] { return compiler.unavailable_reason(); },
       .probe = &cuda::probe_driver,
       .device_table = &cuda::device_table,
       .language = &cuda_language,

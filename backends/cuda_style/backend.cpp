@@ -13,7 +13,7 @@ class StyleBackend final : public Backend {
   std::string name() const override { return vendor_.name; }
 
   std::optional<std::string> unavailable_reason() const override {
-    std::optional<std::string> compiler = vendor_.compiler_unavailable();
+    std::optional<std::string> compiler = vendor_.compiler->unavailable_reason();
     const std::optional<std::string>& runtime = vendor_.probe().unavailable_reason;
     if (compiler && runtime) return *compiler + "; " + *runtime;
     return compiler ? compiler : runtime;

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "backends/cuda_style/rtc.h"
 #include "backends/cuda_style/vendor_table.h"
 
 #include <functional>
@@ -27,9 +28,8 @@ struct RuntimeProbe {
 
 struct Vendor {
   std::string name;  // "cuda"
-  // The runtime compiler (lives for the process) and why it cannot compile.
-  const KernelCompiler* compiler = nullptr;
-  std::function<std::optional<std::string>()> compiler_unavailable;
+  // The runtime compiler (lives for the process).
+  const RuntimeCompiler* compiler = nullptr;
   // Loads and probes the runtime once per process; never throws.
   std::function<const RuntimeProbe&()> probe;
   // The runtime's functions (valid once the probe found a device).

@@ -11,10 +11,18 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace kiln::backend::cuda_style {
+
+// A runtime compiler whose library is opened at run time, so it may be missing.
+class RuntimeCompiler : public KernelCompiler {
+ public:
+  // Why it cannot compile ("cannot load NVRTC: ..."); nullopt when it can.
+  virtual std::optional<std::string> unavailable_reason() const = 0;
+};
 
 struct RtcCalls {
   std::string library;   // "NVRTC", for messages

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "backends/cuda_style/rtc.h"
 
 #include <optional>
 #include <string>
@@ -13,7 +14,7 @@ struct HiprtcLibrary;
 
 // Compiles for TargetDesc::arch "gfx<n>" (optionally with ":feature" suffixes)
 // to format "hsaco" (an AMDGPU ELF code object). Thread-safe.
-class HiprtcCompiler final : public KernelCompiler {
+class HiprtcCompiler final : public cuda_style::RuntimeCompiler {
  public:
   // Uses the process's hiprtc (hiprtc_library()), opened at the first call that needs it.
   HiprtcCompiler() = default;
@@ -27,7 +28,7 @@ class HiprtcCompiler final : public KernelCompiler {
   // An AMDGPU code object.
   std::string binary_format(const TargetDesc&) const override { return "hsaco"; }
   // Why this compiler cannot compile ("cannot load hiprtc: ..."); nullopt when it can.
-  std::optional<std::string> unavailable_reason() const;
+  std::optional<std::string> unavailable_reason() const override;
   // Throws Unsupported naming the library when hiprtc cannot be loaded;
   // Unsupported, naming the supported list, for a processor the installed
   // comgr does not know (asking hiprtc anyway crashes inside comgr); Internal

@@ -26,7 +26,6 @@ std::unique_ptr<Backend> create_hip_backend() {
   return cuda_style::make_backend({
       .name = "hip",
       .compiler = &compiler,
-      .compiler_unavailable = [] { return compiler.unavailable_reason(); },
       .probe = &hip::probe_runtime,
       .device_table = &hip::device_table,
       .language = &hip_language,

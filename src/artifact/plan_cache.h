@@ -9,7 +9,7 @@
 // its contents, which every plan holding it shares (a model's shape sets,
 // modes and settings). A corrupt or unreadable entry (or one whose weights
 // are gone) is reported, removed and rebuilt. Reads mark entries used; stores prune the folder to its limit
-// (src/runtime/cache_maintenance.h).
+// (src/cache/cache_maintenance.h).
 #pragma once
 
 #include "graph/ir.h"

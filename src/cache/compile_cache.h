@@ -3,7 +3,7 @@
 // Entries are content-addressed: the key is the full text of everything the
 // binary depends on (the cache schema version, the kernel's language, name and
 // source, the target fingerprint, the compiler version); a file is named by
-// its digest and stores the whole key (src/runtime/cache_entry.h), so an
+// its digest and stores the whole key (src/cache/cache_entry.h), so an
 // entry is used only for the key it was written for. Anything unusable at an
 // entry's path (corrupt, another key's entry, not a regular file, too large)
 // is reported, removed where possible and treated as a miss.

@@ -1,5 +1,5 @@
 // kiln::cache_info, prune_cache and clear_cache (include/kiln/kiln.h): the
-// public face of src/runtime/cache_maintenance.h.
+// public face of src/cache/cache_maintenance.h.
 #include <kiln/kiln.h>
 
 #include "src/cache/cache_maintenance.h"

@@ -17,8 +17,6 @@
 #include <sstream>
 #include <system_error>
 
-#include <fcntl.h>
-#include <unistd.h>
 
 namespace kiln::tune {
 namespace {
