@@ -22,6 +22,7 @@
 #include <cctype>
 #include <charconv>
 #include <memory>
+#include <mutex>
 #include <string>
 
 namespace kiln::backend {
@@ -51,18 +52,53 @@ std::string lower_case(std::string s) {
   return s;
 }
 
-}  // namespace
-
-const std::vector<const Backend*>& all_backends() {
-  // Built on first use (thread-safe static initialisation) and kept for the
-  // life of the process: devices and cached kernels refer to their backend.
-  static const std::vector<std::unique_ptr<Backend>> owned = create_built_in_backends();
-  static const std::vector<const Backend*> backends = [] {
+// The owned backends and the list all_backends() gives: built in, then
+// registered ones in order, then null.
+struct Registry {
+  std::mutex mutex;
+  std::vector<std::unique_ptr<Backend>> owned = create_built_in_backends();
+  std::vector<const Backend*> list = [this] {
     std::vector<const Backend*> pointers;
     for (const auto& backend : owned) pointers.push_back(backend.get());
     return pointers;
   }();
+  bool fixed = false;
+};
+
+Registry& registry() {
+  // Kept for the life of the process: devices and cached kernels refer to
+  // their backend.
+  static Registry instance;
+  return instance;
+}
+
+}  // namespace
+
+const std::vector<const Backend*>& all_backends() {
+  // Fixed on first use (thread-safe static initialisation): readers then
+  // share the list without a lock.
+  static const std::vector<const Backend*>& backends = [] () -> const std::vector<const Backend*>& {
+    Registry& r = registry();
+    const std::lock_guard lock(r.mutex);
+    r.fixed = true;
+    return r.list;
+  }();
   return backends;
+}
+
+void register_backend(std::unique_ptr<Backend> backend) {
+  KILN_CHECK(backend != nullptr, ErrorKind::InvalidArgument, "register_backend: no backend given");
+  Registry& r = registry();
+  const std::lock_guard lock(r.mutex);
+  const std::string name = backend->name();
+  KILN_CHECK(!r.fixed, ErrorKind::InvalidArgument,
+             "backend '" + name + "' registered after kiln first listed its backends: register backends before "
+             "the first compile, load or device query");
+  for (const Backend* existing : r.list)
+    KILN_CHECK(existing->name() != name, ErrorKind::InvalidArgument, "a backend named '" + name + "' is already registered");
+  // Before null, which stays last: the first available backend is the default.
+  r.list.insert(r.list.end() - 1, backend.get());
+  r.owned.push_back(std::move(backend));
 }
 
 const Backend& get_backend(std::string_view name) {

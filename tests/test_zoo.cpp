@@ -27,6 +27,12 @@
 // compiled execution on Vulkan. One suite per family; sizes stay small so CI
 // stays fast (`kiln run` exercises 224x224).
 
+// zoo_<backend> runs only where its backend can (exit 77 otherwise).
+struct SkipWithoutBackend {
+  SkipWithoutBackend() { kiln::testing::skip_unless_named_backend_runs(); }
+};
+BOOST_TEST_GLOBAL_FIXTURE(SkipWithoutBackend);
+
 namespace {
 
 // The message of the InvalidArgument error building `name` with `options`

@@ -12,7 +12,8 @@
 //   5. Implement Device, Buffer, LoadedKernel and CommandList (backend.h), one
 //      file per concept, and return the device from create_device().
 //   6. Add the folder to backends/meson.build behind a meson feature that
-//      defines KILN_HAVE_FOO, and add the factory to backends/registry.cpp.
+//      defines KILN_HAVE_FOO and appends 'foo' to built_backends, and add
+//      the factory to backends/registry.cpp.
 //   7. tests/test_backend_conformance.cpp then runs the device-level checks,
 //      and tests/test_conformance.cpp every op case, on the new backend
 //      (docs/backends.md).
