@@ -217,7 +217,7 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
     shrink(knobs.tile_m, knobs.tile_n);
   knobs.k_unroll = k >= 2 * kKUnroll ? kKUnroll : 1;
   // vec4 loads wherever the shape allows (build_gemm falls back per operand):
-  // on lavapipe 8x8 tiles then take 1.5x less CPU time than scalar loads.
+  // faster on lavapipe's 8x8 tiles (docs/benchmarks/template-thresholds.md).
   knobs.vector_width = kVectorWidth;
   knobs.workgroup_size = workgroup_size(target);
   if (matrix_vector) {
@@ -232,6 +232,11 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
                                    k * knobs.tile_n * knobs.panel_width * std::int64_t{sizeof(float)} > kPanelBytes))
     knobs.panel_width /= 2;
   return knobs;
+}
+
+std::int64_t gemm_column_multiple(const lower::LowerTarget& /*target*/) {
+  // The CPU register path's widest tile, for every class until GPUs are measured (see the header).
+  return kCpuGemmColumnTiles.front();
 }
 
 ConvPlan choose_conv_plan(const ConvProblem& p, const lower::LowerTarget& target) {

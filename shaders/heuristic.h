@@ -37,6 +37,14 @@ ConvPlan choose_conv_plan(const ConvProblem& problem, ConvAlgorithm algorithm, c
 inline constexpr std::int64_t kMinImplicitGemmColumns = 256;
 bool prefers_implicit_gemm(const ConvProblem& problem);
 
+// The multiple of a GEMM's column count N at which choose_gemm_knobs keeps
+// its widest register tile on a CPU device (16 columns), where a last tile
+// mostly of padding makes it fall back to narrow ones (ResNet's 14x14 maps
+// as Winograd tiles: docs/benchmarks/pass-thresholds.md). A producer free
+// to pad N (the winograd pass's tiles) pads to it. GPU devices get the same multiple, which their
+// bounds-checked tiles take as they come, until their own is measured.
+std::int64_t gemm_column_multiple(const lower::LowerTarget& target);
+
 // Every value choose_gemm_knobs / choose_conv_plan can return for `target`,
 // and the configurations an autotuner may try besides: subgroup-broadcast
 // GEMMs (with texel loads where the target has texel buffers) where the

@@ -15,7 +15,9 @@
 #include "graph/op_registry.h"
 #include "graph/passes/passes.h"
 #include "graph/winograd_weights.h"
+#include "shaders/heuristic.h"
 #include "src/fuse/schedule.h"
+#include "src/lower/target_policy.h"
 #include "src/runtime/executor.h"
 #include "src/render/cstyle.h"
 #include "tensor_checks.h"
@@ -150,6 +152,39 @@ BOOST_AUTO_TEST_CASE(matmul_is_batched_over_the_16_transformed_planes) {
   BOOST_TEST((g.value(matmul.outputs[0]).type.shape == Shape{16, 72, 80}));
   // The Conv's name and its output's name survive on WinogradOutput.
   BOOST_TEST(g.node(2).name == kiln::internal::graph(conv_model(c)).nodes()[0].name);
+}
+
+BOOST_AUTO_TEST_CASE(the_rule_is_the_devices) {
+  const ConvCase& c = find_case("batch2_odd");  // 64 -> 72 channels, 70 F(2x2) tiles
+  const kiln::graph::Graph conv = kiln::internal::graph(conv_model(c));
+  const auto columns = [](const kiln::graph::Graph& g) { return g.value(g.node(1).inputs[1]).type.shape[2]; };
+  // The column multiple pads the tiles: 70 -> 80 for 16 (the default), 72 for 8.
+  BOOST_TEST(columns(passes::winograd(conv).graph) == 80);
+  BOOST_TEST(columns(passes::winograd(conv, {.rule = {.column_multiple = 8}}).graph) == 72);
+  // 96 columns for 32 would cost more multiplies than the rule allows.
+  BOOST_TEST(passes::winograd(conv, {.rule = {.column_multiple = 32}}).report.changes == 0);
+  // Each threshold keeps the convolution when it is not met.
+  BOOST_TEST(passes::winograd(conv, {.rule = {.min_in_channels = 65}}).report.changes == 0);
+  BOOST_TEST(passes::winograd(conv, {.rule = {.min_out_channels = 73}}).report.changes == 0);
+  BOOST_TEST(passes::winograd(conv, {.rule = {.min_multiply_adds = std::int64_t{1} << 40}}).report.changes == 0);
+  const passes::PassResult too_large = passes::winograd(conv, {.rule = {.max_weight_bytes = 16 * 72 * 64 * 4 - 1}});
+  BOOST_TEST(too_large.report.changes == 0);
+  BOOST_TEST(passes::report_str(too_large.report).find("would exceed 294911 bytes") != std::string::npos,
+             passes::report_str(too_large.report));
+
+  // The target policy fills it: the GEMM heuristic's column multiple, and
+  // the device's largest binding where it is below every Vulkan device's.
+  kiln::backend::TargetDesc target;
+  target.cpu_cores = true;
+  target.max_buffer_bytes = std::uint64_t{1} << 30;
+  const kiln::lower::TargetPolicy roomy = kiln::lower::target_policy(target);
+  BOOST_TEST(roomy.winograd.column_multiple == kiln::shaders::gemm_column_multiple(roomy.lower));
+  BOOST_TEST(roomy.winograd.max_weight_bytes == std::int64_t{1} << 27);
+  target.max_buffer_bytes = std::uint64_t{1} << 20;
+  const kiln::lower::TargetPolicy small = kiln::lower::target_policy(target);
+  BOOST_TEST(small.winograd.max_weight_bytes == std::int64_t{1} << 20);
+  BOOST_TEST(small.pass_options({}).winograd.max_weight_bytes == std::int64_t{1} << 20);
+  BOOST_TEST(small.eager_pass_options().winograd.max_weight_bytes == std::int64_t{1} << 20);
 }
 
 BOOST_AUTO_TEST_CASE(f4_matmul_is_batched_over_36_transformed_planes) {

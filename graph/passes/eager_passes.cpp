@@ -22,7 +22,7 @@ PipelineResult run_eager_passes(const Graph& graph, const EagerPassOptions& opti
     result.reports.push_back({"winograd", 0, {"off: EagerPassOptions::eager_winograd=false"}});
     return result;
   }
-  PassResult step = winograd(result.graph, {.runtime_weight_transform = true});
+  PassResult step = winograd(result.graph, {.rule = options.winograd, .runtime_weight_transform = true});
   if (step.report.changes == 0) {
     // The model's own graph, value ids included, as eager ran it before.
     result.reports.push_back(std::move(step.report));

@@ -183,8 +183,8 @@ PassResult conv_before_upsample(const Graph& graph);
 //
 PassResult recognise_attention(const Graph& graph);
 
-// Rewrites a 3x3 stride-1 group-1 Conv (any dilation) with a constant weight,
-// at least 64 input and output channels and 8 M multiply-adds as Winograd
+// Rewrites a 3x3 stride-1 group-1 Conv (any dilation) with a constant weight
+// and enough channels and multiply-adds (WinogradRule) as Winograd
 // F(4x4, 3x3) or F(2x2, 3x3): WinogradInput, a MatMul of the transformed
 // weight [(m+2)^2, K, C], and WinogradOutput (bias and activation), kiln ops
 // (graph/ops/winograd.cpp).
@@ -193,7 +193,38 @@ PassResult recognise_attention(const Graph& graph);
 // multiply-add thresholds are the rule's, not limits) is offered: "direct",
 // "f2" and "f4" (not with max_tile 2), each where its transformed weight fits.
 //
+//
+// When the rewrite pays, and what the GEMM and the device need of its
+// shapes: the target policy (src/lower/target_policy.h) fills the rule for
+// the device. The defaults are the CPU class's, where the thresholds were
+// measured (docs/benchmarks/pass-thresholds.md).
+struct WinogradRule {
+  // Below these channel counts the GEMM is too thin to beat the direct
+  // convolution template.
+  std::int64_t min_in_channels = 64;
+  std::int64_t min_out_channels = 64;
+  // The rewrite adds two dispatches to save a third of the convolution's
+  // time or less: the convolution must do at least this many multiply-adds.
+  std::int64_t min_multiply_adds = std::int64_t{8} << 20;
+  // The GEMM must do at most this fraction of the direct convolution's
+  // multiplies: its transforms and two extra dispatches cost the rest.
+  std::int64_t max_multiply_ratio_numerator = 7;
+  std::int64_t max_multiply_ratio_denominator = 10;
+  // F(4x4) on maps whose sub-grids (one per dilation phase) are at least
+  // this many outputs along both axes; smaller ones take F(2x2).
+  std::int64_t min_f4_extent = 14;
+  // The GEMM's columns (tiles) are padded to a multiple of this, so that the
+  // GEMM heuristic keeps its widest register tiles (its answer for the
+  // device: shaders::gemm_column_multiple).
+  std::int64_t column_multiple = 16;
+  // The transformed weight U [n*n, K, C] must fit one storage buffer: the
+  // device's, and at most the 2^27 bytes every Vulkan device binds, so that a
+  // plan's weights bind wherever its SPIR-V runs.
+  std::int64_t max_weight_bytes = std::int64_t{1} << 27;
+};
+
 struct WinogradOptions {
+  WinogradRule rule{};
   int max_tile = 4;  // 4: F(4x4, 3x3) where the map allows, else F(2x2); 2: F(2x2) only
   // Where the transformed weight U comes from. false: a constant computed by
   // the pass (compile()); true: a WinogradWeight node (graph/ops/winograd.cpp)
@@ -220,8 +251,8 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options = {});
 // came from. Passes never read the environment.
 //
 // The device's facts come from the compiler's target policy
-// (src/lower/target_policy.h): its class, its largest binding and the
-// templates' answers. Layout choices depend on the device class (`cpu_device`): with
+// (src/lower/target_policy.h): its class, its largest binding, the
+// templates' answers and the Winograd rule. Layout choices depend on the device class (`cpu_device`): with
 // pack_matmul_weights=auto, NK16n MatMul weights are chosen for CPU devices
 // only, where they were measured faster (docs/benchmarks/pass-thresholds.md);
 // GPU GEMMs stage tiles of a row-major B in shared memory, and a
@@ -236,6 +267,7 @@ struct PipelineOptions {
   bool cpu_device = false;
   std::uint64_t max_binding_bytes = 0;  // the device's largest storage buffer (split_large_weights); 0: none
   TemplateQueries templates{};          // the heuristics' answers (pack_weights)
+  WinogradRule winograd{};              // when winograd rewrites a Conv on this device
   Settings settings{};
   GraphChooser chooser{};
 };
@@ -250,6 +282,7 @@ PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& opt
 // WinogradOutput). Each result is verified as in run_compile_passes.
 struct EagerPassOptions {
   bool eager_winograd = true;  // false: every Conv stays the direct convolution
+  WinogradRule winograd{};     // as in compiled mode, for the device
   // The device's largest storage buffer: weights larger are split to run at
   // all (split_large_weights, not a choice of algorithm); 0: none.
   std::uint64_t max_binding_bytes = 0;

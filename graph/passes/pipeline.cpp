@@ -7,7 +7,8 @@ namespace kiln::graph::passes {
 
 PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& options) {
   const Settings& settings = options.settings;
-  const WinogradOptions winograd_options{.max_tile = settings.choice("winograd_tile") == "2" ? 2 : 4,
+  const WinogradOptions winograd_options{.rule = options.winograd,
+                                         .max_tile = settings.choice("winograd_tile") == "2" ? 2 : 4,
                                          .chooser = options.chooser};
   // auto: the device kind's rule, which a chooser may overrule per MatMul; on: every MatMul.
   const bool pack_automatic = settings.choice("pack_matmul_weights") == "auto";

@@ -23,38 +23,6 @@ namespace kiln::graph::passes {
 
 namespace {
 
-// Below these channel counts the GEMM is too thin to beat the direct
-// convolution template (docs/benchmarks/pass-thresholds.md).
-constexpr std::int64_t kMinInChannels = 64;
-constexpr std::int64_t kMinOutChannels = 64;
-// The rewrite adds two dispatches to save a third of the convolution's time
-// or less, so the convolution must do at least this many multiply-adds for
-// the saving to exceed the dispatches' cost (docs/benchmarks/pass-thresholds.md).
-constexpr std::int64_t kMinMultiplyAdds = std::int64_t{8} << 20;
-
-// The GEMM's columns (tiles) are padded to a multiple of this: the GEMM
-// template's widest register tile on CPU devices is 8x16, and its heuristic
-// falls back to 4-column tiles when the last tile would be mostly padding
-// (ResNet's 14x14 maps: 49 tiles in 8x4 blocks took over twice as long as
-// 64 zero-padded ones in 8x16 blocks).
-constexpr std::int64_t kColumnMultiple = 16;
-
-// The Winograd GEMM must do at most this fraction (7/10) of the direct
-// convolution's multiplies: its transforms and two extra dispatches cost the rest.
-constexpr std::pair<std::int64_t, std::int64_t> kMaxMultiplyRatio = {7, 10};
-
-// F(4x4) on a map whose sub-grids (one per dilation phase) are at least this
-// many outputs along both axes; smaller ones take F(2x2): below it F(4x4)'s
-// GEMM has too few columns to gain, and its transformed weight is larger
-// (docs/benchmarks/pass-thresholds.md).
-constexpr std::int64_t kMinF4Extent = 14;
-
-// The transformed weight U [n*n, K, C] must fit one storage buffer on every
-// device: Vulkan guarantees a maxStorageBufferRange of 2^27 bytes (lavapipe
-// allows no more). FCN-ResNet50's 2048 -> 512 classifier conv needs 151 MB
-// with F(4x4), 67 MB with F(2x2).
-constexpr std::int64_t kMaxWeightBytes = std::int64_t{1} << 27;
-
 // Whether the Conv is one the three Winograd ops compute: 2-D, group 1, a
 // constant f32 3x3 weight, stride 1, a static 4-D input and an activation
 // WinogradOutput applies.
@@ -74,10 +42,11 @@ bool winograd_computes(const Graph& graph, const Node& conv) {
 }
 
 // The rule's first test: channels and work enough to pay.
-bool worth_winograd(const Graph& graph, const Node& conv) {
+bool worth_winograd(const Graph& graph, const Node& conv, const WinogradRule& rule) {
   const Shape& w = graph.value(conv.inputs[1]).type.shape;
   const Shape& y = graph.value(conv.outputs[0]).type.shape;
-  return w[0] >= kMinOutChannels && w[1] >= kMinInChannels && w[0] * w[1] * 9 * y[0] * y[2] * y[3] >= kMinMultiplyAdds;
+  return w[0] >= rule.min_out_channels && w[1] >= rule.min_in_channels &&
+         w[0] * w[1] * 9 * y[0] * y[2] * y[3] >= rule.min_multiply_adds;
 }
 
 // One candidate rewrite: F(tile x tile) and the GEMM's column count.
@@ -88,33 +57,36 @@ struct Choice {
 };
 
 // V's columns for F(tile x tile), as WinogradInput's inference gives them.
-Choice plan_tiles(const Graph& graph, const Node& conv, const Attributes& input_attrs, std::int64_t tile) {
+Choice plan_tiles(const Graph& graph, const Node& conv, const Attributes& input_attrs, std::int64_t tile,
+                  std::int64_t column_multiple) {
   Attributes attrs = input_attrs;
   attrs.set("output_tile", tile);
   const Node probe{kNoNode, "WinogradInput", conv.name, {conv.inputs[0]}, {}, attrs, {}};
   const TensorType x_type = graph.value(conv.inputs[0]).type;
   const std::int64_t tiles = infer_node(probe, std::span<const TensorType>(&x_type, 1))[0].shape[2];
   const std::int64_t columns =
-      tiles > kColumnMultiple ? (tiles + kColumnMultiple - 1) / kColumnMultiple * kColumnMultiple : tiles;
+      tiles > column_multiple ? (tiles + column_multiple - 1) / column_multiple * column_multiple : tiles;
   return {tile, columns, tiles};
 }
 
-// Whether the transformed weight fits kMaxWeightBytes.
-bool weight_fits(const Choice& choice, const Shape& weight) {
+// Whether the transformed weight fits the rule's max_weight_bytes.
+bool weight_fits(const Choice& choice, const Shape& weight, const WinogradRule& rule) {
   return (choice.tile + 2) * (choice.tile + 2) * weight[0] * weight[1] * std::int64_t{sizeof(float)} <=
-         kMaxWeightBytes;
+         rule.max_weight_bytes;
 }
 
-// Whether the GEMM's multiplies, (tile + 2)^2 per column, stay within
-// kMaxMultiplyRatio of the direct convolution's 9 per output pixel.
-bool saves_multiplies(const Choice& choice, std::int64_t output_pixels) {
+// Whether the GEMM's multiplies, (tile + 2)^2 per column, stay within the
+// rule's ratio of the direct convolution's 9 per output pixel.
+bool saves_multiplies(const Choice& choice, std::int64_t output_pixels, const WinogradRule& rule) {
   const std::int64_t per_column = (choice.tile + 2) * (choice.tile + 2);
-  return per_column * choice.columns * kMaxMultiplyRatio.second <= 9 * output_pixels * kMaxMultiplyRatio.first;
+  return per_column * choice.columns * rule.max_multiply_ratio_denominator <=
+         9 * output_pixels * rule.max_multiply_ratio_numerator;
 }
 
 }  // namespace
 
 PassResult winograd(const Graph& graph, const WinogradOptions& options) {
+  const WinogradRule& device_rule = options.rule;
   PassReport report{"winograd", 0, {}};
   const bool only_f2 = options.max_tile < 4;
   if (only_f2) report.details.push_back("F(4x4, 3x3) off: output tiles of 2x2 only");
@@ -139,28 +111,29 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options) {
       return (y[2 + static_cast<std::size_t>(axis)] + d - 1) / d;
     };
     const Shape& weight_shape = graph.value(node.inputs[1]).type.shape;
-    const Choice f2 = plan_tiles(graph, node, input_attrs, 2);
+    const Choice f2 = plan_tiles(graph, node, input_attrs, 2, device_rule.column_multiple);
     // A 16-bit graph rounds the transformed tiles and the GEMM's result
     // between kernels; F(4x4)'s transforms (coefficients from 1/24 to 4, with
     // cancellation) lose too much to that, F(2x2)'s (sums and halves) do not.
     const bool sixteen_bit = graph.value(node.inputs[1]).type.dtype != DType::f32;
     const std::optional<Choice> f4 =
-        only_f2 || sixteen_bit ? std::nullopt : std::optional(plan_tiles(graph, node, input_attrs, 4));
+        only_f2 || sixteen_bit ? std::nullopt : std::optional(plan_tiles(graph, node, input_attrs, 4, device_rule.column_multiple));
 
     // The rule: nullopt keeps the direct convolution (with why, when it is worth saying).
     std::optional<Choice> rule;
     std::string kept;
-    if (worth_winograd(graph, node)) {
+    if (worth_winograd(graph, node, device_rule)) {
       Choice choice = f2;
-      if (f4 && sub_grid_extent(0) >= kMinF4Extent && sub_grid_extent(1) >= kMinF4Extent &&
-          saves_multiplies(*f4, output_pixels) && weight_fits(*f4, weight_shape))
+      if (f4 && sub_grid_extent(0) >= device_rule.min_f4_extent &&
+          sub_grid_extent(1) >= device_rule.min_f4_extent && saves_multiplies(*f4, output_pixels, device_rule) &&
+          weight_fits(*f4, weight_shape, device_rule))
         choice = *f4;
-      if (!saves_multiplies(choice, output_pixels))
+      if (!saves_multiplies(choice, output_pixels, device_rule))
         kept = "kept Conv '" + node.name + "': " + std::to_string(choice.columns) + " tiles for " +
                std::to_string(output_pixels) + " output pixels save too few multiplies";
-      else if (!weight_fits(choice, weight_shape))
+      else if (!weight_fits(choice, weight_shape, device_rule))
         kept = "kept Conv '" + node.name + "': its transformed weight would exceed " +
-               std::to_string(kMaxWeightBytes) + " bytes";
+               std::to_string(device_rule.max_weight_bytes) + " bytes";
       else
         rule = choice;
     }
@@ -168,8 +141,8 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options) {
     if (options.chooser) {
       const auto name = [](const std::optional<Choice>& c) { return c ? "f" + std::to_string(c->tile) : "direct"; };
       std::vector<std::string> allowed = {"direct"};
-      if (weight_fits(f2, weight_shape)) allowed.push_back("f2");
-      if (f4 && weight_fits(*f4, weight_shape)) allowed.push_back("f4");
+      if (weight_fits(f2, weight_shape, device_rule)) allowed.push_back("f2");
+      if (f4 && weight_fits(*f4, weight_shape, device_rule)) allowed.push_back("f4");
       const std::string answer = options.chooser({"winograd", &graph, &node, allowed, name(rule)});
       if (answer != name(rule) && std::find(allowed.begin(), allowed.end(), answer) != allowed.end()) {
         chosen = answer == "direct" ? std::nullopt : answer == "f2" ? std::optional(f2) : f4;

@@ -453,7 +453,7 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   } else {
     // Op by op, but with a vendor library's algorithm choices (Winograd 3x3s).
     graph::passes::PipelineResult passed =
-        graph::passes::run_eager_passes(*graph, {.max_binding_bytes = policy.max_binding_bytes});
+        graph::passes::run_eager_passes(*graph, policy.eager_pass_options());
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   }

@@ -2,6 +2,8 @@
 
 #include "shaders/heuristic.h"
 
+#include <algorithm>
+
 namespace kiln::lower {
 namespace {
 
@@ -33,8 +35,13 @@ graph::passes::PipelineOptions TargetPolicy::pass_options(const Settings& settin
   return {.cpu_device = cpu_device,
           .max_binding_bytes = max_binding_bytes,
           .templates = templates,
+          .winograd = winograd,
           .settings = settings,
           .chooser = std::move(chooser)};
+}
+
+graph::passes::EagerPassOptions TargetPolicy::eager_pass_options() const {
+  return {.winograd = winograd, .max_binding_bytes = max_binding_bytes};
 }
 
 TargetPolicy target_policy(const backend::TargetDesc& target) {
@@ -59,6 +66,12 @@ TargetPolicy target_policy(const backend::TargetDesc& target) {
   policy.templates.conv_uses_direct_template = [lower = out](const graph::passes::ConvGeometry& g) {
     return shaders::choose_conv_plan(conv_problem(g), lower).algorithm == shaders::ConvAlgorithm::direct;
   };
+  // The thresholds were measured on the CPU class (the rule's defaults); the
+  // GPU classes keep them until measured there.
+  policy.winograd.column_multiple = shaders::gemm_column_multiple(out);
+  if (policy.max_binding_bytes != 0)
+    policy.winograd.max_weight_bytes =
+        std::min<std::int64_t>(policy.winograd.max_weight_bytes, static_cast<std::int64_t>(policy.max_binding_bytes));
   return policy;
 }
 

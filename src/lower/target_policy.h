@@ -27,9 +27,15 @@ struct TargetPolicy {
   std::uint32_t max_kernel_param_bytes = 0;  // per-dispatch parameters; 0: unstated
   // What the graph passes ask of the heuristics, answered for `lower`.
   graph::passes::TemplateQueries templates;
+  // When the winograd pass rewrites a convolution on this device: the
+  // thresholds of its class, the GEMM heuristic's column multiple, the
+  // largest transformed weight the device binds.
+  graph::passes::WinogradRule winograd;
 
   // The graph passes' options under this policy (compiled mode).
   graph::passes::PipelineOptions pass_options(const Settings& settings, graph::passes::GraphChooser chooser = {}) const;
+  // Eager mode's (algorithm choices only).
+  graph::passes::EagerPassOptions eager_pass_options() const;
 };
 
 // Fields the target leaves 0 keep LowerTarget's defaults.
