@@ -7,7 +7,9 @@
 // Runs the built `kiln` binary as a user would (KILN_BINARY, set by meson);
 // kiln_cli("run ...") is `kiln run ...` from the source root.
 
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <zlib.h>
 
 #include <unistd.h>
 
@@ -166,7 +168,7 @@ BOOST_AUTO_TEST_CASE(user_errors_exit_2_with_a_clear_message) {
 
   auto not_image = kiln_cli("run --image meson.build --image-size 32");
   BOOST_TEST(not_image.exit_code == 2);
-  BOOST_TEST(has(not_image, "cannot decode image"));
+  BOOST_TEST(has(not_image, "meson.build' is not a PNG, JPEG, BMP or binary PPM/PGM file"));
 
   auto backend = kiln_cli("run --backend metal --image-size 32");
   BOOST_TEST(backend.exit_code == 2);
@@ -236,6 +238,27 @@ std::string grey_png(std::uint32_t width, std::uint32_t height, bool header_only
   return png;
 }
 
+// A PNG with this IHDR and these bytes as its pixel data, deflated (zlib):
+// `raw` may hold far more than the header's size needs.
+std::string png_with_pixels(std::uint32_t width, std::uint32_t height, const std::string& raw,
+                            const std::string& chunk_before_pixels = "") {
+  std::string png = "\x89PNG\r\n\x1a\n";
+  std::string ihdr;
+  put_u32(ihdr, width);
+  put_u32(ihdr, height);
+  ihdr += std::string("\x08\x00\x00\x00\x00", 5);
+  png_chunk(png, "IHDR", ihdr);
+  if (!chunk_before_pixels.empty()) png_chunk(png, chunk_before_pixels, "");
+  uLongf size = compressBound(static_cast<uLong>(raw.size()));
+  std::string zlib(size, '\0');
+  BOOST_REQUIRE(compress2(reinterpret_cast<Bytef*>(zlib.data()), &size, reinterpret_cast<const Bytef*>(raw.data()),
+                          static_cast<uLong>(raw.size()), 9) == Z_OK);
+  zlib.resize(size);
+  png_chunk(png, "IDAT", zlib);
+  png_chunk(png, "IEND", "");
+  return png;
+}
+
 std::filesystem::path fresh_folder(const std::string& name) {
   const auto dir = std::filesystem::temp_directory_path() / ("kiln_cli_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(dir);
@@ -268,6 +291,62 @@ BOOST_AUTO_TEST_CASE(run_refuses_an_oversized_image_before_decoding_it) {
 
   auto help = kiln_cli("run --help");
   BOOST_TEST(has(help, "67108864 pixels"));
+  std::filesystem::remove_all(dir);
+}
+
+BOOST_AUTO_TEST_CASE(run_reads_only_the_image_formats_it_documents_and_escapes_their_bytes) {
+  const auto dir = fresh_folder("image_formats");
+  const auto run_on = [&](const std::filesystem::path& image) {
+    return kiln_cli("run --image '" + image.string() + "' --image-size 32 --iters 0");
+  };
+  struct Refused {
+    std::string file, bytes, message;
+  };
+  const std::vector<Refused> refused = {
+      // Sizes of zero or less (stb_image reads them as 0x0).
+      {"zero.ppm", "P6\n0 0\n255\n", "has no pixels: its header says 0x0"},
+      {"negative.ppm", "P6\n-4 2\n255\n", "has no pixels"},
+      // Formats stb_image decodes but kiln neither documents nor fuzzes:
+      // Photoshop, Radiance HDR, Softimage PIC, TGA (no signature at all).
+      {"layers.psd", std::string("8BPS\x00\x01", 6) + std::string(20, '\0'), "is not a PNG, JPEG, BMP or binary PPM/PGM file"},
+      {"light.hdr", "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 0 +X 0\n", "is not a PNG, JPEG, BMP or binary PPM/PGM file"},
+      {"soft.pic", std::string("\x53\x80\xf6\x34", 4) + std::string(176, 'P'), "is not a PNG, JPEG, BMP or binary PPM/PGM file"},
+      {"image.tga", std::string("\x00\x00\x02", 3) + std::string(15, '\0'), "is not a PNG, JPEG, BMP or binary PPM/PGM file"},
+      // 16x16 pixels whose data inflates to 64 MiB: refused before stb_image
+      // would hold it all.
+      {"bomb.png", png_with_pixels(16, 16, std::string(std::size_t{64} << 20, '\0')),
+       "its pixel data inflates past the 2240 bytes a 16x16 PNG can hold"},
+  };
+  for (const Refused& r : refused) {
+    BOOST_TEST_CONTEXT(r.file) {
+      std::ofstream(dir / r.file, std::ios::binary) << r.bytes;
+      const auto result = run_on(dir / r.file);
+      BOOST_TEST(result.exit_code == 2);
+      BOOST_TEST(has(result, r.message), result.output);
+      BOOST_TEST(!has(result, "kiln run:"));
+    }
+  }
+
+  // A critical chunk named ESC [ 2 J (a terminal's "clear the screen"):
+  // stb_image names it in its reason, which kiln prints escaped.
+  std::ofstream(dir / "escape.png", std::ios::binary) << png_with_pixels(4, 4, std::string(20, '\0'), "\x1b[2J");
+  const auto escaped = run_on(dir / "escape.png");
+  BOOST_TEST(escaped.exit_code == 2);
+  BOOST_TEST(has(escaped, "\\x1b[2J PNG chunk not known"), escaped.output);
+  BOOST_TEST(escaped.output.find('\x1b') == std::string::npos);
+
+  // What is not a regular file is named, not "no such file".
+  BOOST_REQUIRE(::mkfifo((dir / "pipe.png").c_str(), 0600) == 0);
+  BOOST_TEST(has(run_on(dir / "pipe.png"), "it is a FIFO, not an image file"));
+  std::filesystem::create_directory(dir / "folder.png");
+  BOOST_TEST(has(run_on(dir / "folder.png"), "it is a directory, not an image file"));
+  BOOST_TEST(has(run_on(dir / "missing.png"), "No such file or directory"));
+
+  // The same PNG with its pixels as the header says decodes and runs.
+  std::ofstream(dir / "fine.png", std::ios::binary) << png_with_pixels(16, 16, std::string(16 * 17, '\0'));
+  const auto fine = run_on(dir / "fine.png");
+  BOOST_TEST(fine.exit_code == 0, fine.output);
+  BOOST_TEST(has(fine, "(16x16, 1 channels)"));
   std::filesystem::remove_all(dir);
 }
 

@@ -255,7 +255,7 @@ void add_run_command(CLI::App& app) {
   args->add_to(*cmd);
   const std::string default_image = default_image_path();
   cmd->add_option("--image", *image,
-                  "an image file (PNG, JPEG, BMP, ...) for the model's image input; at most 67108864 pixels "
+                  "a PNG, JPEG, BMP or binary PPM/PGM file for the model's image input; at most 67108864 pixels "
                   "(8192x8192) and 32768 pixels a side (default: " +
                       (default_image.empty() ? std::string("none found") : default_image) + ")");
   cmd->add_option("--preprocess", *preprocess,

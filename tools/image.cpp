@@ -1,15 +1,21 @@
 #include "image.h"
 
 #include "src/base/check.h"
+#include "src/base/file_type.h"
+#include "src/base/printable.h"
 
 #include <stb_image.h>
 #include <stb_image_resize.h>
+#include <sys/stat.h>
+#include <zlib.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -21,35 +27,112 @@ std::string size_str(std::int64_t width, std::int64_t height) {
   return std::to_string(width) + "x" + std::to_string(height);
 }
 
+// stb_image's reason, which can carry bytes of the file (a PNG chunk's name).
 std::string stb_reason() {
   const char* reason = stbi_failure_reason();
-  return reason ? reason : "unknown format";
+  return reason ? base::printable(reason) : "unknown format";
+}
+
+// The formats kiln decodes, by their first bytes: stb_image reads more (PSD,
+// HDR, PIC, TGA, GIF), but those are neither documented nor fuzzed here.
+enum class ImageFormat { png, jpeg, bmp, pnm, other };
+
+ImageFormat sniff_format(std::string_view head) {
+  if (head.starts_with("\x89PNG\r\n\x1a\n")) return ImageFormat::png;
+  if (head.starts_with("\xff\xd8\xff")) return ImageFormat::jpeg;
+  if (head.starts_with("BM")) return ImageFormat::bmp;
+  if (head.starts_with("P5") || head.starts_with("P6")) return ImageFormat::pnm;
+  return ImageFormat::other;
+}
+
+std::uint32_t big_endian_u32(const unsigned char* p) {
+  return std::uint32_t{p[0]} << 24 | std::uint32_t{p[1]} << 16 | std::uint32_t{p[2]} << 8 | p[3];
+}
+
+// Inflates a PNG's image data (its IDAT chunks, in order) without keeping
+// it, and refuses a file whose data inflates past what its header's size
+// needs: stb_image would inflate all of it into memory before noticing
+// (a few megabytes of file can inflate to gigabytes).
+void check_png_inflated_size(const std::string& bytes, const std::string& shown, std::int64_t width, std::int64_t height) {
+  // At most 16 bits x 4 channels a pixel, one filter byte a row; Adam7
+  // interlacing adds at most a filter byte per row of each of its 7 passes.
+  const std::int64_t allowed = height * (1 + width * 8) + 7 * height + 64;
+  z_stream z{};
+  KILN_CHECK(inflateInit(&z) == Z_OK, ErrorKind::OutOfMemory, "cannot inflate image '" + shown + "'");
+  std::unique_ptr<z_stream, int (*)(z_stream*)> guard(&z, inflateEnd);
+  std::vector<unsigned char> scratch(64 * 1024);
+  std::int64_t inflated = 0;
+  std::size_t at = 8;  // past the signature
+  bool ended = false;
+  while (!ended && at + 12 <= bytes.size()) {
+    const auto* chunk = reinterpret_cast<const unsigned char*>(bytes.data() + at);
+    const std::uint32_t length = big_endian_u32(chunk);
+    const std::string_view type(bytes.data() + at + 4, 4);
+    if (length > bytes.size() - at - 12) break;  // truncated: stb_image reports it
+    if (type == "IDAT") {
+      z.next_in = const_cast<unsigned char*>(chunk + 8);
+      z.avail_in = length;
+      while (z.avail_in != 0 && !ended) {
+        z.next_out = scratch.data();
+        z.avail_out = static_cast<uInt>(scratch.size());
+        const int status = inflate(&z, Z_NO_FLUSH);
+        inflated += static_cast<std::int64_t>(scratch.size() - z.avail_out);
+        KILN_CHECK(inflated <= allowed, ErrorKind::Corrupt,
+                   "image '" + shown + "': its pixel data inflates past the " + std::to_string(allowed) +
+                       " bytes a " + size_str(width, height) + " PNG can hold; not decoded");
+        if (status == Z_STREAM_END) ended = true;
+        else if (status != Z_OK) return;  // damaged data: stb_image reports it
+      }
+    } else if (type == "IEND") {
+      break;
+    }
+    at += 12 + std::size_t{length};
+  }
 }
 
 }  // namespace
 
 RgbImage read_rgb_image(const std::string& path) {
-  std::error_code ec;
-  KILN_CHECK(std::filesystem::is_regular_file(path, ec), ErrorKind::Io, "cannot read image '" + path + "': no such file");
-  // One open file for the header and the pixels, so both describe the same bytes.
-  std::unique_ptr<FILE, int (*)(FILE*)> file(std::fopen(path.c_str(), "rb"), std::fclose);
-  KILN_CHECK(file != nullptr, ErrorKind::Io, "cannot read image '" + path + "': " + std::strerror(errno));
+  const std::string shown = base::printable(path);
+  struct stat status {};
+  KILN_CHECK(::stat(path.c_str(), &status) == 0, ErrorKind::Io,
+             "cannot read image '" + shown + "': " + std::strerror(errno));
+  KILN_CHECK(S_ISREG(status.st_mode), ErrorKind::Io,
+             "cannot read image '" + shown + "': it is " + base::file_type_name(status.st_mode) + ", not an image file");
+  KILN_CHECK(status.st_size <= kMaxImageFileBytes, ErrorKind::InvalidArgument,
+             "image file '" + shown + "' is " + std::to_string(status.st_size) + " bytes, larger than kiln's limit of " +
+                 std::to_string(kMaxImageFileBytes));
+  std::ifstream in(path, std::ios::binary);
+  KILN_CHECK(in.good(), ErrorKind::Io, "cannot read image '" + shown + "': " + std::strerror(errno));
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  KILN_CHECK(!in.bad(), ErrorKind::Io, "cannot read image '" + shown + "': " + std::strerror(errno));
+  const ImageFormat format = sniff_format(bytes);
+  KILN_CHECK(format != ImageFormat::other, ErrorKind::Unsupported,
+             "image '" + shown + "' is not a PNG, JPEG, BMP or binary PPM/PGM file, the formats kiln reads");
+  KILN_CHECK(bytes.size() <= static_cast<std::size_t>(INT32_MAX), ErrorKind::InvalidArgument,
+             "image file '" + shown + "' is too large");
+  const auto* data = reinterpret_cast<const stbi_uc*>(bytes.data());
+  const int size = static_cast<int>(bytes.size());
+
   RgbImage image;
   ImageInfo& info = image.info;
-  KILN_CHECK(stbi_info_from_file(file.get(), &info.width, &info.height, &info.channels) == 1, ErrorKind::Corrupt,
-             "cannot decode image '" + path + "': " + stb_reason());
+  KILN_CHECK(stbi_info_from_memory(data, size, &info.width, &info.height, &info.channels) == 1, ErrorKind::Corrupt,
+             "cannot decode image '" + shown + "': " + stb_reason());
+  KILN_CHECK(info.width >= 1 && info.height >= 1, ErrorKind::Corrupt,
+             "image '" + shown + "' has no pixels: its header says " + size_str(info.width, info.height));
   const std::int64_t pixels = std::int64_t{info.width} * info.height;
   KILN_CHECK(info.width <= kMaxImageSide && info.height <= kMaxImageSide && pixels <= kMaxImagePixels,
              ErrorKind::InvalidArgument,
-             "image '" + path + "' is " + size_str(info.width, info.height) + " pixels, larger than kiln's limit of " +
+             "image '" + shown + "' is " + size_str(info.width, info.height) + " pixels, larger than kiln's limit of " +
                  std::to_string(kMaxImagePixels) + " pixels and " + std::to_string(kMaxImageSide) +
                  " a side; scale it down first");
+  if (format == ImageFormat::png) check_png_inflated_size(bytes, shown, info.width, info.height);
   int width = 0, height = 0, channels = 0;
-  std::unique_ptr<unsigned char, void (*)(void*)> rgb(stbi_load_from_file(file.get(), &width, &height, &channels, 3),
+  std::unique_ptr<unsigned char, void (*)(void*)> rgb(stbi_load_from_memory(data, size, &width, &height, &channels, 3),
                                                       stbi_image_free);
-  KILN_CHECK(rgb != nullptr, ErrorKind::Corrupt, "cannot decode image '" + path + "': " + stb_reason());
+  KILN_CHECK(rgb != nullptr, ErrorKind::Corrupt, "cannot decode image '" + shown + "': " + stb_reason());
   KILN_CHECK(width == info.width && height == info.height, ErrorKind::Corrupt,
-             "image '" + path + "': its header says " + size_str(info.width, info.height) + ", its pixels are " +
+             "image '" + shown + "': its header says " + size_str(info.width, info.height) + ", its pixels are " +
                  size_str(width, height));
   image.rgb.assign(rgb.get(), rgb.get() + static_cast<std::size_t>(pixels) * 3);
   return image;
@@ -86,7 +169,7 @@ std::vector<unsigned char> resize(const RgbImage& image, int width, int height, 
   std::vector<unsigned char> out(static_cast<std::size_t>(width) * height * 3);
   KILN_CHECK(stbir_resize_uint8(image.rgb.data(), image.info.width, image.info.height, 0, out.data(), width, height, 0,
                                 3) == 1,
-             ErrorKind::Internal, "stb_image_resize failed on '" + path + "'");
+             ErrorKind::Internal, "stb_image_resize failed on '" + base::printable(path) + "'");
   return out;
 }
 
@@ -147,7 +230,7 @@ Tensor load_image_tensor(const std::string& path, std::int64_t height, std::int6
   }
   // A long, thin image grows along its long side: bound it before allocating.
   KILN_CHECK(static_cast<double>(rw) * rh <= static_cast<double>(kMaxImagePixels), ErrorKind::InvalidArgument,
-             "image '" + path + "' (" + size_str(w, h) + ") would be resized to " + size_str(rw, rh) +
+             "image '" + base::printable(path) + "' (" + size_str(w, h) + ") would be resized to " + size_str(rw, rh) +
                  " pixels for a " + size_str(width, height) + " input, more than kiln's limit of " +
                  std::to_string(kMaxImagePixels) + "; crop it closer to the input's shape first");
   const std::vector<unsigned char> resized = resize(image, rw, rh, path);

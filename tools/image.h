@@ -24,6 +24,8 @@ namespace kiln::tools {
 // fit kMaxImagePixels too (a very long, thin image would not).
 inline constexpr std::int64_t kMaxImagePixels = std::int64_t{1} << 26;
 inline constexpr int kMaxImageSide = 32768;
+// The largest image file kiln reads (it reads the file whole).
+inline constexpr std::int64_t kMaxImageFileBytes = std::int64_t{256} << 20;
 
 struct ImageInfo {
   int width = 0, height = 0, channels = 0;  // channels: as stored in the file
@@ -34,10 +36,14 @@ struct RgbImage {
   std::vector<unsigned char> rgb;  // width x height x 3, row-major
 };
 
-// Decodes an image file (PNG, JPEG, BMP, ... : what stb_image reads) as 8-bit
-// RGB. Throws Error(Io) if the file cannot be read, Error(Corrupt) if it is
-// not an image stb_image can decode, Error(InvalidArgument) naming the file
-// and its size if it is larger than the limits above.
+// Decodes a PNG, JPEG, BMP or binary PPM/PGM file (known by its first bytes;
+// stb_image decodes them) as 8-bit RGB. Throws Error(Io) if the path cannot
+// be read or is not a regular file (naming what it is), Error(Unsupported)
+// for another format, Error(Corrupt) for a file that does not decode, has
+// no pixels (a 0x0 header), or whose PNG data inflates past what its size
+// needs, Error(InvalidArgument) naming the file and its size if it is larger
+// than the limits above. Bytes of the path or the file in a message are
+// escaped (src/base/printable.h).
 RgbImage read_rgb_image(const std::string& path);
 
 enum class Preprocess { imagenet, unit, letterbox };
