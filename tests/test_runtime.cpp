@@ -7,6 +7,7 @@
 #include "graph/ir.h"
 #include "graph/op_registry.h"
 #include "src/base/atomic_write.h"
+#include "src/base/printable.h"
 #include "src/compile/memory_plan.h"
 #include "src/runtime/device_profile.h"
 #include "src/runtime/executor.h"
@@ -57,6 +58,24 @@ fs::path fresh_dir(const std::string& name) {
 bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 }  // namespace
+
+BOOST_AUTO_TEST_CASE(bytes_from_files_print_escaped) {
+  using kiln::base::printable;
+  BOOST_TEST(printable("plain text, 100% ASCII ~") == "plain text, 100% ASCII ~");
+  // Terminal controls: ESC, BEL, newline, DEL.
+  BOOST_TEST(printable("\x1b[2J\a\n\x7f") == "\\x1b[2J\\x07\\x0a\\x7f");
+  // Valid UTF-8 stays; C1 controls (U+009B, the one-byte CSI) and bytes that
+  // are not UTF-8 (a lone continuation, an overlong '/', a surrogate, a cut
+  // sequence) do not.
+  BOOST_TEST(printable("\xce\xb5\xce\xb9\xce\xba\xcf\x8c\xce\xbd\xce\xb1.png") == "\xce\xb5\xce\xb9\xce\xba\xcf\x8c\xce\xbd\xce\xb1.png");
+  BOOST_TEST(printable("\xf0\x9f\x94\xa5") == "\xf0\x9f\x94\xa5");
+  BOOST_TEST(printable("\xc2\x9b") == "\\xc2\\x9b");
+  BOOST_TEST(printable("\x80") == "\\x80");
+  BOOST_TEST(printable("\xc0\xaf") == "\\xc0\\xaf");
+  BOOST_TEST(printable("\xed\xa0\x80") == "\\xed\\xa0\\x80");
+  BOOST_TEST(printable("ab\xe2\x82") == "ab\\xe2\\x82");
+  BOOST_TEST(printable(std::string_view("a\0b", 3)) == "a\\x00b");
+}
 
 BOOST_AUTO_TEST_SUITE(files_written_whole)
 
