@@ -10,6 +10,7 @@
 
 #include "backends/registry.h"
 #include "cli_runner.h"
+#include "src/artifact/cbor_shape.h"
 #include "src/artifact/container.h"
 #include "src/artifact/graph_codec.h"
 #include "src/artifact/model_file.h"
@@ -17,10 +18,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <random>
 
 #include <onnx/onnx_pb.h>
+#include <nlohmann/json.hpp>
+#include <xxhash.h>
 
 namespace fs = std::filesystem;
 using kiln::ErrorKind;
@@ -344,6 +348,88 @@ BOOST_AUTO_TEST_CASE(kiln_compile_then_kiln_run_from_the_command_line) {
   fs::remove_all(dir);
 }
 
+namespace {
+
+// CBOR of `depth` nested one-element arrays around 0.
+std::vector<std::uint8_t> nested_arrays(std::size_t depth) {
+  std::vector<std::uint8_t> cbor(depth, 0x81);
+  cbor.push_back(0x00);
+  return cbor;
+}
+
+// A container file of `kind` holding `cbor` as its metadata and no blobs,
+// with a correct checksum: what a forger (not a damaged disk) writes.
+void forge_container(const fs::path& path, std::string_view kind, const std::vector<std::uint8_t>& cbor) {
+  std::vector<std::uint8_t> body(cbor);
+  body.resize((48 + body.size() + 63) / 64 * 64 - 48, 0);
+  const XXH128_hash_t digest = XXH3_128bits(body.data(), body.size());
+  std::vector<char> file(48, '\0');
+  std::memcpy(file.data(), "KILN", 4);
+  std::memcpy(file.data() + 4, kind.data(), 4);
+  const auto put = [&](std::size_t at, std::uint64_t v, int bytes) {
+    for (int i = 0; i < bytes; ++i) file[at + static_cast<std::size_t>(i)] = static_cast<char>(v >> (8 * i));
+  };
+  put(8, kiln::artifact::kContainerVersion, 4);
+  put(16, cbor.size(), 8);
+  put(24, 0, 8);
+  put(32, digest.high64, 8);
+  put(40, digest.low64, 8);
+  file.insert(file.end(), body.begin(), body.end());
+  write_bytes(path, file);
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(metadata_of_any_shape_is_walked_before_it_is_decoded) {
+  using kiln::artifact::cbor_shape_problem;
+  const auto problem = [](const std::vector<std::uint8_t>& cbor) { return cbor_shape_problem(cbor).value_or("none"); };
+  // What kiln writes passes.
+  const nlohmann::json metadata = {{"key", "k"}, {"list", {1, -2, 3.5, "text", nullptr, true}}, {"nested", {{"a", {{"b", {}}}}}}};
+  BOOST_TEST(problem(nlohmann::json::to_cbor(metadata)) == "none");
+  BOOST_TEST(problem(nested_arrays(64)) == "none");
+  // Indefinite arrays, maps and strings, and tags.
+  BOOST_TEST(problem({0x9f, 0x01, 0xbf, 0x61, 'a', 0x02, 0xff, 0xff}) == "none");
+  BOOST_TEST(problem({0x7f, 0x61, 'a', 0x62, 'b', 'c', 0xff}) == "none");
+  BOOST_TEST(problem({0xc1, 0x1a, 0, 0, 0, 1}) == "none");
+  // Refused: too deep (two million levels would overflow the decoder's stack),
+  // counts beyond the bytes left, truncations, reserved encodings, strays.
+  BOOST_TEST(problem(nested_arrays(65)) == "CBOR nests deeper than 64 levels");
+  BOOST_TEST(problem(nested_arrays(2'000'000)) == "CBOR nests deeper than 64 levels");
+  BOOST_TEST(problem({0x9b, 0x40, 0, 0, 0, 0, 0, 0, 0, 0x01}) ==
+             "CBOR array claims 4611686018427387904 entries, more than the bytes left");
+  BOOST_TEST(problem({0xa2, 0x01, 0x02, 0x03}) == "CBOR map claims 2 entries, more than the bytes left");
+  BOOST_TEST(problem({0x5a, 0xff, 0xff, 0xff, 0xff, 0x00}) == "CBOR string is longer than the bytes left");
+  BOOST_TEST(problem({0x9f, 0x01}) == "CBOR ends inside an item");
+  BOOST_TEST(problem({0x82, 0x01}) == "CBOR array claims 2 entries, more than the bytes left");
+  BOOST_TEST(problem({0x1c}) == "CBOR has a truncated or reserved encoding");
+  BOOST_TEST(problem({0x19, 0x01}) == "CBOR has a truncated or reserved encoding");
+  BOOST_TEST(problem({0xff}) == "CBOR has a break outside an indefinite item");
+  BOOST_TEST(problem({0x7f, 0x41, 0x00, 0xff}) == "CBOR indefinite string has a chunk of another type");
+  BOOST_TEST(problem({0x01, 0x02}) == "CBOR has 1 bytes after its item");
+
+  // In a file whose checksum holds (written by a forger, not damaged by a
+  // disk): a clear Corrupt error naming the file, for a compiled-model file
+  // and a plan-cache entry alike.
+  const fs::path dir = fresh_dir("forged-metadata");
+  const std::vector<std::pair<std::string, std::vector<std::uint8_t>>> forged = {
+      {"deep.kiln", nested_arrays(2'000'000)},
+      {"huge.kiln", {0xa1, 0x64, 'b', 'l', 'o', 'b', 0x9b, 0x40, 0, 0, 0, 0, 0, 0, 0}},
+  };
+  for (const auto& [name, cbor] : forged) {
+    BOOST_TEST_CONTEXT(name) {
+      forge_container(dir / name, "MODL", cbor);
+      try {
+        kiln::artifact::read_container(dir / name, "MODL");
+        BOOST_FAIL("a forged file was read");
+      } catch (const kiln::Error& e) {
+        BOOST_TEST((e.kind() == kiln::ErrorKind::Corrupt), e.what());
+        BOOST_TEST(std::string(e.what()).find(name + "' has malformed metadata: CBOR") != std::string::npos, e.what());
+      }
+    }
+  }
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(a_second_compile_reads_its_plan_from_the_plan_cache_and_a_bad_entry_is_rebuilt) {
   const fs::path dir = fresh_dir("plan-cache");
   const kiln::Model model = small_resnet();
@@ -393,6 +479,43 @@ BOOST_AUTO_TEST_CASE(a_second_compile_reads_its_plan_from_the_plan_cache_and_a_b
     kiln::CompiledModel m = kiln::compile(model, options);
     m({input});
     BOOST_TEST(m.stats().plan_from_cache);
+  }
+  // Entries whose checksum holds but which this kiln did not write (a
+  // forger's): without their plan, with metadata nested two million deep, or
+  // with a kernel source that does not compile. Each is removed and the
+  // model planned again (and stored again), never an internal error.
+  const kiln::artifact::Container good = kiln::artifact::read_container(plans[0], "PLAN");
+  const auto rewrite = [&](nlohmann::json metadata) {
+    kiln::artifact::BlobWriter blobs;
+    for (const nlohmann::json& entry : good.metadata().at("blobs")) {
+      (void)entry;
+      blobs.add(good.blob(blobs.size(), "a blob"));
+    }
+    metadata.erase("blobs");
+    kiln::artifact::write_container(plans[0], "PLAN", metadata, blobs);
+  };
+  nlohmann::json altered_source = good.metadata();
+  altered_source["plan"]["kernels"][0]["source"]["text"] = "this is not a kernel";
+  nlohmann::json without_plan = good.metadata();
+  without_plan.erase("plan");
+  const std::vector<std::pair<std::string, std::function<void()>>> forgeries = {
+      {"no plan", [&] { rewrite(without_plan); }},
+      {"nested two million deep", [&] { forge_container(plans[0], "PLAN", nested_arrays(2'000'000)); }},
+      {"a kernel source that does not compile", [&] { rewrite(altered_source); }},
+  };
+  for (const auto& [what, forge] : forgeries) {
+    BOOST_TEST_CONTEXT(what) {
+      forge();
+      {
+        kiln::CompiledModel m = kiln::compile(model, options);
+        BOOST_TEST(kiln::max_abs_diff(m({input})[0], first[0]) == 0.0f);
+        BOOST_TEST(!m.stats().plan_from_cache);
+        BOOST_TEST(m.stats().graph_passes_run > 0);
+      }
+      kiln::CompiledModel again = kiln::compile(model, options);
+      again({input});
+      BOOST_TEST(again.stats().plan_from_cache);
+    }
   }
   // The setting turns it off.
   {

@@ -1,5 +1,6 @@
 #include "src/artifact/container.h"
 
+#include "src/artifact/cbor_shape.h"
 #include "src/base/atomic_write.h"
 #include "src/base/cache_key.h"
 #include "src/base/check.h"
@@ -209,7 +210,14 @@ Container read_container(const std::filesystem::path& path, std::string_view kin
              name + " fails its checksum: the file was altered or damaged");
 
   const auto* meta = reinterpret_cast<const std::uint8_t*>(h + kHeaderBytes);
-  c.metadata_ = nlohmann::json::from_cbor(meta, meta + metadata_bytes, true, false);
+  // The checksum proves the file whole, not that its writer was kiln.
+  const std::optional<std::string> shape = cbor_shape_problem({meta, static_cast<std::size_t>(metadata_bytes)});
+  KILN_CHECK(!shape, ErrorKind::Corrupt, name + " has malformed metadata: " + shape.value_or(""));
+  try {
+    c.metadata_ = nlohmann::json::from_cbor(meta, meta + metadata_bytes, true, false);
+  } catch (const nlohmann::json::exception& e) {
+    throw_error(ErrorKind::Corrupt, name + " has malformed metadata: " + e.what());
+  }
   KILN_CHECK(!c.metadata_.is_discarded() && c.metadata_.is_object(), ErrorKind::Corrupt,
              name + " has malformed metadata");
   const auto table = c.metadata_.find("blobs");

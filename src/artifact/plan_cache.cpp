@@ -148,16 +148,29 @@ std::shared_ptr<const compiler::Plan> PlanCache::load(const PlanKey& key) const 
     cache::mark_used(path);
     const std::string read_ms = ms_since(start);
     const auto decode_start = std::chrono::steady_clock::now();
-    std::shared_ptr<const compiler::Plan> plan = decode_plan(file.metadata().at("plan"), file);
+    std::shared_ptr<const compiler::Plan> plan =
+        decode_plan(decoding(file, [&]() -> const json& { return file.metadata().at("plan"); }), file);
     base::log(base::LogLevel::debug, "plan cache: " + path.string() + " read and checked in " + read_ms +
                                                ", decoded in " + ms_since(decode_start));
     return plan;
   } catch (const Error& e) {
-    if (e.kind() == ErrorKind::Internal || e.kind() == ErrorKind::OutOfMemory) throw;
-    base::log(base::LogLevel::warning, std::string("plan cache: ") + e.what() + "; removed it, planning again");
-    std::filesystem::remove(path, ec);
+    // An entry that does not decode is removed whatever the error (an
+    // entry that passes its checksum yet breaks an invariant of the decoder
+    // was not written by this kiln): only running out of memory is the
+    // caller's.
+    if (e.kind() == ErrorKind::OutOfMemory) throw;
+    remove_entry(path, e.what());
     return nullptr;
   }
+}
+
+void PlanCache::remove_entry(const std::filesystem::path& path, const std::string& why) const {
+  // The first line says what failed (a compiler's error carries its whole log).
+  const std::string first_line = why.substr(0, why.find('\n'));
+  base::log(base::LogLevel::warning, "plan cache: " + path.string() + ": " + first_line + (first_line.size() < why.size() ? " (...)" : "") +
+                                         "; removed it, planning again");
+  std::error_code ec;
+  std::filesystem::remove(path, ec);
 }
 
 void PlanCache::store(const PlanKey& key, const compiler::Plan& plan) const {

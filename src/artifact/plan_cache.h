@@ -50,6 +50,9 @@ class PlanCache {
   std::shared_ptr<const compiler::Plan> load(const PlanKey& key) const;
   // Best effort: a failure is logged, never thrown.
   void store(const PlanKey& key, const compiler::Plan& plan) const;
+  // Logs why the entry at `path` (a loaded plan's read_from) is unusable and
+  // removes it: a plan that decoded but whose kernels do not build or load.
+  void remove_entry(const std::filesystem::path& path, const std::string& why) const;
 
  private:
   std::filesystem::path dir_;

@@ -348,7 +348,7 @@ void Executor::plan_and_bind() {
   const bool planned_here = !options_.plan && !stats_.plan_from_cache && plan.read_from.empty();
   stats_.tuning_ms = planned_here && plan.autotune ? plan.autotune->tuning_s * 1000.0 : 0.0;
   loaded_.clear();
-  const BindTimes times = bind();
+  const BindTimes times = bind_or_replan();
   stats_.kernels_ms = times.kernels_ms;
   stats_.upload_ms = times.upload_ms;
   stats_.kernel_cache_hits = times.counts.disk_hits;
@@ -413,6 +413,27 @@ void Executor::log_new_extents(const std::vector<std::size_t>& new_kernels) cons
                                               std::to_string(stats_.kernel_cache_hits) +
                                               " from the disk cache): " + new_text.substr(2)) +
                    "; in " + std::to_string(static_cast<int>(stats_.compile_ms)) + " ms");
+}
+
+Executor::BindTimes Executor::bind_or_replan() {
+  if (!stats_.plan_from_cache) return bind();
+  try {
+    return bind();
+  } catch (const Error& e) {
+    // A cached plan whose kernels do not build or load (a source altered
+    // with its checksum recomputed) is the cache's fault, not the model's:
+    // the entry goes and the model is planned again, as a damaged entry is.
+    if (e.kind() == ErrorKind::OutOfMemory || e.kind() == ErrorKind::DeviceUnavailable) throw;
+    artifact::PlanCache(options_.compile.cache_dir).remove_entry(plan_->read_from, e.what());
+  }
+  stats_.plan_from_cache = false;
+  std::shared_ptr<const compiler::Plan> built = cached_or_built_plan();  // built and stored again
+  {
+    std::lock_guard lock(plan_mutex_);
+    plan_ = std::move(built);
+  }
+  loaded_.clear();
+  return bind();
 }
 
 Executor::BindTimes Executor::bind() {

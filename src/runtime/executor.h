@@ -206,6 +206,9 @@ class Executor {
   // Binds plan_ to the device: storage and weights, kernels (unless loaded_
   // holds them), segments, recorded command lists (replay).
   BindTimes bind();
+  // bind(), and for a plan from the plan cache whose kernels fail to build
+  // or load, the entry removed and the model planned and bound again.
+  BindTimes bind_or_replan();
   // The info line of a compile at new extents of a shape set (Options::extends).
   void log_new_extents(const std::vector<std::size_t>& new_kernels) const;
   // max-autotune with tune=background and sites the database lacks: queues
