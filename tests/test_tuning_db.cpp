@@ -8,6 +8,7 @@
 #include "src/base/log.h"
 #include "src/tune/database.h"
 
+#include <kiln/builder.h>
 #include <kiln/error.h>
 #include <kiln/tune.h>
 
@@ -492,16 +493,73 @@ BOOST_AUTO_TEST_CASE(a_read_only_database_reads_and_refuses_writes) {
   BOOST_TEST(dir.entries() == std::vector<std::string>{"tuning.db"}, "no -wal or -shm left behind");
 }
 
-BOOST_AUTO_TEST_CASE(a_record_damaged_inside_a_sound_file_is_a_corrupt_error_naming_it) {
+BOOST_AUTO_TEST_CASE(a_record_damaged_inside_a_sound_file_costs_that_record_with_a_warning_naming_it) {
   TempDir dir;
   const std::string path = dir.file("tuning.db");
-  { Database::open(path).put(sample_record(key_for("damaged"))); }
-  raw_sql(path, "UPDATE records SET candidates = '[{\"knobs\": 1}]'");
+  {
+    Database db = Database::open(path);
+    for (const char* kernel : {"damaged", "not utf-8", "sound"}) db.put(sample_record(key_for(kernel)));
+  }
+  raw_sql(path, "UPDATE records SET candidates = '[{\"knobs\": 1}]' WHERE kernel = 'damaged'");
+  // One byte that is not UTF-8 (JSON text must be), in the host's name.
+  raw_sql(path, "UPDATE records SET host = CAST(X'686fff7374' AS TEXT) WHERE kernel = 'not utf-8'");
   Database db = Database::open(path);  // the file itself passes SQLite's check
-  expect_error([&] { db.all(); }, ErrorKind::Corrupt, path + ", record for 'damaged', candidate 0: 'knobs' is not a string");
-  expect_error([&] { db.find(key_for("damaged")); }, ErrorKind::Corrupt, path);
+  WarningCapture capture;
+  const std::vector<Record> left = db.all();
+  BOOST_REQUIRE(left.size() == 1u);
+  BOOST_TEST(left[0].key.kernel == "sound");
+  BOOST_TEST(capture.any_contains(path + ", record for 'damaged', candidate 0: 'knobs' is not a string; skipped"));
+  BOOST_TEST(capture.any_contains(path + ", record for 'not utf-8': its host is not UTF-8 text; skipped"));
+  // A lookup treats it as missing (max-autotune then tunes or uses the
+  // heuristic, as with no record); an export and a merge leave it out.
+  BOOST_TEST((db.find(key_for("damaged")).status == Applicability::no_record));
+  BOOST_TEST((db.find(key_for("not utf-8")).status == Applicability::no_record));
+  std::size_t exported = 0;
+  const nlohmann::json doc = nlohmann::json::parse(db.export_json(&exported));
+  BOOST_TEST(exported == 1u);
+  BOOST_TEST(doc["records"].size() == 1u);
+  Database merged = Database::in_memory();
+  BOOST_TEST(merged.merge_from(db) == 1u);
+  BOOST_TEST(kiln::export_tuning_database(path, dir.file("export.json")) == 1u);
   db.put(sample_record(key_for("damaged")));  // replacing the record repairs it
   BOOST_TEST((db.find(key_for("damaged")).status == Applicability::applies));
+}
+
+BOOST_AUTO_TEST_CASE(explaining_against_a_link_to_nothing_usable_names_it) {
+  TempDir dir;
+  const std::string loop = dir.file("loop.db");
+  fs::create_symlink(dir.file("other.db"), loop);
+  fs::create_symlink(loop, dir.file("other.db"));
+  kiln::Builder b("tiny");
+  auto x = b.input("x", kiln::DType::f32, {4, 16});
+  const kiln::Model model = b.build({b.matmul(x, b.constant("w", kiln::Tensor(kiln::DType::f32, {16, 16})))});
+  kiln::TuneJobOptions options;
+  options.compile.cache_dir = dir.file("cache");
+  options.compile.settings = {{"tune_db", loop}};
+  expect_error([&] { kiln::explain_tuning({model}, options); }, ErrorKind::Io,
+               loop + " is a symbolic link to nothing usable");
+  // With nothing at the path, nothing applies: every site is listed unrecorded.
+  options.compile.settings = {{"tune_db", dir.file("absent.db")}};
+  const kiln::TuneReport report = kiln::explain_tuning({model}, options);
+  BOOST_TEST(report.sites > 0u);
+  BOOST_TEST(report.listed.size() == report.in_shard);
+}
+
+BOOST_AUTO_TEST_CASE(an_import_never_replaces_a_file_that_is_not_a_database) {
+  TempDir dir;
+  const std::string source = dir.file("source.db");
+  { Database::open(source).put(sample_record(key_for("k"))); }
+  kiln::export_tuning_database(source, dir.file("records.json"));
+  const std::string notes = dir.file("notes.txt");
+  std::ofstream(notes) << "my notes, not a database";
+  expect_error([&] { kiln::import_tuning_database(dir.file("records.json"), notes); }, ErrorKind::InvalidArgument,
+               notes + "' is not a tuning database; it is left as it is");
+  std::ifstream in(notes);
+  BOOST_TEST(std::string(std::istreambuf_iterator<char>(in), {}) == "my notes, not a database");
+  BOOST_TEST(dir.entries("notes.txt.").empty());  // nothing set aside either
+  // A new file and an existing database take the records.
+  BOOST_TEST(kiln::import_tuning_database(dir.file("records.json"), dir.file("new.db")).records == 1u);
+  BOOST_TEST(kiln::import_tuning_database(dir.file("records.json"), source).records == 1u);
 }
 
 BOOST_AUTO_TEST_CASE(export_then_import_gives_the_same_records) {

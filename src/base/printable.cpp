@@ -43,6 +43,20 @@ std::size_t utf8_sequence(std::string_view s, std::size_t at, std::uint32_t& cod
 
 }  // namespace
 
+bool is_valid_utf8(std::string_view text) {
+  for (std::size_t at = 0; at < text.size();) {
+    if (static_cast<unsigned char>(text[at]) < 0x80) {
+      ++at;
+      continue;
+    }
+    std::uint32_t code_point = 0;
+    const std::size_t length = utf8_sequence(text, at, code_point);
+    if (length == 0) return false;
+    at += length;
+  }
+  return true;
+}
+
 std::string printable(std::string_view text) {
   std::string out;
   out.reserve(text.size());

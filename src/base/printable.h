@@ -11,4 +11,8 @@ namespace kiln::base {
 
 std::string printable(std::string_view text);
 
+// Whether `text` is valid UTF-8 (no overlong forms, surrogates or code
+// points past U+10FFFF): what JSON text must be.
+bool is_valid_utf8(std::string_view text);
+
 }  // namespace kiln::base

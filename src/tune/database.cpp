@@ -3,6 +3,7 @@
 #include "src/base/atomic_write.h"
 #include "src/base/check.h"
 #include "src/base/log.h"
+#include "src/base/printable.h"
 #include "src/cache/compile_cache.h"
 #include "src/tune/database_file.h"
 #include "src/tune/record_json.h"
@@ -10,6 +11,7 @@
 
 #include <kiln/error.h>
 
+#include <array>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
@@ -67,7 +69,16 @@ std::string display_path(const std::string& path) { return path.empty() ? "(in m
   throw_error(ErrorKind::Io, f.is_busy() ? message + " (other processes kept it locked)" : message);
 }
 
+// Throws Corrupt naming the record when a field is not what kiln writes
+// (text that is not UTF-8, candidates that are not JSON).
 Record read_row(const sql::Statement& s, const std::string& path) {
+  static constexpr std::array<std::pair<int, const char*>, 11> kTextColumns = {{
+      {0, "backend"}, {1, "device"}, {2, "kernel"}, {3, "template"}, {5, "driver"}, {6, "heuristic knobs"},
+      {8, "winner knobs"}, {10, "candidates"}, {11, "date"}, {12, "host"}, {13, "kiln version"}}};
+  for (const auto& [column, name] : kTextColumns)
+    KILN_CHECK(base::is_valid_utf8(s.text(column)), ErrorKind::Corrupt,
+               "tuning database " + display_path(path) + ", record for '" + base::printable(s.text(2).substr(0, 200)) +
+                   "': its " + name + " is not UTF-8 text");
   Record r;
   r.key.device.backend = s.text(0);
   r.key.device.device = s.text(1);
@@ -79,7 +90,8 @@ Record read_row(const sql::Statement& s, const std::string& path) {
   r.heuristic_ms = s.real(7);
   r.winner_knobs = s.text(8);
   r.winner_ms = s.real(9);
-  const std::string where = "tuning database " + display_path(path) + ", record for '" + r.key.kernel.substr(0, 200) + "'";
+  const std::string where =
+      "tuning database " + display_path(path) + ", record for '" + base::printable(r.key.kernel.substr(0, 200)) + "'";
   nlohmann::json candidates = nlohmann::json::parse(s.text(10), nullptr, /*allow_exceptions=*/false);
   if (candidates.is_discarded()) throw_error(ErrorKind::Corrupt, where + ": its candidates are not JSON");
   r.candidates = candidates_from_json(candidates, where);
@@ -120,12 +132,24 @@ void insert(sql::Statement& s, const Record& r) {
   s.run();
 }
 
+// read_row, or for a damaged record a warning naming it and nullopt: one
+// damaged record costs that record, never the database's other records.
+std::optional<Record> read_row_or_skip(const sql::Statement& s, const std::string& path) {
+  try {
+    return read_row(s, path);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::Corrupt) throw;
+    base::log(base::LogLevel::warning, std::string(e.what()) + "; skipped");
+    return std::nullopt;
+  }
+}
+
 std::optional<Record> select_exact(sql::Statement& s, const RecordKey& k, const std::string& path) {
   s.reset();
   s.bind(1, k.device.backend).bind(2, k.device.device).bind(3, k.kernel).bind(4, k.template_name);
   s.bind(5, std::int64_t{k.template_version}).bind(6, k.device.driver);
   std::optional<Record> found;
-  if (s.step()) found = read_row(s, path);
+  if (s.step()) found = read_row_or_skip(s, path);  // a damaged one is replaced
   s.reset();
   return found;
 }
@@ -394,7 +418,8 @@ Lookup Database::find(const RecordKey& key) const {
     sql::Statement s(*impl_->db, std::string("SELECT ") + kColumns +
                                      " FROM records WHERE backend=? AND device=? AND kernel=? AND template=?");
     s.bind(1, key.device.backend).bind(2, key.device.device).bind(3, key.kernel).bind(4, key.template_name);
-    while (s.step()) same_kernel.push_back(read_row(s, impl_->path));
+    while (s.step())
+      if (std::optional<Record> r = read_row_or_skip(s, impl_->path)) same_kernel.push_back(std::move(*r));
   });
 
   Lookup out;
@@ -450,7 +475,8 @@ std::vector<Record> Database::all() const {
   impl_->read("reading its records", [&] {
     records.clear();
     sql::Statement s(*impl_->db, std::string("SELECT ") + kColumns + " FROM records" + kKeyOrder);
-    while (s.step()) records.push_back(read_row(s, impl_->path));
+    while (s.step())
+      if (std::optional<Record> r = read_row_or_skip(s, impl_->path)) records.push_back(std::move(*r));
   });
   return records;
 }
@@ -473,9 +499,10 @@ std::size_t Database::merge_from(const Database& other) {
   return changed;
 }
 
-std::string Database::export_json() const {
+std::string Database::export_json(std::size_t* exported) const {
   nlohmann::json records = nlohmann::json::array();
   for (const Record& r : all()) records.push_back(record_to_json(r));
+  if (exported) *exported = records.size();
   const nlohmann::json doc = {{"format", kExportFormat}, {"schema_version", kSchemaVersion}, {"records", records}};
   return doc.dump(2) + "\n";
 }

@@ -156,7 +156,9 @@ class Database {
   std::size_t merge_from(const Database& other);
 
   // A JSON document holding every record (with the schema version), and back.
-  std::string export_json() const;
+  // A damaged record is left out with a warning naming it; `exported`, when
+  // given, is set to how many went in.
+  std::string export_json(std::size_t* exported = nullptr) const;
   // Records go in as merge_from() takes them (a newer record already here
   // stays); all or nothing. Returns how many were added or replaced. Throws
   // Error(Corrupt) naming the problem for a malformed document,

@@ -2,6 +2,7 @@
 // `kiln tune show|merge|export|import` operations as library calls.
 #include "src/base/atomic_write.h"
 #include "src/base/check.h"
+#include "src/base/printable.h"
 #include "src/tune/database.h"
 
 #include <kiln/tune.h>
@@ -69,12 +70,22 @@ std::size_t merge_tuning_databases(const std::vector<std::string>& inputs, const
 
 std::size_t export_tuning_database(const std::string& path, const std::string& json_file) {
   const tune::Database db = tune::Database::open_read_only(path);
-  base::write_file_atomically(json_file, db.export_json());
-  return db.size();
+  std::size_t exported = 0;
+  base::write_file_atomically(json_file, db.export_json(&exported));
+  return exported;
 }
 
 TuningImport import_tuning_database(const std::string& json_file, const std::string& path) {
   const std::string text = read_export(json_file);
+  // A file the user names that is something else is theirs: refused, never
+  // set aside and replaced as a damaged default database is.
+  struct stat info {};
+  std::string head(16, '\0');
+  if (::stat(path.c_str(), &info) == 0 && S_ISREG(info.st_mode) && info.st_size > 0 &&
+      std::ifstream(path, std::ios::binary).read(head.data(), 16).gcount() > 0)
+    KILN_CHECK(head == std::string("SQLite format 3\0", 16), ErrorKind::InvalidArgument,
+               "'" + base::printable(path) + "' is not a tuning database; it is left as it is (name a new file, or a "
+               "database)");
   tune::Database db = tune::Database::open(path);
   TuningImport result;
   try {

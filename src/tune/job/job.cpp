@@ -195,9 +195,11 @@ TuneSite site_of(const WorkItem& item) {
 TuneReport explain_tuning(const std::vector<Model>& models, const TuneJobOptions& options) {
   const Plan job = plan_job(models, options, false);
   TuneReport report = report_of(job, models.size());
-  // Nothing changes on disk; with no database there, nothing applies.
-  tune::Database db = std::filesystem::exists(job.db_path) ? tune::Database::open_read_only(job.db_path)
-                                                           : tune::Database::in_memory();
+  // Nothing changes on disk; with nothing at the path, nothing applies
+  // (a link to nothing usable is opened, to be reported as such).
+  std::error_code ec;
+  const bool something_there = std::filesystem::exists(std::filesystem::symlink_status(job.db_path, ec));
+  tune::Database db = something_there ? tune::Database::open_read_only(job.db_path) : tune::Database::in_memory();
   for (const WorkItem& item : job.items) {
     if (shard_of(item.key, options.shards) != options.shard) continue;
     ++report.in_shard;
