@@ -7,6 +7,7 @@
 
 #include "src/base/atomic_write.h"
 #include "src/base/check.h"
+#include "src/base/printable.h"
 
 #include <algorithm>
 #include <cctype>
@@ -85,7 +86,8 @@ class HeaderParser {
 
  private:
   [[noreturn]] void fail(const std::string& what) const {
-    throw_error(ErrorKind::Corrupt, name_ + ": not a valid .npy header (" + what + ")");
+    // `what` may quote the file's bytes (a key's name).
+    throw_error(ErrorKind::Corrupt, name_ + ": not a valid .npy header (" + base::printable(what) + ")");
   }
   char peek() const { return pos_ < text_.size() ? text_[pos_] : '\0'; }
   void skip_space() {
@@ -168,7 +170,7 @@ Tensor parse_npy(std::string_view bytes, const std::string& name) {
     const std::string hint = header.descr.size() > 0 && header.descr[0] == '>' ? " (big-endian; use '<')"
                              : header.descr == "<f8" ? " (float64; save with .astype(np.float32))"
                                                      : "";
-    throw_error(ErrorKind::Unsupported, name + ": .npy dtype '" + header.descr + "' is not supported" + hint +
+    throw_error(ErrorKind::Unsupported, name + ": .npy dtype '" + base::printable(header.descr) + "' is not supported" + hint +
                                             "; kiln reads float32, float16, int32, int64, uint8 and bool");
   }
   const Shape& shape = *header.shape;
@@ -185,7 +187,7 @@ Tensor parse_npy(std::string_view bytes, const std::string& name) {
     expected *= dim;
   }
   KILN_CHECK(expected == data_bytes, ErrorKind::Corrupt,
-             name + ": " + header.descr + " " + shape_str(shape) + " needs " + std::to_string(expected) +
+             name + ": " + base::printable(header.descr) + " " + shape_str(shape) + " needs " + std::to_string(expected) +
                  " bytes of data, the file holds " + std::to_string(data_bytes));
   Tensor tensor(type->second, shape);
   if (data_bytes > 0) std::memcpy(tensor.bytes().data(), bytes.data() + offset + header_len, data_bytes);

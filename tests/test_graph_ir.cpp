@@ -500,5 +500,19 @@ BOOST_AUTO_TEST_CASE(npy_files_round_trip_and_bad_ones_are_named) {
   BOOST_TEST(error_of([&] { kiln::parse_npy(truncated, "x.npy"); }).find("x.npy") == 0u);
   BOOST_TEST(error_of([&] { kiln::parse_npy("not numpy", "y.npy"); }).find("not a .npy file") != std::string::npos);
   BOOST_TEST(error_of([&] { kiln::load_npy((dir / "missing.npy").string()); }).find("missing.npy") != std::string::npos);
+  // Bytes of the header in a message are escaped: a dtype or a key holding
+  // ESC [ 2 J (a terminal's "clear the screen") cannot act on the terminal.
+  const auto npy_with_header = [](const std::string& header) {
+    std::string text = header + std::string(118 - header.size(), ' ') + "\n";
+    return std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(text.size()) + '\0' + text;
+  };
+  const std::string bad_dtype =
+      error_of([&] { kiln::parse_npy(npy_with_header("{'descr': '\x1b[2J', 'fortran_order': False, 'shape': (1,), }"), "z.npy"); });
+  BOOST_TEST(bad_dtype.find(".npy dtype '\\x1b[2J' is not supported") != std::string::npos, bad_dtype);
+  const std::string bad_key =
+      error_of([&] { kiln::parse_npy(npy_with_header("{'\x1b[2J': 1}"), "k.npy"); });
+  BOOST_TEST(bad_key.find("unknown key '\\x1b[2J'") != std::string::npos, bad_key);
+  BOOST_TEST(bad_dtype.find('\x1b') == std::string::npos);
+  BOOST_TEST(bad_key.find('\x1b') == std::string::npos);
   fs::remove_all(dir);
 }
