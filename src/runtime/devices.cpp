@@ -8,6 +8,7 @@
 #include "src/cache/cache_entry.h"
 #include "src/cache/compile_cache.h"
 #include "src/runtime/device_profile.h"
+#include "src/runtime/fault_injection.h"
 
 #include <kiln/kiln.h>
 
@@ -194,6 +195,7 @@ std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, c
     base::log(base::LogLevel::info, ctx->label() + ": planned for the limits of " + profile->summary + " (device profile " +
                             profile->name + ")");
   }
+  if (std::shared_ptr<FaultInjector> faults = fault_injector()) ctx->device = with_faults(std::move(ctx->device), faults);
   ctx->kernels = std::make_unique<KernelCache>(backend, ctx->device, cache::CompileCache(cache_dir));
   restore_pipeline_cache(*ctx, cache_dir);
   pool[key] = ctx;

@@ -300,11 +300,7 @@ bool Executor::adopt_tuned_plan() {
   // What the last plan's binding made goes; the new plan binds as the first
   // did, with its kernels already loaded. Outputs already returned have
   // buffers of their own.
-  segments_.clear();
-  subgraphs_.reset();
-  host_values_.clear();
-  storage_.clear();
-  buffers_.clear();
+  drop_binding();
   {
     std::lock_guard lock(plan_mutex_);
     plan_ = std::move(plan);
@@ -436,7 +432,26 @@ Executor::BindTimes Executor::bind_or_replan() {
   return bind();
 }
 
+void Executor::drop_binding() {
+  segments_.clear();
+  subgraphs_.reset();
+  host_values_.clear();
+  storage_.clear();
+  buffers_.clear();
+}
+
 Executor::BindTimes Executor::bind() {
+  // All or nothing: a binding that fails part way (a device out of memory,
+  // lost) leaves none of itself behind, so the next call binds afresh.
+  try {
+    return bind_once();
+  } catch (...) {
+    drop_binding();
+    throw;
+  }
+}
+
+Executor::BindTimes Executor::bind_once() {
   const compiler::Plan& plan = *plan_;
   BindTimes times;
   // The weights upload (allocation, copies, the device's queue) and kernel

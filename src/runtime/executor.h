@@ -206,6 +206,9 @@ class Executor {
   // Binds plan_ to the device: storage and weights, kernels (unless loaded_
   // holds them), segments, recorded command lists (replay).
   BindTimes bind();
+  BindTimes bind_once();
+  // Forgets what binding made (segments, storage, buffers): the plan binds again from nothing.
+  void drop_binding();
   // bind(), and for a plan from the plan cache whose kernels fail to build
   // or load, the entry removed and the model planned and bound again.
   BindTimes bind_or_replan();
