@@ -24,6 +24,9 @@ cuda_style::VendorTable make_table() {
   t.api = "the CUDA driver";
   t.error_name = [](Status s) { return result_name(s); };
   t.out_of_memory = CUDA_ERROR_OUT_OF_MEMORY;
+  t.device_lost = {CUDA_ERROR_ILLEGAL_ADDRESS,       CUDA_ERROR_LAUNCH_TIMEOUT,   CUDA_ERROR_HARDWARE_STACK_ERROR,
+                   CUDA_ERROR_ILLEGAL_INSTRUCTION,   CUDA_ERROR_MISALIGNED_ADDRESS, CUDA_ERROR_INVALID_ADDRESS_SPACE,
+                   CUDA_ERROR_INVALID_PC,            CUDA_ERROR_LAUNCH_FAILED,    CUDA_ERROR_ECC_UNCORRECTABLE};
 
   // The primary context: the one the CUDA runtime (and so PyTorch) uses too.
   t.open_device = [](int ordinal, Handle* context) {

@@ -52,12 +52,16 @@ class Context {
   void bind() const { check(vendor_.bind(ordinal_, context_), "making the device's context current"); }
 
   // Throws for a failed vendor call: OutOfMemory for the vendor's
-  // out-of-memory code, else Internal (kiln asked for something invalid, or
-  // a kernel it generated faulted).
+  // out-of-memory code, DeviceUnavailable for one that leaves the context
+  // unusable (the device is lost), else Internal (kiln asked for something
+  // invalid).
   void check(Status status, const std::string& what) const {
     if (status == 0) return;
-    throw_error(status == vendor_.out_of_memory ? ErrorKind::OutOfMemory : ErrorKind::Internal,
-                prefix() + what + " failed on " + target_.device_name + ": " + vendor_.error_name(status));
+    const std::string message = prefix() + what + " failed on " + target_.device_name + ": " + vendor_.error_name(status);
+    if (status == vendor_.out_of_memory) throw_error(ErrorKind::OutOfMemory, message);
+    if (std::find(vendor_.device_lost.begin(), vendor_.device_lost.end(), status) != vendor_.device_lost.end())
+      throw_error(ErrorKind::DeviceUnavailable, message + ": the device was lost (make its models again)");
+    throw_error(ErrorKind::Internal, message);
   }
 
   // Streams are pooled: command lists are made per run in default mode.

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln::backend::cuda_style {
 
@@ -24,6 +25,10 @@ struct VendorTable {
   std::string (*error_name)(Status status);
   // The code meaning "out of memory" (CUDA_ERROR_OUT_OF_MEMORY, hipErrorOutOfMemory).
   Status out_of_memory;
+  // The codes after which the context is unusable ("sticky": a kernel that
+  // faulted or timed out, an uncorrectable ECC error): the device is lost
+  // for kiln (DeviceUnavailable) until its models are made again.
+  std::vector<Status> device_lost;
 
   // Makes the device's context current on the calling thread; open returns
   // the context (CUDA: the primary context; HIP: none, the ordinal is used).

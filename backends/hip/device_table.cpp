@@ -27,6 +27,7 @@ cuda_style::VendorTable make_table() {
     return std::string(name ? name : "hipError") + " (" + std::to_string(s) + ")";
   };
   t.out_of_memory = hipErrorOutOfMemory;
+  t.device_lost = {hipErrorIllegalAddress, hipErrorLaunchTimeOut, hipErrorLaunchFailure, hipErrorECCNotCorrectable};
 
   // HIP keeps a current device per thread rather than a context.
   t.open_device = [](int ordinal, Handle* context) {

@@ -47,7 +47,7 @@ void check_vk(VkResult result, std::string_view what) {
   switch (result) {
     case VK_ERROR_OUT_OF_HOST_MEMORY:
     case VK_ERROR_OUT_OF_DEVICE_MEMORY: throw_error(ErrorKind::OutOfMemory, message);
-    case VK_ERROR_DEVICE_LOST: throw_error(ErrorKind::DeviceUnavailable, message);
+    case VK_ERROR_DEVICE_LOST: throw_error(ErrorKind::DeviceUnavailable, message + ": the device was lost (make its models again)");
     default: throw_error(ErrorKind::Internal, message);
   }
 }
