@@ -203,7 +203,9 @@ void PlanCache::store(const PlanKey& key, const compiler::Plan& plan) const {
     cache::after_store(dir_.parent_path());
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Internal) throw;
-    base::log(base::LogLevel::warning, std::string("plan cache: not stored: ") + e.what());
+    base::log_once(base::LogLevel::warning, "plan cache store " + dir_.string(),
+                   std::string("plan cache: not stored: ") + e.what() +
+                       " (kiln runs on without storing; later failures here are logged at debug level)");
   }
 }
 

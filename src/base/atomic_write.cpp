@@ -98,9 +98,11 @@ void write_file_atomically(const std::filesystem::path& path, const std::functio
   try {
     std::ofstream out(temp, std::ios::binary | std::ios::trunc);
     if (!out.good()) throw_error(ErrorKind::Io, cannot_write(path, "cannot open its temporary file '" + temp.string() + "'"));
+    errno = 0;
     write(out);
     out.close();
-    if (!out) throw_error(ErrorKind::Io, cannot_write(path, "writing failed (disk full?)"));
+    // The stream keeps no error code; the failed write() left its errno.
+    if (!out) throw_error(ErrorKind::Io, cannot_write(path, errno != 0 ? errno_text() : "writing failed (disk full?)"));
   } catch (...) {
     remove_quietly(temp);
     throw;

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <iostream>
 #include <mutex>
+#include <set>
 
 namespace kiln::base {
 namespace {
@@ -65,6 +66,17 @@ void log(LogLevel level, const std::string& message) {
   }
   if (static_cast<int>(level) <= static_cast<int>(configured_level()))
     std::cerr << "kiln " << level_name(level) << ": " << message << '\n';
+}
+
+void log_once(LogLevel level, const std::string& topic, const std::string& message) {
+  static std::mutex mutex;
+  static std::set<std::string> reported;
+  bool first = false;
+  {
+    std::lock_guard lock(mutex);
+    first = reported.insert(topic).second;
+  }
+  log(first ? level : LogLevel::debug, message);
 }
 
 }  // namespace kiln::base

@@ -11,6 +11,11 @@ enum class LogLevel { warning = 0, info = 1, debug = 2 };
 
 bool log_enabled(LogLevel level);
 void log(LogLevel level, const std::string& message);
+// log() the first time this process reports `topic` (a cache folder that
+// cannot be written: a full or read-only disk); later reports of the same
+// topic go to the debug level, so a failing disk costs one warning, not one
+// per kernel.
+void log_once(LogLevel level, const std::string& topic, const std::string& message);
 
 // Where messages up to `level` go instead of stderr while set, whatever
 // KILN_LOG says (tests read warnings and info lines through it); an empty

@@ -104,7 +104,8 @@ void CompileCache::store(const CacheKey& key, const backend::KernelBinary& binar
   if (!enabled()) return;
   KILN_ASSERT(binary.format.size() <= kMaxFormatBytes);
   if (std::string why = write_cache_entry(path_for(key), kEntryKind, key.text, encode(binary)); !why.empty())
-    base::log(base::LogLevel::warning, "cannot store a kernel in the cache: " + why);
+    base::log_once(base::LogLevel::warning, "kernel cache store " + dir_.string(),
+                   "cannot store a kernel in the cache: " + why + " (kiln runs on without storing; later failures here are logged at debug level)");
   after_store(dir_.parent_path());
 }
 

@@ -161,7 +161,8 @@ void save_pipeline_cache(DeviceContext& ctx) {
   if (!data) return;
   const std::string problem = write_pipeline_cache(ctx, *data);
   if (!problem.empty()) {
-    base::log(base::LogLevel::warning, "pipeline cache not saved: " + problem);
+    base::log_once(base::LogLevel::warning, "pipeline cache save " + ctx.pipeline_cache_file.string(),
+                   "pipeline cache not saved: " + problem);
     return;
   }
   base::log(base::LogLevel::debug, "pipeline cache: " + std::to_string(data->size()) + " bytes saved to " +
