@@ -12,6 +12,9 @@
 namespace kiln {
 
 std::int64_t num_elements(const Shape& shape) {
+  // An empty shape is empty whatever its other extents (which may multiply
+  // past int64: a .npy file's [60961682, 22, ..., 0, ...]).
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   std::int64_t n = 1;
   for (std::int64_t d : shape) n *= d;
   return n;

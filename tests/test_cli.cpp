@@ -20,6 +20,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <string>
 #include <string_view>
@@ -240,8 +241,10 @@ std::string grey_png(std::uint32_t width, std::uint32_t height, bool header_only
 
 // A PNG with this IHDR and these bytes as its pixel data, deflated (zlib):
 // `raw` may hold far more than the header's size needs.
+// `alter`, when given, changes the compressed stream before it is stored.
 std::string png_with_pixels(std::uint32_t width, std::uint32_t height, const std::string& raw,
-                            const std::string& chunk_before_pixels = "") {
+                            const std::string& chunk_before_pixels = "",
+                            const std::function<void(std::string&)>& alter = {}) {
   std::string png = "\x89PNG\r\n\x1a\n";
   std::string ihdr;
   put_u32(ihdr, width);
@@ -254,6 +257,7 @@ std::string png_with_pixels(std::uint32_t width, std::uint32_t height, const std
   BOOST_REQUIRE(compress2(reinterpret_cast<Bytef*>(zlib.data()), &size, reinterpret_cast<const Bytef*>(raw.data()),
                           static_cast<uLong>(raw.size()), 9) == Z_OK);
   zlib.resize(size);
+  if (alter) alter(zlib);
   png_chunk(png, "IDAT", zlib);
   png_chunk(png, "IEND", "");
   return png;
@@ -312,6 +316,25 @@ BOOST_AUTO_TEST_CASE(run_reads_only_the_image_formats_it_documents_and_escapes_t
       {"light.hdr", "#?RADIANCE\nFORMAT=32-bit_rle_rgbe\n\n-Y 0 +X 0\n", "is not a PNG, JPEG, BMP or binary PPM/PGM file"},
       {"soft.pic", std::string("\x53\x80\xf6\x34", 4) + std::string(176, 'P'), "is not a PNG, JPEG, BMP or binary PPM/PGM file"},
       {"image.tga", std::string("\x00\x00\x02", 3) + std::string(15, '\0'), "is not a PNG, JPEG, BMP or binary PPM/PGM file"},
+      // Found by fuzz_image: 16-bit samples that stb_image read past the end
+      // of the data (a crash), and 8-bit pixels the file does not hold.
+      {"deep.pgm", "P5 1\n28143\n666>6666-6=66666 6666", "a PPM/PGM with samples up to 666"},
+      {"short.ppm", "P6\n# a comment\n4 4\n255\n" + std::string(40, 'x'), "its 4x4 pixels need 48 bytes, the file holds 40"},
+      // Found by fuzz_image: a compressed stream that never ends, which
+      // stb_image decoded from zeros past the data until memory ran out; and
+      // damaged compressed data.
+      {"unended.png", png_with_pixels(5, 3, std::string(18, '\0'), "", [](std::string& z) { z.resize(z.size() - 4); }),
+       "its PNG pixel data ends before its compressed stream does"},
+      {"damaged.png", png_with_pixels(5, 3, std::string(18, '\0'), "", [](std::string& z) { z[2] = '\xff'; }),
+       "its PNG pixel data is damaged (zlib: "},
+      // Found by fuzz_image: a second IDAT chunk, after the whole pixel data,
+      // claiming a gigabyte, which stb_image allocated before reading it
+      // (the PNG without its IEND, then that chunk's header and 4 bytes).
+      {"huge_chunk.png", [&] {
+         const std::string png = png_with_pixels(5, 3, std::string(18, '\0'));
+         return png.substr(0, png.size() - 12) + std::string("\x42\x00\x00\x00IDATabcd", 12);
+       }(),
+       "its PNG chunk at byte"},
       // 16x16 pixels whose data inflates to 64 MiB: refused before stb_image
       // would hold it all.
       {"bomb.png", png_with_pixels(16, 16, std::string(std::size_t{64} << 20, '\0')),

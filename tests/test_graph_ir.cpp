@@ -500,6 +500,15 @@ BOOST_AUTO_TEST_CASE(npy_files_round_trip_and_bad_ones_are_named) {
   BOOST_TEST(error_of([&] { kiln::parse_npy(truncated, "x.npy"); }).find("x.npy") == 0u);
   BOOST_TEST(error_of([&] { kiln::parse_npy("not numpy", "y.npy"); }).find("not a .npy file") != std::string::npos);
   BOOST_TEST(error_of([&] { kiln::load_npy((dir / "missing.npy").string()); }).find("missing.npy") != std::string::npos);
+  // Found by fuzz_npy: an empty shape whose other extents multiply past
+  // int64 is an empty tensor, not an overflow.
+  {
+    const std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': (60961682, 22, 2, 22048, 9, 228, 916, 0), }";
+    std::string text = header + std::string(118 - header.size(), ' ') + "\n";
+    const kiln::Tensor empty = kiln::parse_npy(std::string("\x93NUMPY\x01\x00", 8) + static_cast<char>(text.size()) + '\0' + text, "e.npy");
+    BOOST_TEST(empty.numel() == 0);
+    BOOST_TEST(empty.shape().size() == 8u);
+  }
   // Bytes of the header in a message are escaped: a dtype or a key holding
   // ESC [ 2 J (a terminal's "clear the screen") cannot act on the terminal.
   const auto npy_with_header = [](const std::string& header) {

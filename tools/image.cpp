@@ -10,6 +10,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -51,9 +52,9 @@ std::uint32_t big_endian_u32(const unsigned char* p) {
 
 // Inflates a PNG's image data (its IDAT chunks, in order) without keeping
 // it, and refuses a file whose data inflates past what its header's size
-// needs: stb_image would inflate all of it into memory before noticing
-// (a few megabytes of file can inflate to gigabytes).
-void check_png_inflated_size(const std::string& bytes, const std::string& shown, std::int64_t width, std::int64_t height) {
+// needs, or does not inflate: stb_image would inflate all of it into memory
+// before noticing (a few megabytes of file can inflate to gigabytes).
+void check_png_inflated_size(std::string_view bytes, const std::string& shown, std::int64_t width, std::int64_t height) {
   // At most 16 bits x 4 channels a pixel, one filter byte a row; Adam7
   // interlacing adds at most a filter byte per row of each of its 7 passes.
   const std::int64_t allowed = height * (1 + width * 8) + 7 * height + 64;
@@ -64,12 +65,15 @@ void check_png_inflated_size(const std::string& bytes, const std::string& shown,
   std::int64_t inflated = 0;
   std::size_t at = 8;  // past the signature
   bool ended = false;
-  while (!ended && at + 12 <= bytes.size()) {
+  // Every chunk's length is checked, after the stream's end too: stb_image
+  // allocates what an IDAT chunk's length says before reading its data.
+  while (at + 12 <= bytes.size()) {
     const auto* chunk = reinterpret_cast<const unsigned char*>(bytes.data() + at);
     const std::uint32_t length = big_endian_u32(chunk);
     const std::string_view type(bytes.data() + at + 4, 4);
-    if (length > bytes.size() - at - 12) break;  // truncated: stb_image reports it
-    if (type == "IDAT") {
+    KILN_CHECK(length <= bytes.size() - at - 12, ErrorKind::Corrupt,
+               "image '" + shown + "': its PNG chunk at byte " + std::to_string(at) + " runs past the end of the file");
+    if (type == "IDAT" && !ended) {
       z.next_in = const_cast<unsigned char*>(chunk + 8);
       z.avail_in = length;
       while (z.avail_in != 0 && !ended) {
@@ -80,14 +84,64 @@ void check_png_inflated_size(const std::string& bytes, const std::string& shown,
         KILN_CHECK(inflated <= allowed, ErrorKind::Corrupt,
                    "image '" + shown + "': its pixel data inflates past the " + std::to_string(allowed) +
                        " bytes a " + size_str(width, height) + " PNG can hold; not decoded");
-        if (status == Z_STREAM_END) ended = true;
-        else if (status != Z_OK) return;  // damaged data: stb_image reports it
+        if (status == Z_STREAM_END) {
+          ended = true;
+        } else if (status == Z_BUF_ERROR) {
+          break;  // the stream goes on in the next IDAT chunk
+        } else if (status != Z_OK) {
+          // stb_image's inflater checks less (no Adler-32) and could go on
+          // to output far past this point: damaged data is refused here.
+          throw_error(ErrorKind::Corrupt, "image '" + shown + "': its PNG pixel data is damaged (zlib: " +
+                                              base::printable(z.msg != nullptr ? z.msg : "error " + std::to_string(status)) +
+                                              ")");
+        }
       }
     } else if (type == "IEND") {
       break;
     }
     at += 12 + std::size_t{length};
   }
+  // stb_image reads zeros past the end of the data and can decode them into
+  // output without end: a stream that does not finish is refused.
+  KILN_CHECK(ended, ErrorKind::Corrupt,
+             "image '" + shown + "': its PNG pixel data ends before its compressed stream does");
+}
+
+// A binary PPM/PGM's header (P6/P5, width, height, maxval, with '#'
+// comments) and its pixels: 8 bits a sample (a maxval of 1 to 255) and every
+// sample there. stb_image reads 16-bit samples past the end of short data.
+void check_pnm(std::string_view bytes, const std::string& shown) {
+  std::size_t at = 2;
+  const auto next_number = [&](const char* what) -> std::int64_t {
+    while (at < bytes.size()) {
+      if (bytes[at] == '#') {
+        while (at < bytes.size() && bytes[at] != '\n') ++at;
+      } else if (std::isspace(static_cast<unsigned char>(bytes[at]))) {
+        ++at;
+      } else {
+        break;
+      }
+    }
+    std::int64_t value = 0;
+    const std::size_t start = at;
+    while (at < bytes.size() && std::isdigit(static_cast<unsigned char>(bytes[at])) && at - start < 9)
+      value = value * 10 + (bytes[at++] - '0');
+    KILN_CHECK(at > start, ErrorKind::Corrupt, "image '" + shown + "': its PPM/PGM header has no " + what);
+    return value;
+  };
+  const std::int64_t width = next_number("width");
+  const std::int64_t height = next_number("height");
+  const std::int64_t maxval = next_number("maximum value");
+  KILN_CHECK(maxval >= 1 && maxval <= 255, ErrorKind::Unsupported,
+             "image '" + shown + "': a PPM/PGM with samples up to " + std::to_string(maxval) +
+                 " (kiln reads 8-bit ones, a maximum of 1 to 255)");
+  ++at;  // the one whitespace byte before the pixels
+  const std::int64_t channels = bytes[1] == '6' ? 3 : 1;
+  KILN_CHECK(at <= bytes.size() && static_cast<std::int64_t>(bytes.size() - at) >= width * height * channels,
+             ErrorKind::Corrupt,
+             "image '" + shown + "': its " + size_str(width, height) + " pixels need " +
+                 std::to_string(width * height * channels) + " bytes, the file holds " +
+                 std::to_string(at <= bytes.size() ? bytes.size() - at : 0));
 }
 
 }  // namespace
@@ -106,6 +160,11 @@ RgbImage read_rgb_image(const std::string& path) {
   KILN_CHECK(in.good(), ErrorKind::Io, "cannot read image '" + shown + "': " + std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   KILN_CHECK(!in.bad(), ErrorKind::Io, "cannot read image '" + shown + "': " + std::strerror(errno));
+  return decode_rgb_image(bytes, path);
+}
+
+RgbImage decode_rgb_image(std::string_view bytes, const std::string& name) {
+  const std::string shown = base::printable(name);
   const ImageFormat format = sniff_format(bytes);
   KILN_CHECK(format != ImageFormat::other, ErrorKind::Unsupported,
              "image '" + shown + "' is not a PNG, JPEG, BMP or binary PPM/PGM file, the formats kiln reads");
@@ -127,6 +186,7 @@ RgbImage read_rgb_image(const std::string& path) {
                  std::to_string(kMaxImagePixels) + " pixels and " + std::to_string(kMaxImageSide) +
                  " a side; scale it down first");
   if (format == ImageFormat::png) check_png_inflated_size(bytes, shown, info.width, info.height);
+  if (format == ImageFormat::pnm) check_pnm(bytes, shown);
   int width = 0, height = 0, channels = 0;
   std::unique_ptr<unsigned char, void (*)(void*)> rgb(stbi_load_from_memory(data, size, &width, &height, &channels, 3),
                                                       stbi_image_free);

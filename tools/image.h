@@ -45,6 +45,8 @@ struct RgbImage {
 // than the limits above. Bytes of the path or the file in a message are
 // escaped (src/base/printable.h).
 RgbImage read_rgb_image(const std::string& path);
+// The same for a file's bytes already read; `name` is the file's, for messages.
+RgbImage decode_rgb_image(std::string_view bytes, const std::string& name);
 
 enum class Preprocess { imagenet, unit, letterbox };
 // "imagenet", "unit", "letterbox" (nullopt for anything else).
