@@ -335,6 +335,12 @@ BOOST_AUTO_TEST_CASE(run_reads_only_the_image_formats_it_documents_and_escapes_t
          return png.substr(0, png.size() - 12) + std::string("\x42\x00\x00\x00IDATabcd", 12);
        }(),
        "its PNG chunk at byte"},
+      // The same with the chunk's header alone at the end of the file.
+      {"huge_chunk_header.png", [&] {
+         const std::string png = png_with_pixels(5, 3, std::string(18, '\0'));
+         return png.substr(0, png.size() - 12) + std::string("\x7f\xb8\xba\xb1IDAT\x82", 9);
+       }(),
+       "its PNG chunk at byte"},
       // 16x16 pixels whose data inflates to 64 MiB: refused before stb_image
       // would hold it all.
       {"bomb.png", png_with_pixels(16, 16, std::string(std::size_t{64} << 20, '\0')),

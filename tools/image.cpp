@@ -67,11 +67,11 @@ void check_png_inflated_size(std::string_view bytes, const std::string& shown, s
   bool ended = false;
   // Every chunk's length is checked, after the stream's end too: stb_image
   // allocates what an IDAT chunk's length says before reading its data.
-  while (at + 12 <= bytes.size()) {
+  while (at + 8 <= bytes.size()) {  // a chunk's length and type are there
     const auto* chunk = reinterpret_cast<const unsigned char*>(bytes.data() + at);
     const std::uint32_t length = big_endian_u32(chunk);
     const std::string_view type(bytes.data() + at + 4, 4);
-    KILN_CHECK(length <= bytes.size() - at - 12, ErrorKind::Corrupt,
+    KILN_CHECK(bytes.size() - at >= 12 && length <= bytes.size() - at - 12, ErrorKind::Corrupt,
                "image '" + shown + "': its PNG chunk at byte " + std::to_string(at) + " runs past the end of the file");
     if (type == "IDAT" && !ended) {
       z.next_in = const_cast<unsigned char*>(chunk + 8);
