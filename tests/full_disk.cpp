@@ -31,6 +31,13 @@ bool on_full_disk(int fd) {
   return std::strncmp(path, dir, length) == 0 && (path[length] == '/' || path[length] == '\0');
 }
 
+// Whether a write of `bytes` to `fd` must fail (errno set to ENOSPC).
+bool refuse(int fd, std::size_t bytes) {
+  if (bytes == 0 || !on_full_disk(fd)) return false;
+  errno = ENOSPC;
+  return true;
+}
+
 template <class F>
 F next(const char* name) {
   return reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
@@ -40,28 +47,19 @@ F next(const char* name) {
 
 extern "C" ssize_t write(int fd, const void* data, std::size_t bytes) {
   static const auto real = next<ssize_t (*)(int, const void*, std::size_t)>("write");
-  if (bytes > 0 && on_full_disk(fd)) {
-    errno = ENOSPC;
-    return -1;
-  }
+  if (refuse(fd, bytes)) return -1;
   return real(fd, data, bytes);
 }
 
 extern "C" ssize_t pwrite(int fd, const void* data, std::size_t bytes, off_t offset) {
   static const auto real = next<ssize_t (*)(int, const void*, std::size_t, off_t)>("pwrite");
-  if (bytes > 0 && on_full_disk(fd)) {
-    errno = ENOSPC;
-    return -1;
-  }
+  if (refuse(fd, bytes)) return -1;
   return real(fd, data, bytes, offset);
 }
 
 extern "C" ssize_t pwrite64(int fd, const void* data, std::size_t bytes, off64_t offset) {
   static const auto real = next<ssize_t (*)(int, const void*, std::size_t, off64_t)>("pwrite64");
-  if (bytes > 0 && on_full_disk(fd)) {
-    errno = ENOSPC;
-    return -1;
-  }
+  if (refuse(fd, bytes)) return -1;
   return real(fd, data, bytes, offset);
 }
 
@@ -69,9 +67,6 @@ extern "C" ssize_t writev(int fd, const struct iovec* parts, int count) {
   static const auto real = next<ssize_t (*)(int, const struct iovec*, int)>("writev");
   std::size_t bytes = 0;
   for (int i = 0; i < count; ++i) bytes += parts[i].iov_len;
-  if (bytes > 0 && on_full_disk(fd)) {
-    errno = ENOSPC;
-    return -1;
-  }
+  if (refuse(fd, bytes)) return -1;
   return real(fd, parts, count);
 }

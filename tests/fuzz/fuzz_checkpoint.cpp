@@ -11,6 +11,8 @@
 #include <kiln/error.h>
 #include <kiln/safetensors.h>
 
+#include "fuzz_readers.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -61,16 +63,6 @@ const fs::path& checkpoint_folder() {
   return folder.path;
 }
 
-void checked(const char* how, auto&& load) {
-  try {
-    load();
-  } catch (const kiln::Error& e) {
-    if (e.is_user_error()) return;
-    std::fprintf(stderr, "internal error loading %s: %s\n", how, e.what());
-    std::abort();
-  }
-}
-
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -80,12 +72,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (data[0] % 2 == 0) {
     const fs::path path = dir / "fuzz.safetensors";
     std::ofstream(path, std::ios::binary | std::ios::trunc).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    checked("a .safetensors file", [&] { kiln::load_safetensors(path.string()); });
+    kiln::fuzz::expect_result_or_user_error("a .safetensors file", [&] { kiln::load_safetensors(path.string()); });
     return 0;
   }
   std::ofstream(dir / "config.json", std::ios::binary | std::ios::trunc)
       .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  checked("a config.json", [&] {
+  kiln::fuzz::expect_result_or_user_error("a config.json", [&] {
     const kiln::CausalLM lm = kiln::load_causal_lm(dir.string());
     lm.step_model(1, 1, std::min<std::int64_t>(lm.config().max_positions, 8));
   });
