@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -403,4 +404,41 @@ BOOST_AUTO_TEST_CASE(models_with_the_same_weights_share_them_on_the_device) {
   BOOST_TEST(second.stats().peak_device_bytes < w.nbytes());
   first.reset();
   BOOST_TEST(max_difference(second({x4}), want4) <= 1e-4f);
+}
+
+// kiln::device_memory_use() counts what models and device tensors hold on a
+// device, and gives it back when they are gone: a service's leak check. The
+// models use a cache folder of their own, so the device entry is theirs.
+BOOST_AUTO_TEST_CASE(device_memory_use_rises_with_models_and_returns_when_they_are_gone) {
+  const std::string cache = fresh_dir("memory-use");
+  auto entry = [&]() -> std::optional<DeviceMemoryUse> {
+    for (const DeviceMemoryUse& use : device_memory_use())
+      if (use.cache_dir == cache) return use;
+    return std::nullopt;
+  };
+  BOOST_TEST(!entry().has_value());
+  {
+    CompiledModel trunk = compile(small_models::trunk(), {.mode = Mode::reduce_overhead, .cache_dir = cache});
+    const Tensor x = random_tensor({1, 3, 16, 16}, 5);
+    trunk({x});
+    const std::optional<DeviceMemoryUse> after_call = entry();
+    BOOST_TEST_REQUIRE(after_call.has_value());
+    BOOST_TEST(after_call->device.rfind("vulkan:", 0) == 0u, after_call->device);
+    BOOST_TEST(after_call->buffers > 0u);
+    // At least the weights (8*3*3*3 + 8 + 8*8*3*3 floats) and the output.
+    BOOST_TEST(after_call->bytes >= (8u * 27 + 8 + 8 * 72) * 4 + 8u * 16 * 16 * 4);
+    BOOST_TEST(after_call->peak_bytes >= after_call->bytes);
+    {
+      const DeviceTensor kept = trunk.to_device(x);
+      BOOST_TEST(entry()->bytes >= after_call->bytes + x.nbytes());
+      BOOST_TEST(entry()->buffers == after_call->buffers + 1);
+    }
+    BOOST_TEST(entry()->bytes == after_call->bytes);  // the tensor's buffer is given back
+    // Calls reuse the plan's buffers: none are made per call.
+    for (int i = 0; i < 3; ++i) trunk({x});
+    BOOST_TEST(entry()->bytes == after_call->bytes);
+    BOOST_TEST(entry()->buffers == after_call->buffers);
+  }
+  BOOST_TEST(!entry().has_value());  // the device closed with its last model
+  std::filesystem::remove_all(cache);
 }

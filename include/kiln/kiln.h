@@ -375,4 +375,20 @@ struct KILN_API BackendDescription {
 
 KILN_API std::vector<BackendDescription> list_backends();
 
+// Device memory kiln holds in this process, for a long-running service's
+// monitoring: one entry per device that some model, device tensor or call
+// still holds open (per cache folder, as models share a device per folder;
+// a device nothing holds is closed and not listed). Counts every buffer kiln
+// allocated there: weights, activations, device tensors, staging and
+// recorded replays. It returns to its earlier level when what held the
+// buffers is gone.
+struct KILN_API DeviceMemoryUse {
+  std::string device;            // "vulkan:0 'llvmpipe (LLVM 15.0.6, 256 bits)'"
+  std::string cache_dir;         // as the models were given it ("" the default)
+  std::uint64_t bytes = 0;       // in buffers alive now
+  std::uint64_t buffers = 0;
+  std::uint64_t peak_bytes = 0;  // the most at once since the device was opened
+};
+KILN_API std::vector<DeviceMemoryUse> device_memory_use();
+
 }  // namespace kiln

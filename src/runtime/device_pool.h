@@ -5,6 +5,7 @@
 
 #include "backends/backend.h"
 #include "src/cache/cache_entry.h"
+#include "src/runtime/device_memory.h"
 #include "src/runtime/kernel_cache.h"
 
 #include <cstdint>
@@ -14,6 +15,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace kiln::runtime {
 
@@ -42,6 +44,8 @@ struct DeviceContext {
   std::shared_ptr<backend::Device> device;
   std::unique_ptr<KernelCache> kernels;
   SharedWeights weights;
+  // Every buffer allocated through `device` (kiln::device_memory_use).
+  std::shared_ptr<MemoryCounter> memory = std::make_shared<MemoryCounter>();
 
   // "vulkan:0 'llvmpipe (LLVM 15.0.6, 256 bits)'", for messages.
   std::string label() const;
@@ -58,6 +62,9 @@ struct DeviceContext {
 // file that is not is logged as a warning and removed).
 std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, const std::string& device_spec,
                                               const std::string& cache_dir);
+
+// The pooled devices some model, tensor or call still holds, in pool order.
+std::vector<std::shared_ptr<DeviceContext>> open_devices();
 
 // Writes the driver's pipeline cache to ctx.pipeline_cache_file if pipelines
 // were created since the last save (call after loading kernels). Best

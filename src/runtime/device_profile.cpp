@@ -1,5 +1,7 @@
 #include "src/runtime/device_profile.h"
 
+#include "src/runtime/forwarding_device.h"
+
 #include <kiln/error.h>
 
 #include <algorithm>
@@ -13,32 +15,14 @@ namespace {
 // A limit of 0 states none: the profile's then applies.
 template <class T> T lower(T own, T profile) { return own == 0 ? profile : std::min(own, profile); }
 
-class ProfiledDevice final : public backend::Device {
+class ProfiledDevice final : public ForwardingDevice {
  public:
   ProfiledDevice(std::shared_ptr<backend::Device> device, backend::TargetDesc target)
-      : device_(std::move(device)), target_(std::move(target)) {}
+      : ForwardingDevice(std::move(device)), target_(std::move(target)) {}
 
   const backend::TargetDesc& target() const override { return target_; }
-  std::shared_ptr<backend::Buffer> allocate(std::uint64_t bytes) override { return device_->allocate(bytes); }
-  void upload(backend::Buffer& buffer, std::uint64_t offset, std::span<const std::byte> data) override {
-    device_->upload(buffer, offset, data);
-  }
-  void download(const backend::Buffer& buffer, std::uint64_t offset, std::span<std::byte> data) override {
-    device_->download(buffer, offset, data);
-  }
-  std::shared_ptr<backend::LoadedKernel> load_kernel(const backend::KernelSource& source,
-                                                     const backend::KernelBinary& binary) override {
-    return device_->load_kernel(source, binary);
-  }
-  std::unique_ptr<backend::CommandList> create_command_list() override { return device_->create_command_list(); }
-  std::optional<std::string> pipeline_cache_name() const override { return device_->pipeline_cache_name(); }
-  std::string restore_pipeline_cache(std::span<const std::byte> data) override {
-    return device_->restore_pipeline_cache(data);
-  }
-  std::optional<std::vector<std::byte>> pipeline_cache_data() override { return device_->pipeline_cache_data(); }
 
  private:
-  std::shared_ptr<backend::Device> device_;
   backend::TargetDesc target_;
 };
 

@@ -175,17 +175,30 @@ std::string DeviceContext::label() const {
   return backend->name() + ":" + std::to_string(index) + " '" + device->target().device_name + "'";
 }
 
+namespace {
+
+// Weak references: a device lives as long as some model uses it, and is
+// never destroyed during static destruction.
+struct DevicePool {
+  std::mutex mutex;
+  std::map<std::tuple<std::string, int, std::string>, std::weak_ptr<DeviceContext>> devices;
+};
+
+DevicePool& device_pool() {
+  static DevicePool* pool = new DevicePool;  // never destroyed: models may outlive static destruction
+  return *pool;
+}
+
+}  // namespace
+
 std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, const std::string& device_spec,
                                               const std::string& cache_dir) {
   const backend::Backend& backend = backend::get_backend(backend_name);
   const int index = backend::resolve_device(backend, device_spec);
-  // Weak references: a device lives as long as some model uses it, and is
-  // never destroyed during static destruction.
-  static std::mutex mutex;
-  static std::map<std::tuple<std::string, int, std::string>, std::weak_ptr<DeviceContext>> pool;
-  std::lock_guard lock(mutex);
+  DevicePool& pool = device_pool();
+  std::lock_guard lock(pool.mutex);
   auto key = std::make_tuple(backend.name(), index, cache_dir);
-  if (auto existing = pool[key].lock()) return existing;
+  if (auto existing = pool.devices[key].lock()) return existing;
   auto ctx = std::make_shared<DeviceContext>();
   ctx->backend = &backend;
   ctx->index = index;
@@ -197,11 +210,40 @@ std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, c
                             profile->name + ")");
   }
   if (std::shared_ptr<FaultInjector> faults = fault_injector()) ctx->device = with_faults(std::move(ctx->device), faults);
+  ctx->device = with_memory_accounting(std::move(ctx->device), ctx->memory);
   ctx->kernels = std::make_unique<KernelCache>(backend, ctx->device, cache::CompileCache(cache_dir));
   restore_pipeline_cache(*ctx, cache_dir);
-  pool[key] = ctx;
+  pool.devices[key] = ctx;
   return ctx;
 }
 
+std::vector<std::shared_ptr<DeviceContext>> open_devices() {
+  DevicePool& pool = device_pool();
+  std::lock_guard lock(pool.mutex);
+  std::vector<std::shared_ptr<DeviceContext>> open;
+  for (auto it = pool.devices.begin(); it != pool.devices.end();) {
+    if (auto ctx = it->second.lock()) {
+      open.push_back(std::move(ctx));
+      ++it;
+    } else {
+      it = pool.devices.erase(it);  // closed: forget it, so the pool does not grow with every cache folder used
+    }
+  }
+  return open;
+}
+
 }  // namespace runtime
+
+std::vector<DeviceMemoryUse> device_memory_use() {
+  std::vector<DeviceMemoryUse> use;
+  for (const std::shared_ptr<runtime::DeviceContext>& ctx : runtime::open_devices()) {
+    use.push_back({.device = ctx->label(),
+                   .cache_dir = ctx->cache_dir,
+                   .bytes = ctx->memory->bytes.load(),
+                   .buffers = ctx->memory->buffers.load(),
+                   .peak_bytes = ctx->memory->peak_bytes.load()});
+  }
+  return use;
+}
+
 }  // namespace kiln

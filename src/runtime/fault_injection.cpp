@@ -1,6 +1,7 @@
 #include "src/runtime/fault_injection.h"
 
 #include "src/base/check.h"
+#include "src/runtime/forwarding_device.h"
 
 #include <mutex>
 #include <string>
@@ -35,40 +36,33 @@ class FaultyCommandList final : public backend::CommandList {
   std::string device_name_;
 };
 
-class FaultyDevice final : public backend::Device {
+class FaultyDevice final : public ForwardingDevice {
  public:
   FaultyDevice(std::shared_ptr<backend::Device> device, std::shared_ptr<FaultInjector> faults)
-      : device_(std::move(device)), faults_(std::move(faults)) {}
-  const backend::TargetDesc& target() const override { return device_->target(); }
+      : ForwardingDevice(std::move(device)), faults_(std::move(faults)) {}
   std::shared_ptr<backend::Buffer> allocate(std::uint64_t bytes) override {
     faults_->before("allocate", name());
-    return device_->allocate(bytes);
+    return wrapped().allocate(bytes);
   }
   void upload(backend::Buffer& buffer, std::uint64_t offset, std::span<const std::byte> data) override {
     faults_->before("upload", name());
-    device_->upload(buffer, offset, data);
+    wrapped().upload(buffer, offset, data);
   }
   void download(const backend::Buffer& buffer, std::uint64_t offset, std::span<std::byte> data) override {
     faults_->before("download", name());
-    device_->download(buffer, offset, data);
+    wrapped().download(buffer, offset, data);
   }
   std::shared_ptr<backend::LoadedKernel> load_kernel(const backend::KernelSource& source,
                                                      const backend::KernelBinary& binary) override {
     faults_->before("load_kernel", name());
-    return device_->load_kernel(source, binary);
+    return wrapped().load_kernel(source, binary);
   }
   std::unique_ptr<backend::CommandList> create_command_list() override {
-    return std::make_unique<FaultyCommandList>(device_->create_command_list(), faults_, name());
+    return std::make_unique<FaultyCommandList>(wrapped().create_command_list(), faults_, name());
   }
-  std::optional<std::string> pipeline_cache_name() const override { return device_->pipeline_cache_name(); }
-  std::string restore_pipeline_cache(std::span<const std::byte> data) override {
-    return device_->restore_pipeline_cache(data);
-  }
-  std::optional<std::vector<std::byte>> pipeline_cache_data() override { return device_->pipeline_cache_data(); }
 
  private:
-  const std::string& name() const { return device_->target().device_name; }
-  std::shared_ptr<backend::Device> device_;
+  const std::string& name() const { return target().device_name; }
   std::shared_ptr<FaultInjector> faults_;
 };
 
