@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Writes the seed corpora of the reader fuzzers (tests/fuzz/corpus/{npy,
-# image,tuning_import,model_file}) with the kiln built in BUILD_DIR and
+# image,tuning_import,model_file,tokenizer}) with the kiln built in BUILD_DIR and
 # Python's standard library; the JPEG seeds need Pillow (PyPI; the committed
 # ones were made with pillow==10.4.0) and are skipped without it. Seeds stay
 # small (libFuzzer runs with -max_len=65536).
@@ -14,7 +14,7 @@ kiln="$build/tools/kiln"
 corpus="$here/corpus"
 work=$(mktemp -d -t kiln-seeds-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$corpus"/{npy,image,tuning_import,model_file}
+mkdir -p "$corpus"/{npy,image,tuning_import,model_file,tokenizer}
 
 python3 - "$corpus" <<'PY'
 import pathlib, struct, sys, zlib
@@ -94,4 +94,24 @@ for fixture in lstm_activations dft_onesided_axis2; do
       -o "$corpus/model_file/${fixture}_$target.kiln" > /dev/null
   done
 done
-ls -l "$corpus"/{npy,image,tuning_import,model_file}
+# Tokenizers: the fixtures' tokenizer.json files (GPT-2's ByteLevel, Llama 3's
+# and Qwen2's Split regexes) written compactly, and a minimal one.
+python3 - "$root/tests/fixtures/tokenizers" "$corpus/tokenizer" <<'PY'
+import json, pathlib, sys
+fixtures, out = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+for name in ("gpt2", "llama3", "qwen2"):
+    data = json.loads((fixtures / name / "tokenizer.json").read_text(encoding="utf-8"))
+    (out / f"{name}.json").write_text(json.dumps(data, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
+byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+minimal = {
+    "version": "1.0", "added_tokens": [{"id": 3, "content": "<s>", "special": True, "single_word": False,
+                                        "lstrip": False, "rstrip": False, "normalized": False}],
+    "normalizer": None, "pre_tokenizer": byte_level, "post_processor": None, "decoder": byte_level,
+    "model": {"type": "BPE", "dropout": None, "unk_token": None, "continuing_subword_prefix": None,
+              "end_of_word_suffix": None, "fuse_unk": False, "byte_fallback": False, "ignore_merges": False,
+              "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]},
+}
+(out / "minimal.json").write_text(json.dumps(minimal, separators=(",", ":")), encoding="utf-8")
+PY
+
+ls -l "$corpus"/{npy,image,tuning_import,model_file,tokenizer}
