@@ -545,3 +545,25 @@ BOOST_AUTO_TEST_CASE(kernel_cache_reports_the_failing_kernel_after_loading_the_r
   });
   BOOST_TEST(cache.distinct_kernels() == 1);  // the other kernel loaded and stays cached
 }
+
+// Robust buffer access (docs/compiled-models.md, "Trust"): a kernel that
+// writes past its binding (as a forged compiled-model file's could) writes
+// nothing outside it; the rest of the buffer keeps its bytes.
+BOOST_AUTO_TEST_CASE(writes_past_a_binding_stay_inside_it) {
+  BOOST_TEST(vulkan_device().context().robust_buffer_access());
+  kb::Device& dev = device();
+  const std::uint32_t bound = 64, written = 256;
+  auto kernel = load(dev, glsl_kernel("write_past_binding", 1, written, "b0.data[i] = float(i);"));
+  auto buffer = dev.allocate(written * sizeof(float));
+  dev.upload(*buffer, 0, bytes_of(std::vector<float>(written, -1.0f)));
+  const kb::BufferBinding bindings[] = {{buffer.get(), 0, bound * sizeof(float)}};
+  auto list = dev.create_command_list();
+  list->dispatch(*kernel, groups_for(written), bindings);
+  list->finish();
+  list->submit();
+  const std::vector<float> after = download_floats(dev, *buffer, 0, written);
+  BOOST_TEST(std::vector<float>(after.begin(), after.begin() + bound) == iota_floats(bound, 0.0f),
+             boost::test_tools::per_element());
+  BOOST_TEST(std::vector<float>(after.begin() + bound, after.end()) == std::vector<float>(written - bound, -1.0f),
+             boost::test_tools::per_element());
+}

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <limits>
+#include <string>
 #include <vector>
 
 namespace kiln::backend::vulkan {
@@ -38,6 +39,12 @@ DeviceContext::DeviceContext(std::shared_ptr<Instance> instance, PhysicalDevice 
   features.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2;
   features.pNext = &storage16;
   features.features.shaderInt64 = physical_.shader_int64 ? VK_TRUE : VK_FALSE;
+  // Bounds checks in the driver, so that no kernel writes past what kiln bound
+  // (a compiled-model file is code: docs/compiled-models.md). Desktop GPUs
+  // check buffer bounds in hardware; KILN_VULKAN_ROBUST_ACCESS=0 turns it off.
+  const char* robust_setting = std::getenv("KILN_VULKAN_ROBUST_ACCESS");
+  robust_buffer_access_ = physical_.robust_buffer_access && !(robust_setting && std::string(robust_setting) == "0");
+  features.features.robustBufferAccess = robust_buffer_access_ ? VK_TRUE : VK_FALSE;
 
   std::vector<const char*> extensions;
   if (physical_.portability_subset) extensions.push_back("VK_KHR_portability_subset");

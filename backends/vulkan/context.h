@@ -14,7 +14,10 @@ namespace kiln::backend::vulkan {
 class DeviceContext {
  public:
   // Creates the VkDevice with one compute queue and the optional features the
-  // device has (fp16, 8- and 16-bit storage, int64). `index` is for messages.
+  // device has (fp16, 8- and 16-bit storage, int64), and robust buffer
+  // access unless KILN_VULKAN_ROBUST_ACCESS=0: a kernel's access outside a
+  // binding (a forged compiled-model file's, a kernel bug's) then never
+  // reaches memory kiln did not bind to it. `index` is for messages.
   DeviceContext(std::shared_ptr<Instance> instance, PhysicalDevice physical, int index);
   // Destroys the VkDevice. Fatal validation mode: messages nobody raised
   // (including leaks reported at destruction) are printed, then abort().
@@ -28,6 +31,8 @@ class DeviceContext {
   const TargetDesc& target() const { return physical_.target; }
   // "Vulkan device 0 'llvmpipe (...)'", for messages.
   const std::string& label() const { return label_; }
+  // Whether the device was created with robustBufferAccess.
+  bool robust_buffer_access() const { return robust_buffer_access_; }
 
   // Fatal validation mode: throws Error(Internal) with the layer's messages.
   void raise_validation_errors() const { instance_->raise_validation_errors(); }
@@ -44,6 +49,7 @@ class DeviceContext {
   DeviceFunctions functions_;
   VkQueue queue_ = VK_NULL_HANDLE;
   mutable std::mutex queue_mutex_;
+  bool robust_buffer_access_ = false;
 };
 
 // RAII for the plain Vulkan handles kiln owns, destroyed with `destroy`.

@@ -128,6 +128,7 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   device.shader_float16 = float16.shaderFloat16 == VK_TRUE;
   device.storage_buffer_16bit = storage16.storageBuffer16BitAccess == VK_TRUE;
   device.shader_int64 = features.features.shaderInt64 == VK_TRUE;
+  device.robust_buffer_access = features.features.robustBufferAccess == VK_TRUE;
   device.storage_buffer_8bit = vulkan_1_2 && storage8.storageBuffer8BitAccess == VK_TRUE;
   device.timestamp_period_ns = limits.timestampPeriod;
   device.vendor_id = basic.vendorID;

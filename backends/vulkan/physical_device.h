@@ -31,6 +31,9 @@ struct PhysicalDevice {
   bool shader_int64 = false;
   bool storage_buffer_8bit = false;  // Vulkan 1.2's storageBuffer8BitAccess
   bool portability_subset = false;  // the device requires VK_KHR_portability_subset
+  // Out-of-range accesses of a binding stay inside it (writes dropped, reads
+  // in range or zero): core Vulkan, required of every device.
+  bool robust_buffer_access = false;
 };
 
 // The devices kiln can use (Vulkan 1.1 or newer, with a compute queue), in
