@@ -38,7 +38,6 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -46,6 +45,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -342,9 +342,17 @@ int main(int argc, char** argv) {
       ->delimiter(',')
       ->check(CLI::IsMember({"segmentation", "decoder", "speech", "detector"}));
   CLI11_PARSE(app, argc, argv);
-  // Calls past the recompile limit warn once per compiled model, and the
-  // models are compiled again and again: errors only, unless asked.
-  setenv("KILN_LOG", "error", 0);
+  // kiln's warnings go to a handler, as a service routes them: calls past
+  // the recompile limit warn once per compiled model, and the models are
+  // compiled again and again. Counted, and the distinct ones shown at the end.
+  std::mutex warning_mutex;
+  std::uint64_t warnings = 0;
+  std::set<std::string> distinct_warnings;
+  kiln::set_log_handler([&](kiln::LogLevel, const std::string& message) {
+    std::lock_guard lock(warning_mutex);
+    ++warnings;
+    if (distinct_warnings.size() < 8) distinct_warnings.insert(message.substr(0, message.find('\n')));
+  });
   double duration = 0;
   try {
     duration = parse_duration(duration_text);
@@ -463,6 +471,12 @@ int main(int argc, char** argv) {
     std::printf("after warm-up, min to max: rss %.1f to %.1f MiB, device %.2f to %.2f MiB, files %.0f to %.0f, "
                 "threads %.0f to %.0f\n",
                 rss.first, rss.second, device.first, device.second, files.first, files.second, thr.first, thr.second);
+  }
+
+  {
+    std::lock_guard lock(warning_mutex);
+    std::printf("kiln warnings: %llu; among them:\n", static_cast<unsigned long long>(warnings));
+    for (const std::string& w : distinct_warnings) std::printf("  %s\n", w.c_str());
   }
 
   // Every model gone: kiln must hold no device memory.

@@ -1,12 +1,14 @@
 // Device faults injected at every call (src/runtime/fault_injection.h): for
 // each backend with a device here, each way a model runs (eager, default,
 // reduce-overhead) and each counted device call of creating a model and
-// calling it twice, that call fails, once as out of memory and once as a
-// lost device. Every run ends in a kiln::Error of that kind naming the
+// calling it twice (directly, and through submit() and wait(), where the
+// fault meets the model's own thread), that call fails, once as out of
+// memory and once as a lost device. Every run ends in a kiln::Error of that kind naming the
 // operation, never a crash, hang or wrong output; after out of memory the
 // same model answers its next call with the unfaulted outputs, bit for bit;
 // after a lost device every later call fails cleanly, and the documented
-// recovery (destroy the models, create them again) works. The sanitizer
+// recovery (destroy the models, create them again) works. Once the models
+// are gone kiln holds no device memory (kiln::device_memory_use). The sanitizer
 // build runs it too (suite fast): no leak on any of these paths.
 #include <boost/test/unit_test.hpp>
 
@@ -29,22 +31,31 @@ using kiln::runtime::FaultInjector;
 struct Way {
   std::string name;
   std::optional<kiln::Mode> mode;  // nullopt: eager
+  bool submitted = false;          // calls through submit() and wait(), on the model's own thread
 };
 
 // A model made ready to call on `backend`, its way.
 class Runner {
  public:
-  Runner(const kiln::Model& model, const std::string& backend, const Way& way) {
+  Runner(const kiln::Model& model, const std::string& backend, const Way& way) : submitted_(way.submitted) {
     if (way.mode)
       compiled_.emplace(kiln::compile(model, {.backend = backend, .mode = *way.mode}));
     else
       eager_.emplace(kiln::eager(model, {.backend = backend}));
   }
   std::vector<kiln::Tensor> operator()(const std::vector<kiln::Tensor>& inputs) {
+    if (submitted_) {
+      const std::vector<kiln::CallInput> call(inputs.begin(), inputs.end());
+      const std::vector<kiln::DeviceTensor> out = compiled_ ? compiled_->submit(call).wait() : eager_->submit(call).wait();
+      std::vector<kiln::Tensor> host;
+      for (const kiln::DeviceTensor& t : out) host.push_back(t.to_host());
+      return host;
+    }
     return compiled_ ? (*compiled_)(inputs) : (*eager_)(inputs);
   }
 
  private:
+  bool submitted_ = false;
   std::optional<kiln::CompiledModel> compiled_;
   std::optional<kiln::EagerModel> eager_;
 };
@@ -69,6 +80,17 @@ std::optional<kiln::ErrorKind> error_of(const std::function<void()>& step) {
     return e.kind();
   }
   return std::nullopt;
+}
+
+// What every model gone should leave: no device memory (a buffer still
+// counted is a leak on the error path).
+std::uint64_t device_bytes_held() {
+  std::uint64_t bytes = 0;
+  for (const kiln::DeviceMemoryUse& use : kiln::device_memory_use()) {
+    if (use.bytes > 0) BOOST_TEST_MESSAGE(use.device << ": " << use.bytes << " bytes in " << use.buffers << " buffers");
+    bytes += use.bytes;
+  }
+  return bytes;
 }
 
 // Sets the injector for the scope, and clears it on the way out.
@@ -121,6 +143,7 @@ void walk_faults(const std::string& backend, const Way& way) {
       BOOST_TEST(failures == 1);
       BOOST_TEST(faults->fired());
     }
+    BOOST_TEST(device_bytes_held() == 0u, "device memory kept after a fault at call " << n);
   }
 
   for (std::uint64_t n = 1; n <= calls; ++n) {
@@ -144,6 +167,7 @@ void walk_faults(const std::string& backend, const Way& way) {
       Runner again(model, backend, way);
       BOOST_TEST(same_bits(again(inputs), want));
     }
+    BOOST_TEST(device_bytes_held() == 0u, "device memory kept after a lost device at call " << n);
   }
 }
 
@@ -151,7 +175,9 @@ bool init_suite() {
   auto& master = boost::unit_test::framework::master_test_suite();
   const std::vector<Way> ways = {{"eager", std::nullopt},
                                  {"default", kiln::Mode::default_},
-                                 {"reduce-overhead", kiln::Mode::reduce_overhead}};
+                                 {"reduce-overhead", kiln::Mode::reduce_overhead},
+                                 {"default-submitted", kiln::Mode::default_, true},
+                                 {"reduce-overhead-submitted", kiln::Mode::reduce_overhead, true}};
   for (const kiln::BackendDescription& b : kiln::list_backends()) {
     if (!b.available || b.devices.empty()) continue;
     auto* suite = BOOST_TEST_SUITE(b.name);

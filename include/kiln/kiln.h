@@ -21,6 +21,7 @@
 #include <kiln/causal_lm.h>
 #include <kiln/dtype.h>
 #include <kiln/error.h>
+#include <kiln/log.h>
 #include <kiln/export.h>
 #include <kiln/model.h>
 #include <kiln/models.h>
@@ -378,10 +379,11 @@ KILN_API std::vector<BackendDescription> list_backends();
 // Device memory kiln holds in this process, for a long-running service's
 // monitoring: one entry per device that some model, device tensor or call
 // still holds open (per cache folder, as models share a device per folder;
-// a device nothing holds is closed and not listed). Counts every buffer kiln
-// allocated there: weights, activations, device tensors, staging and
-// recorded replays. It returns to its earlier level when what held the
-// buffers is gone.
+// a device nothing holds is closed and not listed, unless some of its
+// buffers outlived it, which is a leak: then its name ends in "(closed;
+// ...)"). Counts every buffer kiln allocated there: weights, activations,
+// device tensors, staging and recorded replays. It returns to its earlier
+// level when what held the buffers is gone.
 struct KILN_API DeviceMemoryUse {
   std::string device;            // "vulkan:0 'llvmpipe (LLVM 15.0.6, 256 bits)'"
   std::string cache_dir;         // as the models were given it ("" the default)

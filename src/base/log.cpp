@@ -1,5 +1,7 @@
 #include "src/base/log.h"
 
+#include <kiln/log.h>
+
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
@@ -80,3 +82,20 @@ void log_once(LogLevel level, const std::string& topic, const std::string& messa
 }
 
 }  // namespace kiln::base
+
+namespace kiln {
+
+LogHandler set_log_handler(LogHandler handler, LogLevel level) {
+  base::LogSink sink;
+  if (handler)
+    sink = [handler = std::move(handler)](base::LogLevel l, const std::string& message) {
+      handler(static_cast<LogLevel>(l), message);
+    };
+  base::LogSink previous = base::set_log_sink(std::move(sink), static_cast<base::LogLevel>(level));
+  if (!previous) return {};
+  return [previous = std::move(previous)](LogLevel l, const std::string& message) {
+    previous(static_cast<base::LogLevel>(l), message);
+  };
+}
+
+}  // namespace kiln

@@ -63,9 +63,6 @@ struct DeviceContext {
 std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, const std::string& device_spec,
                                               const std::string& cache_dir);
 
-// The pooled devices some model, tensor or call still holds, in pool order.
-std::vector<std::shared_ptr<DeviceContext>> open_devices();
-
 // Writes the driver's pipeline cache to ctx.pipeline_cache_file if pipelines
 // were created since the last save (call after loading kernels). Best
 // effort: a failure is logged, not thrown.

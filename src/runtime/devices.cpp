@@ -179,9 +179,19 @@ namespace {
 
 // Weak references: a device lives as long as some model uses it, and is
 // never destroyed during static destruction.
+// A pooled device and its memory count, which outlives it: buffers still
+// alive when the last model has gone (a leak) keep their count listed.
+struct PoolEntry {
+  std::weak_ptr<DeviceContext> context;
+  std::shared_ptr<MemoryCounter> memory;
+  std::string label;
+  std::string cache_dir;
+};
+
 struct DevicePool {
   std::mutex mutex;
-  std::map<std::tuple<std::string, int, std::string>, std::weak_ptr<DeviceContext>> devices;
+  std::map<std::tuple<std::string, int, std::string>, PoolEntry> devices;
+  std::vector<PoolEntry> closed;  // closed devices whose buffers are not all freed
 };
 
 DevicePool& device_pool() {
@@ -197,8 +207,12 @@ std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, c
   const int index = backend::resolve_device(backend, device_spec);
   DevicePool& pool = device_pool();
   std::lock_guard lock(pool.mutex);
-  auto key = std::make_tuple(backend.name(), index, cache_dir);
-  if (auto existing = pool.devices[key].lock()) return existing;
+  const auto key = std::make_tuple(backend.name(), index, cache_dir);
+  if (const auto found = pool.devices.find(key); found != pool.devices.end()) {
+    if (auto existing = found->second.context.lock()) return existing;
+    if (found->second.memory->bytes.load() > 0) pool.closed.push_back(found->second);
+    pool.devices.erase(found);
+  }
   auto ctx = std::make_shared<DeviceContext>();
   ctx->backend = &backend;
   ctx->index = index;
@@ -213,36 +227,37 @@ std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, c
   ctx->device = with_memory_accounting(std::move(ctx->device), ctx->memory);
   ctx->kernels = std::make_unique<KernelCache>(backend, ctx->device, cache::CompileCache(cache_dir));
   restore_pipeline_cache(*ctx, cache_dir);
-  pool.devices[key] = ctx;
+  pool.devices[key] = PoolEntry{ctx, ctx->memory, ctx->label(), cache_dir};
   return ctx;
-}
-
-std::vector<std::shared_ptr<DeviceContext>> open_devices() {
-  DevicePool& pool = device_pool();
-  std::lock_guard lock(pool.mutex);
-  std::vector<std::shared_ptr<DeviceContext>> open;
-  for (auto it = pool.devices.begin(); it != pool.devices.end();) {
-    if (auto ctx = it->second.lock()) {
-      open.push_back(std::move(ctx));
-      ++it;
-    } else {
-      it = pool.devices.erase(it);  // closed: forget it, so the pool does not grow with every cache folder used
-    }
-  }
-  return open;
 }
 
 }  // namespace runtime
 
 std::vector<DeviceMemoryUse> device_memory_use() {
+  runtime::DevicePool& pool = runtime::device_pool();
+  std::lock_guard lock(pool.mutex);
   std::vector<DeviceMemoryUse> use;
-  for (const std::shared_ptr<runtime::DeviceContext>& ctx : runtime::open_devices()) {
-    use.push_back({.device = ctx->label(),
-                   .cache_dir = ctx->cache_dir,
-                   .bytes = ctx->memory->bytes.load(),
-                   .buffers = ctx->memory->buffers.load(),
-                   .peak_bytes = ctx->memory->peak_bytes.load()});
+  auto add = [&](const runtime::PoolEntry& entry, const std::string& device) {
+    use.push_back({.device = device,
+                   .cache_dir = entry.cache_dir,
+                   .bytes = entry.memory->bytes.load(),
+                   .buffers = entry.memory->buffers.load(),
+                   .peak_bytes = entry.memory->peak_bytes.load()});
+  };
+  for (auto it = pool.devices.begin(); it != pool.devices.end();) {
+    if (!it->second.context.expired()) {
+      add(it->second, it->second.label);
+      ++it;
+      continue;
+    }
+    // Closed: forgotten once its buffers are all freed, so the pool does not
+    // grow with every cache folder used.
+    if (it->second.memory->bytes.load() > 0) pool.closed.push_back(it->second);
+    it = pool.devices.erase(it);
   }
+  std::erase_if(pool.closed, [](const runtime::PoolEntry& entry) { return entry.memory->bytes.load() == 0; });
+  for (const runtime::PoolEntry& entry : pool.closed)
+    add(entry, entry.label + " (closed; buffers outlived every model on it)");
   return use;
 }
 

@@ -135,6 +135,8 @@ headers)
   expect_line public_api '^c99 kernels of the ReduceMean model: 1$'
   expect_line public_api '^tuning database of /var/cache/kiln: /var/cache/kiln/tuning.db$'
   expect_line public_api '^tuning records of a missing file: caught kiln::Error \(not found\)$'
+  expect_line public_api '^log handler: got messages$'
+  expect_line public_api '^device memory in use: some$'
   echo "ok: $(echo "$installed" | wc -w) public headers installed, each compiles alone and names no internal type; trace.h's example and Builder::op ran; libkiln's errors caught as kiln::Error"
   ;;
 

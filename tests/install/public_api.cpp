@@ -70,6 +70,19 @@ int main() {
   std::printf("tuning database of /var/cache/kiln: %s\n", kiln::default_tuning_database("/var/cache/kiln").c_str());
   report("tuning records of a missing file", [] { kiln::tuning_records("/nonexistent/tuning.db"); });
 
+  // A service's hooks: kiln's log routed to the application (compiling the
+  // model above logs what it does at info level), and the device memory
+  // the models hold.
+  int messages = 0;
+  kiln::set_log_handler([&](kiln::LogLevel, const std::string&) { ++messages; }, kiln::LogLevel::info);
+  kiln::CompiledModel compiled = kiln::compile(model);
+  compiled({kiln::Tensor::from_f32({2, 3}, {1, 2, 3, 4, 5, 6})});
+  kiln::set_log_handler({});
+  std::printf("log handler: %s\n", messages > 0 ? "got messages" : "got nothing");
+  std::uint64_t device_bytes = 0;
+  for (const kiln::DeviceMemoryUse& use : kiln::device_memory_use()) device_bytes += use.bytes;
+  std::printf("device memory in use: %s\n", device_bytes > 0 ? "some" : "none");
+
   report("unknown model", [] { kiln::models::build("no_such_model"); });
   report("wrong input shape", [&] { eager({kiln::Tensor::from_f32({3}, {1, 2, 3})}); });
 }
