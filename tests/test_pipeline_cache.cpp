@@ -13,6 +13,7 @@
 #include "src/base/log.h"
 #include "src/cache/cache_entry.h"
 #include "src/runtime/device_pool.h"
+#include "src/runtime/forwarding_device.h"
 
 #include <kiln/kiln.h>
 
@@ -83,7 +84,10 @@ class WarningLog {
   std::vector<std::string> messages_;
 };
 
-kv::VulkanDevice& vulkan(rt::DeviceContext& ctx) { return dynamic_cast<kv::VulkanDevice&>(*ctx.device); }
+// The pooled device is wrapped (memory accounting): the Vulkan device under it.
+kv::VulkanDevice& vulkan(rt::DeviceContext& ctx) {
+  return dynamic_cast<kv::VulkanDevice&>(rt::backend_device(*ctx.device));
+}
 
 // A small compute kernel; `scale` makes distinct binaries.
 kb::KernelSource kernel_source(int scale) {

@@ -35,11 +35,21 @@ class ForwardingDevice : public backend::Device {
   std::optional<std::vector<std::byte>> pipeline_cache_data() override { return device_->pipeline_cache_data(); }
 
  protected:
+  friend backend::Device& backend_device(backend::Device& device);
   backend::Device& wrapped() { return *device_; }
   const backend::Device& wrapped() const { return *device_; }
 
  private:
   std::shared_ptr<backend::Device> device_;
 };
+
+// The backend's own device under the runtime's wrappers (a pooled device is
+// wrapped at least for memory accounting), for code that needs the backend's
+// type: kiln's tests of a backend's internals.
+inline backend::Device& backend_device(backend::Device& device) {
+  backend::Device* inner = &device;
+  while (auto* wrapper = dynamic_cast<ForwardingDevice*>(inner)) inner = wrapper->device_.get();
+  return *inner;
+}
 
 }  // namespace kiln::runtime
