@@ -17,7 +17,7 @@
 //                 an If) run on the host between compiled segments.
 //
 // Every output is checked against eager mode's (computed once before the
-// threads start). Host RSS, the device memory kiln holds
+// threads start). Host RSS, malloc's bytes in use, the device memory kiln holds
 // (kiln::device_memory_use), open files and threads are sampled; the summary
 // gives each one's slope after warm-up (the first quarter of the run). At
 // the end every model is destroyed and the device memory kiln holds must
@@ -51,6 +51,7 @@
 #include <thread>
 #include <vector>
 
+#include <malloc.h>
 #include <unistd.h>
 
 namespace {
@@ -63,6 +64,7 @@ using Clock = std::chrono::steady_clock;
 struct Sample {
   double seconds = 0;
   double rss_mib = 0;
+  double heap_mib = 0;  // malloc's bytes in use: a leak grows it, the allocator's own caching does not
   double device_mib = 0;
   double device_buffers = 0;
   double open_files = 0;
@@ -93,9 +95,14 @@ double thread_count() {
   return 0;
 }
 
+double heap_in_use_mib() {
+  const struct mallinfo2 info = mallinfo2();
+  return static_cast<double>(info.uordblks + info.hblkhd) / (1 << 20);
+}
+
 Sample take_sample(double seconds, std::uint64_t calls) {
-  Sample s{.seconds = seconds, .rss_mib = resident_mib(), .open_files = open_files(), .threads = thread_count(),
-           .calls = static_cast<double>(calls)};
+  Sample s{.seconds = seconds, .rss_mib = resident_mib(), .heap_mib = heap_in_use_mib(), .open_files = open_files(),
+           .threads = thread_count(), .calls = static_cast<double>(calls)};
   for (const kiln::DeviceMemoryUse& use : kiln::device_memory_use()) {
     s.device_mib += static_cast<double>(use.bytes) / (1 << 20);
     s.device_buffers += static_cast<double>(use.buffers);
@@ -423,8 +430,8 @@ int main(int argc, char** argv) {
   }
 
   std::vector<Sample> samples;
-  std::printf("%8s %9s %11s %9s %7s %8s %9s\n", "seconds", "rss MiB", "device MiB", "buffers", "files", "threads",
-              "failures");
+  std::printf("%8s %9s %9s %11s %9s %7s %8s %9s\n", "seconds", "rss MiB", "heap MiB", "device MiB", "buffers", "files",
+              "threads", "failures");
   auto next = start;
   while (Clock::now() < end && failures.load() < 20) {
     next += std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(sample_every));
@@ -432,18 +439,18 @@ int main(int argc, char** argv) {
     const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
     samples.push_back(take_sample(seconds, calls.load()));
     const Sample& s = samples.back();
-    std::printf("%8.0f %9.1f %11.2f %9.0f %7.0f %8.0f %9llu\n", s.seconds, s.rss_mib, s.device_mib, s.device_buffers,
-                s.open_files, s.threads, static_cast<unsigned long long>(failures.load()));
+    std::printf("%8.0f %9.1f %9.1f %11.2f %9.0f %7.0f %8.0f %9llu\n", s.seconds, s.rss_mib, s.heap_mib, s.device_mib,
+                s.device_buffers, s.open_files, s.threads, static_cast<unsigned long long>(failures.load()));
     std::fflush(stdout);
   }
   for (std::thread& w : workers) w.join();
 
   if (!samples_path.empty()) {
     std::ofstream csv(samples_path);
-    csv << "seconds,rss_mib,device_mib,device_buffers,open_files,threads\n";
+    csv << "seconds,rss_mib,heap_mib,device_mib,device_buffers,open_files,threads,calls\n";
     for (const Sample& s : samples)
-      csv << s.seconds << ',' << s.rss_mib << ',' << s.device_mib << ',' << s.device_buffers << ',' << s.open_files
-          << ',' << s.threads << '\n';
+      csv << s.seconds << ',' << s.rss_mib << ',' << s.heap_mib << ',' << s.device_mib << ',' << s.device_buffers << ','
+          << s.open_files << ',' << s.threads << ',' << s.calls << '\n';
   }
 
   std::printf("\ncalls per model (recompiles):");
@@ -456,9 +463,10 @@ int main(int argc, char** argv) {
   for (const Sample& s : samples)
     if (s.seconds >= duration / 4) steady.push_back(s);
   if (steady.size() >= 2) {
-    std::printf("after warm-up (%.0f s to %.0f s, %zu samples), slope per hour: rss %+.1f MiB, device %+.2f MiB, "
-                "buffers %+.1f, files %+.1f, threads %+.1f\n",
+    std::printf("after warm-up (%.0f s to %.0f s, %zu samples), slope per hour: rss %+.1f MiB, heap %+.1f MiB, "
+                "device %+.2f MiB, buffers %+.1f, files %+.1f, threads %+.1f\n",
                 steady.front().seconds, steady.back().seconds, steady.size(), slope_per_hour(steady, &Sample::rss_mib),
+                slope_per_hour(steady, &Sample::heap_mib),
                 slope_per_hour(steady, &Sample::device_mib), slope_per_hour(steady, &Sample::device_buffers),
                 slope_per_hour(steady, &Sample::open_files), slope_per_hour(steady, &Sample::threads));
     auto range = [&](double Sample::*field) {
@@ -466,11 +474,12 @@ int main(int argc, char** argv) {
                                           [&](const Sample& a, const Sample& b) { return a.*field < b.*field; });
       return std::pair((*lo).*field, (*hi).*field);
     };
-    const auto rss = range(&Sample::rss_mib), device = range(&Sample::device_mib), files = range(&Sample::open_files),
-               thr = range(&Sample::threads);
-    std::printf("after warm-up, min to max: rss %.1f to %.1f MiB, device %.2f to %.2f MiB, files %.0f to %.0f, "
-                "threads %.0f to %.0f\n",
-                rss.first, rss.second, device.first, device.second, files.first, files.second, thr.first, thr.second);
+    const auto rss = range(&Sample::rss_mib), heap = range(&Sample::heap_mib), device = range(&Sample::device_mib),
+               files = range(&Sample::open_files), thr = range(&Sample::threads);
+    std::printf("after warm-up, min to max: rss %.1f to %.1f MiB, heap %.1f to %.1f MiB, device %.2f to %.2f MiB, "
+                "files %.0f to %.0f, threads %.0f to %.0f\n",
+                rss.first, rss.second, heap.first, heap.second, device.first, device.second, files.first, files.second,
+                thr.first, thr.second);
   }
 
   {
@@ -491,8 +500,8 @@ int main(int argc, char** argv) {
     status = 1;
   }
   const Sample after = take_sample(0, calls.load());
-  std::printf("every model destroyed: device memory %.2f MiB, rss %.1f MiB, files %.0f, threads %.0f\n", after.device_mib,
-              after.rss_mib, after.open_files, after.threads);
+  std::printf("every model destroyed: device memory %.2f MiB, rss %.1f MiB, heap %.1f MiB, files %.0f, threads %.0f\n",
+              after.device_mib, after.rss_mib, after.heap_mib, after.open_files, after.threads);
   if (failures.load() > 0) {
     std::printf("FAILED: %llu calls failed or answered wrongly; the first:\n", static_cast<unsigned long long>(failures.load()));
     for (const std::string& m : failure_messages) std::printf("  %s\n", m.c_str());
