@@ -355,6 +355,9 @@ int main(int argc, char** argv) {
   std::mutex warning_mutex;
   std::uint64_t warnings = 0;
   std::set<std::string> distinct_warnings;
+  struct RestoreLog {  // before the handler's captures go
+    ~RestoreLog() { kiln::set_log_handler({}); }
+  } restore_log;
   kiln::set_log_handler([&](kiln::LogLevel, const std::string& message) {
     std::lock_guard lock(warning_mutex);
     ++warnings;
