@@ -29,10 +29,6 @@ float uniform01(std::uint64_t seed, std::uint64_t i) {
 
 }  // namespace
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 kiln::Tensor generated_tensor(const std::string& name, const kiln::Shape& shape) {
   kiln::Tensor t(kiln::DType::f32, shape);
   auto values = t.values<float>();
@@ -44,9 +40,9 @@ kiln::Tensor generated_tensor(const std::string& name, const kiln::Shape& shape)
     const float u = uniform01(seed, i);
     const float signed_u = 2.0f * u - 1.0f;
     float v;
-    if (ends_with(name, "running_var")) v = 0.5f + u;
-    else if (ends_with(name, "running_mean")) v = 0.2f * signed_u;
-    else if (shape.size() <= 1 && ends_with(name, "weight")) v = 1.0f + 0.2f * signed_u;
+    if (name.ends_with("running_var")) v = 0.5f + u;
+    else if (name.ends_with("running_mean")) v = 0.2f * signed_u;
+    else if (shape.size() <= 1 && name.ends_with("weight")) v = 1.0f + 0.2f * signed_u;
     else if (shape.size() <= 1) v = 0.2f * signed_u;
     else v = he_scale * signed_u;
     values[i] = v;

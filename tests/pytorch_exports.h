@@ -21,8 +21,6 @@ namespace pytorch_exports {
 // make_fixtures.py's `fill`: a tensor's values from its name.
 kiln::Tensor generated_tensor(const std::string& name, const kiln::Shape& shape);
 
-bool ends_with(const std::string& s, const std::string& suffix);
-
 // Every graph input of `proto` that `is_data` does not claim holds a weight:
 // it becomes an initializer made by the generator. Returns those weights' shapes.
 std::map<std::string, kiln::Shape> generate_weights(onnx::ModelProto& proto,

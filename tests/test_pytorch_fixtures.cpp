@@ -46,7 +46,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-using pytorch_exports::ends_with;
 using pytorch_exports::generate_weights;
 using pytorch_exports::generated_tensor;
 
@@ -180,8 +179,8 @@ void check_same_graph_shape(const Family& family, const Export& exported) {
   }
   // Every parameter-like constant of the built-in model exists in the export.
   for (const auto& [name, shape] : builtin_constants) {
-    const bool state_dict_like = ends_with(name, ".weight") || ends_with(name, ".bias") ||
-                                 ends_with(name, "running_mean") || ends_with(name, "running_var");
+    const bool state_dict_like = name.ends_with(".weight") || name.ends_with(".bias") ||
+                                 name.ends_with("running_mean") || name.ends_with("running_var");
     if (state_dict_like) BOOST_TEST(exported.parameters.count(name) == 1u, family.name << ": export lacks " << name);
   }
   auto count = [](const kiln::Model& m, std::initializer_list<const char*> ops) {

@@ -21,8 +21,8 @@
 #include <kiln/causal_lm.h>
 #include <kiln/dtype.h>
 #include <kiln/error.h>
-#include <kiln/log.h>
 #include <kiln/export.h>
+#include <kiln/log.h>
 #include <kiln/model.h>
 #include <kiln/models.h>
 #include <kiln/settings.h>

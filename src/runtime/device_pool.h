@@ -15,7 +15,6 @@
 #include <mutex>
 #include <span>
 #include <string>
-#include <vector>
 
 namespace kiln::runtime {
 

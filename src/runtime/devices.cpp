@@ -177,10 +177,10 @@ std::string DeviceContext::label() const {
 
 namespace {
 
-// Weak references: a device lives as long as some model uses it, and is
-// never destroyed during static destruction.
-// A pooled device and its memory count, which outlives it: buffers still
-// alive when the last model has gone (a leak) keep their count listed.
+// A pooled device, held weakly (it lives as long as some model uses it, and
+// is never destroyed during static destruction), and its memory count, which
+// outlives it: buffers still alive when the last model has gone (a leak) keep
+// their count listed.
 struct PoolEntry {
   std::weak_ptr<DeviceContext> context;
   std::shared_ptr<MemoryCounter> memory;
@@ -188,15 +188,25 @@ struct PoolEntry {
   std::string cache_dir;
 };
 
+// By backend, device index and cache folder.
+using PoolEntries = std::map<std::tuple<std::string, int, std::string>, PoolEntry>;
+
 struct DevicePool {
   std::mutex mutex;
-  std::map<std::tuple<std::string, int, std::string>, PoolEntry> devices;
+  PoolEntries devices;
   std::vector<PoolEntry> closed;  // closed devices whose buffers are not all freed
 };
 
 DevicePool& device_pool() {
   static DevicePool* pool = new DevicePool;  // never destroyed: models may outlive static destruction
   return *pool;
+}
+
+// Drops a closed device's entry (so the pool does not grow with every cache
+// folder used), keeping its count while some of its buffers live on.
+PoolEntries::iterator forget_closed(DevicePool& pool, PoolEntries::iterator entry) {
+  if (entry->second.memory->bytes.load() > 0) pool.closed.push_back(entry->second);
+  return pool.devices.erase(entry);
 }
 
 }  // namespace
@@ -210,8 +220,7 @@ std::shared_ptr<DeviceContext> acquire_device(const std::string& backend_name, c
   const auto key = std::make_tuple(backend.name(), index, cache_dir);
   if (const auto found = pool.devices.find(key); found != pool.devices.end()) {
     if (auto existing = found->second.context.lock()) return existing;
-    if (found->second.memory->bytes.load() > 0) pool.closed.push_back(found->second);
-    pool.devices.erase(found);
+    forget_closed(pool, found);
   }
   auto ctx = std::make_shared<DeviceContext>();
   ctx->backend = &backend;
@@ -245,15 +254,12 @@ std::vector<DeviceMemoryUse> device_memory_use() {
                    .peak_bytes = entry.memory->peak_bytes.load()});
   };
   for (auto it = pool.devices.begin(); it != pool.devices.end();) {
-    if (!it->second.context.expired()) {
+    if (it->second.context.expired()) {
+      it = runtime::forget_closed(pool, it);
+    } else {
       add(it->second, it->second.label);
       ++it;
-      continue;
     }
-    // Closed: forgotten once its buffers are all freed, so the pool does not
-    // grow with every cache folder used.
-    if (it->second.memory->bytes.load() > 0) pool.closed.push_back(it->second);
-    it = pool.devices.erase(it);
   }
   std::erase_if(pool.closed, [](const runtime::PoolEntry& entry) { return entry.memory->bytes.load() == 0; });
   for (const runtime::PoolEntry& entry : pool.closed)

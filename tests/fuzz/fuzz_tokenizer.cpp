@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
+
 #include <unistd.h>
 
 namespace {
