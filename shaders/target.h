@@ -20,6 +20,15 @@ namespace kiln::lower {
 // a logged warning.
 using KnobOverrides = std::map<std::string, std::string, std::less<>>;
 
+// Knobs pinned for one template's site (kir::TuningSite::template_name).
+struct KnobPin {
+  std::string template_name;  // "" for none
+  std::string knobs;
+  friend bool operator==(const KnobPin&, const KnobPin&) = default;
+};
+// Node name -> the knobs pinned for that node's tuning site.
+using NodeKnobPins = std::map<std::string, KnobPin, std::less<>>;
+
 struct LowerTarget {
   std::string backend = "vulkan";                  // "vulkan", "cuda", "hip", "null"
   std::uint32_t subgroup_size = 32;                // SIMD width (lavapipe 8, NVIDIA 32, AMD 32/64)
@@ -45,6 +54,11 @@ struct LowerTarget {
   // kernels' structure: applied like overrides (after them) where they fit,
   // dropped quietly where they do not (the user set none of them).
   std::shared_ptr<const KnobOverrides> knob_pins = nullptr;
+  // The same, keyed by node name instead of problem (a new extent's
+  // problems are not the set's): lower::lower_node sets `node_pin` from it
+  // for the node it lowers, so a new extent lowers once with its set's knobs.
+  std::shared_ptr<const NodeKnobPins> node_pins = nullptr;
+  KnobPin node_pin{};  // the pin of the node being lowered, for a site of its template
   // A dynamic shape set whose image extents vary (a dim past the first of
   // some input): convolution templates take the choices that hold at every
   // height and width (bound checks kept, scalar stores where a row's

@@ -6,8 +6,12 @@
 #include <kiln/npy.h>
 #include <kiln/onnx.h>
 
+#include "backends/registry.h"
 #include "graph/ir.h"
+#include "graph/model_access.h"
 #include "src/base/log.h"
+#include "src/compile/plan.h"
+#include "src/render/cstyle.h"
 #include "src/runtime/internal_access.h"
 #include "pytorch_exports.h"
 #include "test_backend.h"
@@ -442,6 +446,56 @@ BOOST_AUTO_TEST_CASE(unet_small_with_dynamic_height_and_width_compiles_its_kerne
     BOOST_TEST(e.kind() == kiln::ErrorKind::InvalidArgument);
     BOOST_TEST(std::string(e.what()).find("input 'input' dim 1 is fixed at 3") != std::string::npos, e.what());
   }
+}
+
+// A new extent of a dynamic set, planned as the runtime plans it (the set's
+// knobs, graph choices and plans given): each node takes its set's knobs
+// by name in one lowering, every kernel is one of the set's (most as they
+// are, taking the set's rendered source, which must be what rendering them
+// again gives).
+BOOST_AUTO_TEST_CASE(a_new_extent_lowers_once_with_the_sets_knobs_and_takes_its_sources) {
+  const auto it = std::find_if(families().begin(), families().end(), [](const Family& f) { return f.name == "unet_small"; });
+  BOOST_TEST_REQUIRE((it != families().end()));
+  const kiln::Model model = load_export(*it, 32).model;
+  const auto& source = kiln::internal::ModelAccess::shape_source(model);
+  BOOST_TEST_REQUIRE(source != nullptr);
+  auto graph_at = [&](std::int64_t h, std::int64_t w) {
+    return kiln::internal::graph_ptr(source->instantiate({{1, 3, h, w}}));
+  };
+  const kiln::backend::Backend& backend = kiln::backend::get_backend("null");
+  const kiln::backend::TargetDesc target = backend.offline_targets().at(0);
+  // The set at 32x32, its probe at 96x160 (as ShapeSets makes it).
+  const auto probe = graph_at(96, 160);
+  const std::shared_ptr<const kiln::compiler::Plan> set =
+      kiln::compiler::build_plan(graph_at(32, 32), backend, target, {.model_name = "unet", .probe_graph = probe});
+  BOOST_TEST_REQUIRE(!set->site_knobs.empty());
+  for (const kiln::compiler::SiteKnobs& site : set->site_knobs) BOOST_TEST(!site.nodes.empty(), site.template_name);
+
+  const std::shared_ptr<const kiln::compiler::Plan> extent =
+      kiln::compiler::build_plan(graph_at(48, 48), backend, target,
+                                 {.model_name = "unet", .probe_graph = probe, .pinned_sites = set->site_knobs,
+                                  .pinned_choices = set->graph_choices, .set_plans = {set}});
+  BOOST_TEST(extent->site_knobs.size() == set->site_knobs.size());
+  for (std::size_t i = 0; i < std::min(extent->site_knobs.size(), set->site_knobs.size()); ++i) {
+    const kiln::compiler::SiteKnobs& got = extent->site_knobs[i];
+    BOOST_TEST(got.nodes == set->site_knobs[i].nodes, boost::test_tools::per_element());
+    BOOST_TEST(got.knobs == set->site_knobs[i].knobs, got.template_name << " at " << got.nodes.front());
+  }
+  BOOST_TEST_REQUIRE(extent->kernels.size() == extent->rendered.size());
+  BOOST_TEST(extent->set_kernel_use.size() == extent->kernels.size());
+  std::size_t taken = 0;
+  for (std::size_t k = 0; k < extent->kernels.size(); ++k) {
+    const kiln::compiler::SetKernelUse use = extent->set_kernel_use.at(k);
+    // Taken, or (where the probe happened to agree with 32 on a literal that 48 changes) generalised.
+    BOOST_TEST((use != kiln::compiler::SetKernelUse::specialised), extent->kernels[k].name);
+    taken += use == kiln::compiler::SetKernelUse::taken ? 1 : 0;
+    // No kernel of a pinned site is marked as the user's override.
+    if (extent->kernels[k].tuning_site) BOOST_TEST(!extent->kernels[k].tuning_site->overridden, extent->kernels[k].name);
+    const kiln::backend::KernelSource fresh = kiln::render::make_kernel_source(extent->kernels[k], backend.language());
+    BOOST_TEST(extent->rendered[k].source.text == fresh.text, extent->kernels[k].name);
+    BOOST_TEST(extent->rendered[k].source.num_params == fresh.num_params, extent->kernels[k].name);
+  }
+  BOOST_TEST(taken * 2 > extent->kernels.size(), taken << " of " << extent->kernels.size() << " taken");
 }
 
 // Dynamic kernels against shape-specialised ones: each model compiled twice

@@ -374,7 +374,7 @@ json encode_plan(const compiler::Plan& plan, BlobWriter& blobs) {
           {"storage", encode_storage(plan.storage)}};
   if (plan.autotune) encoded["autotune"] = encode_autotune(*plan.autotune);
   json sites = json::array();
-  for (const compiler::SiteKnobs& site : plan.site_knobs) sites.push_back({site.template_name, site.knobs});
+  for (const compiler::SiteKnobs& site : plan.site_knobs) sites.push_back({site.template_name, site.knobs, site.nodes});
   encoded["site_knobs"] = std::move(sites);
   json choices = json::array();
   for (const compiler::GraphChoiceMade& made : plan.graph_choices) choices.push_back({made.pass, made.node, made.choice});
@@ -424,8 +424,10 @@ std::shared_ptr<const compiler::Plan> decode_plan(const json& j, const Container
       if (j.contains("autotune")) plan->autotune = decode_autotune(j.at("autotune"));
       // Absent in plans from before dynamic dims.
       if (j.contains("site_knobs"))
-        for (const json& site : j.at("site_knobs"))
-          plan->site_knobs.push_back({site.at(0).get<std::string>(), site.at(1).get<std::string>()});
+        for (const json& site : j.at("site_knobs"))  // the nodes absent in plans from before they were kept
+          plan->site_knobs.push_back({site.at(0).get<std::string>(), site.at(1).get<std::string>(),
+                                      site.size() > 2 ? site.at(2).get<std::vector<std::string>>()
+                                                      : std::vector<std::string>{}});
       if (j.contains("graph_choices"))
         for (const json& made : j.at("graph_choices"))
           plan->graph_choices.push_back(

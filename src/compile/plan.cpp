@@ -37,20 +37,53 @@ std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-std::vector<SiteKnobs> site_knobs(const fuse::KernelPlan& kernel_plan) {
+std::vector<SiteKnobs> site_knobs(const graph::Graph& g, const fuse::KernelPlan& kernel_plan) {
   std::vector<SiteKnobs> sites;
   for (const fuse::PlanStep& step : kernel_plan.steps)
-    if (!step.host && step.kernel->kernel.tuning_site)
-      sites.push_back({step.kernel->kernel.tuning_site->template_name, step.kernel->kernel.tuning_site->knobs});
+    if (!step.host && step.kernel->kernel.tuning_site) {
+      SiteKnobs site{step.kernel->kernel.tuning_site->template_name, step.kernel->kernel.tuning_site->knobs, {}};
+      for (graph::NodeId node : step.nodes) site.nodes.push_back(g.node(node).name);
+      sites.push_back(std::move(site));
+    }
   return sites;
 }
 
-// fuse::plan_kernels(), then, if some tuning site's knobs differ from the
-// pinned ones (the k-th site of a template against the k-th pinned of it),
-// again with those as knob pins (LowerTarget::knob_pins; the user's overrides
-// come first). Pins that do not fit are dropped by lowering (a debug line,
-// not a warning: the user set none of them) and the heuristic's knobs stay.
+// Whether every node of `g` has a name of its own (pins by name need it).
+bool names_are_unique(const graph::Graph& g) {
+  std::set<std::string_view> names;
+  for (const graph::Node& node : g.nodes())
+    if (node.name.empty() || !names.insert(node.name).second) return false;
+  return true;
+}
+
+// The pins by node name (LowerTarget::node_pins): every node of a pinned
+// site's dispatch takes its template's knobs (the node whose lowering makes
+// a site of that template uses them). Null where some pin names no nodes (a
+// plan file's from before they were kept) or a node would take two.
+std::shared_ptr<const lower::NodeKnobPins> pins_by_node(const std::vector<SiteKnobs>& pins) {
+  auto by_node = std::make_shared<lower::NodeKnobPins>();
+  for (const SiteKnobs& pin : pins) {
+    if (pin.nodes.empty()) return nullptr;
+    const lower::KnobPin knobs{pin.template_name, pin.knobs};
+    for (const std::string& node : pin.nodes)
+      if (const auto [it, added] = by_node->emplace(node, knobs); !added && it->second != knobs) return nullptr;
+  }
+  return by_node;
+}
+
+// fuse::plan_kernels() with the pinned knobs: by node name where the pins
+// name their nodes (one lowering); else lowered with the heuristic's knobs
+// and, if some tuning site's knobs differ from the pinned ones (the k-th
+// site of a template against the k-th pinned of it), again with those as
+// knob pins (LowerTarget::knob_pins). The user's overrides come first.
+// Pins that do not fit are dropped by lowering (a debug line, not a
+// warning: the user set none of them) and the heuristic's knobs stay.
 fuse::KernelPlan plan_pinned(const graph::Graph& g, fuse::PlanOptions options, const std::vector<SiteKnobs>& pins) {
+  if (!pins.empty() && names_are_unique(g))
+    if (std::shared_ptr<const lower::NodeKnobPins> by_node = pins_by_node(pins)) {
+      options.target.node_pins = std::move(by_node);
+      return fuse::plan_kernels(g, options);
+    }
   fuse::KernelPlan planned = fuse::plan_kernels(g, options);
   if (pins.empty()) return planned;
   std::map<std::string, std::vector<const std::string*>> pinned;
@@ -71,28 +104,40 @@ fuse::KernelPlan plan_pinned(const graph::Graph& g, fuse::PlanOptions options, c
   return fuse::plan_kernels(g, options);
 }
 
+// A set kernel a new extent's kernel may take, with its rendered source
+// (null: a generalised kernel this plan made, to be rendered).
+struct SetKernel {
+  const kir::Kernel* kernel = nullptr;
+  const RenderedKernel* rendered = nullptr;
+};
+
 // A new extent of a dynamic shape set: each step kernel from the set's
-// kernels (PlanRequest::set_kernels), without a probe. A kernel takes the
+// kernels (PlanRequest::set_plans), without a probe. A kernel takes the
 // set's kernel it is at other parameter values, else a set kernel of its
 // structure with more parameters (its source new, compiled once: later
 // extents take it), else stays as lowered here; those are parameterised among
-// themselves. Fills `report` as parameterise() would; returns how each step
+// themselves. Fills `report` as parameterise() would and `rendered` (by step
+// kernel: the taken kernel's source, else null); returns how each step
 // kernel came.
-std::vector<SetKernelUse> take_set_kernels(
-    const std::vector<kir::Kernel*>& step_kernels,
-    const std::vector<std::shared_ptr<const std::vector<kir::Kernel>>>& set_kernels,
-    const kir::ParameteriseOptions& options, kir::ParameteriseReport& report) {
-  std::map<std::string, std::vector<const kir::Kernel*>> by_name;
-  for (const auto& kernels : set_kernels)
-    if (kernels)
-      for (const kir::Kernel& kernel : *kernels) by_name[kernel.name].push_back(&kernel);
+std::vector<SetKernelUse> take_set_kernels(const std::vector<kir::Kernel*>& step_kernels,
+                                           const std::vector<std::shared_ptr<const Plan>>& set_plans,
+                                           const kir::ParameteriseOptions& options, kir::ParameteriseReport& report,
+                                           std::vector<const RenderedKernel*>& rendered) {
+  std::map<std::string, std::vector<SetKernel>> by_name;
+  for (const std::shared_ptr<const Plan>& set_plan : set_plans)
+    if (set_plan)
+      for (std::size_t k = 0; k < set_plan->kernels.size(); ++k)
+        by_name[set_plan->kernels[k].name].push_back(
+            {&set_plan->kernels[k], k < set_plan->rendered.size() ? &set_plan->rendered[k] : nullptr});
   // Kernels with parameters serve more extents: they are tried first.
   for (auto& [name, candidates] : by_name)
-    std::stable_partition(candidates.begin(), candidates.end(), [](const kir::Kernel* k) { return !k->params.empty(); });
+    std::stable_partition(candidates.begin(), candidates.end(),
+                          [](const SetKernel& k) { return !k.kernel->params.empty(); });
 
   const std::size_t n = step_kernels.size();
   report = {};
   report.same_source_as.resize(n);
+  rendered.assign(n, nullptr);
   std::vector<SetKernelUse> use(n, SetKernelUse::specialised);
   std::map<const kir::Kernel*, std::size_t> first_step_of;  // a candidate and the first step that took it
   std::deque<kir::Kernel> generalised;                      // candidates too: later steps may take them
@@ -101,32 +146,34 @@ std::vector<SetKernelUse> take_set_kernels(
   for (std::size_t i = 0; i < n; ++i) {
     kir::Kernel& step = *step_kernels[i];
     report.same_source_as[i] = i;
-    std::vector<const kir::Kernel*>* candidates = nullptr;
+    std::vector<SetKernel>* candidates = nullptr;
     if (auto it = by_name.find(step.name); it != by_name.end()) candidates = &it->second;
-    const kir::Kernel* taken = nullptr;
+    const SetKernel* taken = nullptr;
     std::vector<std::int32_t> params;
     for (std::size_t c = 0; candidates && c < candidates->size() && !taken; ++c)
-      if (std::optional<std::vector<std::int32_t>> matched = kir::match_parameters(*(*candidates)[c], step)) {
-        taken = (*candidates)[c];
+      if (std::optional<std::vector<std::int32_t>> matched = kir::match_parameters(*(*candidates)[c].kernel, step)) {
+        taken = &(*candidates)[c];
         params = std::move(*matched);
       }
     if (taken) {
       // Its own extent and tuning site (the problem is this extent's shape).
       const std::int64_t global_size = step.global_size;
       std::optional<kir::TuningSite> site = std::move(step.tuning_site);
-      step = *taken;
+      step = *taken->kernel;
       step.params = std::move(params);
       step.global_size = global_size;
       step.tuning_site = std::move(site);
-      report.same_source_as[i] = first_step_of.try_emplace(taken, i).first->second;
+      report.same_source_as[i] = first_step_of.try_emplace(taken->kernel, i).first->second;
+      rendered[i] = taken->rendered;
       use[i] = SetKernelUse::taken;
       continue;
     }
     for (std::size_t c = 0; candidates && c < candidates->size(); ++c)
-      if (std::optional<kir::Kernel> general = kir::generalise_parameters(*(*candidates)[c], step, options.max_params)) {
+      if (std::optional<kir::Kernel> general =
+              kir::generalise_parameters(*(*candidates)[c].kernel, step, options.max_params)) {
         step = std::move(*general);
         generalised.push_back(step);
-        candidates->insert(candidates->begin(), &generalised.back());
+        candidates->insert(candidates->begin(), SetKernel{&generalised.back(), nullptr});
         first_step_of.emplace(&generalised.back(), i);
         use[i] = SetKernelUse::generalised;
         break;
@@ -153,11 +200,14 @@ std::vector<SetKernelUse> take_set_kernels(
 
 // Steps: lowering, fusion, parameterisation; fills plan.steps, kernels, breaks.
 // `probe` gives the probe twin's graph after passes (null: no dynamic dims);
-// it is asked only when `set_kernels` do not cover every kernel.
-void plan_kernels(Plan& plan, const backend::Backend& backend, const lower::TargetPolicy& policy,
-                  const std::function<const graph::Graph*()>& probe,
-                  bool spatial_extents_vary, const std::vector<SiteKnobs>& pinned_sites,
-                  const std::vector<std::shared_ptr<const std::vector<kir::Kernel>>>& set_kernels) {
+// it is asked only when `set_plans` do not cover every kernel. Returns, by
+// kernel index, the set's rendered source of each kernel taken from the
+// set (null: to be rendered).
+std::vector<const RenderedKernel*> plan_kernels(Plan& plan, const backend::Backend& backend,
+                                                const lower::TargetPolicy& policy,
+                                                const std::function<const graph::Graph*()>& probe,
+                                                bool spatial_extents_vary, const std::vector<SiteKnobs>& pinned_sites,
+                                                const std::vector<std::shared_ptr<const Plan>>& set_plans) {
   const graph::Graph& g = *plan.graph;
   const backend::TargetDesc& target = plan.target;
   fuse::PlanOptions options;
@@ -175,7 +225,7 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const lower::Targ
   const auto start = Clock::now();
   const bool dynamic = static_cast<bool>(probe);
   fuse::KernelPlan kernel_plan = dynamic ? plan_pinned(g, options, pinned_sites) : fuse::plan_kernels(g, options);
-  plan.site_knobs = site_knobs(kernel_plan);
+  plan.site_knobs = site_knobs(g, kernel_plan);
   base::log(base::LogLevel::debug, plan.model_name + ": lowered " + std::to_string(kernel_plan.kernel_nodes) +
                                              " nodes and fused them into " + std::to_string(kernel_plan.steps.size()) +
                                              " steps in " + std::to_string(static_cast<int>(ms_since(start))) + " ms");
@@ -189,9 +239,10 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const lower::Targ
   const auto parameterise_start = Clock::now();
   // New extents of a shape set: its kernels, and no probe lowered.
   std::vector<SetKernelUse> use_of_step;
-  if (dynamic && !set_kernels.empty() && plan.settings.flag("parameterise")) {
-    use_of_step = take_set_kernels(step_kernels, set_kernels, parameterise_options(policy, plan.settings),
-                                   plan.parameterise_report);
+  std::vector<const RenderedKernel*> rendered_of_step;
+  if (dynamic && !set_plans.empty() && plan.settings.flag("parameterise")) {
+    use_of_step = take_set_kernels(step_kernels, set_plans, parameterise_options(policy, plan.settings),
+                                   plan.parameterise_report, rendered_of_step);
     plan.dynamic_kernels = plan.parameterise_report.kernels;
     const auto count = [&](SetKernelUse u) { return std::to_string(std::ranges::count(use_of_step, u)); };
     base::log(base::LogLevel::debug, plan.model_name + ": of " + std::to_string(step_kernels.size()) +
@@ -217,6 +268,7 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const lower::Targ
   // Kernels parameterisation made alike (a transformer's blocks) are kept,
   // and later rendered and compiled, once.
   std::vector<std::size_t> kernel_index(step_kernels.size());
+  std::vector<const RenderedKernel*> rendered;
   for (std::size_t i = 0; i < step_kernels.size(); ++i) {
     const std::size_t same = report.same_source_as.size() == step_kernels.size() ? report.same_source_as[i] : i;
     if (same != i) {
@@ -225,6 +277,7 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const lower::Targ
     }
     kernel_index[i] = plan.kernels.size();
     plan.kernels.push_back(*step_kernels[i]);
+    rendered.push_back(rendered_of_step.empty() ? nullptr : rendered_of_step[i]);
     if (!use_of_step.empty()) plan.set_kernel_use.push_back(use_of_step[i]);
   }
 
@@ -250,6 +303,7 @@ void plan_kernels(Plan& plan, const backend::Backend& backend, const lower::Targ
   for (const Step& step : plan.steps)
     if (step.dispatch)
       for (graph::ValueId v : step.dispatch->values) plan.read_by_kernel[plan.root[v]] = true;
+  return rendered;
 }
 
 void check_fullgraph(const Plan& plan, bool fullgraph) {
@@ -479,12 +533,18 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   }
   std::function<const graph::Graph*()> probe_after_passes;
   if (probe_pending) probe_after_passes = [&]() -> const graph::Graph* { return &probe_pending(); };
-  plan_kernels(*plan, backend, policy, probe_after_passes, probe_pending && image_extents_vary(*graph, *probe_graph),
-               request.pinned_sites, request.set_kernels);
+  const std::vector<const RenderedKernel*> set_rendered =
+      plan_kernels(*plan, backend, policy, probe_after_passes,
+                   probe_pending && image_extents_vary(*graph, *probe_graph), request.pinned_sites, request.set_plans);
   phase_done("lowering, fusion and parameterisation");
+  // A kernel taken from the set renders as the set's did: its source is copied.
   plan->rendered.reserve(plan->kernels.size());
-  for (const kir::Kernel& kernel : plan->kernels)
-    plan->rendered.push_back({render::make_kernel_source(kernel, backend.language()), render::kernel_requirements(kernel), {}});
+  for (std::size_t k = 0; k < plan->kernels.size(); ++k)
+    if (const RenderedKernel* set_source = set_rendered[k])
+      plan->rendered.push_back({set_source->source, set_source->requirements, {}});
+    else
+      plan->rendered.push_back({render::make_kernel_source(plan->kernels[k], backend.language()),
+                                render::kernel_requirements(plan->kernels[k]), {}});
   phase_done("rendering");
   check_fullgraph(*plan, request.fullgraph);
   plan_storage(*plan);

@@ -86,10 +86,13 @@ struct StoragePlan {
   compiler::MemoryPlan memory_plan;            // arenas: offsets; eager: the totals only
 };
 
-// A tuning site's template ("gemm", "conv") and the knobs its kernel was built with.
+// A tuning site's template ("gemm", "conv") and the knobs its kernel was
+// built with, and the names of the nodes of its dispatch (empty in a plan
+// file written before they were kept).
 struct SiteKnobs {
   std::string template_name;
   std::string knobs;
+  std::vector<std::string> nodes;
   friend bool operator==(const SiteKnobs&, const SiteKnobs&) = default;
 };
 
@@ -174,10 +177,12 @@ struct PlanRequest {
   // set of the dims renders the same sources and compiles nothing new.
   std::shared_ptr<const graph::Graph> probe_graph{};
   // With probe_graph: knobs for the tuning sites, in step order (another
-  // shape set's Plan::site_knobs). The k-th site of each template takes the
-  // k-th pinned knobs of that template where they fit, as the probe takes
-  // this plan's, so the heuristic's shape-dependent choices do not change
-  // the kernels' structure from one extent to the next.
+  // shape set's Plan::site_knobs). Each node of a pinned site's dispatch
+  // takes its knobs where they fit (LowerTarget::node_pins; where some pin
+  // names no nodes, the k-th site of each template takes the k-th pinned
+  // knobs of that template, lowering twice), as the probe takes this plan's,
+  // so the heuristic's shape-dependent choices do not change the kernels'
+  // structure from one extent to the next.
   std::vector<SiteKnobs> pinned_sites{};
   // With probe_graph: the graph passes' choices for nodes of these names
   // (another shape set's Plan::graph_choices), taken where the pass offers
@@ -185,14 +190,14 @@ struct PlanRequest {
   // (Winograd's tile) must not change the graph from one extent to the next.
   // The probe takes this plan's choices.
   std::vector<GraphChoiceMade> pinned_choices{};
-  // With probe_graph: the kernels of the shape set these are new extents of
-  // (the Plan::kernels of its plans so far). Given, no probe is run through
-  // passes or lowered: each kernel of this plan takes the set's kernel it is
-  // at other parameter values (kir::match_parameters), or else a set
-  // kernel of its structure with more parameters
+  // With probe_graph: the plans of the shape set these are new extents of
+  // (its own and its members' so far). Given, no probe is run through
+  // passes or lowered: each kernel of this plan takes a set kernel it is at
+  // other parameter values (kir::match_parameters), with its rendered
+  // source, or else a set kernel of its structure with more parameters
   // (kir::generalise_parameters), or else stays as lowered for these
   // extents (Plan::set_kernel_use says which).
-  std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels{};
+  std::vector<std::shared_ptr<const Plan>> set_plans{};
 };
 
 // Throws Unsupported (fullgraph with graph breaks), and what lowering throws

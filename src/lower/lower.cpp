@@ -304,7 +304,16 @@ std::optional<std::string> unsupported_reason(const graph::Node& node, std::span
 }
 
 LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorType> inputs,
-                       std::span<const graph::TensorType> outputs, const LowerTarget& target) {
+                       std::span<const graph::TensorType> outputs, const LowerTarget& requested) {
+  // The node's pinned knobs, by its name (LowerTarget::node_pins).
+  LowerTarget pinned;
+  const auto pin = requested.node_pins ? requested.node_pins->find(node.name) : NodeKnobPins::const_iterator{};
+  const bool has_pin = requested.node_pins && pin != requested.node_pins->end();
+  if (has_pin) {
+    pinned = requested;
+    pinned.node_pin = pin->second;
+  }
+  const LowerTarget& target = has_pin ? pinned : requested;
   const OpLowering* lowering = find_lowering(node.op);
   const OpContext ctx = make_context(node, inputs, outputs, target);
   const Widened widened = widen_16bit(inputs, outputs);

@@ -28,17 +28,18 @@ std::string pair(std::int64_t a, std::int64_t b) { return std::to_string(a) + "x
 // Builds with the override when it parses, fits and builds; else with the
 // heuristic's knobs. `parse`, `unfit` and `build` are the template's.
 template <class Knobs, class Parse, class Unfit, class Build>
-Knobs build_with_override(kir::Kernel& kernel, const LowerTarget& target, const std::string& problem,
-                          const Knobs& heuristic, Parse parse, Unfit unfit, Build build, bool& overridden) {
+Knobs build_with_override(kir::Kernel& kernel, const LowerTarget& target, const char* template_name,
+                          const std::string& problem, const Knobs& heuristic, Parse parse, Unfit unfit, Build build,
+                          bool& overridden) {
   overridden = false;
-  if (const std::optional<std::string> wanted = knob_override(target, problem)) {
+  if (const std::optional<std::string> wanted = knob_override(target, template_name, problem)) {
     try {
       const Knobs knobs = parse(*wanted);
       if (auto why = unfit(knobs)) throw_error(ErrorKind::InvalidArgument, *why);
       kir::Kernel trial = kernel;  // a failed build leaves `kernel` as it was
       build(trial, knobs);
       kernel = std::move(trial);
-      overridden = true;
+      overridden = is_users_override(target, problem);
       return knobs;
     } catch (const Error& error) {
       warn_override_ignored(target, problem, *wanted, error.what());
@@ -50,18 +51,23 @@ Knobs build_with_override(kir::Kernel& kernel, const LowerTarget& target, const 
 
 }  // namespace
 
-std::optional<std::string> knob_override(const LowerTarget& target, const std::string& problem) {
+std::optional<std::string> knob_override(const LowerTarget& target, std::string_view template_name,
+                                         const std::string& problem) {
   for (const auto& map : {target.knob_overrides, target.knob_pins}) {
     if (!map) continue;
     if (auto it = map->find(problem); it != map->end()) return it->second;
   }
+  if (target.node_pin.template_name == template_name) return target.node_pin.knobs;
   return std::nullopt;
+}
+
+bool is_users_override(const LowerTarget& target, const std::string& problem) {
+  return target.knob_overrides && target.knob_overrides->contains(problem);
 }
 
 void warn_override_ignored(const LowerTarget& target, const std::string& problem, const std::string& knobs,
                            const std::string& why) {
-  const bool users = target.knob_overrides && target.knob_overrides->count(problem) != 0;
-  if (users)
+  if (is_users_override(target, problem))
     base::log(base::LogLevel::warning, "knob override '" + knobs + "' for '" + problem + "' ignored: " + why);
   else
     base::log(base::LogLevel::debug,
@@ -142,7 +148,7 @@ void build_tuned_gemm(kir::Kernel& kernel, const shaders::GemmProblem& problem, 
       shaders::choose_gemm_knobs(problem.batch, problem.m, problem.n, problem.k, target);
   bool overridden = false;
   const shaders::GemmKnobs knobs = build_with_override(
-      kernel, target, text, heuristic, shaders::parse_gemm_knobs,
+      kernel, target, "gemm", text, heuristic, shaders::parse_gemm_knobs,
       [&](const shaders::GemmKnobs& k) { return gemm_knobs_unfit(k, target); },
       [&](kir::Kernel& into, const shaders::GemmKnobs& k) { shaders::build_gemm(into, problem, k); }, overridden);
   kernel.name = name_prefix + "_" + shaders::to_string(knobs);
@@ -154,7 +160,7 @@ void build_tuned_conv(kir::Kernel& kernel, const shaders::ConvProblem& problem, 
   const std::string text = with_storage(conv_problem_text(problem), target.storage16);
   bool overridden = false;
   const shaders::ConvPlan plan = build_with_override(
-      kernel, target, text, shaders::choose_conv_plan(problem, target), shaders::parse_conv_plan,
+      kernel, target, "conv", text, shaders::choose_conv_plan(problem, target), shaders::parse_conv_plan,
       [&](const shaders::ConvPlan& p) { return conv_plan_unfit(p, problem, target); },
       [&](kir::Kernel& into, const shaders::ConvPlan& p) { shaders::build_conv(into, problem, p); }, overridden);
   const bool uses_gemm_knobs =
@@ -171,7 +177,8 @@ void build_tuned_attention(kir::Kernel& kernel, const shaders::AttentionProblem&
   const std::string text = with_storage(attention_problem_text(problem), target.storage16);
   bool overridden = false;
   const shaders::AttentionKnobs knobs = build_with_override(
-      kernel, target, text, shaders::choose_attention_knobs(problem, target.cpu_device), shaders::parse_attention_knobs,
+      kernel, target, "attention", text, shaders::choose_attention_knobs(problem, target.cpu_device),
+      shaders::parse_attention_knobs,
       [&](const shaders::AttentionKnobs& k) -> std::optional<std::string> {
         if (k.workgroup_size > target.max_workgroup_invocations)
           return "workgroup of " + std::to_string(k.workgroup_size) + " invocations exceeds the target's " +

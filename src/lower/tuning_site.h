@@ -11,6 +11,7 @@
 
 #include <span>
 #include <string>
+#include <string_view>
 
 namespace kiln::graph {
 struct Node;
@@ -42,10 +43,17 @@ void build_tuned_gemm(kir::Kernel& kernel, const shaders::GemmProblem& problem, 
 void build_tuned_conv(kir::Kernel& kernel, const shaders::ConvProblem& problem, const LowerTarget& target);
 void build_tuned_attention(kir::Kernel& kernel, const shaders::AttentionProblem& problem, const LowerTarget& target);
 
-// The knob text `target`'s overrides (else its pins) hold for `problem`, if
-// any, and what lowering logs when it ignores one (it does not parse, fit or
-// build): a warning for the user's override, a debug line for a pin.
-std::optional<std::string> knob_override(const LowerTarget& target, const std::string& problem);
+// The knob text `target`'s overrides (else its pins by problem, else the
+// pin of the node being lowered, for a site of `template_name`) hold for
+// `problem`, if any, and what lowering logs when it ignores one (it does not
+// parse, fit or build): a warning for the user's override, a debug line for
+// a pin.
+std::optional<std::string> knob_override(const LowerTarget& target, std::string_view template_name,
+                                         const std::string& problem);
+// Whether knob_override()'s answer is an override (the user's or the
+// autotuner's: TuningSite::overridden) rather than a shape set's pin, which
+// builds the kernel its set has, under the set kernel's name.
+bool is_users_override(const LowerTarget& target, const std::string& problem);
 void warn_override_ignored(const LowerTarget& target, const std::string& problem, const std::string& knobs,
                            const std::string& why);
 

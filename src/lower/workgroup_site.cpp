@@ -186,12 +186,12 @@ void build_tuned_workgroup(kir::Kernel& kernel, const char* template_name, const
              "kernel '" + kernel.name + "' cooperates within its workgroup; its op may not tune the workgroup size");
   std::uint32_t size = kernel.workgroup_size;
   bool overridden = false;
-  if (const std::optional<std::string> wanted = knob_override(target, problem)) {
+  if (const std::optional<std::string> wanted = knob_override(target, template_name, problem)) {
     try {
       const std::uint32_t parsed = parse_workgroup_knobs(*wanted);
       if (auto why = workgroup_unfit(parsed, target)) throw_error(ErrorKind::InvalidArgument, *why);
       size = parsed;
-      overridden = true;
+      overridden = is_users_override(target, problem);
     } catch (const Error& error) {
       warn_override_ignored(target, problem, *wanted, error.what());
     }

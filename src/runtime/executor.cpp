@@ -168,7 +168,7 @@ std::shared_ptr<const compiler::Plan> make_plan(const Model& model, const Execut
     request.probe_graph = options.dynamic_probe;
     request.pinned_sites = options.pinned_sites;
     request.pinned_choices = options.pinned_choices;
-    request.set_kernels = options.set_kernels;
+    request.set_plans = options.set_plans;
   }
   return compiler::build_plan(kiln::internal::graph_ptr(model), *ctx.backend, ctx.device->target(), request);
 }
@@ -334,7 +334,7 @@ void Executor::plan_and_bind() {
                    ctx_->backend->name());
   }
   std::shared_ptr<const compiler::Plan> chosen = options_.plan ? options_.plan : cached_or_built_plan();
-  options_.set_kernels.clear();  // they keep other shape sets' plans alive
+  options_.set_plans.clear();  // they keep other shape sets' plans alive
   {
     std::lock_guard lock(plan_mutex_);
     plan_ = std::move(chosen);

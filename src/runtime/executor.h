@@ -88,7 +88,7 @@ class Executor {
     std::string dynamic_dims{};
     std::vector<compiler::SiteKnobs> pinned_sites{};  // PlanRequest::pinned_sites
     std::vector<compiler::GraphChoiceMade> pinned_choices{};  // PlanRequest::pinned_choices
-    std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels{};  // PlanRequest::set_kernels
+    std::vector<std::shared_ptr<const compiler::Plan>> set_plans{};  // PlanRequest::set_plans
     // New extents of a compiled shape set ("shape set 2"): the compile log
     // names the kernels its kernels did not cover (their code depends on
     // the extents).

@@ -172,14 +172,14 @@ ShapeSets::ShapeSets(std::vector<std::shared_ptr<Executor>> held, std::string fi
 
 std::shared_ptr<Executor> ShapeSets::make(Model model, const Dims& dims, const compiler::Plan* set_plan,
                                           std::string extends,
-                                          std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels) const {
+                                          std::vector<std::shared_ptr<const compiler::Plan>> set_plans) const {
   Executor::Options options = with_dynamic_dims(model, dims, options_);
   if (options.dynamic_probe) {
     if (set_plan) {
       options.pinned_sites = set_plan->site_knobs;
       options.pinned_choices = set_plan->graph_choices;
     }
-    options.set_kernels = std::move(set_kernels);
+    options.set_plans = std::move(set_plans);
   }
   options.extends = std::move(extends);
   return std::make_shared<Executor>(std::move(model), std::move(options));
@@ -312,19 +312,19 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
     // passes' choices for these extents do not change the kernels' structure.
     std::shared_ptr<const compiler::Plan> set_plan;
     if (set.executor->prepared()) set_plan = set.executor->current_plan();
-    // The kernels of the set and of its members so far (the plans' own, no copies):
+    // The plans of the set and of its members so far, for their kernels:
     // extents whose kernels are all among them plan without a probe.
-    std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels;
-    auto add_kernels = [&](const std::shared_ptr<Executor>& executor) {
+    std::vector<std::shared_ptr<const compiler::Plan>> set_plans;
+    auto add_plan = [&](const std::shared_ptr<Executor>& executor) {
       if (!executor->prepared()) return;
       std::shared_ptr<const compiler::Plan> plan = executor->current_plan();
-      if (!plan->kernels.empty()) set_kernels.emplace_back(plan, &plan->kernels);
+      if (!plan->kernels.empty()) set_plans.push_back(std::move(plan));
     };
-    add_kernels(set.executor);
-    for (const Member& member : set.members) add_kernels(member.executor);
+    add_plan(set.executor);
+    for (const Member& member : set.members) add_plan(member.executor);
     set.members.insert(set.members.begin(),
                        {shapes,  make(std::move(model), set.dynamic, set_plan.get(), "shape set " + std::to_string(k + 1),
-                                     std::move(set_kernels))});
+                                     std::move(set_plans))});
     if (set.members.size() > kKeptMembers) set.members.pop_back();
     ++set.served;
     return latest_ = set.members.front().executor;

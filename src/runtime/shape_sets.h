@@ -92,10 +92,10 @@ class ShapeSets {
   bool serves(const Set& set, const std::vector<Shape>& shapes) const;
   // `set_plan`: the plan of the set whose new extents `model` has, whose
   // knobs and graph choices it keeps; `extends` names that set ("shape set
-  // 2"), else "". `set_kernels`: the set's kernels so far (PlanRequest::set_kernels).
+  // 2"), else "". `set_plans`: the set's plans so far (PlanRequest::set_plans).
   std::shared_ptr<Executor> make(Model model, const Dims& dims, const compiler::Plan* set_plan = nullptr,
                                  std::string extends = "",
-                                 std::vector<std::shared_ptr<const std::vector<kir::Kernel>>> set_kernels = {}) const;
+                                 std::vector<std::shared_ptr<const compiler::Plan>> set_plans = {}) const;
   Dims dims_for_new_set(const std::vector<Shape>& shapes) const;
   std::vector<Set> compiled_;  // first: the model's own shapes
   std::vector<Set> eager_;     // past the limit

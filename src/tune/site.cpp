@@ -74,6 +74,7 @@ std::set<std::string> anchored_problems(const graph::Graph& graph, const lower::
   options.target = target;
   options.target.knob_overrides.reset();
   options.target.knob_pins.reset();
+  options.target.node_pins.reset();
   std::set<std::string> problems;
   for (const fuse::PlanStep& step : fuse::plan_kernels(graph, options).steps)
     if (step.kernel && step.kernel->kernel.tuning_site) problems.insert(step.kernel->kernel.tuning_site->problem);
@@ -86,6 +87,7 @@ kir::Kernel Site::lower(const lower::LowerTarget& target, const std::optional<st
   lower::LowerTarget with = target;
   with.knob_overrides.reset();
   with.knob_pins.reset();
+  with.node_pins.reset();
   if (knobs) with.knob_overrides = std::make_shared<lower::KnobOverrides>(lower::KnobOverrides{{id.problem, *knobs}});
   const std::vector<graph::TensorType> inputs_by_slot = slot_types(*this);
   lower::LoweredNode lowered = lower::lower_node(node, inputs_by_slot, outputs, with);
@@ -125,6 +127,7 @@ std::optional<Site> site_of(const graph::Graph& graph, const graph::Node& node, 
   lower::LowerTarget plain = target;
   plain.knob_overrides.reset();
   plain.knob_pins.reset();
+  plain.node_pins.reset();
   const std::vector<graph::TensorType> inputs_by_slot = slot_types(site);
   if (lower::unsupported_reason(node, inputs_by_slot, site.outputs, plain)) return std::nullopt;
   lower::LoweredNode lowered = lower::lower_node(site.node, inputs_by_slot, site.outputs, plain);
