@@ -19,6 +19,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 #include <vector>
@@ -101,10 +102,33 @@ template <class Message> void parse(Message& message, std::string_view bytes, co
              name + ": not a valid ONNX " + kind + " (the protobuf data is malformed or truncated)");
 }
 
+// The initializers of one parsed file, converted once: every import of it
+// (each shape set of a model with symbolic dims) shares their storage
+// instead of converting and holding a copy of the weights per import.
+// Keyed by the TensorProto, which the parsed file keeps alive.
+class InitializerCache {
+ public:
+  template <class Convert> Tensor get(const onnx::TensorProto& proto, Convert convert) {
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = tensors_.find(&proto); it != tensors_.end()) return it->second;
+    }
+    Tensor converted = convert();  // outside the lock: another thread's import may convert it too
+    std::lock_guard lock(mutex_);
+    return tensors_.try_emplace(&proto, std::move(converted)).first->second;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::unordered_map<const onnx::TensorProto*, Tensor> tensors_;
+};
+
 class Importer final : public ImportContext {
  public:
-  Importer(std::string file, std::string base_dir, const OnnxOptions& options, std::int64_t max_folded_bytes)
-      : file_(std::move(file)), base_dir_(std::move(base_dir)), options_(options), max_folded_bytes_(max_folded_bytes) {}
+  Importer(std::string file, std::string base_dir, const OnnxOptions& options, std::int64_t max_folded_bytes,
+           std::shared_ptr<InitializerCache> initializers = nullptr)
+      : file_(std::move(file)), base_dir_(std::move(base_dir)), options_(options), max_folded_bytes_(max_folded_bytes),
+        initializers_(std::move(initializers)) {}
 
   Model import(const onnx::ModelProto& model) {
     check_header(model);
@@ -180,7 +204,7 @@ class Importer final : public ImportContext {
     KILN_CHECK(formal.empty() || static_cast<std::size_t>(branch.input_size()) == formal.size(), ErrorKind::Corrupt,
                source.where + "the body declares " + std::to_string(branch.input_size()) + " inputs, the node passes " +
                    std::to_string(formal.size()));
-    Importer child(file_, base_dir_, options_, max_folded_bytes_ - folded_bytes_);
+    Importer child(file_, base_dir_, options_, max_folded_bytes_ - folded_bytes_, initializers_);
     child.parent_ = this;
     child.opset_ = opset_;
     child.branch_depth_ = branch_depth_ + 1;
@@ -401,7 +425,8 @@ class Importer final : public ImportContext {
         f64_constants_[t.name()] = f64_from_proto(t, what);
         continue;
       }
-      values_[t.name()] = graph_.add_constant(t.name(), tensor_from_proto(t, base_dir_, what));
+      auto convert = [&] { return tensor_from_proto(t, base_dir_, what); };
+      values_[t.name()] = graph_.add_constant(t.name(), initializers_ ? initializers_->get(t, convert) : convert());
       value_names_.insert(t.name());
     }
   }
@@ -741,6 +766,7 @@ class Importer final : public ImportContext {
   int branch_depth_ = 0;        // If branches being inlined
   int nodes_converted_ = 0;     // branch nodes, counted against kMaxNodes
   graph::Graph graph_;
+  std::shared_ptr<InitializerCache> initializers_;  // null: convert every initializer
   Importer* parent_ = nullptr;     // the enclosing graph's, importing an If branch as a subgraph
   std::vector<ValueId> captured_;  // the parent's values this subgraph's inputs stand for
   std::unordered_map<std::string, ValueId> values_;  // ONNX value name -> kiln value
@@ -769,10 +795,10 @@ struct ParsedModel {
 class OnnxShapeSource final : public internal::ShapeSource,
                               public std::enable_shared_from_this<OnnxShapeSource> {
  public:
-  OnnxShapeSource(std::shared_ptr<const ParsedModel> proto, std::string name, std::string base_dir,
-                  OnnxOptions options, std::vector<Importer::InputDims> inputs)
-      : proto_(std::move(proto)), name_(std::move(name)), base_dir_(std::move(base_dir)),
-        options_(std::move(options)), inputs_(std::move(inputs)) {
+  OnnxShapeSource(std::shared_ptr<const ParsedModel> proto, std::shared_ptr<InitializerCache> initializers,
+                  std::string name, std::string base_dir, OnnxOptions options, std::vector<Importer::InputDims> inputs)
+      : proto_(std::move(proto)), initializers_(std::move(initializers)), name_(std::move(name)),
+        base_dir_(std::move(base_dir)), options_(std::move(options)), inputs_(std::move(inputs)) {
     for (const auto& input : inputs_) symbolic_.push_back(input.names);
   }
 
@@ -807,12 +833,13 @@ class OnnxShapeSource final : public internal::ShapeSource,
       }
       options.input_shapes[input.name] = shape;
     }
-    Importer importer(name_, base_dir_, options, options.max_folded_bytes);
+    Importer importer(name_, base_dir_, options, options.max_folded_bytes, initializers_);
     return internal::ModelAccess::with_shape_source(importer.import(proto_->proto), shared_from_this());
   }
 
  private:
   std::shared_ptr<const ParsedModel> proto_;
+  std::shared_ptr<InitializerCache> initializers_;
   std::string name_, base_dir_;
   OnnxOptions options_;  // max_folded_bytes resolved
   std::vector<Importer::InputDims> inputs_;
@@ -828,7 +855,8 @@ Model load_onnx_bytes(std::string_view bytes, const std::string& name, const std
   OnnxOptions resolved = options;
   resolved.max_folded_bytes = onnx_import::resolve_max_folded_bytes(options);
   onnx_import::parse(model->proto, bytes, name, "model");
-  onnx_import::Importer importer(name, base_dir, resolved, resolved.max_folded_bytes);
+  auto initializers = std::make_shared<onnx_import::InitializerCache>();
+  onnx_import::Importer importer(name, base_dir, resolved, resolved.max_folded_bytes, initializers);
   std::optional<Model> attempt;
   try {
     attempt = importer.import(model->proto);
@@ -850,14 +878,14 @@ Model load_onnx_bytes(std::string_view bytes, const std::string& name, const std
     onnx_import::Importer stub(name, base_dir, resolved, resolved.max_folded_bytes);
     std::shared_ptr<const graph::Graph> inputs = stub.inputs_only(model->proto);
     const std::string pending_name = onnx_import::model_name(model->proto, name);
-    auto source = std::make_shared<const onnx_import::OnnxShapeSource>(std::move(model), name, base_dir, resolved,
-                                                                      stub.input_dims());
+    auto source = std::make_shared<const onnx_import::OnnxShapeSource>(std::move(model), std::move(initializers), name,
+                                                                      base_dir, resolved, stub.input_dims());
     return internal::ModelAccess::pending(std::move(inputs), pending_name, std::move(source), std::move(why));
   }
   Model imported = std::move(*attempt);
   if (!importer.any_symbolic()) return imported;
-  auto source = std::make_shared<const onnx_import::OnnxShapeSource>(std::move(model), name, base_dir, resolved,
-                                                                    importer.input_dims());
+  auto source = std::make_shared<const onnx_import::OnnxShapeSource>(std::move(model), std::move(initializers), name,
+                                                                    base_dir, resolved, importer.input_dims());
   return internal::ModelAccess::with_shape_source(std::move(imported), std::move(source));
 }
 

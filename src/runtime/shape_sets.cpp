@@ -7,6 +7,7 @@
 #include <kiln/error.h>
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 #include <set>
 
@@ -283,6 +284,7 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
   const auto& source = internal::ModelAccess::shape_source(source_model_);
   KILN_ASSERT(source != nullptr);
   // The model for these shapes: errors name what the file fixes.
+  const auto import_start = std::chrono::steady_clock::now();
   Model model = [&] {
     try {
       return source->instantiate(shapes);
@@ -290,6 +292,8 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
       throw Error(e.kind(), "model '" + source_model_.name() + "': " + e.what());
     }
   }();
+  const auto import_ms = static_cast<int>(
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - import_start).count());
   // Until the first set has run (a call or prepare()), its shapes are only
   // those the model was imported at: the first call's shapes take its place,
   // as torch.compile compiles for the shapes of its first call.
@@ -307,7 +311,8 @@ std::shared_ptr<Executor> ShapeSets::select(const std::vector<Shape>& shapes) {
     base::log(base::LogLevel::info, "model '" + source_model_.name() + "': input shapes " + shapes_str(shapes) +
                             " served by shape set " + std::to_string(k + 1) + " (dynamic: " +
                             dims_text(set.dynamic, source_model_.inputs()) +
-                            "): its kernels reused where their code does not depend on the extents");
+                            "): its kernels reused where their code does not depend on the extents (imported at "
+                            "these shapes in " + std::to_string(import_ms) + " ms)");
     // The set's knobs and graph choices, so that the heuristic's and the
     // passes' choices for these extents do not change the kernels' structure.
     std::shared_ptr<const compiler::Plan> set_plan;
