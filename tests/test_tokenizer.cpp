@@ -73,6 +73,28 @@ BOOST_AUTO_TEST_CASE(special_tokens_and_ids) {
   BOOST_CHECK_THROW(tok.encode("bad \xff utf-8"), kiln::Error);
 }
 
+// Ids may be sparse: loading takes memory by the entries, not by the
+// largest id (a 2 KB file with an id near 2^31 once asked for gigabytes).
+BOOST_AUTO_TEST_CASE(sparse_ids_take_memory_by_the_entries) {
+  const fs::path dir = fs::temp_directory_path() / ("kiln-tokenizer-sparse-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ifstream in(fixture_dir() / "llama3" / "tokenizer.json");
+  nlohmann::json tokenizer = nlohmann::json::parse(in);
+  constexpr std::int64_t kFar = 2147483646;  // the largest id a file may give
+  tokenizer["model"]["vocab"]["zzsparse"] = kFar;
+  std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
+  const kiln::Tokenizer tok = kiln::Tokenizer::load(dir.string());
+  BOOST_TEST(tok.vocab_size() == kFar + 1);
+  BOOST_TEST(tok.decode(std::vector<std::int64_t>{kFar}) == "zzsparse");
+  BOOST_TEST((tok.token_to_id("zzsparse") == std::optional<std::int64_t>(kFar)));
+  // An id between the entries has no token: it decodes to nothing.
+  const std::vector<std::int64_t> hello = tok.encode("Hello", false);
+  BOOST_TEST(tok.decode(hello) == "Hello");
+  BOOST_TEST(tok.decode(std::vector<std::int64_t>{kFar - 1}).empty());
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(unsupported_and_damaged_files_are_named) {
   const fs::path dir = fs::temp_directory_path() / ("kiln-tokenizer-" + std::to_string(::getpid()));
   fs::remove_all(dir);

@@ -116,8 +116,8 @@ class ByteLevelBpe final : public Tokenizer::Impl {
       clean_up_ = config["clean_up_tokenization_spaces"].is_boolean() && config["clean_up_tokenization_spaces"].get<bool>();
     for (const auto& [token, id] : vocab_) vocab_size_ = std::max(vocab_size_, id + 1);
     for (const AddedToken& t : added_) vocab_size_ = std::max(vocab_size_, t.id + 1);
-    token_of_.assign(static_cast<std::size_t>(vocab_size_), "");
-    for (const auto& [token, id] : vocab_) token_of_[id] = token;
+    token_of_.reserve(vocab_.size());
+    for (const auto& [token, id] : vocab_) token_of_.emplace(id, token);
     for (const AddedToken& t : added_) added_of_[t.id] = &t;
   }
 
@@ -170,7 +170,7 @@ class ByteLevelBpe final : public Tokenizer::Impl {
         text += added->second->content;
         continue;
       }
-      pending += token_of_[static_cast<std::size_t>(id)];
+      if (const auto token = token_of_.find(id); token != token_of_.end()) pending += token->second;
     }
     flush();
     return clean_up_ ? clean_up_tokenization(std::move(text)) : text;
@@ -375,7 +375,9 @@ class ByteLevelBpe final : public Tokenizer::Impl {
   std::unordered_map<std::string, int> ranks_;  // "a\0b" -> merge rank
   std::vector<AddedToken> added_;
   std::map<std::int64_t, const AddedToken*> added_of_;
-  std::vector<std::string> token_of_;
+  // By id; a map, not a table: ids may be sparse, and a file's largest id
+  // must not decide how much memory loading it takes.
+  std::unordered_map<std::int64_t, std::string> token_of_;
   std::int64_t vocab_size_ = 0;
   std::optional<std::int64_t> unk_;
   bool ignore_merges_ = false;
