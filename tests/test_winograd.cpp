@@ -613,3 +613,38 @@ BOOST_AUTO_TEST_CASE(kernels_compile_for_every_offline_cuda_and_hip_target) {
 }
 
 BOOST_AUTO_TEST_SUITE_END()
+
+// With a weight memo (a model's shape sets share one), the transform of a
+// weight is computed once: the same weights at another input size, even
+// copied (a pass that rewrote them anew per plan), take the memo's tensor;
+// other weights and the other tile get entries of their own.
+BOOST_AUTO_TEST_CASE(a_weight_memo_transforms_each_weight_once) {
+  auto memo = std::make_shared<passes::WeightMemo>();
+  auto transformed = [&](const ConvCase& c, std::uint64_t weight_seed) {
+    kiln::Builder b(c.name);
+    auto x = b.input("x", DType::f32, {c.batch, c.in_channels, c.height, c.width});
+    auto w = b.constant("w", random_tensor({c.out_channels, c.in_channels, 3, 3}, weight_seed));
+    const kiln::graph::Graph g = kiln::internal::graph(b.build({b.conv2d(x, w, std::nullopt, {.padding = c.padding})}));
+    const kiln::graph::Graph rewritten = passes::winograd(g, {.weight_memo = memo}).graph;
+    for (const kiln::graph::Value& v : rewritten.values())
+      if (v.name == "w.winograd") return *v.constant;
+    BOOST_FAIL("no transformed weight");
+    return kiln::Tensor();
+  };
+  ConvCase f2 = find_case("batch2_odd");
+  const kiln::Tensor first = transformed(f2, 1);
+  BOOST_TEST(memo->size() == 1u);
+  ConvCase taller = f2;
+  taller.height += 2;  // another extent, the same weights (a copy: another storage)
+  const kiln::Tensor again = transformed(taller, 1);
+  BOOST_TEST(memo->size() == 1u);
+  BOOST_TEST((again.bytes().data() == first.bytes().data()));
+  // Without the memo, the same transform: the memo only shares it.
+  const kiln::graph::Graph plain = passes::winograd(kiln::internal::graph(conv_model(f2))).graph;
+  for (const kiln::graph::Value& v : plain.values())
+    if (v.name == "w.winograd") BOOST_TEST(kiln::max_abs_diff(*v.constant, first) == 0.0f);
+  transformed(f2, 7);  // other weights
+  BOOST_TEST(memo->size() == 2u);
+  transformed(find_case("f4_pad1_bias_relu"), 1);  // F(4x4), other channels
+  BOOST_TEST(memo->size() == 3u);
+}

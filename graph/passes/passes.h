@@ -4,10 +4,12 @@
 #pragma once
 
 #include "graph/ir.h"
+#include "graph/passes/weight_memo.h"
 
 #include <kiln/settings.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -232,6 +234,8 @@ struct WinogradOptions {
   // Winograd does, with no ahead-of-time work (eager mode).
   bool runtime_weight_transform = false;
   GraphChooser chooser{};
+  // Transformed weights shared with the model's other plans (null: each computed here).
+  std::shared_ptr<WeightMemo> weight_memo{};
 };
 PassResult winograd(const Graph& graph, const WinogradOptions& options = {});
 
@@ -270,6 +274,7 @@ struct PipelineOptions {
   WinogradRule winograd{};              // when winograd rewrites a Conv on this device
   Settings settings{};
   GraphChooser chooser{};
+  std::shared_ptr<WeightMemo> weight_memo{};  // WinogradOptions::weight_memo
 };
 PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& options = {});
 

@@ -9,7 +9,8 @@ PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& opt
   const Settings& settings = options.settings;
   const WinogradOptions winograd_options{.rule = options.winograd,
                                          .max_tile = settings.choice("winograd_tile") == "2" ? 2 : 4,
-                                         .chooser = options.chooser};
+                                         .chooser = options.chooser,
+                                         .weight_memo = options.weight_memo};
   // auto: the device kind's rule, which a chooser may overrule per MatMul; on: every MatMul.
   const bool pack_automatic = settings.choice("pack_matmul_weights") == "auto";
   const PackMatMulOptions pack_options{.pack = !pack_automatic || options.cpu_device,

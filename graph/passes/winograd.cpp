@@ -90,6 +90,14 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options) {
   PassReport report{"winograd", 0, {}};
   const bool only_f2 = options.max_tile < 4;
   if (only_f2) report.details.push_back("F(4x4, 3x3) off: output tiles of 2x2 only");
+  // The transformed weight U, through the model's memo where it has one.
+  const auto transformed = [&](const Tensor& weight, std::int64_t tile) {
+    const auto compute = [&] {
+      return rewrite_in_f32(weight, [&](const Tensor& w) { return winograd_transform_weight(w, tile); });
+    };
+    return options.weight_memo ? options.weight_memo->get("winograd F" + std::to_string(tile), weight, compute)
+                               : compute();
+  };
   Rewriter rw(graph);
   for (const Node& node : graph.nodes()) {
     if (!winograd_computes(graph, node)) {
@@ -168,8 +176,7 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options) {
     const ValueId u = options.runtime_weight_transform
                           ? rw.add_node("WinogradWeight", {rw.map(node.inputs[1])}, std::move(weight_attrs),
                                         node.name + ".winograd_weight")[0]
-                          : rw.add_constant(graph.value(node.inputs[1]).name + ".winograd",
-                                            rewrite_in_f32(weight, [&](const Tensor& w) { return winograd_transform_weight(w, choice.tile); }));
+                          : rw.add_constant(graph.value(node.inputs[1]).name + ".winograd", transformed(weight, choice.tile));
     const ValueId m = rw.add_node("MatMul", {u, v}, {}, node.name + ".winograd_matmul")[0];
 
     // WinogradOutput stands for the Conv: same name, same output value.

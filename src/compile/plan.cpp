@@ -499,9 +499,10 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
       probe_graph = std::make_shared<const graph::Graph>(graph::passes::convert_float_type(*probe_graph, convert).graph);
   }
   if (plan->compiled) {
-    graph::passes::PipelineResult passed =
-        graph::passes::run_compile_passes(*graph,
-                                          policy.pass_options(plan->settings, recording_chooser(request, plan->graph_choices)));
+    graph::passes::PipelineOptions pass_options =
+        policy.pass_options(plan->settings, recording_chooser(request, plan->graph_choices));
+    pass_options.weight_memo = request.weight_memo;
+    graph::passes::PipelineResult passed = graph::passes::run_compile_passes(*graph, pass_options);
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   } else {
@@ -520,10 +521,12 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   std::function<const graph::Graph&()> probe_pending;
   if (plan->compiled && probe_graph)
     probe_pending = [&]() -> const graph::Graph& {
-      if (!probe)
-        probe = graph::passes::run_compile_passes(*probe_graph,
-                                                  policy.pass_options(plan->settings, pinned_chooser(plan->graph_choices)))
-                    .graph;
+      if (!probe) {
+        graph::passes::PipelineOptions probe_options =
+            policy.pass_options(plan->settings, pinned_chooser(plan->graph_choices));
+        probe_options.weight_memo = request.weight_memo;
+        probe = graph::passes::run_compile_passes(*probe_graph, probe_options).graph;
+      }
       return *probe;
     };
   phase_done("graph passes");

@@ -198,6 +198,9 @@ struct PlanRequest {
   // (kir::generalise_parameters), or else stays as lowered for these
   // extents (Plan::set_kernel_use says which).
   std::vector<std::shared_ptr<const Plan>> set_plans{};
+  // Compiled mode: weight rewrites shared with the model's other plans
+  // (its shape sets'), so each is computed and held once. Null: per plan.
+  std::shared_ptr<graph::passes::WeightMemo> weight_memo{};
 };
 
 // Throws Unsupported (fullgraph with graph breaks), and what lowering throws

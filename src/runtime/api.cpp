@@ -32,6 +32,8 @@ CompiledModel compile(const Model& model, const CompileOptions& options) {
   o.compile = options;
   // The environment is read here, once; the compiler sees only the result.
   o.settings = Settings::resolve(options.mode, options.settings);
+  // Shape sets import the same weights: their plans share rewritten weights.
+  if (model.has_symbolic_dims()) o.weight_memo = std::make_shared<graph::passes::WeightMemo>();
   CompiledModel m;
   // Dims marked dynamic are checked here, and the first shape set is compiled with them.
   const runtime::ShapeSets::Dims marked = runtime::ShapeSets::marked_dims(model, options);

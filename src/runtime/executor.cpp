@@ -169,6 +169,7 @@ std::shared_ptr<const compiler::Plan> make_plan(const Model& model, const Execut
     request.pinned_sites = options.pinned_sites;
     request.pinned_choices = options.pinned_choices;
     request.set_plans = options.set_plans;
+    request.weight_memo = options.weight_memo;
   }
   return compiler::build_plan(kiln::internal::graph_ptr(model), *ctx.backend, ctx.device->target(), request);
 }

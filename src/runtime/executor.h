@@ -89,6 +89,7 @@ class Executor {
     std::vector<compiler::SiteKnobs> pinned_sites{};  // PlanRequest::pinned_sites
     std::vector<compiler::GraphChoiceMade> pinned_choices{};  // PlanRequest::pinned_choices
     std::vector<std::shared_ptr<const compiler::Plan>> set_plans{};  // PlanRequest::set_plans
+    std::shared_ptr<graph::passes::WeightMemo> weight_memo{};        // PlanRequest::weight_memo
     // New extents of a compiled shape set ("shape set 2"): the compile log
     // names the kernels its kernels did not cover (their code depends on
     // the extents).
