@@ -224,6 +224,10 @@ std::vector<const RenderedKernel*> plan_kernels(Plan& plan, const backend::Backe
   };
   const auto start = Clock::now();
   const bool dynamic = static_cast<bool>(probe);
+  const bool from_set = dynamic && !set_plans.empty() && plan.settings.flag("parameterise");
+  // A new extent's kernels are mostly the set's, checked when it was
+  // planned: only the others are checked, below.
+  options.verify_fused = !from_set;
   fuse::KernelPlan kernel_plan = dynamic ? plan_pinned(g, options, pinned_sites) : fuse::plan_kernels(g, options);
   plan.site_knobs = site_knobs(g, kernel_plan);
   base::log(base::LogLevel::debug, plan.model_name + ": lowered " + std::to_string(kernel_plan.kernel_nodes) +
@@ -240,9 +244,11 @@ std::vector<const RenderedKernel*> plan_kernels(Plan& plan, const backend::Backe
   // New extents of a shape set: its kernels, and no probe lowered.
   std::vector<SetKernelUse> use_of_step;
   std::vector<const RenderedKernel*> rendered_of_step;
-  if (dynamic && !set_plans.empty() && plan.settings.flag("parameterise")) {
+  if (from_set) {
     use_of_step = take_set_kernels(step_kernels, set_plans, parameterise_options(policy, plan.settings),
                                    plan.parameterise_report, rendered_of_step);
+    for (std::size_t i = 0; i < step_kernels.size(); ++i)
+      if (use_of_step[i] != SetKernelUse::taken) kir::verify(*step_kernels[i]);
     plan.dynamic_kernels = plan.parameterise_report.kernels;
     const auto count = [&](SetKernelUse u) { return std::to_string(std::ranges::count(use_of_step, u)); };
     base::log(base::LogLevel::debug, plan.model_name + ": of " + std::to_string(step_kernels.size()) +

@@ -152,8 +152,9 @@ class Fuser {
     std::erase_if(plan_.steps, [](const PlanStep& step) { return merged_away(step); });
     // Each fused kernel is checked once, complete: checking after every
     // merge costs the whole kernel each time.
-    for (const PlanStep& step : plan_.steps)
-      if (!step.host && step.nodes.size() > 1) kir::verify(step.kernel->kernel);
+    if (options_.verify_fused)
+      for (const PlanStep& step : plan_.steps)
+        if (!step.host && step.nodes.size() > 1) kir::verify(step.kernel->kernel);
   }
 
  private:

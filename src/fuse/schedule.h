@@ -45,6 +45,10 @@ struct PlanOptions {
   // Why the target cannot run a kernel, or nullopt (e.g. Backend::supports).
   // Empty: every kernel is accepted.
   std::function<std::optional<std::string>(const kir::Kernel&)> kernel_unsupported;
+  // Fused kernels are checked (kir::verify). A caller that replaces most of
+  // them with kernels checked before (a new extent of a dynamic shape set
+  // takes its set's) checks the rest itself.
+  bool verify_fused = true;
 };
 
 // One step of the plan, in execution order.
