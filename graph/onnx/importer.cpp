@@ -105,22 +105,24 @@ template <class Message> void parse(Message& message, std::string_view bytes, co
 // The initializers of one parsed file, converted once: every import of it
 // (each shape set of a model with symbolic dims) shares their storage
 // instead of converting and holding a copy of the weights per import.
-// Keyed by the TensorProto, which the parsed file keeps alive.
+// Keyed by the TensorProto's address, which the parsed file keeps alive
+// (as a void pointer: a container of ONNX's types would be exported, as
+// ParsedModel below says).
 class InitializerCache {
  public:
   template <class Convert> Tensor get(const onnx::TensorProto& proto, Convert convert) {
     {
       std::lock_guard lock(mutex_);
-      if (auto it = tensors_.find(&proto); it != tensors_.end()) return it->second;
+      if (auto it = tensors_.find(static_cast<const void*>(&proto)); it != tensors_.end()) return it->second;
     }
     Tensor converted = convert();  // outside the lock: another thread's import may convert it too
     std::lock_guard lock(mutex_);
-    return tensors_.try_emplace(&proto, std::move(converted)).first->second;
+    return tensors_.try_emplace(static_cast<const void*>(&proto), std::move(converted)).first->second;
   }
 
  private:
   std::mutex mutex_;
-  std::unordered_map<const onnx::TensorProto*, Tensor> tensors_;
+  std::unordered_map<const void*, Tensor> tensors_;
 };
 
 class Importer final : public ImportContext {
