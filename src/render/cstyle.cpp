@@ -669,8 +669,11 @@ backend::KernelRequirements kernel_requirements(const kir::Kernel& kernel) {
   needs.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
   needs.shared_memory_bytes = kir::shared_memory_bytes(kernel);
   needs.param_bytes = static_cast<std::uint32_t>(kernel.params.size() * sizeof(std::int32_t));
-  if (kir::uses_subgroup_ops(kernel)) needs.subgroup_size = kernel.subgroup_size;
-  needs.subgroup_broadcast = kir::uses_subgroup_broadcast(kernel);
+  // A broadcast is a subgroup op: most kernels, with none, are walked once for both.
+  if (kir::uses_subgroup_ops(kernel)) {
+    needs.subgroup_size = kernel.subgroup_size;
+    needs.subgroup_broadcast = kir::uses_subgroup_broadcast(kernel);
+  }
   needs.int64 = uses_type(kernel, ScalarType::i64);
   needs.storage8 = has_bool_buffer(kernel);
   needs.storage16 = has_16bit_buffer(kernel);
