@@ -135,7 +135,7 @@ struct Plan {
   // Built with a probe graph (dynamic dims): kernels whose literals vary
   // with the dynamic extents, now parameters. -1: no probe.
   int dynamic_kernels = -1;
-  // A new extent of a dynamic shape set (PlanRequest::set_kernels), by
+  // A new extent of a dynamic shape set (PlanRequest::set_plans), by
   // kernel index: how each kernel came from the set's. Empty otherwise, and
   // in a plan read from a file.
   std::vector<SetKernelUse> set_kernel_use;

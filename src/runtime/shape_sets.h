@@ -14,8 +14,9 @@
 // planned beside a probe, the model at other extents of those dims, so its
 // kernels take what depends on them as parameters (PlanRequest::probe_graph).
 // A call that differs from such a set only in its dynamic dims is served by
-// it: the model is planned again for the call's extents on the host, and its
-// kernels render to the sources already compiled, so nothing compiles and
+// it: the model is imported (sharing the set's weights) and planned again for
+// the call's extents on the host with the set's knobs, and its kernels are
+// the set's, with their sources already compiled, so nothing compiles and
 // no shape set is added. The most recent few such plans are kept (each holds
 // device memory for its activations); older ones are planned again if needed.
 #pragma once
