@@ -504,11 +504,15 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
     if (probe_graph)
       probe_graph = std::make_shared<const graph::Graph>(graph::passes::convert_float_type(*probe_graph, convert).graph);
   }
+  // The device's pass options with the model's weight memo (the probe's too).
+  const auto pass_options = [&](graph::passes::GraphChooser chooser) {
+    graph::passes::PipelineOptions options = policy.pass_options(plan->settings, std::move(chooser));
+    options.weight_memo = request.weight_memo;
+    return options;
+  };
   if (plan->compiled) {
-    graph::passes::PipelineOptions pass_options =
-        policy.pass_options(plan->settings, recording_chooser(request, plan->graph_choices));
-    pass_options.weight_memo = request.weight_memo;
-    graph::passes::PipelineResult passed = graph::passes::run_compile_passes(*graph, pass_options);
+    graph::passes::PipelineResult passed =
+        graph::passes::run_compile_passes(*graph, pass_options(recording_chooser(request, plan->graph_choices)));
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   } else {
@@ -527,12 +531,8 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   std::function<const graph::Graph&()> probe_pending;
   if (plan->compiled && probe_graph)
     probe_pending = [&]() -> const graph::Graph& {
-      if (!probe) {
-        graph::passes::PipelineOptions probe_options =
-            policy.pass_options(plan->settings, pinned_chooser(plan->graph_choices));
-        probe_options.weight_memo = request.weight_memo;
-        probe = graph::passes::run_compile_passes(*probe_graph, probe_options).graph;
-      }
+      if (!probe)
+        probe = graph::passes::run_compile_passes(*probe_graph, pass_options(pinned_chooser(plan->graph_choices))).graph;
       return *probe;
     };
   phase_done("graph passes");
