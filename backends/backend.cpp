@@ -32,9 +32,27 @@ std::string trim_log(std::string log) {
   return log;
 }
 
+std::string_view f16_conversion_name(F16Conversion conversion) {
+  switch (conversion) {
+    case F16Conversion::integer: return "integer";
+    case F16Conversion::native: return "native";
+    case F16Conversion::native_rte: return "native-rte";
+  }
+  return "integer";
+}
+
+F16Conversion parse_f16_conversion(std::string_view name) {
+  for (F16Conversion c : {F16Conversion::integer, F16Conversion::native, F16Conversion::native_rte})
+    if (name == f16_conversion_name(c)) return c;
+  throw Error(ErrorKind::InvalidArgument,
+              "unknown f16 conversion '" + std::string(name) + "' (integer, native or native-rte)");
+}
+
 std::string TargetDesc::fingerprint() const {
   // Fields joined with a separator no device or driver name uses.
-  const std::string own = backend + "|" + device_name + "|" + driver + "|" + api_version + "|" + arch;
+  std::string own = backend + "|" + device_name + "|" + driver + "|" + api_version + "|" + arch;
+  // Chosen by kiln (or a test), not implied by the device: kernels differ.
+  if (f16_conversion != F16Conversion::integer) own += "|f16 " + std::string(f16_conversion_name(f16_conversion));
   return limits_profile.empty() ? own : own + "|profile " + limits_profile;
 }
 

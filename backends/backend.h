@@ -29,6 +29,23 @@ namespace kiln::backend {
 
 // A typed capability record read from the device (or, for an offline
 // compile target, from its architecture).
+// How a target's kernels convert f16 buffer elements to and from f32.
+enum class F16Conversion : std::uint8_t {
+  integer,     // exact integer helpers: any device
+  // The device's own conversions, asked to round to nearest even and keep
+  // f16 subnormals (Vulkan: the RoundingModeRTE and DenormPreserve execution
+  // modes, where shaderRoundingModeRTEFloat16 and shaderDenormPreserveFloat16
+  // promise them).
+  native,
+  // Asked to round to nearest even only: a driver that keeps subnormals
+  // without promising it (lavapipe), chosen by KILN_VULKAN_F16_CONVERSION
+  // for testing the native spelling there.
+  native_rte,
+};
+// "integer", "native", "native-rte"; parse throws InvalidArgument.
+std::string_view f16_conversion_name(F16Conversion conversion);
+F16Conversion parse_f16_conversion(std::string_view name);
+
 struct TargetDesc {
   std::string backend;        // "vulkan", "cuda", "hip", "null"
   std::string device_name;    // "llvmpipe (LLVM 15.0.6, 256 bits)"
@@ -64,6 +81,9 @@ struct TargetDesc {
   // Two-byte elements in buffers (kernels with f16 or bf16 tensors, which
   // they convert to f32 to compute: no 16-bit arithmetic needed).
   bool storage16 = false;
+  // How kernels convert between f32 and f16 buffer elements: kir's exact
+  // rule whichever way (Backend::language_for picks the spelling).
+  F16Conversion f16_conversion = F16Conversion::integer;
   bool timestamps = false;
   // Subgroup operations kernels may use in compute (Vulkan: supportedStages
   // has COMPUTE and supportedOperations BASIC / BALLOT; CUDA/HIP: warp
@@ -269,6 +289,14 @@ class Backend {
   // Throws NotFound (bad index) or DeviceUnavailable.
   virtual std::shared_ptr<Device> create_device(int index) const = 0;
   virtual const LanguageTable& language() const = 0;
+  // The language kernels for `target` are written in: language(), or a
+  // variant using what the target offers (Vulkan: native f16 conversions,
+  // TargetDesc::f16_conversion). Every kernel for a target is
+  // rendered with this one.
+  virtual const LanguageTable& language_for(const TargetDesc& target) const {
+    (void)target;
+    return language();
+  }
   virtual const KernelCompiler& compiler() const = 0;
   // Targets code is generated for even without a device (NVRTC's sm_90,
   // hiprtc's gfx90a, ...); the compile tests build every kernel for each.

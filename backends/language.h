@@ -42,7 +42,16 @@ struct LanguageTable {
   // 16-bit values live only in buffers: "uvec{width}"), constructed from it,
   // whose components *_from_storage widen; with vector_u16 empty, and for
   // every vector store, one scalar access per component.
+  // A language whose f16 elements are its own 16-bit float type (GLSL
+  // float16_t on a device that converts exactly) may read and write them as
+  // vectors of it: vector_f16 (placeholder {width}) is the view's type,
+  // vector_f16_value the f32 vector a loaded one is converted to (its
+  // components need no f16_from_storage: that spelling must then accept a
+  // float), and vector_f16_store ({width}, {a}: an f32 vector) the f16
+  // vector stored. Empty: f16 vectors are read as vector_u16 and stored per
+  // component.
   std::string f16_storage, f16_from_storage, f16_to_storage, vector_u16, vector_u16_value;
+  std::string vector_f16, vector_f16_value, vector_f16_store;
   std::string bf16_storage, bf16_from_storage, bf16_to_storage;
   std::string storage16_directives, storage16_helpers;
   // Float literal suffix ("" for GLSL, "f" for CUDA/HIP).

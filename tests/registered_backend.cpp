@@ -98,6 +98,9 @@ class ThrowawayBackend final : public Backend {
     return std::make_shared<ThrowawayDevice>(inner()->create_device(index), name());
   }
   const backend::LanguageTable& language() const override { return computing_backend().language(); }
+  const backend::LanguageTable& language_for(const backend::TargetDesc& target) const override {
+    return computing_backend().language_for(target);
+  }
   const backend::KernelCompiler& compiler() const override {
     computing_backend();
     return compiler_;

@@ -54,6 +54,7 @@ using kiln::backend::KernelBinary;
 using kiln::backend::KernelCompiler;
 using kiln::backend::KernelSource;
 using kiln::backend::TargetDesc;
+using kiln::backend::F16Conversion;
 
 // The CUDA-style backends, in registry order: cuda, hip (each only where
 // meson found its compiler), for the checks of their languages and compilers.
@@ -527,6 +528,54 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_storage_compiles_for_every_offline_target) {
   BOOST_TEST(queue.jobs().size() + static_cast<std::size_t>(queue.refused()) == queue.targets().size());
   BOOST_TEST(queue.refused() <= 1);
   BOOST_TEST(compile_all(queue.jobs()) == static_cast<int>(queue.jobs().size()));
+}
+
+// Where a target converts f16 natively (TargetDesc::f16_conversion), the
+// GLSL keeps f16 elements as float16_t, reads and writes them as f16vec4,
+// and its SPIR-V asks for kir's rule: RoundingModeRTE for 16-bit floats, and
+// DenormPreserve where the device promises it (`native`). lavapipe runs the
+// native-rte spelling (the *_native_f16 tests); this checks what it cannot.
+BOOST_AUTO_TEST_CASE(native_f16_conversions_ask_for_exact_rounding) {
+  using namespace kiln::kir;
+  using T = ScalarType;
+  Kernel kernel("native_f16");
+  const Buf halves = kernel.add_buffer("halves", T::f16, Access::read);
+  const Buf out = kernel.add_buffer("out", T::f16, Access::write);
+  kernel.global_size = 256;
+  const Expr i = global_index();
+  kernel.body = {
+      load_vector({"a0", "a1", "a2", "a3"}, halves, i, T::f32),
+      store_vector(out, i, {var("a3", T::f32), var("a2", T::f32), var("a1", T::f32), var("a0", T::f32)}),
+      store(out, i + i32(1024), load(halves, i, T::f32) * f32(2.0)),
+  };
+  verify(kernel);
+  const Backend& vulkan = kiln::backend::get_backend("vulkan");
+  // OpExecutionMode (opcode 16, four words): entry point, mode, bit width.
+  auto has_mode = [](const kiln::backend::KernelBinary& binary, std::uint32_t mode) {
+    std::vector<std::uint32_t> words(binary.data.size() / 4);
+    std::memcpy(words.data(), binary.data.data(), words.size() * 4);
+    for (std::size_t w = 5; w + 3 < words.size(); w += std::max<std::size_t>(1, words[w] >> 16))
+      if (words[w] == ((4u << 16) | 16u) && words[w + 2] == mode && words[w + 3] == 16u) return true;
+    return false;
+  };
+  constexpr std::uint32_t kRoundingModeRTE = 4462, kDenormPreserve = 4459;
+  for (const F16Conversion conversion : {F16Conversion::integer, F16Conversion::native, F16Conversion::native_rte}) {
+    BOOST_TEST_CONTEXT(kiln::backend::f16_conversion_name(conversion)) {
+      TargetDesc target = vulkan.offline_targets().front();
+      target.storage16 = true;
+      target.f16_conversion = conversion;
+      const kiln::backend::KernelSource source =
+          kiln::render::make_kernel_source(kernel, vulkan.language_for(target));
+      const bool native = conversion != F16Conversion::integer;
+      BOOST_TEST(contains(source.text, "{ float16_t data[]; } b_halves;") == native, source.text);
+      BOOST_TEST(contains(source.text, "{ f16vec4 data[]; }") == native, source.text);
+      BOOST_TEST(contains(source.text, "= f16vec4(vec4(") == native, source.text);
+      BOOST_TEST(contains(source.text, "kiln_f32_to_f16(") == !native, source.text);
+      const kiln::backend::KernelBinary binary = vulkan.compiler().compile(source, target);
+      BOOST_TEST(has_mode(binary, kRoundingModeRTE) == native);
+      BOOST_TEST(has_mode(binary, kDenormPreserve) == (conversion == F16Conversion::native));
+    }
+  }
 }
 
 // The subgroup GEMM (texel loads, vec4 A and B, a row bias) as lowering

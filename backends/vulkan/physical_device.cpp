@@ -2,7 +2,10 @@
 // PhysicalDevice (and its TargetDesc).
 #include "backends/vulkan/physical_device.h"
 
+#include "src/base/check.h"
+
 #include <algorithm>
+#include <cstdlib>
 #include <optional>
 #include <string>
 
@@ -68,6 +71,32 @@ std::uint64_t device_local_bytes(const VkPhysicalDeviceMemoryProperties& memory)
   return largest_local != 0 ? largest_local : largest_any;
 }
 
+// Native f16 conversions where the driver promises kir's rule (round to
+// nearest even, subnormals kept); KILN_VULKAN_F16_CONVERSION=integer,
+// native or native-rte asks for one, where the driver offers its execution
+// modes (native-rte: a test of the native spelling on a driver that keeps
+// subnormals without promising it, such as lavapipe).
+F16Conversion f16_conversion_for(const PhysicalDevice& device) {
+  const bool promised = device.storage_buffer_16bit && device.f16_rounding_rte && device.f16_denorm_preserve;
+  const char* setting = std::getenv("KILN_VULKAN_F16_CONVERSION");
+  if (setting == nullptr || *setting == '\0') return promised ? F16Conversion::native : F16Conversion::integer;
+  F16Conversion asked;
+  try {
+    asked = parse_f16_conversion(setting);
+  } catch (const Error& e) {
+    throw_error(ErrorKind::InvalidArgument, std::string("KILN_VULKAN_F16_CONVERSION: ") + e.what());
+  }
+  const bool offered = asked == F16Conversion::integer ||
+                       (asked == F16Conversion::native_rte && device.storage_buffer_16bit && device.f16_rounding_rte) ||
+                       (asked == F16Conversion::native && promised);
+  KILN_CHECK(offered, ErrorKind::Unsupported,
+             "KILN_VULKAN_F16_CONVERSION=" + std::string(setting) + ": the device does not offer " +
+                 (asked == F16Conversion::native ? "shaderRoundingModeRTEFloat16 and shaderDenormPreserveFloat16"
+                                                 : "shaderRoundingModeRTEFloat16") +
+                 " with 16-bit storage buffers");
+  return asked;
+}
+
 std::optional<PhysicalDevice> query_physical_device(const Instance& instance, VkPhysicalDevice handle) {
   const InstanceFunctions& vk = instance.functions();
   VkPhysicalDeviceProperties basic{};
@@ -87,8 +116,11 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   device.compute_queue_family = *family;
   device.timestamp_valid_bits = families[*family].timestampValidBits;
 
+  VkPhysicalDeviceFloatControlsProperties float_controls{};
+  float_controls.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FLOAT_CONTROLS_PROPERTIES;
   VkPhysicalDeviceDriverProperties driver{};
   driver.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES;
+  driver.pNext = &float_controls;
   VkPhysicalDeviceMaintenance3Properties maintenance3{};
   maintenance3.sType = VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES;
   maintenance3.pNext = vulkan_1_2 ? &driver : nullptr;
@@ -126,6 +158,8 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
 
   const VkPhysicalDeviceLimits& limits = basic.limits;
   device.shader_float16 = float16.shaderFloat16 == VK_TRUE;
+  device.f16_rounding_rte = vulkan_1_2 && float_controls.shaderRoundingModeRTEFloat16 == VK_TRUE;
+  device.f16_denorm_preserve = vulkan_1_2 && float_controls.shaderDenormPreserveFloat16 == VK_TRUE;
   device.storage_buffer_16bit = storage16.storageBuffer16BitAccess == VK_TRUE;
   device.shader_int64 = features.features.shaderInt64 == VK_TRUE;
   device.robust_buffer_access = features.features.robustBufferAccess == VK_TRUE;
@@ -184,6 +218,7 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   t.int64 = device.shader_int64;
   t.storage8 = device.storage_buffer_8bit;
   t.storage16 = device.storage_buffer_16bit;
+  t.f16_conversion = f16_conversion_for(device);
   t.timestamps = limits.timestampComputeAndGraphics == VK_TRUE && device.timestamp_valid_bits > 0;
   return device;
 }

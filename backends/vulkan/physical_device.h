@@ -27,6 +27,10 @@ struct PhysicalDevice {
   std::array<std::uint8_t, VK_UUID_SIZE> pipeline_cache_uuid{};
   // Optional features kiln enables when present.
   bool shader_float16 = false;
+  // Float controls (Vulkan 1.2): the RoundingModeRTE and DenormPreserve
+  // execution modes for 16-bit floats.
+  bool f16_rounding_rte = false;
+  bool f16_denorm_preserve = false;
   bool storage_buffer_16bit = false;
   bool shader_int64 = false;
   bool storage_buffer_8bit = false;  // Vulkan 1.2's storageBuffer8BitAccess

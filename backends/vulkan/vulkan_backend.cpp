@@ -82,6 +82,9 @@ class VulkanBackend final : public Backend {
   }
 
   const LanguageTable& language() const override { return glsl_language(); }
+  const LanguageTable& language_for(const TargetDesc& target) const override {
+    return glsl_language(target.f16_conversion);
+  }
   const KernelCompiler& compiler() const override { return compiler_; }
   std::vector<TargetDesc> offline_targets() const override { return {generic_spirv_target()}; }
   // SPIR-V runs on any device; `vulkan:NAME` picks one of this machine's.

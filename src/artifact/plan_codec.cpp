@@ -244,6 +244,7 @@ json encode_target(const backend::TargetDesc& t) {
           {"int64", t.int64},
           {"storage8", t.storage8},
           {"storage16", t.storage16},
+          {"f16_conversion", std::string(backend::f16_conversion_name(t.f16_conversion))},
           {"timestamps", t.timestamps},
           {"subgroup_basic", t.subgroup_basic},
           {"subgroup_broadcast", t.subgroup_broadcast},
@@ -280,6 +281,11 @@ backend::TargetDesc decode_target(const json& j) {
   j.at("int64").get_to(t.int64);
   t.storage8 = j.value("storage8", false);  // absent before bool kernels
   t.storage16 = j.value("storage16", false);  // absent before 16-bit kernels
+  try {
+    t.f16_conversion = backend::parse_f16_conversion(j.at("f16_conversion").get<std::string>());
+  } catch (const Error& e) {
+    throw_error(ErrorKind::Corrupt, std::string("its target: ") + e.what());
+  }
   j.at("timestamps").get_to(t.timestamps);
   j.at("subgroup_basic").get_to(t.subgroup_basic);
   j.at("subgroup_broadcast").get_to(t.subgroup_broadcast);

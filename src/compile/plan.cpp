@@ -552,7 +552,7 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
     if (const RenderedKernel* set_source = set_rendered[k])
       plan->rendered.push_back({set_source->source, set_source->requirements, {}});
     else
-      plan->rendered.push_back({render::make_kernel_source(plan->kernels[k], backend.language()),
+      plan->rendered.push_back({render::make_kernel_source(plan->kernels[k], backend.language_for(plan->target)),
                                 render::kernel_requirements(plan->kernels[k]), {}});
   phase_done("rendering");
   check_fullgraph(*plan, request.fullgraph);

@@ -75,7 +75,7 @@ KernelSources generate_sources(const Model& model, const std::string& backend_na
     file.file_name = number + file.kernel_name + b.language().file_extension;
     for (graph::NodeId id : d.nodes) file.nodes.emplace_back(g.node(id).name, g.node(id).op);
     // Dispatches that share a kernel share its source (rendered once).
-    if (rendered[d.kernel].empty()) rendered[d.kernel] = render::render(plan->kernels[d.kernel], b.language());
+    if (rendered[d.kernel].empty()) rendered[d.kernel] = render::render(plan->kernels[d.kernel], b.language_for(plan->target));
     file.source = rendered[d.kernel];
     out.kernels.push_back(std::move(file));
   }

@@ -353,12 +353,17 @@ class Renderer {
   }
 
   // The vector type a buffer of `type` is read through: 16-bit buffers'
-  // vectors hold their elements' bits (vector_u16).
+  // vectors hold their elements' bits (vector_u16), f16 ones the language's
+  // f16 vectors where it has them (vector_f16).
   std::string storage_vector_type_name(ScalarType type, std::size_t width) const {
+    if (type == ScalarType::f16 && native_f16_vectors())
+      return format(lang_.vector_f16, "vector_f16", {{"width", std::to_string(width)}});
     if (kir::is_storage_only(type))
       return format(lang_.vector_u16, "vector_u16", {{"width", std::to_string(width)}});
     return vector_type_name(type, width);
   }
+
+  bool native_f16_vectors() const { return !lang_.vector_f16.empty(); }
 
   std::string vector_type_name(ScalarType type, std::size_t width) const {
     const std::string w = std::to_string(width);
@@ -411,6 +416,13 @@ class Renderer {
     }
     const std::string vector_type = storage_vector_type_name(stored, width);
     const std::string temp = "kiln_vec" + std::to_string(next_temporary_++);
+    if (stored == ScalarType::f16 && native_f16_vectors()) {
+      const std::string value_type = format(lang_.vector_f16_value, "vector_f16_value", {{"width", std::to_string(width)}});
+      out += indent + value_type + " " + temp + " = " + value_type + "(" + vector_access(s, vector_type, width) + ");\n";
+      for (std::size_t c = 0; c < width; ++c)
+        out += indent + type_name(s.type) + " " + var_identifier(s.vars[c]) + " = " + temp + kVectorComponents[c] + ";\n";
+      return;
+    }
     if (kir::is_storage_only(stored)) {
       const std::string value_type = format(lang_.vector_u16_value, "vector_u16_value", {{"width", std::to_string(width)}});
       out += indent + value_type + " " + temp + " = " + value_type + "(" + vector_access(s, vector_type, width) + ");\n";
@@ -427,7 +439,8 @@ class Renderer {
   void store_vector(const Stmt& s, const std::string& indent, std::string& out) const {
     const std::size_t width = s.values.size();
     const ScalarType stored = buffer_type(s.buffer);
-    if (lang_.vector_f32.empty() || lang_.vector_construct.empty() || kir::is_storage_only(stored)) {
+    const bool f16_vector = stored == ScalarType::f16 && native_f16_vectors();
+    if (lang_.vector_f32.empty() || lang_.vector_construct.empty() || (kir::is_storage_only(stored) && !f16_vector)) {
       for (std::size_t c = 0; c < width; ++c)
         out += indent + vector_element(s, width, c) + " = " + to_storage(stored, expr(s.values[c])) + ";\n";
       return;
@@ -435,10 +448,11 @@ class Renderer {
     const std::string vector_type = vector_type_name(s.type, width);
     std::string components;
     for (std::size_t c = 0; c < width; ++c) components += (c ? ", " : "") + expr(s.values[c]);
-    out += indent + vector_access(s, vector_type, width) + " = " +
-           format(lang_.vector_construct, "vector_construct",
-                  {{"vector_type", vector_type}, {"components", components}}) +
-           ";\n";
+    std::string value =
+        format(lang_.vector_construct, "vector_construct", {{"vector_type", vector_type}, {"components", components}});
+    if (f16_vector)
+      value = format(lang_.vector_f16_store, "vector_f16_store", {{"width", std::to_string(width)}, {"a", value}});
+    out += indent + vector_access(s, storage_vector_type_name(stored, width), width) + " = " + value + ";\n";
   }
 
   std::string param_text(int index) const {

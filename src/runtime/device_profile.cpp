@@ -64,6 +64,9 @@ backend::TargetDesc clamped_target(const backend::TargetDesc& target, const Devi
     t.subgroup_basic = false;
     t.subgroup_broadcast = false;
   }
+  // Such devices may not promise exact f16 conversions (and the
+  // profile's kernels must run on all of them).
+  t.f16_conversion = backend::F16Conversion::integer;
   t.limits_profile = profile.name;
   return t;
 }

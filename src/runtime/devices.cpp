@@ -52,6 +52,8 @@ DeviceDescription describe(int index, const backend::TargetDesc& t) {
       {"max buffer", bytes_text(t.max_buffer_bytes)},
       {"device memory", bytes_text(t.device_memory_bytes)},
       {"fp16", t.fp16 ? "yes" : "no"},
+      {"16-bit buffers", t.storage16 ? "yes" : "no"},
+      {"f16 conversion", std::string(backend::f16_conversion_name(t.f16_conversion))},
       {"timestamps", t.timestamps ? "yes" : "no"},
   };
   return d;

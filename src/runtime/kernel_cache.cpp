@@ -110,7 +110,7 @@ std::shared_ptr<backend::LoadedKernel> KernelCache::load_uncached(const compiler
 }
 
 std::shared_ptr<backend::LoadedKernel> KernelCache::get(const kir::Kernel& kernel) {
-  const compiler::RenderedKernel rendered{render::make_kernel_source(kernel, backend_.language()),
+  const compiler::RenderedKernel rendered{render::make_kernel_source(kernel, backend_.language_for(device_->target())),
                                           render::kernel_requirements(kernel), {}};
   if (auto loaded = find(rendered.source.text)) return loaded;
   Tally tally;
@@ -122,7 +122,7 @@ std::vector<std::shared_ptr<backend::LoadedKernel>> KernelCache::get_all(std::sp
   std::vector<compiler::RenderedKernel> rendered;
   rendered.reserve(kernels.size());
   for (const kir::Kernel* kernel : kernels)
-    rendered.push_back({render::make_kernel_source(*kernel, backend_.language()), render::kernel_requirements(*kernel), {}});
+    rendered.push_back({render::make_kernel_source(*kernel, backend_.language_for(device_->target())), render::kernel_requirements(*kernel), {}});
   std::vector<const compiler::RenderedKernel*> pointers;
   for (const compiler::RenderedKernel& kernel : rendered) pointers.push_back(&kernel);
   return get_all(std::span<const compiler::RenderedKernel* const>(pointers), max_threads);

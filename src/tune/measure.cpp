@@ -176,7 +176,7 @@ CandidateResult Measurer::measure(const Site& site, const std::string& knobs, co
 
   std::shared_ptr<backend::LoadedKernel> loaded;
   try {
-    const backend::KernelSource source = render::make_kernel_source(kernel, backend_.language());
+    const backend::KernelSource source = render::make_kernel_source(kernel, backend_.language_for(target));
     loaded = device_->load_kernel(source, backend_.compiler().compile(source, target));
   } catch (const Error& error) {
     return failed_candidate(knobs, status_of(error, CandidateStatus::compile_failed), error.what());
