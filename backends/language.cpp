@@ -97,6 +97,9 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
   t.bf16_to_storage = "kiln_f32_to_bf16({a})";
   t.vector_u16 = "ushort{width}";
   t.vector_u16_value = "ushort{width}";
+  t.f16_to_bits = t.f16_to_storage;
+  t.bf16_to_bits = t.bf16_to_storage;
+  t.vector_u16_store = "{a}";
   t.storage16_helpers =
       "__device__ __forceinline__ unsigned short kiln_f32_to_f16(float f) {\n"
       "  unsigned short h; asm(\"cvt.rn.f16.f32 %0, %1;\" : \"=h\"(h) : \"f\"(f)); return h;\n"

@@ -40,8 +40,8 @@ struct LanguageTable {
   // vector_u16 (placeholder {width}: GLSL "u16vec{width}", CUDA
   // "ushort{width}") into a temporary of vector_u16_value (GLSL, where
   // 16-bit values live only in buffers: "uvec{width}"), constructed from it,
-  // whose components *_from_storage widen; with vector_u16 empty, and for
-  // every vector store, one scalar access per component.
+  // whose components *_from_storage widen; with vector_u16 empty, one
+  // scalar access per component.
   // A language whose f16 elements are its own 16-bit float type (GLSL
   // float16_t on a device that converts exactly) may read and write them as
   // vectors of it: vector_f16 (placeholder {width}) is the view's type,
@@ -52,6 +52,12 @@ struct LanguageTable {
   // component.
   std::string f16_storage, f16_from_storage, f16_to_storage, vector_u16, vector_u16_value;
   std::string vector_f16, vector_f16_value, vector_f16_store;
+  // A vector store of 16-bit elements as bits: *_to_bits rounds a float {a}
+  // to the element's bits, of vector_u16_value's component type; those are
+  // built into a vector_u16_value (vector_construct) and vector_u16_store
+  // ({width}, {a}: that vector) is what is stored. Empty vector_u16_store:
+  // one scalar store per component.
+  std::string f16_to_bits, bf16_to_bits, vector_u16_store;
   std::string bf16_storage, bf16_from_storage, bf16_to_storage;
   std::string storage16_directives, storage16_helpers;
   // Float literal suffix ("" for GLSL, "f" for CUDA/HIP).

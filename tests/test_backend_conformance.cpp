@@ -396,6 +396,7 @@ Outcome sixteen_bit_storage_matches_the_interpreter(const Kit& kit) {
   const kir::Buf h4 = k.add_buffer("h4", T::f16, kir::Access::write);
   const kir::Buf wide_b4 = k.add_buffer("wide_b4", T::f32, kir::Access::write);
   const kir::Buf wide_h4 = k.add_buffer("wide_h4", T::f32, kir::Access::write);
+  const kir::Buf b4 = k.add_buffer("b4", T::bf16, kir::Access::write);
   k.global_size = static_cast<std::int64_t>(probes.size() / 4);
   const kir::Expr i = kir::global_index();
   std::vector<kir::Stmt> body;
@@ -418,6 +419,7 @@ Outcome sixteen_bit_storage_matches_the_interpreter(const Kit& kit) {
   body.push_back(kir::store_vector(h4, i, v));
   body.push_back(kir::store_vector(wide_b4, i, w));
   body.push_back(kir::store_vector(wide_h4, i, u));
+  body.push_back(kir::store_vector(b4, i, v));
   k.body = std::move(body);
   std::vector<std::uint16_t> halves(probes.size()), brains(probes.size());
   for (std::size_t j = 0; j < probes.size(); ++j) {
@@ -428,12 +430,13 @@ Outcome sixteen_bit_storage_matches_the_interpreter(const Kit& kit) {
   const std::vector<float> zero32(probes.size());
   const std::vector<std::vector<std::byte>> buffers = {
       bytes_of(probes), bytes_of(halves), bytes_of(brains), bytes_of(zero16), bytes_of(zero16),
-      bytes_of(zero32), bytes_of(zero32), bytes_of(zero16), bytes_of(zero32), bytes_of(zero32)};
+      bytes_of(zero32), bytes_of(zero32), bytes_of(zero16), bytes_of(zero32), bytes_of(zero32), bytes_of(zero16)};
   const auto got = kit.run(k, buffers);
   const auto want = interpreted(k, buffers);
   if (auto bad = compare_16bit("f16 store", got[3], want[3], T::f16)) return bad;
   if (auto bad = compare_16bit("bf16 store", got[4], want[4], T::bf16)) return bad;
   if (auto bad = compare_16bit("f16 vector store", got[7], want[7], T::f16)) return bad;
+  if (auto bad = compare_16bit("bf16 vector store", got[10], want[10], T::bf16)) return bad;
   if (auto bad = compare_f32("f16 load", got[5], want[5], 0.0f)) return bad;
   if (auto bad = compare_f32("bf16 load", got[6], want[6], 0.0f)) return bad;
   if (auto bad = compare_f32("bf16 vector load", got[8], want[8], 0.0f)) return bad;

@@ -521,10 +521,15 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_storage_compiles_for_every_offline_target) {
   for (const Backend* backend : codegen_backends()) {
     BOOST_TEST(queue.sources(backend->name()) == 1);
     const std::string text = kiln::render::render(kernel, backend->language());
-    if (backend->name() == "cuda") BOOST_TEST(contains(text, "cvt.rn.f16.f32"), text);
+    if (backend->name() == "cuda") {
+      BOOST_TEST(contains(text, "cvt.rn.f16.f32"), text);
+      BOOST_TEST(contains(text, " = make_ushort4(kiln_f32_to_f16("), text);  // one vector store
+    }
     if (backend->name() == "hip") BOOST_TEST(contains(text, "const _Float16* __restrict__ b_halves"), text);
     BOOST_TEST(contains(text, "kiln_f32_to_bf16("), text);
   }
+  const std::string glsl = kiln::render::render(kernel, kiln::backend::get_backend("vulkan").language());
+  BOOST_TEST(contains(glsl, " = u16vec4(uvec4(kiln_f32_to_f16("), glsl);
   BOOST_TEST(queue.jobs().size() + static_cast<std::size_t>(queue.refused()) == queue.targets().size());
   BOOST_TEST(queue.refused() <= 1);
   BOOST_TEST(compile_all(queue.jobs()) == static_cast<int>(queue.jobs().size()));

@@ -18,7 +18,8 @@ const LanguageTable& hip_language() {
     t.f16_storage = "_Float16";
     t.f16_from_storage = "((float)({a}))";
     t.f16_to_storage = "((_Float16)({a}))";
-    t.vector_u16 = "";  // _Float16 elements: scalar loads
+    t.vector_u16 = "";  // _Float16 elements: scalar loads and stores
+    t.vector_u16_store = "";
     t.storage16_helpers = bf16_conversions(kCudaStyleStorage16);
     return t;
   }();

@@ -65,6 +65,11 @@ LanguageTable make_glsl_language() {
   t.storage16_directives = "#extension GL_EXT_shader_16bit_storage : require\n";
   t.vector_u16 = "u16vec{width}";
   t.vector_u16_value = "uvec{width}";
+  // Without 16-bit arithmetic a 16-bit vector is only converted from a
+  // 32-bit one, never built from 16-bit scalars.
+  t.f16_to_bits = "kiln_f32_to_f16({a})";
+  t.bf16_to_bits = "kiln_f32_to_bf16({a})";
+  t.vector_u16_store = "u16vec{width}({a})";
   t.storage16_helpers = f16_conversions(kGlslStorage16) + bf16_conversions(kGlslStorage16);
   t.int64_directives = "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
   t.storage8_directives = "#extension GL_EXT_shader_8bit_storage : require\n";

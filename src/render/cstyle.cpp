@@ -339,6 +339,12 @@ class Renderer {
     }
   }
 
+  // A float rounded to a 16-bit type's bits (a component of vector_u16_value).
+  std::string to_bits(ScalarType type, const std::string& value) const {
+    if (type == ScalarType::f16) return call(lang_.f16_to_bits, "f16_to_bits", value);
+    return call(lang_.bf16_to_bits, "bf16_to_bits", value);
+  }
+
   ScalarType buffer_type(int buffer) const { return kernel_.buffers[static_cast<std::size_t>(buffer)].type; }
   // What a load fetches before from_storage: a texel buffer's loads give f32
   // whatever its elements (the view or its spelling widens them).
@@ -440,18 +446,25 @@ class Renderer {
     const std::size_t width = s.values.size();
     const ScalarType stored = buffer_type(s.buffer);
     const bool f16_vector = stored == ScalarType::f16 && native_f16_vectors();
-    if (lang_.vector_f32.empty() || lang_.vector_construct.empty() || (kir::is_storage_only(stored) && !f16_vector)) {
+    const bool bits_vector =
+        kir::is_storage_only(stored) && !f16_vector && !lang_.vector_u16.empty() && !lang_.vector_u16_store.empty();
+    if (lang_.vector_f32.empty() || lang_.vector_construct.empty() ||
+        (kir::is_storage_only(stored) && !f16_vector && !bits_vector)) {
       for (std::size_t c = 0; c < width; ++c)
         out += indent + vector_element(s, width, c) + " = " + to_storage(stored, expr(s.values[c])) + ";\n";
       return;
     }
-    const std::string vector_type = vector_type_name(s.type, width);
+    const std::string w = std::to_string(width);
+    // f32 values, or (bits_vector) their 16-bit bits, built into a vector.
+    const std::string vector_type =
+        bits_vector ? format(lang_.vector_u16_value, "vector_u16_value", {{"width", w}}) : vector_type_name(s.type, width);
     std::string components;
-    for (std::size_t c = 0; c < width; ++c) components += (c ? ", " : "") + expr(s.values[c]);
+    for (std::size_t c = 0; c < width; ++c)
+      components += (c ? ", " : "") + (bits_vector ? to_bits(stored, expr(s.values[c])) : expr(s.values[c]));
     std::string value =
         format(lang_.vector_construct, "vector_construct", {{"vector_type", vector_type}, {"components", components}});
-    if (f16_vector)
-      value = format(lang_.vector_f16_store, "vector_f16_store", {{"width", std::to_string(width)}, {"a", value}});
+    if (f16_vector) value = format(lang_.vector_f16_store, "vector_f16_store", {{"width", w}, {"a", value}});
+    if (bits_vector) value = format(lang_.vector_u16_store, "vector_u16_store", {{"width", w}, {"a", value}});
     out += indent + vector_access(s, storage_vector_type_name(stored, width), width) + " = " + value + ";\n";
   }
 
