@@ -39,6 +39,9 @@ std::optional<std::string> analyze(const BoundKernel& p, const BoundKernel& c, g
   // Inlined, its shared memory and barriers would run inside the consumer's
   // loads, where invocations no longer work on one element each.
   if (!p.kernel.shared.empty()) return pair + "the producer uses workgroup shared memory";
+  // Fusion rewrites scalar and vector accesses; a fragment's tile accesses
+  // are not rewritten yet.
+  if (kir::uses_fragments(p.kernel) || kir::uses_fragments(c.kernel)) return pair + "a kernel uses matrix fragments";
   if (p.kernel.global_size != elements)
     return pair + "the producer runs " + std::to_string(p.kernel.global_size) +
            " invocations, not one per element (" + std::to_string(elements) + ")";
@@ -230,6 +233,7 @@ BoundKernel fuse_prologue(const BoundKernel& producer, const BoundKernel& consum
   k.shared = consumer.kernel.shared;  // a shared-memory GEMM keeps its tiles
   k.tuning_site = consumer.kernel.tuning_site;  // the consumer's knobs still apply
   k.subgroup_size = consumer.kernel.subgroup_size;  // and a subgroup GEMM its lanes
+  k.fragments = consumer.kernel.fragments;          // and a matrix-unit one its fragments
 
   std::vector<int> consumer_map(consumer.values.size(), -1);
   for (std::size_t i = 0; i < consumer.values.size(); ++i) {

@@ -94,8 +94,12 @@ struct Op {
   std::vector<int> broadcasts;  // subgroup_broadcast nodes of this statement's own expressions, innermost first
   int value = -1, index = -1, begin = -1, end = -1;
   std::int32_t step = 1;
-  std::string var;  // loop variable, for messages
+  std::string var;  // loop variable, for messages; a fragment statement's fragment
   std::vector<Op> body, else_body;
+  // Fragment statements: `slot` is the fragment written (or stored), `slots`
+  // a multiply-add's a, b and c (indices into Kernel::fragments); `values`
+  // a tile access's stride, rows and cols.
+  bool shared_memory = false, column_major = false;
 };
 
 // Resolves names to slots and flattens expressions. The kernel is verified,
@@ -107,7 +111,10 @@ class Compiler {
   int num_slots = 0;
   int num_broadcasts = 0;
 
-  explicit Compiler(const Kernel& kernel) : params_(kernel.params) { body = block(kernel.body); }
+  explicit Compiler(const Kernel& kernel) : params_(kernel.params) {
+    for (std::size_t f = 0; f < kernel.fragments.size(); ++f) fragments_[kernel.fragments[f].name] = static_cast<int>(f);
+    body = block(kernel.body);
+  }
 
  private:
   std::vector<Op> block(const std::vector<Stmt>& stmts) {
@@ -166,6 +173,22 @@ class Compiler {
           op.value = expr(s.value);
           break;
         case StmtKind::barrier: op.has_barrier = true; break;
+        case StmtKind::fragment_fill:
+        case StmtKind::fragment_load:
+        case StmtKind::fragment_mma:
+        case StmtKind::fragment_store:
+          // A subgroup's statement: the workgroup runs it together.
+          op.has_barrier = true;
+          op.var = s.var;
+          op.slot = fragments_.at(s.var);
+          for (const std::string& name : s.vars) op.slots.push_back(fragments_.at(name));
+          if (s.value) op.value = expr(s.value);
+          if (s.index) op.index = expr(s.index);
+          for (const Expr& value : s.values) op.values.push_back(expr(value));
+          op.buffer = s.buffer;
+          op.shared_memory = s.shared_memory;
+          op.column_major = s.column_major;
+          break;
       }
       broadcasts_ = nullptr;
       op.has_barrier = op.has_barrier || !op.broadcasts.empty();
@@ -233,6 +256,7 @@ class Compiler {
 
   const std::vector<std::int32_t>& params_;
   std::unordered_map<std::string, int> slots_;
+  std::unordered_map<std::string, int> fragments_;  // name -> index in Kernel::fragments
   std::vector<int>* broadcasts_ = nullptr;  // the statement being compiled
 };
 
@@ -260,7 +284,7 @@ class Machine {
         num_broadcasts_(program.num_broadcasts) {}
 
   void run(const std::vector<Op>& body) {
-    if (kernel_.shared.empty() && !has_barrier(kernel_) && num_broadcasts_ == 0) {
+    if (kernel_.shared.empty() && !has_barrier(kernel_) && num_broadcasts_ == 0 && kernel_.fragments.empty()) {
       // Independent invocations, one after another.
       slot_storage_.assign(static_cast<std::size_t>(num_slots_), Value{});
       slots_ = slot_storage_.data();
@@ -324,10 +348,18 @@ class Machine {
       shared_.emplace_back(static_cast<std::size_t>(a.count));
       stamps_.emplace_back(static_cast<std::size_t>(a.count));
     }
+    // Every subgroup's fragments, zero at each workgroup's start (reading one
+    // unwritten is not an error: hardware holds some value; kernels fill first).
+    fragment_values_.clear();
+    if (!kernel_.fragments.empty())
+      for (std::int64_t sg = 0; sg < wg / kernel_.subgroup_size; ++sg)
+        for (const Fragment& f : kernel_.fragments)
+          fragment_values_.emplace_back(static_cast<std::size_t>(fragment_rows(f)) * fragment_cols(f), 0.0f);
     for (std::int64_t g = 0; g < groups; ++g) {
       group_base_ = g * wg;
       active_ = std::min(wg, kernel_.global_size - group_base_);
       group_first_epoch_ = ++epoch_;
+      for (std::vector<float>& values : fragment_values_) std::fill(values.begin(), values.end(), 0.0f);
       exec_group(body);
     }
   }
@@ -360,6 +392,10 @@ class Machine {
       if (op.kind == StmtKind::branch) {
         // Only broadcasts sit in branches, whose conditions verify() made uniform.
         exec_group(uniform_value(op.value, "condition of a branch").u ? op.body : op.else_body);
+        continue;
+      }
+      if (is_fragment_stmt(op.kind)) {
+        run_fragment_stmt(op);
         continue;
       }
       if (op.kind != StmtKind::loop) {
@@ -398,6 +434,110 @@ class Machine {
       select_invocation(local);
       exec(std::span<const Op>(&op, 1));
     }
+  }
+
+  // A fragment statement, once per subgroup: its operands must agree
+  // between the subgroup's lanes; its memory accesses are the first lane's
+  // (for race detection in shared memory).
+  void run_fragment_stmt(const Op& op) {
+    const std::int64_t size = kernel_.subgroup_size;
+    for (std::int64_t first = 0; first < active_; first += size) {
+      auto operand = [&](int id, const char* what) {
+        select_invocation(first);
+        const Value v = eval(id);
+        for (std::int64_t lane = 1; lane < size && first + lane < active_; ++lane) {
+          select_invocation(first + lane);
+          if (eval(id).u != v.u)
+            error(std::string("the ") + what + " of a fragment statement on '" + op.var +
+                  "' differs between lanes of one subgroup");
+        }
+        select_invocation(first);
+        return v;
+      };
+      const std::size_t base = static_cast<std::size_t>(first / size) * kernel_.fragments.size();
+      auto values_of = [&](int fragment) -> std::vector<float>& {
+        return fragment_values_[base + static_cast<std::size_t>(fragment)];
+      };
+      const Fragment& f = kernel_.fragments[static_cast<std::size_t>(op.slot)];
+      const std::int64_t rows = fragment_rows(f), cols = fragment_cols(f);
+      switch (op.kind) {
+        case StmtKind::fragment_fill: {
+          const float v = operand(op.value, "fill value").f;
+          std::fill(values_of(op.slot).begin(), values_of(op.slot).end(), v);
+          break;
+        }
+        case StmtKind::fragment_load:
+        case StmtKind::fragment_store: {
+          const bool store = op.kind == StmtKind::fragment_store;
+          const std::int64_t index = operand(op.index, "index").i;
+          const std::int64_t stride = operand(op.values[0], "stride").i;
+          const std::int64_t valid_rows = std::clamp<std::int64_t>(operand(op.values[1], "rows").i, 0, rows);
+          const std::int64_t valid_cols = std::clamp<std::int64_t>(operand(op.values[2], "cols").i, 0, cols);
+          std::vector<float>& tile = values_of(op.slot);
+          for (std::int64_t r = 0; r < rows; ++r)
+            for (std::int64_t c = 0; c < cols; ++c) {
+              float& element = tile[static_cast<std::size_t>(r * cols + c)];
+              if (r >= valid_rows || c >= valid_cols) {
+                if (!store) element = 0.0f;
+                continue;
+              }
+              const std::int64_t at = index + (op.column_major ? c * stride + r : r * stride + c);
+              if (at < std::numeric_limits<std::int32_t>::min() || at > std::numeric_limits<std::int32_t>::max())
+                error("a fragment " + std::string(store ? "store" : "load") + " of '" + op.var + "' reaches element " +
+                      std::to_string(at) + ", outside i32");
+              const Value offset = of_i32(static_cast<std::int32_t>(at));
+              if (store) {
+                tile_write(op, offset, element);
+              } else {
+                const float v = tile_read(op, offset);
+                element = f.role == FragmentRole::accumulator ? v : round_to_precision(v, f.precision);
+              }
+            }
+          break;
+        }
+        case StmtKind::fragment_mma: {
+          const Fragment& a = kernel_.fragments[static_cast<std::size_t>(op.slots[0])];
+          const std::vector<float>& av = values_of(op.slots[0]);
+          const std::vector<float>& bv = values_of(op.slots[1]);
+          const std::vector<float>& cv = values_of(op.slots[2]);
+          const std::size_t m = a.shape.m, n = a.shape.n, k = a.shape.k;
+          std::vector<float> d(m * n);
+          for (std::size_t i = 0; i < m; ++i)
+            for (std::size_t j = 0; j < n; ++j) {
+              // Products of TF32, f16 or bf16 values are exact in double.
+              double sum = cv[i * n + j];
+              for (std::size_t p = 0; p < k; ++p)
+                sum += static_cast<double>(av[i * k + p]) * static_cast<double>(bv[p * n + j]);
+              d[i * n + j] = static_cast<float>(sum);
+            }
+          values_of(op.slot) = std::move(d);
+          break;
+        }
+        default: KILN_ASSERT(false && "not a fragment statement");
+      }
+    }
+  }
+
+  float tile_read(const Op& op, Value offset) {
+    if (op.shared_memory) {
+      const std::size_t i = shared_element("fragment load from", op.buffer, offset, ScalarType::i32);
+      return shared_read(op.buffer, i).f;
+    }
+    const std::size_t at = element_offset("fragment load from", op.buffer, offset, ScalarType::i32);
+    return read_element(buffers_[static_cast<std::size_t>(op.buffer)].data + at,
+                        kernel_.buffers[static_cast<std::size_t>(op.buffer)].type)
+        .f;
+  }
+
+  void tile_write(const Op& op, Value offset, float value) {
+    if (op.shared_memory) {
+      const std::size_t i = shared_element("fragment store to", op.buffer, offset, ScalarType::i32);
+      shared_write(op.buffer, i, of_f32(value));
+      return;
+    }
+    const std::size_t at = element_offset("fragment store to", op.buffer, offset, ScalarType::i32);
+    write_element(buffers_[static_cast<std::size_t>(op.buffer)].data + at,
+                  kernel_.buffers[static_cast<std::size_t>(op.buffer)].type, of_f32(value));
   }
 
   template <typename F>
@@ -514,8 +654,12 @@ class Machine {
           break;
         }
         case StmtKind::barrier:
-          // Only run_groups() reaches barriers: a stretch never contains one.
-          KILN_ASSERT(false && "barrier outside a workgroup run");
+        case StmtKind::fragment_fill:
+        case StmtKind::fragment_load:
+        case StmtKind::fragment_mma:
+        case StmtKind::fragment_store:
+          // Only run_groups() reaches these: a stretch never contains one.
+          KILN_ASSERT(false && "a workgroup statement outside a workgroup run");
           break;
       }
     }
@@ -757,6 +901,7 @@ class Machine {
   std::int64_t epoch_ = 0, group_first_epoch_ = 0;
   std::vector<std::vector<Value>> shared_;
   std::vector<std::vector<SharedStamp>> stamps_;
+  std::vector<std::vector<float>> fragment_values_;  // [subgroup * fragments + fragment], row-major
 };
 
 }  // namespace

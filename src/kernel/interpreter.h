@@ -34,7 +34,13 @@
 //   evaluated; a branch or loop around broadcasts runs for the whole group
 //   (its condition or bounds must agree across the group);
 // - a texel buffer of width 4 holds only its whole texels: elements past the
-//   last multiple of 4 are out of bounds.
+//   last multiple of 4 are out of bounds;
+// - matrix fragments (ir.h) are held per subgroup; a kernel with them runs a
+//   workgroup at a time, and each fragment statement runs for the whole
+//   group, once per subgroup, its operands (index, stride, rows, cols, fill
+//   value) the same in every lane, its memory accesses made by the
+//   subgroup's first lane; fragment_mma sums the exact products in double
+//   and rounds once to f32.
 // Results that are undefined on GPUs are errors here (Error(Internal), naming
 // the kernel and the invocation): an out-of-bounds load or store, a vector
 // load not wholly inside its buffer, integer division by zero, `mod` with a
@@ -42,7 +48,8 @@
 // a loop variable overflowing i32; and in shared memory: an out-of-bounds
 // access, a read of an element no invocation of the workgroup has written,
 // and a race (two accesses of one element by different invocations, at least
-// one a write, with no barrier between them).
+// one a write, with no barrier between them); a fragment statement whose
+// operands differ between the lanes of a subgroup.
 #pragma once
 
 #include <cstddef>

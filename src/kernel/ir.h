@@ -42,6 +42,25 @@
 // (Vulkan) or a shuffle can be confined to S lanes (CUDA/HIP width).
 // Renderers map the linear index onto a 2-D dispatch and guard the tail.
 //
+// Matrix fragments (matrix units: tensor cores, MFMA, cooperative
+// matrices): a kernel with Kernel::subgroup_size set may declare fragments
+// (Kernel::add_fragment), each a tile held by one subgroup together: an
+// m x k `a`, a k x n `b` or an m x n f32 `accumulator` of a FragmentShape.
+// Four statements use them, each reached by every lane of the subgroup
+// together with the same operands (as a broadcast is): fragment_fill (every
+// element of an accumulator = a value), fragment_load (a tile from a buffer
+// or shared array: element (r, c) at index + r * stride + c, row-major, or
+// index + c * stride + r, column-major; elements at r >= rows or c >= cols
+// are zero, not read), fragment_mma (d = a * b + c) and fragment_store (an
+// accumulator's elements r < rows, c < cols to a buffer or shared array).
+// An a or b fragment's elements are its MatrixPrecision's values: loading
+// rounds each f32 to TF32 (to nearest, ties away from zero: cvt.rna.tf32.f32)
+// or to f16 / bf16 (to nearest, ties to even). fragment_mma computes each
+// element of d as c + the sum of the k exact products, rounded once to f32
+// (hardware sums in its own order and precision: renderings are checked
+// against this within a bound, docs/precision.md). With subgroup_size 1 a
+// fragment belongs to one invocation (the cpu backend's emulation).
+//
 // Expressions are immutable trees shared by value; the helpers below make
 // lowering code read like the arithmetic it does:
 //
@@ -185,6 +204,12 @@ enum class StmtKind : std::uint8_t {
   // group arrives before any continues, and shared writes made before it are
   // visible to every invocation after it.
   barrier,
+  // Matrix fragments (see the top of this file); `var` names the fragment
+  // written (or, for fragment_store, read).
+  fragment_fill,   // var = value, every element
+  fragment_load,   // var = tile at `index` of `buffer` (values: stride, rows, cols)
+  fragment_mma,    // var = vars[0] * vars[1] + vars[2]
+  fragment_store,  // tile var to `index` of `buffer` (values: stride, rows, cols)
 };
 
 struct Stmt {
@@ -200,7 +225,46 @@ struct Stmt {
   std::int64_t step = 1;
   std::vector<Stmt> body;
   std::vector<Stmt> else_body;
+  // fragment_load, fragment_store: `buffer` is a shared array rather than a
+  // buffer; the tile is column-major (element (r, c) at c * stride + r).
+  bool shared_memory = false;
+  bool column_major = false;
 };
+
+// What a fragment holds (see the top of this file).
+enum class FragmentRole : std::uint8_t { a, b, accumulator };
+// The input type of a multiply: a and b fragments' elements are rounded to it.
+enum class MatrixPrecision : std::uint8_t { tf32, f16, bf16 };
+const char* fragment_role_name(FragmentRole role);          // "a", "b", "accumulator"
+const char* matrix_precision_name(MatrixPrecision precision);  // "tf32", "f16", "bf16"
+
+// One multiply's dimensions: a is m x k, b k x n, the accumulator m x n.
+struct FragmentShape {
+  std::uint32_t m = 16, n = 16, k = 8;
+  friend bool operator==(const FragmentShape&, const FragmentShape&) = default;
+};
+
+// A fragment's handle (its index in Kernel::fragments, and its name, by
+// which statements refer to it).
+struct Frag {
+  int index = -1;
+  std::string name;
+};
+
+struct Fragment {
+  std::string name;
+  FragmentRole role = FragmentRole::accumulator;
+  FragmentShape shape;
+  MatrixPrecision precision = MatrixPrecision::tf32;  // a and b; an accumulator's is f32
+  friend bool operator==(const Fragment&, const Fragment&) = default;
+};
+
+// The rows and columns of a fragment's tile.
+std::uint32_t fragment_rows(const Fragment& fragment);
+std::uint32_t fragment_cols(const Fragment& fragment);
+// `value` as the precision keeps it (TF32: ties away from zero; f16, bf16:
+// ties to even; NaN stays NaN, overflow becomes infinity).
+float round_to_precision(float value, MatrixPrecision precision);
 
 // Which template built a kernel and with which knobs, recorded by lowering
 // where a heuristic (or an override) chose them: the autotuner's tuning site
@@ -237,11 +301,15 @@ struct Kernel {
   // Lanes per subgroup the kernel is written for (a power of two dividing
   // workgroup_size); 0: the kernel uses no subgroup operations.
   std::uint32_t subgroup_size = 0;
+  // Matrix fragments, one instance per subgroup (declaration order = index).
+  std::vector<Fragment> fragments;
 
   Buf add_buffer(const std::string& buffer_name, ScalarType type, Access access);
   // A read-only f32 buffer read through a texel buffer of `texel_width` (1 or 4) floats per texel.
   Buf add_texel_buffer(const std::string& buffer_name, std::uint32_t texel_width);
   Shared add_shared(const std::string& array_name, ScalarType type, std::int64_t count);
+  Frag add_fragment(const std::string& fragment_name, FragmentRole role, FragmentShape shape,
+                    MatrixPrecision precision = MatrixPrecision::tf32);
 };
 
 // Bytes of workgroup-shared memory `kernel` declares (4 per element).
@@ -252,6 +320,10 @@ bool has_barrier(const Kernel& kernel);
 bool uses_subgroup_ops(const Kernel& kernel);
 // Whether it uses subgroup_broadcast.
 bool uses_subgroup_broadcast(const Kernel& kernel);
+// Whether its body has fragment statements.
+bool uses_fragments(const Kernel& kernel);
+// Whether `kind` is one of the fragment statements.
+bool is_fragment_stmt(StmtKind kind);
 // The largest subgroup size kernels may declare.
 inline constexpr std::uint32_t kMaxSubgroupSize = 128;
 
@@ -320,6 +392,18 @@ Stmt load_vector(std::vector<std::string> names, Buf buffer, Expr vector_index, 
 Stmt store_vector(Buf buffer, Expr vector_index, std::vector<Expr> values);
 // Vector widths load_vector and store_vector accept.
 bool is_vector_width(std::size_t width);
+// Matrix fragments (see the top of this file). `stride`, `rows` and `cols`
+// are i32; rows and cols bound the elements read or written (pass the
+// tile's own rows and cols for a whole tile).
+Stmt fragment_fill(Frag accumulator, Expr value);
+Stmt fragment_load(Frag fragment, Buf buffer, Expr index, Expr stride, Expr rows, Expr cols, bool column_major = false);
+Stmt fragment_load(Frag fragment, Shared array, Expr index, Expr stride, Expr rows, Expr cols,
+                   bool column_major = false);
+Stmt fragment_mma(Frag d, Frag a, Frag b, Frag c);
+Stmt fragment_store(Frag accumulator, Buf buffer, Expr index, Expr stride, Expr rows, Expr cols,
+                    bool column_major = false);
+Stmt fragment_store(Frag accumulator, Shared array, Expr index, Expr stride, Expr rows, Expr cols,
+                    bool column_major = false);
 
 // The dispatch grid for a kernel: ceil(global_size / workgroup_size) groups as
 // {gx, gy, 1} with gx <= max_groups_x. Renderers compute the linear index as

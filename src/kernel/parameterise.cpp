@@ -127,6 +127,7 @@ Kernel skeleton(const Kernel& kernel) {
   shape.shared = kernel.shared;  // array sizes are structure, never parameters
   shape.workgroup_size = kernel.workgroup_size;
   shape.subgroup_size = kernel.subgroup_size;
+  shape.fragments = kernel.fragments;
   shape.global_size = 1;
   return shape;
 }
@@ -282,7 +283,8 @@ class ParameterMatcher {
       const Stmt& a = p[i];
       const Stmt& b = l[i];
       if (a.kind != b.kind || a.var != b.var || a.vars != b.vars || a.type != b.type || a.buffer != b.buffer ||
-          a.step != b.step || a.values.size() != b.values.size())
+          a.step != b.step || a.values.size() != b.values.size() || a.shared_memory != b.shared_memory ||
+          a.column_major != b.column_major)
         return false;
       for (std::size_t v = 0; v < a.values.size(); ++v)
         if (!expr(a.values[v], b.values[v])) return false;
@@ -357,7 +359,8 @@ class ParameterGeneraliser {
       const Stmt& a = s[i];
       const Stmt& b = l[i];
       if (a.kind != b.kind || a.var != b.var || a.vars != b.vars || a.type != b.type || a.buffer != b.buffer ||
-          a.step != b.step || a.values.size() != b.values.size()) {
+          a.step != b.step || a.values.size() != b.values.size() || a.shared_memory != b.shared_memory ||
+          a.column_major != b.column_major) {
         ok = false;
         break;
       }
@@ -441,7 +444,8 @@ bool same_shared(const std::vector<SharedArray>& a, const std::vector<SharedArra
 bool same_interface(const Kernel& kernel, const Kernel& literal) {
   return literal.params.empty() && !literal.global_size_param && kernel.name == literal.name &&
          kernel.workgroup_size == literal.workgroup_size && kernel.subgroup_size == literal.subgroup_size &&
-         same_buffers(kernel.buffers, literal.buffers) && same_shared(kernel.shared, literal.shared);
+         same_buffers(kernel.buffers, literal.buffers) && same_shared(kernel.shared, literal.shared) &&
+         kernel.fragments == literal.fragments;
 }
 
 }  // namespace

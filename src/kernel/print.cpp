@@ -62,6 +62,13 @@ class Printer {
       out_ += "shared " + std::to_string(i) + " " + a.name + ": " + scalar_type_name(a.type) + "[" +
               std::to_string(a.count) + "]\n";
     }
+    for (std::size_t i = 0; i < kernel_.fragments.size(); ++i) {
+      const Fragment& f = kernel_.fragments[i];
+      out_ += "fragment " + std::to_string(i) + " " + f.name + ": " + fragment_role_name(f.role) + " " +
+              std::to_string(f.shape.m) + "x" + std::to_string(f.shape.n) + "x" + std::to_string(f.shape.k) +
+              (f.role == FragmentRole::accumulator ? std::string(" f32") : std::string(" ") + matrix_precision_name(f.precision)) +
+              "\n";
+    }
     block(kernel_.body, 0);
     return std::move(out_);
   }
@@ -71,6 +78,19 @@ class Printer {
     if (index >= 0 && static_cast<std::size_t>(index) < kernel_.buffers.size())
       return kernel_.buffers[static_cast<std::size_t>(index)].name;
     return "buffer#" + std::to_string(index);  // print() also serves to debug malformed kernels
+  }
+
+  // A fragment load's or store's tile: "NAME.tile[INDEX, stride S, rows R, cols C]".
+  void tile(const Stmt& s) {
+    out_ += (s.shared_memory ? "shared " + shared_name(s.buffer) : buffer_name(s.buffer)) +
+            (s.column_major ? ".tile_col_major[" : ".tile[");
+    expr(s.index);
+    const char* labels[] = {", stride ", ", rows ", ", cols "};
+    for (std::size_t i = 0; i < s.values.size() && i < 3; ++i) {
+      out_ += labels[i];
+      expr(s.values[i]);
+    }
+    out_ += "]";
   }
 
   std::string shared_name(int index) const {
@@ -134,6 +154,24 @@ class Printer {
         expr(s.value);
         break;
       case StmtKind::barrier: out_ += "barrier()"; break;
+      case StmtKind::fragment_fill:
+        out_ += "fragment " + s.var + " = fill(";
+        expr(s.value);
+        out_ += ")";
+        break;
+      case StmtKind::fragment_load:
+        out_ += "fragment " + s.var + " = ";
+        tile(s);
+        break;
+      case StmtKind::fragment_mma:
+        out_ += "fragment " + s.var + " = mma(";
+        for (std::size_t i = 0; i < s.vars.size(); ++i) out_ += (i ? ", " : "") + s.vars[i];
+        out_ += ")";
+        break;
+      case StmtKind::fragment_store:
+        tile(s);
+        out_ += " = fragment " + s.var;
+        break;
       case StmtKind::branch:
         out_ += "if (";
         expr(s.value);

@@ -32,5 +32,7 @@ bool is_reserved_kernel_name(const std::string& name);
 // Shared arrays are bounded so that every element index fits an i32 and the
 // byte total cannot overflow; targets allow far less (16-64 KiB).
 constexpr std::int64_t kMaxSharedElements = std::int64_t{1} << 28;
+// Fragments are a matrix unit's tiles (8 to 32 a side on today's hardware).
+constexpr std::uint32_t kMaxFragmentDim = 64;
 
 }  // namespace kiln::kir

@@ -117,6 +117,7 @@ class Verifier {
         error("texel buffer '" + b.name + "' must be read-only f32, f16 or bf16");
     }
     check_shared_arrays();
+    check_fragments();
     check_subgroups();
     if (has_barrier(kernel_) && kernel_.global_size % kernel_.workgroup_size != 0)
       error("has barriers but global_size " + std::to_string(kernel_.global_size) +
@@ -161,12 +162,78 @@ class Verifier {
         error("workgroup_size " + std::to_string(kernel_.workgroup_size) + " is not a multiple of subgroup_size " +
               std::to_string(size));
     }
-    if (!uses_subgroup_ops(kernel_)) return;
+    if (!uses_subgroup_ops(kernel_) && !uses_fragments(kernel_)) return;
     if (size == 0) error("uses subgroup operations but declares no subgroup_size");
     if (kernel_.global_size % kernel_.workgroup_size != 0)
       error("uses subgroup operations but global_size " + std::to_string(kernel_.global_size) +
             " is not a multiple of workgroup_size " + std::to_string(kernel_.workgroup_size) +
             " (every subgroup must be whole)");
+  }
+
+  void check_fragments() const {
+    std::unordered_set<std::string> names;
+    for (const Fragment& f : kernel_.fragments) {
+      if (!is_identifier(f.name)) error("fragment name '" + f.name + "' is not an identifier");
+      if (!names.insert(f.name).second) error("duplicate fragment name '" + f.name + "'");
+      for (const std::uint32_t d : {f.shape.m, f.shape.n, f.shape.k})
+        if (d < 1 || d > kMaxFragmentDim)
+          error("fragment '" + f.name + "' has shape " + std::to_string(f.shape.m) + "x" + std::to_string(f.shape.n) +
+                "x" + std::to_string(f.shape.k) + " (each dimension in [1, " + std::to_string(kMaxFragmentDim) + "])");
+    }
+    if (!kernel_.fragments.empty() && kernel_.subgroup_size == 0)
+      error("declares matrix fragments but no subgroup_size (a fragment belongs to a subgroup)");
+  }
+
+  const Fragment& fragment(const std::string& name, const char* what) const {
+    for (const Fragment& f : kernel_.fragments)
+      if (f.name == name) return f;
+    error(std::string(what) + " of undeclared fragment '" + name + "'");
+  }
+
+  void require_role(const Fragment& f, FragmentRole role, const char* what) const {
+    if (f.role != role)
+      error(std::string(what) + ": fragment '" + f.name + "' is " + fragment_role_name(f.role) + ", not " +
+            fragment_role_name(role));
+  }
+
+  // Every lane of the subgroup reaches a fragment statement together.
+  void check_collective_place(const char* what) const {
+    if (divergent_branches_ > 0)
+      error(std::string(what) + " inside a branch whose condition may differ between invocations: every lane of "
+                                "the subgroup must reach it (uniform control flow)");
+    if (!divergent_loops_.empty())
+      error(std::string(what) + " inside loop '" + divergent_loops_.back() +
+            "', whose bounds may differ between invocations (uniform control flow)");
+  }
+
+  // A fragment load's source or a fragment store's destination, and its
+  // index, stride, rows and cols.
+  void tile_access(const Stmt& s, const Fragment& f, bool store) {
+    const char* what = store ? "fragment store" : "fragment load";
+    if (s.shared_memory) {
+      check_shared_index(s.buffer);
+      const SharedArray& a = kernel_.shared[static_cast<std::size_t>(s.buffer)];
+      if (a.type != ScalarType::f32)
+        error(std::string(what) + " of " + shared_label(s.buffer) + " of type " + scalar_type_name(a.type) +
+              " (fragments are read from and written to f32 arrays)");
+    } else {
+      check_buffer_index(s.buffer);
+      const BufferParam& b = kernel_.buffers[static_cast<std::size_t>(s.buffer)];
+      if (store && b.access == Access::read)
+        error(std::string(what) + " to " + buffer_label(s.buffer) + ", which is declared read-only");
+      if (!store && b.access == Access::write)
+        error(std::string(what) + " from " + buffer_label(s.buffer) + ", which is declared write-only (use read_write)");
+      if (value_type(b.type) != ScalarType::f32)
+        error(std::string(what) + " of " + buffer_label(s.buffer) + " of type " + scalar_type_name(b.type) +
+              " (fragments are read from and written to f32, f16 or bf16 buffers)");
+      if (b.texel_width != 0) error(std::string(what) + " of texel " + buffer_label(s.buffer));
+    }
+    if (s.values.size() != 3) error(std::string(what) + " of '" + f.name + "' without its stride, rows and cols");
+    const char* operands[] = {"index", "stride", "rows", "cols"};
+    const Expr* exprs[] = {&s.index, &s.values[0], &s.values[1], &s.values[2]};
+    for (int i = 0; i < 4; ++i)
+      if (expr(*exprs[i], std::string(what) + " " + operands[i]) != ScalarType::i32)
+        error(std::string(what) + " " + operands[i] + " must be i32");
   }
 
   void check_shared_arrays() const {
@@ -347,6 +414,43 @@ class Verifier {
         if (vt != a.type)
           error("store of a " + std::string(scalar_type_name(vt)) + " value into " + shared_label(s.buffer) +
                 " of type " + scalar_type_name(a.type));
+        return;
+      }
+      case StmtKind::fragment_fill: {
+        check_collective_place("fragment fill");
+        require_role(fragment(s.var, "fragment fill"), FragmentRole::accumulator, "fragment fill");
+        if (expr(s.value, "fragment fill value") != ScalarType::f32) error("fragment fill value must be f32");
+        return;
+      }
+      case StmtKind::fragment_load: {
+        check_collective_place("fragment load");
+        tile_access(s, fragment(s.var, "fragment load"), false);
+        return;
+      }
+      case StmtKind::fragment_store: {
+        check_collective_place("fragment store");
+        const Fragment& f = fragment(s.var, "fragment store");
+        require_role(f, FragmentRole::accumulator, "fragment store");
+        tile_access(s, f, true);
+        return;
+      }
+      case StmtKind::fragment_mma: {
+        check_collective_place("fragment multiply-add");
+        if (s.vars.size() != 3) error("fragment multiply-add of '" + s.var + "' without its a, b and c");
+        const Fragment& d = fragment(s.var, "fragment multiply-add");
+        const Fragment& a = fragment(s.vars[0], "fragment multiply-add");
+        const Fragment& b = fragment(s.vars[1], "fragment multiply-add");
+        const Fragment& c = fragment(s.vars[2], "fragment multiply-add");
+        require_role(d, FragmentRole::accumulator, "fragment multiply-add (d)");
+        require_role(a, FragmentRole::a, "fragment multiply-add (a)");
+        require_role(b, FragmentRole::b, "fragment multiply-add (b)");
+        require_role(c, FragmentRole::accumulator, "fragment multiply-add (c)");
+        for (const Fragment* f : {&a, &b, &c})
+          if (!(f->shape == d.shape))
+            error("fragment multiply-add of '" + d.name + "': fragment '" + f->name + "' has another shape");
+        if (a.precision != b.precision)
+          error("fragment multiply-add of '" + d.name + "': a is " + matrix_precision_name(a.precision) + ", b " +
+                matrix_precision_name(b.precision));
         return;
       }
       case StmtKind::barrier:

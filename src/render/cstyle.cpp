@@ -644,6 +644,11 @@ class Renderer {
         out += indent + shared_element(s.buffer, s.index) + " = " + expr(s.value) + ";\n";
         return;
       case StmtKind::barrier: out += indent + format(lang_.barrier, "barrier", {}) + "\n"; return;
+      case StmtKind::fragment_fill:
+      case StmtKind::fragment_load:
+      case StmtKind::fragment_mma:
+      case StmtKind::fragment_store:
+        table_error("matrix fragments (fragment '" + s.var + "') are not rendered in " + lang_.name + " yet");
       case StmtKind::branch:
         out += indent + "if (" + expr(s.value) + ") {\n";
         block(s.body, depth + 1, out);
