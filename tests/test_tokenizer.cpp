@@ -95,6 +95,31 @@ BOOST_AUTO_TEST_CASE(sparse_ids_take_memory_by_the_entries) {
   fs::remove_all(dir);
 }
 
+// Found by fuzz_tokenizer: a template's special-token id of 5.6e36 was
+// converted to an integer with undefined behaviour (UBSan).
+BOOST_AUTO_TEST_CASE(template_ids_that_are_not_token_ids_are_refused) {
+  const fs::path dir = fs::temp_directory_path() / ("kiln-tokenizer-template-" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ifstream in(fixture_dir() / "llama3" / "tokenizer.json");
+  const nlohmann::json original = nlohmann::json::parse(in);
+  BOOST_TEST_REQUIRE(original["post_processor"]["type"] == "TemplateProcessing");
+  const nlohmann::json bad_ids[] = {5.588888888888889e36, -1, 1.5, "1", 2147483647};
+  for (const nlohmann::json& bad : bad_ids) {
+    nlohmann::json tokenizer = original;
+    for (auto& [name, special] : tokenizer["post_processor"]["special_tokens"].items()) special["ids"] = {bad};
+    std::ofstream(dir / "tokenizer.json") << tokenizer.dump();
+    try {
+      kiln::Tokenizer::load(dir.string());
+      BOOST_ERROR("a template id " << bad.dump() << " was taken");
+    } catch (const kiln::Error& e) {
+      BOOST_TEST(static_cast<int>(e.kind()) == static_cast<int>(kiln::ErrorKind::Corrupt));
+      BOOST_TEST(std::string(e.what()).find("not a token id") != std::string::npos, e.what());
+    }
+  }
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(unsupported_and_damaged_files_are_named) {
   const fs::path dir = fs::temp_directory_path() / ("kiln-tokenizer-" + std::to_string(::getpid()));
   fs::remove_all(dir);

@@ -2,6 +2,7 @@
 // library's format), encoding and decoding as that library does.
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include "src/base/check.h"
+#include "src/base/printable.h"
 #include "src/generate/tokenizer_impl.h"
 
 #include <kiln/error.h>
@@ -280,7 +281,14 @@ class ByteLevelBpe final : public Tokenizer::Impl {
       }
       const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
       const nlohmann::json& special = t.at("special_tokens").at(name);
-      for (const nlohmann::json& id : special.at("ids")) (after ? suffix_ : prefix_).push_back(id.get<std::int64_t>());
+      for (const nlohmann::json& id : special.at("ids")) {
+        // Checked before get<>: a float out of an integer's range converts with undefined behaviour.
+        KILN_CHECK(id.is_number_integer() && id.get<std::int64_t>() >= 0 && id.get<std::int64_t>() < INT32_MAX,
+                   ErrorKind::Corrupt,
+                   path_ + ": post_processor: special token '" + base::printable(name) + "' has id " + id.dump().substr(0, 40) +
+                       ", not a token id");
+        (after ? suffix_ : prefix_).push_back(id.get<std::int64_t>());
+      }
     }
   }
 
