@@ -282,7 +282,8 @@ backend::TargetDesc decode_target(const json& j) {
   t.storage8 = j.value("storage8", false);  // absent before bool kernels
   t.storage16 = j.value("storage16", false);  // absent before 16-bit kernels
   try {
-    t.f16_conversion = backend::parse_f16_conversion(j.at("f16_conversion").get<std::string>());
+    // Absent before native f16 conversions.
+    t.f16_conversion = backend::parse_f16_conversion(j.value("f16_conversion", std::string("integer")));
   } catch (const Error& e) {
     throw_error(ErrorKind::Corrupt, std::string("its target: ") + e.what());
   }
