@@ -17,7 +17,11 @@ void expect_result_or_user_error(const char* what, F&& read) {
   try {
     read();
   } catch (const kiln::Error& e) {
-    if (e.is_user_error()) return;
+    if (e.is_user_error()) {
+      // KILN_FUZZ_VERBOSE=1: say why each input was refused (to see how far seeds get).
+      if (std::getenv("KILN_FUZZ_VERBOSE") != nullptr) std::fprintf(stderr, "refused: %s\n", e.what());
+      return;
+    }
     std::fprintf(stderr, "internal error reading %s: %s\n", what, e.what());
     std::abort();
   }
