@@ -430,6 +430,46 @@ BOOST_AUTO_TEST_CASE(metadata_of_any_shape_is_walked_before_it_is_decoded) {
   fs::remove_all(dir);
 }
 
+// A float where an integer belongs (or an integer out of its field's range)
+// in a forged file is refused as Corrupt: nlohmann would convert it without
+// a check, out of range with undefined behaviour (found by fuzz_model_file's
+// kind of mutation, in the tokenizer's reader first).
+BOOST_AUTO_TEST_CASE(numbers_of_the_wrong_kind_in_a_forged_file_are_refused) {
+  const fs::path dir = fresh_dir("forged-numbers");
+  const kiln::artifact::Container original = kiln::artifact::read_container(compiled_file().path, "MODL");
+  kiln::artifact::BlobWriter blobs;
+  for (std::size_t i = 0; i < original.metadata().at("blobs").size(); ++i) blobs.add(original.blob(i, "a blob"));
+  // The unchanged metadata, rewritten, still reads: the forging is sound.
+  nlohmann::json unchanged = original.metadata();
+  unchanged.erase("blobs");
+  kiln::artifact::write_container(dir / "unchanged.kiln", "MODL", unchanged, blobs);
+  BOOST_TEST(kiln::artifact::read_model_file((dir / "unchanged.kiln").string()).plans.size() == 1u);
+  const std::vector<std::pair<std::string, std::function<void(nlohmann::json&)>>> edits = {
+      {"a huge float subgroup size", [](nlohmann::json& m) { m["plans"][0]["target"]["subgroup_size"] = 5.6e36; }},
+      {"a negative subgroup size", [](nlohmann::json& m) { m["plans"][0]["target"]["subgroup_size"] = -1; }},
+      {"a float value id", [](nlohmann::json& m) { m["plans"][0]["root"][0] = 1e300; }},
+      {"a value id past i32", [](nlohmann::json& m) { m["plans"][0]["root"][0] = std::int64_t{1} << 40; }},
+      {"a number for a flag", [](nlohmann::json& m) { m["plans"][0]["compiled"] = 1; }},
+      {"a float kernel-node count", [](nlohmann::json& m) { m["plans"][0]["kernel_nodes"] = -3.0e20; }},
+  };
+  for (const auto& [what, edit] : edits) {
+    BOOST_TEST_CONTEXT(what) {
+      nlohmann::json metadata = unchanged;
+      edit(metadata);
+      const fs::path path = dir / "forged.kiln";
+      kiln::artifact::write_container(path, "MODL", metadata, blobs);
+      try {
+        kiln::artifact::read_model_file(path.string());
+        BOOST_ERROR("a forged file was read");
+      } catch (const kiln::Error& e) {
+        BOOST_TEST((e.kind() == kiln::ErrorKind::Corrupt), e.what());
+        BOOST_TEST(contains(e.what(), "forged.kiln' has malformed metadata"), e.what());
+      }
+    }
+  }
+  fs::remove_all(dir);
+}
+
 BOOST_AUTO_TEST_CASE(a_second_compile_reads_its_plan_from_the_plan_cache_and_a_bad_entry_is_rebuilt) {
   const fs::path dir = fresh_dir("plan-cache");
   const kiln::Model model = small_resnet();

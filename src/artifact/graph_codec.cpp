@@ -1,4 +1,5 @@
 #include "src/artifact/graph_codec.h"
+#include "src/base/json_number.h"
 
 #include "src/base/check.h"
 
@@ -24,11 +25,11 @@ json encode_attribute(const graph::Attribute& a) {
 graph::Attribute decode_attribute(const json& j) {
   const std::string tag = j.at("t").get<std::string>();
   const json& v = j.at("v");
-  if (tag == "int") return v.get<std::int64_t>();
-  if (tag == "float") return v.get<double>();
+  if (tag == "int") return base::json_number<std::int64_t>(v);
+  if (tag == "float") return base::json_number<double>(v);
   if (tag == "string") return v.get<std::string>();
-  if (tag == "ints") return v.get<std::vector<std::int64_t>>();
-  if (tag == "floats") return v.get<std::vector<double>>();
+  if (tag == "ints") return base::json_numbers<std::int64_t>(v);
+  if (tag == "floats") return base::json_numbers<double>(v);
   throw_error(ErrorKind::Corrupt, "unknown attribute kind '" + tag + "'");
 }
 
@@ -39,8 +40,8 @@ json encode_type(const graph::TensorType& t) {
 graph::TensorType decode_type(const json& j) {
   graph::TensorType t;
   t.dtype = parse_dtype_name(j.at("dtype").get<std::string>());
-  t.shape = j.at("shape").get<Shape>();
-  t.dynamic = j.at("dynamic").get<bool>();
+  t.shape = Shape(base::json_numbers<std::int64_t>(j.at("shape")));
+  t.dynamic = base::json_number<bool>(j.at("dynamic"));
   return t;
 }
 
@@ -60,11 +61,11 @@ json encode_tensor(const Tensor& tensor, BlobWriter& blobs) {
 
 Tensor decode_tensor(const json& j, const Container& file) {
   const DType dtype = parse_dtype_name(j.at("dtype").get<std::string>());
-  const Shape shape = j.at("shape").get<Shape>();
+  const Shape shape = Shape(base::json_numbers<std::int64_t>(j.at("shape")));
   for (std::int64_t extent : shape)
     KILN_CHECK(extent >= 0 && extent <= (std::int64_t{1} << 40), ErrorKind::Corrupt,
                "'" + file.path() + "': a tensor has extent " + std::to_string(extent));
-  const std::span<const std::byte> bytes = file.blob(j.at("blob").get<std::uint64_t>(), "a tensor");
+  const std::span<const std::byte> bytes = file.blob(base::json_number<std::uint64_t>(j.at("blob")), "a tensor");
   // Checked before allocating: the blob's size bounds the tensor's.
   std::uint64_t elements = 1;
   for (std::int64_t extent : shape) {
@@ -79,7 +80,7 @@ Tensor decode_tensor(const json& j, const Container& file) {
   // a warm start writes them into new memory once fewer; a blob at an odd
   // offset (a file kiln did not write) is copied.
   if (reinterpret_cast<std::uintptr_t>(bytes.data()) % dtype_size(dtype) == 0)
-    return Tensor::wrap(dtype, shape, file.shared_blob(j.at("blob").get<std::uint64_t>(), "a tensor"), bytes.size());
+    return Tensor::wrap(dtype, shape, file.shared_blob(base::json_number<std::uint64_t>(j.at("blob")), "a tensor"), bytes.size());
   Tensor t(dtype, shape);
   if (!bytes.empty()) std::memcpy(t.bytes().data(), bytes.data(), bytes.size());
   return t;
@@ -121,7 +122,7 @@ std::shared_ptr<const graph::Graph> decode_graph_at(const json& j, const Contain
     v.id = static_cast<graph::ValueId>(values.size() - 1);
     v.name = jv.at("name").get<std::string>();
     v.type = decode_type(jv.at("type"));
-    v.producer = jv.at("producer").get<graph::NodeId>();
+    v.producer = base::json_number<graph::NodeId>(jv.at("producer"));
     if (auto c = jv.find("constant"); c != jv.end()) v.constant = decode_tensor(*c, file);
   }
   std::vector<graph::Node> nodes;
@@ -130,16 +131,16 @@ std::shared_ptr<const graph::Graph> decode_graph_at(const json& j, const Contain
     n.id = static_cast<graph::NodeId>(nodes.size() - 1);
     n.op = jn.at("op").get<std::string>();
     n.name = jn.at("name").get<std::string>();
-    n.inputs = jn.at("inputs").get<std::vector<graph::ValueId>>();
-    n.outputs = jn.at("outputs").get<std::vector<graph::ValueId>>();
+    n.inputs = base::json_numbers<graph::ValueId>(jn.at("inputs"));
+    n.outputs = base::json_numbers<graph::ValueId>(jn.at("outputs"));
     for (const auto& [name, a] : jn.at("attrs").items()) n.attrs.set(name, decode_attribute(a));
     if (auto subgraphs = jn.find("subgraphs"); subgraphs != jn.end())
       for (const json& sub : *subgraphs) n.subgraphs.push_back(decode_graph_at(sub, file, depth + 1));
   }
   try {
     return std::make_shared<const graph::Graph>(graph::Graph::from_parts(
-        std::move(values), std::move(nodes), j.at("inputs").get<std::vector<graph::ValueId>>(),
-        j.at("outputs").get<std::vector<graph::ValueId>>()));
+        std::move(values), std::move(nodes), base::json_numbers<graph::ValueId>(j.at("inputs")),
+        base::json_numbers<graph::ValueId>(j.at("outputs"))));
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Internal) throw;
     throw_error(ErrorKind::Corrupt, "'" + file.path() + "' holds an invalid graph: " + e.what());

@@ -1,4 +1,5 @@
 #include "src/artifact/model_file.h"
+#include "src/base/json_number.h"
 
 #include "backends/registry.h"
 #include "graph/model_access.h"
@@ -226,7 +227,7 @@ ModelFile read_model_file(const std::string& path) {
   const json& meta = file.metadata();
   ModelFile model = decoding(file, [&] {
     const std::string version = meta.at("kiln_version").get<std::string>();
-    const int format = meta.at("format").get<int>();
+    const int format = base::json_number<int>(meta.at("format"));
     KILN_CHECK(version == tune::kiln_version() && format == kModelFileFormat, ErrorKind::Unsupported,
                "'" + path + "' was written by kiln " + version + " (format " + std::to_string(format) +
                    "); this is kiln " + tune::kiln_version() + " (format " + std::to_string(kModelFileFormat) +

@@ -1,4 +1,5 @@
 #include "src/artifact/plan_codec.h"
+#include "src/base/json_number.h"
 
 #include "src/artifact/graph_codec.h"
 #include "src/base/check.h"
@@ -65,10 +66,10 @@ backend::KernelSource decode_source(const json& j) {
   s.name = j.at("name").get<std::string>();
   s.language = j.at("language").get<std::string>();
   s.text = j.at("text").get<std::string>();
-  s.workgroup_size = j.at("workgroup_size").get<std::uint32_t>();
-  s.num_buffers = j.at("num_buffers").get<std::uint32_t>();
-  s.num_params = j.at("num_params").get<std::uint32_t>();
-  s.texel_widths = j.at("texel_widths").get<std::vector<std::uint32_t>>();
+  s.workgroup_size = base::json_number<std::uint32_t>(j.at("workgroup_size"));
+  s.num_buffers = base::json_number<std::uint32_t>(j.at("num_buffers"));
+  s.num_params = base::json_number<std::uint32_t>(j.at("num_params"));
+  s.texel_widths = base::json_numbers<std::uint32_t>(j.at("texel_widths"));
   // Absent in plans from before 16-bit texel buffers, whose texels were all f32.
   for (const std::string& name : j.value("texel_elements", std::vector<std::string>{}))
     s.texel_elements.push_back(texel_element_named(name));
@@ -88,15 +89,15 @@ json encode_requirements(const backend::KernelRequirements& r) {
 backend::KernelRequirements decode_requirements(const json& j) {
   backend::KernelRequirements r;
   r.kernel_name = j.at("kernel_name").get<std::string>();
-  r.workgroup_size = j.at("workgroup_size").get<std::uint32_t>();
-  r.shared_memory_bytes = j.at("shared_memory_bytes").get<std::uint64_t>();
-  r.num_buffers = j.at("num_buffers").get<std::uint32_t>();
-  r.fp16 = j.at("fp16").get<bool>();
-  r.param_bytes = j.at("param_bytes").get<std::uint32_t>();
-  r.subgroup_size = j.at("subgroup_size").get<std::uint32_t>();
-  r.subgroup_broadcast = j.at("subgroup_broadcast").get<bool>();
-  r.texel_width_1 = j.at("texel_width_1").get<bool>();
-  r.texel_width_4 = j.at("texel_width_4").get<bool>();
+  r.workgroup_size = base::json_number<std::uint32_t>(j.at("workgroup_size"));
+  r.shared_memory_bytes = base::json_number<std::uint64_t>(j.at("shared_memory_bytes"));
+  r.num_buffers = base::json_number<std::uint32_t>(j.at("num_buffers"));
+  r.fp16 = base::json_number<bool>(j.at("fp16"));
+  r.param_bytes = base::json_number<std::uint32_t>(j.at("param_bytes"));
+  r.subgroup_size = base::json_number<std::uint32_t>(j.at("subgroup_size"));
+  r.subgroup_broadcast = base::json_number<bool>(j.at("subgroup_broadcast"));
+  r.texel_width_1 = base::json_number<bool>(j.at("texel_width_1"));
+  r.texel_width_4 = base::json_number<bool>(j.at("texel_width_4"));
   // Absent in plans from before i64 and bool kernels, none of which needed them.
   r.int64 = j.value("int64", false);
   r.storage8 = j.value("storage8", false);
@@ -112,12 +113,12 @@ json encode_dispatch(const compiler::Dispatch& d) {
 
 compiler::Dispatch decode_dispatch(const json& j) {
   compiler::Dispatch d;
-  d.nodes = j.at("nodes").get<std::vector<graph::NodeId>>();
-  d.kernel = j.at("kernel").get<std::size_t>();
+  d.nodes = base::json_numbers<graph::NodeId>(j.at("nodes"));
+  d.kernel = base::json_number<std::size_t>(j.at("kernel"));
   d.kernel_name = j.at("kernel_name").get<std::string>();
-  d.grid = j.at("grid").get<std::array<std::uint32_t, 3>>();
-  d.values = j.at("values").get<std::vector<graph::ValueId>>();
-  d.params = j.at("params").get<std::vector<std::int32_t>>();
+  d.grid = base::json_number_array<std::uint32_t, 3>(j.at("grid"));
+  d.values = base::json_numbers<graph::ValueId>(j.at("values"));
+  d.params = base::json_numbers<std::int32_t>(j.at("params"));
   return d;
 }
 
@@ -141,19 +142,19 @@ json encode_storage(const compiler::StoragePlan& s) {
 
 compiler::StoragePlan decode_storage(const json& j) {
   compiler::StoragePlan s;
-  s.alignment = j.at("alignment").get<std::uint64_t>();
-  s.constants = j.at("constants").get<std::vector<graph::ValueId>>();
-  s.inputs = j.at("inputs").get<std::vector<graph::ValueId>>();
-  s.intermediates = j.at("intermediates").get<std::vector<graph::ValueId>>();
-  s.arenas = j.at("arenas").get<bool>();
+  s.alignment = base::json_number<std::uint64_t>(j.at("alignment"));
+  s.constants = base::json_numbers<graph::ValueId>(j.at("constants"));
+  s.inputs = base::json_numbers<graph::ValueId>(j.at("inputs"));
+  s.intermediates = base::json_numbers<graph::ValueId>(j.at("intermediates"));
+  s.arenas = base::json_number<bool>(j.at("arenas"));
   for (const json& l : j.at("lifetimes"))
-    s.lifetimes.push_back({l.at(0).get<std::uint64_t>(), l.at(1).get<int>(), l.at(2).get<int>()});
+    s.lifetimes.push_back({base::json_number<std::uint64_t>(l.at(0)), base::json_number<int>(l.at(1)), base::json_number<int>(l.at(2))});
   const json& m = j.at("memory_plan");
-  s.memory_plan.arena = m.at("arena").get<std::vector<int>>();
-  s.memory_plan.offsets = m.at("offsets").get<std::vector<std::uint64_t>>();
-  s.memory_plan.arena_sizes = m.at("arena_sizes").get<std::vector<std::uint64_t>>();
-  s.memory_plan.arena_bytes = m.at("arena_bytes").get<std::uint64_t>();
-  s.memory_plan.unshared_bytes = m.at("unshared_bytes").get<std::uint64_t>();
+  s.memory_plan.arena = base::json_numbers<int>(m.at("arena"));
+  s.memory_plan.offsets = base::json_numbers<std::uint64_t>(m.at("offsets"));
+  s.memory_plan.arena_sizes = base::json_numbers<std::uint64_t>(m.at("arena_sizes"));
+  s.memory_plan.arena_bytes = base::json_number<std::uint64_t>(m.at("arena_bytes"));
+  s.memory_plan.unshared_bytes = base::json_number<std::uint64_t>(m.at("unshared_bytes"));
   return s;
 }
 
@@ -261,24 +262,24 @@ backend::TargetDesc decode_target(const json& j) {
   j.at("backend").get_to(t.backend);
   j.at("device_name").get_to(t.device_name);
   j.at("device_type").get_to(t.device_type);
-  j.at("offline").get_to(t.offline);
+  t.offline = base::json_number<decltype(t.offline)>(j.at("offline"));
   t.tf32 = j.value("tf32", false);
-  j.at("cpu_cores").get_to(t.cpu_cores);
+  t.cpu_cores = base::json_number<decltype(t.cpu_cores)>(j.at("cpu_cores"));
   j.at("driver").get_to(t.driver);
   j.at("api_version").get_to(t.api_version);
   j.at("arch").get_to(t.arch);
-  j.at("subgroup_size").get_to(t.subgroup_size);
-  j.at("max_workgroup_size").get_to(t.max_workgroup_size);
-  j.at("max_workgroup_invocations").get_to(t.max_workgroup_invocations);
-  j.at("max_workgroup_count").get_to(t.max_workgroup_count);
-  j.at("max_shared_memory_bytes").get_to(t.max_shared_memory_bytes);
-  j.at("max_buffer_bytes").get_to(t.max_buffer_bytes);
-  j.at("device_memory_bytes").get_to(t.device_memory_bytes);
-  j.at("min_buffer_offset_alignment").get_to(t.min_buffer_offset_alignment);
-  j.at("max_kernel_buffers").get_to(t.max_kernel_buffers);
-  j.at("max_kernel_param_bytes").get_to(t.max_kernel_param_bytes);
-  j.at("fp16").get_to(t.fp16);
-  j.at("int64").get_to(t.int64);
+  t.subgroup_size = base::json_number<decltype(t.subgroup_size)>(j.at("subgroup_size"));
+  t.max_workgroup_size = base::json_number_array<std::uint32_t, 3>(j.at("max_workgroup_size"));
+  t.max_workgroup_invocations = base::json_number<decltype(t.max_workgroup_invocations)>(j.at("max_workgroup_invocations"));
+  t.max_workgroup_count = base::json_number_array<std::uint32_t, 3>(j.at("max_workgroup_count"));
+  t.max_shared_memory_bytes = base::json_number<decltype(t.max_shared_memory_bytes)>(j.at("max_shared_memory_bytes"));
+  t.max_buffer_bytes = base::json_number<decltype(t.max_buffer_bytes)>(j.at("max_buffer_bytes"));
+  t.device_memory_bytes = base::json_number<decltype(t.device_memory_bytes)>(j.at("device_memory_bytes"));
+  t.min_buffer_offset_alignment = base::json_number<decltype(t.min_buffer_offset_alignment)>(j.at("min_buffer_offset_alignment"));
+  t.max_kernel_buffers = base::json_number<decltype(t.max_kernel_buffers)>(j.at("max_kernel_buffers"));
+  t.max_kernel_param_bytes = base::json_number<decltype(t.max_kernel_param_bytes)>(j.at("max_kernel_param_bytes"));
+  t.fp16 = base::json_number<decltype(t.fp16)>(j.at("fp16"));
+  t.int64 = base::json_number<decltype(t.int64)>(j.at("int64"));
   t.storage8 = j.value("storage8", false);  // absent before bool kernels
   t.storage16 = j.value("storage16", false);  // absent before 16-bit kernels
   try {
@@ -287,13 +288,13 @@ backend::TargetDesc decode_target(const json& j) {
   } catch (const Error& e) {
     throw_error(ErrorKind::Corrupt, std::string("its target: ") + e.what());
   }
-  j.at("timestamps").get_to(t.timestamps);
-  j.at("subgroup_basic").get_to(t.subgroup_basic);
-  j.at("subgroup_broadcast").get_to(t.subgroup_broadcast);
-  j.at("subgroup_partitions").get_to(t.subgroup_partitions);
-  j.at("texel_r32f").get_to(t.texel_r32f);
-  j.at("texel_rgba32f").get_to(t.texel_rgba32f);
-  j.at("max_texel_buffer_elements").get_to(t.max_texel_buffer_elements);
+  t.timestamps = base::json_number<decltype(t.timestamps)>(j.at("timestamps"));
+  t.subgroup_basic = base::json_number<decltype(t.subgroup_basic)>(j.at("subgroup_basic"));
+  t.subgroup_broadcast = base::json_number<decltype(t.subgroup_broadcast)>(j.at("subgroup_broadcast"));
+  t.subgroup_partitions = base::json_number<decltype(t.subgroup_partitions)>(j.at("subgroup_partitions"));
+  t.texel_r32f = base::json_number<decltype(t.texel_r32f)>(j.at("texel_r32f"));
+  t.texel_rgba32f = base::json_number<decltype(t.texel_rgba32f)>(j.at("texel_rgba32f"));
+  t.max_texel_buffer_elements = base::json_number<decltype(t.max_texel_buffer_elements)>(j.at("max_texel_buffer_elements"));
   t.texel_16bit = j.value("texel_16bit", false);  // absent before 16-bit texel buffers
   t.limits_profile = j.value("limits_profile", std::string());  // absent in files written before profiles
   return t;
@@ -324,11 +325,11 @@ tune::AutotuneResult decode_autotune(const json& j) {
   for (const json& d : j.at("decisions")) {
     tune::SiteDecision& decision = tuned.decisions.emplace_back();
     d.at("template").get_to(decision.site.id.template_name);
-    d.at("template_version").get_to(decision.site.id.template_version);
+    decision.site.id.template_version = base::json_number<decltype(decision.site.id.template_version)>(d.at("template_version"));
     d.at("problem").get_to(decision.site.id.problem);
     d.at("node").get_to(decision.node_name);
-    const int lookup = d.at("lookup").get<int>();
-    const int source = d.at("source").get<int>();
+    const int lookup = base::json_number<int>(d.at("lookup"));
+    const int source = base::json_number<int>(d.at("source"));
     KILN_CHECK(lookup >= 0 && lookup <= static_cast<int>(tune::Applicability::stale_template) && source >= 0 &&
                    source <= static_cast<int>(tune::ChoiceSource::tuned_now),
                ErrorKind::Corrupt, "an autotune decision with lookup " + std::to_string(lookup) + " and source " +
@@ -338,7 +339,7 @@ tune::AutotuneResult decode_autotune(const json& j) {
     if (decision.source == tune::ChoiceSource::tuned_now) decision.source = tune::ChoiceSource::database;
     d.at("reason").get_to(decision.reason);
     d.at("knobs").get_to(decision.knobs);
-    d.at("speedup").get_to(decision.speedup);
+    decision.speedup = base::json_number<decltype(decision.speedup)>(d.at("speedup"));
     decision.site.id.knobs = decision.knobs;
   }
   return tuned;
@@ -396,17 +397,17 @@ std::shared_ptr<const compiler::Plan> decode_plan(const json& j, const Container
     plan->read_from = file.path();
     try {
       j.at("model_name").get_to(plan->model_name);
-      j.at("compiled").get_to(plan->compiled);
+      plan->compiled = base::json_number<decltype(plan->compiled)>(j.at("compiled"));
       plan->settings = decode_settings(j.at("settings"));
       j.at("backend").get_to(plan->backend);
       plan->target = decode_target(j.at("target"));
       plan->graph = decode_graph(j.at("graph"), file);
       for (const json& r : j.at("pass_reports"))
-        plan->pass_reports.push_back({r.at("pass").get<std::string>(), r.at("changes").get<int>(),
+        plan->pass_reports.push_back({r.at("pass").get<std::string>(), base::json_number<int>(r.at("changes")),
                                       r.at("details").get<std::vector<std::string>>()});
       for (const json& s : j.at("steps")) {
         if (s.contains("host_node"))
-          plan->steps.push_back({.host = true, .host_node = s.at("host_node").get<graph::NodeId>(), .dispatch = {}});
+          plan->steps.push_back({.host = true, .host_node = base::json_number<graph::NodeId>(s.at("host_node")), .dispatch = {}});
         else
           plan->steps.push_back({.host = false, .host_node = graph::kNoNode, .dispatch = decode_dispatch(s.at("dispatch"))});
       }
@@ -415,16 +416,16 @@ std::shared_ptr<const compiler::Plan> decode_plan(const json& j, const Container
         kernel.source = decode_source(k.at("source"));
         kernel.requirements = decode_requirements(k.at("requirements"));
         for (const json& b : k.at("binaries")) {
-          const std::span<const std::byte> data = file.blob(b.at("blob").get<std::uint64_t>(), "a kernel binary");
+          const std::span<const std::byte> data = file.blob(base::json_number<std::uint64_t>(b.at("blob")), "a kernel binary");
           kernel.binaries.push_back({b.at("format").get<std::string>(), {data.begin(), data.end()}, ""});
         }
       }
-      j.at("root").get_to(plan->root);
-      for (int f : j.at("fused_away").get<std::vector<int>>()) plan->fused_away.push_back(f != 0);
-      for (int r : j.at("read_by_kernel").get<std::vector<int>>()) plan->read_by_kernel.push_back(r != 0);
-      j.at("kernel_nodes").get_to(plan->kernel_nodes);
+      plan->root = base::json_numbers<graph::ValueId>(j.at("root"));
+      for (int f : base::json_numbers<int>(j.at("fused_away"))) plan->fused_away.push_back(f != 0);
+      for (int r : base::json_numbers<int>(j.at("read_by_kernel"))) plan->read_by_kernel.push_back(r != 0);
+      plan->kernel_nodes = base::json_number<int>(j.at("kernel_nodes"));
       for (const json& b : j.at("breaks"))
-        plan->breaks.push_back({b.at("node").get<graph::NodeId>(), b.at("op").get<std::string>(),
+        plan->breaks.push_back({base::json_number<graph::NodeId>(b.at("node")), b.at("op").get<std::string>(),
                                 b.at("node_name").get<std::string>(), b.at("reason").get<std::string>(),
                                 b.at("kind").get<std::string>()});
       plan->storage = decode_storage(j.at("storage"));

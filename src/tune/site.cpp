@@ -1,4 +1,5 @@
 #include "src/tune/site.h"
+#include "src/base/json_number.h"
 
 #include "src/base/check.h"
 #include "src/fuse/schedule.h"
@@ -39,7 +40,7 @@ graph::TensorType type_from_json(const json& value) {
       known = true;
     }
   KILN_CHECK(known, ErrorKind::Corrupt, "tuning site: unknown dtype '" + dtype + "'");
-  type.shape = value.at("shape").get<Shape>();
+  type.shape = Shape(base::json_numbers<std::int64_t>(value.at("shape")));
   return type;
 }
 
@@ -57,11 +58,11 @@ json attribute_json(const graph::Attribute& attribute) {
 }
 
 graph::Attribute attribute_from_json(const std::string& name, const json& value) {
-  if (value.contains("int")) return value.at("int").get<std::int64_t>();
-  if (value.contains("float")) return value.at("float").get<double>();
+  if (value.contains("int")) return base::json_number<std::int64_t>(value.at("int"));
+  if (value.contains("float")) return base::json_number<double>(value.at("float"));
   if (value.contains("string")) return value.at("string").get<std::string>();
-  if (value.contains("ints")) return value.at("ints").get<std::vector<std::int64_t>>();
-  if (value.contains("floats")) return value.at("floats").get<std::vector<double>>();
+  if (value.contains("ints")) return base::json_numbers<std::int64_t>(value.at("ints"));
+  if (value.contains("floats")) return base::json_numbers<double>(value.at("floats"));
   throw_error(ErrorKind::Corrupt, "tuning site: attribute '" + name + "' has no known type");
 }
 
@@ -171,7 +172,7 @@ Site site_from_json(const std::string& text) {
     const json document = json::parse(text);
     Site site;
     site.id.template_name = document.at("template").get<std::string>();
-    site.id.template_version = document.at("version").get<int>();
+    site.id.template_version = base::json_number<int>(document.at("version"));
     site.id.problem = document.at("problem").get<std::string>();
     site.id.knobs = document.at("knobs").get<std::string>();
     site.node.op = document.at("op").get<std::string>();
