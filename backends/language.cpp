@@ -109,6 +109,10 @@ LanguageTable cuda_style_language(std::string name, std::string prelude) {
       "}\n" +
       bf16_conversions(kCudaStyleStorage16);
   t.float_suffix = "f";
+  t.f16_round = "kiln_f16_to_f32(kiln_f32_to_f16({a}))";
+  t.bf16_round = "kiln_bf16_to_f32(kiln_f32_to_bf16({a}))";
+  t.float_to_bits = "__float_as_uint({a})";
+  t.bits_to_float = "__uint_as_float({a})";
   t.float_inf = "__int_as_float(0x7f800000)";
   t.float_nan = "__int_as_float(0x7fc00000)";
   t.buffer_global_decl = "";
@@ -221,6 +225,11 @@ LanguageTable c99_language(const std::string& extra_prelude) {
                                  "((union { float f; uint32_t u; }){ .f = ({a}) }).u",
                                  "((union { uint32_t u; float f; }){ .u = ({a}) }).f", "(({type})({a}))"};
   t.storage16_helpers = f16_conversions(c99) + bf16_conversions(c99);
+  t.f16_round = "kiln_f16_to_f32(kiln_f32_to_f16({a}))";
+  t.bf16_round = "kiln_bf16_to_f32(kiln_f32_to_bf16({a}))";
+  // The same unions, their braces doubled for the renderer's format strings.
+  t.float_to_bits = "((union {{ float f; uint32_t u; }}){{ .f = ({a}) }}).u";
+  t.bits_to_float = "((union {{ uint32_t u; float f; }}){{ .u = ({a}) }}).f";
   t.float_suffix = "f";
   t.float_inf = "INFINITY";
   t.float_nan = "NAN";

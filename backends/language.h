@@ -58,12 +58,19 @@ struct LanguageTable {
   // ({width}, {a}: that vector) is what is stored. Empty vector_u16_store:
   // one scalar store per component.
   std::string f16_to_bits, bf16_to_bits, vector_u16_store;
+  // An f32 {a} rounded to f16 / bf16 and widened back, with 32-bit values
+  // only (matrix fragments emulated by one lane round their inputs so).
+  std::string f16_round, bf16_round;
   std::string bf16_storage, bf16_from_storage, bf16_to_storage;
   std::string storage16_directives, storage16_helpers;
   // Float literal suffix ("" for GLSL, "f" for CUDA/HIP).
   std::string float_suffix;
   // Expressions for +infinity and a quiet NaN (no language has a literal).
   std::string float_inf, float_nan;
+  // An f32 {a} as its bits (an unsigned 32-bit value), and bits {a} as an
+  // f32: matrix fragments emulated by one lane round their inputs to TF32
+  // with them.
+  std::string float_to_bits, bits_to_float;
 
   // Buffers. GLSL declares them at global scope; CUDA/HIP pass them as
   // parameters. Placeholders: {binding} {name} {type} {readonly}.

@@ -25,6 +25,7 @@
 
 #include "backends/backend.h"
 #include "backends/registry.h"
+#include "fragment_kernels.h"
 #include "src/kernel/interpreter.h"
 #include "src/kernel/ir.h"
 #include "src/render/cstyle.h"
@@ -443,6 +444,29 @@ Outcome sixteen_bit_storage_matches_the_interpreter(const Kit& kit) {
   return compare_f32("f16 vector load", got[9], want[9], 0.0f);
 }
 
+// Matrix fragments held by one lane (the emulation every language renders):
+// a GEMM with edge tiles, inputs rounded to TF32, f16 and bf16, within the
+// bound of the f32 sum against the interpreter's exact one
+// (docs/precision.md).
+Outcome matrix_fragments_match_the_interpreter(const Kit& kit) {
+  const int m = 40, n = 56, k = 20;
+  std::vector<float> a(static_cast<std::size_t>(m) * k), b(static_cast<std::size_t>(k) * n);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = std::sin(0.37f * static_cast<float>(i)) * 2.0f;
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = std::cos(0.23f * static_cast<float>(i)) * 2.0f;
+  for (const kir::MatrixPrecision precision :
+       {kir::MatrixPrecision::tf32, kir::MatrixPrecision::f16, kir::MatrixPrecision::bf16}) {
+    const kir::Kernel kernel = kiln::test::fragment_gemm(m, n, k, 1, 4, precision);
+    const std::vector<std::vector<std::byte>> buffers = {bytes_of(a), bytes_of(b),
+                                                         bytes_of(std::vector<float>(static_cast<std::size_t>(m) * n))};
+    const auto got = kit.run(kernel, buffers);
+    const auto want = interpreted(kernel, buffers);
+    // |f32 sum - exact| <= k * 2^-24 * sum |a b| <= 20 * 6e-8 * 80: 1e-4.
+    if (auto bad = compare_f32(std::string("y (") + kir::matrix_precision_name(precision) + ")", got[2], want[2], 2e-4f))
+      return bad;
+  }
+  return std::nullopt;
+}
+
 // f16 and bf16 texel buffers (targets with 16-bit texel views): whole
 // texels, their components and width-1 elements widen exactly, as the
 // interpreter widens them.
@@ -694,6 +718,7 @@ const Check kChecks[] = {
     {"shared_memory_and_barriers", shared_memory_and_barriers},
     {"arithmetic_matches_the_interpreter", arithmetic_matches_the_interpreter},
     {"sixteen_bit_storage_matches_the_interpreter", sixteen_bit_storage_matches_the_interpreter},
+    {"matrix_fragments_match_the_interpreter", matrix_fragments_match_the_interpreter},
     {"timestamps_measure_the_work", timestamps_measure_the_work},
     {"errors_leave_the_device_usable", errors_leave_the_device_usable},
     {"large_and_empty_transfers", large_and_empty_transfers},

@@ -14,6 +14,7 @@
 #include "backends/registry.h"
 #include "graph/ir.h"
 #include "graph/passes/passes.h"
+#include "fragment_kernels.h"
 #include "offline_targets.h"
 #include "op_cases.h"
 #include "shaders/gemm_template.h"
@@ -575,10 +576,42 @@ BOOST_AUTO_TEST_CASE(native_f16_conversions_ask_for_exact_rounding) {
       BOOST_TEST(contains(source.text, "{ float16_t data[]; } b_halves;") == native, source.text);
       BOOST_TEST(contains(source.text, "{ f16vec4 data[]; }") == native, source.text);
       BOOST_TEST(contains(source.text, "= f16vec4(vec4(") == native, source.text);
-      BOOST_TEST(contains(source.text, "kiln_f32_to_f16(") == !native, source.text);
+      BOOST_TEST(contains(source.text, "= uint16_t(kiln_f32_to_f16(") == !native, source.text);
+      BOOST_TEST(contains(source.text, "= float16_t(") == native, source.text);
       const kiln::backend::KernelBinary binary = vulkan.compiler().compile(source, target);
       BOOST_TEST(has_mode(binary, kRoundingModeRTE) == native);
       BOOST_TEST(has_mode(binary, kDenormPreserve) == (conversion == F16Conversion::native));
+    }
+  }
+}
+
+// Matrix fragments held by one lane (the emulation): every language renders
+// the loops, every offline compiler takes them (f16 and bf16 inputs round
+// through 16-bit conversions, so the minimal Vulkan target refuses those).
+// Fragments in subgroups of more lanes need matrix instructions, which no
+// language renders yet: a clear error.
+BOOST_AUTO_TEST_CASE(emulated_matrix_fragments_compile_for_every_offline_target) {
+  using kiln::kir::MatrixPrecision;
+  JobQueue queue;
+  for (const MatrixPrecision precision : {MatrixPrecision::tf32, MatrixPrecision::f16, MatrixPrecision::bf16}) {
+    const kiln::kir::Kernel kernel = kiln::test::fragment_gemm(40, 56, 20, 1, 4, precision);
+    queue.add(kernel, std::string("fragment_gemm_") + kiln::kir::matrix_precision_name(precision), Refusals::capability);
+    for (const Backend* backend : codegen_backends()) {
+      const std::string text = kiln::render::render(kernel, backend->language());
+      BOOST_TEST(contains(text, "kiln_frag_acc[256];"), text);
+      if (precision == MatrixPrecision::tf32) BOOST_TEST(contains(text, "0xffffe000u"), text);
+    }
+  }
+  BOOST_TEST(queue.jobs().size() + static_cast<std::size_t>(queue.refused()) == 3 * queue.targets().size());
+  BOOST_TEST(queue.refused() <= 2);
+  BOOST_TEST(compile_all(queue.jobs()) == static_cast<int>(queue.jobs().size()));
+  const kiln::kir::Kernel warp = kiln::test::fragment_gemm(16, 16, 8, 32, 32, MatrixPrecision::tf32);
+  for (const Backend* backend : codegen_backends()) {
+    try {
+      kiln::render::render(warp, backend->language());
+      BOOST_ERROR(backend->name() << " rendered fragments in subgroups of 32");
+    } catch (const Error& e) {
+      BOOST_TEST(contains(e.what(), "renders them for one-lane subgroups only"), e.what());
     }
   }
 }

@@ -8,6 +8,7 @@
 #include <kiln/error.h>
 #include <kiln/float16.h>
 
+#include "fragment_kernels.h"
 #include "src/kernel/interpreter.h"
 #include "src/kernel/ir.h"
 
@@ -55,45 +56,6 @@ std::vector<float> random_values(std::size_t count, std::uint32_t seed) {
   std::vector<float> v(count);
   for (float& x : v) x = dist(rng);
   return v;
-}
-
-// Y (m x n) = A (m x k, row-major) * B (k x n, row-major): one 16x16 output
-// tile per subgroup, k in steps of the fragment's 8, edge tiles bounded by
-// rows and cols. `subgroup` lanes per subgroup, `workgroup` invocations per
-// workgroup; the grid is the tiles exactly.
-Kernel fragment_gemm(int m, int n, int k, std::uint32_t subgroup, std::uint32_t workgroup, MatrixPrecision precision,
-                     ScalarType input_type = F) {
-  const FragmentShape shape{16, 16, 8};
-  Kernel kernel("fragment_gemm");
-  const Buf a = kernel.add_buffer("a", input_type, Access::read);
-  const Buf b = kernel.add_buffer("b", input_type, Access::read);
-  const Buf y = kernel.add_buffer("y", F, Access::write);
-  kernel.subgroup_size = subgroup;
-  kernel.workgroup_size = workgroup;
-  const Frag fa = kernel.add_fragment("fa", FragmentRole::a, shape, precision);
-  const Frag fb = kernel.add_fragment("fb", FragmentRole::b, shape, precision);
-  const Frag acc = kernel.add_fragment("acc", FragmentRole::accumulator, shape);
-  const int tiles_n = (n + 15) / 16, tiles = ((m + 15) / 16) * tiles_n;
-  const int per_group = static_cast<int>(workgroup / subgroup);
-  BOOST_TEST_REQUIRE(tiles % per_group == 0);
-  kernel.global_size = static_cast<std::int64_t>(tiles / per_group) * workgroup;
-  const Expr tile = var("tile", ScalarType::i32);
-  const Expr row0 = var("row0", ScalarType::i32), col0 = var("col0", ScalarType::i32);
-  const Expr kk = var("kk", ScalarType::i32);
-  kernel.body = {
-      declare("tile", ScalarType::i32, workgroup_index() * i32(per_group) + subgroup_id()),
-      declare("row0", ScalarType::i32, tile / i32(tiles_n) * i32(16)),
-      declare("col0", ScalarType::i32, tile % i32(tiles_n) * i32(16)),
-      fragment_fill(acc, f32(0.0)),
-      loop("kk", i32(0), i32(k),
-           {fragment_load(fa, a, row0 * i32(k) + kk, i32(k), i32(m) - row0, i32(k) - kk),
-            fragment_load(fb, b, kk * i32(n) + col0, i32(n), i32(k) - kk, i32(n) - col0),
-            fragment_mma(acc, fa, fb, acc)},
-           8),
-      fragment_store(acc, y, row0 * i32(n) + col0, i32(n), i32(m) - row0, i32(n) - col0),
-  };
-  verify(kernel);
-  return kernel;
 }
 
 // What the fragment semantics give: inputs rounded to the precision, each
@@ -153,7 +115,7 @@ BOOST_AUTO_TEST_CASE(a_fragment_gemm_computes_the_rounded_product) {
       for (const auto& [subgroup, workgroup] : {std::pair{32u, 64u}, std::pair{1u, 3u}}) {
         BOOST_TEST_CONTEXT("subgroup " << subgroup << ", workgroup " << workgroup) {
           std::vector<float> y(static_cast<std::size_t>(m) * n, -7.0f);
-          run(fragment_gemm(m, n, k, subgroup, workgroup, precision), {bytes(a), bytes(b), bytes(y)});
+          run(kiln::test::fragment_gemm(m, n, k, subgroup, workgroup, precision), {bytes(a), bytes(b), bytes(y)});
           for (std::size_t i = 0; i < y.size(); ++i) BOOST_TEST_REQUIRE(y[i] == want[i], "element " << i);
         }
       }
@@ -312,7 +274,7 @@ BOOST_AUTO_TEST_CASE(verify_checks_fragments) {
 }
 
 BOOST_AUTO_TEST_CASE(print_shows_fragments_and_their_accesses) {
-  Kernel k = fragment_gemm(16, 16, 8, 32, 32, MatrixPrecision::bf16);
+  Kernel k = kiln::test::fragment_gemm(16, 16, 8, 32, 32, MatrixPrecision::bf16);
   const std::string text = print(k);
   BOOST_TEST(contains(text, "fragment 0 fa: a 16x16x8 bf16\n"), text);
   BOOST_TEST(contains(text, "fragment 2 acc: accumulator 16x16x8 f32\n"), text);

@@ -18,6 +18,7 @@ const LanguageTable& hip_language() {
     t.f16_storage = "_Float16";
     t.f16_from_storage = "((float)({a}))";
     t.f16_to_storage = "((_Float16)({a}))";
+    t.f16_round = "((float)((_Float16)({a})))";
     t.vector_u16 = "";  // _Float16 elements: scalar loads and stores
     t.vector_u16_store = "";
     t.storage16_helpers = bf16_conversions(kCudaStyleStorage16);

@@ -28,7 +28,8 @@ void use_native_f16(LanguageTable& t, F16Conversion f16) {
   std::string modes = "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = [4467], 4462, 16);\n";
   if (f16 == F16Conversion::native)
     modes += "spirv_execution_mode(extensions = [\"SPV_KHR_float_controls\"], capabilities = [4464], 4459, 16);\n";
-  t.storage16_helpers = modes + bf16_conversions(kGlslStorage16);
+  // The integer helpers stay for rounding without 16-bit values (f16_round).
+  t.storage16_helpers = modes + f16_conversions(kGlslStorage16) + bf16_conversions(kGlslStorage16);
 }
 
 LanguageTable make_glsl_language() {
@@ -74,6 +75,10 @@ LanguageTable make_glsl_language() {
   t.int64_directives = "#extension GL_EXT_shader_explicit_arithmetic_types_int64 : require\n";
   t.storage8_directives = "#extension GL_EXT_shader_8bit_storage : require\n";
   t.float_suffix = "";
+  t.f16_round = "kiln_f16_to_f32(kiln_f32_to_f16({a}))";
+  t.bf16_round = "kiln_bf16_to_f32(kiln_f32_to_bf16({a}))";
+  t.float_to_bits = "floatBitsToUint({a})";
+  t.bits_to_float = "uintBitsToFloat({a})";
   t.float_inf = "uintBitsToFloat(0x7F800000u)";
   t.float_nan = "uintBitsToFloat(0x7FC00000u)";
   t.buffer_global_decl =

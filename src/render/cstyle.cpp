@@ -105,6 +105,17 @@ bool has_16bit_buffer(const kir::Kernel& kernel) {
                      [](const kir::BufferParam& b) { return kir::is_storage_only(b.type) && b.texel_width == 0; });
 }
 
+// Whether a fragment's multiply inputs are f16 or bf16: emulating it rounds
+// through the language's 16-bit conversions, so it needs them as a 16-bit
+// buffer does.
+bool has_16bit_fragment(const kir::Kernel& kernel) {
+  return std::any_of(kernel.fragments.begin(), kernel.fragments.end(), [](const kir::Fragment& f) {
+    return f.role != kir::FragmentRole::accumulator && f.precision != kir::MatrixPrecision::tf32;
+  });
+}
+
+bool needs_storage16(const kir::Kernel& kernel) { return has_16bit_buffer(kernel) || has_16bit_fragment(kernel); }
+
 // (buffer, width) of every vector load and store in `stmts`.
 void collect_vector_views(const std::vector<Stmt>& stmts, std::set<std::pair<int, std::size_t>>& views) {
   for (const Stmt& s : stmts) {
@@ -125,7 +136,7 @@ class Renderer {
     if (subgroups) out += lang_.subgroup_directives;
     if (uses_type(kernel_, ScalarType::i64)) out += lang_.int64_directives;
     if (has_bool_buffer(kernel_)) out += lang_.storage8_directives;
-    const bool storage16 = has_16bit_buffer(kernel_);
+    const bool storage16 = needs_storage16(kernel_);
     if (storage16) out += lang_.storage16_directives;
     out += lang_.prelude;
     if (!out.empty() && out.back() != '\n') out += '\n';
@@ -217,7 +228,7 @@ class Renderer {
     if (has_texel4(true) && !lang_.texel_bf16_global_helpers.empty()) out += lang_.texel_bf16_global_helpers + "\n";
     // Subgroup operations need whole subgroups, so such kernels run whole
     // workgroups and guard as kernels with barriers do.
-    const bool whole_groups = barriers || subgroups;
+    const bool whole_groups = barriers || subgroups || !kernel_.fragments.empty();
     add_param(lang_.extra_params);
 
     const std::string wg = std::to_string(kernel_.workgroup_size);
@@ -258,6 +269,7 @@ class Renderer {
     if (uses(kernel_.body, ExprKind::local_index))
       out += "  " + type_name(ScalarType::i32) + " " + std::string(kLocalIndex) + " = " +
              format(lang_.local_index_expr, "local_index_expr", {{"wg", wg}}) + ";\n";
+    declare_fragments(out);
     block(kernel_.body, 1, out);
     out += "}\n";
     return out;
@@ -468,6 +480,108 @@ class Renderer {
     out += indent + vector_access(s, storage_vector_type_name(stored, width), width) + " = " + value + ";\n";
   }
 
+  // ---- matrix fragments, emulated by one lane ----------------------------
+  // A kernel whose subgroups are one lane holds each fragment in a local
+  // array of its invocation and runs every fragment statement as loops
+  // (the cpu backend's matrix units, and the reference for every target);
+  // subgroups of more lanes need a target's matrix instructions.
+
+  const kir::Fragment& fragment_of(const std::string& name) const {
+    for (const kir::Fragment& f : kernel_.fragments)
+      if (f.name == name) return f;
+    table_error("undeclared fragment '" + name + "'");
+  }
+
+  static std::string fragment_array(const std::string& name) { return "kiln_frag_" + name; }
+
+  void declare_fragments(std::string& out) const {
+    if (kernel_.fragments.empty()) return;
+    if (kernel_.subgroup_size != 1)
+      table_error("matrix fragments in subgroups of " + std::to_string(kernel_.subgroup_size) + " lanes: " + lang_.name +
+                  " renders them for one-lane subgroups only (matrix instructions are not rendered yet)");
+    for (const kir::Fragment& f : kernel_.fragments)
+      out += "  " + type_name(ScalarType::f32) + " " + fragment_array(f.name) + "[" +
+             std::to_string(kir::fragment_rows(f) * kir::fragment_cols(f)) + "];\n";
+  }
+
+  // `value` (an f32 lvalue, read more than once) rounded to `precision`.
+  std::string rounded_input(const std::string& value, kir::MatrixPrecision precision) const {
+    switch (precision) {
+      case kir::MatrixPrecision::f16: return call(lang_.f16_round, "f16_round", value);
+      case kir::MatrixPrecision::bf16: return call(lang_.bf16_round, "bf16_round", value);
+      case kir::MatrixPrecision::tf32: {
+        // Half of the dropped bits' unit added to the magnitude: ties away
+        // from zero; a NaN is kept as it is.
+        const std::string bits = call(lang_.float_to_bits, "float_to_bits", value);
+        return "(((" + bits + " & 0x7fffffffu) > 0x7f800000u) ? " + value + " : " +
+               call(lang_.bits_to_float, "bits_to_float", "((" + bits + " + 0x1000u) & 0xffffe000u)") + ")";
+      }
+    }
+    return value;
+  }
+
+  // Element `index` (text) of the buffer or shared array a tile statement reads or writes.
+  std::string tile_element(const Stmt& s, const std::string& index) const {
+    if (s.shared_memory)
+      return format(lang_.shared_access, "shared_access",
+                    {{"name", shared_identifier(kernel_.shared[static_cast<std::size_t>(s.buffer)].name)}, {"index", index}});
+    return format(lang_.buffer_access, "buffer_access",
+                  {{"name", buffer_identifier(kernel_.buffers[static_cast<std::size_t>(s.buffer)].name)}, {"index", index}});
+  }
+
+  void emulated_fragment(const Stmt& s, const std::string& indent, std::string& out) const {
+    const std::string i32 = type_name(ScalarType::i32);
+    const kir::Fragment& f = fragment_of(s.var);
+    const std::string rows = std::to_string(kir::fragment_rows(f)), cols = std::to_string(kir::fragment_cols(f));
+    const std::string array = fragment_array(f.name);
+    auto for_each = [&](const char* var, const std::string& count) {
+      return "for (" + i32 + " " + var + " = 0; " + var + " < " + count + "; " + var + " += 1) ";
+    };
+    const std::string element = array + "[kiln_fr * " + cols + " + kiln_fc]";
+    switch (s.kind) {
+      case StmtKind::fragment_fill:
+        out += indent + "{\n" + indent + "  " + type_name(ScalarType::f32) + " kiln_fv = " + expr(s.value) + ";\n";
+        out += indent + "  " + for_each("kiln_fi", std::to_string(kir::fragment_rows(f) * kir::fragment_cols(f))) +
+               array + "[kiln_fi] = kiln_fv;\n" + indent + "}\n";
+        return;
+      case StmtKind::fragment_load:
+      case StmtKind::fragment_store: {
+        const bool store = s.kind == StmtKind::fragment_store;
+        out += indent + "{\n";
+        out += indent + "  " + i32 + " kiln_fx = " + expr(s.index) + ", kiln_fs = " + expr(s.values[0]) +
+               ", kiln_fm = " + expr(s.values[1]) + ", kiln_fn = " + expr(s.values[2]) + ";\n";
+        const std::string at = s.column_major ? "kiln_fx + kiln_fc * kiln_fs + kiln_fr" : "kiln_fx + kiln_fr * kiln_fs + kiln_fc";
+        const ScalarType stored = s.shared_memory ? ScalarType::f32 : buffer_type(s.buffer);
+        out += indent + "  " + for_each("kiln_fr", rows) + for_each("kiln_fc", cols) + "{\n";
+        const std::string in_tile = "kiln_fr < kiln_fm && kiln_fc < kiln_fn";
+        if (store) {
+          out += indent + "    if (" + in_tile + ") " + tile_element(s, at) + " = " + to_storage(stored, element) + ";\n";
+        } else {
+          out += indent + "    " + element + " = (" + in_tile + ") ? " + from_storage(stored, tile_element(s, at)) +
+                 " : 0.0" + lang_.float_suffix + ";\n";
+          if (f.role != kir::FragmentRole::accumulator)
+            out += indent + "    " + element + " = " + rounded_input(element, f.precision) + ";\n";
+        }
+        out += indent + "  }\n" + indent + "}\n";
+        return;
+      }
+      case StmtKind::fragment_mma: {
+        // d may be c: each element of d reads only its own element of c first.
+        const kir::Fragment& a = fragment_of(s.vars[0]);
+        const std::string k = std::to_string(a.shape.k);
+        const std::string n = std::to_string(a.shape.n);
+        out += indent + for_each("kiln_fr", std::to_string(a.shape.m)) + for_each("kiln_fc", n) + "{\n";
+        out += indent + "  " + type_name(ScalarType::f32) + " kiln_fsum = " + fragment_array(s.vars[2]) +
+               "[kiln_fr * " + n + " + kiln_fc];\n";
+        out += indent + "  " + for_each("kiln_fp", k) + "kiln_fsum += " + fragment_array(s.vars[0]) + "[kiln_fr * " + k +
+               " + kiln_fp] * " + fragment_array(s.vars[1]) + "[kiln_fp * " + n + " + kiln_fc];\n";
+        out += indent + "  " + array + "[kiln_fr * " + n + " + kiln_fc] = kiln_fsum;\n" + indent + "}\n";
+        return;
+      }
+      default: table_error("not a fragment statement");
+    }
+  }
+
   std::string param_text(int index) const {
     return format(lang_.param_access, "param_access", {{"index", std::to_string(index)}});
   }
@@ -647,8 +761,7 @@ class Renderer {
       case StmtKind::fragment_fill:
       case StmtKind::fragment_load:
       case StmtKind::fragment_mma:
-      case StmtKind::fragment_store:
-        table_error("matrix fragments (fragment '" + s.var + "') are not rendered in " + lang_.name + " yet");
+      case StmtKind::fragment_store: emulated_fragment(s, indent, out); return;
       case StmtKind::branch:
         out += indent + "if (" + expr(s.value) + ") {\n";
         block(s.body, depth + 1, out);
@@ -708,7 +821,7 @@ backend::KernelRequirements kernel_requirements(const kir::Kernel& kernel) {
   }
   needs.int64 = uses_type(kernel, ScalarType::i64);
   needs.storage8 = has_bool_buffer(kernel);
-  needs.storage16 = has_16bit_buffer(kernel);
+  needs.storage16 = needs_storage16(kernel);
   for (const kir::BufferParam& b : kernel.buffers) {
     needs.texel_width_1 = needs.texel_width_1 || b.texel_width == 1;
     needs.texel_width_4 = needs.texel_width_4 || b.texel_width == 4;
