@@ -32,7 +32,7 @@ void use_native_f16(LanguageTable& t, F16Conversion f16) {
   t.storage16_helpers = modes + f16_conversions(kGlslStorage16) + bf16_conversions(kGlslStorage16);
 }
 
-LanguageTable make_glsl_language() {
+LanguageTable make_glsl_language(F16Conversion f16) {
   LanguageTable t;
   t.name = "glsl";
   t.file_extension = ".comp";
@@ -154,23 +154,16 @@ LanguageTable make_glsl_language() {
   t.lmin = "min({a}, {b})";
   t.lmax = "max({a}, {b})";
   t.cast = "{type}({a})";
+  if (f16 != F16Conversion::integer) use_native_f16(t, f16);
   return t;
 }
 
 }  // namespace
 
 const LanguageTable& glsl_language(F16Conversion f16) {
-  static const LanguageTable integer = make_glsl_language();
-  static const LanguageTable native = [] {
-    LanguageTable t = make_glsl_language();
-    use_native_f16(t, F16Conversion::native);
-    return t;
-  }();
-  static const LanguageTable native_rte = [] {
-    LanguageTable t = make_glsl_language();
-    use_native_f16(t, F16Conversion::native_rte);
-    return t;
-  }();
+  static const LanguageTable integer = make_glsl_language(F16Conversion::integer);
+  static const LanguageTable native = make_glsl_language(F16Conversion::native);
+  static const LanguageTable native_rte = make_glsl_language(F16Conversion::native_rte);
   switch (f16) {
     case F16Conversion::integer: return integer;
     case F16Conversion::native: return native;

@@ -262,24 +262,24 @@ backend::TargetDesc decode_target(const json& j) {
   j.at("backend").get_to(t.backend);
   j.at("device_name").get_to(t.device_name);
   j.at("device_type").get_to(t.device_type);
-  t.offline = base::json_number<decltype(t.offline)>(j.at("offline"));
+  base::json_number_into(j.at("offline"), t.offline);
   t.tf32 = j.value("tf32", false);
-  t.cpu_cores = base::json_number<decltype(t.cpu_cores)>(j.at("cpu_cores"));
+  base::json_number_into(j.at("cpu_cores"), t.cpu_cores);
   j.at("driver").get_to(t.driver);
   j.at("api_version").get_to(t.api_version);
   j.at("arch").get_to(t.arch);
-  t.subgroup_size = base::json_number<decltype(t.subgroup_size)>(j.at("subgroup_size"));
+  base::json_number_into(j.at("subgroup_size"), t.subgroup_size);
   t.max_workgroup_size = base::json_number_array<std::uint32_t, 3>(j.at("max_workgroup_size"));
-  t.max_workgroup_invocations = base::json_number<decltype(t.max_workgroup_invocations)>(j.at("max_workgroup_invocations"));
+  base::json_number_into(j.at("max_workgroup_invocations"), t.max_workgroup_invocations);
   t.max_workgroup_count = base::json_number_array<std::uint32_t, 3>(j.at("max_workgroup_count"));
-  t.max_shared_memory_bytes = base::json_number<decltype(t.max_shared_memory_bytes)>(j.at("max_shared_memory_bytes"));
-  t.max_buffer_bytes = base::json_number<decltype(t.max_buffer_bytes)>(j.at("max_buffer_bytes"));
-  t.device_memory_bytes = base::json_number<decltype(t.device_memory_bytes)>(j.at("device_memory_bytes"));
-  t.min_buffer_offset_alignment = base::json_number<decltype(t.min_buffer_offset_alignment)>(j.at("min_buffer_offset_alignment"));
-  t.max_kernel_buffers = base::json_number<decltype(t.max_kernel_buffers)>(j.at("max_kernel_buffers"));
-  t.max_kernel_param_bytes = base::json_number<decltype(t.max_kernel_param_bytes)>(j.at("max_kernel_param_bytes"));
-  t.fp16 = base::json_number<decltype(t.fp16)>(j.at("fp16"));
-  t.int64 = base::json_number<decltype(t.int64)>(j.at("int64"));
+  base::json_number_into(j.at("max_shared_memory_bytes"), t.max_shared_memory_bytes);
+  base::json_number_into(j.at("max_buffer_bytes"), t.max_buffer_bytes);
+  base::json_number_into(j.at("device_memory_bytes"), t.device_memory_bytes);
+  base::json_number_into(j.at("min_buffer_offset_alignment"), t.min_buffer_offset_alignment);
+  base::json_number_into(j.at("max_kernel_buffers"), t.max_kernel_buffers);
+  base::json_number_into(j.at("max_kernel_param_bytes"), t.max_kernel_param_bytes);
+  base::json_number_into(j.at("fp16"), t.fp16);
+  base::json_number_into(j.at("int64"), t.int64);
   t.storage8 = j.value("storage8", false);  // absent before bool kernels
   t.storage16 = j.value("storage16", false);  // absent before 16-bit kernels
   try {
@@ -288,13 +288,13 @@ backend::TargetDesc decode_target(const json& j) {
   } catch (const Error& e) {
     throw_error(ErrorKind::Corrupt, std::string("its target: ") + e.what());
   }
-  t.timestamps = base::json_number<decltype(t.timestamps)>(j.at("timestamps"));
-  t.subgroup_basic = base::json_number<decltype(t.subgroup_basic)>(j.at("subgroup_basic"));
-  t.subgroup_broadcast = base::json_number<decltype(t.subgroup_broadcast)>(j.at("subgroup_broadcast"));
-  t.subgroup_partitions = base::json_number<decltype(t.subgroup_partitions)>(j.at("subgroup_partitions"));
-  t.texel_r32f = base::json_number<decltype(t.texel_r32f)>(j.at("texel_r32f"));
-  t.texel_rgba32f = base::json_number<decltype(t.texel_rgba32f)>(j.at("texel_rgba32f"));
-  t.max_texel_buffer_elements = base::json_number<decltype(t.max_texel_buffer_elements)>(j.at("max_texel_buffer_elements"));
+  base::json_number_into(j.at("timestamps"), t.timestamps);
+  base::json_number_into(j.at("subgroup_basic"), t.subgroup_basic);
+  base::json_number_into(j.at("subgroup_broadcast"), t.subgroup_broadcast);
+  base::json_number_into(j.at("subgroup_partitions"), t.subgroup_partitions);
+  base::json_number_into(j.at("texel_r32f"), t.texel_r32f);
+  base::json_number_into(j.at("texel_rgba32f"), t.texel_rgba32f);
+  base::json_number_into(j.at("max_texel_buffer_elements"), t.max_texel_buffer_elements);
   t.texel_16bit = j.value("texel_16bit", false);  // absent before 16-bit texel buffers
   t.limits_profile = j.value("limits_profile", std::string());  // absent in files written before profiles
   return t;
@@ -325,7 +325,7 @@ tune::AutotuneResult decode_autotune(const json& j) {
   for (const json& d : j.at("decisions")) {
     tune::SiteDecision& decision = tuned.decisions.emplace_back();
     d.at("template").get_to(decision.site.id.template_name);
-    decision.site.id.template_version = base::json_number<decltype(decision.site.id.template_version)>(d.at("template_version"));
+    base::json_number_into(d.at("template_version"), decision.site.id.template_version);
     d.at("problem").get_to(decision.site.id.problem);
     d.at("node").get_to(decision.node_name);
     const int lookup = base::json_number<int>(d.at("lookup"));
@@ -339,7 +339,7 @@ tune::AutotuneResult decode_autotune(const json& j) {
     if (decision.source == tune::ChoiceSource::tuned_now) decision.source = tune::ChoiceSource::database;
     d.at("reason").get_to(decision.reason);
     d.at("knobs").get_to(decision.knobs);
-    decision.speedup = base::json_number<decltype(decision.speedup)>(d.at("speedup"));
+    base::json_number_into(d.at("speedup"), decision.speedup);
     decision.site.id.knobs = decision.knobs;
   }
   return tuned;
@@ -397,7 +397,7 @@ std::shared_ptr<const compiler::Plan> decode_plan(const json& j, const Container
     plan->read_from = file.path();
     try {
       j.at("model_name").get_to(plan->model_name);
-      plan->compiled = base::json_number<decltype(plan->compiled)>(j.at("compiled"));
+      base::json_number_into(j.at("compiled"), plan->compiled);
       plan->settings = decode_settings(j.at("settings"));
       j.at("backend").get_to(plan->backend);
       plan->target = decode_target(j.at("target"));

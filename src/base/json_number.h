@@ -49,6 +49,12 @@ T json_number(const nlohmann::json& value) {
   }
 }
 
+// `out` = json_number<T>(value), T being out's type (nlohmann's get_to, checked).
+template <class T>
+void json_number_into(const nlohmann::json& value, T& out) {
+  out = json_number<T>(value);
+}
+
 template <class T>
 std::vector<T> json_numbers(const nlohmann::json& value) {
   if (!value.is_array())
