@@ -4,6 +4,7 @@
 
 #include "src/base/check.h"
 
+#include <algorithm>
 #include <sstream>
 #include <string>
 
@@ -46,6 +47,11 @@ F16Conversion parse_f16_conversion(std::string_view name) {
     if (name == f16_conversion_name(c)) return c;
   throw Error(ErrorKind::InvalidArgument,
               "unknown f16 conversion '" + std::string(name) + "' (integer, native or native-rte)");
+}
+
+std::string matrix_shape_name(const MatrixShape& shape) {
+  return shape.inputs + " " + std::to_string(shape.m) + "x" + std::to_string(shape.n) + "x" + std::to_string(shape.k) +
+         " in " + std::to_string(shape.lanes) + " lanes";
 }
 
 std::string TargetDesc::fingerprint() const {
@@ -139,6 +145,13 @@ std::optional<std::string> Backend::supports(const KernelRequirements& kernel, c
       return who + " has a workgroup of " + std::to_string(kernel.workgroup_size) +
              " invocations, not whole subgroups of " + std::to_string(lanes) + " on " + target_label(target);
   }
+  for (const MatrixShape& shape : kernel.matrix_shapes)
+    if (std::find(target.matrix_shapes.begin(), target.matrix_shapes.end(), shape) == target.matrix_shapes.end()) {
+      std::string has;
+      for (const MatrixShape& s : target.matrix_shapes) has += (has.empty() ? "" : ", ") + matrix_shape_name(s);
+      return who + " multiplies " + matrix_shape_name(shape) + " matrix fragments, which " + target_label(target) +
+             " has no instruction for (" + (has.empty() ? "it has no matrix units kiln uses" : "it has " + has) + ")";
+    }
   if ((kernel.texel_width_1 && !target.texel_r32f) || (kernel.texel_width_4 && !target.texel_rgba32f) ||
       ((kernel.texel_width_1 || kernel.texel_width_4) && target.max_texel_buffer_elements == 0))
     return who + " reads " + (kernel.texel_width_4 ? "RGBA32" : "R32") + " float texel buffers, which " +

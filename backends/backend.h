@@ -76,6 +76,10 @@ struct TargetDesc {
   // TF32 matrix units (NVIDIA sm_80 and later): what the precision settings
   // float32_matmul_precision=high and conv_allow_tf32 may use.
   bool tf32 = false;
+  // The matrix instructions its subgroups run (kir fragments in subgroups
+  // of more than one lane; the language renders them): tensor cores, MFMA.
+  // Implied by the arch, so not part of the fingerprint.
+  std::vector<MatrixShape> matrix_shapes;
   bool int64 = false;
   bool storage8 = false;  // one-byte elements in buffers (kernels with bool tensors)
   // Two-byte elements in buffers (kernels with f16 or bf16 tensors, which
@@ -133,6 +137,7 @@ struct KernelRequirements {
   std::uint32_t param_bytes = 0;  // per-dispatch parameters (4 bytes each)
   std::uint32_t subgroup_size = 0;  // lanes its subgroup operations assume; 0: none used
   bool subgroup_broadcast = false;  // it broadcasts between lanes
+  std::vector<MatrixShape> matrix_shapes;  // matrix instructions its fragments need
   bool texel_width_1 = false;       // it reads R32 float texel buffers
   bool texel_width_4 = false;       // it reads RGBA32 float texel buffers
   bool texel_16bit = false;         // its texel buffers include f16 or bf16 ones (R16 / RGBA16)

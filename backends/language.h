@@ -6,9 +6,49 @@
 // field receives.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 namespace kiln::backend {
+
+// A matrix instruction's operation (kir matrix fragments in subgroups of
+// more than one lane): `lanes` lanes together multiply an m x k tile by a
+// k x n tile, both of `inputs` ("tf32", "f16" or "bf16", kir's
+// MatrixPrecision names), into an m x n f32 accumulator. Targets list the
+// ones they run (TargetDesc::matrix_shapes); "tf32 16x8x8 in 32 lanes".
+struct MatrixShape {
+  std::string inputs;
+  std::uint32_t m = 0, n = 0, k = 0, lanes = 0;
+  friend bool operator==(const MatrixShape&, const MatrixShape&) = default;
+};
+std::string matrix_shape_name(const MatrixShape& shape);
+
+// Which elements of a tile each lane holds: element e (0 <= e < count) of
+// the lane with index L lies at
+//   row = row_hi * hi + row_lo * lo + row[e],  col = col_hi * hi + col_lo * lo + col[e]
+// where lo is L's low `lane_bits` bits and hi the rest (NVIDIA's "groupID"
+// and "threadID_in_group" for lane_bits 2). Every (row, col) of the tile is
+// held by exactly one lane's element.
+struct FragmentLayout {
+  std::uint32_t row_hi = 0, row_lo = 0, col_hi = 0, col_lo = 0;
+  std::vector<std::uint32_t> row, col;
+};
+
+// How a language runs one MatrixShape: the lanes' layouts of the a (m x k),
+// b (k x n) and accumulator (m x n) tiles, and the multiply-add. Each lane
+// keeps its elements as an array of f32 (a and b already rounded to the
+// inputs' precision); `call` is a statement computing d = a * b + c over
+// those arrays (placeholders {d} {a} {b} {c}; d may be c), through helpers
+// that `helpers` defines (emitted once after the prelude of a kernel that
+// uses the instruction).
+struct MatrixInstruction {
+  MatrixShape shape;
+  std::uint32_t lane_bits = 0;
+  FragmentLayout a, b, accumulator;
+  std::string helpers;
+  std::string call;
+};
 
 struct LanguageTable {
   std::string name;     // "glsl", "cuda", "hip", "c99" (null backend)
@@ -168,6 +208,11 @@ struct LanguageTable {
   std::string subgroup_lane_expr;
   std::string subgroup_id_expr;
   std::string subgroup_broadcast;
+
+  // The matrix instructions kernels may use (fragments in subgroups of more
+  // than one lane); a target runs those of TargetDesc::matrix_shapes. Empty:
+  // fragments are emulated by one-lane subgroups only.
+  std::vector<MatrixInstruction> matrix_instructions;
 
   // Math spellings. Placeholders: {a} {b}.
   std::string exp, log, sqrt, rsqrt, tanh, erf, abs, floor, ceil, pow, fmin, fmax, imin, imax;

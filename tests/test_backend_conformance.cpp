@@ -464,6 +464,22 @@ Outcome matrix_fragments_match_the_interpreter(const Kit& kit) {
     if (auto bad = compare_f32(std::string("y (") + kir::matrix_precision_name(precision) + ")", got[2], want[2], 2e-4f))
       return bad;
   }
+  // The target's matrix instructions (tensor cores, MFMA), in whole warps
+  // or wavefronts, with edge tiles: the lanes' layouts and the instruction
+  // against the interpreter. The hardware's summation order and rounding
+  // are its own: the bound is 16 times the f32 one.
+  for (const kiln::backend::MatrixShape& shape : kit.target().matrix_shapes) {
+    const kir::MatrixPrecision precision = shape.inputs == "tf32" ? kir::MatrixPrecision::tf32
+                                           : shape.inputs == "f16" ? kir::MatrixPrecision::f16
+                                                                   : kir::MatrixPrecision::bf16;
+    const kir::Kernel kernel = kiln::test::fragment_gemm(m, n, k, shape.lanes, shape.lanes, precision,
+                                                         kir::ScalarType::f32, {shape.m, shape.n, shape.k});
+    const std::vector<std::vector<std::byte>> buffers = {bytes_of(a), bytes_of(b),
+                                                         bytes_of(std::vector<float>(static_cast<std::size_t>(m) * n))};
+    const auto got = kit.run(kernel, buffers);
+    const auto want = interpreted(kernel, buffers);
+    if (auto bad = compare_f32("y (" + kiln::backend::matrix_shape_name(shape) + ")", got[2], want[2], 3e-3f)) return bad;
+  }
   return std::nullopt;
 }
 

@@ -29,6 +29,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <atomic>
 #include <future>
 #include <iomanip>
@@ -40,6 +43,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 namespace kiln {
 // Lets Boost.Test print error kinds in failed comparisons (found by ADL).
@@ -605,15 +610,185 @@ BOOST_AUTO_TEST_CASE(emulated_matrix_fragments_compile_for_every_offline_target)
   BOOST_TEST(queue.jobs().size() + static_cast<std::size_t>(queue.refused()) == 3 * queue.targets().size());
   BOOST_TEST(queue.refused() <= 2);
   BOOST_TEST(compile_all(queue.jobs()) == static_cast<int>(queue.jobs().size()));
+  // 16x16x8 is no instruction's shape: fragments of it in 32 lanes are a clear error.
   const kiln::kir::Kernel warp = kiln::test::fragment_gemm(16, 16, 8, 32, 32, MatrixPrecision::tf32);
   for (const Backend* backend : codegen_backends()) {
     try {
       kiln::render::render(warp, backend->language());
-      BOOST_ERROR(backend->name() << " rendered fragments in subgroups of 32");
+      BOOST_ERROR(backend->name() << " rendered 16x16x8 fragments in subgroups of 32");
     } catch (const Error& e) {
-      BOOST_TEST(contains(e.what(), "renders them for one-lane subgroups only"), e.what());
+      BOOST_TEST(contains(e.what(), "has no matrix instruction for it"), e.what());
     }
   }
+}
+
+// Every matrix instruction's layouts put each element of a tile in exactly
+// one lane's element, agree with the vendors' documentation at a few
+// places, and lay out the accumulators of one shape alike (the renderer
+// takes any of them for an accumulator). Whether the hardware agrees only a
+// GPU can tell: backend_conformance runs the fragment GEMM there.
+BOOST_AUTO_TEST_CASE(matrix_instruction_layouts_cover_each_tile_once) {
+  using kiln::backend::FragmentLayout;
+  using kiln::backend::MatrixInstruction;
+  using kiln::backend::matrix_shape_name;
+  // (row, col) of element e of lane `lane`.
+  auto at = [](const MatrixInstruction& ins, const FragmentLayout& l, std::uint32_t lane, std::size_t e) {
+    const std::uint32_t lo = lane & ((1u << ins.lane_bits) - 1), hi = lane >> ins.lane_bits;
+    return std::pair{l.row_hi * hi + l.row_lo * lo + l.row[e], l.col_hi * hi + l.col_lo * lo + l.col[e]};
+  };
+  int instructions = 0;
+  for (const Backend* backend : kiln::backend::all_backends()) {
+    const auto& table = backend->language().matrix_instructions;
+    for (const MatrixInstruction& ins : table) {
+      ++instructions;
+      const auto& shape = ins.shape;
+      BOOST_TEST_CONTEXT(backend->name() << " " << matrix_shape_name(shape)) {
+        BOOST_TEST((1u << ins.lane_bits) <= shape.lanes);
+        const std::pair<const FragmentLayout*, std::pair<std::uint32_t, std::uint32_t>> tiles[] = {
+            {&ins.a, {shape.m, shape.k}}, {&ins.b, {shape.k, shape.n}}, {&ins.accumulator, {shape.m, shape.n}}};
+        for (const auto& [layout, rows_cols] : tiles) {
+          const auto [rows, cols] = rows_cols;
+          BOOST_TEST_REQUIRE(layout->row.size() == layout->col.size());
+          BOOST_TEST(layout->row.size() * shape.lanes == static_cast<std::size_t>(rows) * cols);
+          std::vector<int> held(static_cast<std::size_t>(rows) * cols, 0);
+          for (std::uint32_t lane = 0; lane < shape.lanes; ++lane)
+            for (std::size_t e = 0; e < layout->row.size(); ++e) {
+              const auto [r, c] = at(ins, *layout, lane, e);
+              BOOST_TEST_REQUIRE((r < rows && c < cols), "lane " << lane << " element " << e << " at " << r << ", " << c);
+              ++held[static_cast<std::size_t>(r) * cols + c];
+            }
+          BOOST_TEST(std::count(held.begin(), held.end(), 1) == static_cast<std::ptrdiff_t>(held.size()));
+        }
+        for (const MatrixInstruction& other : table)
+          if (other.shape.m == shape.m && other.shape.n == shape.n && other.shape.k == shape.k &&
+              other.shape.lanes == shape.lanes) {
+            BOOST_TEST(other.accumulator.row == ins.accumulator.row);
+            BOOST_TEST(other.accumulator.col == ins.accumulator.col);
+          }
+      }
+    }
+    if (backend->name() == "cuda") {
+      // The PTX ISA's figures: tf32 m16n8k8 a3 of lane 6 (groupID 1,
+      // threadID_in_group 2) is row 9, column 6; f16 m16n8k16 a5 of lane 6
+      // is row 1, column 13, b2 row 12, column 1; c3 row 9, column 5.
+      BOOST_TEST_REQUIRE(table.size() == 3u);
+      BOOST_TEST((at(table[0], table[0].a, 6, 3) == std::pair<std::uint32_t, std::uint32_t>{9, 6}));
+      BOOST_TEST((at(table[0], table[0].b, 6, 1) == std::pair<std::uint32_t, std::uint32_t>{6, 1}));
+      BOOST_TEST((at(table[1], table[1].a, 6, 5) == std::pair<std::uint32_t, std::uint32_t>{1, 13}));
+      BOOST_TEST((at(table[1], table[1].b, 6, 2) == std::pair<std::uint32_t, std::uint32_t>{12, 1}));
+      BOOST_TEST((at(table[1], table[1].accumulator, 6, 3) == std::pair<std::uint32_t, std::uint32_t>{9, 5}));
+    }
+    if (backend->name() == "hip") {
+      // AMD's matrix instruction calculator, 16x16x16 f16: A[i][k] is lane
+      // i + 16 * (k / 4), item k % 4; D[i][j] lane j + 16 * (i / 4), item i % 4.
+      BOOST_TEST_REQUIRE(table.size() == 3u);
+      BOOST_TEST((at(table[1], table[1].a, 3 + 16 * 2, 1) == std::pair<std::uint32_t, std::uint32_t>{3, 9}));
+      BOOST_TEST((at(table[1], table[1].accumulator, 5 + 16 * 3, 2) == std::pair<std::uint32_t, std::uint32_t>{14, 5}));
+      BOOST_TEST((at(table[0], table[0].b, 7 + 16 * 3, 0) == std::pair<std::uint32_t, std::uint32_t>{3, 7}));
+    }
+  }
+  if (codegen_backends().empty()) BOOST_TEST_MESSAGE("no CUDA or HIP backend built: no matrix instructions to check");
+  BOOST_TEST(instructions == 3 * static_cast<int>(codegen_backends().size()));
+}
+
+// The disassembly of an AMDGPU code object (llvm-objdump of LLVM 15, which
+// the sanitizer build's clang brings; empty when it is not installed).
+std::string amdgpu_disassembly(const KernelBinary& binary, const std::string& arch) {
+  const char* tools[] = {"llvm-objdump-15", "llvm-objdump"};
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kiln-mfma-" + std::to_string(::getpid()) + "-" + arch + ".hsaco")).string();
+  {
+    std::ofstream out(path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(binary.data.data()), static_cast<std::streamsize>(binary.data.size()));
+  }
+  std::string text;
+  for (const char* tool : tools) {
+    const std::string command = std::string(tool) + " -d --mcpu=" + arch + " " + path + " 2>/dev/null";
+    FILE* pipe = ::popen(command.c_str(), "r");
+    if (pipe == nullptr) continue;
+    char chunk[4096];
+    for (std::size_t got; (got = std::fread(chunk, 1, sizeof chunk, pipe)) > 0;) text.append(chunk, got);
+    if (::pclose(pipe) == 0 && !text.empty()) break;
+    text.clear();
+  }
+  std::filesystem::remove(path);
+  return text;
+}
+
+// Fragments in whole warps and wavefronts: each instruction's GEMM renders
+// with its helpers and compiles (NVRTC CUBIN for sm_80 and sm_90; hiprtc for
+// gfx90a, whose code object holds the MFMA instruction); targets without the
+// shape (RDNA's gfx1030; any target with its shapes removed) refuse the
+// kernel, naming the shape. KILN_NVDISASM (PyPI's
+// nvidia-cuda-nvdisasm; the toolkit here has none) adds the check that the
+// CUBINs hold tensor-core (HMMA) instructions.
+BOOST_AUTO_TEST_CASE(matrix_instructions_compile_for_their_targets) {
+  using kiln::kir::MatrixPrecision;
+  int compiled = 0;
+  for (const Backend* backend : codegen_backends()) {
+    std::vector<TargetDesc> with_units, without_units;
+    for (const TargetDesc& t : backend->offline_targets()) (t.matrix_shapes.empty() ? without_units : with_units).push_back(t);
+    if (backend->name() == "cuda") {
+      TargetDesc sm80 = with_units.back();  // sm_90's record, for an sm_80 CUBIN
+      sm80.arch = "sm_80";
+      with_units.push_back(sm80);
+    }
+    BOOST_TEST_REQUIRE(!with_units.empty());
+    for (const auto& ins : backend->language().matrix_instructions) {
+      const auto& shape = ins.shape;
+      const MatrixPrecision precision = shape.inputs == "tf32" ? MatrixPrecision::tf32
+                                        : shape.inputs == "f16" ? MatrixPrecision::f16
+                                                                : MatrixPrecision::bf16;
+      BOOST_TEST_CONTEXT(backend->name() << " " << kiln::backend::matrix_shape_name(shape)) {
+        // Two subgroups per workgroup, edge tiles in both directions.
+        const int m = static_cast<int>(shape.m) * 2 - 3, n = static_cast<int>(shape.n) * 3 - 1;
+        const kiln::kir::Kernel kernel = kiln::test::fragment_gemm(
+            m, n, static_cast<int>(shape.k) * 3, shape.lanes, shape.lanes * 2, precision, kiln::kir::ScalarType::f32,
+            {shape.m, shape.n, shape.k});
+        const KernelSource source = kiln::render::make_kernel_source(kernel, backend->language());
+        BOOST_TEST(contains(source.text, ins.call.substr(0, ins.call.find('('))), source.text);
+        const auto requirements = kiln::render::kernel_requirements(kernel);
+        for (const TargetDesc& target : with_units) {
+          BOOST_TEST_CONTEXT(target.arch) {
+            const auto refusal = backend->supports(requirements, target);
+            BOOST_TEST(!refusal, refusal.value_or(""));
+            TargetDesc bare = target;
+            bare.matrix_shapes.clear();
+            const auto bare_refusal = backend->supports(requirements, bare);
+            BOOST_TEST((bare_refusal && contains(*bare_refusal, "has no instruction for")), bare_refusal.value_or("none"));
+            const KernelBinary binary = backend->compiler().compile(source, target);
+            BOOST_TEST(!binary_problem(backend->compiler(), source, target, binary));
+            ++compiled;
+            if (binary.format == "hsaco") {
+              const std::string text = amdgpu_disassembly(binary, target.arch);
+              if (text.empty())
+                BOOST_TEST_MESSAGE("llvm-objdump not found: MFMA instructions not checked");
+              else
+                BOOST_TEST(contains(text, "v_mfma_f32_16x16x"), "no v_mfma in the code object for " << target.arch);
+            }
+            const char* nvdisasm = std::getenv("KILN_NVDISASM");
+            if (binary.format == "cubin" && nvdisasm != nullptr && *nvdisasm != '\0') {
+              const std::string path = (std::filesystem::temp_directory_path() /
+                                        ("kiln-hmma-" + std::to_string(::getpid()) + ".cubin")).string();
+              std::ofstream(path, std::ios::binary)
+                  .write(reinterpret_cast<const char*>(binary.data.data()), static_cast<std::streamsize>(binary.data.size()));
+              FILE* pipe = ::popen((std::string(nvdisasm) + " " + path).c_str(), "r");
+              BOOST_TEST_REQUIRE(pipe != nullptr);
+              std::string text;
+              char chunk[4096];
+              for (std::size_t got; (got = std::fread(chunk, 1, sizeof chunk, pipe)) > 0;) text.append(chunk, got);
+              ::pclose(pipe);
+              std::filesystem::remove(path);
+              BOOST_TEST(contains(text, "HMMA"), "no HMMA in the CUBIN for " << target.arch);
+            }
+          }
+        }
+        for (const TargetDesc& target : without_units)
+          BOOST_TEST(backend->supports(requirements, target).has_value(), target.arch << " takes the kernel");
+      }
+    }
+  }
+  BOOST_TEST(compiled == (find_codegen_backend("cuda") ? 9 : 0) + (find_codegen_backend("hip") ? 3 : 0));
 }
 
 // The subgroup GEMM (texel loads, vec4 A and B, a row bias) as lowering

@@ -1,5 +1,6 @@
 #include "backends/cuda/compiler.h"
 
+#include "backends/cuda/matrix_instructions.h"
 #include "backends/cuda/nvrtc_library.h"
 #include "backends/cuda_style/rtc.h"
 #include "src/base/check.h"
@@ -118,7 +119,9 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
   target.fp16 = true;
   // TF32 tensor cores since sm_80 (arch: sm_<cc> or compute_<cc>).
   const std::size_t digits = arch.find_last_of('_');
-  target.tf32 = digits != std::string::npos && std::atoi(arch.c_str() + digits + 1) >= 80;
+  const int sm = digits != std::string::npos ? std::atoi(arch.c_str() + digits + 1) : 0;
+  target.tf32 = sm >= 80;
+  target.matrix_shapes = matrix_shapes(sm);
   target.int64 = true;
   target.storage8 = true;
   target.storage16 = true;

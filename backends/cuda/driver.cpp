@@ -1,6 +1,7 @@
 #include "backends/cuda/driver.h"
 
 #include "backends/cuda/driver_library.h"
+#include "backends/cuda/matrix_instructions.h"
 #include "src/base/check.h"
 
 #include <string>
@@ -103,6 +104,7 @@ TargetDesc read_device(const DriverLibrary& api, int ordinal, const std::string&
   target.min_buffer_offset_alignment = 256;  // cudaMalloc's alignment
   target.fp16 = major * 10 + minor >= 53;     // native half arithmetic since sm_53
   target.tf32 = major >= 8;                    // TF32 tensor cores since sm_80
+  target.matrix_shapes = matrix_shapes(major * 10 + minor);
   target.int64 = true;
   target.storage8 = true;
   target.storage16 = true;

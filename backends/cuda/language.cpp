@@ -4,10 +4,16 @@
 // use, so there is no prelude.
 #include "backends/cuda/language.h"
 
+#include "backends/cuda/matrix_instructions.h"
+
 namespace kiln::backend {
 
 const LanguageTable& cuda_language() {
-  static const LanguageTable table = cuda_style_language("cuda", /*prelude=*/"");
+  static const LanguageTable table = [] {
+    LanguageTable t = cuda_style_language("cuda", /*prelude=*/"");
+    t.matrix_instructions = cuda::mma_sync_instructions();
+    return t;
+  }();
   return table;
 }
 

@@ -3,6 +3,7 @@
 #include "backends/cuda_style/rtc.h"
 #include "backends/hip/hip_runtime_library.h"
 #include "backends/hip/hiprtc_library.h"
+#include "backends/hip/matrix_instructions.h"
 #include "backends/hip/runtime.h"
 #include "src/base/check.h"
 
@@ -149,6 +150,7 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
   target.storage8 = true;
   target.storage16 = true;
   target.timestamps = true;
+  target.matrix_shapes = matrix_shapes(arch);
   set_pointer_style_capabilities(target);
   return target;
 }

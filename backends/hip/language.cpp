@@ -2,6 +2,8 @@
 // API) plus the runtime header for offline compiles.
 #include "backends/hip/language.h"
 
+#include "backends/hip/matrix_instructions.h"
+
 namespace kiln::backend {
 
 const LanguageTable& hip_language() {
@@ -22,6 +24,7 @@ const LanguageTable& hip_language() {
     t.vector_u16 = "";  // _Float16 elements: scalar loads and stores
     t.vector_u16_store = "";
     t.storage16_helpers = bf16_conversions(kCudaStyleStorage16);
+    t.matrix_instructions = hip::mfma_instructions();
     return t;
   }();
   return table;

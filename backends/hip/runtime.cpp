@@ -1,6 +1,7 @@
 #include "backends/hip/runtime.h"
 
 #include "backends/hip/hip_runtime_library.h"
+#include "backends/hip/matrix_instructions.h"
 #include "src/base/check.h"
 
 #include <string>
@@ -58,6 +59,7 @@ TargetDesc read_device(const HipRuntimeLibrary& api, int ordinal, int driver_ver
   target.storage8 = true;
   target.storage16 = true;
   target.timestamps = true;  // HIP events
+  target.matrix_shapes = matrix_shapes(target.arch);
   set_pointer_style_capabilities(target);
   return target;
 }

@@ -221,6 +221,40 @@ void check_plan(const compiler::Plan& plan) {
 
 }  // namespace
 
+namespace {
+
+json encode_matrix_shapes(const std::vector<backend::MatrixShape>& shapes) {
+  json out = json::array();
+  for (const backend::MatrixShape& s : shapes)
+    out.push_back({{"inputs", s.inputs}, {"m", s.m}, {"n", s.n}, {"k", s.k}, {"lanes", s.lanes}});
+  return out;
+}
+
+// Absent before matrix instructions; every field checked (a forged file
+// must not name a shape no renderer has).
+std::vector<backend::MatrixShape> decode_matrix_shapes(const json& j) {
+  std::vector<backend::MatrixShape> shapes;
+  if (!j.contains("matrix_shapes")) return shapes;
+  const json& list = j.at("matrix_shapes");
+  if (!list.is_array() || list.size() > 64) throw_error(ErrorKind::Corrupt, "its target: matrix_shapes is not a short list");
+  for (const json& entry : list) {
+    backend::MatrixShape s;
+    entry.at("inputs").get_to(s.inputs);
+    base::json_number_into(entry.at("m"), s.m);
+    base::json_number_into(entry.at("n"), s.n);
+    base::json_number_into(entry.at("k"), s.k);
+    base::json_number_into(entry.at("lanes"), s.lanes);
+    const bool known = s.inputs == "tf32" || s.inputs == "f16" || s.inputs == "bf16";
+    auto dim = [](std::uint32_t v) { return v >= 1 && v <= 64; };
+    if (!known || !dim(s.m) || !dim(s.n) || !dim(s.k) || s.lanes < 1 || s.lanes > 128)
+      throw_error(ErrorKind::Corrupt, "its target: a matrix shape that no target has");
+    shapes.push_back(std::move(s));
+  }
+  return shapes;
+}
+
+}  // namespace
+
 json encode_target(const backend::TargetDesc& t) {
   return {{"backend", t.backend},
           {"device_name", t.device_name},
@@ -254,6 +288,7 @@ json encode_target(const backend::TargetDesc& t) {
           {"texel_rgba32f", t.texel_rgba32f},
           {"max_texel_buffer_elements", t.max_texel_buffer_elements},
           {"texel_16bit", t.texel_16bit},
+          {"matrix_shapes", encode_matrix_shapes(t.matrix_shapes)},
           {"limits_profile", t.limits_profile}};
 }
 
@@ -296,6 +331,7 @@ backend::TargetDesc decode_target(const json& j) {
   base::json_number_into(j.at("texel_rgba32f"), t.texel_rgba32f);
   base::json_number_into(j.at("max_texel_buffer_elements"), t.max_texel_buffer_elements);
   t.texel_16bit = j.value("texel_16bit", false);  // absent before 16-bit texel buffers
+  t.matrix_shapes = decode_matrix_shapes(j);
   t.limits_profile = j.value("limits_profile", std::string());  // absent in files written before profiles
   return t;
 }

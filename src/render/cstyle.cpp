@@ -142,6 +142,7 @@ class Renderer {
     if (!out.empty() && out.back() != '\n') out += '\n';
     if (uses_type(kernel_, ScalarType::i64)) out += lang_.int64_helpers;
     if (storage16) out += lang_.storage16_helpers;
+    for (const backend::MatrixInstruction* instruction : instructions_used()) out += instruction->helpers;
     // A parameterised kernel's source is shared by every instance: nothing
     // instance-specific (the global size) may appear in it.
     const std::string global_size = kernel_.global_size_param ? "from its parameters"
@@ -480,11 +481,13 @@ class Renderer {
     out += indent + vector_access(s, storage_vector_type_name(stored, width), width) + " = " + value + ";\n";
   }
 
-  // ---- matrix fragments, emulated by one lane ----------------------------
+  // ---- matrix fragments ---------------------------------------------------
   // A kernel whose subgroups are one lane holds each fragment in a local
   // array of its invocation and runs every fragment statement as loops
-  // (the cpu backend's matrix units, and the reference for every target);
-  // subgroups of more lanes need a target's matrix instructions.
+  // (the cpu backend's matrix units, and the reference for every target).
+  // In subgroups of more lanes each lane holds its part of every tile, as
+  // the language's matrix instruction for the fragment's shape lays it out,
+  // and the multiply-add is that instruction.
 
   const kir::Fragment& fragment_of(const std::string& name) const {
     for (const kir::Fragment& f : kernel_.fragments)
@@ -494,14 +497,61 @@ class Renderer {
 
   static std::string fragment_array(const std::string& name) { return "kiln_frag_" + name; }
 
+  bool emulated_fragments() const { return kernel_.subgroup_size == 1; }
+
+  // The instruction that runs `f` (a multiply input: its precision and
+  // shape; an accumulator: the first of its shape, as every instruction of
+  // a shape lays accumulators out alike).
+  const backend::MatrixInstruction& instruction_for(const kir::Fragment& f) const {
+    const bool accumulator = f.role == kir::FragmentRole::accumulator;
+    for (const backend::MatrixInstruction& ins : lang_.matrix_instructions)
+      if (ins.shape.m == f.shape.m && ins.shape.n == f.shape.n && ins.shape.k == f.shape.k &&
+          ins.shape.lanes == kernel_.subgroup_size &&
+          (accumulator || ins.shape.inputs == kir::matrix_precision_name(f.precision)))
+        return ins;
+    std::string known;
+    for (const backend::MatrixInstruction& ins : lang_.matrix_instructions)
+      known += (known.empty() ? "" : ", ") + backend::matrix_shape_name(ins.shape);
+    table_error("fragment '" + f.name + "' (" + (accumulator ? "accumulator" : kir::matrix_precision_name(f.precision)) +
+                " " + std::to_string(f.shape.m) + "x" + std::to_string(f.shape.n) + "x" + std::to_string(f.shape.k) +
+                " in subgroups of " + std::to_string(kernel_.subgroup_size) + " lanes): " + lang_.name +
+                " has no matrix instruction for it (" + (known.empty() ? "it has none" : "it has " + known) +
+                "; one-lane subgroups are emulated)");
+  }
+
+  // The instructions the kernel's multiply inputs use, each once, in table order.
+  std::vector<const backend::MatrixInstruction*> instructions_used() const {
+    std::vector<const backend::MatrixInstruction*> used;
+    if (emulated_fragments()) return used;
+    for (const kir::Fragment& f : kernel_.fragments) {
+      if (f.role == kir::FragmentRole::accumulator) continue;
+      const backend::MatrixInstruction* ins = &instruction_for(f);
+      if (std::find(used.begin(), used.end(), ins) == used.end()) used.push_back(ins);
+    }
+    return used;
+  }
+
+  const backend::FragmentLayout& layout_of(const kir::Fragment& f) const {
+    const backend::MatrixInstruction& ins = instruction_for(f);
+    switch (f.role) {
+      case kir::FragmentRole::a: return ins.a;
+      case kir::FragmentRole::b: return ins.b;
+      case kir::FragmentRole::accumulator: return ins.accumulator;
+    }
+    table_error("unknown fragment role");
+  }
+
+  // Elements of `f` each invocation holds.
+  std::size_t fragment_elements(const kir::Fragment& f) const {
+    if (emulated_fragments()) return static_cast<std::size_t>(kir::fragment_rows(f)) * kir::fragment_cols(f);
+    return layout_of(f).row.size();
+  }
+
   void declare_fragments(std::string& out) const {
     if (kernel_.fragments.empty()) return;
-    if (kernel_.subgroup_size != 1)
-      table_error("matrix fragments in subgroups of " + std::to_string(kernel_.subgroup_size) + " lanes: " + lang_.name +
-                  " renders them for one-lane subgroups only (matrix instructions are not rendered yet)");
     for (const kir::Fragment& f : kernel_.fragments)
       out += "  " + type_name(ScalarType::f32) + " " + fragment_array(f.name) + "[" +
-             std::to_string(kir::fragment_rows(f) * kir::fragment_cols(f)) + "];\n";
+             std::to_string(fragment_elements(f)) + "];\n";
   }
 
   // `value` (an f32 lvalue, read more than once) rounded to `precision`.
@@ -576,6 +626,79 @@ class Renderer {
         out += indent + "  " + for_each("kiln_fp", k) + "kiln_fsum += " + fragment_array(s.vars[0]) + "[kiln_fr * " + k +
                " + kiln_fp] * " + fragment_array(s.vars[1]) + "[kiln_fp * " + n + " + kiln_fc];\n";
         out += indent + "  " + array + "[kiln_fr * " + n + " + kiln_fc] = kiln_fsum;\n" + indent + "}\n";
+        return;
+      }
+      default: table_error("not a fragment statement");
+    }
+  }
+
+  // `coefficient` * `name` + ..., the text of one layout coordinate.
+  static std::string layout_coordinate(std::uint32_t hi, std::uint32_t lo, std::uint32_t offset) {
+    std::string text;
+    auto term = [&](std::uint32_t c, const char* name) {
+      if (c == 0) return;
+      if (!text.empty()) text += " + ";
+      text += c == 1 ? std::string(name) : std::string(name) + " * " + std::to_string(c);
+    };
+    term(hi, "kiln_fhi");
+    term(lo, "kiln_flo");
+    if (offset != 0 || text.empty()) text += (text.empty() ? "" : " + ") + std::to_string(offset);
+    return text;
+  }
+
+  // A fragment statement in subgroups of more lanes: each lane reads or
+  // writes its own elements, where the instruction's layout puts them.
+  void lane_fragment(const Stmt& s, const std::string& indent, std::string& out) const {
+    const std::string i32 = type_name(ScalarType::i32);
+    const kir::Fragment& f = fragment_of(s.var);
+    const std::string array = fragment_array(f.name);
+    switch (s.kind) {
+      case StmtKind::fragment_fill:
+        out += indent + "{\n" + indent + "  " + type_name(ScalarType::f32) + " kiln_fv = " + expr(s.value) + ";\n";
+        for (std::size_t e = 0; e < fragment_elements(f); ++e)
+          out += indent + "  " + array + "[" + std::to_string(e) + "] = kiln_fv;\n";
+        out += indent + "}\n";
+        return;
+      case StmtKind::fragment_load:
+      case StmtKind::fragment_store: {
+        const bool store = s.kind == StmtKind::fragment_store;
+        const backend::FragmentLayout& layout = layout_of(f);
+        const std::uint32_t lane_bits = instruction_for(f).lane_bits;
+        const std::string lane = subgroup_text(lang_.subgroup_lane_expr, "subgroup_lane_expr", {});
+        out += indent + "{\n";
+        out += indent + "  " + i32 + " kiln_fx = " + expr(s.index) + ", kiln_fs = " + expr(s.values[0]) +
+               ", kiln_fm = " + expr(s.values[1]) + ", kiln_fn = " + expr(s.values[2]) + ";\n";
+        out += indent + "  " + i32 + " kiln_flo = " + lane + " & " + std::to_string((1u << lane_bits) - 1) +
+               ", kiln_fhi = " + lane + " >> " + std::to_string(lane_bits) + ";\n";
+        const std::string at = s.column_major ? "kiln_fx + kiln_fc * kiln_fs + kiln_fr" : "kiln_fx + kiln_fr * kiln_fs + kiln_fc";
+        const ScalarType stored = s.shared_memory ? ScalarType::f32 : buffer_type(s.buffer);
+        const std::string in_tile = "kiln_fr < kiln_fm && kiln_fc < kiln_fn";
+        for (std::size_t e = 0; e < layout.row.size(); ++e) {
+          const std::string element = array + "[" + std::to_string(e) + "]";
+          out += indent + "  {\n" + indent + "    " + i32 + " kiln_fr = " +
+                 layout_coordinate(layout.row_hi, layout.row_lo, layout.row[e]) +
+                 ", kiln_fc = " + layout_coordinate(layout.col_hi, layout.col_lo, layout.col[e]) + ";\n";
+          if (store) {
+            out += indent + "    if (" + in_tile + ") " + tile_element(s, at) + " = " + to_storage(stored, element) + ";\n";
+          } else {
+            out += indent + "    " + element + " = (" + in_tile + ") ? " + from_storage(stored, tile_element(s, at)) +
+                   " : 0.0" + lang_.float_suffix + ";\n";
+            if (f.role != kir::FragmentRole::accumulator)
+              out += indent + "    " + element + " = " + rounded_input(element, f.precision) + ";\n";
+          }
+          out += indent + "  }\n";
+        }
+        out += indent + "}\n";
+        return;
+      }
+      case StmtKind::fragment_mma: {
+        const backend::MatrixInstruction& ins = instruction_for(fragment_of(s.vars[0]));
+        out += indent + format(ins.call, "matrix instruction call",
+                               {{"d", array},
+                                {"a", fragment_array(s.vars[0])},
+                                {"b", fragment_array(s.vars[1])},
+                                {"c", fragment_array(s.vars[2])}}) +
+               "\n";
         return;
       }
       default: table_error("not a fragment statement");
@@ -761,7 +884,12 @@ class Renderer {
       case StmtKind::fragment_fill:
       case StmtKind::fragment_load:
       case StmtKind::fragment_mma:
-      case StmtKind::fragment_store: emulated_fragment(s, indent, out); return;
+      case StmtKind::fragment_store:
+        if (emulated_fragments())
+          emulated_fragment(s, indent, out);
+        else
+          lane_fragment(s, indent, out);
+        return;
       case StmtKind::branch:
         out += indent + "if (" + expr(s.value) + ") {\n";
         block(s.body, depth + 1, out);
@@ -818,6 +946,18 @@ backend::KernelRequirements kernel_requirements(const kir::Kernel& kernel) {
   if (kir::uses_subgroup_ops(kernel)) {
     needs.subgroup_size = kernel.subgroup_size;
     needs.subgroup_broadcast = kir::uses_subgroup_broadcast(kernel);
+  }
+  // Fragments in subgroups of more lanes need the target's matrix
+  // instructions (one-lane subgroups emulate them anywhere).
+  if (!kernel.fragments.empty() && kernel.subgroup_size > 1) {
+    needs.subgroup_size = kernel.subgroup_size;
+    for (const kir::Fragment& f : kernel.fragments) {
+      if (f.role == kir::FragmentRole::accumulator) continue;
+      const backend::MatrixShape shape{kir::matrix_precision_name(f.precision), f.shape.m, f.shape.n, f.shape.k,
+                                       kernel.subgroup_size};
+      if (std::find(needs.matrix_shapes.begin(), needs.matrix_shapes.end(), shape) == needs.matrix_shapes.end())
+        needs.matrix_shapes.push_back(shape);
+    }
   }
   needs.int64 = uses_type(kernel, ScalarType::i64);
   needs.storage8 = has_bool_buffer(kernel);

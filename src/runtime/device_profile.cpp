@@ -67,6 +67,8 @@ backend::TargetDesc clamped_target(const backend::TargetDesc& target, const Devi
   // Such devices may not promise exact f16 conversions (and the
   // profile's kernels must run on all of them).
   t.f16_conversion = backend::F16Conversion::integer;
+  // Mobile GPUs' matrix units (where any) are not ones kiln renders.
+  t.matrix_shapes.clear();
   t.limits_profile = profile.name;
   return t;
 }

@@ -56,6 +56,10 @@ DeviceDescription describe(int index, const backend::TargetDesc& t) {
       {"f16 conversion", std::string(backend::f16_conversion_name(t.f16_conversion))},
       {"timestamps", t.timestamps ? "yes" : "no"},
   };
+  std::string matrix;
+  for (const backend::MatrixShape& shape : t.matrix_shapes)
+    matrix += (matrix.empty() ? "" : ", ") + backend::matrix_shape_name(shape);
+  d.limits.push_back({"matrix units", matrix.empty() ? "none kiln uses" : matrix});
   return d;
 }
 
