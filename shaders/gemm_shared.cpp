@@ -21,6 +21,20 @@ SharedGemmLayout shared_gemm_layout(const GemmKnobs& knobs) {
   KILN_CHECK(knobs.shared_k_tile > 0, ErrorKind::Internal,
              "shared GEMM layout asked for knobs without shared tiling (" + to_string(knobs) + ")");
   SharedGemmLayout l;
+  l.k_step = std::int64_t{knobs.shared_k_tile} * knobs.split_k;
+  if (knobs.matrix_m != 0) {
+    const auto subgroups = knobs.workgroup_size / knobs.matrix_lanes;
+    l.slice = knobs.workgroup_size;
+    l.subgroups_n = std::uint32_t{1} << (std::bit_width(subgroups) / 2);
+    l.subgroups_m = subgroups / l.subgroups_n;
+    l.block_m = l.subgroups_m * knobs.tile_m * knobs.matrix_m;
+    l.block_n = l.subgroups_n * knobs.tile_n * knobs.matrix_n;
+    l.a_elements = l.block_m * l.k_step;
+    l.b_elements = l.k_step * l.block_n;
+    l.output_elements = l.block_m * l.block_n;
+    l.shared_elements = std::max(l.a_elements + l.b_elements, l.output_elements);
+    return l;
+  }
   l.slice = knobs.workgroup_size / knobs.split_k;
   // The squarest power-of-two arrangement, wider along N (its loads are the
   // contiguous ones in the common row-major case).
@@ -29,7 +43,6 @@ SharedGemmLayout shared_gemm_layout(const GemmKnobs& knobs) {
   l.threads_m = l.slice / l.threads_n;
   l.block_m = l.threads_m * knobs.tile_m;
   l.block_n = l.threads_n * knobs.tile_n;
-  l.k_step = std::int64_t{knobs.shared_k_tile} * knobs.split_k;
   l.a_elements = l.block_m * l.k_step;
   l.b_elements = l.k_step * l.block_n;
   l.reduce_elements = (knobs.split_k - 1) * l.slice * knobs.tile_m * knobs.tile_n;
@@ -57,6 +70,92 @@ struct TileShare {
 
 TileShare tile_share(std::int64_t count, std::int64_t workgroup) {
   return {ceil_div(count, workgroup), count % workgroup != 0};
+}
+
+// Matrix units: the fragments of each subgroup, a_i (i < tile_m), b_j
+// (j < tile_n) and the accumulators acc_i_j, zeroed.
+void declare_matrix_accumulators(kir::Kernel& kernel, const GemmKnobs& knobs) {
+  const kir::FragmentShape shape{knobs.matrix_m, knobs.matrix_n, knobs.matrix_k};
+  const auto precision = static_cast<kir::MatrixPrecision>(knobs.matrix_precision);
+  kernel.subgroup_size = knobs.matrix_lanes;
+  for (std::uint32_t i = 0; i < knobs.tile_m; ++i) kernel.add_fragment(indexed("fa", i), kir::FragmentRole::a, shape, precision);
+  for (std::uint32_t j = 0; j < knobs.tile_n; ++j) kernel.add_fragment(indexed("fb", j), kir::FragmentRole::b, shape, precision);
+  for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
+    for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
+      const kir::Frag acc = kernel.add_fragment(indexed("facc", i, j), kir::FragmentRole::accumulator, shape);
+      kernel.body.push_back(kir::fragment_fill(acc, kir::f32(0.0)));
+    }
+}
+
+kir::Frag fragment_named(const kir::Kernel& kernel, const std::string& name) {
+  for (std::size_t i = 0; i < kernel.fragments.size(); ++i)
+    if (kernel.fragments[i].name == name) return kir::Frag{static_cast<int>(i), name};
+  throw_error(ErrorKind::Internal, "GEMM template: no fragment '" + name + "'");
+}
+
+// The subgroup's place in the block: (row, column) of its first element.
+std::pair<Expr, Expr> subgroup_origin(std::vector<Stmt>& body, const GemmKnobs& knobs, const SharedGemmLayout& l) {
+  const Expr subgroup = declare_i32(body, "sg", kir::local_index() / kir::i32(knobs.matrix_lanes));
+  const Expr sg_m = l.subgroups_n == 1 ? subgroup : declare_i32(body, "sg_m", subgroup / kir::i32(l.subgroups_n));
+  const Expr sg_n = l.subgroups_n == 1 ? kir::i32(0) : declare_i32(body, "sg_n", subgroup % kir::i32(l.subgroups_n));
+  return {declare_i32(body, "sg_row0", add_scaled({}, sg_m, std::int64_t{knobs.tile_m} * knobs.matrix_m)),
+          declare_i32(body, "sg_col0", add_scaled({}, sg_n, std::int64_t{knobs.tile_n} * knobs.matrix_n))};
+}
+
+// Step 3 with matrix units: for each matrix_k slab of the shared tiles (A
+// stored K-major: column-major rows; B K-major: row-major), load the
+// subgroup's fragments and multiply-accumulate.
+void multiply_matrix_tiles(const kir::Kernel& kernel, std::vector<Stmt>& step, const GemmKnobs& knobs,
+                           const SharedGemmLayout& l, kir::Shared tiles, const std::pair<Expr, Expr>& origin) {
+  const auto& [sg_row0, sg_col0] = origin;
+  const Expr m = kir::i32(knobs.matrix_m), n = kir::i32(knobs.matrix_n), k = kir::i32(knobs.matrix_k);
+  for (std::int64_t kk = 0; kk < knobs.shared_k_tile; kk += knobs.matrix_k) {
+    for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
+      step.push_back(kir::fragment_load(fragment_named(kernel, indexed("fa", i)), tiles,
+                                        add_constant(sg_row0, kk * l.block_m + std::int64_t{i} * knobs.matrix_m),
+                                        kir::i32(l.block_m), m, k, /*column_major=*/true));
+    for (std::uint32_t j = 0; j < knobs.tile_n; ++j)
+      step.push_back(kir::fragment_load(fragment_named(kernel, indexed("fb", j)), tiles,
+                                        add_constant(sg_col0, l.a_elements + kk * l.block_n + std::int64_t{j} * knobs.matrix_n),
+                                        kir::i32(l.block_n), k, n));
+    for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
+      for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
+        const kir::Frag acc = fragment_named(kernel, indexed("facc", i, j));
+        step.push_back(kir::fragment_mma(acc, fragment_named(kernel, indexed("fa", i)),
+                                         fragment_named(kernel, indexed("fb", j)), acc));
+      }
+  }
+}
+
+// After the K loop with matrix units: the accumulators to shared memory
+// (block_m x block_n, row-major), a barrier, then each invocation's share of
+// the block through the epilogue to Y, one plain store per element.
+void store_matrix_block(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knobs, const SharedGemmLayout& l,
+                        kir::Shared tiles, const std::pair<Expr, Expr>& origin, const Expr& local,
+                        const Expr& block_row0, const Expr& block_col0, const Expr& y_base, const Expr& batch) {
+  std::vector<Stmt>& body = kernel.body;
+  const auto& [sg_row0, sg_col0] = origin;
+  for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
+    for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
+      const Expr at = add_constant(add_scaled(sg_col0, sg_row0, l.block_n),
+                                   std::int64_t{i} * knobs.matrix_m * l.block_n + std::int64_t{j} * knobs.matrix_n);
+      body.push_back(kir::fragment_store(fragment_named(kernel, indexed("facc", i, j)), tiles, at,
+                                         kir::i32(l.block_n), kir::i32(knobs.matrix_m), kir::i32(knobs.matrix_n)));
+    }
+  body.push_back(kir::barrier());
+  const std::int64_t wg = knobs.workgroup_size;
+  for (std::int64_t r = 0; r < ceil_div(l.output_elements, wg); ++r) {
+    const Expr e = declare_i32(body, indexed("out_e", r), add_constant(local, r * wg));
+    const Expr row = declare_i32(body, indexed("out_row", r), block_row0 + e / kir::i32(l.block_n));
+    const Expr col = declare_i32(body, indexed("out_col", r), block_col0 + e % kir::i32(l.block_n));
+    Expr value = kir::load(tiles, e, ScalarType::f32);
+    if (p.epilogue) value = p.epilogue(value, row, col, batch);
+    const Expr at = add_scaled(add_scaled(y_base, row, p.y_row_stride), col, p.y_col_stride);
+    Expr inside = row < kir::i32(p.m) && col < kir::i32(p.n);
+    if (l.output_elements % wg != 0 && r == ceil_div(l.output_elements, wg) - 1)
+      inside = e < kir::i32(l.output_elements) && inside;
+    body.push_back(kir::branch(inside, {kir::store(p.y, at, value)}));
+  }
 }
 
 }  // namespace
@@ -91,10 +190,14 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
     slice = declare_i32(body, "slice", local / kir::i32(l.slice));
     in_slice = declare_i32(body, "in_slice", local % kir::i32(l.slice));
   }
-  const Expr tm = l.threads_n == l.slice ? kir::i32(0) : declare_i32(body, "tm", in_slice / kir::i32(l.threads_n));
-  const Expr tn = l.threads_n == 1 ? kir::i32(0) : declare_i32(body, "tn", in_slice % kir::i32(l.threads_n));
-  const Expr row0 = declare_i32(body, "row0", add_scaled(block_row0, tm, knobs.tile_m));
-  const Expr col0 = declare_i32(body, "col0", add_scaled(block_col0, tn, knobs.tile_n));
+  const bool fragments = knobs.matrix_m != 0;
+  Expr tm, tn, row0, col0;
+  if (!fragments) {
+    tm = l.threads_n == l.slice ? kir::i32(0) : declare_i32(body, "tm", in_slice / kir::i32(l.threads_n));
+    tn = l.threads_n == 1 ? kir::i32(0) : declare_i32(body, "tn", in_slice % kir::i32(l.threads_n));
+    row0 = declare_i32(body, "row0", add_scaled(block_row0, tm, knobs.tile_m));
+    col0 = declare_i32(body, "col0", add_scaled(block_col0, tn, knobs.tile_n));
+  }
 
   // Each invocation's share of the tile loads, fixed for the whole K loop:
   // the operand address without K, the tile row along K, the shared slot.
@@ -150,9 +253,15 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
     b_slot.push_back(declare_i32(body, indexed("b_slot", r), add_constant(add_scaled(col, kk, l.block_n), l.a_elements)));
   }
 
-  for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
-    for (std::uint32_t j = 0; j < knobs.tile_n; ++j)
-      body.push_back(kir::declare(indexed("acc", i, j), ScalarType::f32, kir::f32(0.0)));
+  std::pair<Expr, Expr> origin;
+  if (fragments) {
+    declare_matrix_accumulators(kernel, knobs);
+    origin = subgroup_origin(body, knobs, l);
+  } else {
+    for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
+      for (std::uint32_t j = 0; j < knobs.tile_n; ++j)
+        body.push_back(kir::declare(indexed("acc", i, j), ScalarType::f32, kir::f32(0.0)));
+  }
 
   // The K loop: load the tiles, barrier, multiply this slice's rows, barrier.
   const Expr k0 = kir::var("k0", ScalarType::i32);
@@ -215,6 +324,13 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
     guarded(b_share, r, l.b_elements / b_width, std::move(load));
   }
   step.push_back(kir::barrier());
+  if (fragments) {
+    multiply_matrix_tiles(kernel, step, knobs, l, tiles, origin);
+    step.push_back(kir::barrier());
+    body.push_back(kir::loop("k0", kir::i32(0), kir::i32(ceil_div(p.k, l.k_step) * l.k_step), std::move(step), l.k_step));
+    store_matrix_block(kernel, p, knobs, l, tiles, origin, local, block_row0, block_col0, bases.y, batch);
+    return;
+  }
   const Expr a_base = declare_i32(step, "a_sh", add_scaled(add_scaled({}, slice, knobs.shared_k_tile * l.block_m), tm,
                                                            knobs.tile_m));
   const Expr b_base = declare_i32(

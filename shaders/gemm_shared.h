@@ -22,6 +22,16 @@
 // memory (reusing the tiles' space), barrier, and slice 0 adds them up. Slice
 // 0 applies the epilogue and stores: every output element is written once, by
 // a plain store. The kernel's global size is a whole number of workgroups.
+//
+// With matrix units (GemmKnobs::matrix_m > 0) step 3 is the subgroups':
+// the workgroup's subgroups of matrix_lanes lanes form subgroups_m x
+// subgroups_n (the squarest power-of-two split, wider along N), each
+// multiplying tile_m x tile_n instruction tiles (matrix fragments loaded from
+// the shared tiles, column-major for A, row-major for B) into its
+// accumulators: block_m = subgroups_m * tile_m * matrix_m, block_n likewise.
+// After the K loop the accumulators are stored to shared memory (the tiles'
+// space), and every invocation applies the epilogue to its share of the
+// block, consecutive invocations taking consecutive columns.
 #pragma once
 
 #include "shaders/gemm_template.h"
@@ -38,6 +48,8 @@ struct SharedGemmLayout {
   std::int64_t a_elements = 0;          // A tile: block_m * k_step, at offset 0
   std::int64_t b_elements = 0;          // B tile: k_step * block_n, after A's
   std::int64_t reduce_elements = 0;     // split_k partial blocks: (split_k - 1) * slice * tile_m * tile_n
+  std::int64_t subgroups_m = 0, subgroups_n = 0;  // matrix units: the subgroups' arrangement
+  std::int64_t output_elements = 0;     // matrix units: the block, block_m x block_n, at offset 0
   std::int64_t shared_elements = 0;     // one f32 array holding either
 };
 

@@ -185,6 +185,8 @@ GemmKnobs register_knobs(GemmKnobs knobs, const GemmProblem& p) {
   knobs.shared_k_tile = 0;
   knobs.split_k = 1;
   knobs.workgroup_n = 0;
+  knobs.matrix_m = knobs.matrix_n = knobs.matrix_k = knobs.matrix_lanes = 0;
+  knobs.matrix_precision = 0;
   if (p.gather_b) {
     knobs.subgroup_broadcast = 0;
     knobs.texel_loads = false;

@@ -191,10 +191,56 @@ GemmKnobs choose_shared_gemm_knobs(std::int64_t batch, std::int64_t m, std::int6
   return shared_knobs(shape, split);
 }
 
+// Matrix units: four subgroups (2 x 2) of the instruction's lanes, each
+// taking as many instruction tiles (up to 4 x 4) as make a block of about
+// 64 x 64, with K tiles of 32 staged in shared memory.
+constexpr std::uint32_t kMatrixSubgroups = 4;
+constexpr std::uint32_t kMatrixBlock = 64;
+constexpr std::uint32_t kMatrixKTile = 32;
+
+GemmKnobs matrix_knobs(const lower::MatrixUnit& unit) {
+  GemmKnobs knobs;
+  knobs.workgroup_size = kMatrixSubgroups * unit.lanes;
+  knobs.k_unroll = 1;
+  knobs.panel_width = 1;
+  knobs.vector_width = kVectorWidth;
+  knobs.shared_k_tile = kMatrixKTile;
+  knobs.tile_m = std::clamp(kMatrixBlock / (2 * unit.m), 1u, 4u);
+  knobs.tile_n = std::clamp(kMatrixBlock / (2 * unit.n), 1u, 4u);
+  knobs.matrix_m = unit.m;
+  knobs.matrix_n = unit.n;
+  knobs.matrix_k = unit.k;
+  knobs.matrix_lanes = unit.lanes;
+  const kir::MatrixPrecision precision = unit.inputs == "f16"    ? kir::MatrixPrecision::f16
+                                         : unit.inputs == "bf16" ? kir::MatrixPrecision::bf16
+                                                                 : kir::MatrixPrecision::tf32;
+  knobs.matrix_precision = static_cast<std::uint8_t>(precision);
+  return knobs;
+}
+
+// The matrix-unit knobs the target offers for the node being lowered: its
+// instructions of the node's 16-bit storage type, whose shapes fit the
+// workgroup, the tile and the shared memory.
+std::vector<GemmKnobs> matrix_knob_choices(const lower::LowerTarget& target) {
+  std::vector<GemmKnobs> out;
+  if (target.storage16 != "f16" && target.storage16 != "bf16") return out;
+  for (const lower::MatrixUnit& unit : target.matrix_units) {
+    if (unit.inputs != target.storage16 || unit.lanes * kMatrixSubgroups > target.max_workgroup_invocations ||
+        kMatrixKTile % unit.k != 0 || unit.m > kMatrixBlock || unit.n > kMatrixBlock)
+      continue;
+    const GemmKnobs knobs = matrix_knobs(unit);
+    if (detail::shared_gemm_bytes(knobs) <= target.max_shared_memory_bytes) out.push_back(knobs);
+  }
+  return out;
+}
+
 }  // namespace
 
 GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
                             const lower::LowerTarget& target) {
+  // A product with at least one instruction tile each way and two K steps.
+  for (const GemmKnobs& knobs : matrix_knob_choices(target))
+    if (m >= knobs.matrix_m && n >= knobs.matrix_n && k >= 2 * std::int64_t{knobs.matrix_k}) return knobs;
   if (shared_tiling_fits(target)) return choose_shared_gemm_knobs(batch, m, n, k);
   GemmKnobs knobs;
   // On a CPU device a tile may waste up to a quarter of the rows or columns:
@@ -284,6 +330,7 @@ std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target) {
   if (shared_tiling_fits(target))
     for (SharedShape shape : {SharedShape::square, SharedShape::column, SharedShape::row})
       for (std::uint32_t split = 1; split <= kMaxSplitK; split *= 2) space.push_back(shared_knobs(shape, split));
+  for (const GemmKnobs& knobs : matrix_knob_choices(target)) space.push_back(knobs);
   for (const GemmKnobs& knobs : subgroup_knobs(target)) space.push_back(knobs);
   // Matrix-vector blocks read through texel buffers (CPU devices that have them).
   if (target.cpu_device && target.max_texel_buffer_elements != 0)

@@ -2,6 +2,7 @@
 
 #include "shaders/attention_template.h"
 #include "shaders/conv_template.h"
+#include "src/kernel/ir.h"
 #include "src/base/check.h"
 
 #include <kiln/error.h>
@@ -76,6 +77,14 @@ constexpr KnobField<GemmKnobs> kGemmFields[] = {
 // GemmKnobs::swap_operands the token "swap".
 constexpr std::string_view kTexelToken = "tex";
 constexpr std::string_view kSwapToken = "swap";
+// GemmKnobs' matrix fields, the token "mma<M>x<N>x<K><precision>l<lanes>".
+constexpr std::string_view kMatrixToken = "mma";
+constexpr std::uint32_t kMaxMatrixDim = 64;
+constexpr std::uint32_t kMaxMatrixTiles = 4;
+constexpr kir::MatrixPrecision kMatrixPrecisions[] = {kir::MatrixPrecision::tf32, kir::MatrixPrecision::f16,
+                                                      kir::MatrixPrecision::bf16};
+
+
 
 constexpr KnobField<ConvKnobs> kConvFields[] = {
     {"tile_channels", "c", &ConvKnobs::tile_channels, std::nullopt},
@@ -124,6 +133,41 @@ std::optional<std::uint32_t> parse_number(std::string_view digits) {
   return value;
 }
 
+std::string matrix_token(const GemmKnobs& knobs) {
+  const auto precision = static_cast<kir::MatrixPrecision>(knobs.matrix_precision);
+  const bool known = knobs.matrix_precision < std::size(kMatrixPrecisions);
+  return std::string(kMatrixToken) + std::to_string(knobs.matrix_m) + "x" + std::to_string(knobs.matrix_n) + "x" +
+         std::to_string(knobs.matrix_k) + (known ? kir::matrix_precision_name(precision) : "?") + "l" +
+         std::to_string(knobs.matrix_lanes);
+}
+
+// Parses matrix_token's text into `knobs`; false when malformed.
+bool parse_matrix_token(std::string_view token, GemmKnobs& knobs) {
+  token.remove_prefix(kMatrixToken.size());
+  auto number = [&](std::uint32_t& out) {
+    std::size_t digits = 0;
+    while (digits < token.size() && std::isdigit(static_cast<unsigned char>(token[digits]))) ++digits;
+    const std::optional<std::uint32_t> value = parse_number(token.substr(0, digits));
+    token.remove_prefix(digits);
+    if (value) out = *value;
+    return value.has_value();
+  };
+  auto literal = [&](std::string_view text) {
+    if (token.substr(0, text.size()) != text) return false;
+    token.remove_prefix(text.size());
+    return true;
+  };
+  if (!number(knobs.matrix_m) || !literal("x") || !number(knobs.matrix_n) || !literal("x") || !number(knobs.matrix_k))
+    return false;
+  bool precision = false;
+  for (const kir::MatrixPrecision p : kMatrixPrecisions)
+    if (!precision && literal(kir::matrix_precision_name(p))) {
+      knobs.matrix_precision = static_cast<std::uint8_t>(p);
+      precision = true;
+    }
+  return precision && literal("l") && number(knobs.matrix_lanes) && token.empty();
+}
+
 // Fills `knobs` from `tokens` ("k4", "wg64", ...) per `fields`.
 template <class Knobs, std::size_t N>
 void parse_fields(Knobs& knobs, std::span<const std::string_view> tokens, const KnobField<Knobs> (&fields)[N],
@@ -169,6 +213,7 @@ std::string to_string(const GemmKnobs& knobs) {
   print_fields(text, knobs, kGemmFields);
   if (knobs.texel_loads) text += "_" + std::string(kTexelToken);
   if (knobs.swap_operands) text += "_" + std::string(kSwapToken);
+  if (knobs.matrix_m != 0) text += "_" + matrix_token(knobs);
   return text;
 }
 
@@ -200,6 +245,14 @@ GemmKnobs parse_gemm_knobs(std::string_view text) {
   const auto swap = std::find(fields.begin(), fields.end(), kSwapToken);
   knobs.swap_operands = swap != fields.end();
   if (knobs.swap_operands) fields.erase(swap);
+  const auto matrix = std::find_if(fields.begin(), fields.end(),
+                                   [](std::string_view f) { return f.substr(0, kMatrixToken.size()) == kMatrixToken; });
+  if (matrix != fields.end()) {
+    if (!parse_matrix_token(*matrix, knobs) || knobs.matrix_m == 0)
+      bad_knobs("GEMM", text, "field matrix ('mma<M>x<N>x<K><tf32|f16|bf16>l<lanes>') is malformed: '" +
+                                  std::string(*matrix) + "'");
+    fields.erase(matrix);
+  }
   parse_fields(knobs, std::span<const std::string_view>(fields), kGemmFields, "GEMM", text);
   check_parsed(knobs, "GEMM", text);
   return knobs;
@@ -275,9 +328,34 @@ void check_knobs(const GemmKnobs& knobs) {
   KILN_CHECK(!knobs.texel_loads || knobs.shared_k_tile == 0, ErrorKind::Internal,
              "template knob texel_loads needs the register or subgroup path, not shared tiling (knobs " + text + ")");
   if (knobs.shared_k_tile == 0) {
-    KILN_CHECK(knobs.split_k == 1 && knobs.workgroup_n == 0, ErrorKind::Internal,
-               "template knobs split_k and workgroup_n need shared tiling (shared_k_tile > 0) (knobs " + text + ")");
+    KILN_CHECK(knobs.split_k == 1 && knobs.workgroup_n == 0 && knobs.matrix_m == 0, ErrorKind::Internal,
+               "template knobs split_k, workgroup_n and matrix units need shared tiling (shared_k_tile > 0) (knobs " +
+                   text + ")");
     return;
+  }
+  if (knobs.matrix_m != 0) {
+    check_range("matrix_m", knobs.matrix_m, kMaxMatrixDim, text);
+    check_range("matrix_n", knobs.matrix_n, kMaxMatrixDim, text);
+    check_range("matrix_k", knobs.matrix_k, kMaxMatrixDim, text);
+    check_range("tile_m (instructions)", knobs.tile_m, kMaxMatrixTiles, text);
+    check_range("tile_n (instructions)", knobs.tile_n, kMaxMatrixTiles, text);
+    KILN_CHECK(knobs.matrix_precision < std::size(kMatrixPrecisions), ErrorKind::Internal,
+               "template knob matrix_precision = " + std::to_string(knobs.matrix_precision) + " is unknown (knobs " +
+                   text + ")");
+    KILN_CHECK(std::has_single_bit(knobs.matrix_lanes) && knobs.matrix_lanes <= kMaxSubgroupLanes &&
+                   knobs.workgroup_size % knobs.matrix_lanes == 0,
+               ErrorKind::Internal,
+               "template knob matrix_lanes = " + std::to_string(knobs.matrix_lanes) +
+                   " must be a power of two up to " + std::to_string(kMaxSubgroupLanes) +
+                   " dividing the workgroup (knobs " + text + ")");
+    KILN_CHECK(knobs.shared_k_tile % knobs.matrix_k == 0 && knobs.split_k == 1 && knobs.workgroup_n == 0 &&
+                   std::has_single_bit(knobs.workgroup_size / knobs.matrix_lanes),
+               ErrorKind::Internal,
+               "template knobs with matrix units need shared_k_tile a multiple of matrix_k, no split_k or "
+               "workgroup_n, and a power-of-two number of subgroups (knobs " + text + ")");
+  } else {
+    KILN_CHECK(knobs.matrix_n == 0 && knobs.matrix_k == 0 && knobs.matrix_lanes == 0 && knobs.matrix_precision == 0,
+               ErrorKind::Internal, "template knobs: matrix fields set with matrix_m 0 (knobs " + text + ")");
   }
   check_range("shared_k_tile", knobs.shared_k_tile, kMaxSharedKTile, text);
   check_range("split_k", knobs.split_k, kMaxWorkgroup, text);

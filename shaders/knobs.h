@@ -64,6 +64,18 @@ struct GemmKnobs {
   // 2048 channels x 49 pixels), whose N leaves most lanes idle or
   // most vec4 groups short. tile_m and tile_n tile the swapped product.
   bool swap_operands = false;
+  // Matrix units (shared tiling only; kir matrix fragments, tensor cores,
+  // MFMA): matrix_m 0 is off. Else the instruction's shape (matrix_m x
+  // matrix_n x matrix_k), the lanes of the subgroup that runs it and its
+  // inputs' precision (kir::MatrixPrecision: what the products' operands are
+  // rounded to). Each subgroup of the workgroup multiplies tile_m x tile_n
+  // instruction tiles out of the shared tiles (tile_m and tile_n count
+  // instructions, not elements) and the block is stored through shared
+  // memory, where the epilogue reads it. matrix_lanes 1 is the one-lane
+  // emulation every target runs (the cpu backend's matrix units); a target
+  // runs wider ones where TargetDesc::matrix_shapes lists the shape.
+  std::uint32_t matrix_m = 0, matrix_n = 0, matrix_k = 0, matrix_lanes = 0;
+  std::uint8_t matrix_precision = 0;  // a kir::MatrixPrecision
 
   friend bool operator==(const GemmKnobs&, const GemmKnobs&) = default;
 };
@@ -94,7 +106,8 @@ struct ConvKnobs {
 // "4x4_k4_p8_wg64_v4", "c4_w4_wg64": part of kernel names and logs. Shared
 // tiling adds "_s8" (shared_k_tile), "_sk4" (split_k > 1) and "_wn1"
 // (workgroup_n set), only when on; subgroup broadcast "_sg8", texel loads
-// "_tex" and swapped operands "_swap", only when on.
+// "_tex", swapped operands "_swap" and matrix units "_mma16x8x8tf32l32"
+// (shape, precision, lanes), only when on.
 std::string to_string(const GemmKnobs& knobs);
 std::string to_string(const ConvKnobs& knobs);
 
@@ -125,7 +138,10 @@ AttentionKnobs parse_attention_knobs(std::string_view text);
 // a power of two dividing a slice; without: split_k 1 and workgroup_n 0;
 // subgroup_broadcast 0 or a power of two up to 64 dividing the workgroup,
 // only without shared tiling, which texel_loads also excludes; tile_n up to
-// 64 with subgroup_broadcast, else 16).
+// 64 with subgroup_broadcast, else 16; matrix units: shared tiling without
+// split_k or workgroup_n, shapes 1..64 with shared_k_tile a multiple of
+// matrix_k, lanes a power of two up to 64 dividing the workgroup, tiles of
+// instructions 1..4, a known precision).
 void check_knobs(const GemmKnobs& knobs);
 void check_knobs(const ConvKnobs& knobs);
 

@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace kiln::lower {
 
@@ -28,6 +29,15 @@ struct KnobPin {
 };
 // Node name -> the knobs pinned for that node's tuning site.
 using NodeKnobPins = std::map<std::string, KnobPin, std::less<>>;
+
+// A matrix instruction the device's subgroups run (backend::MatrixShape):
+// `lanes` lanes multiply an m x k by a k x n tile of `inputs` ("tf32",
+// "f16", "bf16") into f32.
+struct MatrixUnit {
+  std::string inputs;
+  std::uint32_t m = 0, n = 0, k = 0, lanes = 0;
+  friend bool operator==(const MatrixUnit&, const MatrixUnit&) = default;
+};
 
 struct LowerTarget {
   std::string backend = "vulkan";                  // "vulkan", "cuda", "hip", "null"
@@ -47,6 +57,10 @@ struct LowerTarget {
   // Texel buffers of f16 and bf16 elements too (R16 / RGBA16 views), so that
   // 16-bit operands are read as f32 ones are.
   bool texel_16bit = false;
+  // The device's matrix instructions (tensor cores, MFMA): the GEMM
+  // heuristic multiplies 16-bit operands with the instruction of their
+  // precision (storage16 "f16" or "bf16": rounding them to it is exact).
+  std::vector<MatrixUnit> matrix_units{};
   // Null: every template takes the heuristic's knobs. Shared and immutable,
   // so copying a target (fuse::PlanOptions::target) stays cheap.
   std::shared_ptr<const KnobOverrides> knob_overrides = nullptr;

@@ -12,6 +12,7 @@
 // compilers' failure modes and those backends' device probing.
 
 #include "backends/registry.h"
+#include <kiln/builder.h>
 #include "graph/ir.h"
 #include "graph/passes/passes.h"
 #include "fragment_kernels.h"
@@ -789,6 +790,48 @@ BOOST_AUTO_TEST_CASE(matrix_instructions_compile_for_their_targets) {
     }
   }
   BOOST_TEST(compiled == (find_codegen_backend("cuda") ? 9 : 0) + (find_codegen_backend("hip") ? 3 : 0));
+}
+
+// A model of 16-bit tensors (a MatMul with a bias and ReLU, a 1x1 and a
+// strided 3x3 convolution) lowered for every offline target: where the
+// target has the tensors' matrix instruction (CUDA sm_80+, gfx90a) the
+// MatMul and the 1x1 convolution take it, and every kernel compiles.
+BOOST_AUTO_TEST_CASE(sixteen_bit_gemms_take_the_targets_matrix_units) {
+  for (const kiln::DType dtype : {kiln::DType::f16, kiln::DType::bf16}) {
+    BOOST_TEST_CONTEXT(kiln::dtype_name(dtype)) {
+      kiln::Builder b("matrix_units");
+      const auto x = b.input("x", dtype, {1, 64, 24, 24});
+      auto weights = [&](const std::string& name, kiln::Shape shape) {
+        std::int64_t count = 1;
+        for (std::int64_t d : shape) count *= d;
+        std::vector<float> values(static_cast<std::size_t>(count));
+        for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.01f * static_cast<float>(i % 13) - 0.06f;
+        return b.constant(name, kiln::Tensor::from_f32(shape, values).to(dtype));
+      };
+      const auto pointwise = b.relu(b.conv2d(x, weights("w1", {64, 64, 1, 1}), weights("b1", {64})));
+      const auto strided = b.conv2d(pointwise, weights("w3", {64, 64, 3, 3}), std::nullopt,
+                                    {.stride = {2, 2}, .padding = {1, 1, 1, 1}});
+      const auto rows = b.input("rows", dtype, {96, 128});
+      const auto product = b.relu(b.add(b.matmul(rows, weights("m", {128, 64})), weights("bias", {64})));
+      const kiln::Model model = b.build({strided, product});
+      JobQueue queue;
+      BOOST_TEST(queue_graph_kernels(kiln::internal::graph(model), "matrix_units", queue) >= 3);
+      const char* call = dtype == kiln::DType::f16 ? "_f16_16x" : "_bf16_16x";
+      for (const Backend* backend : codegen_backends()) {
+        bool any = false;
+        for (const kiln::testing::OfflineTarget& t : queue.targets())
+          any = any || (t.backend == backend && !t.target.matrix_shapes.empty());
+        if (!any) continue;
+        int with_units = 0;
+        for (const CompileJob& job : queue.jobs())
+          if (job.backend == backend && contains(job.source.text, call)) ++with_units;
+        // The MatMul and the 1x1 convolution (a 3x3 one takes the direct
+        // template, and implicit GEMM with taps keeps the register path).
+        BOOST_TEST(with_units >= 2, backend->name() << ": " << with_units << " kernels with matrix units");
+      }
+      BOOST_TEST(compile_all(queue.jobs()) == static_cast<int>(queue.jobs().size()));
+    }
+  }
 }
 
 // The subgroup GEMM (texel loads, vec4 A and B, a row bias) as lowering

@@ -12,6 +12,7 @@
 #include "backends/registry.h"
 #include "graph/ir.h"
 #include "shaders/conv_template.h"
+#include "shaders/gemm_shared.h"
 #include "shaders/gemm_template.h"
 #include "shaders/heuristic.h"
 #include "src/kernel/interpreter.h"
@@ -64,14 +65,16 @@ std::vector<float> random_values(std::size_t count, std::uint64_t seed) {
   return values;
 }
 
-// The Vulkan device every kernel here runs on (the suite needs one).
-struct VulkanRunner {
-  const kb::Backend& backend = kb::get_backend("vulkan");
+// A device kernels here run on: Vulkan (the suite needs one), or the cpu
+// backend (matrix units emulated by one lane, which lavapipe compiles too
+// slowly to test).
+struct DeviceRunner {
+  const kb::Backend& backend;
   std::shared_ptr<kb::Device> device;
 
-  VulkanRunner() {
+  explicit DeviceRunner(const char* name) : backend(kb::get_backend(name)) {
     const auto reason = backend.unavailable_reason();
-    BOOST_TEST_REQUIRE(!reason.has_value(), "Vulkan is unavailable: " << reason.value_or(""));
+    BOOST_TEST_REQUIRE(!reason.has_value(), name << " is unavailable: " << reason.value_or(""));
     device = backend.create_device(0);
   }
 
@@ -106,12 +109,18 @@ struct VulkanRunner {
   }
 };
 
-VulkanRunner& vulkan() {
-  static VulkanRunner runner;
+DeviceRunner& vulkan() {
+  static DeviceRunner runner("vulkan");
   return runner;
 }
 
-void check_close(const std::vector<float>& got, const std::vector<double>& want, const std::string& what) {
+DeviceRunner& cpu() {
+  static DeviceRunner runner("cpu");
+  return runner;
+}
+
+void check_close(const std::vector<float>& got, const std::vector<double>& want, const std::string& what,
+                 double tolerance = 1e-5) {
   BOOST_TEST_REQUIRE(got.size() == want.size());
   double worst = 0;
   std::size_t worst_at = 0;
@@ -122,7 +131,7 @@ void check_close(const std::vector<float>& got, const std::vector<double>& want,
       worst_at = i;
     }
   }
-  BOOST_TEST(worst <= 1e-5, what << ": element " << worst_at << " is " << got[worst_at] << ", expected "
+  BOOST_TEST(worst <= tolerance, what << ": element " << worst_at << " is " << got[worst_at] << ", expected "
                                   << want[worst_at] << " (relative error " << worst << ")");
 }
 
@@ -141,15 +150,24 @@ std::string describe(const GemmCase& c) {
          (c.bias_and_relu ? " bias+relu" : "");
 }
 
-// Where a kernel runs: on Vulkan (lavapipe) or on the kernel IR's interpreter.
-enum class RunOn : std::uint8_t { vulkan, interpreter };
+// Where a kernel runs: on Vulkan (lavapipe), the cpu backend or the kernel IR's interpreter.
+enum class RunOn : std::uint8_t { vulkan, cpu, interpreter };
 
 std::vector<float> run_last_output(const kir::Kernel& kernel, std::vector<std::vector<float>> buffers, RunOn where) {
   if (where == RunOn::vulkan) return vulkan().run(kernel, std::move(buffers)).back();
+  if (where == RunOn::cpu) return cpu().run(kernel, std::move(buffers)).back();
   std::vector<std::span<std::byte>> views;
   for (std::vector<float>& b : buffers) views.push_back(std::as_writable_bytes(std::span(b)));
   kir::interpret(kernel, views);
   return buffers.back();
+}
+
+// With matrix units the products' inputs are rounded (values in [-1, 1]):
+// each product is off by at most about 2 units of the precision's rounding.
+double gemm_tolerance(const GemmCase& c, const sh::GemmKnobs& knobs) {
+  if (knobs.matrix_m == 0) return 1e-5;
+  const bool bf16 = knobs.matrix_precision == static_cast<std::uint8_t>(kir::MatrixPrecision::bf16);
+  return static_cast<double>(std::max<std::int64_t>(c.k, 1)) * (bf16 ? 0x1p-8 : 0x1p-11) * 2 + 1e-5;
 }
 
 void check_gemm(const GemmCase& c, const sh::GemmKnobs& knobs, RunOn where = RunOn::vulkan) {
@@ -198,8 +216,11 @@ void check_gemm(const GemmCase& c, const sh::GemmKnobs& knobs, RunOn where = Run
         want[t * y_size + i * c.n + j] = sum;
       }
   const auto out = run_last_output(kernel, {a, b, bias_values, std::vector<float>(want.size(), NAN)}, where);
-  check_close(out, want, std::string(where == RunOn::vulkan ? "" : "interpreted ") + "gemm " + sh::to_string(knobs) +
-                             " " + describe(c));
+  check_close(out, want,
+              std::string(where == RunOn::vulkan ? "" : where == RunOn::cpu ? "cpu " : "interpreted ") + "gemm " +
+                  sh::to_string(knobs) + " " +
+                  describe(c),
+              gemm_tolerance(c, knobs));
 }
 
 const GemmCase kGemmCases[] = {
@@ -498,6 +519,52 @@ BOOST_AUTO_TEST_CASE(shared_memory_gemm_matches_the_reference) {
     for (const GemmCase& c : kSharedGemmCases) check_gemm(c, knobs);
     for (const GemmCase& c : kGemmCases) check_gemm(c, knobs, RunOn::interpreter);
     check_gemm(kSharedGemmCases[0], knobs, RunOn::interpreter);
+  }
+}
+
+// Matrix units in the shared GEMM: one-lane subgroups (the emulation any
+// target runs; on the cpu backend and the interpreter)
+// and the warps and wavefronts of NVIDIA's and AMD's instructions (on the
+// interpreter, whose subgroups hold the fragments together), with TF32, f16
+// and bf16 inputs, edges past M, N and K, transposes, batches and the
+// epilogue. Two multiplies must differ where the inputs round differently.
+BOOST_AUTO_TEST_CASE(matrix_unit_gemm_matches_the_reference) {
+  const std::string emulated[] = {"1x1_k1_p1_wg4_v4_s8_mma16x8x8tf32l1", "2x1_k1_p1_wg2_v1_s16_mma16x16x16f16l1",
+                                  "1x2_k1_p1_wg8_v4_s8_mma16x16x4bf16l1"};
+  // The cpu backend compiles each kernel with cc (seconds apiece): one
+  // shared case per knob set there, every case on the interpreter.
+  for (std::size_t i = 0; i < std::size(emulated); ++i) {
+    const sh::GemmKnobs knobs = sh::parse_gemm_knobs(emulated[i]);
+    BOOST_TEST(sh::to_string(knobs) == emulated[i]);
+    check_gemm(kSharedGemmCases[i % std::size(kSharedGemmCases)], knobs, RunOn::cpu);
+    for (const GemmCase& c : kGemmCases) check_gemm(c, knobs, RunOn::interpreter);
+  }
+  const std::string lanes[] = {"2x1_k1_p1_wg64_v4_s16_mma16x8x8tf32l32", "1x1_k1_p1_wg128_v1_s16_mma16x8x16bf16l32",
+                               "1x1_k1_p1_wg64_v4_s16_mma16x16x16f16l64"};
+  for (const std::string& text : lanes) {
+    const sh::GemmKnobs knobs = sh::parse_gemm_knobs(text);
+    check_gemm(kSharedGemmCases[1], knobs, RunOn::interpreter);
+    check_gemm(kGemmCases[1], knobs, RunOn::interpreter);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(matrix_knobs_are_named_and_checked) {
+  const sh::GemmKnobs knobs = sh::parse_gemm_knobs("2x2_k1_p1_wg128_v4_s16_mma16x8x16f16l32");
+  BOOST_TEST(knobs.matrix_m == 16u);
+  BOOST_TEST(knobs.matrix_n == 8u);
+  BOOST_TEST(knobs.matrix_k == 16u);
+  BOOST_TEST(knobs.matrix_lanes == 32u);
+  BOOST_TEST(knobs.matrix_precision == static_cast<std::uint8_t>(kir::MatrixPrecision::f16));
+  for (const char* bad : {"2x2_k1_p1_wg128_v4_mma16x8x16f16l32",       // no shared tiling
+                          "2x2_k1_p1_wg128_v4_s8_mma16x8x16f16l32",    // K tile not a multiple of matrix_k
+                          "2x2_k1_p1_wg128_v4_s16_mma16x8x16f16l48",   // lanes not a power of two
+                          "2x2_k1_p1_wg128_v4_s16_mma16x8x16f8l32",    // unknown precision
+                          "2x2_k1_p1_wg128_v4_s16_mma16x8f16l32",      // no K
+                          "8x2_k1_p1_wg128_v4_s16_mma16x8x16f16l32",   // 8 instructions along M
+                          "2x2_k1_p1_wg128_v4_s16_sk2_mma16x8x16f16l32"}) {  // split-K
+    BOOST_TEST_CONTEXT(bad) {
+      BOOST_CHECK_THROW(sh::parse_gemm_knobs(bad), kiln::Error);
+    }
   }
 }
 
@@ -1032,8 +1099,44 @@ BOOST_AUTO_TEST_CASE(conv_plans_follow_the_shape) {
   BOOST_TEST(sh::choose_conv_plan(problem(64, 64, 1, 12, 3, 1), lavapipe()).conv.tile_width == 4u);
 }
 
+// An NVIDIA GPU of sm_80 or later as lowering sees it (its tensor cores),
+// lowering a node of `storage16` tensors.
+LowerTarget tensor_core_gpu(const std::string& storage16) {
+  LowerTarget target{"cuda", 32, 1024, 49152};
+  for (const char* inputs : {"tf32", "f16", "bf16"})
+    target.matrix_units.push_back({inputs, 16, 8, std::string(inputs) == "tf32" ? 8u : 16u, 32});
+  target.storage16 = storage16;
+  return target;
+}
+
+// Matrix units where the node's 16-bit inputs are of an instruction's
+// precision (rounding them to it is exact), for products of at least an
+// instruction tile each way; f32 products keep f32 arithmetic (TF32 needs
+// the precision settings, not read here yet).
+BOOST_AUTO_TEST_CASE(gpu_gemm_knobs_use_matrix_units_for_16bit_inputs) {
+  auto choose = [](const LowerTarget& target, std::int64_t m, std::int64_t n, std::int64_t k) {
+    return sh::to_string(sh::choose_gemm_knobs(1, m, n, k, target));
+  };
+  BOOST_TEST(choose(tensor_core_gpu("f16"), 2048, 2048, 2048) == "2x4_k1_p1_wg128_v4_s32_mma16x8x16f16l32");
+  BOOST_TEST(choose(tensor_core_gpu("bf16"), 197, 3072, 768) == "2x4_k1_p1_wg128_v4_s32_mma16x8x16bf16l32");
+  BOOST_TEST(choose(tensor_core_gpu(""), 2048, 2048, 2048) == "4x4_k1_p1_wg256_v4_s16");
+  BOOST_TEST(choose(tensor_core_gpu("bf16+f16"), 2048, 2048, 2048) == "4x4_k1_p1_wg256_v4_s16");
+  BOOST_TEST(choose(tensor_core_gpu("f16"), 1000, 1, 2048) == "1x1_k1_p1_wg256_v4_s8_sk8_wn1");  // one column
+  BOOST_TEST(choose(tensor_core_gpu("f16"), 64, 64, 16) == "4x4_k1_p1_wg256_v4_s16");           // one K step
+  LowerTarget mi200{"hip", 64, 1024, 65536};
+  mi200.matrix_units = {{"tf32", 16, 16, 4, 64}, {"f16", 16, 16, 16, 64}, {"bf16", 16, 16, 16, 64}};
+  mi200.storage16 = "f16";
+  BOOST_TEST(choose(mi200, 512, 512, 512) == "2x2_k1_p1_wg256_v4_s32_mma16x16x16f16l64");
+  // The block (64 x 64 elements, K tiles of 32) fits 16 KiB of shared memory.
+  BOOST_TEST(sh::detail::shared_gemm_bytes(sh::parse_gemm_knobs("2x4_k1_p1_wg128_v4_s32_mma16x8x16f16l32")) == 16384u);
+  for (const std::string storage16 : {"f16", "bf16"})
+    for (const sh::GemmKnobs& knobs : sh::gemm_knob_space(tensor_core_gpu(storage16)))
+      if (knobs.matrix_m != 0) BOOST_TEST(knobs.matrix_precision != static_cast<std::uint8_t>(kir::MatrixPrecision::tf32));
+}
+
 BOOST_AUTO_TEST_CASE(every_choice_is_in_the_enumerated_space) {
-  for (const LowerTarget& target : {LowerTarget{}, lavapipe(), small_device(), minimal_gpu(), register_gpu()}) {
+  for (const LowerTarget& target : {LowerTarget{}, lavapipe(), small_device(), minimal_gpu(), register_gpu(),
+                                    tensor_core_gpu("f16"), tensor_core_gpu("bf16")}) {
     const auto gemm_space = sh::gemm_knob_space(target);
     const auto conv_space = sh::conv_plan_space(target);
     for (std::int64_t m : {1, 2, 3, 5, 8, 64, 1000})

@@ -58,6 +58,8 @@ TargetPolicy target_policy(const backend::TargetDesc& target) {
   if (target.max_shared_memory_bytes != 0) out.max_shared_memory_bytes = target.max_shared_memory_bytes;
   out.cpu_device = policy.cpu_device;
   out.subgroup_broadcast = target.subgroup_basic && target.subgroup_broadcast && target.subgroup_size != 0;
+  for (const backend::MatrixShape& shape : target.matrix_shapes)
+    out.matrix_units.push_back({shape.inputs, shape.m, shape.n, shape.k, shape.lanes});
   if (target.texel_r32f && target.texel_rgba32f) {
     out.max_texel_buffer_elements = target.max_texel_buffer_elements;
     out.texel_16bit = target.texel_16bit;
