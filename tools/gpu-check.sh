@@ -8,7 +8,8 @@
 #      (resnet, pytorch_fixtures, attention, winograd, runtime) on the CUDA backend,
 #   4. `kiln bench` on CUDA beside PyTorch eager and torch.compile
 #      (tools/gpu_check_pytorch.py; PyTorch and torchvision must be installed);
-#      with --tune, `kiln tune` first and max-autotune in the bench;
+#      with --tune, `kiln tune` first and max-autotune in the bench; then
+#      kiln alone with f16 tensors (--dtype f16: tensor cores for GEMMs);
 #   5. text generation on CUDA (generate_bench: llama-100m in f32, Gemma-2B's
 #      18 layers and whole vocabulary in bf16), per mode: time to first token,
 #      decode tokens/s and the weights' read rate, for the bandwidth bound.
@@ -162,6 +163,18 @@ if [ $skip_bench -eq 0 ]; then
     echo "## kiln (CUDA) beside PyTorch on the same GPU"
     echo
     cat "$out/side_by_side.md" 2>/dev/null || echo "(no table: see bench_kiln.log and bench_pytorch.log)"
+  } >> "$report"
+  # f16 tensors: their GEMMs and 1x1 convolutions run on the tensor cores
+  # (mma.sync m16n8k16); beside the f32 rows above.
+  step bench_kiln_f16 600 "$bin/kiln" bench --backend cuda --models "$models" --batch "$batch" \
+    --modes eager,default --dtype f16 --iters "$iters" --warmup 10 --output-dir "$out/bench_f16"
+  {
+    echo
+    echo "## kiln (CUDA), f16 tensors (tensor cores for GEMMs and 1x1 convolutions)"
+    echo
+    echo '```'
+    cat "$out/bench_f16/bench.csv" 2>/dev/null || echo "(see bench_kiln_f16.log)"
+    echo '```'
   } >> "$report"
 fi
 

@@ -519,7 +519,7 @@ class Renderer {
                 "; one-lane subgroups are emulated)");
   }
 
-  // The instructions the kernel's multiply inputs use, each once, in table order.
+  // The instructions the kernel's multiply inputs use, each once, in declaration order.
   std::vector<const backend::MatrixInstruction*> instructions_used() const {
     std::vector<const backend::MatrixInstruction*> used;
     if (emulated_fragments()) return used;
