@@ -316,6 +316,22 @@ ConvPlan choose_conv_plan(const ConvProblem& p, ConvAlgorithm algorithm, const l
   return plan;
 }
 
+std::optional<std::string> matrix_knobs_unfit(const GemmKnobs& knobs, const lower::LowerTarget& target) {
+  if (knobs.matrix_m == 0) return std::nullopt;
+  const char* precision = kir::matrix_precision_name(static_cast<kir::MatrixPrecision>(knobs.matrix_precision));
+  if (precision != target.storage16)
+    return std::string("matrix units with ") + precision + " inputs for a node of " +
+           (target.storage16.empty() ? std::string("f32") : target.storage16) +
+           " tensors (only f16 and bf16 nodes use their own type's instruction)";
+  for (const lower::MatrixUnit& unit : target.matrix_units)
+    if (unit.inputs == precision && unit.m == knobs.matrix_m && unit.n == knobs.matrix_n &&
+        unit.k == knobs.matrix_k && unit.lanes == knobs.matrix_lanes)
+      return std::nullopt;
+  return "the target has no " + std::string(precision) + " " + std::to_string(knobs.matrix_m) + "x" +
+         std::to_string(knobs.matrix_n) + "x" + std::to_string(knobs.matrix_k) + " instruction in " +
+         std::to_string(knobs.matrix_lanes) + " lanes";
+}
+
 std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target) {
   std::vector<std::uint32_t> panels;
   for (std::uint32_t panel = max_panel_width(target); panel >= 1; panel /= 2) panels.push_back(panel);

@@ -10,6 +10,8 @@
 #include "shaders/target.h"
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <vector>
 
 namespace kiln::shaders {
@@ -56,5 +58,12 @@ std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target);
 std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target, std::int64_t batch, std::int64_t m,
                                        std::int64_t n, std::int64_t k);
 std::vector<ConvPlan> conv_plan_space(const lower::LowerTarget& target);
+
+// Why matrix-unit knobs (GemmKnobs::matrix_m > 0) do not fit `target` and
+// the node being lowered: the target lacks the instruction, or its
+// precision is not the node's 16-bit storage type (a tuning record or a
+// forged database must not round an f32 GEMM's operands); nullopt where
+// they fit or use no matrix units.
+std::optional<std::string> matrix_knobs_unfit(const GemmKnobs& knobs, const lower::LowerTarget& target);
 
 }  // namespace kiln::shaders

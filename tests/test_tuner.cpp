@@ -531,6 +531,19 @@ BOOST_AUTO_TEST_CASE(an_override_changes_the_kernel_and_an_invalid_one_is_ignore
     BOOST_TEST(contains(log.messages().front(), "'" + bad + "'"), log.messages().front());
     BOOST_TEST(contains(log.messages().front(), "ignored"), log.messages().front());
   }
+  // Matrix units: an f32 node never takes them (its operands would be
+  // rounded), nor a target without the instruction.
+  for (const std::string& bad : {std::string("2x4_k1_p1_wg128_v4_s32_mma16x8x16f16l32"),
+                                 std::string("2x4_k1_p1_wg128_v4_s32_mma16x8x8tf32l32")}) {
+    WarningLog log;
+    LowerTarget tensor_cores{"cuda", 32, 1024, 49152};
+    tensor_cores.matrix_units = {{"tf32", 16, 8, 8, 32}, {"f16", 16, 8, 16, 32}};
+    const kiln::kir::Kernel kernel = lower_first(g, with_override(tensor_cores, problem, bad));
+    BOOST_TEST(!kernel.tuning_site->overridden, bad);
+    BOOST_TEST(kernel.fragments.empty(), bad);
+    BOOST_TEST_REQUIRE(log.messages().size() == 1u, bad);
+    BOOST_TEST(contains(log.messages().front(), "matrix units with"), log.messages().front());
+  }
   // Convolutions: another algorithm that applies, and one that does not (gemm_1x1 on a 3x3 window).
   const Graph conv = conv_relu_graph();
   const tn::Site site = only_site(conv);

@@ -106,6 +106,7 @@ std::string attention_problem_text(const shaders::AttentionProblem& p) {
 }
 
 std::optional<std::string> gemm_knobs_unfit(const shaders::GemmKnobs& knobs, const LowerTarget& target) {
+  if (auto matrix = shaders::matrix_knobs_unfit(knobs, target)) return matrix;
   if (knobs.workgroup_size > target.max_workgroup_invocations)
     return "workgroup of " + std::to_string(knobs.workgroup_size) + " invocations exceeds the target's " +
            std::to_string(target.max_workgroup_invocations);
