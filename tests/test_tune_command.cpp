@@ -164,12 +164,13 @@ BOOST_AUTO_TEST_CASE(the_budget_bounds_the_run_and_keeps_what_finished) {
   TempDir dir;
   // Every candidate of every site would take minutes; 6 s must stop it. The
   // candidate being measured at the deadline finishes first (its pipeline
-  // compile and timing took up to 3 s on a loaded 2-core machine).
+  // compile and timing took up to 3 s on a loaded 2-core machine, 5 s with
+  // a fuzzer and another suite beside it).
   const cli_test::Result run = run_kiln("tune " + kModel + " --budget 6s --db " + dir.file("tuning.db"));
   BOOST_REQUIRE_MESSAGE(run.exit_code == 0, run.output);
   const int spent = tuned_seconds(run.output);
   BOOST_TEST(spent >= 4);
-  BOOST_TEST(spent <= 10, "tuning took " << spent << " s against a budget of 6 s");
+  BOOST_TEST(spent <= 13, "tuning took " << spent << " s against a budget of 6 s");
   // What was measured before the budget ran out is in the database.
   BOOST_TEST(!record_keys(dir, dir.file("tuning.db")).empty());
 }
