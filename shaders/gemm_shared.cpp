@@ -72,57 +72,55 @@ TileShare tile_share(std::int64_t count, std::int64_t workgroup) {
   return {ceil_div(count, workgroup), count % workgroup != 0};
 }
 
-// Matrix units: the fragments of each subgroup, a_i (i < tile_m), b_j
-// (j < tile_n) and the accumulators acc_i_j, zeroed.
-void declare_matrix_accumulators(kir::Kernel& kernel, const GemmKnobs& knobs) {
+// Matrix units: each subgroup's fragments (a_i for i < tile_m, b_j for
+// j < tile_n, zeroed accumulators acc_i_j) and its place in the block.
+struct SubgroupFragments {
+  std::vector<kir::Frag> a, b, acc;  // acc[i * tile_n + j]
+  Expr row0, col0;                   // the subgroup's first element in the block
+};
+
+SubgroupFragments declare_subgroup_fragments(kir::Kernel& kernel, const GemmKnobs& knobs, const SharedGemmLayout& l) {
   const kir::FragmentShape shape{knobs.matrix_m, knobs.matrix_n, knobs.matrix_k};
   const auto precision = static_cast<kir::MatrixPrecision>(knobs.matrix_precision);
   kernel.subgroup_size = knobs.matrix_lanes;
-  for (std::uint32_t i = 0; i < knobs.tile_m; ++i) kernel.add_fragment(indexed("fa", i), kir::FragmentRole::a, shape, precision);
-  for (std::uint32_t j = 0; j < knobs.tile_n; ++j) kernel.add_fragment(indexed("fb", j), kir::FragmentRole::b, shape, precision);
+  SubgroupFragments f;
+  for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
+    f.a.push_back(kernel.add_fragment(indexed("fa", i), kir::FragmentRole::a, shape, precision));
+  for (std::uint32_t j = 0; j < knobs.tile_n; ++j)
+    f.b.push_back(kernel.add_fragment(indexed("fb", j), kir::FragmentRole::b, shape, precision));
+  std::vector<Stmt>& body = kernel.body;
   for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
     for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
-      const kir::Frag acc = kernel.add_fragment(indexed("facc", i, j), kir::FragmentRole::accumulator, shape);
-      kernel.body.push_back(kir::fragment_fill(acc, kir::f32(0.0)));
+      f.acc.push_back(kernel.add_fragment(indexed("facc", i, j), kir::FragmentRole::accumulator, shape));
+      body.push_back(kir::fragment_fill(f.acc.back(), kir::f32(0.0)));
     }
-}
-
-kir::Frag fragment_named(const kir::Kernel& kernel, const std::string& name) {
-  for (std::size_t i = 0; i < kernel.fragments.size(); ++i)
-    if (kernel.fragments[i].name == name) return kir::Frag{static_cast<int>(i), name};
-  throw_error(ErrorKind::Internal, "GEMM template: no fragment '" + name + "'");
-}
-
-// The subgroup's place in the block: (row, column) of its first element.
-std::pair<Expr, Expr> subgroup_origin(std::vector<Stmt>& body, const GemmKnobs& knobs, const SharedGemmLayout& l) {
   const Expr subgroup = declare_i32(body, "sg", kir::local_index() / kir::i32(knobs.matrix_lanes));
   const Expr sg_m = l.subgroups_n == 1 ? subgroup : declare_i32(body, "sg_m", subgroup / kir::i32(l.subgroups_n));
   const Expr sg_n = l.subgroups_n == 1 ? kir::i32(0) : declare_i32(body, "sg_n", subgroup % kir::i32(l.subgroups_n));
-  return {declare_i32(body, "sg_row0", add_scaled({}, sg_m, std::int64_t{knobs.tile_m} * knobs.matrix_m)),
-          declare_i32(body, "sg_col0", add_scaled({}, sg_n, std::int64_t{knobs.tile_n} * knobs.matrix_n))};
+  f.row0 = declare_i32(body, "sg_row0", add_scaled({}, sg_m, std::int64_t{knobs.tile_m} * knobs.matrix_m));
+  f.col0 = declare_i32(body, "sg_col0", add_scaled({}, sg_n, std::int64_t{knobs.tile_n} * knobs.matrix_n));
+  return f;
 }
 
 // Step 3 with matrix units: for each matrix_k slab of the shared tiles (A
 // stored K-major: column-major rows; B K-major: row-major), load the
 // subgroup's fragments and multiply-accumulate.
-void multiply_matrix_tiles(const kir::Kernel& kernel, std::vector<Stmt>& step, const GemmKnobs& knobs,
-                           const SharedGemmLayout& l, kir::Shared tiles, const std::pair<Expr, Expr>& origin) {
-  const auto& [sg_row0, sg_col0] = origin;
+void multiply_matrix_tiles(std::vector<Stmt>& step, const GemmKnobs& knobs, const SharedGemmLayout& l,
+                           kir::Shared tiles, const SubgroupFragments& f) {
   const Expr m = kir::i32(knobs.matrix_m), n = kir::i32(knobs.matrix_n), k = kir::i32(knobs.matrix_k);
   for (std::int64_t kk = 0; kk < knobs.shared_k_tile; kk += knobs.matrix_k) {
     for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
-      step.push_back(kir::fragment_load(fragment_named(kernel, indexed("fa", i)), tiles,
-                                        add_constant(sg_row0, kk * l.block_m + std::int64_t{i} * knobs.matrix_m),
+      step.push_back(kir::fragment_load(f.a[i], tiles,
+                                        add_constant(f.row0, kk * l.block_m + std::int64_t{i} * knobs.matrix_m),
                                         kir::i32(l.block_m), m, k, /*column_major=*/true));
     for (std::uint32_t j = 0; j < knobs.tile_n; ++j)
-      step.push_back(kir::fragment_load(fragment_named(kernel, indexed("fb", j)), tiles,
-                                        add_constant(sg_col0, l.a_elements + kk * l.block_n + std::int64_t{j} * knobs.matrix_n),
+      step.push_back(kir::fragment_load(f.b[j], tiles,
+                                        add_constant(f.col0, l.a_elements + kk * l.block_n + std::int64_t{j} * knobs.matrix_n),
                                         kir::i32(l.block_n), k, n));
     for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
       for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
-        const kir::Frag acc = fragment_named(kernel, indexed("facc", i, j));
-        step.push_back(kir::fragment_mma(acc, fragment_named(kernel, indexed("fa", i)),
-                                         fragment_named(kernel, indexed("fb", j)), acc));
+        const kir::Frag& acc = f.acc[i * knobs.tile_n + j];
+        step.push_back(kir::fragment_mma(acc, f.a[i], f.b[j], acc));
       }
   }
 }
@@ -131,15 +129,14 @@ void multiply_matrix_tiles(const kir::Kernel& kernel, std::vector<Stmt>& step, c
 // (block_m x block_n, row-major), a barrier, then each invocation's share of
 // the block through the epilogue to Y, one plain store per element.
 void store_matrix_block(kir::Kernel& kernel, const GemmProblem& p, const GemmKnobs& knobs, const SharedGemmLayout& l,
-                        kir::Shared tiles, const std::pair<Expr, Expr>& origin, const Expr& local,
-                        const Expr& block_row0, const Expr& block_col0, const Expr& y_base, const Expr& batch) {
+                        kir::Shared tiles, const SubgroupFragments& f, const Expr& local, const Expr& block_row0,
+                        const Expr& block_col0, const Expr& y_base, const Expr& batch) {
   std::vector<Stmt>& body = kernel.body;
-  const auto& [sg_row0, sg_col0] = origin;
   for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
     for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
-      const Expr at = add_constant(add_scaled(sg_col0, sg_row0, l.block_n),
+      const Expr at = add_constant(add_scaled(f.col0, f.row0, l.block_n),
                                    std::int64_t{i} * knobs.matrix_m * l.block_n + std::int64_t{j} * knobs.matrix_n);
-      body.push_back(kir::fragment_store(fragment_named(kernel, indexed("facc", i, j)), tiles, at,
+      body.push_back(kir::fragment_store(f.acc[i * knobs.tile_n + j], tiles, at,
                                          kir::i32(l.block_n), kir::i32(knobs.matrix_m), kir::i32(knobs.matrix_n)));
     }
   body.push_back(kir::barrier());
@@ -253,10 +250,9 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
     b_slot.push_back(declare_i32(body, indexed("b_slot", r), add_constant(add_scaled(col, kk, l.block_n), l.a_elements)));
   }
 
-  std::pair<Expr, Expr> origin;
+  SubgroupFragments subgroup;
   if (fragments) {
-    declare_matrix_accumulators(kernel, knobs);
-    origin = subgroup_origin(body, knobs, l);
+    subgroup = declare_subgroup_fragments(kernel, knobs, l);
   } else {
     for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
       for (std::uint32_t j = 0; j < knobs.tile_n; ++j)
@@ -325,10 +321,10 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
   }
   step.push_back(kir::barrier());
   if (fragments) {
-    multiply_matrix_tiles(kernel, step, knobs, l, tiles, origin);
+    multiply_matrix_tiles(step, knobs, l, tiles, subgroup);
     step.push_back(kir::barrier());
     body.push_back(kir::loop("k0", kir::i32(0), kir::i32(ceil_div(p.k, l.k_step) * l.k_step), std::move(step), l.k_step));
-    store_matrix_block(kernel, p, knobs, l, tiles, origin, local, block_row0, block_col0, bases.y, batch);
+    store_matrix_block(kernel, p, knobs, l, tiles, subgroup, local, block_row0, block_col0, bases.y, batch);
     return;
   }
   const Expr a_base = declare_i32(step, "a_sh", add_scaled(add_scaled({}, slice, knobs.shared_k_tile * l.block_m), tm,

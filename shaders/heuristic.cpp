@@ -211,10 +211,7 @@ GemmKnobs matrix_knobs(const lower::MatrixUnit& unit) {
   knobs.matrix_n = unit.n;
   knobs.matrix_k = unit.k;
   knobs.matrix_lanes = unit.lanes;
-  const kir::MatrixPrecision precision = unit.inputs == "f16"    ? kir::MatrixPrecision::f16
-                                         : unit.inputs == "bf16" ? kir::MatrixPrecision::bf16
-                                                                 : kir::MatrixPrecision::tf32;
-  knobs.matrix_precision = static_cast<std::uint8_t>(precision);
+  knobs.matrix_precision = static_cast<std::uint8_t>(kir::matrix_precision_of(unit.inputs).value());
   return knobs;
 }
 

@@ -737,9 +737,7 @@ BOOST_AUTO_TEST_CASE(matrix_instructions_compile_for_their_targets) {
     BOOST_TEST_REQUIRE(!with_units.empty());
     for (const auto& ins : backend->language().matrix_instructions) {
       const auto& shape = ins.shape;
-      const MatrixPrecision precision = shape.inputs == "tf32" ? MatrixPrecision::tf32
-                                        : shape.inputs == "f16" ? MatrixPrecision::f16
-                                                                : MatrixPrecision::bf16;
+      const MatrixPrecision precision = kiln::kir::matrix_precision_of(shape.inputs).value();
       BOOST_TEST_CONTEXT(backend->name() << " " << kiln::backend::matrix_shape_name(shape)) {
         // Two subgroups per workgroup, edge tiles in both directions.
         const int m = static_cast<int>(shape.m) * 2 - 3, n = static_cast<int>(shape.n) * 3 - 1;

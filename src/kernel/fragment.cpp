@@ -30,6 +30,12 @@ const char* matrix_precision_name(MatrixPrecision precision) {
   return "?";
 }
 
+std::optional<MatrixPrecision> matrix_precision_of(const std::string& name) {
+  for (const MatrixPrecision p : {MatrixPrecision::tf32, MatrixPrecision::f16, MatrixPrecision::bf16})
+    if (name == matrix_precision_name(p)) return p;
+  return std::nullopt;
+}
+
 std::uint32_t fragment_rows(const Fragment& fragment) {
   return fragment.role == FragmentRole::b ? fragment.shape.k : fragment.shape.m;
 }

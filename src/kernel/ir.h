@@ -237,6 +237,8 @@ enum class FragmentRole : std::uint8_t { a, b, accumulator };
 enum class MatrixPrecision : std::uint8_t { tf32, f16, bf16 };
 const char* fragment_role_name(FragmentRole role);          // "a", "b", "accumulator"
 const char* matrix_precision_name(MatrixPrecision precision);  // "tf32", "f16", "bf16"
+// The precision matrix_precision_name spells `name`; nullopt for another text.
+std::optional<MatrixPrecision> matrix_precision_of(const std::string& name);
 
 // One multiply's dimensions: a is m x k, b k x n, the accumulator m x n.
 struct FragmentShape {

@@ -579,6 +579,31 @@ class Renderer {
                   {{"name", buffer_identifier(kernel_.buffers[static_cast<std::size_t>(s.buffer)].name)}, {"index", index}});
   }
 
+  // The operands of a tile load or store, declared once per statement:
+  // kiln_fx (index), kiln_fs (stride), kiln_fm and kiln_fn (rows and
+  // columns in bounds).
+  std::string tile_operands(const Stmt& s, const std::string& indent) const {
+    return indent + type_name(ScalarType::i32) + " kiln_fx = " + expr(s.index) + ", kiln_fs = " + expr(s.values[0]) +
+           ", kiln_fm = " + expr(s.values[1]) + ", kiln_fn = " + expr(s.values[2]) + ";\n";
+  }
+
+  // One element of a tile load or store, with kiln_fr and kiln_fc (its row
+  // and column) in scope: stored where in bounds, or loaded (zero past the
+  // bounds) and, for a multiply input, rounded to its precision.
+  std::string tile_element_move(const Stmt& s, const kir::Fragment& f, const std::string& element,
+                                const std::string& indent) const {
+    const std::string at = s.column_major ? "kiln_fx + kiln_fc * kiln_fs + kiln_fr" : "kiln_fx + kiln_fr * kiln_fs + kiln_fc";
+    const ScalarType stored = s.shared_memory ? ScalarType::f32 : buffer_type(s.buffer);
+    const std::string in_tile = "kiln_fr < kiln_fm && kiln_fc < kiln_fn";
+    if (s.kind == StmtKind::fragment_store)
+      return indent + "if (" + in_tile + ") " + tile_element(s, at) + " = " + to_storage(stored, element) + ";\n";
+    std::string text = indent + element + " = (" + in_tile + ") ? " + from_storage(stored, tile_element(s, at)) +
+                       " : 0.0" + lang_.float_suffix + ";\n";
+    if (f.role != kir::FragmentRole::accumulator)
+      text += indent + element + " = " + rounded_input(element, f.precision) + ";\n";
+    return text;
+  }
+
   void emulated_fragment(const Stmt& s, const std::string& indent, std::string& out) const {
     const std::string i32 = type_name(ScalarType::i32);
     const kir::Fragment& f = fragment_of(s.var);
@@ -595,26 +620,12 @@ class Renderer {
                array + "[kiln_fi] = kiln_fv;\n" + indent + "}\n";
         return;
       case StmtKind::fragment_load:
-      case StmtKind::fragment_store: {
-        const bool store = s.kind == StmtKind::fragment_store;
-        out += indent + "{\n";
-        out += indent + "  " + i32 + " kiln_fx = " + expr(s.index) + ", kiln_fs = " + expr(s.values[0]) +
-               ", kiln_fm = " + expr(s.values[1]) + ", kiln_fn = " + expr(s.values[2]) + ";\n";
-        const std::string at = s.column_major ? "kiln_fx + kiln_fc * kiln_fs + kiln_fr" : "kiln_fx + kiln_fr * kiln_fs + kiln_fc";
-        const ScalarType stored = s.shared_memory ? ScalarType::f32 : buffer_type(s.buffer);
+      case StmtKind::fragment_store:
+        out += indent + "{\n" + tile_operands(s, indent + "  ");
         out += indent + "  " + for_each("kiln_fr", rows) + for_each("kiln_fc", cols) + "{\n";
-        const std::string in_tile = "kiln_fr < kiln_fm && kiln_fc < kiln_fn";
-        if (store) {
-          out += indent + "    if (" + in_tile + ") " + tile_element(s, at) + " = " + to_storage(stored, element) + ";\n";
-        } else {
-          out += indent + "    " + element + " = (" + in_tile + ") ? " + from_storage(stored, tile_element(s, at)) +
-                 " : 0.0" + lang_.float_suffix + ";\n";
-          if (f.role != kir::FragmentRole::accumulator)
-            out += indent + "    " + element + " = " + rounded_input(element, f.precision) + ";\n";
-        }
+        out += tile_element_move(s, f, element, indent + "    ");
         out += indent + "  }\n" + indent + "}\n";
         return;
-      }
       case StmtKind::fragment_mma: {
         // d may be c: each element of d reads only its own element of c first.
         const kir::Fragment& a = fragment_of(s.vars[0]);
@@ -632,7 +643,7 @@ class Renderer {
     }
   }
 
-  // `coefficient` * `name` + ..., the text of one layout coordinate.
+  // hi * kiln_fhi + lo * kiln_flo + offset, without zero terms: one coordinate of a layout.
   static std::string layout_coordinate(std::uint32_t hi, std::uint32_t lo, std::uint32_t offset) {
     std::string text;
     auto term = [&](std::uint32_t c, const char* name) {
@@ -661,31 +672,17 @@ class Renderer {
         return;
       case StmtKind::fragment_load:
       case StmtKind::fragment_store: {
-        const bool store = s.kind == StmtKind::fragment_store;
         const backend::FragmentLayout& layout = layout_of(f);
         const std::uint32_t lane_bits = instruction_for(f).lane_bits;
         const std::string lane = subgroup_text(lang_.subgroup_lane_expr, "subgroup_lane_expr", {});
-        out += indent + "{\n";
-        out += indent + "  " + i32 + " kiln_fx = " + expr(s.index) + ", kiln_fs = " + expr(s.values[0]) +
-               ", kiln_fm = " + expr(s.values[1]) + ", kiln_fn = " + expr(s.values[2]) + ";\n";
+        out += indent + "{\n" + tile_operands(s, indent + "  ");
         out += indent + "  " + i32 + " kiln_flo = " + lane + " & " + std::to_string((1u << lane_bits) - 1) +
                ", kiln_fhi = " + lane + " >> " + std::to_string(lane_bits) + ";\n";
-        const std::string at = s.column_major ? "kiln_fx + kiln_fc * kiln_fs + kiln_fr" : "kiln_fx + kiln_fr * kiln_fs + kiln_fc";
-        const ScalarType stored = s.shared_memory ? ScalarType::f32 : buffer_type(s.buffer);
-        const std::string in_tile = "kiln_fr < kiln_fm && kiln_fc < kiln_fn";
         for (std::size_t e = 0; e < layout.row.size(); ++e) {
-          const std::string element = array + "[" + std::to_string(e) + "]";
           out += indent + "  {\n" + indent + "    " + i32 + " kiln_fr = " +
                  layout_coordinate(layout.row_hi, layout.row_lo, layout.row[e]) +
                  ", kiln_fc = " + layout_coordinate(layout.col_hi, layout.col_lo, layout.col[e]) + ";\n";
-          if (store) {
-            out += indent + "    if (" + in_tile + ") " + tile_element(s, at) + " = " + to_storage(stored, element) + ";\n";
-          } else {
-            out += indent + "    " + element + " = (" + in_tile + ") ? " + from_storage(stored, tile_element(s, at)) +
-                   " : 0.0" + lang_.float_suffix + ";\n";
-            if (f.role != kir::FragmentRole::accumulator)
-              out += indent + "    " + element + " = " + rounded_input(element, f.precision) + ";\n";
-          }
+          out += tile_element_move(s, f, array + "[" + std::to_string(e) + "]", indent + "    ");
           out += indent + "  }\n";
         }
         out += indent + "}\n";
