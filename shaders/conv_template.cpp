@@ -98,16 +98,17 @@ GemmGatherB conv_gather_b(const ConvProblem& p) {
   GemmGatherB gather;
   gather.taps = p.kernel_h * p.kernel_w;
   // The input row (column) of each block column is kept only when some tap
-  // must check it.
-  bool check_rows = false, check_cols = false;
+  // must check it; a load at a run-time tap checks every bound some tap needs.
+  TapBounds any_row{false, false}, any_col{false, false};
   for (std::int64_t kh = 0; kh < p.kernel_h; ++kh) {
     const TapBounds b = tap_bounds(p.out_h, p.in_h, p.stride_h, p.pad_top, kh, p.dilation_h, p.spatial_extents_vary);
-    check_rows = check_rows || b.low || b.high;
+    any_row = {any_row.low || b.low, any_row.high || b.high};
   }
   for (std::int64_t kw = 0; kw < p.kernel_w; ++kw) {
     const TapBounds b = tap_bounds(p.out_w, p.in_w, p.stride_w, p.pad_left, kw, p.dilation_w, p.spatial_extents_vary);
-    check_cols = check_cols || b.low || b.high;
+    any_col = {any_col.low || b.low, any_col.high || b.high};
   }
+  const bool check_rows = any_row.low || any_row.high, check_cols = any_col.low || any_col.high;
   gather.prepare = [&p, check_rows, check_cols](std::vector<Stmt>& body, Expr col, Expr b_base,
                                                 std::uint32_t slot) {
     const bool one_column = p.out_w == 1 && !p.spatial_extents_vary;
@@ -144,6 +145,39 @@ GemmGatherB conv_gather_b(const ConvProblem& p) {
     out.push_back(
         kir::declare(name, ScalarType::f32, kir::load(p.x, kir::select(inside, at, kir::i32(0)), ScalarType::f32)));
     out.push_back(kir::assign(name, kir::select(inside, kir::var(name, ScalarType::f32), kir::f32(0.0))));
+  };
+  // k = ci * taps + kh * kW + kw at run time (the shared-memory tiles).
+  gather.load_at = [&p, any_row, any_col](std::vector<Stmt>& out, const std::string& name, Expr k,
+                                          std::uint32_t slot) {
+    const std::int64_t taps = p.kernel_h * p.kernel_w;
+    const Expr ci = declare_i32(out, name + "_ci", k / kir::i32(taps));
+    const Expr tap = declare_i32(out, name + "_tap", k % kir::i32(taps));
+    const Expr kh = p.kernel_w == 1 ? tap : declare_i32(out, name + "_kh", tap / kir::i32(p.kernel_w));
+    const Expr kw = p.kernel_w == 1 ? kir::i32(0) : declare_i32(out, name + "_kw", tap % kir::i32(p.kernel_w));
+    const Expr origin = kir::var(indexed("x_at", slot), ScalarType::i32);
+    const Expr at = declare_i32(
+        out, name + "_at",
+        add_scaled(add_scaled(add_scaled(origin, ci, p.in_h * p.in_w), kh, p.dilation_h * p.in_w), kw, p.dilation_w));
+    Expr inside;
+    auto require = [&inside](Expr condition) { inside = inside ? (inside && condition) : condition; };
+    if (any_row.low || any_row.high) {
+      const Expr ih = add_scaled(kir::var(indexed("ih", slot), ScalarType::i32), kh, p.dilation_h);
+      if (any_row.low) require(ih >= kir::i32(0));
+      if (any_row.high) require(ih < kir::i32(p.in_h));
+    }
+    if (any_col.low || any_col.high) {
+      const Expr iw = add_scaled(kir::var(indexed("iw", slot), ScalarType::i32), kw, p.dilation_w);
+      if (any_col.low) require(iw >= kir::i32(0));
+      if (any_col.high) require(iw < kir::i32(p.in_w));
+    }
+    if (!inside) {
+      out.push_back(kir::declare(name, ScalarType::f32, kir::load(p.x, at, ScalarType::f32)));
+      return;
+    }
+    out.push_back(kir::declare(name + "_in", ScalarType::boolean, inside));
+    const Expr ok = kir::var(name + "_in", ScalarType::boolean);
+    out.push_back(kir::declare(name, ScalarType::f32, kir::load(p.x, kir::select(ok, at, kir::i32(0)), ScalarType::f32)));
+    out.push_back(kir::assign(name, kir::select(ok, kir::var(name, ScalarType::f32), kir::f32(0.0))));
   };
   return gather;
 }

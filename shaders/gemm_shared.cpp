@@ -310,7 +310,9 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
       store_zeroed(load, names, k, b_slot[r], 1);
     } else {
       const std::string name = indexed("b_v", r);
-      if (p.gather_b)
+      if (p.gather_b && p.gather_b->taps > 1)
+        p.gather_b->load_at(load, name, safe_k, static_cast<std::uint32_t>(r));
+      else if (p.gather_b)
         p.gather_b->load(load, name, safe_k, 0, static_cast<std::uint32_t>(r));
       else
         load.push_back(kir::declare(name, ScalarType::f32,

@@ -173,10 +173,10 @@ bool subgroup_path(const GemmProblem& p, const GemmKnobs& knobs) {
 }
 
 // Whether build_gemm takes the shared-memory path (gemm_shared.h): shared
-// tiling is on and B is not a gather with taps (whose K loop runs over taps
-// unrolled, which the shared tiles do not).
+// tiling is on and B is not a gather with taps that loads only at constant
+// taps (the register path's unrolled K loop; the shared tiles walk K).
 bool shared_path(const GemmProblem& p, const GemmKnobs& knobs) {
-  return knobs.shared_k_tile != 0 && !(p.gather_b && p.gather_b->taps > 1);
+  return knobs.shared_k_tile != 0 && !(p.gather_b && p.gather_b->taps > 1 && !p.gather_b->load_at);
 }
 
 // The register path's share of `knobs` (a gathered B also drops the

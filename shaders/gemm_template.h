@@ -34,8 +34,9 @@
 //
 // Shared-memory tiling (knobs.shared_k_tile > 0, for GPUs; gemm_shared.h):
 // the workgroup stages tiles of A and B in shared memory and may split K
-// among its invocations (knobs.split_k). A gathered B with taps > 1 keeps
-// the register path (the shared knobs are then ignored).
+// among its invocations (knobs.split_k). A gathered B with taps > 1 takes
+// it where the gather loads at run-time K indices (GemmGatherB::load_at),
+// else keeps the register path (the shared knobs are then ignored).
 #pragma once
 
 #include "shaders/knobs.h"
@@ -78,6 +79,10 @@ struct GemmGatherB {
   std::function<void(std::vector<kir::Stmt>& out, const std::string& name, kir::Expr outer, std::int64_t tap,
                      std::uint32_t slot)>
       load;
+  // The same for a K index known only at run time (`k`, a valid index of
+  // K): the shared-memory path's tile loads walk K, not outer and tap. Unset
+  // with taps > 1: the register path only.
+  std::function<void(std::vector<kir::Stmt>& out, const std::string& name, kir::Expr k, std::uint32_t slot)> load_at;
 };
 
 struct GemmProblem {

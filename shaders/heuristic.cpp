@@ -215,14 +215,24 @@ GemmKnobs matrix_knobs(const lower::MatrixUnit& unit) {
   return knobs;
 }
 
+// The input type of the matrix instructions the node being lowered may use:
+// its 16-bit storage type (rounding such operands to it is exact), or for an
+// f32 node the narrower type the precision settings allow; "" for none.
+std::string matrix_inputs_for(const lower::LowerTarget& target) {
+  if (target.storage16 == "f16" || target.storage16 == "bf16") return target.storage16;
+  if (target.storage16.empty()) return target.f32_products;
+  return "";
+}
+
 // The matrix-unit knobs the target offers for the node being lowered: its
-// instructions of the node's 16-bit storage type, whose shapes fit the
-// workgroup, the tile and the shared memory.
+// instructions of matrix_inputs_for's type, whose shapes fit the workgroup,
+// the tile and the shared memory.
 std::vector<GemmKnobs> matrix_knob_choices(const lower::LowerTarget& target) {
   std::vector<GemmKnobs> out;
-  if (target.storage16 != "f16" && target.storage16 != "bf16") return out;
+  const std::string inputs = matrix_inputs_for(target);
+  if (inputs.empty()) return out;
   for (const lower::MatrixUnit& unit : target.matrix_units) {
-    if (unit.inputs != target.storage16 || unit.lanes * kMatrixSubgroups > target.max_workgroup_invocations ||
+    if (unit.inputs != inputs || unit.lanes * kMatrixSubgroups > target.max_workgroup_invocations ||
         kMatrixKTile % unit.k != 0 || unit.m > kMatrixBlock || unit.n > kMatrixBlock)
       continue;
     const GemmKnobs knobs = matrix_knobs(unit);
@@ -286,6 +296,14 @@ ConvPlan choose_conv_plan(const ConvProblem& p, const lower::LowerTarget& target
   const bool pointwise = conv_algorithm_applies(p, ConvAlgorithm::gemm_1x1);
   if (pointwise || (conv_algorithm_applies(p, ConvAlgorithm::implicit_gemm) && prefers_implicit_gemm(p)))
     return choose_conv_plan(p, pointwise ? ConvAlgorithm::gemm_1x1 : ConvAlgorithm::implicit_gemm, target);
+  // Where the node may use matrix units and its GEMM fills their
+  // instructions (3x3 and strided convolutions, grouped ones with enough
+  // channels per group), the implicit GEMM multiplies on them: the shared
+  // tiles gather B at run-time taps.
+  if (conv_algorithm_applies(p, ConvAlgorithm::implicit_gemm) && !matrix_knob_choices(target).empty()) {
+    const ConvPlan implicit = choose_conv_plan(p, ConvAlgorithm::implicit_gemm, target);
+    if (implicit.gemm.matrix_m != 0) return implicit;
+  }
   if (conv_algorithm_applies(p, ConvAlgorithm::depthwise)) return choose_conv_plan(p, ConvAlgorithm::depthwise, target);
   return choose_conv_plan(p, ConvAlgorithm::direct, target);
 }
@@ -316,10 +334,13 @@ ConvPlan choose_conv_plan(const ConvProblem& p, ConvAlgorithm algorithm, const l
 std::optional<std::string> matrix_knobs_unfit(const GemmKnobs& knobs, const lower::LowerTarget& target) {
   if (knobs.matrix_m == 0) return std::nullopt;
   const char* precision = kir::matrix_precision_name(static_cast<kir::MatrixPrecision>(knobs.matrix_precision));
-  if (precision != target.storage16)
+  if (precision != matrix_inputs_for(target))
     return std::string("matrix units with ") + precision + " inputs for a node of " +
-           (target.storage16.empty() ? std::string("f32") : target.storage16) +
-           " tensors (only f16 and bf16 nodes use their own type's instruction)";
+           (target.storage16.empty() ? std::string("f32") : target.storage16) + " tensors" +
+           (target.storage16.empty() && !target.f32_products.empty() ? " with " + target.f32_products + " products"
+                                                                      : std::string()) +
+           " (f16 and bf16 nodes use their own type's instruction; f32 nodes TF32 or bf16 where the precision "
+           "settings allow it)";
   for (const lower::MatrixUnit& unit : target.matrix_units)
     if (unit.inputs == precision && unit.m == knobs.matrix_m && unit.n == knobs.matrix_n &&
         unit.k == knobs.matrix_k && unit.lanes == knobs.matrix_lanes)

@@ -83,6 +83,10 @@ struct LowerTarget {
   // "bf16+f16"; "" for none): a kernel reading or writing them is a tuning
   // problem of its own, so template problem texts say it (tuning_site.h).
   std::string storage16{};
+  // For an f32 node, the narrower input type its products may use on the
+  // matrix units ("tf32", "bf16"; "" for f32): the node's "f32_products"
+  // attribute, which the precision settings set (choose_f32_products).
+  std::string f32_products{};
 
   friend bool operator==(const LowerTarget&, const LowerTarget&) = default;
 };

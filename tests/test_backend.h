@@ -13,7 +13,9 @@ namespace kiln::testing {
 
 // The type the model-level suites run models' f32 computation in:
 // KILN_TEST_DTYPE ("f16" or "bf16": Model::with_float_type; the zoo_f16 and
-// zoo_bf16 tests), else "" (the models' own types).
+// zoo_bf16 tests; "tf32": the f32 models, with TF32 products where the
+// precision settings in the environment allow, in tools/gpu-check.sh), else
+// "" (the models' own types).
 inline std::string test_dtype() {
   const char* named = std::getenv("KILN_TEST_DTYPE");
   return named != nullptr ? named : "";

@@ -792,8 +792,8 @@ BOOST_AUTO_TEST_CASE(matrix_instructions_compile_for_their_targets) {
 
 // A model of 16-bit tensors (a MatMul with a bias and ReLU, a 1x1 and a
 // strided 3x3 convolution) lowered for every offline target: where the
-// target has the tensors' matrix instruction (CUDA sm_80+, gfx90a) the
-// MatMul and the 1x1 convolution take it, and every kernel compiles.
+// target has the tensors' matrix instruction (CUDA sm_80+, gfx90a) all three
+// take it, and every kernel compiles.
 BOOST_AUTO_TEST_CASE(sixteen_bit_gemms_take_the_targets_matrix_units) {
   for (const kiln::DType dtype : {kiln::DType::f16, kiln::DType::bf16}) {
     BOOST_TEST_CONTEXT(kiln::dtype_name(dtype)) {
@@ -823,13 +823,73 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_gemms_take_the_targets_matrix_units) {
         int with_units = 0;
         for (const CompileJob& job : queue.jobs())
           if (job.backend == backend && contains(job.source.text, call)) ++with_units;
-        // The MatMul and the 1x1 convolution (a 3x3 one takes the direct
-        // template, and implicit GEMM with taps keeps the register path).
-        BOOST_TEST(with_units >= 2, backend->name() << ": " << with_units << " kernels with matrix units");
+        // The MatMul, the 1x1 convolution and the strided 3x3 one (an
+        // implicit GEMM gathering its taps into the shared tiles).
+        BOOST_TEST(with_units >= 3, backend->name() << ": " << with_units << " kernels with matrix units");
       }
       BOOST_TEST(compile_all(queue.jobs()) == static_cast<int>(queue.jobs().size()));
     }
   }
+}
+
+// An f32 model (a 1x1 convolution, a MatMul with a bias) through the compile
+// passes of every offline target with TF32 matrix units: under PyTorch's
+// defaults the convolution takes TF32 and the MatMul stays f32; with
+// float32_matmul_precision high both take it; with conv_allow_tf32 off
+// neither. Every kernel of the second compiles.
+BOOST_AUTO_TEST_CASE(f32_gemms_take_tf32_where_the_precision_settings_allow) {
+  kiln::Builder b("tf32");
+  const auto x = b.input("x", kiln::DType::f32, {1, 64, 24, 24});
+  auto weights = [&](const std::string& name, kiln::Shape shape) {
+    std::int64_t count = 1;
+    for (std::int64_t d : shape) count *= d;
+    std::vector<float> values(static_cast<std::size_t>(count));
+    for (std::size_t i = 0; i < values.size(); ++i) values[i] = 0.01f * static_cast<float>(i % 13) - 0.06f;
+    return b.constant(name, kiln::Tensor::from_f32(shape, values));
+  };
+  const auto pointwise = b.relu(b.conv2d(x, weights("w1", {64, 64, 1, 1}), weights("b1", {64})));
+  const auto rows = b.input("rows", kiln::DType::f32, {96, 128});
+  const auto product = b.relu(b.add(b.matmul(rows, weights("m", {128, 64})), weights("bias", {64})));
+  const kiln::Model model = b.build({pointwise, product});
+  const kiln::Settings defaults;
+  struct Case {
+    kiln::Settings settings;
+    int with_tf32;  // kernels with TF32 instructions per target
+  };
+  const Case cases[] = {{defaults, 1},
+                        {defaults.with("float32_matmul_precision", "high"), 2},
+                        {defaults.with("conv_allow_tf32", "off"), 0}};
+  int targets = 0;
+  for (const Case& c : cases) {
+    JobQueue queue;
+    for (const kiln::testing::OfflineTarget& t : queue.targets()) {
+      const bool tf32 = std::any_of(t.target.matrix_shapes.begin(), t.target.matrix_shapes.end(),
+                                    [](const kiln::backend::MatrixShape& s) { return s.inputs == "tf32"; });
+      if (!tf32) continue;
+      const kiln::lower::TargetPolicy policy = kiln::lower::target_policy(t.target);
+      const kiln::graph::Graph graph =
+          kiln::graph::passes::run_compile_passes(kiln::internal::graph(model), policy.pass_options(c.settings)).graph;
+      int with_tf32 = 0;
+      for (const kiln::graph::Node& node : graph.nodes()) {
+        std::vector<kiln::graph::TensorType> inputs, outputs;
+        for (kiln::graph::ValueId id : node.inputs)
+          if (id >= 0) inputs.push_back(graph.value(id).type);
+        for (kiln::graph::ValueId id : node.outputs) outputs.push_back(graph.value(id).type);
+        kiln::lower::LoweredNode lowered = kiln::lower::lower_node(node, inputs, outputs, policy.lower);
+        if (!lowered.kernel) continue;
+        const bool uses = lowered.kernel->tuning_site &&
+                          contains(lowered.kernel->tuning_site->knobs, "tf32") &&
+                          contains(lowered.kernel->tuning_site->problem, "products=tf32");
+        with_tf32 += uses ? 1 : 0;
+        if (c.with_tf32 == 2) queue.add(*lowered.kernel, "tf32, node '" + node.name + "'", Refusals::capability, &t);
+      }
+      BOOST_TEST(with_tf32 == c.with_tf32,
+                 t.backend->name() << " " << t.target.device_name << ": " << with_tf32 << " kernels with TF32");
+      ++targets;
+    }
+    BOOST_TEST(compile_all(queue.jobs()) == static_cast<int>(queue.jobs().size()));
+  }
+  BOOST_TEST(targets >= 3 * 3);  // sm_80, sm_90 and gfx90a at least
 }
 
 // The subgroup GEMM (texel loads, vec4 A and B, a row bias) as lowering

@@ -404,5 +404,5 @@ BOOST_AUTO_TEST_CASE(precision_settings_have_pytorchs_names_and_defaults) {
   BOOST_TEST(explained.find("precision: float32_matmul_precision highest, conv_allow_tf32 on: no effect on ") !=
                  std::string::npos,
              explained);
-  BOOST_TEST(explained.find("which has no TF32: f32 products in f32") != std::string::npos, explained);
+  BOOST_TEST(explained.find("which has no TF32 or bf16 matrix units: f32 products in f32") != std::string::npos, explained);
 }

@@ -689,6 +689,42 @@ BOOST_AUTO_TEST_CASE(shared_memory_gemm_takes_an_epilogue_and_keeps_its_tiles) {
   BOOST_TEST(!plan.steps[0].kernel->kernel.shared.empty());
 }
 
+BOOST_AUTO_TEST_CASE(matrix_unit_kernels_take_their_epilogues) {
+  // Planned for tensor cores, with the precision settings' TF32 products:
+  // a 3x3 convolution (an implicit GEMM gathering its taps) with a residual
+  // add and ReLU, and a MatMul with a bias and ReLU. Their fragments stay in
+  // shared memory and the block reaches Y through scalar stores, so each
+  // epilogue fuses. Values are multiples of 1/8 in [-1, 1], which TF32 keeps
+  // exactly: the fused kernels must match the reference as in f32.
+  auto dyadic = [](const Shape& shape, unsigned seed) {
+    Tensor t = random_tensor(shape, seed);
+    for (float& v : t.values<float>()) v = std::round(v * 8.0f) / 8.0f;
+    return t;
+  };
+  kiln::graph::Attributes conv_attrs;
+  conv_attrs.set("pads", std::vector<std::int64_t>{1, 1, 1, 1});
+  conv_attrs.set("f32_products", std::string("tf32"));
+  kiln::graph::Attributes product_attrs;
+  product_attrs.set("f32_products", std::string("tf32"));
+  kiln::Builder b("matrix_units");
+  auto x = b.input("x", DType::f32, {1, 16, 12, 12});
+  auto conv = b.op("Conv", {x, b.constant("w", dyadic({32, 16, 3, 3}, 71))}, conv_attrs)[0];
+  auto residual = b.input("residual", DType::f32, {1, 32, 12, 12});
+  auto rows = b.input("rows", DType::f32, {40, 48});
+  auto product = b.op("MatMul", {rows, b.constant("m", dyadic({48, 32}, 72))}, product_attrs)[0];
+  const kiln::Model model = b.build({b.relu(b.add(conv, residual)), b.relu(b.add(product, b.constant("bias", dyadic({32}, 73))))});
+  const std::vector<Tensor> inputs = {dyadic({1, 16, 12, 12}, 74), dyadic({1, 32, 12, 12}, 75), dyadic({40, 48}, 76)};
+  kiln::fuse::PlanOptions gpu = plan_options(true);
+  gpu.target.cpu_device = false;
+  gpu.target.matrix_units = {{"tf32", 16, 8, 8, 32}};
+  auto plan = check_on_interpreter(model, inputs, gpu);
+  BOOST_REQUIRE(kernel_steps(plan) == 2);
+  for (const auto& step : plan.steps) {
+    BOOST_TEST(kiln::kir::uses_fragments(step.kernel->kernel), step.kernel->kernel.name);
+    BOOST_TEST(step.nodes.size() == 3u, step.kernel->kernel.name);  // the product, the add, the ReLU
+  }
+}
+
 BOOST_AUTO_TEST_CASE(prologue_and_epilogue_fuse_through_views) {
   // add -> Reshape -> Softmax -> Flatten -> Relu: the views move no data, so
   // the Add is the softmax's prologue and the Relu its epilogue.

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 
 #if KILN_HAVE_ONNX
@@ -1274,4 +1275,116 @@ BOOST_AUTO_TEST_CASE(a_tied_embedding_larger_than_a_binding_runs_on_the_device) 
   kiln::CompiledModel compiled = kiln::compile(model, {.backend = "vulkan", .fullgraph = true});
   BOOST_TEST(kiln::max_abs_diff(compiled(inputs)[0], want) <= 1e-3f);
   BOOST_TEST(compiled.explain().find("split_large_weights: 2 change(s)") != std::string::npos);
+}
+
+namespace {
+
+// A 1x1 convolution, a 3x3 one (Winograd's on a device that takes it), a
+// MatMul and a Gemm, all f32, and a MatMul of f16 tensors.
+Graph products_graph() {
+  Builder b("products");
+  auto x = b.input("x", DType::f32, {1, 64, 16, 16});
+  auto pointwise = b.conv2d(x, b.constant("w1", random_tensor({64, 64, 1, 1}, 1)), std::nullopt);
+  auto spatial = b.conv2d(pointwise, b.constant("w3", random_tensor({64, 64, 3, 3}, 2)), std::nullopt,
+                          {.padding = {1, 1, 1, 1}});
+  auto rows = b.input("rows", DType::f32, {8, 32});
+  auto product = b.matmul(rows, b.constant("m", random_tensor({32, 24}, 3)));
+  auto affine = b.gemm(product, b.constant("g", random_tensor({24, 16}, 4)), std::nullopt);
+  auto half_rows = b.input("half_rows", DType::f16, {8, 32});
+  auto half = b.matmul(half_rows, b.constant("h", random_tensor({32, 8}, 5).to(DType::f16)));
+  return kiln::internal::graph(b.build({spatial, affine, half}));
+}
+
+std::map<std::string, std::string> products_by_op(const Graph& g) {
+  std::map<std::string, std::string> by_op;
+  for (const auto& node : g.nodes()) {
+    const bool half = g.value(node.inputs[0]).type.dtype == DType::f16;
+    const std::string key = node.op + (half ? " f16" : "") + (node.name.find("winograd") != std::string::npos ? " winograd" : "");
+    const std::string products = node.attrs.get_string("f32_products", "f32");
+    if (!by_op.count(key)) by_op[key] = products;
+    else if (by_op[key] != products) by_op[key] = "mixed";
+  }
+  return by_op;
+}
+
+}  // namespace
+
+// PyTorch's precision settings as choose_f32_products applies them: TF32
+// for f32 convolutions (conv_allow_tf32), TF32 or bf16 for f32 MatMul and
+// Gemm (float32_matmul_precision high or medium), only on a device with such
+// matrix units, never for 16-bit nodes.
+BOOST_AUTO_TEST_CASE(precision_settings_choose_which_f32_products_use_matrix_units) {
+  const Graph g = products_graph();
+  const std::vector<std::string> tensor_cores = {"tf32", "f16", "bf16"};
+  auto run = [&](bool conv_tf32, const std::string& matmul, std::vector<std::string> units) {
+    return passes::choose_f32_products(g, {.matrix_inputs = std::move(units), .conv_allow_tf32 = conv_tf32,
+                                           .matmul_precision = matmul});
+  };
+  // PyTorch's defaults: convolutions in TF32, matrix products in f32.
+  passes::PassResult defaults = run(true, "highest", tensor_cores);
+  check_interface(g, defaults.graph);
+  BOOST_TEST(defaults.report.changes == 2);
+  auto by_op = products_by_op(defaults.graph);
+  BOOST_TEST(by_op["Conv"] == "tf32");
+  BOOST_TEST(by_op["MatMul"] == "f32");
+  BOOST_TEST(by_op["Gemm"] == "f32");
+  BOOST_TEST(by_op["MatMul f16"] == "f32");
+  BOOST_TEST(mentions(defaults.report, "2 f32 convolution(s) may use TF32"));
+
+  by_op = products_by_op(run(false, "high", tensor_cores).graph);
+  BOOST_TEST(by_op["Conv"] == "f32");
+  BOOST_TEST(by_op["MatMul"] == "tf32");
+  BOOST_TEST(by_op["Gemm"] == "tf32");
+  BOOST_TEST(by_op["MatMul f16"] == "f32");
+  by_op = products_by_op(run(true, "medium", tensor_cores).graph);
+  BOOST_TEST(by_op["Conv"] == "tf32");
+  BOOST_TEST(by_op["MatMul"] == "bf16");
+  by_op = products_by_op(run(true, "medium", {"tf32", "f16"}).graph);  // no bf16 units: medium allows TF32
+  BOOST_TEST(by_op["MatMul"] == "tf32");
+  by_op = products_by_op(run(false, "medium", {"f16", "bf16"}).graph);  // no TF32 units (CDNA1)
+  BOOST_TEST(by_op["MatMul"] == "bf16");
+  BOOST_TEST(by_op["Conv"] == "f32");
+
+  // Everything in f32: the model's own graph.
+  passes::PassResult strict = run(false, "highest", tensor_cores);
+  BOOST_TEST(strict.report.changes == 0);
+  BOOST_TEST(strict.graph.nodes().size() == g.nodes().size());
+  BOOST_TEST(mentions(strict.report, "f32 products stay f32"));
+  passes::PassResult no_units = run(true, "high", {});
+  BOOST_TEST(no_units.report.changes == 0);
+  BOOST_TEST(mentions(no_units.report, "not for this device"));
+  BOOST_TEST(run(true, "high", {"f16"}).report.changes == 0);
+
+  // The compile pipeline runs it first; Winograd's product keeps the
+  // convolution's choice, and a Gemm packed as a MatMul keeps its own.
+  kiln::backend::TargetDesc cpu_with_units;
+  cpu_with_units.cpu_cores = true;
+  cpu_with_units.matrix_shapes = {{"tf32", 16, 8, 8, 32}, {"f16", 16, 8, 16, 32}, {"bf16", 16, 8, 16, 32}};
+  const kiln::lower::TargetPolicy policy = kiln::lower::target_policy(cpu_with_units);
+  const Graph compiled =
+      passes::run_compile_passes(g, policy.pass_options(kiln::Settings().with("float32_matmul_precision", "high"))).graph;
+  by_op = products_by_op(compiled);
+  BOOST_TEST(by_op["Conv"] == "tf32");
+  BOOST_TEST(by_op["MatMul winograd"] == "tf32");
+  BOOST_TEST(by_op["MatMul"] == "tf32");
+  BOOST_TEST(by_op["MatMul f16"] == "f32");
+  // Eager follows the same settings.
+  BOOST_TEST(products_by_op(passes::run_eager_passes(g, policy.eager_pass_options(kiln::Settings())).graph)["Conv"] ==
+             "tf32");
+  BOOST_TEST(products_by_op(passes::run_eager_passes(
+                 g, policy.eager_pass_options(kiln::Settings().with("conv_allow_tf32", "off"))).graph)["Conv"] == "f32");
+}
+
+BOOST_AUTO_TEST_CASE(f32_products_take_tf32_or_bf16_only) {
+  Builder b("bad_products");
+  auto rows = b.input("rows", DType::f32, {4, 8});
+  kiln::graph::Attributes attrs;
+  attrs.set("f32_products", std::string("fp8"));
+  try {
+    b.op("MatMul", {rows, b.constant("m", random_tensor({8, 4}, 1))}, attrs);
+    BOOST_ERROR("an f32_products of fp8 was taken");
+  } catch (const kiln::Error& e) {
+    BOOST_TEST(e.kind() == kiln::ErrorKind::InvalidArgument);
+    BOOST_TEST(std::string(e.what()).find("'f32_products' is 'fp8' (tf32 or bf16)") != std::string::npos);
+  }
 }

@@ -903,7 +903,8 @@ BOOST_AUTO_TEST_CASE(direct_convolution_computes_depthwise_and_1x1_too) {
 }
 
 // Runs `plan` on `c` (no bias) in the kernel IR's interpreter, its executable
-// definition, and checks it against the reference.
+// definition, and checks it against the reference (with matrix units, within
+// their inputs' rounding: gemm_tolerance's bound for K = Ci/g * kH * kW).
 void check_interpreted_conv(const ConvCase& c, const sh::ConvPlan& plan) {
   kir::Kernel kernel("conv_interpreted");
   sh::ConvProblem p = conv_problem(c);
@@ -920,7 +921,23 @@ void check_interpreted_conv(const ConvCase& c, const sh::ConvPlan& plan) {
                                                std::as_writable_bytes(std::span(w)),
                                                std::as_writable_bytes(std::span(y))};
   kir::interpret(kernel, buffers);
-  check_close(y, want, std::string("interpreted ") + sh::conv_algorithm_name(plan.algorithm) + " " + describe(c));
+  const GemmCase as_gemm{1, 1, 1, p.in_channels_per_group() * c.kernel_h * c.kernel_w, false, false, false};
+  check_close(y, want,
+              std::string("interpreted ") + sh::conv_algorithm_name(plan.algorithm) + " " +
+                  (uses_gemm_knobs(plan) ? sh::to_string(plan.gemm) : sh::to_string(plan.conv)) + " " + describe(c),
+              gemm_tolerance(as_gemm, plan.gemm));
+}
+
+// Implicit GEMM with taps on the shared-memory tiles and matrix units: B is
+// gathered at run-time K indices (input channel, kernel row and column),
+// through every edge the cases have (padding, stride, dilation, groups,
+// rectangular kernels), with one lane emulating an instruction and with the
+// instructions' own lane layouts.
+BOOST_AUTO_TEST_CASE(implicit_gemm_with_taps_runs_on_matrix_units) {
+  for (const char* knobs : {"1x1_k1_p1_wg4_v4_s8_mma16x8x8tf32l1", "2x2_k1_p1_wg128_v4_s32_mma16x8x16f16l32",
+                            "1x1_k1_p1_wg256_v4_s16_mma16x16x4tf32l64"})
+    for (const ConvCase& c : kImplicitGemmCases)
+      check_interpreted_conv(c, {sh::ConvAlgorithm::implicit_gemm, sh::parse_gemm_knobs(knobs), {}});
 }
 
 BOOST_AUTO_TEST_CASE(templates_agree_with_the_interpreter) {
@@ -1111,8 +1128,8 @@ LowerTarget tensor_core_gpu(const std::string& storage16) {
 
 // Matrix units where the node's 16-bit inputs are of an instruction's
 // precision (rounding them to it is exact), for products of at least an
-// instruction tile each way; f32 products keep f32 arithmetic (TF32 needs
-// the precision settings, not read here yet).
+// instruction tile each way; f32 products keep f32 arithmetic unless the
+// precision settings allow more (the next case).
 BOOST_AUTO_TEST_CASE(gpu_gemm_knobs_use_matrix_units_for_16bit_inputs) {
   auto choose = [](const LowerTarget& target, std::int64_t m, std::int64_t n, std::int64_t k) {
     return sh::to_string(sh::choose_gemm_knobs(1, m, n, k, target));
@@ -1134,9 +1151,66 @@ BOOST_AUTO_TEST_CASE(gpu_gemm_knobs_use_matrix_units_for_16bit_inputs) {
       if (knobs.matrix_m != 0) BOOST_TEST(knobs.matrix_precision != static_cast<std::uint8_t>(kir::MatrixPrecision::tf32));
 }
 
+// f32 products on matrix units where the precision settings let the node
+// round its inputs (LowerTarget::f32_products, from the node's attribute):
+// TF32 on tensor cores, bf16 under float32_matmul_precision medium; never
+// without it, and the tuner's records are checked the same way.
+BOOST_AUTO_TEST_CASE(f32_gemms_use_matrix_units_where_the_precision_allows) {
+  auto choose = [](const LowerTarget& target, std::int64_t m, std::int64_t n, std::int64_t k) {
+    return sh::to_string(sh::choose_gemm_knobs(1, m, n, k, target));
+  };
+  LowerTarget tf32 = tensor_core_gpu("");
+  tf32.f32_products = "tf32";
+  BOOST_TEST(choose(tf32, 2048, 2048, 2048) == "2x4_k1_p1_wg128_v4_s32_mma16x8x8tf32l32");
+  BOOST_TEST(choose(tf32, 64, 3136, 64) == "2x4_k1_p1_wg128_v4_s32_mma16x8x8tf32l32");  // a 1x1 convolution
+  LowerTarget bf16 = tensor_core_gpu("");
+  bf16.f32_products = "bf16";
+  BOOST_TEST(choose(bf16, 2048, 2048, 2048) == "2x4_k1_p1_wg128_v4_s32_mma16x8x16bf16l32");
+  LowerTarget mi100{"hip", 64, 1024, 65536};
+  mi100.matrix_units = {{"tf32", 16, 16, 4, 64}, {"f16", 16, 16, 16, 64}};
+  mi100.f32_products = "tf32";
+  BOOST_TEST(choose(mi100, 512, 512, 512) == "2x2_k1_p1_wg256_v4_s32_mma16x16x4tf32l64");
+  // A 16-bit node ignores the f32 choice; an f32 node without it keeps f32.
+  LowerTarget half = tensor_core_gpu("f16");
+  half.f32_products = "tf32";
+  BOOST_TEST(choose(half, 2048, 2048, 2048) == "2x4_k1_p1_wg128_v4_s32_mma16x8x16f16l32");
+  BOOST_TEST(choose(tensor_core_gpu(""), 2048, 2048, 2048) == "4x4_k1_p1_wg256_v4_s16");
+
+  const sh::GemmKnobs tf32_knobs = sh::parse_gemm_knobs("2x4_k1_p1_wg128_v4_s32_mma16x8x8tf32l32");
+  BOOST_TEST(!sh::matrix_knobs_unfit(tf32_knobs, tf32));
+  const auto refused = sh::matrix_knobs_unfit(tf32_knobs, tensor_core_gpu(""));
+  BOOST_TEST_REQUIRE(refused.has_value());
+  BOOST_TEST(refused->find("tf32 inputs for a node of f32 tensors") != std::string::npos, *refused);
+  BOOST_TEST(sh::matrix_knobs_unfit(tf32_knobs, bf16).has_value());
+  BOOST_TEST(sh::matrix_knobs_unfit(tf32_knobs, half).has_value());
+  // 3x3 convolutions: the implicit GEMM on matrix units where the node may
+  // use them (TF32 products, or 16-bit tensors), else the direct template;
+  // depthwise ones (K = 9) keep theirs.
+  const auto conv = [](std::int64_t c, std::int64_t groups, std::int64_t size, std::int64_t stride) {
+    return conv_problem({1, c, c, groups, size, size, 3, 3, stride, 1, 1, 1, 1, 1, false});
+  };
+  for (const sh::ConvProblem& p : {conv(64, 1, 56, 1), conv(128, 1, 56, 2), conv(512, 16, 14, 1)}) {
+    const sh::ConvPlan plan = sh::choose_conv_plan(p, tf32);
+    BOOST_TEST(plan.algorithm == sh::ConvAlgorithm::implicit_gemm);
+    BOOST_TEST(plan.gemm.matrix_precision == static_cast<std::uint8_t>(kir::MatrixPrecision::tf32));
+    BOOST_TEST(sh::choose_conv_plan(p, half).gemm.matrix_precision ==
+               static_cast<std::uint8_t>(kir::MatrixPrecision::f16));
+    BOOST_TEST(sh::choose_conv_plan(p, tensor_core_gpu("")).algorithm == sh::ConvAlgorithm::direct);
+  }
+  BOOST_TEST(sh::choose_conv_plan(conv(96, 96, 56, 1), tf32).algorithm == sh::ConvAlgorithm::depthwise);
+
+  // The tuner's space offers what the heuristic may choose.
+  bool offered = false;
+  for (const sh::GemmKnobs& knobs : sh::gemm_knob_space(tf32))
+    offered = offered || knobs == tf32_knobs;
+  BOOST_TEST(offered);
+}
+
 BOOST_AUTO_TEST_CASE(every_choice_is_in_the_enumerated_space) {
+  LowerTarget tf32_gpu = tensor_core_gpu("");
+  tf32_gpu.f32_products = "tf32";
   for (const LowerTarget& target : {LowerTarget{}, lavapipe(), small_device(), minimal_gpu(), register_gpu(),
-                                    tensor_core_gpu("f16"), tensor_core_gpu("bf16")}) {
+                                    tensor_core_gpu("f16"), tensor_core_gpu("bf16"), tf32_gpu}) {
     const auto gemm_space = sh::gemm_knob_space(target);
     const auto conv_space = sh::conv_plan_space(target);
     for (std::int64_t m : {1, 2, 3, 5, 8, 64, 1000})

@@ -630,6 +630,61 @@ BOOST_AUTO_TEST_CASE(swapped_operands_are_offered_only_where_y_has_more_rows_tha
                          [](const auto& f) { return contains(f.second, "no more rows than columns"); }));
 }
 
+// A node's matrix instructions are part of its knob space: an f32 MatMul
+// whose products may be TF32 (the precision settings' attribute) is offered
+// TF32 knobs, its problem says so, and without the attribute none; a 16-bit
+// node is offered its own type's.
+BOOST_AUTO_TEST_CASE(matrix_knobs_are_candidates_where_the_node_may_use_them) {
+  kb::TargetDesc tensor_cores = gpu_target(49152);
+  tensor_cores.matrix_shapes = {{"tf32", 16, 8, 8, 32}, {"f16", 16, 8, 16, 32}, {"bf16", 16, 8, 16, 32}};
+  tensor_cores.subgroup_basic = true;  // the fragments' lanes are a subgroup's
+  const kb::Backend& null = kb::get_backend("null");
+  auto offered = [](const tn::CandidateList& list, const std::string& instruction) {
+    return std::count_if(list.knobs.begin(), list.knobs.end(),
+                         [&](const std::string& k) { return contains(k, instruction); });
+  };
+  Graph tf32;
+  {
+    const auto a = tf32.add_input("a", {DType::f32, {256, 128}});
+    const auto b = tf32.add_input("b", {DType::f32, {128, 256}});
+    kiln::graph::Attributes attrs;
+    attrs.set("f32_products", std::string("tf32"));
+    tf32.set_outputs(tf32.add_node("MatMul", {a, b}, attrs, "mm"));
+  }
+  const tn::Site site = only_site(tf32, kiln::lower::target_policy(tensor_cores).lower);
+  BOOST_TEST(contains(site.id.problem, " products=tf32"), site.id.problem);
+  const tn::CandidateList with = tn::candidates(site, null, tensor_cores);
+  BOOST_TEST_REQUIRE(!with.knobs.empty());
+  BOOST_TEST(contains(with.knobs.front(), "mma16x8x8tf32l32"), with.knobs.front());  // the heuristic's
+  BOOST_TEST(offered(with, "tf32") >= 1);
+  BOOST_TEST(offered(with, "mma16x8x16") == 0);
+
+  const tn::CandidateList without = tn::candidates(only_site(matmul_graph(256, 256, 128)), null, tensor_cores);
+  BOOST_TEST(offered(without, "mma") == 0);
+  // A 1x1 convolution: both GEMM algorithms apply, each offered on TF32.
+  Graph pointwise;
+  {
+    const auto x = pointwise.add_input("x", {DType::f32, {1, 64, 16, 16}});
+    const auto w = pointwise.add_input("w", {DType::f32, {64, 64, 1, 1}});
+    kiln::graph::Attributes attrs;
+    attrs.set("f32_products", std::string("tf32"));
+    pointwise.set_outputs(pointwise.add_node("Conv", {x, w}, attrs, "conv"));
+  }
+  const tn::CandidateList convs = tn::candidates(only_site(pointwise), null, tensor_cores);
+  BOOST_TEST(offered(convs, "gemm_1x1:2x4_k1_p1_wg128_v4_s32_mma16x8x8tf32l32") == 1);
+  BOOST_TEST(offered(convs, "implicit_gemm:2x4_k1_p1_wg128_v4_s32_mma16x8x8tf32l32") == 1);
+
+  Graph half;
+  {
+    const auto a = half.add_input("a", {DType::f16, {256, 128}});
+    const auto b = half.add_input("b", {DType::f16, {128, 256}});
+    half.set_outputs(half.add_node("MatMul", {a, b}, {}, "mm"));
+  }
+  const tn::CandidateList sixteen = tn::candidates(only_site(half), null, tensor_cores);
+  BOOST_TEST(offered(sixteen, "mma16x8x16f16l32") >= 1);
+  BOOST_TEST(offered(sixteen, "tf32") == 0);
+}
+
 BOOST_AUTO_TEST_CASE(candidates_are_filtered_by_the_capability_record) {
   const tn::Site site = only_site(matmul_graph(256, 256, 512));
   const kb::Backend& null = kb::get_backend("null");

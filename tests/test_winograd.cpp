@@ -184,7 +184,7 @@ BOOST_AUTO_TEST_CASE(the_rule_is_the_devices) {
   const kiln::lower::TargetPolicy small = kiln::lower::target_policy(target);
   BOOST_TEST(small.winograd.max_weight_bytes == std::int64_t{1} << 20);
   BOOST_TEST(small.pass_options({}).winograd.max_weight_bytes == std::int64_t{1} << 20);
-  BOOST_TEST(small.eager_pass_options().winograd.max_weight_bytes == std::int64_t{1} << 20);
+  BOOST_TEST(small.eager_pass_options(kiln::Settings{}).winograd.max_weight_bytes == std::int64_t{1} << 20);
 }
 
 BOOST_AUTO_TEST_CASE(f4_matmul_is_batched_over_36_transformed_planes) {

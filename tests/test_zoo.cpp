@@ -164,17 +164,21 @@ void check_within_limits(const kiln::CompiledModel& compiled) {
 // The model in kiln::testing::test_dtype(), and the bound on |backend -
 // reference| relative to an output's scale (docs/precision.md: f32 1e-3; a
 // 16-bit model, against the reference's 16-bit rule, 16 epsilons of its type,
-// as rounding differences of one unit add up along a deep network).
+// as rounding differences of one unit add up along a deep network; TF32
+// products, against the f32 reference, as f16).
 kiln::Model in_test_dtype(const kiln::Model& model) {
   const std::string dtype = kiln::testing::test_dtype();
-  if (dtype.empty()) return model;
+  if (dtype.empty() || dtype == "tf32") return model;
   BOOST_TEST_REQUIRE((dtype == "f16" || dtype == "bf16"), "KILN_TEST_DTYPE=" << dtype);
   return model.with_float_type(dtype == "f16" ? kiln::DType::f16 : kiln::DType::bf16);
 }
 
+// tf32: the f32 model with its products' inputs rounded to TF32 where the
+// device's matrix units take them (the precision settings, set by the
+// caller), 16 epsilons of TF32's 10-bit mantissa, as f16's.
 float relative_tolerance() {
   const std::string dtype = kiln::testing::test_dtype();
-  return dtype == "f16" ? 16 * 0x1p-10f : dtype == "bf16" ? 16 * 0x1p-7f : 1e-3f;
+  return dtype == "f16" || dtype == "tf32" ? 16 * 0x1p-10f : dtype == "bf16" ? 16 * 0x1p-7f : 1e-3f;
 }
 
 // The f32 model's reference outputs, and the largest magnitude of any float

@@ -43,7 +43,8 @@ struct WeightIndexer {
 
 ConvParams read_params(const Node& node) {
   check_known_attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad", "activation",
-                                "weight_layout", "out_channels"});
+                                "weight_layout", "out_channels", "f32_products"});
+  check_f32_products(node);
   const std::string auto_pad = node.attrs.get_string("auto_pad", "NOTSET");
   KILN_CHECK(auto_pad == "NOTSET", ErrorKind::Unsupported,
              "auto_pad '" + auto_pad + "' is not supported; give explicit 'pads'");

@@ -35,6 +35,12 @@ void check_known_attributes(const Node& node, const std::vector<std::string_view
   }
 }
 
+void check_f32_products(const Node& node) {
+  const std::string products = node.attrs.get_string("f32_products", "");
+  KILN_CHECK(products.empty() || products == "tf32" || products == "bf16", ErrorKind::InvalidArgument,
+             "attribute 'f32_products' is '" + products + "' (tf32 or bf16)");
+}
+
 std::vector<std::int64_t> get_ints_of_length(const Node& node, const std::string& name,
                                              std::vector<std::int64_t> fallback, std::size_t length) {
   std::vector<std::int64_t> values = node.attrs.get_ints(name, std::move(fallback));

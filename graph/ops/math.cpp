@@ -583,7 +583,23 @@ void write_element(Tensor& t, std::size_t index, const CastValue& v) {
 
 Tensor cast_tensor(const Tensor& t, DType to) {
   Tensor out(to, t.shape());
-  for (std::size_t i = 0; i < static_cast<std::size_t>(out.numel()); ++i) write_element(out, i, read_element(t, i));
+  // f32 <-> f16 / bf16, which the reference's 16-bit rule makes around every
+  // op: a loop over the elements, not a dispatch on both types per element.
+  if (t.dtype() == DType::f32 && (to == DType::f16 || to == DType::bf16)) {
+    const std::span<const float> from = t.values<float>();
+    const std::span<std::uint16_t> bits = out.values<std::uint16_t>();
+    for (std::size_t i = 0; i < from.size(); ++i) bits[i] = to == DType::f16 ? f16_bits(from[i]) : bf16_bits(from[i]);
+    return out;
+  }
+  if ((t.dtype() == DType::f16 || t.dtype() == DType::bf16) && to == DType::f32) {
+    const std::span<const std::uint16_t> bits = t.values<std::uint16_t>();
+    const std::span<float> values = out.values<float>();
+    for (std::size_t i = 0; i < bits.size(); ++i)
+      values[i] = t.dtype() == DType::f16 ? f16_value(bits[i]) : bf16_value(bits[i]);
+    return out;
+  }
+  const std::size_t count = static_cast<std::size_t>(out.numel());
+  for (std::size_t i = 0; i < count; ++i) write_element(out, i, read_element(t, i));
   return out;
 }
 

@@ -4,6 +4,7 @@
 // MatMul's kiln extension (only the pack_matmul_weights compile pass
 // produces it): weight_layout="NK16n" means B is the 2-D [K, N] operand
 // stored as [N / 16, K, 16], each block of 16 columns contiguous along K.
+#include <algorithm>
 #include <cmath>
 
 #include "graph/broadcast.h"
@@ -55,7 +56,8 @@ MatMulShape matmul_shape(const TensorType& a, const TensorType& b) {
 
 // B's logical [K, N] type: B itself unless weight_layout says it is packed.
 TensorType logical_b(const Node& node, const TensorType& b) {
-  check_known_attributes(node, {"weight_layout"});
+  check_known_attributes(node, {"weight_layout", "f32_products"});
+  check_f32_products(node);
   const std::string layout = node.attrs.get_string("weight_layout", "KN");
   KILN_CHECK(layout == "KN" || layout == kMatMulPackedLayout, ErrorKind::InvalidArgument,
              "attribute 'weight_layout' must be \"KN\" or \"" + std::string(kMatMulPackedLayout) + "\", got \"" +
@@ -101,6 +103,7 @@ std::vector<Tensor> reference_matmul(const Node& node, std::span<const Tensor> i
   auto bv = b.values<float>();
   auto yv = y.values<float>();
   const std::int64_t batches = num_elements(s.batch);
+  std::vector<double> row(static_cast<std::size_t>(s.n));
   for (std::int64_t batch = 0; batch < batches; ++batch) {
     const std::vector<std::int64_t> coords = unravel_index(batch, s.batch);
     std::int64_t base_a = 0, base_b = 0;
@@ -108,13 +111,17 @@ std::vector<Tensor> reference_matmul(const Node& node, std::span<const Tensor> i
       base_a += coords[d] * stride_a[d] * matrix_a;
       base_b += coords[d] * stride_b[d] * matrix_b;
     }
-    for (std::int64_t i = 0; i < s.m; ++i)
-      for (std::int64_t j = 0; j < s.n; ++j) {
-        double acc = 0.0;
-        for (std::int64_t p = 0; p < s.k; ++p)
-          acc += static_cast<double>(av[base_a + i * s.k + p]) * static_cast<double>(bv[base_b + p * s.n + j]);
-        yv[batch * matrix_y + i * s.n + j] = static_cast<float>(acc);
+    // A row of Y at a time, B read along its rows: each element's sum still
+    // adds its k products in order, in double.
+    for (std::int64_t i = 0; i < s.m; ++i) {
+      std::fill(row.begin(), row.end(), 0.0);
+      for (std::int64_t p = 0; p < s.k; ++p) {
+        const double a_ip = av[base_a + i * s.k + p];
+        const float* b_row = bv.data() + base_b + p * s.n;
+        for (std::int64_t j = 0; j < s.n; ++j) row[j] += a_ip * static_cast<double>(b_row[j]);
       }
+      for (std::int64_t j = 0; j < s.n; ++j) yv[batch * matrix_y + i * s.n + j] = static_cast<float>(row[j]);
+    }
   }
   return {y};
 }
@@ -128,7 +135,8 @@ struct GemmParams {
 };
 
 GemmParams read_gemm_params(const Node& node) {
-  check_known_attributes(node, {"alpha", "beta", "transA", "transB", "activation"});
+  check_known_attributes(node, {"alpha", "beta", "transA", "transB", "activation", "f32_products"});
+  check_f32_products(node);
   GemmParams p;
   p.trans_a = get_flag(node, "transA", false);
   p.trans_b = get_flag(node, "transB", false);

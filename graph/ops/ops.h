@@ -57,6 +57,9 @@ bool has_input(const Node& node, std::size_t index);
 // Throws InvalidArgument naming an attribute the op does not know (a typo
 // such as "stride" must not be silently ignored).
 void check_known_attributes(const Node& node, const std::vector<std::string_view>& known);
+// The precision kiln may compute a node's f32 products in, where a pass set
+// it (choose_f32_products): "tf32" or "bf16"; absent: f32.
+void check_f32_products(const Node& node);
 
 // An ints attribute that must have exactly `length` values.
 std::vector<std::int64_t> get_ints_of_length(const Node& node, const std::string& name,

@@ -9,9 +9,18 @@ namespace kiln::graph::passes {
 
 PipelineResult run_eager_passes(const Graph& graph, const EagerPassOptions& options) {
   PipelineResult result{graph, {}};
+  // Not an algorithm choice but the precision the user set, which eager follows too.
+  if (!options.f32_products.matrix_inputs.empty()) {
+    PassResult chosen = choose_f32_products(graph, options.f32_products);
+    if (chosen.report.changes != 0) {
+      chosen.graph.verify();
+      result.graph = std::move(chosen.graph);
+    }
+    result.reports.push_back(std::move(chosen.report));
+  }
   // Weights too large to bind are split first: without that eager could not run them at all.
   if (options.max_binding_bytes != 0) {
-    PassResult split = split_large_weights(graph, {.max_binding_bytes = options.max_binding_bytes});
+    PassResult split = split_large_weights(result.graph, {.max_binding_bytes = options.max_binding_bytes});
     if (split.report.changes != 0) {
       split.graph.verify();
       result.graph = std::move(split.graph);

@@ -229,6 +229,7 @@ PassResult pack_matmul_weights(const Graph& graph, const PackMatMulOptions& opti
       // MatMul(A, packed B) [+ C]: the bias's broadcast is Gemm's (to [M, N]).
       Attributes attrs;
       attrs.set("weight_layout", std::string(kMatMulPackedLayout));
+      if (node.attrs.has("f32_products")) attrs.set("f32_products", node.attrs.get_string("f32_products", ""));
       const bool bias = node.inputs.size() == 3 && node.inputs[2] >= 0;
       const std::vector<ValueId> product =
           rw.add_node("MatMul", {rw.map(node.inputs[0]), packed_weight},

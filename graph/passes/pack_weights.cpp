@@ -55,6 +55,10 @@ bool suits_direct_template(const Graph& graph, const Node& conv, const TemplateQ
   g.dilation_w = dilations[1];
   g.pad_top = pads[0];
   g.pad_left = pads[1];
+  const DType dtype = graph.value(conv.inputs[0]).type.dtype;
+  g.matrix_inputs = dtype == DType::f16    ? "f16"
+                    : dtype == DType::bf16 ? "bf16"
+                                           : conv.attrs.get_string("f32_products", "");
   return templates.conv_uses_direct_template(g);
 }
 

@@ -84,6 +84,9 @@ struct ConvGeometry {
   std::int64_t kernel_h = 1, kernel_w = 1;
   std::int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   std::int64_t pad_top = 0, pad_left = 0;
+  // The matrix instructions' input type the node may use: its 16-bit type
+  // ("f16", "bf16") or its f32_products attribute; "" for none.
+  std::string matrix_inputs{};
 };
 
 // What passes ask of the kernel templates' heuristics, which the graph layer
@@ -239,7 +242,25 @@ struct WinogradOptions {
 };
 PassResult winograd(const Graph& graph, const WinogradOptions& options = {});
 
-// The default pipeline of compile(): fold_constants, fold_batch_norm,
+// Marks the f32 Conv, MatMul and Gemm nodes whose products may run on the
+// device's matrix units in a narrower input type (attribute "f32_products":
+// "tf32" or "bf16"), as PyTorch's precision settings allow:
+// conv_allow_tf32 (convolutions: TF32), float32_matmul_precision (MatMul and
+// Gemm: high TF32; medium bf16, or TF32 where the device has no bf16 units;
+// highest none). Nodes with 16-bit operands take their own type's
+// instruction and are left alone. Lowering gives such a node the matrix
+// instruction of that type (shaders/heuristic.cpp); later passes keep the
+// attribute (winograd gives its MatMul the convolution's).
+struct F32ProductOptions {
+  std::vector<std::string> matrix_inputs{};  // the input types of the device's matrix units
+  bool conv_allow_tf32 = true;
+  std::string matmul_precision = "highest";  // highest, high, medium
+};
+PassResult choose_f32_products(const Graph& graph, const F32ProductOptions& options);
+// The options as `settings` give them, for a device with matrix units of `matrix_inputs`.
+F32ProductOptions f32_product_options(const Settings& settings, std::vector<std::string> matrix_inputs);
+
+// The default pipeline of compile(): choose_f32_products, fold_constants, fold_batch_norm,
 // fuse_activation, drop_identity_resize, conv_before_upsample,
 // trim_conv_window, slice_strided_pointwise_conv, winograd, pack_weights,
 // eliminate_dead_code, recognise_layer_norm, recognise_gelu, recognise_silu,
@@ -275,6 +296,7 @@ struct PipelineOptions {
   Settings settings{};
   GraphChooser chooser{};
   std::shared_ptr<WeightMemo> weight_memo{};  // WinogradOptions::weight_memo
+  std::vector<std::string> matrix_inputs{};  // the device's matrix units' input types (choose_f32_products)
 };
 PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& options = {});
 
@@ -291,6 +313,9 @@ struct EagerPassOptions {
   // The device's largest storage buffer: weights larger are split to run at
   // all (split_large_weights, not a choice of algorithm); 0: none.
   std::uint64_t max_binding_bytes = 0;
+  // Eager mode computes f32 products as compiled mode does (PyTorch's eager
+  // follows the same precision settings): choose_f32_products.
+  F32ProductOptions f32_products{};
 };
 PipelineResult run_eager_passes(const Graph& graph, const EagerPassOptions& options = {});
 

@@ -20,7 +20,10 @@ PipelineResult run_compile_passes(const Graph& graph, const PipelineOptions& opt
     const char* setting;  // the flag that switches it (pack_matmul_weights: a choice; null: always runs)
     std::function<PassResult(const Graph&)> run;
   };
+  const F32ProductOptions f32_products = f32_product_options(settings, options.matrix_inputs);
   const Step pipeline[] = {
+      // First, so that every later pass keeps (or hands on) the nodes' choice.
+      {"choose_f32_products", nullptr, [&](const Graph& g) { return choose_f32_products(g, f32_products); }},
       {"fold_constants", "fold_constants", &fold_constants},
       {"fold_batch_norm", "fold_batch_norm", &fold_batch_norm},
       {"fuse_activation", "fuse_activation", &fuse_activation},

@@ -177,7 +177,9 @@ PassResult winograd(const Graph& graph, const WinogradOptions& options) {
                           ? rw.add_node("WinogradWeight", {rw.map(node.inputs[1])}, std::move(weight_attrs),
                                         node.name + ".winograd_weight")[0]
                           : rw.add_constant(graph.value(node.inputs[1]).name + ".winograd", transformed(weight, choice.tile));
-    const ValueId m = rw.add_node("MatMul", {u, v}, {}, node.name + ".winograd_matmul")[0];
+    Attributes product_attrs;  // the convolution's precision (choose_f32_products) is its product's
+    if (node.attrs.has("f32_products")) product_attrs.set("f32_products", node.attrs.get_string("f32_products", ""));
+    const ValueId m = rw.add_node("MatMul", {u, v}, std::move(product_attrs), node.name + ".winograd_matmul")[0];
 
     // WinogradOutput stands for the Conv: same name, same output value.
     Attributes output_attrs;

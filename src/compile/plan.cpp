@@ -518,7 +518,7 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
   } else {
     // Op by op, but with a vendor library's algorithm choices (Winograd 3x3s).
     graph::passes::PipelineResult passed =
-        graph::passes::run_eager_passes(*graph, policy.eager_pass_options());
+        graph::passes::run_eager_passes(*graph, policy.eager_pass_options(plan->settings));
     plan->graph = std::make_shared<const graph::Graph>(std::move(passed.graph));
     plan->pass_reports = std::move(passed.reports);
   }

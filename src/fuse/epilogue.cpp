@@ -45,8 +45,10 @@ std::optional<std::string> analyze(const BoundKernel& p, const BoundKernel& c, g
   const std::string pair = "'" + c.kernel.name + "' into '" + p.kernel.name + "': ";
   if (!c.kernel.shared.empty()) return pair + "the consumer uses workgroup shared memory";
   // Fusion rewrites scalar and vector accesses; a fragment's tile accesses
-  // are not rewritten yet.
-  if (kir::uses_fragments(p.kernel) || kir::uses_fragments(c.kernel)) return pair + "a kernel uses matrix fragments";
+  // of buffers are not rewritten yet (a matrix-unit GEMM's fragments stay in
+  // shared memory, and its block reaches Y through scalar stores).
+  if (kir::fragments_touch_buffers(p.kernel) || kir::uses_fragments(c.kernel))
+    return pair + "a kernel moves matrix fragments through buffers";
   const std::vector<int> produced_slots = slots_of(p, produced);
   if (produced_slots.size() != 1)
     return pair + "the producer binds the value " + std::to_string(produced_slots.size()) + " times (expected once)";

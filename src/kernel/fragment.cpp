@@ -85,6 +85,14 @@ bool stmts_use_fragments(const std::vector<Stmt>& stmts) {
   return false;
 }
 
+bool stmts_move_fragments_through_buffers(const std::vector<Stmt>& stmts) {
+  for (const Stmt& s : stmts)
+    if (((s.kind == StmtKind::fragment_load || s.kind == StmtKind::fragment_store) && !s.shared_memory) ||
+        stmts_move_fragments_through_buffers(s.body) || stmts_move_fragments_through_buffers(s.else_body))
+      return true;
+  return false;
+}
+
 void check_handle(const Frag& f, const char* what) {
   if (f.index < 0 || f.name.empty()) fail(std::string("kir: ") + what + " is an invalid fragment handle");
 }
@@ -119,6 +127,8 @@ Stmt tile_access(StmtKind kind, const Frag& fragment, int target, bool shared_me
 }  // namespace
 
 bool uses_fragments(const Kernel& kernel) { return stmts_use_fragments(kernel.body); }
+
+bool fragments_touch_buffers(const Kernel& kernel) { return stmts_move_fragments_through_buffers(kernel.body); }
 
 Stmt fragment_fill(Frag accumulator, Expr value) {
   check_handle(accumulator, "fragment fill");

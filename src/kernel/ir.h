@@ -324,6 +324,9 @@ bool uses_subgroup_ops(const Kernel& kernel);
 bool uses_subgroup_broadcast(const Kernel& kernel);
 // Whether its body has fragment statements.
 bool uses_fragments(const Kernel& kernel);
+// Whether a fragment load or store reads or writes a buffer (not only shared
+// arrays): fusion rewrites a kernel's scalar and vector buffer accesses only.
+bool fragments_touch_buffers(const Kernel& kernel);
 // Whether `kind` is one of the fragment statements.
 bool is_fragment_stmt(StmtKind kind);
 // The largest subgroup size kernels may declare.

@@ -313,12 +313,21 @@ LoweredNode lower_node(const graph::Node& node, std::span<const graph::TensorTyp
     pinned = requested;
     pinned.node_pin = pin->second;
   }
-  const LowerTarget& target = has_pin ? pinned : requested;
+  const LowerTarget& pinned_or_requested = has_pin ? pinned : requested;
+  // The products' precision the node's attribute allows (f32 nodes only).
+  LowerTarget with_products;
+  const std::string f32_products = node.attrs.get_string("f32_products", "");
+  if (!f32_products.empty()) {
+    with_products = pinned_or_requested;
+    with_products.f32_products = f32_products;
+  }
+  const LowerTarget& target = f32_products.empty() ? pinned_or_requested : with_products;
   const OpLowering* lowering = find_lowering(node.op);
   const OpContext ctx = make_context(node, inputs, outputs, target);
   const Widened widened = widen_16bit(inputs, outputs);
   LowerTarget twin_target = target;
   twin_target.storage16 = widened.storage;
+  twin_target.f32_products.clear();  // a 16-bit node multiplies in its own type
   const OpContext twin = widened.any ? make_context(node, widened.inputs, widened.outputs, twin_target) : ctx;
   if (auto reason = reason_for(lowering, twin))
     throw_error(ErrorKind::Unsupported, "node '" + node.name + "' (" + node.op + "): " + *reason);

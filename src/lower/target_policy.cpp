@@ -37,11 +37,21 @@ graph::passes::PipelineOptions TargetPolicy::pass_options(const Settings& settin
           .templates = templates,
           .winograd = winograd,
           .settings = settings,
-          .chooser = std::move(chooser)};
+          .chooser = std::move(chooser),
+          .matrix_inputs = matrix_inputs()};
 }
 
-graph::passes::EagerPassOptions TargetPolicy::eager_pass_options() const {
-  return {.winograd = winograd, .max_binding_bytes = max_binding_bytes};
+graph::passes::EagerPassOptions TargetPolicy::eager_pass_options(const Settings& settings) const {
+  return {.winograd = winograd,
+          .max_binding_bytes = max_binding_bytes,
+          .f32_products = graph::passes::f32_product_options(settings, matrix_inputs())};
+}
+
+std::vector<std::string> TargetPolicy::matrix_inputs() const {
+  std::vector<std::string> inputs;
+  for (const MatrixUnit& unit : lower.matrix_units)
+    if (std::find(inputs.begin(), inputs.end(), unit.inputs) == inputs.end()) inputs.push_back(unit.inputs);
+  return inputs;
 }
 
 TargetPolicy target_policy(const backend::TargetDesc& target) {
@@ -66,7 +76,11 @@ TargetPolicy target_policy(const backend::TargetDesc& target) {
   }
 
   policy.templates.conv_uses_direct_template = [lower = out](const graph::passes::ConvGeometry& g) {
-    return shaders::choose_conv_plan(conv_problem(g), lower).algorithm == shaders::ConvAlgorithm::direct;
+    // As lowering will see the node: its matrix instructions' type decides whether it takes them.
+    LowerTarget node = lower;
+    if (g.matrix_inputs == "f16" || g.matrix_inputs == "bf16") node.storage16 = g.matrix_inputs;
+    else node.f32_products = g.matrix_inputs;
+    return shaders::choose_conv_plan(conv_problem(g), node).algorithm == shaders::ConvAlgorithm::direct;
   };
   // The thresholds were measured on the CPU class (the rule's defaults); the
   // GPU classes keep them until measured there.

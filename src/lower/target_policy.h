@@ -34,8 +34,10 @@ struct TargetPolicy {
 
   // The graph passes' options under this policy (compiled mode).
   graph::passes::PipelineOptions pass_options(const Settings& settings, graph::passes::GraphChooser chooser = {}) const;
-  // Eager mode's (algorithm choices only).
-  graph::passes::EagerPassOptions eager_pass_options() const;
+  // Eager mode's (algorithm choices and the f32 products' precision only).
+  graph::passes::EagerPassOptions eager_pass_options(const Settings& settings) const;
+  // The input types of the device's matrix units ("tf32", "f16", "bf16").
+  std::vector<std::string> matrix_inputs() const;
 };
 
 // Fields the target leaves 0 keep LowerTarget's defaults.

@@ -137,14 +137,15 @@ std::optional<std::string> conv_plan_unfit(const shaders::ConvPlan& plan, const 
   return std::nullopt;
 }
 
-std::string with_storage(std::string problem, const std::string& storage16) {
+std::string with_storage(std::string problem, const std::string& storage16, const std::string& f32_products) {
   if (!storage16.empty()) problem += " storage=" + storage16;
+  else if (!f32_products.empty()) problem += " products=" + f32_products;
   return problem;
 }
 
 void build_tuned_gemm(kir::Kernel& kernel, const shaders::GemmProblem& problem, const LowerTarget& target,
                       const std::string& name_prefix) {
-  const std::string text = with_storage(gemm_problem_text(problem), target.storage16);
+  const std::string text = with_storage(gemm_problem_text(problem), target.storage16, target.f32_products);
   const shaders::GemmKnobs heuristic =
       shaders::choose_gemm_knobs(problem.batch, problem.m, problem.n, problem.k, target);
   bool overridden = false;
@@ -158,7 +159,7 @@ void build_tuned_gemm(kir::Kernel& kernel, const shaders::GemmProblem& problem, 
 }
 
 void build_tuned_conv(kir::Kernel& kernel, const shaders::ConvProblem& problem, const LowerTarget& target) {
-  const std::string text = with_storage(conv_problem_text(problem), target.storage16);
+  const std::string text = with_storage(conv_problem_text(problem), target.storage16, target.f32_products);
   bool overridden = false;
   const shaders::ConvPlan plan = build_with_override(
       kernel, target, "conv", text, shaders::choose_conv_plan(problem, target), shaders::parse_conv_plan,

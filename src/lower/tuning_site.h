@@ -25,8 +25,10 @@ namespace kiln::lower {
 // (bias, activation, fused consumers) are not part of it: they do not change
 // which knobs are fastest or valid.
 // `problem` with a node's 16-bit storage types (LowerTarget::storage16)
-// appended (" storage=f16"), as every template's tuning site spells it.
-std::string with_storage(std::string problem, const std::string& storage16);
+// appended (" storage=f16"), as every template's tuning site spells it, and
+// for an f32 node the narrower type its products may use
+// (LowerTarget::f32_products: " products=tf32").
+std::string with_storage(std::string problem, const std::string& storage16, const std::string& f32_products = "");
 // The 16-bit storage types of a node with these tensors ("" for none).
 std::string storage16_of(std::span<const graph::TensorType> inputs, std::span<const graph::TensorType> outputs);
 std::string gemm_problem_text(const shaders::GemmProblem& problem);

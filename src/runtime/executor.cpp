@@ -5,6 +5,7 @@
 
 #include "src/artifact/plan_cache.h"
 #include "src/runtime/background_tuning.h"
+#include "src/lower/target_policy.h"
 
 #include "graph/model_access.h"
 #include "graph/op_registry.h"
@@ -123,18 +124,29 @@ struct Tuning {
 };
 
 // The tune setting as this compile applies it: "records" when the budget is 0.
-// What PyTorch's precision settings do on this device (explain()). kiln's
-// f32 kernels compute in f32 on every device so far: TF32 and bf16 products
-// are not used yet, and the line says so.
+// What PyTorch's precision settings do on this device (explain()): the
+// choose_f32_products pass lets f32 products use the device's matrix units
+// in TF32 or bf16 where the settings allow it; each such node says so in the
+// pass's report.
 std::string precision_line(const Settings& settings, const backend::TargetDesc& target) {
   const std::string& matmul = settings.choice("float32_matmul_precision");
   const bool conv_tf32 = settings.flag("conv_allow_tf32");
   std::string line = "precision: float32_matmul_precision " + matmul + ", conv_allow_tf32 " + (conv_tf32 ? "on" : "off");
-  const bool asks_tf32 = matmul == "high" || conv_tf32;
-  if (matmul == "medium") return line + ": f32 products in f32 (kiln's kernels do not compute them in bf16 yet)";
-  if (!asks_tf32) return line + ": f32 products in f32";
-  if (!target.tf32) return line + ": no effect on " + target.device_name + ", which has no TF32: f32 products in f32";
-  return line + ": f32 products in f32 (kiln's kernels do not use " + target.device_name + "'s TF32 yet)";
+  const graph::passes::F32ProductOptions options =
+      graph::passes::f32_product_options(settings, lower::target_policy(target).matrix_inputs());
+  const auto has = [&](const char* inputs) {
+    return std::find(options.matrix_inputs.begin(), options.matrix_inputs.end(), inputs) != options.matrix_inputs.end();
+  };
+  if (matmul == "highest" && !conv_tf32) return line + ": f32 products in f32";
+  if (!has("tf32") && !has("bf16"))
+    return line + ": no effect on " + target.device_name + ", which has no TF32 or bf16 matrix units: f32 products in f32";
+  // Only convolutions lowered to a GEMM (1x1, implicit GEMM, Winograd's products) reach the matrix units.
+  std::string convs = conv_tf32 && has("tf32") ? "f32 convolutions' GEMMs in TF32" : "f32 convolutions in f32";
+  std::string products = matmul == "medium" && has("bf16") ? "bf16"
+                         : matmul != "highest" && has("tf32") ? "TF32"
+                                                                : "f32";
+  return line + ": " + convs + ", f32 MatMul/Gemm in " + products + " on " + target.device_name +
+         "'s matrix units (sums in f32; docs/precision.md)";
 }
 
 std::string tune_policy(const Settings& settings) {

@@ -155,8 +155,16 @@ CandidateList candidates(const Site& site, const backend::Backend& backend, cons
              "tuning site '" + site.node.name + "' lowers to a kernel without a tuning site");
   const std::string heuristic = chosen.tuning_site->knobs;
 
+  // The space as lowering sees this node: its 16-bit storage types and its
+  // f32 products' precision decide which matrix instructions it may use.
+  lower::LowerTarget node_target = lower_target;
+  std::vector<graph::TensorType> input_types;
+  for (const std::optional<graph::TensorType>& type : site.inputs)
+    if (type) input_types.push_back(*type);
+  node_target.storage16 = lower::storage16_of(input_types, site.outputs);
+  if (node_target.storage16.empty()) node_target.f32_products = site.node.attrs.get_string("f32_products", "");
   std::vector<std::string> heads;
-  std::vector<std::string> texts = space_of(site, lower_target, list.filtered, heads);
+  std::vector<std::string> texts = space_of(site, node_target, list.filtered, heads);
   texts.push_back(heuristic);
   std::sort(texts.begin(), texts.end());
   texts.erase(std::unique(texts.begin(), texts.end()), texts.end());

@@ -31,7 +31,8 @@ std::optional<std::string> node_problem(const Site& site) {
   if (site.node.op == "Conv") {
     try {
       return lower::with_storage(lower::conv_problem_text(lower::conv_problem_of(site.node, inputs, site.outputs)),
-                                 lower::storage16_of(inputs, site.outputs));
+                                 lower::storage16_of(inputs, site.outputs),
+                                 site.node.attrs.get_string("f32_products", ""));
     } catch (const Error&) {
       return std::nullopt;
     }
@@ -42,7 +43,7 @@ std::optional<std::string> node_problem(const Site& site) {
     for (std::size_t i = 0; i + 1 < a.size(); ++i) rows *= a[i];
     return lower::with_storage("gemm batch=1 m=" + std::to_string(rows) + " n=" + std::to_string(inputs[1].shape[1]) +
                                    " k=" + std::to_string(a.back()) + " a=row b=row",
-                               lower::storage16_of(inputs, site.outputs));
+                               lower::storage16_of(inputs, site.outputs), site.node.attrs.get_string("f32_products", ""));
   }
   return std::nullopt;
 }
