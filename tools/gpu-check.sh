@@ -5,7 +5,8 @@
 #   2. list the devices kiln sees,
 #   3. the backend conformance kit, the op conformance suite, the model
 #      zoo's reference/eager/compiled checks and the model-level suites
-#      (resnet, pytorch_fixtures, attention, winograd, runtime) on the CUDA backend,
+#      (resnet, pytorch_fixtures, attention, winograd, runtime) on the CUDA
+#      backend, in f32 (conv_allow_tf32 off), then the zoo with TF32 products;
 #   4. `kiln bench` on CUDA beside PyTorch eager and torch.compile
 #      (tools/gpu_check_pytorch.py; PyTorch and torchvision must be installed);
 #      with --tune, `kiln tune` first and max-autotune in the bench; then

@@ -5,7 +5,7 @@
 
 #include "src/artifact/plan_cache.h"
 #include "src/runtime/background_tuning.h"
-#include "src/lower/target_policy.h"
+#include "graph/passes/passes.h"
 
 #include "graph/model_access.h"
 #include "graph/op_registry.h"
@@ -132,8 +132,9 @@ std::string precision_line(const Settings& settings, const backend::TargetDesc& 
   const std::string& matmul = settings.choice("float32_matmul_precision");
   const bool conv_tf32 = settings.flag("conv_allow_tf32");
   std::string line = "precision: float32_matmul_precision " + matmul + ", conv_allow_tf32 " + (conv_tf32 ? "on" : "off");
-  const graph::passes::F32ProductOptions options =
-      graph::passes::f32_product_options(settings, lower::target_policy(target).matrix_inputs());
+  std::vector<std::string> matrix_inputs;
+  for (const backend::MatrixShape& shape : target.matrix_shapes) matrix_inputs.push_back(shape.inputs);
+  const graph::passes::F32ProductOptions options = graph::passes::f32_product_options(settings, matrix_inputs);
   const auto has = [&](const char* inputs) {
     return std::find(options.matrix_inputs.begin(), options.matrix_inputs.end(), inputs) != options.matrix_inputs.end();
   };
