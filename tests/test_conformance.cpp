@@ -115,16 +115,22 @@ std::string way_name(const Way& way) {
   return name;
 }
 
+// The space-separated words of environment variable `name` (none if unset).
+std::set<std::string> words_of(const char* name) {
+  std::set<std::string> names;
+  if (const char* text = std::getenv(name)) {
+    std::istringstream words(text);
+    for (std::string word; words >> word;) names.insert(word);
+  }
+  return names;
+}
+
 // KILN_CONFORMANCE_SKIP_WAYS="max-autotune ...": modes left out of this run,
 // said in its output (CI's sanitizer build leaves out max-autotune, whose
 // kernels with no tuning records are default mode's).
 const std::set<std::string>& skipped_ways() {
   static const std::set<std::string> skipped = [] {
-    std::set<std::string> names;
-    if (const char* text = std::getenv("KILN_CONFORMANCE_SKIP_WAYS")) {
-      std::istringstream words(text);
-      for (std::string word; words >> word;) names.insert(word);
-    }
+    std::set<std::string> names = words_of("KILN_CONFORMANCE_SKIP_WAYS");
     for (const std::string& name : names)
       std::cout << "conformance: mode " << name << " not run (KILN_CONFORMANCE_SKIP_WAYS)\n";
     return names;
@@ -136,14 +142,7 @@ const std::set<std::string>& skipped_ways() {
 // said in its output (CI's sanitizer build leaves out the cpu backend, whose
 // cases are mostly its C compiler at work).
 const std::set<std::string>& skipped_backends() {
-  static const std::set<std::string> skipped = [] {
-    std::set<std::string> names;
-    if (const char* text = std::getenv("KILN_CONFORMANCE_SKIP_BACKENDS")) {
-      std::istringstream words(text);
-      for (std::string word; words >> word;) names.insert(word);
-    }
-    return names;
-  }();
+  static const std::set<std::string> skipped = words_of("KILN_CONFORMANCE_SKIP_BACKENDS");
   return skipped;
 }
 

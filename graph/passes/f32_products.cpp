@@ -16,18 +16,6 @@ bool has(const std::vector<std::string>& inputs, std::string_view precision) {
   return std::find(inputs.begin(), inputs.end(), precision) != inputs.end();
 }
 
-// The narrowest input type the settings allow for `node`'s products and the
-// device has ("" for f32).
-std::string allowed_products(const Node& node, const F32ProductOptions& options) {
-  if (node.op == "Conv") return options.conv_allow_tf32 && has(options.matrix_inputs, "tf32") ? "tf32" : "";
-  if (node.op != "MatMul" && node.op != "Gemm") return "";
-  // medium: bf16 inputs, or TF32 where the device has no bf16 units
-  // (torch.set_float32_matmul_precision allows either).
-  if (options.matmul_precision == "medium" && has(options.matrix_inputs, "bf16")) return "bf16";
-  if (options.matmul_precision != "highest" && has(options.matrix_inputs, "tf32")) return "tf32";
-  return "";
-}
-
 // Only f32 products: a 16-bit node takes its own type's instruction.
 bool f32_product(const Graph& graph, const Node& node) {
   for (std::size_t i = 0; i < std::min<std::size_t>(node.inputs.size(), 2); ++i)
@@ -37,9 +25,23 @@ bool f32_product(const Graph& graph, const Node& node) {
 
 }  // namespace
 
+bool has_f32_product_units(const F32ProductOptions& options) {
+  return has(options.matrix_inputs, "tf32") || has(options.matrix_inputs, "bf16");
+}
+
+std::string allowed_f32_products(std::string_view op, const F32ProductOptions& options) {
+  if (op == "Conv") return options.conv_allow_tf32 && has(options.matrix_inputs, "tf32") ? "tf32" : "";
+  if (op != "MatMul" && op != "Gemm") return "";
+  // medium: bf16 inputs, or TF32 where the device has no bf16 units
+  // (torch.set_float32_matmul_precision allows either).
+  if (options.matmul_precision == "medium" && has(options.matrix_inputs, "bf16")) return "bf16";
+  if (options.matmul_precision != "highest" && has(options.matrix_inputs, "tf32")) return "tf32";
+  return "";
+}
+
 PassResult choose_f32_products(const Graph& graph, const F32ProductOptions& options) {
   PassReport report{"choose_f32_products", 0, {}};
-  if (!has(options.matrix_inputs, "tf32") && !has(options.matrix_inputs, "bf16")) {
+  if (!has_f32_product_units(options)) {
     report.details.push_back("not for this device: it has no matrix units with TF32 or bf16 inputs");
     return {graph, std::move(report)};
   }
@@ -47,7 +49,7 @@ PassResult choose_f32_products(const Graph& graph, const F32ProductOptions& opti
   std::size_t convs = 0, products = 0;
   std::string product_inputs;
   for (const Node& node : graph.nodes()) {
-    const std::string allowed = f32_product(graph, node) ? allowed_products(node, options) : "";
+    const std::string allowed = f32_product(graph, node) ? allowed_f32_products(node.op, options) : "";
     if (allowed.empty() || node.attrs.get_string("f32_products", "") == allowed) {
       rw.copy_node(node);
       continue;

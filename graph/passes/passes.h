@@ -257,6 +257,11 @@ struct F32ProductOptions {
   std::string matmul_precision = "highest";  // highest, high, medium
 };
 PassResult choose_f32_products(const Graph& graph, const F32ProductOptions& options);
+// Whether the device has matrix units with TF32 or bf16 inputs.
+bool has_f32_product_units(const F32ProductOptions& options);
+// The narrowest input type the options allow an f32 node of `op` ("Conv",
+// "MatMul", "Gemm") on their device: "tf32", "bf16", or "" (f32).
+std::string allowed_f32_products(std::string_view op, const F32ProductOptions& options);
 // The options as `settings` give them, for a device with matrix units of `matrix_inputs`.
 F32ProductOptions f32_product_options(const Settings& settings, std::vector<std::string> matrix_inputs);
 

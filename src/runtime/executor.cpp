@@ -135,18 +135,17 @@ std::string precision_line(const Settings& settings, const backend::TargetDesc& 
   std::vector<std::string> matrix_inputs;
   for (const backend::MatrixShape& shape : target.matrix_shapes) matrix_inputs.push_back(shape.inputs);
   const graph::passes::F32ProductOptions options = graph::passes::f32_product_options(settings, matrix_inputs);
-  const auto has = [&](const char* inputs) {
-    return std::find(options.matrix_inputs.begin(), options.matrix_inputs.end(), inputs) != options.matrix_inputs.end();
-  };
   if (matmul == "highest" && !conv_tf32) return line + ": f32 products in f32";
-  if (!has("tf32") && !has("bf16"))
+  if (!graph::passes::has_f32_product_units(options))
     return line + ": no effect on " + target.device_name + ", which has no TF32 or bf16 matrix units: f32 products in f32";
-  // Only convolutions lowered to a GEMM (1x1, implicit GEMM, Winograd's products) reach the matrix units.
-  std::string convs = conv_tf32 && has("tf32") ? "f32 convolutions' GEMMs in TF32" : "f32 convolutions in f32";
-  std::string products = matmul == "medium" && has("bf16") ? "bf16"
-                         : matmul != "highest" && has("tf32") ? "TF32"
-                                                                : "f32";
-  return line + ": " + convs + ", f32 MatMul/Gemm in " + products + " on " + target.device_name +
+  // As choose_f32_products decides. Only convolutions lowered to a GEMM
+  // (1x1, implicit GEMM, Winograd's products) reach the matrix units.
+  const std::string convs = graph::passes::allowed_f32_products("Conv", options).empty()
+                                ? "f32 convolutions in f32"
+                                : "f32 convolutions' GEMMs in TF32";
+  const std::string products = graph::passes::allowed_f32_products("MatMul", options);
+  return line + ": " + convs + ", f32 MatMul/Gemm in " +
+         (products.empty() ? "f32" : products == "tf32" ? "TF32" : "bf16") + " on " + target.device_name +
          "'s matrix units (sums in f32; docs/precision.md)";
 }
 
