@@ -7,6 +7,7 @@
 //
 // The run is kiln::tune_models (include/kiln/tune.h, src/tune/job/job.cpp): this file
 // turns the flags into its options and prints its progress and report.
+#include "bench/format.h"
 #include "commands.h"
 #include "model_args.h"
 #include "src/base/check.h"
@@ -24,6 +25,8 @@
 
 namespace kiln::tools {
 namespace {
+
+using bench::fixed;
 
 std::atomic<bool> g_interrupted{false};
 
@@ -95,12 +98,6 @@ Model load_model(const TuneArgs& args, const std::string& name) {
 
 std::string short_text(const std::string& text, std::size_t width) {
   return text.size() <= width ? text : text.substr(0, width - 3) + "...";
-}
-
-std::string fixed(double value, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
-  return buf;
 }
 
 std::string clock_text(double seconds) {

@@ -1,5 +1,6 @@
 // `kiln tune merge|export|import|show`: the tuning database from the command
 // line, through the public API (include/kiln/tune.h).
+#include "bench/format.h"
 #include "commands.h"
 #include "src/base/check.h"
 
@@ -16,6 +17,8 @@
 namespace kiln::tools {
 namespace {
 
+using bench::fixed;
+
 // --db, or the default file beside the kernel cache.
 std::string database_path(const std::string& option) {
   if (!option.empty()) return option;
@@ -23,12 +26,6 @@ std::string database_path(const std::string& option) {
   KILN_CHECK(!path.empty(), ErrorKind::InvalidArgument,
              "the kernel cache is off (KILN_CACHE_DIR=off), so there is no default tuning database: give --db FILE");
   return path;
-}
-
-std::string fixed(double value, int decimals) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%.*f", decimals, value);
-  return buf;
 }
 
 void print_table(const std::vector<TuningRecord>& records) {

@@ -28,16 +28,11 @@ namespace {
 // The largest DFT basis kiln builds (N x 2K f32); past it the op is refused.
 constexpr std::int64_t kMaxBasisBytes = std::int64_t{64} << 20;
 
-ValueId emit_one(const OnnxNode& n, ImportContext& ctx, const std::string& op, std::vector<ValueId> inputs,
-                 Attributes attrs, const std::string& suffix) {
-  return ctx.emit(n, op, std::move(inputs), std::move(attrs), suffix).at(0);
-}
-
 ValueId with_ints(const OnnxNode& n, ImportContext& ctx, const std::string& op, ValueId value, const std::string& name,
                   std::vector<std::int64_t> ints, const std::string& suffix) {
   Attributes attrs;
   attrs.set(name, std::move(ints));
-  return emit_one(n, ctx, op, {value}, std::move(attrs), suffix);
+  return ctx.emit_one(n, op, {value}, std::move(attrs), suffix);
 }
 
 // A scalar size input (a window's length, a frame step): a positive constant.
@@ -210,7 +205,7 @@ std::vector<ValueId> convert_dft(const OnnxNode& n, ImportContext& ctx) {
       slice.set("starts", std::vector<std::int64_t>{0});
       slice.set("ends", std::vector<std::int64_t>{length});
       slice.set("axes", std::vector<std::int64_t>{rank - 2});
-      x = emit_one(n, ctx, "Slice", {x}, std::move(slice), "truncate");
+      x = ctx.emit_one(n, "Slice", {x}, std::move(slice), "truncate");
     }
   }
   Shape outer(type.shape.begin(), type.shape.end() - 1);
@@ -223,7 +218,7 @@ std::vector<ValueId> convert_dft(const OnnxNode& n, ImportContext& ctx) {
   rows.push_back(length * channels);
   x = with_ints(n, ctx, "Reshape", x, "shape", rows, "rows");
   const ValueId basis = constant(n, ctx, {length * channels, 2 * outputs}, dft_basis(length, channels, outputs, inverse, {}));
-  ValueId y = emit_one(n, ctx, "MatMul", {x, basis}, {}, "");
+  ValueId y = ctx.emit_one(n, "MatMul", {x, basis}, {}, "");
   std::vector<std::int64_t> out = outer;
   out.push_back(outputs);
   out.push_back(2);
@@ -288,7 +283,7 @@ std::vector<ValueId> convert_stft(const OnnxNode& n, ImportContext& ctx) {
   ValueId weight = constant(n, ctx, {2 * outputs, channels, 1, length}, filters);
   if (present(n, 2) && !constant_window) {
     const ValueId taps = with_ints(n, ctx, "Reshape", n.inputs[2], "shape", {1, 1, 1, length}, "window_taps");
-    weight = emit_one(n, ctx, "Mul", {weight, taps}, {}, "windowed_basis");
+    weight = ctx.emit_one(n, "Mul", {weight, taps}, {}, "windowed_basis");
   }
   // [batch, length, C] -> [batch, C, 1, length], convolved to [batch, 2K, 1, frames].
   ValueId x = with_ints(n, ctx, "Transpose", n.inputs[0], "perm", {0, 2, 1}, "channels_first");
@@ -296,7 +291,7 @@ std::vector<ValueId> convert_stft(const OnnxNode& n, ImportContext& ctx) {
   Attributes conv;
   conv.set("strides", std::vector<std::int64_t>{1, step});
   conv.set("kernel_shape", std::vector<std::int64_t>{1, length});
-  const ValueId frames = emit_one(n, ctx, "Conv", {x, weight}, std::move(conv), "frames");
+  const ValueId frames = ctx.emit_one(n, "Conv", {x, weight}, std::move(conv), "frames");
   const std::int64_t count = (samples - length) / step + 1;
   ValueId y = with_ints(n, ctx, "Reshape", frames, "shape", {batch, outputs, 2, count}, "split_parts");
   y = with_ints(n, ctx, "Transpose", y, "perm", {0, 3, 1, 2}, "");

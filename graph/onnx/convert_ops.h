@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::onnx_import {
@@ -53,6 +54,11 @@ class ImportContext {
   virtual std::vector<graph::ValueId> emit(const OnnxNode& source, const std::string& op,
                                            std::vector<graph::ValueId> inputs, graph::Attributes attrs,
                                            const std::string& suffix = "") = 0;
+  // emit() of an op with one output.
+  graph::ValueId emit_one(const OnnxNode& source, const std::string& op, std::vector<graph::ValueId> inputs,
+                          graph::Attributes attrs, const std::string& suffix = "") {
+    return emit(source, op, std::move(inputs), std::move(attrs), suffix).at(0);
+  }
   virtual graph::ValueId add_constant(const OnnxNode& source, Tensor value) = 0;
   // Counts `bytes` of constants the node is about to create from nothing (a
   // fold, ConstantOfShape, Range) against OnnxOptions::max_folded_bytes; call

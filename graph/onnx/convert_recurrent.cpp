@@ -20,23 +20,18 @@ using graph::ValueId;
 
 namespace {
 
-ValueId emit_one(const OnnxNode& n, ImportContext& ctx, const std::string& op, std::vector<ValueId> inputs,
-                 Attributes attrs, const std::string& suffix) {
-  return ctx.emit(n, op, std::move(inputs), std::move(attrs), suffix).at(0);
-}
-
 ValueId transpose(const OnnxNode& n, ImportContext& ctx, ValueId value, std::vector<std::int64_t> perm,
                   const std::string& suffix) {
   Attributes attrs;
   attrs.set("perm", std::move(perm));
-  return emit_one(n, ctx, "Transpose", {value}, std::move(attrs), suffix);
+  return ctx.emit_one(n, "Transpose", {value}, std::move(attrs), suffix);
 }
 
 ValueId reshape(const OnnxNode& n, ImportContext& ctx, ValueId value, std::vector<std::int64_t> shape,
                 const std::string& suffix) {
   Attributes attrs;
   attrs.set("shape", std::move(shape));
-  return emit_one(n, ctx, "Reshape", {value}, std::move(attrs), suffix);
+  return ctx.emit_one(n, "Reshape", {value}, std::move(attrs), suffix);
 }
 
 // Columns [begin, end) of the last axis of a rank-2 value.
@@ -46,7 +41,7 @@ ValueId columns(const OnnxNode& n, ImportContext& ctx, ValueId value, std::int64
   attrs.set("starts", std::vector<std::int64_t>{begin});
   attrs.set("ends", std::vector<std::int64_t>{end});
   attrs.set("axes", std::vector<std::int64_t>{1});
-  return emit_one(n, ctx, "Slice", {value}, std::move(attrs), suffix);
+  return ctx.emit_one(n, "Slice", {value}, std::move(attrs), suffix);
 }
 
 // The `activations` attribute (a list of strings, which kiln's attribute
@@ -141,7 +136,7 @@ std::vector<ValueId> convert_recurrent(const OnnxNode& n, ImportContext& ctx, co
   const ValueId x = batch_first ? transpose(n, ctx, n.inputs[0], {1, 0, 2}, "x_time_major") : n.inputs[0];
   const ValueId w_columns = transpose(n, ctx, n.inputs[1], {2, 0, 1}, "w_t");
   const ValueId w = reshape(n, ctx, w_columns, {I, D * GH}, "w_columns");
-  ValueId xw = emit_one(n, ctx, "MatMul", {x, w}, {}, "input_projection");
+  ValueId xw = ctx.emit_one(n, "MatMul", {x, w}, {}, "input_projection");
   ValueId rb = -1;
   if (present(n, 3)) {
     const graph::TensorType b_type = ctx.type(n.inputs[3]);
@@ -151,10 +146,10 @@ std::vector<ValueId> convert_recurrent(const OnnxNode& n, ImportContext& ctx, co
     ValueId bias = columns(n, ctx, n.inputs[3], 0, GH, "wb");
     rb = columns(n, ctx, n.inputs[3], GH, 2 * GH, "rb");
     if (cell != "GRU") {
-      bias = emit_one(n, ctx, "Add", {bias, rb}, {}, "bias");
+      bias = ctx.emit_one(n, "Add", {bias, rb}, {}, "bias");
       rb = -1;
     }
-    xw = emit_one(n, ctx, "Add", {xw, reshape(n, ctx, bias, {D * GH}, "bias_flat")}, {}, "input_bias");
+    xw = ctx.emit_one(n, "Add", {xw, reshape(n, ctx, bias, {D * GH}, "bias_flat")}, {}, "input_bias");
   }
   const ValueId rt = transpose(n, ctx, n.inputs[2], {0, 2, 1}, "r_t");
 
@@ -164,7 +159,7 @@ std::vector<ValueId> convert_recurrent(const OnnxNode& n, ImportContext& ctx, co
     if (ctx.type(lengths).dtype != DType::i32) {
       Attributes cast;
       cast.set("to", std::int64_t{6});  // INT32
-      lengths = emit_one(n, ctx, "Cast", {lengths}, std::move(cast), "sequence_lens_i32");
+      lengths = ctx.emit_one(n, "Cast", {lengths}, std::move(cast), "sequence_lens_i32");
     }
   }
   // initial_h (and initial_c) as one [S, D, B, H] input; a missing initial_h
@@ -184,7 +179,8 @@ std::vector<ValueId> convert_recurrent(const OnnxNode& n, ImportContext& ctx, co
     if (initial_state < 0) initial_state = ctx.add_constant(n, Tensor(DType::f32, {1, D, state_shape[1], H}));
     Attributes concat;
     concat.set("axis", std::int64_t{0});
-    initial_state = emit_one(n, ctx, "Concat", {initial_state, state(6, "initial_c")}, std::move(concat), "initial_state");
+    initial_state =
+        ctx.emit_one(n, "Concat", {initial_state, state(6, "initial_c")}, std::move(concat), "initial_state");
   }
   std::vector<ValueId> inputs = {xw, rt, rb, lengths, initial_state};
   if (cell == "LSTM") {

@@ -41,7 +41,7 @@ struct WeightIndexer {
   }
 };
 
-ConvParams read_params(const Node& node) {
+ConvParams read_conv_params(const Node& node) {
   check_known_attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "auto_pad", "activation",
                                 "weight_layout", "out_channels", "f32_products"});
   check_f32_products(node);
@@ -80,7 +80,7 @@ Shape packed_weight_shape(std::int64_t out_channels, std::int64_t group, const S
 }
 
 std::vector<TensorType> infer_conv(const Node& node, std::span<const TensorType> in) {
-  const ConvParams p = read_params(node);
+  const ConvParams p = read_conv_params(node);
   const TensorType& x = in[0];
   const TensorType& w = in[1];
   require_f32("input", x);
@@ -131,7 +131,7 @@ std::vector<TensorType> infer_conv(const Node& node, std::span<const TensorType>
 }
 
 std::vector<Tensor> reference_conv(const Node& node, std::span<const Tensor> in) {
-  const ConvParams p = read_params(node);
+  const ConvParams p = read_conv_params(node);
   const Tensor& x = in[0];
   const Tensor& w = in[1];
   const bool has_bias = has_input(node, 2);

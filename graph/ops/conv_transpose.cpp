@@ -19,7 +19,7 @@ struct ConvTransposeParams {
   std::vector<std::int64_t> strides, dilations, pads, output_padding;  // pads: top, left, bottom, right
 };
 
-ConvTransposeParams read_params(const Node& node) {
+ConvTransposeParams read_conv_transpose_params(const Node& node) {
   check_known_attributes(node, {"kernel_shape", "strides", "pads", "dilations", "group", "output_padding"});
   ConvTransposeParams p;
   p.group = node.attrs.get_int("group", 1);
@@ -37,7 +37,7 @@ ConvTransposeParams read_params(const Node& node) {
 }
 
 std::vector<TensorType> infer_conv_transpose(const Node& node, std::span<const TensorType> in) {
-  const ConvTransposeParams p = read_params(node);
+  const ConvTransposeParams p = read_conv_transpose_params(node);
   const TensorType& x = in[0];
   const TensorType& w = in[1];
   require_f32("input", x);
@@ -88,7 +88,7 @@ std::vector<TensorType> infer_conv_transpose(const Node& node, std::span<const T
 
 // Scatters each input pixel's weighted kernel into a double-precision output.
 std::vector<Tensor> reference_conv_transpose(const Node& node, std::span<const Tensor> in) {
-  const ConvTransposeParams p = read_params(node);
+  const ConvTransposeParams p = read_conv_transpose_params(node);
   const Shape out_shape = infer_conv_transpose(node, types_of(in))[0].shape;
   const Tensor& x = in[0];
   const Tensor& w = in[1];

@@ -19,7 +19,7 @@ using kir::StmtKind;
 
 namespace {
 
-struct Analysis {
+struct PrologueAnalysis {
   int producer_slot = -1;           // the producer's buffer of the produced value
   std::vector<bool> consumed_slot;  // by consumer buffer: binds the consumed value
 };
@@ -32,8 +32,8 @@ bool loads_slot(const Expr& e, const std::vector<bool>& slots) {
   return found;
 }
 
-std::optional<std::string> analyze(const BoundKernel& p, const BoundKernel& c, graph::ValueId produced,
-                                   graph::ValueId consumed, std::int64_t elements, Analysis& a) {
+std::optional<std::string> analyze_prologue(const BoundKernel& p, const BoundKernel& c, graph::ValueId produced,
+                                            graph::ValueId consumed, std::int64_t elements, PrologueAnalysis& a) {
   KILN_ASSERT(p.values.size() == p.kernel.buffers.size() && c.values.size() == c.kernel.buffers.size());
   const std::string pair = "'" + p.kernel.name + "' into the loads of '" + c.kernel.name + "': ";
   // Inlined, its shared memory and barriers would run inside the consumer's
@@ -105,10 +105,10 @@ std::optional<std::string> analyze(const BoundKernel& p, const BoundKernel& c, g
 
 // Rewrites the consumer's body: before each statement, one copy of the
 // producer per load of the value in that statement's own expressions.
-class Inliner {
+class PrologueInliner {
  public:
-  Inliner(const BoundKernel& producer, const Analysis& a, std::vector<int> consumer_map, std::vector<int> producer_map,
-          std::unordered_set<std::string> used)
+  PrologueInliner(const BoundKernel& producer, const PrologueAnalysis& a, std::vector<int> consumer_map,
+                  std::vector<int> producer_map, std::unordered_set<std::string> used)
       : producer_(producer),
         a_(a),
         consumer_map_(std::move(consumer_map)),
@@ -201,7 +201,7 @@ class Inliner {
   }
 
   const BoundKernel& producer_;
-  const Analysis& a_;
+  const PrologueAnalysis& a_;
   std::vector<int> consumer_map_;  // consumer buffer -> fused buffer (-1: the value, inlined)
   std::vector<int> producer_map_;  // producer buffer -> fused buffer (-1: the value)
   FreshPrefixes prefixes_;
@@ -215,14 +215,14 @@ class Inliner {
 std::optional<std::string> prologue_unfusable_reason(const BoundKernel& producer, const BoundKernel& consumer,
                                                      graph::ValueId produced, graph::ValueId consumed,
                                                      std::int64_t elements) {
-  Analysis a;
-  return analyze(producer, consumer, produced, consumed, elements, a);
+  PrologueAnalysis a;
+  return analyze_prologue(producer, consumer, produced, consumed, elements, a);
 }
 
 BoundKernel fuse_prologue(const BoundKernel& producer, const BoundKernel& consumer, graph::ValueId produced,
                           graph::ValueId consumed, std::int64_t elements) {
-  Analysis a;
-  if (auto reason = analyze(producer, consumer, produced, consumed, elements, a))
+  PrologueAnalysis a;
+  if (auto reason = analyze_prologue(producer, consumer, produced, consumed, elements, a))
     throw_error(ErrorKind::Internal, "prologue fusion of " + *reason);
 
   const std::string name = producer.kernel.name + "_" + consumer.kernel.name;
@@ -248,7 +248,7 @@ BoundKernel fuse_prologue(const BoundKernel& producer, const BoundKernel& consum
       producer_map[j] = bind_read(fused, producer, j, producer.kernel.buffers[j].name);
 
   const std::vector<std::string> names = declared_names(consumer.kernel.body);
-  Inliner inliner(producer, a, std::move(consumer_map), std::move(producer_map),
+  PrologueInliner inliner(producer, a, std::move(consumer_map), std::move(producer_map),
                   std::unordered_set<std::string>(names.begin(), names.end()));
   k.body = inliner.rewrite(consumer.kernel.body);
   return fused;

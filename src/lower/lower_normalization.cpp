@@ -12,13 +12,6 @@ using kir::Expr;
 using kir::ScalarType;
 using kir::Stmt;
 
-namespace {
-
-Expr f32_var(const std::string& name) { return kir::var(name, ScalarType::f32); }
-Expr i32_var(const std::string& name) { return kir::var(name, ScalarType::i32); }
-
-}  // namespace
-
 std::optional<std::string> softmax_unsupported(const OpContext& ctx) {
   const Shape& shape = ctx.input_shape(0);
   if (shape.empty()) return "a scalar input has no axis to normalise";

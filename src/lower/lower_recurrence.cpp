@@ -26,9 +26,6 @@ using kir::Stmt;
 
 namespace {
 
-Expr f32_var(const std::string& name) { return kir::var(name, ScalarType::f32); }
-Expr i32_var(const std::string& name) { return kir::var(name, ScalarType::i32); }
-
 Expr sigmoid(Expr x) { return kir::f32(1.0) / (kir::f32(1.0) + kir::exp(-x)); }
 
 Expr activate(const RecurrentFunction& f, Expr x) {

@@ -18,6 +18,10 @@ namespace kiln::lower {
 
 struct OpContext;
 
+// Scalar variables of the kernel being built.
+inline kir::Expr f32_var(const std::string& name) { return kir::var(name, kir::ScalarType::f32); }
+inline kir::Expr i32_var(const std::string& name) { return kir::var(name, kir::ScalarType::i32); }
+
 // How one op lowers: its input slot counts and entry points.
 using Reason = std::optional<std::string> (*)(const OpContext&);
 using Lower = kir::Kernel (*)(const OpContext&);

@@ -14,7 +14,7 @@ namespace {
 
 using Value = Builder::Value;
 
-constexpr float kEpsilon = 1e-6f;
+constexpr float kConvNextNormEpsilon = 1e-6f;
 constexpr double kWeightStd = 0.02;  // torchvision: trunc_normal_(std=0.02), bias 0
 // torchvision zero-initialises biases; small random ones test the bias path.
 constexpr double kBiasStd = 0.02;
@@ -24,7 +24,7 @@ const std::vector<std::int64_t> kToChannelsFirst = {0, 3, 1, 2};
 Value layer_norm_2d(LayerWriter& w, const std::string& name, Value x, std::int64_t channels) {
   Builder& b = w.builder();
   x = b.transpose(x, kToChannelsLast);
-  x = w.layer_norm(name, x, channels, kEpsilon);
+  x = w.layer_norm(name, x, channels, kConvNextNormEpsilon);
   return b.transpose(x, kToChannelsFirst);
 }
 
@@ -34,7 +34,7 @@ ConvSpec conv_spec(std::int64_t in, std::int64_t out, std::int64_t kernel, std::
           .groups = groups, .init = {.weight_std = kWeightStd, .bias_std = kBiasStd}};
 }
 
-const LinearInit kLinearInit = {.kind = LinearInit::Kind::Normal, .weight_scale = kWeightStd,
+const LinearInit kConvNextLinearInit = {.kind = LinearInit::Kind::Normal, .weight_scale = kWeightStd,
                                 .bias_scale = kBiasStd};
 
 // CNBlock: depthwise 7x7, LayerNorm, Linear 4x, GELU, Linear, layer scale, residual.
@@ -47,10 +47,10 @@ Value cn_block(LayerWriter& w, const std::string& name, Value x, std::int64_t di
     LayerWriter::Scope block(w, "block");
     y = w.conv("0", x, conv_spec(dim, dim, 7, 1, 3, dim));
     y = b.transpose(y, kToChannelsLast);  // "block.1" Permute
-    y = w.layer_norm("2", y, dim, kEpsilon);
-    y = w.linear("3", y, dim, 4 * dim, kLinearInit);
+    y = w.layer_norm("2", y, dim, kConvNextNormEpsilon);
+    y = w.linear("3", y, dim, 4 * dim, kConvNextLinearInit);
     y = b.gelu(y);
-    y = w.linear("5", y, 4 * dim, dim, kLinearInit);
+    y = w.linear("5", y, 4 * dim, dim, kConvNextLinearInit);
     y = b.transpose(y, kToChannelsFirst);  // "block.6" Permute
   }
   // torchvision starts the layer scale at 1e-6, which would make every block
@@ -98,7 +98,7 @@ Model convnext_tiny(const ModelOptions& options) {
     LayerWriter::Scope classifier(w, "classifier");
     x = layer_norm_2d(w, "0", x, kDims[3]);
     x = b.flatten(x, 1);  // "classifier.1"
-    logits = w.linear("2", x, kDims[3], shape.num_classes, kLinearInit);
+    logits = w.linear("2", x, kDims[3], shape.num_classes, kConvNextLinearInit);
   }
   b.set_name(logits, "logits");
   return b.build({logits}).with_task("classification");

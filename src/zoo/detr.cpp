@@ -21,7 +21,7 @@ namespace {
 
 using Value = Builder::Value;
 
-constexpr std::int64_t kCocoClasses = 91;
+constexpr std::int64_t kDetrCocoClasses = 91;
 constexpr std::int64_t kModelDim = 256;
 constexpr std::int64_t kHeads = 8;
 constexpr std::int64_t kFeedForward = 2048;
@@ -29,7 +29,7 @@ constexpr std::int64_t kQueries = 100;
 constexpr int kEncoderLayers = 6;
 constexpr int kDecoderLayers = 6;
 
-constexpr LinearInit kLinearInit{.kind = LinearInit::Kind::XavierUniform, .bias_scale = 0.02};
+constexpr LinearInit kDetrLinearInit{.kind = LinearInit::Kind::XavierUniform, .bias_scale = 0.02};
 
 // DetrSinePositionEmbedding(normalize=True) for an unpadded h x w map, as
 // tokens [1, h*w, 256]: channels 0..127 encode y, 128..255 encode x, each as
@@ -67,17 +67,17 @@ Value detr_attention(LayerWriter& w, const std::string& name, Value queries, Val
   const bool self_attention = queries.id == keys.id;
   Value positioned_queries = b.add(queries, query_pos);
   Value positioned_keys = self_attention ? positioned_queries : b.add(keys, key_pos);
-  Value q = w.linear("q_proj", positioned_queries, kModelDim, kModelDim, kLinearInit);
-  Value k = w.linear("k_proj", positioned_keys, kModelDim, kModelDim, kLinearInit);
-  Value v = w.linear("v_proj", keys, kModelDim, kModelDim, kLinearInit);
-  return w.linear("out_proj", scaled_dot_product_attention(w, q, k, v, kHeads), kModelDim, kModelDim, kLinearInit);
+  Value q = w.linear("q_proj", positioned_queries, kModelDim, kModelDim, kDetrLinearInit);
+  Value k = w.linear("k_proj", positioned_keys, kModelDim, kModelDim, kDetrLinearInit);
+  Value v = w.linear("v_proj", keys, kModelDim, kModelDim, kDetrLinearInit);
+  return w.linear("out_proj", scaled_dot_product_attention(w, q, k, v, kHeads), kModelDim, kModelDim, kDetrLinearInit);
 }
 
 // fc1, ReLU, fc2, residual, final_layer_norm.
 Value feed_forward(LayerWriter& w, Value x) {
   Builder& b = w.builder();
-  Value h = b.relu(w.linear("fc1", x, kModelDim, kFeedForward, kLinearInit));
-  h = w.linear("fc2", h, kFeedForward, kModelDim, kLinearInit);
+  Value h = b.relu(w.linear("fc1", x, kModelDim, kFeedForward, kDetrLinearInit));
+  h = w.linear("fc2", h, kFeedForward, kModelDim, kDetrLinearInit);
   return w.layer_norm("final_layer_norm", b.add(x, h), kModelDim);
 }
 
@@ -132,16 +132,16 @@ Value box_predictor(LayerWriter& w, Value x) {
   Builder& b = w.builder();
   LayerWriter::Scope predictor(w, "bbox_predictor");
   LayerWriter::Scope layers(w, "layers");
-  x = b.relu(w.linear("0", x, kModelDim, kModelDim, kLinearInit));
-  x = b.relu(w.linear("1", x, kModelDim, kModelDim, kLinearInit));
-  return b.sigmoid(w.linear("2", x, kModelDim, 4, kLinearInit));
+  x = b.relu(w.linear("0", x, kModelDim, kModelDim, kDetrLinearInit));
+  x = b.relu(w.linear("1", x, kModelDim, kModelDim, kDetrLinearInit));
+  return b.sigmoid(w.linear("2", x, kModelDim, 4, kDetrLinearInit));
 }
 
 }  // namespace
 
 Model detr_resnet50(const ModelOptions& options) {
   // ResNet-50 downsamples by 32: smaller images leave no feature map.
-  const std::int64_t classes = check_dense_options("detr_resnet50", options, 32, kCocoClasses);
+  const std::int64_t classes = check_dense_options("detr_resnet50", options, 32, kDetrCocoClasses);
   Builder b("detr_resnet50");
   Value image = b.input("input", DType::f32, {options.batch, 3, options.image_size, options.image_size});
   // HF keeps the timm ResNet-50 at DetrModel.backbone (DetrConvModel)
@@ -151,7 +151,7 @@ Model detr_resnet50(const ModelOptions& options) {
   for (int i = 0; i < 4; ++i) b.pop_scope();
   LayerWriter w(b, options.seed);
   Value decoded = detr_transformer(w, features);
-  Value logits = w.linear("class_labels_classifier", decoded, kModelDim, classes + 1, kLinearInit);
+  Value logits = w.linear("class_labels_classifier", decoded, kModelDim, classes + 1, kDetrLinearInit);
   Value boxes = box_predictor(w, decoded);
   b.set_name(logits, "logits");
   b.set_name(boxes, "boxes");

@@ -20,7 +20,7 @@ namespace {
 
 using Value = Builder::Value;
 
-constexpr std::int64_t kCocoClasses = 91;  // with background (label 0)
+constexpr std::int64_t kSsdCocoClasses = 91;  // with background (label 0)
 constexpr int kC4Layer = 13;  // torchvision's c4_pos: the last stage's first (strided) block
 constexpr std::int64_t kAnchorsPerLocation = 6;  // DefaultBoxGenerator([[2, 3]] * 6): 2 + 2 * 2
 constexpr float kBatchNormEpsilon = 1e-3f;
@@ -211,7 +211,7 @@ Model ssdlite320_mobilenet_v3_large(const ModelOptions& options) {
   KILN_CHECK(options.image_size >= 32, ErrorKind::InvalidArgument,
              "ssdlite320_mobilenet_v3_large: image_size must be at least 32, got " +
                  std::to_string(options.image_size));
-  const std::int64_t classes = options.num_classes > 0 ? options.num_classes : kCocoClasses;
+  const std::int64_t classes = options.num_classes > 0 ? options.num_classes : kSsdCocoClasses;
   KILN_CHECK(classes >= 2, ErrorKind::InvalidArgument,
              "ssdlite320_mobilenet_v3_large: needs at least 2 classes (with background), got " +
                  std::to_string(classes));

@@ -24,7 +24,7 @@ constexpr std::int64_t kHeads = 12;
 constexpr std::int64_t kHeadDim = kHidden / kHeads;
 constexpr std::int64_t kMlpDim = 3072;
 constexpr int kLayers = 12;
-constexpr float kEpsilon = 1e-6f;
+constexpr float kVitNormEpsilon = 1e-6f;
 
 // x[index] along `axis`, dropping that axis: Gather with constant indices.
 Value take(Builder& b, Value x, std::int64_t axis, std::int64_t index) {
@@ -66,9 +66,9 @@ Value self_attention(LayerWriter& w, Value x, std::int64_t batch, std::int64_t t
 Value encoder_block(LayerWriter& w, const std::string& name, Value x, std::int64_t batch, std::int64_t tokens) {
   Builder& b = w.builder();
   LayerWriter::Scope scope(w, name);
-  Value y = w.layer_norm("ln_1", x, kHidden, kEpsilon);
+  Value y = w.layer_norm("ln_1", x, kHidden, kVitNormEpsilon);
   x = b.add(self_attention(w, y, batch, tokens), x);
-  y = w.layer_norm("ln_2", x, kHidden, kEpsilon);
+  y = w.layer_norm("ln_2", x, kHidden, kVitNormEpsilon);
   {
     LayerWriter::Scope mlp(w, "mlp");
     const LinearInit init = {.kind = LinearInit::Kind::XavierUniform, .bias_scale = 1e-6};
@@ -115,7 +115,7 @@ Model vit_b_16(const ModelOptions& options) {
       LayerWriter::Scope layers(w, "layers");
       for (int i = 0; i < kLayers; ++i) x = encoder_block(w, "encoder_layer_" + std::to_string(i), x, batch, tokens);
     }
-    x = w.layer_norm("ln", x, kHidden, kEpsilon);
+    x = w.layer_norm("ln", x, kHidden, kVitNormEpsilon);
   }
   x = take(b, x, 1, 0);  // the class token: [N, hidden]
   Value logits;

@@ -1,4 +1,4 @@
-// printf-style formatting for the bench's notes and tables.
+// printf-style formatting for the bench's notes and tables (and `kiln tune`'s).
 #pragma once
 
 #include <cstdarg>
@@ -17,5 +17,8 @@ inline std::string format(const char* pattern, ...) {
   va_end(args);
   return text;
 }
+
+// `value` with `decimals` digits after the point.
+inline std::string fixed(double value, int decimals) { return format("%.*f", decimals, value); }
 
 }  // namespace kiln::tools::bench
