@@ -7,8 +7,29 @@
 
 #include <sentencepiece_processor.h>
 
+#include <dlfcn.h>
+
 namespace kiln::tokenizers {
 namespace {
+
+// Debian's libsentencepiece carries its own protobuf (3.14) and exports it
+// without binding its own calls to it, so where the process loaded
+// libprotobuf first (kiln's ONNX importer links 3.21: libkiln.so and `kiln`
+// do), sentencepiece's model parser runs 3.21's code, which aborts the
+// process on the version check. The file that defines the protobuf runtime
+// sentencepiece will call, where it is not sentencepiece itself, else "".
+std::string foreign_protobuf_runtime() {
+  // google::protobuf::internal::VerifyVersion and sentencepiece's processor
+  // constructor, found the way sentencepiece's own calls find them.
+  void* verify = dlsym(RTLD_DEFAULT, "_ZN6google8protobuf8internal13VerifyVersionEiiPKc");
+  void* processor = dlsym(RTLD_DEFAULT, "_ZN13sentencepiece22SentencePieceProcessorC1Ev");
+  Dl_info verify_info{}, processor_info{};
+  if (verify == nullptr || processor == nullptr || dladdr(verify, &verify_info) == 0 ||
+      dladdr(processor, &processor_info) == 0)
+    return "";
+  if (verify_info.dli_fbase == processor_info.dli_fbase) return "";
+  return verify_info.dli_fname != nullptr ? verify_info.dli_fname : "another library";
+}
 
 bool flag(const nlohmann::json& config, const char* key, bool fallback) {
   return config.is_object() && config.contains(key) && config[key].is_boolean() ? config[key].get<bool>() : fallback;
@@ -17,6 +38,12 @@ bool flag(const nlohmann::json& config, const char* key, bool fallback) {
 class SentencePiece final : public Tokenizer::Impl {
  public:
   SentencePiece(const std::string& path, const nlohmann::json& config) : path_(path) {
+    if (const std::string runtime = foreign_protobuf_runtime(); !runtime.empty())
+      throw_error(ErrorKind::Unsupported,
+                  path + ": this program cannot read SentencePiece models: Debian's libsentencepiece bundles its own "
+                         "protobuf runtime (3.14), and the one this process loaded first (" + runtime +
+                         ", which kiln's ONNX importer uses) would take its place and abort; give the model's "
+                         "tokenizer.json instead (transformers saves one with every fast tokenizer)");
     const sentencepiece::util::Status status = processor_.Load(path);
     KILN_CHECK(status.ok(), ErrorKind::Corrupt, path + ": " + status.ToString());
     add_bos_ = flag(config, "add_bos_token", true);
