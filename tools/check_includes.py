@@ -50,7 +50,8 @@ RULES = {
     "src/runtime": ["src/artifact", "src/compile", "src/tune", "src/fuse", "src/render", "src/cache", KERNEL, GRAPH,
                     BACKEND_API, BASE, PUBLIC],
     "src/trace": ["src/runtime", "src/compile", KERNEL, GRAPH, BACKEND_API, BASE, PUBLIC],
-    "src/generate": ["src/runtime", "src/compile", GRAPH, BACKEND_API, BASE, PUBLIC],
+    # src/tune for worker_location.h: the SentencePiece module is found where the tuning worker is.
+    "src/generate": ["src/runtime", "src/compile", "src/tune", GRAPH, BACKEND_API, BASE, PUBLIC],
     # The model-level tuning job (include/kiln/tune.h) and the tuning worker
     # process run models, so they sit above the executor.
     "src/tune/job": ["src/runtime", "src/tune", "src/compile", "src/fuse", "src/lower", "src/cache", SHADERS, KERNEL,

@@ -40,19 +40,29 @@ std::optional<fs::path> kiln_object() {
 
 }  // namespace
 
-std::vector<std::string> worker_search_path() {
+std::vector<std::string> helper_search_path(const std::string& file_name) {
   std::vector<std::string> paths;
   const std::optional<fs::path> self = running_executable();
-  if (self) paths.push_back((self->parent_path() / kWorkerName).string());
+  if (self) paths.push_back((self->parent_path() / file_name).string());
   const std::string_view from_libdir = KILN_TUNE_WORKER_FROM_LIBDIR;
   if (const std::optional<fs::path> object = kiln_object(); object && !from_libdir.empty())
-    paths.push_back((object->parent_path() / from_libdir / kWorkerName).lexically_normal().string());
+    paths.push_back((object->parent_path() / from_libdir / file_name).lexically_normal().string());
   const std::string_view from_bindir = KILN_TUNE_WORKER_FROM_BINDIR;
   if (self && !from_bindir.empty())
-    paths.push_back((self->parent_path() / from_bindir / kWorkerName).lexically_normal().string());
-  paths.push_back(KILN_TUNE_WORKER_BUILD);
-  paths.push_back(KILN_TUNE_WORKER_INSTALLED);
+    paths.push_back((self->parent_path() / from_bindir / file_name).lexically_normal().string());
+  paths.push_back((fs::path(KILN_TUNE_WORKER_BUILD).parent_path() / file_name).string());
+  paths.push_back((fs::path(KILN_TUNE_WORKER_INSTALLED).parent_path() / file_name).string());
   return paths;
+}
+
+std::vector<std::string> worker_search_path() { return helper_search_path(std::string(kWorkerName)); }
+
+std::string find_helper(const std::string& file_name) {
+  for (const std::string& path : helper_search_path(file_name)) {
+    std::error_code error;
+    if (fs::is_regular_file(path, error)) return path;
+  }
+  return "";
 }
 
 std::string find_worker() {

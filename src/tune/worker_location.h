@@ -24,4 +24,10 @@ std::vector<std::string> worker_search_path();
 // tree's path, which the worker's start then reports as missing.
 std::string find_worker();
 
+// The same places for another file kiln installs beside its worker (the
+// SentencePiece module, src/generate/sentencepiece_shim.cpp), and the first
+// of them that is a regular file, else "".
+std::vector<std::string> helper_search_path(const std::string& file_name);
+std::string find_helper(const std::string& file_name);
+
 }  // namespace kiln::tune

@@ -212,6 +212,9 @@ cmake)
   # relative to them finds it).
   worker="$prefix/$KILN_LIBEXECDIR/kiln/kiln-tune-worker"
   [[ -x "$worker" ]] || fail "the tuning worker is not installed at $worker"
+  # Tokenizer.model files are read through this module, found where the worker is.
+  [[ -f "$prefix/$KILN_LIBEXECDIR/kiln/libkiln-sentencepiece.so" ]] ||
+    fail "the SentencePiece module is not installed beside the tuning worker"
   # A database each, or the second run would find every site tuned and start no worker.
   tuning=(env -u KILN_TUNE_WORKER KILN_LOG=debug KILN_TUNE_BUDGET=3s)
   run tune_program "${tuning[@]}" KILN_TUNE_DB="$tmp/program.db" \
