@@ -101,6 +101,13 @@ struct LanguageTable {
   // An f32 {a} rounded to f16 / bf16 and widened back, with 32-bit values
   // only (matrix fragments emulated by one lane round their inputs so).
   std::string f16_round, bf16_round;
+  // f16 arithmetic (kir's f16 values): type_f16 is the language's 16-bit
+  // float type, whose + - * / and comparisons round to f16 and which `cast`
+  // converts to and from f32; f16_arithmetic_directives follow
+  // version_directive in a kernel with such values. Empty type_f16: the
+  // language has none, and f16 values are f32 ones rounded after every op
+  // (f16_round).
+  std::string type_f16, f16_arithmetic_directives;
   std::string bf16_storage, bf16_from_storage, bf16_to_storage;
   std::string storage16_directives, storage16_helpers;
   // Float literal suffix ("" for GLSL, "f" for CUDA/HIP).

@@ -7,8 +7,8 @@
 //   buffers, empty and large transfers, texel buffers at offsets, copies,
 //   dispatch chains, 300 dispatches on a 2-D grid, recorded replay,
 //   parameter blocks, shared memory with barriers, integer and math
-//   semantics against the kir interpreter, 16-bit float storage rounded
-//   bit for bit as the interpreter rounds it, timestamps, errors (bad
+//   semantics against the kir interpreter, 16-bit float storage and f16
+//   arithmetic rounded bit for bit as the interpreter rounds them, timestamps, errors (bad
 //   bindings, regions outside a buffer, out of memory, a bad device index)
 //   and a device still usable after them, and command-list misuse (submit
 //   before finish, recording after it, misaligned bindings, too many
@@ -444,6 +444,83 @@ Outcome sixteen_bit_storage_matches_the_interpreter(const Kit& kit) {
   return compare_f32("f16 vector load", got[9], want[9], 0.0f);
 }
 
+// Within `ulps` f16 units of the interpreter's bits (same sign, finite or
+// equal); NaN equals any NaN.
+Outcome compare_f16_ulps(const std::string& what, const std::vector<std::byte>& got,
+                         const std::vector<std::byte>& want, int ulps) {
+  const auto g = values_of<std::uint16_t>(got), w = values_of<std::uint16_t>(want);
+  auto nan = [](std::uint16_t bits) { return (bits & 0x7fffu) > 0x7c00u; };
+  for (std::size_t i = 0; i < w.size(); ++i) {
+    if (g[i] == w[i] || (nan(g[i]) && nan(w[i]))) continue;
+    const bool same_sign = (g[i] & 0x8000u) == (w[i] & 0x8000u) || ((g[i] | w[i]) & 0x7fffu) == 0;
+    if (!same_sign || nan(g[i]) || nan(w[i]) || std::abs(int{g[i] & 0x7fff} - int{w[i] & 0x7fff}) > ulps)
+      return what + "[" + std::to_string(i) + "] is " + hex(g[i]) + ", the interpreter gives " + hex(w[i]) +
+             " (within " + std::to_string(ulps) + " f16 units allowed)";
+  }
+  return std::nullopt;
+}
+
+// f16 arithmetic (kir f16 values, computed natively where the language has
+// an f16 type, else in f32 rounded after every op): + - * min max neg abs,
+// select and a chain of them bit for bit as the interpreter rounds them, on
+// finite f16 operands of every magnitude (subnormals, overflow); division
+// within one unit and functions within two (a device's f32 functions differ
+// from the C library's by a few f32 units, which may cross an f16 rounding
+// boundary).
+Outcome f16_arithmetic_matches_the_interpreter(const Kit& kit) {
+  constexpr std::size_t n = 4096;
+  kir::Kernel k("f16_arithmetic");
+  const kir::Buf a = k.add_buffer("a", T::f16, kir::Access::read);
+  const kir::Buf b = k.add_buffer("b", T::f16, kir::Access::read);
+  constexpr int outputs = 9;
+  std::vector<kir::Buf> out;
+  for (int o = 0; o < outputs; ++o) out.push_back(k.add_buffer("o" + std::to_string(o), T::f16, kir::Access::write));
+  k.global_size = n;
+  const kir::Expr i = kir::global_index();
+  const kir::Expr ha = kir::cast(T::f16, kir::load(a, i, T::f32)), hb = kir::cast(T::f16, kir::load(b, i, T::f32));
+  const kir::Expr values[outputs] = {ha + hb,
+                                     ha - hb,
+                                     ha * hb,
+                                     kir::min(ha, hb),
+                                     kir::max(ha, hb),
+                                     -kir::abs(ha),
+                                     kir::select(ha < hb, ha * hb - ha, hb - ha * kir::cast(T::f16, kir::f32(0.75))),
+                                     ha / hb,
+                                     kir::tanh(ha) + kir::sqrt(kir::abs(hb))};
+  for (int o = 0; o < outputs; ++o) k.body.push_back(kir::store(out[o], i, kir::cast(T::f32, values[o])));
+  // Finite f16 operands of every exponent: a fixed pseudo-random walk over
+  // the bit patterns, skipping infinities and NaNs.
+  std::vector<std::uint16_t> av(n), bv(n);
+  std::uint32_t state = 12345;
+  auto next_finite = [&] {
+    for (;;) {
+      state = state * 1664525u + 1013904223u;
+      const auto bits = static_cast<std::uint16_t>(state >> 16);
+      if ((bits & 0x7c00u) != 0x7c00u) return bits;
+    }
+  };
+  for (std::size_t j = 0; j < n; ++j) {
+    av[j] = next_finite();
+    bv[j] = next_finite();
+  }
+  // Neighbours and ties: a + b halfway between f16 values, products near the overflow edge.
+  av[0] = kiln::f16_bits(2048.0f), bv[0] = kiln::f16_bits(1.0f);
+  av[1] = kiln::f16_bits(300.0f), bv[1] = kiln::f16_bits(300.0f);
+  av[2] = kiln::f16_bits(1.0f + 0x1p-10f), bv[2] = kiln::f16_bits(1.0f + 0x1p-10f);
+  av[3] = 0x0001, bv[3] = 0x8001;
+  std::vector<std::vector<std::byte>> buffers = {bytes_of(av), bytes_of(bv)};
+  for (int o = 0; o < outputs; ++o) buffers.push_back(bytes_of(std::vector<std::uint16_t>(n)));
+  const auto got = kit.run(k, buffers);
+  const auto want = interpreted(k, buffers);
+  const char* names[outputs] = {"a + b", "a - b", "a * b", "min", "max", "-abs(a)", "select chain", "a / b",
+                                "tanh(a) + sqrt(|b|)"};
+  for (int o = 0; o < outputs; ++o) {
+    const int ulps = o < 7 ? 0 : o == 7 ? 1 : 2;
+    if (auto bad = compare_f16_ulps(names[o], got[o + 2], want[o + 2], ulps)) return bad;
+  }
+  return std::nullopt;
+}
+
 // Matrix fragments held by one lane (the emulation every language renders):
 // a GEMM with edge tiles, inputs rounded to TF32, f16 and bf16, within the
 // bound of the f32 sum against the interpreter's exact one
@@ -732,6 +809,7 @@ const Check kChecks[] = {
     {"shared_memory_and_barriers", shared_memory_and_barriers},
     {"arithmetic_matches_the_interpreter", arithmetic_matches_the_interpreter},
     {"sixteen_bit_storage_matches_the_interpreter", sixteen_bit_storage_matches_the_interpreter},
+    {"f16_arithmetic_matches_the_interpreter", f16_arithmetic_matches_the_interpreter},
     {"matrix_fragments_match_the_interpreter", matrix_fragments_match_the_interpreter},
     {"timestamps_measure_the_work", timestamps_measure_the_work},
     {"errors_leave_the_device_usable", errors_leave_the_device_usable},

@@ -591,6 +591,56 @@ BOOST_AUTO_TEST_CASE(native_f16_conversions_ask_for_exact_rounding) {
   }
 }
 
+// f16 arithmetic (kir f16 values): GLSL computes in float16_t with the
+// explicit-arithmetic extension (a Vulkan device with shaderFloat16), HIP in
+// _Float16, CUDA and C99 in f32 rounded after every op (no f16 type without
+// cuda_fp16.h); functions and min/max run in f32 and round once everywhere.
+// Every offline compiler takes the kernel (the SPIR-V one for a target with
+// fp16 and 16-bit storage).
+BOOST_AUTO_TEST_CASE(f16_arithmetic_compiles_for_every_offline_target) {
+  using namespace kiln::kir;
+  using T = ScalarType;
+  Kernel kernel("f16_arithmetic");
+  const Buf a = kernel.add_buffer("a", T::f16, Access::read);
+  const Buf b = kernel.add_buffer("b", T::f16, Access::read);
+  const Buf out = kernel.add_buffer("out", T::f16, Access::write);
+  const Buf wide = kernel.add_buffer("wide", T::f32, Access::write);
+  kernel.global_size = 256;
+  const Expr i = global_index();
+  const Expr ha = cast(T::f16, load(a, i, T::f32)), hb = cast(T::f16, load(b, i, T::f32));
+  kernel.body = {
+      store(out, i, cast(T::f32, select(ha < hb, ha * hb - ha / hb, -max(ha, hb)))),
+      store(out, i + i32(256), cast(T::f32, tanh(ha) + exp(abs(hb)) + min(ha, cast(T::f16, f32(0.5))))),
+      store(wide, i, cast(T::f32, sqrt(ha * ha + hb * hb))),
+  };
+  verify(kernel);
+  BOOST_TEST(kiln::render::kernel_requirements(kernel).fp16);
+  JobQueue queue;
+  queue.add(kernel, "f16_arithmetic", Refusals::capability);
+  for (const Backend* backend : codegen_backends()) {
+    const std::string text = kiln::render::render(kernel, backend->language());
+    if (backend->name() == "cuda") BOOST_TEST(contains(text, "kiln_f16_to_f32(kiln_f32_to_f16(("), text);
+    if (backend->name() == "hip") {
+      BOOST_TEST(contains(text, "))) * ((_Float16)("), text);  // a native f16 product
+      BOOST_TEST(contains(text, "((_Float16)(tanhf(((float)("), text);
+    }
+  }
+  BOOST_TEST(compile_all(queue.jobs()) == static_cast<int>(queue.jobs().size()));
+  const Backend& vulkan = kiln::backend::get_backend("vulkan");
+  TargetDesc target = vulkan.offline_targets().front();
+  target.storage16 = true;
+  target.fp16 = true;
+  const kiln::backend::KernelSource source = kiln::render::make_kernel_source(kernel, vulkan.language_for(target));
+  BOOST_TEST(contains(source.text, "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require"), source.text);
+  BOOST_TEST(contains(source.text, "float16_t("), source.text);
+  BOOST_TEST(!vulkan.compiler().compile(source, target).data.empty());
+  // A device without f16 arithmetic refuses the kernel with the reason.
+  target.fp16 = false;
+  const auto why = vulkan.supports(kiln::render::kernel_requirements(kernel), target);
+  BOOST_TEST_REQUIRE(why.has_value());
+  BOOST_TEST(contains(*why, "fp16 arithmetic"), *why);
+}
+
 // Matrix fragments held by one lane (the emulation): every language renders
 // the loops, every offline compiler takes them (f16 and bf16 inputs round
 // through 16-bit conversions, so the minimal Vulkan target refuses those).

@@ -8,6 +8,7 @@
 #include <kiln/builder.h>
 #include <kiln/float16.h>
 #include <kiln/kiln.h>
+#include <kiln/models.h>
 #include <kiln/npy.h>
 #include <kiln/settings.h>
 #include <kiln/tensor.h>
@@ -405,4 +406,54 @@ BOOST_AUTO_TEST_CASE(precision_settings_have_pytorchs_names_and_defaults) {
                  std::string::npos,
              explained);
   BOOST_TEST(explained.find("which has no TF32 or bf16 matrix units: f32 products in f32") != std::string::npos, explained);
+}
+
+// The f16_arithmetic setting (off by default, as PyTorch computes 16-bit ops
+// in f32): on a device with f16 arithmetic, kernels that store f16 tensors
+// compute their pointwise math in f16, as mobile GPUs do; the zoo's
+// MobileNetV2 (depthwise and 1x1 convolutions, ReLU6, residual adds) and
+// EfficientNet-B0 (SiLU, squeeze-and-excitation, sigmoid gates) stay within
+// the per-model bound of docs/precision.md for f16 arithmetic; explain()
+// counts the kernels that compute in f16, and says where the setting has no
+// effect.
+BOOST_AUTO_TEST_CASE(f16_arithmetic_runs_pointwise_math_in_f16_within_its_bound) {
+  const kiln::SettingOverrides on = {{"f16_arithmetic", "on"}};
+  for (const std::string name : {"mobilenet_v2", "efficientnet_b0"}) {
+    const kiln::Model model = kiln::models::build(name, {.image_size = 32}).with_float_type(DType::f16);
+    Tensor x(DType::f32, {1, 3, 32, 32});
+    auto v = x.values<float>();
+    for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.37f * static_cast<float>(i)) * 1.5f;
+    const Tensor want = kiln::graph::run_reference(kiln::internal::graph(model), std::vector<Tensor>{x}).at(0);
+    float largest = 0;
+    for (float w : want.values<float>()) largest = std::max(largest, std::fabs(w));
+    BOOST_TEST_REQUIRE(largest > 0.1f);
+    for (const std::string backend : {"cpu", "vulkan"}) {
+      BOOST_TEST_CONTEXT(name << " on " << backend) {
+        auto plain = kiln::compile(model, {.backend = backend, .fullgraph = true, .cache_dir = "off"});
+        auto half = kiln::compile(model, {.backend = backend, .fullgraph = true, .cache_dir = "off", .settings = on});
+        const Tensor f32_math = plain({x}).at(0), f16_math = half({x}).at(0);
+        const std::string explained = half.explain();
+        const auto line = explained.find("f16 arithmetic: on: ");
+        BOOST_TEST_REQUIRE(line != std::string::npos, explained);
+        const std::string summary = explained.substr(line, explained.find('\n', line) - line);
+        if (summary.find("no effect on") != std::string::npos) {
+          BOOST_TEST_MESSAGE(name << " on " << backend << ": " << summary);
+          BOOST_TEST(kiln::max_abs_diff(f16_math, f32_math) == 0.0f);
+          continue;
+        }
+        BOOST_TEST(summary.find(" kernels compute what they store in f16") != std::string::npos, summary);
+        BOOST_TEST(explained.find("f16 buffers, f16 arithmetic") != std::string::npos, explained);
+        const float plain_diff = kiln::max_abs_diff(f32_math, want), half_diff = kiln::max_abs_diff(f16_math, want);
+        BOOST_TEST_MESSAGE(name << " on " << backend << ": max |compiled - f16 reference| " << plain_diff
+                                << " with f32 arithmetic, " << half_diff << " with f16 arithmetic (largest |logit| "
+                                << largest << "); " << summary);
+        // The zoo's per-model bound, of the largest logit itself (these logits are below 1).
+        BOOST_TEST(half_diff <= 16 * kiln::float_epsilon(DType::f16) * largest);
+        // EfficientNet's SiLU and sigmoid gates compute otherwise in f16;
+        // MobileNetV2's ReLU6 (min and max) and residual sums with an
+        // accumulation (f32) do not.
+        if (name == "efficientnet_b0") BOOST_TEST(kiln::max_abs_diff(f16_math, f32_math) > 0.0f);
+      }
+    }
+  }
 }

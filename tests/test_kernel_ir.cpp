@@ -12,8 +12,10 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "src/kernel/f16_arithmetic.h"
 #include "src/kernel/interpreter.h"
 #include "src/kernel/ir.h"
 
@@ -789,6 +791,138 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_buffers_widen_on_load_and_round_on_store) {
   BOOST_TEST(contains(internal_error([&] { verify(k); }), "declared f16, a storage type"));
   BOOST_TEST(contains(internal_error([&] { k.add_shared("s", BF, 4); }), "element type bf16"));
   BOOST_TEST(contains(print(k), "bf16"));
+}
+
+// f16 arithmetic: f16 values come from casts of f32 values (rounded to
+// nearest even), and each op on them rounds its result to f16, so a chain
+// of ops rounds at every step where f32 arithmetic rounds once.
+BOOST_AUTO_TEST_CASE(f16_arithmetic_rounds_every_result) {
+  constexpr ScalarType H = ScalarType::f16;
+  Kernel k("half_math");
+  Buf a = k.add_buffer("a", H, Access::read);
+  Buf b = k.add_buffer("b", H, Access::read);
+  Buf y = k.add_buffer("y", F, Access::write);
+  Buf c = k.add_buffer("c", B, Access::write);
+  k.global_size = 4;
+  const Expr i = global_index();
+  const Expr ha = cast(H, load(a, i, F)), hb = cast(H, load(b, i, F));
+  const int ops = 9;
+  auto at = [&](int op) { return i * i32(ops) + i32(op); };
+  k.body = {store(y, at(0), cast(F, ha + hb)),
+            store(y, at(1), cast(F, ha * hb - ha)),
+            store(y, at(2), cast(F, ha - hb)),
+            store(y, at(3), cast(F, ha / hb)),
+            store(y, at(4), cast(F, max(ha, hb))),
+            store(y, at(5), cast(F, -abs(ha))),
+            store(y, at(6), cast(F, exp(ha))),
+            store(y, at(7), cast(F, select(ha < hb, ha, hb))),
+            store(y, at(8), load(a, i, F) * load(b, i, F) - load(a, i, F)),
+            store(c, i, ha <= hb)};
+  verify(k);
+  // 1 + 2^-10 is f16's next value after 1; 2048 + 1 is a tie (to even: 2048);
+  // 300 * 300 overflows f16 (65504); 2^-14 * 2^-10 is the smallest subnormal.
+  std::vector<std::uint16_t> av = {kiln::f16_bits(1.0f + 0x1p-10f), kiln::f16_bits(2048.0f), kiln::f16_bits(300.0f),
+                                   kiln::f16_bits(0x1p-14f)};
+  std::vector<std::uint16_t> bv = {kiln::f16_bits(1.0f + 0x1p-10f), kiln::f16_bits(1.0f), kiln::f16_bits(300.0f),
+                                   kiln::f16_bits(0x1p-10f)};
+  std::vector<float> out(4 * ops);
+  std::vector<std::uint8_t> less_equal(4);
+  run(k, {bytes(av), bytes(bv), bytes(out), bytes(less_equal)});
+  auto half = [](float v) { return kiln::f16_value(kiln::f16_bits(v)); };
+  const float e = 1.0f + 0x1p-10f;
+  BOOST_TEST(out[0] == 2.0f + 0x1p-9f);
+  // (1 + 2^-10)^2 = 1 + 2^-9 + 2^-20 rounds to 1 + 2^-9 in f16 before the
+  // subtraction, which leaves 2^-10; in f32 it leaves 2^-10 + 2^-20.
+  BOOST_TEST(out[1] == 0x1p-10f);
+  BOOST_TEST(half(e * e - e) == 0x1p-10f + 0x1p-20f);
+  BOOST_TEST(out[8] == e * e - e);  // f32 arithmetic: rounded only when stored
+  BOOST_TEST(out[ops + 0] == 2048.0f);  // 2049 is a tie: to even
+  BOOST_TEST(out[ops + 2] == 2047.0f);
+  BOOST_TEST(out[ops + 4] == 2048.0f);
+  BOOST_TEST(out[ops + 5] == -2048.0f);
+  BOOST_TEST(std::isinf(out[ops + 6]));  // e^2048 overflows
+  BOOST_TEST(std::isinf(out[2 * ops + 1]));  // 300 * 300 overflows f16, though the stored f32 would not
+  BOOST_TEST(out[2 * ops + 8] == 89700.0f);
+  BOOST_TEST(out[2 * ops + 3] == 1.0f);
+  BOOST_TEST(out[3 * ops + 1] == 0x1p-24f - 0x1p-14f);  // subnormal: exact
+  BOOST_TEST(out[3 * ops + 3] == 0x1p-4f);
+  BOOST_TEST(out[6] == half(std::exp(e)));
+  BOOST_TEST(out[ops + 7] == 1.0f);
+  BOOST_TEST(less_equal == (std::vector<std::uint8_t>{1, 0, 1, 1}), boost::test_tools::per_element());
+  // f16 meets f32 only through casts; no variable, load, shared array or
+  // integer is f16, and bf16 has no values at all.
+  BOOST_TEST(contains(internal_error([&] { cast(H, i32(1)); }), "f16 values convert to and from f32 only"));
+  BOOST_TEST(contains(internal_error([&] { cast(ScalarType::bf16, f32(1.0)); }), "bf16 is a storage type"));
+  BOOST_TEST(contains(internal_error([&] { declare("v", H, ha); }), "a storage type"));
+  BOOST_TEST(contains(internal_error([&] { pow(ha, hb); }), "does not accept operands of type f16"));
+  BOOST_TEST(contains(internal_error([&] { ha + load(a, i, F); }), "operands of one type"));
+  Kernel stored("stores_a_half");
+  Buf h = stored.add_buffer("h", H, Access::read_write);
+  stored.global_size = 1;
+  stored.body = {store(h, i, cast(H, load(h, i, F)))};
+  BOOST_TEST(contains(internal_error([&] { verify(stored); }), "store of a f16 value"));
+  BOOST_TEST(contains(print(k), "f16("));
+}
+
+// use_f16_arithmetic computes what a kernel stores into f16 buffers in f16:
+// pointwise ops on f16 elements narrow, a sum that meets a variable (an
+// accumulation) stays f32 and is rounded once, and f32 buffers are untouched.
+BOOST_AUTO_TEST_CASE(f16_arithmetic_narrows_stored_pointwise_math_only) {
+  constexpr ScalarType H = ScalarType::f16;
+  Kernel k("epilogue");
+  Buf x = k.add_buffer("x", H, Access::read);
+  Buf bias = k.add_buffer("bias", H, Access::read);
+  Buf sum = k.add_buffer("sum", H, Access::write);
+  Buf act = k.add_buffer("act", H, Access::write);
+  Buf wide = k.add_buffer("wide", F, Access::write);
+  Buf quad = k.add_buffer("quad", H, Access::write);
+  k.global_size = 2;
+  const Expr i = global_index();
+  const Expr acc = var("acc", F);
+  const Expr xi = load(x, i * i32(4), F), bi = load(bias, i, F);
+  k.body = {declare("acc", F, f32(0.0)),
+            loop("j", i32(0), i32(4), {assign("acc", acc + load(x, i * i32(4) + var("j", I), F))}),
+            store(sum, i, acc + bi),
+            store(act, i, tanh(acc + bi) * xi + f32(0.5)),
+            store(wide, i, xi * xi + bi),
+            load_vector({"v0", "v1", "v2", "v3"}, x, i, F)};
+  std::vector<Expr> squares;
+  for (const char* v : {"v0", "v1", "v2", "v3"}) squares.push_back(var(v, F) * var(v, F) - bi);
+  k.body.push_back(store_vector(quad, i, squares));
+  const Kernel before = k;
+  BOOST_TEST(!uses_f16_arithmetic(before));
+  BOOST_TEST(use_f16_arithmetic(k) == 5);  // act and the four quad values
+  BOOST_TEST(uses_f16_arithmetic(k));
+  verify(k);
+  BOOST_TEST(use_f16_arithmetic(k) == 0);  // nothing left to narrow
+  const std::string printed = print(k);
+  BOOST_TEST(contains(printed, "f16((acc + "), printed);  // the accumulation's sum in f32, rounded once
+  std::vector<float> in(8);
+  for (std::size_t j = 0; j < in.size(); ++j) in[j] = 1.0f + 0x1p-10f * static_cast<float>(3 * j + 1);
+  std::vector<std::uint16_t> xs(8), bs = {kiln::f16_bits(0.3f), kiln::f16_bits(-1.7f)};
+  for (std::size_t j = 0; j < in.size(); ++j) xs[j] = kiln::f16_bits(in[j]);
+  auto half = [](float v) { return kiln::f16_value(kiln::f16_bits(v)); };
+  auto outputs = [&](const Kernel& kernel) {
+    std::vector<std::uint16_t> xv = xs, bv = bs, s(2), a(2), q(8);
+    std::vector<float> w(2);
+    run(kernel, {bytes(xv), bytes(bv), bytes(s), bytes(a), bytes(w), bytes(q)});
+    return std::make_tuple(s, a, w, q);
+  };
+  const auto [s32, a32, w32, q32] = outputs(before);
+  const auto [s16, a16, w16, q16] = outputs(k);
+  BOOST_TEST(s16 == s32, boost::test_tools::per_element());  // a lone sum with the accumulation: unchanged
+  BOOST_TEST(w16 == w32, boost::test_tools::per_element());  // an f32 buffer: unchanged
+  for (std::size_t e = 0; e < 2; ++e) {
+    float total = 0;
+    for (std::size_t j = 0; j < 4; ++j) total += kiln::f16_value(xs[4 * e + j]);
+    const float b = kiln::f16_value(bs[e]), x0 = kiln::f16_value(xs[4 * e]);
+    const float want = half(half(half(std::tanh(half(total + b))) * x0) + 0.5f);
+    BOOST_TEST(kiln::f16_value(a16[e]) == want);
+    for (std::size_t c = 0; c < 4; ++c) {
+      const float v = kiln::f16_value(xs[4 * e + c]);
+      BOOST_TEST(kiln::f16_value(q16[4 * e + c]) == half(half(v * v) - b));
+    }
+  }
 }
 
 BOOST_AUTO_TEST_CASE(vector_stores_write_aligned_consecutive_elements) {

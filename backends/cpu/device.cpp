@@ -251,6 +251,7 @@ TargetDesc host_target(const std::string& compiler_version, unsigned threads) {
   t.int64 = true;
   t.storage8 = true;
   t.storage16 = true;
+  t.fp16 = true;  // f16 arithmetic emulated in C (f32 rounded after every op)
   t.timestamps = true;  // the host's clock around each submit
   set_pointer_style_capabilities(t);
   return t;

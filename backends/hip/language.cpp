@@ -21,6 +21,7 @@ const LanguageTable& hip_language() {
     t.f16_from_storage = "((float)({a}))";
     t.f16_to_storage = "((_Float16)({a}))";
     t.f16_round = "((float)((_Float16)({a})))";
+    t.type_f16 = "_Float16";  // f16 arithmetic in the GPU's own half instructions
     t.vector_u16 = "";  // _Float16 elements: scalar loads and stores
     t.vector_u16_store = "";
     t.storage16_helpers = bf16_conversions(kCudaStyleStorage16);

@@ -74,6 +74,7 @@ TargetDesc null_target(const std::string& compiler_version) {
   target.int64 = true;  // C99's int64_t and uint8_t
   target.storage8 = true;
   target.storage16 = true;
+  target.fp16 = true;
   set_pointer_style_capabilities(target);
   return target;
 }

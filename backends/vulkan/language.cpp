@@ -76,6 +76,9 @@ LanguageTable make_glsl_language(F16Conversion f16) {
   t.storage8_directives = "#extension GL_EXT_shader_8bit_storage : require\n";
   t.float_suffix = "";
   t.f16_round = "kiln_f16_to_f32(kiln_f32_to_f16({a}))";
+  // f16 arithmetic in float16_t (devices with shaderFloat16: TargetDesc::fp16).
+  t.type_f16 = "float16_t";
+  t.f16_arithmetic_directives = "#extension GL_EXT_shader_explicit_arithmetic_types_float16 : require\n";
   t.bf16_round = "kiln_bf16_to_f32(kiln_f32_to_bf16({a}))";
   t.float_to_bits = "floatBitsToUint({a})";
   t.bits_to_float = "uintBitsToFloat({a})";

@@ -228,6 +228,9 @@ std::vector<const RenderedKernel*> plan_kernels(Plan& plan, const backend::Backe
   // A new extent's kernels are mostly the set's, checked when it was
   // planned: only the others are checked, below.
   options.verify_fused = !from_set;
+  // f16 arithmetic only where the target runs it; elsewhere the setting
+  // changes nothing (explain says so).
+  options.f16_arithmetic = plan.settings.flag("f16_arithmetic") && target.fp16;
   fuse::KernelPlan kernel_plan = dynamic ? plan_pinned(g, options, pinned_sites) : fuse::plan_kernels(g, options);
   plan.site_knobs = site_knobs(g, kernel_plan);
   base::log(base::LogLevel::debug, plan.model_name + ": lowered " + std::to_string(kernel_plan.kernel_nodes) +

@@ -2,6 +2,7 @@
 
 #include "src/base/check.h"
 #include "src/fuse/prologue.h"
+#include "src/kernel/f16_arithmetic.h"
 #include "src/lower/lower.h"
 
 #include <kiln/error.h>
@@ -358,6 +359,9 @@ KernelPlan plan_kernels(const graph::Graph& g, const PlanOptions& options) {
     }
   }
   if (options.fuse) Fuser(g, options, plan).run();
+  if (options.f16_arithmetic)
+    for (PlanStep& step : plan.steps)
+      if (!step.host) kir::use_f16_arithmetic(step.kernel->kernel);
   return plan;
 }
 

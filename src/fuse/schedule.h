@@ -49,6 +49,10 @@ struct PlanOptions {
   // them with kernels checked before (a new extent of a dynamic shape set
   // takes its set's) checks the rest itself.
   bool verify_fused = true;
+  // Each finished kernel that stores f16 results computes them in f16
+  // (kir::use_f16_arithmetic; the f16_arithmetic setting, on a target with
+  // TargetDesc::fp16).
+  bool f16_arithmetic = false;
 };
 
 // One step of the plan, in execution order.

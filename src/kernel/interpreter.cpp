@@ -40,6 +40,10 @@ Value of_u32(std::uint32_t v) { Value x{.l = 0}; x.u = v; return x; }
 Value of_i64(std::int64_t v) { return {.l = v}; }
 Value of_bool(bool v) { return of_u32(v ? 1u : 0u); }
 
+// An f32 rounded to the nearest f16 (ties to even), as an f32: the value of
+// f16 arithmetic (ir.h).
+float to_f16(float v) { return f16_value(f16_bits(v)); }
+
 // Wrap-around i32 arithmetic without signed overflow in C++.
 std::int32_t wrap(std::uint32_t bits) { return static_cast<std::int32_t>(bits); }
 std::uint32_t bits(std::int32_t v) { return static_cast<std::uint32_t>(v); }
@@ -718,6 +722,11 @@ class Machine {
         case UnaryOp::abs: return of_i64(a.l < 0 ? wrap64(0u - bits64(a.l)) : a.l);
         default: break;
       }
+    } else if (n.type == ScalarType::f16) {
+      // Computed in f32 and rounded once (ir.h).
+      Node wide = n;
+      wide.type = ScalarType::f32;
+      return of_f32(to_f16(unary(wide, a).f));
     } else if (n.type == ScalarType::f32) {
       const float x = a.f;
       switch (n.unary) {
@@ -750,8 +759,12 @@ class Machine {
         if (n.binary == BinaryOp::eq) return of_bool(a.u == b.u);
         if (n.binary == BinaryOp::ne) return of_bool(a.u != b.u);
         break;
-      case ScalarType::f16:
-      case ScalarType::bf16: break;  // storage types: verify() rejects 16-bit values
+      case ScalarType::f16: {
+        // Computed in f32 and rounded once (ir.h); comparisons are exact.
+        const Value wide = binary_f32(n.binary, a.f, b.f);
+        return n.type == ScalarType::f16 ? of_f32(to_f16(wide.f)) : wide;
+      }
+      case ScalarType::bf16: break;  // a storage type: verify() rejects bf16 values
     }
     KILN_ASSERT(false && "binary op and type passed verify() but have no semantics");
     return {};
@@ -844,7 +857,7 @@ class Machine {
     const ScalarType from = n.operand;
     switch (n.type) {
       case ScalarType::f32:
-        if (from == ScalarType::f32) return a;
+        if (from == ScalarType::f32 || from == ScalarType::f16) return a;  // f16 values are exact f32 ones
         if (from == ScalarType::i32) return of_f32(static_cast<float>(a.i));
         if (from == ScalarType::u32) return of_f32(static_cast<float>(a.u));
         if (from == ScalarType::i64) return of_f32(static_cast<float>(a.l));
@@ -872,8 +885,8 @@ class Machine {
         if (from == ScalarType::f32) return of_bool(a.f != 0.0f);
         if (from == ScalarType::i64) return of_bool(a.l != 0);
         return of_bool(a.u != 0);
-      case ScalarType::f16:
-      case ScalarType::bf16: break;  // storage types: verify() rejects 16-bit values
+      case ScalarType::f16: return of_f32(to_f16(a.f));  // verify() allows only f32 (or f16) operands
+      case ScalarType::bf16: break;                       // a storage type: verify() rejects bf16 values
     }
     KILN_ASSERT(false && "cast to an unknown type");
     return {};

@@ -1,15 +1,16 @@
 // Kernel IR: typed construction helpers (verify() is in verify.cpp, print() in print.cpp).
 //
 // Type rules (shared by the helpers and verify()):
-//   neg, abs                          f32 | i32          -> same
+//   neg, abs                          f32 | f16 | i32 | i64  -> same
 //   exp log sqrt rsqrt tanh erf
-//   floor ceil                        f32                -> f32
+//   floor ceil                        f32 | f16          -> same
 //   logical_not                       bool               -> bool
-//   add sub mul div min max           f32 | i32 | u32    -> same
-//   mod                               i32 | u32          -> same
+//   add sub mul div min max           f32 | f16 | i32 | u32 | i64 -> same
+//   mod                               i32 | u32 | i64    -> same
 //   pow                               f32                -> f32
-//   lt le gt ge                       f32 | i32 | u32    -> bool
-//   eq ne                             any (same type)    -> bool
+//   lt le gt ge                       f32 | f16 | i32 | u32 | i64 -> bool
+//   eq ne                             any but bf16 (same type) -> bool
+//   cast                              to or from f16: from or to f32 only
 //   logical_and logical_or            bool               -> bool
 //   select(cond, a, b)                cond bool, a and b of one type
 //   load / store index                i32 | u32
@@ -128,7 +129,7 @@ const char* infix_symbol(BinaryOp op) {
 
 namespace {
 
-bool is_numeric(ScalarType t) { return t != ScalarType::boolean; }
+bool is_numeric(ScalarType t) { return t != ScalarType::boolean && t != ScalarType::bf16; }
 bool is_integer(ScalarType t) { return t == ScalarType::i32 || t == ScalarType::u32 || t == ScalarType::i64; }
 
 }  // namespace
@@ -137,13 +138,13 @@ std::optional<ScalarType> unary_result_type(UnaryOp op, ScalarType a) {
   switch (op) {
     case UnaryOp::neg:
     case UnaryOp::abs:
-      if (a == ScalarType::f32 || a == ScalarType::i32 || a == ScalarType::i64) return a;
+      if (a == ScalarType::f32 || a == ScalarType::f16 || a == ScalarType::i32 || a == ScalarType::i64) return a;
       return std::nullopt;
     case UnaryOp::logical_not:
       if (a == ScalarType::boolean) return a;
       return std::nullopt;
     default:  // transcendental and rounding functions
-      if (a == ScalarType::f32) return a;
+      if (a == ScalarType::f32 || a == ScalarType::f16) return a;
       return std::nullopt;
   }
 }
@@ -172,7 +173,9 @@ std::optional<ScalarType> binary_result_type(BinaryOp op, ScalarType a, ScalarTy
       if (is_numeric(a)) return ScalarType::boolean;
       return std::nullopt;
     case BinaryOp::eq:
-    case BinaryOp::ne: return ScalarType::boolean;
+    case BinaryOp::ne:
+      if (a != ScalarType::bf16) return ScalarType::boolean;
+      return std::nullopt;
     case BinaryOp::logical_and:
     case BinaryOp::logical_or:
       if (a == ScalarType::boolean) return a;
@@ -189,6 +192,15 @@ std::string binary_type_error(BinaryOp op, ScalarType a, ScalarType b) {
   std::string msg = std::string("binary '") + binary_op_name(op) + "' ";
   if (a != b) return msg + "needs operands of one type, got " + scalar_type_name(a) + " and " + scalar_type_name(b);
   return msg + "does not accept operands of type " + scalar_type_name(a);
+}
+
+std::optional<std::string> cast_type_error(ScalarType to, ScalarType from) {
+  if (to == ScalarType::bf16 || from == ScalarType::bf16 ||
+      ((to == ScalarType::f16 || from == ScalarType::f16) && to != ScalarType::f32 && from != ScalarType::f32 &&
+       to != from))
+    return std::string("a cast from ") + scalar_type_name(from) + " to " + scalar_type_name(to) +
+           " (f16 values convert to and from f32 only; bf16 is a storage type)";
+  return std::nullopt;
 }
 
 bool is_index_type(ScalarType t) { return t == ScalarType::i32 || t == ScalarType::u32; }
@@ -479,6 +491,7 @@ Expr select(Expr cond, Expr if_true, Expr if_false) {
 
 Expr cast(ScalarType type, Expr a) {
   check_expr(a, "cast operand");
+  if (std::optional<std::string> why = cast_type_error(type, a.type())) fail("kir: " + *why);
   ExprNode n = node_of(ExprKind::cast, type);
   n.args = {std::move(a)};
   return make(std::move(n));

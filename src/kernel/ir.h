@@ -85,18 +85,27 @@ namespace kiln::kir {
 // i64 in 8, a bool in one byte (0 or 1; kiln's DType::boolean). i64 is
 // arithmetic (a model's int64 tensors); indices and loop variables are i32.
 //
-// f16 (IEEE binary16) and bf16 (bfloat16) are storage types: only a buffer's
+// f16 (IEEE binary16) and bf16 (bfloat16) are storage types: a buffer's
 // elements have them (2 bytes each). A load from such a buffer is an f32
 // value (widened exactly) and a store into one takes an f32 value and rounds
 // it to nearest, ties to even (NaN stays NaN, overflow becomes infinity).
 // Kernels on 16-bit tensors therefore compute in f32 and round once per
 // store, which is PyTorch's per-op rule for 16-bit tensors
-// (docs/precision.md); no expression, variable or shared array is 16-bit.
+// (docs/precision.md). f16 arithmetic is the one exception: an f16 value is
+// made by a cast from f32 (rounded as a store rounds) and is the operand and
+// result of neg, abs, the transcendental and rounding functions, add, sub,
+// mul, div, min, max, comparisons and select, each result rounded to f16 as
+// if computed exactly (which f32 arithmetic followed by one rounding is, for
+// these ops: f32 has more than twice f16's precision); a cast to f32 widens
+// it exactly. No variable, buffer access, shared array or other op has an
+// f16 value, and nothing has a bf16 one (use_f16_arithmetic, in
+// f16_arithmetic.h, writes such expressions).
 enum class ScalarType : std::uint8_t { f32, i32, u32, boolean, i64, f16, bf16 };
 const char* scalar_type_name(ScalarType type);  // "f32", "i32", "u32", "bool", "i64", "f16", "bf16"
 // Bytes of one buffer element of `type` (see above).
 std::size_t element_bytes(ScalarType type);
-// Whether `type` is a storage type (f16, bf16): buffer elements only.
+// Whether `type` is a storage type (f16, bf16): buffer elements (and, for
+// f16, the values of f16 arithmetic; see above).
 bool is_storage_only(ScalarType type);
 // The type of a value loaded from or stored into a buffer of `type`: f32 for
 // the storage types, `type` itself for every other.

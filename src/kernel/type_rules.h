@@ -22,6 +22,9 @@ std::optional<ScalarType> binary_result_type(BinaryOp op, ScalarType a, ScalarTy
 std::string unary_type_error(UnaryOp op, ScalarType a);
 std::string binary_type_error(BinaryOp op, ScalarType a, ScalarType b);
 
+// Why a cast from `from` to `to` is refused (f16 meets f32 only), or nullopt.
+std::optional<std::string> cast_type_error(ScalarType to, ScalarType from);
+
 bool is_index_type(ScalarType t);  // i32 or u32
 // A name every language can take once prefixed: a letter, then letters,
 // digits and single underscores.

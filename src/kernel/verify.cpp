@@ -502,9 +502,13 @@ class Verifier {
         error(std::string("expression of kind ") + std::to_string(static_cast<int>(n.kind)) + " has " +
               std::to_string(n.args.size()) + " operands, expected " + std::to_string(count) + " (in " + where + ")");
     };
-    if (is_storage_only(n.type))
+    // f16 values come only from f16 arithmetic (see ir.h); bf16 ones never.
+    const bool f16_arithmetic = n.kind == ExprKind::unary || n.kind == ExprKind::binary ||
+                                n.kind == ExprKind::select || n.kind == ExprKind::cast;
+    if (n.type == ScalarType::bf16 || (n.type == ScalarType::f16 && !f16_arithmetic))
       error(std::string("an expression of type ") + scalar_type_name(n.type) + " in " + where +
-            " (a storage type: buffers only; loads of it are f32)");
+            " (a storage type: buffers only; loads of it are f32" +
+            (n.type == ScalarType::f16 ? ", and f16 values are made by casts from f32)" : ")"));
     switch (n.kind) {
       case ExprKind::constant:
         if (n.type == ScalarType::i32 && (n.ivalue < std::numeric_limits<std::int32_t>::min() ||
@@ -610,10 +614,12 @@ class Verifier {
                 scalar_type_name(a) + " and " + scalar_type_name(b));
         return n.type;
       }
-      case ExprKind::cast:
+      case ExprKind::cast: {
         arity(1);
-        expr(n.args[0], where);
+        const ScalarType from = expr(n.args[0], where);
+        if (std::optional<std::string> why = cast_type_error(n.type, from)) error(*why + " in " + where);
         return n.type;
+      }
     }
     error("unknown expression kind " + std::to_string(static_cast<int>(n.kind)) + " in " + where);
   }

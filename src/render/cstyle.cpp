@@ -116,6 +116,9 @@ bool has_16bit_fragment(const kir::Kernel& kernel) {
 
 bool needs_storage16(const kir::Kernel& kernel) { return has_16bit_buffer(kernel) || has_16bit_fragment(kernel); }
 
+// Whether the kernel computes with f16 values (kir's f16 arithmetic).
+bool has_f16_values(const kir::Kernel& kernel) { return has_type(kernel.body, ScalarType::f16); }
+
 // (buffer, width) of every vector load and store in `stmts`.
 void collect_vector_views(const std::vector<Stmt>& stmts, std::set<std::pair<int, std::size_t>>& views) {
   for (const Stmt& s : stmts) {
@@ -138,10 +141,13 @@ class Renderer {
     if (has_bool_buffer(kernel_)) out += lang_.storage8_directives;
     const bool storage16 = needs_storage16(kernel_);
     if (storage16) out += lang_.storage16_directives;
+    const bool f16_values = has_f16_values(kernel_);
+    if (f16_values && native_f16_arithmetic()) out += lang_.f16_arithmetic_directives;
     out += lang_.prelude;
     if (!out.empty() && out.back() != '\n') out += '\n';
     if (uses_type(kernel_, ScalarType::i64)) out += lang_.int64_helpers;
-    if (storage16) out += lang_.storage16_helpers;
+    // Emulated f16 arithmetic rounds with f16_round, which the helpers define.
+    if (storage16 || (f16_values && !native_f16_arithmetic())) out += lang_.storage16_helpers;
     for (const backend::MatrixInstruction* instruction : instructions_used()) out += instruction->helpers;
     // A parameterised kernel's source is shared by every instance: nothing
     // instance-specific (the global size) may appear in it.
@@ -316,10 +322,23 @@ class Renderer {
       case ScalarType::u32: return lang_.type_u32;
       case ScalarType::boolean: return lang_.type_bool;
       case ScalarType::i64: return lang_.type_i64;
-      case ScalarType::f16:
+      case ScalarType::f16: return native_f16_arithmetic() ? lang_.type_f16 : lang_.type_f32;
       case ScalarType::bf16: break;
     }
     table_error("no value of storage type " + std::string(kir::scalar_type_name(type)));
+  }
+
+  // f16 arithmetic (kir's f16 values): in the language's 16-bit float type,
+  // or, where it has none, in f32 values rounded to f16 after every op
+  // (f16_round), which computes what kir defines.
+  bool native_f16_arithmetic() const { return !lang_.type_f16.empty(); }
+
+  // An f32 value `a` as an f16 value, and back.
+  std::string f16_value(const std::string& a) const {
+    return native_f16_arithmetic() ? cast_text(ScalarType::f16, a) : call(lang_.f16_round, "f16_round", a);
+  }
+  std::string f32_value_of_f16(const std::string& a) const {
+    return native_f16_arithmetic() ? cast_text(ScalarType::f32, a) : a;
   }
 
   // How a buffer declares its elements of `type`.
@@ -767,7 +786,11 @@ class Renderer {
       case ExprKind::unary: return unary(n);
       case ExprKind::binary: return binary(n);
       case ExprKind::select: return "(" + expr(n.args[0]) + " ? " + expr(n.args[1]) + " : " + expr(n.args[2]) + ")";
-      case ExprKind::cast: return cast_text(n.type, expr(n.args[0]));
+      case ExprKind::cast:
+        if (n.type == ScalarType::f16 && n.args[0].type() == ScalarType::f32) return f16_value(expr(n.args[0]));
+        if (n.type == ScalarType::f32 && n.args[0].type() == ScalarType::f16)
+          return f32_value_of_f16(expr(n.args[0]));
+        return cast_text(n.type, expr(n.args[0]));
     }
     table_error("unknown expression kind");
   }
@@ -809,6 +832,17 @@ class Renderer {
 
   std::string unary(const ExprNode& n) const {
     const std::string a = expr(n.args[0]);
+    // f16: negation is exact in any spelling; the functions run in f32 and
+    // round once, as kir defines them, in every language.
+    if (n.type == ScalarType::f16 && n.unary != UnaryOp::neg) {
+      ExprNode wide = n;
+      wide.type = ScalarType::f32;
+      return f16_value(unary_text(wide, f32_value_of_f16(a)));
+    }
+    return unary_text(n, a);
+  }
+
+  std::string unary_text(const ExprNode& n, const std::string& a) const {
     switch (n.unary) {
       case UnaryOp::neg: return "(-" + a + ")";
       case UnaryOp::logical_not: return "(!" + a + ")";
@@ -830,6 +864,23 @@ class Renderer {
   std::string binary(const ExprNode& n) const {
     const std::string a = expr(n.args[0]);
     const std::string b = expr(n.args[1]);
+    const ScalarType t = n.args[0].type();
+    if (t == ScalarType::f16) {
+      const char* op = kir::infix_symbol(n.binary);
+      // Comparisons are exact in any spelling; + - * / are the language's
+      // own where it has f16 arithmetic; the rest (min, max) and emulated
+      // arithmetic compute in f32 and round once.
+      if (op && n.type == ScalarType::boolean) return "(" + a + " " + op + " " + b + ")";
+      if (op && native_f16_arithmetic()) return "(" + a + " " + op + " " + b + ")";
+      ExprNode wide = n;
+      wide.type = ScalarType::f32;
+      wide.args = {kir::cast(ScalarType::f32, n.args[0]), kir::cast(ScalarType::f32, n.args[1])};
+      return f16_value(binary_text(wide, f32_value_of_f16(a), f32_value_of_f16(b)));
+    }
+    return binary_text(n, a, b);
+  }
+
+  std::string binary_text(const ExprNode& n, const std::string& a, const std::string& b) const {
     if (const char* op = kir::infix_symbol(n.binary)) return "(" + a + " " + op + " " + b + ")";
     const ScalarType t = n.args[0].type();
     switch (n.binary) {
@@ -959,6 +1010,7 @@ backend::KernelRequirements kernel_requirements(const kir::Kernel& kernel) {
   needs.int64 = uses_type(kernel, ScalarType::i64);
   needs.storage8 = has_bool_buffer(kernel);
   needs.storage16 = needs_storage16(kernel);
+  needs.fp16 = has_f16_values(kernel);
   for (const kir::BufferParam& b : kernel.buffers) {
     needs.texel_width_1 = needs.texel_width_1 || b.texel_width == 1;
     needs.texel_width_4 = needs.texel_width_4 || b.texel_width == 4;

@@ -10,6 +10,7 @@
 #include "graph/model_access.h"
 #include "graph/op_registry.h"
 #include "src/base/log.h"
+#include "src/kernel/f16_arithmetic.h"
 #include "src/runtime/device_tensor.h"
 
 #include <algorithm>
@@ -1008,6 +1009,14 @@ std::string Executor::explain() const {
   if (plan.dynamic_kernels >= 0)
     out << "dynamic dims: " << options_.dynamic_dims << ": " << plan.dynamic_kernels << " of " << plan.dispatch_count()
         << " dispatches take extents that depend on them as parameters\n";
+  if (plan.settings.flag("f16_arithmetic")) {
+    const auto in_f16 = std::ranges::count_if(plan.kernels, [](const kir::Kernel& k) { return kir::uses_f16_arithmetic(k); });
+    out << "f16 arithmetic: on: "
+        << (plan.target.fp16 ? std::to_string(in_f16) + " of " + std::to_string(plan.kernels.size()) +
+                                   " kernels compute what they store in f16 (sums and statistics in f32)"
+                             : "no effect on " + plan.target.device_name + ", which has no f16 arithmetic")
+        << "\n";
+  }
   out << "graph breaks: " << plan.breaks.size() << "\n";
   for (const GraphBreak& b : plan.breaks) out << "  " << graph_break_line(b) << "\n";
   out << ops_per_backend();
@@ -1062,7 +1071,7 @@ std::string Executor::fusion_groups() const {
     const graph::Node& last = g.node(d.nodes.back());
     out << "  #" << index++ << " kernel " << d.kernel_name << " grid [" << d.grid[0] << ", " << d.grid[1] << ", "
         << d.grid[2] << "] -> " << graph::type_str(g.value(last.outputs[0]).type);
-    // Storage and compute types, where they differ: 16-bit buffers, f32 arithmetic.
+    // Storage and compute types, where they differ: 16-bit buffers, f32 (or f16) arithmetic.
     std::set<std::string> storage;
     for (graph::ValueId v : d.values)
       if (v >= 0 && (g.value(v).type.dtype == DType::f16 || g.value(v).type.dtype == DType::bf16))
@@ -1070,7 +1079,7 @@ std::string Executor::fusion_groups() const {
     if (!storage.empty()) {
       out << " (";
       for (const std::string& type : storage) out << type << " ";
-      out << "buffers, f32 arithmetic)";
+      out << "buffers, " << (kir::uses_f16_arithmetic(plan.kernels[d.kernel]) ? "f16" : "f32") << " arithmetic)";
     }
     out << "\n";
     for (graph::NodeId id : d.nodes) {
