@@ -228,9 +228,9 @@ std::vector<const RenderedKernel*> plan_kernels(Plan& plan, const backend::Backe
   // A new extent's kernels are mostly the set's, checked when it was
   // planned: only the others are checked, below.
   options.verify_fused = !from_set;
-  // f16 arithmetic only where the target runs it; elsewhere the setting
-  // changes nothing (explain says so).
-  options.f16_arithmetic = plan.settings.flag("f16_arithmetic") && target.fp16;
+  // f16 arithmetic only where the target runs it natively; elsewhere the
+  // setting changes nothing (explain says so).
+  options.f16_arithmetic = plan.settings.flag("f16_arithmetic") && !f16_arithmetic_unavailable(backend, target);
   fuse::KernelPlan kernel_plan = dynamic ? plan_pinned(g, options, pinned_sites) : fuse::plan_kernels(g, options);
   plan.site_knobs = site_knobs(g, kernel_plan);
   base::log(base::LogLevel::debug, plan.model_name + ": lowered " + std::to_string(kernel_plan.kernel_nodes) +
@@ -460,6 +460,14 @@ kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> ke
                                                 const lower::TargetPolicy& policy, const Settings& settings) {
   if (!settings.flag("parameterise")) return {};
   return kir::parameterise(kernels, parameterise_options(policy, settings));
+}
+
+std::optional<std::string> f16_arithmetic_unavailable(const backend::Backend& backend,
+                                                      const backend::TargetDesc& target) {
+  if (!target.fp16) return target.device_name + " has no f16 arithmetic";
+  if (backend.language_for(target).type_f16.empty())
+    return backend.name() + "'s kernels have no f16 type here and would only emulate it (slower than f32)";
+  return std::nullopt;
 }
 
 kir::ParameteriseOptions parameterise_options(const lower::TargetPolicy& policy, const Settings& settings) {

@@ -215,6 +215,12 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
 // parameterise setting is off.
 kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> kernels,
                                                 const lower::TargetPolicy& policy, const Settings& settings);
+// Why the f16_arithmetic setting cannot apply on `target` (no f16
+// arithmetic, or a language that would only emulate it: slower than f32, so
+// it is not used), or nullopt where kernels compute in f16 natively.
+std::optional<std::string> f16_arithmetic_unavailable(const backend::Backend& backend,
+                                                      const backend::TargetDesc& target);
+
 // The options parameterise_for_target() uses.
 kir::ParameteriseOptions parameterise_options(const lower::TargetPolicy& policy, const Settings& settings);
 

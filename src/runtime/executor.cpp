@@ -10,7 +10,6 @@
 #include "graph/model_access.h"
 #include "graph/op_registry.h"
 #include "src/base/log.h"
-#include "src/kernel/f16_arithmetic.h"
 #include "src/runtime/device_tensor.h"
 
 #include <algorithm>
@@ -1010,11 +1009,15 @@ std::string Executor::explain() const {
     out << "dynamic dims: " << options_.dynamic_dims << ": " << plan.dynamic_kernels << " of " << plan.dispatch_count()
         << " dispatches take extents that depend on them as parameters\n";
   if (plan.settings.flag("f16_arithmetic")) {
-    const auto in_f16 = std::ranges::count_if(plan.kernels, [](const kir::Kernel& k) { return kir::uses_f16_arithmetic(k); });
+    // By the rendered kernels' requirements: a plan read from a file or the cache has no kir kernels.
+    const auto in_f16 = std::ranges::count_if(plan.rendered, [](const compiler::RenderedKernel& k) { return k.requirements.fp16; });
+    const std::optional<std::string> unavailable =
+        ctx_ ? compiler::f16_arithmetic_unavailable(*ctx_->backend, plan.target) : std::nullopt;
     out << "f16 arithmetic: on: "
-        << (plan.target.fp16 ? std::to_string(in_f16) + " of " + std::to_string(plan.kernels.size()) +
-                                   " kernels compute what they store in f16 (sums and statistics in f32)"
-                             : "no effect on " + plan.target.device_name + ", which has no f16 arithmetic")
+        << (unavailable ? "no effect: " + *unavailable
+                        : std::to_string(in_f16) + " of " + std::to_string(plan.rendered.size()) +
+                              " kernels compute what they store in f16 (sums and statistics in f32)" +
+                              (in_f16 == 0 ? "; it applies to kernels storing f16 tensors (--dtype f16)" : ""))
         << "\n";
   }
   out << "graph breaks: " << plan.breaks.size() << "\n";
@@ -1079,7 +1082,8 @@ std::string Executor::fusion_groups() const {
     if (!storage.empty()) {
       out << " (";
       for (const std::string& type : storage) out << type << " ";
-      out << "buffers, " << (kir::uses_f16_arithmetic(plan.kernels[d.kernel]) ? "f16" : "f32") << " arithmetic)";
+      const bool f16_arithmetic = d.kernel < plan.rendered.size() && plan.rendered[d.kernel].requirements.fp16;
+      out << "buffers, " << (f16_arithmetic ? "f16" : "f32") << " arithmetic)";
     }
     out << "\n";
     for (graph::NodeId id : d.nodes) {
