@@ -26,7 +26,7 @@ namespace {
 
 using nlohmann::json;
 
-constexpr const char* kKind = "MODL";
+constexpr const char* kModelFileKind = "MODL";
 
 std::vector<std::string> split(const std::string& text, char separator) {
   std::vector<std::string> parts;
@@ -216,13 +216,13 @@ std::vector<WrittenTarget> write_model_file(const Model& model, const std::strin
                          {"model_name", model.name()},
                          {"task", model.task()},
                          {"plans", std::move(entries)}};
-  write_container(path, kKind, metadata, blobs);
+  write_container(path, kModelFileKind, metadata, blobs);
   return written;
 }
 
 ModelFile read_model_file(const std::string& path) {
   const auto start = std::chrono::steady_clock::now();
-  const Container file = read_container(path, kKind);
+  const Container file = read_container(path, kModelFileKind);
   const double read_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
   const json& meta = file.metadata();
   ModelFile model = decoding(file, [&] {

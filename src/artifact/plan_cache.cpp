@@ -28,7 +28,7 @@ using base::hex_digest;
 
 using nlohmann::json;
 
-constexpr const char* kKind = "PLAN";
+constexpr const char* kPlanEntryKind = "PLAN";
 constexpr const char* kWeightsKind = "WGTS";
 // Bump when a plan's meaning changes without its inputs changing.
 // 2: i64 and bool tensors lower to kernels (plans from 1 broke on the host there).
@@ -130,7 +130,7 @@ std::shared_ptr<const compiler::Plan> PlanCache::load(const PlanKey& key) const 
   if (!std::filesystem::exists(path, ec)) return nullptr;
   try {
     const auto start = std::chrono::steady_clock::now();
-    Container file = read_container(path, kKind, FileHolding::map);  // replaced only by rename
+    Container file = read_container(path, kPlanEntryKind, FileHolding::map);  // replaced only by rename
     const bool same_key = decoding(file, [&] { return file.metadata().at("key").get<std::string>() == key.text; });
     KILN_CHECK(same_key, ErrorKind::Corrupt, "'" + path.string() + "' is another key's plan");
     const auto weights =
@@ -199,7 +199,7 @@ void PlanCache::store(const PlanKey& key, const compiler::Plan& plan) const {
       write_container(weight_path, kWeightsKind, {{"digest", digests.back()}}, one);
     }
     metadata["weights"] = digests;
-    write_container(path_for(key), kKind, metadata, blobs);
+    write_container(path_for(key), kPlanEntryKind, metadata, blobs);
     cache::after_store(dir_.parent_path());
   } catch (const Error& e) {
     if (e.kind() == ErrorKind::Internal) throw;

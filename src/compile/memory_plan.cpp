@@ -8,11 +8,12 @@
 #include <numeric>
 
 namespace kiln::compiler {
-namespace {
 
 std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
+
+namespace {
 
 bool lifetimes_overlap(const Lifetime& a, const Lifetime& b) { return a.first <= b.last && b.first <= a.last; }
 

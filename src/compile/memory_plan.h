@@ -26,6 +26,9 @@ struct MemoryPlan {
   std::uint64_t unshared_bytes = 0;    // what one buffer per tensor would need
 };
 
+// `value` rounded up to a multiple of `alignment` (> 0).
+std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment);
+
 // Greedy best fit, largest tensors first: deterministic, and close to optimal
 // for the chain-with-skips shape of inference graphs. No arena grows past
 // `max_arena_bytes` (a device's largest buffer): tensors that would end past

@@ -33,10 +33,6 @@ std::string reason_kind(const std::string& reason) {
   return reason.starts_with(kDynamicInput) ? std::string(kDynamicInput) : reason;
 }
 
-std::uint64_t align_up(std::uint64_t value, std::uint64_t alignment) {
-  return (value + alignment - 1) / alignment * alignment;
-}
-
 std::vector<SiteKnobs> site_knobs(const graph::Graph& g, const fuse::KernelPlan& kernel_plan) {
   std::vector<SiteKnobs> sites;
   for (const fuse::PlanStep& step : kernel_plan.steps)
