@@ -46,7 +46,7 @@ constexpr std::array kTable = {
     // Precision, with PyTorch's names and defaults.
     SettingDef{"float32_matmul_precision", K::choice, "highest", "KILN_FLOAT32_MATMUL_PRECISION", "as torch.set_float32_matmul_precision: f32 matrix products in f32 (highest), TF32 where the device has it (high) or bf16 (medium)", "highest|high|medium"},
     SettingDef{"dtype", K::choice, "model", "KILN_DTYPE", "run the model's f32 tensors as f16 or bf16, as PyTorch's model.half() would: weights converted once, tensors between kernels 16-bit, kernels computing in f32; inputs and outputs keep their types (model: the model's own types)", "model|f16|bf16"},
-    SettingDef{"f16_arithmetic", K::flag, "off", "KILN_F16_ARITHMETIC", "kernels storing f16 tensors compute their pointwise math in f16, as mobile GPUs run at twice the f32 rate (sums, accumulations and statistics stay f32; off: f32 arithmetic, PyTorch's rule); only on devices with f16 arithmetic"},
+    SettingDef{"f16_arithmetic", K::flag, "off", "KILN_F16_ARITHMETIC", "kernels storing f16 tensors compute their pointwise math in f16, as mobile GPUs run at twice the f32 rate (sums, accumulations and statistics stay f32; off: f32 arithmetic, PyTorch's rule); only where kernels compute f16 natively (Vulkan devices with shaderFloat16, HIP)"},
     SettingDef{"conv_allow_tf32", K::flag, "on", "KILN_CONV_ALLOW_TF32", "as torch.backends.cudnn.allow_tf32: f32 convolutions may use TF32 where the device has it"},
     // Running.
     SettingDef{"plan_cache", K::flag, "on", "KILN_PLAN_CACHE", "keep compiled plans in the cache folder so that a second process skips the graph passes (max-autotune: keyed by the tuning database's records)", {}, false},
