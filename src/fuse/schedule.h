@@ -50,8 +50,8 @@ struct PlanOptions {
   // takes its set's) checks the rest itself.
   bool verify_fused = true;
   // Each finished kernel that stores f16 results computes them in f16
-  // (kir::use_f16_arithmetic; the f16_arithmetic setting, on a target with
-  // TargetDesc::fp16).
+  // (kir::use_f16_arithmetic; the f16_arithmetic setting, where the target
+  // computes f16 natively: compiler::f16_arithmetic_unavailable).
   bool f16_arithmetic = false;
 };
 

@@ -722,31 +722,33 @@ class Machine {
         case UnaryOp::abs: return of_i64(a.l < 0 ? wrap64(0u - bits64(a.l)) : a.l);
         default: break;
       }
-    } else if (n.type == ScalarType::f16) {
-      // Computed in f32 and rounded once (ir.h).
-      Node wide = n;
-      wide.type = ScalarType::f32;
-      return of_f32(to_f16(unary(wide, a).f));
     } else if (n.type == ScalarType::f32) {
-      const float x = a.f;
-      switch (n.unary) {
-        case UnaryOp::neg: return of_f32(-x);
-        case UnaryOp::exp: return of_f32(std::exp(x));
-        case UnaryOp::log: return of_f32(std::log(x));
-        case UnaryOp::sqrt: return of_f32(std::sqrt(x));
-        case UnaryOp::rsqrt: return of_f32(1.0f / std::sqrt(x));
-        case UnaryOp::tanh: return of_f32(std::tanh(x));
-        case UnaryOp::erf: return of_f32(std::erf(x));
-        case UnaryOp::abs: return of_f32(std::fabs(x));
-        case UnaryOp::floor: return of_f32(std::floor(x));
-        case UnaryOp::ceil: return of_f32(std::ceil(x));
-        default: break;
-      }
+      return of_f32(unary_f32(n.unary, a.f));
+    } else if (n.type == ScalarType::f16) {
+      return of_f32(to_f16(unary_f32(n.unary, a.f)));  // computed in f32 and rounded once (ir.h)
     } else if (n.unary == UnaryOp::logical_not) {
       return of_bool(a.u == 0);
     }
     KILN_ASSERT(false && "unary op and type passed verify() but have no semantics");
     return {};
+  }
+
+  static float unary_f32(UnaryOp op, float x) {
+    switch (op) {
+      case UnaryOp::neg: return -x;
+      case UnaryOp::exp: return std::exp(x);
+      case UnaryOp::log: return std::log(x);
+      case UnaryOp::sqrt: return std::sqrt(x);
+      case UnaryOp::rsqrt: return 1.0f / std::sqrt(x);
+      case UnaryOp::tanh: return std::tanh(x);
+      case UnaryOp::erf: return std::erf(x);
+      case UnaryOp::abs: return std::fabs(x);
+      case UnaryOp::floor: return std::floor(x);
+      case UnaryOp::ceil: return std::ceil(x);
+      case UnaryOp::logical_not: break;
+    }
+    KILN_ASSERT(false && "float unary op without semantics");
+    return 0;
   }
 
   Value binary(const Node& n, Value a, Value b) const {

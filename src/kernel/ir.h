@@ -94,9 +94,9 @@ namespace kiln::kir {
 // (docs/precision.md). f16 arithmetic is the one exception: an f16 value is
 // made by a cast from f32 (rounded as a store rounds) and is the operand and
 // result of neg, abs, the transcendental and rounding functions, add, sub,
-// mul, div, min, max, comparisons and select, each result rounded to f16 as
-// if computed exactly (which f32 arithmetic followed by one rounding is, for
-// these ops: f32 has more than twice f16's precision); a cast to f32 widens
+// mul, div, min, max, comparisons and select, each result the f32 op's
+// rounded to f16 (for + - * / that is the exact result rounded once: f32's
+// 24 bits are at least 2p + 2 for f16's p = 11); a cast to f32 widens
 // it exactly. No variable, buffer access, shared array or other op has an
 // f16 value, and nothing has a bf16 one (use_f16_arithmetic, in
 // f16_arithmetic.h, writes such expressions).

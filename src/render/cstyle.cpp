@@ -3,6 +3,7 @@
 #include "src/render/cstyle.h"
 
 #include "src/base/check.h"
+#include "src/kernel/f16_arithmetic.h"
 
 #include <kiln/error.h>
 
@@ -116,9 +117,6 @@ bool has_16bit_fragment(const kir::Kernel& kernel) {
 
 bool needs_storage16(const kir::Kernel& kernel) { return has_16bit_buffer(kernel) || has_16bit_fragment(kernel); }
 
-// Whether the kernel computes with f16 values (kir's f16 arithmetic).
-bool has_f16_values(const kir::Kernel& kernel) { return has_type(kernel.body, ScalarType::f16); }
-
 // (buffer, width) of every vector load and store in `stmts`.
 void collect_vector_views(const std::vector<Stmt>& stmts, std::set<std::pair<int, std::size_t>>& views) {
   for (const Stmt& s : stmts) {
@@ -141,7 +139,7 @@ class Renderer {
     if (has_bool_buffer(kernel_)) out += lang_.storage8_directives;
     const bool storage16 = needs_storage16(kernel_);
     if (storage16) out += lang_.storage16_directives;
-    const bool f16_values = has_f16_values(kernel_);
+    const bool f16_values = kir::uses_f16_arithmetic(kernel_);
     if (f16_values && native_f16_arithmetic()) out += lang_.f16_arithmetic_directives;
     out += lang_.prelude;
     if (!out.empty() && out.back() != '\n') out += '\n';
@@ -870,8 +868,7 @@ class Renderer {
       // Comparisons are exact in any spelling; + - * / are the language's
       // own where it has f16 arithmetic; the rest (min, max) and emulated
       // arithmetic compute in f32 and round once.
-      if (op && n.type == ScalarType::boolean) return "(" + a + " " + op + " " + b + ")";
-      if (op && native_f16_arithmetic()) return "(" + a + " " + op + " " + b + ")";
+      if (op && (n.type == ScalarType::boolean || native_f16_arithmetic())) return "(" + a + " " + op + " " + b + ")";
       ExprNode wide = n;
       wide.type = ScalarType::f32;
       wide.args = {kir::cast(ScalarType::f32, n.args[0]), kir::cast(ScalarType::f32, n.args[1])};
@@ -1010,7 +1007,7 @@ backend::KernelRequirements kernel_requirements(const kir::Kernel& kernel) {
   needs.int64 = uses_type(kernel, ScalarType::i64);
   needs.storage8 = has_bool_buffer(kernel);
   needs.storage16 = needs_storage16(kernel);
-  needs.fp16 = has_f16_values(kernel);
+  needs.fp16 = kir::uses_f16_arithmetic(kernel);
   for (const kir::BufferParam& b : kernel.buffers) {
     needs.texel_width_1 = needs.texel_width_1 || b.texel_width == 1;
     needs.texel_width_4 = needs.texel_width_4 || b.texel_width == 4;
