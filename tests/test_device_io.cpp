@@ -406,6 +406,24 @@ BOOST_AUTO_TEST_CASE(models_with_the_same_weights_share_them_on_the_device) {
   BOOST_TEST(max_difference(second({x4}), want4) <= 1e-4f);
 }
 
+// Smaller weights are packed into blocks, and a block with the same bytes at
+// the same offsets is shared too (the plans of one model's shape sets share
+// their weights so): the second compile uploads none of the trunk's weights,
+// and keeps them when the first is gone.
+BOOST_AUTO_TEST_CASE(packed_small_weights_are_shared_between_models_too) {
+  const Model trunk = small_models::trunk();
+  const Tensor x = random_tensor({1, 3, 16, 16}, 5);
+  const std::vector<Tensor> want = eager(trunk)({x});
+  auto first = std::make_unique<CompiledModel>(compile(trunk));
+  BOOST_TEST(max_difference((*first)({x}), want) <= 1e-4f);
+  CompiledModel second = compile(trunk);
+  BOOST_TEST(max_difference(second({x}), want) <= 1e-4f);
+  const std::uint64_t weights = (8u * 27 + 8 + 8 * 72) * 4;
+  BOOST_TEST(first->stats().peak_device_bytes >= second.stats().peak_device_bytes + weights);
+  first.reset();
+  BOOST_TEST(max_difference(second({x}), want) <= 1e-4f);
+}
+
 // kiln::device_memory_use() counts what models and device tensors hold on a
 // device, and gives it back when they are gone: a service's leak check. The
 // models use a cache folder of their own, so the device entry is theirs.

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,8 +20,9 @@
 namespace kiln::runtime {
 
 // Weights on one device shared by every model that has the same bytes (a
-// generation's prompt step and decode step, two compiles of one model): each
-// such constant is uploaded once and lives while some model holds it.
+// generation's prompt step and decode step, two compiles of one model, the
+// plans of one model's shape sets): each such constant, or block of packed
+// constants, is uploaded once and lives while some model holds it.
 class SharedWeights {
  public:
   // The buffer holding `bytes`, uploaded by `upload` into a new buffer of
@@ -28,6 +30,12 @@ class SharedWeights {
   // which happened.
   std::shared_ptr<backend::Buffer> find_or_upload(backend::Device& device, std::span<const std::byte> bytes,
                                                   bool& uploaded);
+  // The buffer of `size` bytes whose contents `digest` names (a digest of
+  // everything `fill` writes into it, and where), made by `fill` in a new
+  // buffer of `device` unless a live one with that digest and size exists.
+  // A fill that throws leaves nothing behind.
+  std::shared_ptr<backend::Buffer> find_or_make(backend::Device& device, const std::string& digest, std::uint64_t size,
+                                                const std::function<void(backend::Buffer&)>& fill, bool& made);
 
  private:
   std::mutex mutex_;

@@ -89,17 +89,26 @@ namespace runtime {
 
 std::shared_ptr<backend::Buffer> SharedWeights::find_or_upload(backend::Device& device, std::span<const std::byte> bytes,
                                                                bool& uploaded) {
-  const auto key = std::pair(base::hex_digest(XXH3_128bits(bytes.data(), bytes.size())), std::uint64_t{bytes.size()});
+  return find_or_make(device, base::hex_digest(XXH3_128bits(bytes.data(), bytes.size())), bytes.size(),
+                      [&](backend::Buffer& buffer) { device.upload(buffer, 0, bytes); }, uploaded);
+}
+
+std::shared_ptr<backend::Buffer> SharedWeights::find_or_make(backend::Device& device, const std::string& digest,
+                                                             std::uint64_t size,
+                                                             const std::function<void(backend::Buffer&)>& fill,
+                                                             bool& made) {
+  const auto key = std::pair(digest, size);
   std::lock_guard lock(mutex_);
-  if (std::shared_ptr<backend::Buffer> live = buffers_[key].lock()) {
-    uploaded = false;
-    return live;
-  }
+  if (auto it = buffers_.find(key); it != buffers_.end())
+    if (std::shared_ptr<backend::Buffer> live = it->second.lock()) {
+      made = false;
+      return live;
+    }
   std::erase_if(buffers_, [](const auto& entry) { return entry.second.expired(); });
-  std::shared_ptr<backend::Buffer> buffer = device.allocate(bytes.size());
-  device.upload(*buffer, 0, bytes);
+  std::shared_ptr<backend::Buffer> buffer = device.allocate(size);
+  fill(*buffer);
   buffers_[key] = buffer;
-  uploaded = true;
+  made = true;
   return buffer;
 }
 

@@ -1,5 +1,6 @@
 #include "src/runtime/executor.h"
 
+#include "src/base/cache_key.h"
 #include "src/base/check.h"
 #include "src/runtime/subgraph_models.h"
 
@@ -537,8 +538,11 @@ void Executor::assign_storage() {
 
   const std::uint64_t max_buffer = plan.target.max_buffer_bytes ? plan.target.max_buffer_bytes : UINT64_MAX;
   // Packs values one after another into as few buffers as the device's
-  // largest buffer allows; returns the bytes allocated.
-  auto place_packed = [&](const std::vector<graph::ValueId>& ids) -> std::uint64_t {
+  // largest buffer allows; returns the bytes allocated. Constants are
+  // uploaded there, each block shared with any model on this device whose
+  // block holds the same bytes at the same offsets (the plans of one model's
+  // shape sets, which share their weights).
+  auto place_packed = [&](const std::vector<graph::ValueId>& ids, bool constants) -> std::uint64_t {
     std::uint64_t allocated = 0;
     std::size_t begin = 0;
     while (begin < ids.size()) {
@@ -556,9 +560,35 @@ void Executor::assign_storage() {
         storage_[ids[end]].bytes = bytes;
         total = offset + bytes;
       }
-      buffers_.push_back(device.allocate(total));
+      if (constants) {
+        XXH3_state_t* state = XXH3_createState();
+        KILN_ASSERT(state != nullptr);
+        XXH3_128bits_reset(state);
+        for (std::size_t i = begin; i < end; ++i) {
+          const Storage& at = storage_[ids[i]];
+          const std::array<std::uint64_t, 2> place = {at.offset, at.bytes};
+          XXH3_128bits_update(state, place.data(), sizeof place);
+          const std::span<const std::byte> bytes = g.value(ids[i]).constant->bytes();
+          XXH3_128bits_update(state, bytes.data(), bytes.size());
+        }
+        const std::string digest = "packed " + base::hex_digest(XXH3_128bits_digest(state));
+        XXH3_freeState(state);
+        bool made = false;
+        buffers_.push_back(ctx_->weights.find_or_make(device, digest, total, [&](backend::Buffer& buffer) {
+          for (std::size_t i = begin; i < end; ++i) {
+            const Tensor& constant = *g.value(ids[i]).constant;
+            if (constant.nbytes() > 0) device.upload(buffer, storage_[ids[i]].offset, constant.bytes());
+          }
+        }, made));
+        if (made) {
+          for (std::size_t i = begin; i < end; ++i) stats_.uploaded_bytes += g.value(ids[i]).constant->nbytes();
+          allocated += total;
+        }
+      } else {
+        buffers_.push_back(device.allocate(total));
+        allocated += total;
+      }
       for (std::size_t i = begin; i < end; ++i) storage_[ids[i]].buffer = buffers_.back().get();
-      allocated += total;
       begin = end;
     }
     return allocated;
@@ -578,8 +608,7 @@ void Executor::assign_storage() {
     storage_[id] = {buffers_.back().get(), 0, constant.nbytes()};
     if (uploaded) constant_bytes_ += constant.nbytes();
   }
-  constant_bytes_ += place_packed(packed_constants);
-  for (graph::ValueId id : packed_constants) upload(id, *g.value(id).constant);
+  constant_bytes_ += place_packed(packed_constants, true);
   // An input a kernel writes in place has no packed storage: a DeviceTensor
   // given for it is bound where it lies, and one of its own is allocated
   // only when a call gives anything else (load_inputs).
@@ -591,7 +620,7 @@ void Executor::assign_storage() {
     else
       packed_inputs.push_back(id);
   }
-  io_bytes_ = place_packed(packed_inputs);
+  io_bytes_ = place_packed(packed_inputs, false);
 
   if (sp.arenas) {
     std::vector<backend::Buffer*> arenas;

@@ -7,7 +7,8 @@
 // then the median of the next calls. The disk cache is off (every kernel a
 // call needs that the process has not compiled yet is compiled). With
 // --check, each size's outputs are compared with eager mode's (the largest
-// absolute difference, and the run fails past 1e-3).
+// absolute difference, and the run fails past 1e-3). "MiB held": the device
+// memory the process holds after each size (eager's too, with --check).
 //
 //   build/tools/dynamic_extents yolov8n.onnx --sizes 320,256,384,416,448
 //   build/tools/dynamic_extents model.onnx --backend cpu --input images
@@ -64,8 +65,8 @@ int main(int argc, char** argv) {
     double worst = 0;
     using Clock = std::chrono::steady_clock;
     std::printf("%s on %s, input '%s', disk cache off\n", path.c_str(), backend.c_str(), spec->name.c_str());
-    std::printf("%6s %10s %10s %8s %8s %9s %11s %6s%s\n", "size", "first ms", "plan ms", "passes", "kernels",
-                "compiled", "median ms", "sets", check ? "  vs eager" : "");
+    std::printf("%6s %10s %10s %8s %8s %9s %11s %6s %9s%s\n", "size", "first ms", "plan ms", "passes", "kernels",
+                "compiled", "median ms", "sets", "MiB held", check ? "  vs eager" : "");
     for (const std::int64_t size : sizes) {
       std::vector<kiln::Tensor> inputs;
       for (const kiln::TensorSpec& s : specs) {
@@ -91,9 +92,13 @@ int main(int argc, char** argv) {
         compiled(inputs);
         times.push_back(std::chrono::duration<double, std::milli>(Clock::now() - start).count());
       }
-      std::printf("%6lld %10.1f %10.1f %8d %8d %9d %11.1f %6d", static_cast<long long>(size), first_ms,
+      // Device memory the process holds: the plans kept so far (the set's and
+      // its latest extents'), their weights, activations and staging.
+      std::uint64_t held = 0;
+      for (const kiln::DeviceMemoryUse& use : kiln::device_memory_use()) held += use.bytes;
+      std::printf("%6lld %10.1f %10.1f %8d %8d %9d %11.1f %6d %9.1f", static_cast<long long>(size), first_ms,
                   stats.plan_ms, stats.graph_passes_run, stats.kernels, stats.kernel_cache_misses, median(times),
-                  stats.shape_sets);
+                  stats.shape_sets, static_cast<double>(held) / (1 << 20));
       if (eager) {
         const std::vector<kiln::Tensor> want = (*eager)(inputs);
         double diff = 0;
