@@ -499,7 +499,10 @@ Executor::BindTimes Executor::bind_once() {
   times.upload_ms = storage_ms.get();
   base::log(base::LogLevel::debug, model_.name() + ": storage and constant upload in " +
                                              std::to_string(static_cast<int>(times.upload_ms)) +
-                                             " ms, beside kernel loading");
+                                             " ms, beside kernel loading (weights: " +
+                                             std::to_string(constant_bytes_ >> 10) + " KiB uploaded, " +
+                                             std::to_string(shared_constant_bytes_ >> 10) +
+                                             " KiB already on the device)");
 
   // Replay records now, or at the first call where an input written in
   // place has no storage before then (load_inputs records).
@@ -538,11 +541,23 @@ void Executor::assign_storage() {
 
   const std::uint64_t max_buffer = plan.target.max_buffer_bytes ? plan.target.max_buffer_bytes : UINT64_MAX;
   // Packs values one after another into as few buffers as the device's
-  // largest buffer allows; returns the bytes allocated. Constants are
-  // uploaded there, each block shared with any model on this device whose
-  // block holds the same bytes at the same offsets (the plans of one model's
-  // shape sets, which share their weights).
+  // largest buffer allows; returns the bytes allocated.
+  //
+  // Constants are uploaded there in blocks, each shared with any model on
+  // this device whose block holds the same bytes at the same offsets
+  // (SharedWeights). A block ends after a constant whose digest is 0 modulo
+  // kBlockEnd, so where blocks end depends on the constants' own bytes, not
+  // on what came before: two plans whose weights differ in a few constants
+  // (a model's shape sets, where an anchor grid follows the extents) share
+  // every block those few are not in.
+  constexpr std::uint64_t kBlockEnd = 8;
   auto place_packed = [&](const std::vector<graph::ValueId>& ids, bool constants) -> std::uint64_t {
+    std::vector<XXH128_hash_t> digests;
+    if (constants)
+      for (graph::ValueId id : ids) {
+        const std::span<const std::byte> bytes = g.value(id).constant->bytes();
+        digests.push_back(XXH3_128bits(bytes.data(), bytes.size()));
+      }
     std::uint64_t allocated = 0;
     std::size_t begin = 0;
     while (begin < ids.size()) {
@@ -559,20 +574,19 @@ void Executor::assign_storage() {
         storage_[ids[end]].offset = offset;
         storage_[ids[end]].bytes = bytes;
         total = offset + bytes;
+        if (constants && digests[end].low64 % kBlockEnd == 0) {
+          ++end;
+          break;
+        }
       }
       if (constants) {
-        XXH3_state_t* state = XXH3_createState();
-        KILN_ASSERT(state != nullptr);
-        XXH3_128bits_reset(state);
-        for (std::size_t i = begin; i < end; ++i) {
-          const Storage& at = storage_[ids[i]];
-          const std::array<std::uint64_t, 2> place = {at.offset, at.bytes};
-          XXH3_128bits_update(state, place.data(), sizeof place);
-          const std::span<const std::byte> bytes = g.value(ids[i]).constant->bytes();
-          XXH3_128bits_update(state, bytes.data(), bytes.size());
-        }
-        const std::string digest = "packed " + base::hex_digest(XXH3_128bits_digest(state));
-        XXH3_freeState(state);
+        // The block's contents: each constant's place and digest.
+        std::vector<std::uint64_t> contents;
+        for (std::size_t i = begin; i < end; ++i)
+          contents.insert(contents.end(),
+                          {storage_[ids[i]].offset, storage_[ids[i]].bytes, digests[i].high64, digests[i].low64});
+        const std::string digest =
+            "packed " + base::hex_digest(XXH3_128bits(contents.data(), contents.size() * sizeof contents[0]));
         bool made = false;
         buffers_.push_back(ctx_->weights.find_or_make(device, digest, total, [&](backend::Buffer& buffer) {
           for (std::size_t i = begin; i < end; ++i) {
@@ -583,6 +597,8 @@ void Executor::assign_storage() {
         if (made) {
           for (std::size_t i = begin; i < end; ++i) stats_.uploaded_bytes += g.value(ids[i]).constant->nbytes();
           allocated += total;
+        } else {
+          shared_constant_bytes_ += total;
         }
       } else {
         buffers_.push_back(device.allocate(total));
@@ -597,6 +613,7 @@ void Executor::assign_storage() {
   // device that has the same bytes (SharedWeights); the rest are packed.
   std::vector<graph::ValueId> packed_constants;
   constant_bytes_ = 0;
+  shared_constant_bytes_ = 0;
   for (graph::ValueId id : sp.constants) {
     const Tensor& constant = *g.value(id).constant;
     if (constant.nbytes() < kSharedWeightBytes || constant.nbytes() > max_buffer) {
@@ -606,7 +623,7 @@ void Executor::assign_storage() {
     bool uploaded = false;
     buffers_.push_back(ctx_->weights.find_or_upload(device, constant.bytes(), uploaded));
     storage_[id] = {buffers_.back().get(), 0, constant.nbytes()};
-    if (uploaded) constant_bytes_ += constant.nbytes();
+    (uploaded ? constant_bytes_ : shared_constant_bytes_) += constant.nbytes();
   }
   constant_bytes_ += place_packed(packed_constants, true);
   // An input a kernel writes in place has no packed storage: a DeviceTensor

@@ -285,7 +285,8 @@ class Executor {
   std::vector<std::optional<Tensor>> host_values_;  // by value id: made by host steps this run
   std::unique_ptr<runtime::SubgraphModels> subgraphs_;  // control flow's subgraphs, made at their first run
   std::vector<std::shared_ptr<backend::Buffer>> buffers_;
-  std::uint64_t constant_bytes_ = 0;
+  std::uint64_t constant_bytes_ = 0;         // weights this binding uploaded
+  std::uint64_t shared_constant_bytes_ = 0;  // and those it found on the device (SharedWeights)
   std::uint64_t io_bytes_ = 0;
   std::atomic<bool> prepared_ = false;
   RunStats stats_;            // the call in progress writes it
