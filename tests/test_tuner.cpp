@@ -968,6 +968,42 @@ BOOST_AUTO_TEST_CASE(a_crash_or_a_hang_costs_one_candidate) {
   BOOST_TEST(record.winner_knobs != order[2]);
 }
 
+// Candidates compiled in parallel ahead of their measurement: a compiler
+// crash beside the heuristic's candidate does not cost the heuristic (it is
+// measured again, alone, in a fresh worker), and the candidate whose compile
+// crashes is the one marked crashed.
+BOOST_AUTO_TEST_CASE(compiling_ahead_keeps_a_crash_the_candidates_own) {
+  BOOST_TEST_REQUIRE(vulkan_available());
+  const tn::Site site = only_site(conv_relu_graph());
+  const kb::Backend& vulkan = kb::get_backend("vulkan");
+  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  BOOST_TEST_REQUIRE(order.size() >= 4u);
+  tn::TuneOptions options = quick_options();
+  options.max_candidates = 4;
+  options.compile_threads = 4;  // the heuristic's request compiles all four
+  auto one_at_a_time = [](const WarningLog& log) {
+    return std::ranges::count_if(log.messages(), [](const std::string& m) { return contains(m, "one at a time"); });
+  };
+  {
+    const WarningLog log;
+    const tn::Record clean = tn::tune_site(site, {"vulkan", 0}, options);
+    BOOST_TEST_REQUIRE(clean.candidates.size() == 4u);
+    for (const tn::CandidateResult& c : clean.candidates) BOOST_TEST((c.status == tn::CandidateStatus::ok), c.detail);
+    BOOST_TEST(one_at_a_time(log) == 0);
+  }
+  FaultInjection fault("crash_compile=" + order[1]);
+  const WarningLog log;
+  const tn::Record record = tn::tune_site(site, {"vulkan", 0}, options);
+  BOOST_TEST(one_at_a_time(log) == 1);  // the heuristic's request died compiling the others
+  BOOST_TEST_REQUIRE(record.candidates.size() == 4u);
+  BOOST_TEST((record.candidates[0].status == tn::CandidateStatus::ok), record.candidates[0].detail);
+  BOOST_TEST((record.candidates[1].status == tn::CandidateStatus::crashed), record.candidates[1].detail);
+  BOOST_TEST(contains(record.candidates[1].detail, "signal"), record.candidates[1].detail);
+  BOOST_TEST((record.candidates[2].status == tn::CandidateStatus::ok), record.candidates[2].detail);
+  BOOST_TEST((record.candidates[3].status == tn::CandidateStatus::ok), record.candidates[3].detail);
+  BOOST_TEST(record.winner_knobs != order[1]);
+}
+
 BOOST_AUTO_TEST_CASE(the_budget_stops_early_and_keeps_finished_results) {
   BOOST_TEST_REQUIRE(vulkan_available());
   const tn::Site site = only_site(matmul_graph(32, 32, 32));

@@ -40,6 +40,7 @@ struct TuneArgs {
   bool explain = false;
   double candidate_limit_s = 30;
   std::size_t max_candidates = 0;  // 0: every candidate the budget allows
+  int compile_threads = 0;         // 0: one per hardware thread
   int calls = 10;       // for the end-to-end comparison
 };
 
@@ -173,6 +174,7 @@ void run(const TuneArgs& args) {
   job.resume = args.resume;
   job.candidate_limit_s = args.candidate_limit_s;
   job.max_candidates = args.max_candidates;
+  job.compile_threads = args.compile_threads;
   std::vector<Model> models;
   for (const std::string& name : model_names(args)) models.push_back(load_model(args, name));
   job.on_progress = [&](const TuneProgress& p) { show_progress(p, args, job); };
@@ -246,6 +248,11 @@ void add_tune_command(CLI::App& app) {
   tune->add_option("--max-candidates", args->max_candidates,
                    "measure at most this many candidates per kernel, in the search's order: the heuristic's "
                    "choice first (0: as many as the budget allows)")
+      ->capture_default_str();
+  tune->add_option("--compile-threads", args->compile_threads,
+                   "candidates compiled at once, ahead of their measurement, which stays one at a time (0: one per "
+                   "hardware thread)")
+      ->check(CLI::Range(0, 1024))
       ->capture_default_str();
   tune->add_option("--calls", args->calls, "calls per mode in the end-to-end comparison (0: skip it)")->capture_default_str();
   tune->callback([tune, args] {

@@ -60,6 +60,9 @@ struct KILN_API TuneJobOptions {
   std::uint64_t shard = 0, shards = 1;  // this job's fixed 1/shards of the sites
   double candidate_limit_s = 30;  // a candidate taking longer is stopped
   std::size_t max_candidates = 0; // per site, in the search's order, the heuristic's first (0: as the budget allows)
+  // Candidates compiled in parallel, ahead of their measurement (one at a
+  // time is measured). 0: one per hardware thread of this machine.
+  int compile_threads = 0;
   // Asked between candidates: true stops the job, keeping what finished (Ctrl-C).
   std::function<bool()> stop_requested{};
   std::function<void(const TuneProgress&)> on_progress{};

@@ -12,6 +12,7 @@
 #include <sys/resource.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -158,26 +159,74 @@ const Measurer::Reference& Measurer::reference(const Site& site, const MeasureOp
   return *references_.emplace(key, std::move(ref)).first->second;
 }
 
+Measurer::Built Measurer::build(const Site& site, const std::string& knobs) const {
+  if (injected_fault(knobs) == "crash_compile") crash_or_hang_if_injected("crash");
+  const backend::TargetDesc& target = device_->target();
+  Built built;
+  try {
+    built.kernel = site.lower(lower::target_policy(target).lower, knobs);
+  } catch (const Error& error) {
+    built.failed = failed_candidate(knobs, CandidateStatus::compile_failed, std::string("lowering failed: ") + error.what());
+    return built;
+  }
+  if (!built.kernel.tuning_site || built.kernel.tuning_site->knobs != knobs) {
+    built.failed =
+        failed_candidate(knobs, CandidateStatus::compile_failed, "lowering did not take these knobs (its warning says why)");
+    return built;
+  }
+  if (auto why = backend_.supports(render::kernel_requirements(built.kernel), target)) {
+    built.failed = failed_candidate(knobs, CandidateStatus::compile_failed, *why);
+    return built;
+  }
+  try {
+    built.source = render::make_kernel_source(built.kernel, backend_.language_for(target));
+    built.binary = backend_.compiler().compile(built.source, target);
+  } catch (const Error& error) {
+    built.failed = failed_candidate(knobs, status_of(error, CandidateStatus::compile_failed), error.what());
+  }
+  return built;
+}
+
+void Measurer::compile_ahead(const Site& site, const std::vector<std::string>& knobs, int threads) {
+  const std::string site_key = to_json(site) + "#";
+  std::vector<std::string> todo;
+  for (const std::string& k : knobs)
+    if (!built_.count(site_key + k) && std::ranges::find(todo, k) == todo.end()) todo.push_back(k);
+  std::vector<Built> done(todo.size());
+  std::atomic<std::size_t> next{0};
+  auto work = [&] {
+    for (std::size_t i = next++; i < todo.size(); i = next++) try {
+        done[i] = build(site, todo[i]);
+      } catch (const std::exception& error) {  // as the worker reports one from measure()
+        done[i].failed = failed_candidate(todo[i], CandidateStatus::crashed, std::string("tuning worker error: ") + error.what());
+      }
+  };
+  std::vector<std::jthread> pool;
+  const std::size_t helpers = std::min<std::size_t>(static_cast<std::size_t>(std::max(threads, 1)), todo.size());
+  for (std::size_t t = 1; t < helpers; ++t) pool.emplace_back(work);
+  work();
+  pool.clear();  // joins
+  for (std::size_t i = 0; i < todo.size(); ++i) built_.emplace(site_key + todo[i], std::move(done[i]));
+}
+
 CandidateResult Measurer::measure(const Site& site, const std::string& knobs, const MeasureOptions& options) {
   const std::string fault = injected_fault(knobs);
   crash_or_hang_if_injected(fault);
 
   const backend::TargetDesc& target = device_->target();
-  kir::Kernel kernel("candidate");
-  try {
-    kernel = site.lower(lower::target_policy(target).lower, knobs);
-  } catch (const Error& error) {
-    return failed_candidate(knobs, CandidateStatus::compile_failed, std::string("lowering failed: ") + error.what());
+  Built built;
+  if (auto ahead = built_.find(to_json(site) + "#" + knobs); ahead != built_.end()) {
+    built = std::move(ahead->second);
+    built_.erase(ahead);
+  } else {
+    built = build(site, knobs);
   }
-  if (!kernel.tuning_site || kernel.tuning_site->knobs != knobs)
-    return failed_candidate(knobs, CandidateStatus::compile_failed, "lowering did not take these knobs (its warning says why)");
-
-  if (auto why = backend_.supports(render::kernel_requirements(kernel), target)) return failed_candidate(knobs, CandidateStatus::compile_failed, *why);
+  if (built.failed) return *built.failed;
+  const kir::Kernel& kernel = built.kernel;
 
   std::shared_ptr<backend::LoadedKernel> loaded;
   try {
-    const backend::KernelSource source = render::make_kernel_source(kernel, backend_.language_for(target));
-    loaded = device_->load_kernel(source, backend_.compiler().compile(source, target));
+    loaded = device_->load_kernel(built.source, built.binary);
   } catch (const Error& error) {
     return failed_candidate(knobs, status_of(error, CandidateStatus::compile_failed), error.what());
   }

@@ -7,6 +7,7 @@
 #include "backends/backend.h"
 #include "src/tune/database.h"
 #include "src/tune/site.h"
+#include "src/kernel/ir.h"
 
 #include <kiln/error.h>
 
@@ -14,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,11 +76,13 @@ CandidateResult failed_candidate(const std::string& knobs, CandidateStatus statu
 CandidateStatus status_of(const Error& error, CandidateStatus otherwise);
 
 // The environment variable naming candidates to break, for tests of the
-// tuner's fault handling: "wrong=KNOBS;crash=KNOBS;hang=KNOBS;slow_first=KNOBS"
+// tuner's fault handling:
+// "wrong=KNOBS;crash=KNOBS;hang=KNOBS;slow_first=KNOBS;crash_compile=KNOBS"
 // (any subset, repeatable). The worker gives a wrong result for, aborts on,
 // or never finishes a candidate whose knob text it names, or reports the
 // first measurement of it in the process 10 times slower than it was (as a
-// burst of other load would); nothing else reads it.
+// burst of other load would), or aborts while compiling it (ahead of its
+// measurement too); nothing else reads it.
 inline constexpr const char* kFaultVariable = "KILN_TUNE_FAULT";
 // The fault it names for `knobs` ("wrong", "crash", "hang"), or "".
 std::string injected_fault(const std::string& knobs);
@@ -101,9 +105,27 @@ class Measurer {
   // Never throws for a candidate's own failure: that is the result's status.
   CandidateResult measure(const Site& site, const std::string& knobs, const MeasureOptions& options);
 
+  // Builds and compiles these candidates of `site` now, on up to `threads`
+  // threads at once, so that measure() finds them compiled: a GPU's
+  // candidates take more host time to compile than device time to measure.
+  // Only compiling runs in parallel (the device loads and times one kernel
+  // at a time, with nothing else running). A candidate that fails to build
+  // fails in measure() as it would have. Candidates built before are not
+  // built again.
+  void compile_ahead(const Site& site, const std::vector<std::string>& knobs, int threads);
+
  private:
   struct Reference;
   const Reference& reference(const Site& site, const MeasureOptions& options);
+  // A candidate's kernel, lowered, rendered and compiled (or why not).
+  struct Built {
+    kir::Kernel kernel{"candidate"};
+    backend::KernelSource source;
+    backend::KernelBinary binary;
+    std::optional<CandidateResult> failed;
+  };
+  Built build(const Site& site, const std::string& knobs) const;
+  std::map<std::string, Built> built_;  // compiled ahead, by site JSON and knobs; measure() takes them
 
   const backend::Backend& backend_;
   std::shared_ptr<backend::Device> device_;

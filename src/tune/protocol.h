@@ -6,6 +6,8 @@
 //   tuner -> worker  {"prepare": "<site JSON>", "options": {...}}  the site's reference, once
 //   worker -> tuner  {"ready": true} | {"error": "why"}
 //   tuner -> worker  {"site": "<site JSON>", "knobs": "...", "options": {...}}
+//                    optionally with "ahead": ["<knobs>", ...], "threads": N: kernel
+//                    sites' candidates to compile with this one first, N at once
 //   worker -> tuner  {"result": {"knobs", "status", "detail", "times_ms", "median_ms", "spread"}}
 #pragma once
 

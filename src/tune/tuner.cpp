@@ -23,6 +23,8 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <set>
+#include <thread>
 
 namespace kiln::tune {
 
@@ -131,54 +133,108 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
   // The search leaves a part of the budget to confirm its winner (below).
   const Clock::time_point search_deadline =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.budget_s * 0.85));
+  // Compiling ahead: a candidate the worker has not built comes with the
+  // next ones the search would give if it did not win, compiled in parallel
+  // before it is measured (Measurer::compile_ahead). Off for graph sites
+  // (they compile whole models), and for the rest of the site once a worker
+  // died or hung with others compiling beside a candidate: it is measured
+  // again alone, so a failure is the candidate's own.
+  const int compile_threads = options.compile_threads > 0 ? options.compile_threads
+                                                          : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  bool compile_ahead = compile_threads > 1 && !is_graph_site(site);
+  std::set<std::size_t> built;  // candidates the current worker has compiled
+  // Starts a worker when there is none: opens the device, then computes the
+  // site's reference (once per worker, outside any candidate's time limit).
+  // False (with `result`'s detail saying why, where it is not the budget)
+  // when the search must end.
+  auto ensure_worker = [&](CandidateResult& result) -> bool {
+    if (worker) return true;
+    built.clear();
+    std::string reply;
+    try {
+      worker = std::make_unique<WorkerProcess>(
+          path, hello, std::min(options.worker_start_limit_s, std::max(seconds_until(deadline), 0.0)), reply);
+    } catch (const Error& error) {
+      if (seconds_until(deadline) <= 0) return false;  // the budget ran out while it started
+      if (!started_once) throw;
+      result.detail = std::string("the tuning worker could not restart: ") + error.what();
+      return false;
+    }
+    check_ready(reply, "cannot measure on " + device.backend + " device " + std::to_string(device.index));
+    const double left = seconds_until(deadline);
+    const bool budget_bound = left < options.reference_limit_s;
+    const nlohmann::json prepare = {{"prepare", site_text}, {"options", options_json(options.measure)}};
+    switch (worker->exchange(prepare.dump(), reply, budget_bound ? std::max(left, 0.0) : options.reference_limit_s)) {
+      case WorkerProcess::Outcome::replied: break;
+      case WorkerProcess::Outcome::died:
+        throw_error(ErrorKind::Internal, "the tuning worker died computing the reference of '" + site.id.problem +
+                                             "': " + worker->exit_description());
+      case WorkerProcess::Outcome::timed_out:
+        if (budget_bound) {
+          result.detail = "the budget ran out while the reference was computed";
+          worker.reset();
+          return false;
+        }
+        throw_error(ErrorKind::Unsupported, "the reference of '" + site.id.problem + "' took longer than " +
+                                                std::to_string(options.reference_limit_s) + " s");
+    }
+    check_ready(reply, "cannot compute the reference of '" + site.id.problem + "'");
+    started_once = true;
+    return true;
+  };
   while (const std::optional<std::size_t> index = search.next()) {
     CandidateResult& result = record.candidates[*index];
     if (seconds_until(search_deadline) <= 0 || stopping()) break;
-    if (!worker) {
-      // A fresh worker: open the device, then compute the site's reference
-      // (once per worker, outside any candidate's time limit).
-      std::string reply;
-      try {
-        worker = std::make_unique<WorkerProcess>(
-            path, hello, std::min(options.worker_start_limit_s, std::max(seconds_until(deadline), 0.0)), reply);
-      } catch (const Error& error) {
-        if (seconds_until(deadline) <= 0) break;  // the budget ran out while it started
-        if (!started_once) throw;
-        result.detail = std::string("the tuning worker could not restart: ") + error.what();
-        break;
-      }
-      check_ready(reply, "cannot measure on " + device.backend + " device " + std::to_string(device.index));
-      const double left = seconds_until(deadline);
-      const bool budget_bound = left < options.reference_limit_s;
-      const nlohmann::json prepare = {{"prepare", site_text}, {"options", options_json(options.measure)}};
-      switch (worker->exchange(prepare.dump(), reply, budget_bound ? std::max(left, 0.0) : options.reference_limit_s)) {
-        case WorkerProcess::Outcome::replied: break;
-        case WorkerProcess::Outcome::died:
-          throw_error(ErrorKind::Internal, "the tuning worker died computing the reference of '" + site.id.problem +
-                                               "': " + worker->exit_description());
-        case WorkerProcess::Outcome::timed_out:
-          if (budget_bound) {
-            result.detail = "the budget ran out while the reference was computed";
-            worker.reset();
-            break;
-          }
-          throw_error(ErrorKind::Unsupported, "the reference of '" + site.id.problem + "' took longer than " +
-                                                  std::to_string(options.reference_limit_s) + " s");
-      }
-      if (!worker) break;
-      check_ready(reply, "cannot compute the reference of '" + site.id.problem + "'");
-      started_once = true;
-    }
-    const double left = seconds_until(deadline);
+    if (!ensure_worker(result)) break;
+    double left = seconds_until(deadline);
     if (left <= 0) break;
-    const bool budget_bound = left < options.candidate_limit_s;
-    const double limit = budget_bound ? left : options.candidate_limit_s;
+    bool budget_bound = left < options.candidate_limit_s;
+    double limit = budget_bound ? left : options.candidate_limit_s;
+    // Not where the budget may end this candidate: what it compiled for later ones would be lost.
+    std::vector<std::size_t> ahead;
+    if (compile_ahead && !budget_bound && !built.count(*index)) {
+      CandidateSearch guess = search;
+      guess.measured(*index, std::nullopt);
+      while (ahead.size() + 1 < static_cast<std::size_t>(compile_threads))
+        if (const std::optional<std::size_t> j = guess.next(); j && !built.count(*j)) {
+          ahead.push_back(*j);
+          guess.measured(*j, std::nullopt);
+        } else if (!j) {
+          break;
+        } else {
+          guess.measured(*j, std::nullopt);
+        }
+    }
     MeasureOptions measure = options.measure;
     measure.time_cap_s = std::min(measure.time_cap_s, limit / 2);
     if (best_ms > 0 && options.give_up_factor > 0) measure.give_up_ms = best_ms * options.give_up_factor;
-    const nlohmann::json request = {{"site", site_text}, {"knobs", result.knobs}, {"options", options_json(measure)}};
     std::string reply;
-    switch (worker->exchange(request.dump(), reply, limit)) {
+    WorkerProcess::Outcome outcome;
+    for (;;) {
+      nlohmann::json request = {{"site", site_text}, {"knobs", result.knobs}, {"options", options_json(measure)}};
+      if (!ahead.empty()) {
+        std::vector<std::string> knobs;
+        for (const std::size_t j : ahead) knobs.push_back(record.candidates[j].knobs);
+        request["ahead"] = knobs;
+        request["threads"] = compile_threads;
+      }
+      outcome = worker->exchange(request.dump(), reply, limit);
+      if (outcome == WorkerProcess::Outcome::replied || !request.contains("ahead") || budget_bound) break;
+      // Others compiled beside it: it is measured again, alone, in a fresh worker.
+      base::log(base::LogLevel::warning, "tune '" + site.id.problem + "': the worker " +
+                                          (outcome == WorkerProcess::Outcome::died ? "died" : "hung") +
+                                          " with candidates compiling in parallel; measuring one at a time");
+      compile_ahead = false;
+      ahead.clear();
+      worker.reset();
+      if (!ensure_worker(result)) break;
+      left = seconds_until(deadline);
+      budget_bound = left < options.candidate_limit_s;
+      limit = budget_bound ? std::max(left, 0.0) : options.candidate_limit_s;
+    }
+    if (!worker) break;
+    if (outcome == WorkerProcess::Outcome::replied) built.insert(ahead.begin(), ahead.end());
+    switch (outcome) {
       case WorkerProcess::Outcome::replied: {
         const std::string knobs = result.knobs;
         try {

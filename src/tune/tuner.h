@@ -40,6 +40,11 @@ struct TuneOptions {
   // The site's reference result (plain loops in double, once per worker).
   double reference_limit_s = 600;
   std::size_t max_candidates = 0;  // 0: the whole space (within the budget)
+  // Candidates compiled at once in the worker, each with the next ones the
+  // search would give, before it is measured (kernel sites; measuring stays
+  // one at a time). 0: one per hardware thread; 1: each compiled when it is
+  // measured.
+  int compile_threads = 0;
   std::uint64_t seed = 1;          // of the search order
   double noise_floor = 0.02;       // see choose()
   // A candidate whose first run is this many times slower than the best

@@ -293,6 +293,7 @@ TuneReport tune_models(const std::vector<Model>& models, const TuneJobOptions& o
       tuning.budget_s = std::min(left(), std::max(15.0, budget / static_cast<double>(sites.size())));
       tuning.candidate_limit_s = options.candidate_limit_s;
       tuning.max_candidates = options.max_candidates;
+      tuning.compile_threads = options.compile_threads;
       tuning.stop_requested = stop_requested;
       progress({.stage = TuneProgress::Stage::option_kernel,
                 .template_name = site.id.template_name,
@@ -319,6 +320,7 @@ TuneReport tune_models(const std::vector<Model>& models, const TuneJobOptions& o
     tuning.candidate_limit_s = options.candidate_limit_s;
     tuning.measure.kernel_records = job.db_path;  // a graph site's kernels as the database has them so far
     tuning.max_candidates = options.max_candidates;
+    tuning.compile_threads = options.compile_threads;
     int finished = 0;
     double heuristic_ms = 0, best_ms = 0;
     tuning.on_result = [&](const tune::CandidateResult& r) {

@@ -88,6 +88,11 @@ int main() {
       result.knobs = request.at("knobs").get<std::string>();
       const tune::Site site = tune::site_from_json(request.at("site").get<std::string>());
       const tune::MeasureOptions options = tune::options_from_json(request.at("options"));
+      if (request.contains("ahead") && !tune::is_graph_site(site)) {
+        std::vector<std::string> knobs = request.at("ahead").get<std::vector<std::string>>();
+        knobs.insert(knobs.begin(), result.knobs);
+        measurer.compile_ahead(site, knobs, request.at("threads").get<int>());
+      }
       result = tune::is_graph_site(site) ? graph_measurer.measure(site, result.knobs, options)
                                          : measurer.measure(site, result.knobs, options);
     } catch (const std::exception& error) {
