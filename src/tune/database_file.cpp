@@ -82,14 +82,17 @@ std::optional<std::string> set_aside(const std::string& path, const FileIdentity
   const std::string base = path + "." + label + "-" + utc_stamp();
   std::string aside = base;
   for (int n = 2; exists_any(aside); ++n) aside = base + "-" + std::to_string(n);
-  if (::rename(path.c_str(), aside.c_str()) != 0)
-    throw_error(ErrorKind::Io, "cannot set tuning database " + path + " aside as " + aside + ": " + errno_text(errno));
-  // The companions belong to the old file: a fresh database must not replay its log.
+  // The companions belong to the bad file (a fresh database must not replay
+  // its log), and go first: while the bad file holds the path, no other
+  // process has a fresh database there, whose companions these would be
+  // once the bad file is gone.
   for (const char* suffix : kCompanions) {
     const std::string companion = path + suffix;
     if (exists_any(companion) && ::rename(companion.c_str(), (aside + suffix).c_str()) != 0)
       throw_error(ErrorKind::Io, "cannot set " + companion + " aside as " + aside + suffix + ": " + errno_text(errno));
   }
+  if (::rename(path.c_str(), aside.c_str()) != 0)
+    throw_error(ErrorKind::Io, "cannot set tuning database " + path + " aside as " + aside + ": " + errno_text(errno));
   return aside;
 }
 
