@@ -179,6 +179,12 @@ struct FaultInjection {
 
 bool vulkan_available() { return !kb::get_backend("vulkan").unavailable_reason().has_value(); }
 
+// The site's candidates on the first Vulkan device, in list order (the heuristic's first).
+std::vector<std::string> vulkan_candidates(const tn::Site& site) {
+  const kb::Backend& vulkan = kb::get_backend("vulkan");
+  return tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+}
+
 // Small and quick: few repeats, a short time cap.
 tn::TuneOptions quick_options() {
   tn::TuneOptions options;
@@ -863,8 +869,7 @@ BOOST_AUTO_TEST_CASE(summaries_and_protocol_text) {
 BOOST_AUTO_TEST_CASE(a_wrong_candidate_is_rejected_and_never_chosen) {
   BOOST_TEST_REQUIRE(vulkan_available());
   const tn::Site site = only_site(matmul_graph(64, 48, 40));
-  const kb::Backend& vulkan = kb::get_backend("vulkan");
-  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  const std::vector<std::string> order = vulkan_candidates(site);
   BOOST_TEST_REQUIRE(order.size() >= 3u);
   // The wrong candidate claims to be fast: it must still lose.
   FaultInjection fault("wrong=" + order[1]);
@@ -924,8 +929,7 @@ BOOST_AUTO_TEST_CASE(sixteen_bit_kernels_are_tuning_problems_of_their_own) {
 BOOST_AUTO_TEST_CASE(a_winner_is_timed_again_against_the_heuristic_before_it_replaces_it) {
   BOOST_TEST_REQUIRE(vulkan_available());
   const tn::Site site = only_site(matmul_graph(64, 48, 40));
-  const kb::Backend& vulkan = kb::get_backend("vulkan");
-  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  const std::vector<std::string> order = vulkan_candidates(site);
   BOOST_TEST_REQUIRE(order.size() >= 3u);
   // The heuristic's first timing is ten times too slow (a burst of load):
   // every other candidate beats it in the search, so one becomes the winner
@@ -950,8 +954,7 @@ BOOST_AUTO_TEST_CASE(a_winner_is_timed_again_against_the_heuristic_before_it_rep
 BOOST_AUTO_TEST_CASE(a_crash_or_a_hang_costs_one_candidate) {
   BOOST_TEST_REQUIRE(vulkan_available());
   const tn::Site site = only_site(conv_relu_graph());
-  const kb::Backend& vulkan = kb::get_backend("vulkan");
-  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  const std::vector<std::string> order = vulkan_candidates(site);
   BOOST_TEST_REQUIRE(order.size() >= 4u);
   FaultInjection fault("crash=" + order[1] + ";hang=" + order[2]);
   tn::TuneOptions options = quick_options();
@@ -975,8 +978,7 @@ BOOST_AUTO_TEST_CASE(a_crash_or_a_hang_costs_one_candidate) {
 BOOST_AUTO_TEST_CASE(compiling_ahead_keeps_a_crash_the_candidates_own) {
   BOOST_TEST_REQUIRE(vulkan_available());
   const tn::Site site = only_site(conv_relu_graph());
-  const kb::Backend& vulkan = kb::get_backend("vulkan");
-  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  const std::vector<std::string> order = vulkan_candidates(site);
   BOOST_TEST_REQUIRE(order.size() >= 4u);
   tn::TuneOptions options = quick_options();
   options.max_candidates = 4;
@@ -1007,8 +1009,7 @@ BOOST_AUTO_TEST_CASE(compiling_ahead_keeps_a_crash_the_candidates_own) {
 BOOST_AUTO_TEST_CASE(the_budget_stops_early_and_keeps_finished_results) {
   BOOST_TEST_REQUIRE(vulkan_available());
   const tn::Site site = only_site(matmul_graph(32, 32, 32));
-  const kb::Backend& vulkan = kb::get_backend("vulkan");
-  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  const std::vector<std::string> order = vulkan_candidates(site);
   BOOST_TEST_REQUIRE(order.size() >= 5u);
   // Every candidate after the first two hangs (which of them the search
   // takes third depends on the timings); the budget, not their time limit,
@@ -1304,8 +1305,7 @@ BOOST_AUTO_TEST_CASE(workgroup_problem_texts_tell_different_attributes_apart) {
 BOOST_AUTO_TEST_CASE(workgroup_candidates_are_verified_timed_and_chosen_deterministically) {
   BOOST_TEST_REQUIRE(vulkan_available());
   const tn::Site site = only_site(unary_graph("Softmax", 96, 64));
-  const kb::Backend& vulkan = kb::get_backend("vulkan");
-  const std::vector<std::string> order = tn::candidates(site, vulkan, vulkan.enumerate_devices().at(0).target).knobs;
+  const std::vector<std::string> order = vulkan_candidates(site);
   BOOST_TEST_REQUIRE(order.size() >= 4u);
   BOOST_TEST(order.front() == "wg64");
   FaultInjection fault("wrong=" + order[1]);

@@ -5,9 +5,9 @@
 #pragma once
 
 #include "backends/backend.h"
+#include "src/kernel/ir.h"
 #include "src/tune/database.h"
 #include "src/tune/site.h"
-#include "src/kernel/ir.h"
 
 #include <kiln/error.h>
 

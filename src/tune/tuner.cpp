@@ -195,15 +195,12 @@ Record tune_site(const Site& site, const DeviceSelection& device, const TuneOpti
     if (compile_ahead && !budget_bound && !built.count(*index)) {
       CandidateSearch guess = search;
       guess.measured(*index, std::nullopt);
-      while (ahead.size() + 1 < static_cast<std::size_t>(compile_threads))
-        if (const std::optional<std::size_t> j = guess.next(); j && !built.count(*j)) {
-          ahead.push_back(*j);
-          guess.measured(*j, std::nullopt);
-        } else if (!j) {
-          break;
-        } else {
-          guess.measured(*j, std::nullopt);
-        }
+      while (ahead.size() + 1 < static_cast<std::size_t>(compile_threads)) {
+        const std::optional<std::size_t> j = guess.next();
+        if (!j) break;
+        guess.measured(*j, std::nullopt);
+        if (!built.count(*j)) ahead.push_back(*j);
+      }
     }
     MeasureOptions measure = options.measure;
     measure.time_cap_s = std::min(measure.time_cap_s, limit / 2);
