@@ -31,8 +31,9 @@ SharedGemmLayout shared_gemm_layout(const GemmKnobs& knobs) {
     l.block_n = l.subgroups_n * knobs.tile_n * knobs.matrix_n;
     l.a_elements = l.block_m * l.k_step;
     l.b_elements = l.k_step * l.block_n;
+    l.stage_elements = l.a_elements + l.b_elements;
     l.output_elements = l.block_m * l.block_n;
-    l.shared_elements = std::max(l.a_elements + l.b_elements, l.output_elements);
+    l.shared_elements = std::max(l.stage_elements * knobs.shared_stages, l.output_elements);
     return l;
   }
   l.slice = knobs.workgroup_size / knobs.split_k;
@@ -45,8 +46,9 @@ SharedGemmLayout shared_gemm_layout(const GemmKnobs& knobs) {
   l.block_n = l.threads_n * knobs.tile_n;
   l.a_elements = l.block_m * l.k_step;
   l.b_elements = l.k_step * l.block_n;
+  l.stage_elements = l.a_elements + l.b_elements;
   l.reduce_elements = (knobs.split_k - 1) * l.slice * knobs.tile_m * knobs.tile_n;
-  l.shared_elements = std::max(l.a_elements + l.b_elements, l.reduce_elements);
+  l.shared_elements = std::max(l.stage_elements * knobs.shared_stages, l.reduce_elements);
   return l;
 }
 
@@ -102,20 +104,23 @@ SubgroupFragments declare_subgroup_fragments(kir::Kernel& kernel, const GemmKnob
   return f;
 }
 
-// Step 3 with matrix units: for each matrix_k slab of the shared tiles (A
-// stored K-major: column-major rows; B K-major: row-major), load the
-// subgroup's fragments and multiply-accumulate.
+// Step 3 with matrix units: for each matrix_k slab of the shared tiles in
+// the set at `set_at` (empty: the first; A stored K-major: column-major
+// rows; B K-major: row-major), load the subgroup's fragments and
+// multiply-accumulate.
 void multiply_matrix_tiles(std::vector<Stmt>& step, const GemmKnobs& knobs, const SharedGemmLayout& l,
-                           kir::Shared tiles, const SubgroupFragments& f) {
+                           kir::Shared tiles, const SubgroupFragments& f, const Expr& set_at) {
+  auto in_set = [&](const Expr& at) { return set_at ? at + set_at : at; };
   const Expr m = kir::i32(knobs.matrix_m), n = kir::i32(knobs.matrix_n), k = kir::i32(knobs.matrix_k);
   for (std::int64_t kk = 0; kk < knobs.shared_k_tile; kk += knobs.matrix_k) {
     for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
       step.push_back(kir::fragment_load(f.a[i], tiles,
-                                        add_constant(f.row0, kk * l.block_m + std::int64_t{i} * knobs.matrix_m),
+                                        in_set(add_constant(f.row0, kk * l.block_m + std::int64_t{i} * knobs.matrix_m)),
                                         kir::i32(l.block_m), m, k, /*column_major=*/true));
     for (std::uint32_t j = 0; j < knobs.tile_n; ++j)
       step.push_back(kir::fragment_load(f.b[j], tiles,
-                                        add_constant(f.col0, l.a_elements + kk * l.block_n + std::int64_t{j} * knobs.matrix_n),
+                                        in_set(add_constant(f.col0, l.a_elements + kk * l.block_n +
+                                                                        std::int64_t{j} * knobs.matrix_n)),
                                         kir::i32(l.block_n), k, n));
     for (std::uint32_t i = 0; i < knobs.tile_m; ++i)
       for (std::uint32_t j = 0; j < knobs.tile_n; ++j) {
@@ -259,15 +264,11 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
         body.push_back(kir::declare(indexed("acc", i, j), ScalarType::f32, kir::f32(0.0)));
   }
 
-  // The K loop: load the tiles, barrier, multiply this slice's rows, barrier.
+  // The K loop: load the tiles, barrier, multiply this slice's rows, barrier
+  // (double-buffered: load the next step's tiles into the other set,
+  // multiply out of this step's, barrier).
   const Expr k0 = kir::var("k0", ScalarType::i32);
-  std::vector<Stmt> step;
-  auto guarded = [&](const TileShare& share, std::int64_t r, std::int64_t count, std::vector<Stmt> stmts) {
-    if (share.ragged && r == share.loads - 1)
-      step.push_back(kir::branch(add_constant(local, r * wg) < kir::i32(count), std::move(stmts)));
-    else
-      step.insert(step.end(), stmts.begin(), stmts.end());
-  };
+  const std::int64_t k_end = ceil_div(p.k, l.k_step) * l.k_step;
   // Zeroes the loaded `names` past K and stores them `stride` apart from `slot`.
   auto store_zeroed = [&](std::vector<Stmt>& out, const std::vector<std::string>& names, const Expr& k,
                           const Expr& slot, std::int64_t stride) {
@@ -277,63 +278,88 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
       out.push_back(kir::store(tiles, add_constant(slot, static_cast<std::int64_t>(c) * stride), v));
     }
   };
-  auto vector_names = [](const std::string& prefix, std::int64_t r) {
-    std::vector<std::string> names;
-    for (std::int64_t c = 0; c < kVector; ++c) names.push_back(indexed(indexed(prefix, r) + "_", c));
-    return names;
-  };
-  for (std::int64_t r = 0; r < a_share.loads; ++r) {
-    std::vector<Stmt> load;
-    const Expr k = declare_i32(load, indexed("a_k", r), k0 + a_kk[r]);
-    if (a_width > 1) {
-      const Expr safe_k = kir::min(k, kir::i32(p.k - kVector));
-      const std::vector<std::string> names = vector_names("a_v", r);
-      load.push_back(kir::load_vector(names, p.a, a_addr[r] + safe_k / kir::i32(kVector), ScalarType::f32));
-      store_zeroed(load, names, k, a_slot[r], l.block_m);
-    } else {
-      const Expr safe_k = kir::min(k, kir::i32(std::max<std::int64_t>(p.k - 1, 0)));
-      const std::string name = indexed("a_v", r);
-      load.push_back(kir::declare(name, ScalarType::f32,
-                                  kir::load(p.a, add_scaled(a_addr[r], safe_k, p.a_k_stride), ScalarType::f32)));
-      store_zeroed(load, {name}, k, a_slot[r], 0);
-    }
-    guarded(a_share, r, l.a_elements / a_width, std::move(load));
-  }
-  for (std::int64_t r = 0; r < b_share.loads; ++r) {
-    std::vector<Stmt> load;
-    const Expr k = declare_i32(load, indexed("b_k", r), k0 + b_kk[r]);
-    const Expr safe_k = kir::min(k, kir::i32(std::max<std::int64_t>(p.k - 1, 0)));
-    if (b_width > 1) {
-      const std::vector<std::string> names = vector_names("b_v", r);
-      load.push_back(kir::load_vector(names, p.b, add_scaled(b_addr[r], safe_k, p.b_k_stride / kVector),
-                                      ScalarType::f32));
-      store_zeroed(load, names, k, b_slot[r], 1);
-    } else {
-      const std::string name = indexed("b_v", r);
-      if (p.gather_b && p.gather_b->taps > 1)
-        p.gather_b->load_at(load, name, safe_k, static_cast<std::uint32_t>(r));
-      else if (p.gather_b)
-        p.gather_b->load(load, name, safe_k, 0, static_cast<std::uint32_t>(r));
+  // Appends to `out` this invocation's loads of the tiles at K offset
+  // `k_base` into the set starting at `set_at` (empty: the first), its
+  // variables' names starting with `prefix`.
+  auto load_tiles = [&](std::vector<Stmt>& out, const Expr& k_base, const Expr& set_at, const std::string& prefix) {
+    auto guarded = [&](const TileShare& share, std::int64_t r, std::int64_t count, std::vector<Stmt> stmts) {
+      if (share.ragged && r == share.loads - 1)
+        out.push_back(kir::branch(add_constant(local, r * wg) < kir::i32(count), std::move(stmts)));
       else
+        out.insert(out.end(), stmts.begin(), stmts.end());
+    };
+    auto vector_names = [&](const std::string& name, std::int64_t r) {
+      std::vector<std::string> names;
+      for (std::int64_t c = 0; c < kVector; ++c) names.push_back(indexed(indexed(prefix + name, r) + "_", c));
+      return names;
+    };
+    auto in_set = [&](const Expr& slot) { return set_at ? slot + set_at : slot; };
+    for (std::int64_t r = 0; r < a_share.loads; ++r) {
+      std::vector<Stmt> load;
+      const Expr k = declare_i32(load, indexed(prefix + "a_k", r), k_base + a_kk[r]);
+      if (a_width > 1) {
+        const Expr safe_k = kir::min(k, kir::i32(p.k - kVector));
+        const std::vector<std::string> names = vector_names("a_v", r);
+        load.push_back(kir::load_vector(names, p.a, a_addr[r] + safe_k / kir::i32(kVector), ScalarType::f32));
+        store_zeroed(load, names, k, in_set(a_slot[r]), l.block_m);
+      } else {
+        const Expr safe_k = kir::min(k, kir::i32(std::max<std::int64_t>(p.k - 1, 0)));
+        const std::string name = indexed(prefix + "a_v", r);
         load.push_back(kir::declare(name, ScalarType::f32,
-                                    kir::load(p.b, add_scaled(b_addr[r], safe_k, p.b_k_stride), ScalarType::f32)));
-      store_zeroed(load, {name}, k, b_slot[r], 0);
+                                    kir::load(p.a, add_scaled(a_addr[r], safe_k, p.a_k_stride), ScalarType::f32)));
+        store_zeroed(load, {name}, k, in_set(a_slot[r]), 0);
+      }
+      guarded(a_share, r, l.a_elements / a_width, std::move(load));
     }
-    guarded(b_share, r, l.b_elements / b_width, std::move(load));
-  }
-  step.push_back(kir::barrier());
-  if (fragments) {
-    multiply_matrix_tiles(step, knobs, l, tiles, subgroup);
+    for (std::int64_t r = 0; r < b_share.loads; ++r) {
+      std::vector<Stmt> load;
+      const Expr k = declare_i32(load, indexed(prefix + "b_k", r), k_base + b_kk[r]);
+      const Expr safe_k = kir::min(k, kir::i32(std::max<std::int64_t>(p.k - 1, 0)));
+      if (b_width > 1) {
+        const std::vector<std::string> names = vector_names("b_v", r);
+        load.push_back(kir::load_vector(names, p.b, add_scaled(b_addr[r], safe_k, p.b_k_stride / kVector),
+                                        ScalarType::f32));
+        store_zeroed(load, names, k, in_set(b_slot[r]), 1);
+      } else {
+        const std::string name = indexed(prefix + "b_v", r);
+        if (p.gather_b && p.gather_b->taps > 1)
+          p.gather_b->load_at(load, name, safe_k, static_cast<std::uint32_t>(r));
+        else if (p.gather_b)
+          p.gather_b->load(load, name, safe_k, 0, static_cast<std::uint32_t>(r));
+        else
+          load.push_back(kir::declare(name, ScalarType::f32,
+                                      kir::load(p.b, add_scaled(b_addr[r], safe_k, p.b_k_stride), ScalarType::f32)));
+        store_zeroed(load, {name}, k, in_set(b_slot[r]), 0);
+      }
+      guarded(b_share, r, l.b_elements / b_width, std::move(load));
+    }
+  };
+  std::vector<Stmt> step;
+  Expr set_at;  // the set of tiles this step multiplies out of (empty: the only one)
+  if (knobs.shared_stages == 2 && p.k > 0) {
+    load_tiles(body, kir::i32(0), {}, "first_");
+    body.push_back(kir::barrier());
+    set_at = declare_i32(step, "set_at", (k0 / kir::i32(l.k_step)) % kir::i32(2) * kir::i32(l.stage_elements));
+    std::vector<Stmt> next;
+    load_tiles(next, k0 + kir::i32(l.k_step), kir::i32(l.stage_elements) - set_at, "");
+    step.push_back(kir::branch(k0 + kir::i32(l.k_step) < kir::i32(k_end), std::move(next)));
+  } else {
+    load_tiles(step, k0, {}, "");
     step.push_back(kir::barrier());
-    body.push_back(kir::loop("k0", kir::i32(0), kir::i32(ceil_div(p.k, l.k_step) * l.k_step), std::move(step), l.k_step));
+  }
+  if (fragments) {
+    multiply_matrix_tiles(step, knobs, l, tiles, subgroup, set_at);
+    step.push_back(kir::barrier());
+    body.push_back(kir::loop("k0", kir::i32(0), kir::i32(k_end), std::move(step), l.k_step));
     store_matrix_block(kernel, p, knobs, l, tiles, subgroup, local, block_row0, block_col0, bases.y, batch);
     return;
   }
-  const Expr a_base = declare_i32(step, "a_sh", add_scaled(add_scaled({}, slice, knobs.shared_k_tile * l.block_m), tm,
-                                                           knobs.tile_m));
+  const Expr a_base = declare_i32(step, "a_sh", add_scaled(add_scaled(set_at, slice, knobs.shared_k_tile * l.block_m),
+                                                           tm, knobs.tile_m));
   const Expr b_base = declare_i32(
       step, "b_sh",
-      add_constant(add_scaled(add_scaled({}, slice, knobs.shared_k_tile * l.block_n), tn, knobs.tile_n), l.a_elements));
+      add_constant(add_scaled(add_scaled(set_at, slice, knobs.shared_k_tile * l.block_n), tn, knobs.tile_n),
+                   l.a_elements));
   for (std::int64_t kk = 0; kk < knobs.shared_k_tile; ++kk) {
     std::vector<Expr> a_values, b_values;
     for (std::uint32_t i = 0; i < knobs.tile_m; ++i) {
@@ -355,7 +381,7 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
       }
   }
   step.push_back(kir::barrier());
-  body.push_back(kir::loop("k0", kir::i32(0), kir::i32(ceil_div(p.k, l.k_step) * l.k_step), std::move(step), l.k_step));
+  body.push_back(kir::loop("k0", kir::i32(0), kir::i32(k_end), std::move(step), l.k_step));
 
   // Slice 0 adds the other slices' partial blocks, laid out so that
   // consecutive invocations touch consecutive elements.

@@ -18,6 +18,11 @@
 //   3. slice s multiplies its rows [s * shared_k_tile, (s + 1) *
 //      shared_k_tile) of the tiles into its register blocks;
 //   4. barrier (the next step overwrites the tiles).
+// With shared_stages 2 the tiles are double-buffered: the first step's are
+// loaded before the loop, and each step loads the next step's tiles into
+// the other set (step 1, into the set not being read), multiplies out of
+// its own (step 3) and synchronises once: a set is written only after the
+// barrier that ends every read of it.
 // With split_k > 1 the slices 1.. then write their partial blocks to shared
 // memory (reusing the tiles' space), barrier, and slice 0 adds them up. Slice
 // 0 applies the epilogue and stores: every output element is written once, by
@@ -45,8 +50,9 @@ struct SharedGemmLayout {
   std::int64_t threads_m = 0, threads_n = 0;
   std::int64_t block_m = 0, block_n = 0;
   std::int64_t k_step = 0;              // K values per step: shared_k_tile * split_k
-  std::int64_t a_elements = 0;          // A tile: block_m * k_step, at offset 0
+  std::int64_t a_elements = 0;          // A tile: block_m * k_step, at offset 0 of a set
   std::int64_t b_elements = 0;          // B tile: k_step * block_n, after A's
+  std::int64_t stage_elements = 0;      // one set of tiles, A's and B's; set s at s * stage_elements
   std::int64_t reduce_elements = 0;     // split_k partial blocks: (split_k - 1) * slice * tile_m * tile_n
   std::int64_t subgroups_m = 0, subgroups_n = 0;  // matrix units: the subgroups' arrangement
   std::int64_t output_elements = 0;     // matrix units: the block, block_m x block_n, at offset 0

@@ -137,7 +137,7 @@ GemmKnobs shared_knobs(SharedShape shape, std::uint32_t split_k) {
 // Whether the target takes the shared path at all: a GPU with room for
 // 256-invocation workgroups and the largest tiles the heuristic uses.
 bool shared_tiling_fits(const lower::LowerTarget& target) {
-  if (target.cpu_device || target.max_workgroup_invocations < kSharedWorkgroupSize) return false;
+  if (target.cpu_device() || target.max_workgroup_invocations < kSharedWorkgroupSize) return false;
   for (SharedShape shape : {SharedShape::square, SharedShape::column, SharedShape::row})
     for (std::uint32_t split = 1; split <= kMaxSplitK; split *= 2)
       if (detail::shared_gemm_bytes(shared_knobs(shape, split)) > target.max_shared_memory_bytes) return false;
@@ -178,7 +178,39 @@ std::vector<GemmKnobs> subgroup_knobs(const lower::LowerTarget& target) {
   return out;
 }
 
-GemmKnobs choose_shared_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) {
+// Discrete GPUs' blocks for large products: 256 invocations with 8 x 8
+// register blocks make a 128 x 128 block of C (four times the reuse of a
+// loaded element of the 64 x 64 block), K tiles of 8, double-buffered:
+// 16 KiB of shared memory. Taken where the product still has this many
+// blocks: two per multiprocessor of a large GPU.
+constexpr std::uint32_t kLargeTile = 8;
+constexpr std::uint32_t kLargeKTile = 8;
+constexpr std::int64_t kLargeBlockWorkgroups = 256;
+
+GemmKnobs large_shared_knobs() {
+  GemmKnobs knobs = shared_knobs(SharedShape::square, 1);
+  knobs.tile_m = knobs.tile_n = kLargeTile;
+  knobs.shared_k_tile = kLargeKTile;
+  knobs.shared_stages = 2;
+  return knobs;
+}
+
+// `knobs` with their tiles double-buffered.
+GemmKnobs double_buffered(GemmKnobs knobs) {
+  knobs.shared_stages = 2;
+  return knobs;
+}
+
+GemmKnobs choose_shared_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
+                                   const lower::LowerTarget& target) {
+  const bool discrete = target.device_class == lower::DeviceClass::discrete_gpu;
+  if (discrete && n >= kThinExtent && m >= kThinExtent) {
+    const GemmKnobs large = large_shared_knobs();
+    const detail::SharedGemmLayout l = detail::shared_gemm_layout(large);
+    if (batch * ceil_div(m, l.block_m) * ceil_div(n, l.block_n) >= kLargeBlockWorkgroups &&
+        detail::shared_gemm_bytes(large) <= target.max_shared_memory_bytes)
+      return large;
+  }
   const SharedShape shape = n < kThinExtent   ? SharedShape::column
                             : m < kThinExtent ? SharedShape::row
                                               : SharedShape::square;
@@ -188,7 +220,11 @@ GemmKnobs choose_shared_gemm_knobs(std::int64_t batch, std::int64_t m, std::int6
     return batch * ceil_div(m, l.block_m) * ceil_div(n, l.block_n);
   };
   while (split < kMaxSplitK && workgroups(split) < kFillWorkgroups && k >= kMinSliceK * split * 2) split *= 2;
-  return shared_knobs(shape, split);
+  // A discrete GPU hides its loads' latency behind the multiplies: two sets of tiles where they fit.
+  const GemmKnobs knobs = shared_knobs(shape, split);
+  if (discrete && detail::shared_gemm_bytes(double_buffered(knobs)) <= target.max_shared_memory_bytes)
+    return double_buffered(knobs);
+  return knobs;
 }
 
 // Matrix units: four subgroups (2 x 2) of the instruction's lanes, each
@@ -247,14 +283,19 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
                             const lower::LowerTarget& target) {
   // A product with at least one instruction tile each way and two K steps.
   for (const GemmKnobs& knobs : matrix_knob_choices(target))
-    if (m >= knobs.matrix_m && n >= knobs.matrix_n && k >= 2 * std::int64_t{knobs.matrix_k}) return knobs;
-  if (shared_tiling_fits(target)) return choose_shared_gemm_knobs(batch, m, n, k);
+    if (m >= knobs.matrix_m && n >= knobs.matrix_n && k >= 2 * std::int64_t{knobs.matrix_k}) {
+      if (target.device_class == lower::DeviceClass::discrete_gpu &&
+          detail::shared_gemm_bytes(double_buffered(knobs)) <= target.max_shared_memory_bytes)
+        return double_buffered(knobs);
+      return knobs;
+    }
+  if (shared_tiling_fits(target)) return choose_shared_gemm_knobs(batch, m, n, k, target);
   GemmKnobs knobs;
   // On a CPU device a tile may waste up to a quarter of the rows or columns:
   // loads per multiply fall with the tile's size faster than the waste grows
   // (docs/benchmarks/template-thresholds.md).
-  knobs.tile_m = target.cpu_device ? fit_tile(m, kGemmTiles, 4) : fit_tile(m, kGemmTiles);
-  knobs.tile_n = target.cpu_device ? fit_tile(n, kCpuGemmColumnTiles, 4) : fit_tile(n, kGemmTiles);
+  knobs.tile_m = target.cpu_device() ? fit_tile(m, kGemmTiles, 4) : fit_tile(m, kGemmTiles);
+  knobs.tile_n = target.cpu_device() ? fit_tile(n, kCpuGemmColumnTiles, 4) : fit_tile(n, kGemmTiles);
   // Matrix-vector products (a decode step's projections) on a CPU device
   // with texel buffers read both operands through them, which the driver
   // keeps vectorised where it scalarises storage-buffer loads
@@ -262,7 +303,7 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
   // not shrunk for invocations: the rows are few, the bytes per column are
   // what counts. 16-bit operands need 16-bit texel views.
   const bool matrix_vector =
-      target.cpu_device && target.max_texel_buffer_elements != 0 &&
+      target.cpu_device() && target.max_texel_buffer_elements != 0 &&
       (target.storage16.empty() || target.texel_16bit) && m <= kMatrixVectorRows &&
       std::max(batch * m * k, batch * k * n) <= static_cast<std::int64_t>(target.max_texel_buffer_elements);
   while (!matrix_vector && (knobs.tile_m > 1 || knobs.tile_n > 1) &&
@@ -355,19 +396,35 @@ std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target) {
   for (std::uint32_t panel = max_panel_width(target); panel >= 1; panel /= 2) panels.push_back(panel);
   std::vector<GemmKnobs> space;
   std::vector<std::uint32_t> column_tiles(kGemmTiles.begin(), kGemmTiles.end());
-  if (target.cpu_device) column_tiles.insert(column_tiles.begin(), kCpuGemmColumnTiles.front());
+  if (target.cpu_device()) column_tiles.insert(column_tiles.begin(), kCpuGemmColumnTiles.front());
   for (std::uint32_t tile_m : kGemmTiles)
     for (std::uint32_t tile_n : column_tiles)
       for (std::uint32_t k_unroll : {kKUnroll, 1u})
         for (std::uint32_t panel : panels)
           space.push_back({tile_m, tile_n, k_unroll, workgroup_size(target), panel, kVectorWidth});
-  if (shared_tiling_fits(target))
+  if (shared_tiling_fits(target)) {
+    // Every GPU class's blocks: double-buffered ones and the discrete
+    // class's large ones too, where the device's shared memory holds them.
+    std::vector<GemmKnobs> shared;
     for (SharedShape shape : {SharedShape::square, SharedShape::column, SharedShape::row})
-      for (std::uint32_t split = 1; split <= kMaxSplitK; split *= 2) space.push_back(shared_knobs(shape, split));
-  for (const GemmKnobs& knobs : matrix_knob_choices(target)) space.push_back(knobs);
+      for (std::uint32_t split = 1; split <= kMaxSplitK; split *= 2) shared.push_back(shared_knobs(shape, split));
+    GemmKnobs large_single = large_shared_knobs();
+    large_single.shared_stages = 1;
+    shared.push_back(large_single);
+    for (const GemmKnobs& knobs : shared) {
+      space.push_back(knobs);
+      if (detail::shared_gemm_bytes(double_buffered(knobs)) <= target.max_shared_memory_bytes)
+        space.push_back(double_buffered(knobs));
+    }
+  }
+  for (const GemmKnobs& knobs : matrix_knob_choices(target)) {
+    space.push_back(knobs);
+    if (detail::shared_gemm_bytes(double_buffered(knobs)) <= target.max_shared_memory_bytes)
+      space.push_back(double_buffered(knobs));
+  }
   for (const GemmKnobs& knobs : subgroup_knobs(target)) space.push_back(knobs);
   // Matrix-vector blocks read through texel buffers (CPU devices that have them).
-  if (target.cpu_device && target.max_texel_buffer_elements != 0)
+  if (target.cpu_device() && target.max_texel_buffer_elements != 0)
     for (std::uint32_t tile_m : kGemmTiles)
       for (std::uint32_t tile_n : kCpuGemmColumnTiles)
         for (std::uint32_t k_unroll : {kKUnroll, 1u})

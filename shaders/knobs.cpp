@@ -26,6 +26,7 @@ constexpr std::uint32_t kMaxUnroll = 8;
 constexpr std::uint32_t kMaxWorkgroup = 1024;
 constexpr std::uint32_t kMaxPanel = 64;
 constexpr std::uint32_t kMaxSharedKTile = 32;
+constexpr std::uint32_t kMaxSharedStages = 2;
 // A lane of a subgroup GEMM may own 64 columns: lavapipe's fastest SGEMM
 // keeps an 8 x 64 block per lane (its registers spill cheaply to L1).
 constexpr std::uint32_t kMaxSubgroupGemmTileN = 64;
@@ -70,6 +71,7 @@ constexpr KnobField<GemmKnobs> kGemmFields[] = {
     {"vector_width", "v", &GemmKnobs::vector_width, std::nullopt},
     {"shared_k_tile", "s", &GemmKnobs::shared_k_tile, 0},
     {"split_k", "sk", &GemmKnobs::split_k, 1},
+    {"shared_stages", "st", &GemmKnobs::shared_stages, 1},
     {"workgroup_n", "wn", &GemmKnobs::workgroup_n, 0},
     {"subgroup_broadcast", "sg", &GemmKnobs::subgroup_broadcast, 0},
 };
@@ -328,9 +330,10 @@ void check_knobs(const GemmKnobs& knobs) {
   KILN_CHECK(!knobs.texel_loads || knobs.shared_k_tile == 0, ErrorKind::Internal,
              "template knob texel_loads needs the register or subgroup path, not shared tiling (knobs " + text + ")");
   if (knobs.shared_k_tile == 0) {
-    KILN_CHECK(knobs.split_k == 1 && knobs.workgroup_n == 0 && knobs.matrix_m == 0, ErrorKind::Internal,
-               "template knobs split_k, workgroup_n and matrix units need shared tiling (shared_k_tile > 0) (knobs " +
-                   text + ")");
+    KILN_CHECK(knobs.split_k == 1 && knobs.shared_stages == 1 && knobs.workgroup_n == 0 && knobs.matrix_m == 0,
+               ErrorKind::Internal,
+               "template knobs split_k, shared_stages, workgroup_n and matrix units need shared tiling "
+               "(shared_k_tile > 0) (knobs " + text + ")");
     return;
   }
   if (knobs.matrix_m != 0) {
@@ -359,6 +362,7 @@ void check_knobs(const GemmKnobs& knobs) {
   }
   check_range("shared_k_tile", knobs.shared_k_tile, kMaxSharedKTile, text);
   check_range("split_k", knobs.split_k, kMaxWorkgroup, text);
+  check_range("shared_stages", knobs.shared_stages, kMaxSharedStages, text);
   const std::uint32_t slice = knobs.workgroup_size / knobs.split_k;
   KILN_CHECK(std::has_single_bit(knobs.split_k) && knobs.workgroup_size % knobs.split_k == 0 &&
                  std::has_single_bit(slice),

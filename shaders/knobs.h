@@ -76,6 +76,12 @@ struct GemmKnobs {
   // runs wider ones where TargetDesc::matrix_shapes lists the shape.
   std::uint32_t matrix_m = 0, matrix_n = 0, matrix_k = 0, matrix_lanes = 0;
   std::uint8_t matrix_precision = 0;  // a kir::MatrixPrecision
+  // Tiles staged in shared memory at once (shared tiling only): 1 loads a
+  // step's tiles, synchronises, multiplies and synchronises again; 2 keeps
+  // two sets of tiles and loads the next step's into one while the
+  // invocations multiply out of the other, with one barrier per step (the
+  // loads' latency hides behind the multiplies on a GPU). See gemm_shared.h.
+  std::uint32_t shared_stages = 1;
 
   friend bool operator==(const GemmKnobs&, const GemmKnobs&) = default;
 };
@@ -104,8 +110,8 @@ struct ConvKnobs {
 };
 
 // "4x4_k4_p8_wg64_v4", "c4_w4_wg64": part of kernel names and logs. Shared
-// tiling adds "_s8" (shared_k_tile), "_sk4" (split_k > 1) and "_wn1"
-// (workgroup_n set), only when on; subgroup broadcast "_sg8", texel loads
+// tiling adds "_s8" (shared_k_tile), "_sk4" (split_k > 1), "_st2"
+// (shared_stages > 1) and "_wn1" (workgroup_n set), only when on; subgroup broadcast "_sg8", texel loads
 // "_tex", swapped operands "_swap" and matrix units "_mma16x8x8tf32l32"
 // (shape, precision, lanes), only when on.
 std::string to_string(const GemmKnobs& knobs);

@@ -39,15 +39,47 @@ struct MatrixUnit {
   friend bool operator==(const MatrixUnit&, const MatrixUnit&) = default;
 };
 
+// The kind of device kernels are chosen for, derived once from its
+// capability record (lower::target_policy): the heuristics keep one set of
+// choices per class.
+enum class DeviceClass : std::uint8_t {
+  // Its own memory and many multiprocessors (NVIDIA's and AMD's discrete
+  // GPUs, every CUDA and HIP target): large shared-memory blocks,
+  // double-buffered.
+  discrete_gpu,
+  // A GPU sharing the host's memory (mobile and laptop GPUs), or one whose
+  // kind the driver does not say: blocks within Vulkan's guaranteed limits.
+  integrated_gpu,
+  // Vulkan on CPU cores (lavapipe, SwiftShader): a workgroup's invocations
+  // run one after another, so register blocks and texel loads, no barriers.
+  emulated_gpu,
+  // The cpu backend: kernels compiled as C for the host's cores; the
+  // emulated class's choices.
+  host_cpu,
+};
+// "discrete-gpu", "integrated-gpu", "emulated-gpu", "host-cpu": in logs and `kiln devices`.
+constexpr const char* device_class_name(DeviceClass device_class) {
+  switch (device_class) {
+    case DeviceClass::discrete_gpu: return "discrete-gpu";
+    case DeviceClass::integrated_gpu: return "integrated-gpu";
+    case DeviceClass::emulated_gpu: return "emulated-gpu";
+    case DeviceClass::host_cpu: return "host-cpu";
+  }
+  return "unknown";
+}
+
 struct LowerTarget {
   std::string backend = "vulkan";                  // "vulkan", "cuda", "hip", "null"
   std::uint32_t subgroup_size = 32;                // SIMD width (lavapipe 8, NVIDIA 32, AMD 32/64)
   std::uint32_t max_workgroup_invocations = 1024;  // per workgroup
   std::uint64_t max_shared_memory_bytes = 32768;   // per workgroup
-  // A CPU implementation (lavapipe, SwiftShader): each lane's buffer load is
-  // a separate instruction and registers spill cheaply to L1, so larger
-  // register blocks (fewer loads per multiply-add) win there.
-  bool cpu_device = false;
+  DeviceClass device_class = DeviceClass::integrated_gpu;
+  // A CPU implementation (lavapipe, SwiftShader, the cpu backend): each
+  // lane's buffer load is a separate instruction and registers spill cheaply
+  // to L1, so larger register blocks (fewer loads per multiply-add) win there.
+  bool cpu_device() const {
+    return device_class == DeviceClass::emulated_gpu || device_class == DeviceClass::host_cpu;
+  }
   // Subgroup broadcasts in compute kernels written for subgroup_size lanes
   // (the GEMM's subgroup path, shaders/gemm_subgroup.h).
   bool subgroup_broadcast = false;

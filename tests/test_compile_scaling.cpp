@@ -93,7 +93,7 @@ BOOST_AUTO_TEST_CASE(hundred_thousand_node_chain_builds_passes_and_plans) {
 
   kiln::fuse::PlanOptions options;
   options.fuse = true;
-  options.target.cpu_device = true;
+  options.target.device_class = kiln::lower::DeviceClass::emulated_gpu;
   const kiln::fuse::KernelPlan plan = kiln::fuse::plan_kernels(passed.graph, options);
   BOOST_REQUIRE(plan.steps.size() == groups_of(kNodes));
   for (std::size_t i = 0; i + 1 < plan.steps.size(); ++i) BOOST_TEST(plan.steps[i].nodes.size() == kiln::fuse::kMaxFusedNodes);

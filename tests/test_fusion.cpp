@@ -114,7 +114,7 @@ std::vector<Tensor> interpret_plan(const kiln::graph::Graph& g, const kiln::fuse
 kiln::fuse::PlanOptions plan_options(bool fuse, std::uint32_t max_kernel_buffers = 0) {
   kiln::fuse::PlanOptions options;
   options.fuse = fuse;
-  options.target.cpu_device = true;
+  options.target.device_class = kiln::lower::DeviceClass::emulated_gpu;
   options.max_kernel_buffers = max_kernel_buffers;
   return options;
 }
@@ -682,7 +682,7 @@ BOOST_AUTO_TEST_CASE(shared_memory_gemm_takes_an_epilogue_and_keeps_its_tiles) {
   const kiln::Model model = b.build({b.relu(b.add(b.matmul(x, w), constant(b, "bias", {24}, 62)))});
   const std::vector<Tensor> inputs = {random_tensor({2, 15, 40}, 63)};
   kiln::fuse::PlanOptions gpu = plan_options(true);
-  gpu.target.cpu_device = false;
+  gpu.target.device_class = kiln::lower::DeviceClass::integrated_gpu;
   auto plan = check_on_interpreter(model, inputs, gpu);
   BOOST_REQUIRE(kernel_steps(plan) == 1);
   BOOST_TEST((ops_of(kiln::internal::graph(model), plan.steps[0].nodes) == std::vector<std::string>{"MatMul", "Add", "Relu"}));
@@ -715,7 +715,7 @@ BOOST_AUTO_TEST_CASE(matrix_unit_kernels_take_their_epilogues) {
   const kiln::Model model = b.build({b.relu(b.add(conv, residual)), b.relu(b.add(product, b.constant("bias", dyadic({32}, 73))))});
   const std::vector<Tensor> inputs = {dyadic({1, 16, 12, 12}, 74), dyadic({1, 32, 12, 12}, 75), dyadic({40, 48}, 76)};
   kiln::fuse::PlanOptions gpu = plan_options(true);
-  gpu.target.cpu_device = false;
+  gpu.target.device_class = kiln::lower::DeviceClass::integrated_gpu;
   gpu.target.matrix_units = {{"tf32", 16, 8, 8, 32}};
   auto plan = check_on_interpreter(model, inputs, gpu);
   BOOST_REQUIRE(kernel_steps(plan) == 2);

@@ -559,7 +559,7 @@ BOOST_AUTO_TEST_CASE(kernels_take_the_dtypes_their_op_declares) {
 // storage buffers where it does not.
 BOOST_AUTO_TEST_CASE(sixteen_bit_operands_stay_texel_buffers_where_the_target_has_them) {
   const TensorType x{DType::bf16, {1, 256}}, w{DType::bf16, {256, 512}}, y{DType::bf16, {1, 512}};
-  kiln::lower::LowerTarget lavapipe{"vulkan", 8, 1024, 32768, true, true, std::uint64_t{1} << 27};
+  kiln::lower::LowerTarget lavapipe{"vulkan", 8, 1024, 32768, kiln::lower::DeviceClass::emulated_gpu, true, std::uint64_t{1} << 27};
   auto texel_widths = [&](const kiln::lower::LowerTarget& target) {
     const kiln::lower::LoweredNode product = kiln::lower::lower_node(
         manual_node("MatMul", 2), std::vector<TensorType>{x, w}, std::vector<TensorType>{y}, target);

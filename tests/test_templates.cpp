@@ -18,6 +18,7 @@
 #include "src/kernel/interpreter.h"
 #include "src/kernel/ir.h"
 #include "src/lower/lower.h"
+#include "src/lower/target_policy.h"
 #include "src/render/cstyle.h"
 #include "src/runtime/internal_access.h"
 #include "offline_targets.h"
@@ -237,7 +238,7 @@ const GemmCase kGemmCases[] = {
 };
 
 // lavapipe: a CPU device with subgroups of 8 that broadcast, and texel buffers.
-LowerTarget lavapipe() { return {"vulkan", 8, 1024, 32768, true, true, std::uint64_t{1} << 27}; }
+LowerTarget lavapipe() { return {"vulkan", 8, 1024, 32768, kiln::lower::DeviceClass::emulated_gpu, true, std::uint64_t{1} << 27}; }
 LowerTarget small_device() { return {"vulkan", 16, 32, 16384}; }
 // A GPU with Vulkan's minimum shared memory (every shared configuration fits).
 LowerTarget minimal_gpu() { return {"vulkan", 32, 256, 16384}; }
@@ -513,7 +514,7 @@ BOOST_AUTO_TEST_CASE(shared_memory_gemm_matches_the_reference) {
   // Every shared configuration the heuristic can emit, on Vulkan (validation
   // on) and on the interpreter (which also checks for shared-memory races).
   std::vector<sh::GemmKnobs> configurations = shared_configurations(LowerTarget{});
-  BOOST_TEST_REQUIRE(configurations.size() == 12u);
+  BOOST_TEST_REQUIRE(configurations.size() == 26u);
   configurations.insert(configurations.end(), std::begin(kOddSharedKnobs), std::end(kOddSharedKnobs));
   for (const sh::GemmKnobs& knobs : configurations) {
     for (const GemmCase& c : kSharedGemmCases) check_gemm(c, knobs);
@@ -530,7 +531,7 @@ BOOST_AUTO_TEST_CASE(shared_memory_gemm_matches_the_reference) {
 // epilogue. Two multiplies must differ where the inputs round differently.
 BOOST_AUTO_TEST_CASE(matrix_unit_gemm_matches_the_reference) {
   const std::string emulated[] = {"1x1_k1_p1_wg4_v4_s8_mma16x8x8tf32l1", "2x1_k1_p1_wg2_v1_s16_mma16x16x16f16l1",
-                                  "1x2_k1_p1_wg8_v4_s8_mma16x16x4bf16l1"};
+                                  "1x2_k1_p1_wg8_v4_s8_st2_mma16x16x4bf16l1"};
   // The cpu backend compiles each kernel with cc (seconds apiece): one
   // shared case per knob set there, every case on the interpreter.
   for (std::size_t i = 0; i < std::size(emulated); ++i) {
@@ -540,7 +541,7 @@ BOOST_AUTO_TEST_CASE(matrix_unit_gemm_matches_the_reference) {
     for (const GemmCase& c : kGemmCases) check_gemm(c, knobs, RunOn::interpreter);
   }
   const std::string lanes[] = {"2x1_k1_p1_wg64_v4_s16_mma16x8x8tf32l32", "1x1_k1_p1_wg128_v1_s16_mma16x8x16bf16l32",
-                               "1x1_k1_p1_wg64_v4_s16_mma16x16x16f16l64"};
+                               "1x1_k1_p1_wg64_v4_s16_mma16x16x16f16l64", "2x2_k1_p1_wg128_v4_s32_st2_mma16x8x8tf32l32"};
   for (const std::string& text : lanes) {
     const sh::GemmKnobs knobs = sh::parse_gemm_knobs(text);
     check_gemm(kSharedGemmCases[1], knobs, RunOn::interpreter);
@@ -658,6 +659,25 @@ BOOST_AUTO_TEST_CASE(shared_knobs_are_named_only_when_on) {
                         names("workgroup_n = 256"));
   BOOST_CHECK_EXCEPTION(sh::check_knobs(sh::GemmKnobs{4, 4, 1, 256, 1, 1, 33, 1, 0}), kiln::Error,
                         names("shared_k_tile = 33"));
+  // Double-buffered tiles: "_st2", read back; only with shared tiling, at most two sets.
+  sh::GemmKnobs two_sets{8, 8, 1, 256, 1, 4, 8, 1, 0};
+  two_sets.shared_stages = 2;
+  BOOST_TEST(sh::to_string(two_sets) == "8x8_k1_p1_wg256_v4_s8_st2");
+  BOOST_TEST(sh::to_string(sh::parse_gemm_knobs("8x8_k1_p1_wg256_v4_s8_st2")) == sh::to_string(two_sets));
+  BOOST_TEST((sh::parse_gemm_knobs("8x8_k1_p1_wg256_v4_s8_st2") == two_sets));
+  BOOST_TEST(sh::parse_gemm_knobs("8x8_k1_p1_wg256_v4_s8").shared_stages == 1u);
+  auto refused = [](const std::string& text) {
+    return [text](const kiln::Error& e) {
+      return e.kind() == kiln::ErrorKind::InvalidArgument && std::string(e.what()).find(text) != std::string::npos;
+    };
+  };
+  BOOST_CHECK_EXCEPTION(sh::parse_gemm_knobs("8x8_k1_p1_wg256_v4_st2"), kiln::Error, refused("need shared tiling"));
+  BOOST_CHECK_EXCEPTION(sh::parse_gemm_knobs("8x8_k1_p1_wg256_v4_s8_st3"), kiln::Error, refused("shared_stages = 3"));
+  // Two sets take twice the tiles' memory: 128 x 128 blocks, K tiles of 8.
+  sh::GemmKnobs one_set = two_sets;
+  one_set.shared_stages = 1;
+  BOOST_TEST(sh::detail::shared_gemm_bytes(one_set) == 8192u);
+  BOOST_TEST(sh::detail::shared_gemm_bytes(two_sets) == 16384u);
 }
 
 // ---- Convolution ---------------------------------------------------------
@@ -1075,6 +1095,78 @@ BOOST_AUTO_TEST_CASE(gpu_gemm_knobs_use_shared_memory_and_split_k) {
   BOOST_TEST(sh::to_string(sh::choose_conv_plan(conv_problem({1, 64, 256, 1, 56, 56, 1, 1, 1, 1, 0, 0, 0, 0, false}),
                                                 LowerTarget{})
                                .gemm) == "4x4_k1_p1_wg256_v4_s16");
+}
+
+// The device classes' GEMMs: a discrete GPU takes 128 x 128 double-buffered
+// blocks where a product has enough of them, and double-buffers the
+// integrated class's blocks elsewhere; an integrated GPU (the default
+// target) keeps single-buffered 64 x 64 blocks.
+BOOST_AUTO_TEST_CASE(discrete_gpus_take_large_double_buffered_blocks) {
+  LowerTarget discrete{"cuda", 32, 1024, 49152};
+  discrete.device_class = kiln::lower::DeviceClass::discrete_gpu;
+  LowerTarget integrated = discrete;
+  integrated.device_class = kiln::lower::DeviceClass::integrated_gpu;
+  auto choose = [](const LowerTarget& target, std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k) {
+    return sh::to_string(sh::choose_gemm_knobs(batch, m, n, k, target));
+  };
+  // 16 x 16 blocks of 128 x 128: large blocks.
+  BOOST_TEST(choose(discrete, 1, 2048, 2048, 2048) == "8x8_k1_p1_wg256_v4_s8_st2");
+  BOOST_TEST(choose(integrated, 1, 2048, 2048, 2048) == "4x4_k1_p1_wg256_v4_s16");
+  // ResNet-50's 3x3 convolution of stage 2 at batch 16 (M 64, N 16 x 56 x 56):
+  // a single row of 128-row blocks still makes 392 of them.
+  BOOST_TEST(choose(discrete, 1, 64, 16 * 56 * 56, 576) == "8x8_k1_p1_wg256_v4_s8_st2");
+  // ViT-B's MLP at batch 1 (197 x 3072): 2 x 24 large blocks are too few; 64 x 64 ones, double-buffered.
+  BOOST_TEST(choose(discrete, 1, 197, 3072, 768) == "4x4_k1_p1_wg256_v4_s16_st2");
+  // Split-K and the thin shapes keep their arrangement, double-buffered.
+  BOOST_TEST(choose(discrete, 1, 64, 64, 4096) == "4x4_k1_p1_wg256_v4_s8_sk8_st2");
+  BOOST_TEST(choose(discrete, 1, 1000, 1, 2048) == "1x1_k1_p1_wg256_v4_s8_sk8_st2_wn1");
+  BOOST_TEST(choose(integrated, 1, 1000, 1, 2048) == "1x1_k1_p1_wg256_v4_s8_sk8_wn1");
+  // Where two sets do not fit, one: 16 KiB of shared memory holds the large block's two but not split-K's.
+  LowerTarget small = discrete;
+  small.max_shared_memory_bytes = 16384;
+  BOOST_TEST(choose(small, 1, 2048, 2048, 2048) == "8x8_k1_p1_wg256_v4_s8_st2");
+  BOOST_TEST(choose(small, 1, 64, 64, 4096) == "4x4_k1_p1_wg256_v4_s8_sk8");
+  // Matrix units on a discrete GPU: double-buffered too.
+  LowerTarget tensor_cores = discrete;
+  tensor_cores.matrix_units = {{"f16", 16, 8, 16, 32}};
+  tensor_cores.storage16 = "f16";
+  const sh::GemmKnobs matrix = sh::choose_gemm_knobs(1, 2048, 2048, 2048, tensor_cores);
+  BOOST_TEST(matrix.matrix_m == 16u);
+  BOOST_TEST(matrix.shared_stages == 2u);
+  // The knob space offers every class's blocks to the tuner on any GPU that fits them.
+  const std::vector<sh::GemmKnobs> space = sh::gemm_knob_space(integrated);
+  for (const char* text : {"8x8_k1_p1_wg256_v4_s8_st2", "8x8_k1_p1_wg256_v4_s8", "4x4_k1_p1_wg256_v4_s16_st2"})
+    BOOST_TEST_CONTEXT(text) {
+      BOOST_TEST(std::count(space.begin(), space.end(), sh::parse_gemm_knobs(text)) == 1);
+    }
+}
+
+BOOST_AUTO_TEST_CASE(the_device_class_comes_from_the_capability_record) {
+  using kiln::lower::DeviceClass;
+  auto class_of = [](const std::string& backend, const std::string& type, bool cpu_cores) {
+    kiln::backend::TargetDesc t;
+    t.backend = backend;
+    t.device_type = type;
+    t.cpu_cores = cpu_cores;
+    return kiln::lower::device_class(t);
+  };
+  BOOST_TEST((class_of("vulkan", "discrete-gpu", false) == DeviceClass::discrete_gpu));
+  BOOST_TEST((class_of("vulkan", "integrated-gpu", false) == DeviceClass::integrated_gpu));
+  BOOST_TEST((class_of("vulkan", "virtual-gpu", false) == DeviceClass::integrated_gpu));
+  BOOST_TEST((class_of("vulkan", "offline", false) == DeviceClass::integrated_gpu));
+  BOOST_TEST((class_of("vulkan", "cpu", true) == DeviceClass::emulated_gpu));  // lavapipe
+  BOOST_TEST((class_of("cpu", "cpu", true) == DeviceClass::host_cpu));
+  BOOST_TEST((class_of("cuda", "offline", false) == DeviceClass::discrete_gpu));
+  BOOST_TEST((class_of("hip", "discrete-gpu", false) == DeviceClass::discrete_gpu));
+  // The policy hands its class to lowering, and the CPU classes are CPU devices.
+  kiln::backend::TargetDesc lavapipe_desc;
+  lavapipe_desc.backend = "vulkan";
+  lavapipe_desc.cpu_cores = true;
+  const kiln::lower::TargetPolicy policy = kiln::lower::target_policy(lavapipe_desc);
+  BOOST_TEST((policy.lower.device_class == DeviceClass::emulated_gpu));
+  BOOST_TEST(policy.cpu_device());
+  BOOST_TEST(policy.pass_options({}).cpu_device);
+  BOOST_TEST(std::string(kiln::lower::device_class_name(DeviceClass::discrete_gpu)) == "discrete-gpu");
 }
 
 BOOST_AUTO_TEST_CASE(conv_plans_follow_the_shape) {

@@ -429,7 +429,7 @@ BOOST_AUTO_TEST_CASE(a_candidates_error_is_judged_against_its_outputs_scale) {
 }
 
 BOOST_AUTO_TEST_CASE(gemm_and_conv_knob_text_round_trips) {
-  const LowerTarget lavapipe{"vulkan", 8, 1024, 32768, true};
+  const LowerTarget lavapipe{"vulkan", 8, 1024, 32768, kiln::lower::DeviceClass::emulated_gpu};
   std::vector<sh::GemmKnobs> gemms = sh::gemm_knob_space(LowerTarget{});
   for (const sh::GemmKnobs& k : sh::gemm_knob_space(lavapipe)) gemms.push_back(k);
   sh::GemmKnobs odd;  // every field away from its default
@@ -715,10 +715,9 @@ BOOST_AUTO_TEST_CASE(candidates_are_filtered_by_the_capability_record) {
   BOOST_TEST(list.knobs.front() == sh::to_string(sh::choose_gemm_knobs(1, 256, 256, 512, kiln::lower::target_policy(small).lower)));
   std::set<std::string> families = {tn::knob_family(roomy.knobs[0])};
   std::size_t first_neighbour = 1;
-  while (first_neighbour < roomy.knobs.size() && tn::knob_distance(roomy.knobs[first_neighbour], roomy.knobs[0]) > 1) {
-    BOOST_TEST(families.insert(tn::knob_family(roomy.knobs[first_neighbour])).second, roomy.knobs[first_neighbour]);
+  // (A head may be one field from the first: double-buffered or not.)
+  while (first_neighbour < roomy.knobs.size() && families.insert(tn::knob_family(roomy.knobs[first_neighbour])).second)
     ++first_neighbour;
-  }
   BOOST_TEST(families.size() > 2u);  // the shared tilings' families and the register path
   BOOST_TEST_REQUIRE(first_neighbour < roomy.knobs.size());
   for (std::size_t i = first_neighbour + 1; i < roomy.knobs.size(); ++i)

@@ -458,6 +458,10 @@ kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> ke
   return kir::parameterise(kernels, parameterise_options(policy, settings));
 }
 
+const char* device_class_name(const backend::TargetDesc& target) {
+  return lower::device_class_name(lower::device_class(target));
+}
+
 std::optional<std::string> f16_arithmetic_unavailable(const backend::Backend& backend,
                                                       const backend::TargetDesc& target) {
   if (!target.fp16) return target.device_name + " has no f16 arithmetic";
@@ -478,7 +482,7 @@ kir::ParameteriseOptions parameterise_options(const lower::TargetPolicy& policy,
   // compile, a CPU device (lavapipe's LLVM); GPU drivers compile a kernel in
   // tens of milliseconds, so there the bounds stay constants.
   const std::string& loop_bounds = settings.choice("parameterise_loop_bounds");
-  options.loop_bounds = loop_bounds == "auto" ? policy.cpu_device : loop_bounds == "on";
+  options.loop_bounds = loop_bounds == "auto" ? policy.cpu_device() : loop_bounds == "on";
   return options;
 }
 

@@ -215,6 +215,11 @@ std::shared_ptr<const Plan> build_plan(std::shared_ptr<const graph::Graph> graph
 // parameterise setting is off.
 kir::ParameteriseReport parameterise_for_target(std::span<kir::Kernel* const> kernels,
                                                 const lower::TargetPolicy& policy, const Settings& settings);
+// The name of the device class whose kernels `target` gets
+// (lower::device_class): "discrete-gpu", "integrated-gpu", "emulated-gpu",
+// "host-cpu"; for `kiln devices` and explain.
+const char* device_class_name(const backend::TargetDesc& target);
+
 // Why the f16_arithmetic setting cannot apply on `target` (no f16
 // arithmetic, or a language that would only emulate it: slower than f32, so
 // it is not used), or nullopt where kernels compute in f16 natively.

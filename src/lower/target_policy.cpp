@@ -32,7 +32,7 @@ shaders::ConvProblem conv_problem(const graph::passes::ConvGeometry& g) {
 
 graph::passes::PipelineOptions TargetPolicy::pass_options(const Settings& settings,
                                                           graph::passes::GraphChooser chooser) const {
-  return {.cpu_device = cpu_device,
+  return {.cpu_device = cpu_device(),
           .max_binding_bytes = max_binding_bytes,
           .templates = templates,
           .winograd = winograd,
@@ -54,9 +54,16 @@ std::vector<std::string> TargetPolicy::matrix_inputs() const {
   return inputs;
 }
 
+DeviceClass device_class(const backend::TargetDesc& target) {
+  if (target.cpu_cores) return target.backend == "cpu" ? DeviceClass::host_cpu : DeviceClass::emulated_gpu;
+  if (target.backend == "cuda" || target.backend == "hip" || target.device_type == "discrete-gpu")
+    return DeviceClass::discrete_gpu;
+  return DeviceClass::integrated_gpu;
+}
+
 TargetPolicy target_policy(const backend::TargetDesc& target) {
   TargetPolicy policy;
-  policy.cpu_device = target.cpu_cores;
+  policy.device_class = device_class(target);
   policy.max_kernel_buffers = target.max_kernel_buffers;
   policy.max_binding_bytes = target.max_buffer_bytes;
   policy.max_kernel_param_bytes = target.max_kernel_param_bytes;
@@ -66,7 +73,7 @@ TargetPolicy target_policy(const backend::TargetDesc& target) {
   if (target.subgroup_size != 0) out.subgroup_size = target.subgroup_size;
   if (target.max_workgroup_invocations != 0) out.max_workgroup_invocations = target.max_workgroup_invocations;
   if (target.max_shared_memory_bytes != 0) out.max_shared_memory_bytes = target.max_shared_memory_bytes;
-  out.cpu_device = policy.cpu_device;
+  out.device_class = policy.device_class;
   out.subgroup_broadcast = target.subgroup_basic && target.subgroup_broadcast && target.subgroup_size != 0;
   for (const backend::MatrixShape& shape : target.matrix_shapes)
     out.matrix_units.push_back({shape.inputs, shape.m, shape.n, shape.k, shape.lanes});

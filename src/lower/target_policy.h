@@ -16,10 +16,14 @@
 namespace kiln::lower {
 
 struct TargetPolicy {
-  // The device class: a CPU implementation (lavapipe, the cpu backend) takes
-  // the CPU variants of passes (pack_matmul_weights=auto), kernels (register
-  // blocks, texel loads) and parameterisation (loop bounds as parameters).
-  bool cpu_device = false;
+  // The device class (device_class below). A CPU implementation (lavapipe,
+  // the cpu backend) takes the CPU variants of passes
+  // (pack_matmul_weights=auto), kernels (register blocks, texel loads) and
+  // parameterisation (loop bounds as parameters); a discrete GPU the large
+  // double-buffered shared-memory blocks; an integrated one blocks within
+  // Vulkan's guaranteed limits.
+  DeviceClass device_class = DeviceClass::integrated_gpu;
+  bool cpu_device() const { return lower.cpu_device(); }
   // What lowering, fusion and the templates' heuristics know of the device.
   LowerTarget lower;
   std::uint32_t max_kernel_buffers = 0;  // buffers one kernel may bind; 0: no limit
@@ -39,6 +43,13 @@ struct TargetPolicy {
   // The input types of the device's matrix units ("tf32", "f16", "bf16").
   std::vector<std::string> matrix_inputs() const;
 };
+
+// The class of `target`'s device: kernels on CPU cores are the host's (the
+// cpu backend) or emulate a GPU (Vulkan on the CPU); CUDA and HIP targets,
+// and Vulkan devices of type discrete-gpu, are discrete; every other GPU
+// (integrated, virtual, of no stated type, an offline Vulkan target) is
+// taken as integrated, whose choices fit every GPU.
+DeviceClass device_class(const backend::TargetDesc& target);
 
 // Fields the target leaves 0 keep LowerTarget's defaults.
 TargetPolicy target_policy(const backend::TargetDesc& target);

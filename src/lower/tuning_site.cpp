@@ -179,7 +179,7 @@ void build_tuned_attention(kir::Kernel& kernel, const shaders::AttentionProblem&
   const std::string text = with_storage(attention_problem_text(problem), target.storage16);
   bool overridden = false;
   const shaders::AttentionKnobs knobs = build_with_override(
-      kernel, target, "attention", text, shaders::choose_attention_knobs(problem, target.cpu_device),
+      kernel, target, "attention", text, shaders::choose_attention_knobs(problem, target.cpu_device()),
       shaders::parse_attention_knobs,
       [&](const shaders::AttentionKnobs& k) -> std::optional<std::string> {
         if (k.workgroup_size > target.max_workgroup_invocations)

@@ -7,6 +7,7 @@
 #include "src/base/log.h"
 #include "src/cache/cache_entry.h"
 #include "src/cache/compile_cache.h"
+#include "src/compile/plan.h"
 #include "src/runtime/device_profile.h"
 #include "src/runtime/fault_injection.h"
 
@@ -60,6 +61,8 @@ DeviceDescription describe(int index, const backend::TargetDesc& t) {
   for (const backend::MatrixShape& shape : t.matrix_shapes)
     matrix += (matrix.empty() ? "" : ", ") + backend::matrix_shape_name(shape);
   d.limits.push_back({"matrix units", matrix.empty() ? "none kiln uses" : matrix});
+  // The class whose heuristics choose this device's kernels (lower::device_class).
+  d.limits.push_back({"kernel class", compiler::device_class_name(t)});
   return d;
 }
 

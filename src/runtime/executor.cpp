@@ -1016,7 +1016,8 @@ std::string Executor::explain() const {
   const backend::TargetDesc& target = ctx_->device->target();
   out << "model " << model_.name() << ": "
       << (options_.compiled ? "compiled, mode " + std::string(mode_name(options_.settings.mode())) : std::string("eager"))
-      << ", on " << options_.backend << ":" << ctx_->index << " (" << target.device_name << ")\n";
+      << ", on " << options_.backend << ":" << ctx_->index << " (" << target.device_name << "; kernels for the "
+      << compiler::device_class_name(target) << " class)\n";
   if (model_.has_symbolic_dims()) {
     out << "symbolic input dims (the model runs at the shapes below; other shapes compile again):\n";
     for (const TensorSpec& input : model_.inputs()) {

@@ -37,12 +37,11 @@ constexpr const char* kSharedOnCpu =
 std::vector<shaders::GemmKnobs> gemm_space(const lower::LowerTarget& target,
                                            std::vector<std::pair<std::string, std::string>>& filtered) {
   std::vector<shaders::GemmKnobs> space = shaders::gemm_knob_space(target);
-  if (target.cpu_device) {
+  if (target.cpu_device()) {
     filtered.emplace_back("shared-memory tilings (_s<N>)", kSharedOnCpu);
     return space;
   }
   lower::LowerTarget roomy = target;
-  roomy.cpu_device = false;
   roomy.max_workgroup_invocations = std::max<std::uint32_t>(target.max_workgroup_invocations, 1024);
   roomy.max_shared_memory_bytes = std::max<std::uint64_t>(target.max_shared_memory_bytes, 65536);
   for (const shaders::GemmKnobs& knobs : shaders::gemm_knob_space(roomy))
