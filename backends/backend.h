@@ -158,6 +158,10 @@ struct KernelSource {
   std::vector<std::uint32_t> texel_widths = {};
   // Per buffer, a texel buffer's elements (empty: all f32).
   std::vector<TexelElement> texel_elements = {};
+  // Bytes of workgroup-shared memory the kernel declares dynamically
+  // (LanguageTable::max_static_shared_bytes): what each launch passes, and
+  // what loading the kernel opts in to beyond the static limit. 0: none.
+  std::uint32_t dynamic_shared_bytes = 0;
 };
 
 struct KernelBinary {

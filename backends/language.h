@@ -169,6 +169,15 @@ struct LanguageTable {
   std::string shared_local_decl;    // CUDA "__shared__ {type} {name}[{count}];"
   std::string shared_param_decl;    // C99 "{type}* restrict {name}"
   std::string shared_access;        // "{name}[{index}]"
+  // Shared memory beyond what a kernel may declare statically (CUDA: 48 KiB;
+  // more needs dynamic shared memory and an opt-in at load): a kernel whose
+  // arrays need more than max_static_shared_bytes declares one dynamic
+  // array (shared_dynamic_decl, placeholder {bytes}) and each of its arrays
+  // as a pointer into it (shared_dynamic_view: {type} {name} {offset}, in
+  // bytes, 16-byte aligned). 0: no limit (every array static).
+  std::uint64_t max_static_shared_bytes = 0;
+  std::string shared_dynamic_decl;  // CUDA "extern __shared__ __align__(16) unsigned char kiln_shared[];"
+  std::string shared_dynamic_view;  // CUDA "{type}* {name} = reinterpret_cast<{type}*>(kiln_shared + {offset});"
   // A workgroup execution and shared-memory barrier statement, and what it
   // needs declared at global scope (C99: the host's barrier function).
   std::string barrier;              // GLSL "memoryBarrierShared(); barrier();", CUDA "__syncthreads();"

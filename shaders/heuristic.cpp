@@ -186,6 +186,7 @@ std::vector<GemmKnobs> subgroup_knobs(const lower::LowerTarget& target) {
 constexpr std::uint32_t kLargeTile = 8;
 constexpr std::uint32_t kLargeKTile = 8;
 constexpr std::int64_t kLargeBlockWorkgroups = 256;
+constexpr std::uint32_t kDeepKTile = 32;
 
 GemmKnobs large_shared_knobs() {
   GemmKnobs knobs = shared_knobs(SharedShape::square, 1);
@@ -416,6 +417,11 @@ std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target) {
       if (detail::shared_gemm_bytes(double_buffered(knobs)) <= target.max_shared_memory_bytes)
         space.push_back(double_buffered(knobs));
     }
+    // The large block with deep K tiles (64 KiB: past CUDA's static 48 KiB,
+    // for GPUs that give a block more).
+    GemmKnobs deep = large_shared_knobs();
+    deep.shared_k_tile = kDeepKTile;
+    if (detail::shared_gemm_bytes(deep) <= target.max_shared_memory_bytes) space.push_back(deep);
   }
   for (const GemmKnobs& knobs : matrix_knob_choices(target)) {
     space.push_back(knobs);

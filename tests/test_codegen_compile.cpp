@@ -19,6 +19,8 @@
 #include "offline_targets.h"
 #include "op_cases.h"
 #include "shaders/gemm_template.h"
+#include "shaders/knobs.h"
+#include "src/artifact/plan_codec.h"
 #include "src/fuse/schedule.h"
 #include "src/kernel/ir.h"
 #include "src/lower/lower.h"
@@ -472,6 +474,75 @@ BOOST_AUTO_TEST_CASE(workgroup_constructs_compile_for_every_offline_target) {
   BOOST_TEST(contains(c99, "float* restrict s_sums, int32_t* restrict s_ids, uint32_t* restrict s_flags, "));
   BOOST_TEST(contains(c99, "void kiln_barrier(void);"));
   BOOST_TEST(contains(c99, "    kiln_barrier();\n"));
+}
+
+// A GEMM whose shared tiles take `knobs` (128 x 128 blocks: 300 x 260 x 200).
+kiln::kir::Kernel shared_gemm_kernel(const std::string& knobs) {
+  kiln::kir::Kernel kernel("gemm_shared_" + knobs);
+  kiln::shaders::GemmProblem p;
+  p.m = 300, p.n = 260, p.k = 200;
+  p.a_row_stride = 200, p.a_k_stride = 1, p.b_k_stride = 260, p.b_col_stride = 1, p.y_row_stride = 260;
+  p.a = kernel.add_buffer("a", kiln::kir::ScalarType::f32, kiln::kir::Access::read);
+  p.b = kernel.add_buffer("b", kiln::kir::ScalarType::f32, kiln::kir::Access::read);
+  p.y = kernel.add_buffer("y", kiln::kir::ScalarType::f32, kiln::kir::Access::write);
+  kiln::shaders::build_gemm(kernel, p, kiln::shaders::parse_gemm_knobs(knobs));
+  return kernel;
+}
+
+// Shared memory past CUDA's static 48 KiB (a 128 x 128 block with
+// double-buffered K tiles of 32: 64 KiB): the CUDA source declares it as one
+// dynamic array with each shared array a view into it, and its KernelSource
+// says how many bytes (what loading opts in to and each launch passes);
+// HIP, whose static limit is the LDS itself, declares it statically. Only
+// targets that give a block that much take the kernel; NVRTC compiles it.
+BOOST_AUTO_TEST_CASE(shared_memory_past_48_kib_is_dynamic_on_cuda) {
+  const kiln::kir::Kernel deep = shared_gemm_kernel("8x8_k1_p1_wg256_v4_s32_st2");
+  BOOST_TEST(kiln::kir::shared_memory_bytes(deep) == 65536u);
+  const Backend& cuda = kiln::backend::get_backend("cuda");
+  const KernelSource source = kiln::render::make_kernel_source(deep, cuda.language());
+  BOOST_TEST(source.dynamic_shared_bytes == 65536u);
+  BOOST_TEST(contains(source.text, "extern __shared__ __align__(16) unsigned char kiln_shared[];"), source.text);
+  BOOST_TEST(contains(source.text, "float* s_tiles = reinterpret_cast<float*>(kiln_shared + 0);"));
+  BOOST_TEST(!contains(source.text, "__shared__ float s_tiles["));
+  const KernelSource hip = kiln::render::make_kernel_source(deep, kiln::backend::get_backend("hip").language());
+  BOOST_TEST(hip.dynamic_shared_bytes == 0u);
+  BOOST_TEST(contains(hip.text, "__shared__ float s_tiles[16384];"));
+  // Within 48 KiB, static as before.
+  const KernelSource shallow =
+      kiln::render::make_kernel_source(shared_gemm_kernel("8x8_k1_p1_wg256_v4_s8_st2"), cuda.language());
+  BOOST_TEST(shallow.dynamic_shared_bytes == 0u);
+  BOOST_TEST(contains(shallow.text, "__shared__ float s_tiles[4096];"));
+  // A .kiln file or plan-cache entry keeps the bytes; one from before them has none.
+  BOOST_TEST(kiln::artifact::decode_source(kiln::artifact::encode_source(source)).dynamic_shared_bytes == 65536u);
+  nlohmann::json old = kiln::artifact::encode_source(shallow);
+  old.erase("dynamic_shared_bytes");
+  BOOST_TEST(kiln::artifact::decode_source(old).dynamic_shared_bytes == 0u);
+
+  // Hopper's CUBIN target lets a block have 227 KiB; PTX, compiled again for
+  // whatever GPU loads it, keeps the static 48 KiB.
+  const kiln::backend::KernelRequirements needs = kiln::render::kernel_requirements(deep);
+  int compiled = 0;
+  for (const TargetDesc& target : cuda.offline_targets()) {
+    BOOST_TEST_CONTEXT(target.arch) {
+      const bool cubin = target.arch.rfind("sm_", 0) == 0;
+      BOOST_TEST(target.max_shared_memory_bytes == (target.arch == "sm_90" ? 227u : 48u) * 1024u);
+      const std::optional<std::string> refusal = cuda.supports(needs, target);
+      BOOST_TEST(refusal.has_value() == !cubin);
+      if (refusal) {
+        BOOST_TEST(contains(*refusal, "shared memory"), *refusal);
+        continue;
+      }
+      try {
+        const kiln::backend::KernelBinary binary = cuda.compiler().compile(source, target);
+        BOOST_TEST(!binary.data.empty());
+        ++compiled;
+      } catch (const kiln::Error& e) {
+        // NVRTC is opened at run time: without it there is nothing to compile with.
+        BOOST_REQUIRE_MESSAGE(e.kind() == kiln::ErrorKind::Unsupported, e.what());
+      }
+    }
+  }
+  BOOST_TEST_MESSAGE("compiled the 64 KiB kernel for " << compiled << " CUDA target(s)");
 }
 
 BOOST_AUTO_TEST_CASE(subgroup_and_texel_constructs_compile_for_every_offline_target) {

@@ -521,6 +521,9 @@ BOOST_AUTO_TEST_CASE(shared_memory_gemm_matches_the_reference) {
     for (const GemmCase& c : kGemmCases) check_gemm(c, knobs, RunOn::interpreter);
     check_gemm(kSharedGemmCases[0], knobs, RunOn::interpreter);
   }
+  // The 64 KiB configuration of GPUs with more shared memory than lavapipe's 32 KiB: on the interpreter.
+  const sh::GemmKnobs deep = sh::parse_gemm_knobs("8x8_k1_p1_wg256_v4_s32_st2");
+  for (const GemmCase& c : kSharedGemmCases) check_gemm(c, deep, RunOn::interpreter);
 }
 
 // Matrix units in the shared GEMM: one-lane subgroups (the emulation any
@@ -1139,6 +1142,14 @@ BOOST_AUTO_TEST_CASE(discrete_gpus_take_large_double_buffered_blocks) {
     BOOST_TEST_CONTEXT(text) {
       BOOST_TEST(std::count(space.begin(), space.end(), sh::parse_gemm_knobs(text)) == 1);
     }
+  // Deep K tiles need 64 KiB: offered where a block may have it (Hopper's 227 KiB), not within 48 KiB.
+  const sh::GemmKnobs deep = sh::parse_gemm_knobs("8x8_k1_p1_wg256_v4_s32_st2");
+  BOOST_TEST(sh::detail::shared_gemm_bytes(deep) == 65536u);
+  BOOST_TEST(std::count(space.begin(), space.end(), deep) == 0);
+  LowerTarget hopper = discrete;
+  hopper.max_shared_memory_bytes = 227 * 1024;
+  const std::vector<sh::GemmKnobs> roomy = sh::gemm_knob_space(hopper);
+  BOOST_TEST(std::count(roomy.begin(), roomy.end(), deep) == 1);
 }
 
 BOOST_AUTO_TEST_CASE(the_device_class_comes_from_the_capability_record) {

@@ -19,6 +19,18 @@ std::string nvrtc_error(const NvrtcLibrary& nvrtc, int result) {
 
 nvrtcProgram program_of(void* program) { return static_cast<nvrtcProgram>(program); }
 
+// The shared memory a block may have on compute capability `sm` with the
+// opt-in (CUDA C Programming Guide, "Technical Specifications per Compute
+// Capability"): the static 48 KiB before Volta.
+std::uint64_t opt_in_shared_memory_bytes(int sm) {
+  if (sm >= 90 && sm < 100) return 227 * 1024;   // Hopper
+  if (sm == 80 || sm == 87) return 163 * 1024;   // A100, Orin
+  if (sm == 70 || sm == 72) return 96 * 1024;    // Volta
+  if (sm == 75) return 64 * 1024;                // Turing
+  if (sm >= 86) return 99 * 1024;                // GA10x, Ada, and the newest (Blackwell's consumer parts)
+  return 48 * 1024;
+}
+
 // NVRTC's calls for the shared compile (backends/cuda_style/rtc.h).
 cuda_style::RtcCalls nvrtc_calls(const NvrtcLibrary& nvrtc) {
   cuda_style::RtcCalls calls;
@@ -112,7 +124,7 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
   target.max_workgroup_size = {1024, 1024, 64};
   target.max_workgroup_invocations = 1024;
   target.max_workgroup_count = {2147483647u, 65535, 65535};
-  target.max_shared_memory_bytes = 48 * 1024;  // static __shared__ limit on every arch
+  target.max_shared_memory_bytes = 48 * 1024;  // static __shared__ limit on every arch; more below
   target.max_buffer_bytes = memory_bytes;
   target.device_memory_bytes = memory_bytes;
   target.min_buffer_offset_alignment = 256;  // cudaMalloc's alignment
@@ -121,6 +133,9 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
   const std::size_t digits = arch.find_last_of('_');
   const int sm = digits != std::string::npos ? std::atoi(arch.c_str() + digits + 1) : 0;
   target.tf32 = sm >= 80;
+  // A CUBIN runs on its architecture only; PTX is compiled again for any
+  // newer one, whose opt-in may be smaller: it keeps the static limit.
+  if (arch.rfind("sm_", 0) == 0) target.max_shared_memory_bytes = opt_in_shared_memory_bytes(sm);
   target.matrix_shapes = matrix_shapes(sm);
   target.int64 = true;
   target.storage8 = true;

@@ -102,8 +102,13 @@ cuda_style::VendorTable make_table() {
     *function = f;
     return status(r);
   };
-  t.launch = [](Handle function, const unsigned grid[3], unsigned block_x, Handle stream, void** args) {
-    return status(d().cuLaunchKernel(as<CUfunction>(function), grid[0], grid[1], grid[2], block_x, 1, 1, 0,
+  t.allow_dynamic_shared = [](Handle function, unsigned bytes) {
+    return status(d().cuFuncSetAttribute(as<CUfunction>(function), CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                         static_cast<int>(bytes)));
+  };
+  t.launch = [](Handle function, const unsigned grid[3], unsigned block_x, unsigned shared_bytes, Handle stream,
+                void** args) {
+    return status(d().cuLaunchKernel(as<CUfunction>(function), grid[0], grid[1], grid[2], block_x, 1, 1, shared_bytes,
                                      as<CUstream>(stream), args, nullptr));
   };
 

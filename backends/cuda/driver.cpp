@@ -97,8 +97,10 @@ TargetDesc read_device(const DriverLibrary& api, int ordinal, const std::string&
   target.max_workgroup_count = {get(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, "max grid dim x"),
                                 get(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, "max grid dim y"),
                                 get(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, "max grid dim z")};
-  // Static __shared__ memory; more needs an opt-in kiln does not use.
-  target.max_shared_memory_bytes = get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, "max shared memory per block");
+  // What a block may have with the opt-in (kernels past the static 48 KiB
+  // declare it dynamically and opt in at load).
+  target.max_shared_memory_bytes =
+      get(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, "max shared memory per block (opt-in)");
   target.max_buffer_bytes = memory;
   target.device_memory_bytes = memory;
   target.min_buffer_offset_alignment = 256;  // cudaMalloc's alignment

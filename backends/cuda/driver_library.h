@@ -47,6 +47,7 @@ namespace kiln::backend::cuda {
   X(cuModuleUnload)                   \
   X(cuModuleGetFunction)              \
   X(cuLaunchKernel)                   \
+  X(cuFuncSetAttribute)               \
   X(cuStreamBeginCapture_v2)          \
   X(cuStreamEndCapture)               \
   X(cuGraphInstantiateWithFlags)      \

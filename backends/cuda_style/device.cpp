@@ -157,7 +157,8 @@ class GpuKernel final : public LoadedKernel {
         name_(source.name),
         workgroup_size_(source.workgroup_size),
         num_buffers_(source.num_buffers),
-        num_params_(source.num_params) {
+        num_params_(source.num_params),
+        dynamic_shared_bytes_(source.dynamic_shared_bytes) {
     context_->bind();
     std::vector<std::byte> image = binary.data;
     if (binary.format == "ptx" && (image.empty() || image.back() != std::byte{0})) image.push_back(std::byte{0});
@@ -167,6 +168,14 @@ class GpuKernel final : public LoadedKernel {
     if (found != 0) {
       context_->vendor().unload_module(module_);
       context_->check(found, "finding kernel '" + name_ + "' in its module");
+    }
+    if (dynamic_shared_bytes_ != 0) {
+      const Status allowed = context_->vendor().allow_dynamic_shared(function_, dynamic_shared_bytes_);
+      if (allowed != 0) {
+        context_->vendor().unload_module(module_);
+        context_->check(allowed, "letting kernel '" + name_ + "' use " + std::to_string(dynamic_shared_bytes_) +
+                                     " bytes of dynamic shared memory");
+      }
     }
   }
   ~GpuKernel() override {
@@ -181,12 +190,13 @@ class GpuKernel final : public LoadedKernel {
   std::uint32_t workgroup_size() const { return workgroup_size_; }
   std::uint32_t num_buffers() const { return num_buffers_; }
   std::uint32_t num_params() const { return num_params_; }
+  std::uint32_t dynamic_shared_bytes() const { return dynamic_shared_bytes_; }
   const Context* context() const { return context_.get(); }
 
  private:
   std::shared_ptr<Context> context_;
   std::string name_;
-  std::uint32_t workgroup_size_, num_buffers_, num_params_;
+  std::uint32_t workgroup_size_, num_buffers_, num_params_, dynamic_shared_bytes_;
   Handle module_ = nullptr;
   Handle function_ = nullptr;
 };
@@ -303,8 +313,8 @@ class GpuCommandList final : public CommandList {
     for (auto& step : steps_) {
       if (auto* launch = std::get_if<Launch>(&step)) {
         const Status status =
-            v.launch(launch->kernel->function(), launch->groups, launch->kernel->workgroup_size(), stream,
-                     launch->args.data());
+            v.launch(launch->kernel->function(), launch->groups, launch->kernel->workgroup_size(),
+                     launch->kernel->dynamic_shared_bytes(), stream, launch->args.data());
         context_->check(status, "launching kernel '" + launch->kernel->name() + "' (" +
                                     std::to_string(launch->groups[0]) + "x" + std::to_string(launch->groups[1]) +
                                     "x" + std::to_string(launch->groups[2]) + " blocks of " +

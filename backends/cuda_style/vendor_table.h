@@ -59,8 +59,13 @@ struct VendorTable {
   Status (*load_module)(Handle* module, const void* image);
   Status (*unload_module)(Handle module);
   Status (*get_function)(Handle* function, Handle module, const char* name);
-  // `args` points at each kernel argument's value, in order.
-  Status (*launch)(Handle function, const unsigned grid[3], unsigned block_x, Handle stream, void** args);
+  // Lets `function` take `bytes` of dynamic shared memory beyond the
+  // default limit (CUDA's 48 KiB opt-in).
+  Status (*allow_dynamic_shared)(Handle function, unsigned bytes);
+  // `args` points at each kernel argument's value, in order; `shared_bytes`
+  // of dynamic shared memory per block.
+  Status (*launch)(Handle function, const unsigned grid[3], unsigned block_x, unsigned shared_bytes, Handle stream,
+                   void** args);
 
   // Stream capture into a graph (thread-local mode: other threads may go on
   // allocating while one captures), and replay of the instantiated graph.

@@ -97,9 +97,13 @@ cuda_style::VendorTable make_table() {
     *function = f;
     return status(e);
   };
-  t.launch = [](Handle function, const unsigned grid[3], unsigned block_x, Handle stream, void** args) {
+  // HIP kernels declare all their shared memory statically (an AMD
+  // workgroup's LDS, 64 KiB, is also the static limit): nothing to allow.
+  t.allow_dynamic_shared = [](Handle, unsigned bytes) { return bytes == 0 ? Status{0} : Status{1}; };
+  t.launch = [](Handle function, const unsigned grid[3], unsigned block_x, unsigned shared_bytes, Handle stream,
+                void** args) {
     return status(r().hipModuleLaunchKernel(as<hipFunction_t>(function), grid[0], grid[1], grid[2], block_x, 1, 1,
-                                            0, as<hipStream_t>(stream), args, nullptr));
+                                            shared_bytes, as<hipStream_t>(stream), args, nullptr));
   };
 
   t.begin_capture = [](Handle stream) {

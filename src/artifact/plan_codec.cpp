@@ -48,34 +48,6 @@ backend::TexelElement texel_element_named(const std::string& name) {
   throw_error(ErrorKind::Corrupt, "a kernel's texel buffer has unknown elements '" + name + "'");
 }
 
-json encode_source(const backend::KernelSource& s) {
-  json elements = json::array();
-  for (backend::TexelElement e : s.texel_elements) elements.push_back(texel_element_name(e));
-  return {{"name", s.name},
-          {"language", s.language},
-          {"text", s.text},
-          {"workgroup_size", s.workgroup_size},
-          {"num_buffers", s.num_buffers},
-          {"num_params", s.num_params},
-          {"texel_widths", s.texel_widths},
-          {"texel_elements", elements}};
-}
-
-backend::KernelSource decode_source(const json& j) {
-  backend::KernelSource s;
-  s.name = j.at("name").get<std::string>();
-  s.language = j.at("language").get<std::string>();
-  s.text = j.at("text").get<std::string>();
-  s.workgroup_size = base::json_number<std::uint32_t>(j.at("workgroup_size"));
-  s.num_buffers = base::json_number<std::uint32_t>(j.at("num_buffers"));
-  s.num_params = base::json_number<std::uint32_t>(j.at("num_params"));
-  s.texel_widths = base::json_numbers<std::uint32_t>(j.at("texel_widths"));
-  // Absent in plans from before 16-bit texel buffers, whose texels were all f32.
-  for (const std::string& name : j.value("texel_elements", std::vector<std::string>{}))
-    s.texel_elements.push_back(texel_element_named(name));
-  return s;
-}
-
 json encode_requirements(const backend::KernelRequirements& r) {
   return {{"kernel_name", r.kernel_name},       {"workgroup_size", r.workgroup_size},
           {"shared_memory_bytes", r.shared_memory_bytes}, {"num_buffers", r.num_buffers},
@@ -220,6 +192,39 @@ void check_plan(const compiler::Plan& plan) {
 }
 
 }  // namespace
+
+json encode_source(const backend::KernelSource& s) {
+  json elements = json::array();
+  for (backend::TexelElement e : s.texel_elements) elements.push_back(texel_element_name(e));
+  return {{"name", s.name},
+          {"language", s.language},
+          {"text", s.text},
+          {"workgroup_size", s.workgroup_size},
+          {"num_buffers", s.num_buffers},
+          {"num_params", s.num_params},
+          {"texel_widths", s.texel_widths},
+          {"texel_elements", elements},
+          {"dynamic_shared_bytes", s.dynamic_shared_bytes}};
+}
+
+backend::KernelSource decode_source(const json& j) {
+  backend::KernelSource s;
+  s.name = j.at("name").get<std::string>();
+  s.language = j.at("language").get<std::string>();
+  s.text = j.at("text").get<std::string>();
+  s.workgroup_size = base::json_number<std::uint32_t>(j.at("workgroup_size"));
+  s.num_buffers = base::json_number<std::uint32_t>(j.at("num_buffers"));
+  s.num_params = base::json_number<std::uint32_t>(j.at("num_params"));
+  s.texel_widths = base::json_numbers<std::uint32_t>(j.at("texel_widths"));
+  // Absent in plans from before 16-bit texel buffers, whose texels were all f32.
+  for (const std::string& name : j.value("texel_elements", std::vector<std::string>{}))
+    s.texel_elements.push_back(texel_element_named(name));
+  // Absent in plans from before dynamic shared memory, which had none.
+  if (j.contains("dynamic_shared_bytes"))
+    s.dynamic_shared_bytes = base::json_number<std::uint32_t>(j.at("dynamic_shared_bytes"));
+  return s;
+}
+
 
 namespace {
 

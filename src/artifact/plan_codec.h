@@ -19,6 +19,10 @@ namespace kiln::artifact {
 nlohmann::json encode_target(const backend::TargetDesc& target);
 backend::TargetDesc decode_target(const nlohmann::json& j);
 
+// A rendered kernel's source and what loading and launching it need.
+nlohmann::json encode_source(const backend::KernelSource& source);
+backend::KernelSource decode_source(const nlohmann::json& j);
+
 nlohmann::json encode_plan(const compiler::Plan& plan, BlobWriter& blobs);
 // Throws Corrupt naming the file and the problem: every index the plan holds
 // is checked against the graph and the kernels, so a plan that decodes can be

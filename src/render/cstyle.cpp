@@ -239,13 +239,25 @@ class Renderer {
     const std::string wg = std::to_string(kernel_.workgroup_size);
     out += format(lang_.kernel_header, "kernel_header", {{"name", kernel_.name}, {"params", params}, {"wg", wg}});
     out += " {\n";
-    if (lang_.shared_global_decl.empty() && lang_.shared_param_decl.empty())
+    const std::vector<std::uint64_t> dynamic_offsets = dynamic_shared_offsets(kernel_, lang_);
+    if (!dynamic_offsets.empty()) {
+      out += "  " + lang_.shared_dynamic_decl + "\n";
+      for (std::size_t i = 0; i < kernel_.shared.size(); ++i) {
+        const kir::SharedArray& a = kernel_.shared[i];
+        out += "  " +
+               format(lang_.shared_dynamic_view, "shared_dynamic_view",
+                      {{"type", type_name(a.type)}, {"name", shared_identifier(a.name)},
+                       {"offset", std::to_string(dynamic_offsets[i])}}) +
+               "\n";
+      }
+    } else if (lang_.shared_global_decl.empty() && lang_.shared_param_decl.empty()) {
       for (const kir::SharedArray& a : kernel_.shared)
         out += "  " +
                format(lang_.shared_local_decl, "shared_local_decl",
                       {{"type", type_name(a.type)}, {"name", shared_identifier(a.name)},
                        {"count", std::to_string(a.count)}}) +
                "\n";
+    }
     out += "  " + type_name(ScalarType::u32) + " " + std::string(kLinearIndex) + " = " +
            format(lang_.global_index_expr, "global_index_expr", {{"wg", wg}}) + ";\n";
     const bool group_used = whole_groups || uses(kernel_.body, ExprKind::workgroup_index);
@@ -955,6 +967,26 @@ class Renderer {
 
 }  // namespace
 
+std::vector<std::uint64_t> dynamic_shared_offsets(const kir::Kernel& kernel, const backend::LanguageTable& language) {
+  if (language.max_static_shared_bytes == 0 || kir::shared_memory_bytes(kernel) <= language.max_static_shared_bytes)
+    return {};
+  constexpr std::uint64_t kAlignment = 16;  // vector views of a shared array stay aligned
+  std::vector<std::uint64_t> offsets;
+  std::uint64_t end = 0;
+  for (const kir::SharedArray& a : kernel.shared) {
+    offsets.push_back((end + kAlignment - 1) / kAlignment * kAlignment);
+    end = offsets.back() + static_cast<std::uint64_t>(std::max<std::int64_t>(a.count, 0)) * 4;
+  }
+  return offsets;
+}
+
+std::uint32_t dynamic_shared_bytes(const kir::Kernel& kernel, const backend::LanguageTable& language) {
+  const std::vector<std::uint64_t> offsets = dynamic_shared_offsets(kernel, language);
+  if (offsets.empty()) return 0;
+  return static_cast<std::uint32_t>(offsets.back() +
+                                    static_cast<std::uint64_t>(std::max<std::int64_t>(kernel.shared.back().count, 0)) * 4);
+}
+
 std::string render(const kir::Kernel& kernel, const backend::LanguageTable& language) {
   kir::verify(kernel);
   return Renderer(kernel, language).run();
@@ -968,6 +1000,7 @@ backend::KernelSource make_kernel_source(const kir::Kernel& kernel, const backen
   source.workgroup_size = kernel.workgroup_size;
   source.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
   source.num_params = static_cast<std::uint32_t>(kernel.params.size());
+  source.dynamic_shared_bytes = dynamic_shared_bytes(kernel, language);
   for (const kir::BufferParam& b : kernel.buffers)
     if (b.texel_width != 0) source.texel_widths.resize(kernel.buffers.size(), 0);
   for (std::size_t i = 0; i < source.texel_widths.size(); ++i) source.texel_widths[i] = kernel.buffers[i].texel_width;

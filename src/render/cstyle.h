@@ -29,7 +29,9 @@
 // after its version line and guards whole workgroups, as barriers need.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "backends/backend.h"
 #include "backends/language.h"
@@ -43,6 +45,13 @@ std::string render(const kir::Kernel& kernel, const backend::LanguageTable& lang
 // render() plus the metadata a compiler needs: name, language, workgroup size, buffer count,
 // parameter count, texel widths.
 backend::KernelSource make_kernel_source(const kir::Kernel& kernel, const backend::LanguageTable& language);
+
+// Where `language` declares `kernel`'s shared arrays dynamically (their
+// bytes exceed LanguageTable::max_static_shared_bytes): each array's byte
+// offset in the one dynamic array; empty where they are declared statically.
+std::vector<std::uint64_t> dynamic_shared_offsets(const kir::Kernel& kernel, const backend::LanguageTable& language);
+// The dynamic array's bytes (KernelSource::dynamic_shared_bytes); 0 for none.
+std::uint32_t dynamic_shared_bytes(const kir::Kernel& kernel, const backend::LanguageTable& language);
 
 // What `kernel` needs of a target (Backend::supports): workgroup, shared
 // memory, buffers, parameters, subgroup operations, texel buffers.
