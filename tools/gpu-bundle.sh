@@ -11,7 +11,7 @@ set -euo pipefail
 build="$1" dest="$2"
 rm -rf "$dest"
 mkdir -p "$dest/bin" "$dest/lib"
-for f in tools/kiln tools/generate_bench src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo \
+for f in tools/kiln tools/generate_bench tools/gemm_bench src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo \
   tests/test_resnet tests/test_pytorch_fixtures tests/test_attention tests/test_winograd tests/test_runtime; do
   strip -o "$dest/bin/$(basename "$f")" "$build/$f"
 done

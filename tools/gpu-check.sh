@@ -11,6 +11,9 @@
 #      (tools/gpu_check_pytorch.py; PyTorch and torchvision must be installed);
 #      with --tune, `kiln tune` first and max-autotune in the bench; then
 #      kiln alone with f16 tensors (--dtype f16: tensor cores for GEMMs);
+#      kiln on the GPU's Vulkan driver; a 4096^3 GEMM in f32, TF32 and f16
+#      (gemm_bench) beside torch.matmul's; with --tune, torch.compile
+#      max-autotune too;
 #   5. text generation on CUDA (generate_bench: llama-100m in f32, Gemma-2B's
 #      18 layers and whole vocabulary in bf16), per mode: time to first token,
 #      decode tokens/s and the weights' read rate, for the bandwidth bound.
@@ -24,7 +27,7 @@ set -uo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 prebuilt="" build_dir="$root/build-gpu" out="$PWD/gpu-check"
-models="resnet50,mobilenet_v2,vit_b_16" batch="1,16" iters=100 skip_bench=0 tune=""
+models="resnet50,mobilenet_v2,vit_b_16,convnext_tiny" batch="1,16" iters=100 skip_bench=0 tune=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --prebuilt) prebuilt="$2"; shift 2 ;;
@@ -68,7 +71,7 @@ else
   fi
   bin="$build_dir/stage"
   mkdir -p "$bin"
-  for f in tools/kiln tools/generate_bench src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo \
+  for f in tools/kiln tools/generate_bench tools/gemm_bench src/kiln-tune-worker tests/test_backend_conformance tests/test_conformance tests/test_zoo \
     tests/test_resnet tests/test_pytorch_fixtures tests/test_attention tests/test_winograd tests/test_runtime; do
     ln -sf "$build_dir/$f" "$bin/$(basename "$f")"
   done
@@ -165,14 +168,34 @@ if [ $skip_bench -eq 0 ]; then
   } >> "$report"
   step bench_kiln 600 "$bin/kiln" bench --backend cuda --models "$models" --batch "$batch" \
     --modes "$modes" "${db_args[@]}" --iters "$iters" --warmup 10 --output-dir "$out/bench"
-  step bench_pytorch 600 env LD_LIBRARY_PATH="$python_ld" python3 "$root/tools/gpu_check_pytorch.py" --kiln-csv "$out/bench/bench.csv" \
+  # The GEMM row: kiln's kernel alone in each precision, then torch.matmul's (in bench_pytorch).
+  step gemm_kiln 300 bash -c "'$bin/gemm_bench' --backend cuda --size 4096 --precisions f32,tf32,f16 && \
+    '$bin/gemm_bench' --backend vulkan --size 4096 --precisions f32,f16"
+  pytorch_args=()
+  [ -n "$tune" ] && pytorch_args+=(--max-autotune)
+  step bench_pytorch 900 env LD_LIBRARY_PATH="$python_ld" python3 "$root/tools/gpu_check_pytorch.py" --kiln-csv "$out/bench/bench.csv" \
     --models "$models" --batch "$batch" --compile-batch "${batch%%,*}" --iters "$iters" --warmup 10 \
-    --out "$out/side_by_side.md"
+    --gemm-size 4096 "${pytorch_args[@]}" --out "$out/side_by_side.md"
   {
     echo
     echo "## kiln (CUDA) beside PyTorch on the same GPU"
     echo
     cat "$out/side_by_side.md" 2>/dev/null || echo "(no table: see bench_kiln.log and bench_pytorch.log)"
+    echo
+    echo "## A 4096^3 GEMM: kiln's kernel (CUDA, then Vulkan), torch.matmul's in the table above"
+    echo
+    grep -E "^\|" "$out/gemm_kiln.log" 2>/dev/null || echo "(see gemm_kiln.log)"
+  } >> "$report"
+  # kiln on the GPU's Vulkan driver, the same models and modes but max-autotune.
+  step bench_kiln_vulkan 600 "$bin/kiln" bench --backend vulkan --models "$models" --batch "$batch" \
+    --modes eager,default,reduce-overhead --iters "$iters" --warmup 10 --output-dir "$out/bench_vulkan"
+  {
+    echo
+    echo "## kiln (Vulkan on the same GPU)"
+    echo
+    echo '```'
+    cat "$out/bench_vulkan/bench.csv" 2>/dev/null || echo "(see bench_kiln_vulkan.log)"
+    echo '```'
   } >> "$report"
   # f16 tensors: their GEMMs and 1x1 convolutions run on the tensor cores
   # (mma.sync m16n8k16); beside the f32 rows above.

@@ -1,12 +1,16 @@
 #!/usr/bin/env python3
 """PyTorch's side of tools/gpu-check.sh: times torchvision's version of each
 kiln built-in model in PyTorch eager and torch.compile (default and
-reduce-overhead) on the GPU with kiln bench's method (warm-up calls, then the
-mean and median of timed calls, each call synchronised), and writes one
-markdown table beside kiln bench's figures read from its bench.csv.
+reduce-overhead, and max-autotune with --max-autotune) on the GPU with kiln
+bench's method (warm-up calls, then the mean and median of timed calls, each
+call synchronised), and writes one markdown table beside kiln bench's
+figures read from its bench.csv. Precision: PyTorch's defaults, which are
+kiln's (convolutions may use TF32, matrix products stay f32). With
+--gemm-size N, also torch.matmul of two N x N matrices in f32, TF32 and f16
+(CUDA events, median), for tools/bench/gemm_bench.cpp's figures.
 
 Usage: gpu_check_pytorch.py --kiln-csv DIR/bench.csv --models resnet50,... \
-           --batch 1,16 --iters 100 --warmup 10 --out table.md
+           --batch 1,16 --iters 100 --warmup 10 [--max-autotune] [--gemm-size 4096] --out table.md
 """
 import argparse
 import csv
@@ -42,7 +46,7 @@ def time_calls(fn, x, iters, warmup):
     return statistics.mean(times), statistics.median(times)
 
 
-def pytorch_rows(models, batches, iters, warmup, compile_batches):
+def pytorch_rows(models, batches, iters, warmup, compile_batches, max_autotune):
     import torch
     torch.backends.cudnn.benchmark = True
     rows = []
@@ -59,6 +63,8 @@ def pytorch_rows(models, batches, iters, warmup, compile_batches):
             if batch in compile_batches:
                 modes += [("torch.compile", torch.compile(model)),
                           ("torch.compile reduce-overhead", torch.compile(model, mode="reduce-overhead"))]
+                if max_autotune:
+                    modes.append(("torch.compile max-autotune", torch.compile(model, mode="max-autotune")))
             for mode, fn in modes:
                 with torch.inference_mode():
                     try:
@@ -73,6 +79,32 @@ def pytorch_rows(models, batches, iters, warmup, compile_batches):
                     except Exception as error:  # one mode failing must not lose the others
                         print(f"pytorch {name} b{batch} {mode}: failed: {error}", file=sys.stderr, flush=True)
             torch._dynamo.reset()
+    return rows
+
+
+def gemm_rows(size, iters, warmup):
+    """torch.matmul of two size x size matrices per precision: (precision, median ms, TFLOP/s)."""
+    import torch
+    rows = []
+    for precision, dtype, tf32 in (("f32", torch.float32, False), ("tf32", torch.float32, True),
+                                   ("f16", torch.float16, False)):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        a = torch.randn(size, size, device="cuda", dtype=dtype)
+        b = torch.randn(size, size, device="cuda", dtype=dtype)
+        for _ in range(warmup):
+            torch.matmul(a, b)
+        times = []
+        for _ in range(iters):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            torch.matmul(a, b)
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end))
+        median = statistics.median(times)
+        rows.append((precision, median, 2.0 * size ** 3 / (median * 1e-3) / 1e12))
+        print(f"pytorch matmul {size}^3 {precision}: median {median:.4f} ms", flush=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
     return rows
 
 
@@ -99,6 +131,8 @@ def main():
     p.add_argument("--compile-batch", default="1", help="batches torch.compile is timed at (each compiles anew)")
     p.add_argument("--iters", type=int, default=100)
     p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--max-autotune", action="store_true", help="also torch.compile mode=max-autotune (minutes per model)")
+    p.add_argument("--gemm-size", type=int, default=0, help="also time torch.matmul of two N x N matrices")
     p.add_argument("--out", required=True)
     a = p.parse_args()
     models = a.models.split(",")
@@ -106,7 +140,8 @@ def main():
     compile_batches = [int(b) for b in a.compile_batch.split(",")]
 
     import torch
-    rows = kiln_rows(a.kiln_csv) + pytorch_rows(models, batches, a.iters, a.warmup, compile_batches)
+    rows = kiln_rows(a.kiln_csv) + pytorch_rows(models, batches, a.iters, a.warmup, compile_batches, a.max_autotune)
+    gemms = gemm_rows(a.gemm_size, a.iters, a.warmup) if a.gemm_size > 0 else []
     with open(a.out, "w") as out:
         out.write(f"Device: {torch.cuda.get_device_name(0)}; torch {torch.__version__}; "
                   f"{a.iters} timed calls after {a.warmup} warm-up calls, each call synchronised; "
@@ -121,6 +156,11 @@ def main():
                     ratio = f"{eager / r['median']:.2f}x" if eager else ""
                     out.write(f"| {name} | {batch} | {r['mode']} | {r['mean']:.3f} | {r['median']:.3f} | "
                               f"{r['first']:.0f} | {ratio} |\n")
+        if gemms:
+            out.write(f"\ntorch.matmul, {a.gemm_size}^3, median of {a.iters} (CUDA events):\n\n")
+            out.write("| precision | ms | TFLOP/s |\n| --- | --- | --- |\n")
+            for precision, median, tflops in gemms:
+                out.write(f"| {precision} | {median:.4f} | {tflops:.1f} |\n")
     print(open(a.out).read())
 
 
