@@ -339,7 +339,9 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
   if (knobs.shared_stages == 2 && p.k > 0) {
     load_tiles(body, kir::i32(0), {}, "first_");
     body.push_back(kir::barrier());
-    set_at = declare_i32(step, "set_at", (k0 / kir::i32(l.k_step)) % kir::i32(2) * kir::i32(l.stage_elements));
+    // The set alternates: a variable flipped at the end of each step (no division in the K loop).
+    body.push_back(kir::declare("set_at", ScalarType::i32, kir::i32(0)));
+    set_at = kir::var("set_at", ScalarType::i32);
     std::vector<Stmt> next;
     load_tiles(next, k0 + kir::i32(l.k_step), kir::i32(l.stage_elements) - set_at, "");
     step.push_back(kir::branch(k0 + kir::i32(l.k_step) < kir::i32(k_end), std::move(next)));
@@ -347,9 +349,14 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
     load_tiles(step, k0, {}, "");
     step.push_back(kir::barrier());
   }
+  // Ends a step: the barrier after every read of its set, and the next step's set.
+  auto end_step = [&] {
+    step.push_back(kir::barrier());
+    if (set_at) step.push_back(kir::assign("set_at", kir::i32(l.stage_elements) - set_at));
+  };
   if (fragments) {
     multiply_matrix_tiles(step, knobs, l, tiles, subgroup, set_at);
-    step.push_back(kir::barrier());
+    end_step();
     body.push_back(kir::loop("k0", kir::i32(0), kir::i32(k_end), std::move(step), l.k_step));
     store_matrix_block(kernel, p, knobs, l, tiles, subgroup, local, block_row0, block_col0, bases.y, batch);
     return;
@@ -380,7 +387,7 @@ void build_shared_gemm(kir::Kernel& kernel, const GemmProblem& p, const GemmKnob
         step.push_back(kir::assign(acc, kir::var(acc, ScalarType::f32) + a_values[i] * b_values[j]));
       }
   }
-  step.push_back(kir::barrier());
+  end_step();
   body.push_back(kir::loop("k0", kir::i32(0), kir::i32(k_end), std::move(step), l.k_step));
 
   // Slice 0 adds the other slices' partial blocks, laid out so that
