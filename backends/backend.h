@@ -54,9 +54,16 @@ struct TargetDesc {
   // its name, for people): a compile target with no device behind it (`kiln
   // compile --target cuda:sm_90`: code and limits only), and a device whose
   // kernels run on CPU cores (lavapipe, the cpu backend), for which passes
-  // and kernels take their CPU variants.
+  // and kernels take their CPU variants; of those, one whose kernels are
+  // compiled as the host's own code (the cpu backend) rather than run by a
+  // GPU API on CPU cores; and a GPU with its own memory and many
+  // multiprocessors (Vulkan's discrete-gpu devices, CUDA and HIP devices
+  // that are not integrated, their offline targets), for which kernels take
+  // large, double-buffered blocks. lower::device_class reads these.
   bool offline = false;
   bool cpu_cores = false;
+  bool host_code = false;
+  bool discrete_gpu = false;
   std::string driver;         // driver name and version
   std::string api_version;    // "Vulkan 1.3.230", "CUDA 13.0", "gfx90a"
   std::string arch;           // compile target: "spirv1.3", "sm_90", "gfx90a"

@@ -202,14 +202,23 @@ GemmKnobs double_buffered(GemmKnobs knobs) {
   return knobs;
 }
 
+bool fits(const GemmKnobs& knobs, const lower::LowerTarget& target) {
+  return detail::shared_gemm_bytes(knobs) <= target.max_shared_memory_bytes;
+}
+
+// A shared tiling as the target's class takes it: a discrete GPU hides its
+// loads' latency behind the multiplies with two sets of tiles, where they fit.
+GemmKnobs for_class(const GemmKnobs& knobs, const lower::LowerTarget& target) {
+  const bool discrete = target.device_class == lower::DeviceClass::discrete_gpu;
+  return discrete && fits(double_buffered(knobs), target) ? double_buffered(knobs) : knobs;
+}
+
 GemmKnobs choose_shared_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, std::int64_t k,
                                    const lower::LowerTarget& target) {
-  const bool discrete = target.device_class == lower::DeviceClass::discrete_gpu;
-  if (discrete && n >= kThinExtent && m >= kThinExtent) {
+  if (target.device_class == lower::DeviceClass::discrete_gpu && n >= kThinExtent && m >= kThinExtent) {
     const GemmKnobs large = large_shared_knobs();
     const detail::SharedGemmLayout l = detail::shared_gemm_layout(large);
-    if (batch * ceil_div(m, l.block_m) * ceil_div(n, l.block_n) >= kLargeBlockWorkgroups &&
-        detail::shared_gemm_bytes(large) <= target.max_shared_memory_bytes)
+    if (batch * ceil_div(m, l.block_m) * ceil_div(n, l.block_n) >= kLargeBlockWorkgroups && fits(large, target))
       return large;
   }
   const SharedShape shape = n < kThinExtent   ? SharedShape::column
@@ -221,11 +230,7 @@ GemmKnobs choose_shared_gemm_knobs(std::int64_t batch, std::int64_t m, std::int6
     return batch * ceil_div(m, l.block_m) * ceil_div(n, l.block_n);
   };
   while (split < kMaxSplitK && workgroups(split) < kFillWorkgroups && k >= kMinSliceK * split * 2) split *= 2;
-  // A discrete GPU hides its loads' latency behind the multiplies: two sets of tiles where they fit.
-  const GemmKnobs knobs = shared_knobs(shape, split);
-  if (discrete && detail::shared_gemm_bytes(double_buffered(knobs)) <= target.max_shared_memory_bytes)
-    return double_buffered(knobs);
-  return knobs;
+  return for_class(shared_knobs(shape, split), target);
 }
 
 // Matrix units: four subgroups (2 x 2) of the instruction's lanes, each
@@ -273,7 +278,7 @@ std::vector<GemmKnobs> matrix_knob_choices(const lower::LowerTarget& target) {
         kMatrixKTile % unit.k != 0 || unit.m > kMatrixBlock || unit.n > kMatrixBlock)
       continue;
     const GemmKnobs knobs = matrix_knobs(unit);
-    if (detail::shared_gemm_bytes(knobs) <= target.max_shared_memory_bytes) out.push_back(knobs);
+    if (fits(knobs, target)) out.push_back(knobs);
   }
   return out;
 }
@@ -284,12 +289,8 @@ GemmKnobs choose_gemm_knobs(std::int64_t batch, std::int64_t m, std::int64_t n, 
                             const lower::LowerTarget& target) {
   // A product with at least one instruction tile each way and two K steps.
   for (const GemmKnobs& knobs : matrix_knob_choices(target))
-    if (m >= knobs.matrix_m && n >= knobs.matrix_n && k >= 2 * std::int64_t{knobs.matrix_k}) {
-      if (target.device_class == lower::DeviceClass::discrete_gpu &&
-          detail::shared_gemm_bytes(double_buffered(knobs)) <= target.max_shared_memory_bytes)
-        return double_buffered(knobs);
-      return knobs;
-    }
+    if (m >= knobs.matrix_m && n >= knobs.matrix_n && k >= 2 * std::int64_t{knobs.matrix_k})
+      return for_class(knobs, target);
   if (shared_tiling_fits(target)) return choose_shared_gemm_knobs(batch, m, n, k, target);
   GemmKnobs knobs;
   // On a CPU device a tile may waste up to a quarter of the rows or columns:
@@ -414,19 +415,17 @@ std::vector<GemmKnobs> gemm_knob_space(const lower::LowerTarget& target) {
     shared.push_back(large_single);
     for (const GemmKnobs& knobs : shared) {
       space.push_back(knobs);
-      if (detail::shared_gemm_bytes(double_buffered(knobs)) <= target.max_shared_memory_bytes)
-        space.push_back(double_buffered(knobs));
+      if (fits(double_buffered(knobs), target)) space.push_back(double_buffered(knobs));
     }
     // The large block with deep K tiles (64 KiB: past CUDA's static 48 KiB,
     // for GPUs that give a block more).
     GemmKnobs deep = large_shared_knobs();
     deep.shared_k_tile = kDeepKTile;
-    if (detail::shared_gemm_bytes(deep) <= target.max_shared_memory_bytes) space.push_back(deep);
+    if (fits(deep, target)) space.push_back(deep);
   }
   for (const GemmKnobs& knobs : matrix_knob_choices(target)) {
     space.push_back(knobs);
-    if (detail::shared_gemm_bytes(double_buffered(knobs)) <= target.max_shared_memory_bytes)
-      space.push_back(double_buffered(knobs));
+    if (fits(double_buffered(knobs), target)) space.push_back(double_buffered(knobs));
   }
   for (const GemmKnobs& knobs : subgroup_knobs(target)) space.push_back(knobs);
   // Matrix-vector blocks read through texel buffers (CPU devices that have them).

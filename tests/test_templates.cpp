@@ -1158,21 +1158,31 @@ BOOST_AUTO_TEST_CASE(discrete_gpus_take_large_double_buffered_blocks) {
 
 BOOST_AUTO_TEST_CASE(the_device_class_comes_from_the_capability_record) {
   using kiln::lower::DeviceClass;
-  auto class_of = [](const std::string& backend, const std::string& type, bool cpu_cores) {
+  // The record's facts, never the backend's or the device type's name.
+  auto class_of = [](bool cpu_cores, bool host_code, bool discrete_gpu) {
     kiln::backend::TargetDesc t;
-    t.backend = backend;
-    t.device_type = type;
+    t.backend = "vulkan";
+    t.device_type = "other";
     t.cpu_cores = cpu_cores;
+    t.host_code = host_code;
+    t.discrete_gpu = discrete_gpu;
     return kiln::lower::device_class(t);
   };
-  BOOST_TEST((class_of("vulkan", "discrete-gpu", false) == DeviceClass::discrete_gpu));
-  BOOST_TEST((class_of("vulkan", "integrated-gpu", false) == DeviceClass::integrated_gpu));
-  BOOST_TEST((class_of("vulkan", "virtual-gpu", false) == DeviceClass::integrated_gpu));
-  BOOST_TEST((class_of("vulkan", "offline", false) == DeviceClass::integrated_gpu));
-  BOOST_TEST((class_of("vulkan", "cpu", true) == DeviceClass::emulated_gpu));  // lavapipe
-  BOOST_TEST((class_of("cpu", "cpu", true) == DeviceClass::host_cpu));
-  BOOST_TEST((class_of("cuda", "offline", false) == DeviceClass::discrete_gpu));
-  BOOST_TEST((class_of("hip", "discrete-gpu", false) == DeviceClass::discrete_gpu));
+  BOOST_TEST((class_of(false, false, true) == DeviceClass::discrete_gpu));
+  BOOST_TEST((class_of(false, false, false) == DeviceClass::integrated_gpu));  // integrated, virtual, unstated
+  BOOST_TEST((class_of(true, false, false) == DeviceClass::emulated_gpu));     // lavapipe
+  BOOST_TEST((class_of(true, true, false) == DeviceClass::host_cpu));          // the cpu backend
+  // What the backends report: CUDA's and HIP's offline targets are discrete,
+  // Vulkan's (any GPU, mobile ones too) integrated; the cpu backend's device
+  // is the host's.
+  for (const char* name : {"cuda", "hip", "vulkan"})
+    for (const kiln::backend::TargetDesc& target : kiln::backend::get_backend(name).offline_targets())
+      BOOST_TEST_CONTEXT(name << " " << target.arch) {
+        BOOST_TEST((kiln::lower::device_class(target) ==
+                    (std::string(name) == "vulkan" ? DeviceClass::integrated_gpu : DeviceClass::discrete_gpu)));
+      }
+  if (auto cpu = kiln::backend::get_backend("cpu").create_device(0))
+    BOOST_TEST((kiln::lower::device_class(cpu->target()) == DeviceClass::host_cpu));
   // The policy hands its class to lowering, and the CPU classes are CPU devices.
   kiln::backend::TargetDesc lavapipe_desc;
   lavapipe_desc.backend = "vulkan";

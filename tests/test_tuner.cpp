@@ -145,6 +145,7 @@ kb::TargetDesc gpu_target(std::uint64_t shared_bytes, std::uint32_t invocations 
   t.backend = "null";
   t.device_name = "test gpu";
   t.device_type = "discrete-gpu";
+  t.discrete_gpu = true;
   t.subgroup_size = 32;
   t.max_workgroup_size = {invocations, invocations, 64};
   t.max_workgroup_invocations = invocations;

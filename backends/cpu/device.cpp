@@ -235,6 +235,7 @@ TargetDesc host_target(const std::string& compiler_version, unsigned threads) {
   t.device_name = "host CPU (" + std::to_string(threads) + " threads)";
   t.device_type = "cpu";
   t.cpu_cores = true;
+  t.host_code = true;
   t.driver = compiler_version;
   t.api_version = "C shared objects";
   struct utsname host {};

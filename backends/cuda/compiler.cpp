@@ -117,6 +117,7 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
   target.device_name = description;
   target.device_type = "offline";
   target.offline = true;
+  target.discrete_gpu = true;  // the data-centre and desktop GPUs its architectures name
   target.driver = compiler_version;
   target.api_version = cuda_version;
   target.arch = arch;

@@ -85,7 +85,8 @@ TargetDesc read_device(const DriverLibrary& api, int ordinal, const std::string&
   TargetDesc target;
   target.backend = "cuda";
   target.device_name = name;
-  target.device_type = get(CU_DEVICE_ATTRIBUTE_INTEGRATED, "integrated") ? "integrated-gpu" : "discrete-gpu";
+  target.discrete_gpu = get(CU_DEVICE_ATTRIBUTE_INTEGRATED, "integrated") == 0;
+  target.device_type = target.discrete_gpu ? "discrete-gpu" : "integrated-gpu";
   target.driver = "NVIDIA driver (CUDA " + cuda_version + ")";
   target.api_version = "CUDA " + cuda_version;
   target.arch = "sm_" + std::to_string(major * 10 + minor);

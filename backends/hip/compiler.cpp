@@ -134,6 +134,7 @@ TargetDesc offline_target(const std::string& arch, const std::string& descriptio
   target.device_name = description;
   target.device_type = "offline";
   target.offline = true;
+  target.discrete_gpu = true;  // the Instinct and Radeon GPUs its architectures name
   target.driver = compiler_version;
   target.api_version = arch;
   target.arch = arch;

@@ -41,6 +41,7 @@ TargetDesc read_device(const HipRuntimeLibrary& api, int ordinal, int driver_ver
   target.backend = "hip";
   target.device_name = properties.name;
   target.device_type = properties.integrated ? "integrated-gpu" : "discrete-gpu";
+  target.discrete_gpu = !properties.integrated;
   target.driver = "AMD HIP driver " + version_text(driver_version);
   target.api_version = "HIP " + version_text(driver_version);
   target.arch = processor_name(properties.gcnArchName);

@@ -179,6 +179,7 @@ std::optional<PhysicalDevice> query_physical_device(const Instance& instance, Vk
   t.device_name = basic.deviceName;
   t.device_type = device_type_name(basic.deviceType);
   t.cpu_cores = basic.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  t.discrete_gpu = basic.deviceType == VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU;
   // driverInfo carries the version where drivers fill it in (Mesa, NVIDIA, AMD).
   const std::string driver_version = driver_version_text(basic.vendorID, basic.driverVersion);
   const std::string driver_info = vulkan_1_2 ? driver.driverInfo : "";

@@ -267,6 +267,8 @@ json encode_target(const backend::TargetDesc& t) {
           {"offline", t.offline},
           {"tf32", t.tf32},
           {"cpu_cores", t.cpu_cores},
+          {"host_code", t.host_code},
+          {"discrete_gpu", t.discrete_gpu},
           {"driver", t.driver},
           {"api_version", t.api_version},
           {"arch", t.arch},
@@ -305,6 +307,9 @@ backend::TargetDesc decode_target(const json& j) {
   base::json_number_into(j.at("offline"), t.offline);
   t.tf32 = j.value("tf32", false);
   base::json_number_into(j.at("cpu_cores"), t.cpu_cores);
+  // Absent in plans from before device classes: integrated, the class that fits every GPU.
+  if (j.contains("host_code")) base::json_number_into(j.at("host_code"), t.host_code);
+  if (j.contains("discrete_gpu")) base::json_number_into(j.at("discrete_gpu"), t.discrete_gpu);
   j.at("driver").get_to(t.driver);
   j.at("api_version").get_to(t.api_version);
   j.at("arch").get_to(t.arch);

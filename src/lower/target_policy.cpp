@@ -55,10 +55,8 @@ std::vector<std::string> TargetPolicy::matrix_inputs() const {
 }
 
 DeviceClass device_class(const backend::TargetDesc& target) {
-  if (target.cpu_cores) return target.backend == "cpu" ? DeviceClass::host_cpu : DeviceClass::emulated_gpu;
-  if (target.backend == "cuda" || target.backend == "hip" || target.device_type == "discrete-gpu")
-    return DeviceClass::discrete_gpu;
-  return DeviceClass::integrated_gpu;
+  if (target.cpu_cores) return target.host_code ? DeviceClass::host_cpu : DeviceClass::emulated_gpu;
+  return target.discrete_gpu ? DeviceClass::discrete_gpu : DeviceClass::integrated_gpu;
 }
 
 TargetPolicy target_policy(const backend::TargetDesc& target) {

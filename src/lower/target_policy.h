@@ -44,11 +44,12 @@ struct TargetPolicy {
   std::vector<std::string> matrix_inputs() const;
 };
 
-// The class of `target`'s device: kernels on CPU cores are the host's (the
-// cpu backend) or emulate a GPU (Vulkan on the CPU); CUDA and HIP targets,
-// and Vulkan devices of type discrete-gpu, are discrete; every other GPU
-// (integrated, virtual, of no stated type, an offline Vulkan target) is
-// taken as integrated, whose choices fit every GPU.
+// The class of `target`'s device, from its capability record
+// (TargetDesc::cpu_cores, host_code, discrete_gpu): kernels on CPU cores are
+// the host's (the cpu backend) or emulate a GPU (Vulkan on the CPU); a GPU
+// the backend reports discrete is discrete; every other GPU (integrated,
+// virtual, of no stated type, an offline Vulkan target) is taken as
+// integrated, whose choices fit every GPU.
 DeviceClass device_class(const backend::TargetDesc& target);
 
 // Fields the target leaves 0 keep LowerTarget's defaults.

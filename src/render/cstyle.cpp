@@ -239,7 +239,7 @@ class Renderer {
     const std::string wg = std::to_string(kernel_.workgroup_size);
     out += format(lang_.kernel_header, "kernel_header", {{"name", kernel_.name}, {"params", params}, {"wg", wg}});
     out += " {\n";
-    const std::vector<std::uint64_t> dynamic_offsets = dynamic_shared_offsets(kernel_, lang_);
+    const std::vector<std::uint64_t> dynamic_offsets = dynamic_shared(kernel_, lang_).offsets;
     if (!dynamic_offsets.empty()) {
       out += "  " + lang_.shared_dynamic_decl + "\n";
       for (std::size_t i = 0; i < kernel_.shared.size(); ++i) {
@@ -967,24 +967,18 @@ class Renderer {
 
 }  // namespace
 
-std::vector<std::uint64_t> dynamic_shared_offsets(const kir::Kernel& kernel, const backend::LanguageTable& language) {
+DynamicShared dynamic_shared(const kir::Kernel& kernel, const backend::LanguageTable& language) {
+  DynamicShared out;
   if (language.max_static_shared_bytes == 0 || kir::shared_memory_bytes(kernel) <= language.max_static_shared_bytes)
-    return {};
+    return out;
   constexpr std::uint64_t kAlignment = 16;  // vector views of a shared array stay aligned
-  std::vector<std::uint64_t> offsets;
   std::uint64_t end = 0;
   for (const kir::SharedArray& a : kernel.shared) {
-    offsets.push_back((end + kAlignment - 1) / kAlignment * kAlignment);
-    end = offsets.back() + static_cast<std::uint64_t>(std::max<std::int64_t>(a.count, 0)) * 4;
+    out.offsets.push_back((end + kAlignment - 1) / kAlignment * kAlignment);
+    end = out.offsets.back() + static_cast<std::uint64_t>(std::max<std::int64_t>(a.count, 0)) * 4;  // 4-byte elements
   }
-  return offsets;
-}
-
-std::uint32_t dynamic_shared_bytes(const kir::Kernel& kernel, const backend::LanguageTable& language) {
-  const std::vector<std::uint64_t> offsets = dynamic_shared_offsets(kernel, language);
-  if (offsets.empty()) return 0;
-  return static_cast<std::uint32_t>(offsets.back() +
-                                    static_cast<std::uint64_t>(std::max<std::int64_t>(kernel.shared.back().count, 0)) * 4);
+  out.bytes = static_cast<std::uint32_t>(end);
+  return out;
 }
 
 std::string render(const kir::Kernel& kernel, const backend::LanguageTable& language) {
@@ -1000,7 +994,7 @@ backend::KernelSource make_kernel_source(const kir::Kernel& kernel, const backen
   source.workgroup_size = kernel.workgroup_size;
   source.num_buffers = static_cast<std::uint32_t>(kernel.buffers.size());
   source.num_params = static_cast<std::uint32_t>(kernel.params.size());
-  source.dynamic_shared_bytes = dynamic_shared_bytes(kernel, language);
+  source.dynamic_shared_bytes = dynamic_shared(kernel, language).bytes;
   for (const kir::BufferParam& b : kernel.buffers)
     if (b.texel_width != 0) source.texel_widths.resize(kernel.buffers.size(), 0);
   for (std::size_t i = 0; i < source.texel_widths.size(); ++i) source.texel_widths[i] = kernel.buffers[i].texel_width;

@@ -48,10 +48,14 @@ backend::KernelSource make_kernel_source(const kir::Kernel& kernel, const backen
 
 // Where `language` declares `kernel`'s shared arrays dynamically (their
 // bytes exceed LanguageTable::max_static_shared_bytes): each array's byte
-// offset in the one dynamic array; empty where they are declared statically.
-std::vector<std::uint64_t> dynamic_shared_offsets(const kir::Kernel& kernel, const backend::LanguageTable& language);
-// The dynamic array's bytes (KernelSource::dynamic_shared_bytes); 0 for none.
-std::uint32_t dynamic_shared_bytes(const kir::Kernel& kernel, const backend::LanguageTable& language);
+// offset in the one dynamic array and the array's bytes
+// (KernelSource::dynamic_shared_bytes); no offsets and 0 bytes where they
+// are declared statically.
+struct DynamicShared {
+  std::vector<std::uint64_t> offsets;
+  std::uint32_t bytes = 0;
+};
+DynamicShared dynamic_shared(const kir::Kernel& kernel, const backend::LanguageTable& language);
 
 // What `kernel` needs of a target (Backend::supports): workgroup, shared
 // memory, buffers, parameters, subgroup operations, texel buffers.
