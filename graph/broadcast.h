@@ -2,6 +2,8 @@
 // numpy broadcasting and row-major strides (in elements, not bytes).
 #pragma once
 
+#include "graph/sym_shape.h"
+
 #include <kiln/dtype.h>
 
 #include <cstdint>
@@ -14,6 +16,8 @@ using Strides = std::vector<std::int64_t>;
 // numpy multidirectional broadcasting of two shapes (aligned at the right).
 // Throws ShapeMismatch naming both shapes and the dimension that differs.
 Shape broadcast_shapes(const Shape& a, const Shape& b);
+// The same over dims that may be symbolic: equal expressions need no guard.
+SymShape broadcast_dims(const SymShape& a, const SymShape& b);
 
 // True if `from` broadcasts to exactly `to` (ONNX unidirectional broadcasting,
 // as Gemm's C or a LayerNormalization scale).

@@ -13,12 +13,14 @@
 namespace kiln::graph {
 
 std::string type_str(const TensorType& type) {
-  if (!type.dynamic) return std::string(dtype_name(type.dtype)) + shape_str(type.shape);
+  // Values as planned for, unguarded: a message is not a decision.
+  const Shape shape = type.shape.hints();
+  if (!type.dynamic) return std::string(dtype_name(type.dtype)) + shape_str(shape);
   if (type.shape.empty()) return std::string(dtype_name(type.dtype)) + "[?...]";
   std::string text = std::string(dtype_name(type.dtype)) + "[";
   const std::size_t listed = std::min(type.shape.size(), kMaxListedEntries);
   for (std::size_t i = 0; i < listed; ++i)
-    text += (i ? ", " : "") + (type.shape[i] == kDynamicDim ? std::string("?") : std::to_string(type.shape[i]));
+    text += (i ? ", " : "") + (shape[i] == kDynamicDim ? std::string("?") : std::to_string(shape[i]));
   if (listed < type.shape.size()) text += ", ... (" + std::to_string(type.shape.size() - listed) + " more)";
   return text + "]";
 }

@@ -5,6 +5,8 @@
 // it). Passes build a new Graph rather than editing one in place.
 #pragma once
 
+#include "graph/sym_shape.h"
+
 #include <kiln/attributes.h>
 #include <kiln/dtype.h>
 #include <kiln/error.h>
@@ -31,7 +33,7 @@ inline constexpr std::int64_t kDynamicDim = -1;
 
 struct TensorType {
   DType dtype = DType::f32;
-  Shape shape;
+  SymShape shape;
   bool dynamic = false;  // some extent (or the rank, if shape is empty) is known only at run time
   bool operator==(const TensorType&) const = default;
 };

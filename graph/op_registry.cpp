@@ -202,7 +202,7 @@ std::optional<std::vector<TensorType>> probe_types(std::span<const TensorType> i
   for (const TensorType& t : input_types) {
     if (t.dynamic && t.shape.empty()) return std::nullopt;
     TensorType concrete{t.dtype, t.shape};
-    for (std::int64_t& d : concrete.shape)
+    for (sym::Dim& d : concrete.shape)
       if (d == kDynamicDim) d = extent;
     probe.push_back(std::move(concrete));
   }

@@ -1,15 +1,22 @@
 // Expressions over dynamic extents (src/base/symbolic.h): canonical forms,
-// evaluation against plain integer arithmetic, dims and the guards they record.
+// evaluation against plain integer arithmetic, dims and the guards they record;
+// the graph layer's shape inference over them.
 #define BOOST_TEST_MODULE symbolic
 #include <boost/test/unit_test.hpp>
 
+#include "graph/ir.h"
+#include "op_cases.h"
 #include "src/base/symbolic.h"
+#include "src/runtime/internal_access.h"
 
 #include <kiln/error.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace sym = kiln::sym;
@@ -228,4 +235,184 @@ BOOST_AUTO_TEST_CASE(expressions_past_the_size_limit_specialise) {
   std::int64_t expected = 5;
   for (int i = 0; i < steps; ++i) expected *= 5;
   BOOST_TEST(power.hint() == expected);
+}
+
+// ---- the graph layer's shape inference over symbolic extents ----------------------------
+
+namespace {
+
+kiln::Attributes attrs(std::initializer_list<std::pair<std::string, kiln::Attribute>> list) {
+  kiln::Attributes a;
+  for (const auto& [name, value] : list) a.set(name, value);
+  return a;
+}
+
+using Ints = std::vector<std::int64_t>;
+
+// A detector-like graph on an input [1, 3, height, width]: a strided
+// convolution with SiLU, a pool, a 1x1 convolution, an upsample, a
+// broadcast bias, a concatenation, and the head's reshape, transpose,
+// softmax and flatten. Returns the graph; its output is the last value.
+kiln::graph::Graph detector_like(const Dim& height, const Dim& width) {
+  kiln::graph::Graph g;
+  const auto x = g.add_input("x", {kiln::DType::f32, kiln::graph::SymShape{1, 3, height, width}});
+  const auto w1 = g.add_constant("w1", kiln::Tensor(kiln::DType::f32, {16, 3, 3, 3}));
+  const auto c1 = g.add_node("Conv", {x, w1}, attrs({{"strides", Ints{2, 2}}, {"pads", Ints{1, 1, 1, 1}}}), "c1")[0];
+  const auto s1 = g.add_node("Sigmoid", {c1}, {}, "s1")[0];
+  const auto a1 = g.add_node("Mul", {c1, s1}, {}, "a1")[0];
+  const auto p1 = g.add_node("MaxPool", {a1}, attrs({{"kernel_shape", Ints{2, 2}}, {"strides", Ints{2, 2}}}), "p1")[0];
+  const auto w2 = g.add_constant("w2", kiln::Tensor(kiln::DType::f32, {8, 16, 1, 1}));
+  const auto c2 = g.add_node("Conv", {p1, w2}, {}, "c2")[0];
+  const auto up = g.add_node("Resize", {c2}, attrs({{"scales", std::vector<double>{1, 1, 2, 2}}, {"mode", std::string("nearest")}}), "up")[0];
+  const auto bias = g.add_constant("bias", kiln::Tensor(kiln::DType::f32, {1, 8, 1, 1}));
+  const auto biased = g.add_node("Add", {up, bias}, {}, "biased")[0];
+  const auto cat = g.add_node("Concat", {biased, biased}, attrs({{"axis", std::int64_t{1}}}), "cat")[0];
+  const auto flat = g.add_node("Reshape", {cat}, attrs({{"shape", Ints{1, 16, -1}}}), "flat")[0];
+  const auto t = g.add_node("Transpose", {flat}, attrs({{"perm", Ints{0, 2, 1}}}), "t")[0];
+  const auto sm = g.add_node("Softmax", {t}, attrs({{"axis", std::int64_t{-1}}}), "sm")[0];
+  const auto out = g.add_node("Flatten", {sm}, attrs({{"axis", std::int64_t{1}}}), "out")[0];
+  g.set_outputs({out});
+  return g;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(inferred_shapes_follow_the_extents_without_fixing_them) {
+  sym::Guards guards;
+  const sym::GuardScope scope(guards);
+  const kiln::graph::Graph g = detector_like(Dim(64, H), Dim(48, W));
+  // No dim was fixed at its value: every guard is a condition that holds for a
+  // range of extents (a dim is not 1, a window fits), never "H == 64".
+  for (const sym::Guard& guard : guards.all())
+    BOOST_TEST((guard.relation != sym::Relation::eq), sym::to_string(guard));
+  // Every value's dims, evaluated at other extents, are what inference gives
+  // when the graph is built at those extents.
+  for (const std::vector<std::int64_t>& at : {std::vector<std::int64_t>{64, 48}, {96, 160}, {40, 72}, {320, 256}}) {
+    BOOST_TEST_CONTEXT("at " << at[0] << "x" << at[1]) {
+      BOOST_TEST(guards.first_failing(at) == nullptr);
+      const kiln::graph::Graph concrete = detector_like(Dim(at[0]), Dim(at[1]));
+      BOOST_TEST_REQUIRE(concrete.values().size() == g.values().size());
+      for (std::size_t v = 0; v < g.values().size(); ++v) {
+        const kiln::graph::SymShape& symbolic = g.values()[v].type.shape;
+        const kiln::Shape expected = concrete.values()[v].type.shape.hints();
+        std::vector<std::int64_t> got;
+        for (const Dim& d : symbolic) got.push_back(d.symbolic() ? sym::evaluate(d.expr(), at) : d.hint());
+        BOOST_TEST(got == expected, g.values()[v].name);
+      }
+    }
+  }
+  // The head's length is one expression of both extents.
+  const Dim& length = g.values()[g.outputs()[0]].type.shape[1];
+  BOOST_TEST(length.symbolic());
+  BOOST_TEST(sym::evaluate(length.expr(), std::vector<std::int64_t>{320, 256}) == 16 * 160 * 128);
+}
+
+BOOST_AUTO_TEST_CASE(an_unconverted_read_fixes_the_extent) {
+  sym::Guards guards;
+  const sym::GuardScope scope(guards);
+  kiln::graph::Graph g;
+  const auto x = g.add_input("x", {kiln::DType::f32, kiln::graph::SymShape{1, 3, Dim(64, H), Dim(48, W)}});
+  // Resize by a scale that is not a whole number reads the extent.
+  (void)g.add_node("Resize", {x}, attrs({{"scales", std::vector<double>{1, 1, 1.5, 1}}, {"mode", std::string("nearest")}}));
+  BOOST_TEST_REQUIRE(guards.all().size() == 1u);
+  BOOST_TEST(sym::to_string(guards.all()[0]) == "(H - 64) == 0");
+}
+
+// Every op case's graph inferred again with input dims made symbols, two
+// ways: every dim a symbol of its own (each rule's expressions are checked
+// against its values: the two are computed apart), and only the dims a
+// model leaves dynamic in practice (a leading batch dim, a 4-D input's
+// height and width, extents past 1), one symbol per position and extent as a batch or an
+// image size is shared by a model's inputs. Either way the dims must agree
+// with concrete inference. The second is the census of which rules keep an
+// extent symbolic: the ops listed below must not fix one.
+namespace {
+
+struct Reinferred {
+  bool built = false;
+  bool fixed = false;  // some guard fixes an expression at its value
+};
+
+Reinferred reinfer(const kiln::graph::Graph& original, bool every_dim) {
+  sym::Guards guards;
+  const sym::GuardScope scope(guards);
+  std::vector<std::int64_t> bindings;
+  std::map<std::pair<std::size_t, std::int64_t>, Expr> shared;  // (position, extent) -> symbol
+  const auto new_symbol = [&](std::int64_t value) {
+    const int index = static_cast<int>(bindings.size());
+    bindings.push_back(value);
+    return sym::symbol(index, "s" + std::to_string(index));
+  };
+  kiln::graph::Graph g;
+  std::vector<kiln::graph::ValueId> map(original.values().size(), -1);
+  std::size_t max_rank = 0;
+  for (kiln::graph::ValueId id : original.inputs()) max_rank = std::max(max_rank, original.value(id).type.shape.size());
+  for (kiln::graph::ValueId id : original.inputs()) {
+    const kiln::graph::Value& v = original.value(id);
+    kiln::graph::TensorType type = v.type;
+    if (!v.type.dynamic)
+      for (std::size_t i = 0; i < type.shape.size(); ++i) {
+        Dim& d = type.shape[i];
+        // Extents 0 and 1 stay plain, as in PyTorch: a dim of 1 broadcasts, so its rules branch on it.
+        // An input of lower rank than the others (a bias, a broadcast operand) has no batch dim.
+        const bool dynamic_in_practice =
+            type.shape.size() == max_rank && (i == 0 || (max_rank == 4 && i >= 2)) && d.hint() > 1;
+        if (every_dim) {
+          d = Dim(d.hint(), new_symbol(d.hint()));
+        } else if (dynamic_in_practice) {
+          auto [at, fresh] = shared.try_emplace({i, d.hint()});
+          if (fresh) at->second = new_symbol(d.hint());
+          d = Dim(d.hint(), at->second);
+        }
+      }
+    map[id] = g.add_input(v.name, type);
+  }
+  for (const kiln::graph::Node& node : original.nodes()) {
+    if (!node.subgraphs.empty()) return {};  // control flow: its branches are graphs of their own
+    for (kiln::graph::ValueId in : node.inputs)
+      if (in >= 0 && map[in] < 0) map[in] = g.add_constant(original.value(in).name, *original.value(in).constant);
+    std::vector<kiln::graph::ValueId> inputs;
+    for (kiln::graph::ValueId in : node.inputs) inputs.push_back(in < 0 ? -1 : map[in]);
+    const std::vector<kiln::graph::ValueId> outputs = g.add_node(node.op, inputs, node.attrs, node.name);
+    BOOST_TEST_REQUIRE(outputs.size() == node.outputs.size());
+    for (std::size_t i = 0; i < outputs.size(); ++i) map[node.outputs[i]] = outputs[i];
+  }
+  for (std::size_t v = 0; v < original.values().size(); ++v) {
+    if (map[v] < 0) continue;
+    const kiln::graph::TensorType& symbolic = g.value(map[v]).type;
+    BOOST_TEST((symbolic.shape.hints() == original.values()[v].type.shape.hints()), original.values()[v].name);
+    for (const Dim& d : symbolic.shape)
+      if (d.symbolic()) BOOST_TEST(sym::evaluate(d.expr(), bindings) == d.hint(), sym::to_string(d.expr()));
+  }
+  Reinferred result;
+  result.built = true;
+  for (const sym::Guard& guard : guards.all()) result.fixed = result.fixed || guard.relation == sym::Relation::eq;
+  return result;
+}
+
+}  // namespace
+
+BOOST_AUTO_TEST_CASE(every_op_case_infers_the_same_dims_symbolically) {
+  // Cases whose ops keep batch and image extents symbolic: none may fix one.
+  const std::vector<std::string> keep = {"Conv/", "Add/same_shape", "Add/broadcast_channel", "Sub/broadcast_both",
+                                         "Div/broadcast", "Concat/channels", "Concat/negative_axis", "Chain/conv_bn_relu_residual",
+                                         "MaxPool", "AveragePool", "GlobalAveragePool", "Transpose", "Reshape",
+                                         "Softmax", "Relu", "Sigmoid"};
+  std::vector<std::string> fixing;
+  int cases = 0;
+  for (const kiln::testing::OpCase& c : kiln::testing::make_op_cases()) {
+    const kiln::graph::Graph& original = kiln::internal::graph(c.model);
+    if (original.nodes().empty()) continue;
+    BOOST_TEST_CONTEXT(c.name) {
+      if (!reinfer(original, true).built) continue;
+      ++cases;
+      if (!reinfer(original, false).fixed) continue;
+      fixing.push_back(c.name);
+      for (const std::string& prefix : keep) BOOST_TEST(c.name.rfind(prefix, 0) != 0, "fixes an extent");
+    }
+  }
+  BOOST_TEST(cases > 100);
+  std::string list;
+  for (const std::string& name : fixing) list += " " + name;
+  BOOST_TEST_MESSAGE(fixing.size() << " of " << cases << " op cases fix a batch or image extent:" << list);
 }

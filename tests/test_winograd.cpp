@@ -370,7 +370,7 @@ BOOST_AUTO_TEST_CASE(eager_graph_transforms_the_weight_every_call) {
       const kiln::graph::Graph compiled = winograd_graph(kiln::internal::graph(model));
       const auto gemm_shape = [](const kiln::graph::Graph& g) {
         for (const auto& node : g.nodes())
-          if (node.op == "MatMul") return g.value(node.outputs[0]).type.shape;
+          if (node.op == "MatMul") return Shape(g.value(node.outputs[0]).type.shape);
         return Shape{};
       };
       BOOST_TEST(gemm_shape(result.graph) == gemm_shape(compiled));

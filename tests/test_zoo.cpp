@@ -12,6 +12,8 @@
 #include "src/zoo/backbones.h"
 #include "test_backend.h"
 
+#include <optional>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -849,10 +851,10 @@ BOOST_AUTO_TEST_SUITE(ssdlite320_mobilenet_v3_large)
 // torchvision's mobilenet_v3_large(reduced_tail=True).features: 1,620,512 parameters.
 constexpr std::int64_t kReducedTailFeatureParameters = 1'620'512;
 
-const kiln::Shape* constant_shape(const kiln::Model& model, const std::string& name) {
+std::optional<kiln::Shape> constant_shape(const kiln::Model& model, const std::string& name) {
   for (const auto& v : kiln::internal::graph(model).values())
-    if (v.constant && v.name == name) return &v.type.shape;
-  return nullptr;
+    if (v.constant && v.name == name) return kiln::Shape(v.type.shape);
+  return std::nullopt;
 }
 
 BOOST_AUTO_TEST_CASE(backbone_splits_at_the_c4_expansion) {
@@ -877,8 +879,8 @@ BOOST_AUTO_TEST_CASE(backbone_splits_at_the_c4_expansion) {
            {"1.2.block.0.0.weight", {480, 80, 1, 1}},
            {"1.3.0.weight", {480, 80, 1, 1}}})
     BOOST_TEST_CONTEXT(name) {
-      const kiln::Shape* got = constant_shape(model, name);
-      BOOST_TEST_REQUIRE(got != nullptr);
+      const std::optional<kiln::Shape> got = constant_shape(model, name);
+      BOOST_TEST_REQUIRE(got.has_value());
       BOOST_TEST(*got == shape);
     }
   BOOST_TEST(!has_value_named(model, "0.13.block.0.0.weight"));
@@ -937,8 +939,8 @@ BOOST_AUTO_TEST_CASE(architecture_matches_torchvision) {
            // DefaultBoxGenerator at 320: 6 anchors on 20x20, 10x10, 5x5, 3x3, 2x2 and 1x1 maps.
            {"postprocess.anchors", {6 * (400 + 100 + 25 + 9 + 4 + 1), 4}}})
     BOOST_TEST_CONTEXT(name) {
-      const kiln::Shape* got = constant_shape(model, name);
-      BOOST_TEST_REQUIRE(got != nullptr);
+      const std::optional<kiln::Shape> got = constant_shape(model, name);
+      BOOST_TEST_REQUIRE(got.has_value());
       BOOST_TEST(*got == shape);
     }
 }

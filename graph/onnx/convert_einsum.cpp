@@ -122,7 +122,7 @@ class Contraction {
  public:
   Contraction(const OnnxNode& n, ImportContext& ctx) : n_(n), ctx_(ctx) {}
 
-  const Shape& shape(ValueId v) const { return ctx_.type(v).shape; }
+  const graph::SymShape& shape(ValueId v) const { return ctx_.type(v).shape; }
 
   // Sums away the letters of `op` that `keep` lacks.
   Operand reduce(Operand op, const std::string& keep) {

@@ -865,7 +865,7 @@ std::vector<ValueId> convert_eye_like(const OnnxNode& n, ImportContext& ctx) {
              n.where + "the input's shape is only known at run time; EyeLike folds at import");
   const std::int64_t rows = like.shape[0], cols = like.shape[1];
   const std::int64_t k = n.attrs.get_int("k", 0);
-  const std::optional<std::int64_t> elements = graph::checked_product(like.shape);
+  const std::optional<std::int64_t> elements = graph::checked_product(Shape(like.shape));
   const std::optional<std::int64_t> bytes_needed =
       elements ? graph::checked_mul(*elements, static_cast<std::int64_t>(dtype_size(dtype))) : std::nullopt;
   KILN_CHECK(bytes_needed.has_value(), ErrorKind::InvalidArgument,

@@ -24,6 +24,26 @@ Shape broadcast_shapes(const Shape& a, const Shape& b) {
   return out;
 }
 
+SymShape broadcast_dims(const SymShape& a, const SymShape& b) {
+  if (!a.symbolic() && !b.symbolic()) return broadcast_shapes(a.hints(), b.hints());
+  const std::size_t rank = std::max(a.size(), b.size());
+  SymShape out(rank);
+  for (std::size_t i = 0; i < rank; ++i) {
+    const sym::Dim da = i < a.size() ? a[a.size() - 1 - i] : sym::Dim(1);
+    const sym::Dim db = i < b.size() ? b[b.size() - 1 - i] : sym::Dim(1);
+    if (da == db) {
+      out[rank - 1 - i] = da;
+    } else {
+      KILN_CHECK(da == 1 || db == 1, ErrorKind::ShapeMismatch,
+                 "cannot broadcast shapes " + shape_str(a.hints()) + " and " + shape_str(b.hints()) + ": dimension " +
+                     std::to_string(rank - 1 - i) + " of the result is " + std::to_string(da.hint()) +
+                     " in one and " + std::to_string(db.hint()) + " in the other");
+      out[rank - 1 - i] = da == 1 ? db : da;
+    }
+  }
+  return out;
+}
+
 bool is_broadcastable_to(const Shape& from, const Shape& to) {
   if (from.size() > to.size()) return false;
   const std::size_t offset = to.size() - from.size();

@@ -57,7 +57,7 @@ void check_subgraph_input(const Graph& subgraph, std::size_t i, const TensorType
 Tensor stacked(const TensorType& each, const std::vector<Tensor>& slices, const std::string& what) {
   KILN_CHECK(!slices.empty() || !each.dynamic, ErrorKind::ShapeMismatch,
              what + " has no slice and its shape depends on data");
-  Shape shape = slices.empty() ? each.shape : slices.front().shape();
+  Shape shape = slices.empty() ? Shape(each.shape) : slices.front().shape();
   shape.insert(shape.begin(), static_cast<std::int64_t>(slices.size()));
   Tensor out(each.dtype, shape);
   std::size_t offset = 0;

@@ -89,7 +89,7 @@ std::vector<TensorType> infer_conv(const Node& node, std::span<const TensorType>
   require_rank("weight", w, p.packed ? 5 : 4);
   const std::string both = ": " + describe("input", x) + ", " + describe("weight", w);
   const std::int64_t channels = x.shape[1];
-  const std::int64_t out_channels = p.packed ? p.out_channels : w.shape[0];
+  const std::int64_t out_channels = p.packed ? p.out_channels : std::int64_t{w.shape[0]};
   // group comes from a file: the product is checked.
   const std::optional<std::int64_t> expected_channels = checked_mul(w.shape[1], p.group);
   KILN_CHECK(expected_channels && channels == *expected_channels, ErrorKind::ShapeMismatch,
@@ -116,16 +116,16 @@ std::vector<TensorType> infer_conv(const Node& node, std::span<const TensorType>
         in[2].shape == Shape{out_channels}, ErrorKind::ShapeMismatch,
         "bias must be [" + std::to_string(out_channels) + "] (one per output channel), got " + describe("bias", in[2]));
   }
-  Shape out{x.shape[0], out_channels, 0, 0};
+  SymShape out{x.shape[0], out_channels, 0, 0};
   for (int d = 0; d < 2; ++d) {
     KILN_CHECK(w.shape[2 + d] >= 1, ErrorKind::ShapeMismatch,
                std::string(d == 0 ? "height" : "width") + ": the kernel is empty" + both);
-    const std::int64_t padded = padded_extent(x.shape[2 + d], p.pads[d], p.pads[d + 2]);
+    const sym::Dim padded = padded_extent(x.shape[2 + d], p.pads[d], p.pads[d + 2]);
     const std::int64_t extent = window_extent(w.shape[2 + d], p.dilations[d]);
     KILN_CHECK(padded >= extent, ErrorKind::ShapeMismatch,
                std::string(d == 0 ? "height" : "width") + ": the kernel (extent " + std::to_string(extent) +
-                   " with dilation) is larger than the padded input (" + std::to_string(padded) + ")" + both);
-    out[2 + d] = (padded - extent) / p.strides[d] + 1;
+                   " with dilation) is larger than the padded input (" + std::to_string(padded.hint()) + ")" + both);
+    out[2 + d] = floor_div(padded - extent, sym::Dim(p.strides[d])) + 1;
   }
   return {{DType::f32, out}};
 }

@@ -419,7 +419,7 @@ Shape unsqueeze_shape(const Node& node, const TensorType& x) {
   Shape out;
   std::size_t next = 0;
   for (std::int64_t a = 0; a < rank; ++a)
-    out.push_back(std::find(axes.begin(), axes.end(), a) != axes.end() ? 1 : x.shape[next++]);
+    out.push_back(std::find(axes.begin(), axes.end(), a) != axes.end() ? sym::Dim(1) : x.shape[next++]);
   return out;
 }
 

@@ -18,7 +18,7 @@ std::vector<TensorType> infer_binary(const Node& node, std::span<const TensorTyp
   KILN_CHECK(in[0].dtype == DType::f32 || in[0].dtype == DType::i64 || in[0].dtype == DType::i32,
              ErrorKind::Unsupported,
              "dtype " + std::string(dtype_name(in[0].dtype)) + " is not supported (f32, i64 or i32)");
-  return {{in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape)}};
+  return {{in[0].dtype, broadcast_dims(in[0].shape, in[1].shape)}};
 }
 
 template <class T>

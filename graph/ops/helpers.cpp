@@ -86,6 +86,11 @@ std::int64_t padded_extent(std::int64_t size, std::int64_t pad_begin, std::int64
   return *padded;
 }
 
+sym::Dim padded_extent(const sym::Dim& size, std::int64_t pad_begin, std::int64_t pad_end) {
+  if (!size.symbolic()) return padded_extent(size.hint(), pad_begin, pad_end);
+  return size + pad_begin + pad_end;
+}
+
 std::int64_t normalize_axis(std::int64_t axis, std::int64_t rank, std::string_view attribute) {
   KILN_CHECK(axis >= -rank && axis < rank, ErrorKind::InvalidArgument,
              "attribute '" + std::string(attribute) + "' is " + std::to_string(axis) + ", out of range for rank " +

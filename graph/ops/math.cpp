@@ -58,9 +58,9 @@ decltype(auto) visit_numeric(DType dtype, F&& f) {
 // ---- numpy broadcasting over any number of inputs ---------------------------------
 
 // The broadcast shape of all `shapes`; the error names every shape.
-Shape broadcast_all(std::span<const TensorType> types) {
-  Shape out = types[0].shape;
-  for (std::size_t i = 1; i < types.size(); ++i) out = broadcast_shapes(out, types[i].shape);
+SymShape broadcast_all(std::span<const TensorType> types) {
+  SymShape out = types[0].shape;
+  for (std::size_t i = 1; i < types.size(); ++i) out = broadcast_dims(out, types[i].shape);
   return out;
 }
 
@@ -170,7 +170,7 @@ OpSchema pow_schema() {
     check_known_attributes(node, {});
     require_dtype_in("base X", in[0], {DType::f32, DType::i32, DType::i64});
     require_dtype_in("exponent Y", in[1], {DType::f32, DType::i32, DType::i64});
-    return {{in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape)}};
+    return {{in[0].dtype, broadcast_dims(in[0].shape, in[1].shape)}};
   };
   s.reference = [](const Node&, std::span<const Tensor> in) -> std::vector<Tensor> {
     const Shape shape = broadcast_shapes(in[0].shape(), in[1].shape());
@@ -272,7 +272,7 @@ OpSchema mod_schema() {
     const bool fmod = get_flag(node, "fmod", false);
     KILN_CHECK(fmod || in[0].dtype != DType::f32, ErrorKind::InvalidArgument,
                "Mod of floating-point inputs needs fmod=1 (the ONNX definition)");
-    return {{in[0].dtype, broadcast_shapes(in[0].shape, in[1].shape)}};
+    return {{in[0].dtype, broadcast_dims(in[0].shape, in[1].shape)}};
   };
   s.reference = [](const Node& node, std::span<const Tensor> in) -> std::vector<Tensor> {
     const bool fmod = get_flag(node, "fmod", false);
@@ -359,7 +359,7 @@ OpSchema compare_schema(const std::string& name, Compare op, const std::string& 
     else
       require_dtype_in("input A", in[0], {DType::f32, DType::i32, DType::i64, DType::u8});
     require_same_dtype("A", in[0], "B", in[1]);
-    return {{DType::boolean, broadcast_shapes(in[0].shape, in[1].shape)}};
+    return {{DType::boolean, broadcast_dims(in[0].shape, in[1].shape)}};
   };
   s.reference = [op](const Node&, std::span<const Tensor> in) -> std::vector<Tensor> {
     const Shape shape = broadcast_shapes(in[0].shape(), in[1].shape());
@@ -435,7 +435,7 @@ OpSchema logic_schema(const std::string& name, bool (*fn)(bool, bool), const std
     check_known_attributes(node, {});
     require_dtype_in("input A", in[0], {DType::boolean});
     require_dtype_in("input B", in[1], {DType::boolean});
-    return {{DType::boolean, broadcast_shapes(in[0].shape, in[1].shape)}};
+    return {{DType::boolean, broadcast_dims(in[0].shape, in[1].shape)}};
   };
   s.reference = [fn](const Node&, std::span<const Tensor> in) -> std::vector<Tensor> {
     const Shape shape = broadcast_shapes(in[0].shape(), in[1].shape());

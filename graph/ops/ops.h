@@ -75,6 +75,7 @@ bool get_flag(const Node& node, const std::string& name, bool fallback);
 // throw InvalidArgument naming the values where int64 would overflow.
 std::int64_t window_extent(std::int64_t kernel, std::int64_t dilation);
 std::int64_t padded_extent(std::int64_t size, std::int64_t pad_begin, std::int64_t pad_end);
+sym::Dim padded_extent(const sym::Dim& size, std::int64_t pad_begin, std::int64_t pad_end);
 
 // Maps an axis in [-rank, rank) to [0, rank); throws InvalidArgument naming
 // the attribute and the allowed range.

@@ -74,17 +74,27 @@ std::int64_t pooled_size(std::int64_t size, std::int64_t pad_begin, std::int64_t
   return out;
 }
 
+sym::Dim pooled_size(const sym::Dim& size, std::int64_t pad_begin, std::int64_t pad_end, std::int64_t extent,
+                     std::int64_t stride, bool ceil_mode) {
+  if (!size.symbolic()) return pooled_size(size.hint(), pad_begin, pad_end, extent, stride, ceil_mode);
+  const sym::Dim span = padded_extent(size, pad_begin, pad_end) - extent;
+  if (!ceil_mode) return floor_div(span, sym::Dim(stride)) + 1;
+  sym::Dim out = ceil_div(span, sym::Dim(stride)) + 1;
+  if ((out - 1) * stride >= size + pad_begin) out -= 1;  // the last window would start in the end padding
+  return out;
+}
+
 TensorType infer_pool_type(const Node& node, const TensorType& x, PoolKind kind) {
   const PoolParams p = read_pool_params(node, kind);
   require_f32("input", x);
   require_rank("input", x, 4);
-  Shape out{x.shape[0], x.shape[1], 0, 0};
+  SymShape out{x.shape[0], x.shape[1], 0, 0};
   for (int d = 0; d < 2; ++d) {
-    const std::int64_t padded = padded_extent(x.shape[2 + d], p.pads[d], p.pads[d + 2]);
+    const sym::Dim padded = padded_extent(x.shape[2 + d], p.pads[d], p.pads[d + 2]);
     const std::int64_t extent = window_extent(p.kernel[d], p.dilations[d]);
     KILN_CHECK(padded >= extent, ErrorKind::ShapeMismatch,
                std::string(d == 0 ? "height" : "width") + ": the window (extent " + std::to_string(extent) +
-                   ") is larger than the padded input (" + std::to_string(padded) + "): " + describe("input", x) +
+                   ") is larger than the padded input (" + std::to_string(padded.hint()) + "): " + describe("input", x) +
                    ", kernel_shape " + shape_str(p.kernel) + ", pads " + shape_str(p.pads));
     out[2 + d] = pooled_size(x.shape[2 + d], p.pads[d], p.pads[d + 2], extent, p.strides[d], p.ceil_mode);
   }
@@ -153,9 +163,9 @@ std::vector<TensorType> infer_global_average_pool(const Node& node, std::span<co
   require_f32("input", x);
   KILN_CHECK(x.shape.size() >= 3, ErrorKind::ShapeMismatch,
              "input must have rank >= 3 (N, C, spatial...), got " + describe("input", x));
-  KILN_CHECK(num_elements(Shape(x.shape.begin() + 2, x.shape.end())) > 0, ErrorKind::ShapeMismatch,
+  KILN_CHECK(element_count(std::span(x.shape).subspan(2)) > 0, ErrorKind::ShapeMismatch,
              "input has no spatial elements to average: " + describe("input", x));
-  Shape out = x.shape;
+  SymShape out = x.shape;
   for (std::size_t d = 2; d < out.size(); ++d) out[d] = 1;
   return {{DType::f32, out}};
 }

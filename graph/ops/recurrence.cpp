@@ -161,7 +161,7 @@ RecurrenceSpec recurrence_spec(const Node& node, std::span<const TensorType> in)
   s.has_lengths = expect(3, "sequence_lens", DType::i32, {s.batch});
   if (has_input(node, 4)) {
     const TensorType& state = in[4];
-    s.initial_states = state.shape.empty() ? 0 : state.shape[0];
+    s.initial_states = state.shape.empty() ? 0 : std::int64_t{state.shape[0]};
     KILN_CHECK(s.initial_states == 1 || (s.initial_states == 2 && s.cell == RecurrentCell::lstm),
                ErrorKind::ShapeMismatch,
                describe("initial_state", state) + " must hold H_0" + (s.cell == RecurrentCell::lstm ? " (and C_0)" : "") +

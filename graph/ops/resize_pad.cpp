@@ -202,10 +202,24 @@ std::vector<Tensor> reference_pad(const Node& node, std::span<const Tensor> in) 
 // ---- Resize -----------------------------------------------------------------------
 
 std::vector<TensorType> infer_resize(const Node& node, std::span<const TensorType> in) {
-  const ResizePlan plan = resize_plan(node, in[0].shape);
+  const SymShape& input = in[0].shape;
+  // The plan's checks (sizes that fit) at the extents planned for; the
+  // output's dims are kept symbolic where a scale is a whole number (ONNX's
+  // floor(input * scale) is then exact), and read (guarded) where not.
+  const ResizePlan plan = resize_plan(node, input.hints());
   KILN_CHECK(plan.mode == ResizeMode::nearest || in[0].dtype == DType::f32, ErrorKind::Unsupported,
              "linear resize supports f32 only, got " + describe("input", in[0]));
-  return {{in[0].dtype, plan.output_shape}};
+  if (!input.symbolic()) return {{in[0].dtype, plan.output_shape}};
+  SymShape out(plan.output_shape.begin(), plan.output_shape.end());
+  for (std::size_t d = 0; d < input.size(); ++d) {
+    if (!input[d].symbolic()) continue;
+    const double scale = plan.axes[d].scale;
+    if (!node.attrs.has("sizes") && scale == std::floor(scale) && scale <= 1024.0)
+      out[d] = input[d] * static_cast<std::int64_t>(scale);
+    else
+      (void)input[d].value();  // the output extent was computed from this value
+  }
+  return {{in[0].dtype, out}};
 }
 
 // One axis's contribution to an output element: up to two input positions

@@ -17,13 +17,13 @@ namespace {
 
 // ONNX semantics: 0 copies the input's dim at that index (unless allowzero),
 // one -1 is inferred from the element count.
-Shape reshape_target(const Node& node, const TensorType& x) {
+SymShape reshape_target(const Node& node, const TensorType& x) {
   check_known_attributes(node, {"shape", "allowzero"});
   KILN_CHECK(node.attrs.has("shape"), ErrorKind::InvalidArgument, "attribute 'shape' is required");
   const std::vector<std::int64_t> spec = node.attrs.get_ints("shape", {});
   const bool allow_zero = get_flag(node, "allowzero", false);
   const std::string context = ": " + describe("input", x) + ", shape " + shape_str(spec);
-  Shape out(spec.size());
+  SymShape out(spec.size());
   int inferred = -1;
   for (std::size_t i = 0; i < spec.size(); ++i) {
     const std::int64_t d = spec[i];
@@ -43,6 +43,25 @@ Shape reshape_target(const Node& node, const TensorType& x) {
       out[i] = d;
     }
   }
+  if (x.shape.symbolic()) {
+    // The same rules on expressions (each comparison not decided by them guards).
+    SymShape known_dims = out;
+    if (inferred >= 0) known_dims[static_cast<std::size_t>(inferred)] = 1;
+    const sym::Dim known = element_count(known_dims);
+    const sym::Dim total = element_count(x.shape);
+    if (inferred >= 0) {
+      KILN_CHECK(known != 0, ErrorKind::InvalidArgument, "cannot infer -1 next to a zero-sized dimension" + context);
+      KILN_CHECK(mod(total, known) == 0, ErrorKind::ShapeMismatch,
+                 "cannot reshape " + std::to_string(total.hint()) + " elements: they do not divide into " +
+                     std::to_string(known.hint()) + context);
+      out[inferred] = floor_div(total, known);
+      return out;
+    }
+    KILN_CHECK(known == total, ErrorKind::ShapeMismatch,
+               "cannot reshape " + std::to_string(total.hint()) + " elements to " + shape_str(out.hints()) + " (" +
+                   std::to_string(known.hint()) + " elements)" + context);
+    return out;
+  }
   // The product of the known dims: a target shape from a file may overflow it.
   Shape known_dims = out;
   if (inferred >= 0) known_dims[static_cast<std::size_t>(inferred)] = 1;
@@ -60,7 +79,7 @@ Shape reshape_target(const Node& node, const TensorType& x) {
     return out;
   }
   KILN_CHECK(known == total, ErrorKind::ShapeMismatch,
-             "cannot reshape " + std::to_string(total) + " elements to " + shape_str(out) + " (" +
+             "cannot reshape " + std::to_string(total) + " elements to " + shape_str(out.hints()) + " (" +
                  std::to_string(known) + " elements)" + context);
   return out;
 }
@@ -75,7 +94,7 @@ std::vector<Tensor> reference_reshape(const Node& node, std::span<const Tensor> 
 
 // ---- Flatten --------------------------------------------------------------------
 
-Shape flatten_shape(const Node& node, const TensorType& x) {
+SymShape flatten_shape(const Node& node, const TensorType& x) {
   check_known_attributes(node, {"axis"});
   const auto rank = static_cast<std::int64_t>(x.shape.size());
   std::int64_t axis = node.attrs.get_int("axis", 1);
@@ -84,8 +103,8 @@ Shape flatten_shape(const Node& node, const TensorType& x) {
              "attribute 'axis' is " + std::to_string(axis) + ", out of range for " + describe("input", x) +
                  " (allowed " + std::to_string(-rank) + ".." + std::to_string(rank) + ")");
   if (axis < 0) axis += rank;
-  return {num_elements(Shape(x.shape.begin(), x.shape.begin() + axis)),
-          num_elements(Shape(x.shape.begin() + axis, x.shape.end()))};
+  const std::span<const sym::Dim> dims(x.shape);
+  return {element_count(dims.first(static_cast<std::size_t>(axis))), element_count(dims.subspan(static_cast<std::size_t>(axis)))};
 }
 
 std::vector<TensorType> infer_flatten(const Node& node, std::span<const TensorType> in) {
@@ -116,7 +135,7 @@ std::vector<std::int64_t> read_perm(const Node& node, const TensorType& x) {
 
 std::vector<TensorType> infer_transpose(const Node& node, std::span<const TensorType> in) {
   const std::vector<std::int64_t> perm = read_perm(node, in[0]);
-  Shape out(perm.size());
+  SymShape out(perm.size());
   for (std::size_t i = 0; i < perm.size(); ++i) out[i] = in[0].shape[perm[i]];
   return {{in[0].dtype, out}};
 }
@@ -152,7 +171,7 @@ std::int64_t concat_axis(const Node& node, const TensorType& first) {
 
 std::vector<TensorType> infer_concat(const Node& node, std::span<const TensorType> in) {
   const std::int64_t axis = concat_axis(node, in[0]);
-  Shape out = in[0].shape;
+  SymShape out = in[0].shape;
   for (std::size_t i = 1; i < in.size(); ++i) {
     const std::string what = "input " + std::to_string(i);
     require_same_dtype("input 0", in[0], what, in[i]);

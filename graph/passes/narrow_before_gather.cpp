@@ -75,7 +75,7 @@ std::optional<std::vector<std::optional<Slice>>> input_slices(const Graph& g, co
   const Shape& y = g.value(node.outputs[0]).type.shape;
   const std::size_t rank = y.size();
   std::vector<std::optional<Slice>> slices(node.inputs.size());
-  auto input_shape = [&](std::size_t i) -> const Shape& { return g.value(node.inputs[i]).type.shape; };
+  auto input_shape = [&](std::size_t i) -> const SymShape& { return g.value(node.inputs[i]).type.shape; };
   if (kUnary.count(node.op) != 0 && node.inputs.size() == 1) {
     slices[0] = out;
   } else if (kBinary.count(node.op) != 0 && node.inputs.size() == 2) {

@@ -34,7 +34,7 @@ graph::Attribute decode_attribute(const json& j) {
 }
 
 json encode_type(const graph::TensorType& t) {
-  return {{"dtype", std::string(dtype_name(t.dtype))}, {"shape", t.shape}, {"dynamic", t.dynamic}};
+  return {{"dtype", std::string(dtype_name(t.dtype))}, {"shape", Shape(t.shape)}, {"dynamic", t.dynamic}};
 }
 
 graph::TensorType decode_type(const json& j) {

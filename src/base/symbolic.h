@@ -164,6 +164,10 @@ class Dim {
   std::int64_t value() const;
   operator std::int64_t() const { return value(); }
 
+  Dim& operator+=(const Dim& b) { return *this = *this + b; }
+  Dim& operator-=(const Dim& b) { return *this = *this - b; }
+  Dim& operator*=(const Dim& b) { return *this = *this * b; }
+
   friend Dim operator+(const Dim& a, const Dim& b);
   friend Dim operator-(const Dim& a, const Dim& b);
   friend Dim operator*(const Dim& a, const Dim& b);

@@ -160,12 +160,12 @@ std::optional<std::string> reason_for(const OpLowering* lowering, const OpContex
 
 }  // namespace
 
-const Shape& OpContext::input_shape(std::size_t slot) const {
+const graph::SymShape& OpContext::input_shape(std::size_t slot) const {
   KILN_ASSERT(has_input(slot));
   return inputs[slot]->shape;
 }
 
-const Shape& OpContext::output_shape(std::size_t slot) const {
+const graph::SymShape& OpContext::output_shape(std::size_t slot) const {
   KILN_ASSERT(slot < outputs.size());
   return outputs[slot].shape;
 }

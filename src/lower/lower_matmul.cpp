@@ -105,7 +105,7 @@ kir::Kernel lower_gemm(const OpContext& ctx) {
   const kir::Buf c = has_c ? kernel.add_buffer("c", ScalarType::f32, Access::read) : kir::Buf{};
   problem.y = kernel.add_buffer("y", ScalarType::f32, Access::write);
   const Shape out_shape = {s.m, s.n};
-  const Shape c_shape = has_c ? ctx.input_shape(2) : Shape{};
+  const Shape c_shape = has_c ? Shape(ctx.input_shape(2)) : Shape{};
   problem.epilogue = [&](Expr acc, Expr row, Expr col, Expr) {
     Expr result = alpha != 1.0 ? kir::f32(alpha) * acc : acc;
     if (has_c && beta != 0.0) {

@@ -57,9 +57,9 @@ struct OpContext {
   // Whether input `slot` is present.
   bool has_input(std::size_t slot) const { return slot < inputs.size() && inputs[slot] != nullptr; }
   // The shape of a present input (asserts presence).
-  const Shape& input_shape(std::size_t slot) const;
+  const graph::SymShape& input_shape(std::size_t slot) const;
   // The shape of output `slot`.
-  const Shape& output_shape(std::size_t slot = 0) const;
+  const graph::SymShape& output_shape(std::size_t slot = 0) const;
 };
 
 // The kernel element type of a tensor dtype: f32, i32, i64 and bool tensors

@@ -64,7 +64,7 @@ std::vector<Tensor> Replayer::run_op(const std::string& op, const std::vector<Te
     } else {
       // Computed inside the compiled graph only: a stand-in that must not be used later.
       const graph::Value& v = trace_.graph->value(trace_.graph->node(trace_.op_nodes[index]).outputs[k]);
-      t = Tensor(v.type.dtype, v.type.dynamic ? Shape{0} : v.type.shape);
+      t = Tensor(v.type.dtype, v.type.dynamic ? Shape{0} : Shape(v.type.shape));
       placeholders_[key_of(t)] = id;
     }
     known_[key_of(t)] = ValueRef{ValueRef::Kind::op_output, index, k};

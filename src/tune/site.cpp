@@ -26,7 +26,7 @@ std::vector<graph::TensorType> slot_types(const Site& site) {
 }
 
 json type_json(const graph::TensorType& type) {
-  return {{"dtype", std::string(dtype_name(type.dtype))}, {"shape", type.shape}};
+  return {{"dtype", std::string(dtype_name(type.dtype))}, {"shape", Shape(type.shape)}};
 }
 
 graph::TensorType type_from_json(const json& value) {
