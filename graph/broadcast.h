@@ -22,6 +22,8 @@ SymShape broadcast_dims(const SymShape& a, const SymShape& b);
 // True if `from` broadcasts to exactly `to` (ONNX unidirectional broadcasting,
 // as Gemm's C or a LayerNormalization scale).
 bool is_broadcastable_to(const Shape& from, const Shape& to);
+// The same over dims that may be symbolic.
+bool dims_broadcast_to(const SymShape& from, const SymShape& to);
 
 // Row-major strides of a dense tensor: the last dimension has stride 1.
 Strides row_major_strides(const Shape& shape);

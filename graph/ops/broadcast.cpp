@@ -52,6 +52,14 @@ bool is_broadcastable_to(const Shape& from, const Shape& to) {
   return true;
 }
 
+bool dims_broadcast_to(const SymShape& from, const SymShape& to) {
+  if (from.size() > to.size()) return false;
+  const std::size_t offset = to.size() - from.size();
+  for (std::size_t i = 0; i < from.size(); ++i)
+    if (from[i] != to[offset + i] && from[i] != 1) return false;
+  return true;
+}
+
 Strides row_major_strides(const Shape& shape) {
   Strides strides(shape.size());
   std::int64_t stride = 1;

@@ -279,8 +279,27 @@ namespace {
 // With more inputs (starts, ends, then optionally axes and steps, read at
 // run time: the importer's form for a window computed from data, as a loop
 // body's iteration number) the output is dynamic.
+// The one-input form's output: its sliced axes' extents read (guarded), the
+// others kept as they are.
+SymShape slice_dims(const Node& node, const SymShape& input) {
+  const SlicePlan plan = slice_plan(node, input.hints());
+  SymShape out(plan.counts.begin(), plan.counts.end());
+  if (!input.symbolic()) return out;
+  const auto rank = static_cast<std::int64_t>(input.size());
+  std::vector<std::int64_t> axes = node.attrs.get_ints("axes", {});
+  if (!node.attrs.has("axes"))
+    for (std::size_t i = 0; i < node.attrs.get_ints("starts", {}).size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+  std::vector<bool> sliced(input.size(), false);
+  for (std::int64_t a : axes) sliced[static_cast<std::size_t>(a < 0 ? a + rank : a)] = true;  // slice_plan checked them
+  for (std::size_t d = 0; d < input.size(); ++d) {
+    if (sliced[d]) (void)input[d].value();
+    else out[d] = input[d];
+  }
+  return out;
+}
+
 std::vector<TensorType> infer_slice(const Node& node, std::span<const TensorType> in) {
-  if (in.size() == 1) return {{in[0].dtype, slice_plan(node, in[0].shape).output_shape()}};
+  if (in.size() == 1) return {{in[0].dtype, slice_dims(node, in[0].shape)}};
   check_known_attributes(node, {});
   KILN_CHECK(in.size() >= 3, ErrorKind::InvalidArgument, "takes the data alone, or with starts, ends[, axes[, steps]]");
   for (std::size_t i = 1; i < in.size(); ++i)
@@ -320,10 +339,12 @@ std::vector<Tensor> reference_slice(const Node& node, std::span<const Tensor> in
 // ---- Split ------------------------------------------------------------------------
 
 std::vector<TensorType> infer_split(const Node& node, std::span<const TensorType> in) {
-  const SplitPlan plan = split_plan(node, in[0].shape);
+  // The plan depends on the split axis's extent alone: that one is read (guarded).
+  const SplitPlan plan = split_plan(node, in[0].shape.hints());
+  (void)in[0].shape[plan.axis].value();
   std::vector<TensorType> out;
   for (std::int64_t size : plan.sizes) {
-    Shape shape = in[0].shape;
+    SymShape shape = in[0].shape;
     shape[plan.axis] = size;
     out.push_back({in[0].dtype, shape});
   }
@@ -368,7 +389,24 @@ std::vector<std::int64_t> gather_indices(const Node& node, std::span<const Tenso
 }
 
 std::vector<TensorType> infer_gather(const Node& node, std::span<const TensorType> in) {
-  return {{in[0].dtype, gather_plan(node, in).output_shape}};
+  if (!in[0].shape.symbolic() && (in.size() < 2 || !in[1].shape.symbolic()))
+    return {{in[0].dtype, gather_plan(node, in).output_shape}};
+  // The plan at the planned extents; the indexed axis's extent is read
+  // (indices are checked against it), every other dim kept.
+  std::vector<TensorType> planned(in.begin(), in.end());
+  for (TensorType& t : planned) t.shape = t.shape.hints();
+  const GatherPlan plan = gather_plan(node, planned);
+  const SymShape& data = in[0].shape;
+  (void)data[plan.axis].value();
+  SymShape out(data.begin(), data.begin() + plan.axis);
+  if (!plan.constant_indices) out.insert(out.end(), in[1].shape.begin(), in[1].shape.end());
+  else {
+    const Shape& with_indices = plan.output_shape;  // the constant indices' dims
+    const std::size_t index_rank = with_indices.size() + 1 - data.size();
+    out.insert(out.end(), with_indices.begin() + plan.axis, with_indices.begin() + plan.axis + static_cast<std::ptrdiff_t>(index_rank));
+  }
+  out.insert(out.end(), data.begin() + plan.axis + 1, data.end());
+  return {{in[0].dtype, out}};
 }
 
 std::vector<Tensor> reference_gather(const Node& node, std::span<const Tensor> in) {
@@ -390,7 +428,7 @@ std::vector<Tensor> reference_gather(const Node& node, std::span<const Tensor> i
 
 // ---- Squeeze / Unsqueeze ----------------------------------------------------------
 
-Shape squeeze_shape(const Node& node, const TensorType& x) {
+SymShape squeeze_shape(const Node& node, const TensorType& x) {
   check_known_attributes(node, {"axes"});
   const auto rank = static_cast<std::int64_t>(x.shape.size());
   std::vector<std::int64_t> axes;
@@ -404,19 +442,19 @@ Shape squeeze_shape(const Node& node, const TensorType& x) {
     for (std::int64_t a = 0; a < rank; ++a)
       if (x.shape[a] == 1) axes.push_back(a);
   }
-  Shape out;
+  SymShape out;
   for (std::int64_t a = 0; a < rank; ++a)
     if (std::find(axes.begin(), axes.end(), a) == axes.end()) out.push_back(x.shape[a]);
   return out;
 }
 
-Shape unsqueeze_shape(const Node& node, const TensorType& x) {
+SymShape unsqueeze_shape(const Node& node, const TensorType& x) {
   check_known_attributes(node, {"axes"});
   KILN_CHECK(node.attrs.has("axes"), ErrorKind::InvalidArgument, "attribute 'axes' is required");
   const std::vector<std::int64_t> given = node.attrs.get_ints("axes", {});
   const auto rank = static_cast<std::int64_t>(x.shape.size() + given.size());
   const std::vector<std::int64_t> axes = normalized_axes(given, rank, "axes");
-  Shape out;
+  SymShape out;
   std::size_t next = 0;
   for (std::int64_t a = 0; a < rank; ++a)
     out.push_back(std::find(axes.begin(), axes.end(), a) != axes.end() ? sym::Dim(1) : x.shape[next++]);

@@ -82,10 +82,38 @@ Tensor unpack_b(const Tensor& packed) {
   return plain;
 }
 
+// matmul_shape's result over dims that may be symbolic: the same checks,
+// comparisons that the expressions do not decide guarded.
+SymShape matmul_dims(const TensorType& a, const TensorType& b) {
+  const SymShape& sa = a.shape;
+  const SymShape& sb = b.shape;
+  if (!sa.symbolic() && !sb.symbolic()) return matmul_shape(a, b).out;
+  KILN_CHECK(!sa.empty() && !sb.empty(), ErrorKind::ShapeMismatch,
+             "operands must have rank >= 1: " + describe("A", a) + ", " + describe("B", b));
+  const sym::Dim k = sa.back();
+  const sym::Dim kb = sb.size() >= 2 ? sb[sb.size() - 2] : sb[0];
+  KILN_CHECK(k == kb, ErrorKind::ShapeMismatch,
+             "inner dimensions differ (" + std::to_string(k.hint()) + " vs " + std::to_string(kb.hint()) +
+                 "): " + describe("A", a) + ", " + describe("B", b));
+  const SymShape batch_a = sa.size() > 2 ? SymShape(sa.begin(), sa.end() - 2) : SymShape{};
+  const SymShape batch_b = sb.size() > 2 ? SymShape(sb.begin(), sb.end() - 2) : SymShape{};
+  SymShape out;
+  try {
+    out = broadcast_dims(batch_a, batch_b);
+  } catch (const Error&) {
+    throw_error(ErrorKind::ShapeMismatch, "batch dimensions " + shape_str(batch_a.hints()) + " and " +
+                                              shape_str(batch_b.hints()) + " do not broadcast: " + describe("A", a) +
+                                              ", " + describe("B", b));
+  }
+  if (sa.size() >= 2) out.push_back(sa[sa.size() - 2]);
+  if (sb.size() >= 2) out.push_back(sb.back());
+  return out;
+}
+
 std::vector<TensorType> infer_matmul(const Node& node, std::span<const TensorType> in) {
   require_f32("A", in[0]);
   require_f32("B", in[1]);
-  return {{DType::f32, matmul_shape(in[0], logical_b(node, in[1])).out}};
+  return {{DType::f32, matmul_dims(in[0], logical_b(node, in[1]))}};
 }
 
 std::vector<Tensor> reference_matmul(const Node& node, std::span<const Tensor> in) {
@@ -156,19 +184,19 @@ std::vector<TensorType> infer_gemm(const Node& node, std::span<const TensorType>
   require_f32("B", b);
   require_rank("A", a, 2);
   require_rank("B", b, 2);
-  const std::int64_t m = p.trans_a ? a.shape[1] : a.shape[0];
-  const std::int64_t k = p.trans_a ? a.shape[0] : a.shape[1];
-  const std::int64_t kb = p.trans_b ? b.shape[1] : b.shape[0];
-  const std::int64_t n = p.trans_b ? b.shape[0] : b.shape[1];
+  const sym::Dim m = p.trans_a ? a.shape[1] : a.shape[0];
+  const sym::Dim k = p.trans_a ? a.shape[0] : a.shape[1];
+  const sym::Dim kb = p.trans_b ? b.shape[1] : b.shape[0];
+  const sym::Dim n = p.trans_b ? b.shape[0] : b.shape[1];
   KILN_CHECK(k == kb, ErrorKind::ShapeMismatch,
-             "inner dimensions differ (" + std::to_string(k) + " vs " + std::to_string(kb) + "): " + describe("A", a) +
+             "inner dimensions differ (" + std::to_string(k.hint()) + " vs " + std::to_string(kb.hint()) + "): " + describe("A", a) +
                  " (transA " + std::to_string(p.trans_a) + "), " + describe("B", b) + " (transB " +
                  std::to_string(p.trans_b) + ")");
-  const Shape out{m, n};
+  const SymShape out{m, n};
   if (has_input(node, 2)) {
     require_f32("C", in[2]);
-    KILN_CHECK(is_broadcastable_to(in[2].shape, out), ErrorKind::ShapeMismatch,
-               describe("C", in[2]) + " does not broadcast to the result " + shape_str(out));
+    KILN_CHECK(dims_broadcast_to(in[2].shape, out), ErrorKind::ShapeMismatch,
+               describe("C", in[2]) + " does not broadcast to the result " + shape_str(out.hints()));
   }
   return {{DType::f32, out}};
 }

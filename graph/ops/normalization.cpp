@@ -34,18 +34,18 @@ std::vector<TensorType> infer_layer_norm(const Node& node, std::span<const Tenso
   const TensorType& x = in[0];
   require_f32("X", x);
   const std::int64_t axis = layer_norm_axis(node, x);
-  const Shape normalized(x.shape.begin() + axis, x.shape.end());
+  const SymShape normalized(x.shape.begin() + axis, x.shape.end());
   const char* names[] = {"X", "Scale", "B"};
   for (std::size_t i = 1; i < 3; ++i) {
     if (!has_input(node, i)) continue;
     require_f32(names[i], in[i]);
-    KILN_CHECK(is_broadcastable_to(in[i].shape, normalized), ErrorKind::ShapeMismatch,
-               describe(names[i], in[i]) + " does not broadcast to the normalized shape " + shape_str(normalized) +
+    KILN_CHECK(dims_broadcast_to(in[i].shape, normalized), ErrorKind::ShapeMismatch,
+               describe(names[i], in[i]) + " does not broadcast to the normalized shape " + shape_str(normalized.hints()) +
                    " of " + describe("X", x) + " (axis " + std::to_string(axis) + ")");
   }
   if (!get_flag(node, "statistics", false)) return {x};
   // Mean and InvStdDev: X's shape with the normalised dims reduced to 1.
-  Shape stats_shape = x.shape;
+  SymShape stats_shape = x.shape;
   for (std::size_t d = static_cast<std::size_t>(axis); d < stats_shape.size(); ++d) stats_shape[d] = 1;
   return {x, {DType::f32, stats_shape}, {DType::f32, stats_shape}};
 }

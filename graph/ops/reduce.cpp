@@ -93,8 +93,8 @@ std::vector<bool> reduced_axes(const Node& node, std::size_t rank) {
 }
 
 // The input shape with every reduced axis set to 1 (keepdims=1) or dropped.
-Shape reduced_shape(const Shape& shape, const std::vector<bool>& reduced, bool keepdims) {
-  Shape out;
+SymShape reduced_shape(const SymShape& shape, const std::vector<bool>& reduced, bool keepdims) {
+  SymShape out;
   for (std::size_t d = 0; d < shape.size(); ++d) {
     if (!reduced[d]) out.push_back(shape[d]);
     else if (keepdims) out.push_back(1);
@@ -287,7 +287,7 @@ struct ArgPlan {
   std::size_t axis = 0;
   bool keepdims = true;
   bool select_last_index = false;
-  Shape output_shape;
+  SymShape output_shape;
 };
 
 ArgPlan arg_plan(const Node& node, const TensorType& x) {
