@@ -20,8 +20,6 @@ namespace kiln::graph::ops {
 
 namespace {
 
-std::string ints_str(const std::vector<std::int64_t>& values) { return shape_str(values); }
-
 // Axes given as an attribute, normalised against `rank`; duplicates are an error.
 std::vector<std::int64_t> normalized_axes(const std::vector<std::int64_t>& axes, std::int64_t rank,
                                           const std::string& attribute) {

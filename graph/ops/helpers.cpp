@@ -9,11 +9,7 @@
 
 namespace kiln::graph::ops {
 
-namespace {
-
 std::string ints_str(const std::vector<std::int64_t>& values) { return shape_str(values); }
-
-}  // namespace
 
 void add_op(OpTable& table, OpSchema schema) {
   KILN_ASSERT(!schema.name.empty() && schema.infer && schema.reference);

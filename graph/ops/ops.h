@@ -51,6 +51,9 @@ void register_recurrence_ops(OpTable& table);    // Recurrence (kiln's: the time
 
 // ---- node inputs and attributes --------------------------------------------
 
+// An ints attribute as a message shows it: "[1, 2, 3]".
+std::string ints_str(const std::vector<std::int64_t>& values);
+
 // True if input `index` of the node is given (not omitted with -1).
 bool has_input(const Node& node, std::size_t index);
 

@@ -14,8 +14,6 @@ namespace kiln::graph::ops {
 
 namespace {
 
-std::string ints_str(const std::vector<std::int64_t>& values) { return shape_str(values); }
-
 template <class E>
 E parse_enum(const Node& node, const std::string& attribute, const std::string& fallback,
              const std::vector<std::pair<std::string_view, E>>& choices) {
