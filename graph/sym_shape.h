@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <initializer_list>
 #include <span>
-#include <string>
 #include <vector>
 
 namespace kiln::graph {

@@ -20,33 +20,35 @@ namespace {
 
 // A MatMul's operands as batches of matrices: 1-D operands are promoted as
 // numpy does (A [K] -> [1, K], B [K] -> [K, 1]) and the unit dim is dropped
-// from the result.
+// from the result. Dims that may be symbolic: comparisons the expressions
+// do not decide are guarded.
 struct MatMulShape {
-  Shape batch_a, batch_b, batch;  // leading dims; batch is their broadcast
-  std::int64_t m = 0, k = 0, n = 0;
-  Shape out;
+  SymShape batch_a, batch_b, batch;  // leading dims; batch is their broadcast
+  sym::Dim m, k, n;
+  SymShape out;
 };
 
 MatMulShape matmul_shape(const TensorType& a, const TensorType& b) {
   KILN_CHECK(!a.shape.empty() && !b.shape.empty(), ErrorKind::ShapeMismatch,
              "operands must have rank >= 1: " + describe("A", a) + ", " + describe("B", b));
-  const Shape& sa = a.shape;
-  const Shape& sb = b.shape;
+  const SymShape& sa = a.shape;
+  const SymShape& sb = b.shape;
   MatMulShape s;
-  s.m = sa.size() >= 2 ? sa[sa.size() - 2] : 1;
+  s.m = sa.size() >= 2 ? sa[sa.size() - 2] : sym::Dim(1);
   s.k = sa.back();
-  const std::int64_t kb = sb.size() >= 2 ? sb[sb.size() - 2] : sb[0];
-  s.n = sb.size() >= 2 ? sb.back() : 1;
+  const sym::Dim kb = sb.size() >= 2 ? sb[sb.size() - 2] : sb[0];
+  s.n = sb.size() >= 2 ? sb.back() : sym::Dim(1);
   KILN_CHECK(s.k == kb, ErrorKind::ShapeMismatch,
-             "inner dimensions differ (" + std::to_string(s.k) + " vs " + std::to_string(kb) +
+             "inner dimensions differ (" + std::to_string(s.k.hint()) + " vs " + std::to_string(kb.hint()) +
                  "): " + describe("A", a) + ", " + describe("B", b));
   if (sa.size() > 2) s.batch_a.assign(sa.begin(), sa.end() - 2);
   if (sb.size() > 2) s.batch_b.assign(sb.begin(), sb.end() - 2);
   try {
-    s.batch = broadcast_shapes(s.batch_a, s.batch_b);
+    s.batch = broadcast_dims(s.batch_a, s.batch_b);
   } catch (const Error&) {
-    throw_error(ErrorKind::ShapeMismatch, "batch dimensions " + shape_str(s.batch_a) + " and " + shape_str(s.batch_b) +
-                                              " do not broadcast: " + describe("A", a) + ", " + describe("B", b));
+    throw_error(ErrorKind::ShapeMismatch, "batch dimensions " + shape_str(s.batch_a.hints()) + " and " +
+                                              shape_str(s.batch_b.hints()) + " do not broadcast: " + describe("A", a) +
+                                              ", " + describe("B", b));
   }
   s.out = s.batch;
   if (sa.size() >= 2) s.out.push_back(s.m);
@@ -82,38 +84,10 @@ Tensor unpack_b(const Tensor& packed) {
   return plain;
 }
 
-// matmul_shape's result over dims that may be symbolic: the same checks,
-// comparisons that the expressions do not decide guarded.
-SymShape matmul_dims(const TensorType& a, const TensorType& b) {
-  const SymShape& sa = a.shape;
-  const SymShape& sb = b.shape;
-  if (!sa.symbolic() && !sb.symbolic()) return matmul_shape(a, b).out;
-  KILN_CHECK(!sa.empty() && !sb.empty(), ErrorKind::ShapeMismatch,
-             "operands must have rank >= 1: " + describe("A", a) + ", " + describe("B", b));
-  const sym::Dim k = sa.back();
-  const sym::Dim kb = sb.size() >= 2 ? sb[sb.size() - 2] : sb[0];
-  KILN_CHECK(k == kb, ErrorKind::ShapeMismatch,
-             "inner dimensions differ (" + std::to_string(k.hint()) + " vs " + std::to_string(kb.hint()) +
-                 "): " + describe("A", a) + ", " + describe("B", b));
-  const SymShape batch_a = sa.size() > 2 ? SymShape(sa.begin(), sa.end() - 2) : SymShape{};
-  const SymShape batch_b = sb.size() > 2 ? SymShape(sb.begin(), sb.end() - 2) : SymShape{};
-  SymShape out;
-  try {
-    out = broadcast_dims(batch_a, batch_b);
-  } catch (const Error&) {
-    throw_error(ErrorKind::ShapeMismatch, "batch dimensions " + shape_str(batch_a.hints()) + " and " +
-                                              shape_str(batch_b.hints()) + " do not broadcast: " + describe("A", a) +
-                                              ", " + describe("B", b));
-  }
-  if (sa.size() >= 2) out.push_back(sa[sa.size() - 2]);
-  if (sb.size() >= 2) out.push_back(sb.back());
-  return out;
-}
-
 std::vector<TensorType> infer_matmul(const Node& node, std::span<const TensorType> in) {
   require_f32("A", in[0]);
   require_f32("B", in[1]);
-  return {{DType::f32, matmul_dims(in[0], logical_b(node, in[1]))}};
+  return {{DType::f32, matmul_shape(in[0], logical_b(node, in[1])).out}};
 }
 
 std::vector<Tensor> reference_matmul(const Node& node, std::span<const Tensor> in) {
@@ -123,17 +97,20 @@ std::vector<Tensor> reference_matmul(const Node& node, std::span<const Tensor> i
   const Tensor unpacked = packed ? unpack_b(in[1]) : Tensor();
   const Tensor& b = packed ? unpacked : in[1];
   const MatMulShape s = matmul_shape({a.dtype(), a.shape()}, {b.dtype(), b.shape()});
-  const Strides stride_a = broadcast_strides(s.batch_a, s.batch);
-  const Strides stride_b = broadcast_strides(s.batch_b, s.batch);
-  const std::int64_t matrix_a = s.m * s.k, matrix_b = s.k * s.n, matrix_y = s.m * s.n;
+  // Plain extents (a reference's tensors have no symbols).
+  const Shape batch_shape = s.batch;
+  const std::int64_t m = s.m, k = s.k, n = s.n;
+  const Strides stride_a = broadcast_strides(s.batch_a, batch_shape);
+  const Strides stride_b = broadcast_strides(s.batch_b, batch_shape);
+  const std::int64_t matrix_a = m * k, matrix_b = k * n, matrix_y = m * n;
   Tensor y(DType::f32, s.out);
   auto av = a.values<float>();
   auto bv = b.values<float>();
   auto yv = y.values<float>();
-  const std::int64_t batches = num_elements(s.batch);
-  std::vector<double> row(static_cast<std::size_t>(s.n));
+  const std::int64_t batches = num_elements(batch_shape);
+  std::vector<double> row(static_cast<std::size_t>(n));
   for (std::int64_t batch = 0; batch < batches; ++batch) {
-    const std::vector<std::int64_t> coords = unravel_index(batch, s.batch);
+    const std::vector<std::int64_t> coords = unravel_index(batch, batch_shape);
     std::int64_t base_a = 0, base_b = 0;
     for (std::size_t d = 0; d < coords.size(); ++d) {
       base_a += coords[d] * stride_a[d] * matrix_a;
@@ -141,14 +118,14 @@ std::vector<Tensor> reference_matmul(const Node& node, std::span<const Tensor> i
     }
     // A row of Y at a time, B read along its rows: each element's sum still
     // adds its k products in order, in double.
-    for (std::int64_t i = 0; i < s.m; ++i) {
+    for (std::int64_t i = 0; i < m; ++i) {
       std::fill(row.begin(), row.end(), 0.0);
-      for (std::int64_t p = 0; p < s.k; ++p) {
-        const double a_ip = av[base_a + i * s.k + p];
-        const float* b_row = bv.data() + base_b + p * s.n;
-        for (std::int64_t j = 0; j < s.n; ++j) row[j] += a_ip * static_cast<double>(b_row[j]);
+      for (std::int64_t p = 0; p < k; ++p) {
+        const double a_ip = av[base_a + i * k + p];
+        const float* b_row = bv.data() + base_b + p * n;
+        for (std::int64_t j = 0; j < n; ++j) row[j] += a_ip * static_cast<double>(b_row[j]);
       }
-      for (std::int64_t j = 0; j < s.n; ++j) yv[batch * matrix_y + i * s.n + j] = static_cast<float>(row[j]);
+      for (std::int64_t j = 0; j < n; ++j) yv[batch * matrix_y + i * n + j] = static_cast<float>(row[j]);
     }
   }
   return {y};

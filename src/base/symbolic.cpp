@@ -248,7 +248,7 @@ Expr floor_div(const Expr& a, const Expr& b) {
     Poly p = to_poly(a);
     Poly exact, rest;
     exact.constant = floor_divide(p.constant, *d);
-    rest.constant = p.constant - exact.constant * *d;  // in [0, d)
+    rest.constant = sub_checked(p.constant, mul_checked(exact.constant, *d));  // in [0, d)
     for (auto& [coefficient, atoms] : p.terms) {
       // A positive coefficient keeps its remainder by d (5*H = 4*H + H).
       const std::int64_t whole = coefficient > 0 ? coefficient / *d : (coefficient % *d == 0 ? coefficient / *d : 0);

@@ -8,8 +8,8 @@
 // Construction keeps one canonical form: sums are polynomials with like
 // terms merged and products expanded, so two computations of the same
 // quantity compare equal (H*W + H == H*(W + 1)), and floor division splits
-// off what it divides exactly (floor((4*H + 6) / 4) == H + 1 + ... only where
-// exact). ceil_div and mod are written with floor division.
+// off what it divides exactly (floor((4*H + 6) / 4) is H + 1, floor(5*H / 4)
+// is H + floor(H / 4)). ceil_div and mod are written with floor division.
 //
 // A Dim is a value and, when it depends on a symbol, the expression that
 // made it. Arithmetic on dims builds expressions; reading a symbolic dim as
@@ -93,8 +93,8 @@ std::optional<std::int64_t> constant_value(const Expr& e);
 // Whether `e` mentions a symbol.
 bool is_symbolic(const Expr& e);
 // Its value with symbol i bound to symbols[i]. Throws Error(InvalidArgument)
-// naming the expression where a result overflows 64 bits or a divisor is
-// zero, Error(Internal) for a symbol with no binding.
+// where a result overflows 64 bits or a divisor is zero (that message names
+// the expression), Error(Internal) for a symbol with no binding.
 std::int64_t evaluate(const Expr& e, std::span<const std::int64_t> symbols);
 std::string to_string(const Expr& e);
 // Total order on canonical expressions (negative, zero, positive).
@@ -205,5 +205,8 @@ template <std::integral I> bool operator<(I a, const Dim& b) { return Dim(static
 template <std::integral I> bool operator>(const Dim& a, I b) { return b < a; }
 template <std::integral I> bool operator<=(const Dim& a, I b) { return !(b < a); }
 template <std::integral I> bool operator>=(const Dim& a, I b) { return !(a < b); }
+template <std::integral I> bool operator>(I a, const Dim& b) { return b < a; }
+template <std::integral I> bool operator<=(I a, const Dim& b) { return !(b < a); }
+template <std::integral I> bool operator>=(I a, const Dim& b) { return !(a < b); }
 
 }  // namespace kiln::sym
